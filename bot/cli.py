@@ -1,0 +1,208 @@
+"""`maiden`: the command line. Imports only what the chosen command needs."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from runtime import ConfigError, MaidenError, Origin, Run, RunState
+
+from .config import LoadedConfig, env_status, load_config
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PAUSED = 0, 1, 2, 3
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="maiden", description="A durable, self-hosted AI agent.")
+    p.add_argument("--config", default="agent.toml", help="path to agent.toml (default: %(default)s)")
+    p.add_argument("-v", "--verbose", action="store_true", help="log more")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("run", help="recover unfinished runs and serve")
+    chat = sub.add_parser("chat", help="talk to the agent in the terminal")
+    chat.add_argument("--thread", default="terminal", help="thread id (default: %(default)s)")
+    send = sub.add_parser("send", help="send one message and print the reply")
+    send.add_argument("thread")
+    send.add_argument("text")
+    sub.add_parser("threads", help="list threads")
+    show = sub.add_parser("show", help="show a thread's entries and runs")
+    show.add_argument("thread")
+    runs = sub.add_parser("runs", help="list runs")
+    runs.add_argument("--state", choices=[s.value for s in RunState], action="append")
+    runs.add_argument("--thread")
+    runs.add_argument("--limit", type=int, default=50)
+    approve = sub.add_parser("approve", help="approve (or --deny) a call waiting for a person")
+    approve.add_argument("run")
+    approve.add_argument("call")
+    approve.add_argument("--deny", action="store_true")
+    approve.add_argument("--by", default="cli")
+    approve.add_argument("--reason", default="")
+    resume = sub.add_parser("resume", help="run a failed, cancelled or timed-out run again")
+    resume.add_argument("run")
+    sub.add_parser("check", help="validate the config and say what is configured")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose or args.command == "run" else logging.ERROR,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        loaded = load_config(args.config)
+        if args.command == "check":
+            return _check(loaded)
+        return asyncio.run(_COMMANDS[args.command](loaded, args))
+    except ConfigError as exc:
+        print(f"maiden: configuration error\n{exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except MaidenError as exc:
+        print(f"maiden: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return 130
+
+
+def _check(loaded: LoadedConfig) -> int:
+    from runtime import make_provider, make_tools
+
+    cfg = loaded.config
+    tools = make_tools(cfg.tools, loaded.base_dir)
+    make_provider(cfg.provider, loaded.base_dir)
+    print(f"{loaded.path}: {'ok' if loaded.exists else 'not found, using defaults'}")
+    print(f"  agent     {cfg.agent.name!r}, max_turns={cfg.agent.max_turns}, "
+          f"max_tool_calls_per_turn={cfg.agent.max_tool_calls_per_turn}, "
+          f"repeat_limit={cfg.agent.repeat_limit}")
+    print(f"  provider  {cfg.provider.kind}" + (f", model {cfg.provider.model}"
+                                               if cfg.provider.model else ""))
+    print(f"  store     {cfg.store.kind} at {loaded.base_dir / cfg.store.path}")
+    print(f"  runtime   concurrency={cfg.runtime.concurrency}")
+    print(f"  tools     {', '.join(f'{t.name} ({t.effect})' for t in tools) or 'none'}")
+    missing = [var for var, ok in env_status(cfg).items() if not ok]
+    for var, ok in env_status(cfg).items():
+        print(f"  secret    ${var}: {'set' if ok else 'NOT SET'}")
+    return EXIT_FAILED if missing else EXIT_OK
+
+
+async def _run(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    from .app import serve
+
+    await serve(loaded)
+    return EXIT_OK
+
+
+async def _chat(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    from channels import chat
+
+    from .app import open_runtime
+
+    async with open_runtime(loaded, recover=False) as runtime:
+        await chat(runtime, args.thread)
+    return EXIT_OK
+
+
+async def _send(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    from .app import open_runtime
+
+    async with open_runtime(loaded, recover=False) as runtime:
+        run = await runtime.send(args.thread, args.text, origin=Origin(channel="cli"))
+    return _report(run)
+
+
+def _report(run: Run) -> int:
+    if run.state is RunState.COMPLETED:
+        print(run.reply or "")
+        return EXIT_OK
+    if run.state is RunState.AWAITING_APPROVAL and run.pending_approval is not None:
+        p = run.pending_approval
+        print(f"run {run.id} is waiting for approval ({p.reason}) of {p.name} {p.arguments}:\n"
+              f"  maiden approve {run.id} {p.tool_call_id}   (or --deny)", file=sys.stderr)
+        return EXIT_PAUSED
+    print(f"run {run.id} {run.state}: {run.reason}" + (f": {run.error}" if run.error else ""),
+          file=sys.stderr)
+    return EXIT_FAILED
+
+
+async def _threads(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    from .app import open_runtime
+
+    async with open_runtime(loaded, recover=False) as runtime:
+        threads = await runtime.store.list_threads()
+    if not threads:
+        print("no threads yet")
+    for t in threads:
+        state = t.last_state or "-"
+        print(f"{t.id!r}  entries={t.length} runs={t.runs} last={state}")
+    return EXIT_OK
+
+
+async def _show(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    from channels import render_entry, render_run, render_transition
+
+    from .app import open_runtime
+
+    async with open_runtime(loaded, recover=False) as runtime:
+        entries = await runtime.store.load_entries(args.thread)
+        runs = await runtime.store.list_runs(thread_id=args.thread)
+        if not entries and not runs:
+            print(f"no thread {args.thread!r}", file=sys.stderr)
+            return EXIT_FAILED
+        print(f"thread {args.thread!r}: {len(entries)} entries, {len(runs)} runs\n")
+        for i, entry in enumerate(entries, 1):
+            print(render_entry(i, entry))
+        print("\nruns:")
+        for run in runs:
+            print(render_run(run))
+            for t in await runtime.store.transitions(run.id):
+                print(render_transition(t))
+            for d in run.decisions:
+                verb = "approved" if d.approve else "denied"
+                print(f"    decision: {verb} call {d.tool_call_id} by {d.by}"
+                      + (f" ({d.reason})" if d.reason else ""))
+    return EXIT_OK
+
+
+async def _runs(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    from channels import render_run
+
+    from .app import open_runtime
+
+    states = [RunState(s) for s in args.state] if args.state else None
+    async with open_runtime(loaded, recover=False) as runtime:
+        runs = await runtime.store.list_runs(thread_id=args.thread, states=states,
+                                             limit=args.limit)
+    if not runs:
+        print("no runs")
+    for run in runs:
+        print(render_run(run))
+    return EXIT_OK
+
+
+async def _approve(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    from .app import open_runtime
+
+    async with open_runtime(loaded, recover=False) as runtime:
+        run = await runtime.decide(args.run, args.call, approve=not args.deny, by=args.by,
+                                   reason=args.reason)
+        run = await runtime.wait(run.id)
+    return _report(run)
+
+
+async def _resume(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    from .app import open_runtime
+
+    async with open_runtime(loaded, recover=False) as runtime:
+        run = await runtime.resume(args.run)
+        run = await runtime.wait(run.id)
+    return _report(run)
+
+
+_COMMANDS: dict[str, Any] = {
+    "run": _run, "chat": _chat, "send": _send, "threads": _threads, "show": _show,
+    "runs": _runs, "approve": _approve, "resume": _resume,
+}

@@ -1,0 +1,105 @@
+"""agent.toml: parsed with tomllib, validated with pydantic, errors that name the key."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from runtime import AgentConfig, ConfigError, ProviderConfig, RuntimeConfig, StoreConfig, ToolsConfig
+
+__all__ = ["HttpConfig", "LoadedConfig", "MaidenConfig", "load_config", "parse_config"]
+
+
+class HttpConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=0, le=65535)
+    token_env: str | None = None
+
+
+class MaidenConfig(BaseModel):
+    """The whole file. Later sections (budget, channels, schedules) slot in beside these."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    agent: AgentConfig = AgentConfig()
+    provider: ProviderConfig = ProviderConfig()
+    store: StoreConfig = StoreConfig()
+    runtime: RuntimeConfig = RuntimeConfig()
+    tools: ToolsConfig = ToolsConfig()
+    http: HttpConfig = HttpConfig()
+
+    def secret_envs(self) -> dict[str, str]:
+        """Every ``*_env`` key that is set: its key path -> the variable it names."""
+        found: dict[str, str] = {}
+
+        def walk(prefix: str, value: Any) -> None:
+            if isinstance(value, BaseModel):
+                for name in type(value).model_fields:
+                    walk(f"{prefix}{name}" if not prefix else f"{prefix}.{name}",
+                         getattr(value, name))
+            elif prefix.endswith("_env") and isinstance(value, str):
+                found[prefix] = value
+
+        walk("", self)
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedConfig:
+    config: MaidenConfig
+    path: Path
+    exists: bool
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+
+def parse_config(text: str, source: str = "agent.toml") -> MaidenConfig:
+    """Validate a TOML document; raise ``ConfigError`` listing each bad key and why."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError([("", f"not valid TOML: {exc}")], source) from None
+    try:
+        return MaidenConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError([_problem(err) for err in exc.errors()], source) from None
+
+
+def load_config(path: str | Path = "agent.toml") -> LoadedConfig:
+    """Read and validate ``path``. A missing default file means all defaults; a missing
+    file that was asked for by name is an error."""
+    p = Path(path).expanduser().absolute()
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if Path(path) == Path("agent.toml"):
+            return LoadedConfig(MaidenConfig(), p, exists=False)
+        raise ConfigError([("", "file not found")], str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([("", f"cannot read: {exc}")], str(path)) from None
+    return LoadedConfig(parse_config(text, str(path)), p, exists=True)
+
+
+def _problem(err: Any) -> tuple[str, str]:
+    key = ".".join(str(part) for part in err["loc"])
+    if err["type"] == "extra_forbidden":
+        return key, "unknown key"
+    if err["type"] == "missing":
+        return key, "required key is missing"
+    got = err.get("input")
+    shown = f" (got {got!r})" if got is not None and not isinstance(got, dict | list) else ""
+    return key, f"{err['msg']}{shown}"
+
+
+def env_status(config: MaidenConfig) -> dict[str, bool]:
+    """Which of the named secret variables are set in this environment."""
+    return {var: bool(os.environ.get(var)) for var in config.secret_envs().values()}

@@ -1,0 +1,147 @@
+"""The terminal channel: `maiden chat`, and the readable rendering `maiden show` uses."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from runtime import (
+    ApprovalRequested,
+    AssistantTurn,
+    Entry,
+    Notice,
+    Origin,
+    Run,
+    RunEnded,
+    Runtime,
+    StateChanged,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolResult,
+    Transition,
+    UserMessage,
+)
+
+__all__ = ["chat", "render_entry", "render_run", "render_transition"]
+
+ReadLine = Callable[[str], Awaitable[str | None]]
+
+
+def _json(value: Any, limit: int = 400) -> str:
+    text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _when(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def render_entry(index: int, entry: Entry) -> str:
+    """One entry as the reader sees it in `maiden show`."""
+    head = f"[{index}] {_when(entry.at)}"
+    if isinstance(entry, UserMessage):
+        who = f" {entry.user}" if entry.user else ""
+        return f"{head} user{who} (run {entry.run_id}):\n    {entry.text}"
+    if isinstance(entry, AssistantTurn):
+        lines = [f"{head} assistant:"]
+        if entry.text:
+            lines.append(f"    {entry.text}")
+        for call in entry.tool_calls:
+            lines.append(f"    -> calls {call.name} {_json(call.arguments)}  [{call.id}]")
+        return "\n".join(lines)
+    if isinstance(entry, ToolResult):
+        status = "error" if entry.is_error else "result"
+        return f"{head} tool {entry.name} {status} [{entry.tool_call_id}]:\n    " \
+               f"{_json(entry.content)}"
+    assert isinstance(entry, Notice)
+    return f"{head} notice ({entry.code}):\n    {entry.text}"
+
+
+def render_run(run: Run) -> str:
+    """One line per run, as in `maiden runs`."""
+    usage = run.usage
+    line = (f"{run.id}  {run.state:<17} {run.reason:<40.40}  thread={run.thread_id!r}  "
+            f"turns={run.turns} tools={run.tool_calls} "
+            f"tokens={usage.input_tokens}/{usage.output_tokens}  {_when(run.created_at)}")
+    if run.pending_approval is not None:
+        p = run.pending_approval
+        line += f"\n    waiting for approval of {p.name} {_json(p.arguments)} " \
+                f"(call {p.tool_call_id}, {p.reason})"
+    if run.error:
+        line += f"\n    error: {run.error}"
+    return line
+
+
+def render_transition(t: Transition) -> str:
+    return f"    {_when(t.at)}  {t.source} -> {t.target}: {t.reason}"
+
+
+async def _read_line(prompt: str) -> str | None:
+    def read() -> str | None:
+        try:
+            return input(prompt)
+        except EOFError:
+            return None
+
+    return await asyncio.to_thread(read)
+
+
+async def chat(
+    runtime: Runtime,
+    thread_id: str,
+    *,
+    read_line: ReadLine = _read_line,
+    out: TextIO = sys.stdout,
+) -> None:
+    """An interactive conversation on one thread, showing tool calls as they happen."""
+    out.write(f"maiden chat on thread {thread_id!r}. Ctrl-D or /quit to leave.\n")
+    while True:
+        line = await read_line("you> ")
+        if line is None or line.strip() in ("/quit", "/exit"):
+            out.write("\n")
+            return
+        if not line.strip():
+            continue
+        run = await runtime.submit(thread_id, line, origin=Origin(channel="cli"))
+        await _follow(runtime, run.id, out)
+
+
+async def _follow(runtime: Runtime, run_id: str, out: TextIO) -> None:
+    streaming = False
+    async with runtime.subscribe(run_id) as events:
+        current = await runtime.store.get_run(run_id)
+        if current.terminal:
+            out.write(f"bot> {current.reply or current.error}\n")
+            return
+        async for event in events:
+            if isinstance(event, TextDelta):
+                if not streaming:
+                    out.write("bot> ")
+                    streaming = True
+                out.write(event.text)
+            elif isinstance(event, ToolCallStarted):
+                out.write(f"  [tool] {event.call.name} {_json(event.call.arguments)}\n")
+            elif isinstance(event, ToolCallFinished):
+                mark = "error" if event.is_error else "ok"
+                out.write(f"  [tool] {event.name} {mark}: {_json(event.content)}\n")
+            elif isinstance(event, ApprovalRequested):
+                out.write(f"  [approval needed] {event.name} {_json(event.arguments)}: run "
+                          f"`maiden approve {event.run_id} {event.tool_call_id}` "
+                          f"(or --deny)\n")
+            elif isinstance(event, StateChanged) and streaming and event.state != "completed":
+                out.write("\n")
+                streaming = False
+            elif isinstance(event, RunEnded):
+                if streaming:
+                    out.write("\n")
+                elif event.reply is not None:
+                    out.write(f"bot> {event.reply}\n")
+                if event.kind != "run.completed":
+                    detail = f" - {event.error}" if event.error else ""
+                    out.write(f"  [{event.state}: {event.reason}{detail}]\n")
+            out.flush()

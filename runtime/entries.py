@@ -1,0 +1,99 @@
+"""A thread's history: a tagged union of entries, serialised through one adapter."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+__all__ = [
+    "ENTRY",
+    "AssistantTurn",
+    "Entry",
+    "Notice",
+    "ToolCall",
+    "ToolResult",
+    "Usage",
+    "UserMessage",
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Usage(_Model):
+    """Tokens spent on one model response (or summed over a run)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_tokens: int = 0
+    cache_read_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_creation_tokens=self.cache_creation_tokens + other.cache_creation_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return (self.input_tokens + self.output_tokens
+                + self.cache_creation_tokens + self.cache_read_tokens)
+
+
+class ToolCall(_Model):
+    """One call the model asked for. ``arguments`` is whatever the model sent:
+    normally a JSON object, but kept as-is when it is not, so validation can
+    answer with an ``invalid_arguments`` result instead of crashing."""
+
+    id: str
+    name: str
+    arguments: Any = Field(default_factory=dict)
+
+
+class UserMessage(_Model):
+    kind: Literal["user"] = "user"
+    run_id: str
+    text: str
+    user: str | None = None
+    at: float = Field(default_factory=time.time)
+
+
+class AssistantTurn(_Model):
+    kind: Literal["assistant"] = "assistant"
+    run_id: str
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage = Usage()
+    model: str | None = None
+    at: float = Field(default_factory=time.time)
+
+
+class ToolResult(_Model):
+    kind: Literal["tool_result"] = "tool_result"
+    run_id: str
+    tool_call_id: str
+    name: str
+    content: Any = None
+    is_error: bool = False
+    at: float = Field(default_factory=time.time)
+
+
+class Notice(_Model):
+    """Something the runtime tells the model (and the reader), e.g. the final-turn notice."""
+
+    kind: Literal["notice"] = "notice"
+    run_id: str
+    code: str
+    text: str
+    at: float = Field(default_factory=time.time)
+
+
+Entry = Annotated[UserMessage | AssistantTurn | ToolResult | Notice, Field(discriminator="kind")]
+
+ENTRY: TypeAdapter[Entry] = TypeAdapter(Entry)
+"""The one adapter entries are (de)serialised through."""

@@ -1,0 +1,106 @@
+"""maiden's exceptions, one tree.
+
+    MaidenError
+    ├── ConfigError               a bad agent.toml: names the key path and the reason
+    ├── ProviderError             the model could not produce a turn (status, retry_after)
+    │   └── ScriptExhausted       a scripted provider ran out of turns
+    ├── StoreError
+    │   ├── StaleWrite            an append whose expected position/version is stale
+    │   ├── CorruptStore          a row or snapshot that cannot be read back
+    │   ├── InvalidThreadId       a thread id that cannot be stored (not valid Unicode)
+    │   └── NotFound              an unknown run or thread
+    ├── RunError                  a run-level failure (reason is the machine-readable code)
+    │   └── IllegalTransition     a run state change the state machine forbids
+    └── ToolDefinitionError       a tool function the registry cannot describe
+
+Library errors (sqlite3, httpx, ...) are translated where they enter, with
+``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "CorruptStore",
+    "IllegalTransition",
+    "InvalidThreadId",
+    "MaidenError",
+    "NotFound",
+    "ProviderError",
+    "RunError",
+    "ScriptExhausted",
+    "StaleWrite",
+    "StoreError",
+    "ToolDefinitionError",
+]
+
+
+class MaidenError(Exception):
+    """Base of every error maiden raises on purpose."""
+
+
+class ConfigError(MaidenError):
+    """The configuration is invalid; ``problems`` lists ``(key_path, reason)``."""
+
+    def __init__(self, problems: list[tuple[str, str]], source: str = "agent.toml") -> None:
+        self.problems = problems
+        self.source = source
+        lines = [f"{source}: {key}: {reason}" if key else f"{source}: {reason}"
+                 for key, reason in problems]
+        super().__init__("\n".join(lines))
+
+
+class ProviderError(MaidenError):
+    """The provider failed to produce a turn."""
+
+    def __init__(
+        self, message: str, *, status: int | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+
+class ScriptExhausted(ProviderError):
+    """A scripted provider was asked for more turns than its script holds."""
+
+
+class StoreError(MaidenError):
+    """A storage operation failed."""
+
+
+class StaleWrite(StoreError):
+    """Someone else wrote to this thread or run since it was loaded."""
+
+
+class CorruptStore(StoreError):
+    """Stored data could not be read back."""
+
+
+class InvalidThreadId(StoreError, ValueError):
+    """The thread id cannot be stored."""
+
+
+class NotFound(StoreError, LookupError):
+    """No such run or thread."""
+
+
+class RunError(MaidenError):
+    """A run ended badly; ``reason`` is a stable code such as ``max_turns_exceeded``."""
+
+    def __init__(self, reason: str, message: str = "") -> None:
+        super().__init__(message or reason)
+        self.reason = reason
+
+
+class IllegalTransition(RunError):
+    """A run state change that the state machine does not allow."""
+
+    def __init__(self, run_id: str, source: str, target: str) -> None:
+        super().__init__("illegal_transition", f"run {run_id}: {source} -> {target} is not allowed")
+        self.source = source
+        self.target = target
+
+
+class ToolDefinitionError(MaidenError, TypeError):
+    """A function cannot be turned into a tool (bad signature, duplicate name, ...)."""

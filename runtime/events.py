@@ -1,0 +1,135 @@
+"""Run events: what subscribers (terminal, HTTP streams, channels) see of a run as it happens."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .entries import ToolCall, Usage
+from .runs import RunState
+
+__all__ = [
+    "ApprovalRequested",
+    "EventBus",
+    "RunEnded",
+    "RunEvent",
+    "RunStarted",
+    "StateChanged",
+    "Subscription",
+    "TextDelta",
+    "ToolCallStarted",
+    "ToolCallFinished",
+]
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    thread_id: str
+
+
+class RunStarted(_Event):
+    kind: Literal["run.started"] = "run.started"
+    recovered: bool = False
+
+
+class TextDelta(_Event):
+    kind: Literal["text.delta"] = "text.delta"
+    text: str
+
+
+class ToolCallStarted(_Event):
+    kind: Literal["tool.call"] = "tool.call"
+    call: ToolCall
+
+
+class ToolCallFinished(_Event):
+    kind: Literal["tool.result"] = "tool.result"
+    tool_call_id: str
+    name: str
+    content: Any
+    is_error: bool
+
+
+class ApprovalRequested(_Event):
+    kind: Literal["approval.requested"] = "approval.requested"
+    tool_call_id: str
+    name: str
+    arguments: Any
+    reason: str
+
+
+class StateChanged(_Event):
+    kind: Literal["run.state"] = "run.state"
+    state: RunState
+    reason: str
+
+
+class RunEnded(_Event):
+    """The run stopped: completed, failed, cancelled, timed out, or paused for a person."""
+
+    kind: Literal["run.completed", "run.failed", "run.cancelled", "run.timed_out",
+                  "run.paused"]
+    state: RunState
+    reason: str
+    reply: str | None = None
+    error: str | None = None
+    usage: Usage = Usage()
+
+
+RunEvent = Annotated[
+    RunStarted | TextDelta | ToolCallStarted | ToolCallFinished | ApprovalRequested
+    | StateChanged | RunEnded,
+    Field(discriminator="kind"),
+]
+
+
+class Subscription:
+    """An async iterator over the events one subscriber asked for."""
+
+    def __init__(self, run_id: str | None) -> None:
+        self.run_id = run_id
+        self._queue: asyncio.Queue[RunEvent] = asyncio.Queue()
+
+    def _offer(self, event: RunEvent) -> None:
+        if self.run_id is None or event.run_id == self.run_id:
+            self._queue.put_nowait(event)
+
+    def __aiter__(self) -> AsyncIterator[RunEvent]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[RunEvent]:
+        while True:
+            event = await self._queue.get()
+            yield event
+            if self.run_id is not None and isinstance(event, RunEnded):
+                return
+
+    async def next(self) -> RunEvent:
+        return await self._queue.get()
+
+
+class EventBus:
+    """Fan-out of run events to in-process subscribers; publishing never blocks."""
+
+    def __init__(self) -> None:
+        self._subscribers: set[Subscription] = set()
+
+    def publish(self, event: RunEvent) -> None:
+        for sub in tuple(self._subscribers):
+            sub._offer(event)
+
+    @asynccontextmanager
+    async def subscribe(self, run_id: str | None = None) -> AsyncIterator[Subscription]:
+        """Events of one run (the iterator ends with its ``RunEnded``), or of every run."""
+        sub = Subscription(run_id)
+        self._subscribers.add(sub)
+        try:
+            yield sub
+        finally:
+            self._subscribers.discard(sub)

@@ -1,0 +1,37 @@
+"""Guard decisions as plain functions: no I/O, tested with tables."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["call_key", "canonical_json", "is_repeat", "turn_budget"]
+
+
+def canonical_json(value: Any) -> str:
+    """One spelling per JSON value: sorted keys, no spaces, unicode kept."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      default=str)
+
+
+def call_key(name: str, arguments: Any) -> str:
+    """The identity of a tool call for the repeated-call guard."""
+    return hashlib.sha256(f"{name}\x00{canonical_json(arguments)}".encode()).hexdigest()
+
+
+def is_repeat(previous: Sequence[str], key: str, limit: int) -> bool:
+    """True when ``key`` would be the ``limit``-th identical call in a row."""
+    if limit < 2 or len(previous) < limit - 1:
+        return False
+    return all(k == key for k in previous[-(limit - 1):])
+
+
+def turn_budget(turns_taken: int, max_turns: int) -> str:
+    """``"ok"``, ``"final"`` (last turn: no tools) or ``"exceeded"`` for the next model turn."""
+    if turns_taken >= max_turns:
+        return "exceeded"
+    if turns_taken == max_turns - 1:
+        return "final"
+    return "ok"

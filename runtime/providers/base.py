@@ -1,0 +1,45 @@
+"""The one interface a model provider implements."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ..entries import Entry, ToolCall, Usage
+from ..tools import ToolSpec
+
+__all__ = ["ModelRequest", "ModelResponse", "Provider", "TextSink"]
+
+TextSink = Callable[[str], Awaitable[None]]
+"""Receives text deltas as the model streams them."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """Everything a provider needs to produce the next assistant turn."""
+
+    system: str
+    entries: Sequence[Entry]
+    tools: Sequence[ToolSpec] = ()
+    run_id: str = ""
+    thread_id: str = ""
+    final_turn: bool = False
+    """True on the last turn a run may take: no tools are offered."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResponse:
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    model: str | None = None
+    stop_reason: str | None = None
+
+
+class Provider(Protocol):
+    """Turns a request into the next assistant turn, streaming text to ``on_text``."""
+
+    async def complete(
+        self, request: ModelRequest, on_text: TextSink | None = None
+    ) -> ModelResponse: ...

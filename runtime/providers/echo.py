@@ -1,0 +1,82 @@
+"""The offline default: no network, deterministic, and able to call a tool.
+
+``/tool NAME {json}`` makes it call tool NAME with those arguments, then answer
+with what the tool returned; anything else is echoed back.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ..entries import AssistantTurn, Notice, ToolCall, ToolResult, Usage, UserMessage
+from .base import ModelRequest, ModelResponse, TextSink
+
+__all__ = ["EchoProvider", "parse_tool_command"]
+
+_TOOL_COMMAND = re.compile(r"^/tool\s+(?P<name>[\w.-]+)\s*(?P<args>.*)$", re.DOTALL)
+
+
+def parse_tool_command(text: str) -> tuple[str, object] | None:
+    """``'/tool clock {"tz": "UTC"}'`` -> ``("clock", {"tz": "UTC"})``; None if not a command.
+
+    Arguments that are not valid JSON are passed on as the raw string, so the
+    registry answers with an ``invalid_arguments`` result, as it would for a model.
+    """
+    match = _TOOL_COMMAND.match(text.strip())
+    if match is None:
+        return None
+    raw = match["args"].strip()
+    if not raw:
+        return match["name"], {}
+    try:
+        return match["name"], json.loads(raw)
+    except ValueError:
+        return match["name"], raw
+
+
+def _tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+class EchoProvider:
+    """Echoes the user, or runs ``/tool NAME {json}`` and reports the result."""
+
+    model = "echo"
+
+    async def complete(
+        self, request: ModelRequest, on_text: TextSink | None = None
+    ) -> ModelResponse:
+        entries = request.entries
+        last = entries[-1] if entries else None
+        calls: tuple[ToolCall, ...] = ()
+        if isinstance(last, ToolResult):
+            results = []
+            for entry in reversed(entries):
+                if not isinstance(entry, ToolResult):
+                    break
+                results.append(f"{entry.name} returned {json.dumps(entry.content)}")
+            text = "; ".join(reversed(results))
+        else:
+            user = next((e for e in reversed(entries) if isinstance(e, UserMessage)), None)
+            said = user.text if user else ""
+            command = parse_tool_command(said)
+            if command is not None and not request.final_turn and isinstance(
+                    last, UserMessage | Notice):
+                name, arguments = command
+                turn_no = sum(isinstance(e, AssistantTurn) for e in entries)
+                calls = (ToolCall(id=f"echo_{turn_no}", name=name, arguments=arguments),)
+                text = ""
+            else:
+                text = f"echo: {said}"
+        if on_text is not None and text:
+            for i, word in enumerate(text.split(" ")):
+                await on_text(word if i == 0 else " " + word)
+        prompt = sum(_tokens(getattr(e, "text", "") or "") for e in entries)
+        return ModelResponse(
+            text=text,
+            tool_calls=calls,
+            usage=Usage(input_tokens=prompt + _tokens(request.system), output_tokens=_tokens(text)),
+            model=self.model,
+            stop_reason="tool_use" if calls else "end_turn",
+        )

@@ -1,0 +1,177 @@
+"""Runs, their states and the one function that moves them between states."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .entries import Usage
+from .errors import IllegalTransition
+
+__all__ = [
+    "TERMINAL",
+    "Decision",
+    "Delivery",
+    "Origin",
+    "PendingApproval",
+    "Run",
+    "RunState",
+    "Transition",
+    "idempotency_key",
+    "transition",
+]
+
+
+class RunState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    AWAITING_TOOL = "awaiting_tool"
+    AWAITING_APPROVAL = "awaiting_approval"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+
+
+S = RunState
+_ALLOWED: dict[RunState, frozenset[RunState]] = {
+    S.QUEUED: frozenset({S.RUNNING, S.FAILED, S.CANCELLED}),
+    # running -> running is a recovery: the same run picked up again after a crash.
+    S.RUNNING: frozenset({S.RUNNING, S.AWAITING_TOOL, S.AWAITING_APPROVAL, S.COMPLETED,
+                          S.FAILED, S.CANCELLED, S.TIMED_OUT}),
+    S.AWAITING_TOOL: frozenset({S.RUNNING, S.AWAITING_APPROVAL, S.FAILED, S.CANCELLED,
+                                S.TIMED_OUT}),
+    S.AWAITING_APPROVAL: frozenset({S.RUNNING, S.AWAITING_TOOL, S.FAILED, S.CANCELLED,
+                                    S.TIMED_OUT}),
+    S.COMPLETED: frozenset(),
+    S.FAILED: frozenset({S.QUEUED}),
+    S.CANCELLED: frozenset({S.QUEUED}),
+    S.TIMED_OUT: frozenset({S.QUEUED}),
+}
+
+TERMINAL = frozenset({S.COMPLETED, S.FAILED, S.CANCELLED, S.TIMED_OUT})
+"""States a run stays in until someone resumes it explicitly."""
+
+
+class Origin(BaseModel):
+    """Where a message came from, and so where its reply goes.
+
+    ``channel`` names a registered deliverer (``"slack"``, ``"discord"``);
+    ``"cli"`` and ``"http"`` reply to their caller directly and need none.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    channel: str = "cli"
+    target: dict[str, str] = Field(default_factory=dict)
+    user: str | None = None
+
+
+class PendingApproval(BaseModel):
+    """A tool call waiting for a person: bound to the exact call by its arguments' hash."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool_call_id: str
+    name: str
+    arguments: Any = None
+    arguments_hash: str
+    reason: str
+    """``requires_approval`` or ``uncertain_side_effect``."""
+    requested_at: float
+
+
+class Decision(BaseModel):
+    """A person's answer to a pending approval."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool_call_id: str
+    approve: bool
+    by: str
+    reason: str = ""
+    arguments_hash: str
+    at: float
+
+
+class Run(BaseModel):
+    """One inbound message and everything the agent did to answer it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    thread_id: str
+    state: RunState = S.QUEUED
+    reason: str = "received"
+    text: str
+    origin: Origin = Origin()
+    idempotency_key: str | None = None
+    created_at: float = Field(default_factory=time.time)
+    updated_at: float = Field(default_factory=time.time)
+    version: int = 0
+    usage: Usage = Usage()
+    turns: int = 0
+    tool_calls: int = 0
+    recovery_attempts: int = 0
+    started_calls: tuple[str, ...] = ()
+    """non_idempotent calls begun and not yet recorded: the crash-uncertain ones."""
+    reply: str | None = None
+    error: str | None = None
+    owner: str | None = None
+    """The runtime instance that last started driving this run."""
+    pending_approval: PendingApproval | None = None
+    decisions: tuple[Decision, ...] = ()
+
+    def decision_for(self, tool_call_id: str) -> Decision | None:
+        return next((d for d in reversed(self.decisions) if d.tool_call_id == tool_call_id), None)
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL
+
+
+class Transition(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str
+    source: RunState
+    target: RunState
+    reason: str
+    at: float
+
+
+class Delivery(BaseModel):
+    """An outbound reply: written with the final answer, sent after (DESIGN §5)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    key: str
+    run_id: str
+    thread_id: str
+    channel: str
+    target: dict[str, str] = Field(default_factory=dict)
+    text: str
+    remote_id: str | None = None
+    created_at: float = Field(default_factory=time.time)
+    delivered_at: float | None = None
+
+
+def transition(
+    run: Run, target: RunState, reason: str, *, now: float | None = None, **changes: object
+) -> tuple[Run, Transition]:
+    """Move ``run`` to ``target``; raise ``IllegalTransition`` if the state machine forbids it."""
+    if target not in _ALLOWED[run.state]:
+        raise IllegalTransition(run.id, run.state, target)
+    at = time.time() if now is None else now
+    moved = run.model_copy(update={"state": target, "reason": reason, "updated_at": at, **changes})
+    return moved, Transition(run_id=run.id, source=run.state, target=target, reason=reason, at=at)
+
+
+def idempotency_key(run_id: str, tool_call_id: str) -> str:
+    """sha256(run_id + tool_call_id): what a tool or a channel uses to make a retried effect
+    happen once. Run ids have a fixed length, so plain concatenation is unambiguous."""
+    return hashlib.sha256((run_id + tool_call_id).encode()).hexdigest()

@@ -1,0 +1,105 @@
+"""The storage contract every backend implements (and one test suite checks)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from pydantic import TypeAdapter
+
+from ..entries import Entry
+from ..errors import InvalidThreadId
+from ..runs import Delivery, Run, RunState, Transition
+
+__all__ = ["ENTRIES", "Checkpoint", "Store", "ThreadInfo", "check_thread_id"]
+
+ENTRIES: TypeAdapter[list[Entry]] = TypeAdapter(list[Entry])
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """One atomic write: new entries for a thread and the new state of a run.
+
+    ``position`` is how many entries the writer saw; the store rejects the write
+    with ``StaleWrite`` if the thread has moved on since. ``None`` skips that check
+    (a write that touches no entries, such as failing a queued run). A ``run``'s
+    ``version`` must be exactly one more than the stored one.
+    """
+
+    thread_id: str
+    position: int | None
+    entries: Sequence[Entry] = ()
+    run: Run | None = None
+    transitions: Sequence[Transition] = ()
+    deliveries: Sequence[Delivery] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadInfo:
+    id: str
+    length: int
+    created_at: float
+    updated_at: float
+    runs: int = 0
+    last_state: RunState | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+class Store(Protocol):
+    """Durable threads and runs. Every method is safe to call from concurrent tasks."""
+
+    async def open(self) -> None:
+        """Create or migrate the storage; idempotent."""
+
+    async def close(self) -> None: ...
+
+    async def create_run(self, run: Run) -> Run:
+        """Persist a queued run (and its thread, if new).
+
+        If ``run.idempotency_key`` is already taken, nothing is written and the run
+        that holds the key is returned instead.
+        """
+
+    async def commit(self, checkpoint: Checkpoint) -> None:
+        """Write a checkpoint atomically, or raise ``StaleWrite`` and write nothing."""
+
+    async def load_entries(self, thread_id: str) -> list[Entry]:
+        """The thread's entries in order; ``[]`` for a thread never written."""
+
+    async def get_run(self, run_id: str) -> Run:
+        """The run, or ``NotFound``."""
+
+    async def list_runs(
+        self,
+        *,
+        thread_id: str | None = None,
+        states: Sequence[RunState] | None = None,
+        limit: int | None = None,
+    ) -> list[Run]:
+        """Runs, oldest first, optionally filtered; with ``limit``, the newest ``limit``."""
+
+    async def list_threads(self) -> list[ThreadInfo]:
+        """Every thread, most recently updated first."""
+
+    async def transitions(self, run_id: str) -> list[Transition]:
+        """Every state change of the run, in order, with its reason."""
+
+    async def deliveries(
+        self, *, run_id: str | None = None, pending: bool | None = None
+    ) -> list[Delivery]:
+        """Delivery records, oldest first; ``pending=True``: those with no remote id yet."""
+
+    async def mark_delivered(self, key: str, remote_id: str, at: float) -> None:
+        """Record that the delivery ``key`` was sent as ``remote_id`` (idempotent)."""
+
+
+def check_thread_id(thread_id: str) -> str:
+    """Any string is a thread id, as long as it is valid Unicode (no lone surrogates)."""
+    if not isinstance(thread_id, str):
+        raise InvalidThreadId(f"a thread id must be a string, not {type(thread_id).__name__}")
+    try:
+        thread_id.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidThreadId(f"thread id is not valid Unicode: {exc.reason}") from exc
+    return thread_id

@@ -1,0 +1,277 @@
+"""Tools: Python functions the model may call, described by their type hints.
+
+    @tool(effect="idempotent_write", timeout_s=10)
+    async def create_ticket(ctx: ToolContext, title: str, priority: int = 3) -> dict:
+        '''Open a ticket in the tracker.'''
+        ...
+
+The parameters (minus the optional ``ToolContext`` one) become the JSON schema the
+model sees; the arguments it sends are validated against them before the call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import sys
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_type_hints, overload
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic_core import to_jsonable_python
+
+from .errors import ConfigError, ToolDefinitionError
+from .runs import Origin
+
+__all__ = [
+    "NOT_DONE",
+    "Effect",
+    "Tool",
+    "ToolContext",
+    "ToolOutput",
+    "ToolRegistry",
+    "ToolSpec",
+    "error_result",
+    "tool",
+]
+
+Effect = Literal["read_only", "idempotent_write", "non_idempotent"]
+ErrorType = Literal["exception", "timeout", "invalid_arguments", "unknown_tool", "denied",
+                    "cancelled", "loop_detected", "too_many_calls"]
+
+
+class _NotDone:
+    def __repr__(self) -> str:
+        return "NOT_DONE"
+
+
+NOT_DONE: Any = _NotDone()
+"""What a ``reconcile`` hook returns when the effect did not happen (so the call runs)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What a tool knows about the call it serves."""
+
+    run_id: str
+    thread_id: str
+    tool_call_id: str
+    idempotency_key: str
+    """sha256(run_id + tool_call_id): the same on every retry of this call."""
+    origin: Origin = field(default_factory=Origin)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """What the model is shown of a tool."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    content: Any
+    is_error: bool = False
+
+
+def error_result(type_: ErrorType, message: str) -> ToolOutput:
+    """The JSON error a failed call hands back to the model (DESIGN §2)."""
+    return ToolOutput({"error": {"type": type_, "message": message}}, is_error=True)
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Tool:
+    """A callable the model can use. Build one with the ``@tool`` decorator."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        effect: Effect = "read_only",
+        requires_approval: bool = False,
+        timeout_s: float = 30.0,
+    ) -> None:
+        if effect not in ("read_only", "idempotent_write", "non_idempotent"):
+            raise ToolDefinitionError(f"unknown effect {effect!r}")
+        self.fn = fn
+        self.name = name or fn.__name__
+        self.description = description or _first_paragraph(inspect.getdoc(fn) or "")
+        self.effect: Effect = effect
+        self.requires_approval = requires_approval
+        self.timeout_s = timeout_s
+        self.reconciler: Callable[[ToolContext], Any] | None = None
+        self._context_param, self._args_model = _signature_model(fn, self.name)
+        schema = self._args_model.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        schema.setdefault("properties", {})
+        self.spec = ToolSpec(self.name, self.description, schema)
+
+    def __repr__(self) -> str:
+        return f"<Tool {self.name} effect={self.effect}>"
+
+    def reconcile(self, fn: Callable[[ToolContext], Any]) -> Callable[[ToolContext], Any]:
+        """Decorate the hook that tells, after a crash, whether this call's effect happened.
+
+        It returns the call's result if it did, or ``NOT_DONE`` (then the call runs).
+        """
+        self.reconciler = fn
+        return fn
+
+    def validate(self, arguments: Any) -> dict[str, Any]:
+        """Check the model's arguments; raise ``ValueError`` with a readable reason."""
+        if not isinstance(arguments, Mapping):
+            raise ValueError(f"arguments must be a JSON object, got {_json_type(arguments)}")
+        try:
+            model = self._args_model.model_validate(dict(arguments))
+        except ValidationError as exc:
+            raise ValueError(_summarise(exc)) from None
+        return {name: getattr(model, name) for name in type(model).model_fields}
+
+    async def invoke(self, ctx: ToolContext, arguments: dict[str, Any]) -> Any:
+        """Run the function with validated arguments; returns its JSON-able result."""
+        kwargs = dict(arguments)
+        if self._context_param:
+            kwargs[self._context_param] = ctx
+        if inspect.iscoroutinefunction(self.fn):
+            result = await self.fn(**kwargs)
+        else:
+            # A sync tool runs in a worker thread; on timeout the thread is abandoned.
+            result = await asyncio.to_thread(self.fn, **kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+        return to_jsonable_python(result)
+
+    async def run_reconcile(self, ctx: ToolContext) -> Any:
+        assert self.reconciler is not None
+        result = self.reconciler(ctx)
+        if isinstance(result, Awaitable):
+            result = await result
+        return result if result is NOT_DONE else to_jsonable_python(result)
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    effect: Effect = "read_only",
+    requires_approval: bool = False,
+    timeout_s: float = 30.0,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    effect: Effect = "read_only",
+    requires_approval: bool = False,
+    timeout_s: float = 30.0,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Turn a function (sync or async) into a ``Tool``: ``@tool`` or ``@tool(effect=...)``."""
+
+    def wrap(f: Callable[..., Any]) -> Tool:
+        return Tool(f, name=name, description=description, effect=effect,
+                    requires_approval=requires_approval, timeout_s=timeout_s)
+
+    return wrap if fn is None else wrap(fn)
+
+
+class ToolRegistry:
+    """The tools one agent can use, by name."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for t in tools:
+            self.add(t)
+
+    def add(self, t: Tool) -> None:
+        if t.name in self._tools and self._tools[t.name] is not t:
+            raise ToolDefinitionError(f"two tools are named {t.name!r}")
+        self._tools[t.name] = t
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def specs(self) -> list[ToolSpec]:
+        return [t.spec for t in self._tools.values()]
+
+    def add_module(self, module_name: str, base_dir: Path | None = None) -> list[Tool]:
+        """Import ``module_name`` (looked up in ``base_dir`` first) and add every Tool in it."""
+        if base_dir is not None and str(base_dir) not in sys.path:
+            sys.path.insert(0, str(base_dir))
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:  # an import error is the user's module's, any kind
+            raise ConfigError([("tools.modules", f"cannot import {module_name!r}: "
+                                f"{type(exc).__name__}: {exc}")]) from exc
+        found = [v for v in vars(module).values() if isinstance(v, Tool)]
+        if not found:
+            raise ConfigError([("tools.modules", f"module {module_name!r} defines no @tool")])
+        for t in found:
+            self.add(t)
+        return found
+
+
+def _signature_model(fn: Callable[..., Any], tool_name: str) -> tuple[str | None, type[_Args]]:
+    try:
+        hints = get_type_hints(fn, include_extras=True)
+    except Exception as exc:
+        raise ToolDefinitionError(f"tool {tool_name!r}: cannot read type hints: {exc}") from exc
+    context_param: str | None = None
+    fields: dict[str, Any] = {}
+    for param in inspect.signature(fn).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ToolDefinitionError(f"tool {tool_name!r}: *args/**kwargs cannot be described")
+        annotation = hints.get(param.name, Any)
+        if annotation is ToolContext:
+            context_param = param.name
+            continue
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (annotation, default)
+    try:
+        model = create_model(f"{tool_name}_args", __base__=_Args, **fields)
+    except Exception as exc:
+        raise ToolDefinitionError(f"tool {tool_name!r}: {exc}") from exc
+    return context_param, model
+
+
+def _first_paragraph(doc: str) -> str:
+    return doc.split("\n\n", 1)[0].replace("\n", " ").strip()
+
+
+def _json_type(value: Any) -> str:
+    names = {str: "a string", list: "an array", int: "a number", float: "a number",
+             bool: "a boolean", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _summarise(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        parts.append(f"{where}: {err['msg']}")
+    return "; ".join(parts)

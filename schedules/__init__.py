@@ -1,0 +1,3 @@
+"""Cron triggers that submit runs (APScheduler 3.x). Not built yet."""
+
+__all__: list[str] = []

@@ -1,0 +1,632 @@
+"""One contract, every store backend (DESIGN §3): the same tests run on each."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import json
+import os
+import random
+import re
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+import pytest
+
+from runtime.entries import AssistantTurn, Notice, ToolCall, ToolResult, Usage, UserMessage
+from runtime.errors import CorruptStore, InvalidThreadId, NotFound, StaleWrite, StoreError
+from runtime.runs import Delivery, Origin, Run, RunState, Transition, transition
+from runtime.stores.base import Checkpoint, Store
+from runtime.stores.files import FilesStore, thread_file_name
+from runtime.stores.sqlite import SQLiteStore
+
+S = RunState
+BACKENDS = ["sqlite", "files"]
+HOSTILE_IDS = ["a/b", "a_b", "a%2Fb", "../x", "..", ".", "", "\x00", "a\x00b", "x" * 10_000,
+               "日本語", "A", "a", "a b", "a\nb", "/etc/passwd", "C:\\x"]
+
+PROJECT = str(Path(__file__).resolve().parents[1])
+
+AnyStore = SQLiteStore | FilesStore
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def new_store(backend: str, tmp_path: Path) -> Callable[[], AnyStore]:
+    """Another store object on the same storage (a second process, or a restart)."""
+    def make() -> AnyStore:
+        if backend == "sqlite":
+            return SQLiteStore(tmp_path / "maiden.db")
+        return FilesStore(tmp_path / "files")
+    return make
+
+
+@pytest.fixture
+async def store(new_store: Callable[[], AnyStore]) -> AsyncIterator[AnyStore]:
+    async with new_store() as opened:
+        yield opened
+
+
+def make_run(thread_id: str = "t", *, at: float = 1000.0, key: str | None = None,
+             run_id: str | None = None, text: str = "hi") -> Run:
+    return Run(id=run_id or uuid4().hex, thread_id=thread_id, text=text, created_at=at,
+               updated_at=at, idempotency_key=key,
+               origin=Origin(channel="slack", target={"channel": "C1"}, user="U1"))
+
+
+def advance(
+    run: Run, target: RunState, reason: str = "step", **changes: Any
+) -> tuple[Run, Transition]:
+    """The run moved to ``target`` with its version bumped, and the transition."""
+    at = run.updated_at + 1
+    return transition(run, target, reason, now=at, version=run.version + 1, **changes)
+
+
+def all_kinds(run_id: str) -> list[Any]:
+    return [
+        UserMessage(run_id=run_id, text="héllo 日本語 🎉 \x00 \"quoted\"", user="U1", at=1.5),
+        AssistantTurn(run_id=run_id, text="let me look", model="m", at=2.0,
+                      usage=Usage(input_tokens=3, output_tokens=4, cache_read_tokens=1),
+                      tool_calls=(ToolCall(id="c1", name="search",
+                                           arguments={"q": "ü", "n": [1, 2.5, None, True]}),
+                                  ToolCall(id="c2", name="bad", arguments="not json {"))),
+        ToolResult(run_id=run_id, tool_call_id="c1", name="search", content={"hits": ["x"]},
+                   at=3.0),
+        ToolResult(run_id=run_id, tool_call_id="c2", name="bad", is_error=True, at=3.5,
+                   content={"error": {"type": "invalid_arguments", "message": "nope"}}),
+        Notice(run_id=run_id, code="final_turn", text="last turn: answer now", at=4.0),
+    ]
+
+
+async def started(store: AnyStore, thread_id: str = "t", **kwargs: Any) -> Run:
+    """A created run, moved to running with its user message appended (position 0 -> 1)."""
+    run = await store.create_run(make_run(thread_id, **kwargs))
+    moved, step = advance(run, S.RUNNING, "started")
+    await store.commit(Checkpoint(thread_id, 0, [UserMessage(run_id=run.id, text=run.text)],
+                                  run=moved, transitions=[step]))
+    return moved
+
+
+@pytest.mark.parametrize("cls", [SQLiteStore, FilesStore])
+def test_backends_implement_the_protocol(cls: type) -> None:
+    for name, method in vars(Store).items():
+        if inspect.iscoroutinefunction(method):
+            assert inspect.signature(getattr(cls, name)) == inspect.signature(method), name
+
+
+# -- runs
+
+
+async def test_create_and_get_run_round_trip(store: AnyStore) -> None:
+    run = make_run("thread-1", key="k1", text="héllo 日本語")
+    assert await store.create_run(run) == run
+    assert await store.get_run(run.id) == run
+    assert await store.load_entries("thread-1") == []
+
+
+@pytest.mark.parametrize("run_id", ["nope", "", "../x", "a/b", "x" * 500])
+async def test_unknown_run_is_not_found(store: AnyStore, run_id: str) -> None:
+    with pytest.raises(NotFound):
+        await store.get_run(run_id)
+    assert await store.transitions(run_id) == []
+
+
+async def test_run_ids_are_opaque_strings(store: AnyStore) -> None:
+    ids = ["../../etc/passwd", "a/b", "A", "a", "r" * 300, "日本"]
+    for run_id in ids:
+        await store.create_run(make_run("t", run_id=run_id, text=run_id))
+    for run_id in ids:
+        assert (await store.get_run(run_id)).text == run_id
+
+
+async def test_idempotency_key_returns_the_original_run(store: AnyStore) -> None:
+    first = await started(store, key="slack:evt-1")
+    again = await store.create_run(make_run("t", key="slack:evt-1", at=2000.0))
+    assert again == first  # the stored run, as it is now
+    with pytest.raises(NotFound):
+        await store.get_run(make_run().id)
+    assert [r.id for r in await store.list_runs()] == [first.id]
+    other = await store.create_run(make_run("t", key="slack:evt-2"))
+    assert other.id != first.id
+
+
+async def test_concurrent_creates_with_one_key_make_one_run(store: AnyStore) -> None:
+    async with asyncio.timeout(10):
+        made = await asyncio.gather(*(store.create_run(make_run(f"t{i}", key="same"))
+                                      for i in range(8)))
+    assert len({run.id for run in made}) == 1
+    assert len(await store.list_runs()) == 1
+
+
+async def test_a_run_id_is_created_once(store: AnyStore) -> None:
+    run = await store.create_run(make_run("t"))
+    with pytest.raises(StoreError):
+        await store.create_run(make_run("other", run_id=run.id))
+    assert await store.get_run(run.id) == run
+
+
+# -- entries and checkpoints
+
+
+async def test_commit_appends_entries_in_order(store: AnyStore) -> None:
+    run = await store.create_run(make_run("t"))
+    first, second = all_kinds(run.id)[:2], all_kinds(run.id)[2:]
+    moved, step = advance(run, S.RUNNING)
+    await store.commit(Checkpoint("t", 0, first, run=moved, transitions=[step]))
+    await store.commit(Checkpoint("t", 2, second))
+    loaded = await store.load_entries("t")
+    assert loaded == first + second
+    assert [type(e) for e in loaded] == [UserMessage, AssistantTurn, ToolResult, ToolResult,
+                                         Notice]
+    assert await store.get_run(run.id) == moved
+    assert await store.load_entries("never written") == []
+
+
+async def test_a_checkpoint_can_move_a_run_without_entries(store: AnyStore) -> None:
+    run = await store.create_run(make_run("t"))
+    failed, step = advance(run, S.FAILED, "provider_error", error="boom")
+    await store.commit(Checkpoint("t", None, run=failed, transitions=[step]))
+    assert await store.get_run(run.id) == failed
+    assert await store.load_entries("t") == []
+    assert await store.transitions(run.id) == [step]
+
+
+async def test_entries_need_a_position(store: AnyStore) -> None:
+    run = await store.create_run(make_run("t"))
+    with pytest.raises(StoreError):
+        await store.commit(Checkpoint("t", None, [Notice(run_id=run.id, code="x", text="y")]))
+    assert await store.load_entries("t") == []
+
+
+async def test_stale_position_writes_nothing(store: AnyStore) -> None:
+    run = await started(store)
+    entries = await store.load_entries("t")
+    moved, step = advance(run, S.COMPLETED, "done", reply="bye")
+    delivery = Delivery(key="d1", run_id=run.id, thread_id="t", channel="slack", text="bye")
+    for position in (0, 2, 7):
+        with pytest.raises(StaleWrite):
+            await store.commit(Checkpoint(
+                "t", position, [AssistantTurn(run_id=run.id, text="bye")], run=moved,
+                transitions=[step], deliveries=[delivery]))
+    assert await store.load_entries("t") == entries
+    assert await store.get_run(run.id) == run
+    assert len(await store.transitions(run.id)) == 1
+    assert await store.deliveries() == []
+    (info,) = await store.list_threads()
+    assert info.length == 1
+
+
+async def test_unknown_thread_is_a_stale_position(store: AnyStore) -> None:
+    with pytest.raises(StaleWrite):
+        await store.commit(Checkpoint("ghost", 0, [Notice(run_id="r", code="x", text="y")]))
+    assert await store.load_entries("ghost") == []
+    assert await store.list_threads() == []
+
+
+async def test_stale_run_version_writes_nothing(store: AnyStore) -> None:
+    run = await started(store)
+    delivery = Delivery(key="d1", run_id=run.id, thread_id="t", channel="slack", text="bye")
+    for version in (run.version, run.version + 2, 0):
+        stale = run.model_copy(update={"state": S.COMPLETED, "version": version})
+        with pytest.raises(StaleWrite):
+            await store.commit(Checkpoint(
+                "t", 1, [AssistantTurn(run_id=run.id, text="bye")], run=stale,
+                deliveries=[delivery]))
+    unknown = make_run("t").model_copy(update={"version": 1})
+    with pytest.raises(StaleWrite):
+        await store.commit(Checkpoint("t", 1, [Notice(run_id=run.id, code="x", text="y")],
+                                      run=unknown))
+    assert len(await store.load_entries("t")) == 1
+    assert await store.get_run(run.id) == run
+    assert await store.deliveries() == []
+
+
+async def test_a_tool_result_is_recorded_once(store: AnyStore) -> None:
+    run = await started(store)
+    call = ToolCall(id="c1", name="echo", arguments={})
+    result = ToolResult(run_id=run.id, tool_call_id="c1", name="echo", content="one")
+    await store.commit(Checkpoint("t", 1, [AssistantTurn(run_id=run.id, tool_calls=(call,)),
+                                           result]))
+    with pytest.raises(StaleWrite):
+        await store.commit(Checkpoint("t", 3, [result.model_copy(update={"content": "two"})]))
+    twice = [ToolResult(run_id=run.id, tool_call_id="c9", name="echo")] * 2
+    with pytest.raises(StaleWrite):
+        await store.commit(Checkpoint("t", 3, twice))
+    entries = await store.load_entries("t")
+    assert len(entries) == 3
+    assert entries[-1] == result
+    # Another run may use the same call id.
+    other = await started(store, thread_id="u")
+    await store.commit(Checkpoint("u", 1, [result.model_copy(update={"run_id": other.id})]))
+
+
+async def test_transitions_are_recorded_in_order(store: AnyStore) -> None:
+    run = await store.create_run(make_run("t"))
+    steps = []
+    for target in (S.RUNNING, S.AWAITING_TOOL, S.RUNNING, S.FAILED, S.QUEUED):
+        run, step = advance(run, target, f"to-{target}")
+        steps.append(step)
+        await store.commit(Checkpoint("t", None, run=run, transitions=[step]))
+    assert await store.transitions(run.id) == steps
+    assert [t.reason for t in await store.transitions(run.id)] == [
+        "to-running", "to-awaiting_tool", "to-running", "to-failed", "to-queued"]
+    assert (await store.get_run(run.id)).version == 5
+
+
+# -- deliveries
+
+
+async def test_deliveries_pending_and_delivered(store: AnyStore) -> None:
+    one = await started(store, thread_id="t")
+    two = await started(store, thread_id="u")
+    d1 = Delivery(key="k1", run_id=one.id, thread_id="t", channel="slack",
+                  target={"channel": "C1"}, text="réponse", created_at=10.0)
+    d2 = Delivery(key="k2", run_id=two.id, thread_id="u", channel="discord", text="b",
+                  created_at=5.0)
+    done_one, _ = advance(one, S.COMPLETED, reply="réponse")
+    await store.commit(Checkpoint("t", 1, [AssistantTurn(run_id=one.id, text="réponse")],
+                                  run=done_one, deliveries=[d1]))
+    await store.commit(Checkpoint("u", 1, deliveries=[d2]))
+    assert await store.deliveries() == [d2, d1]
+    assert await store.deliveries(pending=True) == [d2, d1]
+    assert await store.deliveries(run_id=one.id) == [d1]
+
+    await store.mark_delivered("k1", "msg-1", at=20.0)
+    await store.mark_delivered("k1", "msg-other", at=30.0)  # idempotent: the first one stays
+    sent = d1.model_copy(update={"remote_id": "msg-1", "delivered_at": 20.0})
+    assert await store.deliveries(pending=True) == [d2]
+    assert await store.deliveries(pending=False) == [sent]
+    assert await store.deliveries(run_id=one.id, pending=False) == [sent]
+
+    # Insert-or-ignore by key: a retried checkpoint cannot reset a sent delivery.
+    await store.commit(Checkpoint("t", 2, deliveries=[d1]))
+    await store.commit(Checkpoint("u", 1, deliveries=[d1.model_copy(update={"text": "x"})]))
+    assert await store.deliveries(run_id=one.id) == [sent]
+    with pytest.raises(NotFound):
+        await store.mark_delivered("nope", "m", at=1.0)
+
+
+# -- listing
+
+
+async def test_list_runs_order_and_filters(store: AnyStore) -> None:
+    b = await store.create_run(make_run("t", at=2000.0))
+    a = await store.create_run(make_run("u", at=1000.0))
+    c1 = await store.create_run(make_run("t", at=3000.0))
+    c2 = await store.create_run(make_run("u", at=3000.0))  # same time: insertion order
+    c3 = await store.create_run(make_run("t", at=3000.0))
+    running, _ = advance(b, S.RUNNING)
+    await store.commit(Checkpoint("t", None, run=running))
+
+    def ids(runs: list[Run]) -> list[str]:
+        return [run.id for run in runs]
+
+    assert ids(await store.list_runs()) == ids([a, b, c1, c2, c3])
+    assert ids(await store.list_runs(limit=2)) == ids([c2, c3])
+    assert ids(await store.list_runs(limit=100)) == ids([a, b, c1, c2, c3])
+    assert await store.list_runs(limit=0) == []
+    assert ids(await store.list_runs(thread_id="t")) == ids([b, c1, c3])
+    assert ids(await store.list_runs(thread_id="u", limit=1)) == ids([c2])
+    assert ids(await store.list_runs(states=[S.QUEUED])) == ids([a, c1, c2, c3])
+    assert await store.list_runs(states=[S.RUNNING]) == [running]
+    assert ids(await store.list_runs(states=[S.RUNNING, S.QUEUED], thread_id="t", limit=2)) \
+        == ids([c1, c3])
+    assert await store.list_runs(states=[]) == []
+    assert await store.list_runs(thread_id="nobody") == []
+
+
+async def test_list_threads_most_recent_first(store: AnyStore) -> None:
+    assert await store.list_threads() == []
+    old = await store.create_run(make_run("old", at=100.0))
+    await store.create_run(make_run("new", at=200.0))
+    later = await store.create_run(make_run("old", at=150.0))
+    # A checkpoint with entries bumps the thread's updated_at to the run's.
+    moved, _ = advance(old, S.RUNNING)
+    moved = moved.model_copy(update={"updated_at": 300.0})
+    await store.commit(Checkpoint("old", 0, [UserMessage(run_id=old.id, text="x")], run=moved))
+    first, second = await store.list_threads()
+    assert (first.id, first.length, first.runs, first.created_at, first.updated_at) == (
+        "old", 1, 2, 100.0, 300.0)
+    assert first.last_state == later.state == S.QUEUED
+    assert (second.id, second.length, second.runs, second.updated_at) == ("new", 0, 1, 200.0)
+
+
+async def test_reopen_sees_everything(
+    store: AnyStore, new_store: Callable[[], AnyStore]
+) -> None:
+    run = await started(store, key="k")
+    done, step = advance(run, S.COMPLETED, reply="ok")
+    delivery = Delivery(key="d", run_id=run.id, thread_id="t", channel="slack", text="ok")
+    await store.commit(Checkpoint("t", 1, all_kinds(run.id), run=done, transitions=[step],
+                                  deliveries=[delivery]))
+    await store.mark_delivered("d", "m1", at=5.0)
+    before = (await store.load_entries("t"), await store.list_runs(),
+              await store.list_threads(), await store.transitions(run.id),
+              await store.deliveries())
+    await store.close()
+    async with new_store() as reopened:
+        after = (await reopened.load_entries("t"), await reopened.list_runs(),
+                 await reopened.list_threads(), await reopened.transitions(run.id),
+                 await reopened.deliveries())
+        assert after == before
+        assert await reopened.create_run(make_run("t", key="k")) == done
+    with pytest.raises(StoreError):
+        await store.get_run(run.id)  # closed
+
+
+# -- thread ids
+
+
+async def test_hostile_thread_ids_never_share_history(
+    store: AnyStore, backend: str, tmp_path: Path
+) -> None:
+    runs = {}
+    for thread_id in HOSTILE_IDS:
+        runs[thread_id] = await store.create_run(make_run(thread_id, text=thread_id))
+        await store.commit(Checkpoint(thread_id, 0, [UserMessage(run_id=runs[thread_id].id,
+                                                                 text=f"<{thread_id}>")]))
+    for thread_id in HOSTILE_IDS:
+        (entry,) = await store.load_entries(thread_id)
+        assert isinstance(entry, UserMessage)
+        assert entry.text == f"<{thread_id}>"
+        assert (await store.list_runs(thread_id=thread_id)) == [runs[thread_id]]
+    infos = await store.list_threads()
+    assert sorted(info.id for info in infos) == sorted(HOSTILE_IDS)
+    assert all(info.length == 1 for info in infos)
+    if backend == "files":
+        root = (tmp_path / "files").resolve()
+        for path in root.rglob("*"):
+            assert path.resolve().is_relative_to(root)
+            assert path.parent.resolve() in {root, *(root / d for d in
+                                                     ("threads", "runs", "idempotency",
+                                                      "deliveries"))}
+        names = {thread_file_name(thread_id) for thread_id in HOSTILE_IDS}
+        assert len(names) == len(HOSTILE_IDS)
+        assert len({name.lower() for name in names}) == len(HOSTILE_IDS)
+        on_disk = {p.stem for p in (root / "threads").glob("*.json")}
+        assert on_disk == names
+
+
+async def test_lone_surrogate_is_an_invalid_thread_id(store: AnyStore) -> None:
+    with pytest.raises(InvalidThreadId):
+        await store.create_run(make_run("a\ud800b"))
+    with pytest.raises(InvalidThreadId):
+        await store.load_entries("\udfff")
+    assert await store.list_threads() == []
+
+
+# -- two writers
+
+
+@pytest.mark.timeout(20)
+async def test_two_writers_one_wins(store: AnyStore, new_store: Callable[[], AnyStore]) -> None:
+    run = await started(store)
+    async with new_store() as other:
+        for round_ in range(5):
+            position = len(await store.load_entries("t"))
+            assert len(await other.load_entries("t")) == position
+            writes = [s.commit(Checkpoint("t", position,
+                                          [Notice(run_id=run.id, code="w", text=f"{round_}{i}")]))
+                      for i, s in enumerate((store, other))]
+            async with asyncio.timeout(10):
+                outcomes = await asyncio.gather(*writes, return_exceptions=True)
+            assert sum(o is None for o in outcomes) == 1, outcomes
+            assert sum(isinstance(o, StaleWrite) for o in outcomes) == 1, outcomes
+            assert len(await other.load_entries("t")) == position + 1
+
+
+_WRITER = textwrap.dedent("""
+    import asyncio, sys
+    from runtime.entries import Notice
+    from runtime.errors import StaleWrite
+    from runtime.stores.base import Checkpoint
+    from runtime.stores.files import FilesStore
+    from runtime.stores.sqlite import SQLiteStore
+
+    async def main(kind, path, name, count):
+        store = SQLiteStore(path) if kind == "sqlite" else FilesStore(path)
+        async with store:
+            done = stale = 0
+            while done < count:
+                position = len(await store.load_entries("t"))
+                try:
+                    await store.commit(Checkpoint("t", position,
+                                       [Notice(run_id="r", code=name, text=str(done))]))
+                    done += 1
+                except StaleWrite:
+                    stale += 1
+            print(stale)
+
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])))
+""")
+
+
+@pytest.mark.timeout(30)
+async def test_writers_in_other_processes_never_interleave(
+    store: AnyStore, backend: str, tmp_path: Path
+) -> None:
+    await started(store)
+    path = tmp_path / ("maiden.db" if backend == "sqlite" else "files")
+    env = {**os.environ, "PYTHONPATH": PROJECT}
+    procs = [await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _WRITER, backend, str(path), f"p{i}", "15",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+        for i in range(3)]
+    async with asyncio.timeout(25):
+        results = [await proc.communicate() for proc in procs]
+    assert all(proc.returncode == 0 for proc in procs), results
+    entries = await store.load_entries("t")
+    assert len(entries) == 1 + 3 * 15
+    for i in range(3):  # every writer's entries, each exactly once and in its own order
+        texts = [e.text for e in entries if isinstance(e, Notice) and e.code == f"p{i}"]
+        assert texts == [str(n) for n in range(15)]
+
+
+# -- the files backend's own guarantees
+
+
+@pytest.fixture
+async def files(tmp_path: Path) -> AsyncIterator[FilesStore]:
+    async with FilesStore(tmp_path / "files") as opened:
+        yield opened
+
+
+async def test_leftover_temp_files_are_ignored(files: FilesStore, tmp_path: Path) -> None:
+    run = await started(files)
+    threads = tmp_path / "files" / "threads"
+    name = thread_file_name("t")
+    (threads / f".{name}.json.0123456789abcdef.tmp").write_bytes(b'{"format": 1, "entr')
+    (threads / ".garbage.tmp").write_bytes(b"\xff\x00")
+    (tmp_path / "files" / "runs" / ".r-x.deadbeef.tmp").write_bytes(b"")
+    async with FilesStore(tmp_path / "files") as reopened:
+        assert len(await reopened.load_entries("t")) == 1
+        assert [info.id for info in await reopened.list_threads()] == ["t"]
+        assert await reopened.get_run(run.id) == run
+        await reopened.commit(Checkpoint("t", 1, [Notice(run_id=run.id, code="x", text="y")]))
+    assert len(await files.load_entries("t")) == 2
+
+
+async def test_stale_temp_files_are_cleaned_on_open(tmp_path: Path) -> None:
+    async with FilesStore(tmp_path / "files"):
+        pass
+    old = tmp_path / "files" / "threads" / ".t-x.json.00.tmp"
+    fresh = tmp_path / "files" / "threads" / ".t-y.json.00.tmp"
+    old.write_bytes(b"partial")
+    fresh.write_bytes(b"partial")
+    os.utime(old, (0, 0))
+    async with FilesStore(tmp_path / "files"):
+        pass
+    assert not old.exists()
+    assert fresh.exists()  # may belong to another process's write in progress
+
+
+async def test_a_crash_before_the_rename_keeps_the_old_snapshot(
+    files: FilesStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = await started(files)
+    snapshot = tmp_path / "files" / "threads" / f"{thread_file_name('t')}.json"
+    before = snapshot.read_bytes()
+
+    def crash(src: object, dst: object) -> None:
+        raise OSError(5, "simulated crash before rename")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(StoreError, match="simulated crash"):
+        await files.commit(Checkpoint("t", 1, [Notice(run_id=run.id, code="x", text="lost")]))
+    monkeypatch.undo()
+    assert snapshot.read_bytes() == before
+    # What a kill -9 would leave: a half-written temp file that was never renamed.
+    (snapshot.parent / f".{snapshot.name}.feedfacecafebeef.tmp").write_bytes(before[:10])
+    async with FilesStore(tmp_path / "files") as reopened:
+        assert len(await reopened.load_entries("t")) == 1
+        await reopened.commit(Checkpoint("t", 1, [Notice(run_id=run.id, code="x", text="ok")]))
+        assert len(await reopened.load_entries("t")) == 2
+
+
+@pytest.mark.parametrize("content", [b"", b"{", b"[]", b'{"format": 2}', b"\xff\xfe",
+                                     b'{"format": 1, "thread_id": "t"}'])
+async def test_an_unreadable_snapshot_is_corrupt(
+    files: FilesStore, tmp_path: Path, content: bytes
+) -> None:
+    await started(files)
+    snapshot = tmp_path / "files" / "threads" / f"{thread_file_name('t')}.json"
+    snapshot.write_bytes(content)
+    with pytest.raises(CorruptStore, match=re.escape(snapshot.name)):
+        await files.load_entries("t")
+    with pytest.raises(CorruptStore, match=re.escape(snapshot.name)):
+        await files.list_threads()
+    with pytest.raises(CorruptStore):
+        await files.commit(Checkpoint("t", 1, []))
+
+
+async def test_a_snapshot_of_another_thread_is_corrupt(files: FilesStore, tmp_path: Path) -> None:
+    await started(files, thread_id="a")
+    await started(files, thread_id="b")
+    threads = tmp_path / "files" / "threads"
+    # What a hash collision (or a hand-copied file) would look like.
+    (threads / f"{thread_file_name('b')}.json").write_bytes(
+        (threads / f"{thread_file_name('a')}.json").read_bytes())
+    with pytest.raises(CorruptStore, match="holds thread 'a'"):
+        await files.load_entries("b")
+    with pytest.raises(CorruptStore):
+        await files.list_threads()
+
+
+async def test_a_snapshot_records_its_thread_id(files: FilesStore, tmp_path: Path) -> None:
+    long_id = "x" * 10_000
+    await started(files, thread_id=long_id)
+    path = tmp_path / "files" / "threads" / f"{thread_file_name(long_id)}.json"
+    data = json.loads(path.read_bytes())
+    assert data["format"] == 1
+    assert data["thread_id"] == long_id
+    assert len(data["entries"]) == 1
+
+
+async def test_another_format_is_refused(tmp_path: Path) -> None:
+    async with FilesStore(tmp_path / "files"):
+        pass
+    (tmp_path / "files" / "store.json").write_text('{"format": 99}')
+    with pytest.raises(StoreError, match="format 99"):
+        await FilesStore(tmp_path / "files").open()
+
+
+# -- thread_file_name, pure
+
+
+@pytest.mark.parametrize(("thread_id", "name"), [
+    ("", "t-"),
+    ("a", "t-a"),
+    ("A", "t-_41"),
+    ("abc-123", "t-abc-123"),
+    ("a/b", "t-a_2Fb"),
+    ("a_b", "t-a_5Fb"),
+    ("a%2Fb", "t-a_252_46b"),
+    ("../x", "t-_2E_2E_2Fx"),
+    (".", "t-_2E"),
+    ("..", "t-_2E_2E"),
+    ("\x00", "t-_00"),
+    ("a b", "t-a_20b"),
+    ("a\nb", "t-a_0Ab"),
+    ("C:\\x", "t-_43_3A_5Cx"),
+    ("日", "t-_E6_97_A5"),
+    ("slack:T1:C2:1700.5", "t-slack_3A_541_3A_432_3A1700_2E5"),
+    ("x" * 178, "t-" + "x" * 178),
+    ("x" * 179, "h-" + hashlib.sha256(b"x" * 179).hexdigest()),
+    ("/" * 60, "h-" + hashlib.sha256(b"/" * 60).hexdigest()),
+    ("x" * 10_000, "h-" + hashlib.sha256(b"x" * 10_000).hexdigest()),
+])
+def test_thread_file_name(thread_id: str, name: str) -> None:
+    assert thread_file_name(thread_id) == name
+
+
+def test_thread_file_name_rejects_lone_surrogates() -> None:
+    with pytest.raises(InvalidThreadId):
+        thread_file_name("\ud800")
+
+
+def test_thread_file_name_is_injective_and_plain() -> None:
+    rng = random.Random(20240601)
+    alphabet = ["a", "b", "A", "B", "_", "-", "%", "2", "F", ".", "/", "\\", "\x00", " ", "\n",
+                "é", "日", "🎉", "_2F", "_5F", "t-", "h-"]
+    ids = {""}
+    for _ in range(5000):
+        ids.add("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))))
+    for _ in range(200):  # long enough to be hashed
+        ids.add("".join(rng.choice(alphabet) for _ in range(rng.randint(60, 200))))
+    names = {thread_file_name(thread_id) for thread_id in ids}
+    assert len(names) == len(ids)
+    assert len({name.lower() for name in names}) == len(ids)  # case-insensitive disks too
+    plain = re.compile(r"(t-[a-z0-9_A-F-]*|h-[0-9a-f]{64})")
+    for name in names:
+        assert plain.fullmatch(name), name
+        assert len(name) <= 180
+        assert name not in {".", ".."}
