@@ -20,7 +20,8 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PAUSED = 0, 1, 2, 3
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="maiden", description="A durable, self-hosted AI agent.")
-    p.add_argument("--config", default="agent.toml", help="path to agent.toml (default: %(default)s)")
+    p.add_argument("--config", default="agent.toml",
+                   help="path to agent.toml (default: %(default)s)")
     p.add_argument("-v", "--verbose", action="store_true", help="log more")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("run", help="recover unfinished runs and serve")
@@ -57,7 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         loaded = load_config(args.config)
         if args.command == "check":
             return _check(loaded)
-        return asyncio.run(_COMMANDS[args.command](loaded, args))
+        code: int = asyncio.run(_COMMANDS[args.command](loaded, args))
+        return code
     except ConfigError as exc:
         print(f"maiden: configuration error\n{exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -122,6 +124,10 @@ def _report(run: Run) -> int:
         p = run.pending_approval
         print(f"run {run.id} is waiting for approval ({p.reason}) of {p.name} {p.arguments}:\n"
               f"  maiden approve {run.id} {p.tool_call_id}   (or --deny)", file=sys.stderr)
+        return EXIT_PAUSED
+    if run.state is RunState.QUEUED:
+        print(f"run {run.id} is queued: the thread has a run waiting for approval "
+              "(see `maiden runs --state awaiting_approval`)", file=sys.stderr)
         return EXIT_PAUSED
     print(f"run {run.id} {run.state}: {run.reason}" + (f": {run.error}" if run.error else ""),
           file=sys.stderr)

@@ -10,7 +10,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from runtime import AgentConfig, ConfigError, ProviderConfig, RuntimeConfig, StoreConfig, ToolsConfig
+from runtime import (
+    AgentConfig,
+    ConfigError,
+    ProviderConfig,
+    RuntimeConfig,
+    StoreConfig,
+    ToolsConfig,
+)
 
 __all__ = ["HttpConfig", "LoadedConfig", "MaidenConfig", "load_config", "parse_config"]
 

@@ -62,5 +62,5 @@ class RuntimeConfig(Section):
 
 class ToolsConfig(Section):
     modules: list[str] = Field(default_factory=list,
-                               description="Python modules (next to the config) with @tool functions")
-    builtins: list[Literal["clock"]] = Field(default_factory=lambda: ["clock"])
+                               description="modules next to the config with @tool functions")
+    builtins: list[Literal["clock"]] = Field(default_factory=lambda: ["clock"])  # type: ignore[arg-type]

@@ -21,8 +21,8 @@ __all__ = [
     "StateChanged",
     "Subscription",
     "TextDelta",
-    "ToolCallStarted",
     "ToolCallFinished",
+    "ToolCallStarted",
 ]
 
 

@@ -223,7 +223,7 @@ class RunDriver:
         response = await self.provider.complete(request, on_text)
         turn = AssistantTurn(run_id=run.id, text=response.text, tool_calls=response.tool_calls,
                              usage=response.usage, model=response.model)
-        counters = {"turns": run.turns + 1, "usage": run.usage + response.usage}
+        counters: dict[str, Any] = {"turns": run.turns + 1, "usage": run.usage + response.usage}
         if response.tool_calls:
             await cur.commit([turn], to=S.AWAITING_TOOL, reason="tool calls requested",
                              tool_calls=run.tool_calls + len(response.tool_calls), **counters)
@@ -352,7 +352,7 @@ class RunDriver:
         kind = _ENDED_KIND.get(run.state)
         if kind is not None:
             self.bus.publish(RunEnded(
-                kind=kind, run_id=run.id, thread_id=run.thread_id, state=run.state,  # type: ignore[arg-type]
+                kind=kind, run_id=run.id, thread_id=run.thread_id, state=run.state,
                 reason=run.reason, reply=run.reply, error=run.error, usage=run.usage))
 
 

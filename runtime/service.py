@@ -220,13 +220,17 @@ class Runtime:
             while True:
                 self._dirty.discard(thread_id)
                 active = await self.store.list_runs(thread_id=thread_id, states=ACTIVE)
-                # A run waiting for a person holds up the runs queued behind it.
-                run = active[0] if active and active[0].state in _DRIVABLE else None
-                if run is None:
+                if active and active[0].state is S.AWAITING_APPROVAL:
+                    # A run waiting for a person holds up the runs queued behind it.
+                    for blocked in active[1:]:
+                        self._publish_waiting(blocked, f"waiting behind run {active[0].id}, "
+                                              "which awaits approval")
+                    active = []
+                if not active:
                     if thread_id in self._dirty:
                         continue
                     return
-                await self._drive(run)
+                await self._drive(active[0])
         except Exception:
             log.exception("the worker for thread %r stopped", thread_id)
         finally:
@@ -240,16 +244,20 @@ class Runtime:
             except StaleWrite as exc:
                 log.warning("run %s: another writer holds thread %r (%s); leaving it to them",
                             run.id, run.thread_id, exc)
-                self._detach(run)
+                self._publish_waiting(run, "another process is writing this thread")
                 raise
-            except StoreError:
-                self._detach(run)
+            except StoreError as exc:
+                self._publish_waiting(run, f"store error: {exc}")
                 raise
             if ended.state is S.COMPLETED:
                 for delivery in await self.store.deliveries(run_id=ended.id, pending=True):
                     await self._deliver(delivery, fresh=True)
 
-    def _detach(self, run: Run) -> None:
+    def _publish_waiting(self, run: Run, reason: str) -> None:
         """Tell waiters that this process stopped driving a run that has not ended."""
         self.bus.publish(RunEnded(kind="run.paused", run_id=run.id, thread_id=run.thread_id,
-                                  state=run.state, reason="detached"))
+                                  state=run.state, reason=reason))
+
+    async def get_run(self, run_id: str) -> Run:
+        """The run as stored now, or ``NotFound``."""
+        return await self.store.get_run(run_id)

@@ -1,0 +1,37 @@
+"""Shared fixtures: a real SQLite store in tmp_path and a runtime over a scripted model."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime import AgentConfig, Runtime, ScriptedProvider, SQLiteStore, Tool, ToolRegistry
+
+RuntimeFactory = Callable[..., Any]
+
+
+@pytest.fixture
+def make_runtime(tmp_path: Path) -> RuntimeFactory:
+    """``async with make_runtime(script, tools, max_turns=3) as (rt, provider): ...``"""
+
+    @asynccontextmanager
+    async def factory(
+        script: Sequence[dict[str, Any]] = (),
+        tools: Sequence[Tool] = (),
+        *,
+        concurrency: str = "global",
+        db: Path | None = None,
+        **agent: Any,
+    ) -> AsyncIterator[tuple[Runtime, ScriptedProvider]]:
+        provider = ScriptedProvider(script)
+        async with SQLiteStore(db or tmp_path / "maiden.db") as store:
+            rt = Runtime(store, provider, ToolRegistry(tools), agent=AgentConfig(**agent),
+                         concurrency=concurrency)  # type: ignore[arg-type]
+            async with rt:
+                yield rt, provider
+
+    return factory
