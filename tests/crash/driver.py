@@ -1,0 +1,259 @@
+"""A crash drill: one maiden process over a real SQLite store, killable at named points.
+
+    python -m tests.crash.driver --db DB --effect EFFECT --workdir DIR --send THREAD TEXT \\
+        [--kill-at POINT [--kill-count N]]
+    python -m tests.crash.driver --db DB --effect EFFECT --workdir DIR [--recover]
+    python -m tests.crash.driver ... --approve RUN CALL | --deny RUN CALL
+
+Every start goes through ``Runtime.start()`` (startup recovery), so a plain
+``--recover`` is a restart and nothing more. The model is scripted; the one test
+tool, ``effect_tool``, has the effect class named by ``--effect`` and leaves
+countable traces in DIR:
+
+- ``calls.jsonl``: one line per invocation of the tool (every effect class);
+- ``effects.jsonl``: one line per *applied* effect (not for ``read_only``; an
+  ``idempotent_write`` applies a key once, like a real idempotent API would);
+- ``channel.jsonl``: one line per message posted to the fake "testchat" channel.
+
+Kill points live here only, never in production code: a ``SQLiteStore``
+subclass, the tool and the channel call ``SIGKILL`` on themselves right after
+the named step, on its ``--kill-count``-th occurrence. On exit the driver prints
+a JSON summary of every run, thread and delivery on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from runtime import (
+    NOT_DONE,
+    AgentConfig,
+    AssistantTurn,
+    Checkpoint,
+    Delivery,
+    Origin,
+    Run,
+    RunState,
+    Runtime,
+    ScriptedProvider,
+    SQLiteStore,
+    Tool,
+    ToolContext,
+    ToolRegistry,
+    ToolResult,
+    UserMessage,
+    tool,
+)
+
+EFFECTS = ("read_only", "idempotent_write", "non_idempotent", "non_idempotent_reconcile")
+
+KILL_POINTS = (
+    "after_queued",             # create_run: the inbound message is durable, nothing else
+    "after_user_entry",         # the commit holding the UserMessage
+    "after_intent",             # the commit holding the AssistantTurn with tool calls
+    "after_claim",              # non_idempotent only: the call is claimed, not yet run
+    "in_tool_after_effect",     # inside the tool, its effect fsynced, before it returns
+    "after_tool_result",        # the commit holding a ToolResult
+    "after_final_answer",       # the commit moving the run to completed (before delivery)
+    "after_delivery_sent",      # inside the channel's send, posted, id not yet recorded
+    "after_delivery_recorded",  # mark_delivered: the remote id is stored
+)
+
+CHANNEL = "testchat"
+ORIGIN = Origin(channel=CHANNEL, target={"room": "r1"}, user="u1")
+TOOL_NAME = "effect_tool"
+SCRIPT: list[dict[str, Any]] = [
+    {"tool_calls": [{"name": TOOL_NAME, "arguments": {"n": 1}},
+                    {"name": TOOL_NAME, "arguments": {"n": 2}}]},
+    {"text": "done"},
+]
+MAX_RECOVERY_ATTEMPTS = 3
+
+CALLS_FILE = "calls.jsonl"
+EFFECTS_FILE = "effects.jsonl"
+CHANNEL_FILE = "channel.jsonl"
+
+
+class KillSwitch:
+    """SIGKILLs this process at the ``count``-th time ``point`` is reached."""
+
+    def __init__(self, point: str | None, count: int = 1) -> None:
+        self.point = point
+        self.count = count
+        self.seen = 0
+
+    def reached(self, point: str) -> None:
+        if point != self.point:
+            return
+        self.seen += 1
+        if self.seen == self.count:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def read_lines(path: Path) -> list[dict[str, Any]]:
+    """The JSON lines of a trace file ([] if it does not exist yet)."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def append_line(path: Path, record: dict[str, Any]) -> None:
+    """Append one JSON line and make it durable before going on."""
+    with path.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(record, sort_keys=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+class CrashingStore(SQLiteStore):
+    """The real SQLite store, dying right after the write a kill point names."""
+
+    def __init__(self, path: Path, switch: KillSwitch) -> None:
+        super().__init__(path)
+        self.switch = switch
+
+    async def create_run(self, run: Run) -> Run:
+        stored = await super().create_run(run)
+        self.switch.reached("after_queued")
+        return stored
+
+    async def commit(self, checkpoint: Checkpoint) -> None:
+        await super().commit(checkpoint)
+        cp = checkpoint
+        if any(isinstance(e, UserMessage) for e in cp.entries):
+            self.switch.reached("after_user_entry")
+        if any(isinstance(e, AssistantTurn) and e.tool_calls for e in cp.entries):
+            self.switch.reached("after_intent")
+        if cp.run is not None and not cp.entries and not cp.transitions \
+                and cp.run.started_calls:
+            self.switch.reached("after_claim")
+        if any(isinstance(e, ToolResult) for e in cp.entries):
+            self.switch.reached("after_tool_result")
+        if any(t.target is RunState.COMPLETED for t in cp.transitions):
+            self.switch.reached("after_final_answer")
+
+    async def mark_delivered(self, key: str, remote_id: str, at: float) -> None:
+        await super().mark_delivered(key, remote_id, at)
+        self.switch.reached("after_delivery_recorded")
+
+
+class FileChannel:
+    """A chat channel whose messages are lines in a file; each carries the delivery key."""
+
+    def __init__(self, path: Path, switch: KillSwitch) -> None:
+        self.path = path
+        self.switch = switch
+
+    async def send(self, delivery: Delivery) -> str:
+        message_id = f"msg-{len(read_lines(self.path)) + 1}"
+        append_line(self.path, {"id": message_id, "key": delivery.key, "run_id": delivery.run_id,
+                                "target": delivery.target, "text": delivery.text})
+        self.switch.reached("after_delivery_sent")
+        return message_id
+
+    async def reconcile(self, delivery: Delivery) -> str | None:
+        for line in read_lines(self.path):
+            if line["key"] == delivery.key:
+                return str(line["id"])
+        return None
+
+
+def make_tool(effect_class: str, workdir: Path, switch: KillSwitch) -> Tool:
+    """``effect_tool`` with the given effect class, tracing itself into ``workdir``."""
+    calls, effects = workdir / CALLS_FILE, workdir / EFFECTS_FILE
+    reconciling = effect_class == "non_idempotent_reconcile"
+    effect = "non_idempotent" if reconciling else effect_class
+
+    @tool(name=TOOL_NAME, effect=effect)  # type: ignore[arg-type]
+    def effect_tool(ctx: ToolContext, n: int) -> dict[str, Any]:
+        """Do something countable."""
+        result = {"n": n, "key": ctx.idempotency_key, "ok": True}
+        append_line(calls, {"key": ctx.idempotency_key, "call": len(read_lines(calls)) + 1,
+                            "n": n})
+        if effect == "idempotent_write":
+            # Like a real idempotent API: a key seen before is not applied again.
+            if all(line["key"] != ctx.idempotency_key for line in read_lines(effects)):
+                append_line(effects, {"key": ctx.idempotency_key, "n": n, "result": result})
+        elif effect == "non_idempotent":
+            append_line(effects, {"key": ctx.idempotency_key, "n": n, "result": result})
+        switch.reached("in_tool_after_effect")
+        return result
+
+    if reconciling:
+        @effect_tool.reconcile
+        def _find(ctx: ToolContext) -> Any:
+            for line in read_lines(effects):
+                if line["key"] == ctx.idempotency_key:
+                    return line["result"]
+            return NOT_DONE
+
+    return effect_tool
+
+
+async def summarise(store: SQLiteStore) -> dict[str, Any]:
+    """What ``maiden runs`` / ``maiden show`` would tell: runs, transitions, threads, outbox."""
+    runs = []
+    for run in await store.list_runs():
+        data = run.model_dump(mode="json")
+        data["transitions"] = [t.model_dump(mode="json") for t in await store.transitions(run.id)]
+        runs.append(data)
+    threads = {info.id: [e.model_dump(mode="json") for e in await store.load_entries(info.id)]
+               for info in await store.list_threads()}
+    deliveries = [d.model_dump(mode="json") for d in await store.deliveries()]
+    return {"runs": runs, "threads": threads, "deliveries": deliveries}
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    switch = KillSwitch(args.kill_at, args.kill_count)
+    async with CrashingStore(Path(args.db), switch) as store:
+        runtime = Runtime(
+            store, ScriptedProvider(SCRIPT),
+            ToolRegistry([make_tool(args.effect, workdir, switch)]),
+            agent=AgentConfig(max_recovery_attempts=MAX_RECOVERY_ATTEMPTS))
+        runtime.add_deliverer(CHANNEL, FileChannel(workdir / CHANNEL_FILE, switch))
+        async with runtime:  # start(): recovers unfinished runs, flushes the outbox
+            if args.send:
+                thread_id, text = args.send
+                run = await runtime.submit(thread_id, text, origin=ORIGIN)
+                await runtime.wait(run.id)
+            decision = args.approve or args.deny
+            if decision:
+                run_id, call_id = decision
+                await runtime.decide(run_id, call_id, approve=bool(args.approve),
+                                     by="crash-test")
+                await runtime.wait(run_id)
+            await runtime.idle()
+        return await summarise(store)
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tests.crash.driver", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--db", required=True)
+    parser.add_argument("--effect", required=True, choices=EFFECTS)
+    parser.add_argument("--workdir", required=True)
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument("--send", nargs=2, metavar=("THREAD", "TEXT"))
+    action.add_argument("--recover", action="store_true",
+                        help="only start (recovering every unfinished run) and exit")
+    action.add_argument("--approve", nargs=2, metavar=("RUN", "CALL"))
+    action.add_argument("--deny", nargs=2, metavar=("RUN", "CALL"))
+    parser.add_argument("--kill-at", choices=KILL_POINTS)
+    parser.add_argument("--kill-count", type=int, default=1)
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    summary = asyncio.run(main(parse()))
+    print(json.dumps(summary, sort_keys=True))

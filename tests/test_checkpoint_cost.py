@@ -1,0 +1,44 @@
+"""A checkpoint appends rows; it never rewrites the thread (cost independent of length)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from runtime import Checkpoint, Run, SQLiteStore, UserMessage
+
+
+async def _grow(store: SQLiteStore, thread: str, n: int) -> Run:
+    run = await store.create_run(Run(id=thread.ljust(32, "0"), thread_id=thread, text="x"))
+    position = 0
+    for i in range(n):
+        run = run.model_copy(update={"version": run.version + 1})
+        await store.commit(Checkpoint(thread_id=thread, position=position, run=run,
+                                      entries=[UserMessage(run_id=run.id, text=f"m{i}")]))
+        position += 1
+    return run
+
+
+async def _trace_one_commit(store: SQLiteStore, run: Run, position: int) -> list[str]:
+    statements: list[str] = []
+    await store.db.set_trace_callback(statements.append)
+    run = run.model_copy(update={"version": run.version + 1})
+    await store.commit(Checkpoint(thread_id=run.thread_id, position=position, run=run,
+                                  entries=[UserMessage(run_id=run.id, text="new")]))
+    await store.db.set_trace_callback(None)
+    return [re.sub(r"'[^']*'|\b\d+(\.\d+)?\b", "?", s) for s in statements]
+
+
+async def test_checkpoint_statements_do_not_depend_on_thread_length(tmp_path: Path) -> None:
+    async with SQLiteStore(tmp_path / "m.db") as store:
+        short = await _grow(store, "short", 1)
+        long = await _grow(store, "long", 2000)
+        short_sql = await _trace_one_commit(store, short, 1)
+        long_sql = await _trace_one_commit(store, long, 2000)
+        rows = await store._fetchall("SELECT count(*) FROM entries")
+    assert short_sql == long_sql
+    touching_entries = [s for s in long_sql if "entries" in s]
+    assert touching_entries and all(s.startswith("INSERT INTO entries") for s in
+                                    touching_entries), long_sql
+    assert not any(s.startswith(("SELECT", "DELETE")) for s in long_sql), long_sql
+    assert rows[0][0] == 1 + 1 + 2000 + 1

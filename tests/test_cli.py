@@ -1,0 +1,166 @@
+"""The `maiden` command, run as a real subprocess on a real store."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def maiden(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "bot", *args], cwd=cwd, input=stdin,
+                          capture_output=True, text=True, timeout=60, env=env)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    shutil.copy(ROOT / "agent.toml", tmp_path / "agent.toml")
+    return tmp_path
+
+
+def test_send_runs_a_tool_and_show_shows_every_entry(home: Path) -> None:
+    sent = maiden(home, "send", "t1", '/tool clock {"tz": "UTC"}')
+    assert sent.returncode == 0, sent.stderr
+    assert sent.stdout.startswith('clock returned {"tz": "UTC", "iso": "')
+    assert (home / "data" / "maiden.db").exists()
+
+    again = maiden(home, "send", "t1", "hello again")
+    assert again.returncode == 0 and again.stdout == "echo: hello again\n"
+
+    shown = maiden(home, "show", "t1")
+    assert shown.returncode == 0, shown.stderr
+    out = shown.stdout
+    assert "6 entries, 2 runs" in out
+    order = ["user (run", '-> calls clock {"tz": "UTC"}', "tool clock result", "clock returned",
+             "hello again", "echo: hello again"]
+    positions = [out.index(marker) for marker in order]
+    assert positions == sorted(positions), out
+    assert "queued -> running: started" in out
+
+    threads = maiden(home, "threads")
+    assert "'t1'  entries=6 runs=2 last=completed" in threads.stdout
+    runs = maiden(home, "runs", "--state", "completed")
+    assert runs.stdout.count("completed ") == 2
+
+
+def test_failed_run_exits_non_zero(home: Path) -> None:
+    (home / "script.json").write_text("[]")
+    (home / "agent.toml").write_text("[provider]\nkind = 'scripted'\nscript = 'script.json'\n")
+    result = maiden(home, "send", "t", "hi")
+    assert result.returncode == 1
+    assert "failed: provider_error: the script has 0 turns" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_config_errors_name_the_key_without_a_traceback(home: Path) -> None:
+    (home / "agent.toml").write_text("[agent]\nmax_turns = 'many'\nbogus = 1\n")
+    result = maiden(home, "send", "t", "hi")
+    assert result.returncode == 2
+    assert "agent.toml: agent.max_turns: Input should be a valid integer" in result.stderr
+    assert "agent.toml: agent.bogus: unknown key" in result.stderr
+    assert "Traceback" not in result.stderr
+    missing = maiden(home, "--config", "elsewhere.toml", "check")
+    assert missing.returncode == 2 and "elsewhere.toml: file not found" in missing.stderr
+
+
+def test_check_reports_configuration_and_missing_secrets(home: Path) -> None:
+    ok = maiden(home, "check")
+    assert ok.returncode == 0, ok.stderr
+    assert "provider  echo" in ok.stdout and "clock (read_only)" in ok.stdout
+    (home / "agent.toml").write_text("[provider]\napi_key_env = 'MAIDEN_TEST_UNSET_KEY'\n")
+    missing = maiden(home, "check")
+    assert missing.returncode == 1
+    assert "$MAIDEN_TEST_UNSET_KEY: NOT SET" in missing.stdout
+
+
+def test_chat_shows_tool_calls_as_they_happen(home: Path) -> None:
+    result = maiden(home, "chat", "--thread", "c1",
+                    stdin='hi there\n/tool clock {"tz": "Europe/Paris"}\n/quit\n')
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "bot> echo: hi there" in out
+    assert '[tool] clock {"tz": "Europe/Paris"}' in out
+    assert "[tool] clock ok:" in out and "bot> clock returned" in out
+    assert maiden(home, "show", "c1").stdout.count("user (run") == 2
+
+
+def test_approve_from_the_cli(home: Path) -> None:
+    (home / "ops_tools.py").write_text(textwrap.dedent('''
+        from pathlib import Path
+        from runtime import tool
+
+        @tool(effect="non_idempotent", requires_approval=True)
+        def restart(service: str) -> str:
+            """Restart a service."""
+            with Path("restarts.log").open("a") as f:
+                f.write(service + "\\n")
+            return f"restarted {service}"
+    '''))
+    text = (home / "agent.toml").read_text().replace('modules = []', 'modules = ["ops_tools"]')
+    (home / "agent.toml").write_text(text)
+
+    paused = maiden(home, "send", "ops", '/tool restart {"service": "db"}')
+    assert paused.returncode == 3, paused.stderr
+    assert "waiting for approval (requires_approval) of restart" in paused.stderr
+    assert not (home / "restarts.log").exists()
+    listed = maiden(home, "runs", "--state", "awaiting_approval")
+    run_id = listed.stdout.split()[0]
+    assert "waiting for approval of restart" in listed.stdout
+
+    approved = maiden(home, "approve", run_id, "echo_0", "--by", "ops-lead")
+    assert approved.returncode == 0, approved.stderr
+    assert approved.stdout.startswith('restart returned "restarted db"')
+    assert (home / "restarts.log").read_text() == "db\n"
+    shown = maiden(home, "show", "ops").stdout
+    assert "decision: approved call echo_0 by ops-lead" in shown
+
+
+def test_run_serves_until_sigterm(home: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "bot", "run"], cwd=home, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("Ready."):
+                break
+        banner = "".join(lines)
+        assert "provider    echo" in banner and "recovered   0 unfinished run(s)" in banner
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout:
+            proc.stdout.close()
+        if proc.stderr:
+            proc.stderr.close()
+
+
+def test_show_unknown_thread(home: Path) -> None:
+    result = maiden(home, "show", "nope")
+    assert result.returncode == 1 and "no thread 'nope'" in result.stderr
+
+
+def test_hostile_thread_ids_stay_apart(home: Path) -> None:
+    (home / "agent.toml").write_text("[store]\nkind = 'files'\npath = 'data/files'\n")
+    for thread in ["a/b", "a_b", "../a", "a%2Fb"]:
+        assert maiden(home, "send", thread, f"for {thread}").returncode == 0
+    for thread in ["a/b", "a_b", "../a", "a%2Fb"]:
+        out = maiden(home, "show", thread).stdout
+        assert "2 entries" in out and f"echo: for {thread}" in out
+    inside = [p.resolve() for p in (home / "data" / "files").rglob("*")]
+    assert all(str(p).startswith(str((home / "data" / "files").resolve())) for p in inside)
+    assert not (home / "a").exists()
