@@ -68,6 +68,8 @@ def render_run(run: Run) -> str:
     line = (f"{run.id}  {run.state:<17} {run.reason:<40.40}  thread={run.thread_id!r}  "
             f"turns={run.turns} tools={run.tool_calls} "
             f"tokens={usage.input_tokens}/{usage.output_tokens}  {_when(run.created_at)}")
+    if run.recovery_attempts:
+        line += f"\n    recovered after crash x{run.recovery_attempts}"
     if run.pending_approval is not None:
         p = run.pending_approval
         line += f"\n    waiting for approval of {p.name} {_json(p.arguments)} " \

@@ -315,9 +315,14 @@ class RunDriver:
         elif decision is None and tool.requires_approval:
             await self._pause(cur, call, "requires_approval")
             return _Paused()
-        if tool.effect == "non_idempotent" and call.id not in cur.run.started_calls:
-            # Claim the call before its effect: a second writer fails here, not after.
-            await cur.commit(started_calls=(*cur.run.started_calls, call.id))
+        if tool.effect == "non_idempotent":
+            # Claim the call before its effect (a second writer fails here, not after),
+            # and use up the approval it runs on.
+            started = cur.run.started_calls
+            await cur.commit(
+                started_calls=started if call.id in started else (*started, call.id),
+                decisions=tuple(d.model_copy(update={"consumed": True}) if d is decision else d
+                                for d in cur.run.decisions))
         try:
             async with asyncio.timeout(tool.timeout_s):
                 return ToolOutput(await tool.invoke(ctx, arguments))

@@ -96,6 +96,9 @@ class Decision(BaseModel):
     reason: str = ""
     arguments_hash: str
     at: float
+    consumed: bool = False
+    """Set when a non_idempotent call starts on the strength of this decision: one
+    approval lets the effect happen once, and a crash after that asks again."""
 
 
 class Run(BaseModel):
@@ -127,7 +130,9 @@ class Run(BaseModel):
     decisions: tuple[Decision, ...] = ()
 
     def decision_for(self, tool_call_id: str) -> Decision | None:
-        return next((d for d in reversed(self.decisions) if d.tool_call_id == tool_call_id), None)
+        """The standing (unconsumed) decision on a call, if any."""
+        return next((d for d in reversed(self.decisions)
+                     if d.tool_call_id == tool_call_id and not d.consumed), None)
 
     @property
     def terminal(self) -> bool:

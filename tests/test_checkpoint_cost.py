@@ -10,12 +10,10 @@ from runtime import Checkpoint, Run, SQLiteStore, UserMessage
 
 async def _grow(store: SQLiteStore, thread: str, n: int) -> Run:
     run = await store.create_run(Run(id=thread.ljust(32, "0"), thread_id=thread, text="x"))
-    position = 0
     for i in range(n):
         run = run.model_copy(update={"version": run.version + 1})
-        await store.commit(Checkpoint(thread_id=thread, position=position, run=run,
+        await store.commit(Checkpoint(thread_id=thread, position=i, run=run,
                                       entries=[UserMessage(run_id=run.id, text=f"m{i}")]))
-        position += 1
     return run
 
 
