@@ -29,8 +29,8 @@ async def open_runtime(loaded: LoadedConfig, *, recover: bool) -> AsyncIterator[
         store = make_store(cfg.store, loaded.base_dir)
         await store.open()
         stack.push_async_callback(store.close)
-        runtime = Runtime(store, provider, tools, agent=cfg.agent,
-                          concurrency=cfg.runtime.concurrency)
+        runtime = Runtime(store, provider, tools, agent=cfg.agent, budget=cfg.budget,
+                          prices=cfg.provider.prices, settings=cfg.runtime)
         stack.push_async_callback(runtime.close)
         if recover:
             await runtime.start()

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runtime import (
     AgentConfig,
+    BudgetConfig,
     ConfigError,
     ProviderConfig,
     RuntimeConfig,
@@ -37,6 +38,7 @@ class MaidenConfig(BaseModel):
 
     agent: AgentConfig = AgentConfig()
     provider: ProviderConfig = ProviderConfig()
+    budget: BudgetConfig = BudgetConfig()
     store: StoreConfig = StoreConfig()
     runtime: RuntimeConfig = RuntimeConfig()
     tools: ToolsConfig = ToolsConfig()

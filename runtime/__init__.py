@@ -1,7 +1,8 @@
 """maiden's durable agent runtime. Imports nothing from channels, schedules or bot."""
 
+from .budget import BudgetConfig
 from .build import make_provider, make_store, make_tools
-from .config import AgentConfig, ProviderConfig, RuntimeConfig, StoreConfig, ToolsConfig
+from .config import AgentConfig, Prices, ProviderConfig, RuntimeConfig, StoreConfig, ToolsConfig
 from .delivery import Deliverer
 from .entries import ENTRY, AssistantTurn, Entry, Notice, ToolCall, ToolResult, Usage, UserMessage
 from .errors import (
@@ -29,11 +30,15 @@ from .events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from .process import ProcessResult, run_process
 from .providers import (
+    AnthropicProvider,
     EchoProvider,
     ModelRequest,
     ModelResponse,
+    OpenAIProvider,
     Provider,
+    Retry,
     ScriptedProvider,
     ScriptedTurn,
 )
@@ -57,8 +62,10 @@ __all__ = [
     "NOT_DONE",
     "TERMINAL",
     "AgentConfig",
+    "AnthropicProvider",
     "ApprovalRequested",
     "AssistantTurn",
+    "BudgetConfig",
     "Checkpoint",
     "ConfigError",
     "CorruptStore",
@@ -76,11 +83,15 @@ __all__ = [
     "ModelResponse",
     "NotFound",
     "Notice",
+    "OpenAIProvider",
     "Origin",
     "PendingApproval",
+    "Prices",
+    "ProcessResult",
     "Provider",
     "ProviderConfig",
     "ProviderError",
+    "Retry",
     "Run",
     "RunEnded",
     "RunError",
@@ -114,9 +125,11 @@ __all__ = [
     "Transition",
     "Usage",
     "UserMessage",
+    "fit_history",
     "idempotency_key",
     "make_provider",
     "make_store",
     "make_tools",
+    "run_process",
     "tool",
 ]

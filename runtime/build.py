@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from .builtin_tools import BUILTIN_TOOLS
 from .config import ProviderConfig, StoreConfig, ToolsConfig
 from .errors import ConfigError
+from .providers.anthropic import DEFAULT_BASE_URL as ANTHROPIC_URL
+from .providers.anthropic import AnthropicProvider
 from .providers.base import Provider
 from .providers.echo import EchoProvider
+from .providers.http import Retry
+from .providers.openai import DEFAULT_BASE_URL as OPENAI_URL
+from .providers.openai import OpenAIProvider
 from .providers.scripted import ScriptedProvider
 from .stores.base import Store
 from .stores.files import FilesStore
@@ -31,19 +38,57 @@ def make_store(cfg: StoreConfig, base_dir: Path) -> Store:
     return SQLiteStore(path, synchronous=cfg.synchronous)
 
 
-def make_provider(cfg: ProviderConfig, base_dir: Path) -> Provider:
+_DEFAULT_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+_EXAMPLE_MODEL = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4.1-mini"}
+
+
+def make_provider(
+    cfg: ProviderConfig, base_dir: Path, env: Mapping[str, str] | None = None
+) -> Provider:
+    """The provider ``cfg`` describes; API keys are read from ``env`` (default os.environ)."""
+    if cfg.kind in ("anthropic", "openai"):
+        return _http_provider(cfg, os.environ if env is None else env)
     if cfg.kind == "echo":
         return EchoProvider()
     if cfg.kind == "scripted":
         if not cfg.script:
             raise ConfigError([("provider.script", "the scripted provider needs a script file")])
         return ScriptedProvider.from_file(resolve(base_dir, cfg.script))
-    raise ConfigError([("provider.kind", f"{cfg.kind!r} is not available in this version yet "
-                        "(use 'echo' or 'scripted')")])
+    raise ConfigError([("provider.kind", f"unknown provider kind {cfg.kind!r}")])
+
+
+def _http_provider(cfg: ProviderConfig, env: Mapping[str, str]) -> Provider:
+    kind = cfg.kind
+    if not cfg.model:
+        raise ConfigError([("provider.model", f"the {kind} provider needs a model, "
+                            f"e.g. model = {_EXAMPLE_MODEL[kind]!r}")])
+    key_env = cfg.api_key_env or _DEFAULT_KEY_ENV[kind]
+    api_key = env.get(key_env) or None
+    # A custom base_url may be a local server that needs no key; OpenAI's own API does.
+    if api_key is None and (kind == "anthropic" or not cfg.base_url):
+        raise ConfigError([("provider.api_key_env",
+                            f"the {kind} provider needs an API key: the environment variable "
+                            f"{key_env} is not set")])
+    retry = Retry(max_retries=cfg.max_retries)
+    if kind == "anthropic":
+        return AnthropicProvider(
+            cfg.model, api_key=api_key, api_key_env=key_env,
+            base_url=cfg.base_url or ANTHROPIC_URL, timeout_s=cfg.timeout_s, retry=retry,
+            max_output_tokens=cfg.max_output_tokens, temperature=cfg.temperature,
+            stream=cfg.stream)
+    return OpenAIProvider(
+        cfg.model, api_key=api_key, api_key_env=key_env, base_url=cfg.base_url or OPENAI_URL,
+        timeout_s=cfg.timeout_s, retry=retry, max_output_tokens=cfg.max_output_tokens,
+        temperature=cfg.temperature, stream=cfg.stream)
 
 
 def make_tools(cfg: ToolsConfig, base_dir: Path) -> ToolRegistry:
     registry = ToolRegistry(BUILTIN_TOOLS[name] for name in cfg.builtins)
     for module in cfg.modules:
         registry.add_module(module, base_dir)
+    for name, required in cfg.approval.items():
+        found = registry.get(name)
+        if found is None:
+            raise ConfigError([(f"tools.approval.{name}", "no tool has that name")])
+        registry.replace(found.with_approval(required))
     return registry

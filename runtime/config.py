@@ -6,8 +6,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .entries import Usage
+
 __all__ = [
     "AgentConfig",
+    "Prices",
     "ProviderConfig",
     "RuntimeConfig",
     "StoreConfig",
@@ -35,16 +38,45 @@ class AgentConfig(Section):
                               description="the Nth identical consecutive call is refused")
     max_recovery_attempts: int = Field(default=3, ge=1,
                                        description="crashes survived before a run is poison")
-    approvers: list[str] = Field(default_factory=list)
+    approvers: list[str] = Field(default_factory=list,
+                                 description="who may approve; empty: anyone who can reach it")
+    approval_timeout_s: float | None = Field(default=None, gt=0,
+                                             description="then the run goes to timed_out")
+    max_context_tokens: int | None = Field(
+        default=None, ge=1,
+        description="send only the newest history that fits (estimated tokens); None: all of it")
+
+
+class Prices(Section):
+    """USD per million tokens, so budgets and ``maiden usage`` can count cost."""
+
+    input: float = Field(default=0.0, ge=0)
+    output: float = Field(default=0.0, ge=0)
+    cache_read: float = Field(default=0.0, ge=0)
+    cache_write: float = Field(default=0.0, ge=0)
+
+    def cost(self, usage: Usage) -> float:
+        """What ``usage`` cost in USD."""
+        return (usage.input_tokens * self.input + usage.output_tokens * self.output
+                + usage.cache_read_tokens * self.cache_read
+                + usage.cache_creation_tokens * self.cache_write) / 1_000_000
 
 
 class ProviderConfig(Section):
     kind: Literal["echo", "scripted", "anthropic", "openai"] = "echo"
     model: str | None = None
     base_url: str | None = None
-    api_key_env: str | None = None
-    timeout_s: float = Field(default=60.0, gt=0)
+    api_key_env: str | None = Field(
+        default=None, description="default ANTHROPIC_API_KEY / OPENAI_API_KEY by kind")
+    timeout_s: float = Field(default=60.0, gt=0,
+                             description="per attempt: until the response starts, and the "
+                                         "longest silence allowed while it streams")
     max_retries: int = Field(default=3, ge=0)
+    max_output_tokens: int | None = Field(default=None, ge=1,
+                                          description="anthropic: 4096 when not set")
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    stream: bool = Field(default=True, description="stream tokens as they are generated")
+    prices: Prices = Prices()
     script: str | None = Field(default=None,
                                description="scripted: a JSON file of turns, relative to the config")
 
@@ -58,9 +90,17 @@ class StoreConfig(Section):
 
 class RuntimeConfig(Section):
     concurrency: Literal["global", "thread"] = "global"
+    cancel_grace_s: float = Field(default=5.0, ge=0,
+                                  description="SIGTERM to SIGKILL for a cancelled subprocess")
+    shutdown_grace_s: float = Field(default=10.0, ge=0,
+                                    description="how long shutdown waits for a checkpoint")
+    poll_interval_s: float = Field(default=0.5, gt=0,
+                                   description="how often requests from other processes are read")
 
 
 class ToolsConfig(Section):
     modules: list[str] = Field(default_factory=list,
                                description="modules next to the config with @tool functions")
     builtins: list[Literal["clock"]] = Field(default_factory=lambda: ["clock"])  # type: ignore[arg-type]
+    approval: dict[str, bool] = Field(default_factory=dict,
+                                      description="tool name -> requires_approval override")

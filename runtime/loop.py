@@ -1,21 +1,24 @@
 """The agent loop: drive one run from its last checkpoint to an end or a pause.
 
-Each step reads top to bottom: look at where the run stands -> call the model
--> checkpoint the turn (intent, before any tool runs) -> run each pending call
--> checkpoint its result. Everything the loop decides is derived from the
-stored entries, so a run picked up after a crash continues where it stopped:
-recorded results are reused, never re-run.
+Each step reads top to bottom: look at where the run stands -> check budgets ->
+call the model -> checkpoint the turn (intent, before any tool runs) -> run each
+pending call -> checkpoint its result. Everything the loop decides is derived
+from the stored entries, so a run picked up after a crash continues where it
+stopped: recorded results are reused, never re-run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
+from .budget import BudgetConfig, Prices, Spend, Verdict, check_budget
 from .config import AgentConfig
+from .cursor import RunCursor, unanswered
 from .entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, UserMessage
 from .errors import ProviderError, StaleWrite, StoreError
 from .events import (
@@ -23,21 +26,22 @@ from .events import (
     EventBus,
     RunEnded,
     RunStarted,
-    StateChanged,
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
 )
 from .guards import call_key, is_repeat, turn_budget
+from .history import model_view
 from .providers.base import ModelRequest, Provider
-from .runs import Delivery, PendingApproval, Run, RunState, idempotency_key, transition
-from .stores.base import Checkpoint, Store
+from .runs import Delivery, PendingApproval, Run, RunState, idempotency_key
+from .stores.base import Store
 from .tools import NOT_DONE, ToolContext, ToolOutput, ToolRegistry, error_result
 
-__all__ = ["FINAL_TURN_NOTICE", "RunDriver"]
+__all__ = ["DRIVABLE", "FINAL_TURN_NOTICE", "RunDriver"]
 
 log = logging.getLogger("maiden.loop")
 S = RunState
+DRIVABLE = (S.QUEUED, S.RUNNING, S.AWAITING_TOOL)
 
 FINAL_TURN_NOTICE = (
     "This is your last turn for this request: no tools are available now. "
@@ -53,66 +57,12 @@ _ENDED_KIND = {
 }
 
 
-class _Cursor:
-    """A run and its thread as loaded, kept in step with every checkpoint written."""
-
-    def __init__(self, store: Store, bus: EventBus, run: Run, entries: list[Entry]) -> None:
-        self.store = store
-        self.bus = bus
-        self.run = run
-        self.entries = entries
-        self.start = _run_start(entries, run.id)
-
-    @property
-    def own(self) -> list[Entry]:
-        """This run's entries (normally the thread's tail)."""
-        if self.start is None:
-            return []
-        return [e for e in self.entries[self.start:] if e.run_id == self.run.id]
-
-    async def commit(
-        self,
-        entries: Sequence[Entry] = (),
-        *,
-        to: RunState | None = None,
-        reason: str = "",
-        deliveries: Sequence[Delivery] = (),
-        **changes: Any,
-    ) -> None:
-        transitions = []
-        if to is not None:
-            run, moved = transition(self.run, to, reason, **changes)
-            transitions.append(moved)
-        else:
-            run = self.run.model_copy(update=changes)
-        run = run.model_copy(update={"version": run.version + 1})
-        await self.store.commit(Checkpoint(
-            thread_id=run.thread_id, position=len(self.entries), entries=entries, run=run,
-            transitions=transitions, deliveries=deliveries))
-        if self.start is None and any(isinstance(e, UserMessage) for e in entries):
-            self.start = len(self.entries)
-        self.entries.extend(entries)
-        self.run = run
-        if to is not None:
-            self.bus.publish(StateChanged(run_id=run.id, thread_id=run.thread_id, state=to,
-                                          reason=reason))
-
-
-def _run_start(entries: Sequence[Entry], run_id: str) -> int | None:
-    for i in range(len(entries) - 1, -1, -1):
-        entry = entries[i]
-        if isinstance(entry, UserMessage) and entry.run_id == run_id:
-            return i
-    return None
-
-
-@dataclass(frozen=True, slots=True)
 class _Paused:
     """A call that cannot run until a person decides."""
 
 
 class RunDriver:
-    """Drives runs through the loop. Stateless between runs: all state is in the store."""
+    """Drives runs through the loop. Holds no run state between calls: the store does."""
 
     def __init__(
         self,
@@ -123,6 +73,10 @@ class RunDriver:
         bus: EventBus,
         *,
         instance_id: str,
+        budget: BudgetConfig | None = None,
+        prices: Prices | None = None,
+        cancel_grace_s: float = 5.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self.provider = provider
@@ -130,18 +84,36 @@ class RunDriver:
         self.agent = agent
         self.bus = bus
         self.instance_id = instance_id
+        self.budget = budget or BudgetConfig()
+        self.prices = prices or Prices()
+        self.cancel_grace_s = cancel_grace_s
+        self.clock = clock
+        self.stopping = False
+        """Set at shutdown: runs stop at their next checkpoint and are released."""
+        self.cancel_reasons: dict[str, str] = {}
+        """Runs whose task is being cancelled on purpose, and why."""
+
+    def _cursor(self, run: Run, entries: list[Entry]) -> RunCursor:
+        return RunCursor(self.store, self.bus, run, entries, self.clock)
 
     async def drive(self, run_id: str) -> Run:
         """Take the run from wherever it stands to completion, failure or a pause."""
         run = await self.store.get_run(run_id)
-        if run.terminal or run.state is S.AWAITING_APPROVAL:
+        if run.state not in DRIVABLE:
             return run
-        cur = _Cursor(self.store, self.bus, run, await self.store.load_entries(run.thread_id))
+        cur = self._cursor(run, await self.store.load_entries(run.thread_id))
         try:
             if not await self._begin(cur):
                 return cur.run
             while cur.run.state in (S.RUNNING, S.AWAITING_TOOL):
+                if self.stopping:
+                    return await self._release(cur)
                 await self._step(cur)
+        except asyncio.CancelledError:
+            reason = self.cancel_reasons.pop(run_id, None)
+            if reason is None:
+                raise  # shutdown, not a cancellation: the run stays for recovery
+            return await self.cancel(run_id, reason)
         except ProviderError as exc:
             await self._fail(cur, "provider_error", str(exc))
         except (StaleWrite, StoreError):
@@ -152,35 +124,98 @@ class RunDriver:
         self._publish_end(cur.run)
         return cur.run
 
-    async def _begin(self, cur: _Cursor) -> bool:
+    # -- starting, stopping, ending ------------------------------------------------------------
+
+    async def _begin(self, cur: RunCursor) -> bool:
         run = cur.run
+        started: dict[str, Any] = {"started_at": run.started_at or self.clock(),
+                                   "owner": self.instance_id}
         if run.state is S.QUEUED:
             if cur.start is None:
-                user = UserMessage(run_id=run.id, text=run.text, user=run.origin.user)
-                await cur.commit([user], to=S.RUNNING, reason="started", owner=self.instance_id)
+                user = UserMessage(run_id=run.id, text=run.text, user=run.origin.user,
+                                   at=self.clock())
+                await cur.commit([user], to=S.RUNNING, reason="started", **started)
             else:  # an explicitly resumed run: its message is already in the thread
-                await cur.commit(to=S.RUNNING, reason="resumed", owner=self.instance_id,
-                                 recovery_attempts=0)
-            self.bus.publish(RunStarted(run_id=run.id, thread_id=run.thread_id))
+                await cur.commit(to=S.RUNNING, reason="resumed", recovery_attempts=0, **started)
+        elif run.owner is None:
+            # Released at a clean shutdown: carrying on is not a crash recovery.
+            await cur.commit(to=S.RUNNING, reason="continued after restart", **started)
+        elif run.owner != self.instance_id:
+            attempt = run.recovery_attempts + 1
+            if attempt > self.agent.max_recovery_attempts:
+                await self._fail(cur, "poison_run",
+                                 f"the process died {run.recovery_attempts} times while running "
+                                 "this run; giving up instead of crash-looping")
+                self._publish_end(cur.run)
+                return False
+            log.warning("recovering run %s (attempt %d) from %s", run.id, attempt, run.state)
+            await cur.commit(to=S.RUNNING, reason=f"recovered after crash (attempt {attempt})",
+                             recovery_attempts=attempt, **started)
+            self.bus.publish(RunStarted(run_id=run.id, thread_id=run.thread_id, recovered=True))
             return True
-        if run.owner == self.instance_id:
-            # Ours already (e.g. continuing after a decision): not a recovery.
-            self.bus.publish(RunStarted(run_id=run.id, thread_id=run.thread_id))
-            return True
-        attempt = run.recovery_attempts + 1
-        if attempt > self.agent.max_recovery_attempts:
-            await self._fail(cur, "poison_run",
-                             f"the process stopped {run.recovery_attempts} times while running "
-                             "this run; giving up instead of crash-looping")
-            self._publish_end(cur.run)
-            return False
-        log.warning("recovering run %s (attempt %d) from state %s", run.id, attempt, run.state)
-        await cur.commit(to=S.RUNNING, reason=f"recovered after crash (attempt {attempt})",
-                         owner=self.instance_id, recovery_attempts=attempt)
-        self.bus.publish(RunStarted(run_id=run.id, thread_id=run.thread_id, recovered=True))
+        self.bus.publish(RunStarted(run_id=run.id, thread_id=run.thread_id))
         return True
 
-    async def _step(self, cur: _Cursor) -> None:
+    async def _release(self, cur: RunCursor) -> Run:
+        """Shutdown: leave the run at its checkpoint, marked as nobody's."""
+        await cur.commit(owner=None)
+        self.bus.publish(RunEnded(kind="run.paused", run_id=cur.run.id,
+                                  thread_id=cur.run.thread_id, state=cur.run.state,
+                                  reason="shutting down"))
+        return cur.run
+
+    async def cancel(self, run_id: str, reason: str, *, attempts: int = 3) -> Run:
+        """End a run as cancelled from what the store holds now (not from a stale cursor)."""
+        for _ in range(attempts):
+            run = await self.store.get_run(run_id)
+            if run.terminal:
+                return run
+            cur = self._cursor(run, await self.store.load_entries(run.thread_id))
+            closing = self._closing_results(cur, "cancelled", f"cancelled: {reason}")
+            try:
+                await cur.commit(closing, to=S.CANCELLED, reason=reason, started_calls=(),
+                                 pending_approval=None)
+            except StaleWrite:
+                continue  # a checkpoint landed meanwhile: read again
+            self._publish_end(cur.run)
+            return cur.run
+        raise StaleWrite(f"run {run_id} kept changing while being cancelled")
+
+    async def expire(self, run_id: str) -> Run:
+        """Move a run whose approval waited longer than ``approval_timeout_s`` to timed_out."""
+        run = await self.store.get_run(run_id)
+        timeout = self.agent.approval_timeout_s
+        pending = run.pending_approval
+        if (run.state is not S.AWAITING_APPROVAL or pending is None or timeout is None
+                or self.clock() < pending.requested_at + timeout):
+            return run
+        cur = self._cursor(run, await self.store.load_entries(run.thread_id))
+        await cur.commit(to=S.TIMED_OUT, reason="approval_timeout",
+                         error=f"no decision on {pending.name} within {timeout:g} s")
+        self._publish_end(cur.run)
+        return cur.run
+
+    def _closing_results(self, cur: RunCursor, kind: Any, message: str) -> list[Entry]:
+        return [ToolResult(run_id=cur.run.id, tool_call_id=c.id, name=c.name, is_error=True,
+                           content=error_result(kind, message).content, at=self.clock())
+                for c in unanswered(cur.own)]
+
+    async def _fail(self, cur: RunCursor, reason: str, message: str) -> None:
+        """End the run failed, answering any unanswered call so the history stays valid."""
+        log.warning("run %s failed: %s: %s", cur.run.id, reason, message)
+        closing = self._closing_results(cur, "cancelled", f"not run: the run failed ({reason})")
+        await cur.commit(closing, to=S.FAILED, reason=reason, error=message, started_calls=())
+
+    def _publish_end(self, run: Run) -> None:
+        kind = _ENDED_KIND.get(run.state)
+        if kind is not None:
+            self.bus.publish(RunEnded(
+                kind=kind, run_id=run.id, thread_id=run.thread_id, state=run.state,
+                reason=run.reason, reply=run.reply, error=run.error, usage=run.usage))
+
+    # -- one step ------------------------------------------------------------------------------
+
+    async def _step(self, cur: RunCursor) -> None:
         own = cur.own
         last = own[-1] if own else None
         if isinstance(last, AssistantTurn | ToolResult):
@@ -200,50 +235,77 @@ class RunDriver:
                 return
         await self._model_turn(cur)
 
-    async def _model_turn(self, cur: _Cursor) -> None:
+    async def _model_turn(self, cur: RunCursor) -> None:
         run = cur.run
-        budget = turn_budget(run.turns, self.agent.max_turns)
-        if budget == "exceeded":
+        verdict = await self._budget_verdict(run)
+        if verdict.action == "exceeded":
+            await self._fail(cur, "budget_exceeded", f"budget {verdict.detail}")
+            return
+        turns = turn_budget(run.turns, self.agent.max_turns)
+        if turns == "exceeded":
             await self._fail(cur, "max_turns_exceeded",
                              f"the run took {run.turns} model turns (max_turns = "
                              f"{self.agent.max_turns})")
             return
-        final = budget == "final"
+        final = turns == "final" or verdict.action == "final"
         last = cur.entries[-1] if cur.entries else None
         if final and not (isinstance(last, Notice) and last.code == "final_turn"):
-            await cur.commit([Notice(run_id=run.id, code="final_turn", text=FINAL_TURN_NOTICE)])
+            await cur.commit([Notice(run_id=run.id, code="final_turn", text=FINAL_TURN_NOTICE,
+                                     at=self.clock())])
 
         async def on_text(delta: str) -> None:
             self.bus.publish(TextDelta(run_id=run.id, thread_id=run.thread_id, text=delta))
 
         request = ModelRequest(
-            system=self.agent.system_prompt, entries=tuple(cur.entries),
+            system=self.agent.system_prompt, entries=model_view(cur.entries),
             tools=() if final else self.tools.specs(), run_id=run.id,
             thread_id=run.thread_id, final_turn=final)
         response = await self.provider.complete(request, on_text)
         turn = AssistantTurn(run_id=run.id, text=response.text, tool_calls=response.tool_calls,
-                             usage=response.usage, model=response.model)
-        counters: dict[str, Any] = {"turns": run.turns + 1, "usage": run.usage + response.usage}
+                             usage=response.usage, model=response.model, at=self.clock())
+        spent: dict[str, Any] = {"turns": run.turns + 1, "usage": run.usage + response.usage,
+                                 "cost_usd": run.cost_usd + self.prices.cost(response.usage)}
         if response.tool_calls:
             await cur.commit([turn], to=S.AWAITING_TOOL, reason="tool calls requested",
-                             tool_calls=run.tool_calls + len(response.tool_calls), **counters)
+                             tool_calls=run.tool_calls + len(response.tool_calls), **spent)
         else:
-            await self._complete(cur, response.text, [turn], **counters)
+            await self._complete(cur, response.text, [turn], **spent)
+
+    async def _budget_verdict(self, run: Run) -> Verdict:
+        usage = run.usage
+        thread_day = 0.0
+        if self.budget.needs_thread_day:
+            day = datetime.fromtimestamp(self.clock(), UTC).replace(hour=0, minute=0, second=0,
+                                                                    microsecond=0).timestamp()
+            others = await self.store.list_runs(thread_id=run.thread_id)
+            thread_day = run.cost_usd + sum(r.cost_usd for r in others
+                                            if r.created_at >= day and r.id != run.id)
+        spend = Spend(
+            input_tokens=usage.input_tokens + usage.cache_read_tokens
+            + usage.cache_creation_tokens,
+            output_tokens=usage.output_tokens, total_tokens=usage.total_tokens,
+            cost_usd=run.cost_usd, tool_calls=run.tool_calls,
+            wall_s=self.clock() - (run.started_at or self.clock()),
+            thread_day_cost_usd=thread_day)
+        return check_budget(self.budget, spend)
 
     async def _complete(
-        self, cur: _Cursor, text: str, entries: Sequence[Entry] = (), **changes: Any
+        self, cur: RunCursor, text: str, entries: Sequence[Entry] = (), **changes: Any
     ) -> None:
         run = cur.run
         deliveries = []
         if run.origin.target:
             deliveries.append(Delivery(
                 key=idempotency_key(run.id, "delivery"), run_id=run.id, thread_id=run.thread_id,
-                channel=run.origin.channel, target=run.origin.target, text=text))
+                channel=run.origin.channel, target=run.origin.target, text=text,
+                created_at=self.clock()))
         await cur.commit(entries, to=S.COMPLETED, reason="answered", reply=text,
                          deliveries=deliveries, **changes)
 
+    # -- tool calls ----------------------------------------------------------------------------
+
     async def _run_calls(
-        self, cur: _Cursor, turn: AssistantTurn, done: dict[str, ToolResult]
+        self, cur: RunCursor, turn: AssistantTurn, done: dict[str, ToolResult]
     ) -> None:
         keys = [call_key(c.name, c.arguments)
                 for e in cur.own if isinstance(e, AssistantTurn) and e is not turn
@@ -262,7 +324,8 @@ class RunDriver:
             if isinstance(output, _Paused):
                 return
             result = ToolResult(run_id=run.id, tool_call_id=call.id, name=call.name,
-                                content=output.content, is_error=output.is_error)
+                                content=output.content, is_error=output.is_error,
+                                at=self.clock())
             started = tuple(c for c in cur.run.started_calls if c != call.id)
             if call is pending[-1]:
                 await cur.commit([result], to=S.RUNNING, reason="tool results recorded",
@@ -272,9 +335,11 @@ class RunDriver:
             self.bus.publish(ToolCallFinished(
                 run_id=run.id, thread_id=run.thread_id, tool_call_id=call.id, name=call.name,
                 content=output.content, is_error=output.is_error))
+            if self.stopping:
+                return
 
     async def _call(
-        self, cur: _Cursor, call: ToolCall, index: int, previous: list[str], *, offered: bool
+        self, cur: RunCursor, call: ToolCall, index: int, previous: list[str], *, offered: bool
     ) -> ToolOutput | _Paused:
         """Decide whether and how a call runs; return its output, or pause the run."""
         run = cur.run
@@ -282,6 +347,11 @@ class RunDriver:
         if index >= limit:
             return error_result("too_many_calls",
                                 f"at most {limit} tool calls are run per turn; this one was not")
+        run_limit = self.budget.max_tool_calls
+        if run_limit is not None and len(previous) >= run_limit:
+            return error_result("too_many_calls",
+                                f"the run's budget allows {run_limit} tool calls; this one was "
+                                "not run")
         tool = self.tools.get(call.name) if offered else None
         if tool is None:
             why = "no tools are offered on the final turn" if not offered else \
@@ -297,21 +367,21 @@ class RunDriver:
                 f"{self.agent.repeat_limit} times in a row; it was not run again. Try another "
                 "approach or answer with what you have.")
         ctx = ToolContext(run_id=run.id, thread_id=run.thread_id, tool_call_id=call.id,
-                          idempotency_key=idempotency_key(run.id, call.id), origin=run.origin)
+                          idempotency_key=idempotency_key(run.id, call.id), origin=run.origin,
+                          cancel_grace_s=self.cancel_grace_s)
         decision = run.decision_for(call.id)
         if decision is not None and not decision.approve:
             by = f" by {decision.by}" if decision.by else ""
             reason = f": {decision.reason}" if decision.reason else ""
             return error_result("denied", f"a person denied this call{by}{reason}")
         if decision is None and tool.effect == "non_idempotent" and call.id in run.started_calls:
-            # We crashed while this call ran: its effect may or may not have happened.
-            if tool.reconciler is not None:
-                found = await tool.run_reconcile(ctx)
-                if found is not NOT_DONE:
-                    return ToolOutput(found)
-            else:
+            # The process died while this call ran: its effect may or may not have happened.
+            if tool.reconciler is None:
                 await self._pause(cur, call, "uncertain_side_effect")
                 return _Paused()
+            found = await tool.run_reconcile(ctx)
+            if found is not NOT_DONE:
+                return ToolOutput(found)
         elif decision is None and tool.requires_approval:
             await self._pause(cur, call, "requires_approval")
             return _Paused()
@@ -332,41 +402,17 @@ class RunDriver:
         except Exception as exc:
             return error_result("exception", f"{type(exc).__name__}: {exc}")
 
-    async def _pause(self, cur: _Cursor, call: ToolCall, reason: str) -> None:
+    async def _pause(self, cur: RunCursor, call: ToolCall, reason: str) -> None:
         run = cur.run
         pending = PendingApproval(
             tool_call_id=call.id, name=call.name, arguments=call.arguments,
             arguments_hash=call_key(call.name, call.arguments), reason=reason,
-            requested_at=cur.run.updated_at)
+            requested_at=self.clock(), asked_by=run.origin.user, channel=run.origin.channel,
+            target=run.origin.target)
         await cur.commit(to=S.AWAITING_APPROVAL, reason=reason, pending_approval=pending)
         self.bus.publish(ApprovalRequested(
             run_id=run.id, thread_id=run.thread_id, tool_call_id=call.id, name=call.name,
             arguments=call.arguments, reason=reason))
-
-    async def _fail(self, cur: _Cursor, reason: str, message: str) -> None:
-        """End the run failed, answering any unanswered call so the history stays valid."""
-        log.warning("run %s failed: %s: %s", cur.run.id, reason, message)
-        closing = [
-            ToolResult(run_id=cur.run.id, tool_call_id=call.id, name=call.name, is_error=True,
-                       content=error_result("cancelled", f"not run: the run failed ({reason})")
-                       .content)
-            for call in _unanswered(cur.own)]
-        await cur.commit(closing, to=S.FAILED, reason=reason, error=message, started_calls=())
-
-    def _publish_end(self, run: Run) -> None:
-        kind = _ENDED_KIND.get(run.state)
-        if kind is not None:
-            self.bus.publish(RunEnded(
-                kind=kind, run_id=run.id, thread_id=run.thread_id, state=run.state,
-                reason=run.reason, reply=run.reply, error=run.error, usage=run.usage))
-
-
-def _unanswered(own: Sequence[Entry]) -> list[ToolCall]:
-    turn = next((e for e in reversed(own) if isinstance(e, AssistantTurn)), None)
-    if turn is None:
-        return []
-    done = {e.tool_call_id for e in own if isinstance(e, ToolResult)}
-    return [c for c in turn.tool_calls if c.id not in done]
 
 
 def _before(entries: Sequence[Entry], entry: Entry) -> Entry | None:

@@ -83,6 +83,10 @@ class PendingApproval(BaseModel):
     reason: str
     """``requires_approval`` or ``uncertain_side_effect``."""
     requested_at: float
+    asked_by: str | None = None
+    channel: str = "cli"
+    target: dict[str, str] = Field(default_factory=dict)
+    """Where to ask: the channel and target the run's message came from."""
 
 
 class Decision(BaseModel):
@@ -117,6 +121,8 @@ class Run(BaseModel):
     updated_at: float = Field(default_factory=time.time)
     version: int = 0
     usage: Usage = Usage()
+    cost_usd: float = 0.0
+    started_at: float | None = None
     turns: int = 0
     tool_calls: int = 0
     recovery_attempts: int = 0

@@ -17,15 +17,16 @@ import contextlib
 import logging
 import time
 import uuid
-from typing import Literal
+from collections.abc import Callable, Sequence
 
-from .config import AgentConfig
+from .budget import BudgetConfig, Prices
+from .config import AgentConfig, RuntimeConfig
 from .delivery import Deliverer, deliver
 from .errors import RunError, StaleWrite, StoreError
 from .events import EventBus, RunEnded, Subscription
-from .loop import RunDriver
+from .loop import DRIVABLE, RunDriver
 from .providers.base import Provider
-from .runs import Decision, Delivery, Origin, Run, RunState, transition
+from .runs import Decision, Delivery, Origin, Run, RunState, Transition, transition
 from .stores.base import Checkpoint, Store, check_thread_id
 from .tools import ToolRegistry
 
@@ -35,7 +36,6 @@ log = logging.getLogger("maiden.runtime")
 S = RunState
 
 ACTIVE = (S.QUEUED, S.RUNNING, S.AWAITING_TOOL, S.AWAITING_APPROVAL)
-_DRIVABLE = (S.QUEUED, S.RUNNING, S.AWAITING_TOOL)
 
 
 class Runtime:
@@ -48,20 +48,26 @@ class Runtime:
         tools: ToolRegistry | None = None,
         *,
         agent: AgentConfig | None = None,
-        concurrency: Literal["global", "thread"] = "global",
+        budget: BudgetConfig | None = None,
+        prices: Prices | None = None,
+        settings: RuntimeConfig | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self.provider = provider
         self.tools = tools if tools is not None else ToolRegistry()
         self.agent = agent or AgentConfig()
-        self.concurrency = concurrency
+        self.settings = settings or RuntimeConfig()
+        self.clock = clock
         self.bus = EventBus()
         self.instance_id = uuid.uuid4().hex[:12]
         self.driver = RunDriver(store, provider, self.tools, self.agent, self.bus,
-                                instance_id=self.instance_id)
+                                instance_id=self.instance_id, budget=budget, prices=prices,
+                                cancel_grace_s=self.settings.cancel_grace_s, clock=clock)
         self._global_lock = asyncio.Lock()
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._dirty: set[str] = set()
+        self._driving: dict[str, asyncio.Task[Run]] = {}
         self._deliverers: dict[str, Deliverer] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
@@ -82,11 +88,12 @@ class Runtime:
 
         Returns once recovery is done, so new work is served after the old.
         """
-        unfinished = await self.store.list_runs(states=_DRIVABLE)
+        unfinished = await self.store.list_runs(states=DRIVABLE)
         for thread_id in dict.fromkeys(r.thread_id for r in unfinished):
             self._kick(thread_id)
         await self.idle()
         await self.flush_deliveries()
+        await self.expire_approvals()
         self.recovered = [await self.store.get_run(r.id) for r in unfinished]
         return self.recovered
 
@@ -96,11 +103,26 @@ class Runtime:
             await asyncio.gather(*self._workers.values(), return_exceptions=True)
 
     async def close(self) -> None:
-        """Stop taking work; let running work finish."""
+        """Stop taking work; let each running run reach its next checkpoint, then stop it.
+
+        Shutdown is not cancellation: a run stopped here is left at its checkpoint and
+        continues when a runtime starts again on the same store.
+        """
         self._closing = True
-        await self.idle()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.driver.stopping = True
+        workers = list(self._workers.values()) + list(self._tasks)
+        if workers:
+            _, late = await asyncio.wait(workers, timeout=self.settings.shutdown_grace_s)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+
+    def spawn(self, coro: object, name: str) -> asyncio.Task[None]:
+        """Start a background task the runtime keeps a reference to and awaits on close."""
+        task: asyncio.Task[None] = asyncio.create_task(coro, name=name)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
 
     # -- intake ------------------------------------------------------------------------------
 
@@ -120,8 +142,9 @@ class Runtime:
         if self._closing:
             raise RunError("shutting_down", "the runtime is shutting down")
         check_thread_id(thread_id)
-        run = Run(id=uuid.uuid4().hex, thread_id=thread_id, text=text,
-                  origin=origin or Origin(), idempotency_key=idempotency_key)
+        now = self.clock()
+        run = Run(id=uuid.uuid4().hex, thread_id=thread_id, text=text, created_at=now,
+                  updated_at=now, origin=origin or Origin(), idempotency_key=idempotency_key)
         stored = await self.store.create_run(run)
         self._kick(thread_id)
         return stored
@@ -135,54 +158,112 @@ class Runtime:
         """Wait until the run is completed, failed, cancelled, timed out or paused."""
         async with self.bus.subscribe(run_id) as events:
             run = await self.store.get_run(run_id)
-            if run.state not in _DRIVABLE:
+            if run.state not in DRIVABLE:
                 return run
-            if run.thread_id not in self._workers:
-                self._kick(run.thread_id)
+            self._kick(run.thread_id)
             async for _ in events:
                 pass
         return await self.store.get_run(run_id)
 
-    def subscribe(self, run_id: str | None = None) -> contextlib.AbstractAsyncContextManager[
-            Subscription]:
+    def subscribe(
+        self, run_id: str | None = None
+    ) -> contextlib.AbstractAsyncContextManager[Subscription]:
         """Events of one run (ending with its ``run.*`` end event), or of all runs."""
         return self.bus.subscribe(run_id)
 
-    # -- decisions ---------------------------------------------------------------------------
+    async def get_run(self, run_id: str) -> Run:
+        """The run as stored now, or ``NotFound``."""
+        return await self.store.get_run(run_id)
+
+    # -- decisions and cancellation ------------------------------------------------------------
 
     async def decide(
-        self, run_id: str, tool_call_id: str, *, approve: bool, by: str = "", reason: str = ""
+        self,
+        run_id: str,
+        tool_call_id: str,
+        *,
+        approve: bool,
+        by: str = "",
+        reason: str = "",
+        arguments_hash: str | None = None,
+        approvers: Sequence[str] | None = None,
     ) -> Run:
-        """Answer a pending approval; the run continues in the background."""
+        """Answer a pending approval; the run continues in the background.
+
+        ``approvers`` (a channel's list) or else ``[agent] approvers`` restricts who may
+        decide; ``arguments_hash`` binds the decision to the exact call the person saw.
+        A run that timed out waiting can still be approved: it is resumed.
+        """
+        allowed = list(approvers) if approvers is not None else self.agent.approvers
+        if allowed and by not in allowed:
+            raise RunError("not_an_approver", f"{by or 'an anonymous caller'} may not decide "
+                           "approvals here")
         run = await self.store.get_run(run_id)
         pending = run.pending_approval
-        if run.state is not S.AWAITING_APPROVAL or pending is None:
+        waiting = run.state is S.AWAITING_APPROVAL or (
+            run.state is S.TIMED_OUT and run.reason == "approval_timeout")
+        if not waiting or pending is None:
             raise RunError("not_awaiting_approval",
                            f"run {run_id} is {run.state}, not awaiting approval")
-        if pending.tool_call_id != tool_call_id:
+        if pending.tool_call_id != tool_call_id or (
+                arguments_hash is not None and arguments_hash != pending.arguments_hash):
             raise RunError("stale_approval", f"run {run_id} is waiting for call "
-                           f"{pending.tool_call_id}, not {tool_call_id}")
+                           f"{pending.tool_call_id} ({pending.name}), not the call decided on")
         decision = Decision(tool_call_id=tool_call_id, approve=approve, by=by, reason=reason,
-                            arguments_hash=pending.arguments_hash, at=time.time())
+                            arguments_hash=pending.arguments_hash, at=self.clock())
         verb = "approved" if approve else "denied"
+        target = S.AWAITING_TOOL if run.state is S.AWAITING_APPROVAL else S.QUEUED
         moved, step = transition(
-            run, S.AWAITING_TOOL, f"{verb} by {by or 'someone'}: {pending.name}",
-            decisions=(*run.decisions, decision), pending_approval=None, owner=self.instance_id)
-        moved = moved.model_copy(update={"version": run.version + 1})
-        await self.store.commit(Checkpoint(thread_id=run.thread_id, position=None, run=moved,
-                                           transitions=[step]))
+            run, target, f"{verb} by {by or 'someone'}: {pending.name}", now=self.clock(),
+            decisions=(*run.decisions, decision), pending_approval=None,
+            owner=self.instance_id, error=None)
+        await self._write_run(moved.model_copy(update={"version": run.version + 1}), step)
         self._kick(run.thread_id)
         return moved
 
     async def resume(self, run_id: str) -> Run:
         """Queue a failed, cancelled or timed-out run again, from its last checkpoint."""
         run = await self.store.get_run(run_id)
-        moved, step = transition(run, S.QUEUED, "resumed by request", error=None)
-        moved = moved.model_copy(update={"version": run.version + 1})
-        await self.store.commit(Checkpoint(thread_id=run.thread_id, position=None, run=moved,
-                                           transitions=[step]))
+        moved, step = transition(run, S.QUEUED, "resumed by request", now=self.clock(),
+                                 error=None)
+        await self._write_run(moved.model_copy(update={"version": run.version + 1}), step)
         self._kick(run.thread_id)
         return moved
+
+    async def cancel(self, run_id: str, *, by: str = "") -> Run:
+        """Cancel a run: its model stream and running tools are cut off, every unanswered
+        call gets a ``cancelled`` result, and the run ends ``cancelled``."""
+        reason = f"cancelled by {by}" if by else "cancelled"
+        for _ in range(5):
+            task = self._driving.get(run_id)
+            if task is not None:
+                self.driver.cancel_reasons[run_id] = reason
+                task.cancel()
+                await asyncio.wait([task])
+                return await self.store.get_run(run_id)
+            try:
+                run = await self.driver.cancel(run_id, reason, attempts=1)
+            except StaleWrite:
+                await asyncio.sleep(0)  # it changed under us: maybe a worker took it up
+                continue
+            self._kick(run.thread_id)  # runs queued behind it may go now
+            return run
+        raise RunError("cancel_failed", f"run {run_id} kept changing; try again")
+
+    async def expire_approvals(self) -> list[Run]:
+        """Time out every approval that waited longer than ``approval_timeout_s``."""
+        if self.agent.approval_timeout_s is None:
+            return []
+        waiting = await self.store.list_runs(states=[S.AWAITING_APPROVAL])
+        expired = [await self.driver.expire(r.id) for r in waiting]
+        expired = [r for r in expired if r.state is S.TIMED_OUT]
+        for run in expired:
+            self._kick(run.thread_id)
+        return expired
+
+    async def _write_run(self, run: Run, step: Transition) -> None:
+        await self.store.commit(Checkpoint(thread_id=run.thread_id, position=None, run=run,
+                                           transitions=[step]))
 
     # -- delivery ----------------------------------------------------------------------------
 
@@ -210,6 +291,8 @@ class Runtime:
     # -- workers -----------------------------------------------------------------------------
 
     def _kick(self, thread_id: str) -> None:
+        if self._closing:
+            return
         self._dirty.add(thread_id)
         if thread_id not in self._workers:
             task = asyncio.create_task(self._work(thread_id), name=f"maiden-thread:{thread_id}")
@@ -217,7 +300,7 @@ class Runtime:
 
     async def _work(self, thread_id: str) -> None:
         try:
-            while True:
+            while not self._closing:
                 self._dirty.discard(thread_id)
                 active = await self.store.list_runs(thread_id=thread_id, states=ACTIVE)
                 if active and active[0].state is S.AWAITING_APPROVAL:
@@ -237,10 +320,16 @@ class Runtime:
             self._workers.pop(thread_id, None)
 
     async def _drive(self, run: Run) -> None:
-        lock = self._global_lock if self.concurrency == "global" else contextlib.nullcontext()
+        lock = self._global_lock if self.settings.concurrency == "global" \
+            else contextlib.nullcontext()
         async with lock:
+            if self._closing:
+                self._publish_waiting(run, "shutting down")
+                return
+            task = asyncio.create_task(self.driver.drive(run.id), name=f"maiden-run:{run.id}")
+            self._driving[run.id] = task
             try:
-                ended = await self.driver.drive(run.id)
+                ended = await task
             except StaleWrite as exc:
                 log.warning("run %s: another writer holds thread %r (%s); leaving it to them",
                             run.id, run.thread_id, exc)
@@ -249,6 +338,8 @@ class Runtime:
             except StoreError as exc:
                 self._publish_waiting(run, f"store error: {exc}")
                 raise
+            finally:
+                self._driving.pop(run.id, None)
             if ended.state is S.COMPLETED:
                 for delivery in await self.store.deliveries(run_id=ended.id, pending=True):
                     await self._deliver(delivery, fresh=True)
@@ -257,7 +348,3 @@ class Runtime:
         """Tell waiters that this process stopped driving a run that has not ended."""
         self.bus.publish(RunEnded(kind="run.paused", run_id=run.id, thread_id=run.thread_id,
                                   state=run.state, reason=reason))
-
-    async def get_run(self, run_id: str) -> Run:
-        """The run as stored now, or ``NotFound``."""
-        return await self.store.get_run(run_id)

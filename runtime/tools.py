@@ -12,6 +12,7 @@ model sees; the arguments it sends are validated against them before the call.
 from __future__ import annotations
 
 import asyncio
+import copy
 import importlib
 import inspect
 import sys
@@ -62,6 +63,8 @@ class ToolContext:
     idempotency_key: str
     """sha256(run_id + tool_call_id): the same on every retry of this call."""
     origin: Origin = field(default_factory=Origin)
+    cancel_grace_s: float = 5.0
+    """How long a cancelled subprocess gets between SIGTERM and SIGKILL."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +123,12 @@ class Tool:
 
     def __repr__(self) -> str:
         return f"<Tool {self.name} effect={self.effect}>"
+
+    def with_approval(self, required: bool) -> Tool:
+        """A copy of this tool that does (or does not) wait for a person before each call."""
+        twin = copy.copy(self)
+        twin.requires_approval = required
+        return twin
 
     def reconcile(self, fn: Callable[[ToolContext], Any]) -> Callable[[ToolContext], Any]:
         """Decorate the hook that tells, after a crash, whether this call's effect happened.
@@ -202,6 +211,10 @@ class ToolRegistry:
     def add(self, t: Tool) -> None:
         if t.name in self._tools and self._tools[t.name] is not t:
             raise ToolDefinitionError(f"two tools are named {t.name!r}")
+        self._tools[t.name] = t
+
+    def replace(self, t: Tool) -> None:
+        """Put ``t`` in place of the tool of the same name."""
         self._tools[t.name] = t
 
     def get(self, name: str) -> Tool | None:

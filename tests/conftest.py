@@ -9,7 +9,17 @@ from typing import Any
 
 import pytest
 
-from runtime import AgentConfig, Runtime, ScriptedProvider, SQLiteStore, Tool, ToolRegistry
+from runtime import (
+    AgentConfig,
+    BudgetConfig,
+    Prices,
+    Runtime,
+    RuntimeConfig,
+    ScriptedProvider,
+    SQLiteStore,
+    Tool,
+    ToolRegistry,
+)
 
 RuntimeFactory = Callable[..., Any]
 
@@ -25,12 +35,18 @@ def make_runtime(tmp_path: Path) -> RuntimeFactory:
         *,
         concurrency: str = "global",
         db: Path | None = None,
+        budget: dict[str, Any] | None = None,
+        prices: dict[str, float] | None = None,
+        clock: Any = None,
         **agent: Any,
     ) -> AsyncIterator[tuple[Runtime, ScriptedProvider]]:
         provider = ScriptedProvider(script)
         async with SQLiteStore(db or tmp_path / "maiden.db") as store:
+            extra = {"clock": clock} if clock is not None else {}
             rt = Runtime(store, provider, ToolRegistry(tools), agent=AgentConfig(**agent),
-                         concurrency=concurrency)  # type: ignore[arg-type]
+                         budget=BudgetConfig(**(budget or {})), prices=Prices(**(prices or {})),
+                         settings=RuntimeConfig(concurrency=concurrency),  # type: ignore[arg-type]
+                         **extra)
             async with rt:
                 yield rt, provider
 

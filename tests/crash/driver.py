@@ -1,7 +1,7 @@
 """A crash drill: one maiden process over a real SQLite store, killable at named points.
 
     python -m tests.crash.driver --db DB --effect EFFECT --workdir DIR --send THREAD TEXT \\
-        [--kill-at POINT [--kill-count N]]
+        [--key KEY] [--requires-approval] [--kill-at POINT [--kill-count N]]
     python -m tests.crash.driver --db DB --effect EFFECT --workdir DIR [--recover]
     python -m tests.crash.driver ... --approve RUN CALL | --deny RUN CALL
 
@@ -30,7 +30,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from runtime import (
     NOT_DONE,
@@ -38,6 +38,7 @@ from runtime import (
     AssistantTurn,
     Checkpoint,
     Delivery,
+    Effect,
     Origin,
     Run,
     RunState,
@@ -167,13 +168,15 @@ class FileChannel:
         return None
 
 
-def make_tool(effect_class: str, workdir: Path, switch: KillSwitch) -> Tool:
+def make_tool(
+    effect_class: str, workdir: Path, switch: KillSwitch, *, requires_approval: bool = False
+) -> Tool:
     """``effect_tool`` with the given effect class, tracing itself into ``workdir``."""
     calls, effects = workdir / CALLS_FILE, workdir / EFFECTS_FILE
     reconciling = effect_class == "non_idempotent_reconcile"
-    effect = "non_idempotent" if reconciling else effect_class
+    effect = cast(Effect, "non_idempotent" if reconciling else effect_class)
 
-    @tool(name=TOOL_NAME, effect=effect)  # type: ignore[arg-type]
+    @tool(name=TOOL_NAME, effect=effect, requires_approval=requires_approval)
     def effect_tool(ctx: ToolContext, n: int) -> dict[str, Any]:
         """Do something countable."""
         result = {"n": n, "key": ctx.idempotency_key, "ok": True}
@@ -214,18 +217,19 @@ async def summarise(store: SQLiteStore) -> dict[str, Any]:
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(args.workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
     switch = KillSwitch(args.kill_at, args.kill_count)
     async with CrashingStore(Path(args.db), switch) as store:
         runtime = Runtime(
             store, ScriptedProvider(SCRIPT),
-            ToolRegistry([make_tool(args.effect, workdir, switch)]),
+            ToolRegistry([make_tool(args.effect, workdir, switch,
+                                    requires_approval=args.requires_approval)]),
             agent=AgentConfig(max_recovery_attempts=MAX_RECOVERY_ATTEMPTS))
         runtime.add_deliverer(CHANNEL, FileChannel(workdir / CHANNEL_FILE, switch))
         async with runtime:  # start(): recovers unfinished runs, flushes the outbox
             if args.send:
                 thread_id, text = args.send
-                run = await runtime.submit(thread_id, text, origin=ORIGIN)
+                run = await runtime.submit(thread_id, text, origin=ORIGIN,
+                                           idempotency_key=args.key)
                 await runtime.wait(run.id)
             decision = args.approve or args.deny
             if decision:
@@ -249,11 +253,15 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                         help="only start (recovering every unfinished run) and exit")
     action.add_argument("--approve", nargs=2, metavar=("RUN", "CALL"))
     action.add_argument("--deny", nargs=2, metavar=("RUN", "CALL"))
+    parser.add_argument("--key", help="--send: the inbound message's idempotency key")
+    parser.add_argument("--requires-approval", action="store_true",
+                        help="effect_tool asks a person before every call")
     parser.add_argument("--kill-at", choices=KILL_POINTS)
     parser.add_argument("--kill-count", type=int, default=1)
     return parser.parse_args(argv)
 
 
 if __name__ == "__main__":
-    summary = asyncio.run(main(parse()))
-    print(json.dumps(summary, sort_keys=True))
+    arguments = parse()
+    Path(arguments.workdir).mkdir(parents=True, exist_ok=True)
+    print(json.dumps(asyncio.run(main(arguments)), sort_keys=True))

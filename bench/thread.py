@@ -1,0 +1,134 @@
+"""Workloads 1 and 2: one long thread through maiden, and the bare-SQLite floor beside it.
+
+The two run interleaved block by block (alternating which goes first), so a
+neighbour's load on a shared machine hits both sides of every ratio alike.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiosqlite
+
+from runtime import Runtime, SQLiteStore
+from runtime.stores.sqlite import Synchronous
+
+from .workload import bench_runtime, expect_completed, floor_rows, user_text
+
+__all__ = ["BLOCKS", "Floor", "ThreadResult", "db_size", "run_thread"]
+
+BLOCKS = 6
+THREAD = "bench:standard"
+
+
+@dataclass
+class ThreadResult:
+    n: int
+    maiden_ms: list[float] = field(default_factory=list)
+    """Mean ms per user message, per block of n/6 messages."""
+    floor_ms: list[float] = field(default_factory=list)
+    maiden_total_s: float = 0.0
+    floor_total_s: float = 0.0
+    maiden_db: int = 0
+    floor_db: int = 0
+    maiden_load_ms: float = 0.0
+    """A cold load of the whole thread (a freshly opened store) at the end."""
+    floor_load_ms: float = 0.0
+
+
+class Floor:
+    """What SQLite itself costs: the same entries as JSON rows, two commits per message."""
+
+    def __init__(self, path: Path, synchronous: Synchronous) -> None:
+        self.path = path
+        self.synchronous = synchronous
+        self.seq = 0
+        self._db: aiosqlite.Connection | None = None
+
+    async def __aenter__(self) -> Floor:
+        db = await aiosqlite.connect(self.path)
+        await db.execute("PRAGMA journal_mode=WAL")
+        await db.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
+        await db.execute(
+            "CREATE TABLE IF NOT EXISTS entries (thread_id TEXT NOT NULL, seq INTEGER NOT NULL, "
+            "data TEXT NOT NULL, PRIMARY KEY (thread_id, seq)) WITHOUT ROWID")
+        await db.commit()
+        self._db = db
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._db is not None:
+            await self._db.close()
+
+    async def message(self, i: int) -> None:
+        """Append one message's entries: user + tool call + result, then the answer."""
+        assert self._db is not None
+        rows = [(THREAD, self.seq + k, json.dumps(row))
+                for k, row in enumerate(floor_rows(f"run{i:029d}", i))]
+        self.seq += len(rows)
+        await self._db.executemany("INSERT INTO entries VALUES (?, ?, ?)", rows[:3])
+        await self._db.commit()
+        await self._db.execute("INSERT INTO entries VALUES (?, ?, ?)", rows[3])
+        await self._db.commit()
+
+    async def load(self) -> list[object]:
+        """The floor's cold load: a new connection, one SELECT, json.loads per row."""
+        async with aiosqlite.connect(self.path) as db:
+            rows = await db.execute_fetchall(
+                "SELECT data FROM entries WHERE thread_id = ? ORDER BY seq", (THREAD,))
+            return [json.loads(row[0]) for row in rows]
+
+
+def db_size(path: Path) -> int:
+    """Bytes on disk: the database and any WAL/shared-memory file left beside it."""
+    return sum(p.stat().st_size for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm"))
+               if p.exists())
+
+
+async def _maiden_block(rt: Runtime, messages: range) -> float:
+    start = time.perf_counter()
+    for i in messages:
+        expect_completed(await rt.send(THREAD, user_text(i)))
+    return time.perf_counter() - start
+
+
+async def _floor_block(floor: Floor, messages: range) -> float:
+    start = time.perf_counter()
+    for i in messages:
+        await floor.message(i)
+    return time.perf_counter() - start
+
+
+async def run_thread(workdir: Path, n: int, synchronous: Synchronous) -> ThreadResult:
+    """Workloads 1 and 2 at ``n`` messages, in fresh databases under ``workdir``."""
+    maiden_path, floor_path = workdir / f"maiden-{n}.db", workdir / f"floor-{n}.db"
+    result = ThreadResult(n=n)
+    bounds = [round(b * n / BLOCKS) for b in range(BLOCKS + 1)]
+    async with bench_runtime(maiden_path, synchronous=synchronous) as rt, \
+            Floor(floor_path, synchronous) as floor:
+        for b in range(BLOCKS):
+            block = range(bounds[b], bounds[b + 1])
+            if b % 2 == 0:
+                m, f = await _maiden_block(rt, block), await _floor_block(floor, block)
+            else:
+                f, m = await _floor_block(floor, block), await _maiden_block(rt, block)
+            result.maiden_ms.append(m * 1000 / max(1, len(block)))
+            result.floor_ms.append(f * 1000 / max(1, len(block)))
+            result.maiden_total_s += m
+            result.floor_total_s += f
+    result.maiden_db, result.floor_db = db_size(maiden_path), db_size(floor_path)
+
+    async with SQLiteStore(maiden_path, synchronous=synchronous) as store:
+        start = time.perf_counter()
+        entries = await store.load_entries(THREAD)
+        result.maiden_load_ms = (time.perf_counter() - start) * 1000
+    start = time.perf_counter()
+    rows = await floor.load()
+    result.floor_load_ms = (time.perf_counter() - start) * 1000
+    if len(entries) != 4 * n or len(rows) != 4 * n:
+        raise RuntimeError(f"expected {4 * n} entries, maiden has {len(entries)}, "
+                           f"the floor {len(rows)}")
+    return result

@@ -1,0 +1,134 @@
+"""The fixed workload every benchmark shares: its texts, its model, its tool, its runtime."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+from runtime import (
+    AssistantTurn,
+    Entry,
+    ModelRequest,
+    ModelResponse,
+    Run,
+    Runtime,
+    RuntimeConfig,
+    RunState,
+    SQLiteStore,
+    ToolCall,
+    ToolRegistry,
+    ToolResult,
+    Usage,
+    UserMessage,
+    tool,
+)
+from runtime.providers.base import TextSink
+from runtime.stores.sqlite import Synchronous
+
+__all__ = [
+    "ANSWER",
+    "RESULT",
+    "LookupModel",
+    "bench_runtime",
+    "expect_completed",
+    "floor_rows",
+    "message_entries",
+    "user_text",
+]
+
+RESULT = {"result": "x" * 200}
+ANSWER = "Here is what the lookup found: " + "z" * 60
+USAGE = Usage(input_tokens=10, output_tokens=5)
+
+
+def user_text(i: int) -> str:
+    return f"question {i} " + "y" * 100
+
+
+@tool
+async def lookup(query: str) -> dict[str, str]:
+    """Look a question up."""
+    return RESULT
+
+
+class LookupModel:
+    """The workload's model: a ``lookup`` call for each new user message, then an answer.
+
+    Stateless: the turn is read from the request's last entry (``ScriptedProvider``
+    indexes its script by the thread's assistant turns, which never ends here).
+    """
+
+    model = "bench"
+
+    def __init__(self, latency_s: float = 0.0) -> None:
+        self.latency_s = latency_s
+
+    async def complete(
+        self, request: ModelRequest, on_text: TextSink | None = None
+    ) -> ModelResponse:
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        last = request.entries[-1] if request.entries else None
+        if isinstance(last, UserMessage):
+            call = ToolCall(id=f"call_{len(request.entries)}", name="lookup",
+                            arguments={"query": last.text[:16]})
+            return ModelResponse(tool_calls=(call,), usage=USAGE, model=self.model,
+                                 stop_reason="tool_use")
+        if on_text is not None:
+            await on_text(ANSWER)
+        return ModelResponse(text=ANSWER, usage=USAGE, model=self.model, stop_reason="end_turn")
+
+
+@asynccontextmanager
+async def bench_runtime(
+    path: Path,
+    *,
+    synchronous: Synchronous,
+    latency_s: float = 0.0,
+    concurrency: Literal["global", "thread"] = "global",
+) -> AsyncIterator[Runtime]:
+    """A started runtime on a SQLite store at ``path`` with the workload's model and tool."""
+    async with SQLiteStore(path, synchronous=synchronous) as store:
+        rt = Runtime(store, LookupModel(latency_s), ToolRegistry([lookup]),
+                     settings=RuntimeConfig(concurrency=concurrency))
+        async with rt:
+            yield rt
+
+
+def expect_completed(run: Run) -> None:
+    """A benchmark that measured failed runs would be measuring the wrong thing."""
+    if run.state is not RunState.COMPLETED:
+        raise RuntimeError(f"run {run.id} ended {run.state}: {run.reason} {run.error or ''}")
+
+
+def message_entries(run_id: str, i: int) -> list[Entry]:
+    """The four entries one message of the workload leaves in a thread."""
+    now = time.time()
+    call = ToolCall(id=f"call_{i}", name="lookup", arguments={"query": user_text(i)[:16]})
+    return [
+        UserMessage(run_id=run_id, text=user_text(i), at=now),
+        AssistantTurn(run_id=run_id, tool_calls=(call,), usage=USAGE, model="bench", at=now),
+        ToolResult(run_id=run_id, tool_call_id=call.id, name="lookup", content=RESULT, at=now),
+        AssistantTurn(run_id=run_id, text=ANSWER, usage=USAGE, model="bench", at=now),
+    ]
+
+
+def floor_rows(run_id: str, i: int) -> list[dict[str, Any]]:
+    """The same four entries as plain dicts, for the floor (json.dumps, no pydantic)."""
+    now = time.time()
+    call_id = f"call_{i}"
+    usage = {"input_tokens": USAGE.input_tokens, "output_tokens": USAGE.output_tokens}
+    return [
+        {"kind": "user", "run_id": run_id, "text": user_text(i), "at": now},
+        {"kind": "assistant", "run_id": run_id, "text": "", "at": now, "usage": usage,
+         "model": "bench", "tool_calls": [{"id": call_id, "name": "lookup",
+                                           "arguments": {"query": user_text(i)[:16]}}]},
+        {"kind": "tool_result", "run_id": run_id, "tool_call_id": call_id, "name": "lookup",
+         "content": RESULT, "at": now},
+        {"kind": "assistant", "run_id": run_id, "text": ANSWER, "at": now, "usage": usage,
+         "model": "bench"},
+    ]

@@ -1,0 +1,79 @@
+"""Budgets: what a run (and a thread, per day) may spend, checked before each turn."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import Field
+
+from .config import Prices, Section
+
+__all__ = ["BudgetConfig", "Prices", "Spend", "Verdict", "check_budget"]
+
+
+class BudgetConfig(Section):
+    """``[budget]``: every limit is optional; a run ends ``budget_exceeded`` past one."""
+
+    max_input_tokens: int | None = Field(default=None, ge=1)
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    max_total_tokens: int | None = Field(default=None, ge=1)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    max_tool_calls: int | None = Field(default=None, ge=1)
+    max_wall_s: float | None = Field(default=None, gt=0)
+    max_cost_usd_per_thread_day: float | None = Field(default=None, gt=0)
+    final_turn_at: float = Field(default=0.8, gt=0, le=1,
+                                 description="fraction of a budget that triggers the final turn")
+
+    @property
+    def needs_thread_day(self) -> bool:
+        return self.max_cost_usd_per_thread_day is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Spend:
+    """What has been spent so far, in the units the budgets use."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cost_usd: float = 0.0
+    tool_calls: int = 0
+    wall_s: float = 0.0
+    thread_day_cost_usd: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    action: Literal["ok", "final", "exceeded"]
+    budget: str | None = None
+    detail: str = ""
+
+
+_LIMITS = (
+    ("max_input_tokens", "input_tokens"),
+    ("max_output_tokens", "output_tokens"),
+    ("max_total_tokens", "total_tokens"),
+    ("max_cost_usd", "cost_usd"),
+    ("max_tool_calls", "tool_calls"),
+    ("max_wall_s", "wall_s"),
+    ("max_cost_usd_per_thread_day", "thread_day_cost_usd"),
+)
+
+
+def check_budget(cfg: BudgetConfig, spend: Spend) -> Verdict:
+    """``exceeded`` if any limit is reached, ``final`` if one is past ``final_turn_at``."""
+    near: Verdict | None = None
+    for key, field in _LIMITS:
+        limit = getattr(cfg, key)
+        if limit is None:
+            continue
+        used = getattr(spend, field)
+        # Calls past max_tool_calls are refused one by one where they are dispatched, and
+        # the model still gets a tool-less turn to answer in; every other budget is spent
+        # once it is reached.
+        if used >= limit and key != "max_tool_calls":
+            return Verdict("exceeded", key, f"{key} = {limit:g}, spent {used:g}")
+        if near is None and used >= limit * cfg.final_turn_at:
+            near = Verdict("final", key, f"{key} = {limit:g}, spent {used:g}")
+    return near or Verdict("ok")

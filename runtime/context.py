@@ -1,0 +1,99 @@
+"""The context window: which part of a thread's history is sent to the model.
+
+Pure functions, no I/O. The store keeps every entry; ``fit_history`` only picks
+the newest suffix that fits ``[agent] max_context_tokens``. Token counts are
+estimates (about four characters a token, plus a little per message): they
+are meant to keep a request under a limit, not to bill it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from .entries import AssistantTurn, Entry, Notice, ToolResult, UserMessage
+from .tools import ToolSpec
+
+__all__ = ["entry_tokens", "estimate_tokens", "fit_history"]
+
+CHARS_PER_TOKEN = 4
+MESSAGE_OVERHEAD = 4
+"""Tokens a message costs beyond its text: role markers and separators."""
+
+
+def estimate_tokens(text: str) -> int:
+    """About how many tokens ``text`` is."""
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+def _json(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False,
+                                                           default=str)
+
+
+def entry_tokens(entry: Entry) -> int:
+    """About how many tokens ``entry`` takes in a request."""
+    if isinstance(entry, AssistantTurn):
+        text = entry.text + "".join(c.id + c.name + _json(c.arguments) for c in entry.tool_calls)
+    elif isinstance(entry, ToolResult):
+        text = entry.tool_call_id + _json(entry.content)
+    elif isinstance(entry, Notice):
+        text = "[notice] " + entry.text
+    else:
+        text = entry.text
+    return MESSAGE_OVERHEAD + estimate_tokens(text)
+
+
+def _units(entries: Sequence[Entry]) -> list[tuple[int, int]]:
+    """``[start, end)`` ranges that are kept or dropped whole: a turn with tool calls and
+    the results (and any notices among them) that answer it; any other entry alone."""
+    units = []
+    i, n = 0, len(entries)
+    while i < n:
+        entry, j = entries[i], i + 1
+        if isinstance(entry, AssistantTurn) and entry.tool_calls:
+            waiting = {c.id for c in entry.tool_calls}
+            while j < n and waiting and isinstance(entries[j], ToolResult | Notice):
+                result = entries[j]
+                if isinstance(result, ToolResult):
+                    waiting.discard(result.tool_call_id)
+                j += 1
+        units.append((i, j))
+        i = j
+    return units
+
+
+def fit_history(
+    entries: Sequence[Entry],
+    system: str,
+    max_tokens: int | None,
+    *,
+    tools: Sequence[ToolSpec] = (),
+) -> tuple[list[Entry], int]:
+    """The newest suffix of ``entries`` that fits in ``max_tokens`` together with the
+    system prompt (and ``tools``' descriptions), and how many entries were left out.
+
+    A tool call is never separated from its results. The suffix starts at a user
+    message when one is in it. When not even the newest entry fits, it is sent
+    anyway (with its results): the model needs something to answer.
+    """
+    if max_tokens is None:
+        return list(entries), 0
+    budget = max_tokens - estimate_tokens(system) - sum(
+        estimate_tokens(t.name + t.description + json.dumps(t.parameters)) for t in tools)
+    units = _units(entries)
+    first = len(units)
+    used = 0
+    for k in range(len(units) - 1, -1, -1):
+        start, end = units[k]
+        cost = sum(entry_tokens(e) for e in entries[start:end])
+        if used + cost > budget and first < len(units):
+            break
+        used += cost
+        first = k
+    if first == len(units):
+        return [], 0
+    starts = [units[k][0] for k in range(first, len(units))]
+    start = next((s for s in starts if isinstance(entries[s], UserMessage)), starts[0])
+    return list(entries[start:]), start

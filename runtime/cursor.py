@@ -1,0 +1,86 @@
+"""A run and its thread as loaded, kept in step with every checkpoint the loop writes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .entries import AssistantTurn, Entry, ToolCall, ToolResult, UserMessage
+from .events import EventBus, StateChanged
+from .runs import Delivery, Run, RunState, transition
+from .stores.base import Checkpoint, Store
+
+__all__ = ["RunCursor", "unanswered"]
+
+
+class RunCursor:
+    """The in-memory image of one run's thread; ``commit`` writes and advances it."""
+
+    def __init__(
+        self,
+        store: Store,
+        bus: EventBus,
+        run: Run,
+        entries: list[Entry],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.bus = bus
+        self.run = run
+        self.entries = entries
+        self.clock = clock
+        self.start = _run_start(entries, run.id)
+
+    @property
+    def own(self) -> list[Entry]:
+        """This run's entries (normally the thread's tail)."""
+        if self.start is None:
+            return []
+        return [e for e in self.entries[self.start:] if e.run_id == self.run.id]
+
+    async def commit(
+        self,
+        entries: Sequence[Entry] = (),
+        *,
+        to: RunState | None = None,
+        reason: str = "",
+        deliveries: Sequence[Delivery] = (),
+        **changes: Any,
+    ) -> None:
+        """One checkpoint: new entries plus the run's new state, atomically."""
+        now = self.clock()
+        transitions = []
+        if to is not None:
+            run, moved = transition(self.run, to, reason, now=now, **changes)
+            transitions.append(moved)
+        else:
+            run = self.run.model_copy(update=changes)
+        run = run.model_copy(update={"version": run.version + 1, "updated_at": now})
+        await self.store.commit(Checkpoint(
+            thread_id=run.thread_id, position=len(self.entries), entries=entries, run=run,
+            transitions=transitions, deliveries=deliveries))
+        if self.start is None and any(isinstance(e, UserMessage) for e in entries):
+            self.start = len(self.entries)
+        self.entries.extend(entries)
+        self.run = run
+        if to is not None:
+            self.bus.publish(StateChanged(run_id=run.id, thread_id=run.thread_id, state=to,
+                                          reason=reason))
+
+
+def _run_start(entries: Sequence[Entry], run_id: str) -> int | None:
+    for i in range(len(entries) - 1, -1, -1):
+        entry = entries[i]
+        if isinstance(entry, UserMessage) and entry.run_id == run_id:
+            return i
+    return None
+
+
+def unanswered(own: Sequence[Entry]) -> list[ToolCall]:
+    """Calls of the run's newest assistant turn that have no recorded result."""
+    turn = next((e for e in reversed(own) if isinstance(e, AssistantTurn)), None)
+    if turn is None:
+        return []
+    done = {e.tool_call_id for e in own if isinstance(e, ToolResult)}
+    return [c for c in turn.tool_calls if c.id not in done]

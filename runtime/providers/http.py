@@ -1,0 +1,273 @@
+"""The transport the HTTP providers share: POST with retries, SSE decoding, error translation.
+
+A provider turns entries into its vendor's JSON and back; this module only
+moves bytes. The ``httpx.AsyncClient`` is injected (or made on first use and
+owned), so a test can hand it a ``MockTransport`` or point it at a local server.
+
+Retry rule: 429, 5xx (529 "overloaded" included), a connection error or no
+response within ``timeout_s`` is retried with exponential backoff and jitter,
+or after the server's ``retry-after-ms`` / ``Retry-After``. Other 4xx are not.
+Once a successful response has started streaming, a failure is not retried:
+text may already have reached subscribers, so the turn fails (resumably).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from ..errors import ProviderError
+
+__all__ = [
+    "HttpTransport",
+    "Retry",
+    "SSEDecoder",
+    "ServerSentEvent",
+    "parse_json",
+    "parse_retry_after",
+]
+
+Sleep = Callable[[float], Awaitable[None]]
+
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
+
+
+def _retryable(status: int) -> bool:
+    return status in RETRY_STATUSES or status >= 500
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """How failed attempts are retried. ``sleep`` and ``random`` are injectable for tests."""
+
+    max_retries: int = 3
+    base_delay_s: float = 0.5
+    max_delay_s: float = 20.0
+    max_wait_s: float = 120.0
+    """A ``Retry-After`` longer than this fails the turn at once instead of waiting."""
+    sleep: Sleep = asyncio.sleep
+    random: Callable[[], float] = random.random
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        """Seconds to wait before retry number ``attempt + 1`` (``attempt`` counts from 0)."""
+        if retry_after is not None:
+            return retry_after
+        cap = min(self.max_delay_s, self.base_delay_s * 2.0 ** attempt)
+        # Half fixed, half random: spreads clients out without ever retrying at once.
+        return cap / 2 + self.random() * cap / 2
+
+
+def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds the server asked us to wait: ``retry-after-ms``, else ``Retry-After``
+    (seconds or an HTTP date); None when absent or unreadable."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    ms = lowered.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSentEvent:
+    event: str = "message"
+    data: str = ""
+
+
+@dataclass(slots=True)
+class SSEDecoder:
+    """The text/event-stream grammar, one line at a time (a blank line dispatches)."""
+
+    _event: str = ""
+    _data: list[str] = field(default_factory=list)
+
+    def feed(self, line: str) -> ServerSentEvent | None:
+        if not line:
+            if not self._data and not self._event:
+                return None
+            sse = ServerSentEvent(self._event or "message", "\n".join(self._data))
+            self._event, self._data = "", []
+            return sse
+        if line.startswith(":"):
+            return None  # a comment, e.g. a keep-alive
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "event":
+            self._event = value
+        elif name == "data":
+            self._data.append(value)
+        return None  # "id" and "retry" do not matter for a one-shot POST
+
+
+class HttpTransport:
+    """POSTs JSON to one endpoint of one provider, with retries and readable errors."""
+
+    def __init__(
+        self,
+        name: str,
+        url: str,
+        headers: Mapping[str, str],
+        *,
+        client: httpx.AsyncClient | None = None,
+        timeout_s: float = 60.0,
+        retry: Retry | None = None,
+        api_key_env: str | None = None,
+        has_key: bool = True,
+    ) -> None:
+        self.name = name
+        self.url = url
+        self.headers = dict(headers)
+        self.timeout_s = timeout_s
+        self.retry = retry or Retry()
+        self.api_key_env = api_key_env
+        self.has_key = has_key
+        self._client = client
+        self._owns_client = client is None
+
+    async def aclose(self) -> None:
+        if self._owns_client and self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    @asynccontextmanager
+    async def post(self, body: Any, *, stream: bool) -> AsyncIterator[httpx.Response]:
+        """The successful response, retried as needed; streamed bodies are closed on exit
+        (also on cancellation, which closes the connection)."""
+        response = await self._send(body, stream=stream)
+        try:
+            yield response
+        finally:
+            await response.aclose()
+
+    async def _send(self, body: Any, *, stream: bool) -> httpx.Response:
+        if self._client is None:
+            self._client = httpx.AsyncClient()
+        content = json.dumps(body, ensure_ascii=False).encode()
+        headers = {**self.headers, "content-type": "application/json"}
+        if stream:
+            headers["accept"] = "text/event-stream"
+        attempts = self.retry.max_retries + 1
+        for attempt in range(attempts):
+            request = self._client.build_request(
+                "POST", self.url, content=content, headers=headers,
+                timeout=httpx.Timeout(self.timeout_s))
+            retry_after: float | None = None
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    response = await self._client.send(request, stream=True)
+                    if not stream or not response.is_success:
+                        try:
+                            await response.aread()
+                        finally:
+                            await response.aclose()
+            except TimeoutError:
+                error = ProviderError(f"{self.name}: no response from {self.url} within "
+                                      f"{self.timeout_s:g} s (provider.timeout_s)")
+            except httpx.HTTPError as exc:
+                error = ProviderError(f"{self.name}: cannot reach {self.url}: "
+                                      f"{type(exc).__name__}: {exc}".rstrip(": "))
+            else:
+                if response.is_success:
+                    return response
+                error = self._http_error(response, attempts)
+                if not _retryable(response.status_code):
+                    raise error
+                retry_after = parse_retry_after(response.headers)
+                if retry_after is not None and retry_after > self.retry.max_wait_s:
+                    raise error
+            if attempt + 1 == attempts:
+                raise error
+            await self.retry.sleep(self.retry.delay(attempt, retry_after))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _http_error(self, response: httpx.Response, attempts: int) -> ProviderError:
+        status = response.status_code
+        detail = _error_detail(response)
+        env = f"${self.api_key_env}" if self.api_key_env else "the variable provider.api_key_env"
+        if status == 401:
+            why = "no API key was sent" if not self.has_key else "the API key was rejected"
+            message = (f"{why} (HTTP 401): the key is missing or wrong; set {env} "
+                       f"(named by provider.api_key_env)")
+        elif status == 403:
+            message = f"the API key is not allowed to do this (HTTP 403, {env})"
+        elif status == 404:
+            message = "not found (HTTP 404): check provider.model and provider.base_url"
+        elif status == 413:
+            message = ("the request is too large (HTTP 413): lower agent.max_context_tokens")
+        elif status == 429:
+            message = f"rate limited (HTTP 429) after {attempts} attempt(s)"
+        elif status == 529:
+            message = f"overloaded (HTTP 529) after {attempts} attempt(s)"
+        elif status >= 500:
+            message = f"server error (HTTP {status}) after {attempts} attempt(s)"
+        else:
+            message = f"rejected the request (HTTP {status})"
+        if detail:
+            message += f": {detail}"
+        return ProviderError(f"{self.name}: {message}", status=status,
+                             retry_after=parse_retry_after(response.headers))
+
+    async def events(self, response: httpx.Response) -> AsyncIterator[ServerSentEvent]:
+        """The server-sent events of a streamed response, as they arrive."""
+        decoder = SSEDecoder()
+        try:
+            async for line in response.aiter_lines():
+                event = decoder.feed(line)
+                if event is not None:
+                    yield event
+        except httpx.TimeoutException as exc:
+            raise ProviderError(f"{self.name}: the stream stalled: nothing arrived for "
+                                f"{self.timeout_s:g} s (provider.timeout_s)") from exc
+        except httpx.HTTPError as exc:
+            raise ProviderError(f"{self.name}: the stream broke off mid-answer: "
+                                f"{type(exc).__name__}: {exc}") from exc
+        # A final event without its blank line is incomplete: dropped, as the SSE spec says.
+
+
+def _error_detail(response: httpx.Response) -> str:
+    """The server's own words: ``error.message`` of an Anthropic/OpenAI error body, or text."""
+    try:
+        body = response.json()
+    except ValueError:
+        text = response.text.strip()
+        return text[:300]
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict):
+            kind = err.get("type") or err.get("code")
+            message = err.get("message") or ""
+            return f"{kind}: {message}" if kind and message else str(message or kind or "")
+        if isinstance(err, str):
+            return err[:300]
+    return json.dumps(body)[:300]
+
+
+def parse_json(name: str, data: str | bytes, what: str) -> Any:
+    """``json.loads`` that fails as a ProviderError naming what was being read."""
+    try:
+        return json.loads(data)
+    except ValueError as exc:
+        snippet = data[:120] if isinstance(data, str) else data[:120].decode(errors="replace")
+        raise ProviderError(f"{name}: malformed {what}: {exc} (got {snippet!r})") from exc

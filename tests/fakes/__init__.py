@@ -1,0 +1,1 @@
+"""Local fakes of external services, speaking their real wire formats."""

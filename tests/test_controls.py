@@ -1,0 +1,348 @@
+"""Approvals, budgets and cancellation: the run pauses, stops and spends only as allowed."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime import (
+    Notice,
+    RunError,
+    RunState,
+    TextDelta,
+    ToolCallStarted,
+    ToolContext,
+    ToolResult,
+    run_process,
+    tool,
+)
+
+S = RunState
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def kinds(entries: list[Any]) -> list[str]:
+    return [e.kind for e in entries]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@tool(effect="non_idempotent", requires_approval=True)
+def deploy(service: str) -> str:
+    """Deploy a service."""
+    return f"deployed {service}"
+
+
+@tool
+def look(q: str) -> str:
+    """Look."""
+    return q
+
+
+# -- approvals ---------------------------------------------------------------------------------
+
+
+async def test_only_approvers_may_decide(make_runtime: Any) -> None:
+    script = [call("deploy", service="api"), {"text": "done"}]
+    async with make_runtime(script, [deploy], approvers=["alice"]) as (rt, _):
+        run = await rt.send("t", "ship it")
+        assert run.pending_approval is not None
+        call_id = run.pending_approval.tool_call_id
+        with pytest.raises(RunError) as refused:
+            await rt.decide(run.id, call_id, approve=True, by="mallory")
+        assert refused.value.reason == "not_an_approver"
+        # A channel's own list overrides the agent's.
+        with pytest.raises(RunError):
+            await rt.decide(run.id, call_id, approve=True, by="alice", approvers=["bob"])
+        assert (await rt.get_run(run.id)).state is S.AWAITING_APPROVAL
+        await rt.decide(run.id, call_id, approve=True, by="alice")
+        assert (await rt.wait(run.id)).state is S.COMPLETED
+
+
+async def test_a_decision_on_another_call_is_refused(make_runtime: Any) -> None:
+    script = [call("deploy", service="api"), {"text": "done"}]
+    async with make_runtime(script, [deploy]) as (rt, _):
+        run = await rt.send("t", "ship it")
+        pending = run.pending_approval
+        assert pending is not None
+        with pytest.raises(RunError, match="waiting for call") as stale:
+            await rt.decide(run.id, "some-other-call", approve=True)
+        assert stale.value.reason == "stale_approval"
+        with pytest.raises(RunError, match="waiting for call"):
+            await rt.decide(run.id, pending.tool_call_id, approve=True,
+                            arguments_hash="0" * 64)
+        await rt.decide(run.id, pending.tool_call_id, approve=True,
+                        arguments_hash=pending.arguments_hash)
+        done = await rt.wait(run.id)
+        assert done.state is S.COMPLETED
+        with pytest.raises(RunError) as late:
+            await rt.decide(run.id, pending.tool_call_id, approve=True)
+        assert late.value.reason == "not_awaiting_approval"
+
+
+async def test_approval_timeout_then_a_late_approval_resumes(make_runtime: Any) -> None:
+    clock = Clock()
+    script = [call("deploy", service="api"), {"text": "meanwhile answer"}, {"text": "deployed it"}]
+    async with make_runtime(script, [deploy], approval_timeout_s=60, clock=clock) as (rt, p):
+        run = await rt.send("t", "ship it")
+        assert run.state is S.AWAITING_APPROVAL
+        assert await rt.expire_approvals() == []  # not yet
+        clock.now += 61
+        (expired,) = await rt.expire_approvals()
+        assert expired.state is S.TIMED_OUT and expired.reason == "approval_timeout"
+        assert "no decision on deploy within 60 s" in (expired.error or "")
+        # The thread is usable meanwhile, and the model sees a valid history.
+        other = await rt.send("t", "meanwhile")
+        assert other.reply == "meanwhile answer"
+        seen = p.calls[1].entries
+        assert kinds(list(seen)) == ["user", "assistant", "tool_result", "user"]
+        assert seen[2].content["error"]["type"] == "cancelled"
+        pending = expired.pending_approval
+        assert pending is not None
+        await rt.decide(run.id, pending.tool_call_id, approve=True, by="ops")
+        done = await rt.wait(run.id)
+        transitions = [t.reason for t in await rt.store.transitions(run.id)]
+    assert done.state is S.COMPLETED and done.reply == "deployed it"
+    assert "approval_timeout" in transitions and "approved by ops: deploy" in transitions
+
+
+async def test_pending_approval_records_who_and_where(make_runtime: Any) -> None:
+    from runtime import Origin
+
+    async with make_runtime([call("deploy", service="api")], [deploy]) as (rt, _):
+        run = await rt.send("t", "ship it", origin=Origin(channel="slack", user="U42",
+                                                         target={"channel": "C1"}))
+    pending = run.pending_approval
+    assert pending is not None
+    assert (pending.asked_by, pending.channel, pending.target) == ("U42", "slack",
+                                                                   {"channel": "C1"})
+    assert pending.arguments == {"service": "api"} and len(pending.arguments_hash) == 64
+
+
+# -- budgets -----------------------------------------------------------------------------------
+
+
+def usage(inp: int, out: int) -> dict[str, int]:
+    return {"input_tokens": inp, "output_tokens": out}
+
+
+@pytest.mark.parametrize(
+    ("budget", "turns_run", "which"),
+    [
+        ({"max_input_tokens": 250}, 3, "max_input_tokens"),
+        ({"max_output_tokens": 25}, 3, "max_output_tokens"),
+        ({"max_total_tokens": 270}, 3, "max_total_tokens"),
+        ({"max_cost_usd": 0.00027}, 3, "max_cost_usd"),
+    ],
+)
+async def test_each_budget_stops_the_run_before_the_next_turn(
+    make_runtime: Any, budget: dict[str, Any], turns_run: int, which: str
+) -> None:
+    # Every turn costs 100 input + 10 output tokens = $0.00011 at $1/M in, $1/M out.
+    script = [{**call("look", q=str(i)), "usage": usage(100, 10)} for i in range(6)]
+    async with make_runtime(script, [look], budget=budget,
+                            prices={"input": 1.0, "output": 1.0}) as (rt, provider):
+        run = await rt.send("t", "spend")
+        entries = await rt.store.load_entries("t")
+    assert run.state is S.FAILED and run.reason == "budget_exceeded"
+    assert which in (run.error or "")
+    assert len(provider.calls) == turns_run == run.turns
+    # Nothing half-written: every call of every turn has its result, the last is a result.
+    results = [e for e in entries if isinstance(e, ToolResult)]
+    assert len(results) == turns_run and isinstance(entries[-1], ToolResult)
+    # At 80% of the budget the last turn was announced and offered no tools.
+    assert any(isinstance(e, Notice) and e.code == "final_turn" for e in entries)
+    assert provider.calls[-1].tools == ()
+
+
+async def test_tool_call_budget(make_runtime: Any) -> None:
+    turn = {"tool_calls": [{"name": "look", "arguments": {"q": str(i)}} for i in range(3)]}
+    script = [turn, {"text": "answered with two"}]
+    async with make_runtime(script, [look], budget={"max_tool_calls": 2}) as (rt, provider):
+        run = await rt.send("t", "go")
+        entries = await rt.store.load_entries("t")
+    results = [e for e in entries if isinstance(e, ToolResult)]
+    assert [r.is_error for r in results] == [False, False, True]
+    assert results[2].content["error"]["type"] == "too_many_calls"
+    # Spending the last allowed call still leaves a (tool-less) turn to answer in.
+    assert run.state is S.COMPLETED and provider.calls[-1].tools == ()
+
+
+async def test_wall_clock_budget(make_runtime: Any) -> None:
+    clock = Clock()
+
+    @tool
+    def slow_step() -> str:
+        clock.now += 40
+        return "ok"
+
+    script = [call("slow_step"), call("slow_step"), {"text": "never"}]
+    async with make_runtime(script, [slow_step], budget={"max_wall_s": 60},
+                            clock=clock) as (rt, _):
+        run = await rt.send("t", "go")
+    assert run.state is S.FAILED and "max_wall_s" in (run.error or "")
+
+
+async def test_thread_day_cost_budget_spans_runs(make_runtime: Any) -> None:
+    script = [{"text": f"a{i}", "usage": usage(1000, 0)} for i in range(5)]
+    async with make_runtime(script, budget={"max_cost_usd_per_thread_day": 0.0025},
+                            prices={"input": 1.0}) as (rt, _):
+        runs = [await rt.send("t", f"m{i}") for i in range(4)]
+        other_thread = await rt.send("u", "fresh thread")
+    assert [r.state for r in runs] == [S.COMPLETED, S.COMPLETED, S.COMPLETED, S.FAILED]
+    assert runs[3].reason == "budget_exceeded" and runs[0].cost_usd == pytest.approx(0.001)
+    assert other_thread.state is S.COMPLETED
+
+
+async def test_usage_and_cost_persist_across_a_resume(make_runtime: Any) -> None:
+    script = [{**call("look", q="a"), "usage": usage(100, 10)}, {"error": "overloaded"}]
+    async with make_runtime(script, [look], prices={"input": 2.0, "output": 4.0}) as (rt, p):
+        run = await rt.send("t", "go")
+        assert run.usage.input_tokens == 100 and run.cost_usd == pytest.approx(0.00024)
+        p.turns[1] = p.turns[1].model_copy(update={"error": None, "text": "ok"})
+        await rt.resume(run.id)
+        run = await rt.wait(run.id)
+    assert run.state is S.COMPLETED and run.usage.input_tokens == 110
+
+
+# -- cancellation ------------------------------------------------------------------------------
+
+
+async def test_cancel_during_an_async_tool_then_a_normal_message(make_runtime: Any) -> None:
+    started = asyncio.Event()
+    cancelled = asyncio.Event()
+
+    @tool
+    async def wait_forever() -> str:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "never"
+
+    script = [call("wait_forever"), {"text": "fresh answer"}]
+    async with make_runtime(script, [wait_forever]) as (rt, _):
+        run = await rt.submit("t", "go")
+        await asyncio.wait_for(started.wait(), 5)
+        ended = await rt.cancel(run.id, by="alice")
+        assert cancelled.is_set()
+        assert ended.state is S.CANCELLED and ended.reason == "cancelled by alice"
+        entries = await rt.store.load_entries("t")
+        assert entries[-1].content["error"]["type"] == "cancelled"
+        after = await rt.send("t", "and now?")
+    assert after.state is S.COMPLETED and after.reply == "fresh answer"
+
+
+async def test_cancel_during_a_model_stream(make_runtime: Any) -> None:
+    class StuckStream:
+        """A provider that streams one delta, then hangs like a stalled connection."""
+
+        closed = False
+
+        async def complete(self, request: Any, on_text: Any = None) -> Any:
+            await on_text("partial")
+            try:
+                await asyncio.Event().wait()
+            finally:
+                StuckStream.closed = True
+
+    async with make_runtime([{"text": "back to normal"}]) as (rt, scripted):
+        rt.driver.provider = StuckStream()
+        async with rt.subscribe() as events:
+            run = await rt.submit("t", "go")
+            while not isinstance(await asyncio.wait_for(events.next(), 5), TextDelta):
+                pass
+            ended = await rt.cancel(run.id)
+        entries = await rt.store.load_entries("t")
+        rt.driver.provider = scripted
+        after = await asyncio.wait_for(rt.send("t", "next"), 10)
+    assert StuckStream.closed and ended.state is S.CANCELLED
+    assert kinds(entries) == ["user"]
+    assert after.reply == "back to normal"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+async def test_cancel_kills_a_subprocess_tool(make_runtime: Any, tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    script_py = tmp_path / "stubborn.py"
+    # The child ignores SIGTERM, so only the SIGKILL after the grace period ends it.
+    script_py.write_text(
+        "import os, signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "time.sleep(600)\n")
+
+    @tool(timeout_s=120)
+    async def long_job(ctx: ToolContext) -> str:
+        result = await run_process(sys.executable, str(script_py), grace_s=0.2)
+        return result.stdout
+
+    async with make_runtime([call("long_job"), {"text": "next"}], [long_job]) as (rt, _):
+        async with rt.subscribe() as events:
+            run = await rt.submit("t", "go")
+            while not isinstance(await asyncio.wait_for(events.next(), 5), ToolCallStarted):
+                pass
+        for _ in range(500):
+            if pid_file.exists() and pid_file.read_text():
+                break
+            await asyncio.sleep(0.01)
+        pid = int(pid_file.read_text())
+        ended = await rt.cancel(run.id)
+        assert ended.state is S.CANCELLED
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # reaped: really gone
+        assert (await rt.send("t", "again")).reply == "next"
+
+
+async def test_cancel_a_queued_run_and_one_awaiting_approval(make_runtime: Any) -> None:
+    script = [call("deploy", service="x"), {"text": "second"}]
+    async with make_runtime(script, [deploy]) as (rt, _):
+        paused = await rt.send("t", "ship")
+        queued = await rt.submit("t", "then this")
+        await rt.idle()
+        cancelled = await rt.cancel(paused.id)
+        assert cancelled.state is S.CANCELLED and cancelled.pending_approval is None
+        # The run behind it goes now, with the cancelled call answered in the history.
+        assert (await rt.wait(queued.id)).reply == "second"
+        entries = await rt.store.load_entries("t")
+    result = next(e for e in entries if isinstance(e, ToolResult))
+    assert result.content["error"]["type"] == "cancelled"
+
+
+async def test_shutdown_is_not_cancellation(make_runtime: Any, tmp_path: Path) -> None:
+    gate = asyncio.Event()
+
+    @tool
+    async def step(n: int) -> int:
+        gate.set()
+        return n
+
+    script = [call("step", n=1), call("step", n=2), {"text": "finished"}]
+    db = tmp_path / "shared.db"
+    async with make_runtime(script, [step], db=db) as (rt, _):
+        run = await rt.submit("t", "go")
+        await asyncio.wait_for(gate.wait(), 5)
+        # Leaving the context closes the runtime: the run stops at a checkpoint.
+    async with make_runtime(script, [step], db=db) as (rt2, _):
+        stopped_at = await rt2.get_run(run.id)
+        done = await rt2.wait(run.id)
+        transitions = [t.reason for t in await rt2.store.transitions(run.id)]
+    assert stopped_at.state in (S.RUNNING, S.AWAITING_TOOL, S.COMPLETED)
+    assert done.state is S.COMPLETED and done.recovery_attempts == 0
+    assert not any(r.startswith("recovered after crash") for r in transitions)
