@@ -18,7 +18,7 @@ from runtime.stores.sqlite import Synchronous
 
 from .workload import bench_runtime, expect_completed, floor_rows, user_text
 
-__all__ = ["BLOCKS", "Floor", "ThreadResult", "db_size", "run_thread"]
+__all__ = ["BLOCKS", "Floor", "ThreadResult", "db_size", "remove_db", "run_thread"]
 
 BLOCKS = 6
 THREAD = "bench:standard"
@@ -88,6 +88,12 @@ def db_size(path: Path) -> int:
                if p.exists())
 
 
+def remove_db(path: Path) -> None:
+    """Start from nothing: a leftover database would make a different workload."""
+    for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        p.unlink(missing_ok=True)
+
+
 async def _maiden_block(rt: Runtime, messages: range) -> float:
     start = time.perf_counter()
     for i in messages:
@@ -105,6 +111,8 @@ async def _floor_block(floor: Floor, messages: range) -> float:
 async def run_thread(workdir: Path, n: int, synchronous: Synchronous) -> ThreadResult:
     """Workloads 1 and 2 at ``n`` messages, in fresh databases under ``workdir``."""
     maiden_path, floor_path = workdir / f"maiden-{n}.db", workdir / f"floor-{n}.db"
+    remove_db(maiden_path)
+    remove_db(floor_path)
     result = ThreadResult(n=n)
     bounds = [round(b * n / BLOCKS) for b in range(BLOCKS + 1)]
     async with bench_runtime(maiden_path, synchronous=synchronous) as rt, \

@@ -20,8 +20,11 @@ log = logging.getLogger("maiden.app")
 
 
 @asynccontextmanager
-async def open_runtime(loaded: LoadedConfig, *, recover: bool) -> AsyncIterator[Runtime]:
-    """Open the store and a runtime over it; with ``recover``, finish unfinished runs first."""
+async def open_runtime(
+    loaded: LoadedConfig, *, recover: bool, serve: bool = False
+) -> AsyncIterator[Runtime]:
+    """Open the store and a runtime over it; with ``recover``, finish unfinished runs first;
+    with ``serve``, answer other processes' requests (approve, cancel) for its runs."""
     cfg = loaded.config
     tools = make_tools(cfg.tools, loaded.base_dir)
     provider = make_provider(cfg.provider, loaded.base_dir)
@@ -32,8 +35,8 @@ async def open_runtime(loaded: LoadedConfig, *, recover: bool) -> AsyncIterator[
         runtime = Runtime(store, provider, tools, agent=cfg.agent, budget=cfg.budget,
                           prices=cfg.provider.prices, settings=cfg.runtime)
         stack.push_async_callback(runtime.close)
-        if recover:
-            await runtime.start()
+        if recover or serve:
+            await runtime.start(recover=recover, serve=serve)
         yield runtime
 
 
@@ -65,7 +68,7 @@ async def serve(loaded: LoadedConfig, out: TextIO = sys.stdout) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        async with open_runtime(loaded, recover=True) as runtime:
+        async with open_runtime(loaded, recover=True, serve=True) as runtime:
             out.write(banner(loaded, runtime, runtime.recovered) + "\n")
             out.flush()
             await stop.wait()

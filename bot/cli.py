@@ -6,7 +6,9 @@ import argparse
 import asyncio
 import logging
 import sys
+import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from runtime import ConfigError, MaidenError, Origin, Run, RunState
@@ -45,6 +47,11 @@ def _parser() -> argparse.ArgumentParser:
     approve.add_argument("--reason", default="")
     resume = sub.add_parser("resume", help="run a failed, cancelled or timed-out run again")
     resume.add_argument("run")
+    cancel = sub.add_parser("cancel", help="cancel a run (wherever it is running)")
+    cancel.add_argument("run")
+    cancel.add_argument("--by", default="cli")
+    usage = sub.add_parser("usage", help="tokens and cost by thread")
+    usage.add_argument("--since", help="an ISO date/time, or an age such as 24h or 7d")
     sub.add_parser("check", help="validate the config and say what is configured")
     return p
 
@@ -103,7 +110,7 @@ async def _chat(loaded: LoadedConfig, args: argparse.Namespace) -> int:
 
     from .app import open_runtime
 
-    async with open_runtime(loaded, recover=False) as runtime:
+    async with open_runtime(loaded, recover=False, serve=True) as runtime:
         await chat(runtime, args.thread)
     return EXIT_OK
 
@@ -111,7 +118,7 @@ async def _chat(loaded: LoadedConfig, args: argparse.Namespace) -> int:
 async def _send(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     from .app import open_runtime
 
-    async with open_runtime(loaded, recover=False) as runtime:
+    async with open_runtime(loaded, recover=False, serve=True) as runtime:
         run = await runtime.send(args.thread, args.text, origin=Origin(channel="cli"))
     return _report(run)
 
@@ -125,6 +132,10 @@ def _report(run: Run) -> int:
         print(f"run {run.id} is waiting for approval ({p.reason}) of {p.name} {p.arguments}:\n"
               f"  maiden approve {run.id} {p.tool_call_id}   (or --deny)", file=sys.stderr)
         return EXIT_PAUSED
+    if run.state in (RunState.RUNNING, RunState.AWAITING_TOOL):
+        print(f"run {run.id} is still {run.state} in the serving process; follow it with "
+              f"`maiden runs --thread {run.thread_id!r}`", file=sys.stderr)
+        return EXIT_OK
     if run.state is RunState.QUEUED:
         print(f"run {run.id} is queued: the thread has a run waiting for approval "
               "(see `maiden runs --state awaiting_approval`)", file=sys.stderr)
@@ -190,25 +201,92 @@ async def _runs(loaded: LoadedConfig, args: argparse.Namespace) -> int:
 
 
 async def _approve(loaded: LoadedConfig, args: argparse.Namespace) -> int:
-    from .app import open_runtime
-
-    async with open_runtime(loaded, recover=False) as runtime:
-        run = await runtime.decide(args.run, args.call, approve=not args.deny, by=args.by,
-                                   reason=args.reason)
-        run = await runtime.wait(run.id)
-    return _report(run)
+    return await _control(loaded, "decide", args.run, tool_call_id=args.call,
+                          approve=not args.deny, by=args.by, reason=args.reason)
 
 
 async def _resume(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    return await _control(loaded, "resume", args.run)
+
+
+async def _cancel(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    return await _control(loaded, "cancel", args.run, by=args.by)
+
+
+async def _control(loaded: LoadedConfig, kind: str, run_id: str, **payload: Any) -> int:
+    """Decide, resume or cancel: through a serving process on the same store if one is
+    alive (it may be holding the run), else right here."""
     from .app import open_runtime
 
     async with open_runtime(loaded, recover=False) as runtime:
-        run = await runtime.resume(args.run)
-        run = await runtime.wait(run.id)
-    return _report(run)
+        if await runtime.servers():
+            request = await runtime.ask(kind, run_id, **payload)
+            if not request.ok:
+                print(f"maiden: {request.result}", file=sys.stderr)
+                return EXIT_FAILED
+            return _report(await _settled(runtime, run_id))
+        if kind == "decide":
+            run = await runtime.decide(run_id, payload["tool_call_id"],
+                                       approve=payload["approve"], by=payload["by"],
+                                       reason=payload["reason"])
+        elif kind == "resume":
+            run = await runtime.resume(run_id)
+        else:
+            run = await runtime.cancel(run_id, by=payload["by"])
+            return _report(run)
+        return _report(await runtime.wait(run.id))
+
+
+async def _settled(runtime: Any, run_id: str, timeout_s: float = 60.0) -> Run:
+    """Poll the store while another process drives the run (bounded)."""
+    from runtime import ACTIVE_STATES
+
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        run: Run = await runtime.get_run(run_id)
+        if run.state not in ACTIVE_STATES or asyncio.get_running_loop().time() > deadline:
+            return run
+        await asyncio.sleep(0.2)
+
+
+def _since(text: str | None) -> float:
+    if not text:
+        return 0.0
+    units = {"m": 60, "h": 3600, "d": 86400}
+    if text[:-1].isdigit() and text[-1] in units:
+        return time.time() - int(text[:-1]) * units[text[-1]]
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise MaidenError(f"--since {text!r}: use an ISO date (2026-11-01) or an age "
+                          "(24h, 7d)") from None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+
+
+async def _usage(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    from .app import open_runtime
+
+    since = _since(args.since)
+    async with open_runtime(loaded, recover=False) as runtime:
+        runs = [r for r in await runtime.store.list_runs() if r.created_at >= since]
+    totals: dict[str, list[float]] = {}
+    for run in runs:
+        row = totals.setdefault(run.thread_id, [0, 0, 0, 0, 0.0])
+        u = run.usage
+        for i, value in enumerate((1, run.turns, u.input_tokens + u.cache_read_tokens
+                                   + u.cache_creation_tokens, u.output_tokens, run.cost_usd)):
+            row[i] += value
+    print(f"{'thread':<40} {'runs':>6} {'turns':>6} {'input':>10} {'output':>10} {'cost $':>10}")
+    for thread, (n, turns, inp, out, cost) in sorted(totals.items(), key=lambda kv: -kv[1][4]):
+        print(f"{thread[:40]:<40} {n:>6.0f} {turns:>6.0f} {inp:>10.0f} {out:>10.0f} "
+              f"{cost:>10.4f}")
+    all_cost = sum(row[4] for row in totals.values())
+    print(f"{'total':<40} {len(runs):>6} {'':>6} {'':>10} {'':>10} {all_cost:>10.4f}")
+    return EXIT_OK
 
 
 _COMMANDS: dict[str, Any] = {
     "run": _run, "chat": _chat, "send": _send, "threads": _threads, "show": _show,
-    "runs": _runs, "approve": _approve, "resume": _resume,
+    "runs": _runs, "approve": _approve, "resume": _resume, "cancel": _cancel,
+    "usage": _usage,
 }

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
@@ -67,7 +69,8 @@ def render_run(run: Run) -> str:
     usage = run.usage
     line = (f"{run.id}  {run.state:<17} {run.reason:<40.40}  thread={run.thread_id!r}  "
             f"turns={run.turns} tools={run.tool_calls} "
-            f"tokens={usage.input_tokens}/{usage.output_tokens}  {_when(run.created_at)}")
+            f"tokens={usage.input_tokens}/{usage.output_tokens} cost=${run.cost_usd:.4f}  "
+            f"{_when(run.created_at)}")
     if run.recovery_attempts:
         line += f"\n    recovered after crash x{run.recovery_attempts}"
     if run.pending_approval is not None:
@@ -100,8 +103,13 @@ async def chat(
     read_line: ReadLine = _read_line,
     out: TextIO = sys.stdout,
 ) -> None:
-    """An interactive conversation on one thread, showing tool calls as they happen."""
-    out.write(f"maiden chat on thread {thread_id!r}. Ctrl-D or /quit to leave.\n")
+    """An interactive conversation on one thread, showing tool calls as they happen.
+
+    Ctrl-C while the agent works cancels that run (the thread stays usable); Ctrl-C at
+    the prompt, Ctrl-D or /quit leaves.
+    """
+    out.write(f"maiden chat on thread {thread_id!r}. Ctrl-C cancels a reply; Ctrl-D or /quit "
+              "leaves.\n")
     while True:
         line = await read_line("you> ")
         if line is None or line.strip() in ("/quit", "/exit"):
@@ -110,7 +118,29 @@ async def chat(
         if not line.strip():
             continue
         run = await runtime.submit(thread_id, line, origin=Origin(channel="cli"))
-        await _follow(runtime, run.id, out)
+        with _cancel_on_interrupt(runtime, run.id):
+            await _follow(runtime, run.id, out)
+
+
+@contextlib.contextmanager
+def _cancel_on_interrupt(runtime: Runtime, run_id: str) -> Iterator[None]:
+    loop = asyncio.get_running_loop()
+    pending: set[asyncio.Task[Any]] = set()
+
+    def interrupt() -> None:
+        task = loop.create_task(runtime.cancel(run_id, by="terminal"))
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, interrupt)
+    except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
+        yield
+        return
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
 
 
 async def _follow(runtime: Runtime, run_id: str, out: TextIO) -> None:

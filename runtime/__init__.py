@@ -53,11 +53,13 @@ from .runs import (
     Transition,
     idempotency_key,
 )
+from .service import ACTIVE as ACTIVE_STATES
 from .service import Runtime
 from .stores import Checkpoint, FilesStore, SQLiteStore, Store, ThreadInfo
 from .tools import NOT_DONE, Effect, Tool, ToolContext, ToolRegistry, ToolSpec, tool
 
 __all__ = [
+    "ACTIVE_STATES",
     "ENTRY",
     "NOT_DONE",
     "TERMINAL",

@@ -74,8 +74,8 @@ def fit_history(
     """The newest suffix of ``entries`` that fits in ``max_tokens`` together with the
     system prompt (and ``tools``' descriptions), and how many entries were left out.
 
-    A tool call is never separated from its results. The suffix starts at a user
-    message when one is in it. When not even the newest entry fits, it is sent
+    A tool call is never separated from its results. When something must be left
+    out, the suffix starts at a user message if one is in it. When not even the newest entry fits, it is sent
     anyway (with its results): the model needs something to answer.
     """
     if max_tokens is None:
@@ -92,8 +92,8 @@ def fit_history(
             break
         used += cost
         first = k
-    if first == len(units):
-        return [], 0
+    if first == 0:  # it all fits: nothing to leave out
+        return list(entries), 0
     starts = [units[k][0] for k in range(first, len(units))]
     start = next((s for s in starts if isinstance(entries[s], UserMessage)), starts[0])
     return list(entries[start:]), start

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -57,9 +58,12 @@ class RunCursor:
         else:
             run = self.run.model_copy(update=changes)
         run = run.model_copy(update={"version": run.version + 1, "updated_at": now})
-        await self.store.commit(Checkpoint(
+        # Shielded: a cancellation arriving mid-write must not leave the cursor unsure
+        # whether the checkpoint landed. The write finishes; whoever handles the
+        # cancellation reads the store afresh.
+        await asyncio.shield(self.store.commit(Checkpoint(
             thread_id=run.thread_id, position=len(self.entries), entries=entries, run=run,
-            transitions=transitions, deliveries=deliveries))
+            transitions=transitions, deliveries=deliveries)))
         if self.start is None and any(isinstance(e, UserMessage) for e in entries):
             self.start = len(self.entries)
         self.entries.extend(entries)

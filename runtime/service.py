@@ -17,10 +17,12 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
 
-from .budget import BudgetConfig, Prices
-from .config import AgentConfig, RuntimeConfig
+from .budget import BudgetConfig
+from .config import AgentConfig, Prices, RuntimeConfig
+from .control import ControlRequest, Instance, ask, live_instances, serve_requests
 from .delivery import Deliverer, deliver
 from .errors import RunError, StaleWrite, StoreError
 from .events import EventBus, RunEnded, Subscription
@@ -71,6 +73,8 @@ class Runtime:
         self._deliverers: dict[str, Deliverer] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
+        self._stop = asyncio.Event()
+        self._serving: asyncio.Task[None] | None = None
         self.recovered: list[Run] = []
         """The runs ``start()`` found unfinished, as they ended up."""
 
@@ -83,11 +87,19 @@ class Runtime:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    async def start(self) -> list[Run]:
+    async def start(self, *, recover: bool = True, serve: bool = True) -> list[Run]:
         """Recover every unfinished run and send every unsent reply; return the runs recovered.
 
-        Returns once recovery is done, so new work is served after the old.
+        Returns once recovery is done, so new work is served after the old. With
+        ``serve``, also answer requests from other processes on the same store
+        (`maiden approve`, `maiden cancel`) and time out stale approvals, in the background.
         """
+        if serve and self._serving is None:
+            self._serving = self.spawn(
+                serve_requests(self, self.settings.poll_interval_s, self._stop),
+                name="maiden-control")
+        if not recover:
+            return []
         unfinished = await self.store.list_runs(states=DRIVABLE)
         for thread_id in dict.fromkeys(r.thread_id for r in unfinished):
             self._kick(thread_id)
@@ -109,6 +121,7 @@ class Runtime:
         continues when a runtime starts again on the same store.
         """
         self._closing = True
+        self._stop.set()
         self.driver.stopping = True
         workers = list(self._workers.values()) + list(self._tasks)
         if workers:
@@ -117,9 +130,9 @@ class Runtime:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
 
-    def spawn(self, coro: object, name: str) -> asyncio.Task[None]:
+    def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         """Start a background task the runtime keeps a reference to and awaits on close."""
-        task: asyncio.Task[None] = asyncio.create_task(coro, name=name)  # type: ignore[arg-type]
+        task = asyncio.create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
@@ -174,6 +187,21 @@ class Runtime:
     async def get_run(self, run_id: str) -> Run:
         """The run as stored now, or ``NotFound``."""
         return await self.store.get_run(run_id)
+
+    def holds(self, run_id: str) -> bool:
+        """True while this process is driving the run."""
+        return run_id in self._driving
+
+    async def servers(self) -> list[Instance]:
+        """Runtimes that serve this store now (their heartbeat is fresh)."""
+        return await live_instances(self.store, self.clock(), self.settings.poll_interval_s)
+
+    async def ask(self, kind: str, run_id: str, **payload: Any) -> ControlRequest:
+        """Ask the serving process(es) to decide, cancel or resume a run; wait for the answer."""
+        request = ControlRequest.model_validate(
+            {"kind": kind, "run_id": run_id, "payload": payload, "created_at": self.clock()})
+        return await ask(self.store, request,
+                         timeout_s=max(10.0, 10 * self.settings.poll_interval_s))
 
     # -- decisions and cancellation ------------------------------------------------------------
 

@@ -164,3 +164,120 @@ def test_hostile_thread_ids_stay_apart(home: Path) -> None:
     inside = [p.resolve() for p in (home / "data" / "files").rglob("*")]
     assert all(str(p).startswith(str((home / "data" / "files").resolve())) for p in inside)
     assert not (home / "a").exists()
+
+
+SLOW_TOOLS = '''
+import asyncio
+from pathlib import Path
+from runtime import tool
+
+@tool(effect="non_idempotent", requires_approval=True)
+def restart(service: str) -> str:
+    """Restart a service."""
+    with Path("restarts.log").open("a") as f:
+        f.write(service + "\\n")
+    return f"restarted {service}"
+
+@tool(timeout_s=300)
+async def slow() -> str:
+    """Take a long time."""
+    Path("slow.started").write_text("yes")
+    await asyncio.sleep(300)
+    return "never"
+'''
+
+
+def _with_tools(home: Path) -> None:
+    (home / "ops_tools.py").write_text(SLOW_TOOLS)
+    text = (home / "agent.toml").read_text().replace('modules = []', 'modules = ["ops_tools"]')
+    text = text.replace(
+        'concurrency = "global"', 'concurrency = "global"\npoll_interval_s = 0.1')
+    (home / "agent.toml").write_text(text)
+
+
+def _serve(home: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "bot", "run"], cwd=home, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("Ready."):
+            return proc
+    proc.kill()
+    raise AssertionError("maiden run did not start")
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout:
+            proc.stdout.close()
+
+
+def test_approve_and_cancel_reach_a_running_server(home: Path) -> None:
+    _with_tools(home)
+    first = maiden(home, "send", "ops", '/tool restart {"service": "db"}')
+    second = maiden(home, "send", "ops2", '/tool restart {"service": "cache"}')
+    assert first.returncode == second.returncode == 3
+    runs = maiden(home, "runs", "--state", "awaiting_approval").stdout.split("\n")
+    ids = {line.split("thread=")[1].split()[0]: line.split()[0] for line in runs
+           if "thread=" in line}
+    server = _serve(home)
+    try:
+        approved = maiden(home, "approve", ids["'ops'"], "echo_0", "--by", "lead")
+        assert approved.returncode == 0, approved.stderr
+        assert approved.stdout.startswith('restart returned "restarted db"')
+        cancelled = maiden(home, "cancel", ids["'ops2'"])
+        assert cancelled.returncode == 1 and "cancelled: cancelled by cli" in cancelled.stderr
+    finally:
+        _stop(server)
+    assert (home / "restarts.log").read_text() == "db\n"
+    assert "decision: approved call echo_0 by lead" in maiden(home, "show", "ops").stdout
+
+
+def test_ctrl_c_in_chat_cancels_the_reply_not_the_chat(home: Path) -> None:
+    _with_tools(home)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "bot", "chat", "--thread", "c"], cwd=home,
+                            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write("/tool slow\n")
+        proc.stdin.flush()
+        for line in proc.stdout:
+            if "[tool] slow" in line:
+                break
+        proc.send_signal(signal.SIGINT)
+        for line in proc.stdout:
+            if "[cancelled" in line:
+                assert "cancelled by terminal" in line
+                break
+        proc.stdin.write("still there?\n/quit\n")
+        proc.stdin.flush()
+        rest = proc.stdout.read()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream:
+                stream.close()
+    assert "bot> echo: still there?" in rest
+
+
+def test_usage_totals_by_thread(home: Path) -> None:
+    maiden(home, "send", "a", "one")
+    maiden(home, "send", "a", "two")
+    maiden(home, "send", "b", "three")
+    out = maiden(home, "usage", "--since", "1d").stdout
+    lines = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
+    assert lines["a"][1] == "2" and lines["b"][1] == "1" and lines["total"][1] == "3"
+    bad = maiden(home, "usage", "--since", "last tuesday")
+    assert bad.returncode == 1 and "ISO date" in bad.stderr

@@ -8,6 +8,7 @@ from typing import Protocol
 
 from pydantic import TypeAdapter
 
+from ..control import ControlRequest, Instance
 from ..entries import Entry
 from ..errors import InvalidThreadId
 from ..runs import Delivery, Run, RunState, Transition
@@ -92,6 +93,26 @@ class Store(Protocol):
 
     async def mark_delivered(self, key: str, remote_id: str, at: float) -> None:
         """Record that the delivery ``key`` was sent as ``remote_id`` (idempotent)."""
+
+    # -- the control plane: requests between processes on one store
+
+    async def add_request(self, request: ControlRequest) -> ControlRequest:
+        """Store a request for whichever process serves the store; returns it with its id."""
+
+    async def requests(self, *, pending: bool = True, after: int = 0) -> list[ControlRequest]:
+        """Requests with an id above ``after``, oldest first; by default unhandled ones."""
+
+    async def get_request(self, request_id: int) -> ControlRequest:
+        """One request, or ``NotFound``."""
+
+    async def finish_request(self, request: ControlRequest) -> bool:
+        """Store the handled request; False if another process handled it first."""
+
+    async def beat(self, instance: Instance, *, gone: bool = False) -> None:
+        """Record a serving runtime's heartbeat (``gone``: remove it)."""
+
+    async def instances(self) -> list[Instance]:
+        """Every recorded heartbeat."""
 
 
 def check_thread_id(thread_id: str) -> str:

@@ -43,6 +43,7 @@ from ..entries import Entry, ToolResult
 from ..errors import CorruptStore, NotFound, StaleWrite, StoreError
 from ..runs import Delivery, Run, RunState, Transition
 from .base import ENTRIES, Checkpoint, ThreadInfo, check_thread_id
+from .files_control import FilesControl
 
 __all__ = ["FilesStore", "thread_file_name"]
 
@@ -220,7 +221,7 @@ def _flock(path: Path, timeout_s: float) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-class FilesStore:
+class FilesStore(FilesControl):
     """Files-backed ``Store``; use as ``async with FilesStore(root) as store``.
 
     ``fsync=False`` trades durability against power loss for speed (a killed process

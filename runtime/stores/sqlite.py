@@ -4,19 +4,27 @@ A checkpoint is one ``BEGIN IMMEDIATE`` transaction that appends the new entry
 rows and updates the run; its cost does not depend on the thread's length. The
 stale-write check is a conditional ``UPDATE`` on the thread's length and the
 run's version, so two writers (two processes included) can never interleave.
+
+Every operation is one plain ``sqlite3`` function run on aiosqlite's connection
+thread in a single round trip (see ``SQLiteStore._run``): a checkpoint costs one
+wake-up of the event loop, not one per statement. Entry rows are append-only (no
+code path updates or deletes one), so the entries of recently loaded threads are
+kept, validated, and a later load reads only the rows appended since.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
 import aiosqlite
 
+from ..control import ControlRequest, Instance
 from ..entries import Entry, ToolResult
 from ..errors import CorruptStore, NotFound, StaleWrite, StoreError
 from ..runs import Delivery, Run, RunState, Transition
@@ -54,7 +62,8 @@ CREATE TABLE IF NOT EXISTS runs (
     idempotency_key TEXT UNIQUE,
     data TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS runs_thread ON runs (thread_id, created_at);
+DROP INDEX IF EXISTS runs_thread;
+CREATE INDEX IF NOT EXISTS runs_thread_state ON runs (thread_id, state, created_at);
 CREATE INDEX IF NOT EXISTS runs_state ON runs (state, created_at);
 CREATE TABLE IF NOT EXISTS transitions (
     run_id TEXT NOT NULL,
@@ -70,24 +79,45 @@ CREATE TABLE IF NOT EXISTS deliveries (
     data TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS deliveries_run ON deliveries (run_id);
+CREATE TABLE IF NOT EXISTS requests (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    handled INTEGER NOT NULL DEFAULT 0,
+    data TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS requests_pending ON requests (handled, id);
+CREATE TABLE IF NOT EXISTS instances (id TEXT PRIMARY KEY, data TEXT NOT NULL);
 """
+# runs_thread_state replaced runs_thread (thread_id, created_at): a thread's worker asks
+# for its unfinished runs after every run, and with state outside the index that query
+# read every run the thread ever had.
 
 Synchronous = Literal["off", "normal", "full", "extra"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 class SQLiteStore:
     """SQLite-backed ``Store``; use as ``async with SQLiteStore(path) as store``."""
 
     def __init__(
-        self, path: str | Path, *, synchronous: Synchronous = "full", busy_timeout_s: float = 10.0
+        self,
+        path: str | Path,
+        *,
+        synchronous: Synchronous = "full",
+        busy_timeout_s: float = 10.0,
+        cached_entries: int = 200_000,
     ) -> None:
         self.path = Path(path)
         self.synchronous = synchronous
         self.busy_timeout_s = busy_timeout_s
         self._db: aiosqlite.Connection | None = None
-        # One connection, one transaction at a time: statements of concurrent tasks
-        # must not interleave inside another task's transaction.
+        # Held around every trip, so that code issuing several statements of its own
+        # under it (one trip each) cannot have another task's function run inside
+        # its transaction.
         self._lock = asyncio.Lock()
+        # Touched only by functions running on the connection's thread, one at a time.
+        self._threads = _ThreadCache(cached_entries)
 
     async def __aenter__(self) -> SQLiteStore:
         await self.open()
@@ -105,30 +135,19 @@ class SQLiteStore:
                                          isolation_level=None)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from exc
+        self._db = db
         try:
-            await db.execute("PRAGMA journal_mode=WAL")
-            await db.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
-            await db.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
-            await db.execute("BEGIN IMMEDIATE")
-            for statement in filter(str.strip, _SCHEMA.split(";")):
-                await db.execute(statement)
-            version = await _scalar(db, "SELECT value FROM meta WHERE key = 'schema_version'")
-            if version is None:
-                await db.execute("INSERT INTO meta VALUES ('schema_version', ?)",
-                                 (str(SCHEMA_VERSION),))
-            elif int(version) != SCHEMA_VERSION:
-                raise StoreError(f"{self.path} has schema version {version}; "
-                                 f"this maiden reads version {SCHEMA_VERSION}")
-            await db.execute("COMMIT")
+            await self._run(self._open)
         except BaseException:
+            self._db = None
             await db.close()
             raise
-        self._db = db
 
     async def close(self) -> None:
         if self._db is not None:
             db, self._db = self._db, None
             await db.close()
+        self._threads.clear()
 
     @property
     def db(self) -> aiosqlite.Connection:
@@ -136,88 +155,63 @@ class SQLiteStore:
             raise StoreError("the store is not open")
         return self._db
 
-    @asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        async with self._lock:
-            db = self.db
-            try:
-                await db.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise StoreError(f"{self.path}: cannot start a write: {exc}") from exc
-            try:
-                yield db
-                await db.execute("COMMIT")
-            except BaseException as exc:
-                await db.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.Error):
-                    raise StoreError(f"{self.path}: {exc}") from exc
-                raise
+    async def _run(
+        self,
+        fn: Callable[Concatenate[sqlite3.Connection, P], T],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """Run ``fn(connection, ...)`` on the connection's thread, in one round trip.
+
+        Each public aiosqlite method is one trip to its thread and back (tens of
+        microseconds of wake-ups); a checkpoint is six statements. So whole operations
+        go through ``_execute``, the primitive those methods are built on.
+        """
+        db = self.db
+
+        def call() -> T:
+            return fn(db._conn, *args, **kwargs)
+
+        try:
+            async with self._lock:
+                result: T = await db._execute(call)  # type: ignore[no-untyped-call]
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: {exc}") from exc
+        return result
+
+    # -- the Store protocol
 
     async def create_run(self, run: Run) -> Run:
         check_thread_id(run.thread_id)
-        async with self._transaction() as db:
-            if run.idempotency_key is not None:
-                existing = await _scalar(
-                    db, "SELECT data FROM runs WHERE idempotency_key = ?", (run.idempotency_key,))
-                if existing is not None:
-                    return _run(existing)
-            await db.execute(
-                "INSERT OR IGNORE INTO threads VALUES (?, 0, ?, ?)",
-                (run.thread_id, run.created_at, run.created_at))
-            await db.execute(
-                "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (run.id, run.thread_id, run.state, run.version, run.created_at,
-                 run.idempotency_key, run.model_dump_json()))
-        return run
+        row = (run.id, run.thread_id, run.state, run.version, run.created_at,
+               run.idempotency_key, run.model_dump_json())
+        existing = await self._run(self._write, _create_run, row)
+        return run if existing is None else _run(existing)
 
     async def commit(self, checkpoint: Checkpoint) -> None:
         cp = checkpoint
-        async with self._transaction() as db:
-            now = cp.run.updated_at if cp.run is not None else None
-            if cp.position is not None:
-                cursor = await db.execute(
-                    "UPDATE threads SET length = length + ?, updated_at = coalesce(?, updated_at) "
-                    "WHERE id = ? AND length = ?",
-                    (len(cp.entries), now, cp.thread_id, cp.position))
-                if cursor.rowcount != 1:
-                    raise StaleWrite(f"thread {cp.thread_id!r} moved past position {cp.position}")
-                rows = [_entry_row(cp.thread_id, cp.position + i, entry)
-                        for i, entry in enumerate(cp.entries)]
-                try:
-                    await db.executemany("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?)", rows)
-                except sqlite3.IntegrityError as exc:
-                    raise StaleWrite(f"a result for that tool call is already recorded: {exc}") \
-                        from exc
-            elif cp.entries:
-                raise StoreError("a checkpoint with entries needs a position")
-            if cp.run is not None:
-                cursor = await db.execute(
-                    "UPDATE runs SET state = ?, version = ?, data = ? WHERE id = ? AND version = ?",
-                    (cp.run.state, cp.run.version, cp.run.model_dump_json(), cp.run.id,
-                     cp.run.version - 1))
-                if cursor.rowcount != 1:
-                    raise StaleWrite(f"run {cp.run.id} is not at version {cp.run.version - 1}")
-            if cp.transitions:
-                await db.executemany(
-                    "INSERT INTO transitions VALUES (?, ?, ?)",
-                    [(t.run_id, t.at, t.model_dump_json()) for t in cp.transitions])
-            if cp.deliveries:
-                await db.executemany(
-                    "INSERT OR IGNORE INTO deliveries VALUES (?, ?, ?, ?, ?)",
-                    [(d.key, d.run_id, d.remote_id, d.created_at, d.model_dump_json())
-                     for d in cp.deliveries])
+        if cp.entries and cp.position is None:
+            raise StoreError("a checkpoint with entries needs a position")
+        # Serialised here, before the trip: the connection's thread only runs SQL.
+        rows = _Rows(
+            thread_id=cp.thread_id,
+            position=cp.position,
+            count=len(cp.entries),
+            now=cp.run.updated_at if cp.run is not None else None,
+            entries=[_entry_row(cp.thread_id, (cp.position or 0) + i, entry)
+                     for i, entry in enumerate(cp.entries)],
+            run=None if cp.run is None else (cp.run.state, cp.run.version,
+                                             cp.run.model_dump_json(), cp.run.id,
+                                             cp.run.version - 1),
+            transitions=[(t.run_id, t.at, t.model_dump_json()) for t in cp.transitions],
+            deliveries=[(d.key, d.run_id, d.remote_id, d.created_at, d.model_dump_json())
+                        for d in cp.deliveries],
+        )
+        await self._run(self._write, _commit, rows)
 
     async def load_entries(self, thread_id: str) -> list[Entry]:
         check_thread_id(thread_id)
-        rows = await self._fetchall(
-            "SELECT data FROM entries WHERE thread_id = ? ORDER BY seq", (thread_id,))
-        if not rows:
-            return []
-        try:
-            # One validation call for the whole thread: far cheaper than one per row.
-            return ENTRIES.validate_json("[" + ",".join(row[0] for row in rows) + "]")
-        except ValueError as exc:
-            raise CorruptStore(f"thread {thread_id!r} has an unreadable entry: {exc}") from exc
+        return await self._run(self._load_entries, thread_id)
 
     async def get_run(self, run_id: str) -> Run:
         rows = await self._fetchall("SELECT data FROM runs WHERE id = ?", (run_id,))
@@ -279,29 +273,182 @@ class SQLiteStore:
         return [Delivery.model_validate_json(row[0]) for row in rows]
 
     async def mark_delivered(self, key: str, remote_id: str, at: float) -> None:
-        async with self._transaction() as db:
-            data = await _scalar(db, "SELECT data FROM deliveries WHERE key = ?", (key,))
-            if data is None:
-                raise NotFound(f"no delivery {key!r}")
-            delivery = Delivery.model_validate_json(data)
-            if delivery.remote_id is not None:
-                return
-            delivery = delivery.model_copy(update={"remote_id": remote_id, "delivered_at": at})
-            await db.execute("UPDATE deliveries SET remote_id = ?, data = ? WHERE key = ?",
-                             (remote_id, delivery.model_dump_json(), key))
+        await self._run(self._write, _mark_delivered, key, remote_id, at)
+
+    # -- the control plane
+
+    async def add_request(self, request: ControlRequest) -> ControlRequest:
+        def add(db: sqlite3.Connection) -> ControlRequest:
+            cursor = db.execute("INSERT INTO requests (data) VALUES ('{}')")
+            stored = request.model_copy(update={"id": cursor.lastrowid})
+            db.execute("UPDATE requests SET data = ? WHERE id = ?",
+                       (stored.model_dump_json(), stored.id))
+            return stored
+
+        return await self._run(self._write, add)
+
+    async def requests(self, *, pending: bool = True, after: int = 0) -> list[ControlRequest]:
+        sql = "SELECT data FROM requests WHERE id > ?" + (" AND handled = 0" if pending else "")
+        rows = await self._fetchall(sql + " ORDER BY id", (after,))
+        return [ControlRequest.model_validate_json(row[0]) for row in rows]
+
+    async def get_request(self, request_id: int) -> ControlRequest:
+        rows = await self._fetchall("SELECT data FROM requests WHERE id = ?", (request_id,))
+        if not rows:
+            raise NotFound(f"no request {request_id}")
+        return ControlRequest.model_validate_json(rows[0][0])
+
+    async def finish_request(self, request: ControlRequest) -> bool:
+        def finish(db: sqlite3.Connection) -> bool:
+            cursor = db.execute(
+                "UPDATE requests SET handled = 1, data = ? WHERE id = ? AND handled = 0",
+                (request.model_dump_json(), request.id))
+            return cursor.rowcount == 1
+
+        return await self._run(self._write, finish)
+
+    async def beat(self, instance: Instance, *, gone: bool = False) -> None:
+        def beat(db: sqlite3.Connection) -> None:
+            if gone:
+                db.execute("DELETE FROM instances WHERE id = ?", (instance.id,))
+            else:
+                db.execute("INSERT OR REPLACE INTO instances VALUES (?, ?)",
+                           (instance.id, instance.model_dump_json()))
+
+        await self._run(self._write, beat)
+
+    async def instances(self) -> list[Instance]:
+        rows = await self._fetchall("SELECT data FROM instances ORDER BY id")
+        return [Instance.model_validate_json(row[0]) for row in rows]
 
     async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        async with self._lock:
+        return await self._run(_fetchall, sql, params)
+
+    # -- synchronous work, on the connection's thread
+
+    def _open(self, db: sqlite3.Connection) -> None:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
+        db.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
+
+        def migrate(db: sqlite3.Connection) -> None:
+            for statement in filter(str.strip, _SCHEMA.split(";")):
+                db.execute(statement)
+            version = _scalar(db, "SELECT value FROM meta WHERE key = 'schema_version'")
+            if version is None:
+                db.execute("INSERT INTO meta VALUES ('schema_version', ?)",
+                           (str(SCHEMA_VERSION),))
+            elif int(version) != SCHEMA_VERSION:
+                raise StoreError(f"{self.path} has schema version {version}; "
+                                 f"this maiden reads version {SCHEMA_VERSION}")
+
+        self._write(db, migrate)
+
+    def _write(
+        self,
+        db: sqlite3.Connection,
+        fn: Callable[Concatenate[sqlite3.Connection, P], T],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """``fn`` in one ``BEGIN IMMEDIATE`` transaction: all of it or none of it."""
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot start a write: {exc}") from exc
+        try:
+            result = fn(db, *args, **kwargs)
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        return result
+
+    def _load_entries(self, db: sqlite3.Connection, thread_id: str) -> list[Entry]:
+        known = self._threads.pop(thread_id)
+        rows = db.execute("SELECT data FROM entries WHERE thread_id = ? AND seq >= ? "
+                          "ORDER BY seq", (thread_id, len(known))).fetchall()
+        if rows:
             try:
-                async with self.db.execute(sql, params) as cursor:
-                    return list(await cursor.fetchall())
-            except sqlite3.Error as exc:
-                raise StoreError(f"{self.path}: {exc}") from exc
+                # One validation call for all new rows: far cheaper than one per row.
+                known.extend(ENTRIES.validate_json("[" + ",".join(r[0] for r in rows) + "]"))
+            except ValueError as exc:
+                raise CorruptStore(f"thread {thread_id!r} has an unreadable entry: {exc}") \
+                    from exc
+        self._threads.put(thread_id, known)
+        return list(known)
 
 
-async def _scalar(db: aiosqlite.Connection, sql: str, params: Sequence[Any] = ()) -> Any:
-    async with db.execute(sql, params) as cursor:
-        row = await cursor.fetchone()
+@dataclass(frozen=True, slots=True)
+class _Rows:
+    """A checkpoint turned into SQL parameters, ready for the connection's thread."""
+
+    thread_id: str
+    position: int | None
+    count: int
+    now: float | None
+    entries: list[tuple[Any, ...]]
+    run: tuple[Any, ...] | None
+    transitions: list[tuple[Any, ...]]
+    deliveries: list[tuple[Any, ...]]
+
+
+def _commit(db: sqlite3.Connection, cp: _Rows) -> None:
+    if cp.position is not None:
+        cursor = db.execute(
+            "UPDATE threads SET length = length + ?, updated_at = coalesce(?, updated_at) "
+            "WHERE id = ? AND length = ?", (cp.count, cp.now, cp.thread_id, cp.position))
+        if cursor.rowcount != 1:
+            raise StaleWrite(f"thread {cp.thread_id!r} moved past position {cp.position}")
+        try:
+            db.executemany("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?)", cp.entries)
+        except sqlite3.IntegrityError as exc:
+            raise StaleWrite(f"a result for that tool call is already recorded: {exc}") from exc
+    if cp.run is not None:
+        cursor = db.execute(
+            "UPDATE runs SET state = ?, version = ?, data = ? WHERE id = ? AND version = ?",
+            cp.run)
+        if cursor.rowcount != 1:
+            raise StaleWrite(f"run {cp.run[3]} is not at version {cp.run[4]}")
+    if cp.transitions:
+        db.executemany("INSERT INTO transitions VALUES (?, ?, ?)", cp.transitions)
+    if cp.deliveries:
+        db.executemany("INSERT OR IGNORE INTO deliveries VALUES (?, ?, ?, ?, ?)", cp.deliveries)
+
+
+def _create_run(db: sqlite3.Connection, row: tuple[Any, ...]) -> str | None:
+    """Insert the run (and its thread); return the data of a run that holds its key."""
+    _, thread_id, _, _, created_at, key, _ = row
+    if key is not None:
+        existing: str | None = _scalar(db, "SELECT data FROM runs WHERE idempotency_key = ?",
+                                       (key,))
+        if existing is not None:
+            return existing
+    db.execute("INSERT OR IGNORE INTO threads VALUES (?, 0, ?, ?)",
+               (thread_id, created_at, created_at))
+    db.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)", row)
+    return None
+
+
+def _mark_delivered(db: sqlite3.Connection, key: str, remote_id: str, at: float) -> None:
+    data = _scalar(db, "SELECT data FROM deliveries WHERE key = ?", (key,))
+    if data is None:
+        raise NotFound(f"no delivery {key!r}")
+    delivery = Delivery.model_validate_json(data)
+    if delivery.remote_id is not None:
+        return
+    delivery = delivery.model_copy(update={"remote_id": remote_id, "delivered_at": at})
+    db.execute("UPDATE deliveries SET remote_id = ?, data = ? WHERE key = ?",
+               (remote_id, delivery.model_dump_json(), key))
+
+
+def _fetchall(db: sqlite3.Connection, sql: str, params: Sequence[Any]) -> list[Any]:
+    return db.execute(sql, params).fetchall()
+
+
+def _scalar(db: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> Any:
+    row = db.execute(sql, params).fetchone()
     return None if row is None else row[0]
 
 
@@ -315,3 +462,30 @@ def _run(data: str) -> Run:
         return Run.model_validate_json(data)
     except ValueError as exc:
         raise CorruptStore(f"unreadable run row: {exc}") from exc
+
+
+class _ThreadCache:
+    """Validated entries of the threads loaded last, up to ``limit`` entries in all (LRU)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._threads: OrderedDict[str, list[Entry]] = OrderedDict()
+        self._size = 0
+
+    def pop(self, thread_id: str) -> list[Entry]:
+        entries = self._threads.pop(thread_id, [])
+        self._size -= len(entries)
+        return entries
+
+    def put(self, thread_id: str, entries: list[Entry]) -> None:
+        if len(entries) > self.limit:
+            return
+        self._threads[thread_id] = entries
+        self._size += len(entries)
+        while self._size > self.limit:
+            _, dropped = self._threads.popitem(last=False)
+            self._size -= len(dropped)
+
+    def clear(self) -> None:
+        self._threads.clear()
+        self._size = 0

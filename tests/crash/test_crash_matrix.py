@@ -94,6 +94,38 @@ def _tail(text: str, limit: int = 3000) -> str:
 
 
 @dataclass(frozen=True)
+class Outcome:
+    """What one driver process left behind: its summary and the side-effect traces so far."""
+
+    summary: dict[str, Any]
+    invocations: Counter[str]
+    """How many times the tool ran, per idempotency key."""
+    effects: Counter[str]
+    """How many times the tool's effect was applied, per idempotency key."""
+    channel: list[dict[str, Any]]
+    """Every message posted to the test channel."""
+
+    @property
+    def run(self) -> dict[str, Any]:
+        (run,) = self.summary["runs"]
+        return run  # type: ignore[no-any-return]
+
+    @property
+    def entries(self) -> list[dict[str, Any]]:
+        return self.summary["threads"][THREAD]  # type: ignore[no-any-return]
+
+    @property
+    def pending_call(self) -> str:
+        pending = self.run["pending_approval"]
+        assert pending is not None, f"run is {self.run['state']}, not awaiting approval"
+        return str(pending["tool_call_id"])
+
+    def keys(self) -> list[str]:
+        """The idempotency keys of the run's calls, in order."""
+        return [idempotency_key(self.run["id"], call_id) for call_id in CALL_IDS]
+
+
+@dataclass(frozen=True)
 class Drill:
     """One store and one set of trace files, driven by successive driver processes."""
 
@@ -101,13 +133,17 @@ class Drill:
     effect: str
     requires_approval: bool = False
 
-    def run(self, *args: str) -> dict[str, Any]:
-        """Run the driver to its end; return its summary."""
+    def run(self, *args: str) -> Outcome:
+        """Run the driver to its end; return what it left."""
         proc = self._spawn(args)
         assert proc.returncode == 0, f"driver {args} exited {proc.returncode}:\n" \
             f"{_tail(proc.stderr)}"
-        summary: dict[str, Any] = json.loads(proc.stdout)
-        return summary
+        traces = self.root / "traces"
+        return Outcome(
+            summary=json.loads(proc.stdout),
+            invocations=Counter(line["key"] for line in read_lines(traces / CALLS_FILE)),
+            effects=Counter(line["key"] for line in read_lines(traces / EFFECTS_FILE)),
+            channel=read_lines(traces / CHANNEL_FILE))
 
     def kill(self, *args: str) -> None:
         """Run the driver; it must die of SIGKILL at the kill point it was given."""
@@ -124,50 +160,22 @@ class Drill:
         return subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
                               timeout=TIMEOUT_S, check=False)
 
-    def invocations(self) -> Counter[str]:
-        """How many times the tool ran, per idempotency key."""
-        return Counter(line["key"] for line in read_lines(self.root / "traces" / CALLS_FILE))
 
-    def effects(self) -> Counter[str]:
-        """How many times the tool's effect was applied, per idempotency key."""
-        return Counter(line["key"] for line in read_lines(self.root / "traces" / EFFECTS_FILE))
+# -- scenarios: the processes of one test, returning the outcome of each that ended ----------
 
-    def channel(self) -> list[dict[str, Any]]:
-        """Every message posted to the test channel."""
-        return read_lines(self.root / "traces" / CHANNEL_FILE)
+Steps = list[Outcome]
 
 
-@dataclass(frozen=True)
-class Outcome:
-    drill: Drill
-    summary: dict[str, Any]
-
-    @property
-    def run(self) -> dict[str, Any]:
-        (run,) = self.summary["runs"]
-        return run  # type: ignore[no-any-return]
-
-    @property
-    def entries(self) -> list[dict[str, Any]]:
-        return self.summary["threads"][THREAD]  # type: ignore[no-any-return]
-
-    def keys(self) -> list[str]:
-        return [idempotency_key(self.run["id"], call_id) for call_id in CALL_IDS]
-
-
-def _baseline(root: Path, effect: str) -> Outcome:
+def _baseline(root: Path, effect: str) -> Steps:
     drill = Drill(root, effect)
-    done = drill.run("--send", THREAD, TEXT)
-    # A restart after a clean finish finds nothing to do and changes nothing.
-    assert drill.run("--recover") == done
-    return Outcome(drill, done)
+    return [drill.run("--send", THREAD, TEXT), drill.run("--recover")]
 
 
-def _crash_and_recover(root: Path, case: Case) -> Outcome:
+def _crash_and_recover(root: Path, case: Case) -> Steps:
     effect, point, count = case
     drill = Drill(root, effect)
     drill.kill("--send", THREAD, TEXT, "--kill-at", point, "--kill-count", str(count))
-    return Outcome(drill, drill.run("--recover"))
+    return [drill.run("--recover")]
 
 
 def _chain(effect: str) -> list[str]:
@@ -179,24 +187,72 @@ def _chain(effect: str) -> list[str]:
             "after_delivery_sent"]
 
 
-def _crash_again_and_again(root: Path, effect: str) -> Outcome:
+def _crash_again_and_again(root: Path, effect: str) -> Steps:
     drill = Drill(root, effect)
     first, *then = _chain(effect)
     drill.kill("--send", THREAD, TEXT, "--kill-at", first)
     for point in then:
         drill.kill("--recover", "--kill-at", point)
-    return Outcome(drill, drill.run("--recover"))
+    return [drill.run("--recover")]
 
 
-PREFETCHED: dict[str, Callable[[Path, Any], Outcome]] = {
+def _person_decides(root: Path, case: tuple[str, bool]) -> Steps:
+    point, approve = case
+    drill = Drill(root, "non_idempotent")
+    drill.kill("--send", THREAD, TEXT, "--kill-at", point)
+    paused = drill.run("--recover")
+    decision = "--approve" if approve else "--deny"
+    return [paused, drill.run(decision, paused.run["id"], paused.pending_call)]
+
+
+def _poison(root: Path, effect: str) -> Steps:
+    drill = Drill(root, effect)
+    kill = ("--kill-at", "in_tool_after_effect")
+    drill.kill("--send", THREAD, TEXT, *kill)
+    for _ in range(MAX_RECOVERY_ATTEMPTS):
+        drill.kill("--recover", *kill)
+    return [drill.run("--recover", *kill)]
+
+
+def _redelivered(root: Path, effect: str) -> Steps:
+    drill = Drill(root, effect)
+    drill.kill("--send", THREAD, TEXT, "--key", "event-1", "--kill-at", "after_queued")
+    return [drill.run("--send", THREAD, TEXT, "--key", "event-1")]
+
+
+def _approved_then_cut_off(root: Path, point: str) -> Steps:
+    drill = Drill(root, "non_idempotent")
+    drill.kill("--send", THREAD, TEXT, "--kill-at", "in_tool_after_effect")
+    paused = drill.run("--recover")
+    run_id, call_id = paused.run["id"], paused.pending_call
+    drill.kill("--approve", run_id, call_id, "--kill-at", point)
+    asked = drill.run("--recover")
+    return [paused, asked, drill.run("--deny", run_id, asked.pending_call)]
+
+
+def _approval_then_crash(root: Path, effect: str) -> Steps:
+    drill = Drill(root, effect, requires_approval=True)
+    asked = drill.run("--send", THREAD, TEXT)
+    drill.kill("--approve", asked.run["id"], asked.pending_call,
+               "--kill-at", "in_tool_after_effect")
+    return [asked, drill.run("--recover")]
+
+
+SCENARIOS: dict[str, Callable[[Path, Any], Steps]] = {
     "test_crash_matrix": _crash_and_recover,
-    "test_crash_again_during_recovery": _crash_again_and_again}
-"""Tests whose processes are started together, on the pool, when the first one asks."""
+    "test_crash_again_during_recovery": _crash_again_and_again,
+    "test_a_person_decides_an_uncertain_call": _person_decides,
+    "test_a_run_that_kills_every_process_becomes_poison": _poison,
+    "test_a_redelivered_inbound_message_is_one_run": _redelivered,
+    "test_an_approved_call_cut_off_asks_again": _approved_then_cut_off,
+    "test_a_call_that_needed_approval_is_not_rerun_after_a_crash": _approval_then_crash,
+}
+"""Each test here is parametrized by ``case`` and checks what its scenario's processes did."""
 
 
 @pytest.fixture(scope="module")
 def pool() -> Iterator[ThreadPoolExecutor]:
-    executor = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2))
+    executor = ThreadPoolExecutor(max_workers=min(4, max(2, os.cpu_count() or 2)))
     yield executor
     executor.shutdown(cancel_futures=True)
 
@@ -204,22 +260,22 @@ def pool() -> Iterator[ThreadPoolExecutor]:
 @pytest.fixture(scope="module")
 def baselines(
     pool: ThreadPoolExecutor, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, Future[Outcome]]:
+) -> dict[str, Future[Steps]]:
     return {effect: pool.submit(_baseline, tmp_path_factory.mktemp(f"baseline-{effect}"), effect)
             for effect in EFFECTS}
 
 
 @pytest.fixture(scope="module")
-def prefetched(
+def started(
     request: pytest.FixtureRequest,
     pool: ThreadPoolExecutor,
-    baselines: dict[str, Future[Outcome]],
+    baselines: dict[str, Future[Steps]],
     tmp_path_factory: pytest.TempPathFactory,
-) -> dict[str, Future[Outcome]]:
-    """Start the processes of every selected prefetched test at once, by test name."""
-    futures: dict[str, Future[Outcome]] = {}
+) -> dict[str, Future[Steps]]:
+    """The scenarios of every selected test of this module, all submitted at once."""
+    futures: dict[str, Future[Steps]] = {}
     for item in request.session.items:
-        scenario = PREFETCHED.get(getattr(item, "originalname", ""))
+        scenario = SCENARIOS.get(getattr(item, "originalname", ""))
         if scenario is None or getattr(item, "module", None) is not request.module:
             continue
         root = tmp_path_factory.mktemp(re.sub(r"[^\w.-]+", "_", item.name)[:60])
@@ -228,8 +284,23 @@ def prefetched(
     return futures
 
 
-def outcome_of(request: pytest.FixtureRequest, prefetched: dict[str, Future[Outcome]]) -> Outcome:
-    return prefetched[request.node.name].result(timeout=TIMEOUT_S * 3)
+@pytest.fixture
+def scenario(request: pytest.FixtureRequest, started: dict[str, Future[Steps]]) -> Future[Steps]:
+    """This test's scenario (wait for it with ``finished``, in the test: its errors are the
+    test's failures)."""
+    return started[request.node.name]
+
+
+def finished(scenario: Future[Steps]) -> Steps:
+    return scenario.result(timeout=TIMEOUT_S * 3)
+
+
+@pytest.fixture
+def baseline(request: pytest.FixtureRequest, baselines: dict[str, Future[Steps]]) -> Outcome:
+    """The uninterrupted run with this test's effect class."""
+    case = request.node.callspec.params["case"]
+    effect = case if isinstance(case, str) else case[0]
+    return baselines[effect].result(timeout=TIMEOUT_S * 3)[0]
 
 
 # -- comparing with the uninterrupted run ----------------------------------------------------
@@ -264,7 +335,7 @@ def reasons(run: dict[str, Any]) -> list[str]:
 
 def assert_delivered_once(outcome: Outcome) -> None:
     run = outcome.run
-    posted = [m for m in outcome.drill.channel() if m["run_id"] == run["id"]]
+    posted = [m for m in outcome.channel if m["run_id"] == run["id"]]
     assert len(posted) == 1, f"the reply was posted {len(posted)} times: {posted}"
     (message,) = posted
     assert message["text"] == run["reply"] == "done"
@@ -276,39 +347,35 @@ def assert_delivered_once(outcome: Outcome) -> None:
 
 # -- the tests -------------------------------------------------------------------------------
 
+KINDS = ["user", "assistant", "tool_result", "tool_result", "assistant"]
 
+
+@pytest.mark.parametrize("effect", EFFECTS)
 def test_baseline_is_what_the_matrix_compares_with(
-    baselines: dict[str, Future[Outcome]],
+    effect: str, baselines: dict[str, Future[Steps]]
 ) -> None:
-    """The uninterrupted run: two calls, each run once, one reply, no recovery."""
-    for effect, future in baselines.items():
-        base = future.result(timeout=TIMEOUT_S * 3)
-        assert [e["kind"] for e in base.entries] == ["user", "assistant", "tool_result",
-                                                     "tool_result", "assistant"], effect
-        assert base.run["state"] == "completed" and base.run["recovery_attempts"] == 0
-        assert reasons(base.run) == ["started", "tool calls requested",
-                                     "tool results recorded", "answered"]
-        results = comparable_entries(base)[2:4]
-        assert [r["content"] for r in results] == [
-            {"n": 1, "key": "<key of call_0_0>", "ok": True},
-            {"n": 2, "key": "<key of call_0_1>", "ok": True}]
-        assert base.drill.invocations() == Counter(base.keys())
-        expected_effects = Counter() if effect == "read_only" else Counter(base.keys())
-        assert base.drill.effects() == expected_effects
-        assert_delivered_once(base)
+    """The uninterrupted run: two calls, each run once, one reply, no recovery; and a restart
+    after it finds nothing to do and changes nothing."""
+    base, restarted = baselines[effect].result(timeout=TIMEOUT_S * 3)
+    assert [e["kind"] for e in base.entries] == KINDS
+    assert base.run["state"] == "completed" and base.run["recovery_attempts"] == 0
+    assert reasons(base.run) == ["started", "tool calls requested", "tool results recorded",
+                                 "answered"]
+    assert [r["content"] for r in comparable_entries(base)[2:4]] == [
+        {"n": 1, "key": "<key of call_0_0>", "ok": True},
+        {"n": 2, "key": "<key of call_0_1>", "ok": True}]
+    assert base.invocations == Counter(base.keys())
+    assert base.effects == (Counter() if effect == "read_only" else Counter(base.keys()))
+    assert_delivered_once(base)
+    assert restarted == base
 
 
 @pytest.mark.parametrize("case", CASES, ids=[_case_id(c) for c in CASES])
-def test_crash_matrix(
-    case: Case,
-    request: pytest.FixtureRequest,
-    prefetched: dict[str, Future[Outcome]],
-    baselines: dict[str, Future[Outcome]],
-) -> None:
+def test_crash_matrix(case: Case, scenario: Future[Steps], baseline: Outcome) -> None:
+    """Killed once at ``point``, restarted: the same end as without the crash."""
     effect, point, count = case
-    outcome = outcome_of(request, prefetched)
-    base = baselines[effect].result(timeout=TIMEOUT_S * 3)
-    run, drill = outcome.run, outcome.drill
+    (outcome,) = finished(scenario)
+    run = outcome.run
     keys = outcome.keys()
     cut = count - 1  # index of the call the kill point hit (for the per-call points)
 
@@ -325,79 +392,98 @@ def test_crash_matrix(
     if _pauses(effect, point):
         # The effect may or may not have happened: a person must decide, nothing re-runs it.
         assert run["state"] == "awaiting_approval", run
-        pending = run["pending_approval"]
-        assert pending["reason"] == "uncertain_side_effect"
-        assert pending["tool_call_id"] == CALL_IDS[cut]
+        assert run["pending_approval"]["reason"] == "uncertain_side_effect"
+        assert outcome.pending_call == CALL_IDS[cut]
         assert run["started_calls"] == [CALL_IDS[cut]]
         happened = 1 if point == "in_tool_after_effect" else 0
         expected = Counter({**{k: 1 for k in keys[:cut]}, keys[cut]: happened})
-        assert drill.effects() == expected
-        assert drill.invocations() == expected
-        assert drill.channel() == [] and outcome.summary["deliveries"] == []
+        assert outcome.effects == expected
+        assert outcome.invocations == expected
+        assert outcome.channel == [] and outcome.summary["deliveries"] == []
         return
 
     assert run["state"] == "completed", run
-    assert comparable_entries(outcome) == comparable_entries(base)
-    assert comparable_run(outcome) == comparable_run(base)
+    assert comparable_entries(outcome) == comparable_entries(baseline)
+    assert comparable_run(outcome) == comparable_run(baseline)
     assert reasons(run)[-1] == "answered"
     assert_delivered_once(outcome)
 
     rerun = Counter({keys[cut]: 1}) if point == "in_tool_after_effect" else Counter()
     if effect == "read_only":
         # Re-running a read is allowed; its result is still recorded once (entries above).
-        assert drill.invocations() == Counter(keys) + rerun
-        assert drill.effects() == Counter()
+        assert outcome.invocations == Counter(keys) + rerun
+        assert outcome.effects == Counter()
     elif effect == "idempotent_write":
         # Re-run with the same idempotency key: the API applies it once.
-        assert drill.invocations() == Counter(keys) + rerun
-        assert drill.effects() == Counter(keys)
+        assert outcome.invocations == Counter(keys) + rerun
+        assert outcome.effects == Counter(keys)
     else:
-        # Never re-run blindly: the claim (and the reconcile hook) keep it to once.
-        assert drill.invocations() == Counter(keys)
-        assert drill.effects() == Counter(keys)
-        assert run["decisions"] == []  # and no person was needed
+        # Never re-run blindly: the claim (and the reconcile hook) keep it to once,
+        # and no person was needed.
+        assert outcome.invocations == Counter(keys)
+        assert outcome.effects == Counter(keys)
+        assert run["decisions"] == []
 
 
-@pytest.mark.parametrize("approve", [False, True], ids=["deny", "approve"])
-@pytest.mark.parametrize("point", ["in_tool_after_effect", "after_claim"])
-def test_a_person_decides_an_uncertain_call(tmp_path: Path, point: str, approve: bool) -> None:
-    drill = Drill(tmp_path, "non_idempotent")
-    drill.kill("--send", THREAD, TEXT, "--kill-at", point)
-    paused = Outcome(drill, drill.run("--recover"))
-    run = paused.run
-    assert run["state"] == "awaiting_approval"
-    assert run["pending_approval"]["reason"] == "uncertain_side_effect"
-    call_id = run["pending_approval"]["tool_call_id"]
+@pytest.mark.parametrize("case", EFFECTS)
+def test_crash_again_during_recovery(case: str, scenario: Future[Steps], baseline: Outcome) -> None:
+    """Every restart dies further on (up to the poison limit); the last one finishes."""
+    effect = case
+    (outcome,) = finished(scenario)
+    run = outcome.run
+    assert run["state"] == "completed", run
+    assert comparable_entries(outcome) == comparable_entries(baseline)
+    assert comparable_run(outcome) == comparable_run(baseline)
+    # Three processes died with the run unfinished, so three recoveries.
+    assert run["recovery_attempts"] == MAX_RECOVERY_ATTEMPTS
+    assert_delivered_once(outcome)
+    keys = outcome.keys()
+    rerun = Counter({keys[0]: 1}) if effect in ("read_only", "idempotent_write") else Counter()
+    assert outcome.invocations == Counter(keys) + rerun
+    assert outcome.effects == (Counter() if effect == "read_only" else Counter(keys))
+
+
+DECISIONS = [(point, approve) for point in ("in_tool_after_effect", "after_claim")
+             for approve in (False, True)]
+
+
+@pytest.mark.parametrize(
+    "case", DECISIONS, ids=[f"{p}-{'approve' if a else 'deny'}" for p, a in DECISIONS])
+def test_a_person_decides_an_uncertain_call(
+    case: tuple[str, bool], scenario: Future[Steps]
+) -> None:
+    """non_idempotent, no reconcile hook, cut off after its claim: paused for a person; deny
+    gives a denied result, approve runs the call again (twice, if it had happened: the
+    person's choice)."""
+    point, approve = case
+    paused, ended = finished(scenario)
+    call_id = paused.pending_call
+    assert paused.run["state"] == "awaiting_approval"
+    assert paused.run["pending_approval"]["reason"] == "uncertain_side_effect"
     assert call_id == CALL_IDS[0]
 
-    ended = Outcome(drill, drill.run("--approve" if approve else "--deny", run["id"], call_id))
     run = ended.run
     assert run["state"] == "completed" and run["reply"] == "done"
     assert [(d["tool_call_id"], d["approve"], d["by"]) for d in run["decisions"]] == [
         (call_id, approve, "crash-test")]
     first, second = ended.keys()
     happened = 1 if point == "in_tool_after_effect" else 0
-    # Approving runs the call again: twice, if it had happened, is what the person chose.
-    assert ended.drill.effects() == Counter({first: happened + approve, second: 1})
+    assert ended.effects == Counter({first: happened + approve, second: 1})
     result = next(e for e in ended.entries
                   if e["kind"] == "tool_result" and e["tool_call_id"] == call_id)
     if approve:
         assert result["content"] == {"n": 1, "key": first, "ok": True}
     else:
         assert result["is_error"] and result["content"]["error"]["type"] == "denied"
-    assert [e["kind"] for e in ended.entries] == ["user", "assistant", "tool_result",
-                                                  "tool_result", "assistant"]
+    assert [e["kind"] for e in ended.entries] == KINDS
     assert_delivered_once(ended)
 
 
-def test_a_run_that_kills_every_process_becomes_poison(tmp_path: Path) -> None:
+@pytest.mark.parametrize("case", ["read_only", "idempotent_write"])
+def test_a_run_that_kills_every_process_becomes_poison(case: str, scenario: Future[Steps]) -> None:
     """A run that takes the process down on every start is failed, not crash-looped."""
-    drill = Drill(tmp_path, "read_only")
-    kill = ("--kill-at", "in_tool_after_effect")
-    drill.kill("--send", THREAD, TEXT, *kill)
-    for _ in range(MAX_RECOVERY_ATTEMPTS):
-        drill.kill("--recover", *kill)
-    ended = Outcome(drill, drill.run("--recover", *kill))
+    effect = case
+    (ended,) = finished(scenario)
     run = ended.run
     assert run["state"] == "failed" and run["reason"] == "poison_run", run
     assert run["recovery_attempts"] == MAX_RECOVERY_ATTEMPTS
@@ -405,100 +491,69 @@ def test_a_run_that_kills_every_process_becomes_poison(tmp_path: Path) -> None:
     assert [r for r in reasons(run) if r.startswith("recovered")] == [
         f"recovered after crash (attempt {i})" for i in range(1, MAX_RECOVERY_ATTEMPTS + 1)]
     first, _ = ended.keys()
-    # One start with the message, three recoveries; the fourth restart ran nothing.
-    assert drill.invocations() == Counter({first: 1 + MAX_RECOVERY_ATTEMPTS})
+    # One start with the message, three recoveries; the restart after them ran nothing.
+    assert ended.invocations == Counter({first: 1 + MAX_RECOVERY_ATTEMPTS})
+    assert ended.effects == (Counter() if effect == "read_only" else Counter({first: 1}))
     # The history stays valid: every call of the turn has a result.
     results = [e for e in ended.entries if e["kind"] == "tool_result"]
     assert [(r["tool_call_id"], r["content"]["error"]["type"]) for r in results] == [
         (c, "cancelled") for c in CALL_IDS]
     assert run["started_calls"] == []
-    assert drill.channel() == []
+    assert ended.channel == []
 
 
-@pytest.mark.parametrize("case", EFFECTS)
-def test_crash_again_during_recovery(
-    case: str,
-    request: pytest.FixtureRequest,
-    prefetched: dict[str, Future[Outcome]],
-    baselines: dict[str, Future[Outcome]],
-) -> None:
-    """Every restart dies further on (up to the poison limit); the last one finishes."""
-    effect = case
-    outcome = outcome_of(request, prefetched)
-    base = baselines[effect].result(timeout=TIMEOUT_S * 3)
-    run, drill = outcome.run, outcome.drill
-    assert run["state"] == "completed", run
-    assert comparable_entries(outcome) == comparable_entries(base)
-    assert comparable_run(outcome) == comparable_run(base)
-    # Three processes died with the run unfinished, so three recoveries.
-    assert run["recovery_attempts"] == MAX_RECOVERY_ATTEMPTS
-    assert_delivered_once(outcome)
-    keys = outcome.keys()
-    rerun = Counter({keys[0]: 1}) if effect in ("read_only", "idempotent_write") else Counter()
-    assert drill.invocations() == Counter(keys) + rerun
-    assert drill.effects() == (Counter() if effect == "read_only" else Counter(keys))
-
-
-def test_a_redelivered_inbound_message_is_one_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("case", ["idempotent_write"])
+def test_a_redelivered_inbound_message_is_one_run(case: str, scenario: Future[Steps]) -> None:
     """The process died before the channel got its ack, so the channel sends the message
     again with the same key: one run, answered once."""
-    drill = Drill(tmp_path, "idempotent_write")
-    drill.kill("--send", THREAD, TEXT, "--key", "event-1", "--kill-at", "after_queued")
-    outcome = Outcome(drill, drill.run("--send", THREAD, TEXT, "--key", "event-1"))
+    (outcome,) = finished(scenario)
     run = outcome.run  # exactly one run
     assert run["state"] == "completed" and run["idempotency_key"] == "event-1"
-    assert [e["kind"] for e in outcome.entries] == ["user", "assistant", "tool_result",
-                                                    "tool_result", "assistant"]
-    assert drill.effects() == Counter(outcome.keys())
+    assert [e["kind"] for e in outcome.entries] == KINDS
+    assert outcome.effects == Counter(outcome.keys())
     assert_delivered_once(outcome)
 
 
-@pytest.mark.parametrize("point", ["in_tool_after_effect", "after_claim"])
-def test_an_approved_call_cut_off_asks_again(tmp_path: Path, point: str) -> None:
+@pytest.mark.parametrize("case", ["in_tool_after_effect", "after_claim"])
+def test_an_approved_call_cut_off_asks_again(case: str, scenario: Future[Steps]) -> None:
     """An approval lets the effect happen once: a crash while the approved call runs makes it
     uncertain again, and it is not re-run without a new decision."""
-    drill = Drill(tmp_path, "non_idempotent")
-    drill.kill("--send", THREAD, TEXT, "--kill-at", "in_tool_after_effect")
-    run = Outcome(drill, drill.run("--recover")).run
-    call_id = run["pending_approval"]["tool_call_id"]
-    drill.kill("--approve", run["id"], call_id, "--kill-at", point)
-    asked = Outcome(drill, drill.run("--recover"))
+    point = case
+    paused, asked, ended = finished(scenario)
+    first, second = asked.keys()
+    assert paused.effects == Counter({first: 1})
     run = asked.run
     assert run["state"] == "awaiting_approval", run
     assert run["pending_approval"]["reason"] == "uncertain_side_effect"
-    assert run["pending_approval"]["tool_call_id"] == call_id
-    first, _ = asked.keys()
+    assert asked.pending_call == paused.pending_call == CALL_IDS[0]
     before = 2 if point == "in_tool_after_effect" else 1
-    assert drill.effects() == Counter({first: before})
-    ended = Outcome(drill, drill.run("--deny", run["id"], call_id))
+    assert asked.effects == Counter({first: before})
     assert ended.run["state"] == "completed"
-    assert drill.effects() == Counter({first: before, ended.keys()[1]: 1})
+    assert ended.effects == Counter({first: before, second: 1})
     assert_delivered_once(ended)
 
 
-@pytest.mark.parametrize("effect", ["non_idempotent", "non_idempotent_reconcile"])
+@pytest.mark.parametrize("case", ["non_idempotent", "non_idempotent_reconcile"])
 def test_a_call_that_needed_approval_is_not_rerun_after_a_crash(
-    tmp_path: Path, effect: str
+    case: str, scenario: Future[Steps]
 ) -> None:
     """requires_approval: approved once, died after the effect; the restart must not run it
     again on the old approval. With a reconcile hook it finds the effect; without, it asks."""
-    drill = Drill(tmp_path, effect, requires_approval=True)
-    run = Outcome(drill, drill.run("--send", THREAD, TEXT)).run
-    assert run["state"] == "awaiting_approval"
-    assert run["pending_approval"]["reason"] == "requires_approval"
-    call_id = run["pending_approval"]["tool_call_id"]
-    drill.kill("--approve", run["id"], call_id, "--kill-at", "in_tool_after_effect")
-    after = Outcome(drill, drill.run("--recover"))
+    effect = case
+    asked, after = finished(scenario)
+    assert asked.run["state"] == "awaiting_approval"
+    assert asked.run["pending_approval"]["reason"] == "requires_approval"
+    call_id = asked.pending_call
     first, _ = after.keys()
-    assert drill.effects() == Counter({first: 1})
+    assert after.effects == Counter({first: 1})
+    assert after.run["state"] == "awaiting_approval"
     if effect == "non_idempotent":
-        assert after.run["state"] == "awaiting_approval"
         assert after.run["pending_approval"]["reason"] == "uncertain_side_effect"
+        assert after.pending_call == call_id
     else:
         # The reconciled call is done; the second call needs its own approval.
-        assert after.run["state"] == "awaiting_approval"
         assert after.run["pending_approval"]["reason"] == "requires_approval"
-        assert after.run["pending_approval"]["tool_call_id"] == CALL_IDS[1]
+        assert after.pending_call == CALL_IDS[1]
         result = next(e for e in after.entries if e["kind"] == "tool_result")
         assert result["tool_call_id"] == call_id
         assert result["content"] == {"n": 1, "key": first, "ok": True}

@@ -97,12 +97,18 @@ class FakeServer:
     async def __aenter__(self) -> FakeServer:
         app = web.Application()
         app.router.add_post(self.path, self._handle)
-        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None,
+                                     shutdown_timeout=0.1)
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        await web.SockSite(self._runner, sock, shutdown_timeout=0.1).start()
+        try:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+            await web.SockSite(self._runner, sock).start()
+        except BaseException:
+            sock.close()
+            await self._runner.cleanup()
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:

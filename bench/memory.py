@@ -1,0 +1,101 @@
+"""Workload 5: peak RSS, each case in a fresh subprocess so no case inherits another's heap.
+
+    python -m bench.memory CASE --dir DIR --n N --synchronous S     (prints one JSON line)
+
+Cases: ``empty`` (start a runtime, one message: the fixed cost), ``thread`` (workload 1,
+maiden only, N messages), ``idle`` (a store holding N idle threads, prepared by the
+parent: start, list the threads, one message to a new thread and one to an old one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, cast
+
+from runtime import Checkpoint, Run, RunState, SQLiteStore
+from runtime.stores.sqlite import Synchronous
+
+from .thread import remove_db
+from .workload import ANSWER, bench_runtime, expect_completed, message_entries, user_text
+
+__all__ = ["MemoryResult", "measure", "prepare_idle"]
+
+Case = Literal["empty", "thread", "idle"]
+
+
+@dataclass
+class MemoryResult:
+    case: Case
+    n: int
+    peak_mb: float
+    """ru_maxrss at the end of the case."""
+    start_mb: float
+    """ru_maxrss once everything is imported, before the case runs."""
+
+
+def measure(case: Case, n: int, workdir: Path, synchronous: Synchronous) -> MemoryResult:
+    """Run one case in a subprocess and read its report."""
+    command = [sys.executable, "-m", "bench.memory", case, "--n", str(n),
+               "--dir", str(workdir), "--synchronous", synchronous]
+    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(f"memory case {case} failed:\n{done.stderr}")
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    return MemoryResult(case=case, n=n, peak_mb=report["peak_mb"], start_mb=report["start_mb"])
+
+
+async def prepare_idle(path: Path, threads: int) -> None:
+    """A store holding ``threads`` threads, each with one answered message (4 entries)."""
+    remove_db(path)
+    async with SQLiteStore(path, synchronous="off") as store:  # setup: durability moot
+        for i in range(threads):
+            run = Run(id=uuid.uuid4().hex, thread_id=f"bench:idle{i}", text=user_text(i),
+                      state=RunState.COMPLETED, reason="answered", reply=ANSWER, turns=2,
+                      tool_calls=1)
+            await store.create_run(run)
+            await store.commit(Checkpoint(thread_id=run.thread_id, position=0,
+                                          entries=message_entries(run.id, i)))
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+async def _case(case: Case, n: int, workdir: Path, synchronous: Synchronous) -> None:
+    path = workdir / ("memory-idle.db" if case == "idle" else f"memory-{case}.db")
+    if case != "idle":
+        remove_db(path)
+    async with bench_runtime(path, synchronous=synchronous) as rt:
+        if case == "thread":
+            for i in range(n):
+                expect_completed(await rt.send("bench:memory", user_text(i)))
+        else:
+            if case == "idle":
+                await rt.store.list_threads()
+                expect_completed(await rt.send("bench:idle0", user_text(1)))
+            expect_completed(await rt.send("bench:new", user_text(0)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.memory")
+    parser.add_argument("case", choices=["empty", "thread", "idle"])
+    parser.add_argument("--n", type=int, default=0)
+    parser.add_argument("--dir", type=Path, required=True)
+    parser.add_argument("--synchronous", default="full")
+    args = parser.parse_args()
+    start = _peak_mb()
+    asyncio.run(_case(cast(Case, args.case), args.n, args.dir,
+                      cast(Synchronous, args.synchronous)))
+    print(json.dumps({"peak_mb": round(_peak_mb(), 1), "start_mb": round(start, 1)}))
+
+
+if __name__ == "__main__":
+    main()

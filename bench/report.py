@@ -1,0 +1,98 @@
+"""Turn each workload's result into table rows, with the issue's targets beside the figures."""
+
+from __future__ import annotations
+
+from .concurrency import ConcurrencyResult
+from .memory import MemoryResult
+from .resume import ResumeResult
+from .table import Row, verdict
+from .thread import BLOCKS, ThreadResult
+
+__all__ = ["concurrency_rows", "memory_rows", "resume_rows", "thread_rows"]
+
+PER_MESSAGE = 2.0
+GROWTH = 1.2
+DB_SIZE = 2.0
+LOAD_MS = 20.0
+LOAD_ENTRIES = 10_000
+RECOVER_S = 2.0
+RECOVER_RUNS = 1_000
+THREAD_MODE = 0.8
+
+
+def _x(ratio: float) -> str:
+    return f"{ratio:.2f}x"
+
+
+def thread_rows(r: ThreadResult) -> list[Row]:
+    """Workloads 1 and 2: per-block cost against the floor, growth, size, load."""
+    name = f"1+2 thread, N={r.n:,}"
+    rows = []
+    bounds = [round(b * r.n / BLOCKS) for b in range(BLOCKS + 1)]
+    for b, (m, f) in enumerate(zip(r.maiden_ms, r.floor_ms, strict=True)):
+        rows.append(Row(name, f"ms/message, msgs {bounds[b] + 1}-{bounds[b + 1]}", f"{m:.2f}",
+                        f"{f:.2f}", _x(m / f), f"<= {PER_MESSAGE:g}x floor",
+                        verdict(m / f, at_most=PER_MESSAGE)))
+    mean_m, mean_f = r.maiden_total_s * 1000 / r.n, r.floor_total_s * 1000 / r.n
+    growth_m, growth_f = r.maiden_ms[-1] / r.maiden_ms[0], r.floor_ms[-1] / r.floor_ms[0]
+    rows += [
+        Row(name, "ms/message, all", f"{mean_m:.2f}", f"{mean_f:.2f}", _x(mean_m / mean_f),
+            f"<= {PER_MESSAGE:g}x floor", verdict(mean_m / mean_f, at_most=PER_MESSAGE)),
+        Row(name, "last block / first block", _x(growth_m), _x(growth_f), "",
+            f"<= {GROWTH:g}x", verdict(growth_m, at_most=GROWTH)),
+        Row(name, "total s", f"{r.maiden_total_s:.1f}", f"{r.floor_total_s:.1f}",
+            _x(r.maiden_total_s / r.floor_total_s)),
+        Row(name, "database MB", f"{r.maiden_db / 1e6:.2f}", f"{r.floor_db / 1e6:.2f}",
+            _x(r.maiden_db / r.floor_db), f"<= {DB_SIZE:g}x floor",
+            verdict(r.maiden_db / r.floor_db, at_most=DB_SIZE)),
+        Row(name, f"cold load of the thread ({4 * r.n:,} entries), ms",
+            f"{r.maiden_load_ms:.1f}", f"{r.floor_load_ms:.1f}",
+            _x(r.maiden_load_ms / r.floor_load_ms)),
+    ]
+    return rows
+
+
+def resume_rows(r: ResumeResult) -> list[Row]:
+    """Workload 3; the targets are for 10,000 entries and 1,000 runs, scaled for --quick."""
+    name = "3 resume"
+    load_target = LOAD_MS * r.entries / LOAD_ENTRIES
+    recover_target = RECOVER_S * r.runs / RECOVER_RUNS
+    return [
+        Row(name, f"cold load, {r.entries:,}-entry thread, ms (median)", f"{r.load_ms:.1f}",
+            f"{r.floor_load_ms:.1f}", _x(r.load_ms / r.floor_load_ms),
+            f"<= {load_target:g} ms", verdict(r.load_ms, at_most=load_target)),
+        Row(name, "  the same, first load, ms", f"{r.load_first_ms:.1f}"),
+        Row(name, f"start() recovering {r.runs:,} queued runs, s", f"{r.recover_s:.2f}", "", "",
+            f"<= {recover_target:g} s", verdict(r.recover_s, at_most=recover_target)),
+        Row(name, "  per run recovered, ms", f"{r.recover_s * 1000 / r.runs:.2f}"),
+    ]
+
+
+def concurrency_rows(results: list[ConcurrencyResult]) -> list[Row]:
+    """Workload 4: messages/s against the ideal (threads in parallel, model latency only)."""
+    rows = []
+    for r in results:
+        name = (f"4 concurrency, {r.threads} threads x {r.messages} msgs, "
+                f"{r.latency_s * 1000:g} ms model")
+        ideal = r.threads * r.messages / r.ideal_s
+        target, ok = "", ""
+        if r.mode == "thread":
+            target, ok = f">= {THREAD_MODE:.0%} of ideal", verdict(r.fraction,
+                                                                    at_least=THREAD_MODE)
+        rows.append(Row(name, f'concurrency="{r.mode}": messages/s', f"{r.per_second:.1f}",
+                        f"{ideal:.1f}", f"{r.fraction:.1%}", target, ok))
+    return rows
+
+
+def memory_rows(results: list[MemoryResult]) -> list[Row]:
+    """Workload 5: peak RSS per case, each against the empty-store case."""
+    empty = next((r for r in results if r.case == "empty"), None)
+    what = {"empty": "empty store, 1 message", "thread": "thread of {n:,} messages",
+            "idle": "{n:,} idle threads in the store, 2 messages"}
+    rows = []
+    for r in results:
+        base = "" if empty is None or r is empty else f"{empty.peak_mb:.1f}"
+        ratio = "" if not base or empty is None else _x(r.peak_mb / empty.peak_mb)
+        rows.append(Row("5 memory", "peak RSS MB, " + what[r.case].format(n=r.n),
+                        f"{r.peak_mb:.1f}", base, ratio))
+    return rows

@@ -1,0 +1,141 @@
+"""Requests between processes on one store: a `maiden approve` or `maiden cancel` typed in a
+terminal reaches the run that a `maiden run` server is holding."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .errors import MaidenError, RunError
+
+__all__ = ["ControlRequest", "Controls", "Instance", "ask", "live_instances",
+           "serve_requests"]
+
+log = logging.getLogger("maiden.control")
+
+
+class ControlRequest(BaseModel):
+    """A decision, cancel or resume asked of whichever process serves the store."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: int = 0
+    """Assigned by the store, increasing."""
+    kind: Literal["decide", "cancel", "resume"]
+    run_id: str
+    payload: dict[str, Any] = Field(default_factory=dict)
+    created_at: float = Field(default_factory=time.time)
+    handled_at: float | None = None
+    handled_by: str | None = None
+    ok: bool | None = None
+    result: str | None = None
+
+
+class Instance(BaseModel):
+    """A serving runtime's heartbeat."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    pid: int
+    host: str
+    started_at: float
+    beat_at: float
+
+
+class Controls(Protocol):
+    """What the control loop needs of a runtime."""
+
+    store: Any
+    instance_id: str
+    clock: Callable[[], float]
+
+    def holds(self, run_id: str) -> bool: ...
+
+    async def decide(self, run_id: str, tool_call_id: str, *, approve: bool, by: str = "",
+                     reason: str = "", arguments_hash: str | None = None) -> Any: ...
+
+    async def cancel(self, run_id: str, *, by: str = "") -> Any: ...
+
+    async def resume(self, run_id: str) -> Any: ...
+
+    async def expire_approvals(self) -> Any: ...
+
+
+def is_alive(instance: Instance, now: float, poll_interval_s: float) -> bool:
+    """A heartbeat newer than three poll intervals (at least two seconds)."""
+    return instance.beat_at >= now - max(3 * poll_interval_s, 2.0)
+
+
+async def live_instances(store: Any, now: float, poll_interval_s: float) -> list[Instance]:
+    return [i for i in await store.instances() if is_alive(i, now, poll_interval_s)]
+
+
+async def serve_requests(rt: Controls, poll_interval_s: float, stop: asyncio.Event) -> None:
+    """Beat, answer requests meant for this process, expire approvals; until ``stop``."""
+    me = Instance(id=rt.instance_id, pid=os.getpid(), host=socket.gethostname(),
+                  started_at=rt.clock(), beat_at=rt.clock())
+    try:
+        while not stop.is_set():
+            try:
+                now = rt.clock()
+                await rt.store.beat(me.model_copy(update={"beat_at": now}))
+                live = {i.id for i in await live_instances(rt.store, now, poll_interval_s)}
+                for request in await rt.store.requests(pending=True):
+                    await _handle(rt, request, live)
+                await rt.expire_approvals()
+            except Exception:
+                log.exception("handling requests from other processes failed; retrying")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), poll_interval_s)
+    finally:
+        with contextlib.suppress(Exception):
+            await rt.store.beat(me, gone=True)
+
+
+async def _handle(rt: Controls, request: ControlRequest, live: set[str]) -> bool:
+    """Carry out one request if it is this process's to answer; True if it was."""
+    run = await rt.store.get_run(request.run_id)
+    holder = run.owner if run.owner in live else None
+    if request.kind == "cancel" and holder not in (None, rt.instance_id) \
+            and not rt.holds(run.id):
+        return False  # the process driving it will cancel it: its tools stop for real
+    p = request.payload
+    try:
+        if request.kind == "decide":
+            await rt.decide(request.run_id, str(p["tool_call_id"]), approve=bool(p["approve"]),
+                            by=str(p.get("by", "")), reason=str(p.get("reason", "")),
+                            arguments_hash=p.get("arguments_hash"))
+        elif request.kind == "cancel":
+            await rt.cancel(request.run_id, by=str(p.get("by", "")))
+        else:
+            await rt.resume(request.run_id)
+        ok, result = True, "done"
+    except MaidenError as exc:
+        ok, result = False, str(exc)
+    await rt.store.finish_request(request.model_copy(update={
+        "handled_at": rt.clock(), "handled_by": rt.instance_id, "ok": ok, "result": result}))
+    return True
+
+
+async def ask(
+    store: Any, request: ControlRequest, *, timeout_s: float = 10.0, poll_s: float = 0.1
+) -> ControlRequest:
+    """Store a request and wait until a serving process has handled it."""
+    stored = await store.add_request(request)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        current = await store.get_request(stored.id)
+        if current.handled_at is not None:
+            return current  # type: ignore[no-any-return]
+        await asyncio.sleep(poll_s)
+    raise RunError("request_timeout", f"no serving process answered request {stored.id} "
+                   f"within {timeout_s:g} s")
