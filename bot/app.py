@@ -29,6 +29,9 @@ async def open_runtime(
     tools = make_tools(cfg.tools, loaded.base_dir)
     provider = make_provider(cfg.provider, loaded.base_dir)
     async with AsyncExitStack() as stack:
+        aclose = getattr(provider, "aclose", None)
+        if aclose is not None:
+            stack.push_async_callback(aclose)
         store = make_store(cfg.store, loaded.base_dir)
         await store.open()
         stack.push_async_callback(store.close)

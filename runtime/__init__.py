@@ -1,5 +1,7 @@
 """maiden's durable agent runtime. Imports nothing from channels, schedules or bot."""
 
+from typing import TYPE_CHECKING, Any
+
 from .budget import BudgetConfig
 from .build import make_provider, make_store, make_tools
 from .config import AgentConfig, Prices, ProviderConfig, RuntimeConfig, StoreConfig, ToolsConfig
@@ -32,13 +34,10 @@ from .events import (
 )
 from .process import ProcessResult, run_process
 from .providers import (
-    AnthropicProvider,
     EchoProvider,
     ModelRequest,
     ModelResponse,
-    OpenAIProvider,
     Provider,
-    Retry,
     ScriptedProvider,
     ScriptedTurn,
 )
@@ -135,3 +134,17 @@ __all__ = [
     "run_process",
     "tool",
 ]
+
+if TYPE_CHECKING:
+    from .providers.anthropic import AnthropicProvider
+    from .providers.http import Retry
+    from .providers.openai import OpenAIProvider
+
+
+def __getattr__(name: str) -> Any:
+    # The HTTP providers load on first use (httpx is slow to import).
+    if name in ("AnthropicProvider", "OpenAIProvider", "Retry"):
+        from . import providers
+
+        return getattr(providers, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,13 +9,8 @@ from pathlib import Path
 from .builtin_tools import BUILTIN_TOOLS
 from .config import ProviderConfig, StoreConfig, ToolsConfig
 from .errors import ConfigError
-from .providers.anthropic import DEFAULT_BASE_URL as ANTHROPIC_URL
-from .providers.anthropic import AnthropicProvider
 from .providers.base import Provider
 from .providers.echo import EchoProvider
-from .providers.http import Retry
-from .providers.openai import DEFAULT_BASE_URL as OPENAI_URL
-from .providers.openai import OpenAIProvider
 from .providers.scripted import ScriptedProvider
 from .stores.base import Store
 from .stores.files import FilesStore
@@ -69,13 +64,21 @@ def _http_provider(cfg: ProviderConfig, env: Mapping[str, str]) -> Provider:
         raise ConfigError([("provider.api_key_env",
                             f"the {kind} provider needs an API key: the environment variable "
                             f"{key_env} is not set")])
+    from .providers.http import Retry  # httpx loads only when a model API is used
+
     retry = Retry(max_retries=cfg.max_retries)
     if kind == "anthropic":
+        from .providers.anthropic import DEFAULT_BASE_URL as ANTHROPIC_URL
+        from .providers.anthropic import AnthropicProvider
+
         return AnthropicProvider(
             cfg.model, api_key=api_key, api_key_env=key_env,
             base_url=cfg.base_url or ANTHROPIC_URL, timeout_s=cfg.timeout_s, retry=retry,
             max_output_tokens=cfg.max_output_tokens, temperature=cfg.temperature,
             stream=cfg.stream)
+    from .providers.openai import DEFAULT_BASE_URL as OPENAI_URL
+    from .providers.openai import OpenAIProvider
+
     return OpenAIProvider(
         cfg.model, api_key=api_key, api_key_env=key_env, base_url=cfg.base_url or OPENAI_URL,
         timeout_s=cfg.timeout_s, retry=retry, max_output_tokens=cfg.max_output_tokens,

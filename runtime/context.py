@@ -75,8 +75,9 @@ def fit_history(
     system prompt (and ``tools``' descriptions), and how many entries were left out.
 
     A tool call is never separated from its results. When something must be left
-    out, the suffix starts at a user message if one is in it. When not even the newest entry fits, it is sent
-    anyway (with its results): the model needs something to answer.
+    out, the suffix starts at a user message if one is in it. When not even the
+    newest entry fits, it is sent anyway (with its results): the model needs
+    something to answer.
     """
     if max_tokens is None:
         return list(entries), 0

@@ -18,6 +18,7 @@ from typing import Any
 
 from .budget import BudgetConfig, Prices, Spend, Verdict, check_budget
 from .config import AgentConfig
+from .context import fit_history
 from .cursor import RunCursor, unanswered
 from .entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, UserMessage
 from .errors import ProviderError, StaleWrite, StoreError
@@ -54,6 +55,16 @@ _ENDED_KIND = {
     S.CANCELLED: "run.cancelled",
     S.TIMED_OUT: "run.timed_out",
     S.AWAITING_APPROVAL: "run.paused",
+}
+
+
+_PLAIN = {
+    "provider_error": "the model service failed",
+    "max_turns_exceeded": "it took more steps than I am allowed",
+    "budget_exceeded": "it would go over the budget",
+    "poison_run": "it kept crashing",
+    "internal_error": "an internal error",
+    "replay_mismatch": "my records of it disagree",
 }
 
 
@@ -136,21 +147,27 @@ class RunDriver:
                                    at=self.clock())
                 await cur.commit([user], to=S.RUNNING, reason="started", **started)
             else:  # an explicitly resumed run: its message is already in the thread
-                await cur.commit(to=S.RUNNING, reason="resumed", recovery_attempts=0, **started)
+                await cur.commit(to=S.RUNNING, reason="resumed", stalled_recoveries=0,
+                                 **started)
         elif run.owner is None:
             # Released at a clean shutdown: carrying on is not a crash recovery.
             await cur.commit(to=S.RUNNING, reason="continued after restart", **started)
         elif run.owner != self.instance_id:
-            attempt = run.recovery_attempts + 1
-            if attempt > self.agent.max_recovery_attempts:
+            # Only crashes in a row with no progress in between make a run poison: a long
+            # run interrupted by unrelated restarts keeps going.
+            moved_on = run.recovered_at is not None and len(cur.entries) > run.recovered_at
+            stalled = 1 if moved_on else run.stalled_recoveries + 1
+            if stalled > self.agent.max_recovery_attempts:
                 await self._fail(cur, "poison_run",
-                                 f"the process died {run.recovery_attempts} times while running "
-                                 "this run; giving up instead of crash-looping")
+                                 f"the process died {run.stalled_recoveries} times in a row "
+                                 "while running this run; giving up instead of crash-looping")
                 self._publish_end(cur.run)
                 return False
+            attempt = run.recovery_attempts + 1
             log.warning("recovering run %s (attempt %d) from %s", run.id, attempt, run.state)
             await cur.commit(to=S.RUNNING, reason=f"recovered after crash (attempt {attempt})",
-                             recovery_attempts=attempt, **started)
+                             recovery_attempts=attempt, stalled_recoveries=stalled,
+                             recovered_at=len(cur.entries), **started)
             self.bus.publish(RunStarted(run_id=run.id, thread_id=run.thread_id, recovered=True))
             return True
         self.bus.publish(RunStarted(run_id=run.id, thread_id=run.thread_id))
@@ -174,7 +191,8 @@ class RunDriver:
             closing = self._closing_results(cur, "cancelled", f"cancelled: {reason}")
             try:
                 await cur.commit(closing, to=S.CANCELLED, reason=reason, started_calls=(),
-                                 pending_approval=None)
+                                 pending_approval=None,
+                                 deliveries=self._reply(cur, len(closing), f"Stopped ({reason})."))
             except StaleWrite:
                 continue  # a checkpoint landed meanwhile: read again
             self._publish_end(cur.run)
@@ -191,7 +209,9 @@ class RunDriver:
             return run
         cur = self._cursor(run, await self.store.load_entries(run.thread_id))
         await cur.commit(to=S.TIMED_OUT, reason="approval_timeout",
-                         error=f"no decision on {pending.name} within {timeout:g} s")
+                         error=f"no decision on {pending.name} within {timeout:g} s",
+                         deliveries=self._reply(cur, 0, f"Nobody approved {pending.name} in "
+                                                f"time, so I stopped here."))
         self._publish_end(cur.run)
         return cur.run
 
@@ -204,7 +224,9 @@ class RunDriver:
         """End the run failed, answering any unanswered call so the history stays valid."""
         log.warning("run %s failed: %s: %s", cur.run.id, reason, message)
         closing = self._closing_results(cur, "cancelled", f"not run: the run failed ({reason})")
-        await cur.commit(closing, to=S.FAILED, reason=reason, error=message, started_calls=())
+        notice = f"Sorry, I could not finish this ({_PLAIN.get(reason, reason)})."
+        await cur.commit(closing, to=S.FAILED, reason=reason, error=message, started_calls=(),
+                         deliveries=self._reply(cur, len(closing), notice))
 
     def _publish_end(self, run: Run) -> None:
         kind = _ENDED_KIND.get(run.state)
@@ -256,10 +278,17 @@ class RunDriver:
         async def on_text(delta: str) -> None:
             self.bus.publish(TextDelta(run_id=run.id, thread_id=run.thread_id, text=delta))
 
+        tools = () if final else tuple(self.tools.specs())
+        entries, dropped = fit_history(model_view(cur.entries), self.agent.system_prompt,
+                                       self.agent.max_context_tokens, tools=tools)
+        if dropped:
+            # In the request only: the store keeps the whole thread.
+            entries.insert(0, Notice(run_id=run.id, code="context_trimmed", at=self.clock(),
+                                     text=f"{dropped} older entries of this conversation were "
+                                     "left out to fit the context window."))
         request = ModelRequest(
-            system=self.agent.system_prompt, entries=model_view(cur.entries),
-            tools=() if final else self.tools.specs(), run_id=run.id,
-            thread_id=run.thread_id, final_turn=final)
+            system=self.agent.system_prompt, entries=tuple(entries), tools=tools,
+            run_id=run.id, thread_id=run.thread_id, final_turn=final)
         response = await self.provider.complete(request, on_text)
         turn = AssistantTurn(run_id=run.id, text=response.text, tool_calls=response.tool_calls,
                              usage=response.usage, model=response.model, at=self.clock())
@@ -292,15 +321,22 @@ class RunDriver:
     async def _complete(
         self, cur: RunCursor, text: str, entries: Sequence[Entry] = (), **changes: Any
     ) -> None:
-        run = cur.run
-        deliveries = []
-        if run.origin.target:
-            deliveries.append(Delivery(
-                key=idempotency_key(run.id, "delivery"), run_id=run.id, thread_id=run.thread_id,
-                channel=run.origin.channel, target=run.origin.target, text=text,
-                created_at=self.clock()))
         await cur.commit(entries, to=S.COMPLETED, reason="answered", reply=text,
-                         deliveries=deliveries, **changes)
+                         deliveries=self._reply(cur, len(entries), text), **changes)
+
+    def _reply(self, cur: RunCursor, adding: int, text: str) -> list[Delivery]:
+        """The outbox record for a message that came from a channel (none for cli/http).
+
+        Keyed by the run and the thread position it answers at: a run resumed and ended
+        again says so again, but the same end is never posted twice.
+        """
+        run = cur.run
+        if not run.origin.target:
+            return []
+        at = len(cur.entries) + adding
+        return [Delivery(key=idempotency_key(run.id, f"reply@{at}"), run_id=run.id,
+                         thread_id=run.thread_id, channel=run.origin.channel,
+                         target=run.origin.target, text=text, created_at=self.clock())]
 
     # -- tool calls ----------------------------------------------------------------------------
 

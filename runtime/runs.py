@@ -126,6 +126,11 @@ class Run(BaseModel):
     turns: int = 0
     tool_calls: int = 0
     recovery_attempts: int = 0
+    """How often the run was picked up after its process died."""
+    stalled_recoveries: int = 0
+    """Recoveries in a row without the thread moving on: the poison-run counter."""
+    recovered_at: int | None = None
+    """The thread's length at the last recovery."""
     started_calls: tuple[str, ...] = ()
     """non_idempotent calls begun and not yet recorded: the crash-uncertain ones."""
     reply: str | None = None

@@ -63,6 +63,7 @@ class Runtime:
         self.clock = clock
         self.bus = EventBus()
         self.instance_id = uuid.uuid4().hex[:12]
+        self._born = clock()
         self.driver = RunDriver(store, provider, self.tools, self.agent, self.bus,
                                 instance_id=self.instance_id, budget=budget, prices=prices,
                                 cancel_grace_s=self.settings.cancel_grace_s, clock=clock)
@@ -274,6 +275,7 @@ class Runtime:
             except StaleWrite:
                 await asyncio.sleep(0)  # it changed under us: maybe a worker took it up
                 continue
+            await self._send_replies(run)
             self._kick(run.thread_id)  # runs queued behind it may go now
             return run
         raise RunError("cancel_failed", f"run {run_id} kept changing; try again")
@@ -286,6 +288,7 @@ class Runtime:
         expired = [await self.driver.expire(r.id) for r in waiting]
         expired = [r for r in expired if r.state is S.TIMED_OUT]
         for run in expired:
+            await self._send_replies(run)
             self._kick(run.thread_id)
         return expired
 
@@ -303,6 +306,13 @@ class Runtime:
         """Send every recorded reply that has no remote id yet (reconciling first)."""
         for delivery in await self.store.deliveries(pending=True):
             await self._deliver(delivery, fresh=False)
+
+    async def _send_replies(self, run: Run) -> None:
+        """Send what the run's end put in the outbox (a reply, or why it stopped)."""
+        if run.terminal and run.origin.target:
+            for delivery in await self.store.deliveries(run_id=run.id, pending=True):
+                # Written since this runtime started: by it, and never tried before.
+                await self._deliver(delivery, fresh=delivery.created_at >= self._born)
 
     async def _deliver(self, delivery: Delivery, *, fresh: bool) -> None:
         deliverer = self._deliverers.get(delivery.channel)
@@ -368,9 +378,7 @@ class Runtime:
                 raise
             finally:
                 self._driving.pop(run.id, None)
-            if ended.state is S.COMPLETED:
-                for delivery in await self.store.deliveries(run_id=ended.id, pending=True):
-                    await self._deliver(delivery, fresh=True)
+            await self._send_replies(ended)
 
     def _publish_waiting(self, run: Run, reason: str) -> None:
         """Tell waiters that this process stopped driving a run that has not ended."""

@@ -21,9 +21,9 @@ from runtime import (
     ProviderConfig,
     ProviderError,
     Retry,
-    Runtime,
     RunEnded,
     RunState,
+    Runtime,
     SQLiteStore,
     TextDelta,
     ToolCall,
@@ -37,6 +37,7 @@ from runtime import (
 )
 from runtime.providers.anthropic import to_messages
 from tests.fakes.anthropic import AnthropicServer, error, message, stream
+from tests.fakes.recorders import Deltas, Sleeps
 from tests.fakes.server import Reply, load, load_json
 
 KEY = "sk-ant-test-key"
@@ -44,21 +45,6 @@ CACHE = {"type": "ephemeral"}
 WEATHER = ToolSpec("get_weather", "The weather in a city.", {
     "type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string"}},
     "required": ["city"]})
-
-
-class Sleeps(list[float]):
-    async def __call__(self, seconds: float) -> None:
-        self.append(seconds)
-
-
-class Deltas(list[str]):
-    def __init__(self) -> None:
-        super().__init__()
-        self.first = asyncio.Event()
-
-    async def __call__(self, text: str) -> None:
-        self.append(text)
-        self.first.set()
 
 
 @pytest.fixture
@@ -83,8 +69,8 @@ def make(server: AnthropicServer, client: httpx.AsyncClient, sleeps: Sleeps | No
     options.setdefault("api_key", KEY)
     return AnthropicProvider(
         "claude-sonnet-4-5", base_url=server.base_url, client=client,
-        retry=Retry(max_retries=max_retries, sleep=Sleeps() if sleeps is None else sleeps, random=lambda: 0.5),
-        **options)
+        retry=Retry(max_retries=max_retries, sleep=Sleeps() if sleeps is None else sleeps,
+                    random=lambda: 0.5), **options)
 
 
 def ask(text: str = "Salut", **kw: Any) -> ModelRequest:
@@ -96,7 +82,7 @@ def ask(text: str = "Salut", **kw: Any) -> ModelRequest:
 async def test_plain_turn(server: AnthropicServer, client: httpx.AsyncClient) -> None:
     server.queue(Reply(json=load_json("anthropic/message_text.json")))
     response = await make(server, client).complete(ask(tools=[WEATHER]))
-    assert response.text == "Bonjour ! Il fait beau à Paris aujourd’hui."
+    assert response.text == "Bonjour ! Il fait beau à Paris aujourd\u2019hui."
     assert response.tool_calls == ()
     assert response.usage == Usage(input_tokens=21, output_tokens=17,
                                    cache_creation_tokens=1536, cache_read_tokens=0)
@@ -299,7 +285,8 @@ async def test_a_long_retry_after_fails_at_once(server: AnthropicServer,
 
 
 @pytest.mark.parametrize(("key", "env", "expected"), [
-    ("sk-wrong", "ANTHROPIC_API_KEY", r"API key was rejected .*missing or wrong.*\$ANTHROPIC_API_KEY"),
+    ("sk-wrong", "ANTHROPIC_API_KEY",
+     r"API key was rejected .*missing or wrong.*\$ANTHROPIC_API_KEY"),
     (None, "TEAM_CLAUDE_KEY", r"no API key was sent .*missing or wrong.*\$TEAM_CLAUDE_KEY"),
 ])
 async def test_401_names_the_key_variable(server: AnthropicServer, client: httpx.AsyncClient,

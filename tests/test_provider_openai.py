@@ -20,8 +20,8 @@ from runtime import (
     ProviderConfig,
     ProviderError,
     Retry,
-    Runtime,
     RunState,
+    Runtime,
     SQLiteStore,
     ToolCall,
     ToolRegistry,
@@ -33,6 +33,7 @@ from runtime import (
     tool,
 )
 from tests.fakes.openai import OpenAIServer, completion, error, stream
+from tests.fakes.recorders import Deltas, Sleeps
 from tests.fakes.server import Reply, load, load_json, sse
 
 KEY = "sk-test-key"
@@ -42,21 +43,6 @@ WEATHER = ToolSpec("get_weather", "The weather in a city.", {
 WEATHER_TOOL = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather in a city.",
     "parameters": WEATHER.parameters}}
-
-
-class Sleeps(list[float]):
-    async def __call__(self, seconds: float) -> None:
-        self.append(seconds)
-
-
-class Deltas(list[str]):
-    def __init__(self) -> None:
-        super().__init__()
-        self.first = asyncio.Event()
-
-    async def __call__(self, text: str) -> None:
-        self.append(text)
-        self.first.set()
 
 
 @pytest.fixture
@@ -89,7 +75,7 @@ def ask(text: str = "Salut", **kw: Any) -> ModelRequest:
 async def test_plain_turn(server: OpenAIServer, client: httpx.AsyncClient) -> None:
     server.queue(Reply(json=load_json("openai/completion_text.json")))
     response = await make(server, client).complete(ask(tools=[WEATHER]))
-    assert response.text == "Bonjour ! Il fait beau à Paris aujourd’hui."
+    assert response.text == "Bonjour ! Il fait beau à Paris aujourd\u2019hui."
     # prompt_tokens counts the cached ones too: they are reported apart, priced once.
     assert response.usage == Usage(input_tokens=158, output_tokens=14, cache_read_tokens=1792)
     assert (response.model, response.stop_reason) == ("gpt-4.1-2025-04-14", "stop")
@@ -234,6 +220,16 @@ async def test_429_with_retry_after_ms_then_success(server: OpenAIServer,
     assert response.text == "ok" and sleeps == [0.576, 0.0]
 
 
+async def test_other_4xx_are_not_retried(server: OpenAIServer,
+                                         client: httpx.AsyncClient) -> None:
+    sleeps = Sleeps()
+    server.queue(error(400, "Invalid schema for function 'get_weather': 'object' is not valid",
+                       code="invalid_function_parameters"))
+    with pytest.raises(ProviderError, match=r"HTTP 400\): invalid_request_error: Invalid schema"):
+        await make(server, client, sleeps).complete(ask(tools=[WEATHER]), Deltas())
+    assert sleeps == [] and len(server.requests) == 1
+
+
 async def test_500_every_time_fails_after_the_retries(server: OpenAIServer,
                                                       client: httpx.AsyncClient) -> None:
     sleeps = Sleeps()
@@ -303,7 +299,7 @@ async def test_malformed_chunk_and_streamed_refusal(server: OpenAIServer,
                  Reply(sse=sse([(None, refusal), (None, "[DONE]")])))
     with pytest.raises(ProviderError, match="malformed stream chunk"):
         await make(server, client).complete(ask(), Deltas())
-    with pytest.raises(ProviderError, match="refused to answer: I can't."):
+    with pytest.raises(ProviderError, match=r"refused to answer: I can't\."):
         await make(server, client).complete(ask(), Deltas())
 
 

@@ -38,11 +38,9 @@ __all__ = [
 
 Sleep = Callable[[float], Awaitable[None]]
 
-RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
-
 
 def _retryable(status: int) -> bool:
-    return status in RETRY_STATUSES or status >= 500
+    return status == 429 or status >= 500  # 529 is Anthropic's "overloaded"
 
 
 @dataclass(frozen=True, slots=True)

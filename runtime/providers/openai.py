@@ -183,7 +183,7 @@ class _Usage(_Wire):
 
 class _Completion(_Wire):
     model: str | None = None
-    choices: list[_Choice]
+    choices: list[_Choice] = []
     usage: _Usage | None = None
     error: Any = None
 

@@ -1,0 +1,121 @@
+"""``python -m bench [--quick] [--n N] [--synchronous S] [--only W,...] [--dir DIR]``
+
+Runs the workloads of issue 4 and prints one table on stdout (progress goes to
+stderr). Figures are compared with baselines measured in the same run; nothing
+is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import sqlite3
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+
+from runtime.stores.sqlite import Synchronous
+
+from .concurrency import ConcurrencyResult, run_concurrency
+from .memory import MemoryResult, measure, prepare_idle
+from .report import concurrency_rows, memory_rows, resume_rows, thread_rows
+from .resume import run_resume
+from .table import Row, render
+from .thread import run_thread
+
+WORKLOADS = ("thread", "resume", "concurrency", "memory")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    threads: tuple[int, ...]
+    load_entries: int
+    recover_runs: int
+    users: int
+    messages: int
+    latency_s: float
+    memory_n: int
+    idle_threads: int
+
+
+FULL = Sizes(threads=(300, 3000), load_entries=10_000, recover_runs=1_000, users=50,
+             messages=10, latency_s=0.1, memory_n=3000, idle_threads=10_000)
+QUICK = Sizes(threads=(60,), load_entries=1_000, recover_runs=50, users=5, messages=3,
+              latency_s=0.02, memory_n=60, idle_threads=200)
+
+
+def _progress(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+async def _run(sizes: Sizes, only: set[str], workdir: Path, sync: Synchronous) -> list[Row]:
+    rows: list[Row] = []
+    if "thread" in only:
+        for n in sizes.threads:
+            _progress(f"workloads 1+2: a thread of {n:,} messages, maiden and the floor")
+            rows += thread_rows(await run_thread(workdir, n, sync))
+    if "resume" in only:
+        _progress(f"workload 3: load {sizes.load_entries:,} entries, "
+                  f"recover {sizes.recover_runs:,} runs")
+        rows += resume_rows(await run_resume(workdir, sizes.load_entries, sizes.recover_runs,
+                                             sync))
+    if "concurrency" in only:
+        results: list[ConcurrencyResult] = []
+        for mode in ("thread", "global"):
+            _progress(f"workload 4: {sizes.users} threads x {sizes.messages} messages, "
+                      f'concurrency="{mode}"')
+            results.append(await run_concurrency(
+                workdir, mode, threads=sizes.users, messages=sizes.messages,
+                latency_s=sizes.latency_s, synchronous=sync))
+        rows += concurrency_rows(results)
+    if "memory" in only:
+        _progress(f"workload 5: peak RSS (a subprocess per case; preparing "
+                  f"{sizes.idle_threads:,} idle threads)")
+        await prepare_idle(workdir / "memory-idle.db", sizes.idle_threads)
+        memory: list[MemoryResult] = [
+            measure("empty", 1, workdir, sync),
+            measure("thread", sizes.memory_n, workdir, sync),
+            measure("idle", sizes.idle_threads, workdir, sync),
+        ]
+        rows += memory_rows(memory)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[2])
+    parser.add_argument("--quick", action="store_true", help="a small run for CI (seconds)")
+    parser.add_argument("--n", type=int, help="messages in workload 1 (default 300; the full "
+                        "run also does 3,000)")
+    parser.add_argument("--synchronous", default="full", choices=["off", "normal", "full",
+                                                                  "extra"],
+                        help="PRAGMA synchronous, for maiden and the floor alike")
+    parser.add_argument("--only", default=",".join(WORKLOADS),
+                        help=f"comma-separated subset of {','.join(WORKLOADS)}")
+    parser.add_argument("--dir", type=Path, help="where the databases go (default: a temp dir)")
+    args = parser.parse_args()
+    only = set(args.only.split(","))
+    if not only <= set(WORKLOADS):
+        parser.error(f"--only takes {','.join(WORKLOADS)}")
+    sizes = QUICK if args.quick else FULL
+    if args.n is not None:
+        sizes = Sizes(**{**sizes.__dict__, "threads": (args.n,)})
+    sync = cast(Synchronous, args.synchronous)
+
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="maiden-bench-") as tmp:
+        workdir = args.dir or Path(tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        rows = asyncio.run(_run(sizes, only, workdir, sync))
+    print(f"maiden benchmarks{' (--quick)' if args.quick else ''}: {os.cpu_count()} cores, "
+          f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
+          f"synchronous={sync}, {time.perf_counter() - started:.0f} s")
+    print(render(rows))
+
+
+if __name__ == "__main__":
+    main()
