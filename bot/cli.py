@@ -234,7 +234,9 @@ async def _control(loaded: LoadedConfig, kind: str, run_id: str, **payload: Any)
         else:
             run = await runtime.cancel(run_id, by=payload["by"])
             return _report(run)
-        return _report(await runtime.wait(run.id))
+        run = await runtime.wait(run.id)
+        await runtime.idle()  # messages queued behind it on the thread go now too
+        return _report(run)
 
 
 async def _settled(runtime: Any, run_id: str, timeout_s: float = 60.0) -> Run:

@@ -70,9 +70,23 @@ class Controls(Protocol):
     async def expire_approvals(self) -> Any: ...
 
 
+REQUEST_TTL_S = 300.0
+"""A request nobody took within this long is expired, not carried out late."""
+
+
 def is_alive(instance: Instance, now: float, poll_interval_s: float) -> bool:
-    """A heartbeat newer than three poll intervals (at least two seconds)."""
-    return instance.beat_at >= now - max(3 * poll_interval_s, 2.0)
+    """A heartbeat newer than three poll intervals (at least two seconds), from a process
+    that still exists when it is on this machine (a kill -9 leaves its last beat behind)."""
+    if instance.beat_at < now - max(3 * poll_interval_s, 2.0):
+        return False
+    if instance.host == socket.gethostname() and instance.pid != os.getpid():
+        try:
+            os.kill(instance.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+    return True
 
 
 async def live_instances(store: Any, now: float, poll_interval_s: float) -> list[Instance]:
@@ -103,6 +117,11 @@ async def serve_requests(rt: Controls, poll_interval_s: float, stop: asyncio.Eve
 
 async def _handle(rt: Controls, request: ControlRequest, live: set[str]) -> bool:
     """Carry out one request if it is this process's to answer; True if it was."""
+    if request.created_at < rt.clock() - REQUEST_TTL_S:
+        await rt.store.finish_request(request.model_copy(update={
+            "handled_at": rt.clock(), "handled_by": rt.instance_id, "ok": False,
+            "result": "expired: nobody took it in time"}))
+        return True
     run = await rt.store.get_run(request.run_id)
     holder = run.owner if run.owner in live else None
     if request.kind == "cancel" and holder not in (None, rt.instance_id) \
@@ -137,5 +156,10 @@ async def ask(
         if current.handled_at is not None:
             return current  # type: ignore[no-any-return]
         await asyncio.sleep(poll_s)
+    # Withdraw it, so no server carries it out later behind the caller's back.
+    withdrawn = stored.model_copy(update={"handled_at": time.time(), "ok": False,
+                                          "result": "withdrawn: nobody answered in time"})
+    if not await store.finish_request(withdrawn):
+        return await store.get_request(stored.id)  # type: ignore[no-any-return]
     raise RunError("request_timeout", f"no serving process answered request {stored.id} "
                    f"within {timeout_s:g} s")

@@ -281,3 +281,47 @@ def test_usage_totals_by_thread(home: Path) -> None:
     assert lines["a"][1] == "2" and lines["b"][1] == "1" and lines["total"][1] == "3"
     bad = maiden(home, "usage", "--since", "last tuesday")
     assert bad.returncode == 1 and "ISO date" in bad.stderr
+
+
+CHARGE_TOOLS = '''
+import os, signal
+from pathlib import Path
+from runtime import tool
+
+@tool(effect="non_idempotent")
+def charge(amount: int) -> str:
+    """Charge a card."""
+    with Path("charges.log").open("a") as f:
+        f.write(f"{amount}\\n")
+        f.flush()
+        os.fsync(f.fileno())
+    if Path("die-once").exists():
+        Path("die-once").unlink()
+        os.kill(os.getpid(), signal.SIGKILL)  # the process dies right after the effect
+    return "charged"
+'''
+
+
+def test_an_uncertain_call_after_kill_9_waits_for_a_person(home: Path) -> None:
+    (home / "pay_tools.py").write_text(CHARGE_TOOLS)
+    text = (home / "agent.toml").read_text().replace('modules = []', 'modules = ["pay_tools"]')
+    (home / "agent.toml").write_text(text)
+    (home / "die-once").touch()
+    killed = maiden(home, "send", "pay", '/tool charge {"amount": 5}')
+    assert killed.returncode == -signal.SIGKILL
+    assert (home / "charges.log").read_text() == "5\n"
+
+    # The next message on the thread recovers the run first; the charge may or may not
+    # have gone through, so it is not re-run: a person is asked.
+    queued = maiden(home, "send", "pay", "did it work?")
+    assert queued.returncode == 3 and "queued" in queued.stderr
+    waiting = maiden(home, "runs", "--state", "awaiting_approval").stdout
+    assert "uncertain_side_effect" in waiting and "recovered after crash x1" in waiting
+    run_id = waiting.split()[0]
+
+    denied = maiden(home, "approve", run_id, "echo_0", "--deny", "--reason", "already charged")
+    assert denied.returncode == 0, denied.stderr
+    assert "denied" in denied.stdout
+    assert (home / "charges.log").read_text() == "5\n"  # never twice
+    shown = maiden(home, "show", "pay").stdout
+    assert "echo: did it work?" in shown  # the message queued behind it was answered too

@@ -105,3 +105,16 @@ def test_tools_module_errors_are_config_errors(tmp_path: Path) -> None:
         with pytest.raises(ConfigError, match=expected) as info:
             make_tools(cfg.tools, tmp_path)
         assert info.value.problems[0][0] == "tools.modules"
+
+
+def test_tools_approval_overrides(tmp_path: Path) -> None:
+    cfg = parse_config("[tools.approval]\nclock = true\n")
+    registry = make_tools(cfg.tools, tmp_path)
+    clock = registry.get("clock")
+    assert clock is not None and clock.requires_approval
+    from runtime.builtin_tools import clock as shared
+
+    assert not shared.requires_approval  # the module-level tool is left alone
+    with pytest.raises(ConfigError) as info:
+        make_tools(parse_config("[tools.approval]\nnope = true\n").tools, tmp_path)
+    assert info.value.problems == [("tools.approval.nope", "no tool has that name")]

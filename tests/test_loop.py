@@ -12,6 +12,7 @@ from runtime import (
     AssistantTurn,
     Notice,
     RunState,
+    ToolCall,
     ToolContext,
     ToolResult,
     UserMessage,
@@ -408,3 +409,32 @@ async def test_send_behind_a_paused_run_returns_queued(make_runtime: Any) -> Non
         assert paused.state is RunState.AWAITING_APPROVAL
         queued = await asyncio.wait_for(rt.send("t", "hello?"), 5)
     assert queued.state is RunState.QUEUED
+
+
+async def test_a_recorded_result_that_does_not_match_its_call_fails_the_run(
+    make_runtime: Any,
+) -> None:
+    from runtime import Checkpoint, Run
+
+    _, lookup = make_counter()
+    async with make_runtime([call("lookup", q="a"), {"text": "?"}], [lookup]) as (rt, _):
+        # A thread whose stored result names another tool than the call it answers
+        # (a tampered or mixed-up store): recovery must refuse, not guess.
+        run = await rt.store.create_run(Run(id="r" * 32, thread_id="t", text="go"))
+        steps = [
+            [UserMessage(run_id=run.id, text="go")],
+            [AssistantTurn(run_id=run.id, tool_calls=(
+                ToolCall(id="c1", name="lookup", arguments={"q": "a"}),
+                ToolCall(id="c2", name="lookup", arguments={"q": "b"})))],
+            [ToolResult(run_id=run.id, tool_call_id="c1", name="delete_everything",
+                        content="ok")],
+        ]
+        states = [RunState.RUNNING, RunState.AWAITING_TOOL, RunState.AWAITING_TOOL]
+        for position, (entries, state) in enumerate(zip(steps, states, strict=True)):
+            run = run.model_copy(update={"version": run.version + 1, "state": state,
+                                         "owner": "a-dead-process"})
+            await rt.store.commit(Checkpoint(thread_id="t", position=position, run=run,
+                                             entries=entries))
+        ended = await rt.wait(run.id)
+    assert ended.state is RunState.FAILED and ended.reason == "replay_mismatch"
+    assert "delete_everything" in (ended.error or "")
