@@ -290,7 +290,8 @@ class RunDriver:
             system=self.agent.system_prompt, entries=tuple(entries), tools=tools,
             run_id=run.id, thread_id=run.thread_id, final_turn=final)
         response = await self.provider.complete(request, on_text)
-        turn = AssistantTurn(run_id=run.id, text=response.text, tool_calls=response.tool_calls,
+        calls = _unique_ids(response.tool_calls, cur.own)
+        turn = AssistantTurn(run_id=run.id, text=response.text, tool_calls=calls,
                              usage=response.usage, model=response.model, at=self.clock())
         spent: dict[str, Any] = {"turns": run.turns + 1, "usage": run.usage + response.usage,
                                  "cost_usd": run.cost_usd + self.prices.cost(response.usage)}
@@ -449,6 +450,18 @@ class RunDriver:
         self.bus.publish(ApprovalRequested(
             run_id=run.id, thread_id=run.thread_id, tool_call_id=call.id, name=call.name,
             arguments=call.arguments, reason=reason))
+
+
+def _unique_ids(calls: tuple[ToolCall, ...], own: Sequence[Entry]) -> tuple[ToolCall, ...]:
+    """Results are keyed by (run, call id): a model that repeats an id gets it renamed."""
+    seen = {c.id for e in own if isinstance(e, AssistantTurn) for c in e.tool_calls}
+    fixed = []
+    for i, c in enumerate(calls):
+        if c.id in seen or not c.id:
+            c = c.model_copy(update={"id": f"{c.id or 'call'}~{len(seen)}.{i}"})
+        seen.add(c.id)
+        fixed.append(c)
+    return tuple(fixed)
 
 
 def _before(entries: Sequence[Entry], entry: Entry) -> Entry | None:

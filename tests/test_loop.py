@@ -438,3 +438,17 @@ async def test_a_recorded_result_that_does_not_match_its_call_fails_the_run(
         ended = await rt.wait(run.id)
     assert ended.state is RunState.FAILED and ended.reason == "replay_mismatch"
     assert "delete_everything" in (ended.error or "")
+
+
+async def test_repeated_call_ids_from_the_model_are_made_unique(make_runtime: Any) -> None:
+    seen, lookup = make_counter()
+    twice = {"tool_calls": [{"name": "lookup", "arguments": {"q": "a"}, "id": "same"},
+                            {"name": "lookup", "arguments": {"q": "b"}, "id": "same"}]}
+    again = {"tool_calls": [{"name": "lookup", "arguments": {"q": "c"}, "id": "same"}]}
+    async with make_runtime([twice, again, {"text": "ok"}], [lookup]) as (rt, _):
+        run = await rt.send("t", "go")
+        entries = await rt.store.load_entries("t")
+    ids = [c.id for e in entries if isinstance(e, AssistantTurn) for c in e.tool_calls]
+    assert run.state is RunState.COMPLETED and len(set(ids)) == 3 and ids[0] == "same"
+    assert [r.tool_call_id for r in entries if isinstance(r, ToolResult)] == ids
+    assert len(seen) == 3
