@@ -87,7 +87,10 @@ async def _run(sizes: Sizes, only: set[str], workdir: Path, sync: Synchronous) -
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[2])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="maiden's benchmarks: one table, each figure beside a baseline of the "
+                    "same run and its target. Nothing is asserted.")
     parser.add_argument("--quick", action="store_true", help="a small run for CI (seconds)")
     parser.add_argument("--n", type=int, help="messages in workload 1 (default 300; the full "
                         "run also does 3,000)")

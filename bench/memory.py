@@ -36,9 +36,9 @@ class MemoryResult:
     case: Case
     n: int
     peak_mb: float
-    """ru_maxrss at the end of the case."""
+    """Peak RSS at the end of the case."""
     start_mb: float
-    """ru_maxrss once everything is imported, before the case runs."""
+    """Peak RSS once everything is imported, before the case runs."""
 
 
 def measure(case: Case, n: int, workdir: Path, synchronous: Synchronous) -> MemoryResult:
@@ -66,6 +66,19 @@ async def prepare_idle(path: Path, threads: int) -> None:
 
 
 def _peak_mb() -> float:
+    """This process's peak RSS.
+
+    On Linux ``ru_maxrss`` survives ``exec``: a child reports its parent's peak if that
+    was higher (the bench's own, after workload 1), so the kernel's per-process
+    ``VmHWM`` is read instead where there is one.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 

@@ -1,7 +1,7 @@
 """Workloads 1 and 2: one long thread through maiden, and the bare-SQLite floor beside it.
 
-The two run interleaved block by block (alternating which goes first), so a
-neighbour's load on a shared machine hits both sides of every ratio alike.
+The two run interleaved message by message (alternating which goes first), so
+a neighbour's load on a shared machine hits both sides of every ratio alike.
 """
 
 from __future__ import annotations
@@ -94,17 +94,16 @@ def remove_db(path: Path) -> None:
         p.unlink(missing_ok=True)
 
 
-async def _maiden_block(rt: Runtime, messages: range) -> float:
+async def _maiden_message(rt: Runtime, i: int) -> float:
     start = time.perf_counter()
-    for i in messages:
-        expect_completed(await rt.send(THREAD, user_text(i)))
+    expect_completed(await rt.send(THREAD, user_text(i)))
+    await rt.idle()  # the worker's last reads belong to this message, not to the floor's
     return time.perf_counter() - start
 
 
-async def _floor_block(floor: Floor, messages: range) -> float:
+async def _floor_message(floor: Floor, i: int) -> float:
     start = time.perf_counter()
-    for i in messages:
-        await floor.message(i)
+    await floor.message(i)
     return time.perf_counter() - start
 
 
@@ -119,10 +118,14 @@ async def run_thread(workdir: Path, n: int, synchronous: Synchronous) -> ThreadR
             Floor(floor_path, synchronous) as floor:
         for b in range(BLOCKS):
             block = range(bounds[b], bounds[b + 1])
-            if b % 2 == 0:
-                m, f = await _maiden_block(rt, block), await _floor_block(floor, block)
-            else:
-                f, m = await _floor_block(floor, block), await _maiden_block(rt, block)
+            m = f = 0.0
+            for i in block:  # message by message, alternating who goes first
+                if i % 2:
+                    f += await _floor_message(floor, i)
+                    m += await _maiden_message(rt, i)
+                else:
+                    m += await _maiden_message(rt, i)
+                    f += await _floor_message(floor, i)
             result.maiden_ms.append(m * 1000 / max(1, len(block)))
             result.floor_ms.append(f * 1000 / max(1, len(block)))
             result.maiden_total_s += m

@@ -31,7 +31,9 @@ class RunCursor:
         self.run = run
         self.entries = entries
         self.clock = clock
-        self.start = _run_start(entries, run.id)
+        # A run that never started has no entries yet: don't search the thread for them.
+        fresh = run.state is RunState.QUEUED and run.started_at is None
+        self.start = None if fresh else _run_start(entries, run.id)
 
     @property
     def own(self) -> list[Entry]:

@@ -118,18 +118,22 @@ class EventBus:
     """Fan-out of run events to in-process subscribers; publishing never blocks."""
 
     def __init__(self) -> None:
-        self._subscribers: set[Subscription] = set()
+        self._everything: set[Subscription] = set()
+        self._by_run: dict[str, set[Subscription]] = {}
 
     def publish(self, event: RunEvent) -> None:
-        for sub in tuple(self._subscribers):
+        for sub in (*self._everything, *self._by_run.get(event.run_id, ())):
             sub._offer(event)
 
     @asynccontextmanager
     async def subscribe(self, run_id: str | None = None) -> AsyncIterator[Subscription]:
         """Events of one run (the iterator ends with its ``RunEnded``), or of every run."""
         sub = Subscription(run_id)
-        self._subscribers.add(sub)
+        group = self._everything if run_id is None else self._by_run.setdefault(run_id, set())
+        group.add(sub)
         try:
             yield sub
         finally:
-            self._subscribers.discard(sub)
+            group.discard(sub)
+            if run_id is not None and not group:
+                self._by_run.pop(run_id, None)

@@ -9,17 +9,52 @@ moves each result next to its call and answers the calls that have no result.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from .entries import AssistantTurn, Entry, ToolResult
 from .tools import error_result
 
-__all__ = ["model_view"]
+__all__ = ["Tidiness", "model_view"]
 
 
-def model_view(entries: Sequence[Entry]) -> tuple[Entry, ...]:
-    """The entries in an order every provider accepts; a no-op for a tidy thread."""
-    if _tidy(entries):
-        return tuple(entries)
+@dataclass
+class Tidiness:
+    """Whether every call so far is followed directly by its results (the usual case).
+
+    Checked incrementally: threads only grow, so each turn looks at the new entries
+    only, instead of walking the whole thread again.
+    """
+
+    checked: int = 0
+    expecting: list[str] = field(default_factory=list)
+    tidy: bool = True
+
+    def check(self, entries: Sequence[Entry]) -> bool:
+        if len(entries) < self.checked:
+            self.checked, self.expecting, self.tidy = 0, [], True
+        while self.tidy and self.checked < len(entries):
+            entry = entries[self.checked]
+            if isinstance(entry, ToolResult):
+                if not self.expecting or self.expecting[0] != entry.tool_call_id:
+                    self.tidy = False
+                    break
+                self.expecting.pop(0)
+            elif self.expecting:
+                self.tidy = False
+                break
+            if isinstance(entry, AssistantTurn):
+                self.expecting = [c.id for c in entry.tool_calls]
+            self.checked += 1
+        return self.tidy
+
+
+def model_view(entries: Sequence[Entry], tidiness: Tidiness | None = None) -> Sequence[Entry]:
+    """The entries in an order every provider accepts; the thread itself when it is tidy.
+
+    Pass the thread's ``Tidiness`` to keep the check incremental across turns.
+    """
+    if (tidiness or Tidiness()).check(entries):
+        return entries
     results = {(e.run_id, e.tool_call_id): e for e in entries if isinstance(e, ToolResult)}
     view: list[Entry] = []
     for entry in entries:
@@ -36,18 +71,3 @@ def model_view(entries: Sequence[Entry]) -> tuple[Entry, ...]:
                                        content=missing.content, is_error=True, at=entry.at)
                 view.append(found)
     return tuple(view)
-
-
-def _tidy(entries: Sequence[Entry]) -> bool:
-    """True when every call is followed directly by its results (the usual case)."""
-    expecting: list[str] = []
-    for entry in entries:
-        if isinstance(entry, ToolResult):
-            if not expecting or expecting[0] != entry.tool_call_id:
-                return False
-            expecting.pop(0)
-        elif expecting:
-            return False
-        if isinstance(entry, AssistantTurn):
-            expecting = [c.id for c in entry.tool_calls]
-    return True

@@ -32,7 +32,7 @@ from .events import (
     ToolCallStarted,
 )
 from .guards import call_key, is_repeat, turn_budget
-from .history import model_view
+from .history import Tidiness, model_view
 from .providers.base import ModelRequest, Provider
 from .runs import Delivery, PendingApproval, Run, RunState, idempotency_key
 from .stores.base import Store
@@ -103,13 +103,18 @@ class RunDriver:
         """Set at shutdown: runs stop at their next checkpoint and are released."""
         self.cancel_reasons: dict[str, str] = {}
         """Runs whose task is being cancelled on purpose, and why."""
+        self._tidiness: dict[str, Tidiness] = {}
 
     def _cursor(self, run: Run, entries: list[Entry]) -> RunCursor:
         return RunCursor(self.store, self.bus, run, entries, self.clock)
 
-    async def drive(self, run_id: str) -> Run:
-        """Take the run from wherever it stands to completion, failure or a pause."""
-        run = await self.store.get_run(run_id)
+    async def drive(self, run_id: str, run: Run | None = None) -> Run:
+        """Take the run from wherever it stands to completion, failure or a pause.
+
+        ``run``, if the caller just read it, saves a read; if it is stale, the first
+        checkpoint's version check says so.
+        """
+        run = run if run is not None else await self.store.get_run(run_id)
         if run.state not in DRIVABLE:
             return run
         cur = self._cursor(run, await self.store.load_entries(run.thread_id))
@@ -279,7 +284,8 @@ class RunDriver:
             self.bus.publish(TextDelta(run_id=run.id, thread_id=run.thread_id, text=delta))
 
         tools = () if final else tuple(self.tools.specs())
-        entries, dropped = fit_history(model_view(cur.entries), self.agent.system_prompt,
+        tidiness = self._tidiness.setdefault(run.thread_id, Tidiness())
+        entries, dropped = fit_history(model_view(cur.entries, tidiness), self.agent.system_prompt,
                                        self.agent.max_context_tokens, tools=tools)
         if dropped:
             # In the request only: the store keeps the whole thread.

@@ -337,6 +337,7 @@ class Runtime:
             self._workers[thread_id] = task
 
     async def _work(self, thread_id: str) -> None:
+        failed = False
         try:
             while not self._closing:
                 self._dirty.discard(thread_id)
@@ -352,10 +353,16 @@ class Runtime:
                         continue
                     return
                 await self._drive(active[0])
+                if len(active) == 1 and thread_id not in self._dirty:
+                    return  # it was the only one, and nothing came in meanwhile
         except Exception:
+            failed = True
             log.exception("the worker for thread %r stopped", thread_id)
         finally:
             self._workers.pop(thread_id, None)
+            if failed and thread_id in self._dirty and not self._closing:
+                # Someone asked for this thread after the failed attempt began: look again.
+                self._kick(thread_id)
 
     async def _drive(self, run: Run) -> None:
         lock = self._global_lock if self.settings.concurrency == "global" \
@@ -364,6 +371,7 @@ class Runtime:
             if self._closing:
                 self._publish_waiting(run, "shutting down")
                 return
+            # The run is read again inside: it may have changed while we waited for the lock.
             task = asyncio.create_task(self.driver.drive(run.id), name=f"maiden-run:{run.id}")
             self._driving[run.id] = task
             try:

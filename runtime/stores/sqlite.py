@@ -7,9 +7,10 @@ run's version, so two writers (two processes included) can never interleave.
 
 Every operation is one plain ``sqlite3`` function run on aiosqlite's connection
 thread in a single round trip (see ``SQLiteStore._run``): a checkpoint costs one
-wake-up of the event loop, not one per statement. Entry rows are append-only (no
-code path updates or deletes one), so the entries of recently loaded threads are
-kept, validated, and a later load reads only the rows appended since.
+wake-up of the event loop, not one per statement. Checkpoints that arrive together
+share a transaction and its fsync (``SQLiteStore._grouped``). Entry rows are
+append-only (no code path updates or deletes one), so the entries of recently
+loaded threads are kept, validated, and a later load reads only the rows since.
 """
 
 from __future__ import annotations
@@ -64,8 +65,8 @@ CREATE TABLE IF NOT EXISTS runs (
     idempotency_key TEXT UNIQUE,
     data TEXT NOT NULL
 );
-DROP INDEX IF EXISTS runs_thread;
-CREATE INDEX IF NOT EXISTS runs_thread_state ON runs (thread_id, state, created_at);
+CREATE INDEX IF NOT EXISTS runs_thread ON runs (thread_id, created_at);
+CREATE INDEX IF NOT EXISTS runs_thread_state ON runs (thread_id, state);
 CREATE INDEX IF NOT EXISTS runs_state ON runs (state, created_at);
 CREATE TABLE IF NOT EXISTS transitions (
     run_id TEXT NOT NULL,
@@ -89,9 +90,8 @@ CREATE TABLE IF NOT EXISTS requests (
 CREATE INDEX IF NOT EXISTS requests_pending ON requests (handled, id);
 CREATE TABLE IF NOT EXISTS instances (id TEXT PRIMARY KEY, data TEXT NOT NULL);
 """
-# runs_thread_state replaced runs_thread (thread_id, created_at): a thread's worker asks
-# for its unfinished runs after every run, and with state outside the index that query
-# read every run the thread ever had.
+# runs_thread_state: a thread's worker asks for its unfinished runs around every run;
+# through runs_thread alone that query read every run the thread ever had.
 
 Synchronous = Literal["off", "normal", "full", "extra"]
 
@@ -148,6 +148,8 @@ class SQLiteStore:
             raise
 
     async def close(self) -> None:
+        if self._flusher is not None:  # let writes already handed in land first
+            await asyncio.wait([self._flusher])
         if self._db is not None:
             db, self._db = self._db, None
             await db.close()
@@ -275,6 +277,10 @@ class SQLiteStore:
             where.append(f"state IN ({','.join('?' * len(states))})")
             params.extend(states)
         sql = "SELECT data FROM runs"
+        if thread_id is not None and states is not None:
+            # Without statistics the planner would walk runs_thread, i.e. all the runs the
+            # thread ever had, to find its few unfinished ones.
+            sql += " INDEXED BY runs_thread_state"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY created_at DESC, rowid DESC"
