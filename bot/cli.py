@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -14,6 +15,7 @@ from typing import Any
 from runtime import ConfigError, MaidenError, Origin, Run, RunState
 
 from .config import LoadedConfig, env_status, load_config
+from .logging import configure as configure_logging
 
 __all__ = ["main"]
 
@@ -25,8 +27,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--config", default="agent.toml",
                    help="path to agent.toml (default: %(default)s)")
     p.add_argument("-v", "--verbose", action="store_true", help="log more")
+    p.add_argument("--log-format", choices=["text", "json"], default="text",
+                   help="log lines on stderr: readable text, or one JSON object per line "
+                   "(default: %(default)s)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    sub.add_parser("run", help="recover unfinished runs and serve")
+    sub.add_parser("run", help="recover unfinished runs, then serve the HTTP API until "
+                   "SIGINT/SIGTERM")
     chat = sub.add_parser("chat", help="talk to the agent in the terminal")
     chat.add_argument("--thread", default="terminal", help="thread id (default: %(default)s)")
     send = sub.add_parser("send", help="send one message and print the reply")
@@ -58,11 +64,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose or args.command == "run" else logging.ERROR,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    level = logging.INFO if args.verbose or args.command == "run" else logging.ERROR
+    configure_logging(args.log_format, level)
     try:
         loaded = load_config(args.config)
+        args.log_context = configure_logging(args.log_format, level,
+                                             secrets=_secret_values(loaded))
         if args.command == "check":
             return _check(loaded)
         code: int = asyncio.run(_COMMANDS[args.command](loaded, args))
@@ -98,10 +105,16 @@ def _check(loaded: LoadedConfig) -> int:
     return EXIT_FAILED if missing else EXIT_OK
 
 
+def _secret_values(loaded: LoadedConfig) -> list[str]:
+    """The values of every secret variable the config names (kept out of the logs)."""
+    names = {*loaded.config.secret_envs().values(), "ANTHROPIC_API_KEY", "OPENAI_API_KEY"}
+    return [value for name in names if (value := os.environ.get(name))]
+
+
 async def _run(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     from .app import serve
 
-    await serve(loaded)
+    await serve(loaded, context=args.log_context)
     return EXIT_OK
 
 

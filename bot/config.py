@@ -24,11 +24,20 @@ __all__ = ["HttpConfig", "LoadedConfig", "MaidenConfig", "load_config", "parse_c
 
 
 class HttpConfig(BaseModel):
+    """``[http]``: the HTTP API that `maiden run` serves."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    host: str = "127.0.0.1"
-    port: int = Field(default=8765, ge=0, le=65535)
-    token_env: str | None = None
+    enabled: bool = True
+    host: str = Field(default="127.0.0.1",
+                      description="anything but loopback needs a token (token_env)")
+    port: int = Field(default=8765, ge=0, le=65535, description="0: any free port")
+    token_env: str | None = Field(
+        default=None, description="the variable holding the bearer token clients must send")
+    max_body_bytes: int = Field(default=1_048_576, ge=1024,
+                                description="larger request bodies get 413")
+    max_message_chars: int = Field(default=100_000, ge=1,
+                                   description="longer messages get 422")
 
 
 class MaidenConfig(BaseModel):

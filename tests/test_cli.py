@@ -24,6 +24,8 @@ def maiden(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.Comple
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     shutil.copy(ROOT / "agent.toml", tmp_path / "agent.toml")
+    with (tmp_path / "agent.toml").open("a") as f:
+        f.write("\n[http]\nport = 0   # `maiden run` serves the API on any free port\n")
     return tmp_path
 
 
@@ -137,6 +139,7 @@ def test_run_serves_until_sigterm(home: Path) -> None:
                 break
         banner = "".join(lines)
         assert "provider    echo" in banner and "recovered   0 unfinished run(s)" in banner
+        assert "  http        http://127.0.0.1:" in banner
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
     finally:

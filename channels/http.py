@@ -1,0 +1,390 @@
+"""The HTTP API (DESIGN §9): ``create_app(runtime, settings)`` returns the FastAPI app.
+
+Every route calls the runtime's public API, as any channel does. A message is
+persisted as a queued run before the request is answered; the answer comes once
+the run ends or pauses (or at once with 202, for ``"wait": false``), or as a
+stream of the run's events (``Accept: text/event-stream``). Errors are
+``application/problem+json``.
+"""
+
+# No `from __future__ import annotations`: FastAPI reads the routes' annotations at
+# runtime, including the body model made for the configured message length.
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Header, Query, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from runtime import (
+    TERMINAL,
+    Origin,
+    Run,
+    RunEnded,
+    RunState,
+    Runtime,
+    Subscription,
+)
+
+from .http_errors import (
+    ApiError,
+    BodyLimit,
+    check_bearer,
+    fix_openapi,
+    install_error_handlers,
+    problem_responses,
+)
+from .http_metrics import CONTENT_TYPE, Metrics
+from .http_models import (
+    ApprovalIn,
+    CancelIn,
+    EntryPage,
+    Health,
+    HttpSettings,
+    MessageIn,
+    RunDetail,
+    RunOut,
+    RunPage,
+    ThreadDetail,
+    ThreadOut,
+    ThreadPage,
+    message_model,
+)
+
+__all__ = ["HttpApi", "create_app"]
+
+log = logging.getLogger("maiden.http")
+S = RunState
+DRIVABLE = (S.QUEUED, S.RUNNING, S.AWAITING_TOOL)
+"""States in which a run still moves on its own (not ended, not waiting for a person)."""
+_END_KIND = {S.COMPLETED: "run.completed", S.FAILED: "run.failed", S.CANCELLED: "run.cancelled",
+             S.TIMED_OUT: "run.timed_out"}
+_SSE = "text/event-stream"
+_MAX_OFFSET = 1_000_000_000
+_STREAM_DOC = {"description": "the run ended or paused; or, with `Accept: text/event-stream`, "
+                              "its events as server-sent events",
+               "content": {_SSE: {"schema": {"type": "string"}}}}
+_FOLLOW_DOC = {"description": "the run's events as server-sent events, until it ends or pauses",
+               "content": {_SSE: {"schema": {"type": "string"}}}}
+
+
+class HttpApi:
+    """The app's link to the runtime, and the switches the process uses at shutdown."""
+
+    def __init__(self, runtime: Runtime, settings: HttpSettings) -> None:
+        self.runtime = runtime
+        self.settings = settings
+        self.metrics = Metrics(runtime)
+        self.closing = False
+        self.released = asyncio.Event()
+
+    def stop_intake(self) -> None:
+        """New messages are refused with 503 from now on."""
+        self.closing = True
+
+    def release(self) -> None:
+        """Answer every request still waiting for a run with where the run stands now."""
+        self.released.set()
+
+    async def submit(self, thread_id: str, body: MessageIn, key: str | None) -> Run:
+        if self.closing:
+            raise ApiError(503, "the server is shutting down; send the message again later",
+                           "shutting_down", {"Retry-After": "5"})
+        run = await self.runtime.submit(
+            thread_id, body.text, origin=Origin(channel="http", user=body.user),
+            idempotency_key=f"http:{key}" if key is not None else None)
+        if key is not None and (run.thread_id != thread_id or run.text != body.text):
+            raise ApiError(409, f"Idempotency-Key {key!r} was already used for another "
+                           f"message (run {run.id}); use a new key for a new message",
+                           "idempotency_key_reused")
+        log.info("message accepted as run %s", run.id,
+                 extra={"thread_id": run.thread_id, "run_id": run.id})
+        return run
+
+    async def settle(self, run_id: str) -> Run:
+        """The run once it ends or pauses (or once the server stops waiting)."""
+        waiting = asyncio.ensure_future(self.runtime.wait(run_id))
+        released = asyncio.ensure_future(self.released.wait())
+        try:
+            await asyncio.wait([waiting, released], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (waiting, released):
+                task.cancel()
+            await asyncio.gather(waiting, released, return_exceptions=True)
+        if waiting.done() and not waiting.cancelled():
+            return waiting.result()
+        return await self.runtime.get_run(run_id)
+
+    async def event_stream(
+        self, start: Callable[[], Awaitable[Run]], first: str | None
+    ) -> StreamingResponse:
+        """Subscribe, then ``start()`` (submit a message, or look a run up), then answer with
+        the run's events; subscribing first means none of them is missed."""
+        subscription = self.runtime.subscribe()
+        events = await subscription.__aenter__()
+        try:
+            run = await start()
+        except BaseException:
+            await subscription.__aexit__(None, None, None)
+            raise
+        return StreamingResponse(
+            self._stream(subscription, events, run, first), media_type=_SSE,
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no",
+                     "Location": f"/v1/runs/{run.id}"})
+
+    async def _stream(
+        self, subscription: AbstractAsyncContextManager[Subscription], events: Subscription,
+        run: Run, first: str | None,
+    ) -> AsyncIterator[bytes]:
+        """SSE: the run's events until its end event (``events`` sees every run's).
+
+        Every ``keepalive_s`` of silence sends a comment line, so proxies keep the
+        connection; at shutdown the stream ends with where the run stands.
+        """
+        released: asyncio.Future[Any] = asyncio.ensure_future(self.released.wait())
+        upcoming: asyncio.Future[Any] | None = None
+        try:
+            if first:
+                yield _sse(first, RunOut.of(run).model_dump(mode="json"))
+            if run.state not in DRIVABLE:
+                yield _sse_end(run)
+                return
+            while True:
+                upcoming = upcoming or asyncio.ensure_future(events.next())
+                await asyncio.wait([upcoming, released], timeout=self.settings.keepalive_s,
+                                   return_when=asyncio.FIRST_COMPLETED)
+                if not upcoming.done():
+                    if released.done():
+                        yield _sse_end(await self.runtime.get_run(run.id))
+                        return
+                    yield b": keepalive\n\n"
+                    continue
+                event, upcoming = upcoming.result(), None
+                if event.run_id != run.id:
+                    continue
+                yield _sse(event.kind, event.model_dump(mode="json"))
+                if isinstance(event, RunEnded):
+                    return
+        finally:
+            for task in (released, upcoming):
+                if task is not None:
+                    task.cancel()
+            await subscription.__aexit__(None, None, None)
+
+    async def cancel(self, run_id: str, by: str) -> Run:
+        runtime = self.runtime
+        run = await runtime.get_run(run_id)
+        if run.state is S.CANCELLED:
+            return run
+        if run.state in TERMINAL:
+            raise ApiError(409, f"run {run_id} already ended {run.state}", "already_ended")
+        live = {i.id for i in await runtime.servers()}
+        if run.owner in live and run.owner != runtime.instance_id and not runtime.holds(run_id):
+            # Another process drives it: ask that one, so its tools stop where they run.
+            answer = await runtime.ask("cancel", run_id, by=by)
+            if not answer.ok:
+                raise ApiError(409, answer.result or "cancel refused", "cancel_failed")
+            return await runtime.get_run(run_id)
+        return await runtime.cancel(run_id, by=by)
+
+
+def _sse(kind: str, data: dict[str, Any]) -> bytes:
+    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+def _sse_end(run: Run) -> bytes:
+    ended = RunEnded(kind=_END_KIND.get(run.state, "run.paused"),
+                     run_id=run.id, thread_id=run.thread_id, state=run.state,
+                     reason=run.reason, reply=run.reply, error=run.error, usage=run.usage)
+    return _sse(ended.kind, ended.model_dump(mode="json"))
+
+
+def _answer(run: Run) -> JSONResponse:
+    settled = run.state in TERMINAL or run.state is S.AWAITING_APPROVAL
+    return JSONResponse(RunOut.of(run).model_dump(mode="json"),
+                        status_code=200 if settled else 202,
+                        headers={"Location": f"/v1/runs/{run.id}"})
+
+
+def _page(offset: int, limit: int, total: int) -> int | None:
+    return offset + limit if offset + limit < total else None
+
+
+def create_app(runtime: Runtime, settings: HttpSettings | None = None) -> FastAPI:
+    """The HTTP API over ``runtime``; ``app.state.maiden`` is its ``HttpApi``."""
+    settings = settings or HttpSettings()
+    api = HttpApi(runtime, settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        watcher = asyncio.create_task(api.metrics.watch(), name="maiden-http-metrics")
+        try:
+            yield
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+
+    app = FastAPI(title="maiden", version="1", lifespan=lifespan,
+                  description="Talk to the agent, follow its runs, decide approvals.")
+    app.state.maiden = api
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    install_error_handlers(app)
+    guard = _auth(settings.token)
+    secured = [Depends(guard)] if guard is not None else []
+    denied = (401,) if guard is not None else ()
+    Message = message_model(settings.max_message_chars)
+
+    @app.post("/v1/threads/{thread_id:path}/messages", response_model=RunOut,
+              dependencies=secured, tags=["threads"],
+              responses={200: _STREAM_DOC, 202: {"model": RunOut, "description": (
+                  "accepted: the run goes on (`wait` false, or the server is stopping)")},
+                  **problem_responses(400, *denied, 409, 413, 422, 503)})
+    async def post_message(
+        thread_id: str, body: Message, request: Request,  # type: ignore[valid-type]
+        idempotency_key: Annotated[str | None, Header(
+            alias="Idempotency-Key", max_length=200,
+            description="a retried request with the same key returns the same run")] = None,
+    ) -> Response:
+        """Send a message on a thread (any string, URL-encoded); answer with the run."""
+        message: MessageIn = body
+        if _SSE in request.headers.get("accept", ""):
+            return await api.event_stream(
+                lambda: api.submit(thread_id, message, idempotency_key), first="run.accepted")
+        run = await api.submit(thread_id, message, idempotency_key)
+        if message.wait:
+            run = await api.settle(run.id)
+        return _answer(run)
+
+    @app.get("/v1/threads", dependencies=secured, tags=["threads"],
+             responses=problem_responses(*denied, 422))
+    async def list_threads(
+        offset: Annotated[int, Query(ge=0, le=_MAX_OFFSET)] = 0,
+        limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    ) -> ThreadPage:
+        """Threads, most recently updated first."""
+        threads = await runtime.store.list_threads()
+        return ThreadPage(threads=[ThreadOut.of(t) for t in threads[offset:offset + limit]],
+                          total=len(threads), next_offset=_page(offset, limit, len(threads)))
+
+    @app.get("/v1/threads/{thread_id:path}", dependencies=secured, tags=["threads"],
+             responses=problem_responses(*denied, 404, 422))
+    async def get_thread(
+        thread_id: str,
+        offset: Annotated[int, Query(ge=0, le=_MAX_OFFSET, description="first entry")] = 0,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+        runs_limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    ) -> ThreadDetail:
+        """A thread's entries (a page, oldest first) and its newest runs."""
+        entries = await runtime.store.load_entries(thread_id)
+        runs = await runtime.store.list_runs(thread_id=thread_id)
+        if not entries and not runs:
+            raise ApiError(404, f"no thread {thread_id!r}", "not_found")
+        page = EntryPage(items=entries[offset:offset + limit], total=len(entries),
+                         offset=offset, next_offset=_page(offset, limit, len(entries)))
+        return ThreadDetail(thread_id=thread_id, entries=page, runs_total=len(runs),
+                            runs=[RunOut.of(r) for r in runs[-runs_limit:]])
+
+    @app.get("/v1/runs", dependencies=secured, tags=["runs"],
+             responses=problem_responses(*denied, 422))
+    async def list_runs(
+        state: Annotated[list[RunState] | None, Query(description="any of these")] = None,
+        thread_id: str | None = None,
+        offset: Annotated[int, Query(ge=0, le=_MAX_OFFSET)] = 0,
+        limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    ) -> RunPage:
+        """Runs, newest first, optionally of some states or one thread."""
+        newest = await runtime.store.list_runs(thread_id=thread_id, states=state or None,
+                                               limit=offset + limit + 1)
+        newest.reverse()
+        page = newest[offset:offset + limit]
+        return RunPage(runs=[RunDetail.detail(r, None) for r in page],
+                       next_offset=offset + limit if len(newest) > offset + limit else None)
+
+    @app.get("/v1/runs/{run_id}", dependencies=secured, tags=["runs"],
+             responses=problem_responses(*denied, 404))
+    async def get_run(run_id: str) -> RunDetail:
+        """A run with its state changes and decisions."""
+        run = await runtime.get_run(run_id)
+        return RunDetail.detail(run, await runtime.store.transitions(run_id))
+
+    @app.get("/v1/runs/{run_id}/events", dependencies=secured, tags=["runs"],
+             response_class=StreamingResponse,
+             responses={200: _FOLLOW_DOC, **problem_responses(*denied, 404)})
+    async def follow_run(run_id: str) -> StreamingResponse:
+        """Follow a run's events from now on, as server-sent events, until it ends or pauses."""
+        return await api.event_stream(lambda: runtime.get_run(run_id), first=None)
+
+    async def _after(run: Run, wait: bool) -> RunOut:
+        return RunOut.of(await api.settle(run.id) if wait else run)
+
+    @app.post("/v1/runs/{run_id}/approvals/{tool_call_id}", dependencies=secured,
+              tags=["runs"], responses=problem_responses(400, *denied, 403, 404, 409, 413, 422))
+    async def decide(run_id: str, tool_call_id: str, body: ApprovalIn) -> RunOut:
+        """Approve or deny the tool call a run waits for; the run then goes on."""
+        run = await runtime.decide(run_id, tool_call_id, approve=body.approve, by=body.by,
+                                   reason=body.reason, arguments_hash=body.arguments_hash)
+        log.info("call %s %s by %s", tool_call_id, "approved" if body.approve else "denied",
+                 body.by or "someone", extra={"thread_id": run.thread_id, "run_id": run.id})
+        return await _after(run, body.wait)
+
+    @app.post("/v1/runs/{run_id}/cancel", dependencies=secured, tags=["runs"],
+              responses=problem_responses(400, *denied, 404, 409, 413, 422))
+    async def cancel(run_id: str, body: CancelIn | None = None) -> RunOut:
+        """Cancel a run: its model stream and tools stop, and it ends ``cancelled``."""
+        return RunOut.of(await api.cancel(run_id, (body or CancelIn()).by))
+
+    @app.post("/v1/runs/{run_id}/resume", dependencies=secured, tags=["runs"],
+              responses=problem_responses(*denied, 404, 409, 413, 422))
+    async def resume(run_id: str, wait: bool = False) -> RunOut:
+        """Queue a failed, cancelled or timed-out run again from its last checkpoint."""
+        return await _after(await runtime.resume(run_id), wait)
+
+    @app.get("/healthz", tags=["service"], response_model=Health,
+             responses={503: {"model": Health, "description": "the store or runtime is not"}})
+    async def healthz() -> JSONResponse:
+        """Whether the store answers and the runtime takes work (no auth)."""
+        try:
+            await runtime.store.list_runs(limit=1)
+            store = "ok"
+        except Exception as exc:
+            store = f"unavailable: {exc}"
+        state = "stopping" if api.closing else "ok"
+        ok = store == "ok" and state == "ok"
+        health = Health(status="ok" if ok else "unavailable", store=store, runtime=state)
+        return JSONResponse(health.model_dump(), status_code=200 if ok else 503)
+
+    @app.get("/metrics", dependencies=secured, tags=["service"], response_class=Response,
+             responses={200: {"description": "Prometheus text format",
+                              "content": {"text/plain": {"schema": {"type": "string"}}}},
+                        **problem_responses(*denied)})
+    async def metrics() -> Response:
+        """Prometheus metrics: runs by state, turn and tool latency, tokens, cost, outbox."""
+        return Response(await api.metrics.render(), media_type=CONTENT_TYPE)
+
+    original = app.openapi
+    cache: dict[str, Any] = {}
+
+    def openapi() -> dict[str, Any]:
+        if "schema" not in cache:
+            cache["schema"] = fix_openapi(original())
+        return cache["schema"]  # type: ignore[no-any-return]
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app
+
+
+def _auth(token: str | None) -> Callable[..., Awaitable[None]] | None:
+    if not token:
+        return None
+    bearer = HTTPBearer(auto_error=False, description="the token from [http] token_env")
+
+    async def authorize(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    ) -> None:
+        check_bearer(token, f"Bearer {credentials.credentials}" if credentials else None)
+
+    return authorize

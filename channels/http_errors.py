@@ -1,0 +1,202 @@
+"""Errors as ``application/problem+json``, the body size limit, and bearer-token auth."""
+
+from __future__ import annotations
+
+import hmac
+import json
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from runtime import InvalidThreadId, NotFound, RunError, StaleWrite, StoreError
+
+from .http_models import Problem
+
+__all__ = [
+    "PROBLEM",
+    "ApiError",
+    "BodyLimit",
+    "check_bearer",
+    "fix_openapi",
+    "install_error_handlers",
+    "problem",
+    "problem_responses",
+]
+
+PROBLEM = "application/problem+json"
+
+# Run-level refusals from the runtime, by their stable reason.
+_RUN_ERRORS = {
+    "not_an_approver": 403,
+    "not_awaiting_approval": 409,
+    "stale_approval": 409,
+    "illegal_transition": 409,
+    "cancel_failed": 409,
+    "shutting_down": 503,
+    "request_timeout": 504,
+}
+
+
+class ApiError(Exception):
+    """An error the API answers with on purpose."""
+
+    def __init__(self, status: int, detail: str, code: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.code = code
+        self.headers = headers
+
+
+def problem(status: int, detail: str, code: str | None = None,
+            headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
+    body = Problem(title=HTTPStatus(status).phrase, status=status, detail=detail, code=code,
+                   **extra)
+    return JSONResponse(body.model_dump(mode="json", exclude_none=True), status_code=status,
+                        media_type=PROBLEM, headers=headers)
+
+
+def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for these error statuses (``openapi()`` sets the media type)."""
+    return {status: {"model": Problem, "description": HTTPStatus(status).phrase}
+            for status in statuses}
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    async def api_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ApiError)
+        return problem(exc.status, exc.detail, exc.code, exc.headers)
+
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, HTTPException)
+        detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
+        return problem(exc.status_code, detail, headers=dict(exc.headers or {}) or None)
+
+    async def invalid(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        errors = [{"field": ".".join(str(p) for p in err.get("loc", ())),
+                   "problem": str(err.get("msg", ""))} for err in exc.errors()]
+        detail = "; ".join(f"{e['field']}: {e['problem']}" for e in errors) or "invalid request"
+        kind = request.headers.get("content-type", "")
+        if request.method == "POST" and kind and "json" not in kind:
+            detail = ("send the body as JSON with 'Content-Type: application/json' "
+                      f"(got {kind!r}); {detail}")
+        return problem(422, detail, "invalid_request", errors=errors)
+
+    async def maiden_error(request: Request, exc: Exception) -> JSONResponse:
+        if isinstance(exc, NotFound):
+            return problem(404, str(exc), "not_found")
+        if isinstance(exc, InvalidThreadId):
+            return problem(422, str(exc), "invalid_thread_id")
+        if isinstance(exc, StaleWrite):
+            return problem(409, f"the run changed meanwhile; try again ({exc})", "conflict")
+        if isinstance(exc, StoreError):
+            return problem(503, f"the store is unavailable: {exc}", "store_error")
+        assert isinstance(exc, RunError)
+        return problem(_RUN_ERRORS.get(exc.reason, 409), str(exc), exc.reason)
+
+    async def crashed(request: Request, exc: Exception) -> JSONResponse:
+        return problem(500, f"internal error: {type(exc).__name__}", "internal_error")
+
+    app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(Exception, crashed)
+    app.add_exception_handler(HTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, invalid)
+    for kind in (StoreError, RunError):
+        app.add_exception_handler(kind, maiden_error)
+
+
+def check_bearer(expected: str, authorization: str | None) -> None:
+    """Raise 401 unless ``authorization`` is ``Bearer <expected>`` (constant-time)."""
+    scheme, _, given = (authorization or "").partition(" ")
+    # Header values arrive decoded as latin-1: encoding back gives the bytes that were sent.
+    ok = scheme.lower() == "bearer" and hmac.compare_digest(
+        given.strip().encode("latin-1", "replace"), expected.encode())
+    if not ok:
+        raise ApiError(401, "missing or wrong bearer token: send 'Authorization: Bearer "
+                       "<token>' with the token from the variable named by [http] token_env",
+                       "unauthorized", {"WWW-Authenticate": 'Bearer realm="maiden"'})
+
+
+class BodyLimit:
+    """Refuse request bodies over ``limit`` bytes with 413, before the app reads them.
+
+    The body is read here in full (it is small by definition) and handed on, so a
+    chunked body is measured as well as one with a Content-Length.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > self.limit:
+            await self._refuse(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                await self._refuse(scope, receive, send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = problem(413, f"the request body is larger than {self.limit} bytes "
+                           "([http] max_body_bytes)", "body_too_large")
+        await response(scope, receive, send)
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def fix_openapi(schema: dict[str, Any]) -> dict[str, Any]:
+    """Errors are ``application/problem+json`` (FastAPI would say application/json)."""
+    problem_ref = {"$ref": "#/components/schemas/Problem"}
+    for path in schema.get("paths", {}).values():
+        for operation in path.values():
+            for response in operation.get("responses", {}).values():
+                ref = response.get("content", {}).get("application/json", {}).get(
+                    "schema", {}).get("$ref", "")
+                if ref.endswith(("/Problem", "/HTTPValidationError")):
+                    response["content"] = {PROBLEM: {"schema": problem_ref}}
+    schemas = schema.get("components", {}).get("schemas", {})
+    for name in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(name, None)
+    # Round-trip so nothing FastAPI caches is shared with the caller.
+    return dict(json.loads(json.dumps(schema)))

@@ -1,0 +1,231 @@
+"""The HTTP API's wire format: settings, request bodies and responses (pydantic, no FastAPI)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from runtime import (
+    TERMINAL,
+    Decision,
+    Entry,
+    Origin,
+    Run,
+    RunState,
+    ThreadInfo,
+    Transition,
+    Usage,
+)
+
+__all__ = [
+    "ApprovalIn",
+    "ApprovalOut",
+    "CancelIn",
+    "EntryPage",
+    "Health",
+    "HttpSettings",
+    "MessageIn",
+    "Problem",
+    "RunDetail",
+    "RunOut",
+    "RunPage",
+    "ThreadDetail",
+    "ThreadOut",
+    "ThreadPage",
+    "message_model",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class HttpSettings:
+    """What the HTTP API needs from ``[http]``, with the token already read from the env."""
+
+    token: str | None = None
+    """Bearer token every /v1 route and /metrics require; None: no auth (loopback only)."""
+    max_body_bytes: int = 1_048_576
+    max_message_chars: int = 100_000
+    keepalive_s: float = 15.0
+    """Seconds of silence after which an event stream sends a comment line."""
+
+
+def _utf8(value: str | None) -> str | None:
+    # JSON may carry lone surrogates ("\ud800"); no store can keep them.
+    if value is not None:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"not valid Unicode: {exc.reason}") from None
+    return value
+
+
+class _In(BaseModel):
+    # Strict: JSON's 0 is not false, "5" is not a number; the schema says what is accepted.
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class MessageIn(_In):
+    """A message to the agent on a thread."""
+
+    text: str = Field(min_length=1, description="the message")
+    user: str | None = Field(default=None, max_length=200,
+                             description="who sends it (approvals may check this name)")
+    wait: bool = Field(default=True, description="answer once the run ends or pauses "
+                       "(false: answer 202 at once with the run id)")
+
+    _check = field_validator("text", "user")(_utf8)
+
+
+_MessageIn = MessageIn
+
+
+def message_model(max_chars: int) -> type[MessageIn]:
+    """``MessageIn`` with the configured length limit, so the schema states it."""
+
+    class MessageIn(_MessageIn):
+        text: str = Field(min_length=1, max_length=max_chars, description="the message")
+
+    return MessageIn
+
+
+class ApprovalIn(_In):
+    approve: bool = Field(description="true runs the call, false denies it")
+    by: str = Field(default="", max_length=200, description="who decides")
+    reason: str = Field(default="", max_length=2000)
+    arguments_hash: str | None = Field(
+        default=None, max_length=200,
+        description="the hash of the arguments the person saw; a different call is refused")
+    wait: bool = Field(default=False, description="answer once the run ends or pauses again")
+
+    _check = field_validator("by", "reason", "arguments_hash")(_utf8)
+
+
+class CancelIn(_In):
+    by: str = Field(default="http", max_length=200, description="who cancels")
+
+    _check = field_validator("by")(_utf8)
+
+
+class Problem(BaseModel):
+    """An error, as RFC 9457 ``application/problem+json``."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    code: str | None = Field(default=None, description="a stable machine-readable reason")
+    errors: list[dict[str, Any]] | None = Field(default=None,
+                                                description="each invalid field and why")
+
+
+class ApprovalOut(BaseModel):
+    """A tool call waiting for a person: decide it at ``.../approvals/{tool_call_id}``."""
+
+    tool_call_id: str
+    name: str
+    arguments: Any = None
+    arguments_hash: str
+    reason: str
+    requested_at: float
+
+
+class RunOut(BaseModel):
+    """Where a run stands: its reply once it completed, or what it waits for."""
+
+    thread_id: str
+    run_id: str
+    state: RunState
+    reason: str
+    reply: str | None = None
+    error: str | None = None
+    usage: Usage
+    cost_usd: float
+    approval: ApprovalOut | None = None
+
+    @classmethod
+    def of(cls, run: Run) -> RunOut:
+        return cls(**_run_fields(run))
+
+
+class RunDetail(RunOut):
+    """A run with its message, counters and history of states and decisions."""
+
+    text: str
+    origin: Origin
+    created_at: float
+    updated_at: float
+    started_at: float | None = None
+    turns: int
+    tool_calls: int
+    recovery_attempts: int
+    terminal: bool
+    transitions: list[Transition] | None = Field(
+        description="every state change with its reason (null in lists: get the run)")
+    decisions: list[Decision]
+
+    @classmethod
+    def detail(cls, run: Run, transitions: list[Transition] | None) -> RunDetail:
+        return cls(**_run_fields(run), text=run.text, origin=run.origin,
+                   created_at=run.created_at, updated_at=run.updated_at,
+                   started_at=run.started_at, turns=run.turns, tool_calls=run.tool_calls,
+                   recovery_attempts=run.recovery_attempts, terminal=run.state in TERMINAL,
+                   transitions=transitions, decisions=list(run.decisions))
+
+
+def _run_fields(run: Run) -> dict[str, Any]:
+    pending = run.pending_approval
+    approval = None if pending is None else ApprovalOut(
+        tool_call_id=pending.tool_call_id, name=pending.name, arguments=pending.arguments,
+        arguments_hash=pending.arguments_hash, reason=pending.reason,
+        requested_at=pending.requested_at)
+    return {"thread_id": run.thread_id, "run_id": run.id, "state": run.state,
+            "reason": run.reason, "reply": run.reply, "error": run.error, "usage": run.usage,
+            "cost_usd": run.cost_usd, "approval": approval}
+
+
+class RunPage(BaseModel):
+    runs: list[RunDetail] = Field(description="newest first")
+    next_offset: int | None = Field(description="pass as ?offset= for the next page")
+
+
+class ThreadOut(BaseModel):
+    thread_id: str
+    entries: int
+    runs: int
+    last_state: RunState | None
+    created_at: float
+    updated_at: float
+
+    @classmethod
+    def of(cls, info: ThreadInfo) -> ThreadOut:
+        return cls(thread_id=info.id, entries=info.length, runs=info.runs,
+                   last_state=info.last_state, created_at=info.created_at,
+                   updated_at=info.updated_at)
+
+
+class ThreadPage(BaseModel):
+    threads: list[ThreadOut] = Field(description="most recently updated first")
+    total: int
+    next_offset: int | None
+
+
+class EntryPage(BaseModel):
+    items: list[Entry] = Field(description="oldest first")
+    total: int
+    offset: int
+    next_offset: int | None
+
+
+class ThreadDetail(BaseModel):
+    thread_id: str
+    entries: EntryPage
+    runs: list[RunOut] = Field(description="the newest runs_limit runs, oldest first")
+    runs_total: int
+
+
+class Health(BaseModel):
+    status: str = Field(description="ok, or unavailable")
+    store: str
+    runtime: str
+    detail: str | None = None

@@ -1,0 +1,116 @@
+"""Serve an ASGI app with uvicorn inside the caller's event loop.
+
+The caller owns the process: it binds the socket (so a busy port is a clear error,
+and port 0 works), handles SIGTERM/SIGINT itself, and stops the server when it
+chooses. uvicorn only accepts connections and speaks HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import uvicorn
+
+from runtime import MaidenError
+
+__all__ = ["HttpServer", "is_loopback"]
+
+log = logging.getLogger("maiden.http")
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses only this machine can reach (127.0.0.0/8, ::1, localhost)."""
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class _Server(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.ready = asyncio.Event()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # The application handles SIGTERM/SIGINT: it stops intake first, then the server.
+        yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        self.ready.set()
+
+
+class HttpServer:
+    """``await start()`` binds and serves; ``await stop()`` closes and drains connections."""
+
+    def __init__(self, app: Any, host: str, port: int, *, grace_s: int = 5) -> None:
+        self.app = app
+        self.host = host
+        self.port = port
+        self.grace_s = grace_s
+        self._server: _Server | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def task(self) -> asyncio.Task[None]:
+        """The serving task: done when the server stopped (on purpose or not)."""
+        assert self._task is not None, "start() first"
+        return self._task
+
+    async def start(self) -> str:
+        """Bind, start serving, and return the URL once connections are accepted."""
+        sock = _bind(self.host, self.port)
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(self.app, log_config=None, lifespan="on",
+                                timeout_graceful_shutdown=self.grace_s, server_header=False)
+        self._server = server = _Server(config)
+        self._task = asyncio.create_task(server.serve(sockets=[sock]), name="maiden-http")
+        ready = asyncio.create_task(server.ready.wait())
+        await asyncio.wait([ready, self._task], return_when=asyncio.FIRST_COMPLETED)
+        if not ready.done():
+            ready.cancel()
+            sock.close()
+            exc = self._task.exception() if not self._task.cancelled() else None
+            raise MaidenError(f"the HTTP server on {self.url} did not start: {exc!r}")
+        log.info("HTTP API listening on %s", self.url)
+        return self.url
+
+    async def stop(self) -> None:
+        """Stop accepting connections, let open requests finish (at most ``grace_s``)."""
+        if self._server is None or self._task is None:
+            return
+        self._server.should_exit = True
+        with contextlib.suppress(Exception, SystemExit):
+            await self._task
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise MaidenError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.setblocking(False)
+    except OSError as exc:
+        sock.close()
+        raise MaidenError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    return sock

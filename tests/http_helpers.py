@@ -1,0 +1,86 @@
+"""Helpers for the HTTP API tests: a runtime, the real server on a free port, SSE reading."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from channels import HttpApi, HttpServer, HttpSettings, create_app
+from runtime import (
+    AgentConfig,
+    EchoProvider,
+    Provider,
+    Runtime,
+    RuntimeConfig,
+    SQLiteStore,
+    Tool,
+    ToolsConfig,
+    make_tools,
+)
+
+
+@asynccontextmanager
+async def echo_runtime(
+    db: Path,
+    tools: Sequence[Tool] = (),
+    *,
+    provider: Provider | None = None,
+    concurrency: str = "global",
+    shutdown_grace_s: float = 10.0,
+    synchronous: Any = "full",
+    **agent: Any,
+) -> AsyncIterator[Runtime]:
+    """A runtime over a real SQLite store with the clock tool and ``tools``; the echo model
+    unless ``provider`` is given."""
+    settings = RuntimeConfig(concurrency=concurrency,  # type: ignore[arg-type]
+                             shutdown_grace_s=shutdown_grace_s, poll_interval_s=0.1)
+    registry = make_tools(ToolsConfig(), db.parent)  # the built-in clock
+    for extra in tools:
+        registry.add(extra)
+    store = SQLiteStore(db, synchronous=synchronous)
+    runtime = Runtime(store, provider or EchoProvider(), registry, agent=AgentConfig(**agent),
+                      settings=settings)
+    async with store, runtime:
+        yield runtime
+
+
+@asynccontextmanager
+async def served(
+    runtime: Runtime, *, token: str | None = None, **settings: Any
+) -> AsyncIterator[tuple[httpx.AsyncClient, HttpApi]]:
+    """The app under uvicorn on 127.0.0.1:<free port>, and a client pointed at it."""
+    app = create_app(runtime, HttpSettings(token=token, **settings))
+    server = HttpServer(app, "127.0.0.1", 0, grace_s=2)
+    await server.start()
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        async with httpx.AsyncClient(base_url=server.url, headers=headers,
+                                     timeout=httpx.Timeout(10.0)) as client:
+            yield client, app.state.maiden
+    finally:
+        app.state.maiden.release()
+        await server.stop()
+
+
+def thread_url(thread_id: str, suffix: str = "") -> str:
+    """``/v1/threads/<id><suffix>`` with every reserved character (dots too) escaped."""
+    return f"/v1/threads/{quote(thread_id, safe='').replace('.', '%2E')}{suffix}"
+
+
+async def sse(response: httpx.Response) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    """The (event, data) pairs of a text/event-stream response, as they arrive."""
+    kind = "message"
+    async for line in response.aiter_lines():
+        if line.startswith("event: "):
+            kind = line.removeprefix("event: ")
+        elif line.startswith("data: "):
+            yield kind, json.loads(line.removeprefix("data: "))
+
+
+STREAM = {"Accept": "text/event-stream"}
