@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, TextIO
 
 from runtime import (
+    RUN_CONTEXT,
     ApprovalRequested,
     RunEnded,
     RunStarted,
@@ -55,6 +56,9 @@ class RunContext(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         run_id = getattr(record, "run_id", None)
         thread_id = getattr(record, "thread_id", None)
+        current = RUN_CONTEXT.get()
+        if run_id is None and thread_id is None and current is not None:
+            thread_id, run_id = current
         if run_id is None and thread_id is None:
             name = _task_name()
             if name.startswith("maiden-run:"):

@@ -32,6 +32,7 @@ from .events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from .logcontext import RUN_CONTEXT
 from .process import ProcessResult, run_process
 from .providers import (
     EchoProvider,
@@ -61,6 +62,7 @@ __all__ = [
     "ACTIVE_STATES",
     "ENTRY",
     "NOT_DONE",
+    "RUN_CONTEXT",
     "TERMINAL",
     "AgentConfig",
     "AnthropicProvider",

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .entries import ToolCall, Usage
-from .runs import RunState
+from .runs import Run, RunState
 
 __all__ = [
     "ApprovalRequested",
@@ -80,6 +80,8 @@ class RunEnded(_Event):
     reply: str | None = None
     error: str | None = None
     usage: Usage = Usage()
+    run: Run | None = Field(default=None, exclude=True, repr=False)
+    """The run as it ended, for in-process waiters (not serialised)."""
 
 
 RunEvent = Annotated[
@@ -124,6 +126,10 @@ class EventBus:
     def publish(self, event: RunEvent) -> None:
         for sub in (*self._everything, *self._by_run.get(event.run_id, ())):
             sub._offer(event)
+
+    def watched(self) -> list[str]:
+        """The runs someone is waiting on."""
+        return list(self._by_run)
 
     @asynccontextmanager
     async def subscribe(self, run_id: str | None = None) -> AsyncIterator[Subscription]:

@@ -10,6 +10,7 @@ stopped: recorded results are reused, never re-run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -128,7 +129,12 @@ class RunDriver:
         except asyncio.CancelledError:
             reason = self.cancel_reasons.pop(run_id, None)
             if reason is None:
-                raise  # shutdown, not a cancellation: the run stays for recovery
+                # Shutdown, not a cancellation: the run stays for the next start. Cut off
+                # past the grace period, it is still released, so that start does not
+                # count a clean stop as a crash.
+                if self.stopping:
+                    await self._release_fresh(run_id)
+                raise
             return await self.cancel(run_id, reason)
         except ProviderError as exc:
             await self._fail(cur, "provider_error", str(exc))
@@ -183,8 +189,15 @@ class RunDriver:
         await cur.commit(owner=None)
         self.bus.publish(RunEnded(kind="run.paused", run_id=cur.run.id,
                                   thread_id=cur.run.thread_id, state=cur.run.state,
-                                  reason="shutting down"))
+                                  reason="shutting down", run=cur.run))
         return cur.run
+
+    async def _release_fresh(self, run_id: str) -> None:
+        with contextlib.suppress(StaleWrite, StoreError):
+            run = await self.store.get_run(run_id)
+            if run.state in DRIVABLE and run.owner == self.instance_id:
+                cur = self._cursor(run, await self.store.load_entries(run.thread_id))
+                await self._release(cur)
 
     async def cancel(self, run_id: str, reason: str, *, attempts: int = 3) -> Run:
         """End a run as cancelled from what the store holds now (not from a stale cursor)."""
@@ -238,7 +251,8 @@ class RunDriver:
         if kind is not None:
             self.bus.publish(RunEnded(
                 kind=kind, run_id=run.id, thread_id=run.thread_id, state=run.state,
-                reason=run.reason, reply=run.reply, error=run.error, usage=run.usage))
+                reason=run.reason, reply=run.reply, error=run.error, usage=run.usage,
+                run=run))
 
     # -- one step ------------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from .control import ControlRequest, Instance, ask, live_instances, serve_reques
 from .delivery import Deliverer, deliver
 from .errors import RunError, StaleWrite, StoreError
 from .events import EventBus, RunEnded, Subscription
+from .logcontext import RUN_CONTEXT
 from .loop import DRIVABLE, RunDriver
 from .providers.base import Provider
 from .runs import Decision, Delivery, Origin, Run, RunState, Transition, transition
@@ -130,6 +131,12 @@ class Runtime:
             for task in late:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
+        # Whoever still waits on a run that did not get to end here is told so.
+        for run_id in self.bus.watched():
+            with contextlib.suppress(StoreError):
+                run = await self.store.get_run(run_id)
+                if run.state in DRIVABLE:
+                    self._publish_waiting(run, "shutting down")
 
     def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         """Start a background task the runtime keeps a reference to and awaits on close."""
@@ -175,8 +182,9 @@ class Runtime:
             if run.state not in DRIVABLE:
                 return run
             self._kick(run.thread_id)
-            async for _ in events:
-                pass
+            async for event in events:
+                if isinstance(event, RunEnded) and event.run is not None:
+                    return event.run
         return await self.store.get_run(run_id)
 
     def subscribe(
@@ -333,7 +341,12 @@ class Runtime:
             return
         self._dirty.add(thread_id)
         if thread_id not in self._workers:
-            task = asyncio.create_task(self._work(thread_id), name=f"maiden-thread:{thread_id}")
+            token = RUN_CONTEXT.set((thread_id, None))
+            try:
+                task = asyncio.create_task(self._work(thread_id),
+                                           name=f"maiden-thread:{thread_id}")
+            finally:
+                RUN_CONTEXT.reset(token)
             self._workers[thread_id] = task
 
     async def _work(self, thread_id: str) -> None:
@@ -372,7 +385,12 @@ class Runtime:
                 self._publish_waiting(run, "shutting down")
                 return
             # The run is read again inside: it may have changed while we waited for the lock.
-            task = asyncio.create_task(self.driver.drive(run.id), name=f"maiden-run:{run.id}")
+            token = RUN_CONTEXT.set((run.thread_id, run.id))
+            try:
+                task = asyncio.create_task(self.driver.drive(run.id),
+                                           name=f"maiden-run:{run.id}")
+            finally:
+                RUN_CONTEXT.reset(token)
             self._driving[run.id] = task
             try:
                 ended = await task
@@ -391,4 +409,4 @@ class Runtime:
     def _publish_waiting(self, run: Run, reason: str) -> None:
         """Tell waiters that this process stopped driving a run that has not ended."""
         self.bus.publish(RunEnded(kind="run.paused", run_id=run.id, thread_id=run.thread_id,
-                                  state=run.state, reason=reason))
+                                  state=run.state, reason=reason, run=run))

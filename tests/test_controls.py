@@ -346,3 +346,53 @@ async def test_shutdown_is_not_cancellation(make_runtime: Any, tmp_path: Path) -
     assert stopped_at.state in (S.RUNNING, S.AWAITING_TOOL, S.COMPLETED)
     assert done.state is S.COMPLETED and done.recovery_attempts == 0
     assert not any(r.startswith("recovered after crash") for r in transitions)
+
+
+async def test_a_run_cut_off_at_shutdown_is_not_counted_as_a_crash(
+    make_runtime: Any, tmp_path: Path
+) -> None:
+    from runtime import RuntimeConfig
+
+    started = asyncio.Event()
+    hang = [True]
+
+    @tool
+    async def outlast(n: int) -> int:
+        started.set()
+        if hang[0]:
+            await asyncio.Event().wait()  # longer than any grace period
+        return n
+
+    script = [call("outlast", n=1), {"text": "finished"}]
+    db = tmp_path / "cut.db"
+    async with make_runtime(script, [outlast], db=db) as (rt, _):
+        rt.settings = RuntimeConfig(shutdown_grace_s=0.05)
+        run = await rt.submit("t", "go")
+        queued = await rt.submit("t", "behind it")
+        await asyncio.wait_for(started.wait(), 5)
+        waiting = asyncio.create_task(rt.wait(queued.id))
+        await asyncio.sleep(0)
+    told = await asyncio.wait_for(waiting, 5)  # the waiter heard about the shutdown
+    assert told.state is S.QUEUED
+    hang[0] = False
+    async with make_runtime([call("outlast", n=2), {"text": "finished"}, {"text": "2nd"}],
+                            [outlast], db=db) as (rt2, _):
+        done = await rt2.wait(run.id)  # start() carried it on
+        reasons = [t.reason for t in await rt2.store.transitions(run.id)]
+    assert done.state is S.COMPLETED and done.recovery_attempts == 0
+    assert "continued after restart" in reasons
+
+
+async def test_run_context_reaches_sync_tools(make_runtime: Any) -> None:
+    from runtime import RUN_CONTEXT
+
+    @tool
+    def where() -> list[str | None]:
+        current = RUN_CONTEXT.get()
+        assert current is not None
+        return list(current)
+
+    async with make_runtime([call("where"), {"text": "ok"}], [where]) as (rt, _):
+        run = await rt.send("thread-x", "go")
+        entries = await rt.store.load_entries("thread-x")
+    assert entries[2].content == ["thread-x", run.id]
