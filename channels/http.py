@@ -266,9 +266,10 @@ def create_app(runtime: Runtime, settings: HttpSettings | None = None) -> FastAP
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
     ) -> ThreadPage:
         """Threads, most recently updated first."""
-        threads = await runtime.store.list_threads()
-        return ThreadPage(threads=[ThreadOut.of(t) for t in threads[offset:offset + limit]],
-                          total=len(threads), next_offset=_page(offset, limit, len(threads)))
+        page = await runtime.store.list_threads(offset=offset, limit=limit)
+        total = (await runtime.store.stats()).threads
+        return ThreadPage(threads=[ThreadOut.of(t) for t in page], total=total,
+                          next_offset=_page(offset, limit, total))
 
     @app.get("/v1/threads/{thread_id:path}", dependencies=secured, tags=["threads"],
              responses=problem_responses(*denied, 404, 422))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter as Tally
 from collections import OrderedDict
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -122,14 +121,11 @@ class Metrics:
     async def render(self) -> bytes:
         """Refresh the gauges read from the store, then the exposition text."""
         store = self.runtime.store
-        # The store has no counting queries yet: this reads every run and delivery.
-        by_state = Tally(run.state for run in await store.list_runs())
+        stats = await store.stats()
         for state in RunState:
-            self.runs.labels(state.value).set(by_state.get(state, 0))
-        self.threads.set(len(await store.list_threads()))
-        deliveries = await store.deliveries()
-        pending = sum(1 for d in deliveries if d.remote_id is None)
-        self.deliveries.labels("pending").set(pending)
-        self.deliveries.labels("delivered").set(len(deliveries) - pending)
+            self.runs.labels(state.value).set(stats.runs.get(state, 0))
+        self.threads.set(stats.threads)
+        self.deliveries.labels("pending").set(stats.deliveries_pending)
+        self.deliveries.labels("delivered").set(stats.deliveries_sent)
         self.recovered.set(len(self.runtime.recovered))
         return generate_latest(self.registry)

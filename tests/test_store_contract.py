@@ -343,6 +343,25 @@ async def test_list_threads_most_recent_first(store: AnyStore) -> None:
     assert (second.id, second.length, second.runs, second.updated_at) == ("new", 0, 1, 200.0)
 
 
+async def test_thread_pages_and_stats(store: AnyStore) -> None:
+    for i in range(5):
+        await store.create_run(make_run(f"t{i}", at=100.0 + i))
+    ids = [t.id for t in await store.list_threads()]
+    assert ids == ["t4", "t3", "t2", "t1", "t0"]
+    assert [t.id for t in await store.list_threads(offset=1, limit=2)] == ["t3", "t2"]
+    assert [t.id for t in await store.list_threads(offset=4)] == ["t0"]
+    assert await store.list_threads(offset=9, limit=3) == []
+    run = await started(store, "t0")
+    done, step = advance(run, S.COMPLETED, reply="ok")
+    await store.commit(Checkpoint("t0", 1, run=done, transitions=[step], deliveries=[
+        Delivery(key="a", run_id=run.id, thread_id="t0", channel="slack", text="ok"),
+        Delivery(key="b", run_id=run.id, thread_id="t0", channel="slack", text="ok")]))
+    await store.mark_delivered("a", "m1", at=1.0)
+    stats = await store.stats()
+    assert stats.threads == 5 and stats.runs == {S.QUEUED: 5, S.COMPLETED: 1}
+    assert (stats.deliveries_pending, stats.deliveries_sent) == (1, 1)
+
+
 async def test_reopen_sees_everything(
     store: AnyStore, new_store: Callable[[], AnyStore]
 ) -> None:

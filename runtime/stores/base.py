@@ -13,7 +13,7 @@ from ..entries import Entry
 from ..errors import InvalidThreadId
 from ..runs import Delivery, Run, RunState, Transition
 
-__all__ = ["ENTRIES", "Checkpoint", "Store", "ThreadInfo", "check_thread_id"]
+__all__ = ["ENTRIES", "Checkpoint", "Store", "StoreStats", "ThreadInfo", "check_thread_id"]
 
 ENTRIES: TypeAdapter[list[Entry]] = TypeAdapter(list[Entry])
 
@@ -34,6 +34,14 @@ class Checkpoint:
     run: Run | None = None
     transitions: Sequence[Transition] = ()
     deliveries: Sequence[Delivery] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    runs: dict[RunState, int]
+    threads: int
+    deliveries_pending: int
+    deliveries_sent: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +88,12 @@ class Store(Protocol):
     ) -> list[Run]:
         """Runs, oldest first, optionally filtered; with ``limit``, the newest ``limit``."""
 
-    async def list_threads(self) -> list[ThreadInfo]:
-        """Every thread, most recently updated first."""
+    async def list_threads(self, *, offset: int = 0, limit: int | None = None
+                           ) -> list[ThreadInfo]:
+        """Threads, most recently updated first; a page of them with ``offset``/``limit``."""
+
+    async def stats(self) -> StoreStats:
+        """Counts for metrics and listings, without reading every row into Python."""
 
     async def transitions(self, run_id: str) -> list[Transition]:
         """Every state change of the run, in order, with its reason."""

@@ -31,6 +31,7 @@ import os
 import secrets
 import time
 import weakref
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -42,7 +43,7 @@ from pydantic import BaseModel
 from ..entries import Entry, ToolResult
 from ..errors import CorruptStore, NotFound, StaleWrite, StoreError
 from ..runs import Delivery, Run, RunState, Transition
-from .base import ENTRIES, Checkpoint, ThreadInfo, check_thread_id
+from .base import ENTRIES, Checkpoint, StoreStats, ThreadInfo, check_thread_id
 from .files_control import FilesControl
 
 __all__ = ["FilesStore", "thread_file_name"]
@@ -289,8 +290,18 @@ class FilesStore(FilesControl):
             check_thread_id(thread_id)
         return await self._io(self._list_runs, thread_id, states, limit)
 
-    async def list_threads(self) -> list[ThreadInfo]:
-        return await self._io(self._list_threads)
+    async def list_threads(self, *, offset: int = 0, limit: int | None = None
+                           ) -> list[ThreadInfo]:
+        threads = await self._io(self._list_threads)
+        return threads[offset:] if limit is None else threads[offset:offset + limit]
+
+    async def stats(self) -> StoreStats:
+        runs = await self.list_runs()
+        deliveries = await self.deliveries()
+        pending = sum(1 for d in deliveries if d.remote_id is None)
+        return StoreStats(runs=dict(Counter(r.state for r in runs)),
+                          threads=len(await self._io(self._list_threads)),
+                          deliveries_pending=pending, deliveries_sent=len(deliveries) - pending)
 
     async def transitions(self, run_id: str) -> list[Transition]:
         return await self._io(self._transitions, run_id)

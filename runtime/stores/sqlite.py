@@ -31,7 +31,7 @@ from ..control import ControlRequest, Instance
 from ..entries import Entry, ToolResult
 from ..errors import CorruptStore, NotFound, StaleWrite, StoreError
 from ..runs import Delivery, Run, RunState, Transition
-from .base import ENTRIES, Checkpoint, ThreadInfo, check_thread_id
+from .base import ENTRIES, Checkpoint, StoreStats, ThreadInfo, check_thread_id
 
 __all__ = ["SQLiteStore"]
 
@@ -289,15 +289,30 @@ class SQLiteStore:
         rows = await self._fetchall(sql, params)
         return [_run(row[0]) for row in reversed(rows)]
 
-    async def list_threads(self) -> list[ThreadInfo]:
+    async def list_threads(self, *, offset: int = 0, limit: int | None = None
+                           ) -> list[ThreadInfo]:
         rows = await self._fetchall(
             "SELECT t.id, t.length, t.created_at, t.updated_at, "
             "  (SELECT count(*) FROM runs r WHERE r.thread_id = t.id), "
             "  (SELECT r.state FROM runs r WHERE r.thread_id = t.id "
             "   ORDER BY r.created_at DESC, r.rowid DESC LIMIT 1) "
-            "FROM threads t ORDER BY t.updated_at DESC, t.id")
+            "FROM threads t ORDER BY t.updated_at DESC, t.id LIMIT ? OFFSET ?",
+            (-1 if limit is None else int(limit), int(offset)))
         return [ThreadInfo(id=r[0], length=r[1], created_at=r[2], updated_at=r[3], runs=r[4],
                            last_state=RunState(r[5]) if r[5] else None) for r in rows]
+
+    async def stats(self) -> StoreStats:
+        def count(db: sqlite3.Connection) -> StoreStats:
+            runs = {RunState(state): n for state, n in
+                    db.execute("SELECT state, count(*) FROM runs GROUP BY state")}
+            threads = db.execute("SELECT count(*) FROM threads").fetchone()[0]
+            pending, total = db.execute(
+                "SELECT count(*) FILTER (WHERE remote_id IS NULL), count(*) FROM deliveries"
+            ).fetchone()
+            return StoreStats(runs=runs, threads=threads, deliveries_pending=pending,
+                              deliveries_sent=total - pending)
+
+        return await self._run(count)
 
     async def transitions(self, run_id: str) -> list[Transition]:
         rows = await self._fetchall(
