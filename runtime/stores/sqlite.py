@@ -16,11 +16,8 @@ loaded threads are kept, validated, and a later load reads only the rows since.
 from __future__ import annotations
 
 import asyncio
-import gc
 import sqlite3
-from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
@@ -28,70 +25,26 @@ from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 import aiosqlite
 
 from ..control import ControlRequest, Instance
-from ..entries import Entry, ToolResult
-from ..errors import CorruptStore, NotFound, StaleWrite, StoreError
+from ..entries import Entry
+from ..errors import CorruptStore, NotFound, StoreError
 from ..runs import Delivery, Run, RunState, Transition
 from .base import ENTRIES, Checkpoint, StoreStats, ThreadInfo, check_thread_id
+from .sqlite_sql import (
+    SCHEMA,
+    SCHEMA_VERSION,
+    CheckpointRows,
+    ThreadCache,
+    commit_rows,
+    create_run_row,
+    entry_row,
+    fetchall,
+    mark_delivered_row,
+    no_cycle_collection,
+    parse_run,
+    scalar,
+)
 
 __all__ = ["SQLiteStore"]
-
-SCHEMA_VERSION = 1
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS threads (
-    id TEXT PRIMARY KEY,
-    length INTEGER NOT NULL,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS entries (
-    thread_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    run_id TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    tool_call_id TEXT,
-    data TEXT NOT NULL,
-    PRIMARY KEY (thread_id, seq)
-) WITHOUT ROWID;
-CREATE UNIQUE INDEX IF NOT EXISTS entries_tool_result
-    ON entries (run_id, tool_call_id) WHERE tool_call_id IS NOT NULL;
-CREATE TABLE IF NOT EXISTS runs (
-    id TEXT PRIMARY KEY,
-    thread_id TEXT NOT NULL,
-    state TEXT NOT NULL,
-    version INTEGER NOT NULL,
-    created_at REAL NOT NULL,
-    idempotency_key TEXT UNIQUE,
-    data TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS runs_thread ON runs (thread_id, created_at);
-CREATE INDEX IF NOT EXISTS runs_thread_state ON runs (thread_id, state);
-CREATE INDEX IF NOT EXISTS runs_state ON runs (state, created_at);
-CREATE TABLE IF NOT EXISTS transitions (
-    run_id TEXT NOT NULL,
-    at REAL NOT NULL,
-    data TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS transitions_run ON transitions (run_id);
-CREATE TABLE IF NOT EXISTS deliveries (
-    key TEXT PRIMARY KEY,
-    run_id TEXT NOT NULL,
-    remote_id TEXT,
-    created_at REAL NOT NULL,
-    data TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS deliveries_run ON deliveries (run_id);
-CREATE TABLE IF NOT EXISTS requests (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    handled INTEGER NOT NULL DEFAULT 0,
-    data TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS requests_pending ON requests (handled, id);
-CREATE TABLE IF NOT EXISTS instances (id TEXT PRIMARY KEY, data TEXT NOT NULL);
-"""
-# runs_thread_state: a thread's worker asks for its unfinished runs around every run;
-# through runs_thread alone that query read every run the thread ever had.
 
 Synchronous = Literal["off", "normal", "full", "extra"]
 
@@ -119,7 +72,7 @@ class SQLiteStore:
         # its transaction.
         self._lock = asyncio.Lock()
         # Touched only by functions running on the connection's thread, one at a time.
-        self._threads = _ThreadCache(cached_entries)
+        self._threads = ThreadCache(cached_entries)
         self._group: list[_Write] = []
         self._flusher: asyncio.Task[None] | None = None
 
@@ -228,20 +181,20 @@ class SQLiteStore:
         check_thread_id(run.thread_id)
         row = (run.id, run.thread_id, run.state, run.version, run.created_at,
                run.idempotency_key, run.model_dump_json())
-        existing = await self._grouped(_create_run, row)
-        return run if existing is None else _run(existing)
+        existing = await self._grouped(create_run_row, row)
+        return run if existing is None else parse_run(existing)
 
     async def commit(self, checkpoint: Checkpoint) -> None:
         cp = checkpoint
         if cp.entries and cp.position is None:
             raise StoreError("a checkpoint with entries needs a position")
         # Serialised here, before the trip: the connection's thread only runs SQL.
-        rows = _Rows(
+        rows = CheckpointRows(
             thread_id=cp.thread_id,
             position=cp.position,
             count=len(cp.entries),
             now=cp.run.updated_at if cp.run is not None else None,
-            entries=[_entry_row(cp.thread_id, (cp.position or 0) + i, entry)
+            entries=[entry_row(cp.thread_id, (cp.position or 0) + i, entry)
                      for i, entry in enumerate(cp.entries)],
             run=None if cp.run is None else (cp.run.state, cp.run.version,
                                              cp.run.model_dump_json(), cp.run.id,
@@ -250,7 +203,7 @@ class SQLiteStore:
             deliveries=[(d.key, d.run_id, d.remote_id, d.created_at, d.model_dump_json())
                         for d in cp.deliveries],
         )
-        await self._grouped(_commit, rows)
+        await self._grouped(commit_rows, rows)
 
     async def load_entries(self, thread_id: str) -> list[Entry]:
         check_thread_id(thread_id)
@@ -260,7 +213,7 @@ class SQLiteStore:
         rows = await self._fetchall("SELECT data FROM runs WHERE id = ?", (run_id,))
         if not rows:
             raise NotFound(f"no run {run_id!r}")
-        return _run(rows[0][0])
+        return parse_run(rows[0][0])
 
     async def list_runs(
         self,
@@ -287,7 +240,7 @@ class SQLiteStore:
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         rows = await self._fetchall(sql, params)
-        return [_run(row[0]) for row in reversed(rows)]
+        return [parse_run(row[0]) for row in reversed(rows)]
 
     async def list_threads(self, *, offset: int = 0, limit: int | None = None
                            ) -> list[ThreadInfo]:
@@ -335,7 +288,7 @@ class SQLiteStore:
         return [Delivery.model_validate_json(row[0]) for row in rows]
 
     async def mark_delivered(self, key: str, remote_id: str, at: float) -> None:
-        await self._run(self._write, _mark_delivered, key, remote_id, at)
+        await self._run(self._write, mark_delivered_row, key, remote_id, at)
 
     # -- the control plane
 
@@ -384,7 +337,7 @@ class SQLiteStore:
         return [Instance.model_validate_json(row[0]) for row in rows]
 
     async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        return await self._run(_fetchall, sql, params)
+        return await self._run(fetchall, sql, params)
 
     # -- synchronous work, on the connection's thread
 
@@ -394,9 +347,9 @@ class SQLiteStore:
         db.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
 
         def migrate(db: sqlite3.Connection) -> None:
-            for statement in filter(str.strip, _SCHEMA.split(";")):
+            for statement in filter(str.strip, SCHEMA.split(";")):
                 db.execute(statement)
-            version = _scalar(db, "SELECT value FROM meta WHERE key = 'schema_version'")
+            version = scalar(db, "SELECT value FROM meta WHERE key = 'schema_version'")
             if version is None:
                 db.execute("INSERT INTO meta VALUES ('schema_version', ?)",
                            (str(SCHEMA_VERSION),))
@@ -462,7 +415,7 @@ class SQLiteStore:
         if rows:
             try:
                 # One validation call for all new rows: far cheaper than one per row.
-                with _no_cycle_collection(len(rows) > 1000):
+                with no_cycle_collection(len(rows) > 1000):
                     known.extend(ENTRIES.validate_json(
                         "[" + ",".join(r[0] for r in rows) + "]"))
             except ValueError as exc:
@@ -481,130 +434,3 @@ class _Write:
     future: asyncio.Future[Any]
 
 
-@dataclass(frozen=True, slots=True)
-class _Rows:
-    """A checkpoint turned into SQL parameters, ready for the connection's thread."""
-
-    thread_id: str
-    position: int | None
-    count: int
-    now: float | None
-    entries: list[tuple[Any, ...]]
-    run: tuple[Any, ...] | None
-    transitions: list[tuple[Any, ...]]
-    deliveries: list[tuple[Any, ...]]
-
-
-def _commit(db: sqlite3.Connection, cp: _Rows) -> None:
-    if cp.position is not None:
-        cursor = db.execute(
-            "UPDATE threads SET length = length + ?, updated_at = coalesce(?, updated_at) "
-            "WHERE id = ? AND length = ?", (cp.count, cp.now, cp.thread_id, cp.position))
-        if cursor.rowcount != 1:
-            raise StaleWrite(f"thread {cp.thread_id!r} moved past position {cp.position}")
-        try:
-            db.executemany("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?)", cp.entries)
-        except sqlite3.IntegrityError as exc:
-            raise StaleWrite(f"a result for that tool call is already recorded: {exc}") from exc
-    if cp.run is not None:
-        cursor = db.execute(
-            "UPDATE runs SET state = ?, version = ?, data = ? WHERE id = ? AND version = ?",
-            cp.run)
-        if cursor.rowcount != 1:
-            raise StaleWrite(f"run {cp.run[3]} is not at version {cp.run[4]}")
-    if cp.transitions:
-        db.executemany("INSERT INTO transitions VALUES (?, ?, ?)", cp.transitions)
-    if cp.deliveries:
-        db.executemany("INSERT OR IGNORE INTO deliveries VALUES (?, ?, ?, ?, ?)", cp.deliveries)
-
-
-def _create_run(db: sqlite3.Connection, row: tuple[Any, ...]) -> str | None:
-    """Insert the run (and its thread); return the data of a run that holds its key."""
-    _, thread_id, _, _, created_at, key, _ = row
-    if key is not None:
-        existing: str | None = _scalar(db, "SELECT data FROM runs WHERE idempotency_key = ?",
-                                       (key,))
-        if existing is not None:
-            return existing
-    db.execute("INSERT OR IGNORE INTO threads VALUES (?, 0, ?, ?)",
-               (thread_id, created_at, created_at))
-    db.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)", row)
-    return None
-
-
-def _mark_delivered(db: sqlite3.Connection, key: str, remote_id: str, at: float) -> None:
-    data = _scalar(db, "SELECT data FROM deliveries WHERE key = ?", (key,))
-    if data is None:
-        raise NotFound(f"no delivery {key!r}")
-    delivery = Delivery.model_validate_json(data)
-    if delivery.remote_id is not None:
-        return
-    delivery = delivery.model_copy(update={"remote_id": remote_id, "delivered_at": at})
-    db.execute("UPDATE deliveries SET remote_id = ?, data = ? WHERE key = ?",
-               (remote_id, delivery.model_dump_json(), key))
-
-
-def _fetchall(db: sqlite3.Connection, sql: str, params: Sequence[Any]) -> list[Any]:
-    return db.execute(sql, params).fetchall()
-
-
-def _scalar(db: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> Any:
-    row = db.execute(sql, params).fetchone()
-    return None if row is None else row[0]
-
-
-def _entry_row(thread_id: str, seq: int, entry: Entry) -> tuple[Any, ...]:
-    call_id = entry.tool_call_id if isinstance(entry, ToolResult) else None
-    return (thread_id, seq, entry.run_id, entry.kind, call_id, entry.model_dump_json())
-
-
-def _run(data: str) -> Run:
-    try:
-        return Run.model_validate_json(data)
-    except ValueError as exc:
-        raise CorruptStore(f"unreadable run row: {exc}") from exc
-
-
-@contextmanager
-def _no_cycle_collection(pause: bool) -> Iterator[None]:
-    """Hold the cycle collector off while a long thread is validated.
-
-    The validation allocates tens of thousands of objects, none of them garbage, and
-    the collector would otherwise scan the young heap for every 700 of them and the
-    whole heap every few hundred thousand: that doubled a cold load of 10,000 entries.
-    """
-    if not pause or not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
-class _ThreadCache:
-    """Validated entries of the threads loaded last, up to ``limit`` entries in all (LRU)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._threads: OrderedDict[str, list[Entry]] = OrderedDict()
-        self._size = 0
-
-    def pop(self, thread_id: str) -> list[Entry]:
-        entries = self._threads.pop(thread_id, [])
-        self._size -= len(entries)
-        return entries
-
-    def put(self, thread_id: str, entries: list[Entry]) -> None:
-        if len(entries) > self.limit:
-            return
-        self._threads[thread_id] = entries
-        self._size += len(entries)
-        while self._size > self.limit:
-            _, dropped = self._threads.popitem(last=False)
-            self._size -= len(dropped)
-
-    def clear(self) -> None:
-        self._threads.clear()
-        self._size = 0
