@@ -25,7 +25,7 @@ from .config import AgentConfig, Prices, RuntimeConfig
 from .control import ControlRequest, Instance, ask, live_instances, serve_requests
 from .delivery import Deliverer, deliver
 from .errors import RunError, StaleWrite, StoreError
-from .events import EventBus, RunEnded, Subscription
+from .events import EventBus, RunEnded, StateChanged, Subscription
 from .logcontext import RUN_CONTEXT
 from .loop import DRIVABLE, RunDriver
 from .providers.base import Provider
@@ -176,16 +176,29 @@ class Runtime:
         return await self.wait(run.id)
 
     async def wait(self, run_id: str) -> Run:
-        """Wait until the run is completed, failed, cancelled, timed out or paused."""
+        """Wait until the run is completed, failed, cancelled, timed out or paused.
+
+        Events say so for runs driven here; the store is read now and then too, for a
+        run that another process on the same store took up.
+        """
         async with self.bus.subscribe(run_id) as events:
             run = await self.store.get_run(run_id)
             if run.state not in DRIVABLE:
                 return run
             self._kick(run.thread_id)
-            async for event in events:
-                if isinstance(event, RunEnded) and event.run is not None:
-                    return event.run
-        return await self.store.get_run(run_id)
+            while True:
+                try:
+                    event = await asyncio.wait_for(events.next(),
+                                                   4 * self.settings.poll_interval_s)
+                except TimeoutError:
+                    run = await self.store.get_run(run_id)
+                    if run.state not in DRIVABLE:
+                        return run
+                    if run.thread_id not in self._workers:
+                        self._kick(run.thread_id)
+                    continue
+                if isinstance(event, RunEnded):
+                    return event.run or await self.store.get_run(run_id)
 
     def subscribe(
         self, run_id: str | None = None
@@ -351,6 +364,7 @@ class Runtime:
 
     async def _work(self, thread_id: str) -> None:
         failed = False
+        announced: set[str] = set()
         try:
             while not self._closing:
                 self._dirty.discard(thread_id)
@@ -365,6 +379,22 @@ class Runtime:
                     if thread_id in self._dirty:
                         continue
                     return
+                holder = await self._held_elsewhere(active[0])
+                if holder is not None:
+                    # Another live process is driving this thread's current run: never
+                    # "recover" it under its feet. Wait for it only if someone here waits
+                    # on this thread; otherwise leave the thread to that process.
+                    watched = set(self.bus.watched())
+                    if not any(r.id in watched for r in active):
+                        return
+                    for run in active[1:]:
+                        if run.id not in announced:
+                            announced.add(run.id)
+                            self._publish_progress(run, f"waiting for {holder} to finish run "
+                                                   f"{active[0].id}")
+                    await asyncio.sleep(self.settings.poll_interval_s)
+                    self._dirty.add(thread_id)
+                    continue
                 await self._drive(active[0])
                 if len(active) == 1 and thread_id not in self._dirty:
                     return  # it was the only one, and nothing came in meanwhile
@@ -405,6 +435,19 @@ class Runtime:
             finally:
                 self._driving.pop(run.id, None)
             await self._send_replies(ended)
+
+    async def _held_elsewhere(self, run: Run) -> str | None:
+        """The live process (other than this one) that is driving ``run``, if any."""
+        if run.state is S.QUEUED or run.owner in (None, self.instance_id):
+            return None
+        for instance in await self.servers():
+            if instance.id == run.owner:
+                return f"process {instance.pid} on {instance.host}"
+        return None
+
+    def _publish_progress(self, run: Run, reason: str) -> None:
+        self.bus.publish(StateChanged(run_id=run.id, thread_id=run.thread_id, state=run.state,
+                                      reason=reason))
 
     def _publish_waiting(self, run: Run, reason: str) -> None:
         """Tell waiters that this process stopped driving a run that has not ended."""

@@ -100,3 +100,39 @@ async def test_a_request_nobody_serves_times_out_clearly(tmp_path: Path) -> None
         with pytest.raises(RunError, match="no serving process answered"):
             await ask(store, ControlRequest(kind="cancel", run_id="x"), timeout_s=0.2,
                       poll_s=0.05)
+
+
+async def test_a_run_held_by_a_live_process_is_not_recovered_by_another(tmp_path: Path) -> None:
+    release = asyncio.Event()
+    calls: list[str] = []
+
+    @tool(effect="non_idempotent")
+    async def slow(tag: str) -> str:
+        calls.append(tag)
+        await release.wait()
+        return tag
+
+    db = tmp_path / "m.db"
+    # One script for both (as one agent.toml would be): the turn played follows the thread.
+    script = [call("slow", tag="a"), {"text": "a done"}, {"text": "b done"}]
+    async with SQLiteStore(db) as store_a, SQLiteStore(db) as store_b:
+        a = Runtime(store_a, ScriptedProvider(script), ToolRegistry([slow]), settings=FAST)
+        b = Runtime(store_b, ScriptedProvider(script), ToolRegistry([slow]), settings=FAST)
+        async with a, b:
+            async with a.subscribe() as events:
+                held = await a.submit("t", "first")
+                while not isinstance(await asyncio.wait_for(events.next(), 5), ToolCallStarted):
+                    pass
+            async with b.subscribe() as b_events:
+                mine = await b.submit("t", "second")
+                waiting = asyncio.create_task(b.wait(mine.id))
+                event = await asyncio.wait_for(b_events.next(), 5)
+            assert "waiting for process" in getattr(event, "reason", "")
+            assert not waiting.done()
+            release.set()
+            assert (await a.wait(held.id)).reply == "a done"
+            done = await asyncio.wait_for(waiting, 10)
+            first = await a.get_run(held.id)
+    assert done.reply == "b done"
+    assert calls == ["a"]  # B never re-ran A's call
+    assert first.recovery_attempts == 0
