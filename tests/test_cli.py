@@ -127,29 +127,10 @@ def test_approve_from_the_cli(home: Path) -> None:
 
 
 def test_run_serves_until_sigterm(home: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "bot", "run"], cwd=home, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        lines = []
-        for line in proc.stdout:
-            lines.append(line)
-            if line.startswith("Ready."):
-                break
-        banner = "".join(lines)
-        assert "provider    echo" in banner and "recovered   0 unfinished run(s)" in banner
-        assert "  http        http://127.0.0.1:" in banner
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if proc.stdout:
-            proc.stdout.close()
-        if proc.stderr:
-            proc.stderr.close()
+    proc, banner = _serve(home)
+    assert "provider    echo" in banner and "recovered   0 unfinished run(s)" in banner
+    assert "  http        http://127.0.0.1:" in banner
+    _stop(proc)  # SIGTERM: exits 0
 
 
 def test_show_unknown_thread(home: Path) -> None:
@@ -198,16 +179,19 @@ def _with_tools(home: Path) -> None:
     (home / "agent.toml").write_text(text)
 
 
-def _serve(home: Path) -> subprocess.Popen[str]:
+def _serve(home: Path) -> tuple[subprocess.Popen[str], str]:
+    """`maiden run` in ``home``, up to its Ready line; returns the process and its banner."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "bot", "run"], cwd=home, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert proc.stdout is not None
+    lines = []
     for line in proc.stdout:
+        lines.append(line)
         if line.startswith("Ready."):
-            return proc
+            return proc, "".join(lines)
     proc.kill()
-    raise AssertionError("maiden run did not start")
+    raise AssertionError("maiden run did not start:\n" + "".join(lines))
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:
@@ -230,7 +214,7 @@ def test_approve_and_cancel_reach_a_running_server(home: Path) -> None:
     runs = maiden(home, "runs", "--state", "awaiting_approval").stdout.split("\n")
     ids = {line.split("thread=")[1].split()[0]: line.split()[0] for line in runs
            if "thread=" in line}
-    server = _serve(home)
+    server, _ = _serve(home)
     try:
         approved = maiden(home, "approve", ids["'ops'"], "echo_0", "--by", "lead")
         assert approved.returncode == 0, approved.stderr
