@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from runtime import (
@@ -51,3 +52,10 @@ def make_runtime(tmp_path: Path) -> RuntimeFactory:
                 yield rt, provider
 
     return factory
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    """A real httpx client, closed after the test."""
+    async with httpx.AsyncClient() as c:
+        yield c

@@ -29,7 +29,6 @@ from runtime import (
     ToolCall,
     ToolRegistry,
     ToolResult,
-    ToolSpec,
     Usage,
     UserMessage,
     make_provider,
@@ -37,26 +36,17 @@ from runtime import (
 )
 from runtime.providers.anthropic import to_messages
 from tests.fakes.anthropic import AnthropicServer, error, message, stream
-from tests.fakes.recorders import Deltas, Sleeps
+from tests.fakes.recorders import WEATHER, Deltas, Sleeps, ask
 from tests.fakes.server import Reply, load, load_json
 
 KEY = "sk-ant-test-key"
 CACHE = {"type": "ephemeral"}
-WEATHER = ToolSpec("get_weather", "The weather in a city.", {
-    "type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string"}},
-    "required": ["city"]})
 
 
 @pytest.fixture
 async def server() -> AsyncIterator[AnthropicServer]:
     async with AnthropicServer(KEY) as s:
         yield s
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient() as c:
-        yield c
 
 
 @pytest.fixture
@@ -71,10 +61,6 @@ def make(server: AnthropicServer, client: httpx.AsyncClient, sleeps: Sleeps | No
         "claude-sonnet-4-5", base_url=server.base_url, client=client,
         retry=Retry(max_retries=max_retries, sleep=Sleeps() if sleeps is None else sleeps,
                     random=lambda: 0.5), **options)
-
-
-def ask(text: str = "Salut", **kw: Any) -> ModelRequest:
-    return ModelRequest(system="Be brief.", entries=[UserMessage(run_id="r1", text=text)], **kw)
 
 
 # -- plain turns and the request's shape ------------------------------------------------------

@@ -26,20 +26,16 @@ from runtime import (
     ToolCall,
     ToolRegistry,
     ToolResult,
-    ToolSpec,
     Usage,
     UserMessage,
     make_provider,
     tool,
 )
 from tests.fakes.openai import OpenAIServer, completion, error, stream
-from tests.fakes.recorders import Deltas, Sleeps
+from tests.fakes.recorders import WEATHER, Deltas, Sleeps, ask
 from tests.fakes.server import Reply, load, load_json, sse
 
 KEY = "sk-test-key"
-WEATHER = ToolSpec("get_weather", "The weather in a city.", {
-    "type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string"}},
-    "required": ["city"]})
 WEATHER_TOOL = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather in a city.",
     "parameters": WEATHER.parameters}}
@@ -51,12 +47,6 @@ async def server() -> AsyncIterator[OpenAIServer]:
         yield s
 
 
-@pytest.fixture
-async def client() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient() as c:
-        yield c
-
-
 def make(server: OpenAIServer, client: httpx.AsyncClient, sleeps: Sleeps | None = None,
          *, max_retries: int = 3, **options: Any) -> OpenAIProvider:
     options.setdefault("api_key", KEY)
@@ -64,10 +54,6 @@ def make(server: OpenAIServer, client: httpx.AsyncClient, sleeps: Sleeps | None 
         "gpt-4.1", base_url=server.base_url, client=client,
         retry=Retry(max_retries=max_retries, sleep=Sleeps() if sleeps is None else sleeps,
                     random=lambda: 0.5), **options)
-
-
-def ask(text: str = "Salut", **kw: Any) -> ModelRequest:
-    return ModelRequest(system="Be brief.", entries=[UserMessage(run_id="r1", text=text)], **kw)
 
 
 # -- plain turns and the request's shape ------------------------------------------------------
