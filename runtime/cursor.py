@@ -54,12 +54,12 @@ class RunCursor:
         """One checkpoint: new entries plus the run's new state, atomically."""
         now = self.clock()
         transitions = []
+        changes["version"] = self.run.version + 1
         if to is not None:
             run, moved = transition(self.run, to, reason, now=now, **changes)
             transitions.append(moved)
         else:
-            run = self.run.model_copy(update=changes)
-        run = run.model_copy(update={"version": run.version + 1, "updated_at": now})
+            run = self.run.model_copy(update={**changes, "updated_at": now})
         # Shielded: a cancellation arriving mid-write must not leave the cursor unsure
         # whether the checkpoint landed. The write finishes; whoever handles the
         # cancellation reads the store afresh.

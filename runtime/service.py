@@ -160,20 +160,14 @@ class Runtime:
         With an ``idempotency_key`` already used, the original run is returned and
         nothing new happens.
         """
-        if self._closing:
-            raise RunError("shutting_down", "the runtime is shutting down")
-        check_thread_id(thread_id)
-        now = self.clock()
-        run = Run(id=uuid.uuid4().hex, thread_id=thread_id, text=text, created_at=now,
-                  updated_at=now, origin=origin or Origin(), idempotency_key=idempotency_key)
-        stored = await self.store.create_run(run)
-        self._kick(thread_id)
-        return stored
+        return await self._accept(self._new_run(thread_id, text, origin, idempotency_key))
 
     async def send(self, thread_id: str, text: str, *, origin: Origin | None = None) -> Run:
         """Submit a message and wait for its run to end or pause."""
-        run = await self.submit(thread_id, text, origin=origin)
-        return await self.wait(run.id)
+        run = self._new_run(thread_id, text, origin, None)
+        async with self.bus.subscribe(run.id) as events:  # before the run can start
+            await self._accept(run)
+            return await self._until_ended(run, events)
 
     async def wait(self, run_id: str) -> Run:
         """Wait until the run is completed, failed, cancelled, timed out or paused.
@@ -186,19 +180,36 @@ class Runtime:
             if run.state not in DRIVABLE:
                 return run
             self._kick(run.thread_id)
-            while True:
-                try:
-                    event = await asyncio.wait_for(events.next(),
-                                                   4 * self.settings.poll_interval_s)
-                except TimeoutError:
-                    run = await self.store.get_run(run_id)
-                    if run.state not in DRIVABLE:
-                        return run
-                    if run.thread_id not in self._workers:
-                        self._kick(run.thread_id)
-                    continue
-                if isinstance(event, RunEnded):
-                    return event.run or await self.store.get_run(run_id)
+            return await self._until_ended(run, events)
+
+    def _new_run(
+        self, thread_id: str, text: str, origin: Origin | None, idempotency_key: str | None
+    ) -> Run:
+        if self._closing:
+            raise RunError("shutting_down", "the runtime is shutting down")
+        check_thread_id(thread_id)
+        now = self.clock()
+        return Run(id=uuid.uuid4().hex, thread_id=thread_id, text=text, created_at=now,
+                   updated_at=now, origin=origin or Origin(), idempotency_key=idempotency_key)
+
+    async def _accept(self, run: Run) -> Run:
+        stored = await self.store.create_run(run)
+        self._kick(run.thread_id)
+        return stored
+
+    async def _until_ended(self, run: Run, events: Subscription) -> Run:
+        while True:
+            try:
+                event = await asyncio.wait_for(events.next(), 4 * self.settings.poll_interval_s)
+            except TimeoutError:
+                run = await self.store.get_run(run.id)
+                if run.state not in DRIVABLE:
+                    return run
+                if run.thread_id not in self._workers:
+                    self._kick(run.thread_id)
+                continue
+            if isinstance(event, RunEnded):
+                return event.run or await self.store.get_run(run.id)
 
     def subscribe(
         self, run_id: str | None = None
