@@ -69,6 +69,11 @@ class Controls(Protocol):
 
     async def expire_approvals(self) -> Any: ...
 
+    async def flush_deliveries(self) -> Any: ...
+
+
+FLUSH_EVERY_S = 5.0
+"""How often a serving runtime retries replies that failed to send."""
 
 REQUEST_TTL_S = 300.0
 """A request nobody took within this long is expired, not carried out late."""
@@ -97,6 +102,7 @@ async def serve_requests(rt: Controls, poll_interval_s: float, stop: asyncio.Eve
     """Beat, answer requests meant for this process, expire approvals; until ``stop``."""
     me = Instance(id=rt.instance_id, pid=os.getpid(), host=socket.gethostname(),
                   started_at=rt.clock(), beat_at=rt.clock())
+    last_flush = rt.clock()
     try:
         while not stop.is_set():
             try:
@@ -106,6 +112,9 @@ async def serve_requests(rt: Controls, poll_interval_s: float, stop: asyncio.Eve
                 for request in await rt.store.requests(pending=True):
                     await _handle(rt, request, live)
                 await rt.expire_approvals()
+                if now - last_flush >= FLUSH_EVERY_S:
+                    last_flush = now
+                    await rt.flush_deliveries()  # replies whose send failed: try again
             except Exception:
                 log.exception("handling requests from other processes failed; retrying")
             with contextlib.suppress(TimeoutError):

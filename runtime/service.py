@@ -73,6 +73,7 @@ class Runtime:
         self._dirty: set[str] = set()
         self._driving: dict[str, asyncio.Task[Run]] = {}
         self._deliverers: dict[str, Deliverer] = {}
+        self._sending: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
         self._stop = asyncio.Event()
@@ -335,8 +336,21 @@ class Runtime:
         self._deliverers[channel] = deliverer
 
     async def flush_deliveries(self) -> None:
-        """Send every recorded reply that has no remote id yet (reconciling first)."""
+        """Send every recorded reply that has no remote id yet, reconciling first: those a
+        crash or a failed send left behind. Serving runtimes call this now and then.
+
+        A reply of a run that another live process holds is left to that process.
+        """
+        live: set[str] | None = None
         for delivery in await self.store.deliveries(pending=True):
+            if delivery.key in self._sending or delivery.channel not in self._deliverers:
+                continue
+            run = await self.store.get_run(delivery.run_id)
+            if run.owner not in (None, self.instance_id):
+                if live is None:
+                    live = {i.id for i in await self.servers()}
+                if run.owner in live:
+                    continue
             await self._deliver(delivery, fresh=False)
 
     async def _send_replies(self, run: Run) -> None:
@@ -352,11 +366,16 @@ class Runtime:
             log.warning("no %r channel to deliver run %s's reply; it stays in the outbox",
                         delivery.channel, delivery.run_id)
             return
+        if delivery.key in self._sending:
+            return  # already on its way
+        self._sending.add(delivery.key)
         try:
             await deliver(self.store, deliverer, delivery, fresh=fresh)
         except Exception:
-            log.exception("delivering run %s's reply failed; it stays in the outbox",
-                          delivery.run_id)
+            log.exception("delivering run %s's reply failed; it stays in the outbox and is "
+                          "tried again", delivery.run_id)
+        finally:
+            self._sending.discard(delivery.key)
 
     # -- workers -----------------------------------------------------------------------------
 

@@ -6,8 +6,11 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from runtime import (
     AgentConfig,
+    Origin,
     RunState,
     Runtime,
     RuntimeConfig,
@@ -91,8 +94,6 @@ async def test_approval_from_another_runtime_runs_in_the_server(tmp_path: Path) 
 
 
 async def test_a_request_nobody_serves_times_out_clearly(tmp_path: Path) -> None:
-    import pytest
-
     from runtime import RunError
     from runtime.control import ControlRequest, ask
 
@@ -136,3 +137,43 @@ async def test_a_run_held_by_a_live_process_is_not_recovered_by_another(tmp_path
     assert done.reply == "b done"
     assert calls == ["a"]  # B never re-ran A's call
     assert first.recovery_attempts == 0
+
+
+class FlakyChannel:
+    """A test deliverer: posts into a list; the first send can fail before or after posting."""
+
+    def __init__(self, fail: str | None) -> None:
+        self.fail = fail
+        self.posted: list[tuple[str, str]] = []
+
+    async def send(self, delivery: Any) -> str:
+        if self.fail == "before":
+            self.fail = None
+            raise ConnectionError("channel down")
+        self.posted.append((delivery.key, delivery.text))
+        if self.fail == "after":
+            self.fail = None
+            raise TimeoutError("posted, but the answer never came back")
+        return f"msg-{len(self.posted)}"
+
+    async def reconcile(self, delivery: Any) -> str | None:
+        for i, (key, _) in enumerate(self.posted, 1):
+            if key == delivery.key:
+                return f"msg-{i}"
+        return None
+
+
+@pytest.mark.parametrize("fail", ["before", "after"])
+async def test_a_reply_that_failed_to_send_is_retried_once(tmp_path: Path, fail: str) -> None:
+    channel = FlakyChannel(fail)
+    async with SQLiteStore(tmp_path / "m.db") as store:
+        rt = Runtime(store, ScriptedProvider([{"text": "hello"}]), settings=FAST)
+        rt.add_deliverer("chat", channel)
+        async with rt:
+            run = await rt.send("t", "hi", origin=Origin(channel="chat", target={"room": "r"}))
+            assert run.reply == "hello"
+            (pending,) = await store.deliveries(pending=True)
+            await rt.flush_deliveries()
+            assert await store.deliveries(pending=True) == []
+            await rt.flush_deliveries()  # nothing left to do
+    assert channel.posted == [(pending.key, "hello")]
