@@ -67,11 +67,14 @@ class SQLiteStore:
         self.synchronous = synchronous
         self.busy_timeout_s = busy_timeout_s
         self._db: aiosqlite.Connection | None = None
+        # Reads go through a second connection (WAL lets it read while the first one
+        # writes and fsyncs): a busy store does not make every read wait for a disk flush.
+        self._reader: aiosqlite.Connection | None = None
         # Held around every trip, so that code issuing several statements of its own
         # under it (one trip each) cannot have another task's function run inside
         # its transaction.
         self._lock = asyncio.Lock()
-        # Touched only by functions running on the connection's thread, one at a time.
+        # Touched only by functions running on the reader's thread, one at a time.
         self._threads = ThreadCache(cached_entries)
         self._group: list[_Write] = []
         self._flusher: asyncio.Task[None] | None = None
@@ -95,17 +98,21 @@ class SQLiteStore:
         self._db = db
         try:
             await self._run(self._open)
+            self._reader = await aiosqlite.connect(self.path, timeout=self.busy_timeout_s,
+                                                   isolation_level=None)
+            await self._read(_open_reader, int(self.busy_timeout_s * 1000))
         except BaseException:
-            self._db = None
-            await db.close()
+            await self.close()
             raise
 
     async def close(self) -> None:
         if self._flusher is not None:  # let writes already handed in land first
             await asyncio.wait([self._flusher])
-        if self._db is not None:
-            db, self._db = self._db, None
-            await db.close()
+        for name in ("_reader", "_db"):
+            connection = getattr(self, name)
+            if connection is not None:
+                setattr(self, name, None)
+                await connection.close()
         self._threads.clear()
 
     @property
@@ -134,6 +141,26 @@ class SQLiteStore:
         try:
             async with self._lock:
                 result: T = await db._execute(call)  # type: ignore[no-untyped-call]
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: {exc}") from exc
+        return result
+
+    async def _read(
+        self,
+        fn: Callable[Concatenate[sqlite3.Connection, P], T],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """Like ``_run``, on the reading connection (no lock: each call is one read)."""
+        reader = self._reader
+        if reader is None:
+            raise StoreError("the store is not open")
+
+        def call() -> T:
+            return fn(reader._conn, *args, **kwargs)
+
+        try:
+            result: T = await reader._execute(call)  # type: ignore[no-untyped-call]
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: {exc}") from exc
         return result
@@ -207,7 +234,7 @@ class SQLiteStore:
 
     async def load_entries(self, thread_id: str) -> list[Entry]:
         check_thread_id(thread_id)
-        return await self._run(self._load_entries, thread_id)
+        return await self._read(self._load_entries, thread_id)
 
     async def get_run(self, run_id: str) -> Run:
         rows = await self._fetchall("SELECT data FROM runs WHERE id = ?", (run_id,))
@@ -265,7 +292,7 @@ class SQLiteStore:
             return StoreStats(runs=runs, threads=threads, deliveries_pending=pending,
                               deliveries_sent=total - pending)
 
-        return await self._run(count)
+        return await self._read(count)
 
     async def transitions(self, run_id: str) -> list[Transition]:
         rows = await self._fetchall(
@@ -337,7 +364,7 @@ class SQLiteStore:
         return [Instance.model_validate_json(row[0]) for row in rows]
 
     async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        return await self._run(fetchall, sql, params)
+        return await self._read(fetchall, sql, params)
 
     # -- synchronous work, on the connection's thread
 
@@ -434,3 +461,6 @@ class _Write:
     future: asyncio.Future[Any]
 
 
+def _open_reader(db: sqlite3.Connection, busy_timeout_ms: int) -> None:
+    db.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
+    db.execute("PRAGMA query_only=1")
