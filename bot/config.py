@@ -87,9 +87,23 @@ def parse_config(text: str, source: str = "agent.toml") -> MaidenConfig:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([("", f"not valid TOML: {exc}")], source) from None
     try:
-        return MaidenConfig.model_validate(data)
+        config = MaidenConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError([_problem(err) for err in exc.errors()], source) from None
+    problems = _cross_checks(config)
+    if problems:
+        raise ConfigError(problems, source)
+    return config
+
+
+def _cross_checks(cfg: MaidenConfig) -> list[tuple[str, str]]:
+    """Keys that are valid alone but not together."""
+    problems = []
+    if cfg.provider.kind == "scripted" and cfg.agent.max_context_tokens is not None:
+        # The scripted provider finds its place in the script from the history it is sent.
+        problems.append(("agent.max_context_tokens", "cannot be used with the scripted "
+                         "provider (it replays its script by the history it is sent)"))
+    return problems
 
 
 def load_config(path: str | Path = "agent.toml") -> LoadedConfig:

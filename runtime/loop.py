@@ -299,13 +299,17 @@ class RunDriver:
 
         tools = () if final else tuple(self.tools.specs())
         tidiness = self._tidiness.setdefault(run.thread_id, Tidiness())
-        entries, dropped = fit_history(model_view(cur.entries, tidiness), self.agent.system_prompt,
-                                       self.agent.max_context_tokens, tools=tools)
-        if dropped:
-            # In the request only: the store keeps the whole thread.
-            entries.insert(0, Notice(run_id=run.id, code="context_trimmed", at=self.clock(),
-                                     text=f"{dropped} older entries of this conversation were "
-                                     "left out to fit the context window."))
+        view = model_view(cur.entries, tidiness)
+        entries: Sequence[Entry] = view
+        if self.agent.max_context_tokens is not None:
+            kept, dropped = fit_history(view, self.agent.system_prompt,
+                                        self.agent.max_context_tokens, tools=tools)
+            if dropped:
+                # In the request only: the store keeps the whole thread.
+                kept.insert(0, Notice(run_id=run.id, code="context_trimmed", at=self.clock(),
+                                      text=f"{dropped} older entries of this conversation were "
+                                      "left out to fit the context window."))
+            entries = kept
         request = ModelRequest(
             system=self.agent.system_prompt, entries=tuple(entries), tools=tools,
             run_id=run.id, thread_id=run.thread_id, final_turn=final)

@@ -118,3 +118,10 @@ def test_tools_approval_overrides(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         make_tools(parse_config("[tools.approval]\nnope = true\n").tools, tmp_path)
     assert info.value.problems == [("tools.approval.nope", "no tool has that name")]
+
+
+def test_scripted_provider_and_context_trimming_do_not_mix() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config("[provider]\nkind = 'scripted'\nscript = 's.json'\n"
+                     "[agent]\nmax_context_tokens = 1000\n")
+    assert info.value.problems[0][0] == "agent.max_context_tokens"

@@ -452,3 +452,20 @@ async def test_repeated_call_ids_from_the_model_are_made_unique(make_runtime: An
     assert run.state is RunState.COMPLETED and len(set(ids)) == 3 and ids[0] == "same"
     assert [r.tool_call_id for r in entries if isinstance(r, ToolResult)] == ids
     assert len(seen) == 3
+
+
+async def test_max_context_tokens_sends_the_newest_part_with_a_notice(
+    make_runtime: Any,
+) -> None:
+    # (The scripted model finds its turn by the history it is sent, so every turn here
+    # answers the same: that is fine for looking at what was sent.)
+    script = [{"text": "answer " + "z" * 400}] * 6
+    async with make_runtime(script, max_context_tokens=300) as (rt, provider):
+        for i in range(6):
+            await rt.send("t", f"question {i} " + "q" * 400)
+        stored = await rt.store.load_entries("t")
+    sent = provider.calls[-1].entries
+    assert len(stored) == 12  # the store keeps everything
+    assert isinstance(sent[0], Notice) and sent[0].code == "context_trimmed"
+    assert isinstance(sent[1], UserMessage) and sent[-1].text.startswith("question 5")
+    assert len(sent) < len(stored)
