@@ -312,3 +312,18 @@ def test_an_uncertain_call_after_kill_9_waits_for_a_person(home: Path) -> None:
     assert (home / "charges.log").read_text() == "5\n"  # never twice
     shown = maiden(home, "show", "pay").stdout
     assert "echo: did it work?" in shown  # the message queued behind it was answered too
+
+
+def test_a_closed_pipe_is_not_a_traceback(home: Path) -> None:
+    for i in range(4):  # well over a pipe's 64 KiB buffer
+        maiden(home, "send", "p", f"message {i} " + "x" * 12_000)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "bot", "show", "p"], cwd=home, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # like `| head -1`
+    err = proc.stderr.read()
+    proc.stderr.close()
+    assert proc.wait(timeout=30) in (0, 141)
+    assert "Traceback" not in err
