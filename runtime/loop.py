@@ -109,13 +109,9 @@ class RunDriver:
     def _cursor(self, run: Run, entries: list[Entry]) -> RunCursor:
         return RunCursor(self.store, self.bus, run, entries, self.clock)
 
-    async def drive(self, run_id: str, run: Run | None = None) -> Run:
-        """Take the run from wherever it stands to completion, failure or a pause.
-
-        ``run``, if the caller just read it, saves a read; if it is stale, the first
-        checkpoint's version check says so.
-        """
-        run = run if run is not None else await self.store.get_run(run_id)
+    async def drive(self, run_id: str) -> Run:
+        """Take the run from wherever it stands to completion, failure or a pause."""
+        run = await self.store.get_run(run_id)
         if run.state not in DRIVABLE:
             return run
         cur = self._cursor(run, await self.store.load_entries(run.thread_id))
