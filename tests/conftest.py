@@ -13,6 +13,7 @@ import pytest
 from runtime import (
     AgentConfig,
     BudgetConfig,
+    FilesStore,
     Prices,
     Runtime,
     RuntimeConfig,
@@ -39,12 +40,15 @@ def make_runtime(tmp_path: Path) -> RuntimeFactory:
         budget: dict[str, Any] | None = None,
         prices: dict[str, float] | None = None,
         clock: Any = None,
+        store: str = "sqlite",
         **agent: Any,
     ) -> AsyncIterator[tuple[Runtime, ScriptedProvider]]:
         provider = ScriptedProvider(script)
-        async with SQLiteStore(db or tmp_path / "maiden.db") as store:
+        backend = SQLiteStore(db or tmp_path / "maiden.db") if store == "sqlite" \
+            else FilesStore(db or tmp_path / "files")
+        async with backend as opened:
             extra = {"clock": clock} if clock is not None else {}
-            rt = Runtime(store, provider, ToolRegistry(tools), agent=AgentConfig(**agent),
+            rt = Runtime(opened, provider, ToolRegistry(tools), agent=AgentConfig(**agent),
                          budget=BudgetConfig(**(budget or {})), prices=Prices(**(prices or {})),
                          settings=RuntimeConfig(concurrency=concurrency),  # type: ignore[arg-type]
                          **extra)

@@ -469,3 +469,27 @@ async def test_max_context_tokens_sends_the_newest_part_with_a_notice(
     assert isinstance(sent[0], Notice) and sent[0].code == "context_trimmed"
     assert isinstance(sent[1], UserMessage) and sent[-1].text.startswith("question 5")
     assert len(sent) < len(stored)
+
+
+@pytest.mark.parametrize("store", ["sqlite", "files"])
+async def test_the_loop_on_every_store(make_runtime: Any, store: str) -> None:
+    seen, lookup = make_counter()
+
+    @tool(requires_approval=True)
+    def risky() -> str:
+        return "done"
+
+    script = [call("lookup", q="a"), {"text": "A"}, call("risky"), {"text": "risky done"}]
+    async with make_runtime(script, [lookup, risky], store=store) as (rt, provider):
+        first = await rt.send("t/1", "look it up")
+        paused = await rt.send("t/1", "now the risky thing")
+        assert paused.pending_approval is not None
+        await rt.decide(paused.id, paused.pending_approval.tool_call_id, approve=True)
+        second = await rt.wait(paused.id)
+        entries = await rt.store.load_entries("t/1")
+        transitions = await rt.store.transitions(second.id)
+    assert (first.reply, second.reply) == ("A", "risky done")
+    assert kinds(entries) == ["user", "assistant", "tool_result", "assistant"] * 2
+    assert [t.target for t in transitions][-1] == "completed"
+    assert seen == [{"q": "a"}]
+    provider.assert_complete()

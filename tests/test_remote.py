@@ -10,6 +10,7 @@ import pytest
 
 from runtime import (
     AgentConfig,
+    FilesStore,
     Origin,
     RunState,
     Runtime,
@@ -29,8 +30,16 @@ def call(name: str, **arguments: Any) -> dict[str, Any]:
     return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
 
+def two_stores(kind: str, tmp_path: Path) -> tuple[Any, Any]:
+    """Two store objects on the same storage, as two processes would have."""
+    if kind == "files":
+        return FilesStore(tmp_path / "files"), FilesStore(tmp_path / "files")
+    return SQLiteStore(tmp_path / "m.db"), SQLiteStore(tmp_path / "m.db")
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "files"])
 async def test_cancel_from_another_runtime_stops_the_tool_where_it_runs(
-    tmp_path: Path,
+    tmp_path: Path, kind: str
 ) -> None:
     stopped = asyncio.Event()
 
@@ -42,9 +51,9 @@ async def test_cancel_from_another_runtime_stops_the_tool_where_it_runs(
             stopped.set()
         return "never"
 
-    db = tmp_path / "m.db"
     script = [call("forever"), {"text": "after"}]
-    async with SQLiteStore(db) as store_a, SQLiteStore(db) as store_b:
+    first, second = two_stores(kind, tmp_path)
+    async with first as store_a, second as store_b:
         server = Runtime(store_a, ScriptedProvider(script), ToolRegistry([forever]),
                          settings=FAST)
         cli = Runtime(store_b, ScriptedProvider(script), settings=FAST)
