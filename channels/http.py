@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from runtime import (
+    DRIVABLE_STATES,
     TERMINAL,
     Origin,
     Run,
@@ -59,8 +60,6 @@ __all__ = ["HttpApi", "create_app"]
 
 log = logging.getLogger("maiden.http")
 S = RunState
-DRIVABLE = (S.QUEUED, S.RUNNING, S.AWAITING_TOOL)
-"""States in which a run still moves on its own (not ended, not waiting for a person)."""
 _END_KIND = {S.COMPLETED: "run.completed", S.FAILED: "run.failed", S.CANCELLED: "run.cancelled",
              S.TIMED_OUT: "run.timed_out"}
 _SSE = "text/event-stream"
@@ -150,7 +149,7 @@ class HttpApi:
         try:
             if first:
                 yield _sse(first, RunOut.of(run).model_dump(mode="json"))
-            if run.state not in DRIVABLE:
+            if run.state not in DRIVABLE_STATES:
                 yield _sse_end(run)
                 return
             while True:

@@ -33,6 +33,7 @@ from .events import (
     ToolCallStarted,
 )
 from .logcontext import RUN_CONTEXT
+from .loop import DRIVABLE as DRIVABLE_STATES
 from .process import ProcessResult, run_process
 from .providers import (
     EchoProvider,
@@ -60,6 +61,7 @@ from .tools import NOT_DONE, Effect, Tool, ToolContext, ToolRegistry, ToolSpec, 
 
 __all__ = [
     "ACTIVE_STATES",
+    "DRIVABLE_STATES",
     "ENTRY",
     "NOT_DONE",
     "RUN_CONTEXT",
