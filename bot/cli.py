@@ -104,6 +104,19 @@ def _check(loaded: LoadedConfig) -> int:
     print(f"  store     {cfg.store.kind} at {loaded.base_dir / cfg.store.path}")
     print(f"  runtime   concurrency={cfg.runtime.concurrency}")
     print(f"  tools     {', '.join(f'{t.name} ({t.effect})' for t in tools) or 'none'}")
+    asks = [t.name for t in tools if t.requires_approval]
+    if asks:
+        who = ", ".join(cfg.agent.approvers) or "anyone who can reach maiden"
+        print(f"  approval  {', '.join(asks)} (decided by {who})")
+    limits = {k: v for k, v in cfg.budget.model_dump().items()
+              if k.startswith("max_") and v is not None}
+    print("  budget    " + (", ".join(f"{k}={v:g}" for k, v in limits.items()) or "no limits"))
+    http = cfg.http
+    if not http.enabled:
+        print("  http      disabled")
+    else:
+        print(f"  http      {http.host}:{http.port}" + (f", token from ${http.token_env}"
+                                                         if http.token_env else ", no token"))
     missing = [var for var, ok in env_status(cfg).items() if not ok]
     for var, ok in env_status(cfg).items():
         print(f"  secret    ${var}: {'set' if ok else 'NOT SET'}")
