@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .entries import AssistantTurn, Entry, Notice, ToolResult, UserMessage
 from .tools import ToolSpec
 
-__all__ = ["entry_tokens", "estimate_tokens", "fit_history"]
+__all__ = ["Window", "entry_tokens", "estimate_tokens", "fit_history"]
 
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD = 4
@@ -81,8 +82,7 @@ def fit_history(
     """
     if max_tokens is None:
         return list(entries), 0
-    budget = max_tokens - estimate_tokens(system) - sum(
-        estimate_tokens(t.name + t.description + json.dumps(t.parameters)) for t in tools)
+    budget = _budget(system, tools, max_tokens)
     units = _units(entries)
     first = len(units)
     used = 0
@@ -98,3 +98,44 @@ def fit_history(
     starts = [units[k][0] for k in range(first, len(units))]
     start = next((s for s in starts if isinstance(entries[s], UserMessage)), starts[0])
     return list(entries[start:]), start
+
+
+def _budget(system: str, tools: Sequence[ToolSpec], max_tokens: int) -> int:
+    return max_tokens - estimate_tokens(system) - sum(
+        estimate_tokens(t.name + t.description + json.dumps(t.parameters)) for t in tools)
+
+
+@dataclass
+class Window:
+    """Where the history sent to the model starts, for one thread, held steady.
+
+    Prompt caches (Anthropic's, OpenAI's) reuse the longest unchanged start of a
+    prompt: a window that slid by one turn every turn would never hit them. So once
+    trimming starts, the cut leaves room to grow (``refit`` of the limit) and stays
+    where it is until what follows it no longer fits; then it moves, once.
+    """
+
+    start: int = 0
+    refit: float = 0.6
+
+    def fit(
+        self,
+        entries: Sequence[Entry],
+        system: str,
+        max_tokens: int | None,
+        *,
+        tools: Sequence[ToolSpec] = (),
+    ) -> tuple[list[Entry], int]:
+        """Like ``fit_history``, but keeps the last cut while the rest still fits."""
+        if max_tokens is None:
+            return list(entries), 0
+        if 0 < self.start < len(entries):
+            rest = entries[self.start:]
+            if sum(entry_tokens(e) for e in rest) <= _budget(system, tools, max_tokens):
+                return list(rest), self.start
+        kept, dropped = fit_history(entries, system, max_tokens, tools=tools)
+        if dropped:
+            kept, dropped = fit_history(entries, system, int(max_tokens * self.refit),
+                                        tools=tools)
+        self.start = dropped
+        return kept, dropped

@@ -19,7 +19,7 @@ from typing import Any
 
 from .budget import BudgetConfig, Prices, Spend, Verdict, check_budget
 from .config import AgentConfig
-from .context import fit_history
+from .context import Window
 from .cursor import RunCursor, unanswered
 from .entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, UserMessage
 from .errors import ProviderError, StaleWrite, StoreError
@@ -105,6 +105,7 @@ class RunDriver:
         self.cancel_reasons: dict[str, str] = {}
         """Runs whose task is being cancelled on purpose, and why."""
         self._tidiness: dict[str, Tidiness] = {}
+        self._windows: dict[str, Window] = {}
 
     def _cursor(self, run: Run, entries: list[Entry]) -> RunCursor:
         return RunCursor(self.store, self.bus, run, entries, self.clock)
@@ -298,8 +299,12 @@ class RunDriver:
         view = model_view(cur.entries, tidiness)
         entries: Sequence[Entry] = view
         if self.agent.max_context_tokens is not None:
-            kept, dropped = fit_history(view, self.agent.system_prompt,
-                                        self.agent.max_context_tokens, tools=tools)
+            # The window's start is kept between turns only where the view is the
+            # thread itself (an untidy thread's view is rebuilt each turn).
+            window = self._windows.setdefault(run.thread_id, Window()) \
+                if view is cur.entries else Window()
+            kept, dropped = window.fit(view, self.agent.system_prompt,
+                                       self.agent.max_context_tokens, tools=tools)
             if dropped:
                 # In the request only: the store keeps the whole thread.
                 kept.insert(0, Notice(run_id=run.id, code="context_trimmed", at=self.clock(),

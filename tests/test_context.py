@@ -117,3 +117,22 @@ def test_entry_tokens_count_calls_and_results() -> None:
     assert entry_tokens(call) == MESSAGE_OVERHEAD + estimate_tokens('c1clock{"tz": "UTC"}')
     result = ToolResult(run_id="r", tool_call_id="c1", name="clock", content={"ok": True})
     assert entry_tokens(result) == MESSAGE_OVERHEAD + estimate_tokens('c1{"ok": true}')
+
+
+def test_the_window_holds_its_start_until_it_must_move() -> None:
+    from runtime.context import Window
+
+    window = Window(refit=0.6)
+    thread = build("U A " * 4)  # 80 tokens: fits in 100
+    starts = []
+    for _ in range(8):
+        sent, dropped = window.fit(thread, "", 100)
+        assert sum(entry_tokens(e) for e in sent) <= 100
+        assert dropped == 0 or isinstance(thread[dropped], UserMessage)
+        starts.append(dropped)
+        thread = thread + build("U A")  # the conversation goes on
+    # No trimming while it fits; then a cut that leaves room (60 of 100 tokens), kept for
+    # the next turns (a prompt cache can reuse it), and moved again only when full.
+    assert starts == [0, 0, 6, 6, 6, 12, 12, 12]
+    fresh, dropped = Window(refit=0.6).fit(thread, "", None)
+    assert dropped == 0 and len(fresh) == len(thread)
