@@ -39,6 +39,7 @@ from runtime import (
     Checkpoint,
     Delivery,
     Effect,
+    FilesStore,
     Origin,
     Run,
     RunState,
@@ -115,20 +116,18 @@ def append_line(path: Path, record: dict[str, Any]) -> None:
         os.fsync(f.fileno())
 
 
-class CrashingStore(SQLiteStore):
-    """The real SQLite store, dying right after the write a kill point names."""
+class _Crashing:
+    """Mixed into a real store: the process dies right after the write a kill point names."""
 
-    def __init__(self, path: Path, switch: KillSwitch) -> None:
-        super().__init__(path)
-        self.switch = switch
+    switch: KillSwitch
 
     async def create_run(self, run: Run) -> Run:
-        stored = await super().create_run(run)
+        stored: Run = await super().create_run(run)  # type: ignore[misc]
         self.switch.reached("after_queued")
         return stored
 
     async def commit(self, checkpoint: Checkpoint) -> None:
-        await super().commit(checkpoint)
+        await super().commit(checkpoint)  # type: ignore[misc]
         cp = checkpoint
         if any(isinstance(e, UserMessage) for e in cp.entries):
             self.switch.reached("after_user_entry")
@@ -143,8 +142,20 @@ class CrashingStore(SQLiteStore):
             self.switch.reached("after_final_answer")
 
     async def mark_delivered(self, key: str, remote_id: str, at: float) -> None:
-        await super().mark_delivered(key, remote_id, at)
+        await super().mark_delivered(key, remote_id, at)  # type: ignore[misc]
         self.switch.reached("after_delivery_recorded")
+
+
+class CrashingStore(_Crashing, SQLiteStore):
+    def __init__(self, path: Path, switch: KillSwitch) -> None:
+        super().__init__(path)
+        self.switch = switch
+
+
+class CrashingFilesStore(_Crashing, FilesStore):
+    def __init__(self, path: Path, switch: KillSwitch) -> None:
+        super().__init__(path)
+        self.switch = switch
 
 
 class FileChannel:
@@ -202,7 +213,7 @@ def make_tool(
     return effect_tool
 
 
-async def summarise(store: SQLiteStore) -> dict[str, Any]:
+async def summarise(store: SQLiteStore | FilesStore) -> dict[str, Any]:
     """What ``maiden runs`` / ``maiden show`` would tell: runs, transitions, threads, outbox."""
     runs = []
     for run in await store.list_runs():
@@ -218,7 +229,8 @@ async def summarise(store: SQLiteStore) -> dict[str, Any]:
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(args.workdir)
     switch = KillSwitch(args.kill_at, args.kill_count)
-    async with CrashingStore(Path(args.db), switch) as store:
+    store_type = CrashingFilesStore if args.store == "files" else CrashingStore
+    async with store_type(Path(args.db), switch) as store:
         runtime = Runtime(
             store, ScriptedProvider(SCRIPT),
             ToolRegistry([make_tool(args.effect, workdir, switch,
@@ -244,7 +256,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tests.crash.driver", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--db", required=True)
+    parser.add_argument("--db", required=True, help="the SQLite file, or the files store's folder")
+    parser.add_argument("--store", choices=["sqlite", "files"], default="sqlite")
     parser.add_argument("--effect", required=True, choices=EFFECTS)
     parser.add_argument("--workdir", required=True)
     action = parser.add_mutually_exclusive_group()

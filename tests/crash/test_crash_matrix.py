@@ -3,8 +3,8 @@
 DESIGN §4 and §5: every thread ends in the same state as an uninterrupted run,
 no inbound message is lost, no completed side effect is repeated, and a reply
 is posted exactly once. Each case drives real processes (``tests/crash/driver.py``)
-over one SQLite file; side effects are counted in the files the driver's test
-tool and test channel write.
+over one SQLite file (or one files store, for a subset of the matrix); side effects are
+counted in the files the driver's test tool and test channel write.
 
 Every test's processes are independent of every other test's, so each test
 names a scenario (``SCENARIOS``) and all the selected tests' scenarios start on
@@ -134,6 +134,7 @@ class Drill:
     root: Path
     effect: str
     requires_approval: bool = False
+    store: str = "sqlite"
 
     def run(self, *args: str) -> Outcome:
         """Run the driver to its end; return what it left."""
@@ -155,8 +156,10 @@ class Drill:
             f"{_tail(proc.stderr)}\n{_tail(proc.stdout)}")
 
     def _spawn(self, args: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "tests.crash.driver", "--db", str(self.root / "maiden.db"),
-                   "--effect", self.effect, "--workdir", str(self.root / "traces"), *args]
+        db = self.root / ("files" if self.store == "files" else "maiden.db")
+        command = [sys.executable, "-m", "tests.crash.driver", "--db", str(db),
+                   "--store", self.store, "--effect", self.effect,
+                   "--workdir", str(self.root / "traces"), *args]
         if self.requires_approval:
             command.append("--requires-approval")
         return subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
@@ -173,9 +176,9 @@ def _baseline(root: Path, effect: str) -> Steps:
     return [drill.run("--send", THREAD, TEXT), drill.run("--recover")]
 
 
-def _crash_and_recover(root: Path, case: Case) -> Steps:
+def _crash_and_recover(root: Path, case: Case, store: str = "sqlite") -> Steps:
     effect, point, count = case
-    drill = Drill(root, effect)
+    drill = Drill(root, effect, store=store)
     drill.kill("--send", THREAD, TEXT, "--kill-at", point, "--kill-count", str(count))
     return [drill.run("--recover")]
 
@@ -242,6 +245,8 @@ def _approval_then_crash(root: Path, effect: str) -> Steps:
 
 SCENARIOS: dict[str, Callable[[Path, Any], Steps]] = {
     "test_crash_matrix": _crash_and_recover,
+    "test_crash_matrix_on_the_files_store": lambda root, case: _crash_and_recover(
+        root, case, store="files"),
     "test_crash_again_during_recovery": _crash_again_and_again,
     "test_a_person_decides_an_uncertain_call": _person_decides,
     "test_a_run_that_kills_every_process_becomes_poison": _poison,
@@ -375,8 +380,25 @@ def test_baseline_is_what_the_matrix_compares_with(
 @pytest.mark.parametrize("case", CASES, ids=[_case_id(c) for c in CASES])
 def test_crash_matrix(case: Case, scenario: Future[Steps], baseline: Outcome) -> None:
     """Killed once at ``point``, restarted: the same end as without the crash."""
-    effect, point, count = case
     (outcome,) = finished(scenario)
+    check_recovered(case, outcome, baseline)
+
+
+FILES_CASES = [(effect, point, 1) for effect in ("idempotent_write", "non_idempotent")
+               for point in KILL_POINTS if _applies(effect, point)]
+
+
+@pytest.mark.parametrize("case", FILES_CASES, ids=[_case_id(c) for c in FILES_CASES])
+def test_crash_matrix_on_the_files_store(
+    case: Case, scenario: Future[Steps], baseline: Outcome
+) -> None:
+    """The same guarantee with the files store (compared with the SQLite baseline)."""
+    (outcome,) = finished(scenario)
+    check_recovered(case, outcome, baseline)
+
+
+def check_recovered(case: Case, outcome: Outcome, baseline: Outcome) -> None:
+    effect, point, count = case
     run = outcome.run
     keys = outcome.keys()
     cut = count - 1  # index of the call the kill point hit (for the per-call points)
