@@ -109,7 +109,7 @@ async def serve_requests(rt: Controls, poll_interval_s: float, stop: asyncio.Eve
                 now = rt.clock()
                 await rt.store.beat(me.model_copy(update={"beat_at": now}))
                 live = {i.id for i in await live_instances(rt.store, now, poll_interval_s)}
-                for request in await rt.store.requests(pending=True):
+                for request in await rt.store.requests():
                     await _handle(rt, request, live)
                 await rt.expire_approvals()
                 if now - last_flush >= FLUSH_EVERY_S:

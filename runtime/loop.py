@@ -35,7 +35,7 @@ from .events import (
 from .guards import call_key, is_repeat, turn_budget
 from .history import Tidiness, model_view
 from .providers.base import ModelRequest, Provider
-from .runs import Delivery, PendingApproval, Run, RunState, idempotency_key
+from .runs import Delivery, PendingApproval, ReplyDelivery, Run, RunState, idempotency_key
 from .stores.base import Store
 from .tools import NOT_DONE, ToolContext, ToolOutput, ToolRegistry, error_result
 
@@ -360,7 +360,7 @@ class RunDriver:
         if not run.origin.target:
             return []
         at = len(cur.entries) + adding
-        return [Delivery(key=idempotency_key(run.id, f"reply@{at}"), run_id=run.id,
+        return [ReplyDelivery(key=idempotency_key(run.id, f"reply@{at}"), run_id=run.id,
                          thread_id=run.thread_id, channel=run.origin.channel,
                          target=run.origin.target, text=text, created_at=self.clock())]
 

@@ -5,19 +5,23 @@ from __future__ import annotations
 import hashlib
 import time
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
 
 from .entries import Usage
 from .errors import IllegalTransition
+from .guards import canonical_json
 
 __all__ = [
+    "DELIVERY",
     "TERMINAL",
+    "ApprovalDelivery",
     "Decision",
     "Delivery",
     "Origin",
     "PendingApproval",
+    "ReplyDelivery",
     "Run",
     "RunState",
     "Transition",
@@ -160,20 +164,64 @@ class Transition(BaseModel):
     at: float
 
 
-class Delivery(BaseModel):
-    """An outbound reply: written with the final answer, sent after (DESIGN §5)."""
-
+class _Delivery(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     key: str
+    """The idempotency key the channel carries with the message (Slack metadata, a
+    Discord nonce), so a recovered send can find out whether it already happened."""
     run_id: str
     thread_id: str
     channel: str
     target: dict[str, str] = Field(default_factory=dict)
-    text: str
     remote_id: str | None = None
     created_at: float = Field(default_factory=time.time)
     delivered_at: float | None = None
+
+
+class ReplyDelivery(_Delivery):
+    """A message for the run's origin: the final answer, or why the run stopped."""
+
+    kind: Literal["reply"] = "reply"
+    text: str
+
+
+class ApprovalDelivery(_Delivery):
+    """The prompt for a paused call, written in the pause's checkpoint; channels render it
+    with Approve / Deny buttons bound to ``run_id``, ``tool_call_id`` and ``arguments_hash``."""
+
+    kind: Literal["approval"] = "approval"
+    tool_call_id: str
+    name: str
+    arguments: Any = None
+    arguments_hash: str
+    reason: str
+    """``requires_approval`` or ``uncertain_side_effect``."""
+    asked_by: str | None = None
+
+    @property
+    def text(self) -> str:
+        """A plain rendering, for channels without buttons."""
+        why = "may have run already before a crash" if self.reason == "uncertain_side_effect" \
+            else "needs approval"
+        return f"{self.name} {canonical_json(self.arguments)} {why}."
+
+
+def _delivery_kind(value: Any) -> str:
+    # Records written before deliveries had kinds are replies.
+    if isinstance(value, dict):
+        return str(value.get("kind", "reply"))
+    return str(getattr(value, "kind", "reply"))
+
+
+Delivery = Annotated[
+    Annotated[ReplyDelivery, Tag("reply")] | Annotated[ApprovalDelivery, Tag("approval")],
+    Discriminator(_delivery_kind),
+]
+"""An outbox record (DESIGN §5): a reply or an approval prompt."""
+
+DELIVERY: TypeAdapter[Delivery] = TypeAdapter(Delivery)
+"""The one adapter delivery records are (de)serialised through."""
 
 
 def transition(

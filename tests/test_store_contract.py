@@ -18,9 +18,19 @@ from uuid import uuid4
 
 import pytest
 
+from runtime.control import ControlRequest, Instance
 from runtime.entries import AssistantTurn, Notice, ToolCall, ToolResult, Usage, UserMessage
 from runtime.errors import CorruptStore, InvalidThreadId, NotFound, StaleWrite, StoreError
-from runtime.runs import Delivery, Origin, Run, RunState, Transition, transition
+from runtime.runs import (
+    DELIVERY,
+    ApprovalDelivery,
+    Origin,
+    ReplyDelivery,
+    Run,
+    RunState,
+    Transition,
+    transition,
+)
 from runtime.stores.base import Checkpoint, Store
 from runtime.stores.files import FilesStore, thread_file_name
 from runtime.stores.sqlite import SQLiteStore
@@ -194,7 +204,7 @@ async def test_stale_position_writes_nothing(store: AnyStore) -> None:
     run = await started(store)
     entries = await store.load_entries("t")
     moved, step = advance(run, S.COMPLETED, "done", reply="bye")
-    delivery = Delivery(key="d1", run_id=run.id, thread_id="t", channel="slack", text="bye")
+    delivery = ReplyDelivery(key="d1", run_id=run.id, thread_id="t", channel="slack", text="bye")
     for position in (0, 2, 7):
         with pytest.raises(StaleWrite):
             await store.commit(Checkpoint(
@@ -217,7 +227,7 @@ async def test_unknown_thread_is_a_stale_position(store: AnyStore) -> None:
 
 async def test_stale_run_version_writes_nothing(store: AnyStore) -> None:
     run = await started(store)
-    delivery = Delivery(key="d1", run_id=run.id, thread_id="t", channel="slack", text="bye")
+    delivery = ReplyDelivery(key="d1", run_id=run.id, thread_id="t", channel="slack", text="bye")
     for version in (run.version, run.version + 2, 0):
         stale = run.model_copy(update={"state": S.COMPLETED, "version": version})
         with pytest.raises(StaleWrite):
@@ -271,10 +281,10 @@ async def test_transitions_are_recorded_in_order(store: AnyStore) -> None:
 async def test_deliveries_pending_and_delivered(store: AnyStore) -> None:
     one = await started(store, thread_id="t")
     two = await started(store, thread_id="u")
-    d1 = Delivery(key="k1", run_id=one.id, thread_id="t", channel="slack",
-                  target={"channel": "C1"}, text="réponse", created_at=10.0)
-    d2 = Delivery(key="k2", run_id=two.id, thread_id="u", channel="discord", text="b",
-                  created_at=5.0)
+    d1 = ReplyDelivery(key="k1", run_id=one.id, thread_id="t", channel="slack",
+                       target={"channel": "C1"}, text="réponse", created_at=10.0)
+    d2 = ReplyDelivery(key="k2", run_id=two.id, thread_id="u", channel="discord", text="b",
+                       created_at=5.0)
     done_one, _ = advance(one, S.COMPLETED, reply="réponse")
     await store.commit(Checkpoint("t", 1, [AssistantTurn(run_id=one.id, text="réponse")],
                                   run=done_one, deliveries=[d1]))
@@ -296,6 +306,63 @@ async def test_deliveries_pending_and_delivered(store: AnyStore) -> None:
     assert await store.deliveries(run_id=one.id) == [sent]
     with pytest.raises(NotFound):
         await store.mark_delivered("nope", "m", at=1.0)
+
+
+async def test_approval_prompts_are_deliveries_too(store: AnyStore) -> None:
+    run = await started(store, thread_id="t")
+    prompt = ApprovalDelivery(key="p1", run_id=run.id, thread_id="t", channel="slack",
+                              target={"channel": "C1"}, tool_call_id="c1", name="deploy",
+                              arguments={"env": "prod", "n": [1, None]}, arguments_hash="h",
+                              reason="requires_approval", asked_by="U1", created_at=3.0)
+    paused, _ = advance(run, S.AWAITING_APPROVAL)
+    await store.commit(Checkpoint("t", None, run=paused, deliveries=[prompt]))
+    assert await store.deliveries(pending=True) == [prompt]
+    await store.mark_delivered("p1", "ts-1", at=4.0)
+    [sent] = await store.deliveries(run_id=run.id)
+    assert isinstance(sent, ApprovalDelivery)
+    assert sent == prompt.model_copy(update={"remote_id": "ts-1", "delivered_at": 4.0})
+
+
+def test_delivery_records_without_a_kind_are_replies() -> None:
+    # Records written before deliveries had kinds.
+    old = {"key": "k", "run_id": "r", "thread_id": "t", "channel": "slack", "text": "hi"}
+    assert isinstance(DELIVERY.validate_python(old), ReplyDelivery)
+    assert isinstance(DELIVERY.validate_json(json.dumps(old)), ReplyDelivery)
+
+
+# -- the control plane
+
+
+async def test_requests_are_numbered_and_handled_once(store: AnyStore) -> None:
+    first = await store.add_request(ControlRequest(kind="cancel", run_id="r1", created_at=1.0))
+    second = await store.add_request(ControlRequest(
+        kind="decide", run_id="r2", payload={"tool_call_id": "c", "approve": True},
+        created_at=2.0))
+    assert 0 < first.id < second.id
+    assert await store.requests() == [first, second]
+    assert await store.get_request(second.id) == second
+    handled = first.model_copy(update={"handled_at": 3.0, "handled_by": "me", "ok": True,
+                                       "result": "done"})
+    assert await store.finish_request(handled) is True
+    # Another process got there first: the second answer is refused and changes nothing.
+    assert await store.finish_request(handled.model_copy(update={"handled_by": "other"})) \
+        is False
+    assert await store.get_request(first.id) == handled
+    assert await store.requests() == [second]
+    with pytest.raises(NotFound):
+        await store.get_request(999_999)
+
+
+async def test_heartbeats(store: AnyStore, new_store: Callable[[], AnyStore]) -> None:
+    one = Instance(id="a1", pid=1, host="h", started_at=1.0, beat_at=1.0)
+    two = Instance(id="b2", pid=2, host="h", started_at=1.0, beat_at=2.0)
+    await store.beat(one)
+    await store.beat(two)
+    await store.beat(one.model_copy(update={"beat_at": 5.0}))
+    async with new_store() as other:  # another process sees them
+        assert await other.instances() == [one.model_copy(update={"beat_at": 5.0}), two]
+    await store.beat(one, gone=True)
+    assert await store.instances() == [two]
 
 
 # -- listing
@@ -354,8 +421,8 @@ async def test_thread_pages_and_stats(store: AnyStore) -> None:
     run = await started(store, "t0")
     done, step = advance(run, S.COMPLETED, reply="ok")
     await store.commit(Checkpoint("t0", 1, run=done, transitions=[step], deliveries=[
-        Delivery(key="a", run_id=run.id, thread_id="t0", channel="slack", text="ok"),
-        Delivery(key="b", run_id=run.id, thread_id="t0", channel="slack", text="ok")]))
+        ReplyDelivery(key="a", run_id=run.id, thread_id="t0", channel="slack", text="ok"),
+        ReplyDelivery(key="b", run_id=run.id, thread_id="t0", channel="slack", text="ok")]))
     await store.mark_delivered("a", "m1", at=1.0)
     stats = await store.stats()
     assert stats.threads == 5 and stats.runs == {S.QUEUED: 5, S.COMPLETED: 1}
@@ -367,7 +434,7 @@ async def test_reopen_sees_everything(
 ) -> None:
     run = await started(store, key="k")
     done, step = advance(run, S.COMPLETED, reply="ok")
-    delivery = Delivery(key="d", run_id=run.id, thread_id="t", channel="slack", text="ok")
+    delivery = ReplyDelivery(key="d", run_id=run.id, thread_id="t", channel="slack", text="ok")
     await store.commit(Checkpoint("t", 1, all_kinds(run.id), run=done, transitions=[step],
                                   deliveries=[delivery]))
     await store.mark_delivered("d", "m1", at=5.0)

@@ -1,7 +1,8 @@
 """Stores: where threads and runs live. Every backend passes one contract suite."""
 
-from .base import Checkpoint, Store, ThreadInfo
+from .base import Checkpoint, ControlStore, OutboxStore, RunStore, Store, ThreadInfo
 from .files import FilesStore
 from .sqlite import SQLiteStore
 
-__all__ = ["Checkpoint", "FilesStore", "SQLiteStore", "Store", "ThreadInfo"]
+__all__ = ["Checkpoint", "ControlStore", "FilesStore", "OutboxStore", "RunStore", "SQLiteStore",
+           "Store", "ThreadInfo"]

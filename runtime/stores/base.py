@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from pydantic import TypeAdapter
@@ -13,7 +13,8 @@ from ..entries import Entry
 from ..errors import InvalidThreadId
 from ..runs import Delivery, Run, RunState, Transition
 
-__all__ = ["ENTRIES", "Checkpoint", "Store", "StoreStats", "ThreadInfo", "check_thread_id"]
+__all__ = ["ENTRIES", "Checkpoint", "ControlStore", "OutboxStore", "RunStore", "Store",
+           "StoreStats", "ThreadInfo", "check_thread_id"]
 
 ENTRIES: TypeAdapter[list[Entry]] = TypeAdapter(list[Entry])
 
@@ -52,10 +53,9 @@ class ThreadInfo:
     updated_at: float
     runs: int = 0
     last_state: RunState | None = None
-    extra: dict[str, str] = field(default_factory=dict)
 
 
-class Store(Protocol):
+class RunStore(Protocol):
     """Durable threads and runs. Every method is safe to call from concurrent tasks."""
 
     async def open(self) -> None:
@@ -98,6 +98,11 @@ class Store(Protocol):
     async def transitions(self, run_id: str) -> list[Transition]:
         """Every state change of the run, in order, with its reason."""
 
+
+
+class OutboxStore(Protocol):
+    """Delivery records (written inside ``RunStore.commit`` checkpoints) and their sending."""
+
     async def deliveries(
         self, *, run_id: str | None = None, pending: bool | None = None
     ) -> list[Delivery]:
@@ -106,13 +111,16 @@ class Store(Protocol):
     async def mark_delivered(self, key: str, remote_id: str, at: float) -> None:
         """Record that the delivery ``key`` was sent as ``remote_id`` (idempotent)."""
 
-    # -- the control plane: requests between processes on one store
+
+
+class ControlStore(Protocol):
+    """The control plane: requests between processes on one store, and heartbeats."""
 
     async def add_request(self, request: ControlRequest) -> ControlRequest:
         """Store a request for whichever process serves the store; returns it with its id."""
 
-    async def requests(self, *, pending: bool = True, after: int = 0) -> list[ControlRequest]:
-        """Requests with an id above ``after``, oldest first; by default unhandled ones."""
+    async def requests(self) -> list[ControlRequest]:
+        """Requests nobody has handled yet, oldest first."""
 
     async def get_request(self, request_id: int) -> ControlRequest:
         """One request, or ``NotFound``."""
@@ -125,6 +133,10 @@ class Store(Protocol):
 
     async def instances(self) -> list[Instance]:
         """Every recorded heartbeat."""
+
+
+class Store(RunStore, OutboxStore, ControlStore, Protocol):
+    """What a backend implements: runs and threads, the outbox, the control plane."""
 
 
 def check_thread_id(thread_id: str) -> str:

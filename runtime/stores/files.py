@@ -42,7 +42,7 @@ from pydantic import BaseModel
 
 from ..entries import Entry, ToolResult
 from ..errors import CorruptStore, NotFound, StaleWrite, StoreError
-from ..runs import Delivery, Run, RunState, Transition
+from ..runs import DELIVERY, Delivery, Run, RunState, Transition
 from .base import ENTRIES, Checkpoint, StoreStats, ThreadInfo, check_thread_id
 from .files_control import FilesControl
 
@@ -169,6 +169,13 @@ def _validate(path: Path, model: type[M], raw: Any) -> M:
         return model.model_validate(raw)
     except ValueError as exc:
         raise CorruptStore(f"{path}: unreadable {model.__name__}: {exc}") from exc
+
+
+def _delivery(path: Path, raw: Any) -> Delivery:
+    try:
+        return DELIVERY.validate_python(raw)
+    except ValueError as exc:
+        raise CorruptStore(f"{path}: unreadable delivery: {exc}") from exc
 
 
 def _read(path: Path) -> bytes | None:
@@ -568,7 +575,7 @@ class FilesStore(FilesControl):
                 if raw.get("run_id") == run_id]
 
     def _deliveries(self, run_id: str | None, pending: bool | None) -> list[Delivery]:
-        found = [_validate(path, Delivery, raw)
+        found = [_delivery(path, raw)
                  for path, snap in self._all_snapshots() for raw in snap.deliveries]
         if run_id is not None:
             found = [d for d in found if d.run_id == run_id]
@@ -587,7 +594,7 @@ class FilesStore(FilesControl):
             snap = self._load(thread_id) or _Snapshot(thread_id, created_at=0.0, updated_at=0.0)
             for i, raw in enumerate(snap.deliveries):
                 if raw.get("key") == key:
-                    delivery = _validate(path, Delivery, raw)
+                    delivery = _delivery(path, raw)
                     if delivery.remote_id is not None:
                         return
                     delivered = delivery.model_copy(

@@ -37,11 +37,9 @@ class FilesControl:
     async def add_request(self, request: ControlRequest) -> ControlRequest:
         return await self._io(_add_request, self, request)
 
-    async def requests(
-        self, *, pending: bool = True, after: int = 0
-    ) -> list[ControlRequest]:
-        found = await self._io(_list_requests, self, after)
-        return [r for r in found if not pending or r.handled_at is None]
+    async def requests(self) -> list[ControlRequest]:
+        found = await self._io(_list_requests, self)
+        return [r for r in found if r.handled_at is None]
 
     async def get_request(self, request_id: int) -> ControlRequest:
         return await self._io(_get_request, self, request_id)
@@ -84,9 +82,9 @@ def _add_request(store: FilesControl, request: ControlRequest) -> ControlRequest
     return stored
 
 
-def _list_requests(store: FilesControl, after: int) -> list[ControlRequest]:
+def _list_requests(store: FilesControl) -> list[ControlRequest]:
     paths = sorted(p for p in _folder(store, "requests").glob("*.json")
-                   if not p.name.startswith(".") and int(p.stem) > after)
+                   if not p.name.startswith("."))
     return [_parse(p, ControlRequest) for p in paths]
 
 

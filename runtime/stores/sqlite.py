@@ -27,7 +27,7 @@ import aiosqlite
 from ..control import ControlRequest, Instance
 from ..entries import Entry
 from ..errors import CorruptStore, NotFound, StoreError
-from ..runs import Delivery, Run, RunState, Transition
+from ..runs import DELIVERY, Delivery, Run, RunState, Transition
 from .base import ENTRIES, Checkpoint, StoreStats, ThreadInfo, check_thread_id
 from .sqlite_sql import (
     SCHEMA,
@@ -312,7 +312,7 @@ class SQLiteStore:
         if where:
             sql += " WHERE " + " AND ".join(where)
         rows = await self._fetchall(sql + " ORDER BY created_at, rowid", params)
-        return [Delivery.model_validate_json(row[0]) for row in rows]
+        return [DELIVERY.validate_json(row[0]) for row in rows]
 
     async def mark_delivered(self, key: str, remote_id: str, at: float) -> None:
         await self._run(self._write, mark_delivered_row, key, remote_id, at)
@@ -329,9 +329,8 @@ class SQLiteStore:
 
         return await self._run(self._write, add)
 
-    async def requests(self, *, pending: bool = True, after: int = 0) -> list[ControlRequest]:
-        sql = "SELECT data FROM requests WHERE id > ?" + (" AND handled = 0" if pending else "")
-        rows = await self._fetchall(sql + " ORDER BY id", (after,))
+    async def requests(self) -> list[ControlRequest]:
+        rows = await self._fetchall("SELECT data FROM requests WHERE handled = 0 ORDER BY id")
         return [ControlRequest.model_validate_json(row[0]) for row in rows]
 
     async def get_request(self, request_id: int) -> ControlRequest:

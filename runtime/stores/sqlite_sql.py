@@ -13,7 +13,7 @@ from typing import Any
 
 from ..entries import Entry, ToolResult
 from ..errors import CorruptStore, NotFound, StaleWrite
-from ..runs import Delivery, Run
+from ..runs import DELIVERY, Run
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "CheckpointRows", "ThreadCache", "commit_rows",
            "create_run_row", "entry_row", "fetchall", "mark_delivered_row",
@@ -133,7 +133,7 @@ def mark_delivered_row(db: sqlite3.Connection, key: str, remote_id: str, at: flo
     data = scalar(db, "SELECT data FROM deliveries WHERE key = ?", (key,))
     if data is None:
         raise NotFound(f"no delivery {key!r}")
-    delivery = Delivery.model_validate_json(data)
+    delivery = DELIVERY.validate_json(data)
     if delivery.remote_id is not None:
         return
     delivery = delivery.model_copy(update={"remote_id": remote_id, "delivered_at": at})
