@@ -92,7 +92,7 @@ async def _case(case: Case, n: int, workdir: Path, synchronous: Synchronous) -> 
                 expect_completed(await rt.send("bench:memory", user_text(i)))
         else:
             if case == "idle":
-                await rt.store.list_threads()
+                await rt.threads()
                 expect_completed(await rt.send("bench:idle0", user_text(1)))
             expect_completed(await rt.send("bench:new", user_text(0)))
 

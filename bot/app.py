@@ -1,4 +1,4 @@
-"""The application: config -> store -> runtime -> HTTP API (-> channels and schedules, later).
+"""The application: config -> store -> runtime -> channels (-> schedules, later).
 
 `maiden run` composes everything in one lifespan. Startup: open the store, recover
 every unfinished run, then start intake (the HTTP API). Shutdown on SIGTERM or
@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import TYPE_CHECKING, TextIO
+from typing import Any, TextIO
 
+from channels import Channel
+from channels.http import HttpChannel
 from runtime import (
     ACTIVE_STATES,
-    ConfigError,
     MaidenError,
     Run,
     Runtime,
@@ -31,11 +31,7 @@ from runtime import (
 from .config import LoadedConfig
 from .logging import RunContext, log_runs
 
-if TYPE_CHECKING:
-    from channels.http import HttpApi
-    from channels.http_server import HttpServer
-
-__all__ = ["banner", "http_token", "open_runtime", "serve"]
+__all__ = ["banner", "make_channels", "open_runtime", "serve"]
 
 log = logging.getLogger("maiden.app")
 
@@ -64,41 +60,13 @@ async def open_runtime(
         yield runtime
 
 
-def http_token(loaded: LoadedConfig) -> str | None:
-    """The API's bearer token, from the variable ``[http] token_env`` names.
-
-    Without one, refuse (``ConfigError``) to listen on anything but loopback: the API
-    runs tools, and anyone who can reach it could make it do so.
-    """
-    from channels.http_server import is_loopback
-
-    http = loaded.config.http
-    token = os.environ.get(http.token_env) if http.token_env else None
-    if not token and not is_loopback(http.host):
-        why = f"${http.token_env} is not set" if http.token_env else "no [http] token_env"
-        raise ConfigError([("http.host", (
-            f"{http.host!r} is not a loopback address and {why}: without a token the HTTP "
-            "API only listens on 127.0.0.1 / ::1. Set [http] token_env to a variable holding "
-            "a long random token (clients send 'Authorization: Bearer <token>'), or use "
-            "host = \"127.0.0.1\""))], str(loaded.path))
-    return token or None
-
-
 def banner(
-    loaded: LoadedConfig, runtime: Runtime, recovered: list[Run], *, http: str | None = None
+    loaded: LoadedConfig, runtime: Runtime, recovered: list[Run],
+    channels: Sequence[Channel] = (),
 ) -> str:
     """One screen: what this process serves, from where, and what it recovered."""
     cfg = loaded.config
     source = str(loaded.path) if loaded.exists else f"{loaded.path} (not found: defaults)"
-    if not cfg.http.enabled:
-        http_line = "disabled ([http] enabled = false)"
-    elif http is None:
-        http_line = "not started"
-    elif cfg.http.token_env and os.environ.get(cfg.http.token_env):
-        http_line = f"{http}  (bearer token from ${cfg.http.token_env})"
-    else:
-        unset = f"${cfg.http.token_env} not set, " if cfg.http.token_env else ""
-        http_line = f"{http}  (no token: {unset}loopback only)"
     lines = [
         f"maiden: agent {cfg.agent.name!r}",
         f"  config      {source}",
@@ -107,40 +75,63 @@ def banner(
         f"  store       {cfg.store.kind} at {loaded.base_dir / cfg.store.path}",
         f"  concurrency {cfg.runtime.concurrency}",
         f"  tools       {', '.join(t.name for t in runtime.tools) or 'none'}",
-        f"  http        {http_line}",
-        "  slack       not configured (no [channels.slack])",
-        "  discord     not configured (no [channels.discord])",
-        "  schedules   none",
-        f"  recovered   {len(recovered)} unfinished run(s)",
     ]
+    serving = {channel.name: channel.banner() for channel in channels}
+    if not cfg.http.enabled:
+        serving["http"] = "disabled ([http] enabled = false)"
+    serving.setdefault("slack", "not configured (no [channels.slack])")
+    serving.setdefault("discord", "not configured (no [channels.discord])")
+    lines += [f"  {name:<11} {line}" for name, line in serving.items()]
+    lines += ["  schedules   none", f"  recovered   {len(recovered)} unfinished run(s)"]
     for run in recovered:
         lines.append(f"    {run.id} on {run.thread_id!r}: {run.state} ({run.reason})")
-    where = f"over HTTP at {http}, " if http else ""
+    urls = [c.url for c in channels if isinstance(c, HttpChannel)]
+    where = f"over HTTP at {urls[0]}, " if urls else ""
     lines.append(f"Ready. Talk to it {where}with `maiden chat` or `maiden send THREAD TEXT`; "
                  "Ctrl-C stops.")
     return "\n".join(lines)
 
 
+ChannelFactory = Callable[[Runtime], Channel]
+
+
+def make_channels(loaded: LoadedConfig) -> list[ChannelFactory]:
+    """The channels the config enables, each to be made over the runtime. Settings that
+    cannot work (a missing token) fail here, before the store is opened."""
+    cfg = loaded.config
+    factories: list[ChannelFactory] = []
+    if cfg.http.enabled:
+        token = cfg.http.token(source=str(loaded.path))
+        factories.append(lambda runtime: HttpChannel(runtime, cfg.http, token))
+    return factories
+
+
 async def serve(
     loaded: LoadedConfig, out: TextIO = sys.stdout, *, context: RunContext | None = None
 ) -> None:
-    """`maiden run`: recover, then serve until SIGINT or SIGTERM."""
-    cfg = loaded.config
-    token = http_token(loaded) if cfg.http.enabled else None
+    """`maiden run`: recover, start every channel, serve until SIGINT or SIGTERM.
+
+    One lifespan: the store, the runtime and each channel are entered on one exit
+    stack and left in reverse order. Shutdown first stops intake on every channel,
+    then lets runs reach a checkpoint (``runtime.close()``), then closes the
+    channels (answering whoever still waits), the runtime and the store.
+    """
+    factories = make_channels(loaded)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
         async with open_runtime(loaded, recover=False) as runtime:
+            channels = [make(runtime) for make in factories]
             if context is not None:  # recovery logs before the runs' first events
-                for run in await runtime.store.list_runs(states=ACTIVE_STATES):
+                for run in await runtime.runs(states=ACTIVE_STATES):
                     context.remember(run.id, run.thread_id)
             logger = asyncio.create_task(log_runs(runtime, context), name="maiden-log-runs")
             try:
                 recovered = await _recover(runtime, stop)
                 if recovered is not None:
-                    await _serve(loaded, runtime, recovered, token, stop, out)
+                    await _serve(loaded, runtime, channels, recovered, stop, out)
             finally:
                 logger.cancel()
                 await asyncio.gather(logger, return_exceptions=True)
@@ -165,46 +156,29 @@ async def _recover(runtime: Runtime, stop: asyncio.Event) -> list[Run] | None:
 
 
 async def _serve(
-    loaded: LoadedConfig, runtime: Runtime, recovered: list[Run], token: str | None,
+    loaded: LoadedConfig, runtime: Runtime, channels: list[Channel], recovered: list[Run],
     stop: asyncio.Event, out: TextIO,
 ) -> None:
-    api: HttpApi | None = None
-    server: HttpServer | None = None
-    if loaded.config.http.enabled:
-        api, server = _http(loaded, runtime, token)
-        await server.start()
-    try:
-        out.write(banner(loaded, runtime, recovered,
-                         http=server.url if server else None) + "\n")
+    async with AsyncExitStack() as stack:
+        for channel in channels:
+            await stack.enter_async_context(channel)
+            if channel.deliverer is not None:
+                runtime.add_deliverer(channel.name, channel.deliverer)
+        out.write(banner(loaded, runtime, recovered, channels) + "\n")
         out.flush()
-        stopping = asyncio.create_task(stop.wait())
-        watched = [stopping] + ([server.task] if server else [])
-        await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
-        stopping.cancel()
-        if server is not None and server.task.done():
-            raise MaidenError("the HTTP server stopped unexpectedly")
+        watched: dict[asyncio.Task[Any], str] = {asyncio.create_task(stop.wait()): "stop"}
+        for channel in channels:
+            watched[asyncio.create_task(channel.closed())] = channel.name
+        done, pending = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        failed = [watched[t] for t in done if watched[t] != "stop"]
         out.write("maiden: stopping\n")
         out.flush()
         log.info("stopping: no new messages; letting runs reach a checkpoint")
-        if api is not None:
-            api.stop_intake()
+        for channel in channels:
+            channel.stop_intake()
         await runtime.close()
-    finally:
-        if api is not None:
-            api.release()
-        if server is not None:
-            await server.stop()
-
-
-def _http(loaded: LoadedConfig, runtime: Runtime, token: str | None) -> tuple[HttpApi, HttpServer]:
-    from channels.http import create_app
-    from channels.http_models import HttpSettings
-    from channels.http_server import HttpServer
-
-    http = loaded.config.http
-    app = create_app(runtime, HttpSettings(
-        token=token, max_body_bytes=http.max_body_bytes,
-        max_message_chars=http.max_message_chars))
-    api: HttpApi = app.state.maiden
-    return api, HttpServer(app, http.host, http.port)
-
+        if failed:
+            raise MaidenError(f"the {failed[0]} channel stopped unexpectedly")

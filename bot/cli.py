@@ -180,7 +180,7 @@ async def _threads(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     from .app import open_runtime
 
     async with open_runtime(loaded, recover=False) as runtime:
-        threads = await runtime.store.list_threads()
+        threads = await runtime.threads()
     if not threads:
         print("no threads yet")
     for t in threads:
@@ -195,8 +195,8 @@ async def _show(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     from .app import open_runtime
 
     async with open_runtime(loaded, recover=False) as runtime:
-        entries = await runtime.store.load_entries(args.thread)
-        runs = await runtime.store.list_runs(thread_id=args.thread)
+        entries = await runtime.entries(args.thread)
+        runs = await runtime.runs(thread_id=args.thread)
         if not entries and not runs:
             print(f"no thread {args.thread!r}", file=sys.stderr)
             return EXIT_FAILED
@@ -206,7 +206,7 @@ async def _show(loaded: LoadedConfig, args: argparse.Namespace) -> int:
         print("\nruns:")
         for run in runs:
             print(render_run(run))
-            for t in await runtime.store.transitions(run.id):
+            for t in await runtime.transitions(run.id):
                 print(render_transition(t))
             for d in run.decisions:
                 verb = "approved" if d.approve else "denied"
@@ -222,8 +222,7 @@ async def _runs(loaded: LoadedConfig, args: argparse.Namespace) -> int:
 
     states = [RunState(s) for s in args.state] if args.state else None
     async with open_runtime(loaded, recover=False) as runtime:
-        runs = await runtime.store.list_runs(thread_id=args.thread, states=states,
-                                             limit=args.limit)
+        runs = await runtime.runs(thread_id=args.thread, states=states, limit=args.limit)
     if not runs:
         print("no runs")
     for run in runs:
@@ -245,17 +244,11 @@ async def _cancel(loaded: LoadedConfig, args: argparse.Namespace) -> int:
 
 
 async def _control(loaded: LoadedConfig, kind: str, run_id: str, **payload: Any) -> int:
-    """Decide, resume or cancel: through a serving process on the same store if one is
-    alive (it may be holding the run), else right here."""
+    """Decide, resume or cancel. The runtime hands the request to a serving process on the
+    same store if one is alive (it may be holding the run); else it acts right here."""
     from .app import open_runtime
 
     async with open_runtime(loaded, recover=False) as runtime:
-        if await runtime.servers():
-            request = await runtime.ask(kind, run_id, **payload)
-            if not request.ok:
-                print(f"maiden: {request.result}", file=sys.stderr)
-                return EXIT_FAILED
-            return _report(await _settled(runtime, run_id))
         if kind == "decide":
             run = await runtime.decide(run_id, payload["tool_call_id"],
                                        approve=payload["approve"], by=payload["by"],
@@ -264,22 +257,11 @@ async def _control(loaded: LoadedConfig, kind: str, run_id: str, **payload: Any)
             run = await runtime.resume(run_id)
         else:
             run = await runtime.cancel(run_id, by=payload["by"])
-            return _report(run)
+            print(f"run {run.id} {run.state}: {run.reason}")
+            return EXIT_OK if run.state is RunState.CANCELLED else EXIT_FAILED
         run = await runtime.wait(run.id)
         await runtime.idle()  # messages queued behind it on the thread go now too
         return _report(run)
-
-
-async def _settled(runtime: Any, run_id: str, timeout_s: float = 60.0) -> Run:
-    """Poll the store while another process drives the run (bounded)."""
-    from runtime import ACTIVE_STATES
-
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while True:
-        run: Run = await runtime.get_run(run_id)
-        if run.state not in ACTIVE_STATES or asyncio.get_running_loop().time() > deadline:
-            return run
-        await asyncio.sleep(0.2)
 
 
 def _since(text: str | None) -> float:
@@ -301,7 +283,7 @@ async def _usage(loaded: LoadedConfig, args: argparse.Namespace) -> int:
 
     since = _since(args.since)
     async with open_runtime(loaded, recover=False) as runtime:
-        runs = [r for r in await runtime.store.list_runs() if r.created_at >= since]
+        runs = [r for r in await runtime.runs() if r.created_at >= since]
     totals: dict[str, list[float]] = {}
     for run in runs:
         row = totals.setdefault(run.thread_id, [0, 0, 0, 0, 0.0])

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from channels.http import HttpConfig
 from runtime import (
     AgentConfig,
     BudgetConfig,
@@ -20,24 +21,7 @@ from runtime import (
     ToolsConfig,
 )
 
-__all__ = ["HttpConfig", "LoadedConfig", "MaidenConfig", "load_config", "parse_config"]
-
-
-class HttpConfig(BaseModel):
-    """``[http]``: the HTTP API that `maiden run` serves."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    enabled: bool = True
-    host: str = Field(default="127.0.0.1",
-                      description="anything but loopback needs a token (token_env)")
-    port: int = Field(default=8765, ge=0, le=65535, description="0: any free port")
-    token_env: str | None = Field(
-        default=None, description="the variable holding the bearer token clients must send")
-    max_body_bytes: int = Field(default=1_048_576, ge=1024,
-                                description="larger request bodies get 413")
-    max_message_chars: int = Field(default=100_000, ge=1,
-                                   description="longer messages get 422")
+__all__ = ["LoadedConfig", "MaidenConfig", "load_config", "parse_config"]
 
 
 class MaidenConfig(BaseModel):

@@ -145,35 +145,30 @@ def _cancel_on_interrupt(runtime: Runtime, run_id: str) -> Iterator[None]:
 
 async def _follow(runtime: Runtime, run_id: str, out: TextIO) -> None:
     streaming = False
-    async with runtime.subscribe(run_id) as events:
-        current = await runtime.store.get_run(run_id)
-        if current.terminal:
-            out.write(f"bot> {current.reply or current.error}\n")
-            return
-        async for event in events:
-            if isinstance(event, TextDelta):
-                if not streaming:
-                    out.write("bot> ")
-                    streaming = True
-                out.write(event.text)
-            elif isinstance(event, ToolCallStarted):
-                out.write(f"  [tool] {event.call.name} {_json(event.call.arguments)}\n")
-            elif isinstance(event, ToolCallFinished):
-                mark = "error" if event.is_error else "ok"
-                out.write(f"  [tool] {event.name} {mark}: {_json(event.content)}\n")
-            elif isinstance(event, ApprovalRequested):
-                out.write(f"  [approval needed] {event.name} {_json(event.arguments)}: run "
-                          f"`maiden approve {event.run_id} {event.tool_call_id}` "
-                          f"(or --deny)\n")
-            elif isinstance(event, StateChanged) and streaming and event.state != "completed":
+    async for event in runtime.follow(run_id):
+        if isinstance(event, TextDelta):
+            if not streaming:
+                out.write("bot> ")
+                streaming = True
+            out.write(event.text)
+        elif isinstance(event, ToolCallStarted):
+            out.write(f"  [tool] {event.call.name} {_json(event.call.arguments)}\n")
+        elif isinstance(event, ToolCallFinished):
+            mark = "error" if event.is_error else "ok"
+            out.write(f"  [tool] {event.name} {mark}: {_json(event.content)}\n")
+        elif isinstance(event, ApprovalRequested):
+            out.write(f"  [approval needed] {event.name} {_json(event.arguments)}: run "
+                      f"`maiden approve {event.run_id} {event.tool_call_id}` "
+                      f"(or --deny)\n")
+        elif isinstance(event, StateChanged) and streaming and event.state != "completed":
+            out.write("\n")
+            streaming = False
+        elif isinstance(event, RunEnded):
+            if streaming:
                 out.write("\n")
-                streaming = False
-            elif isinstance(event, RunEnded):
-                if streaming:
-                    out.write("\n")
-                elif event.reply is not None:
-                    out.write(f"bot> {event.reply}\n")
-                if event.kind != "run.completed":
-                    detail = f" - {event.error}" if event.error else ""
-                    out.write(f"  [{event.state}: {event.reason}{detail}]\n")
-            out.flush()
+            elif event.reply is not None:
+                out.write(f"bot> {event.reply}\n")
+            if event.kind != "run.completed":
+                detail = f" - {event.error}" if event.error else ""
+                out.write(f"  [{event.state}: {event.reason}{detail}]\n")
+        out.flush()

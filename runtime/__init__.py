@@ -1,6 +1,9 @@
-"""maiden's durable agent runtime. Imports nothing from channels, schedules or bot."""
+"""maiden's durable agent runtime. Imports nothing from channels, schedules or bot.
 
-from typing import TYPE_CHECKING, Any
+The names below are the API that channels, schedules and the app use. The HTTP
+providers live in ``runtime.providers.anthropic`` / ``.openai`` (they import httpx,
+which commands that never call a model API do not pay for).
+"""
 
 from .budget import BudgetConfig
 from .build import make_provider, make_store, make_tools
@@ -45,19 +48,32 @@ from .providers import (
 )
 from .runs import (
     TERMINAL,
+    ApprovalDelivery,
     Decision,
     Delivery,
     Origin,
     PendingApproval,
+    ReplyDelivery,
     Run,
     RunState,
     Transition,
     idempotency_key,
 )
-from .service import ACTIVE as ACTIVE_STATES
 from .service import Runtime
-from .stores import Checkpoint, FilesStore, SQLiteStore, Store, ThreadInfo
+from .stores import (
+    Checkpoint,
+    ControlStore,
+    FilesStore,
+    OutboxStore,
+    RunStore,
+    SQLiteStore,
+    Store,
+    ThreadInfo,
+)
+from .stores.base import StoreStats
+from .text import split_message
 from .tools import NOT_DONE, Effect, Tool, ToolContext, ToolRegistry, ToolSpec, tool
+from .workers import ACTIVE as ACTIVE_STATES
 
 __all__ = [
     "ACTIVE_STATES",
@@ -67,12 +83,13 @@ __all__ = [
     "RUN_CONTEXT",
     "TERMINAL",
     "AgentConfig",
-    "AnthropicProvider",
+    "ApprovalDelivery",
     "ApprovalRequested",
     "AssistantTurn",
     "BudgetConfig",
     "Checkpoint",
     "ConfigError",
+    "ControlStore",
     "CorruptStore",
     "Decision",
     "Deliverer",
@@ -88,21 +105,22 @@ __all__ = [
     "ModelResponse",
     "NotFound",
     "Notice",
-    "OpenAIProvider",
     "Origin",
+    "OutboxStore",
     "PendingApproval",
     "Prices",
     "ProcessResult",
     "Provider",
     "ProviderConfig",
     "ProviderError",
-    "Retry",
+    "ReplyDelivery",
     "Run",
     "RunEnded",
     "RunError",
     "RunEvent",
     "RunStarted",
     "RunState",
+    "RunStore",
     "Runtime",
     "RuntimeConfig",
     "SQLiteStore",
@@ -114,6 +132,7 @@ __all__ = [
     "Store",
     "StoreConfig",
     "StoreError",
+    "StoreStats",
     "Subscription",
     "TextDelta",
     "ThreadInfo",
@@ -130,25 +149,11 @@ __all__ = [
     "Transition",
     "Usage",
     "UserMessage",
-    "fit_history",
     "idempotency_key",
     "make_provider",
     "make_store",
     "make_tools",
     "run_process",
+    "split_message",
     "tool",
 ]
-
-if TYPE_CHECKING:
-    from .providers.anthropic import AnthropicProvider
-    from .providers.http import Retry
-    from .providers.openai import OpenAIProvider
-
-
-def __getattr__(name: str) -> Any:
-    # The HTTP providers load on first use (httpx is slow to import).
-    if name in ("AnthropicProvider", "OpenAIProvider", "Retry"):
-        from . import providers
-
-        return getattr(providers, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,12 +9,15 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable
-from typing import Any, Literal, Protocol
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import MaidenError, RunError
+
+if TYPE_CHECKING:
+    from .stores.base import ControlStore, Store
 
 __all__ = ["ControlRequest", "Controls", "Instance", "ask", "live_instances",
            "serve_requests"]
@@ -37,6 +40,8 @@ class ControlRequest(BaseModel):
     handled_by: str | None = None
     ok: bool | None = None
     result: str | None = None
+    error: str | None = None
+    """The machine-readable reason of a refusal (``RunError.reason``)."""
 
 
 class Instance(BaseModel):
@@ -54,14 +59,14 @@ class Instance(BaseModel):
 class Controls(Protocol):
     """What the control loop needs of a runtime."""
 
-    store: Any
     instance_id: str
     clock: Callable[[], float]
 
     def holds(self, run_id: str) -> bool: ...
 
     async def decide(self, run_id: str, tool_call_id: str, *, approve: bool, by: str = "",
-                     reason: str = "", arguments_hash: str | None = None) -> Any: ...
+                     reason: str = "", arguments_hash: str | None = None,
+                     approvers: Sequence[str] | None = None) -> Any: ...
 
     async def cancel(self, run_id: str, *, by: str = "") -> Any: ...
 
@@ -94,11 +99,15 @@ def is_alive(instance: Instance, now: float, poll_interval_s: float) -> bool:
     return True
 
 
-async def live_instances(store: Any, now: float, poll_interval_s: float) -> list[Instance]:
+async def live_instances(
+    store: ControlStore, now: float, poll_interval_s: float
+) -> list[Instance]:
     return [i for i in await store.instances() if is_alive(i, now, poll_interval_s)]
 
 
-async def serve_requests(rt: Controls, poll_interval_s: float, stop: asyncio.Event) -> None:
+async def serve_requests(
+    rt: Controls, store: Store, poll_interval_s: float, stop: asyncio.Event
+) -> None:
     """Beat, answer requests meant for this process, expire approvals; until ``stop``."""
     me = Instance(id=rt.instance_id, pid=os.getpid(), host=socket.gethostname(),
                   started_at=rt.clock(), beat_at=rt.clock())
@@ -107,10 +116,10 @@ async def serve_requests(rt: Controls, poll_interval_s: float, stop: asyncio.Eve
         while not stop.is_set():
             try:
                 now = rt.clock()
-                await rt.store.beat(me.model_copy(update={"beat_at": now}))
-                live = {i.id for i in await live_instances(rt.store, now, poll_interval_s)}
-                for request in await rt.store.requests():
-                    await _handle(rt, request, live)
+                await store.beat(me.model_copy(update={"beat_at": now}))
+                live = {i.id for i in await live_instances(store, now, poll_interval_s)}
+                for request in await store.requests():
+                    await _handle(rt, store, request, live)
                 await rt.expire_approvals()
                 if now - last_flush >= FLUSH_EVERY_S:
                     last_flush = now
@@ -121,17 +130,19 @@ async def serve_requests(rt: Controls, poll_interval_s: float, stop: asyncio.Eve
                 await asyncio.wait_for(stop.wait(), poll_interval_s)
     finally:
         with contextlib.suppress(Exception):
-            await rt.store.beat(me, gone=True)
+            await store.beat(me, gone=True)
 
 
-async def _handle(rt: Controls, request: ControlRequest, live: set[str]) -> bool:
+async def _handle(
+    rt: Controls, store: Store, request: ControlRequest, live: set[str]
+) -> bool:
     """Carry out one request if it is this process's to answer; True if it was."""
     if request.created_at < rt.clock() - REQUEST_TTL_S:
-        await rt.store.finish_request(request.model_copy(update={
+        await store.finish_request(request.model_copy(update={
             "handled_at": rt.clock(), "handled_by": rt.instance_id, "ok": False,
             "result": "expired: nobody took it in time"}))
         return True
-    run = await rt.store.get_run(request.run_id)
+    run = await store.get_run(request.run_id)
     holder = run.owner if run.owner in live else None
     if request.kind == "cancel" and holder not in (None, rt.instance_id) \
             and not rt.holds(run.id):
@@ -141,21 +152,24 @@ async def _handle(rt: Controls, request: ControlRequest, live: set[str]) -> bool
         if request.kind == "decide":
             await rt.decide(request.run_id, str(p["tool_call_id"]), approve=bool(p["approve"]),
                             by=str(p.get("by", "")), reason=str(p.get("reason", "")),
-                            arguments_hash=p.get("arguments_hash"))
+                            arguments_hash=p.get("arguments_hash"),
+                            approvers=p.get("approvers"))
         elif request.kind == "cancel":
             await rt.cancel(request.run_id, by=str(p.get("by", "")))
         else:
             await rt.resume(request.run_id)
-        ok, result = True, "done"
+        ok, result, error = True, "done", None
     except MaidenError as exc:
         ok, result = False, str(exc)
-    await rt.store.finish_request(request.model_copy(update={
-        "handled_at": rt.clock(), "handled_by": rt.instance_id, "ok": ok, "result": result}))
+        error = exc.reason if isinstance(exc, RunError) else type(exc).__name__
+    await store.finish_request(request.model_copy(update={
+        "handled_at": rt.clock(), "handled_by": rt.instance_id, "ok": ok, "result": result,
+        "error": error}))
     return True
 
 
 async def ask(
-    store: Any, request: ControlRequest, *, timeout_s: float = 10.0, poll_s: float = 0.1
+    store: ControlStore, request: ControlRequest, *, timeout_s: float = 10.0, poll_s: float = 0.1
 ) -> ControlRequest:
     """Store a request and wait until a serving process has handled it."""
     stored = await store.add_request(request)
@@ -163,12 +177,12 @@ async def ask(
     while time.monotonic() < deadline:
         current = await store.get_request(stored.id)
         if current.handled_at is not None:
-            return current  # type: ignore[no-any-return]
+            return current
         await asyncio.sleep(poll_s)
     # Withdraw it, so no server carries it out later behind the caller's back.
     withdrawn = stored.model_copy(update={"handled_at": time.time(), "ok": False,
                                           "result": "withdrawn: nobody answered in time"})
     if not await store.finish_request(withdrawn):
-        return await store.get_request(stored.id)  # type: ignore[no-any-return]
+        return await store.get_request(stored.id)
     raise RunError("request_timeout", f"no serving process answered request {stored.id} "
                    f"within {timeout_s:g} s")

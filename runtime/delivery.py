@@ -1,42 +1,134 @@
-"""The outbox: replies are written with the final answer and sent after (DESIGN §5)."""
+"""The outbox: what a run says to a channel is written in a checkpoint and sent after.
+
+A reply (the final answer, or why the run stopped) is written with the run's end;
+an approval prompt with the pause. Sending comes after the checkpoint, and the
+channel's message id is recorded once sent (DESIGN §5). A crash between the two
+leaves a record with no message id: it is reconciled with the channel, and sent
+only if it is really missing.
+"""
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from .runs import Delivery
-from .stores.base import Store
+from .runs import ApprovalDelivery, Delivery, ReplyDelivery, Run
+from .stores.base import OutboxStore
+from .text import split_message
 
-__all__ = ["Deliverer", "deliver"]
+__all__ = ["Deliverer", "Outbox", "deliver", "parts"]
 
 log = logging.getLogger("maiden.delivery")
 
 
 class Deliverer(Protocol):
-    """What a channel implements so the runtime can post replies exactly once."""
+    """What a channel implements so the runtime can post to it exactly once.
+
+    Every message carries its delivery's ``key`` where the channel can give it back
+    (Slack message metadata, a Discord nonce), so ``reconcile`` can tell whether a
+    send whose answer was lost (a crash, a dropped connection) reached the channel.
+
+    Long replies: a channel whose messages have a length limit sets ``max_chars``.
+    The outbox then cuts a longer reply with ``split_message`` into parts and hands
+    each to ``send`` as a delivery of its own, with key ``{key}:{i}`` (i = 1..n) and
+    the part's text, in order: part i+1 only once part i is posted. After a crash,
+    each part is reconciled by its own key, so only missing parts are posted, still
+    in order. A reply that fits is sent whole, under its own key. Approval prompts
+    are never cut (``send`` renders them to fit).
+    """
+
+    max_chars: int | None
+    """The channel's message length limit, or None for none."""
 
     async def send(self, delivery: Delivery) -> str:
-        """Post ``delivery.text`` to ``delivery.target``, carrying ``delivery.key``;
-        return the channel's message id."""
+        """Post the delivery to ``delivery.target``, carrying ``delivery.key``; return the
+        channel's message id. ``ApprovalDelivery``: post the prompt with its buttons."""
+        ...
 
     async def reconcile(self, delivery: Delivery) -> str | None:
         """Look for a message already posted with ``delivery.key``; its id, or None."""
+        ...
 
 
-async def deliver(store: Store, deliverer: Deliverer, delivery: Delivery, *, fresh: bool) -> str:
-    """Send one delivery and record its remote id.
+def parts(delivery: Delivery, max_chars: int | None) -> list[Delivery]:
+    """The messages ``delivery`` is posted as (see ``Deliverer``): itself, or its parts."""
+    if not isinstance(delivery, ReplyDelivery) or max_chars is None \
+            or len(delivery.text) <= max_chars:
+        return [delivery]
+    texts = split_message(delivery.text, max_chars)
+    return [delivery.model_copy(update={"key": f"{delivery.key}:{i}", "text": text})
+            for i, text in enumerate(texts, 1)]
 
-    ``fresh`` means this process wrote the record and has not tried to send it:
-    no earlier attempt can have reached the channel, so there is nothing to
-    reconcile. Otherwise (recovery) the channel is asked first, and the reply is
-    sent only if it is really missing.
+
+async def deliver(
+    store: OutboxStore, deliverer: Deliverer, delivery: Delivery, *, fresh: bool
+) -> str:
+    """Send one delivery (part by part) and record its message id(s), comma-separated.
+
+    ``fresh`` means this process wrote the record and has not tried to send it: no
+    earlier attempt can have reached the channel, so there is nothing to reconcile.
+    Otherwise (recovery, a retry) the channel is asked first, part by part.
     """
-    remote_id = None if fresh else await deliverer.reconcile(delivery)
-    if remote_id is None:
-        remote_id = await deliverer.send(delivery)
-    else:
-        log.info("delivery %s was already posted as %s", delivery.key[:12], remote_id)
-    await store.mark_delivered(delivery.key, remote_id, time.time())
-    return remote_id
+    ids = []
+    for part in parts(delivery, deliverer.max_chars):
+        remote_id = None if fresh else await deliverer.reconcile(part)
+        if remote_id is None:
+            remote_id = await deliverer.send(part)
+        else:
+            log.info("delivery %s was already posted as %s", part.key[:14], remote_id)
+        ids.append(remote_id)
+    remote = ",".join(ids)
+    await store.mark_delivered(delivery.key, remote, time.time())
+    return remote
+
+
+class Outbox:
+    """The runtime's deliverers and the sending of what runs left in the outbox."""
+
+    def __init__(self, store: OutboxStore, born: float) -> None:
+        self._store = store
+        self._born = born
+        self._deliverers: dict[str, Deliverer] = {}
+        self._sending: set[str] = set()
+
+    def add(self, channel: str, deliverer: Deliverer) -> None:
+        """Route deliveries of runs whose origin is ``channel`` through ``deliverer``."""
+        self._deliverers[channel] = deliverer
+
+    async def send_stopped(self, run: Run) -> None:
+        """Send what a run that just ended or paused put in the outbox."""
+        if not run.origin.target:
+            return
+        for delivery in await self._store.deliveries(run_id=run.id, pending=True):
+            # Written since this runtime started: by it, and never tried before.
+            await self._send(delivery, fresh=delivery.created_at >= self._born)
+
+    async def flush(self, skip: Callable[[str], Awaitable[bool]]) -> None:
+        """Send every record with no message id yet, reconciling first: those a crash or a
+        failed send left behind; except the runs ``skip`` says another process holds."""
+        for delivery in await self._store.deliveries(pending=True):
+            if delivery.key in self._sending or delivery.channel not in self._deliverers:
+                continue
+            if await skip(delivery.run_id):
+                continue
+            await self._send(delivery, fresh=False)
+
+    async def _send(self, delivery: Delivery, *, fresh: bool) -> None:
+        deliverer = self._deliverers.get(delivery.channel)
+        what = "approval prompt" if isinstance(delivery, ApprovalDelivery) else "reply"
+        if deliverer is None:
+            log.warning("no %r channel to deliver run %s's %s; it stays in the outbox",
+                        delivery.channel, delivery.run_id, what)
+            return
+        if delivery.key in self._sending:
+            return  # already on its way
+        self._sending.add(delivery.key)
+        try:
+            await deliver(self._store, deliverer, delivery, fresh=fresh)
+        except Exception:
+            log.exception("delivering run %s's %s failed; it stays in the outbox and is "
+                          "tried again", delivery.run_id, what)
+        finally:
+            self._sending.discard(delivery.key)

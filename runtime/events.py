@@ -61,7 +61,12 @@ class ApprovalRequested(_Event):
     tool_call_id: str
     name: str
     arguments: Any
+    arguments_hash: str
+    """What a decision must carry to be bound to exactly this call."""
     reason: str
+    channel: str = "cli"
+    target: dict[str, str] = Field(default_factory=dict)
+    """Where the run's message came from: where the prompt is posted."""
 
 
 class StateChanged(_Event):
@@ -82,6 +87,23 @@ class RunEnded(_Event):
     usage: Usage = Usage()
     run: Run | None = Field(default=None, exclude=True, repr=False)
     """The run as it ended, for in-process waiters (not serialised)."""
+
+    @classmethod
+    def of(cls, run: Run, reason: str | None = None) -> RunEnded:
+        """The end event for ``run`` as it stands; a run still going is ``run.paused`` (this
+        process stopped driving it), with ``reason`` saying why."""
+        return cls(kind=_ENDED_KIND.get(run.state, "run.paused"), run_id=run.id,
+                   thread_id=run.thread_id, state=run.state,
+                   reason=run.reason if reason is None else reason, reply=run.reply,
+                   error=run.error, usage=run.usage, run=run)
+
+
+_ENDED_KIND: dict[RunState, Any] = {
+    RunState.COMPLETED: "run.completed",
+    RunState.FAILED: "run.failed",
+    RunState.CANCELLED: "run.cancelled",
+    RunState.TIMED_OUT: "run.timed_out",
+}
 
 
 RunEvent = Annotated[
@@ -117,13 +139,27 @@ class Subscription:
 
 
 class EventBus:
-    """Fan-out of run events to in-process subscribers; publishing never blocks."""
+    """Fan-out of run events to in-process subscribers; publishing never blocks.
 
-    def __init__(self) -> None:
+    The events of each run in progress are also kept (up to ``keep`` per run) until it
+    ends or pauses, so a subscriber that comes late (an HTTP stream opened after the
+    message was accepted, a reconnecting client) still sees the run from its start in
+    this process.
+    """
+
+    def __init__(self, keep: int = 10_000) -> None:
         self._everything: set[Subscription] = set()
         self._by_run: dict[str, set[Subscription]] = {}
+        self._kept: dict[str, list[RunEvent]] = {}
+        self._keep = keep
 
     def publish(self, event: RunEvent) -> None:
+        if isinstance(event, RunEnded):
+            self._kept.pop(event.run_id, None)
+        else:
+            kept = self._kept.setdefault(event.run_id, [])
+            if len(kept) < self._keep:
+                kept.append(event)
         for sub in (*self._everything, *self._by_run.get(event.run_id, ())):
             sub._offer(event)
 
@@ -132,9 +168,17 @@ class EventBus:
         return list(self._by_run)
 
     @asynccontextmanager
-    async def subscribe(self, run_id: str | None = None) -> AsyncIterator[Subscription]:
-        """Events of one run (the iterator ends with its ``RunEnded``), or of every run."""
+    async def subscribe(
+        self, run_id: str | None = None, *, replay: bool = False
+    ) -> AsyncIterator[Subscription]:
+        """Events of one run (the iterator ends with its ``RunEnded``), or of every run.
+
+        With ``replay``, a run's subscription starts with the events the run has had so far.
+        """
         sub = Subscription(run_id)
+        if replay and run_id is not None:
+            for event in self._kept.get(run_id, ()):
+                sub._offer(event)
         group = self._everything if run_id is None else self._by_run.setdefault(run_id, set())
         group.add(sub)
         try:

@@ -35,7 +35,15 @@ from .events import (
 from .guards import call_key, is_repeat, turn_budget
 from .history import Tidiness, model_view
 from .providers.base import ModelRequest, Provider
-from .runs import Delivery, PendingApproval, ReplyDelivery, Run, RunState, idempotency_key
+from .runs import (
+    ApprovalDelivery,
+    Delivery,
+    PendingApproval,
+    ReplyDelivery,
+    Run,
+    RunState,
+    idempotency_key,
+)
 from .stores.base import Store
 from .tools import NOT_DONE, ToolContext, ToolOutput, ToolRegistry, error_result
 
@@ -49,15 +57,6 @@ FINAL_TURN_NOTICE = (
     "This is your last turn for this request: no tools are available now. "
     "Answer the user with what you have."
 )
-
-_ENDED_KIND = {
-    S.COMPLETED: "run.completed",
-    S.FAILED: "run.failed",
-    S.CANCELLED: "run.cancelled",
-    S.TIMED_OUT: "run.timed_out",
-    S.AWAITING_APPROVAL: "run.paused",
-}
-
 
 _PLAIN = {
     "provider_error": "the model service failed",
@@ -184,9 +183,7 @@ class RunDriver:
     async def _release(self, cur: RunCursor) -> Run:
         """Shutdown: leave the run at its checkpoint, marked as nobody's."""
         await cur.commit(owner=None)
-        self.bus.publish(RunEnded(kind="run.paused", run_id=cur.run.id,
-                                  thread_id=cur.run.thread_id, state=cur.run.state,
-                                  reason="shutting down", run=cur.run))
+        self.bus.publish(RunEnded.of(cur.run, "shutting down"))
         return cur.run
 
     async def _release_fresh(self, run_id: str) -> None:
@@ -244,12 +241,7 @@ class RunDriver:
                          deliveries=self._reply(cur, len(closing), notice))
 
     def _publish_end(self, run: Run) -> None:
-        kind = _ENDED_KIND.get(run.state)
-        if kind is not None:
-            self.bus.publish(RunEnded(
-                kind=kind, run_id=run.id, thread_id=run.thread_id, state=run.state,
-                reason=run.reason, reply=run.reply, error=run.error, usage=run.usage,
-                run=run))
+        self.bus.publish(RunEnded.of(run))
 
     # -- one step ------------------------------------------------------------------------------
 
@@ -465,16 +457,29 @@ class RunDriver:
             return error_result("exception", f"{type(exc).__name__}: {exc}")
 
     async def _pause(self, cur: RunCursor, call: ToolCall, reason: str) -> None:
+        """Wait for a person; the prompt for the run's channel goes in the same checkpoint."""
         run = cur.run
         pending = PendingApproval(
             tool_call_id=call.id, name=call.name, arguments=call.arguments,
             arguments_hash=call_key(call.name, call.arguments), reason=reason,
             requested_at=self.clock(), asked_by=run.origin.user, channel=run.origin.channel,
             target=run.origin.target)
-        await cur.commit(to=S.AWAITING_APPROVAL, reason=reason, pending_approval=pending)
+        prompts = []
+        if run.origin.target:
+            # Keyed by the call and how many decisions the run had: a call asked about again
+            # (approved, then cut off by a crash) gets a new prompt, a retried pause does not.
+            at = f"approval:{call.id}:{len(run.decisions)}"
+            prompts.append(ApprovalDelivery(
+                key=idempotency_key(run.id, at), run_id=run.id, thread_id=run.thread_id,
+                channel=run.origin.channel, target=run.origin.target, tool_call_id=call.id,
+                name=call.name, arguments=call.arguments, arguments_hash=pending.arguments_hash,
+                reason=reason, asked_by=run.origin.user, created_at=self.clock()))
+        await cur.commit(to=S.AWAITING_APPROVAL, reason=reason, pending_approval=pending,
+                         deliveries=prompts)
         self.bus.publish(ApprovalRequested(
             run_id=run.id, thread_id=run.thread_id, tool_call_id=call.id, name=call.name,
-            arguments=call.arguments, reason=reason))
+            arguments=call.arguments, arguments_hash=pending.arguments_hash, reason=reason,
+            channel=run.origin.channel, target=run.origin.target))
 
 
 def _unique_ids(calls: tuple[ToolCall, ...], own: Sequence[Entry]) -> tuple[ToolCall, ...]:

@@ -41,19 +41,22 @@ def make_runtime(tmp_path: Path) -> RuntimeFactory:
         prices: dict[str, float] | None = None,
         clock: Any = None,
         store: str = "sqlite",
+        provider: Callable[[ScriptedProvider], Any] | None = None,
         **agent: Any,
-    ) -> AsyncIterator[tuple[Runtime, ScriptedProvider]]:
-        provider = ScriptedProvider(script)
+    ) -> AsyncIterator[tuple[Runtime, Any]]:
+        """``provider`` wraps the scripted model (the pair then holds the wrapper)."""
+        scripted = ScriptedProvider(script)
+        model = scripted if provider is None else provider(scripted)
         backend = SQLiteStore(db or tmp_path / "maiden.db") if store == "sqlite" \
             else FilesStore(db or tmp_path / "files")
         async with backend as opened:
             extra = {"clock": clock} if clock is not None else {}
-            rt = Runtime(opened, provider, ToolRegistry(tools), agent=AgentConfig(**agent),
+            rt = Runtime(opened, model, ToolRegistry(tools), agent=AgentConfig(**agent),
                          budget=BudgetConfig(**(budget or {})), prices=Prices(**(prices or {})),
                          settings=RuntimeConfig(concurrency=concurrency),  # type: ignore[arg-type]
                          **extra)
             async with rt:
-                yield rt, provider
+                yield rt, model
 
     return factory
 

@@ -11,7 +11,9 @@ from urllib.parse import quote
 
 import httpx
 
-from channels import HttpApi, HttpServer, HttpSettings, create_app
+from channels.http import HttpConfig
+from channels.http.app import HttpApi, create_app
+from channels.http.server import HttpServer
 from runtime import (
     AgentConfig,
     EchoProvider,
@@ -55,7 +57,7 @@ async def served(
     runtime: Runtime, *, token: str | None = None, **settings: Any
 ) -> AsyncIterator[tuple[httpx.AsyncClient, HttpApi]]:
     """The app under uvicorn on 127.0.0.1:<free port>, and a client pointed at it."""
-    app = create_app(runtime, HttpSettings(token=token, **settings))
+    app = create_app(runtime, HttpConfig(**settings), token=token)
     server = HttpServer(app, "127.0.0.1", 0, grace_s=2)
     await server.start()
     headers = {"Authorization": f"Bearer {token}"} if token else {}

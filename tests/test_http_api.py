@@ -209,7 +209,7 @@ async def test_cancel_and_resume_over_http(tmp_path: Path) -> None:
         assert resumed.json()["state"] == "completed"
         assert "cancelled" in resumed.json()["reply"]
         refused = await client.post(f"/v1/runs/{run_id}/resume")
-        assert refused.status_code == 409 and refused.json()["code"] == "illegal_transition"
+        assert refused.status_code == 409 and refused.json()["code"] == "not_resumable"
         done = await client.post(f"/v1/runs/{run_id}/cancel")
         assert done.status_code == 409 and done.json()["code"] == "already_ended"
 

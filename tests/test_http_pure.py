@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.app import http_token
 from bot.config import LoadedConfig, parse_config
 from bot.logging import JsonFormatter, Redactor, RunContext, TextFormatter
-from channels.http_server import is_loopback
+from channels.http import is_loopback
 from runtime import ConfigError
 
 
@@ -28,6 +27,10 @@ def test_is_loopback(host: str, loopback: bool) -> None:
 
 def loaded(toml: str) -> LoadedConfig:
     return LoadedConfig(parse_config(toml), Path("/srv/agent.toml"), exists=True)
+
+
+def http_token(config: LoadedConfig) -> str | None:
+    return config.config.http.token()
 
 
 def test_a_token_is_needed_beyond_loopback(monkeypatch: pytest.MonkeyPatch) -> None:

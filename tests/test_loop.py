@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -49,8 +50,8 @@ def make_counter() -> tuple[list[dict[str, Any]], Any]:
 async def test_plain_answer(make_runtime: Any) -> None:
     async with make_runtime([{"text": "hi there"}]) as (rt, provider):
         run = await rt.send("t", "hello")
-        entries = await rt.store.load_entries("t")
-        transitions = await rt.store.transitions(run.id)
+        entries = await rt.entries("t")
+        transitions = await rt.transitions(run.id)
     assert run.state is RunState.COMPLETED and run.reply == "hi there"
     assert kinds(entries) == ["user", "assistant"]
     assert [(t.source, t.target, t.reason) for t in transitions] == [
@@ -63,7 +64,7 @@ async def test_tool_call_then_answer(make_runtime: Any) -> None:
     script = [call("lookup", q="x"), {"text": "it is X"}]
     async with make_runtime(script, [lookup]) as (rt, provider):
         run = await rt.send("t", "what is x?")
-        entries = await rt.store.load_entries("t")
+        entries = await rt.entries("t")
     assert run.state is RunState.COMPLETED and run.reply == "it is X"
     assert kinds(entries) == ["user", "assistant", "tool_result", "assistant"]
     assert entries[2].content == {"answer": "X"} and not entries[2].is_error
@@ -81,7 +82,7 @@ async def test_final_turn_notice_then_max_turns_exceeded(make_runtime: Any) -> N
     script = [call("lookup", q="a"), call("lookup", q="b"), call("lookup", q="c")]
     async with make_runtime(script, [lookup], max_turns=3) as (rt, provider):
         run = await rt.send("t", "loop forever")
-        entries = await rt.store.load_entries("t")
+        entries = await rt.entries("t")
     assert run.state is RunState.FAILED and run.reason == "max_turns_exceeded"
     assert kinds(entries) == ["user", "assistant", "tool_result", "assistant", "tool_result",
                               "notice", "assistant", "tool_result"]
@@ -100,7 +101,7 @@ async def test_final_turn_answer_completes(make_runtime: Any) -> None:
     script = [call("lookup", q="a"), {"text": "done"}]
     async with make_runtime(script, [lookup], max_turns=2) as (rt, provider):
         run = await rt.send("t", "go")
-        entries = await rt.store.load_entries("t")
+        entries = await rt.entries("t")
     assert run.state is RunState.COMPLETED and run.reply == "done"
     assert kinds(entries) == ["user", "assistant", "tool_result", "notice", "assistant"]
     provider.assert_complete()
@@ -112,7 +113,7 @@ async def test_too_many_calls_in_one_turn(make_runtime: Any) -> None:
     async with make_runtime([turn, {"text": "ok"}], [lookup],
                             max_tool_calls_per_turn=2) as (rt, _):
         run = await rt.send("t", "go")
-        entries = await rt.store.load_entries("t")
+        entries = await rt.entries("t")
     results = [e for e in entries if isinstance(e, ToolResult)]
     assert run.state is RunState.COMPLETED
     assert [r.is_error for r in results] == [False, False, True]
@@ -126,7 +127,7 @@ async def test_repeated_identical_calls_are_refused(make_runtime: Any) -> None:
               call("lookup", q="other"), {"text": "gave up"}]
     async with make_runtime(script, [lookup], repeat_limit=3) as (rt, provider):
         run = await rt.send("t", "go")
-        entries = await rt.store.load_entries("t")
+        entries = await rt.entries("t")
     results = [e for e in entries if isinstance(e, ToolResult)]
     assert run.state is RunState.COMPLETED
     assert [r.is_error for r in results] == [False, False, True, False]
@@ -141,7 +142,7 @@ async def test_repeat_guard_counts_calls_within_one_turn(make_runtime: Any) -> N
                            for i in range(3)]}
     async with make_runtime([turn, {"text": "ok"}], [lookup], repeat_limit=2) as (rt, _):
         await rt.send("t", "go")
-        entries = await rt.store.load_entries("t")
+        entries = await rt.entries("t")
     results = [e for e in entries if isinstance(e, ToolResult)]
     assert [r.is_error for r in results] == [False, True, True]
     assert len(seen) == 1
@@ -164,7 +165,7 @@ async def test_bad_arguments_become_error_results(
     script = [{"tool_calls": [{"name": "lookup", "arguments": arguments}]}, {"text": "sorry"}]
     async with make_runtime(script, [lookup]) as (rt, _):
         run = await rt.send("t", "go")
-        entries = await rt.store.load_entries("t")
+        entries = await rt.entries("t")
     assert run.state is RunState.COMPLETED
     assert error_type(entries[2]) == expected
     assert seen == []
@@ -173,7 +174,7 @@ async def test_bad_arguments_become_error_results(
 async def test_unknown_tool(make_runtime: Any) -> None:
     async with make_runtime([call("nope"), {"text": "ok"}]) as (rt, _):
         run = await rt.send("t", "go")
-        entries = await rt.store.load_entries("t")
+        entries = await rt.entries("t")
     assert run.state is RunState.COMPLETED
     assert error_type(entries[2]) == "unknown_tool"
     assert "nope" in entries[2].content["error"]["message"]
@@ -194,7 +195,7 @@ async def test_tool_exception_and_timeout_are_results(make_runtime: Any) -> None
     script = [{"tool_calls": [{"name": "boom"}, {"name": "slow"}]}, {"text": "both failed"}]
     async with make_runtime(script, [boom, slow]) as (rt, _):
         run = await rt.send("t", "go")
-        entries = await rt.store.load_entries("t")
+        entries = await rt.entries("t")
     assert run.state is RunState.COMPLETED
     assert error_type(entries[2]) == "exception"
     assert entries[2].content["error"]["message"] == "RuntimeError: disk on fire"
@@ -228,7 +229,7 @@ async def test_provider_error_fails_run_and_thread_stays_usable(make_runtime: An
                                                                    "text": "back"}))
         provider.turns[0] = provider.turns[0].model_copy(update={"error": None, "text": "x"})
         ok = await rt.send("t", "second")
-        entries = await rt.store.load_entries("t")
+        entries = await rt.entries("t")
     assert ok.state is RunState.COMPLETED
     assert kinds(entries) == ["user", "user", "assistant"]
 
@@ -249,7 +250,7 @@ async def test_resume_failed_run_continues_from_checkpoint(make_runtime: Any) ->
         provider.turns[1] = provider.turns[1].model_copy(update={"error": None, "text": "A"})
         await rt.resume(run.id)
         run = await rt.wait(run.id)
-        entries = await rt.store.load_entries("t")
+        entries = await rt.entries("t")
     assert run.state is RunState.COMPLETED and run.reply == "A"
     assert kinds(entries) == ["user", "assistant", "tool_result", "assistant"]
     assert seen == [{"q": "a"}]
@@ -260,7 +261,7 @@ async def test_messages_on_one_thread_run_in_order(make_runtime: Any) -> None:
     async with make_runtime(script) as (rt, _):
         runs = [await rt.submit("t", f"m{i}") for i in range(5)]
         done = [await rt.wait(r.id) for r in runs]
-        entries = await rt.store.load_entries("t")
+        entries = await rt.entries("t")
     assert [r.reply for r in done] == [f"reply {i}" for i in range(5)]
     users = [e.text for e in entries if isinstance(e, UserMessage)]
     assert users == [f"m{i}" for i in range(5)]
@@ -273,7 +274,7 @@ async def test_idempotent_submission_returns_the_same_run(make_runtime: Any) -> 
         again = await rt.submit("t", "hi", idempotency_key="req-1")
         assert again.id == first.id
         await rt.wait(first.id)
-        entries = await rt.store.load_entries("t")
+        entries = await rt.entries("t")
     assert kinds(entries) == ["user", "assistant"]
     provider.assert_complete()
 
@@ -329,7 +330,7 @@ async def test_approval_denied_gives_denied_result(make_runtime: Any) -> None:
         await rt.decide(run.id, run.pending_approval.tool_call_id, approve=False, by="bob",
                         reason="not now")
         run = await rt.wait(run.id)
-        entries = await rt.store.load_entries("t")
+        entries = await rt.entries("t")
     assert run.state is RunState.COMPLETED and sent == []
     assert error_type(entries[2]) == "denied"
     assert "bob" in entries[2].content["error"]["message"]
@@ -393,7 +394,7 @@ async def test_entries_round_trip_with_assistant_usage(make_runtime: Any) -> Non
                                        "cache_read_tokens": 2}}]
     async with make_runtime(script) as (rt, _):
         run = await rt.send("t", "hello")
-        entries = await rt.store.load_entries("t")
+        entries = await rt.entries("t")
     turn = entries[1]
     assert isinstance(turn, AssistantTurn) and turn.usage.cache_read_tokens == 2
     assert run.usage.input_tokens == 7 and run.usage.total_tokens == 12
@@ -412,15 +413,16 @@ async def test_send_behind_a_paused_run_returns_queued(make_runtime: Any) -> Non
 
 
 async def test_a_recorded_result_that_does_not_match_its_call_fails_the_run(
-    make_runtime: Any,
+    make_runtime: Any, tmp_path: Path,
 ) -> None:
-    from runtime import Checkpoint, Run
+    from runtime import Checkpoint, Run, SQLiteStore
 
     _, lookup = make_counter()
-    async with make_runtime([call("lookup", q="a"), {"text": "?"}], [lookup]) as (rt, _):
+    async with make_runtime([call("lookup", q="a"), {"text": "?"}], [lookup]) as (rt, _), \
+            SQLiteStore(tmp_path / "maiden.db") as store:
         # A thread whose stored result names another tool than the call it answers
         # (a tampered or mixed-up store): recovery must refuse, not guess.
-        run = await rt.store.create_run(Run(id="r" * 32, thread_id="t", text="go"))
+        run = await store.create_run(Run(id="r" * 32, thread_id="t", text="go"))
         steps = [
             [UserMessage(run_id=run.id, text="go")],
             [AssistantTurn(run_id=run.id, tool_calls=(
@@ -433,8 +435,8 @@ async def test_a_recorded_result_that_does_not_match_its_call_fails_the_run(
         for position, (entries, state) in enumerate(zip(steps, states, strict=True)):
             run = run.model_copy(update={"version": run.version + 1, "state": state,
                                          "owner": "a-dead-process"})
-            await rt.store.commit(Checkpoint(thread_id="t", position=position, run=run,
-                                             entries=entries))
+            await store.commit(Checkpoint(thread_id="t", position=position, run=run,
+                                          entries=entries))
         ended = await rt.wait(run.id)
     assert ended.state is RunState.FAILED and ended.reason == "replay_mismatch"
     assert "delete_everything" in (ended.error or "")
@@ -447,7 +449,7 @@ async def test_repeated_call_ids_from_the_model_are_made_unique(make_runtime: An
     again = {"tool_calls": [{"name": "lookup", "arguments": {"q": "c"}, "id": "same"}]}
     async with make_runtime([twice, again, {"text": "ok"}], [lookup]) as (rt, _):
         run = await rt.send("t", "go")
-        entries = await rt.store.load_entries("t")
+        entries = await rt.entries("t")
     ids = [c.id for e in entries if isinstance(e, AssistantTurn) for c in e.tool_calls]
     assert run.state is RunState.COMPLETED and len(set(ids)) == 3 and ids[0] == "same"
     assert [r.tool_call_id for r in entries if isinstance(r, ToolResult)] == ids
@@ -463,7 +465,7 @@ async def test_max_context_tokens_sends_the_newest_part_with_a_notice(
     async with make_runtime(script, max_context_tokens=300) as (rt, provider):
         for i in range(6):
             await rt.send("t", f"question {i} " + "q" * 400)
-        stored = await rt.store.load_entries("t")
+        stored = await rt.entries("t")
     sent = provider.calls[-1].entries
     assert len(stored) == 12  # the store keeps everything
     assert isinstance(sent[0], Notice) and sent[0].code == "context_trimmed"
@@ -486,8 +488,8 @@ async def test_the_loop_on_every_store(make_runtime: Any, store: str) -> None:
         assert paused.pending_approval is not None
         await rt.decide(paused.id, paused.pending_approval.tool_call_id, approve=True)
         second = await rt.wait(paused.id)
-        entries = await rt.store.load_entries("t/1")
-        transitions = await rt.store.transitions(second.id)
+        entries = await rt.entries("t/1")
+        transitions = await rt.transitions(second.id)
     assert (first.reply, second.reply) == ("A", "risky done")
     assert kinds(entries) == ["user", "assistant", "tool_result", "assistant"] * 2
     assert [t.target for t in transitions][-1] == "completed"

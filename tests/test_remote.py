@@ -151,6 +151,8 @@ async def test_a_run_held_by_a_live_process_is_not_recovered_by_another(tmp_path
 class FlakyChannel:
     """A test deliverer: posts into a list; the first send can fail before or after posting."""
 
+    max_chars: int | None = None
+
     def __init__(self, fail: str | None) -> None:
         self.fail = fail
         self.posted: list[tuple[str, str]] = []

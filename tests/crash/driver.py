@@ -35,6 +35,7 @@ from typing import Any, cast
 from runtime import (
     NOT_DONE,
     AgentConfig,
+    ApprovalDelivery,
     AssistantTurn,
     Checkpoint,
     Delivery,
@@ -63,6 +64,7 @@ KILL_POINTS = (
     "after_claim",              # non_idempotent only: the call is claimed, not yet run
     "in_tool_after_effect",     # inside the tool, its effect fsynced, before it returns
     "after_tool_result",        # the commit holding a ToolResult
+    "after_pause",              # the commit moving the run to awaiting_approval (prompt unsent)
     "after_final_answer",       # the commit moving the run to completed (before delivery)
     "after_delivery_sent",      # inside the channel's send, posted, id not yet recorded
     "after_delivery_recorded",  # mark_delivered: the remote id is stored
@@ -138,6 +140,8 @@ class _Crashing:
             self.switch.reached("after_claim")
         if any(isinstance(e, ToolResult) for e in cp.entries):
             self.switch.reached("after_tool_result")
+        if any(t.target is RunState.AWAITING_APPROVAL for t in cp.transitions):
+            self.switch.reached("after_pause")
         if any(t.target is RunState.COMPLETED for t in cp.transitions):
             self.switch.reached("after_final_answer")
 
@@ -161,14 +165,19 @@ class CrashingFilesStore(_Crashing, FilesStore):
 class FileChannel:
     """A chat channel whose messages are lines in a file; each carries the delivery key."""
 
+    max_chars: int | None = None
+
     def __init__(self, path: Path, switch: KillSwitch) -> None:
         self.path = path
         self.switch = switch
 
     async def send(self, delivery: Delivery) -> str:
         message_id = f"msg-{len(read_lines(self.path)) + 1}"
-        append_line(self.path, {"id": message_id, "key": delivery.key, "run_id": delivery.run_id,
-                                "target": delivery.target, "text": delivery.text})
+        record = {"id": message_id, "kind": delivery.kind, "key": delivery.key,
+                  "run_id": delivery.run_id, "target": delivery.target, "text": delivery.text}
+        if isinstance(delivery, ApprovalDelivery):
+            record["tool_call_id"] = delivery.tool_call_id
+        append_line(self.path, record)
         self.switch.reached("after_delivery_sent")
         return message_id
 

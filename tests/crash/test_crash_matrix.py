@@ -61,8 +61,9 @@ Case = tuple[str, str, int]
 
 
 def _applies(effect: str, point: str) -> bool:
-    # Only non_idempotent calls are claimed before they run.
-    return point != "after_claim" or effect.startswith("non_idempotent")
+    # Only non_idempotent calls are claimed before they run; nothing pauses without approval.
+    return (point != "after_claim" or effect.startswith("non_idempotent")) \
+        and point != "after_pause"
 
 
 def _cases() -> list[Case]:
@@ -106,6 +107,14 @@ class Outcome:
     """How many times the tool's effect was applied, per idempotency key."""
     channel: list[dict[str, Any]]
     """Every message posted to the test channel."""
+
+    @property
+    def replies(self) -> list[dict[str, Any]]:
+        return [m for m in self.channel if m["kind"] == "reply"]
+
+    @property
+    def prompts(self) -> list[dict[str, Any]]:
+        return [m for m in self.channel if m["kind"] == "approval"]
 
     @property
     def run(self) -> dict[str, Any]:
@@ -243,6 +252,14 @@ def _approval_then_crash(root: Path, effect: str) -> Steps:
     return [asked, drill.run("--recover")]
 
 
+def _prompt_then_crash(root: Path, case: tuple[str, str]) -> Steps:
+    point, store = case
+    drill = Drill(root, "non_idempotent", requires_approval=True, store=store)
+    drill.kill("--send", THREAD, TEXT, "--kill-at", point)
+    paused = drill.run("--recover")
+    return [paused, drill.run("--approve", paused.run["id"], paused.pending_call)]
+
+
 SCENARIOS: dict[str, Callable[[Path, Any], Steps]] = {
     "test_crash_matrix": _crash_and_recover,
     "test_crash_matrix_on_the_files_store": lambda root, case: _crash_and_recover(
@@ -253,6 +270,7 @@ SCENARIOS: dict[str, Callable[[Path, Any], Steps]] = {
     "test_a_redelivered_inbound_message_is_one_run": _redelivered,
     "test_an_approved_call_cut_off_asks_again": _approved_then_cut_off,
     "test_a_call_that_needed_approval_is_not_rerun_after_a_crash": _approval_then_crash,
+    "test_an_approval_prompt_survives_a_crash": _prompt_then_crash,
 }
 """Each test here is parametrized by ``case`` and checks what its scenario's processes did."""
 
@@ -342,14 +360,25 @@ def reasons(run: dict[str, Any]) -> list[str]:
 
 def assert_delivered_once(outcome: Outcome) -> None:
     run = outcome.run
-    posted = [m for m in outcome.channel if m["run_id"] == run["id"]]
+    posted = [m for m in outcome.replies if m["run_id"] == run["id"]]
     assert len(posted) == 1, f"the reply was posted {len(posted)} times: {posted}"
     (message,) = posted
     assert message["text"] == run["reply"] == "done"
     assert message["target"] == {"room": "r1"}
-    (record,) = outcome.summary["deliveries"]
+    (record,) = [d for d in outcome.summary["deliveries"] if d["kind"] == "reply"]
     assert message["key"] == record["key"], "the posted message does not carry the record's key"
     assert record["remote_id"] == message["id"], "the posted message's id was not recorded"
+
+
+def assert_prompted_once(outcome: Outcome, call_id: str, prompts: int = 1) -> None:
+    """The approval prompt for ``call_id`` was posted once (of ``prompts`` in all so far)."""
+    assert len(outcome.prompts) == prompts, outcome.prompts
+    message = outcome.prompts[-1]
+    assert message["tool_call_id"] == call_id and message["target"] == {"room": "r1"}
+    records = [d for d in outcome.summary["deliveries"] if d["kind"] == "approval"]
+    assert len(records) == prompts
+    record = next(d for d in records if d["key"] == message["key"])
+    assert record["tool_call_id"] == call_id and record["remote_id"] == message["id"]
 
 
 # -- the tests -------------------------------------------------------------------------------
@@ -423,7 +452,8 @@ def check_recovered(case: Case, outcome: Outcome, baseline: Outcome) -> None:
         expected = Counter({**{k: 1 for k in keys[:cut]}, keys[cut]: happened})
         assert outcome.effects == expected
         assert outcome.invocations == expected
-        assert outcome.channel == [] and outcome.summary["deliveries"] == []
+        assert outcome.replies == []
+        assert_prompted_once(outcome, CALL_IDS[cut])
         return
 
     assert run["state"] == "completed", run
@@ -524,7 +554,7 @@ def test_a_run_that_kills_every_process_becomes_poison(case: str, scenario: Futu
         (c, "cancelled") for c in CALL_IDS]
     assert run["started_calls"] == []
     # The person who asked is told, once, that it did not work out.
-    (notice,) = ended.channel
+    (notice,) = ended.replies
     assert notice["text"] == "Sorry, I could not finish this (it kept crashing)."
 
 
@@ -552,6 +582,8 @@ def test_an_approved_call_cut_off_asks_again(case: str, scenario: Future[Steps])
     assert run["state"] == "awaiting_approval", run
     assert run["pending_approval"]["reason"] == "uncertain_side_effect"
     assert asked.pending_call == paused.pending_call == CALL_IDS[0]
+    # Asked about again after the approval was used up: a second prompt, once.
+    assert_prompted_once(asked, CALL_IDS[0], prompts=2)
     before = 2 if point == "in_tool_after_effect" else 1
     assert asked.effects == Counter({first: before})
     assert ended.run["state"] == "completed"
@@ -570,8 +602,10 @@ def test_a_call_that_needed_approval_is_not_rerun_after_a_crash(
     assert asked.run["state"] == "awaiting_approval"
     assert asked.run["pending_approval"]["reason"] == "requires_approval"
     call_id = asked.pending_call
+    assert_prompted_once(asked, call_id)
     first, _ = after.keys()
     assert after.effects == Counter({first: 1})
+    assert_prompted_once(after, after.pending_call, prompts=2)
     assert after.run["state"] == "awaiting_approval"
     if effect == "non_idempotent":
         assert after.run["pending_approval"]["reason"] == "uncertain_side_effect"
@@ -583,3 +617,25 @@ def test_a_call_that_needed_approval_is_not_rerun_after_a_crash(
         result = next(e for e in after.entries if e["kind"] == "tool_result")
         assert result["tool_call_id"] == call_id
         assert result["content"] == {"n": 1, "key": first, "ok": True}
+
+
+PROMPT_CASES = [(point, store) for point in ("after_pause", "after_delivery_sent",
+                                             "after_delivery_recorded")
+                for store in ("sqlite", "files")]
+
+
+@pytest.mark.parametrize("case", PROMPT_CASES, ids=[f"{p}-{s}" for p, s in PROMPT_CASES])
+def test_an_approval_prompt_survives_a_crash(
+    case: tuple[str, str], scenario: Future[Steps]
+) -> None:
+    """The prompt is written with the pause: killed before it was posted, while it was being
+    posted (posted, its id not recorded) or just after, the restart posts it exactly once;
+    an approval then finishes the run with one reply."""
+    paused, ended = finished(scenario)
+    assert paused.run["state"] == "awaiting_approval"
+    assert paused.run["pending_approval"]["reason"] == "requires_approval"
+    assert paused.run["recovery_attempts"] == 0  # a paused run holds nothing to recover
+    assert_prompted_once(paused, CALL_IDS[0])
+    assert paused.effects == Counter() and paused.replies == []
+    assert ended.run["state"] == "awaiting_approval"  # the second call asks too
+    assert_prompted_once(ended, CALL_IDS[1], prompts=2)

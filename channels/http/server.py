@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import socket
 from collections.abc import Iterator
@@ -19,19 +18,9 @@ import uvicorn
 
 from runtime import MaidenError
 
-__all__ = ["HttpServer", "is_loopback"]
+__all__ = ["HttpServer"]
 
 log = logging.getLogger("maiden.http")
-
-
-def is_loopback(host: str) -> bool:
-    """True for addresses only this machine can reach (127.0.0.0/8, ::1, localhost)."""
-    if host.lower() in ("localhost", "localhost."):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 class _Server(uvicorn.Server):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -25,7 +24,6 @@ __all__ = [
     "CancelIn",
     "EntryPage",
     "Health",
-    "HttpSettings",
     "MessageIn",
     "Problem",
     "RunDetail",
@@ -36,18 +34,6 @@ __all__ = [
     "ThreadPage",
     "message_model",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class HttpSettings:
-    """What the HTTP API needs from ``[http]``, with the token already read from the env."""
-
-    token: str | None = None
-    """Bearer token every /v1 route and /metrics require; None: no auth (loopback only)."""
-    max_body_bytes: int = 1_048_576
-    max_message_chars: int = 100_000
-    keepalive_s: float = 15.0
-    """Seconds of silence after which an event stream sends a comment line."""
 
 
 def _utf8(value: str | None) -> str | None:

@@ -1,4 +1,4 @@
-"""The HTTP API (DESIGN §9): ``create_app(runtime, settings)`` returns the FastAPI app.
+"""The HTTP API (DESIGN §9): ``create_app(runtime, config)`` returns the FastAPI app.
 
 Every route calls the runtime's public API, as any channel does. A message is
 persisted as a queued run before the request is answered; the answer comes once
@@ -13,7 +13,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, Query, Request, Response
@@ -21,17 +21,17 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from runtime import (
-    DRIVABLE_STATES,
     TERMINAL,
     Origin,
     Run,
     RunEnded,
+    RunEvent,
     RunState,
     Runtime,
-    Subscription,
 )
 
-from .http_errors import (
+from .config import HttpConfig
+from .errors import (
     ApiError,
     BodyLimit,
     check_bearer,
@@ -39,13 +39,12 @@ from .http_errors import (
     install_error_handlers,
     problem_responses,
 )
-from .http_metrics import CONTENT_TYPE, Metrics
-from .http_models import (
+from .metrics import CONTENT_TYPE, Metrics
+from .models import (
     ApprovalIn,
     CancelIn,
     EntryPage,
     Health,
-    HttpSettings,
     MessageIn,
     RunDetail,
     RunOut,
@@ -60,8 +59,6 @@ __all__ = ["HttpApi", "create_app"]
 
 log = logging.getLogger("maiden.http")
 S = RunState
-_END_KIND = {S.COMPLETED: "run.completed", S.FAILED: "run.failed", S.CANCELLED: "run.cancelled",
-             S.TIMED_OUT: "run.timed_out"}
 _SSE = "text/event-stream"
 _MAX_OFFSET = 1_000_000_000
 _STREAM_DOC = {"description": "the run ended or paused; or, with `Accept: text/event-stream`, "
@@ -74,9 +71,10 @@ _FOLLOW_DOC = {"description": "the run's events as server-sent events, until it 
 class HttpApi:
     """The app's link to the runtime, and the switches the process uses at shutdown."""
 
-    def __init__(self, runtime: Runtime, settings: HttpSettings) -> None:
+    def __init__(self, runtime: Runtime, config: HttpConfig, token: str | None) -> None:
         self.runtime = runtime
-        self.settings = settings
+        self.config = config
+        self.token = token
         self.metrics = Metrics(runtime)
         self.closing = False
         self.released = asyncio.Event()
@@ -118,53 +116,37 @@ class HttpApi:
             return waiting.result()
         return await self.runtime.get_run(run_id)
 
-    async def event_stream(
-        self, start: Callable[[], Awaitable[Run]], first: str | None
-    ) -> StreamingResponse:
-        """Subscribe, then ``start()`` (submit a message, or look a run up), then answer with
-        the run's events; subscribing first means none of them is missed."""
-        subscription = self.runtime.subscribe()
-        events = await subscription.__aenter__()
-        try:
-            run = await start()
-        except BaseException:
-            await subscription.__aexit__(None, None, None)
-            raise
+    def event_stream(self, run: Run, first: str | None) -> StreamingResponse:
+        """Answer with the run's events (from its start: the runtime keeps them)."""
         return StreamingResponse(
-            self._stream(subscription, events, run, first), media_type=_SSE,
+            self._stream(run, first), media_type=_SSE,
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no",
                      "Location": f"/v1/runs/{run.id}"})
 
-    async def _stream(
-        self, subscription: AbstractAsyncContextManager[Subscription], events: Subscription,
-        run: Run, first: str | None,
-    ) -> AsyncIterator[bytes]:
-        """SSE: the run's events until its end event (``events`` sees every run's).
+    async def _stream(self, run: Run, first: str | None) -> AsyncIterator[bytes]:
+        """SSE: the run's events until its end event.
 
         Every ``keepalive_s`` of silence sends a comment line, so proxies keep the
         connection; at shutdown the stream ends with where the run stands.
         """
+        if first:
+            yield _sse(first, RunOut.of(run).model_dump(mode="json"))
+        events = self.runtime.follow(run.id)
         released: asyncio.Future[Any] = asyncio.ensure_future(self.released.wait())
-        upcoming: asyncio.Future[Any] | None = None
+        upcoming: asyncio.Future[RunEvent] | None = None
         try:
-            if first:
-                yield _sse(first, RunOut.of(run).model_dump(mode="json"))
-            if run.state not in DRIVABLE_STATES:
-                yield _sse_end(run)
-                return
             while True:
-                upcoming = upcoming or asyncio.ensure_future(events.next())
-                await asyncio.wait([upcoming, released], timeout=self.settings.keepalive_s,
+                upcoming = upcoming or asyncio.ensure_future(anext(events))
+                await asyncio.wait([upcoming, released], timeout=self.config.keepalive_s,
                                    return_when=asyncio.FIRST_COMPLETED)
                 if not upcoming.done():
                     if released.done():
-                        yield _sse_end(await self.runtime.get_run(run.id))
+                        ended = RunEnded.of(await self.runtime.get_run(run.id))
+                        yield _sse(ended.kind, ended.model_dump(mode="json"))
                         return
                     yield b": keepalive\n\n"
                     continue
                 event, upcoming = upcoming.result(), None
-                if event.run_id != run.id:
-                    continue
                 yield _sse(event.kind, event.model_dump(mode="json"))
                 if isinstance(event, RunEnded):
                     return
@@ -172,34 +154,13 @@ class HttpApi:
             for task in (released, upcoming):
                 if task is not None:
                     task.cancel()
-            await subscription.__aexit__(None, None, None)
-
-    async def cancel(self, run_id: str, by: str) -> Run:
-        runtime = self.runtime
-        run = await runtime.get_run(run_id)
-        if run.state is S.CANCELLED:
-            return run
-        if run.state in TERMINAL:
-            raise ApiError(409, f"run {run_id} already ended {run.state}", "already_ended")
-        live = {i.id for i in await runtime.servers()}
-        if run.owner in live and run.owner != runtime.instance_id and not runtime.holds(run_id):
-            # Another process drives it: ask that one, so its tools stop where they run.
-            answer = await runtime.ask("cancel", run_id, by=by)
-            if not answer.ok:
-                raise ApiError(409, answer.result or "cancel refused", "cancel_failed")
-            return await runtime.get_run(run_id)
-        return await runtime.cancel(run_id, by=by)
+            await asyncio.gather(*(t for t in (released, upcoming) if t is not None),
+                                 return_exceptions=True)
+            await events.aclose()
 
 
 def _sse(kind: str, data: dict[str, Any]) -> bytes:
     return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
-
-
-def _sse_end(run: Run) -> bytes:
-    ended = RunEnded(kind=_END_KIND.get(run.state, "run.paused"),
-                     run_id=run.id, thread_id=run.thread_id, state=run.state,
-                     reason=run.reason, reply=run.reply, error=run.error, usage=run.usage)
-    return _sse(ended.kind, ended.model_dump(mode="json"))
 
 
 def _answer(run: Run) -> JSONResponse:
@@ -213,10 +174,16 @@ def _page(offset: int, limit: int, total: int) -> int | None:
     return offset + limit if offset + limit < total else None
 
 
-def create_app(runtime: Runtime, settings: HttpSettings | None = None) -> FastAPI:
-    """The HTTP API over ``runtime``; ``app.state.maiden`` is its ``HttpApi``."""
-    settings = settings or HttpSettings()
-    api = HttpApi(runtime, settings)
+def create_app(
+    runtime: Runtime, config: HttpConfig | None = None, *, token: str | None = None
+) -> FastAPI:
+    """The HTTP API over ``runtime``; ``app.state.maiden`` is its ``HttpApi``.
+
+    ``token``: the bearer token every /v1 route and /metrics require (None: no auth,
+    which the app only allows on loopback).
+    """
+    config = config or HttpConfig()
+    api = HttpApi(runtime, config, token)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -230,12 +197,12 @@ def create_app(runtime: Runtime, settings: HttpSettings | None = None) -> FastAP
     app = FastAPI(title="maiden", version="1", lifespan=lifespan,
                   description="Talk to the agent, follow its runs, decide approvals.")
     app.state.maiden = api
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(BodyLimit, limit=config.max_body_bytes)
     install_error_handlers(app)
-    guard = _auth(settings.token)
+    guard = _auth(token)
     secured = [Depends(guard)] if guard is not None else []
     denied = (401,) if guard is not None else ()
-    Message = message_model(settings.max_message_chars)
+    Message = message_model(config.max_message_chars)
 
     @app.post("/v1/threads/{thread_id:path}/messages", response_model=RunOut,
               dependencies=secured, tags=["threads"],
@@ -250,10 +217,9 @@ def create_app(runtime: Runtime, settings: HttpSettings | None = None) -> FastAP
     ) -> Response:
         """Send a message on a thread (any string, URL-encoded); answer with the run."""
         message: MessageIn = body
-        if _SSE in request.headers.get("accept", ""):
-            return await api.event_stream(
-                lambda: api.submit(thread_id, message, idempotency_key), first="run.accepted")
         run = await api.submit(thread_id, message, idempotency_key)
+        if _SSE in request.headers.get("accept", ""):
+            return api.event_stream(run, first="run.accepted")
         if message.wait:
             run = await api.settle(run.id)
         return _answer(run)
@@ -265,8 +231,8 @@ def create_app(runtime: Runtime, settings: HttpSettings | None = None) -> FastAP
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
     ) -> ThreadPage:
         """Threads, most recently updated first."""
-        page = await runtime.store.list_threads(offset=offset, limit=limit)
-        total = (await runtime.store.stats()).threads
+        page = await runtime.threads(offset=offset, limit=limit)
+        total = (await runtime.stats()).threads
         return ThreadPage(threads=[ThreadOut.of(t) for t in page], total=total,
                           next_offset=_page(offset, limit, total))
 
@@ -279,8 +245,8 @@ def create_app(runtime: Runtime, settings: HttpSettings | None = None) -> FastAP
         runs_limit: Annotated[int, Query(ge=1, le=500)] = 50,
     ) -> ThreadDetail:
         """A thread's entries (a page, oldest first) and its newest runs."""
-        entries = await runtime.store.load_entries(thread_id)
-        runs = await runtime.store.list_runs(thread_id=thread_id)
+        entries = await runtime.entries(thread_id)
+        runs = await runtime.runs(thread_id=thread_id)
         if not entries and not runs:
             raise ApiError(404, f"no thread {thread_id!r}", "not_found")
         page = EntryPage(items=entries[offset:offset + limit], total=len(entries),
@@ -297,8 +263,8 @@ def create_app(runtime: Runtime, settings: HttpSettings | None = None) -> FastAP
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
     ) -> RunPage:
         """Runs, newest first, optionally of some states or one thread."""
-        newest = await runtime.store.list_runs(thread_id=thread_id, states=state or None,
-                                               limit=offset + limit + 1)
+        newest = await runtime.runs(thread_id=thread_id, states=state or None,
+                                    limit=offset + limit + 1)
         newest.reverse()
         page = newest[offset:offset + limit]
         return RunPage(runs=[RunDetail.detail(r, None) for r in page],
@@ -309,14 +275,14 @@ def create_app(runtime: Runtime, settings: HttpSettings | None = None) -> FastAP
     async def get_run(run_id: str) -> RunDetail:
         """A run with its state changes and decisions."""
         run = await runtime.get_run(run_id)
-        return RunDetail.detail(run, await runtime.store.transitions(run_id))
+        return RunDetail.detail(run, await runtime.transitions(run_id))
 
     @app.get("/v1/runs/{run_id}/events", dependencies=secured, tags=["runs"],
              response_class=StreamingResponse,
              responses={200: _FOLLOW_DOC, **problem_responses(*denied, 404)})
     async def follow_run(run_id: str) -> StreamingResponse:
         """Follow a run's events from now on, as server-sent events, until it ends or pauses."""
-        return await api.event_stream(lambda: runtime.get_run(run_id), first=None)
+        return api.event_stream(await runtime.get_run(run_id), first=None)
 
     async def _after(run: Run, wait: bool) -> RunOut:
         return RunOut.of(await api.settle(run.id) if wait else run)
@@ -335,7 +301,7 @@ def create_app(runtime: Runtime, settings: HttpSettings | None = None) -> FastAP
               responses=problem_responses(400, *denied, 404, 409, 413, 422))
     async def cancel(run_id: str, body: CancelIn | None = None) -> RunOut:
         """Cancel a run: its model stream and tools stop, and it ends ``cancelled``."""
-        return RunOut.of(await api.cancel(run_id, (body or CancelIn()).by))
+        return RunOut.of(await runtime.cancel(run_id, by=(body or CancelIn()).by))
 
     @app.post("/v1/runs/{run_id}/resume", dependencies=secured, tags=["runs"],
               responses=problem_responses(*denied, 404, 409, 413, 422))
@@ -348,7 +314,7 @@ def create_app(runtime: Runtime, settings: HttpSettings | None = None) -> FastAP
     async def healthz() -> JSONResponse:
         """Whether the store answers and the runtime takes work (no auth)."""
         try:
-            await runtime.store.list_runs(limit=1)
+            await runtime.runs(limit=1)
             store = "ok"
         except Exception as exc:
             store = f"unavailable: {exc}"

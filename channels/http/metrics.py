@@ -120,8 +120,7 @@ class Metrics:
 
     async def render(self) -> bytes:
         """Refresh the gauges read from the store, then the exposition text."""
-        store = self.runtime.store
-        stats = await store.stats()
+        stats = await self.runtime.stats()
         for state in RunState:
             self.runs.labels(state.value).set(stats.runs.get(state, 0))
         self.threads.set(stats.threads)

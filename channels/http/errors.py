@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runtime import InvalidThreadId, NotFound, RunError, StaleWrite, StoreError
 
-from .http_models import Problem
+from .models import Problem
 
 __all__ = [
     "PROBLEM",
@@ -37,6 +37,8 @@ _RUN_ERRORS = {
     "stale_approval": 409,
     "illegal_transition": 409,
     "cancel_failed": 409,
+    "already_ended": 409,
+    "not_resumable": 409,
     "shutting_down": 503,
     "request_timeout": 504,
 }

@@ -1,0 +1,66 @@
+"""The HTTP API as a channel of `maiden run`: FastAPI and uvicorn load when it starts."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Self
+
+from runtime import Deliverer, Runtime
+
+from .config import HttpConfig
+
+if TYPE_CHECKING:
+    from .app import HttpApi
+    from .server import HttpServer
+
+__all__ = ["HttpChannel"]
+
+
+class HttpChannel:
+    """Serves the API in the runtime's process; it answers callers directly (no deliverer)."""
+
+    name = "http"
+    deliverer: Deliverer | None = None
+
+    def __init__(self, runtime: Runtime, config: HttpConfig, token: str | None) -> None:
+        self.runtime = runtime
+        self.config = config
+        self.token = token
+        self._api: HttpApi | None = None
+        self._server: HttpServer | None = None
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "not started"
+        return self._server.url
+
+    async def __aenter__(self) -> Self:
+        from .app import create_app
+        from .server import HttpServer
+
+        app = create_app(self.runtime, self.config, token=self.token)
+        self._api = app.state.maiden
+        self._server = HttpServer(app, self.config.host, self.config.port)
+        await self._server.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._api is not None:
+            self._api.stop_intake()
+            self._api.release()
+        if self._server is not None:
+            await self._server.stop()
+
+    def banner(self) -> str:
+        if self.token:
+            return f"{self.url}  (bearer token from ${self.config.token_env})"
+        unset = f"${self.config.token_env} not set, " if self.config.token_env else ""
+        return f"{self.url}  (no token: {unset}loopback only)"
+
+    def stop_intake(self) -> None:
+        if self._api is not None:
+            self._api.stop_intake()
+
+    async def closed(self) -> None:
+        assert self._server is not None, "not started"
+        await asyncio.shield(self._server.task)  # a waiter that gives up must not stop it

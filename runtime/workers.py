@@ -1,0 +1,166 @@
+"""Who drives which run, when: one worker task per thread, and the runtime lock.
+
+A thread's runs go strictly in order: its worker drives the oldest unfinished run,
+then the next, until none is left. ``concurrency = "global"`` makes every worker
+share one lock (one loop at a time in the process); ``"thread"`` lets threads run
+side by side. A run that another live process is driving is never taken over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+from .config import RuntimeConfig
+from .errors import StaleWrite, StoreError
+from .events import EventBus, RunEnded, StateChanged
+from .logcontext import RUN_CONTEXT
+from .loop import RunDriver
+from .runs import Run, RunState
+from .stores.base import RunStore
+
+__all__ = ["ACTIVE", "Workers"]
+
+log = logging.getLogger("maiden.runtime")
+S = RunState
+
+ACTIVE = (S.QUEUED, S.RUNNING, S.AWAITING_TOOL, S.AWAITING_APPROVAL)
+"""States of a run that has not ended: it holds up the runs queued behind it."""
+
+
+class Workers:
+    """The per-thread worker tasks of one runtime."""
+
+    def __init__(
+        self,
+        store: RunStore,
+        driver: RunDriver,
+        bus: EventBus,
+        settings: RuntimeConfig,
+        *,
+        holder: Callable[[Run], Awaitable[str | None]],
+        ended: Callable[[Run], Awaitable[None]],
+    ) -> None:
+        self._store = store
+        self._driver = driver
+        self._bus = bus
+        self._settings = settings
+        self._holder = holder
+        """The live process (other than this one) driving a run, if any."""
+        self._ended = ended
+        """Called with each run this process stopped driving (to send what it left)."""
+        self._lock = asyncio.Lock()
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._dirty: set[str] = set()
+        self._driving: dict[str, asyncio.Task[Run]] = {}
+        self.closing = False
+
+    def kick(self, thread_id: str) -> None:
+        """Make sure the thread's worker runs (and looks again if it is running now)."""
+        if self.closing:
+            return
+        self._dirty.add(thread_id)
+        if thread_id not in self._tasks:
+            token = RUN_CONTEXT.set((thread_id, None))
+            try:
+                task = asyncio.create_task(self._work(thread_id),
+                                           name=f"maiden-thread:{thread_id}")
+            finally:
+                RUN_CONTEXT.reset(token)
+            self._tasks[thread_id] = task
+
+    def busy(self, thread_id: str) -> bool:
+        return thread_id in self._tasks
+
+    def driving(self, run_id: str) -> asyncio.Task[Run] | None:
+        """The task driving ``run_id`` in this process, if any."""
+        return self._driving.get(run_id)
+
+    def tasks(self) -> list[asyncio.Task[None]]:
+        return list(self._tasks.values())
+
+    async def idle(self) -> None:
+        """Wait until no thread has work."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+
+    async def _work(self, thread_id: str) -> None:
+        failed = False
+        announced: set[str] = set()
+        try:
+            while not self.closing:
+                self._dirty.discard(thread_id)
+                active = await self._store.list_runs(thread_id=thread_id, states=ACTIVE)
+                if active and active[0].state is S.AWAITING_APPROVAL:
+                    # A run waiting for a person holds up the runs queued behind it.
+                    for blocked in active[1:]:
+                        self.publish_waiting(blocked, f"waiting behind run {active[0].id}, "
+                                             "which awaits approval")
+                    active = []
+                if not active:
+                    if thread_id in self._dirty:
+                        continue
+                    return
+                holder = await self._holder(active[0])
+                if holder is not None:
+                    # Another live process is driving this thread's current run: never
+                    # "recover" it under its feet. Wait for it only if someone here waits
+                    # on this thread; otherwise leave the thread to that process.
+                    watched = set(self._bus.watched())
+                    if not any(r.id in watched for r in active):
+                        return
+                    for run in active[1:]:
+                        if run.id not in announced:
+                            announced.add(run.id)
+                            self._bus.publish(StateChanged(
+                                run_id=run.id, thread_id=run.thread_id, state=run.state,
+                                reason=f"waiting for {holder} to finish run {active[0].id}"))
+                    await asyncio.sleep(self._settings.poll_interval_s)
+                    self._dirty.add(thread_id)
+                    continue
+                await self._drive(active[0])
+                if len(active) == 1 and thread_id not in self._dirty:
+                    return  # it was the only one, and nothing came in meanwhile
+        except Exception:
+            failed = True
+            log.exception("the worker for thread %r stopped", thread_id)
+        finally:
+            self._tasks.pop(thread_id, None)
+            if failed and thread_id in self._dirty and not self.closing:
+                # Someone asked for this thread after the failed attempt began: look again.
+                self.kick(thread_id)
+
+    async def _drive(self, run: Run) -> None:
+        lock = self._lock if self._settings.concurrency == "global" \
+            else contextlib.nullcontext()
+        async with lock:
+            if self.closing:
+                self.publish_waiting(run, "shutting down")
+                return
+            # The run is read again inside: it may have changed while we waited for the lock.
+            token = RUN_CONTEXT.set((run.thread_id, run.id))
+            try:
+                task = asyncio.create_task(self._driver.drive(run.id),
+                                           name=f"maiden-run:{run.id}")
+            finally:
+                RUN_CONTEXT.reset(token)
+            self._driving[run.id] = task
+            try:
+                ended = await task
+            except StaleWrite as exc:
+                log.warning("run %s: another writer holds thread %r (%s); leaving it to them",
+                            run.id, run.thread_id, exc)
+                self.publish_waiting(run, "another process is writing this thread")
+                raise
+            except StoreError as exc:
+                self.publish_waiting(run, f"store error: {exc}")
+                raise
+            finally:
+                self._driving.pop(run.id, None)
+            await self._ended(ended)
+
+    def publish_waiting(self, run: Run, reason: str) -> None:
+        """Tell waiters that this process stopped driving a run that has not ended."""
+        self._bus.publish(RunEnded.of(run, reason))
