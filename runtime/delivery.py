@@ -57,7 +57,7 @@ def parts(delivery: Delivery, max_chars: int | None) -> list[Delivery]:
     if not isinstance(delivery, ReplyDelivery) or max_chars is None \
             or len(delivery.text) <= max_chars:
         return [delivery]
-    texts = split_message(delivery.text, max_chars)
+    texts = split_message(delivery.text, max_chars) or [delivery.text[:max_chars]]
     return [delivery.model_copy(update={"key": f"{delivery.key}:{i}", "text": text})
             for i, text in enumerate(texts, 1)]
 

@@ -1,0 +1,167 @@
+"""One contract, every channel's deliverer (DESIGN §5): the same tests run on each.
+
+A channel joins by adding a ``ChannelUnderTest`` factory to ``CHANNELS``: its
+deliverer pointed at its fake, a target there, and a way to read back what the
+fake received. Sending goes through the runtime's own ``deliver`` (fresh, or
+reconciling first as after a crash), so the tests hold the deliverer to the rule
+the outbox relies on: a message carries its key, and reconcile finds it by that key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from runtime import (
+    ApprovalDelivery,
+    Checkpoint,
+    Deliverer,
+    Delivery,
+    Origin,
+    ReplyDelivery,
+    Run,
+    SQLiteStore,
+)
+from runtime.delivery import deliver, parts
+from tests.fakes.chat import MemoryChat
+
+TEXT = "Hello! Here is what I found:\n\n" + "\n\n".join(
+    f"Paragraph {i}: " + "lorem ipsum dolor sit amet " * 12 for i in range(40))
+
+
+@dataclass
+class ChannelUnderTest:
+    deliverer: Deliverer
+    target: dict[str, str]
+    messages: Callable[[], Awaitable[list[tuple[str, str, str]]]]
+    """What the channel holds now: (key, kind, text) per message, oldest first."""
+
+
+@asynccontextmanager
+async def memory_chat() -> AsyncIterator[ChannelUnderTest]:
+    chat = MemoryChat(max_chars=500)
+
+    async def messages() -> list[tuple[str, str, str]]:
+        return [(m.key, m.kind, m.text) for m in chat.posted]
+
+    yield ChannelUnderTest(chat, {"room": "r1"}, messages)
+
+
+CHANNELS: dict[str, Callable[[], AbstractAsyncContextManager[ChannelUnderTest]]] = {
+    "memory": memory_chat,
+}
+
+
+@pytest.fixture(params=sorted(CHANNELS))
+async def channel(request: pytest.FixtureRequest) -> AsyncIterator[ChannelUnderTest]:
+    async with CHANNELS[request.param]() as under_test:
+        yield under_test
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+    async with SQLiteStore(tmp_path / "maiden.db") as opened:
+        yield opened
+
+
+async def recorded(store: SQLiteStore, channel: ChannelUnderTest, *,
+                   text: str = "Done: 3 files changed.", key: str = "k1",
+                   approval: bool = False) -> Delivery:
+    """A delivery as a run's checkpoint writes it to the outbox."""
+    run = await store.create_run(Run(id=key.ljust(32, "0"), thread_id=f"t-{key}", text="hi",
+                                     origin=Origin(channel="c", target=channel.target)))
+    delivery: Delivery
+    if approval:
+        delivery = ApprovalDelivery(key=key, run_id=run.id, thread_id=run.thread_id,
+                                    channel="c", target=channel.target, tool_call_id="call_1",
+                                    name="deploy", arguments={"env": "prod"},
+                                    arguments_hash="h" * 64, reason="requires_approval")
+    else:
+        delivery = ReplyDelivery(key=key, run_id=run.id, thread_id=run.thread_id, channel="c",
+                                 target=channel.target, text=text)
+    await store.commit(Checkpoint(run.thread_id, None, deliveries=[delivery]))
+    return delivery
+
+
+async def remote_id(store: SQLiteStore, key: str) -> str | None:
+    return next(d.remote_id for d in await store.deliveries() if d.key == key)
+
+
+async def test_a_fresh_reply_is_posted_once_carrying_its_key(
+    channel: ChannelUnderTest, store: SQLiteStore
+) -> None:
+    delivery = await recorded(store, channel)
+    sent = await deliver(store, channel.deliverer, delivery, fresh=True)
+    assert await channel.messages() == [("k1", "reply", "Done: 3 files changed.")]
+    assert await remote_id(store, "k1") == sent
+
+
+async def test_reconcile_finds_what_was_posted_and_nothing_is_posted_again(
+    channel: ChannelUnderTest, store: SQLiteStore
+) -> None:
+    delivery = await recorded(store, channel)
+    first = await channel.deliverer.send(delivery)  # then the process died: id not recorded
+    assert await channel.deliverer.reconcile(delivery) == first
+    assert await deliver(store, channel.deliverer, delivery, fresh=False) == first
+    assert len(await channel.messages()) == 1
+    assert await remote_id(store, "k1") == first
+
+
+async def test_reconcile_misses_what_was_never_posted(
+    channel: ChannelUnderTest, store: SQLiteStore
+) -> None:
+    posted = await recorded(store, channel, key="k1")
+    missing = await recorded(store, channel, key="k2", text="another reply")
+    await channel.deliverer.send(posted)
+    assert await channel.deliverer.reconcile(missing) is None
+    await deliver(store, channel.deliverer, missing, fresh=False)
+    assert [key for key, _, _ in await channel.messages()] == ["k1", "k2"]
+
+
+async def test_a_long_reply_goes_in_parts_in_order(
+    channel: ChannelUnderTest, store: SQLiteStore
+) -> None:
+    limit = channel.deliverer.max_chars
+    if limit is None:
+        pytest.skip("this channel has no length limit")
+    delivery = await recorded(store, channel, text=TEXT)
+    await deliver(store, channel.deliverer, delivery, fresh=True)
+    messages = await channel.messages()
+    assert len(messages) > 1
+    assert [key for key, _, _ in messages] == [f"k1:{i}" for i in range(1, len(messages) + 1)]
+    assert all(len(text) <= limit for _, _, text in messages)
+    # Nothing lost: the parts are the text, cut at paragraph boundaries.
+    assert "\n\n".join(text for _, _, text in messages) == TEXT
+
+
+async def test_after_a_crash_between_parts_only_the_missing_ones_are_posted(
+    channel: ChannelUnderTest, store: SQLiteStore
+) -> None:
+    if channel.deliverer.max_chars is None:
+        pytest.skip("this channel has no length limit")
+    delivery = await recorded(store, channel, text=TEXT)
+    pieces = parts(delivery, channel.deliverer.max_chars)
+    for piece in pieces[:2]:  # two parts went out, then the process died
+        await channel.deliverer.send(piece)
+    await deliver(store, channel.deliverer, delivery, fresh=False)
+    messages = await channel.messages()
+    assert [key for key, _, _ in messages] == [p.key for p in pieces]
+    stored = await remote_id(store, "k1")
+    assert stored is not None and len(stored.split(",")) == len(pieces)
+
+
+async def test_an_approval_prompt_is_posted_once_and_found_again(
+    channel: ChannelUnderTest, store: SQLiteStore
+) -> None:
+    prompt = await recorded(store, channel, approval=True)
+    assert parts(prompt, channel.deliverer.max_chars) == [prompt]  # never cut
+    sent = await deliver(store, channel.deliverer, prompt, fresh=True)
+    ((key, kind, text),) = await channel.messages()
+    assert (key, kind) == ("k1", "approval") and "deploy" in text
+    assert await channel.deliverer.reconcile(prompt) == sent
+    assert await deliver(store, channel.deliverer, prompt, fresh=False) == sent
+    assert len(await channel.messages()) == 1
