@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from aiohttp import web
 
@@ -94,7 +94,7 @@ class FakeServer:
         """An error reply the real API would give for this request, or None."""
         return None
 
-    async def __aenter__(self) -> FakeServer:
+    async def __aenter__(self) -> Self:
         app = web.Application()
         app.router.add_post(self.path, self._handle)
         self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None,
