@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Unpack
 
 from .entries import AssistantTurn, Entry, ToolCall, ToolResult, UserMessage
 from .events import EventBus, StateChanged
-from .runs import Delivery, Run, RunState, transition
+from .runs import Delivery, Run, RunChanges, RunState, changed, transition
 from .stores.base import Checkpoint, Store
 
 __all__ = ["RunCursor", "unanswered"]
@@ -49,7 +49,7 @@ class RunCursor:
         to: RunState | None = None,
         reason: str = "",
         deliveries: Sequence[Delivery] = (),
-        **changes: Any,
+        **changes: Unpack[RunChanges],
     ) -> None:
         """One checkpoint: new entries plus the run's new state, atomically."""
         now = self.clock()
@@ -59,7 +59,7 @@ class RunCursor:
             run, moved = transition(self.run, to, reason, now=now, **changes)
             transitions.append(moved)
         else:
-            run = self.run.model_copy(update={**changes, "updated_at": now})
+            run = changed(self.run, now, **changes)
         # Shielded: a cancellation arriving mid-write must not leave the cursor unsure
         # whether the checkpoint landed. The write finishes; whoever handles the
         # cancellation reads the store afresh.

@@ -19,15 +19,19 @@ Library errors (sqlite3, httpx, ...) are translated where they enter, with
 
 from __future__ import annotations
 
+from typing import Literal
+
 __all__ = [
     "ConfigError",
     "CorruptStore",
+    "FailReason",
     "IllegalTransition",
     "InvalidThreadId",
     "MaidenError",
     "NotFound",
     "ProviderError",
     "RunError",
+    "RunErrorReason",
     "ScriptExhausted",
     "StaleWrite",
     "StoreError",
@@ -85,10 +89,25 @@ class NotFound(StoreError, LookupError):
     """No such run or thread."""
 
 
-class RunError(MaidenError):
-    """A run ended badly; ``reason`` is a stable code such as ``max_turns_exceeded``."""
+FailReason = Literal[
+    "provider_error", "max_turns_exceeded", "budget_exceeded", "poison_run", "internal_error",
+    "replay_mismatch", "corrupt_store",
+]
+"""Why a run ended ``failed`` (its ``reason``)."""
 
-    def __init__(self, reason: str, message: str = "") -> None:
+RunErrorReason = Literal[
+    FailReason,
+    "illegal_transition", "not_an_approver", "not_awaiting_approval", "stale_approval",
+    "not_resumable", "already_ended", "cancel_failed", "shutting_down", "request_timeout",
+    "decide_refused", "cancel_refused", "resume_refused", "invalid_message",
+]
+"""Every ``RunError.reason``: a stable code callers (the HTTP API, the CLI) map to answers."""
+
+
+class RunError(MaidenError):
+    """A run-level refusal or failure; ``reason`` is a stable code (``RunErrorReason``)."""
+
+    def __init__(self, reason: RunErrorReason, message: str = "") -> None:
         super().__init__(message or reason)
         self.reason = reason
 

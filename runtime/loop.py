@@ -15,14 +15,14 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Unpack
 
 from .budget import BudgetConfig, Prices, Spend, Verdict, check_budget
 from .config import AgentConfig
 from .context import Window
 from .cursor import RunCursor, unanswered
 from .entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, UserMessage
-from .errors import ProviderError, StaleWrite, StoreError
+from .errors import FailReason, ProviderError, StaleWrite, StoreError
 from .events import (
     ApprovalRequested,
     EventBus,
@@ -32,6 +32,7 @@ from .events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from .gate import CallFacts, Pause, Reconcile, Refuse, gate_call
 from .guards import call_key, is_repeat, turn_budget
 from .history import Tidiness, model_view
 from .providers.base import ModelRequest, Provider
@@ -41,6 +42,7 @@ from .runs import (
     PendingApproval,
     ReplyDelivery,
     Run,
+    RunChanges,
     RunState,
     idempotency_key,
 )
@@ -109,6 +111,8 @@ class RunDriver:
     def _cursor(self, run: Run, entries: list[Entry]) -> RunCursor:
         return RunCursor(self.store, self.bus, run, entries, self.clock)
 
+    # -- one run, top to bottom ----------------------------------------------------------
+
     async def drive(self, run_id: str) -> Run:
         """Take the run from wherever it stands to completion, failure or a pause."""
         run = await self.store.get_run(run_id)
@@ -142,23 +146,22 @@ class RunDriver:
         self._publish_end(cur.run)
         return cur.run
 
-    # -- starting, stopping, ending ------------------------------------------------------------
-
     async def _begin(self, cur: RunCursor) -> bool:
         run = cur.run
-        started: dict[str, Any] = {"started_at": run.started_at or self.clock(),
-                                   "owner": self.instance_id}
+        started_at, me = run.started_at or self.clock(), self.instance_id
         if run.state is S.QUEUED:
             if cur.start is None:
                 user = UserMessage(run_id=run.id, text=run.text, user=run.origin.user,
                                    at=self.clock())
-                await cur.commit([user], to=S.RUNNING, reason="started", **started)
+                await cur.commit([user], to=S.RUNNING, reason="started", started_at=started_at,
+                                 owner=me)
             else:  # an explicitly resumed run: its message is already in the thread
                 await cur.commit(to=S.RUNNING, reason="resumed", stalled_recoveries=0,
-                                 **started)
+                                 started_at=started_at, owner=me)
         elif run.owner is None:
             # Released at a clean shutdown: carrying on is not a crash recovery.
-            await cur.commit(to=S.RUNNING, reason="continued after restart", **started)
+            await cur.commit(to=S.RUNNING, reason="continued after restart",
+                             started_at=started_at, owner=me)
         elif run.owner != self.instance_id:
             # Only crashes in a row with no progress in between make a run poison: a long
             # run interrupted by unrelated restarts keeps going.
@@ -174,76 +177,11 @@ class RunDriver:
             log.warning("recovering run %s (attempt %d) from %s", run.id, attempt, run.state)
             await cur.commit(to=S.RUNNING, reason=f"recovered after crash (attempt {attempt})",
                              recovery_attempts=attempt, stalled_recoveries=stalled,
-                             recovered_at=len(cur.entries), **started)
+                             recovered_at=len(cur.entries), started_at=started_at, owner=me)
             self.bus.publish(RunStarted(run_id=run.id, thread_id=run.thread_id, recovered=True))
             return True
         self.bus.publish(RunStarted(run_id=run.id, thread_id=run.thread_id))
         return True
-
-    async def _release(self, cur: RunCursor) -> Run:
-        """Shutdown: leave the run at its checkpoint, marked as nobody's."""
-        await cur.commit(owner=None)
-        self.bus.publish(RunEnded.of(cur.run, "shutting down"))
-        return cur.run
-
-    async def _release_fresh(self, run_id: str) -> None:
-        with contextlib.suppress(StaleWrite, StoreError):
-            run = await self.store.get_run(run_id)
-            if run.state in DRIVABLE and run.owner == self.instance_id:
-                cur = self._cursor(run, await self.store.load_entries(run.thread_id))
-                await self._release(cur)
-
-    async def cancel(self, run_id: str, reason: str, *, attempts: int = 3) -> Run:
-        """End a run as cancelled from what the store holds now (not from a stale cursor)."""
-        for _ in range(attempts):
-            run = await self.store.get_run(run_id)
-            if run.terminal:
-                return run
-            cur = self._cursor(run, await self.store.load_entries(run.thread_id))
-            closing = self._closing_results(cur, "cancelled", f"cancelled: {reason}")
-            try:
-                await cur.commit(closing, to=S.CANCELLED, reason=reason, started_calls=(),
-                                 pending_approval=None,
-                                 deliveries=self._reply(cur, len(closing), f"Stopped ({reason})."))
-            except StaleWrite:
-                continue  # a checkpoint landed meanwhile: read again
-            self._publish_end(cur.run)
-            return cur.run
-        raise StaleWrite(f"run {run_id} kept changing while being cancelled")
-
-    async def expire(self, run_id: str) -> Run:
-        """Move a run whose approval waited longer than ``approval_timeout_s`` to timed_out."""
-        run = await self.store.get_run(run_id)
-        timeout = self.agent.approval_timeout_s
-        pending = run.pending_approval
-        if (run.state is not S.AWAITING_APPROVAL or pending is None or timeout is None
-                or self.clock() < pending.requested_at + timeout):
-            return run
-        cur = self._cursor(run, await self.store.load_entries(run.thread_id))
-        await cur.commit(to=S.TIMED_OUT, reason="approval_timeout",
-                         error=f"no decision on {pending.name} within {timeout:g} s",
-                         deliveries=self._reply(cur, 0, f"Nobody approved {pending.name} in "
-                                                f"time, so I stopped here."))
-        self._publish_end(cur.run)
-        return cur.run
-
-    def _closing_results(self, cur: RunCursor, kind: Any, message: str) -> list[Entry]:
-        return [ToolResult(run_id=cur.run.id, tool_call_id=c.id, name=c.name, is_error=True,
-                           content=error_result(kind, message).content, at=self.clock())
-                for c in unanswered(cur.own)]
-
-    async def _fail(self, cur: RunCursor, reason: str, message: str) -> None:
-        """End the run failed, answering any unanswered call so the history stays valid."""
-        log.warning("run %s failed: %s: %s", cur.run.id, reason, message)
-        closing = self._closing_results(cur, "cancelled", f"not run: the run failed ({reason})")
-        notice = f"Sorry, I could not finish this ({_PLAIN.get(reason, reason)})."
-        await cur.commit(closing, to=S.FAILED, reason=reason, error=message, started_calls=(),
-                         deliveries=self._reply(cur, len(closing), notice))
-
-    def _publish_end(self, run: Run) -> None:
-        self.bus.publish(RunEnded.of(run))
-
-    # -- one step ------------------------------------------------------------------------------
 
     async def _step(self, cur: RunCursor) -> None:
         own = cur.own
@@ -286,6 +224,25 @@ class RunDriver:
         async def on_text(delta: str) -> None:
             self.bus.publish(TextDelta(run_id=run.id, thread_id=run.thread_id, text=delta))
 
+        request = self._request(cur, final)
+        response = await self.provider.complete(request, on_text)
+        calls = _unique_ids(response.tool_calls, cur.own)
+        turn = AssistantTurn(run_id=run.id, text=response.text, tool_calls=calls,
+                             usage=response.usage, model=response.model, at=self.clock())
+        taken, usage = run.turns + 1, run.usage + response.usage
+        cost = run.cost_usd + self.prices.cost(response.usage)
+        if response.tool_calls:
+            await cur.commit([turn], to=S.AWAITING_TOOL, reason="tool calls requested",
+                             tool_calls=run.tool_calls + len(response.tool_calls),
+                             turns=taken, usage=usage, cost_usd=cost)
+        else:
+            await self._complete(cur, response.text, [turn], turns=taken, usage=usage,
+                                 cost_usd=cost)
+
+    def _request(self, cur: RunCursor, final: bool) -> ModelRequest:
+        """What the model is sent: the thread as the model sees it (tidied, and trimmed to
+        ``max_context_tokens``), the system prompt, and the tools unless it is the final turn."""
+        run = cur.run
         tools = () if final else tuple(self.tools.specs())
         tidiness = self._tidiness.setdefault(run.thread_id, Tidiness())
         view = model_view(cur.entries, tidiness)
@@ -303,20 +260,9 @@ class RunDriver:
                                       text=f"{dropped} older entries of this conversation were "
                                       "left out to fit the context window."))
             entries = kept
-        request = ModelRequest(
+        return ModelRequest(
             system=self.agent.system_prompt, entries=tuple(entries), tools=tools,
             run_id=run.id, thread_id=run.thread_id, final_turn=final)
-        response = await self.provider.complete(request, on_text)
-        calls = _unique_ids(response.tool_calls, cur.own)
-        turn = AssistantTurn(run_id=run.id, text=response.text, tool_calls=calls,
-                             usage=response.usage, model=response.model, at=self.clock())
-        spent: dict[str, Any] = {"turns": run.turns + 1, "usage": run.usage + response.usage,
-                                 "cost_usd": run.cost_usd + self.prices.cost(response.usage)}
-        if response.tool_calls:
-            await cur.commit([turn], to=S.AWAITING_TOOL, reason="tool calls requested",
-                             tool_calls=run.tool_calls + len(response.tool_calls), **spent)
-        else:
-            await self._complete(cur, response.text, [turn], **spent)
 
     async def _budget_verdict(self, run: Run) -> Verdict:
         usage = run.usage
@@ -335,28 +281,6 @@ class RunDriver:
             wall_s=self.clock() - (run.started_at or self.clock()),
             thread_day_cost_usd=thread_day)
         return check_budget(self.budget, spend)
-
-    async def _complete(
-        self, cur: RunCursor, text: str, entries: Sequence[Entry] = (), **changes: Any
-    ) -> None:
-        await cur.commit(entries, to=S.COMPLETED, reason="answered", reply=text,
-                         deliveries=self._reply(cur, len(entries), text), **changes)
-
-    def _reply(self, cur: RunCursor, adding: int, text: str) -> list[Delivery]:
-        """The outbox record for a message that came from a channel (none for cli/http).
-
-        Keyed by the run and the thread position it answers at: a run resumed and ended
-        again says so again, but the same end is never posted twice.
-        """
-        run = cur.run
-        if not run.origin.target:
-            return []
-        at = len(cur.entries) + adding
-        return [ReplyDelivery(key=idempotency_key(run.id, f"reply@{at}"), run_id=run.id,
-                         thread_id=run.thread_id, channel=run.origin.channel,
-                         target=run.origin.target, text=text, created_at=self.clock())]
-
-    # -- tool calls ----------------------------------------------------------------------------
 
     async def _run_calls(
         self, cur: RunCursor, turn: AssistantTurn, done: dict[str, ToolResult]
@@ -395,50 +319,43 @@ class RunDriver:
     async def _call(
         self, cur: RunCursor, call: ToolCall, index: int, previous: list[str], *, offered: bool
     ) -> ToolOutput | _Paused:
-        """Decide whether and how a call runs; return its output, or pause the run."""
+        """Decide whether and how a call runs (``gate_call``); return its output, or pause."""
         run = cur.run
-        limit = self.agent.max_tool_calls_per_turn
-        if index >= limit:
-            return error_result("too_many_calls",
-                                f"at most {limit} tool calls are run per turn; this one was not")
-        run_limit = self.budget.max_tool_calls
-        if run_limit is not None and len(previous) >= run_limit:
-            return error_result("too_many_calls",
-                                f"the run's budget allows {run_limit} tool calls; this one was "
-                                "not run")
         tool = self.tools.get(call.name) if offered else None
-        if tool is None:
-            why = "no tools are offered on the final turn" if not offered else \
-                f"available tools: {', '.join(sorted(t.name for t in self.tools)) or 'none'}"
-            return error_result("unknown_tool", f"there is no tool {call.name!r} ({why})")
-        try:
-            arguments = tool.validate(call.arguments)
-        except ValueError as exc:
-            return error_result("invalid_arguments", str(exc))
-        if is_repeat(previous, call_key(call.name, call.arguments), self.agent.repeat_limit):
-            return error_result(
-                "loop_detected", f"{call.name} was called with the same arguments "
-                f"{self.agent.repeat_limit} times in a row; it was not run again. Try another "
-                "approach or answer with what you have.")
+        arguments: Any = None
+        invalid = None
+        if tool is not None:
+            try:
+                arguments = tool.validate(call.arguments)
+            except ValueError as exc:
+                invalid = str(exc)
+        decision = run.decision_for(call.id)
+        facts = CallFacts(
+            name=call.name, index=index, calls_before=len(previous), tool=tool,
+            offered=offered, invalid=invalid,
+            repeat=is_repeat(previous, call_key(call.name, call.arguments),
+                             self.agent.repeat_limit),
+            decision=None if decision is None else decision.approve,
+            decided_by=decision.by if decision else "",
+            decision_reason=decision.reason if decision else "",
+            started=call.id in run.started_calls)
+        verdict = gate_call(facts, per_turn=self.agent.max_tool_calls_per_turn,
+                            per_run=self.budget.max_tool_calls,
+                            repeat_limit=self.agent.repeat_limit,
+                            tool_names=tuple(t.name for t in self.tools))
+        if isinstance(verdict, Refuse):
+            return error_result(verdict.kind, verdict.message)
+        if isinstance(verdict, Pause):
+            await self._pause(cur, call, verdict.reason)
+            return _Paused()
+        assert tool is not None
         ctx = ToolContext(run_id=run.id, thread_id=run.thread_id, tool_call_id=call.id,
                           idempotency_key=idempotency_key(run.id, call.id), origin=run.origin,
                           cancel_grace_s=self.cancel_grace_s)
-        decision = run.decision_for(call.id)
-        if decision is not None and not decision.approve:
-            by = f" by {decision.by}" if decision.by else ""
-            reason = f": {decision.reason}" if decision.reason else ""
-            return error_result("denied", f"a person denied this call{by}{reason}")
-        if decision is None and tool.effect == "non_idempotent" and call.id in run.started_calls:
-            # The process died while this call ran: its effect may or may not have happened.
-            if tool.reconciler is None:
-                await self._pause(cur, call, "uncertain_side_effect")
-                return _Paused()
+        if isinstance(verdict, Reconcile):
             found = await tool.run_reconcile(ctx)
             if found is not NOT_DONE:
                 return ToolOutput(found)
-        elif decision is None and tool.requires_approval:
-            await self._pause(cur, call, "requires_approval")
-            return _Paused()
         if tool.effect == "non_idempotent":
             # Claim the call before its effect (a second writer fails here, not after),
             # and use up the approval it runs on.
@@ -480,6 +397,93 @@ class RunDriver:
             run_id=run.id, thread_id=run.thread_id, tool_call_id=call.id, name=call.name,
             arguments=call.arguments, arguments_hash=pending.arguments_hash, reason=reason,
             channel=run.origin.channel, target=run.origin.target))
+
+    # -- endings: completed, failed, cancelled, timed out, released -------------------------
+
+    async def _complete(
+        self, cur: RunCursor, text: str, entries: Sequence[Entry] = (),
+        **changes: Unpack[RunChanges],
+    ) -> None:
+        changes["reply"] = text
+        await cur.commit(entries, to=S.COMPLETED, reason="answered",
+                         deliveries=self._reply(cur, len(entries), text), **changes)
+
+    def _reply(self, cur: RunCursor, adding: int, text: str) -> list[Delivery]:
+        """The outbox record for a message that came from a channel (none for cli/http).
+
+        Keyed by the run and the thread position it answers at: a run resumed and ended
+        again says so again, but the same end is never posted twice.
+        """
+        run = cur.run
+        if not run.origin.target:
+            return []
+        at = len(cur.entries) + adding
+        return [ReplyDelivery(key=idempotency_key(run.id, f"reply@{at}"), run_id=run.id,
+                         thread_id=run.thread_id, channel=run.origin.channel,
+                         target=run.origin.target, text=text, created_at=self.clock())]
+
+    async def _fail(self, cur: RunCursor, reason: FailReason, message: str) -> None:
+        """End the run failed, answering any unanswered call so the history stays valid."""
+        log.warning("run %s failed: %s: %s", cur.run.id, reason, message)
+        closing = self._closing_results(cur, "cancelled", f"not run: the run failed ({reason})")
+        notice = f"Sorry, I could not finish this ({_PLAIN.get(reason, reason)})."
+        await cur.commit(closing, to=S.FAILED, reason=reason, error=message, started_calls=(),
+                         deliveries=self._reply(cur, len(closing), notice))
+
+    def _closing_results(self, cur: RunCursor, kind: Any, message: str) -> list[Entry]:
+        return [ToolResult(run_id=cur.run.id, tool_call_id=c.id, name=c.name, is_error=True,
+                           content=error_result(kind, message).content, at=self.clock())
+                for c in unanswered(cur.own)]
+
+    async def cancel(self, run_id: str, reason: str, *, attempts: int = 3) -> Run:
+        """End a run as cancelled from what the store holds now (not from a stale cursor)."""
+        for _ in range(attempts):
+            run = await self.store.get_run(run_id)
+            if run.terminal:
+                return run
+            cur = self._cursor(run, await self.store.load_entries(run.thread_id))
+            closing = self._closing_results(cur, "cancelled", f"cancelled: {reason}")
+            try:
+                await cur.commit(closing, to=S.CANCELLED, reason=reason, started_calls=(),
+                                 pending_approval=None,
+                                 deliveries=self._reply(cur, len(closing), f"Stopped ({reason})."))
+            except StaleWrite:
+                continue  # a checkpoint landed meanwhile: read again
+            self._publish_end(cur.run)
+            return cur.run
+        raise StaleWrite(f"run {run_id} kept changing while being cancelled")
+
+    async def expire(self, run_id: str) -> Run:
+        """Move a run whose approval waited longer than ``approval_timeout_s`` to timed_out."""
+        run = await self.store.get_run(run_id)
+        timeout = self.agent.approval_timeout_s
+        pending = run.pending_approval
+        if (run.state is not S.AWAITING_APPROVAL or pending is None or timeout is None
+                or self.clock() < pending.requested_at + timeout):
+            return run
+        cur = self._cursor(run, await self.store.load_entries(run.thread_id))
+        await cur.commit(to=S.TIMED_OUT, reason="approval_timeout",
+                         error=f"no decision on {pending.name} within {timeout:g} s",
+                         deliveries=self._reply(cur, 0, f"Nobody approved {pending.name} in "
+                                                f"time, so I stopped here."))
+        self._publish_end(cur.run)
+        return cur.run
+
+    async def _release(self, cur: RunCursor) -> Run:
+        """Shutdown: leave the run at its checkpoint, marked as nobody's."""
+        await cur.commit(owner=None)
+        self.bus.publish(RunEnded.of(cur.run, "shutting down"))
+        return cur.run
+
+    async def _release_fresh(self, run_id: str) -> None:
+        with contextlib.suppress(StaleWrite, StoreError):
+            run = await self.store.get_run(run_id)
+            if run.state in DRIVABLE and run.owner == self.instance_id:
+                cur = self._cursor(run, await self.store.load_entries(run.thread_id))
+                await self._release(cur)
+
+    def _publish_end(self, run: Run) -> None:
+        self.bus.publish(RunEnded.of(run))
 
 
 def _unique_ids(calls: tuple[ToolCall, ...], own: Sequence[Entry]) -> tuple[ToolCall, ...]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import time
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypedDict, Unpack
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
 
@@ -23,8 +23,10 @@ __all__ = [
     "PendingApproval",
     "ReplyDelivery",
     "Run",
+    "RunChanges",
     "RunState",
     "Transition",
+    "changed",
     "idempotency_key",
     "transition",
 ]
@@ -224,14 +226,44 @@ DELIVERY: TypeAdapter[Delivery] = TypeAdapter(Delivery)
 """The one adapter delivery records are (de)serialised through."""
 
 
+class RunChanges(TypedDict, total=False):
+    """The fields of a ``Run`` a checkpoint may change besides its state and reason (a
+    misspelt name is a type error, not a silently dropped change)."""
+
+    version: int
+    usage: Usage
+    cost_usd: float
+    started_at: float | None
+    turns: int
+    tool_calls: int
+    recovery_attempts: int
+    stalled_recoveries: int
+    recovered_at: int | None
+    started_calls: tuple[str, ...]
+    reply: str | None
+    error: str | None
+    owner: str | None
+    pending_approval: PendingApproval | None
+    decisions: tuple[Decision, ...]
+
+
+def changed(run: Run, now: float, **changes: Unpack[RunChanges]) -> Run:
+    """``run`` with ``changes`` applied (its state unchanged)."""
+    unknown = set(changes) - set(RunChanges.__annotations__)
+    if unknown:  # also at run time: callers that build the dict dynamically
+        raise TypeError(f"not a field a checkpoint may change: {', '.join(sorted(unknown))}")
+    return run.model_copy(update={**changes, "updated_at": now})
+
+
 def transition(
-    run: Run, target: RunState, reason: str, *, now: float | None = None, **changes: object
+    run: Run, target: RunState, reason: str, *, now: float | None = None,
+    **changes: Unpack[RunChanges],
 ) -> tuple[Run, Transition]:
     """Move ``run`` to ``target``; raise ``IllegalTransition`` if the state machine forbids it."""
     if target not in _ALLOWED[run.state]:
         raise IllegalTransition(run.id, run.state, target)
     at = time.time() if now is None else now
-    moved = run.model_copy(update={"state": target, "reason": reason, "updated_at": at, **changes})
+    moved = changed(run, at, **changes).model_copy(update={"state": target, "reason": reason})
     return moved, Transition(run_id=run.id, source=run.state, target=target, reason=reason, at=at)
 
 

@@ -21,14 +21,14 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from .budget import BudgetConfig
 from .config import AgentConfig, Prices, RuntimeConfig
 from .control import ControlRequest, Instance, ask, live_instances, serve_requests
 from .delivery import Deliverer, Outbox
 from .entries import Entry
-from .errors import RunError, StaleWrite, StoreError
+from .errors import RunError, RunErrorReason, StaleWrite, StoreError
 from .events import EventBus, RunEnded, RunEvent, Subscription
 from .loop import DRIVABLE, RunDriver
 from .providers.base import Provider
@@ -41,6 +41,9 @@ __all__ = ["ACTIVE", "Runtime"]
 
 log = logging.getLogger("maiden.runtime")
 S = RunState
+
+_REFUSED: dict[str, RunErrorReason] = {
+    "decide": "decide_refused", "cancel": "cancel_refused", "resume": "resume_refused"}
 
 class Runtime:
     """Owns the loop, the lock and the workers; shared by every entry point in a process."""
@@ -441,8 +444,9 @@ class Runtime:
                      **payload: Any) -> Run:
         answer = await self.ask(kind, run_id, **payload)
         if not answer.ok:
-            reason, _, message = (answer.result or "refused").partition(": ")
-            raise RunError(reason if message else f"{kind}_refused", message or reason)
+            reason = next((r for r in get_args(RunErrorReason) if r == answer.error),
+                          _REFUSED[kind])
+            raise RunError(reason, answer.result or "refused")
         return await self._store.get_run(run_id)
 
     async def _write_run(self, run: Run, step: Transition) -> None:
