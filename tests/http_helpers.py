@@ -6,7 +6,7 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote
 
 import httpx
@@ -25,6 +25,9 @@ from runtime import (
     ToolsConfig,
     make_tools,
 )
+from runtime.stores.sqlite import Synchronous
+
+Concurrency = Literal["global", "thread"]  # RuntimeConfig.concurrency
 
 
 @asynccontextmanager
@@ -33,14 +36,14 @@ async def echo_runtime(
     tools: Sequence[Tool] = (),
     *,
     provider: Provider | None = None,
-    concurrency: str = "global",
+    concurrency: Concurrency = "global",
     shutdown_grace_s: float = 10.0,
-    synchronous: Any = "full",
+    synchronous: Synchronous = "full",
     **agent: Any,
 ) -> AsyncIterator[Runtime]:
     """A runtime over a real SQLite store with the clock tool and ``tools``; the echo model
     unless ``provider`` is given."""
-    settings = RuntimeConfig(concurrency=concurrency,  # type: ignore[arg-type]
+    settings = RuntimeConfig(concurrency=concurrency,
                              shutdown_grace_s=shutdown_grace_s, poll_interval_s=0.1)
     registry = make_tools(ToolsConfig(), db.parent)  # the built-in clock
     for extra in tools:

@@ -23,7 +23,7 @@ async def _trace_one_commit(store: SQLiteStore, run: Run, position: int) -> list
     run = run.model_copy(update={"version": run.version + 1})
     await store.commit(Checkpoint(thread_id=run.thread_id, position=position, run=run,
                                   entries=[UserMessage(run_id=run.id, text="new")]))
-    await store.db.set_trace_callback(None)
+    await store.db.set_trace_callback(None)  # type: ignore[arg-type]  # aiosqlite: not Optional
     return [re.sub(r"'[^']*'|\b\d+(\.\d+)?\b", "?", s) for s in statements]
 
 

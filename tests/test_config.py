@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.config import load_config, parse_config
-from runtime import ConfigError, make_provider, make_tools
+from runtime import ConfigError, ScriptedProvider, make_provider, make_tools
 
 
 @pytest.mark.parametrize(
@@ -76,7 +76,8 @@ def test_scripted_provider_needs_a_readable_script(tmp_path: Path) -> None:
         make_provider(cfg.provider, tmp_path)
     (tmp_path / "s.json").write_text('{"turns": [{"text": "hi"}]}')
     provider = make_provider(cfg.provider, tmp_path)
-    assert provider.turns[0].text == "hi"  # type: ignore[attr-defined]
+    assert isinstance(provider, ScriptedProvider)
+    assert provider.turns[0].text == "hi"
 
 
 def test_tools_modules_resolve_next_to_the_config(tmp_path: Path) -> None:

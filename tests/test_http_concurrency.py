@@ -16,7 +16,7 @@ import pytest
 
 from runtime import Tool, tool
 
-from .http_helpers import echo_runtime, served, thread_url
+from .http_helpers import Concurrency, echo_runtime, served, thread_url
 
 # How long a run that must wait is watched for starting anyway: a bound on a negative.
 NOT_STARTING_S = 0.3
@@ -54,7 +54,8 @@ class Gate:
 
 
 @asynccontextmanager
-async def serving(tmp_path: Path, gate: Gate, concurrency: str) -> AsyncIterator[httpx.AsyncClient]:
+async def serving(tmp_path: Path, gate: Gate,
+                  concurrency: Concurrency) -> AsyncIterator[httpx.AsyncClient]:
     async with echo_runtime(tmp_path / "m.db", [gate.tool], concurrency=concurrency,
                             shutdown_grace_s=1) as rt, served(rt) as (client, _), \
             asyncio.timeout(20):
@@ -93,7 +94,9 @@ async def test_thread_concurrency_runs_threads_at_once(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("concurrency", ["global", "thread"])
-async def test_one_thread_runs_its_messages_in_order(tmp_path: Path, concurrency: str) -> None:
+async def test_one_thread_runs_its_messages_in_order(
+    tmp_path: Path, concurrency: Concurrency
+) -> None:
     gate = Gate()
     async with serving(tmp_path, gate, concurrency) as client:
         first = await client.post(thread_url("same", "/messages"),

@@ -332,12 +332,12 @@ def create_app(
         return Response(await api.metrics.render(), media_type=CONTENT_TYPE)
 
     original = app.openapi
-    cache: dict[str, Any] = {}
+    cache: dict[str, dict[str, Any]] = {}
 
     def openapi() -> dict[str, Any]:
         if "schema" not in cache:
             cache["schema"] = fix_openapi(original())
-        return cache["schema"]  # type: ignore[no-any-return]
+        return cache["schema"]
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
