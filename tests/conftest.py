@@ -53,7 +53,7 @@ def make_runtime(tmp_path: Path) -> RuntimeFactory:
             extra = {"clock": clock} if clock is not None else {}
             rt = Runtime(opened, model, ToolRegistry(tools), agent=AgentConfig(**agent),
                          budget=BudgetConfig(**(budget or {})), prices=Prices(**(prices or {})),
-                         settings=RuntimeConfig(concurrency=concurrency),  # type: ignore[arg-type]
+                         settings=RuntimeConfig(concurrency=concurrency),
                          **extra)
             async with rt:
                 yield rt, model

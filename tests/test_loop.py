@@ -12,6 +12,7 @@ import pytest
 from runtime import (
     AssistantTurn,
     Notice,
+    RunEvent,
     RunState,
     ToolCall,
     ToolContext,
@@ -284,7 +285,7 @@ async def test_events_stream_the_run(make_runtime: Any) -> None:
     script = [call("lookup", q="a"), {"text": "done"}]
     async with make_runtime(script, [lookup]) as (rt, _), rt.subscribe() as events:
         run = await rt.send("t", "go")
-        seen = []
+        seen: list[RunEvent] = []
         while not seen or seen[-1].kind != "run.completed":
             seen.append(await asyncio.wait_for(events.next(), 5))
     kinds_seen = [e.kind for e in seen]
@@ -415,7 +416,7 @@ async def test_send_behind_a_paused_run_returns_queued(make_runtime: Any) -> Non
 async def test_a_recorded_result_that_does_not_match_its_call_fails_the_run(
     make_runtime: Any, tmp_path: Path,
 ) -> None:
-    from runtime import Checkpoint, Run, SQLiteStore
+    from runtime import Checkpoint, Entry, Run, SQLiteStore
 
     _, lookup = make_counter()
     async with make_runtime([call("lookup", q="a"), {"text": "?"}], [lookup]) as (rt, _), \
@@ -423,7 +424,7 @@ async def test_a_recorded_result_that_does_not_match_its_call_fails_the_run(
         # A thread whose stored result names another tool than the call it answers
         # (a tampered or mixed-up store): recovery must refuse, not guess.
         run = await store.create_run(Run(id="r" * 32, thread_id="t", text="go"))
-        steps = [
+        steps: list[list[Entry]] = [
             [UserMessage(run_id=run.id, text="go")],
             [AssistantTurn(run_id=run.id, tool_calls=(
                 ToolCall(id="c1", name="lookup", arguments={"q": "a"}),
