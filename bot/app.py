@@ -20,16 +20,19 @@ from channels import Channel
 from channels.http import HttpChannel
 from runtime import (
     ACTIVE_STATES,
+    ConfigError,
     MaidenError,
     Run,
     Runtime,
+    StoreError,
     make_provider,
     make_store,
     make_tools,
 )
 
 from .config import LoadedConfig
-from .logging import RunContext, log_runs
+from .logging import RunContext
+from .logging import log_runs as log_run_events
 
 __all__ = ["banner", "make_channels", "open_runtime", "serve"]
 
@@ -38,10 +41,15 @@ log = logging.getLogger("maiden.app")
 
 @asynccontextmanager
 async def open_runtime(
-    loaded: LoadedConfig, *, recover: bool, serve: bool = False
+    loaded: LoadedConfig, *, recover: bool, serve: bool = False, log_runs: bool = False
 ) -> AsyncIterator[Runtime]:
     """Open the store and a runtime over it; with ``recover``, finish unfinished runs first;
-    with ``serve``, answer other processes' requests (approve, cancel) for its runs."""
+    with ``serve``, answer other processes' requests (approve, cancel) for its runs; with
+    ``log_runs``, log what each run does (`-v`).
+
+    A store that cannot be opened (its folder cannot be made, the path is a folder, the
+    file is not a database) is a configuration problem: ``ConfigError`` on ``store.path``.
+    """
     cfg = loaded.config
     tools = make_tools(cfg.tools, loaded.base_dir)
     provider = make_provider(cfg.provider, loaded.base_dir)
@@ -50,14 +58,28 @@ async def open_runtime(
         if aclose is not None:
             stack.push_async_callback(aclose)
         store = make_store(cfg.store, loaded.base_dir)
-        await store.open()
+        try:
+            await store.open()
+        except (StoreError, OSError) as exc:
+            where = loaded.base_dir / cfg.store.path
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise ConfigError([("store.path", f"cannot open the {cfg.store.kind} store at "
+                                f"{where}: {reason}")], str(loaded.path)) from None
         stack.push_async_callback(store.close)
         runtime = Runtime(store, provider, tools, agent=cfg.agent, budget=cfg.budget,
                           prices=cfg.provider.prices, settings=cfg.runtime)
         stack.push_async_callback(runtime.close)
+        if log_runs:
+            logger = asyncio.create_task(log_run_events(runtime), name="maiden-log-runs")
+            stack.push_async_callback(_stopped, logger)
         if recover or serve:
             await runtime.start(recover=recover, serve=serve)
         yield runtime
+
+
+async def _stopped(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
 
 
 def banner(
@@ -127,7 +149,8 @@ async def serve(
             if context is not None:  # recovery logs before the runs' first events
                 for run in await runtime.runs(states=ACTIVE_STATES):
                     context.remember(run.id, run.thread_id)
-            logger = asyncio.create_task(log_runs(runtime, context), name="maiden-log-runs")
+            logger = asyncio.create_task(log_run_events(runtime, context),
+                                         name="maiden-log-runs")
             try:
                 recovered = await _recover(runtime, stop)
                 if recovered is not None:

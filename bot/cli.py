@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
 import logging
 import os
+import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,7 +22,21 @@ from .logging import configure as configure_logging
 
 __all__ = ["main"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PAUSED = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PAUSED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class UsageError(MaidenError):
+    """A command line that cannot be carried out as typed (exit 2)."""
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive number")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,7 +61,8 @@ def _parser() -> argparse.ArgumentParser:
     runs = sub.add_parser("runs", help="list runs")
     runs.add_argument("--state", choices=[s.value for s in RunState], action="append")
     runs.add_argument("--thread")
-    runs.add_argument("--limit", type=int, default=50)
+    runs.add_argument("--limit", type=_positive, default=50,
+                      help="show the newest N runs (default: %(default)s)")
     approve = sub.add_parser("approve", help="approve (or --deny) a call waiting for a person")
     approve.add_argument("run")
     approve.add_argument("call")
@@ -75,13 +93,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = asyncio.run(_COMMANDS[args.command](loaded, args))
         return code
     except ConfigError as exc:
-        print(f"maiden: configuration error\n{exc}", file=sys.stderr)
+        print(f"maiden: configuration error\n{exc.located(args.config)}", file=sys.stderr)
+        return EXIT_USAGE
+    except UsageError as exc:
+        print(f"maiden: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except MaidenError as exc:
         print(f"maiden: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`maiden show t | head`): not an error worth a traceback.
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -141,17 +162,66 @@ async def _chat(loaded: LoadedConfig, args: argparse.Namespace) -> int:
 
     from .app import open_runtime
 
-    async with open_runtime(loaded, recover=False, serve=True) as runtime:
-        await chat(runtime, args.thread)
-    return EXIT_OK
+    async with open_runtime(loaded, recover=False, serve=True,
+                            log_runs=args.verbose) as runtime:
+        left = await chat(runtime, args.thread)
+    return EXIT_INTERRUPTED if left == "interrupted" else EXIT_OK
 
 
 async def _send(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    """One message. Ctrl-C cancels the run (its tools stop) and says so; a second Ctrl-C
+    leaves at once, the run left where it stands for the next start to carry on."""
     from .app import open_runtime
 
-    async with open_runtime(loaded, recover=False, serve=True) as runtime:
-        run = await runtime.send(args.thread, args.text, origin=Origin(channel="cli"))
-    return _report(run)
+    async with open_runtime(loaded, recover=False, serve=True,
+                            log_runs=args.verbose) as runtime:
+        run = await runtime.submit(args.thread, args.text, origin=Origin(channel="cli"))
+        waiting = asyncio.ensure_future(runtime.wait(run.id))
+        interrupts = 0
+
+        def interrupted() -> None:
+            nonlocal interrupts
+            interrupts += 1
+            if interrupts == 1:
+                print(f"\nmaiden: cancelling run {run.id} (Ctrl-C again to leave it as it is)",
+                      file=sys.stderr)
+                runtime.spawn(_cancel_run(runtime, run.id), name="maiden-cli-cancel")
+            else:
+                print(f"maiden: left run {run.id} as it is; `maiden run` (or the next command "
+                      "on this thread) carries it on", file=sys.stderr)
+                waiting.cancel()
+
+        with _on_sigint(interrupted):
+            try:
+                run = await waiting
+            except asyncio.CancelledError:
+                if interrupts < 2:
+                    raise
+                await runtime.close(grace_s=0)
+                return EXIT_INTERRUPTED
+    code = _report(run)
+    return EXIT_INTERRUPTED if interrupts and run.state is RunState.CANCELLED else code
+
+
+async def _cancel_run(runtime: Any, run_id: str) -> None:
+    try:
+        await runtime.cancel(run_id, by="terminal")
+    except MaidenError as exc:
+        print(f"maiden: {exc}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _on_sigint(handler: Callable[[], None]) -> Iterator[None]:
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGINT, handler)
+    except (NotImplementedError, RuntimeError):  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
 
 
 def _report(run: Run) -> int:
@@ -160,7 +230,8 @@ def _report(run: Run) -> int:
         return EXIT_OK
     if run.state is RunState.AWAITING_APPROVAL and run.pending_approval is not None:
         p = run.pending_approval
-        print(f"run {run.id} is waiting for approval ({p.reason}) of {p.name} {p.arguments}:\n"
+        print(f"run {run.id} is waiting for approval ({p.reason}) of {p.name} "
+              f"{json.dumps(p.arguments, ensure_ascii=False)}:\n"
               f"  maiden approve {run.id} {p.tool_call_id}   (or --deny)", file=sys.stderr)
         return EXIT_PAUSED
     if run.state in (RunState.RUNNING, RunState.AWAITING_TOOL):
@@ -273,8 +344,8 @@ def _since(text: str | None) -> float:
     try:
         when = datetime.fromisoformat(text)
     except ValueError:
-        raise MaidenError(f"--since {text!r}: use an ISO date (2026-11-01) or an age "
-                          "(24h, 7d)") from None
+        raise UsageError(f"--since {text!r}: use an ISO date (2026-11-01) or an age "
+                         "(24h, 7d)") from None
     return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 from runtime import (
     ApprovalRequested,
@@ -29,7 +30,7 @@ from runtime import (
     UserMessage,
 )
 
-__all__ = ["chat", "render_entry", "render_run", "render_transition"]
+__all__ = ["LineReader", "chat", "render_entry", "render_run", "render_transition"]
 
 ReadLine = Callable[[str], Awaitable[str | None]]
 
@@ -86,35 +87,85 @@ def render_transition(t: Transition) -> str:
     return f"    {_when(t.at)}  {t.source} -> {t.target}: {t.reason}"
 
 
-async def _read_line(prompt: str) -> str | None:
-    def read() -> str | None:
-        try:
-            return input(prompt)
-        except EOFError:
-            return None
+class LineReader:
+    """Lines typed at the terminal, read on the event loop (no thread).
 
-    return await asyncio.to_thread(read)
+    A thread blocked in ``input()`` cannot be stopped: after Ctrl-C it would still be
+    waiting, and swallow the next line typed. Reading the file descriptor when the
+    loop says it is ready lets Ctrl-C end the wait at once. Standard input that the
+    loop cannot watch (a regular file) is read directly.
+    """
+
+    def __init__(self, fd: int | None = None, out: TextIO = sys.stdout) -> None:
+        self.fd = sys.stdin.fileno() if fd is None else fd
+        self.out = out
+        self._buffer = b""
+        self._eof = False
+
+    async def __call__(self, prompt: str) -> str | None:
+        """The next line (without its newline), None at end of input; ``KeyboardInterrupt``
+        on Ctrl-C."""
+        self.out.write(prompt)
+        self.out.flush()
+        while b"\n" not in self._buffer and not self._eof:
+            await self._readable()
+            chunk = os.read(self.fd, 65536)
+            self._buffer += chunk
+            self._eof = not chunk
+        if not self._buffer:
+            return None
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode("utf-8", "replace").rstrip("\r")
+
+    async def _readable(self) -> None:
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[None] = loop.create_future()
+
+        def settle(exc: BaseException | None = None) -> None:
+            if not ready.done():
+                if exc is None:
+                    ready.set_result(None)
+                else:
+                    ready.set_exception(exc)
+
+        try:
+            loop.add_reader(self.fd, settle)
+        except (OSError, NotImplementedError):
+            return  # a regular file: always readable
+        try:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(signal.SIGINT, settle, KeyboardInterrupt())
+            await ready
+        finally:
+            loop.remove_reader(self.fd)
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(signal.SIGINT)
 
 
 async def chat(
     runtime: Runtime,
     thread_id: str,
     *,
-    read_line: ReadLine = _read_line,
+    read_line: ReadLine | None = None,
     out: TextIO = sys.stdout,
-) -> None:
+) -> Literal["done", "interrupted"]:
     """An interactive conversation on one thread, showing tool calls as they happen.
 
     Ctrl-C while the agent works cancels that run (the thread stays usable); Ctrl-C at
-    the prompt, Ctrl-D or /quit leaves.
+    the prompt leaves at once ("interrupted"); Ctrl-D or /quit leaves ("done").
     """
-    out.write(f"maiden chat on thread {thread_id!r}. Ctrl-C cancels a reply; Ctrl-D or /quit "
-              "leaves.\n")
+    read = read_line or LineReader(out=out)
+    out.write(f"maiden chat on thread {thread_id!r}. Ctrl-C cancels a reply; at the prompt "
+              "it leaves, as do Ctrl-D and /quit.\n")
     while True:
-        line = await read_line("you> ")
+        try:
+            line = await read("you> ")
+        except KeyboardInterrupt:
+            out.write("\n")
+            return "interrupted"
         if line is None or line.strip() in ("/quit", "/exit"):
             out.write("\n")
-            return
+            return "done"
         if not line.strip():
             continue
         run = await runtime.submit(thread_id, line, origin=Origin(channel="cli"))

@@ -42,6 +42,9 @@ class AgentConfig(Section):
                                  description="who may approve; empty: anyone who can reach it")
     approval_timeout_s: float | None = Field(default=None, gt=0,
                                              description="then the run goes to timed_out")
+    max_message_chars: int = Field(
+        default=100_000, ge=1,
+        description="longer inbound messages are refused, from every channel")
     max_context_tokens: int | None = Field(
         default=None, ge=1,
         description="send only the newest history that fits (estimated tokens); None: all of it")

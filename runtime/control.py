@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import MaidenError, RunError
+from .errors import MaidenError, RunError, StoreError
 
 if TYPE_CHECKING:
     from .stores.base import ControlStore, Store
@@ -76,12 +76,22 @@ class Controls(Protocol):
 
     async def flush_deliveries(self) -> Any: ...
 
+    def report_store(self, problem: str | None) -> None:
+        """What the last attempt to write the store found: None when it worked."""
+
 
 FLUSH_EVERY_S = 5.0
 """How often a serving runtime retries replies that failed to send."""
 
+REPORT_EVERY_S = 60.0
+"""How often a store that cannot be written is reported again while it lasts."""
+
 REQUEST_TTL_S = 300.0
 """A request nobody took within this long is expired, not carried out late."""
+
+
+class _Skip(Exception):
+    """This round is over (the store cannot be written; it was reported)."""
 
 
 def is_alive(instance: Instance, now: float, poll_interval_s: float) -> bool:
@@ -108,15 +118,33 @@ async def live_instances(
 async def serve_requests(
     rt: Controls, store: Store, poll_interval_s: float, stop: asyncio.Event
 ) -> None:
-    """Beat, answer requests meant for this process, expire approvals; until ``stop``."""
+    """Beat, answer requests meant for this process, expire approvals; until ``stop``.
+
+    The heartbeat is also the store's health check: a store that stops taking writes
+    (a full disk, a read-only remount) is reported once, then every ``REPORT_EVERY_S``
+    while it lasts, and once more when it takes writes again.
+    """
     me = Instance(id=rt.instance_id, pid=os.getpid(), host=socket.gethostname(),
                   started_at=rt.clock(), beat_at=rt.clock())
     last_flush = rt.clock()
+    reported: float | None = None
     try:
         while not stop.is_set():
             try:
                 now = rt.clock()
-                await store.beat(me.model_copy(update={"beat_at": now}))
+                try:
+                    await store.beat(me.model_copy(update={"beat_at": now}))
+                except StoreError as exc:
+                    rt.report_store(str(exc))
+                    if reported is None or now - reported >= REPORT_EVERY_S:
+                        reported = now
+                        log.error("the store cannot be written: %s (nothing is lost: runs "
+                                  "wait, and go on once it can be written again)", exc)
+                    raise _Skip from None
+                if reported is not None:
+                    reported = None
+                    log.warning("the store can be written again")
+                rt.report_store(None)
                 live = {i.id for i in await live_instances(store, now, poll_interval_s)}
                 for request in await store.requests():
                     await _handle(rt, store, request, live)
@@ -124,6 +152,10 @@ async def serve_requests(
                 if now - last_flush >= FLUSH_EVERY_S:
                     last_flush = now
                     await rt.flush_deliveries()  # replies whose send failed: try again
+            except _Skip:
+                pass
+            except StoreError as exc:
+                log.error("handling requests from other processes failed (%s); retrying", exc)
             except Exception:
                 log.exception("handling requests from other processes failed; retrying")
             with contextlib.suppress(TimeoutError):

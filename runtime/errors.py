@@ -46,12 +46,18 @@ class MaidenError(Exception):
 class ConfigError(MaidenError):
     """The configuration is invalid; ``problems`` lists ``(key_path, reason)``."""
 
-    def __init__(self, problems: list[tuple[str, str]], source: str = "agent.toml") -> None:
+    def __init__(self, problems: list[tuple[str, str]], source: str | None = None) -> None:
         self.problems = problems
         self.source = source
-        lines = [f"{source}: {key}: {reason}" if key else f"{source}: {reason}"
+        """The file the keys are in; None until the app that read the file says which."""
+        name = source or "agent.toml"
+        lines = [f"{name}: {key}: {reason}" if key else f"{name}: {reason}"
                  for key, reason in problems]
         super().__init__("\n".join(lines))
+
+    def located(self, source: str) -> ConfigError:
+        """The same problems, in ``source`` (unless the error already names its file)."""
+        return self if self.source is not None else ConfigError(self.problems, source)
 
 
 class ProviderError(MaidenError):

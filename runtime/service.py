@@ -28,7 +28,7 @@ from .config import AgentConfig, Prices, RuntimeConfig
 from .control import ControlRequest, Instance, ask, live_instances, serve_requests
 from .delivery import Deliverer, Outbox
 from .entries import Entry
-from .errors import RunError, RunErrorReason, StaleWrite, StoreError
+from .errors import InvalidThreadId, RunError, RunErrorReason, StaleWrite, StoreError
 from .events import EventBus, RunEnded, RunEvent, Subscription
 from .loop import DRIVABLE, RunDriver
 from .providers.base import Provider
@@ -79,6 +79,7 @@ class Runtime:
         self._serving: asyncio.Task[None] | None = None
         self.recovered: list[Run] = []
         """The runs ``start()`` found unfinished, as they ended up."""
+        self._store_problem: str | None = None
 
     @property
     def provider(self) -> Provider:
@@ -121,8 +122,9 @@ class Runtime:
         """Wait until no thread has work in this process."""
         await self._workers.idle()
 
-    async def close(self) -> None:
-        """Stop taking work; let each running run reach its next checkpoint, then stop it.
+    async def close(self, *, grace_s: float | None = None) -> None:
+        """Stop taking work; let each running run reach its next checkpoint (for at most
+        ``grace_s``, default ``[runtime] shutdown_grace_s``), then stop it.
 
         Shutdown is not cancellation: a run stopped here is left at its checkpoint and
         continues when a runtime starts again on the same store.
@@ -133,7 +135,9 @@ class Runtime:
         self._driver.stopping = True
         workers = self._workers.tasks() + list(self._tasks)
         if workers:
-            _, late = await asyncio.wait(workers, timeout=self.settings.shutdown_grace_s)
+            grace = self.settings.shutdown_grace_s if grace_s is None else grace_s
+            _, late = await asyncio.wait(workers, timeout=grace) if grace > 0 \
+                else (set(), set(workers))
             for task in late:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
@@ -164,7 +168,9 @@ class Runtime:
         """Persist a message as a queued run and schedule it; return the run.
 
         With an ``idempotency_key`` already used, the original run is returned and
-        nothing new happens.
+        nothing new happens. An empty thread id (``InvalidThreadId``), an empty message
+        or one over ``[agent] max_message_chars`` (``RunError("invalid_message")``) is
+        refused, the same for every channel.
         """
         return await self._accept(self._new_run(thread_id, text, origin, idempotency_key))
 
@@ -229,6 +235,14 @@ class Runtime:
         if self._closing:
             raise RunError("shutting_down", "the runtime is shutting down")
         check_thread_id(thread_id)
+        if not thread_id:
+            raise InvalidThreadId("a thread id cannot be empty")
+        if not text.strip():
+            raise RunError("invalid_message", "the message is empty")
+        limit = self.agent.max_message_chars
+        if len(text) > limit:
+            raise RunError("invalid_message", f"the message has {len(text):,} characters; at "
+                           f"most {limit:,} are accepted ([agent] max_message_chars)")
         now = self.clock()
         return Run(id=uuid.uuid4().hex, thread_id=thread_id, text=text, created_at=now,
                    updated_at=now, origin=origin or Origin(), idempotency_key=idempotency_key)
@@ -304,6 +318,24 @@ class Runtime:
         waiting = await self._store.list_runs(states=[S.AWAITING_APPROVAL])
         return [r for r in waiting if r.pending_approval is not None
                 and (channel is None or r.pending_approval.channel == channel)]
+
+    def health(self) -> str | None:
+        """Why the store cannot be written now (as the serving loop last found), or None."""
+        return self._store_problem
+
+    def report_store(self, problem: str | None) -> None:
+        self._store_problem = problem
+
+    async def check_writable(self) -> None:
+        """Write to the store and take it back; ``StoreError`` if it cannot be written.
+
+        The write is a heartbeat that is already stale (no process takes it for a live
+        server) and is removed at once.
+        """
+        probe = Instance(id=f"probe-{self.instance_id}", pid=0, host="", started_at=0.0,
+                         beat_at=0.0)
+        await self._store.beat(probe)
+        await self._store.beat(probe, gone=True)
 
     def holds(self, run_id: str) -> bool:
         """True while this process is driving the run."""

@@ -238,9 +238,11 @@ class ToolRegistry:
             sys.path.insert(0, str(base_dir))
         try:
             module = importlib.import_module(module_name)
-        except Exception as exc:  # an import error is the user's module's, any kind
-            raise ConfigError([("tools.modules", f"cannot import {module_name!r}: "
-                                f"{type(exc).__name__}: {exc}")]) from exc
+        except (Exception, SystemExit) as exc:  # the user's module's error, of any kind
+            what = f"it called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) \
+                else f"{type(exc).__name__}: {exc}"
+            raise ConfigError([("tools.modules", f"cannot import {module_name!r}: {what}")]) \
+                from exc
         found = [v for v in vars(module).values() if isinstance(v, Tool)]
         if not found:
             raise ConfigError([("tools.modules", f"module {module_name!r} defines no @tool")])

@@ -252,8 +252,8 @@ async def test_bearer_token_when_configured(tmp_path: Path) -> None:
 
 
 async def test_body_and_message_limits(tmp_path: Path) -> None:
-    async with echo_runtime(tmp_path / "m.db") as rt, \
-            served(rt, max_body_bytes=2048, max_message_chars=100) as (client, _):
+    async with echo_runtime(tmp_path / "m.db", max_message_chars=100) as rt, \
+            served(rt, max_body_bytes=2048) as (client, _):
         url = thread_url("b", "/messages")
         big = await client.post(url, json={"text": "x" * 3000})
         assert big.status_code == 413 and big.headers["content-type"] == PROBLEM

@@ -18,13 +18,14 @@ from hypothesis import HealthCheck, settings
 from channels.http import HttpConfig
 from channels.http.app import create_app
 from channels.http.server import HttpServer
-from runtime import EchoProvider, Runtime, SQLiteStore, tool
+from runtime import AgentConfig, EchoProvider, Runtime, SQLiteStore, tool
 
 from .http_helpers import echo_runtime, thread_url
 
 TOKEN = "fuzz-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-SETTINGS = HttpConfig(max_body_bytes=4096, max_message_chars=500)
+SETTINGS = HttpConfig(max_body_bytes=4096)
+AGENT = AgentConfig(max_message_chars=500)
 
 
 @tool(effect="non_idempotent", requires_approval=True)
@@ -68,7 +69,8 @@ class Background:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         # Durability is not under test here: skip the fsyncs.
-        async with echo_runtime(self.db, [deploy], synchronous="off") as runtime:
+        async with echo_runtime(self.db, [deploy], synchronous="off",
+                                max_message_chars=500) as runtime:
             app = create_app(runtime, SETTINGS, token=TOKEN)
             server = HttpServer(app, "127.0.0.1", 0, grace_s=1)
             await server.start()
@@ -105,7 +107,8 @@ def session() -> Iterator[requests.Session]:
 def _schema() -> dict[str, Any]:
     """The schema an app with these settings serves (checked against the live one below)."""
     store = SQLiteStore(Path("unused.db"))  # never opened: the app only needs a runtime
-    return create_app(Runtime(store, EchoProvider()), SETTINGS, token=TOKEN).openapi()
+    return create_app(Runtime(store, EchoProvider(), agent=AGENT), SETTINGS,
+                      token=TOKEN).openapi()
 
 
 SCHEMA = _schema()

@@ -15,6 +15,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
+from urllib.parse import unquote_to_bytes
 
 from fastapi import Depends, FastAPI, Header, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -163,6 +164,20 @@ def _sse(kind: str, data: dict[str, Any]) -> bytes:
     return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
+def _thread_path(request: Request) -> None:
+    """Refuse a thread id that is empty or not valid UTF-8 in the URL: decoded with
+    replacement characters, ``a%FEb`` and ``a%FFb`` would be one thread."""
+    raw = request.scope.get("raw_path") or request.url.path.encode()
+    try:
+        unquote_to_bytes(raw).decode("utf-8")
+    except UnicodeDecodeError:
+        raise ApiError(422, "the thread id in the URL is not valid UTF-8 once decoded",
+                       "invalid_thread_id") from None
+    if not request.path_params.get("thread_id"):
+        raise ApiError(422, "the thread id is empty; list threads with GET /v1/threads",
+                       "invalid_thread_id")
+
+
 def _answer(run: Run) -> JSONResponse:
     settled = run.state in TERMINAL or run.state is S.AWAITING_APPROVAL
     return JSONResponse(RunOut.of(run).model_dump(mode="json"),
@@ -194,7 +209,10 @@ def create_app(
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)
 
-    app = FastAPI(title="maiden", version="1", lifespan=lifespan,
+    # No /docs or /redoc: their pages load assets from a CDN, blank on an offline machine.
+    # The schema is at /openapi.json for any viewer.
+    app = FastAPI(title="maiden", version="1", lifespan=lifespan, docs_url=None,
+                  redoc_url=None,
                   description="Talk to the agent, follow its runs, decide approvals.")
     app.state.maiden = api
     app.add_middleware(BodyLimit, limit=config.max_body_bytes)
@@ -202,10 +220,10 @@ def create_app(
     guard = _auth(token)
     secured = [Depends(guard)] if guard is not None else []
     denied = (401,) if guard is not None else ()
-    Message = message_model(config.max_message_chars)
+    Message = message_model(runtime.agent.max_message_chars)
 
     @app.post("/v1/threads/{thread_id:path}/messages", response_model=RunOut,
-              dependencies=secured, tags=["threads"],
+              dependencies=[*secured, Depends(_thread_path)], tags=["threads"],
               responses={200: _STREAM_DOC, 202: {"model": RunOut, "description": (
                   "accepted: the run goes on (`wait` false, or the server is stopping)")},
                   **problem_responses(400, *denied, 409, 413, 422, 503)})
@@ -236,7 +254,8 @@ def create_app(
         return ThreadPage(threads=[ThreadOut.of(t) for t in page], total=total,
                           next_offset=_page(offset, limit, total))
 
-    @app.get("/v1/threads/{thread_id:path}", dependencies=secured, tags=["threads"],
+    @app.get("/v1/threads/{thread_id:path}", dependencies=[*secured, Depends(_thread_path)],
+             tags=["threads"],
              responses=problem_responses(*denied, 404, 422))
     async def get_thread(
         thread_id: str,

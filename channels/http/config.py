@@ -36,8 +36,6 @@ class HttpConfig(BaseModel):
         default=None, description="the variable holding the bearer token clients must send")
     max_body_bytes: int = Field(default=1_048_576, ge=1024,
                                 description="larger request bodies get 413")
-    max_message_chars: int = Field(default=100_000, ge=1,
-                                   description="longer messages get 422")
     keepalive_s: float = Field(default=15.0, gt=0,
                                description="an event stream silent this long sends a comment "
                                            "line, so proxies keep it open")

@@ -40,6 +40,7 @@ _RUN_ERRORS = {
     "already_ended": 409,
     "not_resumable": 409,
     "shutting_down": 503,
+    "invalid_message": 422,
     "request_timeout": 504,
 }
 
@@ -77,13 +78,14 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HTTPException)
-        detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
-        return problem(exc.status_code, detail, headers=dict(exc.headers or {}) or None)
+        status = HTTPStatus(exc.status_code)
+        detail = exc.detail if isinstance(exc.detail, str) else status.phrase
+        code = status.phrase.lower().replace(" ", "_").replace("-", "_")
+        return problem(exc.status_code, detail, code, headers=dict(exc.headers or {}) or None)
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        errors = [{"field": ".".join(str(p) for p in err.get("loc", ())),
-                   "problem": str(err.get("msg", ""))} for err in exc.errors()]
+        errors = [_field_error(err) for err in exc.errors()]
         detail = "; ".join(f"{e['field']}: {e['problem']}" for e in errors) or "invalid request"
         kind = request.headers.get("content-type", "")
         if request.method == "POST" and kind and "json" not in kind:
@@ -112,6 +114,16 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, invalid)
     for kind in (StoreError, RunError):
         app.add_exception_handler(kind, maiden_error)
+
+
+def _field_error(err: Any) -> dict[str, str]:
+    if err.get("type") == "json_invalid":
+        # pydantic names the byte offset as if it were a field ("body.9").
+        offset = err.get("loc", ("", "?"))[-1]
+        return {"field": "body", "problem": f"the body is not valid JSON (error at character "
+                                            f"{offset}: {err.get('ctx', {}).get('error', '')})"}
+    return {"field": ".".join(str(p) for p in err.get("loc", ())),
+            "problem": str(err.get("msg", ""))}
 
 
 def check_bearer(expected: str, authorization: str | None) -> None:
