@@ -63,8 +63,11 @@ class FilesControl:
             counter = folder / "counter"
             last = int(counter.read_text() or 0) if counter.exists() else 0
             stored = request.model_copy(update={"id": last + 1})
-            self.disk.write(self._request_path(stored.id), stored.model_dump_json().encode())
+            # The counter first: dying in between then only skips an id, instead of
+            # leaving a request its asker never heard of for a server to carry out,
+            # under an id the next request would take over.
             self.disk.write(counter, str(stored.id).encode())
+            self.disk.write(self._request_path(stored.id), stored.model_dump_json().encode())
         return stored
 
     def _list_requests(self) -> list[ControlRequest]:
