@@ -660,6 +660,32 @@ async def test_a_snapshot_records_its_thread_id(files: FilesStore, tmp_path: Pat
     assert len(data["entries"]) == 1
 
 
+@pytest.mark.parametrize("fail_at", [1, 2])
+async def test_an_interrupted_add_request_leaves_nothing_to_carry_out(
+    files: FilesStore, monkeypatch: pytest.MonkeyPatch, fail_at: int
+) -> None:
+    # add_request writes two files (the request, the id counter); the process may die
+    # between them. The asker never got an id, so no server may act on the request,
+    # and the next request must not take over its id.
+    replace, calls = os.replace, 0
+
+    def interrupted(src: Any, dst: Any) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == fail_at:
+            raise OSError(5, "simulated crash")
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(StoreError, match="simulated crash"):
+        await files.add_request(ControlRequest(kind="cancel", run_id="lost", created_at=1.0))
+    monkeypatch.undo()
+    assert await files.requests() == []
+    kept = await files.add_request(ControlRequest(kind="cancel", run_id="kept", created_at=2.0))
+    assert await files.requests() == [kept]
+    assert (await files.get_request(kept.id)).run_id == "kept"
+
+
 async def test_another_format_is_refused(tmp_path: Path) -> None:
     async with FilesStore(tmp_path / "files"):
         pass

@@ -1,0 +1,135 @@
+"""Filesystem primitives of the files store: atomic replace, ``flock`` with a timeout, reads.
+
+Every write goes to a temp file in the target's folder, is fsynced, renamed over
+the old file, and the folder is fsynced: a reader sees the old version or the new
+one, never a torn file, and needs no lock. ``Disk`` bundles these with the store's
+settings and its worker-thread plumbing; the store and its control plane share one.
+POSIX only (``fcntl.flock``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import secrets
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import ParamSpec, TypeVar
+
+from ..errors import StoreError
+
+__all__ = ["Disk", "flock", "read_or_none", "remove_stale_temp_files", "write_atomic"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+# A writer holds its temp file for milliseconds; one this old was left by a crash.
+_STALE_TEMP_S = 3600.0
+
+
+def read_or_none(path: Path) -> bytes | None:
+    """The file's bytes, or ``None`` if it does not exist."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def write_atomic(path: Path, data: bytes, *, fsync: bool) -> None:
+    """Replace ``path`` with ``data`` all at once; ``fsync``: durably, folder included."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    try:
+        with open(tmp, "xb") as f:
+            f.write(data)
+            f.flush()
+            if fsync:
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if fsync:
+        # The rename itself is durable only once the folder is.
+        fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextmanager
+def flock(path: Path, timeout_s: float) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path``; give up with ``StoreError`` after ``timeout_s``."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        deadline = time.monotonic() + timeout_s
+        delay = 0.0005
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise StoreError(f"{path}: still locked by another writer "
+                                     f"after {timeout_s:g} s") from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.01)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def remove_stale_temp_files(folders: Iterable[Path]) -> None:
+    """Delete temp files a crashed writer left; younger ones may be another process's write."""
+    cutoff = time.time() - _STALE_TEMP_S
+    for folder in folders:
+        for tmp in folder.glob(".*.tmp"):
+            with contextlib.suppress(OSError):
+                if tmp.stat().st_mtime < cutoff:
+                    tmp.unlink()
+
+
+class Disk:
+    """A store's root folder, its settings (as ``FilesStore`` takes them) and open state.
+
+    The store and its control plane share one, so both refuse work on a closed store
+    and both turn ``OSError`` into ``StoreError`` the same way.
+    """
+
+    def __init__(self, root: Path, *, fsync: bool, lock_timeout_s: float) -> None:
+        self.root = root
+        self.fsync = fsync
+        self.lock_timeout_s = lock_timeout_s
+        self.is_open = False
+
+    def lock(self, path: Path) -> contextlib.AbstractContextManager[None]:
+        return flock(path, self.lock_timeout_s)
+
+    def write(self, path: Path, data: bytes) -> None:
+        write_atomic(path, data, fsync=self.fsync)
+
+    async def open(self, prepare: Callable[[], None]) -> None:
+        """Run ``prepare`` (folders, format check) once; from then on ``io`` is allowed."""
+        if not self.is_open:
+            await self._to_thread(prepare)
+            self.is_open = True
+
+    def close(self) -> None:
+        self.is_open = False
+
+    async def io(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run blocking ``fn`` in a worker thread of an open store; OSError -> ``StoreError``."""
+        if not self.is_open:
+            raise StoreError("the store is not open")
+        return await self._to_thread(fn, *args, **kwargs)
+
+    async def _to_thread(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await asyncio.to_thread(fn, *args, **kwargs)
+        except OSError as exc:
+            raise StoreError(f"{self.root}: {exc}") from exc
