@@ -20,9 +20,11 @@ from channels import Channel
 from channels.http import HttpChannel
 from runtime import (
     ACTIVE_STATES,
+    DRIVABLE_STATES,
     ConfigError,
     MaidenError,
     Run,
+    RunEnded,
     Runtime,
     StoreError,
     make_provider,
@@ -34,21 +36,23 @@ from .config import LoadedConfig
 from .logging import RunContext
 from .logging import log_runs as log_run_events
 
-__all__ = ["banner", "make_channels", "open_runtime", "serve"]
+__all__ = ["banner", "banner_head", "banner_tail", "make_channels", "open_runtime", "serve"]
 
 log = logging.getLogger("maiden.app")
 
 
 @asynccontextmanager
 async def open_runtime(
-    loaded: LoadedConfig, *, recover: bool, serve: bool = False, log_runs: bool = False
+    loaded: LoadedConfig, *, recover: bool, serve: bool = False, log_runs: bool = False,
+    writable: bool = False,
 ) -> AsyncIterator[Runtime]:
     """Open the store and a runtime over it; with ``recover``, finish unfinished runs first;
     with ``serve``, answer other processes' requests (approve, cancel) for its runs; with
     ``log_runs``, log what each run does (`-v`).
 
     A store that cannot be opened (its folder cannot be made, the path is a folder, the
-    file is not a database) is a configuration problem: ``ConfigError`` on ``store.path``.
+    file is not a database), or with ``writable`` cannot be written (a read-only file
+    or folder), is a configuration problem: ``ConfigError`` on ``store.path``.
     """
     cfg = loaded.config
     tools = make_tools(cfg.tools, loaded.base_dir)
@@ -62,13 +66,25 @@ async def open_runtime(
             await store.open()
         except (StoreError, OSError) as exc:
             where = loaded.base_dir / cfg.store.path
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            if isinstance(exc, FileExistsError | NotADirectoryError):
+                reason = f"{exc.filename} is a file, where a folder is needed"
+            elif isinstance(exc, OSError):
+                reason = f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)
+            else:
+                reason = str(exc)
             raise ConfigError([("store.path", f"cannot open the {cfg.store.kind} store at "
                                 f"{where}: {reason}")], str(loaded.path)) from None
         stack.push_async_callback(store.close)
         runtime = Runtime(store, provider, tools, agent=cfg.agent, budget=cfg.budget,
                           prices=cfg.provider.prices, settings=cfg.runtime)
         stack.push_async_callback(runtime.close)
+        if writable:
+            try:
+                await runtime.check_writable()
+            except StoreError as exc:
+                where = loaded.base_dir / cfg.store.path
+                raise ConfigError([("store.path", f"the {cfg.store.kind} store at {where} "
+                                    f"cannot be written: {exc}")], str(loaded.path)) from None
         if log_runs:
             logger = asyncio.create_task(log_run_events(runtime), name="maiden-log-runs")
             stack.push_async_callback(_stopped, logger)
@@ -82,14 +98,11 @@ async def _stopped(task: asyncio.Task[None]) -> None:
     await asyncio.gather(task, return_exceptions=True)
 
 
-def banner(
-    loaded: LoadedConfig, runtime: Runtime, recovered: list[Run],
-    channels: Sequence[Channel] = (),
-) -> str:
-    """One screen: what this process serves, from where, and what it recovered."""
+def banner_head(loaded: LoadedConfig, runtime: Runtime) -> str:
+    """The banner's first lines, printed at once: what this process runs, from where."""
     cfg = loaded.config
     source = str(loaded.path) if loaded.exists else f"{loaded.path} (not found: defaults)"
-    lines = [
+    return "\n".join([
         f"maiden: agent {cfg.agent.name!r}",
         f"  config      {source}",
         f"  provider    {cfg.provider.kind}" + (f" ({cfg.provider.model})"
@@ -97,13 +110,20 @@ def banner(
         f"  store       {cfg.store.kind} at {loaded.base_dir / cfg.store.path}",
         f"  concurrency {cfg.runtime.concurrency}",
         f"  tools       {', '.join(t.name for t in runtime.tools) or 'none'}",
-    ]
+    ])
+
+
+def banner_tail(
+    loaded: LoadedConfig, recovered: list[Run], channels: Sequence[Channel] = ()
+) -> str:
+    """The banner's last lines, once recovery is done and the channels listen."""
+    cfg = loaded.config
     serving = {channel.name: channel.banner() for channel in channels}
     if not cfg.http.enabled:
         serving["http"] = "disabled ([http] enabled = false)"
     serving.setdefault("slack", "not configured (no [channels.slack])")
     serving.setdefault("discord", "not configured (no [channels.discord])")
-    lines += [f"  {name:<11} {line}" for name, line in serving.items()]
+    lines = [f"  {name:<11} {line}" for name, line in serving.items()]
     lines += ["  schedules   none", f"  recovered   {len(recovered)} unfinished run(s)"]
     for run in recovered:
         lines.append(f"    {run.id} on {run.thread_id!r}: {run.state} ({run.reason})")
@@ -112,6 +132,14 @@ def banner(
     lines.append(f"Ready. Talk to it {where}with `maiden chat` or `maiden send THREAD TEXT`; "
                  "Ctrl-C stops.")
     return "\n".join(lines)
+
+
+def banner(
+    loaded: LoadedConfig, runtime: Runtime, recovered: list[Run],
+    channels: Sequence[Channel] = (),
+) -> str:
+    """One screen: what this process serves, from where, and what it recovered."""
+    return banner_head(loaded, runtime) + "\n" + banner_tail(loaded, recovered, channels)
 
 
 ChannelFactory = Callable[[Runtime], Channel]
@@ -134,9 +162,11 @@ async def serve(
     """`maiden run`: recover, start every channel, serve until SIGINT or SIGTERM.
 
     One lifespan: the store, the runtime and each channel are entered on one exit
-    stack and left in reverse order. Shutdown first stops intake on every channel,
-    then lets runs reach a checkpoint (``runtime.close()``), then closes the
-    channels (answering whoever still waits), the runtime and the store.
+    stack and left in reverse order. The banner's first lines are printed at once,
+    then recovery's progress, then the channels' lines and "Ready". Shutdown first
+    stops intake on every channel, then lets runs reach a checkpoint
+    (``runtime.close()``), then closes the channels (answering whoever still waits),
+    the runtime and the store.
     """
     factories = make_channels(loaded)
     stop = asyncio.Event()
@@ -144,16 +174,18 @@ async def serve(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        async with open_runtime(loaded, recover=False) as runtime:
-            channels = [make(runtime) for make in factories]
+        async with open_runtime(loaded, recover=False, writable=True) as runtime:
+            _say(out, banner_head(loaded, runtime))
+            unfinished = await runtime.runs(states=DRIVABLE_STATES)
             if context is not None:  # recovery logs before the runs' first events
                 for run in await runtime.runs(states=ACTIVE_STATES):
                     context.remember(run.id, run.thread_id)
             logger = asyncio.create_task(log_run_events(runtime, context),
                                          name="maiden-log-runs")
             try:
-                recovered = await _recover(runtime, stop)
+                recovered = await _recover(runtime, unfinished, stop, out)
                 if recovered is not None:
+                    channels = [make(runtime) for make in factories]
                     await _serve(loaded, runtime, channels, recovered, stop, out)
             finally:
                 logger.cancel()
@@ -164,11 +196,33 @@ async def serve(
     log.info("stopped")
 
 
-async def _recover(runtime: Runtime, stop: asyncio.Event) -> list[Run] | None:
-    """Recover every unfinished run; None if a signal came first (runs then checkpoint)."""
-    starting = asyncio.create_task(runtime.start(recover=True, serve=True))
-    stopping = asyncio.create_task(stop.wait())
-    await asyncio.wait([starting, stopping], return_when=asyncio.FIRST_COMPLETED)
+def _say(out: TextIO, text: str) -> None:
+    out.write(text + "\n")
+    out.flush()
+
+
+async def _recover(
+    runtime: Runtime, unfinished: list[Run], stop: asyncio.Event, out: TextIO
+) -> list[Run] | None:
+    """Recover every unfinished run, saying how it goes; None if a signal came first (runs
+    then checkpoint)."""
+    if unfinished:
+        _say(out, f"  recovering  {len(unfinished)} unfinished run(s)...")
+    async with runtime.subscribe() as events:
+        starting = asyncio.create_task(runtime.start(recover=True, serve=True))
+        stopping = asyncio.create_task(stop.wait())
+        done = 0
+        while not (starting.done() or stopping.done()):
+            upcoming = asyncio.create_task(events.next())
+            await asyncio.wait([starting, stopping, upcoming],
+                               return_when=asyncio.FIRST_COMPLETED)
+            event = upcoming.result() if upcoming.done() else None
+            if isinstance(event, RunEnded):
+                done += 1
+                _say(out, f"    {done}/{len(unfinished)} {event.run_id}: {event.state}")
+            else:
+                upcoming.cancel()
+                await asyncio.gather(upcoming, return_exceptions=True)
     stopping.cancel()
     if starting.done():
         return starting.result()
@@ -187,8 +241,7 @@ async def _serve(
             await stack.enter_async_context(channel)
             if channel.deliverer is not None:
                 runtime.add_deliverer(channel.name, channel.deliverer)
-        out.write(banner(loaded, runtime, recovered, channels) + "\n")
-        out.flush()
+        _say(out, banner_tail(loaded, recovered, channels))
         watched: dict[asyncio.Task[Any], str] = {asyncio.create_task(stop.wait()): "stop"}
         for channel in channels:
             watched[asyncio.create_task(channel.closed())] = channel.name

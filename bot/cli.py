@@ -15,7 +15,16 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from runtime import ConfigError, MaidenError, Origin, Run, RunState
+from runtime import (
+    ConfigError,
+    CorruptStore,
+    InvalidThreadId,
+    MaidenError,
+    Origin,
+    Run,
+    RunError,
+    RunState,
+)
 
 from .config import LoadedConfig, env_status, load_config
 from .logging import configure as configure_logging
@@ -95,9 +104,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"maiden: configuration error\n{exc.located(args.config)}", file=sys.stderr)
         return EXIT_USAGE
-    except UsageError as exc:
+    except (UsageError, InvalidThreadId) as exc:
         print(f"maiden: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except RunError as exc:
+        print(f"maiden: {exc}", file=sys.stderr)
+        return EXIT_USAGE if exc.reason == "invalid_message" else EXIT_FAILED
     except MaidenError as exc:
         print(f"maiden: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -162,7 +174,7 @@ async def _chat(loaded: LoadedConfig, args: argparse.Namespace) -> int:
 
     from .app import open_runtime
 
-    async with open_runtime(loaded, recover=False, serve=True,
+    async with open_runtime(loaded, recover=False, serve=True, writable=True,
                             log_runs=args.verbose) as runtime:
         left = await chat(runtime, args.thread)
     return EXIT_INTERRUPTED if left == "interrupted" else EXIT_OK
@@ -173,7 +185,7 @@ async def _send(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     leaves at once, the run left where it stands for the next start to carry on."""
     from .app import open_runtime
 
-    async with open_runtime(loaded, recover=False, serve=True,
+    async with open_runtime(loaded, recover=False, serve=True, writable=True,
                             log_runs=args.verbose) as runtime:
         run = await runtime.submit(args.thread, args.text, origin=Origin(channel="cli"))
         waiting = asyncio.ensure_future(runtime.wait(run.id))
@@ -197,8 +209,13 @@ async def _send(loaded: LoadedConfig, args: argparse.Namespace) -> int:
             except asyncio.CancelledError:
                 if interrupts < 2:
                     raise
-                await runtime.close(grace_s=0)
-                return EXIT_INTERRUPTED
+                await runtime.close(grace_s=0)  # the run is released at its checkpoint
+    if interrupts >= 2:
+        # Leave now: a sync tool's thread cannot be stopped, and Python would wait for it
+        # at exit. The store is closed; the run is where the next start carries it on.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED)
     code = _report(run)
     return EXIT_INTERRUPTED if interrupts and run.state is RunState.CANCELLED else code
 
@@ -266,12 +283,19 @@ async def _show(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     from .app import open_runtime
 
     async with open_runtime(loaded, recover=False) as runtime:
-        entries = await runtime.entries(args.thread)
+        unreadable = None
+        try:
+            entries = await runtime.entries(args.thread)
+        except CorruptStore as exc:  # still show the runs: they say what happened
+            entries, unreadable = [], exc
         runs = await runtime.runs(thread_id=args.thread)
         if not entries and not runs:
             print(f"no thread {args.thread!r}", file=sys.stderr)
             return EXIT_FAILED
-        print(f"thread {args.thread!r}: {len(entries)} entries, {len(runs)} runs\n")
+        count = "entries unreadable" if unreadable else f"{len(entries)} entries"
+        print(f"thread {args.thread!r}: {count}, {len(runs)} runs\n")
+        if unreadable:
+            print(f"maiden: {unreadable}", file=sys.stderr)
         for i, entry in enumerate(entries, 1):
             print(render_entry(i, entry))
         print("\nruns:")

@@ -86,7 +86,7 @@ class ProviderConfig(Section):
 
 class StoreConfig(Section):
     kind: Literal["sqlite", "files"] = "sqlite"
-    path: str = Field(default="data/maiden.db",
+    path: str = Field(default="data/maiden.db", min_length=1,
                       description="relative paths are relative to the config file's folder")
     synchronous: Literal["off", "normal", "full", "extra"] = "full"
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Unpack
 
 from .entries import AssistantTurn, Entry, ToolCall, ToolResult, UserMessage
-from .events import EventBus, StateChanged
+from .events import EventBus, RunEvent, StateChanged
 from .runs import Delivery, Run, RunChanges, RunState, changed, transition
 from .stores.base import Checkpoint, Store
 
@@ -49,9 +49,19 @@ class RunCursor:
         to: RunState | None = None,
         reason: str = "",
         deliveries: Sequence[Delivery] = (),
+        checked: bool = True,
+        announce: Sequence[RunEvent] = (),
         **changes: Unpack[RunChanges],
     ) -> None:
-        """One checkpoint: new entries plus the run's new state, atomically."""
+        """One checkpoint: new entries plus the run's new state, atomically.
+
+        Once it is written, ``announce`` is published, then the state change: what
+        happened comes before the state it led to (``run.started`` before ``run.state
+        running``, ``tool.result`` before ``run.state running``).
+
+        ``checked=False`` writes the run without checking the thread's position (for a
+        thread that cannot be read, so its position is unknown; the run's version is
+        still checked)."""
         now = self.clock()
         transitions = []
         changes["version"] = self.run.version + 1
@@ -64,12 +74,15 @@ class RunCursor:
         # whether the checkpoint landed. The write finishes; whoever handles the
         # cancellation reads the store afresh.
         await asyncio.shield(self.store.commit(Checkpoint(
-            thread_id=run.thread_id, position=len(self.entries), entries=entries, run=run,
+            thread_id=run.thread_id, position=len(self.entries) if checked else None,
+            entries=entries, run=run,
             transitions=transitions, deliveries=deliveries)))
         if self.start is None and any(isinstance(e, UserMessage) for e in entries):
             self.start = len(self.entries)
         self.entries.extend(entries)
         self.run = run
+        for event in announce:
+            self.bus.publish(event)
         if to is not None:
             self.bus.publish(StateChanged(run_id=run.id, thread_id=run.thread_id, state=to,
                                           reason=reason))

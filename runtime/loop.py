@@ -22,7 +22,7 @@ from .config import AgentConfig
 from .context import Window
 from .cursor import RunCursor, unanswered
 from .entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, UserMessage
-from .errors import FailReason, ProviderError, StaleWrite, StoreError
+from .errors import CorruptStore, FailReason, ProviderError, StaleWrite, StoreError
 from .events import (
     ApprovalRequested,
     EventBus,
@@ -118,7 +118,11 @@ class RunDriver:
         run = await self.store.get_run(run_id)
         if run.state not in DRIVABLE:
             return run
-        cur = self._cursor(run, await self.store.load_entries(run.thread_id))
+        try:
+            entries = await self.store.load_entries(run.thread_id)
+        except CorruptStore as exc:
+            return await self._unreadable(run, exc)
+        cur = self._cursor(run, entries)
         try:
             if not await self._begin(cur):
                 return cur.run
@@ -149,19 +153,20 @@ class RunDriver:
     async def _begin(self, cur: RunCursor) -> bool:
         run = cur.run
         started_at, me = run.started_at or self.clock(), self.instance_id
+        started = [RunStarted(run_id=run.id, thread_id=run.thread_id)]
         if run.state is S.QUEUED:
             if cur.start is None:
                 user = UserMessage(run_id=run.id, text=run.text, user=run.origin.user,
                                    at=self.clock())
                 await cur.commit([user], to=S.RUNNING, reason="started", started_at=started_at,
-                                 owner=me)
+                                 owner=me, announce=started)
             else:  # an explicitly resumed run: its message is already in the thread
                 await cur.commit(to=S.RUNNING, reason="resumed", stalled_recoveries=0,
-                                 started_at=started_at, owner=me)
+                                 started_at=started_at, owner=me, announce=started)
         elif run.owner is None:
             # Released at a clean shutdown: carrying on is not a crash recovery.
             await cur.commit(to=S.RUNNING, reason="continued after restart",
-                             started_at=started_at, owner=me)
+                             started_at=started_at, owner=me, announce=started)
         elif run.owner != self.instance_id:
             # Only crashes in a row with no progress in between make a run poison: a long
             # run interrupted by unrelated restarts keeps going.
@@ -177,10 +182,11 @@ class RunDriver:
             log.warning("recovering run %s (attempt %d) from %s", run.id, attempt, run.state)
             await cur.commit(to=S.RUNNING, reason=f"recovered after crash (attempt {attempt})",
                              recovery_attempts=attempt, stalled_recoveries=stalled,
-                             recovered_at=len(cur.entries), started_at=started_at, owner=me)
-            self.bus.publish(RunStarted(run_id=run.id, thread_id=run.thread_id, recovered=True))
-            return True
-        self.bus.publish(RunStarted(run_id=run.id, thread_id=run.thread_id))
+                             recovered_at=len(cur.entries), started_at=started_at, owner=me,
+                             announce=[RunStarted(run_id=run.id, thread_id=run.thread_id,
+                                                  recovered=True)])
+        else:  # this process takes it up again (a decision was made here)
+            self.bus.publish(started[0])
         return True
 
     async def _step(self, cur: RunCursor) -> None:
@@ -305,14 +311,14 @@ class RunDriver:
                                 content=output.content, is_error=output.is_error,
                                 at=self.clock())
             started = tuple(c for c in cur.run.started_calls if c != call.id)
+            finished = [ToolCallFinished(
+                run_id=run.id, thread_id=run.thread_id, tool_call_id=call.id, name=call.name,
+                content=output.content, is_error=output.is_error)]
             if call is pending[-1]:
                 await cur.commit([result], to=S.RUNNING, reason="tool results recorded",
-                                 started_calls=started)
+                                 started_calls=started, announce=finished)
             else:
-                await cur.commit([result], started_calls=started)
-            self.bus.publish(ToolCallFinished(
-                run_id=run.id, thread_id=run.thread_id, tool_call_id=call.id, name=call.name,
-                content=output.content, is_error=output.is_error))
+                await cur.commit([result], started_calls=started, announce=finished)
             if self.stopping:
                 return
 
@@ -429,6 +435,22 @@ class RunDriver:
         notice = f"Sorry, I could not finish this ({_PLAIN.get(reason, reason)})."
         await cur.commit(closing, to=S.FAILED, reason=reason, error=message, started_calls=(),
                          deliveries=self._reply(cur, len(closing), notice))
+
+    async def _unreadable(self, run: Run, exc: CorruptStore) -> Run:
+        """The thread cannot be read back: fail the run (resumable once it is repaired)
+        without touching the entries, and say so."""
+        log.warning("run %s failed: %s", run.id, exc)
+        cur = self._cursor(run, [])
+        notice = "Sorry, I could not finish this (my records of this conversation are " \
+            "damaged)."
+        deliveries = [] if not run.origin.target else [ReplyDelivery(
+            key=idempotency_key(run.id, f"reply@corrupt:{run.version}"), run_id=run.id,
+            thread_id=run.thread_id, channel=run.origin.channel, target=run.origin.target,
+            text=notice, created_at=self.clock())]
+        await cur.commit(to=S.FAILED, reason="corrupt_store", error=str(exc),
+                         deliveries=deliveries, checked=False)
+        self._publish_end(cur.run)
+        return cur.run
 
     def _closing_results(self, cur: RunCursor, kind: Any, message: str) -> list[Entry]:
         return [ToolResult(run_id=cur.run.id, tool_call_id=c.id, name=c.name, is_error=True,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -66,3 +67,13 @@ async def client() -> AsyncIterator[httpx.AsyncClient]:
     """A real httpx client, closed after the test."""
     async with httpx.AsyncClient() as c:
         yield c
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """A folder with the default agent.toml, for `maiden` subprocesses to run in."""
+    root = Path(__file__).resolve().parent.parent
+    shutil.copy(root / "agent.toml", tmp_path / "agent.toml")
+    with (tmp_path / "agent.toml").open("a") as f:
+        f.write("\n[http]\nport = 0   # `maiden run` serves the API on any free port\n")
+    return tmp_path

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -19,14 +16,6 @@ def maiden(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.Comple
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "bot", *args], cwd=cwd, input=stdin,
                           capture_output=True, text=True, timeout=60, env=env)
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    shutil.copy(ROOT / "agent.toml", tmp_path / "agent.toml")
-    with (tmp_path / "agent.toml").open("a") as f:
-        f.write("\n[http]\nport = 0   # `maiden run` serves the API on any free port\n")
-    return tmp_path
 
 
 def test_send_runs_a_tool_and_show_shows_every_entry(home: Path) -> None:
@@ -267,7 +256,7 @@ def test_usage_totals_by_thread(home: Path) -> None:
     lines = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
     assert lines["a"][1] == "2" and lines["b"][1] == "1" and lines["total"][1] == "3"
     bad = maiden(home, "usage", "--since", "last tuesday")
-    assert bad.returncode == 1 and "ISO date" in bad.stderr
+    assert bad.returncode == 2 and "ISO date" in bad.stderr
 
 
 CHARGE_TOOLS = '''

@@ -104,7 +104,7 @@ async def test_idempotent_retries_return_the_same_run(tmp_path: Path) -> None:
 
 
 HOSTILE = ["a/b", "a_b", "../x", "..", ".", "a%2Fb", "héllo wörld ✓", "with spaces",
-           "x/messages", "?#&", "", "日本語/スレッド"]
+           "x/messages", "?#&", "日本語/スレッド"]
 
 
 async def test_any_string_is_a_thread_id(tmp_path: Path) -> None:
@@ -370,3 +370,34 @@ async def test_following_a_run_with_keepalives(tmp_path: Path) -> None:
         async with client.stream("GET", f"/v1/runs/{run_id}/events") as response:
             again = [kind async for kind, _ in sse(response)]
         assert again == ["run.completed"]
+
+
+async def test_thread_ids_that_cannot_be_told_apart_are_refused(tmp_path: Path) -> None:
+    async with echo_runtime(tmp_path / "m.db") as rt, served(rt) as (client, _):
+        for raw in ("/v1/threads/a%FEb/messages", "/v1/threads/a%FFb/messages"):
+            bad = await client.post(raw, json={"text": "hi"})
+            assert bad.status_code == 422 and bad.json()["code"] == "invalid_thread_id"
+            assert "UTF-8" in bad.json()["detail"]
+        empty = await client.post("/v1/threads//messages", json={"text": "hi"})
+        assert empty.status_code == 422 and empty.json()["code"] == "invalid_thread_id"
+        listing = await client.get("/v1/threads/")
+        assert listing.status_code == 422 and "GET /v1/threads" in listing.json()["detail"]
+        blank = await client.post(thread_url("t", "/messages"), json={"text": "   "})
+        assert blank.status_code == 422 and blank.json()["code"] == "invalid_message"
+        assert (await client.get("/v1/threads")).json()["total"] == 0
+
+
+async def test_every_problem_has_a_code(tmp_path: Path) -> None:
+    async with echo_runtime(tmp_path / "m.db") as rt, served(rt) as (client, _):
+        broken = await client.post(thread_url("t", "/messages"), content=b'{"text": "hi"',
+                                   headers={"Content-Type": "application/json"})
+        assert broken.status_code == 422 and broken.json()["code"] == "invalid_request"
+        assert broken.json()["errors"][0]["field"] == "body"
+        assert "not valid JSON" in broken.json()["detail"]
+        missing = await client.get("/nowhere")
+        assert missing.status_code == 404 and missing.json()["code"] == "not_found"
+        wrong = await client.delete("/v1/threads")
+        assert wrong.status_code == 405 and wrong.json()["code"] == "method_not_allowed"
+        # No pages that load their assets from a CDN (blank offline); the schema is served.
+        assert (await client.get("/docs")).status_code == 404
+        assert (await client.get("/openapi.json")).status_code == 200

@@ -331,10 +331,11 @@ def create_app(
     @app.get("/healthz", tags=["service"], response_model=Health,
              responses={503: {"model": Health, "description": "the store or runtime is not"}})
     async def healthz() -> JSONResponse:
-        """Whether the store answers and the runtime takes work (no auth)."""
+        """Whether the store answers and takes writes, and the runtime takes work (no auth)."""
         try:
             await runtime.runs(limit=1)
-            store = "ok"
+            problem = runtime.health()
+            store = "ok" if problem is None else f"cannot be written: {problem}"
         except Exception as exc:
             store = f"unavailable: {exc}"
         state = "stopping" if api.closing else "ok"
