@@ -12,7 +12,7 @@ import asyncio
 import logging
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, TextIO
 
@@ -146,13 +146,31 @@ ChannelFactory = Callable[[Runtime], Channel]
 
 
 def make_channels(loaded: LoadedConfig) -> list[ChannelFactory]:
-    """The channels the config enables, each to be made over the runtime. Settings that
-    cannot work (a missing token) fail here, before the store is opened."""
+    """The channels the config enables, each to be made over the runtime, in the order they
+    start. Settings that cannot work (a missing token) fail here, before the store opens."""
     cfg = loaded.config
+    source = str(loaded.path)
     factories: list[ChannelFactory] = []
+    routes: list[tuple[str, Callable[[], Callable[[Any], Awaitable[Any]]]]] = []
+    slack = cfg.channels.slack
+    if slack is not None and slack.enabled:
+        secrets = slack.secrets(source=source)
+        made: list[Any] = []
+
+        def make_slack(runtime: Runtime) -> Channel:
+            from channels.slack.channel import SlackChannel  # slack-bolt loads only here
+
+            channel = SlackChannel(runtime, slack, secrets)
+            made.append(channel)
+            return channel
+
+        factories.append(make_slack)
+        if slack.mode == "http":
+            # Served by the HTTP API, which starts after Slack (so the endpoint exists).
+            routes.append(("/slack/events", lambda: made[0].http_endpoint()))
     if cfg.http.enabled:
-        token = cfg.http.token(source=str(loaded.path))
-        factories.append(lambda runtime: HttpChannel(runtime, cfg.http, token))
+        token = cfg.http.token(source=source)
+        factories.append(lambda runtime: HttpChannel(runtime, cfg.http, token, routes=routes))
     return factories
 
 

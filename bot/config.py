@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from channels.http import HttpConfig
+from channels.slack import SlackConfig
 from runtime import (
     AgentConfig,
     BudgetConfig,
@@ -21,11 +22,19 @@ from runtime import (
     ToolsConfig,
 )
 
-__all__ = ["LoadedConfig", "MaidenConfig", "load_config", "parse_config"]
+__all__ = ["ChannelsConfig", "LoadedConfig", "MaidenConfig", "load_config", "parse_config"]
+
+
+class ChannelsConfig(BaseModel):
+    """``[channels.*]``: each chat channel's own section (absent: not configured)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    slack: SlackConfig | None = None
 
 
 class MaidenConfig(BaseModel):
-    """The whole file. Later sections (budget, channels, schedules) slot in beside these."""
+    """The whole file. Later sections (schedules) slot in beside these."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -36,13 +45,20 @@ class MaidenConfig(BaseModel):
     runtime: RuntimeConfig = RuntimeConfig()
     tools: ToolsConfig = ToolsConfig()
     http: HttpConfig = HttpConfig()
+    channels: ChannelsConfig = ChannelsConfig()
 
     def secret_envs(self) -> dict[str, str]:
         """Every ``*_env`` key that is set: its key path -> the variable it names."""
         found: dict[str, str] = {}
 
         def walk(prefix: str, value: Any) -> None:
-            if isinstance(value, BaseModel):
+            if isinstance(value, SlackConfig):
+                if value.enabled:  # only the variables its mode needs
+                    for name in value.needed_envs():
+                        key = next(k for k in type(value).model_fields
+                                   if getattr(value, k) == name and k.endswith("_env"))
+                        found[f"{prefix}.{key}"] = name
+            elif isinstance(value, BaseModel):
                 for name in type(value).model_fields:
                     walk(f"{prefix}{name}" if not prefix else f"{prefix}.{name}",
                          getattr(value, name))
@@ -87,6 +103,10 @@ def _cross_checks(cfg: MaidenConfig) -> list[tuple[str, str]]:
         # The scripted provider finds its place in the script from the history it is sent.
         problems.append(("agent.max_context_tokens", "cannot be used with the scripted "
                          "provider (it replays its script by the history it is sent)"))
+    slack = cfg.channels.slack
+    if slack is not None and slack.enabled and slack.mode == "http" and not cfg.http.enabled:
+        problems.append(("channels.slack.mode", "\"http\" needs the HTTP API ([http] "
+                         "enabled = true): Slack's events arrive at POST /slack/events"))
     return problems
 
 

@@ -11,6 +11,7 @@
     │   └── NotFound              an unknown run or thread
     ├── RunError                  a run-level failure (reason is the machine-readable code)
     │   └── IllegalTransition     a run state change the state machine forbids
+    ├── DeliveryError             a channel could not post or look up a message (retried)
     └── ToolDefinitionError       a tool function the registry cannot describe
 
 Library errors (sqlite3, httpx, ...) are translated where they enter, with
@@ -24,6 +25,7 @@ from typing import Literal
 __all__ = [
     "ConfigError",
     "CorruptStore",
+    "DeliveryError",
     "FailReason",
     "IllegalTransition",
     "InvalidThreadId",
@@ -125,6 +127,10 @@ class IllegalTransition(RunError):
         super().__init__("illegal_transition", f"run {run_id}: {source} -> {target} is not allowed")
         self.source = source
         self.target = target
+
+
+class DeliveryError(MaidenError):
+    """A channel's API refused or failed a post or a lookup; the outbox tries again later."""
 
 
 class ToolDefinitionError(MaidenError, TypeError):

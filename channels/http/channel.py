@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Self
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Self
 
 from runtime import Deliverer, Runtime
 
@@ -13,7 +14,10 @@ if TYPE_CHECKING:
     from .app import HttpApi
     from .server import HttpServer
 
-__all__ = ["HttpChannel"]
+__all__ = ["Endpoint", "HttpChannel"]
+
+Endpoint = Callable[[Any], Awaitable[Any]]
+"""An ASGI-framework endpoint: a Starlette request in, a response out."""
 
 
 class HttpChannel:
@@ -22,10 +26,16 @@ class HttpChannel:
     name = "http"
     deliverer: Deliverer | None = None
 
-    def __init__(self, runtime: Runtime, config: HttpConfig, token: str | None) -> None:
+    def __init__(
+        self, runtime: Runtime, config: HttpConfig, token: str | None,
+        *, routes: Sequence[tuple[str, Callable[[], Endpoint]]] = (),
+    ) -> None:
         self.runtime = runtime
         self.config = config
         self.token = token
+        self.routes = routes
+        """Other channels' endpoints served here (Slack's Events API): a path and a way to
+        get the endpoint once that channel has started. They carry their own auth."""
         self._api: HttpApi | None = None
         self._server: HttpServer | None = None
 
@@ -39,6 +49,8 @@ class HttpChannel:
         from .server import HttpServer
 
         app = create_app(self.runtime, self.config, token=self.token)
+        for path, endpoint in self.routes:
+            app.add_route(path, endpoint(), methods=["POST"], include_in_schema=False)
         self._api = app.state.maiden
         self._server = HttpServer(app, self.config.host, self.config.port)
         await self._server.start()

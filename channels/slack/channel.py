@@ -1,0 +1,252 @@
+"""Slack as a channel of `maiden run`: slack-bolt's ``AsyncApp`` over the runtime's API.
+
+Inbound: a message is stored as a queued run (one SQLite commit) before Slack gets
+its acknowledgement (``process_before_response``), keyed by the message, so Slack's
+retries, a retry after a restart and the same message as ``app_mention`` and
+``message.*`` make one run; the run happens after the ack. Outbound goes through
+the runtime's outbox and ``SlackDeliverer``. Buttons on an approval prompt decide
+the call (only ``approvers``); ``stop`` in a thread cancels its running run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Self
+
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.web.async_client import AsyncWebClient
+
+from runtime import ACTIVE_STATES, Deliverer, MaidenError, Origin, Run, RunError, Runtime
+
+from ..prompts import refusal_text
+from .config import SlackConfig, SlackSecrets
+from .deliverer import SlackDeliverer
+from .mapping import Inbound, read_event
+from .render import decided_blocks, parse_choice
+
+__all__ = ["SlackChannel"]
+
+log = logging.getLogger("maiden.slack")
+
+STATUS = "is working on it…"
+REACTION = "hourglass_flowing_sand"
+STOP_WORDS = {"stop", "cancel"}
+
+
+class SlackChannel:
+    """Serves a Slack workspace over Socket Mode or the Events API (``mode``)."""
+
+    name = "slack"
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        config: SlackConfig,
+        secrets: SlackSecrets,
+        *,
+        pace_s: float = 1.0,
+    ) -> None:
+        self.runtime = runtime
+        self.config = config
+        self.secrets = secrets
+        self.client = AsyncWebClient(
+            token=secrets.bot_token, base_url=config.api_url,
+            # Rate limits only: a connection error may hide a stored post (see deliverer.py).
+            retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=3)])
+        self.deliverer: Deliverer | None = SlackDeliverer(self.client, pace_s=pace_s)
+        self.team = ""
+        self.team_name = ""
+        self.bot_user = ""
+        self.bot_id: str | None = None
+        self._app: AsyncApp | None = None
+        self._socket: Any = None
+        self._closing = False
+        self._closed = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._told: set[str] = set()
+        self._watching: set[str] = set()
+
+    # -- lifespan ------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        auth = await self.client.auth_test()
+        self.team, self.team_name = str(auth["team_id"]), str(auth.get("team") or "")
+        self.bot_user, self.bot_id = str(auth["user_id"]), auth.get("bot_id")
+        if isinstance(self.deliverer, SlackDeliverer):
+            self.deliverer.bot_user = self.bot_user
+        app = AsyncApp(client=self.client, process_before_response=True,
+                       signing_secret=self.secrets.signing_secret,
+                       request_verification_enabled=self.config.mode == "http",
+                       logger=log)
+        app.event("app_mention")(self._on_message)
+        app.event("message")(self._on_message)
+        app.action({"action_id": "maiden_approve"})(self._on_button)
+        app.action({"action_id": "maiden_deny"})(self._on_button)
+        self._app = app
+        if self.config.mode == "socket":
+            from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+            self._socket = AsyncSocketModeHandler(app, self.secrets.app_token,
+                                                  web_client=self.client, logger=log)
+            await self._socket.connect_async()
+        if self.config.allowlist.nobody:
+            log.warning("slack: serving nobody (open = false and no allow_users or "
+                        "allow_channels)")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._closing = True
+        if self._socket is not None:
+            with contextlib.suppress(Exception):
+                await self._socket.close_async()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._closed.set()
+
+    def banner(self) -> str:
+        how = "Socket Mode" if self.config.mode == "socket" else "Events API at POST /slack/events"
+        who = self.config.allowlist.describe()
+        return f"{how}, workspace {self.team_name or self.team} ({self.team}) as " \
+               f"<@{self.bot_user}>; {who}"
+
+    def stop_intake(self) -> None:
+        self._closing = True
+
+    async def closed(self) -> None:
+        await self._closed.wait()
+
+    def http_endpoint(self) -> Callable[[Any], Awaitable[Any]]:
+        """The Events API endpoint (``mode = "http"``), for the HTTP API to serve at
+        ``POST /slack/events``: bolt checks the signature (401 and nothing stored if it
+        is missing, wrong or older than five minutes)."""
+        from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
+
+        assert self._app is not None, "not started"
+        handler = AsyncSlackRequestHandler(self._app)
+
+        async def slack_events(request: Any) -> Any:
+            return await handler.handle(request)
+
+        return slack_events
+
+    # -- inbound -------------------------------------------------------------------------------
+
+    async def _on_message(self, event: dict[str, Any], body: dict[str, Any]) -> None:
+        seen = read_event(event, team=str(body.get("team_id") or self.team),
+                          bot_user=self.bot_user, bot_id=self.bot_id,
+                          reply_to_bots=self.config.reply_to_bots)
+        if not isinstance(seen, Inbound):
+            return
+        if not seen.mentioned and not seen.direct and not await self._joined(seen):
+            return  # a channel message not for the bot
+        if not self.config.allowlist.allows(seen.user, seen.channel):
+            await self._tell_once(seen.channel, seen.user, "talk to this agent")
+            return
+        if seen.text.lower().strip(" .!") in STOP_WORDS:
+            self._spawn(self._stop(seen))
+            return
+        if not seen.text:
+            return
+        # Stored before the ack. Shutting down, this raises: no ack, so Slack sends the
+        # event again, to the next process.
+        run = await self.runtime.submit(
+            seen.thread_id, seen.text, idempotency_key=seen.key,
+            origin=Origin(channel=self.name, target=seen.target, user=seen.user))
+        if run.id not in self._watching and run.state in ACTIVE_STATES:
+            self._watching.add(run.id)
+            self._spawn(self._show_status(run, seen))
+
+    async def _joined(self, seen: Inbound) -> bool:
+        """Whether the bot is part of this Slack thread (it has a maiden thread)."""
+        return seen.in_thread and bool(await self.runtime.runs(thread_id=seen.thread_id,
+                                                               limit=1))
+
+    async def _stop(self, seen: Inbound) -> None:
+        active = await self.runtime.active_run(seen.thread_id)
+        if active is None:
+            return
+        try:
+            await self.runtime.cancel(active.id, by=seen.user)
+        except MaidenError as exc:
+            log.warning("slack: stop from %s: %s", seen.user, exc)
+
+    async def _show_status(self, run: Run, seen: Inbound) -> None:
+        """A status while the run works: the assistant thread status where the app has it,
+        else a reaction on the person's message; gone at the end."""
+        thread_ts = seen.reply_in or seen.ts
+        try:
+            await self.client.assistant_threads_setStatus(channel_id=seen.channel,
+                                                          thread_ts=thread_ts, status=STATUS)
+            status = True
+        except SlackApiError:
+            status = False
+            with contextlib.suppress(SlackApiError):
+                await self.client.reactions_add(channel=seen.channel, timestamp=seen.ts,
+                                                name=REACTION)
+        try:
+            async for _ in self.runtime.follow(run.id):
+                pass
+        finally:
+            self._watching.discard(run.id)
+            with contextlib.suppress(SlackApiError):
+                if status:
+                    await self.client.assistant_threads_setStatus(
+                        channel_id=seen.channel, thread_ts=thread_ts, status="")
+                else:
+                    await self.client.reactions_remove(channel=seen.channel,
+                                                       timestamp=seen.ts, name=REACTION)
+
+    async def _tell_once(self, channel: str, user: str, what: str) -> None:
+        if user in self._told:
+            return
+        self._told.add(user)
+        with contextlib.suppress(SlackApiError):
+            await self.client.chat_postEphemeral(channel=channel, user=user,
+                                                 text=refusal_text(what))
+
+    # -- approvals -----------------------------------------------------------------------------
+
+    async def _on_button(self, ack: Callable[[], Awaitable[None]], body: dict[str, Any],
+                         action: dict[str, Any]) -> None:
+        await ack()
+        choice = parse_choice(action)
+        user = str((body.get("user") or {}).get("id") or "")
+        channel = str((body.get("channel") or {}).get("id") or "")
+        message_ts = str((body.get("message") or body.get("container") or {}).get("ts") or
+                         (body.get("container") or {}).get("message_ts") or "")
+        if choice is None or not user:
+            return
+        approve, ids = choice
+        approvers = self.config.approvers or None
+        try:
+            await self.runtime.decide(ids["run"], ids["call"], approve=approve, by=user,
+                                      arguments_hash=ids["hash"], approvers=approvers)
+        except RunError as exc:
+            what = "decide approvals" if exc.reason == "not_an_approver" else None
+            text = refusal_text(what) if what else f"That did not work: {exc}"
+            with contextlib.suppress(SlackApiError):
+                await self.client.chat_postEphemeral(channel=channel, user=user, text=text)
+            return
+        if channel and message_ts:
+            with contextlib.suppress(SlackApiError):
+                await self.client.chat_update(
+                    channel=channel, ts=message_ts,
+                    text=f"{'Approved' if approve else 'Denied'}: {ids.get('name', '')}",
+                    blocks=decided_blocks(ids.get("name", "the call"), approve, user))
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        async def run() -> None:
+            try:
+                await coro
+            except Exception:
+                log.exception("slack: a background step failed")
+
+        task = asyncio.create_task(run(), name="maiden-slack")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)

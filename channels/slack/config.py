@@ -1,0 +1,72 @@
+"""``[channels.slack]`` in agent.toml (the key names are the contract)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from runtime import ConfigError
+
+from ..access import Allowlist
+
+__all__ = ["DEFAULT_API_URL", "SlackConfig", "SlackSecrets"]
+
+DEFAULT_API_URL = "https://slack.com/api/"
+
+
+@dataclass(frozen=True, slots=True)
+class SlackSecrets:
+    bot_token: str
+    app_token: str | None
+    signing_secret: str | None
+
+
+class SlackConfig(BaseModel):
+    """Where the Slack app's tokens are, how events arrive, and who may talk."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    mode: Literal["socket", "http"] = Field(
+        default="socket", description="socket: Socket Mode (needs app_token_env); http: the "
+        "Events API at POST /slack/events on the HTTP API (needs signing_secret_env)")
+    bot_token_env: str = "SLACK_BOT_TOKEN"
+    app_token_env: str = "SLACK_APP_TOKEN"
+    signing_secret_env: str = "SLACK_SIGNING_SECRET"
+    api_url: str = Field(default=DEFAULT_API_URL,
+                         description="the Web API base (a proxy, GovSlack, a test server)")
+    open: bool = Field(default=False, description="true: everyone in the workspace is served")
+    allow_users: list[str] = Field(default_factory=list)
+    allow_channels: list[str] = Field(default_factory=list)
+    approvers: list[str] = Field(
+        default_factory=list, description="Slack user ids who may decide approvals; empty: "
+        "[agent] approvers")
+    reply_to_bots: bool = False
+
+    @property
+    def allowlist(self) -> Allowlist:
+        return Allowlist.of(open=self.open, users=self.allow_users, places=self.allow_channels)
+
+    def needed_envs(self) -> list[str]:
+        """The variables this mode needs."""
+        second = self.app_token_env if self.mode == "socket" else self.signing_secret_env
+        return [self.bot_token_env, second]
+
+    def secrets(self, env: Mapping[str, str] | None = None,
+                source: str | None = None) -> SlackSecrets:
+        """The tokens from the environment; ``ConfigError`` naming each unset variable."""
+        env = os.environ if env is None else env
+        missing = [name for name in self.needed_envs() if not env.get(name)]
+        if missing:
+            key = {self.bot_token_env: "bot_token_env", self.app_token_env: "app_token_env",
+                   self.signing_secret_env: "signing_secret_env"}
+            raise ConfigError([(f"channels.slack.{key[name]}",
+                                f"${name} is not set (needed for mode = {self.mode!r})")
+                               for name in missing], source)
+        return SlackSecrets(bot_token=env[self.bot_token_env],
+                            app_token=env.get(self.app_token_env) or None,
+                            signing_secret=env.get(self.signing_secret_env) or None)

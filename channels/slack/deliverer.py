@@ -1,0 +1,121 @@
+"""Posting to Slack exactly once: every message carries its delivery key in its metadata.
+
+``send`` posts with ``metadata = {"event_type": "maiden_delivery", "event_payload":
+{"key": ...}}``; ``reconcile`` reads the conversation back with
+``include_all_metadata`` and finds the bot's message carrying that key. The Web
+API client retries rate limits (429: Slack did not post) but never a connection
+error: a post whose response was lost may have been stored, and blindly sending
+it again is how bots answer twice. The outbox reconciles such a post instead.
+Posts are paced to about one per second per channel, as Slack asks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from runtime import ApprovalDelivery, Delivery, DeliveryError
+
+from .render import approval_blocks, markdown_blocks, plain
+
+__all__ = ["EVENT_TYPE", "SlackDeliverer"]
+
+EVENT_TYPE = "maiden_delivery"
+_LOOKBACK_S = 600.0
+"""How far before a record's creation ``conversations.history`` looks for it."""
+
+
+class SlackDeliverer:
+    """A ``Deliverer`` for Slack: posts replies and approval prompts, finds them again."""
+
+    max_chars: int | None = 3_900
+    """Slack shows up to ~4,000 characters of a message before cutting it."""
+
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        *,
+        bot_user: str | None = None,
+        pace_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.client = client
+        self.bot_user = bot_user
+        self.pace_s = pace_s
+        self.clock = clock
+        self.sleep = sleep
+        self._last: dict[str, float] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def send(self, delivery: Delivery) -> str:
+        channel = delivery.target["channel"]
+        metadata = {"event_type": EVENT_TYPE, "event_payload": {"key": delivery.key}}
+        if isinstance(delivery, ApprovalDelivery):
+            blocks, text = approval_blocks(delivery), plain(delivery)
+        else:
+            blocks, text = markdown_blocks(delivery.text), delivery.text
+        async with self._lock(channel):
+            await self._pace(channel)
+            response = await self._call(
+                "chat.postMessage", self.client.chat_postMessage, channel=channel,
+                thread_ts=delivery.target.get("thread_ts"), text=text, blocks=blocks,
+                metadata=metadata, unfurl_links=False, unfurl_media=False)
+        return str(response["ts"])
+
+    async def reconcile(self, delivery: Delivery) -> str | None:
+        channel = delivery.target["channel"]
+        thread_ts = delivery.target.get("thread_ts")
+        cursor: str | None = None
+        while True:
+            if thread_ts:
+                page = await self._call(
+                    "conversations.replies", self.client.conversations_replies,
+                    channel=channel, ts=thread_ts, include_all_metadata=True, limit=200,
+                    cursor=cursor)
+            else:
+                page = await self._call(
+                    "conversations.history", self.client.conversations_history,
+                    channel=channel, include_all_metadata=True, limit=200, cursor=cursor,
+                    oldest=f"{max(0.0, delivery.created_at - _LOOKBACK_S):.6f}")
+            for message in page.get("messages") or []:
+                if self._carries(message, delivery.key):
+                    return str(message["ts"])
+            cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
+            if not cursor:
+                return None
+
+    def _carries(self, message: dict[str, Any], key: str) -> bool:
+        metadata = message.get("metadata") or {}
+        if metadata.get("event_type") != EVENT_TYPE:
+            return False
+        if self.bot_user is not None and message.get("user") not in (None, self.bot_user):
+            return False  # someone else's message cannot be our delivery
+        return bool((metadata.get("event_payload") or {}).get("key") == key)
+
+    def _lock(self, channel: str) -> asyncio.Lock:
+        return self._locks.setdefault(channel, asyncio.Lock())
+
+    async def _pace(self, channel: str) -> None:
+        last = self._last.get(channel)
+        if last is not None:
+            wait = last + self.pace_s - self.clock()
+            if wait > 0:
+                await self.sleep(wait)
+        self._last[channel] = self.clock()
+
+    async def _call(self, method: str, fn: Callable[..., Awaitable[Any]], **params: Any) -> Any:
+        try:
+            return await fn(**{k: v for k, v in params.items() if v is not None})
+        except SlackApiError as exc:
+            error = exc.response.get("error") if exc.response is not None else None
+            raise DeliveryError(f"Slack {method} failed: {error or exc}") from exc
+        except (SlackClientError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise DeliveryError(f"Slack {method} failed: {type(exc).__name__}: {exc}") \
+                from exc
