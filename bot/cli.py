@@ -150,10 +150,31 @@ def _check(loaded: LoadedConfig) -> int:
     else:
         print(f"  http      {http.host}:{http.port}" + (f", token from ${http.token_env}"
                                                          if http.token_env else ", no token"))
+    failed = _check_slack(loaded)
     missing = [var for var, ok in env_status(cfg).items() if not ok]
     for var, ok in env_status(cfg).items():
         print(f"  secret    ${var}: {'set' if ok else 'NOT SET'}")
-    return EXIT_FAILED if missing else EXIT_OK
+    return EXIT_FAILED if missing or failed else EXIT_OK
+
+
+def _check_slack(loaded: LoadedConfig) -> bool:
+    """Print what Slack is configured to do and whether its token works; True if not."""
+    slack = loaded.config.channels.slack
+    if slack is None or not slack.enabled:
+        print("  slack     not configured")
+        return False
+    print(f"  slack     mode {slack.mode}, api {slack.api_url}, "
+          f"{slack.allowlist.describe()}")
+    try:
+        secrets = slack.secrets()
+    except ConfigError:
+        return True  # the unset variables are listed below
+    from channels.slack.check import check_slack
+
+    ok, lines = asyncio.run(check_slack(slack, secrets))
+    for line in lines:
+        print(f"            {line}")
+    return not ok
 
 
 def _secret_values(loaded: LoadedConfig) -> list[str]:

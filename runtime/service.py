@@ -32,7 +32,7 @@ from .errors import InvalidThreadId, RunError, RunErrorReason, StaleWrite, Store
 from .events import EventBus, RunEnded, RunEvent, Subscription
 from .loop import DRIVABLE, RunDriver
 from .providers.base import Provider
-from .runs import Decision, Origin, Run, RunState, Transition, transition
+from .runs import Decision, Delivery, Origin, Run, RunState, Transition, transition
 from .stores.base import Checkpoint, Store, StoreStats, ThreadInfo, check_thread_id
 from .tools import ToolRegistry
 from .workers import ACTIVE, Workers
@@ -302,6 +302,13 @@ class Runtime:
     async def transitions(self, run_id: str) -> list[Transition]:
         """Every state change of a run, with its reason."""
         return await self._store.transitions(run_id)
+
+    async def deliveries(
+        self, *, run_id: str | None = None, pending: bool | None = None
+    ) -> list[Delivery]:
+        """Outbox records (replies and approval prompts), oldest first; ``pending=True``:
+        those not posted yet."""
+        return await self._store.deliveries(run_id=run_id, pending=pending)
 
     async def stats(self) -> StoreStats:
         """Counts of runs by state, threads and deliveries (for listings and metrics)."""

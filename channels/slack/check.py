@@ -1,0 +1,45 @@
+"""`maiden check` for Slack: the token works, against ``api_url``, with the scopes it needs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from .config import SlackConfig, SlackSecrets
+
+__all__ = ["MANIFEST", "check_slack", "needed_scopes"]
+
+MANIFEST = Path(__file__).with_name("manifest.json")
+"""The app manifest to create the Slack app from (README: Slack)."""
+
+
+def needed_scopes() -> list[str]:
+    manifest = json.loads(MANIFEST.read_text(encoding="utf-8"))
+    return list(manifest["oauth_config"]["scopes"]["bot"])
+
+
+async def check_slack(config: SlackConfig, secrets: SlackSecrets) -> tuple[bool, list[str]]:
+    """(ok, lines to print): ``auth.test`` with the bot token, and the scopes it lacks."""
+    client = AsyncWebClient(token=secrets.bot_token, base_url=config.api_url)
+    try:
+        auth = await client.auth_test()
+    except SlackApiError as exc:
+        error = exc.response.get("error") if exc.response is not None else exc
+        return False, [f"bot token refused by {config.api_url}: {error}"]
+    except (SlackClientError, OSError) as exc:
+        return False, [f"cannot reach {config.api_url}: {exc}"]
+    finally:
+        session = getattr(client, "session", None)
+        if session is not None:
+            await session.close()
+    lines = [f"workspace {auth.get('team')} ({auth.get('team_id')}) as "
+             f"{auth.get('user')} ({auth.get('user_id')}), mode {config.mode}"]
+    granted = {s.strip() for s in str(auth.headers.get("x-oauth-scopes", "")).split(",")
+               if s.strip()}
+    missing = [s for s in needed_scopes() if s not in granted]
+    if missing:
+        lines.append(f"missing scopes (see channels/slack/manifest.json): {', '.join(missing)}")
+    return not missing, lines

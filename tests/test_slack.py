@@ -1,0 +1,344 @@
+"""The Slack channel end to end: the real slack-bolt app and slack-sdk client against a fake
+Slack on loopback (Web API + Socket Mode, or signed Events API requests over HTTP)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from channels.http import HttpChannel, HttpConfig
+from channels.slack import SlackConfig, SlackSecrets
+from channels.slack.channel import SlackChannel
+from channels.slack.deliverer import EVENT_TYPE
+from runtime import (
+    AgentConfig,
+    EchoProvider,
+    Provider,
+    Runtime,
+    RuntimeConfig,
+    ScriptedProvider,
+    SQLiteStore,
+    Tool,
+    ToolRegistry,
+    tool,
+)
+from tests.fakes.slack import BOT_USER, FakeSlack, block_actions_payload, signed_event
+
+SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
+C = "C0GENERAL01"
+D = "D0DIRECT001"
+
+
+@tool(requires_approval=True)
+def deploy(env: str) -> str:
+    """Deploy somewhere."""
+    return f"deployed to {env}"
+
+
+@dataclass
+class Slack:
+    fake: FakeSlack
+    runtime: Runtime
+    channel: SlackChannel
+
+    def replies(self, channel: str = C) -> list[dict[str, Any]]:
+        """What the bot posted in ``channel``."""
+        return [m for m in self.fake.messages(channel) if m.get("user") == BOT_USER]
+
+
+def config(fake: FakeSlack, **overrides: Any) -> SlackConfig:
+    fields: dict[str, Any] = {"api_url": fake.api_url, "allow_users": ["U1", "U2"]}
+    fields.update(overrides)
+    return SlackConfig(**fields)
+
+
+def secrets(fake: FakeSlack) -> SlackSecrets:
+    return SlackSecrets(bot_token=fake.bot_token, app_token=fake.app_token,
+                        signing_secret=SECRET)
+
+
+@asynccontextmanager
+async def running(
+    fake: FakeSlack, db: Path, *, provider: Provider | None = None,
+    tools: tuple[Tool, ...] = (deploy,), **overrides: Any,
+) -> AsyncIterator[Slack]:
+    """A runtime on ``db`` with the Slack channel started against ``fake`` (Socket Mode)."""
+    async with SQLiteStore(db) as store:
+        runtime = Runtime(store, provider or EchoProvider(), ToolRegistry(tools),
+                          agent=AgentConfig(), settings=RuntimeConfig(poll_interval_s=0.1))
+        async with runtime:
+            channel = SlackChannel(runtime, config(fake, **overrides), secrets(fake), pace_s=0)
+            async with channel:
+                assert channel.deliverer is not None
+                runtime.add_deliverer("slack", channel.deliverer)
+                await fake.wait_connected()
+                yield Slack(fake, runtime, channel)
+            await runtime.idle()
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeSlack]:
+    async with FakeSlack() as started:
+        yield started
+
+
+@pytest.fixture
+def slack(fake: FakeSlack, tmp_path: Path) -> Callable[..., AbstractAsyncContextManager[Slack]]:
+    def make(**options: Any) -> AbstractAsyncContextManager[Slack]:
+        return running(fake, tmp_path / "maiden.db", **options)
+    return make
+
+
+async def test_a_mention_is_answered_in_its_thread(
+    fake: FakeSlack, slack: Callable[..., AbstractAsyncContextManager[Slack]]
+) -> None:
+    async with slack() as s:
+        sent = fake.user_event(C, "U1", f"<@{BOT_USER}> hello there", mention=True)
+        envelope = await fake.socket_event(sent)
+        await fake.acked(envelope)
+        await fake.wait_messages(C, 2)
+        await s.runtime.idle()
+        (reply,) = s.replies()
+        root = sent["event"]["ts"]
+        assert reply["thread_ts"] == root and reply["text"] == "echo: hello there"
+        assert reply["metadata"]["event_type"] == EVENT_TYPE
+        runs = await s.runtime.runs(thread_id=f"slack:{fake.workspace.team_id}:{C}:{root}")
+        assert [r.idempotency_key for r in runs] == [f"slack:{fake.workspace.team_id}:{C}:"
+                                                     f"{root}"]
+        assert runs[0].reply == "echo: hello there"
+        # The key in the message's metadata is the outbox record's.
+        key = reply["metadata"]["event_payload"]["key"]
+        assert [d.key for d in await _deliveries(s)] == [key]
+
+        # A reply in that thread goes on without a mention.
+        follow = fake.user_event(C, "U1", "and then?", thread_ts=root)
+        await fake.acked(await fake.socket_event(follow))
+        await fake.wait_messages(C, 4)
+        await s.runtime.idle()
+        assert [r["text"] for r in s.replies()] == ["echo: hello there", "echo: and then?"]
+        # A channel message that is not for the bot starts nothing.
+        await fake.acked(await fake.socket_event(fake.user_event(C, "U1", "lunch?")))
+        await s.runtime.idle()
+        assert len(s.replies()) == 2
+
+
+async def test_a_dm_is_answered_at_top_level(
+    fake: FakeSlack, slack: Callable[..., AbstractAsyncContextManager[Slack]]
+) -> None:
+    async with slack() as s:
+        for text in ("one", "two"):
+            event = fake.user_event(D, "U1", text, channel_type="im")
+            await fake.acked(await fake.socket_event(event))
+            await s.runtime.idle()
+        replies = s.replies(D)
+        assert [r["text"] for r in replies] == ["echo: one", "echo: two"]
+        assert all("thread_ts" not in r for r in replies)
+        (thread,) = await s.runtime.threads()
+        assert thread.id == f"slack:{fake.workspace.team_id}:{D}" and thread.runs == 2
+
+
+async def test_the_same_message_four_times_and_twice_over_is_one_reply(
+    fake: FakeSlack, slack: Callable[..., AbstractAsyncContextManager[Slack]]
+) -> None:
+    async with slack() as s:
+        sent = fake.user_event(C, "U1", f"<@{BOT_USER}> once", mention=True)
+        first = await fake.socket_event(sent)
+        await fake.acked(first)
+        for _ in range(3):  # Slack's retries (retry_attempt 1..3)
+            await fake.acked(await fake.socket_redeliver(first))
+        # ... and the same message as message.channels, with its own event id.
+        as_message = dict(sent["event"], type="message", channel_type="channel")
+        await fake.acked(await fake.socket_event(as_message))
+        await s.runtime.idle()
+        assert [r["text"] for r in s.replies()] == ["echo: once"]
+        assert len(await s.runtime.runs()) == 1
+
+
+async def test_a_retry_after_a_restart_is_one_reply(fake: FakeSlack, tmp_path: Path) -> None:
+    db = tmp_path / "maiden.db"
+    sent = fake.user_event(C, "U1", f"<@{BOT_USER}> survive", mention=True)
+    async with running(fake, db) as s:
+        await fake.acked(await fake.socket_event(sent))
+        await s.runtime.idle()
+    async with running(fake, db) as again:  # a new process; Slack retries the event
+        await fake.acked(await fake.socket_event(sent, retry_attempt=1,
+                                                 retry_reason="timeout"))
+        await again.runtime.idle()
+        assert [r["text"] for r in again.replies()] == ["echo: survive"]
+
+
+async def test_who_may_talk(
+    fake: FakeSlack, slack: Callable[..., AbstractAsyncContextManager[Slack]]
+) -> None:
+    async with slack() as s:
+        for _ in range(2):
+            event = fake.user_event(C, "U9", f"<@{BOT_USER}> let me in", mention=True)
+            await fake.acked(await fake.socket_event(event))
+        await s.runtime.idle()
+        assert s.replies() == [] and await s.runtime.runs() == []
+        (notice,) = fake.ephemerals(C)  # one short notice, only to them
+        assert notice["user"] == "U9" and "may not" in notice["text"]
+    async with slack(allow_users=[]) as closed:  # fail closed: nobody listed, not open
+        event = fake.user_event(C, "U1", f"<@{BOT_USER}> hi", mention=True)
+        await fake.acked(await fake.socket_event(event))
+        await closed.runtime.idle()
+        assert await closed.runtime.runs() == []
+        assert "serving nobody" in closed.channel.banner()
+
+
+async def test_approval_by_an_approver_and_a_refusal_for_anyone_else(
+    fake: FakeSlack, slack: Callable[..., AbstractAsyncContextManager[Slack]]
+) -> None:
+    async with slack(approvers=["U2"]) as s:
+        sent = fake.user_event(C, "U1", f'<@{BOT_USER}> /tool deploy {{"env": "prod"}}',
+                               mention=True)
+        await fake.acked(await fake.socket_event(sent))
+        await s.runtime.idle()
+        (prompt,) = s.replies()
+        assert prompt["blocks"][1]["type"] == "actions" and "deploy" in prompt["text"]
+        approve = prompt["blocks"][1]["elements"][0]
+        (run,) = await s.runtime.pending_approvals(channel="slack")
+
+        click = block_actions_payload("U1", C, prompt["ts"], approve["action_id"],
+                                      approve["value"], message=prompt)
+        await fake.acked(await fake.socket_interactive(click))  # U1 asked, but is no approver
+        assert (await s.runtime.get_run(run.id)).state == "awaiting_approval"
+        assert any(e["user"] == "U1" and "may not" in e["text"] for e in fake.ephemerals(C))
+
+        click = block_actions_payload("U2", C, prompt["ts"], approve["action_id"],
+                                      approve["value"], message=prompt)
+        await fake.acked(await fake.socket_interactive(click))
+        done = await s.runtime.wait(run.id)
+        await s.runtime.idle()
+        assert done.state == "completed" and done.reply == 'deploy returned "deployed to prod"'
+        updated = next(m for m in fake.messages(C) if m["ts"] == prompt["ts"])
+        assert "Approved by <@U2>" in str(updated["blocks"])
+        assert [r["text"] for r in s.replies()][-1] == done.reply
+
+
+async def test_buttons_posted_before_a_restart_still_work(
+    fake: FakeSlack, tmp_path: Path
+) -> None:
+    db = tmp_path / "maiden.db"
+    async with running(fake, db) as s:
+        sent = fake.user_event(C, "U1", f'<@{BOT_USER}> /tool deploy {{"env": "dev"}}',
+                               mention=True)
+        await fake.acked(await fake.socket_event(sent))
+        await s.runtime.idle()
+        (prompt,) = s.replies()
+    async with running(fake, db) as again:
+        deny = prompt["blocks"][1]["elements"][1]
+        click = block_actions_payload("U1", C, prompt["ts"], deny["action_id"],
+                                      deny["value"], message=prompt)
+        await fake.acked(await fake.socket_interactive(click))
+        await again.runtime.idle()
+        (run,) = await again.runtime.runs()
+        assert run.state == "completed" and [d.approve for d in run.decisions] == [False]
+
+
+async def test_stop_cancels_the_running_run(
+    fake: FakeSlack, slack: Callable[..., AbstractAsyncContextManager[Slack]]
+) -> None:
+    import asyncio
+
+    started = asyncio.Event()
+
+    @tool
+    async def wait_forever() -> str:
+        """Never ends."""
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    async with slack(tools=(wait_forever,)) as s:
+        sent = fake.user_event(C, "U1", f"<@{BOT_USER}> /tool wait_forever", mention=True)
+        await fake.acked(await fake.socket_event(sent))
+        await asyncio.wait_for(started.wait(), 10)
+        stop = fake.user_event(C, "U1", "stop", thread_ts=sent["event"]["ts"])
+        await fake.acked(await fake.socket_event(stop))
+        (run,) = await s.runtime.runs()
+        ended = await s.runtime.wait(run.id)
+        await s.runtime.idle()
+        assert ended.state == "cancelled" and ended.reason == "cancelled by U1"
+        assert "Stopped" in s.replies()[-1]["text"]
+
+
+@pytest.mark.parametrize("fault", ["drop", "429"])
+async def test_a_lost_or_limited_post_is_one_message(
+    fake: FakeSlack, slack: Callable[..., AbstractAsyncContextManager[Slack]], fault: str
+) -> None:
+    if fault == "drop":
+        fake.fail("chat.postMessage", drop=True)  # posted, but the answer never came
+    else:
+        fake.fail("chat.postMessage", status=429, retry_after=1)
+    async with slack() as s:
+        sent = fake.user_event(C, "U1", f"<@{BOT_USER}> careful", mention=True)
+        await fake.acked(await fake.socket_event(sent))
+        await s.runtime.idle()
+        await s.runtime.flush_deliveries()  # what a serving runtime does every few seconds
+        assert [r["text"] for r in s.replies()] == ["echo: careful"]
+        (record,) = await _deliveries(s)
+        assert record.remote_id == s.replies()[0]["ts"]
+
+
+async def test_a_long_reply_is_split_in_order(
+    fake: FakeSlack, slack: Callable[..., AbstractAsyncContextManager[Slack]]
+) -> None:
+    text = "\n\n".join(f"Part {i}: " + "word " * 200 for i in range(12))
+    assert len(text) > 12_000
+    async with slack(provider=ScriptedProvider([{"text": text}])) as s:
+        sent = fake.user_event(C, "U1", f"<@{BOT_USER}> write a lot", mention=True)
+        await fake.acked(await fake.socket_event(sent))
+        await s.runtime.idle()
+        posted = [r["text"] for r in s.replies()]
+        assert len(posted) >= 4 and all(len(p) <= 3_900 for p in posted)
+        assert "\n\n".join(posted) == text
+
+
+# -- the Events API over HTTP ----------------------------------------------------------------
+
+
+async def test_http_mode_checks_signatures(fake: FakeSlack, tmp_path: Path) -> None:
+    async with SQLiteStore(tmp_path / "maiden.db") as store, \
+            Runtime(store, EchoProvider(), settings=RuntimeConfig(poll_interval_s=0.1)) as rt:
+        channel = SlackChannel(rt, config(fake, mode="http"), secrets(fake), pace_s=0)
+        async with channel:
+            assert channel.deliverer is not None
+            rt.add_deliverer("slack", channel.deliverer)
+            http = HttpChannel(rt, HttpConfig(port=0), None,
+                               routes=[("/slack/events", channel.http_endpoint)])
+            async with http, httpx.AsyncClient(base_url=http.url) as client:
+                sent = fake.user_event(C, "U1", f"<@{BOT_USER}> over http", mention=True)
+                body, headers = signed_event(sent, SECRET)
+                bad = dict(headers, **{"X-Slack-Signature": "v0=" + "0" * 64})
+                stale_body, stale = signed_event(sent, SECRET, ts=1_000_000)
+                unsigned = {"Content-Type": "application/json"}
+                for wrong in (bad, stale, unsigned):
+                    refused = await client.post("/slack/events", content=stale_body
+                                                if wrong is stale else body, headers=wrong)
+                    assert refused.status_code == 401
+                assert await rt.runs() == []
+                for retry in (None, 1, 2):  # the first delivery and Slack's retries
+                    body, headers = signed_event(sent, SECRET, retry_num=retry)
+                    ok = await client.post("/slack/events", content=body, headers=headers)
+                    assert ok.status_code == 200
+                await rt.idle()
+                assert [m["text"] for m in fake.messages(C) if m.get("user") == BOT_USER] \
+                    == ["echo: over http"]
+
+
+async def _deliveries(s: Slack) -> list[Any]:
+    """The outbox records of the runtime's runs (through its public reads)."""
+    from runtime import ReplyDelivery
+
+    out: list[Any] = []
+    for run in await s.runtime.runs():
+        out.extend(d for d in await s.runtime.deliveries(run_id=run.id)
+                   if isinstance(d, ReplyDelivery))
+    return out
