@@ -51,8 +51,37 @@ async def memory_chat() -> AsyncIterator[ChannelUnderTest]:
     yield ChannelUnderTest(chat, {"room": "r1"}, messages)
 
 
+@asynccontextmanager
+async def slack() -> AsyncIterator[ChannelUnderTest]:
+    from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from channels.slack.deliverer import EVENT_TYPE, SlackDeliverer
+    from tests.fakes.slack import BOT_USER, FakeSlack
+
+    async with FakeSlack() as fake:
+        client = AsyncWebClient(token=fake.bot_token, base_url=fake.api_url,
+                                retry_handlers=[AsyncRateLimitErrorRetryHandler()])
+        deliverer = SlackDeliverer(client, bot_user=BOT_USER, pace_s=0)
+        root = fake.post_as_user("C0GENERAL01", "U1", "a question")
+
+        async def messages() -> list[tuple[str, str, str]]:
+            found = []
+            for m in fake.messages("C0GENERAL01"):
+                meta = m.get("metadata") or {}
+                if m.get("user") == BOT_USER and meta.get("event_type") == EVENT_TYPE:
+                    kind = "approval" if any(b.get("type") == "actions"
+                                             for b in m.get("blocks") or []) else "reply"
+                    found.append((meta["event_payload"]["key"], kind, m["text"]))
+            return found
+
+        yield ChannelUnderTest(deliverer, {"channel": "C0GENERAL01", "thread_ts": root["ts"]},
+                               messages)
+
+
 CHANNELS: dict[str, Callable[[], AbstractAsyncContextManager[ChannelUnderTest]]] = {
     "memory": memory_chat,
+    "slack": slack,
 }
 
 
