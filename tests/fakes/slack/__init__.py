@@ -1,0 +1,48 @@
+"""A fake Slack that the real slack-sdk and slack-bolt clients talk to.
+
+``FakeSlack`` serves the Web API and Socket Mode on 127.0.0.1 (``web.py``, ``socket.py``)
+over an in-memory workspace (``store.py``, ``methods.py``); ``payloads.py`` builds what Slack
+sends an app — events, interactions, envelopes — and signs HTTP deliveries.
+"""
+
+from .methods import SCOPES, Workspace
+from .payloads import (
+    APP,
+    BOT,
+    BOT_USER,
+    TEAM,
+    ChannelType,
+    app_mention_event,
+    block_actions_payload,
+    event_callback,
+    message_event,
+    sign,
+    signed_event,
+    signed_interaction,
+    url_verification,
+)
+from .store import SlackError, make_ts
+from .web import Call, FakeSlack, Fault
+
+__all__ = [
+    "APP",
+    "BOT",
+    "BOT_USER",
+    "SCOPES",
+    "TEAM",
+    "Call",
+    "ChannelType",
+    "FakeSlack",
+    "Fault",
+    "SlackError",
+    "Workspace",
+    "app_mention_event",
+    "block_actions_payload",
+    "event_callback",
+    "make_ts",
+    "message_event",
+    "sign",
+    "signed_event",
+    "signed_interaction",
+    "url_verification",
+]

@@ -1,0 +1,391 @@
+"""``FakeSlack``: a real aiohttp server on 127.0.0.1 that slack-sdk and slack-bolt talk to.
+
+It serves the Web API at ``/api/<method>`` the way Slack does: GET query strings, form-encoded
+or JSON POST bodies; a ``Bearer`` token (or ``token`` in a form body, never in a JSON body);
+every answer HTTP 200 with ``{"ok": ...}`` unless a fault says otherwise; ``x-oauth-scopes`` on
+bot-token answers. ``apps.connections.open`` hands out a URL of the fake's own Socket Mode
+endpoint (``socket.py``).
+
+Faults are queued per method and consumed in order: a status (429 with ``Retry-After``, which
+slack-sdk's ``AsyncRateLimitErrorRetryHandler`` honours; 500/503, which its
+``AsyncServerErrorRetryHandler`` retries), an ``error`` answered as ``ok: false``, or ``drop``:
+the call is carried out and the connection closed before any byte of the answer — the "posted,
+but the answer was lost" case. slack-sdk's default ``AsyncConnectionErrorRetryHandler`` retries
+that once, so a dropped ``chat.postMessage`` is posted twice unless the client opts out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import socket
+import time
+import uuid
+from collections import defaultdict, deque
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Self
+from urllib.parse import parse_qsl
+
+from aiohttp import web
+
+from . import payloads
+from .methods import WebAPI, Workspace, needed_scopes
+from .socket import SocketMode
+from .store import JSON, SlackError, Store, render
+
+_APP_METHODS = frozenset({"apps.connections.open"})
+_STATUS_ERRORS = {429: "ratelimited", 500: "fatal_error", 502: "bad_gateway",
+                  503: "service_unavailable", 504: "request_timeout"}
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One planned failure of a method (see ``FakeSlack.fail``)."""
+
+    status: int | None = None
+    retry_after: int | None = None
+    drop: bool = False
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request as the fake received it."""
+
+    method: str
+    http_method: str
+    params: JSON
+    headers: dict[str, str]
+    at: float
+
+
+class FakeSlack:
+    """Slack on loopback.
+
+    ``async with FakeSlack() as fake:
+    AsyncWebClient(token=fake.bot_token, base_url=fake.api_url)``
+    """
+
+    def __init__(self, workspace: Workspace | None = None, *, assistant: bool = True,
+                 wait: float = 5.0) -> None:
+        self.workspace = workspace or Workspace()
+        self.wait = wait
+        """Default deadline (seconds) of every wait: connections, acks, messages, ``until``."""
+        self.assistant = assistant
+        """False: ``assistant.threads.setStatus`` answers ``unknown_method``."""
+        self.store = Store()
+        self.api = WebAPI(self.workspace, self.store)
+        self._changed = asyncio.Condition()
+        self.socket = SocketMode(self.workspace.app_id, self._changed)
+        self.requests: list[Call] = []
+        self._faults: dict[str, deque[Fault]] = defaultdict(deque)
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    # -- addresses and identity
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def api_url(self) -> str:
+        """The ``base_url`` for ``AsyncWebClient``."""
+        return f"{self.base_url}/api/"
+
+    @property
+    def bot_token(self) -> str:
+        return self.workspace.bot_token
+
+    @property
+    def app_token(self) -> str:
+        return self.workspace.app_token
+
+    # -- lifecycle
+
+    async def __aenter__(self) -> Self:
+        app = web.Application()
+        app.router.add_route("*", "/api/{method}", self._handle)
+        app.router.add_get("/link/", self.socket.handle)
+        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None,
+                                     shutdown_timeout=0.1)
+        await self._runner.setup()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+            await web.SockSite(self._runner, sock).start()
+        except BaseException:
+            sock.close()
+            await self._runner.cleanup()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._runner is not None
+        await self.socket.shutdown()
+        await self._runner.cleanup()
+
+    # -- test controls and records
+
+    def fail(self, method: str, *, status: int | None = None, retry_after: int | None = None,
+             drop: bool = False, error: str | None = None) -> None:
+        """Queue a fault for ``method``: each call takes the next queued fault, if any."""
+        if (status is None) + (not drop) + (error is None) != 2:
+            raise ValueError("a fault is one of status=, drop=True or error=")
+        self._faults[method].append(Fault(status, retry_after, drop, error))
+
+    def pending_faults(self, method: str) -> int:
+        return len(self._faults[method])
+
+    def calls(self, method: str) -> list[JSON]:
+        """The parameters of every call of ``method``, in order (JSON-typed fields decoded)."""
+        return [c.params for c in self.requests if c.method == method]
+
+    def messages(self, channel: str) -> list[JSON]:
+        """Everything stored in ``channel``, roots and replies, oldest first, with metadata."""
+        return [render(m, metadata=True) for m in self.store.all(channel)]
+
+    def ephemerals(self, channel: str) -> list[JSON]:
+        return copy.deepcopy(self.store.ephemerals.get(channel, []))
+
+    def statuses(self) -> list[JSON]:
+        """Every ``assistant.threads.setStatus`` carried out."""
+        return copy.deepcopy(self.api.statuses)
+
+    def post_as_user(self, channel: str, user: str, text: str, *,
+                     thread_ts: str | None = None) -> JSON:
+        """Store a message a person wrote (as if typed in Slack) and return it."""
+        message = self.store.post(channel, {"user": user, "text": text,
+                                            "team": self.workspace.team_id},
+                                  thread_ts=thread_ts)
+        return render(message, metadata=True)
+
+    def user_event(self, channel: str, user: str, text: str, *, thread_ts: str | None = None,
+                   channel_type: payloads.ChannelType = "channel", mention: bool = False
+                   ) -> JSON:
+        """``post_as_user``, and the ``event_callback`` Slack would deliver for it."""
+        message = self.post_as_user(channel, user, text, thread_ts=thread_ts)
+        team = self.workspace.team_id
+        if mention:
+            event = payloads.app_mention_event(team, channel, user, text, message["ts"],
+                                               thread_ts=message.get("thread_ts"))
+        else:
+            event = payloads.message_event(team, channel, user, text, message["ts"],
+                                           thread_ts=message.get("thread_ts"),
+                                           channel_type=channel_type,
+                                           parent_user_id=message.get("parent_user_id"))
+        return self.event_callback(event)
+
+    def event_callback(self, event: JSON) -> JSON:
+        ws = self.workspace
+        return payloads.event_callback(event, team_id=ws.team_id, api_app_id=ws.app_id,
+                                       bot_user_id=ws.bot_user_id)
+
+    # -- Socket Mode (each wait has a deadline: ``timeout`` or the fake's ``wait``)
+
+    @asynccontextmanager
+    async def _deadline(self, seconds: float | None, what: str) -> AsyncIterator[None]:
+        """``asyncio.timeout`` (the fake's ``wait`` by default) whose error names ``what``."""
+        seconds = self.wait if seconds is None else seconds
+        try:
+            async with asyncio.timeout(seconds):
+                yield
+        except TimeoutError:
+            raise TimeoutError(f"FakeSlack waited {seconds}s for {what}") from None
+
+    async def _send(self, envelope: JSON) -> str:
+        async with self._deadline(None, "a live Socket Mode connection"):
+            return await self.socket.send_envelope(envelope)
+
+    async def socket_event(self, payload: JSON, *, retry_attempt: int = 0,
+                           retry_reason: str = "") -> str:
+        """Send an ``events_api`` envelope; ``payload`` is an event_callback or a bare event."""
+        if payload.get("type") != "event_callback":
+            payload = self.event_callback(payload)
+        return await self._send(payloads.events_api_envelope(
+            payload, str(uuid.uuid4()), retry_attempt=retry_attempt, retry_reason=retry_reason))
+
+    async def socket_redeliver(self, envelope_id: str, *, reason: str = "timeout") -> str:
+        """Slack's retry of an events_api envelope: same payload, next ``retry_attempt``."""
+        first = self.socket.sent[envelope_id]
+        attempt = int(first.get("retry_attempt", 0)) + 1
+        if first["type"] != "events_api" or attempt > 3:
+            raise ValueError("Slack retries events_api envelopes at most 3 times")
+        return await self.socket_event(first["payload"], retry_attempt=attempt,
+                                       retry_reason=reason)
+
+    async def socket_interactive(self, payload: JSON) -> str:
+        """Send an ``interactive`` envelope (e.g. ``block_actions_payload(...)``)."""
+        return await self._send(payloads.interactive_envelope(payload, str(uuid.uuid4())))
+
+    async def socket_disconnect(self, reason: str = "refresh_requested") -> None:
+        """Ask the connected client to reconnect (it calls ``apps.connections.open`` again)."""
+        async with self._deadline(None, "a live Socket Mode connection"):
+            await self.socket.disconnect(reason)
+
+    async def socket_close(self) -> None:
+        """Close the current connection from Slack's side without a ``disconnect`` first."""
+        async with self._deadline(None, "a live Socket Mode connection"):
+            await self.socket.close()
+
+    # Waits take ``timeout=`` so a test reads "waits up to N seconds for this"; the default is
+    # the fake's ``wait``, so a wait that never ends fails in seconds with what it waited for.
+
+    async def until(self, predicate: Callable[[], bool], *, what: str = "a condition",
+                    timeout: float | None = None) -> None:  # noqa: ASYNC109
+        """Wait until ``predicate()`` holds; it is checked after every request and frame."""
+        async with self._deadline(timeout, what):
+            await self.socket.until(predicate)
+
+    async def acked(self, envelope_id: str, *, timeout: float | None = None  # noqa: ASYNC109
+                    ) -> JSON:
+        """Wait for the client's ack of ``envelope_id`` and return it."""
+        await self.until(lambda: envelope_id in self.socket.acks,
+                         what=f"an ack of envelope {envelope_id}", timeout=timeout)
+        return self.socket.acks[envelope_id]
+
+    async def wait_connected(self, count: int = 1, *,
+                             timeout: float | None = None) -> None:  # noqa: ASYNC109
+        """Wait until ``count`` connections have been accepted in all, one of them live."""
+        await self.until(lambda: self.socket.opened >= count and self.socket.live > 0,
+                         what=f"Socket Mode connection #{count}", timeout=timeout)
+
+    async def wait_messages(self, channel: str, count: int, *,
+                            timeout: float | None = None) -> list[JSON]:  # noqa: ASYNC109
+        """Wait until ``channel`` holds ``count`` messages; return them (``messages()``)."""
+        await self.until(lambda: len(self.store.all(channel)) >= count,
+                         what=f"{count} messages in {channel}", timeout=timeout)
+        return self.messages(channel)
+
+    # -- the Web API
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        try:
+            return await self._answer(request)
+        finally:
+            async with self._changed:  # wake ``until`` waiters: a call was recorded
+                self._changed.notify_all()
+
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
+        method = request.match_info["method"]
+        try:
+            params, token, warnings = await _parse(request)
+        except SlackError as error:
+            return web.json_response(error.body())
+        self.requests.append(Call(method, request.method, params,
+                                  {k.lower(): v for k, v in request.headers.items()},
+                                  time.monotonic()))
+        fault = self._faults[method].popleft() if self._faults[method] else None
+        if fault is not None and fault.status is not None:
+            retry = {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)}
+            return web.json_response(
+                {"ok": False, "error": _STATUS_ERRORS.get(fault.status, "fatal_error")},
+                status=fault.status, headers=retry)
+        if fault is not None and fault.error is not None:
+            return web.json_response({"ok": False, "error": fault.error})
+        body, headers = self._dispatch(method, params, token)
+        if warnings and body["ok"]:
+            body["warning"] = ",".join(warnings)
+            metadata: JSON = body.setdefault("response_metadata", {})
+            metadata["warnings"] = warnings
+        if fault is not None and fault.drop:
+            assert request.transport is not None
+            request.transport.abort()  # carried out; the client never hears back
+        return web.json_response(body, headers=headers)
+
+    def _dispatch(self, method: str, params: JSON, token: str | None
+                  ) -> tuple[JSON, dict[str, str]]:
+        headers: dict[str, str] = {}
+        try:
+            handler = self.api.table().get(method)
+            known = handler is not None or method in ("auth.test", *_APP_METHODS)
+            if not known or (method == "assistant.threads.setStatus" and not self.assistant):
+                raise SlackError("unknown_method", req_method=method)
+            kind = self._token_kind(token)
+            if kind == "bot":
+                headers["x-oauth-scopes"] = ",".join(self.workspace.scopes)
+            if (method in _APP_METHODS) != (kind == "app"):
+                raise SlackError("not_allowed_token_type")
+            needed = needed_scopes(method, params)
+            if needed:
+                headers["x-accepted-oauth-scopes"] = ",".join(needed)
+                if not set(needed) & set(self.workspace.scopes):
+                    raise SlackError("missing_scope", needed=needed[0],
+                                     provided=",".join(self.workspace.scopes))
+            if method == "auth.test":
+                result = self._auth_test()
+            elif method == "apps.connections.open":
+                ticket = self.socket.issue_ticket()
+                result = {"url": f"ws://127.0.0.1:{self.port}/link/?ticket={ticket}"
+                                 f"&app_id={self.workspace.app_id}"}
+            else:
+                assert handler is not None
+                result = handler(params)
+        except SlackError as error:
+            return error.body(), headers
+        return {"ok": True, **result}, headers
+
+    def _token_kind(self, token: str | None) -> str:
+        if not token:
+            raise SlackError("not_authed")
+        if token == self.workspace.bot_token:
+            return "bot"
+        if token == self.workspace.app_token:
+            return "app"
+        raise SlackError("invalid_auth")
+
+    def _auth_test(self) -> JSON:
+        ws = self.workspace
+        return {"url": f"https://{ws.domain}.slack.com/", "team": ws.team, "user": ws.bot_name,
+                "team_id": ws.team_id, "user_id": ws.bot_user_id, "bot_id": ws.bot_id,
+                "is_enterprise_install": False}
+
+
+_JSON_FIELDS = ("blocks", "attachments", "metadata", "loading_messages")
+
+
+async def _parse(request: web.Request) -> tuple[JSON, str | None, list[str]]:
+    """Parameters (query and body), the token, and Slack's warnings for this request."""
+    params: JSON = dict(request.query)
+    params.pop("token", None)  # Slack no longer reads tokens from query strings
+    token: str | None = None
+    warnings: list[str] = []
+    auth = request.headers.get("Authorization", "")
+    if auth.startswith("Bearer "):
+        token = auth.removeprefix("Bearer ").strip()
+    ctype = request.content_type
+    if ctype == "multipart/form-data":
+        form: dict[str, Any] = {k: v for k, v in (await request.post()).items()
+                                if isinstance(v, str)}
+        token = token or form.get("token")
+        form.pop("token", None)
+        params.update(form)
+    elif raw := await request.read():
+        if ctype == "application/json":
+            if request.charset is None:
+                warnings.append("missing_charset")
+            try:
+                body = json.loads(raw)
+            except ValueError as exc:
+                raise SlackError("invalid_json") from exc
+            if not isinstance(body, dict):
+                raise SlackError("json_not_object")
+            body.pop("token", None)  # a JSON body's token is ignored: it must be the header
+            params.update(body)
+        elif ctype == "application/x-www-form-urlencoded":
+            form = dict(parse_qsl(raw.decode(), keep_blank_values=True))
+            token = token or form.get("token")
+            form.pop("token", None)
+            params.update(form)
+        else:
+            raise SlackError("invalid_form_data")
+    for name in _JSON_FIELDS:
+        if isinstance(params.get(name), str):
+            with contextlib.suppress(ValueError):  # the method answers for bad JSON
+                params[name] = json.loads(params[name])
+    return params, token, warnings
