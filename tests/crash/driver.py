@@ -67,6 +67,7 @@ KILL_POINTS = (
     "after_pause",              # the commit moving the run to awaiting_approval (prompt unsent)
     "after_final_answer",       # the commit moving the run to completed (before delivery)
     "after_delivery_sent",      # inside the channel's send, posted, id not yet recorded
+    "before_delivery_recorded", # mark_delivered called: posted (any channel), id not stored
     "after_delivery_recorded",  # mark_delivered: the remote id is stored
 )
 
@@ -146,6 +147,7 @@ class _Crashing:
             self.switch.reached("after_final_answer")
 
     async def mark_delivered(self, key: str, remote_id: str, at: float) -> None:
+        self.switch.reached("before_delivery_recorded")
         await super().mark_delivered(key, remote_id, at)  # type: ignore[misc]
         self.switch.reached("after_delivery_recorded")
 
@@ -245,11 +247,23 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             ToolRegistry([make_tool(args.effect, workdir, switch,
                                     requires_approval=args.requires_approval)]),
             agent=AgentConfig(max_recovery_attempts=MAX_RECOVERY_ATTEMPTS))
+        origin = ORIGIN
         runtime.add_deliverer(CHANNEL, FileChannel(workdir / CHANNEL_FILE, switch))
+        if args.slack:
+            # Slack as the origin: the real deliverer against a fake Slack the test runs.
+            from slack_sdk.web.async_client import AsyncWebClient
+
+            from channels.slack.deliverer import SlackDeliverer
+
+            url, token, channel, thread_ts = args.slack
+            client = AsyncWebClient(token=token, base_url=url)
+            runtime.add_deliverer("slack", SlackDeliverer(client, pace_s=0))
+            origin = Origin(channel="slack", target={"channel": channel,
+                                                     "thread_ts": thread_ts}, user="U1")
         async with runtime:  # start(): recovers unfinished runs, flushes the outbox
             if args.send:
                 thread_id, text = args.send
-                run = await runtime.submit(thread_id, text, origin=ORIGIN,
+                run = await runtime.submit(thread_id, text, origin=origin,
                                            idempotency_key=args.key)
                 await runtime.wait(run.id)
             decision = args.approve or args.deny
@@ -278,6 +292,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--key", help="--send: the inbound message's idempotency key")
     parser.add_argument("--requires-approval", action="store_true",
                         help="effect_tool asks a person before every call")
+    parser.add_argument("--slack", nargs=4, metavar=("API_URL", "TOKEN", "CHANNEL", "THREAD_TS"),
+                        help="messages come from Slack and are answered there")
     parser.add_argument("--kill-at", choices=KILL_POINTS)
     parser.add_argument("--kill-count", type=int, default=1)
     return parser.parse_args(argv)

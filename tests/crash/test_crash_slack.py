@@ -1,0 +1,58 @@
+"""Slack as the origin in the crash drill: kill -9 around the post, restart, one reply.
+
+The fake Slack runs in the test's process and outlives the driver processes, as the
+real Slack outlives maiden: after a kill between ``chat.postMessage`` succeeding and
+its ``ts`` being recorded, the restart must find the message by its metadata key and
+post nothing more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.crash.driver import EFFECTS
+from tests.fakes.slack import BOT_USER, FakeSlack
+
+ROOT = Path(__file__).resolve().parents[2]
+C = "C0GENERAL01"
+
+
+async def drive(root: Path, fake: FakeSlack, thread_ts: str, *args: str) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.crash.driver", "--db", str(root / "maiden.db"),
+        "--effect", EFFECTS[0], "--workdir", str(root / "traces"),
+        "--slack", fake.api_url, fake.bot_token, C, thread_ts, *args,
+        cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode in (0, -signal.SIGKILL), err.decode()[-2000:]
+    return proc.returncode, out.decode()
+
+
+@pytest.mark.parametrize("point", ["after_final_answer", "before_delivery_recorded",
+                                   "after_delivery_recorded"])
+async def test_a_slack_reply_is_posted_once_across_a_kill(tmp_path: Path, point: str) -> None:
+    (tmp_path / "traces").mkdir()
+    async with FakeSlack() as fake:
+        root = fake.post_as_user(C, "U1", "please do the thing")
+        code, _ = await drive(tmp_path, fake, root["ts"], "--send", "slack:t", "go",
+                              "--kill-at", point)
+        assert code == -signal.SIGKILL
+        code, out = await drive(tmp_path, fake, root["ts"], "--recover")
+        assert code == 0
+        summary: dict[str, Any] = json.loads(out)
+        replies = [m for m in fake.messages(C) if m.get("user") == BOT_USER]
+        assert [m["text"] for m in replies] == ["done"], replies
+        assert replies[0]["thread_ts"] == root["ts"]
+        (record,) = summary["deliveries"]
+        assert record["remote_id"] == replies[0]["ts"]
+        assert replies[0]["metadata"]["event_payload"]["key"] == record["key"]
+        posts = fake.calls("chat.postMessage")
+        # Killed before the post: one post. Killed after it: none again (reconciled).
+        assert len(posts) == 1
