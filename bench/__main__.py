@@ -23,12 +23,13 @@ from runtime.stores.sqlite import Synchronous
 
 from .concurrency import ConcurrencyResult, run_concurrency
 from .memory import MemoryResult, measure, prepare_idle
-from .report import concurrency_rows, memory_rows, resume_rows, thread_rows
+from .report import concurrency_rows, memory_rows, resume_rows, slack_rows, thread_rows
 from .resume import run_resume
+from .slack import run_slack
 from .table import Row, render
 from .thread import run_thread
 
-WORKLOADS = ("thread", "resume", "concurrency", "memory")
+WORKLOADS = ("thread", "resume", "concurrency", "memory", "slack")
 
 
 @dataclass(frozen=True)
@@ -41,12 +42,14 @@ class Sizes:
     latency_s: float
     memory_n: int
     idle_threads: int
+    slack_events: int
 
 
 FULL = Sizes(threads=(300, 3000), load_entries=10_000, recover_runs=1_000, users=50,
-             messages=10, latency_s=0.1, memory_n=3000, idle_threads=10_000)
+             messages=10, latency_s=0.1, memory_n=3000, idle_threads=10_000,
+             slack_events=300)
 QUICK = Sizes(threads=(60,), load_entries=1_000, recover_runs=50, users=5, messages=3,
-              latency_s=0.02, memory_n=60, idle_threads=200)
+              latency_s=0.02, memory_n=60, idle_threads=200, slack_events=20)
 
 
 def _progress(message: str) -> None:
@@ -83,6 +86,10 @@ async def _run(sizes: Sizes, only: set[str], workdir: Path, sync: Synchronous) -
             measure("idle", sizes.idle_threads, workdir, sync),
         ]
         rows += memory_rows(memory)
+    if "slack" in only:
+        _progress(f"workload 6: {sizes.slack_events} Slack events acked while a run holds "
+                  "the lock")
+        rows += slack_rows(await run_slack(workdir, sizes.slack_events, sync))
     return rows
 
 

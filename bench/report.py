@@ -5,10 +5,11 @@ from __future__ import annotations
 from .concurrency import ConcurrencyResult
 from .memory import MemoryResult
 from .resume import ResumeResult
+from .slack import SlackResult
 from .table import Row, verdict
 from .thread import BLOCKS, ThreadResult
 
-__all__ = ["concurrency_rows", "memory_rows", "resume_rows", "thread_rows"]
+__all__ = ["concurrency_rows", "memory_rows", "resume_rows", "slack_rows", "thread_rows"]
 
 PER_MESSAGE = 2.0
 GROWTH = 1.2
@@ -18,6 +19,7 @@ LOAD_ENTRIES = 10_000
 RECOVER_S = 2.0
 RECOVER_RUNS = 1_000
 THREAD_MODE = 0.8
+SLACK_ACK_MS = 100.0
 
 
 def _x(ratio: float) -> str:
@@ -98,4 +100,16 @@ def memory_rows(results: list[MemoryResult]) -> list[Row]:
         ratio = "" if not base or empty is None else _x(r.peak_mb / empty.peak_mb)
         rows.append(Row("5 memory", "peak RSS MB, " + what[r.case].format(n=r.n),
                         f"{r.peak_mb:.1f}", base, ratio))
+    return rows
+
+
+def slack_rows(r: SlackResult) -> list[Row]:
+    """Workload 6: Slack acks while another run holds the global lock."""
+    name = f"6 slack ack, {r.events} events, lock held"
+    rows = []
+    for p in (50, 99):
+        m, b = r.percentile(r.maiden_ms, p), r.percentile(r.baseline_ms, p)
+        rows.append(Row(name, f"ms from event to ack, p{p}", f"{m:.1f}", f"{b:.1f}",
+                        _x(m / b) if b else "", f"< {SLACK_ACK_MS:g} ms" if p == 99 else "",
+                        verdict(m, at_most=SLACK_ACK_MS) if p == 99 else ""))
     return rows

@@ -223,6 +223,11 @@ class SlackChannel:
         if choice is None or not user:
             return
         approve, ids = choice
+        if not self.config.allowlist.allows(user, channel):
+            with contextlib.suppress(SlackApiError):
+                await self.client.chat_postEphemeral(channel=channel, user=user,
+                                                     text=refusal_text("decide approvals"))
+            return
         approvers = self.config.approvers or None
         try:
             await self.runtime.decide(ids["run"], ids["call"], approve=approve, by=user,
