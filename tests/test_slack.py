@@ -28,7 +28,13 @@ from runtime import (
     ToolRegistry,
     tool,
 )
-from tests.fakes.slack import BOT_USER, FakeSlack, block_actions_payload, signed_event
+from tests.fakes.slack import (
+    BOT_USER,
+    FakeSlack,
+    block_actions_payload,
+    signed_event,
+    signed_interaction,
+)
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 C = "C0GENERAL01"
@@ -126,6 +132,25 @@ async def test_a_mention_is_answered_in_its_thread(
         await fake.acked(await fake.socket_event(fake.user_event(C, "U1", "lunch?")))
         await s.runtime.idle()
         assert len(s.replies()) == 2
+        # While each run worked, the thread showed a status, cleared at the end.
+        await fake.until(lambda: len(fake.statuses()) == 4, what="statuses cleared")
+        assert [st["status"] for st in fake.statuses()] == ["is working on it…", "",
+                                                           "is working on it…", ""]
+
+
+async def test_without_the_assistant_feature_a_reaction_shows_the_work(
+    tmp_path: Path,
+) -> None:
+    async with FakeSlack(assistant=False) as fake, running(fake, tmp_path / "m.db") as s:
+        sent = fake.user_event(C, "U1", f"<@{BOT_USER}> hello", mention=True)
+        await fake.acked(await fake.socket_event(sent))
+        await s.runtime.idle()
+        await fake.until(lambda: len(fake.calls("reactions.remove")) == 1,
+                         what="the reaction removed")
+        (added,) = fake.calls("reactions.add")
+        assert added["timestamp"] == sent["event"]["ts"]
+        (message,) = [m for m in fake.messages(C) if m["ts"] == sent["event"]["ts"]]
+        assert not message.get("reactions")
 
 
 async def test_a_dm_is_answered_at_top_level(
@@ -306,7 +331,8 @@ async def test_a_long_reply_is_split_in_order(
 
 async def test_http_mode_checks_signatures(fake: FakeSlack, tmp_path: Path) -> None:
     async with SQLiteStore(tmp_path / "maiden.db") as store, \
-            Runtime(store, EchoProvider(), settings=RuntimeConfig(poll_interval_s=0.1)) as rt:
+            Runtime(store, EchoProvider(), ToolRegistry([deploy]),
+                    settings=RuntimeConfig(poll_interval_s=0.1)) as rt:
         channel = SlackChannel(rt, config(fake, mode="http"), secrets(fake), pace_s=0)
         async with channel:
             assert channel.deliverer is not None
@@ -331,6 +357,25 @@ async def test_http_mode_checks_signatures(fake: FakeSlack, tmp_path: Path) -> N
                 await rt.idle()
                 assert [m["text"] for m in fake.messages(C) if m.get("user") == BOT_USER] \
                     == ["echo: over http"]
+
+                # Buttons come to the same endpoint, signed and form-encoded.
+                ask = fake.user_event(C, "U1", f'<@{BOT_USER}> /tool deploy {{"env": "qa"}}',
+                                      mention=True)
+                body, headers = signed_event(ask, SECRET)
+                assert (await client.post("/slack/events", content=body,
+                                          headers=headers)).status_code == 200
+                await rt.idle()
+                prompt = [m for m in fake.messages(C) if m.get("user") == BOT_USER][-1]
+                button = prompt["blocks"][1]["elements"][0]
+                click = block_actions_payload("U1", C, prompt["ts"], button["action_id"],
+                                              button["value"], message=prompt)
+                body, headers = signed_interaction(click, SECRET)
+                assert (await client.post("/slack/events", content=body,
+                                          headers=headers)).status_code == 200
+                await rt.idle()
+                assert await rt.pending_approvals() == []  # decided
+                last = [m for m in fake.messages(C) if m.get("user") == BOT_USER][-1]
+                assert last["text"] == 'deploy returned "deployed to qa"'
 
 
 async def _deliveries(s: Slack) -> list[Any]:
