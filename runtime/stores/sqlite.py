@@ -25,7 +25,7 @@ from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 import aiosqlite
 
 from ..control import ControlRequest, Instance
-from ..entries import Entry
+from ..entries import ENTRY, Entry
 from ..errors import CorruptStore, NotFound, StoreError
 from ..runs import DELIVERY, Delivery, Run, RunState, Transition
 from .base import ENTRIES, Checkpoint, StoreStats, ThreadInfo, check_thread_id
@@ -445,10 +445,23 @@ class SQLiteStore:
                     known.extend(ENTRIES.validate_json(
                         "[" + ",".join(r[0] for r in rows) + "]"))
             except ValueError as exc:
-                raise CorruptStore(f"thread {thread_id!r} has an unreadable entry: {exc}") \
-                    from exc
+                raise _unreadable(thread_id, len(known), rows) from exc
         self._threads.put(thread_id, known)
         return list(known)
+
+
+def _unreadable(thread_id: str, first: int, rows: list[Any]) -> CorruptStore:
+    """Which row of the thread cannot be read, and why, in one line (rows are checked one by
+    one only here, on the error path)."""
+    for seq, row in enumerate(rows, first):
+        try:
+            ENTRY.validate_json(row[0])
+        except ValueError as exc:
+            errors = exc.errors() if hasattr(exc, "errors") else []
+            why = errors[0]["msg"] if errors else str(exc).splitlines()[0]
+            return CorruptStore(f"thread {thread_id!r} has an unreadable entry at row {seq}: "
+                                f"{why}")
+    return CorruptStore(f"thread {thread_id!r} has an unreadable entry")
 
 
 @dataclass(frozen=True, slots=True)
