@@ -64,8 +64,9 @@ async def open_runtime(
         store = make_store(cfg.store, loaded.base_dir)
         try:
             await store.open()
-        except (StoreError, OSError) as exc:
+        except (StoreError, OSError) as error:
             where = loaded.base_dir / cfg.store.path
+            exc = error.__cause__ if isinstance(error.__cause__, OSError) else error
             if isinstance(exc, FileExistsError | NotADirectoryError):
                 reason = f"{exc.filename} is a file, where a folder is needed"
             elif isinstance(exc, OSError):

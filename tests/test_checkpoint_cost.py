@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sqlite3
 from pathlib import Path
 
 from runtime import Checkpoint, Run, SQLiteStore, UserMessage
@@ -19,11 +20,11 @@ async def _grow(store: SQLiteStore, thread: str, n: int) -> Run:
 
 async def _trace_one_commit(store: SQLiteStore, run: Run, position: int) -> list[str]:
     statements: list[str] = []
-    await store.db.set_trace_callback(statements.append)
+    await store.db.call(sqlite3.Connection.set_trace_callback, statements.append)
     run = run.model_copy(update={"version": run.version + 1})
     await store.commit(Checkpoint(thread_id=run.thread_id, position=position, run=run,
                                   entries=[UserMessage(run_id=run.id, text="new")]))
-    await store.db.set_trace_callback(None)  # type: ignore[arg-type]  # aiosqlite: not Optional
+    await store.db.call(sqlite3.Connection.set_trace_callback, None)
     return [re.sub(r"'[^']*'|\b\d+(\.\d+)?\b", "?", s) for s in statements]
 
 

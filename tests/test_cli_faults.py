@@ -365,10 +365,9 @@ def test_a_store_that_fills_up_is_reported_and_nothing_is_lost(home: Path) -> No
         with httpx.Client(base_url=url, timeout=10) as client:
             assert client.post("/v1/threads/t/messages", json={"text": "one"}).status_code == 200
             filler = Path(f"/proc/{proc.pid}/root") / str(home / "data").lstrip("/") / "filler"
-            with filler.open("wb") as f, pytest.raises(OSError):
+            with filler.open("wb", buffering=0) as f, pytest.raises(OSError):
                 while True:  # until the disk is full
                     f.write(b"\0" * 65536)
-                    f.flush()
             health = _poll(client, lambda r: r.status_code == 503)
             assert "cannot be written" in health.json()["store"]
             refused = client.post("/v1/threads/t/messages", json={"text": "two"})

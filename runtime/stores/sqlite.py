@@ -1,34 +1,35 @@
-"""The default store: SQLite through aiosqlite, one row per entry.
+"""The default store: SQLite, one row per entry.
 
 A checkpoint is one ``BEGIN IMMEDIATE`` transaction that appends the new entry
 rows and updates the run; its cost does not depend on the thread's length. The
 stale-write check is a conditional ``UPDATE`` on the thread's length and the
 run's version, so two writers (two processes included) can never interleave.
 
-Every operation is one plain ``sqlite3`` function run on aiosqlite's connection
-thread in a single round trip (see ``SQLiteStore._run``): a checkpoint costs one
-wake-up of the event loop, not one per statement. Checkpoints that arrive together
-share a transaction and its fsync (``SQLiteStore._grouped``). Entry rows are
+Why the store runs ``sqlite3`` on threads of its own (``SQLiteThread``) rather
+than through aiosqlite: every trip from the event loop to a connection's thread
+and back costs two wake-ups, aiosqlite's public API makes one trip per statement,
+and a checkpoint is several statements. Here every operation is one plain
+``sqlite3`` function run on the connection's thread in a single trip, so a
+checkpoint costs one wake-up of the event loop, not one per statement.
+Checkpoints that arrive together share a transaction and its fsync
+(``GroupCommit``); reads go through a second connection. Entry rows are
 append-only (no code path updates or deletes one), so the entries of recently
 loaded threads are kept, validated, and a later load reads only the rows since.
 """
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
-
-import aiosqlite
 
 from ..control import ControlRequest, Instance
 from ..entries import ENTRY, Entry
 from ..errors import CorruptStore, NotFound, StoreError
 from ..runs import DELIVERY, Delivery, Run, RunState, Transition
 from .base import ENTRIES, Checkpoint, StoreStats, ThreadInfo, check_thread_id
+from .sqlite_commit import GroupCommit
 from .sqlite_sql import (
     SCHEMA,
     SCHEMA_VERSION,
@@ -43,6 +44,7 @@ from .sqlite_sql import (
     parse_run,
     scalar,
 )
+from .sqlite_thread import SQLiteThread
 
 __all__ = ["SQLiteStore"]
 
@@ -66,18 +68,14 @@ class SQLiteStore:
         self.path = Path(path)
         self.synchronous = synchronous
         self.busy_timeout_s = busy_timeout_s
-        self._db: aiosqlite.Connection | None = None
+        # Every write goes through one connection. Each trip to its thread is a whole
+        # transaction, so no other task's statements can land inside one.
+        self._writer: GroupCommit | None = None
         # Reads go through a second connection (WAL lets it read while the first one
         # writes and fsyncs): a busy store does not make every read wait for a disk flush.
-        self._reader: aiosqlite.Connection | None = None
-        # Held around every trip, so that code issuing several statements of its own
-        # under it (one trip each) cannot have another task's function run inside
-        # its transaction.
-        self._lock = asyncio.Lock()
+        self._reader: SQLiteThread | None = None
         # Touched only by functions running on the reader's thread, one at a time.
         self._threads = ThreadCache(cached_entries)
-        self._group: list[_Write] = []
-        self._flusher: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> SQLiteStore:
         await self.open()
@@ -87,120 +85,77 @@ class SQLiteStore:
         await self.close()
 
     async def open(self) -> None:
-        if self._db is not None:
+        if self._writer is not None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            db = await aiosqlite.connect(self.path, timeout=self.busy_timeout_s,
-                                         isolation_level=None)
-        except sqlite3.Error as exc:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from exc
-        self._db = db
+        writer = self._writer = GroupCommit(await SQLiteThread.open(
+            self.path, busy_timeout_s=self.busy_timeout_s, name="maiden-sqlite-writer"))
         try:
-            await self._run(self._open)
-            self._reader = await aiosqlite.connect(self.path, timeout=self.busy_timeout_s,
-                                                   isolation_level=None)
-            await self._read(_open_reader, int(self.busy_timeout_s * 1000))
+            await writer.conn.call(self._configure)
+            await writer.transaction(self._migrate)
+            self._reader = await SQLiteThread.open(
+                self.path, busy_timeout_s=self.busy_timeout_s, name="maiden-sqlite-reader")
+            await self._reader.call(_configure_reader, int(self.busy_timeout_s * 1000))
         except BaseException:
             await self.close()
             raise
 
     async def close(self) -> None:
-        if self._flusher is not None:  # let writes already handed in land first
-            await asyncio.wait([self._flusher])
-        for name in ("_reader", "_db"):
-            connection = getattr(self, name)
-            if connection is not None:
-                setattr(self, name, None)
-                await connection.close()
-        self._threads.clear()
+        """Let writes already handed in land, then close both connections (and threads)."""
+        writer, reader = self._writer, self._reader
+        try:
+            if writer is not None:  # the store stays open for writes handed in meanwhile
+                await writer.close()
+        finally:
+            self._writer = self._reader = None
+            if reader is not None:
+                await reader.close()
+            self._threads.clear()
 
     @property
-    def db(self) -> aiosqlite.Connection:
-        if self._db is None:
-            raise StoreError("the store is not open")
-        return self._db
+    def db(self) -> SQLiteThread:
+        """The writing connection."""
+        return self._write_side().conn
 
-    async def _run(
+    def _write_side(self) -> GroupCommit:
+        if self._writer is None:
+            raise StoreError("the store is not open")
+        return self._writer
+
+    async def _grouped(
         self,
         fn: Callable[Concatenate[sqlite3.Connection, P], T],
+        /,
         *args: P.args,
         **kwargs: P.kwargs,
     ) -> T:
-        """Run ``fn(connection, ...)`` on the connection's thread, in one round trip.
+        """``fn(connection, ...)`` in the next group commit (see ``GroupCommit``)."""
+        return await self._write_side().write(fn, *args, **kwargs)
 
-        Each public aiosqlite method is one trip to its thread and back (tens of
-        microseconds of wake-ups); a checkpoint is six statements. So whole operations
-        go through ``_execute``, the primitive those methods are built on.
-        """
-        db = self.db
-
-        def call() -> T:
-            return fn(db._conn, *args, **kwargs)
-
-        try:
-            async with self._lock:
-                result: T = await db._execute(call)  # type: ignore[no-untyped-call]
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: {exc}") from exc
-        return result
+    async def _write(
+        self,
+        fn: Callable[Concatenate[sqlite3.Connection, P], T],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """``fn(connection, ...)`` in one ``BEGIN IMMEDIATE`` transaction of its own."""
+        return await self._write_side().transaction(fn, *args, **kwargs)
 
     async def _read(
         self,
         fn: Callable[Concatenate[sqlite3.Connection, P], T],
+        /,
         *args: P.args,
         **kwargs: P.kwargs,
     ) -> T:
-        """Like ``_run``, on the reading connection (no lock: each call is one read)."""
-        reader = self._reader
-        if reader is None:
+        """``fn(connection, ...)`` on the reading connection's thread, in one trip."""
+        if self._reader is None:
             raise StoreError("the store is not open")
-
-        def call() -> T:
-            return fn(reader._conn, *args, **kwargs)
-
-        try:
-            result: T = await reader._execute(call)  # type: ignore[no-untyped-call]
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: {exc}") from exc
-        return result
-
-    async def _grouped(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """``fn(connection, *args)`` in the next group commit.
-
-        Writes that arrive while a transaction is on the connection's thread share
-        the next one, and so its fsync: with many threads at once, commits do not
-        queue up behind each other's disk flushes. Each write keeps its own
-        savepoint, so one that fails (a stale write) leaves the others in.
-        """
-        write = _Write(fn, args, asyncio.get_running_loop().create_future())
-        self._group.append(write)
-        if self._flusher is None:
-            self._flusher = asyncio.create_task(self._flush(), name="maiden-sqlite-commit")
-        return await write.future
-
-    async def _flush(self) -> None:
-        group: list[_Write] = []
-        try:
-            while self._group:
-                group, self._group = self._group, []
-                try:
-                    outcomes = await self._run(self._write_group, group)
-                except Exception as exc:  # the transaction as a whole failed
-                    outcomes = [exc] * len(group)
-                for write, outcome in zip(group, outcomes, strict=True):
-                    if write.future.done():
-                        continue
-                    if isinstance(outcome, BaseException):
-                        write.future.set_exception(outcome)
-                    else:
-                        write.future.set_result(outcome)
-        finally:
-            self._flusher = None
-            for write in (*group, *self._group):
-                if not write.future.done():
-                    write.future.set_exception(StoreError(f"{self.path}: the write was "
-                                                          "interrupted"))
+        return await self._reader.call(fn, *args, **kwargs)
 
     # -- the Store protocol
 
@@ -315,7 +270,7 @@ class SQLiteStore:
         return [DELIVERY.validate_json(row[0]) for row in rows]
 
     async def mark_delivered(self, key: str, remote_id: str, at: float) -> None:
-        await self._run(self._write, mark_delivered_row, key, remote_id, at)
+        await self._write(mark_delivered_row, key, remote_id, at)
 
     # -- the control plane
 
@@ -327,7 +282,7 @@ class SQLiteStore:
                        (stored.model_dump_json(), stored.id))
             return stored
 
-        return await self._run(self._write, add)
+        return await self._write(add)
 
     async def requests(self) -> list[ControlRequest]:
         rows = await self._fetchall("SELECT data FROM requests WHERE handled = 0 ORDER BY id")
@@ -346,7 +301,7 @@ class SQLiteStore:
                 (request.model_dump_json(), request.id))
             return cursor.rowcount == 1
 
-        return await self._run(self._write, finish)
+        return await self._write(finish)
 
     async def beat(self, instance: Instance, *, gone: bool = False) -> None:
         def beat(db: sqlite3.Connection) -> None:
@@ -356,7 +311,7 @@ class SQLiteStore:
                 db.execute("INSERT OR REPLACE INTO instances VALUES (?, ?)",
                            (instance.id, instance.model_dump_json()))
 
-        await self._run(self._write, beat)
+        await self._write(beat)
 
     async def instances(self) -> list[Instance]:
         rows = await self._fetchall("SELECT data FROM instances ORDER BY id")
@@ -367,72 +322,20 @@ class SQLiteStore:
 
     # -- synchronous work, on the connection's thread
 
-    def _open(self, db: sqlite3.Connection) -> None:
+    def _configure(self, db: sqlite3.Connection) -> None:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
         db.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
 
-        def migrate(db: sqlite3.Connection) -> None:
-            for statement in filter(str.strip, SCHEMA.split(";")):
-                db.execute(statement)
-            version = scalar(db, "SELECT value FROM meta WHERE key = 'schema_version'")
-            if version is None:
-                db.execute("INSERT INTO meta VALUES ('schema_version', ?)",
-                           (str(SCHEMA_VERSION),))
-            elif int(version) != SCHEMA_VERSION:
-                raise StoreError(f"{self.path} has schema version {version}; "
-                                 f"this maiden reads version {SCHEMA_VERSION}")
-
-        self._write(db, migrate)
-
-    def _write(
-        self,
-        db: sqlite3.Connection,
-        fn: Callable[Concatenate[sqlite3.Connection, P], T],
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> T:
-        """``fn`` in one ``BEGIN IMMEDIATE`` transaction: all of it or none of it."""
-        try:
-            db.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: cannot start a write: {exc}") from exc
-        try:
-            result = fn(db, *args, **kwargs)
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
-        return result
-
-    def _write_group(self, db: sqlite3.Connection, group: list[_Write]) -> list[object]:
-        """The writes of a group in one transaction; each outcome is a value or an error."""
-        if len(group) == 1:
-            return [self._write(db, group[0].fn, *group[0].args)]
-        outcomes: list[object] = []
-
-        def each(db: sqlite3.Connection) -> None:
-            for write in group:
-                db.execute("SAVEPOINT write")
-                try:
-                    outcomes.append(write.fn(db, *write.args))
-                except Exception as exc:
-                    if not db.in_transaction:
-                        raise  # SQLite gave up the whole transaction
-                    db.execute("ROLLBACK TO write")
-                    outcomes.append(self._error(exc))
-                db.execute("RELEASE write")
-
-        self._write(db, each)
-        return outcomes
-
-    def _error(self, exc: Exception) -> Exception:
-        if isinstance(exc, sqlite3.Error):
-            error = StoreError(f"{self.path}: {exc}")
-            error.__cause__ = exc
-            return error
-        return exc
+    def _migrate(self, db: sqlite3.Connection) -> None:
+        for statement in filter(str.strip, SCHEMA.split(";")):
+            db.execute(statement)
+        version = scalar(db, "SELECT value FROM meta WHERE key = 'schema_version'")
+        if version is None:
+            db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        elif int(version) != SCHEMA_VERSION:
+            raise StoreError(f"{self.path} has schema version {version}; "
+                             f"this maiden reads version {SCHEMA_VERSION}")
 
     def _load_entries(self, db: sqlite3.Connection, thread_id: str) -> list[Entry]:
         known = self._threads.pop(thread_id)
@@ -464,15 +367,6 @@ def _unreadable(thread_id: str, first: int, rows: list[Any]) -> CorruptStore:
     return CorruptStore(f"thread {thread_id!r} has an unreadable entry")
 
 
-@dataclass(frozen=True, slots=True)
-class _Write:
-    """A write waiting for the next group commit."""
-
-    fn: Callable[..., Any]
-    args: tuple[Any, ...]
-    future: asyncio.Future[Any]
-
-
-def _open_reader(db: sqlite3.Connection, busy_timeout_ms: int) -> None:
+def _configure_reader(db: sqlite3.Connection, busy_timeout_ms: int) -> None:
     db.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
     db.execute("PRAGMA query_only=1")

@@ -1,0 +1,272 @@
+"""The SQLite store's own machinery: its connection threads, the group commit, failed opens."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import stat
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from runtime.control import Instance
+from runtime.errors import StaleWrite, StoreError
+from runtime.runs import Run
+from runtime.stores.sqlite import SQLiteStore
+from runtime.stores.sqlite_commit import GroupCommit
+from runtime.stores.sqlite_thread import SQLiteThread
+
+
+def _folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    return folder
+
+
+def _under_a_file(tmp_path: Path) -> Path:
+    (tmp_path / "a-file").write_text("not a folder")
+    return tmp_path / "a-file" / "maiden.db"
+
+
+def _root(tmp_path: Path) -> Path:
+    return Path("/")
+
+
+def _newer_schema(tmp_path: Path) -> Path:
+    path = tmp_path / "newer.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    db.execute("INSERT INTO meta VALUES ('schema_version', '99')")
+    db.commit()
+    db.close()
+    return path
+
+
+@pytest.fixture
+def read_only_folder(tmp_path: Path) -> Iterator[Path]:
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        if os.access(folder, os.W_OK):
+            pytest.skip("the folder stays writable (running as root)")
+        yield folder / "maiden.db"
+    finally:
+        folder.chmod(stat.S_IRWXU)
+
+
+BAD_PATHS: dict[str, Callable[[Path], Path]] = {
+    "a folder": _folder,
+    "under a regular file": _under_a_file,
+    "the root folder": _root,
+    "a newer schema": _newer_schema,
+}
+
+
+async def _assert_open_fails_cleanly(path: Path) -> StoreError:
+    before = threading.active_count()
+    store = SQLiteStore(path)
+    with pytest.raises(StoreError) as raised:
+        await store.open()
+    assert str(path) in str(raised.value)
+    assert threading.active_count() == before, [t.name for t in threading.enumerate()]
+    with pytest.raises(StoreError, match="the store is not open"):
+        await store.get_run("r")
+    return raised.value
+
+
+@pytest.mark.parametrize("make", BAD_PATHS.values(), ids=BAD_PATHS.keys())
+async def test_a_failed_open_names_the_path_and_leaves_no_thread(
+    make: Callable[[Path], Path], tmp_path: Path
+) -> None:
+    await _assert_open_fails_cleanly(make(tmp_path))
+
+
+async def test_opening_in_a_read_only_folder_fails_cleanly(read_only_folder: Path) -> None:
+    await _assert_open_fails_cleanly(read_only_folder)
+
+
+async def test_a_newer_schema_is_named(tmp_path: Path) -> None:
+    error = await _assert_open_fails_cleanly(_newer_schema(tmp_path))
+    assert "schema version 99" in str(error)
+
+
+def test_nothing_runs_after_the_loop_of_a_failed_open_is_gone(tmp_path: Path) -> None:
+    before = threading.active_count()
+    for make in BAD_PATHS.values():
+        (tmp_path / make.__name__).mkdir()
+        with pytest.raises(StoreError):
+            asyncio.run(SQLiteStore(make(tmp_path / make.__name__)).open())
+    assert threading.active_count() == before
+
+
+async def test_close_twice_and_use_after_close(tmp_path: Path) -> None:
+    before = threading.active_count()
+    store = SQLiteStore(tmp_path / "m.db")
+    await store.open()
+    assert threading.active_count() == before + 2  # the writer's thread and the reader's
+    await store.close()
+    await store.close()
+    assert threading.active_count() == before
+    with pytest.raises(StoreError, match="the store is not open"):
+        await store.load_entries("t")
+    with pytest.raises(StoreError, match="the store is not open"):
+        await store.beat(Instance(id="i", pid=1, host="h", started_at=0.0, beat_at=0.0))
+    await store.open()  # and it opens again
+    assert await store.instances() == []
+    await store.close()
+
+
+async def test_close_lets_the_checkpoints_handed_in_land(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "m.db")
+    await store.open()
+    creates = [asyncio.ensure_future(store.create_run(Run(id=f"{i:032d}", thread_id=f"t{i}",
+                                                          text="hi")))
+               for i in range(20)]
+    await asyncio.sleep(0)  # handed in
+    await store.close()
+    assert len(await asyncio.gather(*creates)) == 20
+    async with SQLiteStore(tmp_path / "m.db") as reopened:
+        assert len(await reopened.list_runs()) == 20
+
+
+# -- SQLiteThread
+
+
+async def test_a_call_runs_on_the_connection_thread_and_errors_name_the_path(
+    tmp_path: Path,
+) -> None:
+    conn = await SQLiteThread.open(tmp_path / "t.db", name="test-sqlite")
+    try:
+        name = await conn.call(lambda db: threading.current_thread().name)
+        assert name == "test-sqlite"
+        assert await conn.call(lambda db, x, y: db.execute("SELECT ? + ?", (x, y)).fetchone(),
+                               2, 3) == (5,)
+        with pytest.raises(StoreError, match="no such table") as raised:
+            await conn.call(lambda db: db.execute("SELECT * FROM nowhere"))
+        assert str(tmp_path / "t.db") in str(raised.value)
+        assert isinstance(raised.value.__cause__, sqlite3.OperationalError)
+        with pytest.raises(ValueError):  # anything else comes back as it is
+            await conn.call(lambda db: int("x"))
+    finally:
+        await conn.close()
+    with pytest.raises(StoreError, match="closed"):
+        await conn.call(lambda db: None)
+
+
+async def test_calls_run_in_order_and_close_waits_for_them(tmp_path: Path) -> None:
+    conn = await SQLiteThread.open(tmp_path / "t.db")
+    seen: list[int] = []
+    calls = [asyncio.ensure_future(conn.call(lambda db, i: seen.append(i), i))
+             for i in range(50)]
+    await asyncio.sleep(0)  # all made
+    await conn.close()
+    assert seen == list(range(50))
+    await asyncio.gather(*calls)
+
+
+async def test_a_cancelled_call_still_lets_the_others_through(tmp_path: Path) -> None:
+    conn = await SQLiteThread.open(tmp_path / "t.db")
+    try:
+        gate = threading.Event()
+        held = asyncio.ensure_future(conn.call(lambda db: gate.wait(10)))
+        await asyncio.sleep(0)
+        held.cancel()
+        gate.set()
+        assert await conn.call(lambda db: 1) == 1
+        assert held.cancelled()
+    finally:
+        await conn.close()
+
+
+# -- GroupCommit
+
+
+class _Held:
+    """Holds the writer's thread until released, so that writes pile up behind it."""
+
+    def __init__(self) -> None:
+        self.on_thread = asyncio.Event()
+        self.gate = threading.Event()
+        self._loop = asyncio.get_running_loop()
+
+    def __call__(self, db: sqlite3.Connection) -> str:
+        self._loop.call_soon_threadsafe(self.on_thread.set)
+        self.gate.wait(10)
+        return "held"
+
+
+def _insert(db: sqlite3.Connection, x: int) -> int:
+    db.execute("INSERT INTO t VALUES (?)", (x,))
+    return x
+
+
+def _stale(db: sqlite3.Connection) -> None:
+    db.execute("INSERT INTO t VALUES (-1)")
+    raise StaleWrite("moved on")
+
+
+async def _writer(path: Path) -> tuple[GroupCommit, list[str]]:
+    writer = GroupCommit(await SQLiteThread.open(path))
+    await writer.transaction(lambda db: db.execute("CREATE TABLE t (x INTEGER)"))
+    statements: list[str] = []
+    await writer.conn.call(sqlite3.Connection.set_trace_callback, statements.append)
+    return writer, statements
+
+
+async def test_writes_that_arrive_together_share_one_transaction(tmp_path: Path) -> None:
+    writer, statements = await _writer(tmp_path / "g.db")
+    try:
+        held = _Held()
+        first = asyncio.ensure_future(writer.write(held))
+        await held.on_thread.wait()
+        rest = [asyncio.ensure_future(writer.write(_insert, i)) for i in range(3)]
+        stale = asyncio.ensure_future(writer.write(_stale))
+        more = asyncio.ensure_future(writer.write(_insert, 3))
+        held.gate.set()
+        assert await first == "held"
+        assert await asyncio.gather(*rest, more) == [0, 1, 2, 3]
+        with pytest.raises(StaleWrite):
+            await stale
+        rows = await writer.conn.call(lambda db: db.execute("SELECT x FROM t").fetchall())
+        assert sorted(rows) == [(0,), (1,), (2,), (3,)]  # the stale write left nothing
+        assert statements.count("BEGIN IMMEDIATE") == 2
+        assert statements.count("COMMIT") == 2
+    finally:
+        await writer.close()
+
+
+async def test_close_lets_writes_handed_in_land(tmp_path: Path) -> None:
+    path = tmp_path / "g.db"
+    writer, _ = await _writer(path)
+    writes = [asyncio.ensure_future(writer.write(_insert, i)) for i in range(10)]
+    await asyncio.sleep(0)  # handed in
+    await writer.close()
+    assert await asyncio.gather(*writes) == list(range(10))
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT count(*) FROM t").fetchone() == (10,)
+    db.close()
+
+
+async def test_an_interrupted_flusher_fails_the_pending_writes(tmp_path: Path) -> None:
+    path = tmp_path / "g.db"
+    writer, _ = await _writer(path)
+    held = _Held()
+    first = asyncio.ensure_future(writer.write(held))
+    await held.on_thread.wait()
+    pending = asyncio.ensure_future(writer.write(_insert, 1))
+    await asyncio.sleep(0)
+    (flusher,) = [t for t in asyncio.all_tasks() if t.get_name() == "maiden-sqlite-commit"]
+    flusher.cancel()
+    for write in (first, pending):
+        with pytest.raises(StoreError, match="the write was interrupted"):
+            await write
+    held.gate.set()
+    assert await writer.write(_insert, 2) == 2  # a later write goes in, alone
+    await writer.close()
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT x FROM t").fetchall() == [(2,)]
+    db.close()
