@@ -188,3 +188,38 @@ async def test_a_reply_that_failed_to_send_is_retried_once(tmp_path: Path, fail:
             assert await store.deliveries(pending=True) == []
             await rt.flush_deliveries()  # nothing left to do
     assert channel.posted == [(pending.key, "hello")]
+
+
+@pytest.mark.parametrize("serving", [False, True])
+async def test_cancel_from_any_caller_is_routed_to_the_owner(
+    tmp_path: Path, serving: bool
+) -> None:
+    """``Runtime.cancel`` itself finds the live process driving the run and asks it, whether
+    the caller serves the store too (a second `maiden run`, a Slack button) or not (the CLI)."""
+    stopped = asyncio.Event()
+
+    @tool
+    async def forever() -> str:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            stopped.set()
+        return "never"
+
+    script = [call("forever"), {"text": "after"}]
+    db = tmp_path / "m.db"
+    async with SQLiteStore(db) as store_a, SQLiteStore(db) as store_b:
+        owner = Runtime(store_a, ScriptedProvider(script), ToolRegistry([forever]),
+                        settings=FAST)
+        caller = Runtime(store_b, ScriptedProvider(script), settings=FAST)
+        async with owner:
+            await caller.start(recover=False, serve=serving)
+            async with owner.subscribe() as events:
+                run = await owner.submit("t", "go")
+                while not isinstance(await asyncio.wait_for(events.next(), 5), ToolCallStarted):
+                    pass
+            ended = await caller.cancel(run.id, by="ops")
+            assert stopped.is_set()  # the tool stopped where it ran
+            assert ended.state is S.CANCELLED and ended.reason == "cancelled by ops"
+            assert not caller.holds(run.id)
+        await caller.close()
