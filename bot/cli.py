@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
 import os
-import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -204,6 +202,8 @@ async def _chat(loaded: LoadedConfig, args: argparse.Namespace) -> int:
 async def _send(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     """One message. Ctrl-C cancels the run (its tools stop) and says so; a second Ctrl-C
     leaves at once, the run left where it stands for the next start to carry on."""
+    from channels.terminal import on_sigint
+
     from .app import open_runtime
 
     async with open_runtime(loaded, recover=False, serve=True, writable=True,
@@ -224,7 +224,7 @@ async def _send(loaded: LoadedConfig, args: argparse.Namespace) -> int:
                       "on this thread) carries it on", file=sys.stderr)
                 waiting.cancel()
 
-        with _on_sigint(interrupted):
+        with on_sigint(interrupted):
             try:
                 run = await waiting
             except asyncio.CancelledError:
@@ -246,20 +246,6 @@ async def _cancel_run(runtime: Any, run_id: str) -> None:
         await runtime.cancel(run_id, by="terminal")
     except MaidenError as exc:
         print(f"maiden: {exc}", file=sys.stderr)
-
-
-@contextlib.contextmanager
-def _on_sigint(handler: Callable[[], None]) -> Iterator[None]:
-    loop = asyncio.get_running_loop()
-    try:
-        loop.add_signal_handler(signal.SIGINT, handler)
-    except (NotImplementedError, RuntimeError):  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        loop.remove_signal_handler(signal.SIGINT)
 
 
 def _report(run: Run) -> int:

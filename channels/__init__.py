@@ -2,6 +2,6 @@
 and Discord next) plus the terminal. Each uses only the runtime's public API."""
 
 from .base import Channel
-from .terminal import chat, render_entry, render_run, render_transition
+from .terminal import chat, on_sigint, render_entry, render_run, render_transition
 
-__all__ = ["Channel", "chat", "render_entry", "render_run", "render_transition"]
+__all__ = ["Channel", "chat", "on_sigint", "render_entry", "render_run", "render_transition"]

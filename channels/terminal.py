@@ -30,7 +30,8 @@ from runtime import (
     UserMessage,
 )
 
-__all__ = ["LineReader", "chat", "render_entry", "render_run", "render_transition"]
+__all__ = ["LineReader", "chat", "on_sigint", "render_entry", "render_run",
+           "render_transition"]
 
 ReadLine = Callable[[str], Awaitable[str | None]]
 
@@ -174,6 +175,21 @@ async def chat(
 
 
 @contextlib.contextmanager
+def on_sigint(handler: Callable[[], None]) -> Iterator[None]:
+    """Call ``handler`` on Ctrl-C (SIGINT) instead of raising, for the duration."""
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGINT, handler)
+    except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
+        yield
+        return
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+
+
+@contextlib.contextmanager
 def _cancel_on_interrupt(runtime: Runtime, run_id: str) -> Iterator[None]:
     loop = asyncio.get_running_loop()
     pending: set[asyncio.Task[Any]] = set()
@@ -183,15 +199,8 @@ def _cancel_on_interrupt(runtime: Runtime, run_id: str) -> Iterator[None]:
         pending.add(task)
         task.add_done_callback(pending.discard)
 
-    try:
-        loop.add_signal_handler(signal.SIGINT, interrupt)
-    except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
+    with on_sigint(interrupt):
         yield
-        return
-    try:
-        yield
-    finally:
-        loop.remove_signal_handler(signal.SIGINT)
 
 
 async def _follow(runtime: Runtime, run_id: str, out: TextIO) -> None:
