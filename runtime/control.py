@@ -10,11 +10,10 @@ import os
 import socket
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import MaidenError, RunError, StoreError
+from .requests import ControlRequest, Instance
 
 if TYPE_CHECKING:
     from .stores.base import ControlStore, Store
@@ -23,37 +22,6 @@ __all__ = ["ControlRequest", "Controls", "Instance", "ask", "live_instances",
            "serve_requests"]
 
 log = logging.getLogger("maiden.control")
-
-
-class ControlRequest(BaseModel):
-    """A decision, cancel or resume asked of whichever process serves the store."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    id: int = 0
-    """Assigned by the store, increasing."""
-    kind: Literal["decide", "cancel", "resume"]
-    run_id: str
-    payload: dict[str, Any] = Field(default_factory=dict)
-    created_at: float = Field(default_factory=time.time)
-    handled_at: float | None = None
-    handled_by: str | None = None
-    ok: bool | None = None
-    result: str | None = None
-    error: str | None = None
-    """The machine-readable reason of a refusal (``RunError.reason``)."""
-
-
-class Instance(BaseModel):
-    """A serving runtime's heartbeat."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    id: str
-    pid: int
-    host: str
-    started_at: float
-    beat_at: float
 
 
 class Controls(Protocol):

@@ -8,9 +8,9 @@ from typing import Protocol
 
 from pydantic import TypeAdapter
 
-from ..control import ControlRequest, Instance
 from ..entries import Entry
 from ..errors import InvalidThreadId
+from ..requests import ControlRequest, Instance
 from ..runs import Delivery, Run, RunState, Transition
 
 __all__ = ["ENTRIES", "Checkpoint", "ControlStore", "OutboxStore", "RunStore", "Store",

@@ -35,9 +35,9 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..control import ControlRequest, Instance
 from ..entries import Entry
 from ..errors import NotFound, StaleWrite, StoreError
+from ..requests import ControlRequest, Instance
 from ..runs import Delivery, Run, RunState, Transition
 from .base import Checkpoint, StoreStats, ThreadInfo, check_thread_id
 from .files_control import FilesControl

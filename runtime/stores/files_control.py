@@ -13,8 +13,8 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-from ..control import ControlRequest, Instance
 from ..errors import CorruptStore, NotFound
+from ..requests import ControlRequest, Instance
 from .files_fs import Disk
 
 __all__ = ["FilesControl"]

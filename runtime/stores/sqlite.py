@@ -24,9 +24,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
-from ..control import ControlRequest, Instance
 from ..entries import ENTRY, Entry
 from ..errors import CorruptStore, NotFound, StoreError
+from ..requests import ControlRequest, Instance
 from ..runs import DELIVERY, Delivery, Run, RunState, Transition
 from .base import ENTRIES, Checkpoint, StoreStats, ThreadInfo, check_thread_id
 from .sqlite_commit import GroupCommit
