@@ -124,6 +124,7 @@ def banner_tail(
         serving["http"] = "disabled ([http] enabled = false)"
     serving.setdefault("slack", "not configured (no [channels.slack])")
     serving.setdefault("discord", "not configured (no [channels.discord])")
+    serving = {name: serving[name] for name in ("http", "slack", "discord") if name in serving}
     lines = [f"  {name:<11} {line}" for name, line in serving.items()]
     lines += ["  schedules   none", f"  recovered   {len(recovered)} unfinished run(s)"]
     for run in recovered:
@@ -169,6 +170,16 @@ def make_channels(loaded: LoadedConfig) -> list[ChannelFactory]:
         if slack.mode == "http":
             # Served by the HTTP API, which starts after Slack (so the endpoint exists).
             routes.append(("/slack/events", lambda: made[0].http_endpoint()))
+    discord = cfg.channels.discord
+    if discord is not None and discord.enabled:
+        discord_token = discord.token(source=source)
+
+        def make_discord(runtime: Runtime) -> Channel:
+            from channels.discord.channel import DiscordChannel  # discord.py loads only here
+
+            return DiscordChannel(runtime, discord, discord_token)
+
+        factories.append(make_discord)
     if cfg.http.enabled:
         token = cfg.http.token(source=source)
         factories.append(lambda runtime: HttpChannel(runtime, cfg.http, token, routes=routes))

@@ -148,11 +148,31 @@ def _check(loaded: LoadedConfig) -> int:
     else:
         print(f"  http      {http.host}:{http.port}" + (f", token from ${http.token_env}"
                                                          if http.token_env else ", no token"))
-    failed = _check_slack(loaded)
+    failed = _check_slack(loaded) | _check_discord(loaded)
     missing = [var for var, ok in env_status(cfg).items() if not ok]
     for var, ok in env_status(cfg).items():
         print(f"  secret    ${var}: {'set' if ok else 'NOT SET'}")
     return EXIT_FAILED if missing or failed else EXIT_OK
+
+
+def _check_discord(loaded: LoadedConfig) -> bool:
+    """Print what Discord is configured to do and whether its token works; True if not."""
+    discord = loaded.config.channels.discord
+    if discord is None or not discord.enabled:
+        print("  discord   not configured")
+        return False
+    print(f"  discord   api {discord.api_url}, respond_in {discord.respond_in}, "
+          f"{discord.allowlist.describe()}")
+    try:
+        token = discord.token()
+    except ConfigError:
+        return True  # the unset variable is listed below
+    from channels.discord.check import check_discord
+
+    ok, lines = asyncio.run(check_discord(discord, token))
+    for line in lines:
+        print(f"            {line}")
+    return not ok
 
 
 def _check_slack(loaded: LoadedConfig) -> bool:

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from channels.discord import DiscordConfig
 from channels.http import HttpConfig
 from channels.slack import SlackConfig
 from runtime import (
@@ -31,6 +32,7 @@ class ChannelsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     slack: SlackConfig | None = None
+    discord: DiscordConfig | None = None
 
 
 class MaidenConfig(BaseModel):
@@ -52,7 +54,10 @@ class MaidenConfig(BaseModel):
         found: dict[str, str] = {}
 
         def walk(prefix: str, value: Any) -> None:
-            if isinstance(value, SlackConfig):
+            if isinstance(value, DiscordConfig):
+                if value.enabled:
+                    found[f"{prefix}.token_env"] = value.token_env
+            elif isinstance(value, SlackConfig):
                 if value.enabled:  # only the variables its mode needs
                     for name in value.needed_envs():
                         key = next(k for k in type(value).model_fields

@@ -1,0 +1,284 @@
+"""Discord as a channel of `maiden run`: discord.py's gateway client over the runtime's API.
+
+Inbound: each message is stored as a queued run keyed by its id before anything else
+(a duplicate MESSAGE_CREATE, or the replay after a RESUME, makes one run). Outbound
+goes through the outbox and ``DiscordDeliverer``. Approval buttons carry the run, the
+call and the arguments' hash in their ``custom_id`` and are answered from
+``on_interaction``, so buttons posted before a restart work after it. The response to
+a click goes through the bot's own HTTP client (``UPDATE_MESSAGE``, or an ephemeral
+refusal), so it follows ``api_url`` like every other call: discord.py's interaction
+helpers (and ``DynamicItem``) answer through a webhook adapter whose base URL is one
+per process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any, Self
+
+import discord
+from discord.http import HTTPClient, Route
+
+from runtime import (
+    ACTIVE_STATES,
+    Deliverer,
+    MaidenError,
+    Origin,
+    RunError,
+    Runtime,
+)
+
+from ..prompts import refusal_text
+from .config import DEFAULT_API_URL, DiscordConfig
+from .deliverer import DiscordDeliverer
+from .mapping import Inbound, Seen, read_message
+from .render import parse_custom_id
+
+__all__ = ["DiscordChannel", "point_at"]
+
+log = logging.getLogger("maiden.discord")
+
+STOP_WORDS = {"stop", "cancel"}
+EPHEMERAL = 64
+UPDATE_MESSAGE = 7
+CHANNEL_MESSAGE = 4
+
+
+def point_at(http: HTTPClient, api_url: str) -> None:
+    """Send this client's REST calls to ``api_url`` instead of Discord's (this client only)."""
+    base = api_url.rstrip("/")
+    default = Route.BASE
+    if base == default:
+        return
+    original = http.request
+
+    async def request(route: Route, **options: Any) -> Any:
+        if route.url.startswith(default):
+            route.url = base + route.url[len(default):]
+        return await original(route, **options)
+
+    http.request = request  # type: ignore[method-assign]
+
+
+class _Client(discord.AutoShardedClient):
+    """Finds its gateway with ``GET /gateway/bot`` on its REST base (AutoShardedClient does;
+    the plain Client would connect to Discord's default gateway)."""
+
+    def __init__(self, channel: DiscordChannel, **options: Any) -> None:
+        super().__init__(**options)
+        self.maiden = channel
+        self.ready = asyncio.Event()
+
+    async def on_ready(self) -> None:
+        self.ready.set()
+
+    async def on_message(self, message: discord.Message) -> None:
+        await self.maiden.on_message(message)
+
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        await self.maiden.on_interaction(interaction)
+
+
+class DiscordChannel:
+    """Serves the guilds and DMs the bot is in."""
+
+    name = "discord"
+
+    def __init__(self, runtime: Runtime, config: DiscordConfig, token: str, *,
+                 connector: Any = None) -> None:
+        self.runtime = runtime
+        self.config = config
+        self.token = token
+        intents = discord.Intents.default()
+        intents.message_content = True
+        self.client = _Client(self, intents=intents, connector=connector,
+                              enable_debug_events=False)
+        point_at(self.client.http, config.api_url)
+        self.deliverer: Deliverer | None = DiscordDeliverer(self.client.http)
+        self.bot = ""
+        self._connecting: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._typing: set[str] = set()
+        self._closed = asyncio.Event()
+
+    # -- lifespan ------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        try:
+            await self.client.login(self.token)
+        except discord.LoginFailure as exc:
+            await self.client.close()
+            raise MaidenError(f"Discord refused the bot token (${self.config.token_env}): "
+                              f"{exc}") from exc
+        assert self.client.user is not None
+        self.bot = str(self.client.user.id)
+        if isinstance(self.deliverer, DiscordDeliverer):
+            self.deliverer.bot = self.bot
+        self._connecting = asyncio.create_task(self.client.connect(reconnect=True),
+                                               name="maiden-discord-gateway")
+        ready = asyncio.create_task(self.client.ready.wait())
+        await asyncio.wait([ready, self._connecting], return_when=asyncio.FIRST_COMPLETED)
+        if not ready.done():
+            ready.cancel()
+            await self.__aexit__()
+            error = self._connecting.exception() if not self._connecting.cancelled() else None
+            if isinstance(error, discord.PrivilegedIntentsRequired):
+                raise MaidenError("Discord refused the message-content intent: enable it in "
+                                  "the developer portal (Bot → Privileged Gateway Intents → "
+                                  "Message Content Intent)") from error
+            raise MaidenError(f"the Discord gateway did not connect: {error!r}") from error
+        if self.config.allowlist.nobody:
+            log.warning("discord: serving nobody (open = false and no allow_guilds, "
+                        "allow_channels or allow_users)")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.client.close()
+        if self._connecting is not None:
+            await asyncio.gather(self._connecting, return_exceptions=True)
+        self._closed.set()
+
+    def banner(self) -> str:
+        user = self.client.user
+        where = "" if self.config.api_url == DEFAULT_API_URL else f" via {self.config.api_url}"
+        return (f"as {user} ({self.bot}) in {len(self.client.guilds)} guild(s){where}; "
+                f"{self.config.allowlist.describe()}")
+
+    def stop_intake(self) -> None:
+        """Nothing to refuse here: a message that comes while stopping finds the runtime
+        closed, and is answered after the next start only if it was stored."""
+
+    async def closed(self) -> None:
+        assert self._connecting is not None, "not started"
+        await asyncio.shield(self._connecting)
+
+    # -- inbound -------------------------------------------------------------------------------
+
+    async def on_message(self, message: discord.Message) -> None:
+        seen = self._seen(message)
+        found = read_message(seen, bot=self.bot, reply_to_bots=self.config.reply_to_bots,
+                             respond_in=self.config.respond_in)
+        if not isinstance(found, Inbound):
+            return
+        if not found.addressed and not (found.in_thread and await self._joined(found)):
+            return
+        places = [found.channel, *([found.guild] if found.guild else [])]
+        parent = getattr(message.channel, "parent_id", None)
+        if parent is not None:
+            places.append(str(parent))
+        if not self.config.allowlist.allows(found.user, *places):
+            return
+        if found.text.lower().strip(" .!") in STOP_WORDS:
+            self._spawn(self._stop(found))
+            return
+        if not found.text:
+            return
+        try:
+            run = await self.runtime.submit(
+                found.thread_id, found.text, idempotency_key=found.key,
+                origin=Origin(channel=self.name, target=found.target, user=found.user))
+        except RunError as exc:
+            log.warning("discord: message %s not taken: %s", found.message, exc)
+            return
+        if run.state in ACTIVE_STATES and run.id not in self._typing:
+            self._typing.add(run.id)
+            self._spawn(self._show_typing(message.channel, run.id))
+
+    def _seen(self, message: discord.Message) -> Seen:
+        me = self.client.user
+        reference = message.reference
+        resolved = reference.resolved if reference is not None else None
+        replies_to_bot = isinstance(resolved, discord.Message) and me is not None \
+            and resolved.author.id == me.id
+        return Seen(id=str(message.id), channel=str(message.channel.id),
+                    guild=str(message.guild.id) if message.guild is not None else None,
+                    author=str(message.author.id), author_is_bot=message.author.bot,
+                    content=message.content,
+                    mentions_bot=me is not None and any(u.id == me.id
+                                                        for u in message.mentions),
+                    replies_to_bot=replies_to_bot,
+                    in_thread=isinstance(message.channel, discord.Thread))
+
+    async def _joined(self, found: Inbound) -> bool:
+        return bool(await self.runtime.runs(thread_id=found.thread_id, limit=1))
+
+    async def _stop(self, found: Inbound) -> None:
+        active = await self.runtime.active_run(found.thread_id)
+        if active is None:
+            return
+        try:
+            await self.runtime.cancel(active.id, by=found.user)
+        except MaidenError as exc:
+            log.warning("discord: stop from %s: %s", found.user, exc)
+
+    async def _show_typing(self, where: Any, run_id: str) -> None:
+        """The typing indicator while the run works (discord.py renews it every few
+        seconds), gone when it ends."""
+        try:
+            async with where.typing():
+                async for _ in self.runtime.follow(run_id):
+                    pass
+        except discord.DiscordException as exc:
+            log.info("discord: no typing indicator: %s", exc)
+        finally:
+            self._typing.discard(run_id)
+
+    # -- approvals -----------------------------------------------------------------------------
+
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        if interaction.type is not discord.InteractionType.component:
+            return
+        data: Any = interaction.data or {}
+        choice = parse_custom_id(str(data.get("custom_id", "")))
+        if choice is None:
+            return
+        user = str(interaction.user.id)
+        channel = str(interaction.channel_id or "")
+        guild = str(interaction.guild_id) if interaction.guild_id else None
+        if not self.config.allowlist.allows(user, channel, *([guild] if guild else [])):
+            await self._answer(interaction, CHANNEL_MESSAGE,
+                               {"content": refusal_text("decide approvals"),
+                                "flags": EPHEMERAL})
+            return
+        try:
+            run = await self.runtime.get_run(choice.run_id)
+            pending = run.pending_approval
+            if pending is None or not pending.arguments_hash.startswith(choice.hash_prefix) \
+                    or (choice.call_id and choice.call_id != pending.tool_call_id):
+                raise RunError("stale_approval", "this prompt is no longer current")
+            await self.runtime.decide(run.id, pending.tool_call_id, approve=choice.approve,
+                                      by=user, arguments_hash=pending.arguments_hash,
+                                      approvers=self.config.approvers or None)
+        except MaidenError as exc:
+            reason = getattr(exc, "reason", "")
+            text = refusal_text("decide approvals") if reason == "not_an_approver" \
+                else f"That did not work: {exc}"
+            await self._answer(interaction, CHANNEL_MESSAGE, {"content": text,
+                                                              "flags": EPHEMERAL})
+            return
+        verb = "Approved" if choice.approve else "Denied"
+        await self._answer(interaction, UPDATE_MESSAGE, {
+            "content": f"{verb} by <@{user}>: `{pending.name}`", "components": []})
+
+    async def _answer(self, interaction: discord.Interaction, kind: int,
+                      data: dict[str, Any]) -> None:
+        route = Route("POST", "/interactions/{interaction_id}/{interaction_token}/callback",
+                      interaction_id=interaction.id, interaction_token=interaction.token)
+        with contextlib.suppress(discord.DiscordException):
+            await self.client.http.request(route, json={"type": kind, "data": data})
+
+    def _spawn(self, coro: Any) -> None:
+        async def run() -> None:
+            try:
+                await coro
+            except Exception:
+                log.exception("discord: a background step failed")
+
+        task = asyncio.create_task(run(), name="maiden-discord")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)

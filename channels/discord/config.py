@@ -1,0 +1,53 @@
+"""``[channels.discord]`` in agent.toml (the key names are the contract)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from runtime import ConfigError
+
+from ..access import Allowlist
+
+__all__ = ["DEFAULT_API_URL", "DiscordConfig"]
+
+DEFAULT_API_URL = "https://discord.com/api/v10"
+
+
+class DiscordConfig(BaseModel):
+    """The bot's token, where Discord's API is, and who may talk."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    token_env: str = "DISCORD_BOT_TOKEN"
+    api_url: str = Field(default=DEFAULT_API_URL,
+                         description="the REST base (a proxy or a test server); the gateway "
+                         "is found from it (GET /gateway/bot)")
+    open: bool = Field(default=False, description="true: everyone the bot can see is served")
+    allow_guilds: list[str] = Field(default_factory=list)
+    allow_channels: list[str] = Field(default_factory=list)
+    allow_users: list[str] = Field(default_factory=list)
+    approvers: list[str] = Field(
+        default_factory=list, description="Discord user ids who may decide approvals; empty: "
+        "[agent] approvers, else anyone allowed to talk")
+    reply_to_bots: bool = False
+    respond_in: Literal["mentions", "all"] = Field(
+        default="mentions", description="mentions: in guild channels only mentions of the bot "
+        "and replies to it start work (threads it is part of and DMs: every message)")
+
+    @property
+    def allowlist(self) -> Allowlist:
+        return Allowlist.of(open=self.open, users=self.allow_users,
+                            places=[*self.allow_guilds, *self.allow_channels])
+
+    def token(self, env: Mapping[str, str] | None = None, source: str | None = None) -> str:
+        """The bot token from the environment; ``ConfigError`` naming the variable."""
+        value = (os.environ if env is None else env).get(self.token_env)
+        if not value:
+            raise ConfigError([("channels.discord.token_env",
+                                f"${self.token_env} is not set")], source)
+        return value

@@ -1,0 +1,93 @@
+"""Posting to Discord exactly once.
+
+Every message is created with a ``nonce`` derived from its delivery key and
+``enforce_nonce``: for a few minutes Discord answers a repeated create with the
+message it already made, so a retried post whose answer was lost is not made twice.
+Past that window, recovery reads the channel's recent history (newest 100
+messages) and takes as already posted the bot's own message that answers the same
+person's message (``message_reference``) with exactly the part's text; in a DM, where
+replies carry no reference, the bot's message with that text posted after the
+delivery was recorded. Only what is missing is sent. discord.py's rate-limit
+handling (429, ``Retry-After``) stays on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import discord
+from discord.http import HTTPClient, Route
+
+from runtime import ApprovalDelivery, Delivery, DeliveryError
+
+from .render import approval_components, approval_content
+
+__all__ = ["DiscordDeliverer", "nonce"]
+
+
+def nonce(key: str) -> str:
+    """A delivery key as a Discord nonce (at most 25 characters), the same every time."""
+    return hashlib.sha256(key.encode()).hexdigest()[:25]
+
+
+class DiscordDeliverer:
+    """A ``Deliverer`` for Discord over discord.py's HTTP client."""
+
+    max_chars: int | None = 2_000
+    """Discord's limit for a message's content."""
+
+    def __init__(self, http: HTTPClient, bot: str = "") -> None:
+        self.http = http
+        self.bot = bot
+
+    async def send(self, delivery: Delivery) -> str:
+        target = delivery.target
+        payload: dict[str, Any] = {"nonce": nonce(delivery.key), "enforce_nonce": True,
+                                   "allowed_mentions": {"parse": [], "replied_user": True}}
+        if isinstance(delivery, ApprovalDelivery):
+            payload["content"] = approval_content(delivery)
+            payload["components"] = approval_components(delivery)
+        else:
+            payload["content"] = delivery.text
+        if target.get("guild") and target.get("message"):
+            payload["message_reference"] = {"message_id": target["message"],
+                                            "fail_if_not_exists": False}
+        message = await self._call(Route("POST", "/channels/{channel_id}/messages",
+                                         channel_id=target["channel"]), json=payload)
+        return str(message["id"])
+
+    async def reconcile(self, delivery: Delivery) -> str | None:
+        target = delivery.target
+        history = await self._call(Route("GET", "/channels/{channel_id}/messages",
+                                         channel_id=target["channel"]), params={"limit": 100})
+        text = approval_content(delivery) if isinstance(delivery, ApprovalDelivery) \
+            else delivery.text
+        for message in history:
+            if self._carries(message, delivery, text):
+                return str(message["id"])
+        return None
+
+    def _carries(self, message: dict[str, Any], delivery: Delivery, text: str) -> bool:
+        author = (message.get("author") or {}).get("id")
+        if self.bot and author != self.bot:
+            return False
+        if message.get("nonce") == nonce(delivery.key):
+            return True
+        if message.get("content") != text:
+            return False
+        answered = (message.get("message_reference") or {}).get("message_id")
+        if delivery.target.get("guild"):
+            return bool(answered == delivery.target.get("message"))
+        made = discord.utils.snowflake_time(int(message["id"])).timestamp()
+        return made >= delivery.created_at - 1
+
+    async def _call(self, route: Route, **options: Any) -> Any:
+        try:
+            return await self.http.request(route, **options)
+        except discord.HTTPException as exc:
+            raise DeliveryError(f"Discord {route.method} {route.path} failed: {exc.status} "
+                                f"{exc.text}") from exc
+        except (discord.DiscordException, OSError, TimeoutError) as exc:
+            raise DeliveryError(f"Discord {route.method} {route.path} failed: "
+                                f"{type(exc).__name__}: {exc}") from exc
