@@ -1,0 +1,211 @@
+"""The REST side's plumbing: match a request to a route, check the token, play faults.
+
+Every request is recorded as a ``Call`` (with the status answered). A route is Discord's
+template (``/channels/{channel_id}/messages``); a fault or ``calls`` filter names one as
+``"METHOD /path"`` where a ``{...}`` segment matches any id and a literal id only itself.
+Every answer has ``Via`` (discord.py takes a 429 without it for a Cloudflare ban) and, on known
+routes, ``X-RateLimit-*`` headers of a bucket that is never exhausted: the fake rate-limits only
+when a 429 is queued, and then answers as Discord does (body ``retry_after`` and ``global``,
+``Retry-After``, ``X-RateLimit-Reset-After``, ``X-RateLimit-Scope``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from hashlib import md5
+from typing import Any, Literal
+
+import aiohttp
+from aiohttp import web
+
+from . import payloads as p
+from .payloads import JSON
+from .rest import Handler, Request, RestAPI
+from .store import DiscordError
+
+PREFIX = "/api/v10"
+Scope = Literal["user", "global", "shared"]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One planned failure of a route (see ``FakeDiscord.fail``)."""
+
+    status: int | None = None
+    retry_after: float = 0.1
+    drop: bool = False
+    scope: Scope = "user"
+
+
+@dataclass
+class Call:
+    """One REST request as the fake received it, and the status it answered."""
+
+    method: str
+    path: str
+    """Below ``/api/v10``, with real ids: ``/channels/123/messages``."""
+    route: str | None
+    """The route template it matched: ``/channels/{channel_id}/messages``."""
+    query: dict[str, str]
+    json: Any
+    headers: dict[str, str]
+    at: float
+    status: int = 0
+    dropped: bool = False
+
+
+def route_pattern(route: str) -> tuple[str, re.Pattern[str]]:
+    """``"POST /channels/{id}/messages"`` -> method and a path regex (``{...}``: any segment)."""
+    method, _, path = route.strip().partition(" ")
+    if not path.startswith("/"):
+        raise ValueError(f"a route is 'METHOD /path', got {route!r}")
+    path = path.removeprefix(PREFIX)
+    parts = re.split(r"(\{[^}]*\})", path)
+    regex = "".join("[^/]+" if x.startswith("{") else re.escape(x) for x in parts)
+    return method.upper(), re.compile(regex + r"\Z")
+
+
+def _template(template: str) -> re.Pattern[str]:
+    parts = re.split(r"(\{[^}]*\})", template)
+    return re.compile("".join(f"(?P<{x[1:-1]}>[^/]+)" if x.startswith("{") else re.escape(x)
+                              for x in parts) + r"\Z")
+
+
+class Router:
+    """Requests in, answers out; ``requests`` and queued faults kept for the test."""
+
+    def __init__(self, rest: RestAPI, gateway_url: Callable[[], str]) -> None:
+        self.rest = rest
+        self.gateway_url = gateway_url
+        self.requests: list[Call] = []
+        self._faults: dict[str, tuple[str, re.Pattern[str], deque[Fault]]] = {}
+        self._routes = [(m, _template(t), t, h, auth) for m, t, h, auth in rest.table()]
+
+    def fail(self, route: str, fault: Fault) -> None:
+        key = route.strip()
+        self._faults.setdefault(key, (*route_pattern(key), deque()))[2].append(fault)
+
+    def pending_faults(self, route: str) -> int:
+        entry = self._faults.get(route.strip())
+        return 0 if entry is None else len(entry[2])
+
+    def calls(self, route: str | None = None) -> list[Call]:
+        if route is None:
+            return list(self.requests)
+        method, pattern = route_pattern(route)
+        return [c for c in self.requests if c.method == method and pattern.match(c.path)]
+
+    async def answer(self, request: web.Request) -> web.StreamResponse:
+        path = "/" + request.match_info["tail"]
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        call = Call(request.method, path, None, dict(request.query), None, headers,
+                    time.monotonic())
+        self.requests.append(call)
+        try:
+            body, files = await _parse(request)
+        except DiscordError as error:
+            return self._reply(call, error.status, error.body())
+        call.json = body
+        found = self._route(request.method, path)
+        if found is None:
+            return self._reply(call, 404, {"message": "404: Not Found", "code": 0})
+        template, params, handler, auth = found
+        call.route = template
+        if auth and headers.get("authorization") != f"Bot {self.rest.world.token}":
+            return self._reply(call, 401, {"message": "401: Unauthorized", "code": 0})
+        fault = self._take_fault(request.method, path)
+        if fault is not None and fault.status is not None:
+            return self._fault_reply(call, fault, template)
+        gateway = "wss://gateway.discord.gg" if request.secure else self.gateway_url()
+        try:
+            status, answer = await handler(Request(request.method, params, dict(request.query),
+                                                   body, files, gateway))
+        except DiscordError as error:
+            status, answer = error.status, error.body()
+        if fault is not None and fault.drop:
+            call.status, call.dropped = status, True
+            assert request.transport is not None
+            request.transport.abort()  # carried out; the client never hears back
+        return self._reply(call, status, answer, template)
+
+    def _route(self, method: str, path: str
+               ) -> tuple[str, dict[str, str], Handler, bool] | None:
+        for m, pattern, template, handler, auth in self._routes:
+            match = pattern.match(path)
+            if m == method and match:
+                return template, match.groupdict(), handler, auth
+        return None
+
+    def _take_fault(self, method: str, path: str) -> Fault | None:
+        for m, pattern, queue in self._faults.values():
+            if m == method and pattern.match(path) and queue:
+                return queue.popleft()
+        return None
+
+    def _reply(self, call: Call, status: int, body: Any, template: str | None = None,
+               extra: dict[str, str] | None = None) -> web.Response:
+        call.status = call.status or status
+        headers = {"Via": "1.1 google", **_ratelimit_headers(call.method, template),
+                   **(extra or {})}
+        if body is None:
+            return web.Response(status=status, headers=headers)
+        # exactly "application/json": discord.py reads anything else as text
+        return web.Response(status=status, body=json.dumps(body).encode(),
+                            headers={**headers, "Content-Type": "application/json"})
+
+    def _fault_reply(self, call: Call, fault: Fault, template: str) -> web.Response:
+        assert fault.status is not None
+        if fault.status != 429:
+            return self._reply(call, fault.status,
+                               {"message": f"{fault.status}: Server Error", "code": 0})
+        wait = fault.retry_after
+        extra = {"Retry-After": str(max(1, math.ceil(wait))), "X-RateLimit-Remaining": "0",
+                 "X-RateLimit-Reset-After": f"{wait:.3f}",
+                 "X-RateLimit-Reset": f"{time.time() + wait:.3f}",
+                 "X-RateLimit-Scope": fault.scope}
+        if fault.scope == "global":
+            extra["X-RateLimit-Global"] = "true"
+        return self._reply(call, 429, {"message": "You are being rate limited.",
+                                       "retry_after": wait, "global": fault.scope == "global"},
+                           template, extra)
+
+
+def _ratelimit_headers(method: str, template: str | None) -> dict[str, str]:
+    """A bucket that is never exhausted: the fake rate-limits only when told to (``fail``)."""
+    if template is None:
+        return {}
+    return {"X-RateLimit-Limit": "5", "X-RateLimit-Remaining": "4",
+            "X-RateLimit-Reset": f"{time.time() + 5:.3f}", "X-RateLimit-Reset-After": "5.000",
+            "X-RateLimit-Bucket": md5(f"{method} {template}".encode()).hexdigest()}
+
+
+async def _parse(request: web.Request) -> tuple[Any, list[JSON]]:
+    """The JSON body (or a multipart's ``payload_json``) and any uploaded files."""
+    if request.content_type == "multipart/form-data":
+        body: Any = None
+        files: list[JSON] = []
+        reader = await request.multipart()
+        while (part := await reader.next()) is not None:
+            if not isinstance(part, aiohttp.BodyPartReader):
+                continue
+            if part.name == "payload_json":
+                body = json.loads(await part.text())
+            elif part.filename:
+                size = len(await part.read())
+                files.append({"id": str(p.new_id()), "filename": part.filename, "size": size,
+                              "content_type": part.headers.get("Content-Type",
+                                                               "application/octet-stream")})
+        return body, files
+    raw = await request.read()
+    if not raw:
+        return None, []
+    try:
+        return json.loads(raw), []
+    except ValueError:
+        raise DiscordError(400, 50109, "The request body contains invalid JSON.") from None
