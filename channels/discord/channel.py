@@ -87,20 +87,23 @@ class DiscordChannel:
     name = "discord"
 
     def __init__(self, runtime: Runtime, config: DiscordConfig, token: str, *,
-                 connector: Any = None) -> None:
+                 connector: Any = None, guild_ready_timeout: float = 2.0) -> None:
         self.runtime = runtime
         self.config = config
         self.token = token
         intents = discord.Intents.default()
         intents.message_content = True
         self.client = _Client(self, intents=intents, connector=connector,
-                              enable_debug_events=False)
+                              guild_ready_timeout=guild_ready_timeout)
         point_at(self.client.http, config.api_url)
         self.deliverer: Deliverer | None = DiscordDeliverer(self.client.http)
         self.bot = ""
         self._connecting: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._typing: set[str] = set()
+        self.handled = 0
+        """Messages from others this channel has finished handling (taken or ignored)."""
+        self._handled = asyncio.Condition()
         self._closed = asyncio.Event()
 
     # -- lifespan ------------------------------------------------------------------------------
@@ -160,6 +163,20 @@ class DiscordChannel:
     # -- inbound -------------------------------------------------------------------------------
 
     async def on_message(self, message: discord.Message) -> None:
+        try:
+            await self._on_message(message)
+        finally:
+            if str(message.author.id) != self.bot:
+                async with self._handled:
+                    self.handled += 1
+                    self._handled.notify_all()
+
+    async def wait_handled(self, count: int) -> None:
+        """Until ``count`` messages from others have been handled (for drains and tests)."""
+        async with self._handled:
+            await self._handled.wait_for(lambda: self.handled >= count)
+
+    async def _on_message(self, message: discord.Message) -> None:
         seen = self._seen(message)
         found = read_message(seen, bot=self.bot, reply_to_bots=self.config.reply_to_bots,
                              respond_in=self.config.respond_in)

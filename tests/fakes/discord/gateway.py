@@ -234,6 +234,9 @@ class Gateway:
         world = self.world
         ready = p.ready(session.id, link.resume_url, world.user(world.bot_id), world.guild_ids,
                         world.application())
+        shard = d.get("shard")
+        if isinstance(shard, list):  # a sharded IDENTIFY is answered with its shard
+            ready["shard"] = shard
         await self.emit(session, "READY", ready)
         for guild_id in world.guild_ids:
             await self.emit(session, "GUILD_CREATE", world.guild_create(guild_id))

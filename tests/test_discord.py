@@ -1,0 +1,262 @@
+"""The Discord channel end to end: the real discord.py client (REST and gateway) against a
+fake Discord on loopback, with ``api_url`` pointed at it (the gateway found from it)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from channels.discord import DiscordConfig
+from channels.discord.channel import DiscordChannel
+from runtime import (
+    EchoProvider,
+    Provider,
+    Runtime,
+    RuntimeConfig,
+    ScriptedProvider,
+    SQLiteStore,
+    Tool,
+    ToolRegistry,
+    tool,
+)
+from tests.fakes.discord import (
+    BOT_ID,
+    DM_ID,
+    GENERAL_ID,
+    HUMAN_ID,
+    THREAD_ID,
+    FakeDiscord,
+    World,
+    new_id,
+)
+
+
+@tool(requires_approval=True)
+def deploy(env: str) -> str:
+    """Deploy somewhere."""
+    return f"deployed to {env}"
+
+
+@dataclass
+class Discord:
+    fake: FakeDiscord
+    runtime: Runtime
+    channel: DiscordChannel
+
+    def replies(self, channel: Any = GENERAL_ID) -> list[dict[str, Any]]:
+        return [m for m in self.fake.messages(channel)
+                if str(m["author"]["id"]) == str(BOT_ID)]
+
+
+@asynccontextmanager
+async def running(fake: FakeDiscord, db: Path, *, provider: Provider | None = None,
+                  tools: tuple[Tool, ...] = (deploy,), **overrides: Any
+                  ) -> AsyncIterator[Discord]:
+    fields: dict[str, Any] = {"api_url": fake.api_url, "allow_users": [str(HUMAN_ID)]}
+    fields.update(overrides)
+    async with SQLiteStore(db) as store:
+        runtime = Runtime(store, provider or EchoProvider(), ToolRegistry(tools),
+                          settings=RuntimeConfig(poll_interval_s=0.1))
+        async with runtime:
+            channel = DiscordChannel(runtime, DiscordConfig(**fields), fake.token,
+                                     guild_ready_timeout=0.05)
+            async with channel:
+                assert channel.deliverer is not None
+                runtime.add_deliverer("discord", channel.deliverer)
+                yield Discord(fake, runtime, channel)
+            await runtime.idle()
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeDiscord]:
+    async with FakeDiscord() as started:
+        yield started
+
+
+@pytest.fixture
+def discord_bot(
+    fake: FakeDiscord, tmp_path: Path
+) -> Callable[..., AbstractAsyncContextManager[Discord]]:
+    def make(**options: Any) -> AbstractAsyncContextManager[Discord]:
+        return running(fake, tmp_path / "maiden.db", **options)
+    return make
+
+
+async def settle(d: Discord, handled: int) -> None:
+    """Until the channel has handled ``handled`` messages from people, and their runs ended."""
+    await asyncio.wait_for(d.channel.wait_handled(handled), 10)
+    await d.runtime.idle()
+
+
+async def test_a_mention_is_answered_in_the_channel(
+    fake: FakeDiscord, discord_bot: Callable[..., AbstractAsyncContextManager[Discord]]
+) -> None:
+    async with discord_bot() as d:
+        sent = await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> hello",
+                                       mentions=[BOT_ID])
+        (reply,) = (await fake.wait_messages(GENERAL_ID, 2))[1:]
+        await settle(d, 1)
+        assert reply["content"] == "echo: hello"
+        assert reply["message_reference"]["message_id"] == sent["id"]  # a reply to them
+        (run,) = await d.runtime.runs()
+        assert run.thread_id == f"discord:{fake.world.guild_of(GENERAL_ID)}:{GENERAL_ID}"
+        assert run.idempotency_key == f"discord:{sent['id']}"
+        assert fake.typing(GENERAL_ID)  # typing showed while it worked
+        # Without a mention (respond_in = "mentions"), a channel message starts nothing.
+        await fake.user_message(GENERAL_ID, HUMAN_ID, "just chatting")
+        await settle(d, 2)
+        assert len(d.replies()) == 1
+
+
+async def test_dms_and_threads(
+    fake: FakeDiscord, discord_bot: Callable[..., AbstractAsyncContextManager[Discord]]
+) -> None:
+    async with discord_bot() as d:
+        await fake.user_message(DM_ID, HUMAN_ID, "in private")
+        await fake.wait_messages(DM_ID, 2)
+        await fake.user_message(THREAD_ID, HUMAN_ID, f"<@{BOT_ID}> in a thread",
+                                mentions=[BOT_ID])
+        await fake.wait_messages(THREAD_ID, 2)
+        await fake.user_message(THREAD_ID, HUMAN_ID, "and more, no mention")
+        await fake.wait_messages(THREAD_ID, 4)
+        await settle(d, 3)
+        assert [m["content"] for m in d.replies(DM_ID)] == ["echo: in private"]
+        assert [m["content"] for m in d.replies(THREAD_ID)] == [
+            "echo: in a thread", "echo: and more, no mention"]
+        ids = {t.id for t in await d.runtime.threads()}
+        guild = fake.world.guild_of(THREAD_ID)
+        assert ids == {f"discord:dm:{DM_ID}", f"discord:{guild}:{THREAD_ID}"}
+
+
+async def test_a_duplicate_and_a_replay_after_resume_are_one_reply(
+    fake: FakeDiscord, discord_bot: Callable[..., AbstractAsyncContextManager[Discord]]
+) -> None:
+    async with discord_bot() as d:
+        sent = await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> once",
+                                       mentions=[BOT_ID])
+        seq = await fake.dispatch("MESSAGE_CREATE", sent)  # the same event twice
+        await fake.wait_messages(GENERAL_ID, 2)
+        await fake.reconnect(replay_from=(seq or 2) - 2)  # RESUME replays both again
+        await fake.resumed()
+        await settle(d, 4)
+        assert [m["content"] for m in d.replies()] == ["echo: once"]
+        assert len(await d.runtime.runs()) == 1
+
+
+async def test_other_bots_and_strangers_are_ignored(
+    fake: FakeDiscord, discord_bot: Callable[..., AbstractAsyncContextManager[Discord]]
+) -> None:
+    stranger = new_id()
+    fake.world.add_user(stranger, "eve")
+    async with discord_bot() as d:
+        await fake.user_message(GENERAL_ID, stranger, f"<@{BOT_ID}> let me in",
+                                mentions=[BOT_ID])
+        other_bot = new_id()
+        fake.world.add_user(other_bot, "otherbot", bot=True)
+        await fake.user_message(GENERAL_ID, other_bot, f"<@{BOT_ID}> beep", mentions=[BOT_ID])
+        await settle(d, 2)
+        assert d.replies() == [] and await d.runtime.runs() == []
+    async with discord_bot(allow_users=[]) as closed:
+        assert "serving nobody" in closed.channel.banner()
+
+
+async def test_a_long_reply_goes_in_three_messages_in_order(
+    fake: FakeDiscord, discord_bot: Callable[..., AbstractAsyncContextManager[Discord]]
+) -> None:
+    text = "\n\n".join(f"Paragraph {i}: " + "word " * 90 for i in range(11))
+    assert 4_500 < len(text) <= 6_000
+    async with discord_bot(provider=ScriptedProvider([{"text": text}])) as d:
+        await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> a lot", mentions=[BOT_ID])
+        await fake.wait_messages(GENERAL_ID, 4)
+        await settle(d, 1)
+        posted = [m["content"] for m in d.replies()]
+        assert len(posted) == 3 and all(len(p) <= 2_000 for p in posted)
+        assert "\n\n".join(posted) == text
+
+
+async def test_approval_by_an_approver_a_refusal_and_after_a_restart(
+    fake: FakeDiscord, tmp_path: Path
+) -> None:
+    approver = new_id()
+    fake.world.add_user(approver, "lead")
+    db = tmp_path / "maiden.db"
+    async with running(fake, db, approvers=[str(approver)],
+                       allow_users=[str(HUMAN_ID), str(approver)]) as d:
+        await fake.user_message(GENERAL_ID, HUMAN_ID, f'<@{BOT_ID}> /tool deploy {{"env": "prod"}}',
+                                mentions=[BOT_ID])
+        (prompt,) = (await fake.wait_messages(GENERAL_ID, 2))[1:]
+        await settle(d, 1)
+        approve = prompt["components"][0]["components"][0]["custom_id"]
+        await fake.click(prompt, approve, user_id=HUMAN_ID)  # asked, but no approver
+        await fake.until(lambda: len(fake.interaction_responses()) == 1, what="a refusal")
+        (refusal,) = fake.interaction_responses()
+        assert refusal.type == 4 and refusal.data is not None
+        assert refusal.data["flags"] == 64 and "may not" in refusal.data["content"]
+        (run,) = await d.runtime.pending_approvals()
+    async with running(fake, db, approvers=[str(approver)],
+                       allow_users=[str(HUMAN_ID), str(approver)]) as again:
+        await fake.click(prompt, approve, user_id=approver)  # a button from before the restart
+        await fake.until(lambda: len(fake.interaction_responses()) == 2, what="the update")
+        done = await again.runtime.wait(run.id)
+        await again.runtime.idle()
+        assert done.state == "completed" and done.reply == 'deploy returned "deployed to prod"'
+        update = fake.interaction_responses()[-1]
+        assert update.type == 7 and update.data is not None
+        assert f"Approved by <@{approver}>" in update.data["content"]
+        assert again.replies()[-1]["content"] == done.reply
+
+
+async def test_stop_cancels_the_running_run(
+    fake: FakeDiscord, discord_bot: Callable[..., AbstractAsyncContextManager[Discord]]
+) -> None:
+    started = asyncio.Event()
+
+    @tool
+    async def wait_forever() -> str:
+        """Never ends."""
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    async with discord_bot(tools=(wait_forever,)) as d:
+        await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> /tool wait_forever",
+                                mentions=[BOT_ID])
+        await asyncio.wait_for(started.wait(), 10)
+        await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> stop", mentions=[BOT_ID])
+        (run,) = await d.runtime.runs()
+        ended = await d.runtime.wait(run.id)
+        await settle(d, 2)
+        assert ended.state == "cancelled" and ended.reason == f"cancelled by {HUMAN_ID}"
+
+
+@pytest.mark.parametrize("fault", ["429", "drop"])
+async def test_a_limited_or_lost_send_is_one_message(
+    fake: FakeDiscord, discord_bot: Callable[..., AbstractAsyncContextManager[Discord]],
+    fault: str,
+) -> None:
+    if fault == "429":
+        fake.fail("POST /channels/{id}/messages", status=429, retry_after=0.1)
+    else:
+        fake.fail("POST /channels/{id}/messages", drop=True)
+    async with discord_bot() as d:
+        await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> careful",
+                                mentions=[BOT_ID])
+        await fake.wait_messages(GENERAL_ID, 2)
+        await settle(d, 1)
+        await d.runtime.flush_deliveries()
+        assert [m["content"] for m in d.replies()] == ["echo: careful"]
+
+
+async def test_without_the_message_content_intent_it_says_so(tmp_path: Path) -> None:
+    from runtime import MaidenError
+
+    async with FakeDiscord(World(privileged=0)) as fake:
+        with pytest.raises(MaidenError, match="message-content intent"):
+            async with running(fake, tmp_path / "m.db"):
+                pass
