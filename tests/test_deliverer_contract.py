@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -79,9 +80,55 @@ async def slack() -> AsyncIterator[ChannelUnderTest]:
                                messages)
 
 
+@asynccontextmanager
+async def discord() -> AsyncIterator[ChannelUnderTest]:
+    import asyncio
+
+    from discord.http import HTTPClient
+
+    from channels.discord.channel import point_at
+    from channels.discord.deliverer import DiscordDeliverer
+    from tests.fakes.discord import BOT_ID, GENERAL_ID, HUMAN_ID, FakeDiscord
+
+    async with FakeDiscord() as fake:
+        http = HTTPClient(asyncio.get_running_loop())
+        point_at(http, fake.api_url)
+        await http.static_login(fake.token)
+        try:
+            asked = fake.post_as_user(GENERAL_ID, HUMAN_ID, "a question")
+
+            async def messages() -> list[tuple[str, str, str]]:
+                posted = [m for m in fake.messages(GENERAL_ID)
+                          if str(m["author"]["id"]) == str(BOT_ID)]
+                return [(_key_of(m), "approval" if m.get("components") else "reply",
+                         m["content"]) for m in posted]
+
+            def _key_of(message: dict[str, Any]) -> str:
+                return keys.get(str(message.get("nonce")), "?")
+
+            keys: dict[str, str] = {}
+            deliverer = DiscordDeliverer(http, str(BOT_ID))
+            send = deliverer.send
+
+            async def remembering(delivery: Delivery) -> str:
+                from channels.discord.deliverer import nonce
+
+                keys[nonce(delivery.key)] = delivery.key
+                return await send(delivery)
+
+            deliverer.send = remembering  # type: ignore[method-assign]
+            yield ChannelUnderTest(deliverer, {"channel": str(GENERAL_ID),
+                                               "message": str(asked["id"]),
+                                               "guild": str(fake.world.guild_of(GENERAL_ID))},
+                                   messages)
+        finally:
+            await http.close()
+
+
 CHANNELS: dict[str, Callable[[], AbstractAsyncContextManager[ChannelUnderTest]]] = {
     "memory": memory_chat,
     "slack": slack,
+    "discord": discord,
 }
 
 

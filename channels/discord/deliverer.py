@@ -72,8 +72,6 @@ class DiscordDeliverer:
         author = (message.get("author") or {}).get("id")
         if self.bot and author != self.bot:
             return False
-        if message.get("nonce") == nonce(delivery.key):
-            return True
         if message.get("content") != text:
             return False
         answered = (message.get("message_reference") or {}).get("message_id")

@@ -140,8 +140,10 @@ class RestAPI:
         channel_id = self.channel(req.params["channel_id"])["id"]
         q = req.query
         limit = parse_int(q.get("limit", "50"), "limit")
-        return 200, self.store.history(channel_id, limit=limit, before=q.get("before"),
-                                       after=q.get("after"), around=q.get("around"))
+        found = self.store.history(channel_id, limit=limit, before=q.get("before"),
+                                   after=q.get("after"), around=q.get("around"))
+        # Discord gives a message's nonce back only when it is created, never in history.
+        return 200, [{k: v for k, v in m.items() if k != "nonce"} for m in found]
 
     async def get_message(self, req: Request) -> Answer:
         return 200, self.store.get(self.channel(req.params["channel_id"])["id"],
