@@ -260,6 +260,20 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             runtime.add_deliverer("slack", SlackDeliverer(client, pace_s=0))
             origin = Origin(channel="slack", target={"channel": channel,
                                                      "thread_ts": thread_ts}, user="U1")
+        if args.discord:
+            # Discord as the origin: the real deliverer against a fake Discord the test runs.
+            from discord.http import HTTPClient
+
+            from channels.discord.channel import point_at
+            from channels.discord.deliverer import DiscordDeliverer
+
+            url, token, channel, message, guild = args.discord
+            http = HTTPClient(asyncio.get_running_loop())
+            point_at(http, url)
+            me = await http.static_login(token)
+            runtime.add_deliverer("discord", DiscordDeliverer(http, str(me["id"])))
+            origin = Origin(channel="discord", target={"channel": channel, "message": message,
+                                                       "guild": guild}, user="U1")
         async with runtime:  # start(): recovers unfinished runs, flushes the outbox
             if args.send:
                 thread_id, text = args.send
@@ -273,6 +287,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                                      by="crash-test")
                 await runtime.wait(run_id)
             await runtime.idle()
+        if args.discord:
+            await http.close()
         return await summarise(store)
 
 
@@ -294,6 +310,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                         help="effect_tool asks a person before every call")
     parser.add_argument("--slack", nargs=4, metavar=("API_URL", "TOKEN", "CHANNEL", "THREAD_TS"),
                         help="messages come from Slack and are answered there")
+    parser.add_argument("--discord", nargs=5,
+                        metavar=("API_URL", "TOKEN", "CHANNEL", "MESSAGE", "GUILD"),
+                        help="messages come from Discord and are answered there")
     parser.add_argument("--kill-at", choices=KILL_POINTS)
     parser.add_argument("--kill-count", type=int, default=1)
     return parser.parse_args(argv)

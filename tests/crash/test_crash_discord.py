@@ -1,0 +1,57 @@
+"""Discord as the origin in the crash drill: kill -9 around the send, restart, one reply.
+
+The fake Discord runs in the test's process and outlives the driver processes. After a
+kill between the create-message request succeeding and its id being recorded, the
+restart finds the message in the channel's history (the bot's reply to the same message,
+with the same text) and sends nothing more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.crash.driver import EFFECTS
+from tests.fakes.discord import BOT_ID, GENERAL_ID, HUMAN_ID, FakeDiscord
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def drive(root: Path, fake: FakeDiscord, asked: dict[str, Any], *args: str
+                ) -> tuple[int, str]:
+    guild = str(fake.world.guild_of(GENERAL_ID))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.crash.driver", "--db", str(root / "maiden.db"),
+        "--effect", EFFECTS[0], "--workdir", str(root / "traces"),
+        "--discord", fake.api_url, fake.token, str(GENERAL_ID), str(asked["id"]), guild,
+        *args, cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode in (0, -signal.SIGKILL), err.decode()[-2000:]
+    return proc.returncode, out.decode()
+
+
+@pytest.mark.parametrize("point", ["after_final_answer", "before_delivery_recorded",
+                                   "after_delivery_recorded"])
+async def test_a_discord_reply_is_sent_once_across_a_kill(tmp_path: Path, point: str) -> None:
+    (tmp_path / "traces").mkdir()
+    # A nonce is deduplicated for minutes; with no window the restart must rely on history.
+    async with FakeDiscord(nonce_window=0.0) as fake:
+        asked = fake.post_as_user(GENERAL_ID, HUMAN_ID, "please do the thing")
+        code, _ = await drive(tmp_path, fake, asked, "--send", "discord:t", "go",
+                              "--kill-at", point)
+        assert code == -signal.SIGKILL
+        code, out = await drive(tmp_path, fake, asked, "--recover")
+        assert code == 0
+        summary: dict[str, Any] = json.loads(out)
+        replies = [m for m in fake.messages(GENERAL_ID)
+                   if str(m["author"]["id"]) == str(BOT_ID)]
+        assert [m["content"] for m in replies] == ["done"], replies
+        assert replies[0]["message_reference"]["message_id"] == str(asked["id"])
+        (record,) = summary["deliveries"]
+        assert record["remote_id"] == str(replies[0]["id"])
