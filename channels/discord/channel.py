@@ -31,6 +31,7 @@ from runtime import (
 )
 
 from ..prompts import refusal_text
+from ..work import Background, is_stop, stop_thread
 from .config import DEFAULT_API_URL, DiscordConfig
 from .deliverer import DiscordDeliverer
 from .mapping import Inbound, Seen, read_message
@@ -40,7 +41,6 @@ __all__ = ["DiscordChannel", "point_at"]
 
 log = logging.getLogger("maiden.discord")
 
-STOP_WORDS = {"stop", "cancel"}
 EPHEMERAL = 64
 UPDATE_MESSAGE = 7
 CHANNEL_MESSAGE = 4
@@ -99,7 +99,7 @@ class DiscordChannel:
         self.deliverer: Deliverer | None = DiscordDeliverer(self.client.http)
         self.bot = ""
         self._connecting: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._background = Background(log, "maiden-discord")
         self._typing: set[str] = set()
         self.handled = 0
         """Messages from others this channel has finished handling (taken or ignored)."""
@@ -138,9 +138,7 @@ class DiscordChannel:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._background.close()
         await self.client.close()
         if self._connecting is not None:
             await asyncio.gather(self._connecting, return_exceptions=True)
@@ -190,8 +188,8 @@ class DiscordChannel:
             places.append(str(parent))
         if not self.config.allowlist.allows(found.user, *places):
             return
-        if found.text.lower().strip(" .!") in STOP_WORDS:
-            self._spawn(self._stop(found))
+        if is_stop(found.text):
+            self._background.spawn(stop_thread(self.runtime, found.thread_id, found.user, log))
             return
         if not found.text:
             return
@@ -204,7 +202,7 @@ class DiscordChannel:
             return
         if run.state in ACTIVE_STATES and run.id not in self._typing:
             self._typing.add(run.id)
-            self._spawn(self._show_typing(message.channel, run.id))
+            self._background.spawn(self._show_typing(message.channel, run.id))
 
     def _seen(self, message: discord.Message) -> Seen:
         me = self.client.user
@@ -223,15 +221,6 @@ class DiscordChannel:
 
     async def _joined(self, found: Inbound) -> bool:
         return bool(await self.runtime.runs(thread_id=found.thread_id, limit=1))
-
-    async def _stop(self, found: Inbound) -> None:
-        active = await self.runtime.active_run(found.thread_id)
-        if active is None:
-            return
-        try:
-            await self.runtime.cancel(active.id, by=found.user)
-        except MaidenError as exc:
-            log.warning("discord: stop from %s: %s", found.user, exc)
 
     async def _show_typing(self, where: Any, run_id: str) -> None:
         """The typing indicator while the run works (discord.py renews it every few
@@ -288,14 +277,3 @@ class DiscordChannel:
                       interaction_id=interaction.id, interaction_token=interaction.token)
         with contextlib.suppress(discord.DiscordException):
             await self.client.http.request(route, json={"type": kind, "data": data})
-
-    def _spawn(self, coro: Any) -> None:
-        async def run() -> None:
-            try:
-                await coro
-            except Exception:
-                log.exception("discord: a background step failed")
-
-        task = asyncio.create_task(run(), name="maiden-discord")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)

@@ -21,9 +21,10 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from runtime import ACTIVE_STATES, Deliverer, MaidenError, Origin, Run, RunError, Runtime
+from runtime import ACTIVE_STATES, Deliverer, Origin, Run, RunError, Runtime
 
 from ..prompts import refusal_text
+from ..work import Background, is_stop, stop_thread
 from .config import SlackConfig, SlackSecrets
 from .deliverer import SlackDeliverer
 from .mapping import Inbound, read_event
@@ -35,7 +36,6 @@ log = logging.getLogger("maiden.slack")
 
 STATUS = "is working on it…"
 REACTION = "hourglass_flowing_sand"
-STOP_WORDS = {"stop", "cancel"}
 
 
 class SlackChannel:
@@ -67,7 +67,7 @@ class SlackChannel:
         self._socket: Any = None
         self._closing = False
         self._closed = asyncio.Event()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._background = Background(log, "maiden-slack")
         self._told: set[str] = set()
         self._watching: set[str] = set()
 
@@ -104,9 +104,7 @@ class SlackChannel:
         if self._socket is not None:
             with contextlib.suppress(Exception):
                 await self._socket.close_async()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._background.close()
         self._closed.set()
 
     def banner(self) -> str:
@@ -148,8 +146,8 @@ class SlackChannel:
         if not self.config.allowlist.allows(seen.user, seen.channel):
             await self._tell_once(seen.channel, seen.user, "talk to this agent")
             return
-        if seen.text.lower().strip(" .!") in STOP_WORDS:
-            self._spawn(self._stop(seen))
+        if is_stop(seen.text):
+            self._background.spawn(stop_thread(self.runtime, seen.thread_id, seen.user, log))
             return
         if not seen.text:
             return
@@ -160,21 +158,12 @@ class SlackChannel:
             origin=Origin(channel=self.name, target=seen.target, user=seen.user))
         if run.id not in self._watching and run.state in ACTIVE_STATES:
             self._watching.add(run.id)
-            self._spawn(self._show_status(run, seen))
+            self._background.spawn(self._show_status(run, seen))
 
     async def _joined(self, seen: Inbound) -> bool:
         """Whether the bot is part of this Slack thread (it has a maiden thread)."""
         return seen.in_thread and bool(await self.runtime.runs(thread_id=seen.thread_id,
                                                                limit=1))
-
-    async def _stop(self, seen: Inbound) -> None:
-        active = await self.runtime.active_run(seen.thread_id)
-        if active is None:
-            return
-        try:
-            await self.runtime.cancel(active.id, by=seen.user)
-        except MaidenError as exc:
-            log.warning("slack: stop from %s: %s", seen.user, exc)
 
     async def _show_status(self, run: Run, seen: Inbound) -> None:
         """A status while the run works: the assistant thread status where the app has it,
@@ -244,14 +233,3 @@ class SlackChannel:
                     channel=channel, ts=message_ts,
                     text=f"{'Approved' if approve else 'Denied'}: {ids.get('name', '')}",
                     blocks=decided_blocks(ids.get("name", "the call"), approve, user))
-
-    def _spawn(self, coro: Awaitable[None]) -> None:
-        async def run() -> None:
-            try:
-                await coro
-            except Exception:
-                log.exception("slack: a background step failed")
-
-        task = asyncio.create_task(run(), name="maiden-slack")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)

@@ -1,0 +1,57 @@
+"""What chat channels do beside taking messages, written once: background steps that are
+kept track of, and `stop` in a thread."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from typing import Any
+
+from runtime import MaidenError, Runtime
+
+__all__ = ["STOP_WORDS", "Background", "is_stop", "stop_thread"]
+
+STOP_WORDS = frozenset({"stop", "cancel"})
+
+
+def is_stop(text: str) -> bool:
+    """``stop`` (or ``cancel``), however punctuated: the person wants the run to end."""
+    return text.lower().strip(" .!") in STOP_WORDS
+
+
+async def stop_thread(runtime: Runtime, thread_id: str, by: str, log: logging.Logger) -> None:
+    """Cancel the thread's run that goes first, if any (its tools stop where they run)."""
+    active = await runtime.active_run(thread_id)
+    if active is None:
+        return
+    try:
+        await runtime.cancel(active.id, by=by)
+    except MaidenError as exc:
+        log.warning("stop from %s: %s", by, exc)
+
+
+class Background:
+    """Steps a channel starts and does not wait for (a status, a stop): each is kept until
+    it ends, a failure is logged, and ``close`` cancels and awaits what is left."""
+
+    def __init__(self, log: logging.Logger, name: str) -> None:
+        self._log = log
+        self._name = name
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        async def run() -> None:
+            try:
+                await coro
+            except Exception:
+                self._log.exception("%s: a background step failed", self._name)
+
+        task = asyncio.create_task(run(), name=self._name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
