@@ -163,11 +163,16 @@ def test_refuses_to_listen_beyond_loopback_without_a_token(home: Path) -> None:
 
 
 def test_other_commands_do_not_load_the_web_stack(home: Path) -> None:
+    # Slack and Discord configured: `send` still loads none of their libraries.
+    with (home / "agent.toml").open("a") as f:
+        f.write('\n[channels.slack]\nallow_users = ["U1"]\n[channels.discord]\nopen = true\n')
     script = textwrap.dedent('''
         import sys
         from bot.cli import main
         code = main(["send", "t", "hi"])
-        print(code, sorted(m for m in ("fastapi", "uvicorn", "starlette", "prometheus_client")
+        print(code, sorted(m for m in ("fastapi", "uvicorn", "starlette", "prometheus_client",
+                                       "httpx", "slack_bolt", "slack_sdk", "discord",
+                                       "aiohttp")
                            if m in sys.modules))
     ''')
     result = subprocess.run([sys.executable, "-c", script], cwd=home, capture_output=True,
