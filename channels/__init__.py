@@ -1,5 +1,6 @@
-"""Adapters between people and the runtime, one package per channel (``channels.http``; Slack
-and Discord next) plus the terminal. Each uses only the runtime's public API."""
+"""Adapters between people and the runtime, one package per channel (``channels.http``,
+``channels.slack``, ``channels.discord``) plus the terminal; what the chat channels share
+(``access``, ``prompts``, ``work``) lives here once. Each uses only the runtime's public API."""
 
 from .base import Channel
 from .terminal import chat, on_sigint, render_entry, render_run, render_transition
