@@ -147,17 +147,23 @@ class EventBus:
     this process.
     """
 
-    def __init__(self, keep: int = 10_000) -> None:
+    def __init__(self, keep: int = 10_000, runs: int = 1_000) -> None:
         self._everything: set[Subscription] = set()
         self._by_run: dict[str, set[Subscription]] = {}
+        # Oldest first; bounded, for runs that never end here (another process drives them).
         self._kept: dict[str, list[RunEvent]] = {}
         self._keep = keep
+        self._runs = runs
 
     def publish(self, event: RunEvent) -> None:
         if isinstance(event, RunEnded):
             self._kept.pop(event.run_id, None)
         else:
-            kept = self._kept.setdefault(event.run_id, [])
+            kept = self._kept.get(event.run_id)
+            if kept is None:
+                if len(self._kept) >= self._runs:
+                    del self._kept[next(iter(self._kept))]
+                kept = self._kept[event.run_id] = []
             if len(kept) < self._keep:
                 kept.append(event)
         for sub in (*self._everything, *self._by_run.get(event.run_id, ())):
