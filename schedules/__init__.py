@@ -10,6 +10,7 @@ exactly once. The runner that submits runs is not built yet.
 from schedules.cron import (
     Cron,
     MisfirePolicy,
+    last_slot,
     misfire,
     next_fires,
     parse_crontab,
@@ -20,6 +21,7 @@ from schedules.cron import (
 __all__ = [
     "Cron",
     "MisfirePolicy",
+    "last_slot",
     "misfire",
     "next_fires",
     "parse_crontab",

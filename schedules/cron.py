@@ -26,8 +26,10 @@ Where crontab and APScheduler 3 disagree, crontab wins:
   once, at its first occurrence. APScheduler 3.11's ``CronTrigger`` fires
   the missing 02:30 at 03:30 (it reads the wall time with the old offset),
   drops missing slots of a ``*``-hour schedule, and fires a repeated wall
-  time twice; the slot functions here do not follow it, so a scheduler
-  claiming slots must take them from here, not from the trigger's fire time.
+  time twice. The slot functions here do not follow it: a scheduler claims
+  :func:`last_slot` of the trigger's scheduled fire time, which maps
+  APScheduler's 03:30 to our 03:00 slot and both 02:30 fires to one slot, so
+  the second claim finds the key taken.
 
 Wall times are matched on the naive local calendar, and mapped to instants
 by one monotone rule (``_instant``), which is what makes walking forward and
@@ -47,8 +49,8 @@ from apscheduler.triggers.cron import CronTrigger  # type: ignore[import-untyped
 
 from runtime.errors import ConfigError
 
-__all__ = ["Cron", "MisfirePolicy", "misfire", "next_fires", "parse_crontab", "slot_key",
-           "slots_between"]
+__all__ = ["Cron", "MisfirePolicy", "last_slot", "misfire", "next_fires", "parse_crontab",
+           "slot_key", "slots_between"]
 
 MisfirePolicy = Literal["skip", "once", "all"]
 
@@ -175,7 +177,7 @@ def _parse_field(text: str, field: _Field) -> frozenset[int]:
         span, slash, step_text = item.partition("/")
         step = 1
         if slash:
-            if not step_text.isdigit() or int(step_text) == 0:
+            if not _is_number(step_text) or int(step_text) == 0:
                 raise ValueError(f"{step_text!r} is not a step (a whole number from 1)")
             step = int(step_text)
         if span == "*":
@@ -201,10 +203,14 @@ def _value(token: str, field: _Field) -> int:
     lowered = token.lower()
     if lowered in field.names:
         return field.low + field.names.index(lowered)
-    if token.isdigit() and field.low <= int(token) <= field.high:
+    if _is_number(token) and field.low <= int(token) <= field.high:
         return int(token)
-    shown = token if token.isdigit() else repr(token)
+    shown = token if _is_number(token) else repr(token)
     raise ValueError(f"{shown} is not {field.describe()}")
+
+
+def _is_number(token: str) -> bool:
+    return token.isascii() and token.isdigit()  # not "³", which isdigit() but int() refuses
 
 
 def _runs(values: list[int]) -> list[tuple[int, int]]:
@@ -269,22 +275,26 @@ def _walls(cron: Cron, start: datetime, forward: bool) -> Iterator[datetime]:
 
 def _slots(cron: Cron, edge: datetime, forward: bool) -> Iterator[datetime]:
     """Distinct slot instants strictly after ``edge`` (forward) or at/before it (backward)."""
-    zone = cron.zone
-    local = _aware(edge).astimezone(zone).replace(tzinfo=None)
+    zone, edge = cron.zone, _utc(edge)
+    local = edge.astimezone(zone).replace(tzinfo=None)
     last: datetime | None = None
     for wall in _walls(cron, local - _MARGIN if forward else local + _MARGIN, forward):
         slot = _instant(wall, zone)
-        if slot == last:
+        instant = slot.astimezone(UTC)
+        if instant == last:
             continue  # several missing wall times share the end of the gap
-        if (slot > edge) if forward else (slot <= edge):
+        if (instant > edge) if forward else (instant <= edge):
             yield slot
-            last = slot
+            last = instant
 
 
-def _aware(moment: datetime) -> datetime:
+def _utc(moment: datetime) -> datetime:
+    """``moment`` in UTC. Every comparison is made there: two datetimes in one zone compare
+    by wall clock, ignoring fold, so 02:30 (first) == 02:30 (second) and APScheduler's
+    non-existent 02:30 would sort before 03:00."""
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ValueError(f"{moment!r} is naive; give slot arithmetic an aware datetime")
-    return moment
+    return moment.astimezone(UTC)
 
 
 def next_fires(cron: Cron, after: datetime, count: int) -> list[datetime]:
@@ -306,12 +316,12 @@ def slots_between(cron: Cron, start: datetime, end: datetime, limit: int) -> lis
     newest ``limit`` are the ones it gives up on. Walks backward from ``end``, so the cost
     is ``limit`` slots however long the gap.
     """
-    _aware(start)
+    start = _utc(start)
     found: list[datetime] = []
     if limit <= 0:
         return found
     for slot in _slots(cron, end, forward=False):
-        if slot <= start:
+        if slot.astimezone(UTC) <= start:
             break
         found.append(slot)
         if len(found) == limit:
@@ -320,9 +330,14 @@ def slots_between(cron: Cron, start: datetime, end: datetime, limit: int) -> lis
     return found
 
 
+def last_slot(cron: Cron, moment: datetime) -> datetime:
+    """The newest slot at or before ``moment``: the slot a fire scheduled at ``moment`` claims."""
+    return next(_slots(cron, moment, forward=False))
+
+
 def slot_key(name: str, slot: datetime) -> str:
     """``schedule:{name}:{slot in UTC}``, e.g. ``schedule:daily:2025-03-31T07:00:00+00:00``."""
-    return f"schedule:{name}:{_aware(slot).astimezone(UTC).isoformat(timespec='seconds')}"
+    return f"schedule:{name}:{_utc(slot).isoformat(timespec='seconds')}"
 
 
 def misfire(policy: MisfirePolicy, missed: list[datetime], max_catchup: int) -> list[datetime]:
@@ -330,7 +345,8 @@ def misfire(policy: MisfirePolicy, missed: list[datetime], max_catchup: int) -> 
 
     ``skip``: none; ``once``: only the newest; ``all``: the newest ``max_catchup``.
     """
-    ordered = sorted(set(missed))
+    by_instant = {_utc(slot): slot for slot in reversed(missed)}  # the first of equal instants
+    ordered = [by_instant[instant] for instant in sorted(by_instant)]
     if policy == "skip" or not ordered:
         return []
     if policy == "once":

@@ -12,6 +12,7 @@ from runtime.errors import ConfigError
 from schedules.cron import (
     Cron,
     MisfirePolicy,
+    last_slot,
     misfire,
     next_fires,
     parse_crontab,
@@ -199,6 +200,8 @@ def test_the_trigger_fires_where_the_slots_are_away_from_dst(expr: str) -> None:
                                   "step '5/15' needs a range or '*' before the '/'")]),
         ("0 17-9 * * *", "UTC", [("schedules.0.cron", "range '17-9' runs backwards")]),
         ("0 0 * * fri-mon", "UTC", [("schedules.0.cron", "range 'fri-mon' runs backwards")]),
+        ("³ * * * *", "UTC", [("schedules.0.cron", "'³' is not a minute (0-59)")]),
+        ("*/² * * * *", "UTC", [("schedules.0.cron", "'²' is not a step (a whole number from 1)")]),
         ("1,,2 * * * *", "UTC", [("schedules.0.cron", "empty item in '1,,2'")]),
         ("0 0 L * *", "UTC", [("schedules.0.cron", "'L' is not a day of the month (1-31)")]),
         ("0 0 31 feb,apr *", "UTC", [("schedules.0.cron",
@@ -306,6 +309,68 @@ def test_what_apscheduler_does_at_dst_and_we_do_not() -> None:
         "2025-10-26T00:30:00+00:00", "2025-10-26T01:30:00+00:00"]
     assert isos(next_fires(fall, at("2025-10-25T12:00:00+02:00"), 2)) == [
         "2025-10-26T02:30:00+02:00", "2025-10-27T02:30:00+01:00"]
+
+
+@pytest.mark.parametrize(
+    ("expr", "zone", "start", "end"),
+    [
+        ("30 2 * * *", "Europe/Berlin", "2025-03-28T00:00:00+01:00", "2025-04-02T00:00:00+02:00"),
+        ("30 2 * * *", "Europe/Berlin", "2025-10-24T00:00:00+02:00", "2025-10-29T00:00:00+01:00"),
+        ("*/10 * * * *", "Europe/Berlin", "2025-03-30T00:00:00+01:00",
+         "2025-03-30T05:00:00+02:00"),
+        ("*/10 * * * *", "Europe/Berlin", "2025-10-26T00:00:00+02:00",
+         "2025-10-26T05:00:00+01:00"),
+        ("30 2 * * *", "America/New_York", "2025-03-07T00:00:00-05:00",
+         "2025-03-11T00:00:00-04:00"),
+        ("0,30 1 * * *", "America/New_York", "2025-10-31T00:00:00-04:00",
+         "2025-11-04T00:00:00-05:00"),
+        ("*/15 * * * *", "America/New_York", "2025-11-02T00:00:00-04:00",
+         "2025-11-02T04:00:00-05:00"),
+        ("0 0 1 * mon", "UTC", "2025-01-01T00:00:00+00:00", "2025-12-31T00:00:00+00:00"),
+    ],
+)
+def test_apschedulers_fires_claim_each_slot_once_through_last_slot(
+    expr: str, zone: str, start: str, end: str
+) -> None:
+    """However the trigger fires around DST, mapping each fire to last_slot claims every slot
+    exactly once: a second fire in a repeated hour finds its key already taken."""
+    cron = parse_crontab(expr, zone)
+    slots = slots_between(cron, at(start), at(end), 10_000)
+    fires = [f for f in fires_of_trigger(cron, at(start), 2 * len(slots) + 5) if f <= at(end)]
+    claimed: dict[str, datetime] = {}
+    for fire in fires:
+        claimed.setdefault(slot_key("job", last_slot(cron, fire)), fire)
+    assert sorted(claimed) == sorted(slot_key("job", s) for s in slots)
+
+
+@pytest.mark.parametrize(
+    ("moment", "slot"),
+    [
+        ("2025-03-30T03:00:00+02:00", "2025-03-30T03:00:00+02:00"),
+        ("2025-03-30T03:30:00+02:00", "2025-03-30T03:00:00+02:00"),  # APScheduler's 02:30
+        ("2025-03-30T02:59:59+02:00", "2025-03-29T02:30:00+01:00"),
+        ("2025-10-26T02:30:00+01:00", "2025-10-26T02:30:00+02:00"),  # the repeat: first one
+        ("2025-10-26T02:29:59+02:00", "2025-10-25T02:30:00+02:00"),
+    ],
+)
+def test_last_slot(moment: str, slot: str) -> None:
+    cron = parse_crontab("30 2 * * *", "Europe/Berlin")
+    assert last_slot(cron, at(moment)).isoformat() == slot
+
+
+def test_datetimes_in_the_same_zone_are_compared_as_instants() -> None:
+    """Same-zone datetimes compare by wall clock (fold ignored); the arithmetic must not."""
+    cron = parse_crontab("*/30 * * * *", "Europe/Berlin")
+    second_0230 = datetime(2025, 10, 26, 2, 30, tzinfo=BERLIN, fold=1)  # 01:30Z
+    assert isos(next_fires(cron, second_0230, 2)) == [
+        "2025-10-26T03:00:00+01:00", "2025-10-26T03:30:00+01:00"]
+    first_0200 = datetime(2025, 10, 26, 2, 0, tzinfo=BERLIN)
+    assert isos(slots_between(cron, first_0200, second_0230, 10)) == ["2025-10-26T02:30:00+02:00"]
+    missing_0230 = datetime(2025, 3, 30, 2, 30, tzinfo=BERLIN)  # as APScheduler hands it out
+    assert isos(next_fires(cron, missing_0230, 1)) == ["2025-03-30T04:00:00+02:00"]
+    first_0230 = second_0230.replace(fold=0)
+    assert misfire("all", [second_0230, first_0230, first_0230], 5) == [first_0230, second_0230]
+    assert misfire("once", [second_0230, first_0230], 5)[0].fold == 1
 
 
 def test_a_thousand_slots_one_by_one_equal_the_span() -> None:
