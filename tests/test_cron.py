@@ -1,0 +1,472 @@
+"""schedules/cron.py: crontab as crontab means it, and slots exactly once, tested with tables."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from itertools import pairwise
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from runtime.errors import ConfigError
+from schedules.cron import (
+    Cron,
+    MisfirePolicy,
+    last_slot,
+    misfire,
+    next_fires,
+    parse_crontab,
+    slot_key,
+    slots_between,
+)
+
+BERLIN = ZoneInfo("Europe/Berlin")
+NEW_YORK = ZoneInfo("America/New_York")
+
+
+def at(iso: str) -> datetime:
+    """An aware datetime from ISO 8601 with its offset."""
+    moment = datetime.fromisoformat(iso)
+    assert moment.tzinfo is not None
+    return moment
+
+
+def isos(moments: list[datetime]) -> list[str]:
+    return [m.isoformat() for m in moments]
+
+
+# --- day of week: crontab numbering, translated for APScheduler ---------------------------------
+
+MON, TUE, WED, THU, FRI, SAT, SUN = range(7)  # datetime.weekday()
+
+
+@pytest.mark.parametrize(
+    ("dow", "days", "aps"),
+    [
+        ("0", {SUN}, "sun"),
+        ("7", {SUN}, "sun"),
+        ("0,7", {SUN}, "sun"),
+        ("1-5", {MON, TUE, WED, THU, FRI}, "mon-fri"),
+        ("mon-fri", {MON, TUE, WED, THU, FRI}, "mon-fri"),
+        ("MON-Fri", {MON, TUE, WED, THU, FRI}, "mon-fri"),
+        ("sat,sun", {SAT, SUN}, "sat-sun"),
+        ("6-7", {SAT, SUN}, "sat-sun"),
+        ("5-7", {FRI, SAT, SUN}, "fri-sun"),
+        ("5-0", {FRI, SAT, SUN}, "fri-sun"),
+        ("fri-sun", {FRI, SAT, SUN}, "fri-sun"),
+        ("0-2", {SUN, MON, TUE}, "mon-tue,sun"),
+        ("sun,wed", {SUN, WED}, "wed,sun"),
+        ("1-7/2", {MON, WED, FRI, SUN}, "mon,wed,fri,sun"),
+        ("*/2", {SUN, TUE, THU, SAT}, "tue,thu,sat-sun"),
+        ("*", {MON, TUE, WED, THU, FRI, SAT, SUN}, "*"),
+    ],
+)
+def test_day_of_week_is_crontab_numbering(dow: str, days: set[int], aps: str) -> None:
+    cron = parse_crontab(f"0 12 * * {dow}", "Europe/Berlin")
+    week = next_fires(cron, at("2025-06-01T13:00:00+02:00"), 20)  # a Sunday, after noon
+    assert {d.weekday() for d in week} == days
+    assert all(d.hour == 12 and d.minute == 0 for d in week)
+    assert cron.trigger().fields[4].name == "day_of_week"
+    assert str(cron.trigger().fields[4]) == aps
+
+
+@pytest.mark.parametrize(
+    ("expr", "expected"),
+    [
+        ("0 9 * * 1-5", ["2025-03-31T09:00:00+02:00", "2025-04-01T09:00:00+02:00",
+                         "2025-04-02T09:00:00+02:00"]),
+        ("*/15 * * * *", ["2025-03-28T20:15:00+01:00", "2025-03-28T20:30:00+01:00",
+                          "2025-03-28T20:45:00+01:00"]),
+        ("0 9 * * sat,sun", ["2025-03-29T09:00:00+01:00", "2025-03-30T09:00:00+02:00",
+                             "2025-04-05T09:00:00+02:00"]),
+        ("0 0 1 jan,jul *", ["2025-07-01T00:00:00+02:00", "2026-01-01T00:00:00+01:00",
+                             "2026-07-01T00:00:00+02:00"]),
+        ("5 4 * FEB-apr *", ["2025-03-29T04:05:00+01:00", "2025-03-30T04:05:00+02:00",
+                             "2025-03-31T04:05:00+02:00"]),
+        ("0,30 8,17 * * *", ["2025-03-29T08:00:00+01:00", "2025-03-29T08:30:00+01:00",
+                             "2025-03-29T17:00:00+01:00"]),
+        ("1-10/4 20 * * *", ["2025-03-28T20:01:00+01:00", "2025-03-28T20:05:00+01:00",
+                             "2025-03-28T20:09:00+01:00"]),
+        ("0 0 29 2 *", ["2028-02-29T00:00:00+01:00", "2032-02-29T00:00:00+01:00",
+                        "2036-02-29T00:00:00+01:00"]),
+        ("0 12 13 * fri", ["2025-04-04T12:00:00+02:00", "2025-04-11T12:00:00+02:00",
+                           "2025-04-13T12:00:00+02:00"]),  # Fridays OR the 13th (a Sunday)
+    ],
+)
+def test_next_fires_from_a_friday_evening_in_berlin(expr: str, expected: list[str]) -> None:
+    friday = at("2025-03-28T20:00:00+01:00")
+    assert friday.weekday() == FRI
+    assert isos(next_fires(parse_crontab(expr, "Europe/Berlin"), friday, 3)) == expected
+
+
+def test_next_fires_is_strictly_after_and_in_the_schedules_zone() -> None:
+    cron = parse_crontab("0 9 * * *", "America/New_York")
+    nine = at("2025-06-02T09:00:00-04:00")
+    assert isos(next_fires(cron, nine, 1)) == ["2025-06-03T09:00:00-04:00"]
+    assert isos(next_fires(cron, nine - timedelta(microseconds=1), 1)) == [nine.isoformat()]
+    from_utc = next_fires(cron, datetime(2025, 6, 2, 12, tzinfo=UTC), 1)[0]
+    assert from_utc.tzinfo == NEW_YORK and from_utc.isoformat() == "2025-06-02T09:00:00-04:00"
+    assert next_fires(cron, nine, 0) == []
+
+
+# --- day of month OR day of week -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("expr", "expected_days"),
+    [
+        # Both restricted: the 1st OR any Monday (June 2025 starts on a Sunday).
+        ("0 0 1 * mon", ["2025-06-01", "2025-06-02", "2025-06-09", "2025-06-16", "2025-06-23",
+                         "2025-06-30", "2025-07-01"]),
+        ("0 0 1,15 * 6", ["2025-06-01", "2025-06-07", "2025-06-14", "2025-06-15", "2025-06-21",
+                          "2025-06-28", "2025-07-01"]),
+        # A field starting with '*' is unrestricted (as in Vixie cron): AND, as usual.
+        ("0 0 * * mon", ["2025-06-02", "2025-06-09", "2025-06-16", "2025-06-23", "2025-06-30",
+                         "2025-07-07", "2025-07-14"]),
+        ("0 0 */10 * mon", ["2025-07-21", "2025-08-11", "2025-09-01", "2025-12-01",
+                            "2026-05-11", "2026-06-01", "2026-08-31"]),
+    ],
+)
+def test_day_of_month_or_day_of_week(expr: str, expected_days: list[str]) -> None:
+    cron = parse_crontab(expr, "UTC")
+    fires = next_fires(cron, at("2025-05-31T12:00:00+00:00"), len(expected_days))
+    assert [f.date().isoformat() for f in fires] == expected_days
+
+
+def test_the_or_rule_becomes_an_or_of_two_apscheduler_triggers() -> None:
+    trigger = parse_crontab("0 0 1 * mon", "UTC").trigger()
+    assert type(trigger).__name__ == "OrTrigger"
+    assert [str(t) for t in trigger.triggers] == [
+        "cron[month='*', day='1', day_of_week='*', hour='0', minute='0']",
+        "cron[month='*', day='*', day_of_week='mon', hour='0', minute='0']",
+    ]
+
+
+def fires_of_trigger(cron: Cron, after: datetime, count: int) -> list[datetime]:
+    trigger = cron.trigger()
+    fires: list[datetime] = []
+    previous, now = None, after + timedelta(microseconds=1)
+    while len(fires) < count:
+        fire: datetime = trigger.get_next_fire_time(previous, now)
+        fires.append(fire)
+        previous = now = fire
+    return fires
+
+
+@pytest.mark.parametrize(
+    "expr",
+    ["0 9 * * 1-5", "0 9 * * 0", "0 9 * * 7", "30 6 * * 5-0", "0 0 * * 0-2", "*/15 8-10 * * *",
+     "0 0 1 * mon", "0 12 13 * 5", "0 0 1-7 * sun", "0 3 1 jan,jun,dec *", "0 0 * * */2",
+     "0 0 */10 * mon"],
+)
+def test_the_trigger_fires_where_the_slots_are_away_from_dst(expr: str) -> None:
+    """The translation to APScheduler is checked against our own arithmetic, in summer."""
+    cron = parse_crontab(expr, "Europe/Berlin")
+    start, end = at("2025-04-01T00:00:00+02:00"), at("2025-10-01T00:00:00+02:00")
+    ours = slots_between(cron, start, end, 10_000)
+    assert ours
+    theirs = fires_of_trigger(cron, start, len(ours) + 1)
+    assert theirs[-1] > end
+    assert theirs[:-1] == ours
+
+
+# --- errors --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("expr", "timezone", "problems"),
+    [
+        ("0 9 * * 1 2", "UTC", [("schedules.0.cron", "expected 5 fields, got 6")]),
+        ("0 9 * *", "UTC", [("schedules.0.cron", "expected 5 fields, got 4")]),
+        ("", "UTC", [("schedules.0.cron", "expected 5 fields, got an empty expression")]),
+        ("   ", "UTC", [("schedules.0.cron", "expected 5 fields, got an empty expression")]),
+        ("61 * * * *", "UTC", [("schedules.0.cron", "61 is not a minute (0-59)")]),
+        ("0 24 * * *", "UTC", [("schedules.0.cron", "24 is not an hour (0-23)")]),
+        ("0 0 0 * *", "UTC", [("schedules.0.cron", "0 is not a day of the month (1-31)")]),
+        ("0 0 32 * *", "UTC", [("schedules.0.cron", "32 is not a day of the month (1-31)")]),
+        ("0 0 * 13 *", "UTC", [("schedules.0.cron", "13 is not a month (1-12 or jan-dec)")]),
+        ("0 0 * * 8", "UTC", [("schedules.0.cron",
+                               "8 is not a day of the week (0-7 or sun-sat)")]),
+        ("0 0 * * mond", "UTC", [("schedules.0.cron",
+                                  "'mond' is not a day of the week (0-7 or sun-sat)")]),
+        ("0 0 * june *", "UTC", [("schedules.0.cron",
+                                  "'june' is not a month (1-12 or jan-dec)")]),
+        ("0 0 * * -1", "UTC", [("schedules.0.cron",
+                                "'' is not a day of the week (0-7 or sun-sat)")]),
+        ("*/0 * * * *", "UTC", [("schedules.0.cron", "'0' is not a step (a whole number from 1)")]),
+        ("*/x * * * *", "UTC", [("schedules.0.cron", "'x' is not a step (a whole number from 1)")]),
+        ("*/ * * * *", "UTC", [("schedules.0.cron", "'' is not a step (a whole number from 1)")]),
+        ("5/15 * * * *", "UTC", [("schedules.0.cron",
+                                  "step '5/15' needs a range or '*' before the '/'")]),
+        ("0 17-9 * * *", "UTC", [("schedules.0.cron", "range '17-9' runs backwards")]),
+        ("0 0 * * fri-mon", "UTC", [("schedules.0.cron", "range 'fri-mon' runs backwards")]),
+        ("³ * * * *", "UTC", [("schedules.0.cron", "'³' is not a minute (0-59)")]),
+        ("*/² * * * *", "UTC", [("schedules.0.cron", "'²' is not a step (a whole number from 1)")]),
+        ("1,,2 * * * *", "UTC", [("schedules.0.cron", "empty item in '1,,2'")]),
+        ("0 0 L * *", "UTC", [("schedules.0.cron", "'L' is not a day of the month (1-31)")]),
+        ("0 0 31 feb,apr *", "UTC", [("schedules.0.cron",
+                                      "'0 0 31 feb,apr *' never fires: no chosen month has "
+                                      "that day")]),
+        ("0 9 * * *", "Mars/Base", [("schedules.0.timezone", "unknown timezone 'Mars/Base'")]),
+        ("0 9 * * *", "", [("schedules.0.timezone", "unknown timezone ''")]),
+        ("0 9 * * *", "../etc/passwd", [("schedules.0.timezone",
+                                         "unknown timezone '../etc/passwd'")]),
+        ("99 9 * * 9", "Mars/Base", [("schedules.0.timezone", "unknown timezone 'Mars/Base'"),
+                                     ("schedules.0.cron", "99 is not a minute (0-59)"),
+                                     ("schedules.0.cron",
+                                      "9 is not a day of the week (0-7 or sun-sat)")]),
+    ],
+)
+def test_invalid_lines_name_the_key_and_the_reason(
+    expr: str, timezone: str, problems: list[tuple[str, str]]
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_crontab(expr, timezone, key="schedules.0.cron")
+    got = [(key, reason.split(" (minute hour")[0]) for key, reason in caught.value.problems]
+    assert got == problems
+    assert f"{problems[0][0]}: {problems[0][1]}" in str(caught.value)
+
+
+def test_the_key_paths_are_the_callers() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_crontab("1 2 3", "Mars/Base", key="schedules.daily.cron", timezone_key="tz")
+    assert caught.value.problems == [
+        ("tz", "unknown timezone 'Mars/Base'"),
+        ("schedules.daily.cron",
+         "expected 5 fields, got 3 (minute hour day-of-month month day-of-week)"),
+    ]
+    with pytest.raises(ConfigError) as caught:
+        parse_crontab("0 0 * * *", "Nowhere")
+    assert caught.value.problems == [("timezone", "unknown timezone 'Nowhere'")]
+
+
+# --- daylight saving time: every slot once, at the instant the user expects -------------------
+
+
+@pytest.mark.parametrize(
+    ("expr", "zone", "expected"),
+    [
+        # Spring forward: 02:00-03:00 does not exist; the missing 02:30 fires at 03:00.
+        ("30 2 * * *", "Europe/Berlin",
+         ["2025-03-29T02:30:00+01:00", "2025-03-30T03:00:00+02:00",
+          "2025-03-31T02:30:00+02:00"]),
+        ("30 2 * * *", "America/New_York",
+         ["2025-03-08T02:30:00-05:00", "2025-03-09T03:00:00-04:00",
+          "2025-03-10T02:30:00-04:00"]),
+        # Every missing slot and 03:00 itself are one slot at 03:00.
+        ("*/20 1-3 * * *", "Europe/Berlin",
+         ["2025-03-30T01:00:00+01:00", "2025-03-30T01:20:00+01:00",
+          "2025-03-30T01:40:00+01:00", "2025-03-30T03:00:00+02:00",
+          "2025-03-30T03:20:00+02:00", "2025-03-30T03:40:00+02:00"]),
+        ("*/30 2 * * *", "America/New_York",
+         ["2025-03-08T02:00:00-05:00", "2025-03-08T02:30:00-05:00",
+          "2025-03-09T03:00:00-04:00", "2025-03-10T02:00:00-04:00"]),
+        # Fall back: 02:00-03:00 (Berlin), 01:00-02:00 (New York) happen twice; first wins.
+        ("30 2 * * *", "Europe/Berlin",
+         ["2025-10-25T02:30:00+02:00", "2025-10-26T02:30:00+02:00",
+          "2025-10-27T02:30:00+01:00"]),
+        ("30 1 * * *", "America/New_York",
+         ["2025-11-01T01:30:00-04:00", "2025-11-02T01:30:00-04:00",
+          "2025-11-03T01:30:00-05:00"]),
+        ("0,30 * * * *", "Europe/Berlin",
+         ["2025-10-26T01:30:00+02:00", "2025-10-26T02:00:00+02:00",
+          "2025-10-26T02:30:00+02:00", "2025-10-26T03:00:00+01:00"]),
+        ("0,30 * * * *", "America/New_York",
+         ["2025-11-02T00:30:00-04:00", "2025-11-02T01:00:00-04:00",
+          "2025-11-02T01:30:00-04:00", "2025-11-02T02:00:00-05:00"]),
+    ],
+)
+def test_dst_each_slot_once_at_the_right_instant(
+    expr: str, zone: str, expected: list[str]
+) -> None:
+    cron = parse_crontab(expr, zone)
+    before_first = at(expected[0]) - timedelta(seconds=1)
+    fires = next_fires(cron, before_first, len(expected))
+    assert isos(fires) == expected
+    assert len({f.astimezone(UTC) for f in fires}) == len(fires)
+    # Asked one at a time, or as a span, or as a span walked from its end: the same slots.
+    one_by_one: list[datetime] = []
+    previous = before_first
+    for _ in expected:
+        previous = next_fires(cron, previous, 1)[0]
+        one_by_one.append(previous)
+    assert one_by_one == fires
+    assert slots_between(cron, before_first, fires[-1], 100) == fires
+    assert slots_between(cron, before_first, fires[-1], 2) == fires[-2:]
+
+
+def test_what_apscheduler_does_at_dst_and_we_do_not() -> None:
+    """Recorded so an APScheduler upgrade that changes it is noticed."""
+    spring = parse_crontab("30 2 * * *", "Europe/Berlin")
+    fired = fires_of_trigger(spring, at("2025-03-29T12:00:00+01:00"), 1)[0]
+    assert fired.astimezone(UTC).isoformat() == "2025-03-30T01:30:00+00:00"  # 03:30 CEST
+    assert next_fires(spring, at("2025-03-29T12:00:00+01:00"), 1)[0].astimezone(UTC) == (
+        at("2025-03-30T01:00:00+00:00"))  # 03:00 CEST
+
+    fall = parse_crontab("30 2 * * *", "Europe/Berlin")
+    fired_twice = fires_of_trigger(fall, at("2025-10-25T12:00:00+02:00"), 2)
+    assert [f.astimezone(UTC).isoformat() for f in fired_twice] == [
+        "2025-10-26T00:30:00+00:00", "2025-10-26T01:30:00+00:00"]
+    assert isos(next_fires(fall, at("2025-10-25T12:00:00+02:00"), 2)) == [
+        "2025-10-26T02:30:00+02:00", "2025-10-27T02:30:00+01:00"]
+
+
+@pytest.mark.parametrize(
+    ("expr", "zone", "start", "end"),
+    [
+        ("30 2 * * *", "Europe/Berlin", "2025-03-28T00:00:00+01:00", "2025-04-02T00:00:00+02:00"),
+        ("30 2 * * *", "Europe/Berlin", "2025-10-24T00:00:00+02:00", "2025-10-29T00:00:00+01:00"),
+        ("*/10 * * * *", "Europe/Berlin", "2025-03-30T00:00:00+01:00",
+         "2025-03-30T05:00:00+02:00"),
+        ("*/10 * * * *", "Europe/Berlin", "2025-10-26T00:00:00+02:00",
+         "2025-10-26T05:00:00+01:00"),
+        ("30 2 * * *", "America/New_York", "2025-03-07T00:00:00-05:00",
+         "2025-03-11T00:00:00-04:00"),
+        ("0,30 1 * * *", "America/New_York", "2025-10-31T00:00:00-04:00",
+         "2025-11-04T00:00:00-05:00"),
+        ("*/15 * * * *", "America/New_York", "2025-11-02T00:00:00-04:00",
+         "2025-11-02T04:00:00-05:00"),
+        ("0 0 1 * mon", "UTC", "2025-01-01T00:00:00+00:00", "2025-12-31T00:00:00+00:00"),
+    ],
+)
+def test_apschedulers_fires_claim_each_slot_once_through_last_slot(
+    expr: str, zone: str, start: str, end: str
+) -> None:
+    """However the trigger fires around DST, mapping each fire to last_slot claims every slot
+    exactly once: a second fire in a repeated hour finds its key already taken."""
+    cron = parse_crontab(expr, zone)
+    slots = slots_between(cron, at(start), at(end), 10_000)
+    fires = [f for f in fires_of_trigger(cron, at(start), 2 * len(slots) + 5) if f <= at(end)]
+    claimed: dict[str, datetime] = {}
+    for fire in fires:
+        claimed.setdefault(slot_key("job", last_slot(cron, fire)), fire)
+    assert sorted(claimed) == sorted(slot_key("job", s) for s in slots)
+
+
+@pytest.mark.parametrize(
+    ("moment", "slot"),
+    [
+        ("2025-03-30T03:00:00+02:00", "2025-03-30T03:00:00+02:00"),
+        ("2025-03-30T03:30:00+02:00", "2025-03-30T03:00:00+02:00"),  # APScheduler's 02:30
+        ("2025-03-30T02:59:59+02:00", "2025-03-29T02:30:00+01:00"),
+        ("2025-10-26T02:30:00+01:00", "2025-10-26T02:30:00+02:00"),  # the repeat: first one
+        ("2025-10-26T02:29:59+02:00", "2025-10-25T02:30:00+02:00"),
+    ],
+)
+def test_last_slot(moment: str, slot: str) -> None:
+    cron = parse_crontab("30 2 * * *", "Europe/Berlin")
+    assert last_slot(cron, at(moment)).isoformat() == slot
+
+
+def test_datetimes_in_the_same_zone_are_compared_as_instants() -> None:
+    """Same-zone datetimes compare by wall clock (fold ignored); the arithmetic must not."""
+    cron = parse_crontab("*/30 * * * *", "Europe/Berlin")
+    second_0230 = datetime(2025, 10, 26, 2, 30, tzinfo=BERLIN, fold=1)  # 01:30Z
+    assert isos(next_fires(cron, second_0230, 2)) == [
+        "2025-10-26T03:00:00+01:00", "2025-10-26T03:30:00+01:00"]
+    first_0200 = datetime(2025, 10, 26, 2, 0, tzinfo=BERLIN)
+    assert isos(slots_between(cron, first_0200, second_0230, 10)) == ["2025-10-26T02:30:00+02:00"]
+    missing_0230 = datetime(2025, 3, 30, 2, 30, tzinfo=BERLIN)  # as APScheduler hands it out
+    assert isos(next_fires(cron, missing_0230, 1)) == ["2025-03-30T04:00:00+02:00"]
+    first_0230 = second_0230.replace(fold=0)
+    assert misfire("all", [second_0230, first_0230, first_0230], 5) == [first_0230, second_0230]
+    assert misfire("once", [second_0230, first_0230], 5)[0].fold == 1
+
+
+def test_a_thousand_slots_one_by_one_equal_the_span() -> None:
+    cron = parse_crontab("*/7 * * * *", "Europe/Berlin")
+    start = at("2025-10-26T01:00:00+02:00")  # across the fall-back hour
+    slots: list[datetime] = []
+    previous = start
+    for _ in range(1000):
+        (previous,) = next_fires(cron, previous, 1)
+        slots.append(previous)
+    assert slots == sorted(set(slots))
+    assert slots_between(cron, start, slots[-1], 1000) == slots
+    assert slots_between(cron, start, slots[-1], 5000) == slots
+    assert next_fires(cron, start, 1000) == slots
+    assert slots_between(cron, slots[0], slots[-1], 1000) == slots[1:]
+    assert slots_between(cron, start, slots[-1] - timedelta(seconds=1), 1000) == slots[:-1]
+
+
+@pytest.mark.parametrize("zone", ["Europe/Berlin", "America/New_York"])
+def test_a_year_of_quarter_hours_has_every_slot_once(zone: str) -> None:
+    cron = parse_crontab("*/15 * * * *", zone)
+    start = datetime(2025, 1, 1, tzinfo=ZoneInfo(zone))
+    end = datetime(2026, 1, 1, tzinfo=ZoneInfo(zone))
+    slots = slots_between(cron, start, end, 10**6)
+    # 365 days of 96 quarters; spring forward loses four, fall back repeats none.
+    assert len(slots) == 365 * 96 - 4
+    assert all(a < b for a, b in pairwise(slots))
+    assert slots[0] == start + timedelta(minutes=15) and slots[-1] == end
+
+
+def test_slots_between_keeps_the_newest_limit() -> None:
+    cron = parse_crontab("0 * * * *", "UTC")
+    start, end = at("2025-06-01T00:00:00+00:00"), at("2025-06-01T05:30:00+00:00")
+    assert isos(slots_between(cron, start, end, 2)) == [
+        "2025-06-01T04:00:00+00:00", "2025-06-01T05:00:00+00:00"]
+    assert len(slots_between(cron, start, end, 10)) == 5
+    assert slots_between(cron, start, end, 0) == []
+    assert slots_between(cron, end, start, 10) == []
+
+
+def test_naive_datetimes_are_refused() -> None:
+    cron = parse_crontab("0 * * * *", "UTC")
+    with pytest.raises(ValueError, match="naive"):
+        next_fires(cron, datetime(2025, 1, 1), 1)
+    with pytest.raises(ValueError, match="naive"):
+        slots_between(cron, datetime(2025, 1, 1), datetime(2025, 1, 2, tzinfo=UTC), 1)
+    with pytest.raises(ValueError, match="naive"):
+        slot_key("daily", datetime(2025, 1, 1))
+
+
+# --- keys and misfires ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "slot", "key"),
+    [
+        ("daily", "2025-03-31T09:00:00+02:00", "schedule:daily:2025-03-31T07:00:00+00:00"),
+        ("daily", "2025-03-31T07:00:00+00:00", "schedule:daily:2025-03-31T07:00:00+00:00"),
+        ("ny", "2025-11-02T01:30:00-04:00", "schedule:ny:2025-11-02T05:30:00+00:00"),
+        ("ny", "2025-11-02T01:30:00.999-05:00", "schedule:ny:2025-11-02T06:30:00+00:00"),
+    ],
+)
+def test_slot_key_is_utc_with_seconds(name: str, slot: str, key: str) -> None:
+    assert slot_key(name, at(slot)) == key
+
+
+def test_the_two_first_occurrences_of_a_repeated_hour_have_distinct_keys() -> None:
+    cron = parse_crontab("30 1 * * *", "America/New_York")
+    fires = next_fires(cron, at("2025-11-01T00:00:00-04:00"), 3)
+    keys = [slot_key("ny", f) for f in fires]
+    assert keys == ["schedule:ny:2025-11-01T05:30:00+00:00",
+                    "schedule:ny:2025-11-02T05:30:00+00:00",
+                    "schedule:ny:2025-11-03T06:30:00+00:00"]
+
+
+HOURS = [at(f"2025-06-01T0{h}:00:00+00:00") for h in range(5)]
+
+
+@pytest.mark.parametrize(
+    ("policy", "missed", "max_catchup", "expected"),
+    [
+        ("skip", HOURS, 3, []),
+        ("skip", [], 3, []),
+        ("once", HOURS, 3, HOURS[-1:]),
+        ("once", list(reversed(HOURS)), 3, HOURS[-1:]),
+        ("once", HOURS, 0, HOURS[-1:]),
+        ("once", [], 3, []),
+        ("all", HOURS, 3, HOURS[2:]),
+        ("all", HOURS, 10, HOURS),
+        ("all", [HOURS[3], HOURS[0], HOURS[3], HOURS[1]], 10, [HOURS[0], HOURS[1], HOURS[3]]),
+        ("all", HOURS, 1, HOURS[-1:]),
+        ("all", HOURS, 0, []),
+        ("all", [], 3, []),
+    ],
+)
+def test_misfire(
+    policy: MisfirePolicy, missed: list[datetime], max_catchup: int, expected: list[datetime]
+) -> None:
+    assert misfire(policy, missed, max_catchup) == expected
