@@ -126,7 +126,10 @@ def banner_tail(
     serving.setdefault("discord", "not configured (no [channels.discord])")
     serving = {name: serving[name] for name in ("http", "slack", "discord") if name in serving}
     lines = [f"  {name:<11} {line}" for name, line in serving.items()]
-    lines += ["  schedules   none", f"  recovered   {len(recovered)} unfinished run(s)"]
+    defined = cfg.schedules
+    lines += [f"  schedules   {len(defined)} defined (listed by `maiden schedules`; firing "
+              "them lands in a later version)" if defined else "  schedules   none",
+              f"  recovered   {len(recovered)} unfinished run(s)"]
     for run in recovered:
         lines.append(f"    {run.id} on {run.thread_id!r}: {run.state} ({run.reason})")
     urls = [c.url for c in channels if isinstance(c, HttpChannel)]

@@ -83,6 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     cancel.add_argument("--by", default="cli")
     usage = sub.add_parser("usage", help="tokens and cost by thread")
     usage.add_argument("--since", help="an ISO date/time, or an age such as 24h or 7d")
+    sub.add_parser("schedules", help="list the schedules with their next fire times")
     sub.add_parser("check", help="validate the config and say what is configured")
     return p
 
@@ -97,6 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                              secrets=_secret_values(loaded))
         if args.command == "check":
             return _check(loaded)
+        if args.command == "schedules":
+            return _schedules(loaded)
         code: int = asyncio.run(_COMMANDS[args.command](loaded, args))
         return code
     except ConfigError as exc:
@@ -193,6 +196,27 @@ def _check_slack(loaded: LoadedConfig) -> bool:
     for line in lines:
         print(f"            {line}")
     return not ok
+
+
+def _schedules(loaded: LoadedConfig) -> int:
+    """Each schedule: its crontab, zone, next three fires (ISO 8601 with offset), and where
+    its answer goes. (Firing them lands in a later version: no slot has been run yet.)"""
+    from schedules import next_fires
+
+    schedules = loaded.config.read_schedules()
+    if not schedules:
+        print("no schedules (add [[schedules]] to the config)")
+        return EXIT_OK
+    now = datetime.now(UTC)
+    for s in schedules:
+        c = s.config
+        fires = [f.isoformat() for f in next_fires(s.cron, now, 3)] if c.enabled else []
+        where = c.deliver or f"thread {s.thread!r}"
+        state = "" if c.enabled else "  (disabled)"
+        print(f"{c.name}  {c.cron!r} {s.cron.timezone}{state}  -> {where}  origin=config")
+        print(f"    next: {', '.join(fires) or '-'}")
+        print("    last slot: -")
+    return EXIT_OK
 
 
 def _secret_values(loaded: LoadedConfig) -> list[str]:

@@ -22,6 +22,7 @@ from runtime import (
     StoreConfig,
     ToolsConfig,
 )
+from schedules.config import Schedule, ScheduleConfig, load_schedules
 
 __all__ = ["ChannelsConfig", "LoadedConfig", "MaidenConfig", "load_config", "parse_config"]
 
@@ -48,6 +49,18 @@ class MaidenConfig(BaseModel):
     tools: ToolsConfig = ToolsConfig()
     http: HttpConfig = HttpConfig()
     channels: ChannelsConfig = ChannelsConfig()
+    schedules: list[ScheduleConfig] = []
+
+    def chat_channels(self) -> list[str]:
+        """The chat channels configured and enabled (where schedules may deliver)."""
+        found = {"slack": self.channels.slack, "discord": self.channels.discord}
+        return [name for name, section in found.items()
+                if section is not None and section.enabled]
+
+    def read_schedules(self) -> list[Schedule]:
+        """The ``[[schedules]]``, checked (``ConfigError`` naming each bad key)."""
+        return load_schedules(self.schedules, default_timezone=self.agent.timezone,
+                              channels=self.chat_channels())
 
     def secret_envs(self) -> dict[str, str]:
         """Every ``*_env`` key that is set: its key path -> the variable it names."""
@@ -108,6 +121,10 @@ def _cross_checks(cfg: MaidenConfig) -> list[tuple[str, str]]:
         # The scripted provider finds its place in the script from the history it is sent.
         problems.append(("agent.max_context_tokens", "cannot be used with the scripted "
                          "provider (it replays its script by the history it is sent)"))
+    try:
+        cfg.read_schedules()
+    except ConfigError as exc:
+        problems.extend(exc.problems)
     slack = cfg.channels.slack
     if slack is not None and slack.enabled and slack.mode == "http" and not cfg.http.enabled:
         problems.append(("channels.slack.mode", "\"http\" needs the HTTP API ([http] "

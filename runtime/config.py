@@ -42,6 +42,8 @@ class AgentConfig(Section):
                                  description="who may approve; empty: anyone who can reach it")
     approval_timeout_s: float | None = Field(default=None, gt=0,
                                              description="then the run goes to timed_out")
+    timezone: str = Field(default="UTC",
+                          description="IANA zone: the default for schedules' crontab lines")
     max_message_chars: int = Field(
         default=100_000, ge=1,
         description="longer inbound messages are refused, from every channel")

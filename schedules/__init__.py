@@ -4,9 +4,11 @@
 and 7, day-of-month OR day-of-week), the APScheduler 3 trigger it becomes, and
 the slot arithmetic (next fires, slots missed in a span, DST handled once per
 slot, misfire policy, idempotency keys) that later code uses to claim each slot
-exactly once. The runner that submits runs is not built yet.
+exactly once. ``config`` reads ``[[schedules]]`` (checked at load time). The
+runner that submits runs is not built yet.
 """
 
+from schedules.config import Schedule, ScheduleConfig, deliver_origin, load_schedules
 from schedules.cron import (
     Cron,
     MisfirePolicy,
@@ -21,7 +23,11 @@ from schedules.cron import (
 __all__ = [
     "Cron",
     "MisfirePolicy",
+    "Schedule",
+    "ScheduleConfig",
+    "deliver_origin",
     "last_slot",
+    "load_schedules",
     "misfire",
     "next_fires",
     "parse_crontab",

@@ -1,0 +1,109 @@
+"""``[[schedules]]`` in agent.toml (the key names are the contract), checked at load time:
+a bad expression, zone or target is a config error naming the schedule and the key."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from runtime import ConfigError, Origin
+
+from .cron import Cron, parse_crontab
+
+__all__ = ["Schedule", "ScheduleConfig", "deliver_origin", "load_schedules"]
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+class ScheduleConfig(BaseModel):
+    """One recurring job."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="unique; letters, digits, _ . - (the slot keys use it)")
+    cron: str = Field(description="5-field crontab: minute hour day-of-month month weekday")
+    timezone: str | None = Field(default=None, description="IANA; default [agent] timezone")
+    prompt: str
+    thread: str | None = Field(default=None, description="default schedule:{name}")
+    fresh_thread: bool = Field(default=False,
+                               description="true: each slot its own thread schedule:{name}:{slot}")
+    deliver: str | None = Field(
+        default=None, description='"slack:CHANNEL", "slack:CHANNEL:THREAD_TS", "discord:CHANNEL"'
+        ", or absent: the answer stays in the thread (maiden show)")
+    misfire: Literal["skip", "once", "all"] = "once"
+    max_catchup: int = Field(default=10, ge=1, le=1000)
+    enabled: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A schedule as configured, its crontab read and its target resolved."""
+
+    config: ScheduleConfig
+    cron: Cron
+    origin: Origin
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def thread(self) -> str:
+        return self.config.thread or f"schedule:{self.config.name}"
+
+
+def deliver_origin(deliver: str | None, key: str) -> Origin:
+    """Where a scheduled run's answer goes, as the origin its run carries."""
+    if deliver is None:
+        return Origin(channel="schedule")
+    kind, _, rest = deliver.partition(":")
+    parts = rest.split(":") if rest else []
+    if kind == "slack" and len(parts) in (1, 2) and all(parts):
+        target = {"channel": parts[0], **({"thread_ts": parts[1]} if len(parts) == 2 else {})}
+        return Origin(channel="slack", target=target)
+    if kind == "discord" and len(parts) == 1 and parts[0].isdigit():
+        return Origin(channel="discord", target={"channel": parts[0]})
+    raise ConfigError([(key, f"{deliver!r} is not a target: use \"slack:CHANNEL\", "
+                             "\"slack:CHANNEL:THREAD_TS\" or \"discord:CHANNEL\" (a numeric id)")])
+
+
+def load_schedules(
+    configs: Sequence[ScheduleConfig], *, default_timezone: str, channels: Sequence[str]
+) -> list[Schedule]:
+    """Every schedule read and checked; ``ConfigError`` lists each problem by its key.
+
+    ``channels`` are the chat channels configured: a ``deliver`` to any other fails here,
+    at startup, not at the first fire.
+    """
+    problems: list[tuple[str, str]] = []
+    schedules: list[Schedule] = []
+    seen: set[str] = set()
+    for i, config in enumerate(configs):
+        where = f"schedules.{i}"
+        if not _NAME.match(config.name):
+            problems.append((f"{where}.name", f"{config.name!r} is not a schedule name "
+                             "(letters, digits, _ . -; at most 64)"))
+        elif config.name in seen:
+            problems.append((f"{where}.name", f"{config.name!r} is defined twice"))
+        seen.add(config.name)
+        try:
+            cron = parse_crontab(config.cron, config.timezone or default_timezone,
+                                 key=f"{where}.cron",
+                                 timezone_key=f"{where}.timezone" if config.timezone
+                                 else "agent.timezone")
+            origin = deliver_origin(config.deliver, f"{where}.deliver")
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+            continue
+        if origin.target and origin.channel not in channels:
+            problems.append((f"{where}.deliver", f"delivers to {origin.channel}, but "
+                             f"[channels.{origin.channel}] is not configured"))
+            continue
+        schedules.append(Schedule(config, cron, origin))
+    if problems:
+        raise ConfigError(problems)
+    return schedules
