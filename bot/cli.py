@@ -9,7 +9,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -162,37 +162,38 @@ def _check_discord(loaded: LoadedConfig) -> bool:
     """Print what Discord is configured to do and whether its token works; True if not."""
     discord = loaded.config.channels.discord
     if discord is None or not discord.enabled:
-        print("  discord   not configured")
-        return False
-    print(f"  discord   api {discord.api_url}, respond_in {discord.respond_in}, "
-          f"{discord.allowlist.describe()}")
-    try:
-        token = discord.token()
-    except ConfigError:
-        return True  # the unset variable is listed below
+        return _verify("discord", None, None)
     from channels.discord.check import check_discord
 
-    ok, lines = asyncio.run(check_discord(discord, token))
-    for line in lines:
-        print(f"            {line}")
-    return not ok
+    about = (f"api {discord.api_url}, respond_in {discord.respond_in}, "
+             f"{discord.allowlist.describe()}")
+    return _verify("discord", about, lambda: check_discord(discord, discord.token()))
 
 
 def _check_slack(loaded: LoadedConfig) -> bool:
     """Print what Slack is configured to do and whether its token works; True if not."""
     slack = loaded.config.channels.slack
     if slack is None or not slack.enabled:
-        print("  slack     not configured")
-        return False
-    print(f"  slack     mode {slack.mode}, api {slack.api_url}, "
-          f"{slack.allowlist.describe()}")
-    try:
-        secrets = slack.secrets()
-    except ConfigError:
-        return True  # the unset variables are listed below
+        return _verify("slack", None, None)
     from channels.slack.check import check_slack
 
-    ok, lines = asyncio.run(check_slack(slack, secrets))
+    about = f"mode {slack.mode}, api {slack.api_url}, {slack.allowlist.describe()}"
+    return _verify("slack", about, lambda: check_slack(slack, slack.secrets()))
+
+
+def _verify(
+    name: str, about: str | None,
+    check: Callable[[], Coroutine[Any, Any, tuple[bool, list[str]]]] | None,
+) -> bool:
+    """One channel's lines in `maiden check`; True if it will not work as configured."""
+    if about is None or check is None:
+        print(f"  {name:<9} not configured")
+        return False
+    print(f"  {name:<9} {about}")
+    try:
+        ok, lines = asyncio.run(check())
+    except ConfigError:
+        return True  # its unset variables are listed with the secrets
     for line in lines:
         print(f"            {line}")
     return not ok
