@@ -387,3 +387,16 @@ async def _deliveries(s: Slack) -> list[Any]:
         out.extend(d for d in await s.runtime.deliveries(run_id=run.id)
                    if isinstance(d, ReplyDelivery))
     return out
+
+
+async def test_an_event_while_shutting_down_is_not_acknowledged(
+    fake: FakeSlack, slack: Callable[..., AbstractAsyncContextManager[Slack]]
+) -> None:
+    """Nothing was stored, so no ack: Slack sends the event again, to the next process."""
+    async with slack() as s:
+        await s.runtime.close()
+        late = fake.user_event(C, "U1", f"<@{BOT_USER}> late", mention=True)
+        envelope = await fake.socket_event(late)
+        with pytest.raises(TimeoutError):  # a bounded wait for an ack that must not come
+            await fake.acked(envelope, timeout=1)
+        assert await s.runtime.runs() == []

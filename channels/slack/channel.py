@@ -65,7 +65,6 @@ class SlackChannel:
         self.bot_id: str | None = None
         self._app: AsyncApp | None = None
         self._socket: Any = None
-        self._closing = False
         self._closed = asyncio.Event()
         self._background = Background(log, "maiden-slack")
         self._told: set[str] = set()
@@ -100,7 +99,6 @@ class SlackChannel:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self._closing = True
         if self._socket is not None:
             with contextlib.suppress(Exception):
                 await self._socket.close_async()
@@ -114,7 +112,8 @@ class SlackChannel:
                f"<@{self.bot_user}>; {who}"
 
     def stop_intake(self) -> None:
-        self._closing = True
+        """Nothing to switch off here: once the runtime is closing, ``submit`` raises, so
+        the event is not acknowledged and Slack sends it again, to the next process."""
 
     async def closed(self) -> None:
         await self._closed.wait()
