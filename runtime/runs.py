@@ -247,12 +247,20 @@ class RunChanges(TypedDict, total=False):
     decisions: tuple[Decision, ...]
 
 
+_CHANGEABLE = frozenset(RunChanges.__annotations__)
+
+
+def _checked(changes: RunChanges) -> RunChanges:
+    # Also at run time: callers that build the dict dynamically.
+    if not _CHANGEABLE.issuperset(changes):
+        unknown = sorted(set(changes) - _CHANGEABLE)
+        raise TypeError(f"not a field a checkpoint may change: {', '.join(unknown)}")
+    return changes
+
+
 def changed(run: Run, now: float, **changes: Unpack[RunChanges]) -> Run:
     """``run`` with ``changes`` applied (its state unchanged)."""
-    unknown = set(changes) - set(RunChanges.__annotations__)
-    if unknown:  # also at run time: callers that build the dict dynamically
-        raise TypeError(f"not a field a checkpoint may change: {', '.join(sorted(unknown))}")
-    return run.model_copy(update={**changes, "updated_at": now})
+    return run.model_copy(update={**_checked(changes), "updated_at": now})
 
 
 def transition(
@@ -263,7 +271,8 @@ def transition(
     if target not in _ALLOWED[run.state]:
         raise IllegalTransition(run.id, run.state, target)
     at = time.time() if now is None else now
-    moved = changed(run, at, **changes).model_copy(update={"state": target, "reason": reason})
+    moved = run.model_copy(update={**_checked(changes), "state": target, "reason": reason,
+                                   "updated_at": at})
     return moved, Transition(run_id=run.id, source=run.state, target=target, reason=reason, at=at)
 
 
