@@ -47,6 +47,7 @@ from .providers import (
     ScriptedProvider,
     ScriptedTurn,
 )
+from .requests import ScheduleRecord
 from .runs import (
     TERMINAL,
     ApprovalDelivery,
@@ -67,6 +68,7 @@ from .stores import (
     FilesStore,
     OutboxStore,
     RunStore,
+    ScheduleStore,
     SQLiteStore,
     Store,
     ThreadInfo,
@@ -126,6 +128,8 @@ __all__ = [
     "Runtime",
     "RuntimeConfig",
     "SQLiteStore",
+    "ScheduleRecord",
+    "ScheduleStore",
     "ScriptExhausted",
     "ScriptedProvider",
     "ScriptedTurn",

@@ -32,6 +32,7 @@ from .errors import InvalidThreadId, RunError, RunErrorReason, StaleWrite, Store
 from .events import EventBus, RunEnded, RunEvent, Subscription
 from .loop import DRIVABLE, RunDriver
 from .providers.base import Provider
+from .requests import ScheduleRecord
 from .runs import Decision, Delivery, Origin, Run, RunState, Transition, transition
 from .stores.base import Checkpoint, Store, StoreStats, ThreadInfo, check_thread_id
 from .tools import ToolRegistry
@@ -325,6 +326,20 @@ class Runtime:
         waiting = await self._store.list_runs(states=[S.AWAITING_APPROVAL])
         return [r for r in waiting if r.pending_approval is not None
                 and (channel is None or r.pending_approval.channel == channel)]
+
+    # -- schedule records (the schedules package's state between restarts)
+
+    async def schedule_records(self) -> list[ScheduleRecord]:
+        """Every schedule record in the store, by name."""
+        return await self._store.schedule_records()
+
+    async def save_schedules(self, records: Sequence[ScheduleRecord]) -> None:
+        """Insert or replace schedule records (by name) in one write."""
+        await self._store.save_schedules(records)
+
+    async def delete_schedule(self, name: str) -> bool:
+        """Remove a schedule record; False if there was none."""
+        return await self._store.delete_schedule(name)
 
     def health(self) -> str | None:
         """Why the store cannot be written now (as the serving loop last found), or None."""

@@ -4,10 +4,13 @@
 and 7, day-of-month OR day-of-week), the APScheduler 3 trigger it becomes, and
 the slot arithmetic (next fires, slots missed in a span, DST handled once per
 slot, misfire policy, idempotency keys) that later code uses to claim each slot
-exactly once. ``config`` reads ``[[schedules]]`` (checked at load time). The
-runner that submits runs is not built yet.
+exactly once. ``config`` reads ``[[schedules]]`` (checked at load time); ``book``
+holds every schedule (config and chat) and their records in the store; ``runner``
+claims each slot as one run (APScheduler as the alarm clock); ``status`` tells what
+each did last; ``tools`` are the agent's schedule tools.
 """
 
+from schedules.book import ScheduleBook, ScheduleError
 from schedules.config import Schedule, ScheduleConfig, deliver_origin, load_schedules
 from schedules.cron import (
     Cron,
@@ -19,18 +22,30 @@ from schedules.cron import (
     slot_key,
     slots_between,
 )
+from schedules.runner import Fired, Scheduler, manual_key
+from schedules.status import ScheduleStatus, statuses
+from schedules.tools import SCHEDULE_TOOLS, schedule_tools
 
 __all__ = [
+    "SCHEDULE_TOOLS",
     "Cron",
+    "Fired",
     "MisfirePolicy",
     "Schedule",
+    "ScheduleBook",
     "ScheduleConfig",
+    "ScheduleError",
+    "ScheduleStatus",
+    "Scheduler",
     "deliver_origin",
     "last_slot",
     "load_schedules",
+    "manual_key",
     "misfire",
     "next_fires",
     "parse_crontab",
+    "schedule_tools",
     "slot_key",
     "slots_between",
+    "statuses",
 ]

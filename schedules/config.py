@@ -16,7 +16,7 @@ from .cron import Cron, parse_crontab
 
 __all__ = ["Schedule", "ScheduleConfig", "deliver_origin", "load_schedules"]
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
 class ScheduleConfig(BaseModel):
@@ -41,11 +41,13 @@ class ScheduleConfig(BaseModel):
 
 @dataclass(frozen=True, slots=True)
 class Schedule:
-    """A schedule as configured, its crontab read and its target resolved."""
+    """A schedule as configured (or created from chat), its crontab read and its target
+    resolved."""
 
     config: ScheduleConfig
     cron: Cron
     origin: Origin
+    source: Literal["config", "chat"] = "config"
 
     @property
     def name(self) -> str:
@@ -54,6 +56,11 @@ class Schedule:
     @property
     def thread(self) -> str:
         return self.config.thread or f"schedule:{self.config.name}"
+
+    def thread_for(self, slot: str) -> str:
+        """The thread a slot's run goes to: the schedule's own, or with ``fresh_thread`` one
+        per slot, ``schedule:{name}:{slot}``."""
+        return f"schedule:{self.config.name}:{slot}" if self.config.fresh_thread else self.thread
 
 
 def deliver_origin(deliver: str | None, key: str) -> Origin:
@@ -84,7 +91,7 @@ def load_schedules(
     seen: set[str] = set()
     for i, config in enumerate(configs):
         where = f"schedules.{i}"
-        if not _NAME.match(config.name):
+        if not NAME.match(config.name):
             problems.append((f"{where}.name", f"{config.name!r} is not a schedule name "
                              "(letters, digits, _ . -; at most 64)"))
         elif config.name in seen:

@@ -277,15 +277,37 @@ def _slots(cron: Cron, edge: datetime, forward: bool) -> Iterator[datetime]:
     """Distinct slot instants strictly after ``edge`` (forward) or at/before it (backward)."""
     zone, edge = cron.zone, _utc(edge)
     local = edge.astimezone(zone).replace(tzinfo=None)
+    fixed = _fixed_offset(zone, edge)
+    # With no DST change near, the wall clock is the instant shifted: the walk can start at
+    # the edge itself. Otherwise a day before it, so no slot near a change is missed.
+    margin = timedelta(0) if fixed is not None else _MARGIN
+    start = local - margin if forward else local + margin
     last: datetime | None = None
-    for wall in _walls(cron, local - _MARGIN if forward else local + _MARGIN, forward):
-        slot = _instant(wall, zone)
-        instant = slot.astimezone(UTC)
+    for wall in _walls(cron, start, forward):
+        if fixed is not None and abs(wall - local) < _NEAR:
+            instant = (wall - fixed).replace(tzinfo=UTC)
+            slot = instant.astimezone(zone)
+        else:
+            slot = _instant(wall, zone)
+            instant = slot.astimezone(UTC)
         if instant == last:
             continue  # several missing wall times share the end of the gap
         if (instant > edge) if forward else (instant <= edge):
             yield slot
             last = instant
+
+
+_NEAR = timedelta(hours=24)
+
+
+def _fixed_offset(zone: ZoneInfo, edge: datetime) -> timedelta | None:
+    """The zone's UTC offset if it is the same all through ``edge`` ± a day and a bit (no
+    DST change near): then walls near the edge map to instants by a plain shift, and the
+    walk can start at the edge itself. None near a change."""
+    offsets = {(edge + timedelta(hours=h)).astimezone(zone).utcoffset()
+               for h in range(-26, 27)}
+    offset = offsets.pop()
+    return offset if not offsets else None
 
 
 def _utc(moment: datetime) -> datetime:

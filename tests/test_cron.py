@@ -401,6 +401,36 @@ def test_a_year_of_quarter_hours_has_every_slot_once(zone: str) -> None:
     assert slots[0] == start + timedelta(minutes=15) and slots[-1] == end
 
 
+@pytest.mark.parametrize("zone", ["UTC", "Europe/Berlin", "America/New_York",
+                                  "Asia/Kolkata", "Australia/Lord_Howe", "Pacific/Apia"])
+def test_slots_equal_a_minute_by_minute_scan(zone: str) -> None:
+    """Away from DST changes the walk starts at the edge itself (a shortcut); a scan of
+    every minute in UTC, matching the wall clock, is the reference, across a year."""
+    import random
+    rng = random.Random(zone)
+    tz = ZoneInfo(zone)
+    for expr in ("*/5 * * * *", "0 9 * * 1-5", "17 */3 * * *", "0 0 * * 0", "30 2 * * *"):
+        cron = parse_crontab(expr, zone)
+        for _ in range(8):
+            edge = datetime(2025, 1, 1, tzinfo=UTC) + timedelta(
+                minutes=rng.randrange(365 * 24 * 60), seconds=rng.choice([0, 1, 59]))
+            moment, found = edge.replace(second=0), list[datetime]()
+            while len(found) < 3:
+                moment += timedelta(minutes=1)
+                wall = moment.astimezone(tz)
+                if moment > edge and wall.minute in cron.minutes and wall.hour in cron.hours \
+                        and cron.day_matches(wall.date()):
+                    found.append(moment)
+            hours = int((found[-1] - edge) / timedelta(hours=1)) + 48
+            offsets = {(edge + timedelta(hours=h - 24)).astimezone(tz).utcoffset()
+                       for h in range(hours)}
+            if len(offsets) > 1:
+                continue  # a DST change near: the DST tables above cover those
+            assert [f.astimezone(UTC) for f in next_fires(cron, edge, 3)] == found, expr
+            assert [s.astimezone(UTC) for s in slots_between(cron, edge, found[-1], 10)] \
+                == found
+
+
 def test_slots_between_keeps_the_newest_limit() -> None:
     cron = parse_crontab("0 * * * *", "UTC")
     start, end = at("2025-06-01T00:00:00+00:00"), at("2025-06-01T05:30:00+00:00")

@@ -21,6 +21,7 @@ import pytest
 from runtime.control import ControlRequest, Instance
 from runtime.entries import AssistantTurn, Notice, ToolCall, ToolResult, Usage, UserMessage
 from runtime.errors import CorruptStore, InvalidThreadId, NotFound, StaleWrite, StoreError
+from runtime.requests import ScheduleRecord
 from runtime.runs import (
     DELIVERY,
     ApprovalDelivery,
@@ -363,6 +364,30 @@ async def test_heartbeats(store: AnyStore, new_store: Callable[[], AnyStore]) ->
         assert await other.instances() == [one.model_copy(update={"beat_at": 5.0}), two]
     await store.beat(one, gone=True)
     assert await store.instances() == [two]
+
+
+async def test_schedule_records(store: AnyStore, new_store: Callable[[], AnyStore]) -> None:
+    daily = ScheduleRecord(name="daily", origin="config", since=10.0, created_at=1.0)
+    remind = ScheduleRecord(name="remind-0", origin="chat", created_by="slack:C1",
+                            spec={"cron": "0 8 * * 1", "prompt": "standup"},
+                            request_key="k1", since=20.0, created_at=2.0)
+    assert await store.schedule_records() == []
+    await store.save_schedules([remind, daily])
+    await store.save_schedules([])
+    claimed = daily.model_copy(update={"last_slot": 30.0, "last_run_id": "r1"})
+    await store.save_schedules([claimed])  # replaced, by name
+    async with new_store() as other:  # another process, or a restart, sees them
+        assert await other.schedule_records() == [claimed, remind]
+    assert await store.delete_schedule("remind-0") is True
+    assert await store.delete_schedule("remind-0") is False
+    assert await store.schedule_records() == [claimed]
+
+
+@pytest.mark.parametrize("name", ["../x", "a/b", ".", "", "x" * 5_000])
+async def test_schedule_names_are_only_keys(store: AnyStore, name: str) -> None:
+    await store.save_schedules([ScheduleRecord(name=name, origin="chat", since=1.0)])
+    assert [r.name for r in await store.schedule_records()] == [name]
+    assert await store.delete_schedule(name) is True
 
 
 # -- listing

@@ -10,11 +10,11 @@ from pydantic import TypeAdapter
 
 from ..entries import Entry
 from ..errors import InvalidThreadId
-from ..requests import ControlRequest, Instance
+from ..requests import ControlRequest, Instance, ScheduleRecord
 from ..runs import Delivery, Run, RunState, Transition
 
-__all__ = ["ENTRIES", "Checkpoint", "ControlStore", "OutboxStore", "RunStore", "Store",
-           "StoreStats", "ThreadInfo", "check_thread_id"]
+__all__ = ["ENTRIES", "Checkpoint", "ControlStore", "OutboxStore", "RunStore", "ScheduleStore",
+           "Store", "StoreStats", "ThreadInfo", "check_thread_id"]
 
 ENTRIES: TypeAdapter[list[Entry]] = TypeAdapter(list[Entry])
 
@@ -135,8 +135,23 @@ class ControlStore(Protocol):
         """Every recorded heartbeat."""
 
 
-class Store(RunStore, OutboxStore, ControlStore, Protocol):
-    """What a backend implements: runs and threads, the outbox, the control plane."""
+class ScheduleStore(Protocol):
+    """Schedule records: what the schedules package keeps between restarts (the slot
+    claims themselves are runs' idempotency keys)."""
+
+    async def schedule_records(self) -> list[ScheduleRecord]:
+        """Every record, by name."""
+
+    async def save_schedules(self, records: Sequence[ScheduleRecord]) -> None:
+        """Insert or replace records (by name), all in one write."""
+
+    async def delete_schedule(self, name: str) -> bool:
+        """Remove a record; False if there was none."""
+
+
+class Store(RunStore, OutboxStore, ControlStore, ScheduleStore, Protocol):
+    """What a backend implements: runs and threads, the outbox, the control plane, schedule
+    records."""
 
 
 def check_thread_id(thread_id: str) -> str:

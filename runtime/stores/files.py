@@ -9,7 +9,8 @@ Layout under ``root``::
     runs/{name}                 pointer: the thread that holds a run
     idempotency/{sha256(key)}   pointer: the run that holds an idempotency key
     deliveries/{sha256(key)}    pointer: the thread that holds a delivery record
-    requests/, instances/       the control plane (``files_control``)
+    requests/, instances/,      the control plane and schedule records (``files_control``)
+    schedules/
 
 Every file is written to a temp file in its folder, fsynced, renamed over the old
 one, and the folder is fsynced: a reader sees the old version or the new one,
@@ -37,7 +38,7 @@ from pathlib import Path
 
 from ..entries import Entry
 from ..errors import NotFound, StaleWrite, StoreError
-from ..requests import ControlRequest, Instance
+from ..requests import ControlRequest, Instance, ScheduleRecord
 from ..runs import Delivery, Run, RunState, Transition
 from .base import Checkpoint, StoreStats, ThreadInfo, check_thread_id
 from .files_control import FilesControl
@@ -168,6 +169,15 @@ class FilesStore:
 
     async def instances(self) -> list[Instance]:
         return await self._control.instances()
+
+    async def schedule_records(self) -> list[ScheduleRecord]:
+        return await self._control.schedule_records()
+
+    async def save_schedules(self, records: Sequence[ScheduleRecord]) -> None:
+        await self._control.save_schedules(records)
+
+    async def delete_schedule(self, name: str) -> bool:
+        return await self._control.delete_schedule(name)
 
     # -- plumbing
 

@@ -1,21 +1,24 @@
-"""The files store's control plane: requests between processes, heartbeats.
+"""The files store's control plane: requests between processes, heartbeats, schedules.
 
 ``requests/{id:012d}.json`` one file per request (ids from a counter file under a
-lock), ``instances/{id}.json`` one file per serving runtime. Written through the
+lock), ``instances/{id}.json`` one file per serving runtime, ``schedules/{sha256(name)}``
+one file per schedule record. Written through the
 store's ``Disk``, so the same atomic writes and locks apply.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeVar
 
 from pydantic import BaseModel
 
 from ..errors import CorruptStore, NotFound
-from ..requests import ControlRequest, Instance
+from ..requests import ControlRequest, Instance, ScheduleRecord
 from .files_fs import Disk
+from .files_names import key_file_name
 
 __all__ = ["FilesControl"]
 
@@ -46,6 +49,15 @@ class FilesControl:
 
     async def instances(self) -> list[Instance]:
         return await self.disk.io(self._instances)
+
+    async def schedule_records(self) -> list[ScheduleRecord]:
+        return await self.disk.io(self._schedule_records)
+
+    async def save_schedules(self, records: Sequence[ScheduleRecord]) -> None:
+        await self.disk.io(self._save_schedules, list(records))
+
+    async def delete_schedule(self, name: str) -> bool:
+        return await self.disk.io(self._delete_schedule, name)
 
     # -- synchronous work, run in a worker thread
 
@@ -101,6 +113,26 @@ class FilesControl:
         folder = self._folder("instances")
         return [_parse(p, Instance) for p in sorted(folder.glob("*.json"))
                 if not p.name.startswith(".")]
+
+    def _schedule_path(self, name: str) -> Path:
+        return self._folder("schedules") / key_file_name(name)
+
+    def _schedule_records(self) -> list[ScheduleRecord]:
+        folder = self._folder("schedules")
+        found = [_parse(p, ScheduleRecord) for p in folder.iterdir()
+                 if not p.name.startswith(".")]
+        return sorted(found, key=lambda r: r.name)
+
+    def _save_schedules(self, records: list[ScheduleRecord]) -> None:
+        for record in records:
+            self.disk.write(self._schedule_path(record.name), record.model_dump_json().encode())
+
+    def _delete_schedule(self, name: str) -> bool:
+        try:
+            self._schedule_path(name).unlink()
+        except FileNotFoundError:
+            return False
+        return True
 
 
 def _parse(path: Path, model: type[M]) -> M:

@@ -26,7 +26,7 @@ from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
 from ..entries import ENTRY, Entry
 from ..errors import CorruptStore, NotFound, StoreError
-from ..requests import ControlRequest, Instance
+from ..requests import ControlRequest, Instance, ScheduleRecord
 from ..runs import DELIVERY, Delivery, Run, RunState, Transition
 from .base import ENTRIES, Checkpoint, StoreStats, ThreadInfo, check_thread_id
 from .sqlite_commit import GroupCommit
@@ -316,6 +316,28 @@ class SQLiteStore:
     async def instances(self) -> list[Instance]:
         rows = await self._fetchall("SELECT data FROM instances ORDER BY id")
         return [Instance.model_validate_json(row[0]) for row in rows]
+
+    # -- schedule records
+
+    async def schedule_records(self) -> list[ScheduleRecord]:
+        rows = await self._fetchall("SELECT data FROM schedules ORDER BY name")
+        return [ScheduleRecord.model_validate_json(row[0]) for row in rows]
+
+    async def save_schedules(self, records: Sequence[ScheduleRecord]) -> None:
+        rows = [(r.name, r.model_dump_json()) for r in records]
+        if not rows:
+            return
+
+        def save(db: sqlite3.Connection) -> None:
+            db.executemany("INSERT OR REPLACE INTO schedules VALUES (?, ?)", rows)
+
+        await self._write(save)
+
+    async def delete_schedule(self, name: str) -> bool:
+        def delete(db: sqlite3.Connection) -> bool:
+            return db.execute("DELETE FROM schedules WHERE name = ?", (name,)).rowcount == 1
+
+        return await self._write(delete)
 
     async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         return await self._read(fetchall, sql, params)

@@ -1,0 +1,197 @@
+"""Every schedule, from ``agent.toml`` and from chat, and what the store keeps of each.
+
+Config schedules are read-only here. Chat schedules are created, paused, resumed and
+deleted from the conversation that created them, through the agent's tools; their
+definition lives in the store (a ``ScheduleRecord``), so they survive restarts and any
+process on the store sees them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+
+from pydantic import ValidationError
+
+from runtime import ConfigError, Origin, Runtime, ScheduleRecord
+
+from .config import NAME, Schedule, ScheduleConfig
+from .cron import parse_crontab
+
+__all__ = ["Clock", "ScheduleBook", "ScheduleError", "utc_now"]
+
+log = logging.getLogger("maiden.schedules")
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class ScheduleError(ValueError):
+    """A change asked from chat that cannot be made; the message says why."""
+
+
+class ScheduleBook:
+    """The schedules of one agent, and their records in the store (through the runtime)."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        configured: Sequence[Schedule] = (),
+        *,
+        default_timezone: str = "UTC",
+        max_per_thread: int = 10,
+        clock: Clock = utc_now,
+    ) -> None:
+        self.runtime = runtime
+        self.default_timezone = default_timezone
+        self.max_per_thread = max_per_thread
+        self.clock = clock
+        self._configured = {s.name: s for s in configured}
+        self._chat: dict[str, Schedule] = {}
+        self._records: dict[str, ScheduleRecord] = {}
+        self.listeners: list[Callable[[], Awaitable[None]]] = []
+        """Called after a change made here (the scheduler re-reads the book)."""
+
+    # -- reading
+
+    async def load(self) -> None:
+        """Read every record from the store (chat schedules made by any process)."""
+        records = {r.name: r for r in await self.runtime.schedule_records()}
+        chat: dict[str, Schedule] = {}
+        for record in records.values():
+            if record.origin != "chat" or record.name in self._configured:
+                continue
+            try:
+                chat[record.name] = self._from_record(record)
+            except (ConfigError, ValidationError, ValueError) as exc:
+                log.error("schedule %r from chat cannot be read and is left out: %s",
+                          record.name, exc)
+        self._records, self._chat = records, chat
+
+    def schedules(self) -> list[Schedule]:
+        """Config schedules in file order, then chat schedules by name."""
+        return [*self._configured.values(), *sorted(self._chat.values(), key=lambda s: s.name)]
+
+    def get(self, name: str) -> Schedule | None:
+        return self._configured.get(name) or self._chat.get(name)
+
+    def record(self, name: str) -> ScheduleRecord | None:
+        return self._records.get(name)
+
+    def records(self) -> list[ScheduleRecord]:
+        """Every record read, including those of schedules no longer defined."""
+        return list(self._records.values())
+
+    async def forget(self, name: str) -> None:
+        """Remove a record (of a config schedule taken out of the config)."""
+        await self.runtime.delete_schedule(name)
+        self._records.pop(name, None)
+
+    def active(self, schedule: Schedule) -> bool:
+        """Enabled in its definition and not paused from chat."""
+        record = self._records.get(schedule.name)
+        return schedule.config.enabled and not (record is not None and record.paused)
+
+    def of_thread(self, thread_id: str) -> list[Schedule]:
+        return [s for s in self._chat.values()
+                if (r := self._records.get(s.name)) is not None and r.created_by == thread_id]
+
+    async def save(self, records: Sequence[ScheduleRecord]) -> None:
+        await self.runtime.save_schedules(records)
+        self._records.update((r.name, r) for r in records)
+
+    # -- changes from chat
+
+    async def create(
+        self,
+        *,
+        name: str,
+        cron: str,
+        prompt: str,
+        timezone: str | None,
+        thread_id: str,
+        origin: Origin,
+        request_key: str,
+    ) -> Schedule:
+        """A new chat schedule that delivers to ``origin``, in the thread it was made in."""
+        await self.load()
+        for record in self._records.values():
+            if record.request_key == request_key and record.origin == "chat":
+                found = self._chat.get(record.name)
+                if found is not None:
+                    return found  # the same call, retried after a crash
+        if not NAME.match(name):
+            raise ScheduleError(f"{name!r} is not a schedule name (letters, digits, _ . -; "
+                                "at most 64)")
+        if name in self._configured:
+            raise ScheduleError(f"{name!r} is defined in agent.toml; choose another name")
+        if name in self._records:
+            raise ScheduleError(f"a schedule named {name!r} exists already")
+        mine = self.of_thread(thread_id)
+        if len(mine) >= self.max_per_thread:
+            raise ScheduleError(f"this conversation has {len(mine)} schedules, the most "
+                                "allowed ([schedules_limits] max_per_thread); delete one first")
+        config = ScheduleConfig(name=name, cron=cron, timezone=timezone, prompt=prompt,
+                                thread=thread_id)
+        try:
+            schedule = self._parse(config, origin)
+        except ConfigError as exc:
+            raise ScheduleError("; ".join(message for _, message in exc.problems)) from exc
+        now = self.clock()
+        record = ScheduleRecord(
+            name=name, origin="chat", created_by=thread_id, request_key=request_key,
+            spec={"config": config.model_dump(exclude_defaults=True),
+                  "origin": origin.model_dump()},
+            since=now.timestamp(), created_at=now.timestamp())
+        await self.save([record])
+        self._chat[name] = schedule
+        await self._changed()
+        return schedule
+
+    async def set_paused(self, name: str, paused: bool, *, thread_id: str) -> Schedule:
+        schedule, record = await self._own(name, thread_id)
+        if record.paused != paused:
+            # Resumed: slots missed while paused are not caught up; it starts from now.
+            since = record.since if paused else self.clock().timestamp()
+            await self.save([record.model_copy(update={"paused": paused, "since": since})])
+            await self._changed()
+        return schedule
+
+    async def delete(self, name: str, *, thread_id: str) -> None:
+        await self._own(name, thread_id)
+        await self.runtime.delete_schedule(name)
+        self._records.pop(name, None)
+        self._chat.pop(name, None)
+        await self._changed()
+
+    async def _own(self, name: str, thread_id: str) -> tuple[Schedule, ScheduleRecord]:
+        await self.load()
+        if name in self._configured:
+            raise ScheduleError(f"{name!r} is defined in agent.toml and cannot be changed "
+                                "from chat")
+        schedule, record = self._chat.get(name), self._records.get(name)
+        if schedule is None or record is None:
+            raise ScheduleError(f"there is no schedule named {name!r}")
+        if record.created_by != thread_id:
+            raise ScheduleError(f"{name!r} belongs to another conversation")
+        return schedule, record
+
+    async def _changed(self) -> None:
+        for listener in self.listeners:
+            await listener()
+
+    # -- records to schedules
+
+    def _from_record(self, record: ScheduleRecord) -> Schedule:
+        config = ScheduleConfig.model_validate(record.spec.get("config", {}))
+        origin = Origin.model_validate(record.spec.get("origin", {}))
+        return self._parse(config, origin)
+
+    def _parse(self, config: ScheduleConfig, origin: Origin) -> Schedule:
+        cron = parse_crontab(config.cron, config.timezone or self.default_timezone,
+                             key="cron", timezone_key="timezone")
+        return Schedule(config, cron, origin, source="chat")

@@ -1,0 +1,284 @@
+"""Firing: each slot of each schedule becomes one run, exactly once.
+
+A slot is claimed by submitting its run with ``idempotency_key = slot_key(name, slot)``:
+the store writes the key with the queued run, in one transaction, so a second claim of
+the slot (a duplicate timer, a restart, another process on the store) creates nothing.
+
+APScheduler is the alarm clock only. Each schedule is an ``AsyncIOScheduler`` job on the
+crontab's ``CronTrigger``; when it goes off, :meth:`Scheduler.fire_due` decides what to
+claim from the slot arithmetic, never from the time APScheduler thought it was (its DST
+handling differs from crontab's, see ``schedules.cron``). The same entry point catches up
+at startup and is what tests drive, with an injected clock, without sleeping.
+
+Which slots run: those in ``(mark, now]``, where ``mark`` is the later of the schedule's
+last claimed slot and the instant up to which its slots were decided. The newest slot is
+on time when the timer went off for it, or when it is at most ``ON_TIME`` old; older ones
+were missed (maiden was down, or the process stalled) and ``misfire`` decides: ``skip``
+none, ``once`` the newest (unless the on-time slot runs anyway), ``all`` up to
+``max_catchup``. A schedule new to the store starts from now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler  # type: ignore[import-untyped]
+
+from runtime import MaidenError, Run, Runtime, ScheduleRecord
+
+from .book import Clock, ScheduleBook
+from .config import Schedule
+from .cron import misfire, slot_key, slots_between
+
+__all__ = ["ON_TIME", "Fired", "Scheduler", "manual_key"]
+
+log = logging.getLogger("maiden.schedules")
+
+ON_TIME = timedelta(seconds=60)
+"""How late a slot may be found and still count as on time rather than missed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fired:
+    """A slot claimed: the run that holds its key (a new one, or the one a previous claim
+    made)."""
+
+    schedule: str
+    slot: datetime
+    key: str
+    run: Run
+
+
+def manual_key(name: str) -> str:
+    """``schedule:{name}:manual:{id}``: a run asked for by hand, outside the slots."""
+    return f"schedule:{name}:manual:{uuid.uuid4().hex[:12]}"
+
+
+class Scheduler:
+    """Fires a book's schedules into a runtime. ``async with`` starts and stops it.
+
+    ``timers=False`` sets no alarms: the owner calls :meth:`fire_due` (tests, with
+    ``clock``). ``refresh_s``: how often the store is re-read for chat schedules that
+    another process created or changed.
+    """
+
+    def __init__(
+        self,
+        book: ScheduleBook,
+        *,
+        clock: Clock | None = None,
+        timers: bool = True,
+        refresh_s: float = 10.0,
+    ) -> None:
+        self.book = book
+        self.runtime: Runtime = book.runtime
+        self.clock = clock or book.clock
+        self.timers = timers
+        self.refresh_s = refresh_s
+        self.aps: AsyncIOScheduler | None = None
+        self._marks: dict[str, datetime] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._refresher: asyncio.Task[None] | None = None
+        self.started: list[Fired] = []
+        """What the catch-up at ``start`` claimed."""
+
+    async def __aenter__(self) -> Scheduler:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- lifecycle
+
+    async def start(self) -> list[Fired]:
+        """Read the store, catch up on the slots missed while down, set the alarms; return
+        what the catch-up claimed."""
+        await self.book.load()
+        now = self.clock()
+        await self._forget_removed()
+        await self._mark_all(now)
+        self.started = fired = await self.fire_due(now)
+        if self.timers:
+            self.aps = AsyncIOScheduler(timezone=UTC, job_defaults={
+                "coalesce": True, "max_instances": 1, "misfire_grace_time": None})
+            self._set_alarms()
+            self.aps.start()
+            self._refresher = asyncio.create_task(self._refresh_forever(),
+                                                  name="schedules-refresh")
+        self.book.listeners.append(self.sync)
+        return fired
+
+    async def close(self) -> None:
+        """Stop the alarms; a fire in progress is a runtime task and finishes with it."""
+        with contextlib.suppress(ValueError):
+            self.book.listeners.remove(self.sync)
+        if self._refresher is not None:
+            self._refresher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._refresher
+            self._refresher = None
+        if self.aps is not None and self.aps.running:
+            self.aps.shutdown(wait=False)
+        self.aps = None
+
+    async def sync(self) -> None:
+        """Take in changes to the book (chat schedules made, paused, resumed, deleted)."""
+        await self.book.load()
+        await self._mark_all(self.clock())
+        if self.aps is not None:
+            self._set_alarms()
+
+    # -- firing
+
+    async def fire_due(self, now: datetime | None = None, *,
+                       woken: str | None = None) -> list[Fired]:
+        """Claim every slot that is due at ``now`` (default: the clock), for every active
+        schedule (or only ``woken``, whose timer just went off). Safe to call any time and
+        any number of times: a slot already claimed is not claimed again."""
+        now = now or self.clock()
+        fired: list[Fired] = []
+        records: list[ScheduleRecord] = []
+        for schedule in self.book.schedules():
+            if woken is not None and schedule.name != woken:
+                continue
+            if not self.book.active(schedule):
+                continue
+            claimed, record = await self._fire(schedule, now, on_time=woken is not None)
+            fired += claimed
+            if record is not None:
+                records.append(record)
+        if records:
+            await self.book.save(records)
+        return fired
+
+    async def run_now(self, name: str) -> Run:
+        """Run a schedule once now, outside its slots, under its own key."""
+        schedule = self.book.get(name)
+        if schedule is None:
+            raise KeyError(name)
+        key = manual_key(name)
+        return await self.runtime.submit(schedule.thread_for(key.split(":", 2)[2]),
+                                         schedule.config.prompt, origin=schedule.origin,
+                                         idempotency_key=key)
+
+    async def _fire(
+        self, schedule: Schedule, now: datetime, *, on_time: bool
+    ) -> tuple[list[Fired], ScheduleRecord | None]:
+        name = schedule.name
+        async with self._locks.setdefault(name, asyncio.Lock()):
+            mark = self._marks.get(name, now)
+            cap = schedule.config.max_catchup
+            slots = slots_between(schedule.cron, mark, now, limit=cap + 1)
+            if not slots:
+                return [], None
+            newest = slots[-1]
+            if on_time or now - newest <= ON_TIME:
+                older = misfire("all", slots[:-1], cap - 1) \
+                    if schedule.config.misfire == "all" else []
+                due = [*older, newest]
+            else:
+                due = misfire(schedule.config.misfire, slots, cap)
+            fired: list[Fired] = []
+            for slot in due:
+                key = slot_key(name, slot)
+                try:
+                    run = await self.runtime.submit(
+                        schedule.thread_for(key.split(":", 2)[2]), schedule.config.prompt,
+                        origin=schedule.origin, idempotency_key=key)
+                except MaidenError as exc:
+                    # Not claimed; the mark stays before it, so the next fire tries again.
+                    log.error("schedule %r could not claim slot %s: %s", name,
+                              slot.isoformat(), exc)
+                    break
+                fired.append(Fired(name, slot, key, run))
+                self._marks[name] = slot
+            else:
+                self._marks[name] = now
+            if fired:
+                log.info("schedule %r: %s", name, ", ".join(
+                    f"{f.slot.isoformat()} -> run {f.run.id}" for f in fired))
+            skipped = [s for s in slots if s not in due]
+            if skipped:
+                log.warning("schedule %r: %d missed slot(s) not run (misfire = %r), the "
+                            "latest %s", name, len(skipped), schedule.config.misfire,
+                            skipped[-1].isoformat())
+            record = self.book.record(name)
+            if record is None:
+                return fired, None
+            update: dict[str, object] = {"since": self._marks[name].timestamp()}
+            if fired:
+                update |= {"last_slot": fired[-1].slot.timestamp(),
+                           "last_run_id": fired[-1].run.id}
+            return fired, record.model_copy(update=update)
+
+    # -- marks and alarms
+
+    async def _mark_all(self, now: datetime) -> None:
+        """Each schedule's mark from its record; a schedule new to the store gets a record
+        that starts now."""
+        new: list[ScheduleRecord] = []
+        for schedule in self.book.schedules():
+            record = self.book.record(schedule.name)
+            if record is None:
+                record = ScheduleRecord(name=schedule.name, origin=schedule.source,
+                                        since=now.timestamp(), created_at=now.timestamp())
+                new.append(record)
+            if not self.book.active(schedule):
+                self._marks.pop(schedule.name, None)
+                continue
+            if schedule.name in self._marks:
+                continue
+            stamps = [record.since, record.last_slot or record.since]
+            self._marks[schedule.name] = datetime.fromtimestamp(max(stamps), UTC)
+        if new:
+            await self.book.save(new)
+
+    async def _forget_removed(self) -> None:
+        """Records of config schedules no longer in the config: a schedule added back later
+        under the same name starts afresh."""
+        names = {s.name for s in self.book.schedules()}
+        for record in self.book.records():
+            if record.origin == "config" and record.name not in names:
+                await self.book.forget(record.name)
+
+    def _set_alarms(self) -> None:
+        assert self.aps is not None
+        wanted = {s.name: s for s in self.book.schedules() if self.book.active(s)}
+        for job in self.aps.get_jobs():
+            if job.id not in wanted:
+                job.remove()
+        for name, schedule in wanted.items():
+            if self.aps.get_job(name) is None:
+                self.aps.add_job(self._wake, trigger=schedule.cron.trigger(), args=[name],
+                                 id=name, name=f"schedule {name}")
+
+    async def _wake(self, name: str) -> None:
+        # A runtime task, so shutdown waits for a claim in progress instead of cutting it.
+        self.runtime.spawn(self._fire_woken(name), name=f"schedule-{name}")
+
+    async def _fire_woken(self, name: str) -> None:
+        try:
+            await self.fire_due(self.clock(), woken=name)
+        except Exception:
+            log.exception("schedule %r: firing failed; the next fire tries again", name)
+
+    async def _refresh_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.refresh_s)
+            try:
+                await self.sync()
+            except Exception:
+                log.exception("schedules: re-reading the store failed; trying again")
+
+    def next_alarms(self) -> Sequence[tuple[str, datetime | None]]:
+        """Each job's next alarm, as APScheduler has it (for checks and tests)."""
+        if self.aps is None:
+            return []
+        return [(job.id, job.next_run_time) for job in self.aps.get_jobs()]

@@ -1,0 +1,111 @@
+"""What each schedule did last, told truthfully: a run that completed but whose answer is
+still in the outbox is "not delivered yet", never "ok"."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from runtime import NotFound, ReplyDelivery, Run, RunState
+
+from .book import ScheduleBook
+from .config import Schedule
+from .cron import next_fires
+
+__all__ = ["ScheduleStatus", "outcome", "statuses"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleStatus:
+    schedule: Schedule
+    active: bool
+    paused: bool
+    next_fires: list[datetime]
+    last_slot: datetime | None = None
+    last_run: Run | None = None
+    replies: list[ReplyDelivery] = field(default_factory=list)
+
+    @property
+    def outcome(self) -> str:
+        return outcome(self.last_run, self.replies)
+
+    def as_json(self) -> dict[str, Any]:
+        config = self.schedule.config
+        run = self.last_run
+        delivered = [r.remote_id for r in self.replies if r.remote_id]
+        return {
+            "name": config.name,
+            "origin": self.schedule.source,
+            "cron": config.cron,
+            "timezone": self.schedule.cron.timezone,
+            "thread": self.schedule.thread,
+            "fresh_thread": config.fresh_thread,
+            "deliver": _target(self.schedule),
+            "misfire": config.misfire,
+            "enabled": config.enabled,
+            "paused": self.paused,
+            "next_fires": [f.isoformat() for f in self.next_fires],
+            "last_slot": self.last_slot.isoformat() if self.last_slot else None,
+            "last_run": None if run is None else {
+                "id": run.id, "thread_id": run.thread_id, "state": run.state.value,
+                "error": run.error, "delivered": delivered or None},
+            "outcome": self.outcome,
+        }
+
+
+def outcome(run: Run | None, replies: list[ReplyDelivery]) -> str:
+    """One line: the last run's state, and for a delivered answer its message id."""
+    if run is None:
+        return "-"
+    if run.state == RunState.COMPLETED or replies:
+        if not run.origin.target:
+            return run.state.value if run.state != RunState.COMPLETED \
+                else f"completed (in thread {run.thread_id})"
+        if not replies:
+            return f"{run.state.value}; the answer is not delivered yet"
+        sent = [r.remote_id for r in replies if r.remote_id]
+        where = f"{run.origin.channel} {_where(run)}"
+        if len(sent) == len(replies):
+            return f"{run.state.value}; delivered to {where} as {', '.join(sent)}"
+        return f"{run.state.value}; not delivered to {where} yet ({len(sent)} of " \
+               f"{len(replies)} parts sent)"
+    if run.error:
+        return f"{run.state.value}: {run.error}"
+    return run.state.value
+
+
+async def statuses(book: ScheduleBook, *, now: datetime | None = None,
+                   count: int = 3) -> list[ScheduleStatus]:
+    """Every schedule in the book (``load`` it first), with its next ``count`` fires."""
+    now = now or book.clock()
+    found: list[ScheduleStatus] = []
+    for schedule in book.schedules():
+        record = book.record(schedule.name)
+        active = book.active(schedule)
+        upcoming = next_fires(schedule.cron, now, count) if active else []
+        status = ScheduleStatus(schedule, active, bool(record and record.paused), upcoming)
+        if record is not None and record.last_run_id is not None:
+            try:
+                run = await book.runtime.get_run(record.last_run_id)
+            except NotFound:
+                run = None
+            replies = [d for d in await book.runtime.deliveries(run_id=record.last_run_id)
+                       if isinstance(d, ReplyDelivery)]
+            slot = datetime.fromtimestamp(record.last_slot, UTC).astimezone(
+                schedule.cron.zone) if record.last_slot is not None else None
+            status = ScheduleStatus(schedule, active, status.paused, upcoming, slot, run,
+                                    replies)
+        found.append(status)
+    return found
+
+
+def _target(schedule: Schedule) -> str | None:
+    origin = schedule.origin
+    if not origin.target:
+        return None
+    return ":".join([origin.channel, *origin.target.values()])
+
+
+def _where(run: Run) -> str:
+    return ":".join(run.origin.target.values())
