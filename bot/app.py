@@ -1,9 +1,10 @@
-"""The application: config -> store -> runtime -> channels (-> schedules, later).
+"""The application: config -> store -> runtime -> channels, schedules.
 
 `maiden run` composes everything in one lifespan. Startup: open the store, recover
-every unfinished run, then start intake (the HTTP API). Shutdown on SIGTERM or
-SIGINT: stop intake, let in-flight runs reach a checkpoint (``[runtime]
-shutdown_grace_s``), close the server, the runtime and the store; exit 0.
+every unfinished run, start intake (the channels), then the schedules (catching up
+the slots missed while down). Shutdown on SIGTERM or SIGINT: stop the schedules'
+alarms and intake, let in-flight runs reach a checkpoint (``[runtime]
+shutdown_grace_s``), close the channels, the runtime and the store; exit 0.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 from channels import Channel
@@ -31,14 +33,25 @@ from runtime import (
     make_store,
     make_tools,
 )
+from schedules import ScheduleBook, Scheduler, statuses
 
 from .config import LoadedConfig
+from .jobs import make_book, schedule_lines
 from .logging import RunContext
 from .logging import log_runs as log_run_events
 
-__all__ = ["banner", "banner_head", "banner_tail", "make_channels", "open_runtime", "serve"]
+__all__ = ["App", "banner", "banner_head", "banner_tail", "make_channels", "open_app",
+           "open_runtime", "serve"]
 
 log = logging.getLogger("maiden.app")
+
+
+@dataclass(frozen=True, slots=True)
+class App:
+    """An opened runtime and the book of its schedules."""
+
+    runtime: Runtime
+    book: ScheduleBook
 
 
 @asynccontextmanager
@@ -46,6 +59,17 @@ async def open_runtime(
     loaded: LoadedConfig, *, recover: bool, serve: bool = False, log_runs: bool = False,
     writable: bool = False,
 ) -> AsyncIterator[Runtime]:
+    """``open_app``'s runtime."""
+    async with open_app(loaded, recover=recover, serve=serve, log_runs=log_runs,
+                        writable=writable) as app:
+        yield app.runtime
+
+
+@asynccontextmanager
+async def open_app(
+    loaded: LoadedConfig, *, recover: bool, serve: bool = False, log_runs: bool = False,
+    writable: bool = False,
+) -> AsyncIterator[App]:
     """Open the store and a runtime over it; with ``recover``, finish unfinished runs first;
     with ``serve``, answer other processes' requests (approve, cancel) for its runs; with
     ``log_runs``, log what each run does (`-v`).
@@ -79,6 +103,7 @@ async def open_runtime(
         runtime = Runtime(store, provider, tools, agent=cfg.agent, budget=cfg.budget,
                           prices=cfg.provider.prices, settings=cfg.runtime)
         stack.push_async_callback(runtime.close)
+        book = make_book(loaded, runtime)  # the schedule tools, before any run is driven
         if writable:
             try:
                 await runtime.check_writable()
@@ -91,7 +116,7 @@ async def open_runtime(
             stack.push_async_callback(_stopped, logger)
         if recover or serve:
             await runtime.start(recover=recover, serve=serve)
-        yield runtime
+        yield App(runtime, book)
 
 
 async def _stopped(task: asyncio.Task[None]) -> None:
@@ -115,9 +140,11 @@ def banner_head(loaded: LoadedConfig, runtime: Runtime) -> str:
 
 
 def banner_tail(
-    loaded: LoadedConfig, recovered: list[Run], channels: Sequence[Channel] = ()
+    loaded: LoadedConfig, recovered: list[Run], channels: Sequence[Channel] = (),
+    schedules: Sequence[str] = (),
 ) -> str:
-    """The banner's last lines, once recovery is done and the channels listen."""
+    """The banner's last lines, once recovery is done, the channels listen and the
+    schedules are set (``schedules``: their lines)."""
     cfg = loaded.config
     serving = {channel.name: channel.banner() for channel in channels}
     if not cfg.http.enabled:
@@ -126,9 +153,7 @@ def banner_tail(
     serving.setdefault("discord", "not configured (no [channels.discord])")
     serving = {name: serving[name] for name in ("http", "slack", "discord") if name in serving}
     lines = [f"  {name:<11} {line}" for name, line in serving.items()]
-    defined = cfg.schedules
-    lines += [f"  schedules   {len(defined)} defined (listed by `maiden schedules`; firing "
-              "them lands in a later version)" if defined else "  schedules   none",
+    lines += [*(schedules or ["  schedules   none"]),
               f"  recovered   {len(recovered)} unfinished run(s)"]
     for run in recovered:
         lines.append(f"    {run.id} on {run.thread_id!r}: {run.state} ({run.reason})")
@@ -207,7 +232,8 @@ async def serve(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        async with open_runtime(loaded, recover=False, writable=True) as runtime:
+        async with open_app(loaded, recover=False, writable=True) as app:
+            runtime = app.runtime
             _say(out, banner_head(loaded, runtime))
             unfinished = await runtime.runs(states=DRIVABLE_STATES)
             if context is not None:  # recovery logs before the runs' first events
@@ -219,7 +245,7 @@ async def serve(
                 recovered = await _recover(runtime, unfinished, stop, out)
                 if recovered is not None:
                     channels = [make(runtime) for make in factories]
-                    await _serve(loaded, runtime, channels, recovered, stop, out)
+                    await _serve(loaded, app, channels, recovered, stop, out)
             finally:
                 logger.cancel()
                 await asyncio.gather(logger, return_exceptions=True)
@@ -266,15 +292,20 @@ async def _recover(
 
 
 async def _serve(
-    loaded: LoadedConfig, runtime: Runtime, channels: list[Channel], recovered: list[Run],
+    loaded: LoadedConfig, app: App, channels: list[Channel], recovered: list[Run],
     stop: asyncio.Event, out: TextIO,
 ) -> None:
+    runtime = app.runtime
     async with AsyncExitStack() as stack:
         for channel in channels:
             await stack.enter_async_context(channel)
             if channel.deliverer is not None:
                 runtime.add_deliverer(channel.name, channel.deliverer)
-        _say(out, banner_tail(loaded, recovered, channels))
+        # After the channels, so the catch-up's answers have somewhere to go.
+        scheduler = await stack.enter_async_context(Scheduler(app.book))
+        runtime.schedules = scheduler
+        lines = schedule_lines(await statuses(app.book))
+        _say(out, banner_tail(loaded, recovered, channels, lines))
         watched: dict[asyncio.Task[Any], str] = {asyncio.create_task(stop.wait()): "stop"}
         for channel in channels:
             watched[asyncio.create_task(channel.closed())] = channel.name
@@ -286,6 +317,7 @@ async def _serve(
         out.write("maiden: stopping\n")
         out.flush()
         log.info("stopping: no new messages; letting runs reach a checkpoint")
+        await scheduler.close()
         for channel in channels:
             channel.stop_intake()
         await runtime.close()

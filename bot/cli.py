@@ -18,6 +18,7 @@ from runtime import (
     CorruptStore,
     InvalidThreadId,
     MaidenError,
+    NotFound,
     Origin,
     Run,
     RunError,
@@ -83,7 +84,10 @@ def _parser() -> argparse.ArgumentParser:
     cancel.add_argument("--by", default="cli")
     usage = sub.add_parser("usage", help="tokens and cost by thread")
     usage.add_argument("--since", help="an ISO date/time, or an age such as 24h or 7d")
-    sub.add_parser("schedules", help="list the schedules with their next fire times")
+    sched = sub.add_parser("schedules", help="list the schedules: next fires, last slot")
+    sched_sub = sched.add_subparsers(dest="schedules_command", metavar="[run NAME]")
+    run_one = sched_sub.add_parser("run", help="run one schedule now and print its answer")
+    run_one.add_argument("name")
     sub.add_parser("check", help="validate the config and say what is configured")
     return p
 
@@ -98,8 +102,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                                              secrets=_secret_values(loaded))
         if args.command == "check":
             return _check(loaded)
-        if args.command == "schedules":
-            return _schedules(loaded)
         code: int = asyncio.run(_COMMANDS[args.command](loaded, args))
         return code
     except ConfigError as exc:
@@ -199,25 +201,48 @@ def _verify(
     return not ok
 
 
-def _schedules(loaded: LoadedConfig) -> int:
-    """Each schedule: its crontab, zone, next three fires (ISO 8601 with offset), and where
-    its answer goes. (Firing them lands in a later version: no slot has been run yet.)"""
-    from schedules import next_fires
+async def _schedules(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    """Each schedule: name, crontab, zone, next three fires (ISO 8601 with offset), its last
+    slot and what came of it, where its answer goes, and whether it is from the config or
+    from chat. ``run NAME``: one run now, waited for and printed like `maiden send`."""
+    from schedules import statuses
 
-    schedules = loaded.config.read_schedules()
-    if not schedules:
-        print("no schedules (add [[schedules]] to the config)")
+    from .app import open_app
+    from .jobs import status_lines
+
+    loaded.config.read_schedules()  # a bad [[schedules]] is reported before the store opens
+    if getattr(args, "schedules_command", None) == "run":
+        return await _run_schedule(loaded, args)
+    async with open_app(loaded, recover=False) as app:
+        await app.book.load()
+        found = await statuses(app.book)
+    if not found:
+        print("no schedules (add [[schedules]] to the config, or ask the agent for one)")
         return EXIT_OK
-    now = datetime.now(UTC)
-    for s in schedules:
-        c = s.config
-        fires = [f.isoformat() for f in next_fires(s.cron, now, 3)] if c.enabled else []
-        where = c.deliver or f"thread {s.thread!r}"
-        state = "" if c.enabled else "  (disabled)"
-        print(f"{c.name}  {c.cron!r} {s.cron.timezone}{state}  -> {where}  origin=config")
-        print(f"    next: {', '.join(fires) or '-'}")
-        print("    last slot: -")
+    print("\n".join(status_lines(found)))
     return EXIT_OK
+
+
+async def _run_schedule(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    from schedules import Scheduler
+
+    from .app import open_app
+
+    async with open_app(loaded, recover=False, serve=True, writable=True,
+                        log_runs=args.verbose) as app:
+        await app.book.load()
+        scheduler = Scheduler(app.book, timers=False)  # not started: it only submits
+        try:
+            run = await scheduler.run_now(args.name)
+        except NotFound as exc:
+            raise UsageError(str(exc)) from None
+        run = await app.runtime.wait(run.id)
+        if run.origin.target and run.state is RunState.COMPLETED:
+            sent = [d for d in await app.runtime.deliveries(run_id=run.id) if d.remote_id]
+            where = ":".join([run.origin.channel, *run.origin.target.values()])
+            note = "delivered" if sent else "to be delivered by `maiden run`"
+            print(f"({note} to {where})", file=sys.stderr)
+    return _report(run)
 
 
 def _secret_values(loaded: LoadedConfig) -> list[str]:
@@ -450,5 +475,5 @@ async def _usage(loaded: LoadedConfig, args: argparse.Namespace) -> int:
 _COMMANDS: dict[str, Any] = {
     "run": _run, "chat": _chat, "send": _send, "threads": _threads, "show": _show,
     "runs": _runs, "approve": _approve, "resume": _resume, "cancel": _cancel,
-    "usage": _usage,
+    "usage": _usage, "schedules": _schedules,
 }

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from channels.discord import DiscordConfig
 from channels.http import HttpConfig
@@ -24,7 +24,8 @@ from runtime import (
 )
 from schedules.config import Schedule, ScheduleConfig, load_schedules
 
-__all__ = ["ChannelsConfig", "LoadedConfig", "MaidenConfig", "load_config", "parse_config"]
+__all__ = ["ChannelsConfig", "LoadedConfig", "MaidenConfig", "SchedulesLimits", "load_config",
+           "parse_config"]
 
 
 class ChannelsConfig(BaseModel):
@@ -34,6 +35,16 @@ class ChannelsConfig(BaseModel):
 
     slack: SlackConfig | None = None
     discord: DiscordConfig | None = None
+
+
+class SchedulesLimits(BaseModel):
+    """``[schedules_limits]``: what chat may do with schedules."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_per_thread: int = Field(default=10, ge=0, le=1000, description=(
+        "schedules one conversation may create from chat; 0: the agent gets no schedule "
+        "tools"))
 
 
 class MaidenConfig(BaseModel):
@@ -50,6 +61,7 @@ class MaidenConfig(BaseModel):
     http: HttpConfig = HttpConfig()
     channels: ChannelsConfig = ChannelsConfig()
     schedules: list[ScheduleConfig] = []
+    schedules_limits: SchedulesLimits = SchedulesLimits()
 
     def chat_channels(self) -> list[str]:
         """The chat channels configured and enabled (where schedules may deliver)."""

@@ -148,6 +148,9 @@ def configure(
     context = RunContext()
     handler.addFilter(context)
     logging.basicConfig(level=level, handlers=[handler], force=True)
+    # APScheduler tells of every job it adds and runs; maiden.schedules says what matters
+    # (which slot became which run, which were missed).
+    logging.getLogger("apscheduler").setLevel(max(level, logging.WARNING))
     return context
 
 

@@ -47,7 +47,7 @@ from .providers import (
     ScriptedProvider,
     ScriptedTurn,
 )
-from .requests import ScheduleRecord
+from .requests import ScheduleRecord, ScheduleService
 from .runs import (
     TERMINAL,
     ApprovalDelivery,
@@ -129,6 +129,7 @@ __all__ = [
     "RuntimeConfig",
     "SQLiteStore",
     "ScheduleRecord",
+    "ScheduleService",
     "ScheduleStore",
     "ScriptExhausted",
     "ScriptedProvider",

@@ -4,11 +4,14 @@ and the state of schedules."""
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ControlRequest", "Instance", "ScheduleRecord"]
+if TYPE_CHECKING:
+    from .runs import Run
+
+__all__ = ["ControlRequest", "Instance", "ScheduleRecord", "ScheduleService"]
 
 
 class ControlRequest(BaseModel):
@@ -63,3 +66,17 @@ class ScheduleRecord(BaseModel):
     last_slot: float | None = None
     last_run_id: str | None = None
     created_at: float = Field(default_factory=time.time)
+
+
+class ScheduleService(Protocol):
+    """What a process that fires schedules offers the channels, through
+    ``Runtime.schedules`` (the HTTP API lists them and runs one by hand)."""
+
+    async def listing(self) -> list[dict[str, Any]]:
+        """Each schedule as JSON: its definition, next fires, last slot and outcome."""
+        ...
+
+    async def run_now(self, name: str) -> Run:
+        """Submit one run of the schedule now, under its own key; ``NotFound`` if there is
+        no schedule of that name."""
+        ...

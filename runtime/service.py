@@ -32,7 +32,7 @@ from .errors import InvalidThreadId, RunError, RunErrorReason, StaleWrite, Store
 from .events import EventBus, RunEnded, RunEvent, Subscription
 from .loop import DRIVABLE, RunDriver
 from .providers.base import Provider
-from .requests import ScheduleRecord
+from .requests import ScheduleRecord, ScheduleService
 from .runs import Decision, Delivery, Origin, Run, RunState, Transition, transition
 from .stores.base import Checkpoint, Store, StoreStats, ThreadInfo, check_thread_id
 from .tools import ToolRegistry
@@ -81,6 +81,9 @@ class Runtime:
         self.recovered: list[Run] = []
         """The runs ``start()`` found unfinished, as they ended up."""
         self._store_problem: str | None = None
+        self.schedules: ScheduleService | None = None
+        """The schedules this process fires, when it fires any (set by the app): what the
+        HTTP API lists and runs by hand."""
 
     @property
     def provider(self) -> Provider:

@@ -27,14 +27,16 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler  # type: ignore[import-untyped]
 
-from runtime import MaidenError, Run, Runtime, ScheduleRecord
+from runtime import MaidenError, NotFound, Run, Runtime, ScheduleRecord
 
 from .book import Clock, ScheduleBook
 from .config import Schedule
 from .cron import misfire, slot_key, slots_between
+from .status import statuses
 
 __all__ = ["ON_TIME", "Fired", "Scheduler", "manual_key"]
 
@@ -159,10 +161,14 @@ class Scheduler:
         return fired
 
     async def run_now(self, name: str) -> Run:
-        """Run a schedule once now, outside its slots, under its own key."""
+        """Run a schedule once now, outside its slots, under its own key (``NotFound``: no
+        such schedule)."""
         schedule = self.book.get(name)
         if schedule is None:
-            raise KeyError(name)
+            await self.book.load()
+            schedule = self.book.get(name)
+        if schedule is None:
+            raise NotFound(f"no schedule named {name!r}")
         key = manual_key(name)
         return await self.runtime.submit(schedule.thread_for(key.split(":", 2)[2]),
                                          schedule.config.prompt, origin=schedule.origin,
@@ -217,6 +223,10 @@ class Scheduler:
                 update |= {"last_slot": fired[-1].slot.timestamp(),
                            "last_run_id": fired[-1].run.id}
             return fired, record.model_copy(update=update)
+
+    async def listing(self) -> list[dict[str, Any]]:
+        """Every schedule as JSON, with its next fires and what its last slot did."""
+        return [status.as_json() for status in await statuses(self.book)]
 
     # -- marks and alarms
 

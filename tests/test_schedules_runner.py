@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from runtime import EchoProvider, RunStarted, Runtime, SQLiteStore
+from runtime import EchoProvider, NotFound, RunStarted, Runtime, SQLiteStore
 from schedules import Schedule, ScheduleBook, ScheduleConfig, Scheduler, load_schedules
 from schedules.cron import next_fires, slot_key
 
@@ -259,6 +259,6 @@ async def test_run_now_has_its_own_key(tmp_path: Path) -> None:
         for run in (first, second):
             assert (run.idempotency_key or "").startswith("schedule:daily:manual:")
             assert run.thread_id.startswith("schedule:daily:manual:")
-        with pytest.raises(KeyError):
+        with pytest.raises(NotFound):
             await s.run_now("nope")
 

@@ -23,6 +23,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from runtime import (
     TERMINAL,
+    NotFound,
     Origin,
     Run,
     RunEnded,
@@ -50,6 +51,7 @@ from .models import (
     RunDetail,
     RunOut,
     RunPage,
+    SchedulePage,
     ThreadDetail,
     ThreadOut,
     ThreadPage,
@@ -327,6 +329,23 @@ def create_app(
     async def resume(run_id: str, wait: bool = False) -> RunOut:
         """Queue a failed, cancelled or timed-out run again from its last checkpoint."""
         return await _after(await runtime.resume(run_id), wait)
+
+    @app.get("/v1/schedules", dependencies=secured, tags=["schedules"],
+             responses=problem_responses(*denied))
+    async def list_schedules() -> SchedulePage:
+        """Every schedule this process fires (from the config and from chat), with its next
+        fires and its last slot's outcome; empty when it fires none."""
+        found = await runtime.schedules.listing() if runtime.schedules is not None else []
+        return SchedulePage.model_validate({"schedules": found})
+
+    @app.post("/v1/schedules/{name}/run", dependencies=secured, tags=["schedules"],
+              responses=problem_responses(*denied, 404, 409, 422))
+    async def run_schedule(name: str, wait: bool = False) -> RunOut:
+        """Run a schedule once now, outside its slots (its own key: a second request is a
+        second run); ``wait``: answer when the run ends or pauses."""
+        if runtime.schedules is None:
+            raise NotFound(f"no schedule named {name!r}: this process fires no schedules")
+        return await _after(await runtime.schedules.run_now(name), wait)
 
     @app.get("/healthz", tags=["service"], response_model=Health,
              responses={503: {"model": Health, "description": "the store or runtime is not"}})

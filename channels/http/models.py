@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -168,6 +168,42 @@ def _run_fields(run: Run) -> dict[str, Any]:
     return {"thread_id": run.thread_id, "run_id": run.id, "state": run.state,
             "reason": run.reason, "reply": run.reply, "error": run.error, "usage": run.usage,
             "cost_usd": run.cost_usd, "approval": approval}
+
+
+class ScheduleRunOut(BaseModel):
+    """The run of a schedule's last slot."""
+
+    id: str
+    thread_id: str
+    state: RunState
+    error: str | None = None
+    delivered: list[str] | None = Field(
+        default=None, description="the channel's message ids of the delivered answer")
+
+
+class ScheduleOut(BaseModel):
+    """A schedule: its definition, next fires and what its last slot did."""
+
+    name: str
+    origin: Literal["config", "chat"]
+    cron: str
+    timezone: str
+    thread: str
+    fresh_thread: bool
+    deliver: str | None = Field(description="slack:CHANNEL[:THREAD_TS], discord:CHANNEL, "
+                                "or null: the answer stays in the thread")
+    misfire: Literal["skip", "once", "all"]
+    enabled: bool
+    paused: bool
+    next_fires: list[str] = Field(description="ISO 8601 in the schedule's timezone")
+    last_slot: str | None
+    last_run: ScheduleRunOut | None
+    outcome: str = Field(description="the last run's state, and where its answer was "
+                         "delivered (or that it was not yet)")
+
+
+class SchedulePage(BaseModel):
+    schedules: list[ScheduleOut]
 
 
 class RunPage(BaseModel):

@@ -1,0 +1,63 @@
+"""Schedules in the application: the book every process opens (so every process offers the
+agent the same tools), and how `maiden run`, the banner and the CLI show them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from runtime import Runtime
+from schedules import ScheduleBook, ScheduleStatus, schedule_tools
+
+from .config import LoadedConfig
+
+__all__ = ["make_book", "schedule_lines", "status_lines"]
+
+
+def make_book(loaded: LoadedConfig, runtime: Runtime) -> ScheduleBook:
+    """The config's schedules (checked) and the store's chat schedules; with
+    ``[schedules_limits] max_per_thread`` above 0 the agent gets the schedule tools."""
+    cfg = loaded.config
+    limit = cfg.schedules_limits.max_per_thread
+    book = ScheduleBook(runtime, cfg.read_schedules(), default_timezone=cfg.agent.timezone,
+                        max_per_thread=limit)
+    if limit > 0:
+        for made in schedule_tools(book):
+            runtime.tools.add(made)
+    return book
+
+
+def _target(status: ScheduleStatus) -> str:
+    deliver = status.as_json()["deliver"]
+    return deliver or f"thread {status.schedule.thread!r}"
+
+
+def schedule_lines(statuses: Sequence[ScheduleStatus]) -> list[str]:
+    """The banner's lines: each schedule and its next fire."""
+    if not statuses:
+        return ["  schedules   none"]
+    lines = [f"  schedules   {len(statuses)}"]
+    for status in statuses:
+        name = status.schedule.name
+        if not status.active:
+            why = "paused" if status.paused else "disabled"
+            lines.append(f"    {name}: {why}")
+            continue
+        upcoming = status.next_fires[0].isoformat() if status.next_fires else "-"
+        lines.append(f"    {name}: next {upcoming} -> {_target(status)}")
+    return lines
+
+
+def status_lines(statuses: Sequence[ScheduleStatus]) -> list[str]:
+    """`maiden schedules`: name, cron, zone, next three fires, last slot and its outcome,
+    origin."""
+    lines: list[str] = []
+    for status in statuses:
+        s, c = status.schedule, status.schedule.config
+        state = "" if status.active else ("  (paused)" if status.paused else "  (disabled)")
+        lines.append(f"{c.name}  {c.cron!r} {s.cron.timezone}{state}  -> {_target(status)}"
+                     f"  origin={s.source}")
+        lines.append(f"    next: {', '.join(f.isoformat() for f in status.next_fires) or '-'}")
+        slot = status.last_slot.isoformat() if status.last_slot else "-"
+        lines.append(f"    last slot: {slot}  {status.outcome}" if status.last_slot
+                     else "    last slot: -")
+    return lines
