@@ -14,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from .errors import DeliveryError
 from .runs import ApprovalDelivery, Delivery, ReplyDelivery, Run
 from .stores.base import OutboxStore
 from .text import split_message
@@ -127,8 +128,13 @@ class Outbox:
         self._sending.add(delivery.key)
         try:
             await deliver(self._store, deliverer, delivery, fresh=fresh)
-        except Exception:
+        except Exception as exc:
             log.exception("delivering run %s's %s failed; it stays in the outbox and is "
                           "tried again", delivery.run_id, what)
+            why = str(exc) if isinstance(exc, DeliveryError) else f"{type(exc).__name__}: {exc}"
+            try:
+                await self._store.delivery_failed(delivery.key, why[:500])
+            except Exception as record:  # the store may be what failed
+                log.warning("could not record why the send failed: %s", record)
         finally:
             self._sending.discard(delivery.key)

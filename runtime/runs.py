@@ -179,6 +179,9 @@ class _Delivery(BaseModel):
     remote_id: str | None = None
     created_at: float = Field(default_factory=time.time)
     delivered_at: float | None = None
+    attempts_failed: int = 0
+    last_error: str | None = None
+    """Why the last send failed (it stays in the outbox and is tried again)."""
 
 
 class ReplyDelivery(_Delivery):

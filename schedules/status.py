@@ -68,8 +68,10 @@ def outcome(run: Run | None, replies: list[ReplyDelivery]) -> str:
         where = f"{run.origin.channel} {_where(run)}"
         if len(sent) == len(replies):
             return f"{run.state.value}; delivered to {where} as {', '.join(sent)}"
-        return f"{run.state.value}; not delivered to {where} yet ({len(sent)} of " \
-               f"{len(replies)} parts sent)"
+        failed = [r for r in replies if not r.remote_id and r.last_error]
+        why = f"; {failed[-1].attempts_failed} failed attempt(s), the last: " \
+              f"{failed[-1].last_error}" if failed else ""
+        return f"{run.state.value}; NOT delivered to {where} yet{why}"
     if run.error:
         return f"{run.state.value}: {run.error}"
     return run.state.value

@@ -294,6 +294,13 @@ async def test_deliveries_pending_and_delivered(store: AnyStore) -> None:
     assert await store.deliveries(pending=True) == [d2, d1]
     assert await store.deliveries(run_id=one.id) == [d1]
 
+    # A failed send is counted and its error kept, and the delivery stays pending.
+    await store.delivery_failed("k1", "SlackApiError: channel_not_found")
+    await store.delivery_failed("k1", "TimeoutError: ")
+    assert await store.deliveries(pending=True) == [d2, d1.model_copy(update={
+        "attempts_failed": 2, "last_error": "TimeoutError: "})]
+    d1 = d1.model_copy(update={"attempts_failed": 2, "last_error": "TimeoutError: "})
+
     await store.mark_delivered("k1", "msg-1", at=20.0)
     await store.mark_delivered("k1", "msg-other", at=30.0)  # idempotent: the first one stays
     sent = d1.model_copy(update={"remote_id": "msg-1", "delivered_at": 20.0})
@@ -307,6 +314,10 @@ async def test_deliveries_pending_and_delivered(store: AnyStore) -> None:
     assert await store.deliveries(run_id=one.id) == [sent]
     with pytest.raises(NotFound):
         await store.mark_delivered("nope", "m", at=1.0)
+    with pytest.raises(NotFound):
+        await store.delivery_failed("nope", "e")
+    await store.delivery_failed("k1", "late")  # sent already: nothing changes
+    assert await store.deliveries(run_id=one.id) == [sent]
 
 
 async def test_approval_prompts_are_deliveries_too(store: AnyStore) -> None:

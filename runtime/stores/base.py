@@ -111,6 +111,10 @@ class OutboxStore(Protocol):
     async def mark_delivered(self, key: str, remote_id: str, at: float) -> None:
         """Record that the delivery ``key`` was sent as ``remote_id`` (idempotent)."""
 
+    async def delivery_failed(self, key: str, error: str) -> None:
+        """Count a failed send of the delivery ``key`` and keep its error (for a status
+        that says why nothing was delivered); nothing if it was sent meanwhile."""
+
 
 
 class ControlStore(Protocol):

@@ -33,8 +33,9 @@ import asyncio
 import time
 import weakref
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..entries import Entry
 from ..errors import NotFound, StaleWrite, StoreError
@@ -144,11 +145,19 @@ class FilesStore:
         return await self._disk.io(self._deliveries, run_id, pending)
 
     async def mark_delivered(self, key: str, remote_id: str, at: float) -> None:
+        await self._update_pending(key, lambda _: {"remote_id": remote_id, "delivered_at": at})
+
+    async def delivery_failed(self, key: str, error: str) -> None:
+        await self._update_pending(key, lambda d: {"attempts_failed": d.attempts_failed + 1,
+                                                   "last_error": error})
+
+    async def _update_pending(self, key: str,
+                              change: Callable[[Delivery], dict[str, Any]]) -> None:
         thread_id = await self._disk.io(self._delivery_thread, key)
         if thread_id is None:
             raise NotFound(f"no delivery {key!r}")
         async with self._thread_lock(thread_stem(thread_id)):
-            await self._disk.io(self._mark_delivered, thread_id, key, remote_id, at)
+            await self._disk.io(self._change_delivery, thread_id, key, change)
 
     # -- the control plane, kept in files_control
 
@@ -330,10 +339,11 @@ class FilesStore:
         pointer = self._delivery_pointers.get(key)
         return None if pointer is None else pointer["thread_id"]
 
-    def _mark_delivered(self, thread_id: str, key: str, remote_id: str, at: float) -> None:
+    def _change_delivery(self, thread_id: str, key: str,
+                         change: Callable[[Delivery], dict[str, Any]]) -> None:
         with self._threads.lock(thread_id):
             snap = self._threads.load(thread_id)
             if snap is None:
                 raise NotFound(f"no delivery {key!r}")
-            if snap.mark_delivered(self._threads.path(thread_id), key, remote_id, at):
+            if snap.update_pending(self._threads.path(thread_id), key, change):
                 self._threads.save(snap)

@@ -9,7 +9,7 @@ Anything unreadable is ``CorruptStore`` naming the file. No I/O here.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -110,15 +110,17 @@ class Snapshot:
             rows.append(entry.model_dump(mode="json"))
         return rows
 
-    def mark_delivered(self, path: Path, key: str, remote_id: str, at: float) -> bool:
-        """Record delivery ``key`` as sent; False if it already was, ``NotFound`` if absent."""
+    def update_pending(self, path: Path, key: str,
+                       change: Callable[[Delivery], dict[str, Any]]) -> bool:
+        """Change delivery ``key`` while it has not been sent (``change`` says how); False if
+        it already was, ``NotFound`` if absent."""
         for i, raw in enumerate(self.deliveries):
             if raw.get("key") == key:
                 delivery = _parse_delivery(path, raw)
                 if delivery.remote_id is not None:
                     return False
-                delivered = delivery.model_copy(update={"remote_id": remote_id, "delivered_at": at})
-                self.deliveries[i] = delivered.model_dump(mode="json")
+                changed = delivery.model_copy(update=change(delivery))
+                self.deliveries[i] = changed.model_dump(mode="json")
                 return True
         raise NotFound(f"no delivery {key!r}")
 

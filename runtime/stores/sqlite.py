@@ -39,10 +39,10 @@ from .sqlite_sql import (
     create_run_row,
     entry_row,
     fetchall,
-    mark_delivered_row,
     no_cycle_collection,
     parse_run,
     scalar,
+    update_pending_row,
 )
 from .sqlite_thread import SQLiteThread
 
@@ -270,7 +270,13 @@ class SQLiteStore:
         return [DELIVERY.validate_json(row[0]) for row in rows]
 
     async def mark_delivered(self, key: str, remote_id: str, at: float) -> None:
-        await self._write(mark_delivered_row, key, remote_id, at)
+        await self._write(update_pending_row, key,
+                          lambda _: {"remote_id": remote_id, "delivered_at": at})
+
+    async def delivery_failed(self, key: str, error: str) -> None:
+        await self._write(update_pending_row, key,
+                          lambda d: {"attempts_failed": d.attempts_failed + 1,
+                                     "last_error": error})
 
     # -- the control plane
 

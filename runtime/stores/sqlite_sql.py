@@ -6,18 +6,18 @@ from __future__ import annotations
 import gc
 import sqlite3
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from ..entries import Entry, ToolResult
 from ..errors import CorruptStore, NotFound, StaleWrite
-from ..runs import DELIVERY, Run
+from ..runs import DELIVERY, Delivery, Run
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "CheckpointRows", "ThreadCache", "commit_rows",
-           "create_run_row", "entry_row", "fetchall", "mark_delivered_row",
-           "no_cycle_collection", "parse_run", "scalar"]
+           "create_run_row", "entry_row", "fetchall", "no_cycle_collection", "parse_run",
+           "scalar", "update_pending_row"]
 
 SCHEMA_VERSION = 1
 
@@ -130,16 +130,18 @@ def create_run_row(db: sqlite3.Connection, row: tuple[Any, ...]) -> str | None:
     return None
 
 
-def mark_delivered_row(db: sqlite3.Connection, key: str, remote_id: str, at: float) -> None:
+def update_pending_row(db: sqlite3.Connection, key: str,
+                       change: Callable[[Delivery], dict[str, Any]]) -> None:
+    """Change a delivery not sent yet (``change`` says how); a sent one is left alone."""
     data = scalar(db, "SELECT data FROM deliveries WHERE key = ?", (key,))
     if data is None:
         raise NotFound(f"no delivery {key!r}")
     delivery = DELIVERY.validate_json(data)
     if delivery.remote_id is not None:
         return
-    delivery = delivery.model_copy(update={"remote_id": remote_id, "delivered_at": at})
+    delivery = delivery.model_copy(update=change(delivery))
     db.execute("UPDATE deliveries SET remote_id = ?, data = ? WHERE key = ?",
-               (remote_id, delivery.model_dump_json(), key))
+               (delivery.remote_id, delivery.model_dump_json(), key))
 
 
 def fetchall(db: sqlite3.Connection, sql: str, params: Sequence[Any]) -> list[Any]:

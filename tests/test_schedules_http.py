@@ -1,0 +1,96 @@
+"""GET /v1/schedules and POST /v1/schedules/{name}/run over the real server, and the
+schedules on the command line (`maiden schedules`, `maiden schedules run NAME`)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from runtime import RunState
+from schedules import ScheduleBook, ScheduleConfig, Scheduler, load_schedules
+from tests.http_helpers import echo_runtime, served
+
+ROOT = Path(__file__).resolve().parent.parent
+SLOT = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+
+class Clock:
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+async def test_list_and_run_over_http(tmp_path: Path) -> None:
+    configs = [ScheduleConfig(name="daily", cron="0 10 * * 1-5", timezone="Europe/Berlin",
+                              prompt="the daily summary"),
+               ScheduleConfig(name="off", cron="0 9 * * *", prompt="p", enabled=False)]
+    clock = Clock(SLOT - timedelta(minutes=5))
+    async with echo_runtime(tmp_path / "m.db") as rt:
+        book = ScheduleBook(rt, load_schedules(configs, default_timezone="UTC", channels=[]),
+                            clock=clock)
+        async with Scheduler(book, timers=False) as scheduler, served(rt, token="t0k") as \
+                (client, _):
+            # Until the app attaches a scheduler, this process fires no schedules.
+            assert (await client.get("/v1/schedules")).json() == {"schedules": []}
+            rt.schedules = scheduler
+            clock.now = SLOT + timedelta(seconds=3)  # 10:00 in Berlin, a Monday
+            (fired,) = await scheduler.fire_due()
+            await rt.wait(fired.run.id)
+            listed = (await client.get("/v1/schedules")).json()["schedules"]
+            daily, off = listed
+            assert daily["name"] == "daily" and daily["origin"] == "config"
+            assert daily["timezone"] == "Europe/Berlin" and daily["deliver"] is None
+            assert daily["next_fires"][0] == "2026-03-03T10:00:00+01:00"
+            assert daily["last_slot"] == "2026-03-02T10:00:00+01:00"
+            assert daily["last_run"]["state"] == "completed"
+            assert daily["outcome"] == "completed (in thread schedule:daily)"
+            assert off["enabled"] is False and off["next_fires"] == []
+            ran = await client.post("/v1/schedules/daily/run", params={"wait": "true"})
+            assert ran.status_code == 200, ran.text
+            assert ran.json()["reply"] == "echo: the daily summary"
+            run = await rt.get_run(ran.json()["run_id"])
+            assert (run.idempotency_key or "").startswith("schedule:daily:manual:")
+            missing = await client.post("/v1/schedules/nope/run")
+            assert missing.status_code == 404
+            assert "no schedule named 'nope'" in missing.json()["detail"]
+            unauthorised = await client.get("/v1/schedules", headers={"Authorization": ""})
+            assert unauthorised.status_code == 401
+            rt.schedules = None
+            assert (await client.get("/v1/schedules")).json() == {"schedules": []}
+            assert (await client.post("/v1/schedules/daily/run")).status_code == 404
+
+
+async def maiden(home: Path, *args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", *args, cwd=home,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_maiden_schedules_run_and_list(home: Path) -> None:
+    with (home / "agent.toml").open("a") as f:
+        f.write('\n[[schedules]]\nname = "daily"\ncron = "0 9 * * 1-5"\n'
+                'timezone = "America/New_York"\nprompt = "what happened yesterday"\n')
+    code, out, err = await maiden(home, "schedules", "run", "daily")
+    assert code == 0, err
+    assert out == "echo: what happened yesterday\n"
+    code, out, err = await maiden(home, "schedules", "run", "nightly")
+    assert code == 2 and "no schedule named 'nightly'" in err
+    code, out, _ = await maiden(home, "schedules")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "daily  '0 9 * * 1-5' America/New_York  -> thread 'schedule:daily'" \
+                       "  origin=config"
+    assert lines[1].startswith("    next: ") and lines[1].count("-05:00") + \
+        lines[1].count("-04:00") == 3
+    assert lines[2] == "    last slot: -"  # a run by hand is not a slot
+    code, out, _ = await maiden(home, "runs", "--thread", "schedule:daily")
+    assert code == 0 and RunState.COMPLETED.value in out
