@@ -154,6 +154,13 @@ def _check(loaded: LoadedConfig) -> int:
         print(f"  http      {http.host}:{http.port}" + (f", token from ${http.token_env}"
                                                          if http.token_env else ", no token"))
     failed = _check_slack(loaded) | _check_discord(loaded)
+    defined = cfg.read_schedules()
+    chat = cfg.schedules_limits.max_per_thread
+    print(f"  schedules {len(defined)} in the config"
+          + "".join(f"; {s.name} {s.config.cron!r} {s.cron.timezone}" for s in defined[:5])
+          + ("; ..." if len(defined) > 5 else "")
+          + (f"; from chat: up to {chat} per conversation (schedule_* tools)" if chat
+             else "; none from chat ([schedules_limits] max_per_thread = 0)"))
     missing = [var for var, ok in env_status(cfg).items() if not ok]
     for var, ok in env_status(cfg).items():
         print(f"  secret    ${var}: {'set' if ok else 'NOT SET'}")

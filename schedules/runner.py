@@ -86,6 +86,7 @@ class Scheduler:
         self.aps: AsyncIOScheduler | None = None
         self._marks: dict[str, datetime] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._saving = asyncio.Lock()
         self._refresher: asyncio.Task[None] | None = None
         self.started: list[Fired] = []
         """What the catch-up at ``start`` claimed."""
@@ -157,8 +158,22 @@ class Scheduler:
             if record is not None:
                 records.append(record)
         if records:
-            await self.book.save(records)
+            await self._save(records)
         return fired
+
+    async def _save(self, records: list[ScheduleRecord]) -> None:
+        """Save what fires found, never moving a record backwards: two fires of one
+        schedule can finish in either order."""
+        async with self._saving:
+            merged = []
+            for record in records:
+                current = self.book.record(record.name) or record
+                update: dict[str, Any] = {"since": max(current.since, record.since)}
+                if (record.last_slot or 0) >= (current.last_slot or 0):
+                    update |= {"last_slot": record.last_slot,
+                               "last_run_id": record.last_run_id}
+                merged.append(current.model_copy(update=update))
+            await self.book.save(merged)
 
     async def run_now(self, name: str) -> Run:
         """Run a schedule once now, outside its slots, under its own key (``NotFound``: no
