@@ -284,6 +284,11 @@ class Runtime:
         """The run as stored now, or ``NotFound``."""
         return await self._store.get_run(run_id)
 
+    async def run_for_key(self, idempotency_key: str) -> Run | None:
+        """The run that holds an idempotency key (a redelivered event's, a schedule
+        slot's), or None."""
+        return await self._store.run_for_key(idempotency_key)
+
     async def runs(
         self,
         *,

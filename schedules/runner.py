@@ -222,10 +222,20 @@ class Scheduler:
                 self._marks[name] = slot
             else:
                 self._marks[name] = now
+            skipped = [slot for slot in slots if slot not in due]
+            if skipped and not on_time:
+                # A claim made just before a crash, its record not yet saved: its run
+                # exists (and recovery finishes it), so it is not a missed slot.
+                for slot in skipped:
+                    key = slot_key(name, slot)
+                    held = await self.runtime.run_for_key(key)
+                    if held is not None:
+                        fired.append(Fired(name, slot, key, held))
+                fired.sort(key=lambda f: f.slot)
+                skipped = [slot for slot in skipped if all(f.slot != slot for f in fired)]
             if fired:
                 log.info("schedule %r: %s", name, ", ".join(
                     f"{f.slot.isoformat()} -> run {f.run.id}" for f in fired))
-            skipped = [s for s in slots if s not in due]
             if skipped:
                 log.warning("schedule %r: %d missed slot(s) not run (misfire = %r), the "
                             "latest %s", name, len(skipped), schedule.config.misfire,

@@ -262,3 +262,20 @@ async def test_run_now_has_its_own_key(tmp_path: Path) -> None:
         with pytest.raises(NotFound):
             await s.run_now("nope")
 
+
+
+async def test_a_claim_whose_record_a_crash_lost_is_not_a_missed_slot(tmp_path: Path) -> None:
+    """Killed after the slot's run was stored, before the schedule's record said so: late
+    back, under ``skip``, the slot is found claimed (its run is recovered), not skipped."""
+    defined = schedules({"name": "daily", "cron": "0 8 * * *", "prompt": "p",
+                         "misfire": "skip"})
+    clock = Clock(T0 - MINUTE)
+    async with opened(tmp_path / "m.db") as rt, scheduler(rt, defined, clock):
+        # What the fire did before the kill: the run under the slot's key, nothing more.
+        claimed = await rt.submit("schedule:daily", "p", idempotency_key=slot_key("daily", T0))
+    clock.now = T0 + timedelta(minutes=10)
+    async with opened(tmp_path / "m.db") as rt, scheduler(rt, defined, clock) as s:
+        assert [(f.slot, f.run.id) for f in s.started] == [(T0, claimed.id)]
+        (status,) = [r for r in await rt.schedule_records() if r.name == "daily"]
+        assert status.last_run_id == claimed.id
+        assert len(await slot_runs(rt, "daily")) == 1

@@ -148,6 +148,9 @@ async def test_idempotency_key_returns_the_original_run(store: AnyStore) -> None
     assert [r.id for r in await store.list_runs()] == [first.id]
     other = await store.create_run(make_run("t", key="slack:evt-2"))
     assert other.id != first.id
+    assert await store.run_for_key("slack:evt-1") == first
+    assert await store.run_for_key("slack:evt-2") == other
+    assert await store.run_for_key("slack:evt-3") is None
 
 
 @pytest.mark.timeout(20)

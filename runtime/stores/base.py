@@ -79,6 +79,9 @@ class RunStore(Protocol):
     async def get_run(self, run_id: str) -> Run:
         """The run, or ``NotFound``."""
 
+    async def run_for_key(self, idempotency_key: str) -> Run | None:
+        """The run that holds an idempotency key, or None if none does."""
+
     async def list_runs(
         self,
         *,

@@ -110,6 +110,9 @@ class FilesStore:
             raise NotFound(f"no run {run_id!r}")
         return found[1]
 
+    async def run_for_key(self, idempotency_key: str) -> Run | None:
+        return await self._disk.io(self._run_for_key, idempotency_key)
+
     async def list_runs(
         self,
         *,
@@ -224,15 +227,17 @@ class FilesStore:
         run = None if snap is None else snap.run(self._threads.path(snap.thread_id), run_id)
         return None if snap is None or run is None else (snap, run)
 
+    def _run_for_key(self, key: str) -> Run | None:
+        pointer = self._key_pointers.get(key)
+        found = None if pointer is None else self._find_run(pointer["run_id"])
+        return None if found is None else found[1]  # a pointer a crash left without its run
+
     def _create_run(self, run: Run) -> Run:
         with self._disk.lock(self.root / "create.lock"):
             key = run.idempotency_key
-            if key is not None:
-                pointer = self._key_pointers.get(key)
-                if pointer is not None:
-                    found = self._find_run(pointer["run_id"])
-                    if found is not None:
-                        return found[1]
+            holder = None if key is None else self._run_for_key(key)
+            if holder is not None:
+                return holder
             if self._find_run(run.id) is not None:
                 raise StoreError(f"run {run.id!r} already exists")
             if key is not None:

@@ -197,6 +197,11 @@ class SQLiteStore:
             raise NotFound(f"no run {run_id!r}")
         return parse_run(rows[0][0])
 
+    async def run_for_key(self, idempotency_key: str) -> Run | None:
+        rows = await self._fetchall("SELECT data FROM runs WHERE idempotency_key = ?",
+                                    (idempotency_key,))
+        return parse_run(rows[0][0]) if rows else None
+
     async def list_runs(
         self,
         *,

@@ -2,13 +2,32 @@
 
     python -m tests.crash.driver --db DB --effect EFFECT --workdir DIR --send THREAD TEXT \\
         [--key KEY] [--requires-approval] [--kill-at POINT [--kill-count N]]
+    python -m tests.crash.driver --db DB --effect EFFECT --workdir DIR --fire SLOT \\
+        [--late SECONDS] [--kill-at POINT [--kill-count N]]
     python -m tests.crash.driver --db DB --effect EFFECT --workdir DIR [--recover]
     python -m tests.crash.driver ... --approve RUN CALL | --deny RUN CALL
+    (any of them with --slack API_URL TOKEN CHANNEL THREAD_TS, or --discord ...)
 
 Every start goes through ``Runtime.start()`` (startup recovery), so a plain
-``--recover`` is a restart and nothing more. The model is scripted; the one test
-tool, ``effect_tool``, has the effect class named by ``--effect`` and leaves
-countable traces in DIR:
+``--recover`` is a restart and nothing more.
+
+``--fire SLOT`` (an ISO instant, e.g. ``2026-03-02T09:00:00+00:00``) makes the run a
+scheduled one: the process defines one schedule, ``job``, whose crontab fires daily at
+SLOT's UTC time, with the prompt ``go``; with ``--slack`` it delivers to
+``slack:CHANNEL:THREAD_TS``, else nowhere (the answer stays in its thread). It fires
+the slot as ``maiden run`` would, on an injected clock and without timers. On a store
+that has no record of ``job`` yet, this maiden was up before the slot: the scheduler
+starts ``FIRE_LEAD`` before it (a schedule new to the store starts from then), then
+the slot's alarm goes off ``--late`` seconds after the slot (``fire_due(woken=...)``).
+On a store that has the record (a restart), the scheduler starts ``--late`` seconds
+after the slot and its startup catch-up claims the slot if the record does not say it
+was claimed. Either way a duplicate trigger follows, and a second scheduler on the same
+store (another maiden process) claims the slot too: every claim must name the one run
+holding the slot's key. The summary then also lists ``fired`` (every claim returned)
+and ``schedules`` (the records in the store).
+
+The model is scripted; the one test tool, ``effect_tool``, has the effect class
+named by ``--effect`` and leaves countable traces in DIR:
 
 - ``calls.jsonl``: one line per invocation of the tool (every effect class);
 - ``effects.jsonl``: one line per *applied* effect (not for ``read_only``; an
@@ -29,6 +48,8 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
@@ -80,6 +101,12 @@ SCRIPT: list[dict[str, Any]] = [
     {"text": "done"},
 ]
 MAX_RECOVERY_ATTEMPTS = 3
+
+JOB = "job"
+"""The schedule ``--fire`` defines."""
+JOB_PROMPT = "go"
+FIRE_LEAD = timedelta(seconds=5)
+"""On a fresh store, how long before the slot the scheduler starts."""
 
 CALLS_FILE = "calls.jsonl"
 EFFECTS_FILE = "effects.jsonl"
@@ -237,6 +264,55 @@ async def summarise(store: SQLiteStore | FilesStore) -> dict[str, Any]:
     return {"runs": runs, "threads": threads, "deliveries": deliveries}
 
 
+class FixedClock:
+    """The schedules' clock: stands still until moved."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+async def fire(
+    runtime: Runtime, slot: datetime, late: timedelta, deliver: str | None
+) -> list[dict[str, Any]]:
+    """``--fire``: claim ``slot`` of the schedule ``job`` as a maiden process would, more
+    than once, and wait for the run holding it; return every claim."""
+    from schedules import Fired, ScheduleBook, ScheduleConfig, Scheduler, load_schedules
+
+    slot = slot.astimezone(UTC)
+    config = ScheduleConfig(name=JOB, cron=f"{slot.minute} {slot.hour} * * *",
+                            prompt=JOB_PROMPT, deliver=deliver, misfire="once")
+    defined = load_schedules([config], default_timezone="UTC", channels=["slack"])
+    clock = FixedClock(slot + late)
+    book = ScheduleBook(runtime, defined, clock=clock)
+    await book.load()
+    fresh = book.record(JOB) is None
+    if fresh:
+        clock.now = slot - FIRE_LEAD  # up before the slot: the record starts now
+    scheduler = Scheduler(book, clock=clock, timers=False)
+    other = Scheduler(ScheduleBook(runtime, defined, clock=clock), clock=clock, timers=False)
+    claims: list[tuple[str, Sequence[Fired]]] = []
+    try:
+        claims.append(("start", await scheduler.start()))  # a restart's catch-up claims here
+        claims.append(("other start", await other.start()))
+        if fresh:
+            clock.now = slot + late
+            claims.append(("alarm", await scheduler.fire_due(woken=JOB)))
+        claims.append(("duplicate", await scheduler.fire_due()))
+        claims.append(("other", await other.fire_due()))
+        for _, fired in claims:
+            for f in fired:
+                await runtime.wait(f.run.id)
+        await runtime.idle()
+    finally:
+        await scheduler.close()
+        await other.close()
+    return [{"by": by, "key": f.key, "slot": f.slot.isoformat(), "run_id": f.run.id}
+            for by, fired in claims for f in fired]
+
+
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(args.workdir)
     switch = KillSwitch(args.kill_at, args.kill_count)
@@ -248,6 +324,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                                     requires_approval=args.requires_approval)]),
             agent=AgentConfig(max_recovery_attempts=MAX_RECOVERY_ATTEMPTS))
         origin = ORIGIN
+        deliver: str | None = None
         runtime.add_deliverer(CHANNEL, FileChannel(workdir / CHANNEL_FILE, switch))
         if args.slack:
             # Slack as the origin: the real deliverer against a fake Slack the test runs.
@@ -260,6 +337,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             runtime.add_deliverer("slack", SlackDeliverer(client, pace_s=0))
             origin = Origin(channel="slack", target={"channel": channel,
                                                      "thread_ts": thread_ts}, user="U1")
+            deliver = f"slack:{channel}:{thread_ts}"
         if args.discord:
             # Discord as the origin: the real deliverer against a fake Discord the test runs.
             from discord.http import HTTPClient
@@ -274,7 +352,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             runtime.add_deliverer("discord", DiscordDeliverer(http, str(me["id"])))
             origin = Origin(channel="discord", target={"channel": channel, "message": message,
                                                        "guild": guild}, user="U1")
+        fired: list[dict[str, Any]] | None = None
         async with runtime:  # start(): recovers unfinished runs, flushes the outbox
+            if args.fire:
+                fired = await fire(runtime, args.fire, timedelta(seconds=args.late), deliver)
             if args.send:
                 thread_id, text = args.send
                 run = await runtime.submit(thread_id, text, origin=origin,
@@ -289,7 +370,20 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             await runtime.idle()
         if args.discord:
             await http.close()
-        return await summarise(store)
+        summary = await summarise(store)
+        if fired is not None:
+            summary["fired"] = fired
+            summary["schedules"] = [r.model_dump(mode="json")
+                                    for r in await store.schedule_records()]
+        return summary
+
+
+def instant(text: str) -> datetime:
+    """An ISO instant with its offset (``--fire``)."""
+    value = datetime.fromisoformat(text)
+    if value.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{text!r} has no UTC offset")
+    return value
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -303,13 +397,20 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     action.add_argument("--send", nargs=2, metavar=("THREAD", "TEXT"))
     action.add_argument("--recover", action="store_true",
                         help="only start (recovering every unfinished run) and exit")
+    action.add_argument("--fire", type=instant, metavar="SLOT",
+                        help="fire the slot SLOT (ISO, with offset) of the schedule 'job' "
+                             "(see above)")
     action.add_argument("--approve", nargs=2, metavar=("RUN", "CALL"))
     action.add_argument("--deny", nargs=2, metavar=("RUN", "CALL"))
     parser.add_argument("--key", help="--send: the inbound message's idempotency key")
+    parser.add_argument("--late", type=float, default=5.0, metavar="SECONDS",
+                        help="--fire: how long after the slot the alarm goes off, or a "
+                             "restart starts (over 60: the slot counts as missed)")
     parser.add_argument("--requires-approval", action="store_true",
                         help="effect_tool asks a person before every call")
     parser.add_argument("--slack", nargs=4, metavar=("API_URL", "TOKEN", "CHANNEL", "THREAD_TS"),
-                        help="messages come from Slack and are answered there")
+                        help="messages come from Slack and are answered there (--fire: "
+                             "the schedule delivers to THREAD_TS)")
     parser.add_argument("--discord", nargs=5,
                         metavar=("API_URL", "TOKEN", "CHANNEL", "MESSAGE", "GUILD"),
                         help="messages come from Discord and are answered there")
