@@ -23,13 +23,21 @@ from runtime.stores.sqlite import Synchronous
 
 from .concurrency import ConcurrencyResult, run_concurrency
 from .memory import MemoryResult, measure, prepare_idle
-from .report import concurrency_rows, memory_rows, resume_rows, slack_rows, thread_rows
+from .report import (
+    concurrency_rows,
+    memory_rows,
+    resume_rows,
+    schedules_rows,
+    slack_rows,
+    thread_rows,
+)
 from .resume import run_resume
+from .schedules import run_schedules
 from .slack import run_slack
 from .table import Row, render
 from .thread import run_thread
 
-WORKLOADS = ("thread", "resume", "concurrency", "memory", "slack")
+WORKLOADS = ("thread", "resume", "concurrency", "memory", "slack", "schedules")
 
 
 @dataclass(frozen=True)
@@ -43,13 +51,17 @@ class Sizes:
     memory_n: int
     idle_threads: int
     slack_events: int
+    schedules: int
+    schedules_due: int
+    schedule_rounds: int
 
 
 FULL = Sizes(threads=(300, 3000), load_entries=10_000, recover_runs=1_000, users=50,
              messages=10, latency_s=0.1, memory_n=3000, idle_threads=10_000,
-             slack_events=300)
+             slack_events=300, schedules=1000, schedules_due=100, schedule_rounds=5)
 QUICK = Sizes(threads=(60,), load_entries=1_000, recover_runs=50, users=5, messages=3,
-              latency_s=0.02, memory_n=60, idle_threads=200, slack_events=20)
+              latency_s=0.02, memory_n=60, idle_threads=200, slack_events=20,
+              schedules=100, schedules_due=10, schedule_rounds=1)
 
 
 def _progress(message: str) -> None:
@@ -90,6 +102,12 @@ async def _run(sizes: Sizes, only: set[str], workdir: Path, sync: Synchronous) -
         _progress(f"workload 6: {sizes.slack_events} Slack events acked while a run holds "
                   "the lock")
         rows += slack_rows(await run_slack(workdir, sizes.slack_events, sync))
+    if "schedules" in only:
+        _progress(f"workload 7: {sizes.schedules:,} schedules at startup; "
+                  f"{sizes.schedules_due} due in the same minute")
+        rows += schedules_rows(await run_schedules(
+            workdir, sync, schedules=sizes.schedules, due=sizes.schedules_due,
+            rounds=sizes.schedule_rounds))
     return rows
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 from .concurrency import ConcurrencyResult
 from .memory import MemoryResult
 from .resume import ResumeResult
+from .schedules import FIRE_WAYS, NEXT, SchedulesResult, StartupResult
 from .slack import SlackResult
 from .table import Row, verdict
 from .thread import BLOCKS, ThreadResult
 
-__all__ = ["concurrency_rows", "memory_rows", "resume_rows", "slack_rows", "thread_rows"]
+__all__ = ["concurrency_rows", "memory_rows", "resume_rows", "schedules_rows", "slack_rows",
+           "thread_rows"]
 
 PER_MESSAGE = 2.0
 GROWTH = 1.2
@@ -20,6 +22,8 @@ RECOVER_S = 2.0
 RECOVER_RUNS = 1_000
 THREAD_MODE = 0.8
 SLACK_ACK_MS = 100.0
+STARTUP_S = 1.0
+STARTUP_SCHEDULES = 1_000
 
 
 def _x(ratio: float) -> str:
@@ -112,4 +116,40 @@ def slack_rows(r: SlackResult) -> list[Row]:
         rows.append(Row(name, f"ms from event to ack, p{p}", f"{m:.1f}", f"{b:.1f}",
                         _x(m / b) if b else "", f"< {SLACK_ACK_MS:g} ms" if p == 99 else "",
                         verdict(m, at_most=SLACK_ACK_MS) if p == 99 else ""))
+    return rows
+
+
+def schedules_rows(r: SchedulesResult) -> list[Row]:
+    """Workload 7: startup against parsing the crontabs alone (the target, 1 s for 1,000
+    schedules, scaled for --quick); fire to run start against submitting the same runs (p50
+    and p99: the median over the rounds; max: of every round)."""
+    name = f"7 schedules, startup with {r.schedules:,}"
+    target = STARTUP_S * r.schedules / STARTUP_SCHEDULES
+    parse_us = r.parse_s * 1e6 / r.schedules
+
+    def startup(what: str, s: StartupResult) -> list[Row]:
+        us = s.total_s * 1e6 / s.schedules
+        return [
+            Row(name, f"{what}: load + start() + next {NEXT} fires, s", f"{s.total_s:.3f}",
+                f"{r.parse_s:.3f}", _x(s.total_s / r.parse_s), f"< {target:g} s",
+                verdict(s.total_s, at_most=target)),
+            Row(name, "  per schedule, µs", f"{us:.0f}", f"{parse_us:.0f}", _x(us / parse_us)),
+            Row(name, "  configs validated + load_schedules, ms", f"{s.load_ms:.1f}"),
+            Row(name, "  ScheduleBook + Scheduler.start(), ms", f"{s.start_ms:.1f}"),
+            Row(name, f"  next_fires(cron, now, {NEXT}) each, ms", f"{s.next_ms:.1f}"),
+        ]
+
+    rows = [*startup("fresh store", r.fresh), *startup("records in the store", r.again)]
+    rows.append(Row(name, "  the same with timers=True (APScheduler jobs), s",
+                    f"{r.timers.total_s:.3f}", f"{r.parse_s:.3f}",
+                    _x(r.timers.total_s / r.parse_s), f"< {target:g} s",
+                    verdict(r.timers.total_s, at_most=target)))
+    name = f"7 schedules, {r.due} due in one minute"
+    for result in r.latency:
+        how = FIRE_WAYS[result.way].format(n=r.due)
+        for p, label in ((50, "p50"), (99, "p99"), (100, "max")):
+            m, b = result.typical(result.maiden_ms, p), result.typical(result.baseline_ms, p)
+            measure = (f'concurrency="{result.mode}", {how}: ms to RunStarted, {label}'
+                       if p == 50 else f"  {label}")
+            rows.append(Row(name, measure, f"{m:.1f}", f"{b:.1f}", _x(m / b) if b else ""))
     return rows

@@ -38,6 +38,7 @@ walking backward agree.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -263,13 +264,17 @@ def _walls(cron: Cron, start: datetime, forward: bool) -> Iterator[datetime]:
     if not forward:
         hours.reverse()
         minutes.reverse()
+    first = True
     while True:
         if cron.day_matches(day):
             for hour in hours:
+                if first and ((hour < start.hour) if forward else (hour > start.hour)):
+                    continue  # the first day's hours before the start
                 for minute in minutes:
                     wall = datetime.combine(day, time(hour, minute))
                     if (wall >= start) if forward else (wall <= start):
                         yield wall
+        first = False
         day += step
 
 
@@ -304,8 +309,14 @@ def _fixed_offset(zone: ZoneInfo, edge: datetime) -> timedelta | None:
     """The zone's UTC offset if it is the same all through ``edge`` ± a day and a bit (no
     DST change near): then walls near the edge map to instants by a plain shift, and the
     walk can start at the edge itself. None near a change."""
-    offsets = {(edge + timedelta(hours=h)).astimezone(zone).utcoffset()
-               for h in range(-26, 27)}
+    return _offset_around(zone, int(edge.timestamp() // 3600))
+
+
+@functools.lru_cache(maxsize=4096)
+def _offset_around(zone: ZoneInfo, hour: int) -> timedelta | None:
+    # By the hour, so a thousand schedules in a few zones ask a few times, not thousands.
+    base = datetime.fromtimestamp(hour * 3600, UTC)
+    offsets = {(base + timedelta(hours=h)).astimezone(zone).utcoffset() for h in range(-27, 28)}
     offset = offsets.pop()
     return offset if not offsets else None
 

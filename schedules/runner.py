@@ -87,6 +87,8 @@ class Scheduler:
         self._marks: dict[str, datetime] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._saving = asyncio.Lock()
+        self._staged: dict[str, ScheduleRecord] = {}
+        self._latest: dict[str, ScheduleRecord] = {}
         self._refresher: asyncio.Task[None] | None = None
         self.started: list[Fired] = []
         """What the catch-up at ``start`` claimed."""
@@ -134,6 +136,8 @@ class Scheduler:
     async def sync(self) -> None:
         """Take in changes to the book (chat schedules made, paused, resumed, deleted)."""
         await self.book.load()
+        for name in [n for n in self._latest if self.book.get(n) is None]:
+            del self._latest[name]  # deleted: a new schedule of that name starts afresh
         await self._mark_all(self.clock())
         if self.aps is not None:
             self._set_alarms()
@@ -162,18 +166,27 @@ class Scheduler:
         return fired
 
     async def _save(self, records: list[ScheduleRecord]) -> None:
-        """Save what fires found, never moving a record backwards: two fires of one
-        schedule can finish in either order."""
+        """Save what fires found, never moving a record backwards (two fires of one schedule
+        can finish in either order), and in as few writes as there are writers waiting:
+        whoever holds the lock writes everything staged by then."""
+        for record in records:
+            self._stage(record)
         async with self._saving:
-            merged = []
-            for record in records:
-                current = self.book.record(record.name) or record
-                update: dict[str, Any] = {"since": max(current.since, record.since)}
-                if (record.last_slot or 0) >= (current.last_slot or 0):
-                    update |= {"last_slot": record.last_slot,
-                               "last_run_id": record.last_run_id}
-                merged.append(current.model_copy(update=update))
-            await self.book.save(merged)
+            if not self._staged:
+                return  # written by the writer before
+            batch = list(self._staged.values())
+            self._staged.clear()
+            await self.book.save(batch)
+
+    def _stage(self, record: ScheduleRecord) -> None:
+        name = record.name
+        base = self.book.record(name) or record  # paused, spec: the book's
+        known = [r for r in (base, self._latest.get(name), record) if r is not None]
+        newest = max(known, key=lambda r: r.last_slot or 0.0)
+        merged = base.model_copy(update={
+            "since": max(r.since for r in known), "last_slot": newest.last_slot,
+            "last_run_id": newest.last_run_id})
+        self._latest[name] = self._staged[name] = merged
 
     async def run_now(self, name: str) -> Run:
         """Run a schedule once now, outside its slots, under its own key (``NotFound``: no
