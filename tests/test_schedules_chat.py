@@ -18,18 +18,11 @@ from runtime import (
     ToolResult,
 )
 from schedules import ScheduleBook, ScheduleConfig, Scheduler, load_schedules, schedule_tools
+from tests.clock import Clock
 from tests.fakes.chat import MemoryChat
 
 ROOM = Origin(channel="chat", target={"room": "r1"}, user="u1")
 MONDAY_7 = datetime(2026, 3, 2, 7, 0, tzinfo=UTC)  # a Monday
-
-
-class Clock:
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 def call(tool: str, **arguments: Any) -> dict[str, Any]:

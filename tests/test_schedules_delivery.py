@@ -22,19 +22,12 @@ from schedules import (
     load_schedules,
     statuses,
 )
+from tests.clock import Clock
 from tests.fakes.discord import BOT_ID, GENERAL_ID, FakeDiscord
 from tests.fakes.slack import BOT_USER, FakeSlack
 
 C = "C0GENERAL01"
 SLOT = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
-
-
-class Clock:
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 @asynccontextmanager

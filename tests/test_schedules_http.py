@@ -11,18 +11,11 @@ from pathlib import Path
 
 from runtime import RunState
 from schedules import ScheduleBook, ScheduleConfig, Scheduler, load_schedules
+from tests.clock import Clock
 from tests.http_helpers import echo_runtime, served
 
 ROOT = Path(__file__).resolve().parent.parent
 SLOT = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
-
-
-class Clock:
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 async def test_list_and_run_over_http(tmp_path: Path) -> None:

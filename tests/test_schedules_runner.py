@@ -17,17 +17,10 @@ import pytest
 from runtime import EchoProvider, NotFound, RunStarted, Runtime, SQLiteStore
 from schedules import Schedule, ScheduleBook, ScheduleConfig, Scheduler, load_schedules
 from schedules.cron import next_fires, slot_key
+from tests.clock import Clock
 
 MINUTE = timedelta(minutes=1)
 T0 = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
-
-
-class Clock:
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 def schedules(*configs: dict[str, Any], channels: tuple[str, ...] = ()) -> list[Schedule]:

@@ -32,21 +32,18 @@ import pytest
 
 from runtime import idempotency_key
 from tests.crash.driver import (
-    CALLS_FILE,
     CHANNEL_FILE,
     EFFECTS,
-    EFFECTS_FILE,
     KILL_POINTS,
     MAX_RECOVERY_ATTEMPTS,
-    SCRIPT,
     read_lines,
 )
+from tests.crash.outcome import CALL_IDS, Traces, normalise, tail
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 60
 THREAD = "crash:room-1"
 TEXT = "please do the thing"
-CALL_IDS = [f"call_0_{i}" for i in range(len(SCRIPT[0]["tool_calls"]))]
 
 MID_RUN = ("after_user_entry", "after_intent", "after_claim", "in_tool_after_effect",
            "after_tool_result")
@@ -92,19 +89,10 @@ def _pauses(effect: str, point: str) -> bool:
 # -- driving processes -----------------------------------------------------------------------
 
 
-def _tail(text: str, limit: int = 3000) -> str:
-    return text if len(text) <= limit else "..." + text[-limit:]
-
-
 @dataclass(frozen=True)
-class Outcome:
+class Outcome(Traces):
     """What one driver process left behind: its summary and the side-effect traces so far."""
 
-    summary: dict[str, Any]
-    invocations: Counter[str]
-    """How many times the tool ran, per idempotency key."""
-    effects: Counter[str]
-    """How many times the tool's effect was applied, per idempotency key."""
     channel: list[dict[str, Any]]
     """Every message posted to the test channel."""
 
@@ -115,25 +103,6 @@ class Outcome:
     @property
     def prompts(self) -> list[dict[str, Any]]:
         return [m for m in self.channel if m["kind"] == "approval"]
-
-    @property
-    def run(self) -> dict[str, Any]:
-        (run,) = self.summary["runs"]
-        return run  # type: ignore[no-any-return]
-
-    @property
-    def entries(self) -> list[dict[str, Any]]:
-        return self.summary["threads"][THREAD]  # type: ignore[no-any-return]
-
-    @property
-    def pending_call(self) -> str:
-        pending = self.run["pending_approval"]
-        assert pending is not None, f"run is {self.run['state']}, not awaiting approval"
-        return str(pending["tool_call_id"])
-
-    def keys(self) -> list[str]:
-        """The idempotency keys of the run's calls, in order."""
-        return [idempotency_key(self.run["id"], call_id) for call_id in CALL_IDS]
 
 
 @dataclass(frozen=True)
@@ -149,20 +118,17 @@ class Drill:
         """Run the driver to its end; return what it left."""
         proc = self._spawn(args)
         assert proc.returncode == 0, f"driver {args} exited {proc.returncode}:\n" \
-            f"{_tail(proc.stderr)}"
+            f"{tail(proc.stderr)}"
         traces = self.root / "traces"
-        return Outcome(
-            summary=json.loads(proc.stdout),
-            invocations=Counter(line["key"] for line in read_lines(traces / CALLS_FILE)),
-            effects=Counter(line["key"] for line in read_lines(traces / EFFECTS_FILE)),
-            channel=read_lines(traces / CHANNEL_FILE))
+        return Outcome(**Traces.read(json.loads(proc.stdout), traces),
+                       channel=read_lines(traces / CHANNEL_FILE))
 
     def kill(self, *args: str) -> None:
         """Run the driver; it must die of SIGKILL at the kill point it was given."""
         proc = self._spawn(args)
         assert proc.returncode == -signal.SIGKILL, (
             f"driver {args} was expected to be killed but exited {proc.returncode}:\n"
-            f"{_tail(proc.stderr)}\n{_tail(proc.stdout)}")
+            f"{tail(proc.stderr)}\n{tail(proc.stdout)}")
 
     def _spawn(self, args: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
         db = self.root / ("files" if self.store == "files" else "maiden.db")
@@ -331,22 +297,12 @@ def baseline(request: pytest.FixtureRequest, baselines: dict[str, Future[Steps]]
 # -- comparing with the uninterrupted run ----------------------------------------------------
 
 
-def _normalise(value: Any, names: dict[str, str]) -> Any:
-    if isinstance(value, str):
-        return names.get(value, value)
-    if isinstance(value, list):
-        return [_normalise(v, names) for v in value]
-    if isinstance(value, dict):
-        return {k: _normalise(v, names) for k, v in value.items()}
-    return value
-
-
 def comparable_entries(outcome: Outcome) -> list[dict[str, Any]]:
     """The thread's entries with ids, keys and clocks replaced by what they stand for."""
     run_id = outcome.run["id"]
     names = {run_id: "<run>", idempotency_key(run_id, "delivery"): "<delivery key>"}
     names.update({idempotency_key(run_id, c): f"<key of {c}>" for c in CALL_IDS})
-    return [_normalise({k: v for k, v in entry.items() if k != "at"}, names)
+    return [normalise({k: v for k, v in entry.items() if k != "at"}, names)
             for entry in outcome.entries]
 
 

@@ -35,14 +35,11 @@ import pytest_asyncio
 
 from runtime import idempotency_key
 from tests.crash.driver import (
-    CALLS_FILE,
-    EFFECTS_FILE,
     JOB,
     JOB_PROMPT,
     KILL_POINTS,
-    SCRIPT,
-    read_lines,
 )
+from tests.crash.outcome import CALL_IDS, Traces, normalise, tail
 from tests.fakes.slack import BOT_USER, FakeSlack
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -53,7 +50,6 @@ C = "C0GENERAL01"
 SLOT = "2026-03-02T09:00:00+00:00"
 KEY = f"schedule:{JOB}:{SLOT}"
 THREAD = f"schedule:{JOB}"
-CALL_IDS = [f"call_0_{i}" for i in range(len(SCRIPT[0]["tool_calls"]))]
 
 MID_RUN = ("after_user_entry", "after_intent", "after_claim", "in_tool_after_effect",
            "after_tool_result")
@@ -87,33 +83,15 @@ CHAINS: list[tuple[str, ...]] = [("after_queued", "in_tool_after_effect"),
 # -- driving processes -----------------------------------------------------------------------
 
 
-def _tail(text: str, limit: int = 3000) -> str:
-    return text if len(text) <= limit else "..." + text[-limit:]
-
-
 @dataclass(frozen=True)
-class Outcome:
+class Outcome(Traces):
     """What one driver process left behind, and the Slack thread the schedule delivers to."""
 
-    summary: dict[str, Any]
-    invocations: Counter[str]
-    """How many times the tool ran, per idempotency key."""
-    effects: Counter[str]
-    """How many times the tool's effect was applied, per idempotency key."""
     messages: list[dict[str, Any]]
     """The bot's messages in the schedule's Slack thread."""
     posts: list[dict[str, Any]]
     """Every ``chat.postMessage`` to that thread."""
     thread_ts: str
-
-    @property
-    def run(self) -> dict[str, Any]:
-        (run,) = self.summary["runs"]
-        return run  # type: ignore[no-any-return]
-
-    @property
-    def entries(self) -> list[dict[str, Any]]:
-        return self.summary["threads"][THREAD]  # type: ignore[no-any-return]
 
     @property
     def fired(self) -> list[dict[str, Any]]:
@@ -123,16 +101,6 @@ class Outcome:
     def record(self) -> dict[str, Any]:
         (record,) = self.summary["schedules"]
         return record  # type: ignore[no-any-return]
-
-    @property
-    def pending_call(self) -> str:
-        pending = self.run["pending_approval"]
-        assert pending is not None, f"run is {self.run['state']}, not awaiting approval"
-        return str(pending["tool_call_id"])
-
-    def keys(self) -> list[str]:
-        """The idempotency keys of the run's calls, in order."""
-        return [idempotency_key(self.run["id"], call_id) for call_id in CALL_IDS]
 
     def deliveries(self, kind: str) -> list[dict[str, Any]]:
         return [d for d in self.summary["deliveries"] if d["kind"] == kind]
@@ -156,12 +124,10 @@ class Drill:
     async def run(self, *args: str) -> Outcome:
         """Run the driver to its end; return what it left."""
         code, out, err = await self._spawn(args)
-        assert code == 0, f"driver {args} exited {code}:\n{_tail(err)}"
+        assert code == 0, f"driver {args} exited {code}:\n{tail(err)}"
         traces = self.root / "traces"
         return Outcome(
-            summary=json.loads(out),
-            invocations=Counter(line["key"] for line in read_lines(traces / CALLS_FILE)),
-            effects=Counter(line["key"] for line in read_lines(traces / EFFECTS_FILE)),
+            **Traces.read(json.loads(out), traces),
             messages=[m for m in self.fake.messages(C) if m.get("user") == BOT_USER
                       and m.get("thread_ts") == self.thread_ts],
             posts=[p for p in self.fake.calls("chat.postMessage")
@@ -173,7 +139,7 @@ class Drill:
         code, out, err = await self._spawn(args)
         assert code == -signal.SIGKILL, (
             f"driver {args} was expected to be killed but exited {code}:\n"
-            f"{_tail(err)}\n{_tail(out)}")
+            f"{tail(err)}\n{tail(out)}")
 
     async def fire(self, *args: str) -> Outcome:
         return await self.run("--fire", SLOT, *args)
@@ -305,16 +271,6 @@ async def baseline_of(started: dict[str, asyncio.Task[Steps]], effect: str) -> O
 # -- comparing with the uninterrupted run ----------------------------------------------------
 
 
-def _normalise(value: Any, names: dict[str, str]) -> Any:
-    if isinstance(value, str):
-        return names.get(value, value)
-    if isinstance(value, list):
-        return [_normalise(v, names) for v in value]
-    if isinstance(value, dict):
-        return {k: _normalise(v, names) for k, v in value.items()}
-    return value
-
-
 def _names(outcome: Outcome) -> dict[str, str]:
     run_id = outcome.run["id"]
     names = {run_id: "<run>", idempotency_key(run_id, "delivery"): "<delivery key>",
@@ -325,12 +281,12 @@ def _names(outcome: Outcome) -> dict[str, str]:
 
 def comparable_entries(outcome: Outcome) -> list[dict[str, Any]]:
     """The thread's entries with ids, keys and clocks replaced by what they stand for."""
-    return [_normalise({k: v for k, v in entry.items() if k != "at"}, _names(outcome))
+    return [normalise({k: v for k, v in entry.items() if k != "at"}, _names(outcome))
             for entry in outcome.entries]
 
 
 def comparable_run(outcome: Outcome) -> dict[str, Any]:
-    return {field: _normalise(outcome.run[field], _names(outcome)) for field in RUN_FIELDS}
+    return {field: normalise(outcome.run[field], _names(outcome)) for field in RUN_FIELDS}
 
 
 def reasons(run: dict[str, Any]) -> list[str]:

@@ -1,0 +1,68 @@
+"""What the crash tests read from a driver process: its summary and the tool's traces."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runtime import idempotency_key
+from tests.crash.driver import CALLS_FILE, EFFECTS_FILE, SCRIPT, read_lines
+
+__all__ = ["CALL_IDS", "Traces", "normalise", "tail"]
+
+CALL_IDS = [f"call_0_{i}" for i in range(len(SCRIPT[0]["tool_calls"]))]
+
+
+def tail(text: str, limit: int = 3000) -> str:
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
+def normalise(value: Any, names: dict[str, str]) -> Any:
+    """``value`` with every string that ``names`` knows replaced by what it stands for (run
+    ids, keys: they differ between a crashed run and the uninterrupted one)."""
+    if isinstance(value, str):
+        return names.get(value, value)
+    if isinstance(value, list):
+        return [normalise(v, names) for v in value]
+    if isinstance(value, dict):
+        return {k: normalise(v, names) for k, v in value.items()}
+    return value
+
+
+@dataclass(frozen=True)
+class Traces:
+    """One driver process's summary (one run) and the side-effect traces so far."""
+
+    summary: dict[str, Any]
+    invocations: Counter[str]
+    """How many times the tool ran, per idempotency key."""
+    effects: Counter[str]
+    """How many times the tool's effect was applied, per idempotency key."""
+
+    @staticmethod
+    def read(summary: dict[str, Any], traces: Path) -> dict[str, Any]:
+        """The fields of a ``Traces`` from a summary and the traces folder."""
+        return {"summary": summary,
+                "invocations": Counter(line["key"] for line in read_lines(traces / CALLS_FILE)),
+                "effects": Counter(line["key"] for line in read_lines(traces / EFFECTS_FILE))}
+
+    @property
+    def run(self) -> dict[str, Any]:
+        (run,) = self.summary["runs"]
+        return run  # type: ignore[no-any-return]
+
+    @property
+    def entries(self) -> list[dict[str, Any]]:
+        return self.summary["threads"][self.run["thread_id"]]  # type: ignore[no-any-return]
+
+    @property
+    def pending_call(self) -> str:
+        pending = self.run["pending_approval"]
+        assert pending is not None, f"run is {self.run['state']}, not awaiting approval"
+        return str(pending["tool_call_id"])
+
+    def keys(self) -> list[str]:
+        """The idempotency keys of the run's calls, in order."""
+        return [idempotency_key(self.run["id"], call_id) for call_id in CALL_IDS]
