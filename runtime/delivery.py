@@ -126,15 +126,19 @@ class Outbox:
         if delivery.key in self._sending:
             return  # already on its way
         self._sending.add(delivery.key)
+        why = None
         try:
             await deliver(self._store, deliverer, delivery, fresh=fresh)
         except Exception as exc:
             log.exception("delivering run %s's %s failed; it stays in the outbox and is "
                           "tried again", delivery.run_id, what)
             why = str(exc) if isinstance(exc, DeliveryError) else f"{type(exc).__name__}: {exc}"
-            try:
-                await self._store.delivery_failed(delivery.key, why[:500])
-            except Exception as record:  # the store may be what failed
-                log.warning("could not record why the send failed: %s", record)
         finally:
             self._sending.discard(delivery.key)
+        if why is not None:
+            # After letting go of the key: a retry may start meanwhile; if it posts first,
+            # the store leaves the sent record alone.
+            try:
+                await self._store.delivery_failed(delivery.key, why[:500])
+            except Exception as problem:  # the store may be what failed
+                log.warning("could not record why the send failed: %s", problem)
