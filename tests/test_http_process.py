@@ -178,3 +178,25 @@ def test_other_commands_do_not_load_the_web_stack(home: Path) -> None:
     result = subprocess.run([sys.executable, "-c", script], cwd=home, capture_output=True,
                             text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.stdout.splitlines()[-1] == "0 []", result.stdout + result.stderr
+
+
+def test_run_fires_schedules_and_serves_them(home: Path, tmp_path: Path) -> None:
+    """The schedules in `maiden run`: listed in the banner with their next fire, served at
+    /v1/schedules, run by hand over HTTP; SIGTERM still exits 0."""
+    with (home / "agent.toml").open("a") as f:
+        f.write('\n[[schedules]]\nname = "digest"\ncron = "30 7 * * mon-fri"\n'
+                'timezone = "Asia/Kolkata"\nprompt = "the morning digest"\n')
+    server = Server(home, tmp_path / "run.log")
+    try:
+        assert "  schedules   1\n    digest: next " in server.banner
+        assert "+05:30 -> thread 'schedule:digest'" in server.banner
+        assert "schedule_create" in server.banner  # the agent's schedule tools
+        with server.client() as client:
+            (listed,) = client.get("/v1/schedules").json()["schedules"]
+            assert listed["name"] == "digest" and listed["last_slot"] is None
+            assert listed["next_fires"][0].endswith("T07:30:00+05:30")
+            ran = client.post("/v1/schedules/digest/run", params={"wait": "true"}).json()
+            assert ran["reply"] == "echo: the morning digest"
+    finally:
+        code = server.stop()
+    assert code == 0
