@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from .builtin_tools import BUILTIN_TOOLS
+from .builtins import builtin_tools
 from .config import ProviderConfig, StoreConfig, ToolsConfig
 from .errors import ConfigError
 from .providers.base import Provider
@@ -86,7 +86,7 @@ def _http_provider(cfg: ProviderConfig, env: Mapping[str, str]) -> Provider:
 
 
 def make_tools(cfg: ToolsConfig, base_dir: Path) -> ToolRegistry:
-    registry = ToolRegistry(BUILTIN_TOOLS[name] for name in cfg.builtins)
+    registry = ToolRegistry(builtin_tools(cfg, base_dir))
     for module in cfg.modules:
         registry.add_module(module, base_dir)
     for name, required in cfg.approval.items():

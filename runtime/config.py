@@ -10,9 +10,13 @@ from .entries import Usage
 
 __all__ = [
     "AgentConfig",
+    "BuiltinTool",
+    "HttpFetchConfig",
+    "MemoryConfig",
     "Prices",
     "ProviderConfig",
     "RuntimeConfig",
+    "ShellConfig",
     "StoreConfig",
     "ToolsConfig",
 ]
@@ -103,9 +107,53 @@ class RuntimeConfig(Section):
                                    description="how often requests from other processes are read")
 
 
+class HttpFetchConfig(Section):
+    """``[tools.http_fetch]``."""
+
+    allow_private: bool = Field(default=False, description=(
+        "true: loopback, private, link-local and other non-public addresses are fetched too"))
+    allow_hosts: list[str] = Field(default_factory=list, description=(
+        "if set, only these hosts (and their subdomains with a leading '.': '.example.com')"))
+    deny_hosts: list[str] = Field(default_factory=list,
+                                  description="hosts never fetched (same syntax)")
+    max_bytes: int = Field(default=1_000_000, ge=1, le=50_000_000,
+                           description="the body is read up to this many bytes")
+    max_chars: int = Field(default=20_000, ge=100, le=1_000_000,
+                           description="the text handed to the model is cut here")
+    timeout_s: float = Field(default=15.0, gt=0, le=300)
+    max_redirects: int = Field(default=5, ge=0, le=20)
+
+
+class ShellConfig(Section):
+    """``[tools.shell]``."""
+
+    workdir: str = Field(default=".", description="relative to the config file")
+    allow: list[str] = Field(default_factory=list, description=(
+        "command prefixes allowed (e.g. 'git status', 'ls'); empty: any command"))
+    timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    max_output_bytes: int = Field(default=64_000, ge=100, le=10_000_000)
+    requires_approval: bool = Field(default=True,
+                                    description="a person approves each command first")
+
+
+class MemoryConfig(Section):
+    """``[tools.memory]``."""
+
+    scope: Literal["thread", "agent"] = Field(default="thread", description=(
+        "thread: each conversation its own notes; agent: one set shared by every thread"))
+    max_notes: int = Field(default=200, ge=1, le=100_000)
+    max_chars: int = Field(default=4_000, ge=1, le=1_000_000, description="per note")
+
+
+BuiltinTool = Literal["clock", "http_fetch", "memory", "send_message", "shell"]
+
+
 class ToolsConfig(Section):
     modules: list[str] = Field(default_factory=list,
                                description="modules next to the config with @tool functions")
-    builtins: list[Literal["clock"]] = Field(default_factory=lambda: ["clock"])  # type: ignore[arg-type]
+    builtins: list[BuiltinTool] = Field(default_factory=lambda: ["clock"])  # type: ignore[arg-type]
+    http_fetch: HttpFetchConfig = HttpFetchConfig()
+    shell: ShellConfig = ShellConfig()
+    memory: MemoryConfig = MemoryConfig()
     approval: dict[str, bool] = Field(default_factory=dict,
                                       description="tool name -> requires_approval override")

@@ -82,6 +82,9 @@ class Runtime:
         """The runs ``start()`` found unfinished, as they ended up."""
         self._store_problem: str | None = None
         self.schedules: ScheduleService | None = None
+        for bound in self.tools:
+            if bound.binder is not None:
+                bound.binder(self)
         """The schedules this process fires, when it fires any (set by the app): what the
         HTTP API lists and runs by hand."""
 

@@ -113,6 +113,9 @@ class Tool:
         self.requires_approval = requires_approval
         self.timeout_s = timeout_s
         self.reconciler: Callable[[ToolContext], Any] | None = None
+        self.binder: Callable[[Any], None] | None = None
+        """Called with the ``Runtime`` a registry is given to: a built-in that works through
+        the runtime (notes, the outbox) learns which one here."""
         self._context_param, self._args_model = _signature_model(fn, self.name)
         schema = self._args_model.model_json_schema()
         schema.pop("title", None)

@@ -113,7 +113,7 @@ def test_tools_approval_overrides(tmp_path: Path) -> None:
     registry = make_tools(cfg.tools, tmp_path)
     clock = registry.get("clock")
     assert clock is not None and clock.requires_approval
-    from runtime.builtin_tools import clock as shared
+    from runtime.builtins.clock import clock as shared
 
     assert not shared.requires_approval  # the module-level tool is left alone
     with pytest.raises(ConfigError) as info:

@@ -1,13 +1,13 @@
-"""The tools every agent has unless ``[tools] builtins`` says otherwise."""
+"""``clock``: the current date and time in a zone (``read_only``)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from .tools import Tool, tool
+from ..tools import tool
 
-__all__ = ["BUILTIN_TOOLS", "clock"]
+__all__ = ["clock"]
 
 
 @tool(effect="read_only", timeout_s=5)
@@ -20,6 +20,3 @@ def clock(tz: str = "UTC") -> dict[str, str]:
             from None
     now = datetime.now(zone)
     return {"tz": tz, "iso": now.isoformat(timespec="seconds"), "weekday": now.strftime("%A")}
-
-
-BUILTIN_TOOLS: dict[str, Tool] = {"clock": clock}

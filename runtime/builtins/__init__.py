@@ -1,0 +1,45 @@
+"""The built-in tools, each named in ``[tools] builtins`` to be offered to the model.
+
+==============  ====================  ================================================
+name            effect class          what it does
+==============  ====================  ================================================
+clock           read_only             the date and time in a zone
+http_fetch      read_only             GET a public URL, as text (SSRF-safe)
+memory          idempotent_write /    remember, recall and forget notes kept in the
+                read_only             store, per thread or per agent
+send_message    non_idempotent        post to a configured channel target, through
+                (with reconcile)      the outbox (a crash never double-posts)
+shell           non_idempotent,       run a command (off unless listed; asks a person
+                requires_approval     by default)
+==============  ====================  ================================================
+
+Each lives in its own module, imported only when listed. ``memory`` and
+``send_message`` work through the runtime that serves them: they are bound to it when
+the ``Runtime`` is made (``Tool.binder``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import get_args
+
+from ..config import BuiltinTool, ToolsConfig
+from ..tools import Tool
+
+__all__ = ["BUILTIN_NAMES", "builtin_tools"]
+
+BUILTIN_NAMES: tuple[BuiltinTool, ...] = get_args(BuiltinTool)
+
+
+def builtin_tools(cfg: ToolsConfig, base_dir: Path) -> list[Tool]:
+    """The tools ``[tools] builtins`` lists, made with their ``[tools.NAME]`` settings
+    (paths in them relative to ``base_dir``, the config file's folder)."""
+    made: list[Tool] = []
+    for name in cfg.builtins:
+        if name == "clock":
+            from .clock import clock
+
+            made.append(clock)
+        else:
+            raise NotImplementedError(name)
+    return made
