@@ -21,7 +21,7 @@ from runtime import ConfigError, ScriptedProvider, make_provider, make_tools
         ("[store]\nkind = 'redis'", "store.kind", "'sqlite'"),
         ("[runtime]\nconcurrency = 'all'", "runtime.concurrency", "'global'"),
         ("[tools]\nmodules = 'mytools'", "tools.modules", "valid list"),
-        ("[tools]\nbuiltins = ['shell']", "tools.builtins.0", "'clock'"),
+        ("[tools]\nbuiltins = ['telnet']", "tools.builtins.0", "'clock', 'http_fetch'"),
         ("[nonsense]\nx = 1", "nonsense", "unknown key"),
         ("agent = 5", "agent", "valid dictionary"),
     ],
