@@ -47,7 +47,7 @@ from .providers import (
     ScriptedProvider,
     ScriptedTurn,
 )
-from .requests import ScheduleRecord, ScheduleService
+from .requests import Note, ScheduleRecord, ScheduleService
 from .runs import (
     TERMINAL,
     ApprovalDelivery,
@@ -60,6 +60,7 @@ from .runs import (
     RunState,
     Transition,
     idempotency_key,
+    parse_target,
 )
 from .service import Runtime
 from .stores import (
@@ -108,6 +109,8 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "NotFound",
+    "Note",
+    "NoteStore",
     "Notice",
     "Origin",
     "OutboxStore",
@@ -160,6 +163,7 @@ __all__ = [
     "make_provider",
     "make_store",
     "make_tools",
+    "parse_target",
     "run_process",
     "split_message",
     "tool",

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from .errors import DeliveryError
 from .runs import ApprovalDelivery, Delivery, ReplyDelivery, Run
-from .stores.base import OutboxStore
+from .stores.base import Checkpoint, OutboxStore, Store
 from .text import split_message
 
 __all__ = ["Deliverer", "Outbox", "deliver", "parts"]
@@ -88,7 +88,7 @@ async def deliver(
 class Outbox:
     """The runtime's deliverers and the sending of what runs left in the outbox."""
 
-    def __init__(self, store: OutboxStore, born: float) -> None:
+    def __init__(self, store: Store, born: float) -> None:
         self._store = store
         self._born = born
         self._deliverers: dict[str, Deliverer] = {}
@@ -97,6 +97,32 @@ class Outbox:
     def add(self, channel: str, deliverer: Deliverer) -> None:
         """Route deliveries of runs whose origin is ``channel`` through ``deliverer``."""
         self._deliverers[channel] = deliverer
+
+    async def post(self, delivery: ReplyDelivery) -> str | None:
+        """A message that is not a run's reply (a tool's ``send_message``): recorded in the
+        outbox under its key, then sent. Its message id; None while it waits in the outbox
+        (no deliverer for its channel here, or the send failed: it is tried again).
+
+        The same key again (a retried call, a recovery) sends nothing twice: a record with
+        a message id is the answer; one without is reconciled with the channel first.
+        """
+        existing = await self._find(delivery.run_id, delivery.key)
+        if existing is not None and existing.remote_id:
+            return existing.remote_id
+        if existing is None:
+            await self._store.commit(Checkpoint(delivery.thread_id, None,
+                                                deliveries=[delivery]))
+        await self._send(existing or delivery, fresh=existing is None)
+        sent = await self._find(delivery.run_id, delivery.key)
+        return None if sent is None else sent.remote_id
+
+    async def posted(self, run_id: str, key: str) -> Delivery | None:
+        """The outbox record of a message ``post`` took, or None if it never got that far."""
+        return await self._find(run_id, key)
+
+    async def _find(self, run_id: str, key: str) -> Delivery | None:
+        return next((d for d in await self._store.deliveries(run_id=run_id) if d.key == key),
+                    None)
 
     async def send_stopped(self, run: Run) -> None:
         """Send what a run that just ended or paused put in the outbox."""

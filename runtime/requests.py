@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 if TYPE_CHECKING:
     from .runs import Run
 
-__all__ = ["ControlRequest", "Instance", "ScheduleRecord", "ScheduleService"]
+__all__ = ["ControlRequest", "Instance", "Note", "ScheduleRecord", "ScheduleService"]
 
 
 class ControlRequest(BaseModel):
@@ -66,6 +66,17 @@ class ScheduleRecord(BaseModel):
     last_slot: float | None = None
     last_run_id: str | None = None
     created_at: float = Field(default_factory=time.time)
+
+
+class Note(BaseModel):
+    """A note the ``memory`` tools keep: ``scope`` is ``thread:{id}`` or ``agent``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    scope: str
+    key: str
+    text: str
+    updated_at: float = Field(default_factory=time.time)
 
 
 class ScheduleService(Protocol):

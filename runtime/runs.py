@@ -77,6 +77,22 @@ class Origin(BaseModel):
     user: str | None = None
 
 
+TARGET_FORMS = '"slack:CHANNEL", "slack:CHANNEL:THREAD_TS" or "discord:CHANNEL" (a numeric id)'
+
+
+def parse_target(text: str) -> Origin:
+    """A channel target as people write it (``slack:C0123``, ``slack:C0123:171.2``,
+    ``discord:123``) as the origin a message to it carries; ``ValueError`` if it is none."""
+    kind, _, rest = text.partition(":")
+    parts = rest.split(":") if rest else []
+    if kind == "slack" and len(parts) in (1, 2) and all(p.strip() for p in parts):
+        target = {"channel": parts[0], **({"thread_ts": parts[1]} if len(parts) == 2 else {})}
+        return Origin(channel="slack", target=target)
+    if kind == "discord" and len(parts) == 1 and parts[0].isdigit():
+        return Origin(channel="discord", target={"channel": parts[0]})
+    raise ValueError(f"{text!r} is not a target: use {TARGET_FORMS}")
+
+
 class PendingApproval(BaseModel):
     """A tool call waiting for a person: bound to the exact call by its arguments' hash."""
 

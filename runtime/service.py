@@ -32,8 +32,17 @@ from .errors import InvalidThreadId, RunError, RunErrorReason, StaleWrite, Store
 from .events import EventBus, RunEnded, RunEvent, Subscription
 from .loop import DRIVABLE, RunDriver
 from .providers.base import Provider
-from .requests import ScheduleRecord, ScheduleService
-from .runs import Decision, Delivery, Origin, Run, RunState, Transition, transition
+from .requests import Note, ScheduleRecord, ScheduleService
+from .runs import (
+    Decision,
+    Delivery,
+    Origin,
+    ReplyDelivery,
+    Run,
+    RunState,
+    Transition,
+    transition,
+)
 from .stores.base import Checkpoint, Store, StoreStats, ThreadInfo, check_thread_id
 from .tools import ToolRegistry
 from .workers import ACTIVE, Workers
@@ -337,6 +346,32 @@ class Runtime:
         waiting = await self._store.list_runs(states=[S.AWAITING_APPROVAL])
         return [r for r in waiting if r.pending_approval is not None
                 and (channel is None or r.pending_approval.channel == channel)]
+
+    # -- what built-in tools keep and send
+
+    async def notes(self, scope: str) -> list[Note]:
+        """The ``memory`` notes of a scope (``thread:{id}`` or ``agent``), by key."""
+        return await self._store.notes(scope)
+
+    async def remember(self, scope: str, key: str, text: str) -> Note:
+        """Keep a note (replacing the scope's note of that key)."""
+        note = Note(scope=scope, key=key, text=text, updated_at=self.clock())
+        await self._store.put_note(note)
+        return note
+
+    async def forget(self, scope: str, key: str) -> bool:
+        """Remove a note; False if there was none."""
+        return await self._store.delete_note(scope, key)
+
+    async def post_message(self, delivery: ReplyDelivery) -> str | None:
+        """Post a message to a channel target through the outbox, exactly once per
+        ``delivery.key``: its message id, or None while it waits in the outbox (see
+        ``Outbox.post``)."""
+        return await self._outbox.post(delivery)
+
+    async def posted(self, run_id: str, key: str) -> Delivery | None:
+        """The outbox record of a message ``post_message`` took, if it got that far."""
+        return await self._outbox.posted(run_id, key)
 
     # -- schedule records (the schedules package's state between restarts)
 

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runtime import ConfigError, Origin
+from runtime import ConfigError, Origin, parse_target
 
 from .cron import Cron, parse_crontab
 
@@ -67,15 +67,10 @@ def deliver_origin(deliver: str | None, key: str) -> Origin:
     """Where a scheduled run's answer goes, as the origin its run carries."""
     if deliver is None:
         return Origin(channel="schedule")
-    kind, _, rest = deliver.partition(":")
-    parts = rest.split(":") if rest else []
-    if kind == "slack" and len(parts) in (1, 2) and all(parts):
-        target = {"channel": parts[0], **({"thread_ts": parts[1]} if len(parts) == 2 else {})}
-        return Origin(channel="slack", target=target)
-    if kind == "discord" and len(parts) == 1 and parts[0].isdigit():
-        return Origin(channel="discord", target={"channel": parts[0]})
-    raise ConfigError([(key, f"{deliver!r} is not a target: use \"slack:CHANNEL\", "
-                             "\"slack:CHANNEL:THREAD_TS\" or \"discord:CHANNEL\" (a numeric id)")])
+    try:
+        return parse_target(deliver)
+    except ValueError as exc:
+        raise ConfigError([(key, str(exc))]) from None
 
 
 def load_schedules(

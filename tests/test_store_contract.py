@@ -21,7 +21,7 @@ import pytest
 from runtime.control import ControlRequest, Instance
 from runtime.entries import AssistantTurn, Notice, ToolCall, ToolResult, Usage, UserMessage
 from runtime.errors import CorruptStore, InvalidThreadId, NotFound, StaleWrite, StoreError
-from runtime.requests import ScheduleRecord
+from runtime.requests import Note, ScheduleRecord
 from runtime.runs import (
     DELIVERY,
     ApprovalDelivery,
@@ -395,6 +395,26 @@ async def test_schedule_records(store: AnyStore, new_store: Callable[[], AnyStor
     assert await store.delete_schedule("remind-0") is True
     assert await store.delete_schedule("remind-0") is False
     assert await store.schedule_records() == [claimed]
+
+
+async def test_notes_by_scope(store: AnyStore, new_store: Callable[[], AnyStore]) -> None:
+    a = Note(scope="thread:t1", key="standup", text="9:15", updated_at=1.0)
+    b = Note(scope="thread:t1", key="deploy", text="fridays: never", updated_at=2.0)
+    other = Note(scope="agent", key="standup", text="shared", updated_at=3.0)
+    assert await store.notes("thread:t1") == []
+    for note in (a, b, other):
+        await store.put_note(note)
+    changed = a.model_copy(update={"text": "9:30", "updated_at": 4.0})
+    await store.put_note(changed)  # replaced, by scope and key
+    async with new_store() as again:
+        assert await again.notes("thread:t1") == [b, changed]
+        assert await again.notes("agent") == [other]
+    assert await store.delete_note("thread:t1", "deploy") is True
+    assert await store.delete_note("thread:t1", "deploy") is False
+    assert await store.notes("thread:t1") == [changed]
+    hostile = Note(scope="thread:../../x", key="../k", text="t")
+    await store.put_note(hostile)
+    assert await store.notes("thread:../../x") == [hostile]
 
 
 @pytest.mark.parametrize("name", ["../x", "a/b", ".", "", "x" * 5_000])

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import get_args
 
 from ..config import BuiltinTool, ToolsConfig
+from ..errors import ConfigError
 from ..tools import Tool
 
 __all__ = ["BUILTIN_NAMES", "builtin_tools"]
@@ -40,6 +41,14 @@ def builtin_tools(cfg: ToolsConfig, base_dir: Path) -> list[Tool]:
             from .clock import clock
 
             made.append(clock)
+        elif name in ("http_fetch", "shell"):
+            raise ConfigError([("tools.builtins", f"{name} is not built yet")])
+        elif name == "memory":
+            from .memory import make_memory
+
+            made += make_memory(cfg.memory)
         else:
-            raise NotImplementedError(name)
+            from .send_message import make_send_message
+
+            made.append(make_send_message())
     return made

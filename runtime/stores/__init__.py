@@ -1,8 +1,17 @@
 """Stores: where threads and runs live. Every backend passes one contract suite."""
 
-from .base import Checkpoint, ControlStore, OutboxStore, RunStore, ScheduleStore, Store, ThreadInfo
+from .base import (
+    Checkpoint,
+    ControlStore,
+    NoteStore,
+    OutboxStore,
+    RunStore,
+    ScheduleStore,
+    Store,
+    ThreadInfo,
+)
 from .files import FilesStore
 from .sqlite import SQLiteStore
 
-__all__ = ["Checkpoint", "ControlStore", "FilesStore", "OutboxStore", "RunStore", "SQLiteStore",
-           "ScheduleStore", "Store", "ThreadInfo"]
+__all__ = ["Checkpoint", "ControlStore", "FilesStore", "NoteStore", "OutboxStore", "RunStore",
+           "SQLiteStore", "ScheduleStore", "Store", "ThreadInfo"]

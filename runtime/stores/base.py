@@ -10,11 +10,11 @@ from pydantic import TypeAdapter
 
 from ..entries import Entry
 from ..errors import InvalidThreadId
-from ..requests import ControlRequest, Instance, ScheduleRecord
+from ..requests import ControlRequest, Instance, Note, ScheduleRecord
 from ..runs import Delivery, Run, RunState, Transition
 
-__all__ = ["ENTRIES", "Checkpoint", "ControlStore", "OutboxStore", "RunStore", "ScheduleStore",
-           "Store", "StoreStats", "ThreadInfo", "check_thread_id"]
+__all__ = ["ENTRIES", "Checkpoint", "ControlStore", "NoteStore", "OutboxStore", "RunStore",
+           "ScheduleStore", "Store", "StoreStats", "ThreadInfo", "check_thread_id"]
 
 ENTRIES: TypeAdapter[list[Entry]] = TypeAdapter(list[Entry])
 
@@ -156,9 +156,22 @@ class ScheduleStore(Protocol):
         """Remove a record; False if there was none."""
 
 
-class Store(RunStore, OutboxStore, ControlStore, ScheduleStore, Protocol):
+class NoteStore(Protocol):
+    """The ``memory`` tools' notes, by scope (a thread's, or the agent's)."""
+
+    async def notes(self, scope: str) -> list[Note]:
+        """The scope's notes, by key."""
+
+    async def put_note(self, note: Note) -> None:
+        """Insert or replace the note (by scope and key)."""
+
+    async def delete_note(self, scope: str, key: str) -> bool:
+        """Remove a note; False if there was none."""
+
+
+class Store(RunStore, OutboxStore, ControlStore, ScheduleStore, NoteStore, Protocol):
     """What a backend implements: runs and threads, the outbox, the control plane, schedule
-    records."""
+    records, notes."""
 
 
 def check_thread_id(thread_id: str) -> str:

@@ -9,8 +9,8 @@ Layout under ``root``::
     runs/{name}                 pointer: the thread that holds a run
     idempotency/{sha256(key)}   pointer: the run that holds an idempotency key
     deliveries/{sha256(key)}    pointer: the thread that holds a delivery record
-    requests/, instances/,      the control plane and schedule records (``files_control``)
-    schedules/
+    requests/, instances/,      the control plane, schedule records and notes
+    schedules/, notes/          (``files_control``)
 
 Every file is written to a temp file in its folder, fsynced, renamed over the old
 one, and the folder is fsynced: a reader sees the old version or the new one,
@@ -39,7 +39,7 @@ from typing import Any
 
 from ..entries import Entry
 from ..errors import NotFound, StaleWrite, StoreError
-from ..requests import ControlRequest, Instance, ScheduleRecord
+from ..requests import ControlRequest, Instance, Note, ScheduleRecord
 from ..runs import Delivery, Run, RunState, Transition
 from .base import Checkpoint, StoreStats, ThreadInfo, check_thread_id
 from .files_control import FilesControl
@@ -190,6 +190,15 @@ class FilesStore:
 
     async def delete_schedule(self, name: str) -> bool:
         return await self._control.delete_schedule(name)
+
+    async def notes(self, scope: str) -> list[Note]:
+        return await self._control.notes(scope)
+
+    async def put_note(self, note: Note) -> None:
+        await self._control.put_note(note)
+
+    async def delete_note(self, scope: str, key: str) -> bool:
+        return await self._control.delete_note(scope, key)
 
     # -- plumbing
 

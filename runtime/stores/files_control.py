@@ -2,7 +2,8 @@
 
 ``requests/{id:012d}.json`` one file per request (ids from a counter file under a
 lock), ``instances/{id}.json`` one file per serving runtime, ``schedules/{sha256(name)}``
-one file per schedule record. Written through the
+one file per schedule record, ``notes/{sha256(scope)}`` one file per scope of notes
+(rewritten whole under a lock: a scope has at most a few hundred). Written through the
 store's ``Disk``, so the same atomic writes and locks apply.
 """
 
@@ -16,7 +17,7 @@ from typing import TypeVar
 from pydantic import BaseModel
 
 from ..errors import CorruptStore, NotFound
-from ..requests import ControlRequest, Instance, ScheduleRecord
+from ..requests import ControlRequest, Instance, Note, ScheduleRecord
 from .files_fs import Disk
 from .files_names import key_file_name
 
@@ -58,6 +59,15 @@ class FilesControl:
 
     async def delete_schedule(self, name: str) -> bool:
         return await self.disk.io(self._delete_schedule, name)
+
+    async def notes(self, scope: str) -> list[Note]:
+        return await self.disk.io(self._notes, scope)
+
+    async def put_note(self, note: Note) -> None:
+        await self.disk.io(self._change_notes, note.scope, note.key, note)
+
+    async def delete_note(self, scope: str, key: str) -> bool:
+        return await self.disk.io(self._change_notes, scope, key, None)
 
     # -- synchronous work, run in a worker thread
 
@@ -133,6 +143,32 @@ class FilesControl:
         except FileNotFoundError:
             return False
         return True
+
+    def _notes_path(self, scope: str) -> Path:
+        return self._folder("notes") / key_file_name(scope)
+
+    def _notes(self, scope: str) -> list[Note]:
+        path = self._notes_path(scope)
+        if not path.exists():
+            return []
+        found = _parse(path, _Notes).notes
+        return [found[key] for key in sorted(found)]
+
+    def _change_notes(self, scope: str, key: str, note: Note | None) -> bool:
+        path = self._notes_path(scope)
+        with self.disk.lock(path.with_suffix(".lock")):
+            stored = _parse(path, _Notes) if path.exists() else _Notes(scope=scope)
+            existed = key in stored.notes
+            notes = {k: v for k, v in stored.notes.items() if k != key}
+            if note is not None:
+                notes[key] = note
+            self.disk.write(path, _Notes(scope=scope, notes=notes).model_dump_json().encode())
+        return existed
+
+
+class _Notes(BaseModel):
+    scope: str
+    notes: dict[str, Note] = {}
 
 
 def _parse(path: Path, model: type[M]) -> M:

@@ -26,7 +26,7 @@ from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
 from ..entries import ENTRY, Entry
 from ..errors import CorruptStore, NotFound, StoreError
-from ..requests import ControlRequest, Instance, ScheduleRecord
+from ..requests import ControlRequest, Instance, Note, ScheduleRecord
 from ..runs import DELIVERY, Delivery, Run, RunState, Transition
 from .base import ENTRIES, Checkpoint, StoreStats, ThreadInfo, check_thread_id
 from .sqlite_commit import GroupCommit
@@ -347,6 +347,27 @@ class SQLiteStore:
     async def delete_schedule(self, name: str) -> bool:
         def delete(db: sqlite3.Connection) -> bool:
             return db.execute("DELETE FROM schedules WHERE name = ?", (name,)).rowcount == 1
+
+        return await self._write(delete)
+
+    # -- notes
+
+    async def notes(self, scope: str) -> list[Note]:
+        rows = await self._fetchall("SELECT data FROM notes WHERE scope = ? ORDER BY key",
+                                    (scope,))
+        return [Note.model_validate_json(row[0]) for row in rows]
+
+    async def put_note(self, note: Note) -> None:
+        def put(db: sqlite3.Connection) -> None:
+            db.execute("INSERT OR REPLACE INTO notes VALUES (?, ?, ?)",
+                       (note.scope, note.key, note.model_dump_json()))
+
+        await self._write(put)
+
+    async def delete_note(self, scope: str, key: str) -> bool:
+        def delete(db: sqlite3.Connection) -> bool:
+            cursor = db.execute("DELETE FROM notes WHERE scope = ? AND key = ?", (scope, key))
+            return cursor.rowcount == 1
 
         return await self._write(delete)
 

@@ -6,7 +6,8 @@
         [--late SECONDS] [--kill-at POINT [--kill-count N]]
     python -m tests.crash.driver --db DB --effect EFFECT --workdir DIR [--recover]
     python -m tests.crash.driver ... --approve RUN CALL | --deny RUN CALL
-    (any of them with --slack API_URL TOKEN CHANNEL THREAD_TS, or --discord ...)
+    (any of them with --slack API_URL TOKEN CHANNEL THREAD_TS, or --discord ...;
+    --send-message CHANNEL: the model posts to that Slack channel with the built-in)
 
 Every start goes through ``Runtime.start()`` (startup recovery), so a plain
 ``--recover`` is a restart and nothing more.
@@ -101,6 +102,14 @@ SCRIPT: list[dict[str, Any]] = [
     {"text": "done"},
 ]
 MAX_RECOVERY_ATTEMPTS = 3
+SUMMARY_TEXT = "The weekly summary."
+
+
+def send_message_script(channel: str) -> list[dict[str, Any]]:
+    """``--send-message``: one post with the built-in, then the answer."""
+    return [{"tool_calls": [{"name": "send_message",
+                             "arguments": {"target": f"slack:{channel}", "text": SUMMARY_TEXT}}]},
+            {"text": "done"}]
 
 JOB = "job"
 """The schedule ``--fire`` defines."""
@@ -318,10 +327,17 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     switch = KillSwitch(args.kill_at, args.kill_count)
     store_type = CrashingFilesStore if args.store == "files" else CrashingStore
     async with store_type(Path(args.db), switch) as store:
+        tools = [make_tool(args.effect, workdir, switch,
+                           requires_approval=args.requires_approval)]
+        script = SCRIPT
+        if args.send_message:
+            # The built-in send_message instead: one post to Slack, then the answer.
+            from runtime.builtins.send_message import make_send_message
+
+            tools = [make_send_message()]
+            script = send_message_script(args.send_message)
         runtime = Runtime(
-            store, ScriptedProvider(SCRIPT),
-            ToolRegistry([make_tool(args.effect, workdir, switch,
-                                    requires_approval=args.requires_approval)]),
+            store, ScriptedProvider(script), ToolRegistry(tools),
             agent=AgentConfig(max_recovery_attempts=MAX_RECOVERY_ATTEMPTS))
         origin = ORIGIN
         deliver: str | None = None
@@ -411,6 +427,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--slack", nargs=4, metavar=("API_URL", "TOKEN", "CHANNEL", "THREAD_TS"),
                         help="messages come from Slack and are answered there (--fire: "
                              "the schedule delivers to THREAD_TS)")
+    parser.add_argument("--send-message", metavar="SLACK_CHANNEL",
+                        help="the model calls the built-in send_message to this Slack channel "
+                             "(with --slack) instead of effect_tool")
     parser.add_argument("--discord", nargs=5,
                         metavar=("API_URL", "TOKEN", "CHANNEL", "MESSAGE", "GUILD"),
                         help="messages come from Discord and are answered there")

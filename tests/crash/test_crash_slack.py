@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.crash.driver import EFFECTS
+from tests.crash.driver import EFFECTS, SUMMARY_TEXT
 from tests.fakes.slack import BOT_USER, FakeSlack
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,3 +56,34 @@ async def test_a_slack_reply_is_posted_once_across_a_kill(tmp_path: Path, point:
         posts = fake.calls("chat.postMessage")
         # Killed before the post: one post. Killed after it: none again (reconciled).
         assert len(posts) == 1
+
+
+@pytest.mark.parametrize(("point", "count"), [
+    ("after_intent", 1), ("after_claim", 1),
+    ("before_delivery_recorded", 1),  # the summary is posted, its message id not stored
+    ("after_delivery_recorded", 1),   # stored, the call's result not yet
+])
+async def test_send_message_posts_once_across_a_kill(
+        tmp_path: Path, point: str, count: int) -> None:
+    """The built-in send_message, killed around its post: after the restart the summary is
+    in #team once (reconciled by its key, never posted twice), the answer once."""
+    (tmp_path / "traces").mkdir()
+    team = "C0TEAM00001"
+    async with FakeSlack() as fake:
+        root = fake.post_as_user(C, "U1", "post the weekly summary to #team")
+        code, _ = await drive(tmp_path, fake, root["ts"], "--send-message", team,
+                              "--send", "slack:t", "go", "--kill-at", point,
+                              "--kill-count", str(count))
+        assert code == -signal.SIGKILL
+        code, out = await drive(tmp_path, fake, root["ts"], "--send-message", team,
+                                "--recover")
+        assert code == 0
+        summary: dict[str, Any] = json.loads(out)
+        (run,) = summary["runs"]
+        assert run["state"] == "completed" and run["reply"] == "done"
+        posted = [m for m in fake.messages(team) if m.get("user") == BOT_USER]
+        assert [m["text"] for m in posted] == [SUMMARY_TEXT]
+        (result,) = [e for e in summary["threads"]["slack:t"] if e["kind"] == "tool_result"]
+        assert result["content"] == {"sent": f"slack:{team}", "message_id": posted[0]["ts"]}
+        replies = [m for m in fake.messages(C) if m.get("user") == BOT_USER]
+        assert [m["text"] for m in replies] == ["done"]

@@ -4,8 +4,9 @@ No I/O here: the web layer parses a request, calls these, and renders what they 
 are ``SlackError`` with the Web API's error code, which the web layer answers with HTTP 200 and
 ``{"ok": false, "error": code}`` as Slack does.
 
-Timestamps are one workspace-wide sequence ("1733000000.000100", "1733000000.000200", ...), so
-a message's ``ts`` orders it against every other message, whoever posted it.
+Timestamps are one workspace-wide sequence, as Slack's are: the posting time in epoch seconds
+with microseconds, strictly increasing, so a message's ``ts`` orders it against every other
+message, whoever posted it, and a client may page history by time (``oldest``).
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
+import time
 from collections.abc import Sequence
 from typing import Any
 
 JSON = dict[str, Any]
 
-_BASE_US = 1_733_000_000_000_000
 _STEP_US = 100
 
 
@@ -34,9 +35,8 @@ class SlackError(Exception):
         return {"ok": False, "error": self.code, **self.extra}
 
 
-def make_ts(n: int) -> str:
-    """The n-th timestamp of the fake workspace (n >= 1)."""
-    us = _BASE_US + n * _STEP_US
+def make_ts(us: int) -> str:
+    """A timestamp from microseconds since the epoch."""
     return f"{us // 1_000_000}.{us % 1_000_000:06d}"
 
 
@@ -84,12 +84,13 @@ class Store:
 
     def __init__(self) -> None:
         self._channels: dict[str, dict[str, JSON]] = {}
-        self._seq = 0
+        self._last_us = 0
         self.ephemerals: dict[str, list[JSON]] = {}
 
     def next_ts(self) -> str:
-        self._seq += 1
-        return make_ts(self._seq)
+        now = time.time_ns() // 1_000 // _STEP_US * _STEP_US
+        self._last_us = max(now, self._last_us + _STEP_US)
+        return make_ts(self._last_us)
 
     def channel(self, channel: str) -> dict[str, JSON]:
         return self._channels.setdefault(channel, {})

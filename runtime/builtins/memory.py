@@ -1,0 +1,81 @@
+"""``memory``: ``remember``, ``recall`` and ``forget`` notes kept in the store.
+
+Per thread by default (``[tools.memory] scope = "thread"``: a schedule's thread
+remembers across its runs, a Slack conversation across its messages), or one set for
+the whole agent (``scope = "agent"``). ``remember`` and ``forget`` are
+``idempotent_write``: writing a key's text again, or forgetting it again, is the same
+effect, so a call re-run after a crash changes nothing more. ``recall`` is ``read_only``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..config import MemoryConfig
+from ..tools import Tool, ToolContext, tool
+
+if TYPE_CHECKING:
+    from ..service import Runtime
+
+__all__ = ["make_memory"]
+
+_MAX_KEY = 200
+_MAX_FOUND = 20
+
+
+def make_memory(cfg: MemoryConfig) -> list[Tool]:
+    """The three tools, bound to the runtime they are given to."""
+    bound: list[Runtime] = []
+
+    def runtime() -> Runtime:
+        if not bound:
+            raise RuntimeError("the memory tools are not bound to a runtime")
+        return bound[-1]
+
+    def scope(ctx: ToolContext) -> str:
+        return "agent" if cfg.scope == "agent" else f"thread:{ctx.thread_id}"
+
+    @tool(name="remember", effect="idempotent_write", timeout_s=10)
+    async def remember(ctx: ToolContext, key: str, text: str) -> dict[str, Any]:
+        """Keep a note under a short key, for later conversations (replaces the note of
+        that key). E.g. key "standup-time", text "The team meets at 9:15, Mon-Thu"."""
+        key = key.strip()
+        if not key or len(key) > _MAX_KEY:
+            raise ValueError(f"a key is 1 to {_MAX_KEY} characters")
+        if len(text) > cfg.max_chars:
+            raise ValueError(f"a note is at most {cfg.max_chars:,} characters "
+                             f"([tools.memory] max_chars); this one has {len(text):,}")
+        rt = runtime()
+        notes = await rt.notes(scope(ctx))
+        if len(notes) >= cfg.max_notes and all(n.key != key for n in notes):
+            raise ValueError(f"there are {len(notes)} notes, the most kept ([tools.memory] "
+                             "max_notes): forget one first")
+        note = await rt.remember(scope(ctx), key, text)
+        return {"remembered": note.key}
+
+    @tool(name="recall", effect="read_only", timeout_s=10)
+    async def recall(ctx: ToolContext, query: str = "") -> dict[str, Any]:
+        """Find notes kept with `remember`: those whose key or text contain any word of
+        `query` (best matches first), or the most recent ones for an empty query."""
+        notes = await runtime().notes(scope(ctx))
+        words = [w for w in query.casefold().split() if w]
+
+        def score(note: Any) -> int:
+            haystack = f"{note.key} {note.text}".casefold()
+            return sum(word in haystack for word in words)
+
+        found = [n for n in notes if not words or score(n) > 0]
+        found.sort(key=lambda n: (score(n), n.updated_at), reverse=True)
+        return {"notes": [{"key": n.key, "text": n.text} for n in found[:_MAX_FOUND]],
+                "total": len(notes)}
+
+    @tool(name="forget", effect="idempotent_write", timeout_s=10)
+    async def forget(ctx: ToolContext, key: str) -> dict[str, Any]:
+        """Remove the note of a key."""
+        existed = await runtime().forget(scope(ctx), key.strip())
+        return {"forgotten": key.strip(), "existed": existed}
+
+    made = [remember, recall, forget]
+    for t in made:
+        t.binder = bound.append
+    return made

@@ -1,0 +1,124 @@
+"""The ``memory`` and ``send_message`` built-ins through the loop, with the scripted model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from runtime import (
+    Origin,
+    Runtime,
+    ScriptedProvider,
+    SQLiteStore,
+    ToolRegistry,
+    ToolResult,
+    ToolsConfig,
+    make_tools,
+)
+from tests.fakes.chat import MemoryChat
+from tests.fakes.slack import BOT_USER, FakeSlack
+
+ROOM = Origin(channel="chat", target={"room": "r1"}, user="u1")
+
+
+def call(tool: str, **arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": tool, "arguments": arguments}]}
+
+
+async def results(rt: Runtime, thread_id: str) -> list[ToolResult]:
+    return [e for e in await rt.entries(thread_id) if isinstance(e, ToolResult)]
+
+
+def tools(tmp_path: Path, **settings: Any) -> ToolRegistry:
+    return make_tools(ToolsConfig.model_validate(settings), tmp_path)
+
+
+async def test_a_thread_remembers_across_runs_and_restarts(tmp_path: Path) -> None:
+    script = [call("remember", key="standup", text="The team meets at 9:15, Mon-Thu."),
+              {"text": "noted"},
+              call("recall", query="when is the STANDUP"),
+              {"text": "9:15"},
+              call("forget", key="standup"), call("recall", query=""),
+              {"text": "forgotten"}]
+    registry = tools(tmp_path, builtins=["memory"])
+    async with SQLiteStore(tmp_path / "m.db") as store, \
+            Runtime(store, ScriptedProvider(script), registry) as rt:
+        await rt.send("t1", "remember the standup time")
+    async with SQLiteStore(tmp_path / "m.db") as store, \
+            Runtime(store, ScriptedProvider(script), tools(tmp_path, builtins=["memory"])) \
+            as rt:
+        run = await rt.send("t1", "when is standup?")
+        assert run.reply == "9:15"
+        other = await rt.send("t2", "and here?")  # another thread has its own notes
+        await rt.send("t1", "forget it")
+        found = await results(rt, "t1")
+        assert found[0].content == {"remembered": "standup"}
+        assert found[1].content["notes"] == [
+            {"key": "standup", "text": "The team meets at 9:15, Mon-Thu."}]
+        assert found[2].content == {"forgotten": "standup", "existed": True}
+        assert found[3].content == {"notes": [], "total": 0}
+        assert other.state == "completed"
+        (t2_first,) = (await results(rt, "t2"))[:1]
+        assert t2_first.content == {"remembered": "standup"}  # t2 started its own
+        assert [n.scope for n in await rt.notes("thread:t2")] == ["thread:t2"]
+
+
+async def test_agent_scope_and_limits(tmp_path: Path) -> None:
+    script = [call("remember", key="a", text="x" * 11), call("remember", key="b", text="ok"),
+              call("remember", key="c", text="no room"), call("remember", key="b", text="again"),
+              {"text": "done"}]
+    registry = tools(tmp_path, builtins=["memory"],
+                     memory={"scope": "agent", "max_notes": 1, "max_chars": 10})
+    async with SQLiteStore(tmp_path / "m.db") as store, \
+            Runtime(store, ScriptedProvider(script), registry) as rt:
+        await rt.send("t1", "remember things")
+        too_long, first, full, replaced = await results(rt, "t1")
+        assert too_long.is_error and "max_chars" in str(too_long.content)
+        assert not first.is_error
+        assert full.is_error and "max_notes" in str(full.content)
+        assert not replaced.is_error  # an existing key can always be rewritten
+        assert [(n.key, n.text) for n in await rt.notes("agent")] == [("b", "again")]
+
+
+async def test_send_message_posts_once_to_slack(tmp_path: Path) -> None:
+    async with FakeSlack() as fake:
+        from slack_sdk.web.async_client import AsyncWebClient
+
+        from channels.slack.deliverer import SlackDeliverer
+
+        script = [call("send_message", target="slack:C0TEAM00001", text="The weekly summary."),
+                  call("send_message", target="irc:#team", text="x"),
+                  {"text": "posted it"}]
+        async with SQLiteStore(tmp_path / "m.db") as store, Runtime(
+                store, ScriptedProvider(script), tools(tmp_path, builtins=["send_message"])) \
+                as rt:
+            rt.add_deliverer("slack", SlackDeliverer(
+                AsyncWebClient(token=fake.bot_token, base_url=fake.api_url), pace_s=0))
+            chat = MemoryChat()
+            rt.add_deliverer("chat", chat)
+            run = await rt.send("t1", "post the summary to #team", origin=ROOM)
+            sent, refused = await results(rt, "t1")
+            await rt.idle()
+        (posted,) = [m for m in fake.messages("C0TEAM00001") if m.get("user") == BOT_USER]
+        assert posted["text"] == "The weekly summary."
+        assert sent.content == {"sent": "slack:C0TEAM00001", "message_id": posted["ts"]}
+        assert refused.is_error and "is not a target" in str(refused.content)
+        assert run.reply == "posted it" and [m.text for m in chat.posted] == ["posted it"]
+
+
+async def test_send_message_without_the_channel_waits_in_the_outbox(tmp_path: Path) -> None:
+    script = [call("send_message", target="discord:123456", text="hello"), {"text": "ok"}]
+    async with SQLiteStore(tmp_path / "m.db") as store, Runtime(
+            store, ScriptedProvider(script), tools(tmp_path, builtins=["send_message"])) as rt:
+        await rt.send("t1", "post hello")
+        (queued,) = await results(rt, "t1")
+        assert queued.content["queued"] == "discord:123456"
+        (waiting,) = await rt.deliveries(pending=True)
+        assert (waiting.channel, waiting.target, waiting.text) == \
+            ("discord", {"channel": "123456"}, "hello")
+        # A serving process with Discord connected sends it (here: a stand-in deliverer).
+        chat = MemoryChat()
+        rt.add_deliverer("discord", chat)
+        await rt.flush_deliveries()
+        assert [m.text for m in chat.posted] == ["hello"]
+        assert await rt.deliveries(pending=True) == []
