@@ -67,6 +67,7 @@ from .stores import (
     Checkpoint,
     ControlStore,
     FilesStore,
+    NoteStore,
     OutboxStore,
     RunStore,
     ScheduleStore,
