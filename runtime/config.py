@@ -111,7 +111,8 @@ class HttpFetchConfig(Section):
     """``[tools.http_fetch]``."""
 
     allow_private: bool = Field(default=False, description=(
-        "true: loopback, private, link-local and other non-public addresses are fetched too"))
+        "true: loopback, private, link-local and other non-public addresses are fetched too "
+        "(cloud metadata addresses never are)"))
     allow_hosts: list[str] = Field(default_factory=list, description=(
         "if set, only these hosts (and their subdomains with a leading '.': '.example.com')"))
     deny_hosts: list[str] = Field(default_factory=list,

@@ -41,8 +41,12 @@ def builtin_tools(cfg: ToolsConfig, base_dir: Path) -> list[Tool]:
             from .clock import clock
 
             made.append(clock)
-        elif name in ("http_fetch", "shell"):
-            raise ConfigError([("tools.builtins", f"{name} is not built yet")])
+        elif name == "http_fetch":
+            from .http_fetch import make_http_fetch
+
+            made.append(make_http_fetch(cfg.http_fetch))
+        elif name == "shell":
+            raise ConfigError([("tools.builtins", "shell is not built yet")])
         elif name == "memory":
             from .memory import make_memory
 
