@@ -135,6 +135,10 @@ class ShellConfig(Section):
     max_output_bytes: int = Field(default=64_000, ge=100, le=10_000_000)
     requires_approval: bool = Field(default=True,
                                     description="a person approves each command first")
+    pass_env: list[str] = Field(
+        default_factory=lambda: ["PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "USER",
+                                 "LOGNAME", "TMPDIR", "TERM"],
+        description="the environment variables a command sees (nothing else: no API keys)")
 
 
 class MemoryConfig(Section):

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import get_args
 
 from ..config import BuiltinTool, ToolsConfig
-from ..errors import ConfigError
 from ..tools import Tool
 
 __all__ = ["BUILTIN_NAMES", "builtin_tools"]
@@ -46,7 +45,9 @@ def builtin_tools(cfg: ToolsConfig, base_dir: Path) -> list[Tool]:
 
             made.append(make_http_fetch(cfg.http_fetch))
         elif name == "shell":
-            raise ConfigError([("tools.builtins", "shell is not built yet")])
+            from .shell import make_shell
+
+            made.append(make_shell(cfg.shell, base_dir))
         elif name == "memory":
             from .memory import make_memory
 
