@@ -1,10 +1,11 @@
 """The application: config -> store -> runtime -> channels, schedules.
 
-`maiden run` composes everything in one lifespan. Startup: open the store, recover
-every unfinished run, start intake (the channels), then the schedules (catching up
-the slots missed while down). Shutdown on SIGTERM or SIGINT: stop the schedules'
-alarms and intake, let in-flight runs reach a checkpoint (``[runtime]
-shutdown_grace_s``), close the channels, the runtime and the store; exit 0.
+`maiden run` composes everything in one lifespan. Startup: open the store, start the
+MCP servers (their tools registered before any run is driven), recover every
+unfinished run, start intake (the channels), then the schedules (catching up the slots
+missed while down). Shutdown on SIGTERM or SIGINT: stop the schedules' alarms and
+intake, let in-flight runs reach a checkpoint (``[runtime] shutdown_grace_s``), close
+the channels, the runtime, the MCP servers and the store; exit 0.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from channels import Channel
 from channels.http import HttpChannel
@@ -40,6 +41,9 @@ from .jobs import make_book, schedule_lines
 from .logging import RunContext
 from .logging import log_runs as log_run_events
 
+if TYPE_CHECKING:
+    from runtime.mcp.group import McpServers
+
 __all__ = ["App", "banner", "banner_head", "banner_tail", "make_channels", "open_app",
            "open_runtime", "serve"]
 
@@ -52,27 +56,34 @@ class App:
 
     runtime: Runtime
     book: ScheduleBook
+    mcp: McpServers | None = None
+    """The MCP servers it started (None: none configured, or not asked for)."""
 
 
 @asynccontextmanager
 async def open_runtime(
     loaded: LoadedConfig, *, recover: bool, serve: bool = False, log_runs: bool = False,
-    writable: bool = False,
+    writable: bool = False, mcp: bool = True,
 ) -> AsyncIterator[Runtime]:
     """``open_app``'s runtime."""
     async with open_app(loaded, recover=recover, serve=serve, log_runs=log_runs,
-                        writable=writable) as app:
+                        writable=writable, mcp=mcp) as app:
         yield app.runtime
 
 
 @asynccontextmanager
 async def open_app(
     loaded: LoadedConfig, *, recover: bool, serve: bool = False, log_runs: bool = False,
-    writable: bool = False,
+    writable: bool = False, mcp: bool = True,
 ) -> AsyncIterator[App]:
     """Open the store and a runtime over it; with ``recover``, finish unfinished runs first;
     with ``serve``, answer other processes' requests (approve, cancel) for its runs; with
     ``log_runs``, log what each run does (`-v`).
+
+    With ``mcp`` (a process that may drive runs), the ``[[mcp_servers]]`` are started
+    before any run is driven and their tools registered; a server that fails to start
+    does not stop the app: it is retried in the background (``App.mcp`` says how each
+    is). They stop after the runtime has closed.
 
     A store that cannot be opened (its folder cannot be made, the path is a folder, the
     file is not a database), or with ``writable`` cannot be written (a read-only file
@@ -100,6 +111,13 @@ async def open_app(
             raise ConfigError([("store.path", f"cannot open the {cfg.store.kind} store at "
                                 f"{where}: {reason}")], str(loaded.path)) from None
         stack.push_async_callback(store.close)
+        servers = None
+        if mcp and cfg.mcp_servers:
+            from runtime.mcp import open_servers  # the MCP SDK loads only here
+
+            servers = await stack.enter_async_context(
+                open_servers(cfg.mcp_servers, loaded.base_dir))
+            servers.offer_to(tools)
         runtime = Runtime(store, provider, tools, agent=cfg.agent, budget=cfg.budget,
                           prices=cfg.provider.prices, settings=cfg.runtime)
         stack.push_async_callback(runtime.close)
@@ -116,7 +134,7 @@ async def open_app(
             stack.push_async_callback(_stopped, logger)
         if recover or serve:
             await runtime.start(recover=recover, serve=serve)
-        yield App(runtime, book)
+        yield App(runtime, book, servers)
 
 
 async def _stopped(task: asyncio.Task[None]) -> None:
@@ -141,10 +159,10 @@ def banner_head(loaded: LoadedConfig, runtime: Runtime) -> str:
 
 def banner_tail(
     loaded: LoadedConfig, recovered: list[Run], channels: Sequence[Channel] = (),
-    schedules: Sequence[str] = (),
+    schedules: Sequence[str] = (), mcp: Sequence[str] = (),
 ) -> str:
     """The banner's last lines, once recovery is done, the channels listen and the
-    schedules are set (``schedules``: their lines)."""
+    schedules are set (``schedules``: their lines; ``mcp``: each MCP server's status)."""
     cfg = loaded.config
     serving = {channel.name: channel.banner() for channel in channels}
     if not cfg.http.enabled:
@@ -153,6 +171,9 @@ def banner_tail(
     serving.setdefault("discord", "not configured (no [channels.discord])")
     serving = {name: serving[name] for name in ("http", "slack", "discord") if name in serving}
     lines = [f"  {name:<11} {line}" for name, line in serving.items()]
+    if not cfg.mcp_servers:
+        mcp = ["not configured (no [[mcp_servers]])"]
+    lines += [f"  {'mcp':<11} {line}" for line in mcp or [s.name for s in cfg.mcp_servers]]
     lines += [*(schedules or ["  schedules   none"]),
               f"  recovered   {len(recovered)} unfinished run(s)"]
     for run in recovered:
@@ -305,7 +326,8 @@ async def _serve(
         scheduler = await stack.enter_async_context(Scheduler(app.book))
         runtime.schedules = scheduler
         lines = schedule_lines(await statuses(app.book))
-        _say(out, banner_tail(loaded, recovered, channels, lines))
+        mcp = app.mcp.status_lines() if app.mcp is not None else ()
+        _say(out, banner_tail(loaded, recovered, channels, lines, mcp))
         watched: dict[asyncio.Task[Any], str] = {asyncio.create_task(stop.wait()): "stop"}
         for channel in channels:
             watched[asyncio.create_task(channel.closed())] = channel.name

@@ -153,7 +153,7 @@ def _check(loaded: LoadedConfig) -> int:
     else:
         print(f"  http      {http.host}:{http.port}" + (f", token from ${http.token_env}"
                                                          if http.token_env else ", no token"))
-    failed = _check_slack(loaded) | _check_discord(loaded)
+    failed = _check_slack(loaded) | _check_discord(loaded) | _check_mcp(loaded)
     defined = cfg.read_schedules()
     chat = cfg.schedules_limits.max_per_thread
     print(f"  schedules {len(defined)} in the config"
@@ -165,6 +165,32 @@ def _check(loaded: LoadedConfig) -> int:
     for var, ok in env_status(cfg).items():
         print(f"  secret    ${var}: {'set' if ok else 'NOT SET'}")
     return EXIT_FAILED if missing or failed else EXIT_OK
+
+
+def _check_mcp(loaded: LoadedConfig) -> bool:
+    """Start each MCP server, list its tools with their effect classes, stop it; True if
+    one failed to start."""
+    servers = loaded.config.mcp_servers
+    if not servers:
+        print("  mcp       not configured")
+        return False
+    from runtime.mcp import check_servers  # the MCP SDK loads only here
+
+    failed = False
+    for report in asyncio.run(check_servers(servers, loaded.base_dir)):
+        where = f"{report.config.name} ({report.config.describe()})"
+        if report.problem is not None:
+            failed = True
+            print(f"  mcp       {where}: FAILED to start: {report.problem}")
+            continue
+        count = len(report.tools)
+        print(f"  mcp       {where}: {count} tool{'' if count == 1 else 's'}")
+        for t in report.tools:
+            print(f"            {t.name} ({t.effect}"
+                  + (", asks approval)" if t.requires_approval else ")"))
+        for note in report.notes:
+            print(f"            note: {note}")
+    return failed
 
 
 def _check_discord(loaded: LoadedConfig) -> bool:
@@ -220,7 +246,7 @@ async def _schedules(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     loaded.config.read_schedules()  # a bad [[schedules]] is reported before the store opens
     if getattr(args, "schedules_command", None) == "run":
         return await _run_schedule(loaded, args)
-    async with open_app(loaded, recover=False) as app:
+    async with open_app(loaded, recover=False, mcp=False) as app:
         await app.book.load()
         found = await statuses(app.book)
     if not found:
@@ -351,7 +377,7 @@ def _report(run: Run) -> int:
 async def _threads(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     from .app import open_runtime
 
-    async with open_runtime(loaded, recover=False) as runtime:
+    async with open_runtime(loaded, recover=False, mcp=False) as runtime:
         threads = await runtime.threads()
     if not threads:
         print("no threads yet")
@@ -366,7 +392,7 @@ async def _show(loaded: LoadedConfig, args: argparse.Namespace) -> int:
 
     from .app import open_runtime
 
-    async with open_runtime(loaded, recover=False) as runtime:
+    async with open_runtime(loaded, recover=False, mcp=False) as runtime:
         unreadable = None
         try:
             entries = await runtime.entries(args.thread)
@@ -400,7 +426,7 @@ async def _runs(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     from .app import open_runtime
 
     states = [RunState(s) for s in args.state] if args.state else None
-    async with open_runtime(loaded, recover=False) as runtime:
+    async with open_runtime(loaded, recover=False, mcp=False) as runtime:
         runs = await runtime.runs(thread_id=args.thread, states=states, limit=args.limit)
     if not runs:
         print("no runs")
@@ -461,7 +487,7 @@ async def _usage(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     from .app import open_runtime
 
     since = _since(args.since)
-    async with open_runtime(loaded, recover=False) as runtime:
+    async with open_runtime(loaded, recover=False, mcp=False) as runtime:
         runs = [r for r in await runtime.runs() if r.created_at >= since]
     totals: dict[str, list[float]] = {}
     for run in runs:

@@ -22,6 +22,7 @@ from runtime import (
     StoreConfig,
     ToolsConfig,
 )
+from runtime.mcp import McpServerConfig
 from schedules.config import Schedule, ScheduleConfig, load_schedules
 
 __all__ = ["ChannelsConfig", "LoadedConfig", "MaidenConfig", "SchedulesLimits", "load_config",
@@ -62,6 +63,7 @@ class MaidenConfig(BaseModel):
     channels: ChannelsConfig = ChannelsConfig()
     schedules: list[ScheduleConfig] = []
     schedules_limits: SchedulesLimits = SchedulesLimits()
+    mcp_servers: list[McpServerConfig] = []
 
     def chat_channels(self) -> list[str]:
         """The chat channels configured and enabled (where schedules may deliver)."""
@@ -96,6 +98,9 @@ class MaidenConfig(BaseModel):
                 found[prefix] = value
 
         walk("", self)
+        for i, server in enumerate(self.mcp_servers):
+            for key, name in server.needed_envs().items():
+                found[f"mcp_servers.{i}.{key}"] = name
         return found
 
 
@@ -141,6 +146,12 @@ def _cross_checks(cfg: MaidenConfig) -> list[tuple[str, str]]:
     if slack is not None and slack.enabled and slack.mode == "http" and not cfg.http.enabled:
         problems.append(("channels.slack.mode", "\"http\" needs the HTTP API ([http] "
                          "enabled = true): Slack's events arrive at POST /slack/events"))
+    first: dict[str, int] = {}
+    for i, server in enumerate(cfg.mcp_servers):
+        if server.name in first:
+            problems.append((f"mcp_servers.{i}.name", f"{server.name!r} is already the name of "
+                             f"mcp_servers.{first[server.name]}"))
+        first.setdefault(server.name, i)
     return problems
 
 

@@ -7,6 +7,9 @@
 
 The parameters (minus the optional ``ToolContext`` one) become the JSON schema the
 model sees; the arguments it sends are validated against them before the call.
+
+A tool described elsewhere (an MCP server's) comes with its JSON schema instead:
+``Tool.from_schema(name, description, schema, call)``.
 """
 
 from __future__ import annotations
@@ -165,12 +168,78 @@ class Tool:
                 result = await result
         return to_jsonable_python(result)
 
+    @classmethod
+    def from_schema(
+        cls,
+        name: str,
+        description: str,
+        parameters: dict[str, Any],
+        call: Callable[[ToolContext, dict[str, Any]], Awaitable[Any]],
+        *,
+        check: Callable[[dict[str, Any]], None] | None = None,
+        effect: Effect = "non_idempotent",
+        requires_approval: bool = False,
+        timeout_s: float = 30.0,
+    ) -> Tool:
+        """A tool whose arguments are described by a JSON schema rather than a signature.
+
+        ``call(ctx, arguments)`` runs it; ``check(arguments)``, if given, raises
+        ``ValueError`` with a readable reason for arguments the schema refuses (without
+        it, any JSON object is passed on, for the tool itself to judge).
+        """
+        return _SchemaTool(name, description, parameters, call, check=check, effect=effect,
+                           requires_approval=requires_approval, timeout_s=timeout_s)
+
     async def run_reconcile(self, ctx: ToolContext) -> Any:
         assert self.reconciler is not None
         result = self.reconciler(ctx)
         if isinstance(result, Awaitable):
             result = await result
         return result if result is NOT_DONE else to_jsonable_python(result)
+
+
+class _SchemaTool(Tool):
+    """``Tool.from_schema``: the schema is given, the arguments go to ``call`` as one dict."""
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        parameters: dict[str, Any],
+        call: Callable[[ToolContext, dict[str, Any]], Awaitable[Any]],
+        *,
+        check: Callable[[dict[str, Any]], None] | None,
+        effect: Effect,
+        requires_approval: bool,
+        timeout_s: float,
+    ) -> None:
+        if effect not in ("read_only", "idempotent_write", "non_idempotent"):
+            raise ToolDefinitionError(f"unknown effect {effect!r}")
+        self.fn = call
+        self.name = name
+        self.description = description
+        self.effect = effect
+        self.requires_approval = requires_approval
+        self.timeout_s = timeout_s
+        self.reconciler = None
+        self.binder = None
+        self._check = check
+        self._context_param = None
+        schema = dict(parameters)
+        schema.setdefault("type", "object")
+        schema.setdefault("properties", {})
+        self.spec = ToolSpec(name, description, schema)
+
+    def validate(self, arguments: Any) -> dict[str, Any]:
+        if not isinstance(arguments, Mapping):
+            raise ValueError(f"arguments must be a JSON object, got {_json_type(arguments)}")
+        checked = dict(arguments)
+        if self._check is not None:
+            self._check(checked)
+        return checked
+
+    async def invoke(self, ctx: ToolContext, arguments: dict[str, Any]) -> Any:
+        return to_jsonable_python(await self.fn(ctx, dict(arguments)))
 
 
 @overload

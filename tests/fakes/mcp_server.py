@@ -1,0 +1,159 @@
+"""A real MCP server, written with the official SDK, for maiden's MCP tests.
+
+    python tests/fakes/mcp_server.py                      # stdio (what maiden starts)
+    python tests/fakes/mcp_server.py --http TOKEN         # streamable HTTP on 127.0.0.1;
+                                                          # prints "port N"; needs the
+                                                          # header X-Token: TOKEN
+
+Its tools cover what maiden must handle: annotations of each kind and none, a tool that
+reports an error, a slow one (``MCP_MARKS``: a folder where it notes when it started and
+when it was cancelled), one slow only the first time (``nap``, for crash recovery), one
+that kills the server mid-call, ``key`` (the idempotency key maiden sent) and ``pid`` (to
+tell a restarted server from the first one). ``MCP_FAKE_TOOLS``: a comma-separated subset to
+list (default: all).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+
+app = MCPServer("maiden-fake")
+
+READ_ONLY = ToolAnnotations(read_only_hint=True)
+IDEMPOTENT = ToolAnnotations(idempotent_hint=True, destructive_hint=False)
+DESTRUCTIVE = ToolAnnotations(idempotent_hint=True)  # destructive by the spec's default
+_store: dict[str, str] = {}
+
+
+def _first_time(name: str) -> bool:
+    """Whether mark ``name`` is new (it is made now)."""
+    folder = os.environ.get("MCP_MARKS")
+    if not folder or Path(folder, name).exists():
+        return False
+    _mark(name)
+    return True
+
+
+def _mark(name: str) -> None:
+    folder = os.environ.get("MCP_MARKS")
+    if folder:
+        Path(folder, name).write_text(str(os.getpid()))
+
+
+@app.tool(annotations=READ_ONLY, structured_output=False)
+def echo(text: str) -> str:
+    """Say the text back."""
+    return text
+
+
+@app.tool(annotations=IDEMPOTENT, structured_output=False)
+def put(key: str, value: str) -> str:
+    """Store a value under a key."""
+    _store[key] = value
+    return f"stored {key}"
+
+
+@app.tool(annotations=DESTRUCTIVE, structured_output=False)
+def drop(key: str) -> str:
+    """Forget a key."""
+    _store.pop(key, None)
+    return f"dropped {key}"
+
+
+@app.tool(structured_output=False)
+def count(n: int = 1) -> dict[str, Any]:
+    """Count up to n (no annotations)."""
+    return {"numbers": list(range(1, n + 1))}
+
+
+@app.tool(annotations=READ_ONLY, structured_output=False)
+def fail(why: str) -> str:
+    """Always fails."""
+    raise ToolError(why)
+
+
+@app.tool(annotations=READ_ONLY, structured_output=False)
+async def slow(seconds: float) -> str:
+    """Sleep, then answer."""
+    _mark("slow.started")
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        _mark("slow.cancelled")
+        raise
+    return "slept"
+
+
+@app.tool(annotations=READ_ONLY, structured_output=False)
+async def nap(seconds: float) -> str:
+    """Sleep the first time it is called (with MCP_MARKS), answer at once after that."""
+    if _first_time("nap.started"):
+        await asyncio.sleep(seconds)
+    return "rested"
+
+
+@app.tool(annotations=IDEMPOTENT, structured_output=False)
+def key(ctx: Context) -> str:
+    """The idempotency key maiden sent with this call (in the request's _meta)."""
+    meta = ctx.request_context.meta or {}
+    return str(meta.get("maiden/idempotency_key"))
+
+
+@app.tool(annotations=READ_ONLY, structured_output=False)
+def die() -> str:
+    """Kill the server in the middle of the call."""
+    _mark("die.called")
+    os._exit(3)
+
+
+@app.tool(annotations=READ_ONLY, structured_output=False)
+def pid() -> int:
+    """This server process's id."""
+    return os.getpid()
+
+
+def _keep_only(names: str) -> None:
+    wanted = {n.strip() for n in names.split(",") if n.strip()}
+    for tool in list(app._tool_manager.list_tools()):
+        if tool.name not in wanted:
+            app.remove_tool(tool.name)
+
+
+async def _serve_http(token: str) -> None:
+    import uvicorn
+
+    inner = app.streamable_http_app()
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope["headers"])
+            if headers.get(b"x-token") != token.encode():
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"text/plain")]})
+                await send({"type": "http.response.body", "body": b"no token"})
+                return
+        await inner(scope, receive, send)
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    print(f"port {sock.getsockname()[1]}", flush=True)
+    server = uvicorn.Server(uvicorn.Config(guarded, log_level="warning", lifespan="on"))
+    await server.serve(sockets=[sock])
+
+
+if __name__ == "__main__":
+    if os.environ.get("MCP_FAKE_TOOLS"):
+        _keep_only(os.environ["MCP_FAKE_TOOLS"])
+    if sys.argv[1:2] == ["--http"]:
+        asyncio.run(_serve_http(sys.argv[2]))
+    else:
+        app.run()
