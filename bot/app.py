@@ -121,6 +121,7 @@ async def open_app(
         runtime = Runtime(store, provider, tools, agent=cfg.agent, budget=cfg.budget,
                           prices=cfg.provider.prices, settings=cfg.runtime)
         stack.push_async_callback(runtime.close)
+        runtime.chat_channels = frozenset(cfg.chat_channels())
         book = make_book(loaded, runtime)  # the schedule tools, before any run is driven
         if writable:
             try:

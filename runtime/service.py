@@ -91,6 +91,9 @@ class Runtime:
         """The runs ``start()`` found unfinished, as they ended up."""
         self._store_problem: str | None = None
         self.schedules: ScheduleService | None = None
+        self.chat_channels: frozenset[str] | None = None
+        """The chat channels the agent is configured for (set by the app): where a tool
+        may post (``send_message``). None: not known, any channel."""
         for bound in self.tools:
             if bound.binder is not None:
                 bound.binder(self)

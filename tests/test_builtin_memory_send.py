@@ -122,3 +122,17 @@ async def test_send_message_without_the_channel_waits_in_the_outbox(tmp_path: Pa
         await rt.flush_deliveries()
         assert [m.text for m in chat.posted] == ["hello"]
         assert await rt.deliveries(pending=True) == []
+
+
+async def test_send_message_refuses_a_channel_the_agent_is_not_configured_for(
+        tmp_path: Path) -> None:
+    script = [call("send_message", target="discord:123456", text="hello"), {"text": "ok"}]
+    async with SQLiteStore(tmp_path / "m.db") as store, Runtime(
+            store, ScriptedProvider(script), tools(tmp_path, builtins=["send_message"])) as rt:
+        rt.chat_channels = frozenset({"slack"})  # what the app sets from the config
+        await rt.send("t1", "post hello")
+        (refused,) = await results(rt, "t1")
+        assert refused.is_error
+        assert "refused: discord is not configured for this agent ([channels.discord])" \
+            in str(refused.content)
+        assert await rt.deliveries() == []

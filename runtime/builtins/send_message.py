@@ -42,6 +42,10 @@ def make_send_message() -> Tool:
           "post somewhere other than this conversation (your answer here is posted anyway).")
     async def send_message(ctx: ToolContext, target: str, text: str) -> dict[str, Any]:
         origin = parse_target(target.strip())
+        known = runtime().chat_channels
+        if known is not None and origin.channel not in known:
+            raise ValueError(f"refused: {origin.channel} is not configured for this agent "
+                             f"([channels.{origin.channel}])")
         if not text.strip():
             raise ValueError("the message is empty")
         if len(text) > _MAX_CHARS:
