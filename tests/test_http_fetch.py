@@ -36,6 +36,7 @@ from runtime.builtins.http_fetch import FetchError, FetchRefused, make_http_fetc
 from runtime.builtins.netcheck import address_problem, host_problem, numeric_host
 from runtime.config import HttpFetchConfig, ToolsConfig
 from runtime.tools import Tool
+from tests.fakes.site import loopback_runner, serve_on_loopback
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -236,18 +237,9 @@ class Site:
     async def __aenter__(self) -> Site:
         app = web.Application()
         app.router.add_get("/{name:.*}", self._handle)
-        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None,
-                                     shutdown_timeout=0.1)
+        self._runner = loopback_runner(app)
         await self._runner.setup()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
-            await web.SockSite(self._runner, sock, ssl_context=self.tls).start()
-        except BaseException:
-            sock.close()
-            await self._runner.cleanup()
-            raise
+        self.port = await serve_on_loopback(self._runner, ssl_context=self.tls)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +18,8 @@ from pathlib import Path
 from typing import Any, Literal, Self
 
 from aiohttp import web
+
+from .site import loopback_runner, serve_on_loopback
 
 DATA = Path(__file__).parent.parent / "data"
 
@@ -97,18 +98,9 @@ class FakeServer:
     async def __aenter__(self) -> Self:
         app = web.Application()
         app.router.add_post(self.path, self._handle)
-        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None,
-                                     shutdown_timeout=0.1)
+        self._runner = loopback_runner(app)
         await self._runner.setup()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
-            await web.SockSite(self._runner, sock).start()
-        except BaseException:
-            sock.close()
-            await self._runner.cleanup()
-            raise
+        self.port = await serve_on_loopback(self._runner)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

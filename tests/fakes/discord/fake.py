@@ -17,7 +17,6 @@ the answer. Every request is recorded (``calls``). Each wait has a deadline (the
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractContextManager, asynccontextmanager
 from typing import Self
@@ -25,6 +24,7 @@ from typing import Self
 import aiohttp
 from aiohttp import web
 
+from ..site import loopback_runner, serve_on_loopback
 from . import payloads as p
 from .gateway import Gateway, Received
 from .interactions import InteractionResponse
@@ -97,23 +97,11 @@ class FakeDiscord:
         app.router.add_route("*", PREFIX + "/{tail:.*}", self._handle)
         for path in ("/", "/gateway", "/resume"):
             app.router.add_get(path, self.gateway.handle)
-        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None,
-                                     shutdown_timeout=0.1)
+        self._runner = loopback_runner(app)
         await self._runner.setup()
-        socks: list[socket.socket] = []
-        try:
-            for tls in (False, True):
-                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                socks.append(sock)
-                sock.bind(("127.0.0.1", 0))
-                context = self._tls.server_context() if tls else None
-                await web.SockSite(self._runner, sock, ssl_context=context).start()
-            self.port, self.tls_port = (s.getsockname()[1] for s in socks)
-        except BaseException:
-            for sock in socks:
-                sock.close()
-            await self._runner.cleanup()
-            raise
+        self.port = await serve_on_loopback(self._runner)
+        self.tls_port = await serve_on_loopback(self._runner,
+                                                ssl_context=self._tls.server_context())
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import copy
 import json
-import socket
 import time
 import uuid
 from collections import defaultdict, deque
@@ -32,6 +31,7 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
+from ..site import loopback_runner, serve_on_loopback
 from . import payloads
 from .methods import WebAPI, Workspace, needed_scopes
 from .socket import SocketMode
@@ -111,18 +111,9 @@ class FakeSlack:
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._handle)
         app.router.add_get("/link/", self.socket.handle)
-        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None,
-                                     shutdown_timeout=0.1)
+        self._runner = loopback_runner(app)
         await self._runner.setup()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
-            await web.SockSite(self._runner, sock).start()
-        except BaseException:
-            sock.close()
-            await self._runner.cleanup()
-            raise
+        self.port = await serve_on_loopback(self._runner)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
