@@ -12,6 +12,7 @@ from .delivery import Deliverer
 from .entries import ENTRY, AssistantTurn, Entry, Notice, ToolCall, ToolResult, Usage, UserMessage
 from .errors import (
     ConfigError,
+    ContextTooLong,
     CorruptStore,
     DeliveryError,
     IllegalTransition,
@@ -94,6 +95,7 @@ __all__ = [
     "BudgetConfig",
     "Checkpoint",
     "ConfigError",
+    "ContextTooLong",
     "ControlStore",
     "CorruptStore",
     "Decision",

@@ -53,7 +53,8 @@ class AgentConfig(Section):
         description="longer inbound messages are refused, from every channel")
     max_context_tokens: int | None = Field(
         default=None, ge=1,
-        description="send only the newest history that fits (estimated tokens); None: all of it")
+        description="tokens of prompt per request (the newest history that fits, estimated); "
+        "None: from the model's context size, less room for the reply")
 
 
 class Prices(Section):

@@ -16,7 +16,7 @@ from typing import Any
 from .entries import AssistantTurn, Entry, Notice, ToolResult, UserMessage
 from .tools import ToolSpec
 
-__all__ = ["Window", "entry_tokens", "estimate_tokens", "fit_history"]
+__all__ = ["Window", "entry_tokens", "estimate_tokens", "fit_history", "prompt_tokens"]
 
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD = 4
@@ -100,9 +100,19 @@ def fit_history(
     return list(entries[start:]), start
 
 
-def _budget(system: str, tools: Sequence[ToolSpec], max_tokens: int) -> int:
-    return max_tokens - estimate_tokens(system) - sum(
+def prompt_tokens(system: str, tools: Sequence[ToolSpec], entries: Sequence[Entry]) -> int:
+    """About how many tokens a request of these parts is."""
+    return fixed_tokens(system, tools) + sum(entry_tokens(e) for e in entries)
+
+
+def fixed_tokens(system: str, tools: Sequence[ToolSpec]) -> int:
+    """What the system prompt and the tools' descriptions take of a request."""
+    return estimate_tokens(system) + sum(
         estimate_tokens(t.name + t.description + json.dumps(t.parameters)) for t in tools)
+
+
+def _budget(system: str, tools: Sequence[ToolSpec], max_tokens: int) -> int:
+    return max_tokens - fixed_tokens(system, tools)
 
 
 @dataclass

@@ -3,6 +3,7 @@
     MaidenError
     ├── ConfigError               a bad agent.toml: names the key path and the reason
     ├── ProviderError             the model could not produce a turn (status, retry_after)
+    │   ├── ContextTooLong        the request did not fit the model's context window
     │   └── ScriptExhausted       a scripted provider ran out of turns
     ├── StoreError
     │   ├── StaleWrite            an append whose expected position/version is stale
@@ -24,6 +25,7 @@ from typing import Literal
 
 __all__ = [
     "ConfigError",
+    "ContextTooLong",
     "CorruptStore",
     "DeliveryError",
     "FailReason",
@@ -71,6 +73,10 @@ class ProviderError(MaidenError):
         super().__init__(message)
         self.status = status
         self.retry_after = retry_after
+
+
+class ContextTooLong(ProviderError):
+    """The request did not fit the model's context window (the run trims and retries once)."""
 
 
 class ScriptExhausted(ProviderError):

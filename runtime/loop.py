@@ -19,10 +19,17 @@ from typing import Any, Unpack
 
 from .budget import BudgetConfig, Prices, Spend, Verdict, check_budget
 from .config import AgentConfig
-from .context import Window
+from .context import Window, prompt_tokens
 from .cursor import RunCursor, unanswered
 from .entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, UserMessage
-from .errors import CorruptStore, FailReason, ProviderError, StaleWrite, StoreError
+from .errors import (
+    ContextTooLong,
+    CorruptStore,
+    FailReason,
+    ProviderError,
+    StaleWrite,
+    StoreError,
+)
 from .events import (
     ApprovalRequested,
     EventBus,
@@ -231,7 +238,18 @@ class RunDriver:
             self.bus.publish(TextDelta(run_id=run.id, thread_id=run.thread_id, text=delta))
 
         request = self._request(cur, final)
-        response = await self.provider.complete(request, on_text)
+        try:
+            response = await self.provider.complete(request, on_text)
+        except ContextTooLong as exc:
+            # Our estimate was off for this model: trim to well under what was sent and
+            # try once more (a second refusal fails the run, resumable, as any provider
+            # error does).
+            sent = prompt_tokens(request.system, request.tools, request.entries)
+            log.warning("run %s: the model refused %d estimated tokens as too long (%s); "
+                        "trimming to %d and trying again", run.id, sent, exc, sent // 2)
+            self._windows.pop(run.thread_id, None)
+            request = self._request(cur, final, limit=sent // 2)
+            response = await self.provider.complete(request, on_text)
         calls = _unique_ids(response.tool_calls, cur.own)
         turn = AssistantTurn(run_id=run.id, text=response.text, tool_calls=calls,
                              usage=response.usage, model=response.model, at=self.clock())
@@ -245,21 +263,23 @@ class RunDriver:
             await self._complete(cur, response.text, [turn], turns=taken, usage=usage,
                                  cost_usd=cost)
 
-    def _request(self, cur: RunCursor, final: bool) -> ModelRequest:
+    def _request(self, cur: RunCursor, final: bool, *, limit: int | None = None) -> ModelRequest:
         """What the model is sent: the thread as the model sees it (tidied, and trimmed to
-        ``max_context_tokens``), the system prompt, and the tools unless it is the final turn."""
+        the context window: ``max_context_tokens``, else what the provider says its model
+        holds), the system prompt, and the tools unless it is the final turn."""
         run = cur.run
         tools = () if final else tuple(self.tools.specs())
         tidiness = self._tidiness.setdefault(run.thread_id, Tidiness())
         view = model_view(cur.entries, tidiness)
         entries: Sequence[Entry] = view
-        if self.agent.max_context_tokens is not None:
+        limit = limit or self.agent.max_context_tokens or getattr(
+            self.provider, "context_window", None)
+        if limit is not None:
             # The window's start is kept between turns only where the view is the
             # thread itself (an untidy thread's view is rebuilt each turn).
             window = self._windows.setdefault(run.thread_id, Window()) \
                 if view is cur.entries else Window()
-            kept, dropped = window.fit(view, self.agent.system_prompt,
-                                       self.agent.max_context_tokens, tools=tools)
+            kept, dropped = window.fit(view, self.agent.system_prompt, limit, tools=tools)
             if dropped:
                 # In the request only: the store keeps the whole thread.
                 kept.insert(0, Notice(run_id=run.id, code="context_trimmed", at=self.clock(),

@@ -18,6 +18,7 @@ from ..entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, Usage,
 from ..errors import ProviderError
 from .base import ModelRequest, ModelResponse, TextSink
 from .http import HttpTransport, Retry, parse_json
+from .models import context_window
 from .wire import notice_text, pair_results, result_text, tool_arguments
 
 __all__ = ["AnthropicProvider", "to_messages"]
@@ -48,6 +49,8 @@ class AnthropicProvider:
     ) -> None:
         self.model = model
         self.max_output_tokens = max_output_tokens or DEFAULT_MAX_TOKENS
+        self.context_window = context_window(model, self.max_output_tokens)
+        """Tokens of prompt a request may hold: the loop's default window."""
         self.temperature = temperature
         self.stream = stream
         headers = {"anthropic-version": API_VERSION}

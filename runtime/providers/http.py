@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from ..errors import ProviderError
+from ..errors import ContextTooLong, ProviderError
 
 __all__ = [
     "HttpTransport",
@@ -224,8 +224,9 @@ class HttpTransport:
             message = f"rejected the request (HTTP {status})"
         if detail:
             message += f": {detail}"
-        return ProviderError(f"{self.name}: {message}", status=status,
-                             retry_after=parse_retry_after(response.headers))
+        kind = ContextTooLong if status in (400, 413) and _too_long(detail) else ProviderError
+        return kind(f"{self.name}: {message}", status=status,
+                    retry_after=parse_retry_after(response.headers))
 
     async def events(self, response: httpx.Response) -> AsyncIterator[ServerSentEvent]:
         """The server-sent events of a streamed response, as they arrive."""
@@ -242,6 +243,17 @@ class HttpTransport:
             raise ProviderError(f"{self.name}: the stream broke off mid-answer: "
                                 f"{type(exc).__name__}: {exc}") from exc
         # A final event without its blank line is incomplete: dropped, as the SSE spec says.
+
+
+_TOO_LONG = ("context_length_exceeded", "prompt is too long", "maximum context length",
+             "context window", "too many tokens", "context length")
+
+
+def _too_long(detail: str) -> bool:
+    """Whether an error says the prompt did not fit (OpenAI's code, Anthropic's words, and
+    what compatible servers say)."""
+    lowered = detail.lower()
+    return any(words in lowered for words in _TOO_LONG)
 
 
 def _error_detail(response: httpx.Response) -> str:

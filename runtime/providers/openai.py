@@ -24,6 +24,7 @@ from ..entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, Usage,
 from ..errors import ProviderError
 from .base import ModelRequest, ModelResponse, TextSink
 from .http import HttpTransport, Retry, parse_json
+from .models import context_window
 from .wire import notice_text, pair_results, result_text, tool_arguments
 
 __all__ = ["OpenAIProvider", "to_messages"]
@@ -51,6 +52,8 @@ class OpenAIProvider:
     ) -> None:
         self.model = model
         self.max_output_tokens = max_output_tokens
+        self.context_window = context_window(model, self.max_output_tokens)
+        """Tokens of prompt a request may hold: the loop's default window."""
         self.temperature = temperature
         self.stream = stream
         # OpenAI's own newer models refuse "max_tokens"; many compatible servers only

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -88,9 +89,13 @@ class AnthropicServer(FakeServer):
 
     path = "/v1/messages"
 
-    def __init__(self, api_key: str = "sk-ant-test-key") -> None:
+    def __init__(self, api_key: str = "sk-ant-test-key",
+                 context_tokens: int | None = None) -> None:
         super().__init__()
         self.api_key = api_key
+        self.context_tokens = context_tokens
+        """A model's context size: a longer prompt is refused as the real API does (tokens
+        counted as four characters each, of the system, tools and messages' JSON)."""
 
     def validate(self, headers: dict[str, str], body: Any) -> Reply | None:
         if "x-api-key" not in headers:
@@ -115,6 +120,10 @@ class AnthropicServer(FakeServer):
         if marks > 4:
             return _bad(f"A maximum of 4 blocks with cache_control may be provided. "
                         f"Found {marks}.")
+        used = len(json.dumps([body.get("system"), body.get("tools"), body["messages"]])) // 4
+        if self.context_tokens is not None and used + body["max_tokens"] > self.context_tokens:
+            return _bad(f"prompt is too long: {used} tokens > "
+                        f"{self.context_tokens - body['max_tokens']} maximum")
         return None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -80,9 +81,13 @@ class OpenAIServer(FakeServer):
 
     path = "/v1/chat/completions"
 
-    def __init__(self, api_key: str | None = "sk-test-key") -> None:
+    def __init__(self, api_key: str | None = "sk-test-key",
+                 context_tokens: int | None = None) -> None:
         super().__init__()
         self.api_key = api_key
+        self.context_tokens = context_tokens
+        """A model's context size: a longer prompt is refused as the real API does (tokens
+        counted as four characters each, the messages' JSON)."""
 
     @property
     def base_url(self) -> str:
@@ -109,7 +114,14 @@ class OpenAIServer(FakeServer):
             if t.get("type") != "function" or "name" not in t.get("function", {}):
                 return error(400, "Missing required parameter: 'tools[0].function'.")
         problem = _check_messages(body["messages"])
-        return None if problem is None else error(400, problem)
+        if problem is not None:
+            return error(400, problem)
+        used = len(json.dumps(body["messages"])) // 4
+        if self.context_tokens is not None and used > self.context_tokens:
+            return error(400, f"This model's maximum context length is {self.context_tokens} "
+                         f"tokens. However, your messages resulted in {used} tokens. Please "
+                         "reduce the length of the messages.", code="context_length_exceeded")
+        return None
 
 
 def _check_messages(messages: list[dict[str, Any]]) -> str | None:

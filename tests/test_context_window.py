@@ -1,0 +1,125 @@
+"""Threads that never outgrow the model: a window by default, from the model's context size,
+and a "context too long" answer trimmed and retried once, against the fake vendor servers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime import RunState, Runtime, SQLiteStore, UserMessage
+from runtime.providers.anthropic import AnthropicProvider
+from runtime.providers.models import UNKNOWN_CONTEXT, context_size, context_window
+from runtime.providers.openai import OpenAIProvider
+from tests.fakes import anthropic, openai
+from tests.fakes.anthropic import AnthropicServer
+from tests.fakes.openai import OpenAIServer
+
+WORDS = "lorem ipsum dolor sit amet " * 80  # ~2,200 characters, ~550 tokens
+
+
+@pytest.mark.parametrize(("model", "size"), [
+    ("claude-sonnet-4-5", 200_000), ("claude-3-5-haiku-latest", 200_000),
+    ("gpt-4o-mini", 128_000), ("gpt-4.1-mini", 1_047_576), ("openai/gpt-4o", 128_000),
+    ("gpt-4", 8_192), ("gpt-4-0613", 8_192), ("gpt-4-turbo-2024-04-09", 128_000),
+    ("gpt-3.5-turbo", 16_385), ("o1-mini", 128_000), ("o3-mini", 200_000),
+    ("GPT-4O", 128_000), ("llama3.1:8b", UNKNOWN_CONTEXT), ("", UNKNOWN_CONTEXT),
+])
+def test_context_sizes(model: str, size: int) -> None:
+    assert context_size(model) == size
+
+
+def test_the_window_leaves_room_for_the_reply() -> None:
+    assert context_window("gpt-4", None) == int((8_192 - 4_096) * 0.9)
+    assert context_window("gpt-4", 1_000) == int((8_192 - 1_000) * 0.9)
+    assert context_window("tiny", 10**6) == 1_000  # never nothing
+
+
+def openai_provider(server: OpenAIServer, model: str) -> OpenAIProvider:
+    return OpenAIProvider(model, api_key="sk-test-key", base_url=server.base_url,
+                          stream=False)
+
+
+@asynccontextmanager
+async def runtime(db: Path, provider: Any) -> AsyncIterator[Runtime]:
+    async with SQLiteStore(db, synchronous="off") as store, Runtime(store, provider) as rt:
+        yield rt
+
+
+def sent_chars(server: OpenAIServer) -> list[int]:
+    return [len(json.dumps(r.json["messages"])) for r in server.requests]
+
+
+async def test_a_long_thread_is_never_sent_whole(tmp_path: Path) -> None:
+    """gpt-4's 8k context: twenty long messages are far more, yet every request fits, the
+    oldest entries left out with a notice; the store keeps them all."""
+    async with OpenAIServer(context_tokens=8_192) as server:
+        provider = openai_provider(server, "gpt-4")
+        server.queue(*[openai.completion(f"answer {i}") for i in range(20)])
+        async with runtime(tmp_path / "m.db", provider) as rt:
+            for i in range(20):
+                run = await rt.send("long", f"message {i}: {WORDS}")
+                assert run.state == RunState.COMPLETED, run.error
+            entries = await rt.entries("long")
+        await provider.aclose()
+    assert sum(isinstance(e, UserMessage) for e in entries) == 20
+    assert max(sent_chars(server)) // 4 < 8_192
+    last = server.requests[-1].json["messages"]
+    assert "left out to fit the context window" in json.dumps(last)
+    assert "message 19" in json.dumps(last) and "message 0:" not in json.dumps(last)
+
+
+async def test_too_long_for_the_server_is_trimmed_and_retried_once(tmp_path: Path) -> None:
+    """A local model maiden does not know (a 32k window assumed) whose server holds only
+    2,000 tokens: refused once, sent again trimmed, answered."""
+    async with OpenAIServer(context_tokens=2_000) as server:
+        provider = openai_provider(server, "my-local-model")
+        server.queue(*[openai.completion(f"answer {i}") for i in range(2)])
+        async with runtime(tmp_path / "m.db", provider) as rt:
+            first = await rt.send("t", f"one: {WORDS}")
+            second = await rt.send("t", f"two: {WORDS * 3}")
+        await provider.aclose()
+    assert first.state == second.state == RunState.COMPLETED
+    assert second.reply == "answer 1"
+    sizes = sent_chars(server)
+    assert len(sizes) == 3 and sizes[2] < sizes[1]  # the refused one, then the trimmed one
+    retried = json.dumps(server.requests[2].json["messages"])
+    assert "two:" in retried and "one:" not in retried
+
+
+async def test_refused_again_the_run_fails_and_can_be_resumed(tmp_path: Path) -> None:
+    async with OpenAIServer(context_tokens=200) as server:
+        provider = openai_provider(server, "my-local-model")
+        async with runtime(tmp_path / "m.db", provider) as rt:
+            run = await rt.send("t", WORDS * 3)  # one message, too long even alone
+            assert run.state == RunState.FAILED and run.reason == "provider_error"
+            assert "maximum context length" in (run.error or "")
+            assert len(server.requests) == 2  # tried once more, not forever
+            server.context_tokens = None  # a bigger model behind the same name
+            server.queue(openai.completion("finally"))
+            await rt.resume(run.id)
+            assert (await rt.wait(run.id)).reply == "finally"
+        await provider.aclose()
+
+
+async def test_anthropic_prompt_too_long_is_retried_trimmed(tmp_path: Path) -> None:
+    async with AnthropicServer(context_tokens=6_000) as server:
+        provider = AnthropicProvider("claude-x-unknown-size", api_key="sk-ant-test-key",
+                                     base_url=server.base_url, stream=False,
+                                     max_output_tokens=1_000)
+        provider.context_window = 100_000  # as if the table said so: the server disagrees
+        server.queue(*[anthropic.message(f"answer {i}") for i in range(3)])
+        async with runtime(tmp_path / "m.db", provider) as rt:
+            for i in range(2):
+                await rt.send("t", f"m{i}: {WORDS * 3}")
+            run = await rt.send("t", f"m2: {WORDS * 3}")
+        await provider.aclose()
+    assert run.reply == "answer 2"
+    assert len(server.requests) == 4
+    retried = json.dumps(server.requests[-1].json["messages"])
+    assert "m2:" in retried and "m0:" not in retried
+
