@@ -293,17 +293,24 @@ async def _recover(
         starting = asyncio.create_task(runtime.start(recover=True, serve=True))
         stopping = asyncio.create_task(stop.wait())
         done = 0
+
+        def ended(event: object) -> None:
+            nonlocal done
+            if isinstance(event, RunEnded):
+                done += 1
+                _say(out, f"    {done}/{len(unfinished)} {event.run_id}: {event.state}")
+
         while not (starting.done() or stopping.done()):
             upcoming = asyncio.create_task(events.next())
             await asyncio.wait([starting, stopping, upcoming],
                                return_when=asyncio.FIRST_COMPLETED)
-            event = upcoming.result() if upcoming.done() else None
-            if isinstance(event, RunEnded):
-                done += 1
-                _say(out, f"    {done}/{len(unfinished)} {event.run_id}: {event.state}")
+            if upcoming.done():
+                ended(upcoming.result())
             else:
                 upcoming.cancel()
                 await asyncio.gather(upcoming, return_exceptions=True)
+        for event in events.ready():  # those that ended as recovery finished
+            ended(event)
     stopping.cancel()
     if starting.done():
         return starting.result()

@@ -137,6 +137,13 @@ class Subscription:
     async def next(self) -> RunEvent:
         return await self._queue.get()
 
+    def ready(self) -> list[RunEvent]:
+        """The events that have arrived and not been taken yet, without waiting."""
+        found = []
+        while not self._queue.empty():
+            found.append(self._queue.get_nowait())
+        return found
+
 
 class EventBus:
     """Fan-out of run events to in-process subscribers; publishing never blocks.
