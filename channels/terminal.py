@@ -63,6 +63,9 @@ def render_entry(index: int, entry: Entry) -> str:
         return f"{head} tool {entry.name} {status} [{entry.tool_call_id}]:\n    " \
                f"{_json(entry.content)}"
     assert isinstance(entry, Notice)
+    if entry.code == "summary" and entry.covers is not None:
+        return f"{head} summary of entries 1-{entry.covers} (sent in their place):\n    " \
+               f"{entry.text}"
     return f"{head} notice ({entry.code}):\n    {entry.text}"
 
 

@@ -51,6 +51,9 @@ class AgentConfig(Section):
     max_message_chars: int = Field(
         default=100_000, ge=1,
         description="longer inbound messages are refused, from every channel")
+    compaction: Literal["drop", "summary"] = Field(default="drop", description=(
+        "what becomes of history the window leaves out: dropped, or summarised by the model "
+        "(the summary is stored in the thread)"))
     max_context_tokens: int | None = Field(
         default=None, ge=1,
         description="tokens of prompt per request (the newest history that fits, estimated); "

@@ -16,7 +16,8 @@ from typing import Any
 from .entries import AssistantTurn, Entry, Notice, ToolResult, UserMessage
 from .tools import ToolSpec
 
-__all__ = ["Window", "entry_tokens", "estimate_tokens", "fit_history", "prompt_tokens"]
+__all__ = ["SUMMARY", "Window", "entry_tokens", "estimate_tokens", "fit_history", "prompt_tokens",
+           "split_summaries", "transcript"]
 
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD = 4
@@ -98,6 +99,39 @@ def fit_history(
     starts = [units[k][0] for k in range(first, len(units))]
     start = next((s for s in starts if isinstance(entries[s], UserMessage)), starts[0])
     return list(entries[start:]), start
+
+
+SUMMARY = "summary"
+"""The code of a ``Notice`` that summarises the start of a thread (``covers`` entries)."""
+
+
+def split_summaries(entries: Sequence[Entry]) -> tuple[Sequence[Entry], Notice | None]:
+    """The entries without their summary notices, and the newest summary (or None)."""
+    summaries = [e for e in entries if isinstance(e, Notice) and e.code == SUMMARY]
+    if not summaries:
+        return entries, None
+    return [e for e in entries if not (isinstance(e, Notice) and e.code == SUMMARY)], \
+        summaries[-1]
+
+
+def transcript(entries: Sequence[Entry], max_chars: int) -> str:
+    """The entries as plain lines for a summary request, the middle cut if too long."""
+    lines = []
+    for entry in entries:
+        if isinstance(entry, UserMessage):
+            lines.append(f"user: {entry.text}")
+        elif isinstance(entry, AssistantTurn):
+            calls = "; ".join(f"{c.name}({_json(c.arguments)})" for c in entry.tool_calls)
+            lines.append("assistant: " + entry.text + (f" [calls {calls}]" if calls else ""))
+        elif isinstance(entry, ToolResult):
+            lines.append(f"tool {entry.name} -> {_json(entry.content)}")
+        else:
+            lines.append(f"[{entry.code}] {entry.text}")
+    text = "\n".join(lines)
+    if len(text) <= max_chars:
+        return text
+    half = max_chars // 2
+    return text[:half] + "\n[...]\n" + text[-half:]
 
 
 def prompt_tokens(system: str, tools: Sequence[ToolSpec], entries: Sequence[Entry]) -> int:

@@ -91,6 +91,8 @@ class Notice(_Model):
     code: str
     text: str
     at: float = Field(default_factory=time.time)
+    covers: int | None = None
+    """A ``summary``: how many of the thread's entries (summaries aside) it stands for."""
 
 
 Entry = Annotated[UserMessage | AssistantTurn | ToolResult | Notice, Field(discriminator="kind")]

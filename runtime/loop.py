@@ -14,12 +14,13 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Unpack
 
 from .budget import BudgetConfig, Prices, Spend, Verdict, check_budget
 from .config import AgentConfig
-from .context import Window, prompt_tokens
+from .context import Window, prompt_tokens, split_summaries, transcript
 from .cursor import RunCursor, unanswered
 from .entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, UserMessage
 from .errors import (
@@ -54,11 +55,29 @@ from .runs import (
     idempotency_key,
 )
 from .stores.base import Store
-from .tools import NOT_DONE, ToolContext, ToolOutput, ToolRegistry, error_result
+from .tools import NOT_DONE, ToolContext, ToolOutput, ToolRegistry, ToolSpec, error_result
 
 __all__ = ["DRIVABLE", "FINAL_TURN_NOTICE", "RunDriver"]
 
 log = logging.getLogger("maiden.loop")
+
+COMPACTION_PROMPT = (
+    "You summarise the start of a conversation between a team and their assistant, so the "
+    "assistant can go on without it. Keep what later messages may rely on: facts, "
+    "decisions, names, numbers, open questions, what tools did and returned. Be concise; "
+    "plain text, no preamble.")
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """Where the context window cuts a thread: ``kept`` is sent, the first ``dropped``
+    entries (``dropped_entries``) are not; ``summary`` is the thread's newest summary."""
+
+    kept: Sequence[Entry]
+    dropped: int
+    summary: Notice | None
+    limit: int | None
+    dropped_entries: Sequence[Entry] = ()
 S = RunState
 DRIVABLE = (S.QUEUED, S.RUNNING, S.AWAITING_TOOL)
 
@@ -237,6 +256,8 @@ class RunDriver:
         async def on_text(delta: str) -> None:
             self.bus.publish(TextDelta(run_id=run.id, thread_id=run.thread_id, text=delta))
 
+        if self.agent.compaction == "summary":
+            await self._compact(cur, final)
         request = self._request(cur, final)
         try:
             response = await self.provider.complete(request, on_text)
@@ -266,29 +287,73 @@ class RunDriver:
     def _request(self, cur: RunCursor, final: bool, *, limit: int | None = None) -> ModelRequest:
         """What the model is sent: the thread as the model sees it (tidied, and trimmed to
         the context window: ``max_context_tokens``, else what the provider says its model
-        holds), the system prompt, and the tools unless it is the final turn."""
+        holds), the system prompt, and the tools unless it is the final turn. What the
+        window leaves out is stood for by the thread's summary (``compaction = "summary"``)
+        and, for what no summary covers, a notice."""
         run = cur.run
         tools = () if final else tuple(self.tools.specs())
-        tidiness = self._tidiness.setdefault(run.thread_id, Tidiness())
-        view = model_view(cur.entries, tidiness)
-        entries: Sequence[Entry] = view
-        limit = limit or self.agent.max_context_tokens or getattr(
-            self.provider, "context_window", None)
-        if limit is not None:
-            # The window's start is kept between turns only where the view is the
-            # thread itself (an untidy thread's view is rebuilt each turn).
-            window = self._windows.setdefault(run.thread_id, Window()) \
-                if view is cur.entries else Window()
-            kept, dropped = window.fit(view, self.agent.system_prompt, limit, tools=tools)
-            if dropped:
-                # In the request only: the store keeps the whole thread.
-                kept.insert(0, Notice(run_id=run.id, code="context_trimmed", at=self.clock(),
-                                      text=f"{dropped} older entries of this conversation were "
-                                      "left out to fit the context window."))
-            entries = kept
+        cut = self._cut(cur, tools, limit)
+        entries: list[Entry] = list(cut.kept)
+        covered = 0
+        if cut.dropped and cut.summary is not None:
+            covered = min(cut.summary.covers or 0, cut.dropped)
+        if cut.dropped > covered:
+            # In the request only: the store keeps the whole thread.
+            entries.insert(0, Notice(run_id=run.id, code="context_trimmed", at=self.clock(),
+                                     text=f"{cut.dropped - covered} older entries of this "
+                                     "conversation were left out to fit the context window."))
+        if covered:
+            assert cut.summary is not None
+            entries.insert(0, Notice(run_id=run.id, code="summary", at=cut.summary.at,
+                                     text="Summary of the earlier conversation: "
+                                     + cut.summary.text))
         return ModelRequest(
             system=self.agent.system_prompt, entries=tuple(entries), tools=tools,
             run_id=run.id, thread_id=run.thread_id, final_turn=final)
+
+    def _cut(self, cur: RunCursor, tools: Sequence[ToolSpec], limit: int | None) -> Cut:
+        """Where the context window cuts the thread now (summaries set aside)."""
+        run = cur.run
+        tidiness = self._tidiness.setdefault(run.thread_id, Tidiness())
+        view = model_view(cur.entries, tidiness)
+        plain, summary = split_summaries(view)
+        limit = limit or self.agent.max_context_tokens or getattr(
+            self.provider, "context_window", None)
+        if limit is None:
+            return Cut(plain, 0, summary, None)
+        # The window's start is kept between turns only where the view is the thread
+        # itself (an untidy thread's view is rebuilt each turn).
+        window = self._windows.setdefault(run.thread_id, Window()) \
+            if view is cur.entries else Window()
+        kept, dropped = window.fit(plain, self.agent.system_prompt, limit, tools=tools)
+        return Cut(kept, dropped, summary, limit, plain[:dropped])
+
+    async def _compact(self, cur: RunCursor, final: bool) -> None:
+        """``compaction = "summary"``: when the window's cut has moved past what the
+        thread's summary covers, have the model summarise what falls out (with the summary
+        before it) and store that as a ``summary`` notice: durable like any entry, so a
+        crash mid-compaction at worst asks again. A failure leaves the history dropped."""
+        run = cur.run
+        tools = () if final else tuple(self.tools.specs())
+        cut = self._cut(cur, tools, None)
+        covered = (cut.summary.covers or 0) if cut.summary is not None else 0
+        if cut.limit is None or cut.dropped <= covered:
+            return
+        earlier = f"Summary so far: {cut.summary.text}\n\n" if cut.summary is not None else ""
+        text = earlier + transcript(cut.dropped_entries[covered:], cut.limit * 2)
+        request = ModelRequest(
+            system=COMPACTION_PROMPT, entries=(UserMessage(run_id=run.id, text=text),),
+            tools=(), run_id=run.id, thread_id=run.thread_id, final_turn=True)
+        try:
+            response = await self.provider.complete(request, None)
+        except ProviderError as exc:
+            log.warning("run %s: the summary of %d older entries failed (%s); they are "
+                        "left out unsummarised", run.id, cut.dropped - covered, exc)
+            return
+        summary = Notice(run_id=run.id, code="summary", text=response.text.strip(),
+                         covers=cut.dropped, at=self.clock())
+        await cur.commit([summary], usage=run.usage + response.usage,
+                         cost_usd=run.cost_usd + self.prices.cost(response.usage))
 
     async def _budget_verdict(self, run: Run) -> Verdict:
         usage = run.usage
