@@ -63,6 +63,9 @@ from runtime import (
     Delivery,
     Effect,
     FilesStore,
+    ModelRequest,
+    ModelResponse,
+    Notice,
     Origin,
     Run,
     RunState,
@@ -91,6 +94,11 @@ KILL_POINTS = (
     "after_delivery_sent",      # inside the channel's send, posted, id not yet recorded
     "before_delivery_recorded", # mark_delivered called: posted (any channel), id not stored
     "after_delivery_recorded",  # mark_delivered: the remote id is stored
+)
+
+COMPACTION_KILL_POINTS = (
+    "in_summary",               # --compaction: the model is summarising, nothing stored yet
+    "after_summary",            # --compaction: the commit holding the summary notice
 )
 
 CHANNEL = "testchat"
@@ -181,6 +189,8 @@ class _Crashing:
             self.switch.reached("after_pause")
         if any(t.target is RunState.COMPLETED for t in cp.transitions):
             self.switch.reached("after_final_answer")
+        if any(isinstance(e, Notice) and e.code == "summary" for e in cp.entries):
+            self.switch.reached("after_summary")
 
     async def mark_delivered(self, key: str, remote_id: str, at: float) -> None:
         self.switch.reached("before_delivery_recorded")
@@ -198,6 +208,27 @@ class CrashingFilesStore(_Crashing, FilesStore):
     def __init__(self, path: Path, switch: KillSwitch) -> None:
         super().__init__(path)
         self.switch = switch
+
+
+class CompactingModel:
+    """``--compaction``: a model whose context holds a few messages; it answers "answer N"
+    and summarises when asked (where ``in_summary`` kills)."""
+
+    model = "tiny"
+    context_window = 260
+
+    def __init__(self, switch: KillSwitch) -> None:
+        self.switch = switch
+
+    async def complete(self, request: ModelRequest, on_text: Any = None) -> ModelResponse:
+        from runtime.loop import COMPACTION_PROMPT
+
+        if request.system == COMPACTION_PROMPT:
+            self.switch.reached("in_summary")
+            text = request.entries[0].text  # type: ignore[union-attr]
+            return ModelResponse(text=f"SUMMARY of {text.count('user:')} messages")
+        users = sum(isinstance(e, UserMessage) for e in request.entries)
+        return ModelResponse(text=f"answer with {users} messages in view")
 
 
 class FileChannel:
@@ -336,9 +367,13 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 
             tools = [make_send_message()]
             script = send_message_script(args.send_message)
-        runtime = Runtime(
-            store, ScriptedProvider(script), ToolRegistry(tools),
-            agent=AgentConfig(max_recovery_attempts=MAX_RECOVERY_ATTEMPTS))
+        model: Any = ScriptedProvider(script)
+        agent = AgentConfig(max_recovery_attempts=MAX_RECOVERY_ATTEMPTS)
+        if args.compaction:
+            # A model with a tiny context that answers plainly: long threads get summaries.
+            model = CompactingModel(switch)
+            agent = agent.model_copy(update={"compaction": "summary"})
+        runtime = Runtime(store, model, ToolRegistry(tools), agent=agent)
         origin = ORIGIN
         deliver: str | None = None
         runtime.add_deliverer(CHANNEL, FileChannel(workdir / CHANNEL_FILE, switch))
@@ -433,7 +468,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--discord", nargs=5,
                         metavar=("API_URL", "TOKEN", "CHANNEL", "MESSAGE", "GUILD"),
                         help="messages come from Discord and are answered there")
-    parser.add_argument("--kill-at", choices=KILL_POINTS)
+    parser.add_argument("--compaction", action="store_true",
+                        help="a model with a tiny context window and compaction = summary "
+                             "(kill points in_summary, after_summary)")
+    parser.add_argument("--kill-at", choices=KILL_POINTS + COMPACTION_KILL_POINTS)
     parser.add_argument("--kill-count", type=int, default=1)
     return parser.parse_args(argv)
 
