@@ -16,8 +16,8 @@ from typing import Any
 from .entries import AssistantTurn, Entry, Notice, ToolResult, UserMessage
 from .tools import ToolSpec
 
-__all__ = ["SUMMARY", "Window", "entry_tokens", "estimate_tokens", "fit_history", "prompt_tokens",
-           "split_summaries", "transcript"]
+__all__ = ["SUMMARY", "SummaryScan", "Window", "entry_tokens", "estimate_tokens", "fit_history",
+           "prompt_tokens", "split_summaries", "transcript"]
 
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD = 4
@@ -103,6 +103,27 @@ def fit_history(
 
 SUMMARY = "summary"
 """The code of a ``Notice`` that summarises the start of a thread (``covers`` entries)."""
+
+
+@dataclass
+class SummaryScan:
+    """Whether a thread holds a summary notice, checked incrementally (threads only grow):
+    a thread without one, the usual case, is never copied to set summaries aside."""
+
+    seen: int = 0
+    found: bool = False
+
+    def any(self, entries: Sequence[Entry]) -> bool:
+        if len(entries) < self.seen:
+            self.seen, self.found = 0, False
+        if not self.found:
+            for i in range(self.seen, len(entries)):
+                entry = entries[i]
+                if isinstance(entry, Notice) and entry.code == SUMMARY:
+                    self.found = True
+                    break
+        self.seen = len(entries)
+        return self.found
 
 
 def split_summaries(entries: Sequence[Entry]) -> tuple[Sequence[Entry], Notice | None]:

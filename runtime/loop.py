@@ -20,7 +20,7 @@ from typing import Any, Unpack
 
 from .budget import BudgetConfig, Prices, Spend, Verdict, check_budget
 from .config import AgentConfig
-from .context import Window, prompt_tokens, split_summaries, transcript
+from .context import SummaryScan, Window, prompt_tokens, split_summaries, transcript
 from .cursor import RunCursor, unanswered
 from .entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, UserMessage
 from .errors import (
@@ -133,6 +133,7 @@ class RunDriver:
         """Runs whose task is being cancelled on purpose, and why."""
         self._tidiness: dict[str, Tidiness] = {}
         self._windows: dict[str, Window] = {}
+        self._summaries: dict[str, SummaryScan] = {}
 
     def _cursor(self, run: Run, entries: list[Entry]) -> RunCursor:
         return RunCursor(self.store, self.bus, run, entries, self.clock)
@@ -293,20 +294,18 @@ class RunDriver:
         run = cur.run
         tools = () if final else tuple(self.tools.specs())
         cut = self._cut(cur, tools, limit)
-        entries: list[Entry] = list(cut.kept)
+        first: list[Entry] = []
         covered = 0
         if cut.dropped and cut.summary is not None:
             covered = min(cut.summary.covers or 0, cut.dropped)
+            first.append(Notice(run_id=run.id, code="summary", at=cut.summary.at,
+                                text="Summary of the earlier conversation: " + cut.summary.text))
         if cut.dropped > covered:
             # In the request only: the store keeps the whole thread.
-            entries.insert(0, Notice(run_id=run.id, code="context_trimmed", at=self.clock(),
-                                     text=f"{cut.dropped - covered} older entries of this "
-                                     "conversation were left out to fit the context window."))
-        if covered:
-            assert cut.summary is not None
-            entries.insert(0, Notice(run_id=run.id, code="summary", at=cut.summary.at,
-                                     text="Summary of the earlier conversation: "
-                                     + cut.summary.text))
+            first.append(Notice(run_id=run.id, code="context_trimmed", at=self.clock(),
+                                text=f"{cut.dropped - covered} older entries of this "
+                                "conversation were left out to fit the context window."))
+        entries = (*first, *cut.kept) if first else cut.kept
         return ModelRequest(
             system=self.agent.system_prompt, entries=tuple(entries), tools=tools,
             run_id=run.id, thread_id=run.thread_id, final_turn=final)
@@ -316,7 +315,8 @@ class RunDriver:
         run = cur.run
         tidiness = self._tidiness.setdefault(run.thread_id, Tidiness())
         view = model_view(cur.entries, tidiness)
-        plain, summary = split_summaries(view)
+        scan = self._summaries.setdefault(run.thread_id, SummaryScan())
+        plain, summary = split_summaries(view) if scan.any(cur.entries) else (view, None)
         limit = limit or self.agent.max_context_tokens or getattr(
             self.provider, "context_window", None)
         if limit is None:
