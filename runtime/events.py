@@ -116,11 +116,15 @@ RunEvent = Annotated[
 class Subscription:
     """An async iterator over the events one subscriber asked for."""
 
-    def __init__(self, run_id: str | None) -> None:
+    def __init__(self, run_id: str | None, *, ends_only: bool = False) -> None:
         self.run_id = run_id
+        self.ends_only = ends_only
+        """Only the run's ``RunEnded`` (a caller that waits for the end, not a follower)."""
         self._queue: asyncio.Queue[RunEvent] = asyncio.Queue()
 
     def _offer(self, event: RunEvent) -> None:
+        if self.ends_only and not isinstance(event, RunEnded):
+            return
         if self.run_id is None or event.run_id == self.run_id:
             self._queue.put_nowait(event)
 
@@ -182,13 +186,14 @@ class EventBus:
 
     @asynccontextmanager
     async def subscribe(
-        self, run_id: str | None = None, *, replay: bool = False
+        self, run_id: str | None = None, *, replay: bool = False, ends_only: bool = False
     ) -> AsyncIterator[Subscription]:
         """Events of one run (the iterator ends with its ``RunEnded``), or of every run.
 
-        With ``replay``, a run's subscription starts with the events the run has had so far.
+        With ``replay``, a run's subscription starts with the events the run has had so far;
+        with ``ends_only``, it gets only ``RunEnded`` (a wait, not a follow).
         """
-        sub = Subscription(run_id)
+        sub = Subscription(run_id, ends_only=ends_only)
         if replay and run_id is not None:
             for event in self._kept.get(run_id, ()):
                 sub._offer(event)

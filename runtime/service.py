@@ -196,7 +196,7 @@ class Runtime:
     async def send(self, thread_id: str, text: str, *, origin: Origin | None = None) -> Run:
         """Submit a message and wait for its run to end or pause."""
         run = self._new_run(thread_id, text, origin, None)
-        async with self._bus.subscribe(run.id) as events:  # before the run can start
+        async with self._bus.subscribe(run.id, ends_only=True) as events:  # before it starts
             await self._accept(run)
             return await self._until_ended(run, events)
 
@@ -206,7 +206,7 @@ class Runtime:
         Events say so for runs driven here; the store is read now and then too, for a
         run that another process on the same store took up.
         """
-        async with self._bus.subscribe(run_id) as events:
+        async with self._bus.subscribe(run_id, ends_only=True) as events:
             run = await self._store.get_run(run_id)
             if run.state not in DRIVABLE:
                 return run
@@ -274,7 +274,8 @@ class Runtime:
     async def _until_ended(self, run: Run, events: Subscription) -> Run:
         while True:
             try:
-                event = await asyncio.wait_for(events.next(), 4 * self.settings.poll_interval_s)
+                async with asyncio.timeout(4 * self.settings.poll_interval_s):
+                    event = await events.next()
             except TimeoutError:
                 run = await self._store.get_run(run.id)
                 if run.state not in DRIVABLE:
