@@ -107,18 +107,9 @@ class Tool:
         requires_approval: bool = False,
         timeout_s: float = 30.0,
     ) -> None:
-        if effect not in ("read_only", "idempotent_write", "non_idempotent"):
-            raise ToolDefinitionError(f"unknown effect {effect!r}")
-        self.fn = fn
-        self.name = name or fn.__name__
-        self.description = description or _first_paragraph(inspect.getdoc(fn) or "")
-        self.effect: Effect = effect
-        self.requires_approval = requires_approval
-        self.timeout_s = timeout_s
-        self.reconciler: Callable[[ToolContext], Any] | None = None
-        self.binder: Callable[[Any], None] | None = None
-        """Called with the ``Runtime`` a registry is given to: a built-in that works through
-        the runtime (notes, the outbox) learns which one here."""
+        self._describe(fn, name or fn.__name__,
+                       description or _first_paragraph(inspect.getdoc(fn) or ""),
+                       effect, requires_approval, timeout_s)
         self._context_param, self._args_model = _signature_model(fn, self.name)
         schema = self._args_model.model_json_schema()
         schema.pop("title", None)
@@ -126,6 +117,21 @@ class Tool:
             prop.pop("title", None)
         schema.setdefault("properties", {})
         self.spec = ToolSpec(self.name, self.description, schema)
+
+    def _describe(self, fn: Callable[..., Any], name: str, description: str, effect: Effect,
+                  requires_approval: bool, timeout_s: float) -> None:
+        if effect not in ("read_only", "idempotent_write", "non_idempotent"):
+            raise ToolDefinitionError(f"unknown effect {effect!r}")
+        self.fn = fn
+        self.name = name
+        self.description = description
+        self.effect: Effect = effect
+        self.requires_approval = requires_approval
+        self.timeout_s = timeout_s
+        self.reconciler: Callable[[ToolContext], Any] | None = None
+        self.binder: Callable[[Any], None] | None = None
+        """Called with the ``Runtime`` a registry is given to: a built-in that works through
+        the runtime (notes, the outbox) learns which one here."""
 
     def __repr__(self) -> str:
         return f"<Tool {self.name} effect={self.effect}>"
@@ -213,16 +219,7 @@ class _SchemaTool(Tool):
         requires_approval: bool,
         timeout_s: float,
     ) -> None:
-        if effect not in ("read_only", "idempotent_write", "non_idempotent"):
-            raise ToolDefinitionError(f"unknown effect {effect!r}")
-        self.fn = call
-        self.name = name
-        self.description = description
-        self.effect = effect
-        self.requires_approval = requires_approval
-        self.timeout_s = timeout_s
-        self.reconciler = None
-        self.binder = None
+        self._describe(call, name, description, effect, requires_approval, timeout_s)
         self._check = check
         self._context_param = None
         schema = dict(parameters)
