@@ -14,13 +14,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Unpack
 
 from .budget import BudgetConfig, Prices, Spend, Verdict, check_budget
 from .config import AgentConfig
-from .context import SummaryScan, Window, prompt_tokens, split_summaries, transcript
+from .context import prompt_tokens
 from .cursor import RunCursor, unanswered
 from .entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, UserMessage
 from .errors import (
@@ -42,7 +41,7 @@ from .events import (
 )
 from .gate import CallFacts, Pause, Reconcile, Refuse, gate_call
 from .guards import call_key, is_repeat, turn_budget
-from .history import Tidiness, model_view
+from .prompting import Prompts
 from .providers.base import ModelRequest, Provider
 from .runs import (
     ApprovalDelivery,
@@ -55,29 +54,12 @@ from .runs import (
     idempotency_key,
 )
 from .stores.base import Store
-from .tools import NOT_DONE, ToolContext, ToolOutput, ToolRegistry, ToolSpec, error_result
+from .tools import NOT_DONE, ToolContext, ToolOutput, ToolRegistry, error_result
 
 __all__ = ["DRIVABLE", "FINAL_TURN_NOTICE", "RunDriver"]
 
 log = logging.getLogger("maiden.loop")
 
-COMPACTION_PROMPT = (
-    "You summarise the start of a conversation between a team and their assistant, so the "
-    "assistant can go on without it. Keep what later messages may rely on: facts, "
-    "decisions, names, numbers, open questions, what tools did and returned. Be concise; "
-    "plain text, no preamble.")
-
-
-@dataclass(frozen=True, slots=True)
-class Cut:
-    """Where the context window cuts a thread: ``kept`` is sent, the first ``dropped``
-    entries (``dropped_entries``) are not; ``summary`` is the thread's newest summary."""
-
-    kept: Sequence[Entry]
-    dropped: int
-    summary: Notice | None
-    limit: int | None
-    dropped_entries: Sequence[Entry] = ()
 S = RunState
 DRIVABLE = (S.QUEUED, S.RUNNING, S.AWAITING_TOOL)
 
@@ -131,9 +113,7 @@ class RunDriver:
         """Set at shutdown: runs stop at their next checkpoint and are released."""
         self.cancel_reasons: dict[str, str] = {}
         """Runs whose task is being cancelled on purpose, and why."""
-        self._tidiness: dict[str, Tidiness] = {}
-        self._windows: dict[str, Window] = {}
-        self._summaries: dict[str, SummaryScan] = {}
+        self.prompts = Prompts(agent.system_prompt)
 
     def _cursor(self, run: Run, entries: list[Entry]) -> RunCursor:
         return RunCursor(self.store, self.bus, run, entries, self.clock)
@@ -269,7 +249,7 @@ class RunDriver:
             sent = prompt_tokens(request.system, request.tools, request.entries)
             log.warning("run %s: the model refused %d estimated tokens as too long (%s); "
                         "trimming to %d and trying again", run.id, sent, exc, sent // 2)
-            self._windows.pop(run.thread_id, None)
+            self.prompts.move_window(run.thread_id)
             request = self._request(cur, final, limit=sent // 2)
             response = await self.provider.complete(request, on_text)
         calls = _unique_ids(response.tool_calls, cur.own)
@@ -286,72 +266,37 @@ class RunDriver:
                                  cost_usd=cost)
 
     def _request(self, cur: RunCursor, final: bool, *, limit: int | None = None) -> ModelRequest:
-        """What the model is sent: the thread as the model sees it (tidied, and trimmed to
-        the context window: ``max_context_tokens``, else what the provider says its model
-        holds), the system prompt, and the tools unless it is the final turn. What the
-        window leaves out is stood for by the thread's summary (``compaction = "summary"``)
-        and, for what no summary covers, a notice."""
-        run = cur.run
+        """What the model is sent: the thread as the model sees it, cut to the context
+        window (``limit``, else ``max_context_tokens``, else what the provider says its
+        model holds), the system prompt, and the tools unless it is the final turn."""
         tools = () if final else tuple(self.tools.specs())
-        cut = self._cut(cur, tools, limit)
-        first: list[Entry] = []
-        covered = 0
-        if cut.dropped and cut.summary is not None:
-            covered = min(cut.summary.covers or 0, cut.dropped)
-            first.append(Notice(run_id=run.id, code="summary", at=cut.summary.at,
-                                text="Summary of the earlier conversation: " + cut.summary.text))
-        if cut.dropped > covered:
-            # In the request only: the store keeps the whole thread.
-            first.append(Notice(run_id=run.id, code="context_trimmed", at=self.clock(),
-                                text=f"{cut.dropped - covered} older entries of this "
-                                "conversation were left out to fit the context window."))
-        entries = (*first, *cut.kept) if first else cut.kept
-        return ModelRequest(
-            system=self.agent.system_prompt, entries=tuple(entries), tools=tools,
-            run_id=run.id, thread_id=run.thread_id, final_turn=final)
+        return self.prompts.request(cur.run, cur.entries, tools, final=final,
+                                    limit=limit or self._limit(), now=self.clock())
 
-    def _cut(self, cur: RunCursor, tools: Sequence[ToolSpec], limit: int | None) -> Cut:
-        """Where the context window cuts the thread now (summaries set aside)."""
-        run = cur.run
-        tidiness = self._tidiness.setdefault(run.thread_id, Tidiness())
-        view = model_view(cur.entries, tidiness)
-        scan = self._summaries.setdefault(run.thread_id, SummaryScan())
-        plain, summary = split_summaries(view) if scan.any(cur.entries) else (view, None)
-        limit = limit or self.agent.max_context_tokens or getattr(
+    def _limit(self) -> int | None:
+        limit: int | None = self.agent.max_context_tokens or getattr(
             self.provider, "context_window", None)
-        if limit is None:
-            return Cut(plain, 0, summary, None)
-        # The window's start is kept between turns only where the view is the thread
-        # itself (an untidy thread's view is rebuilt each turn).
-        window = self._windows.setdefault(run.thread_id, Window()) \
-            if view is cur.entries else Window()
-        kept, dropped = window.fit(plain, self.agent.system_prompt, limit, tools=tools)
-        return Cut(kept, dropped, summary, limit, plain[:dropped])
+        return limit
 
     async def _compact(self, cur: RunCursor, final: bool) -> None:
         """``compaction = "summary"``: when the window's cut has moved past what the
-        thread's summary covers, have the model summarise what falls out (with the summary
-        before it) and store that as a ``summary`` notice: durable like any entry, so a
-        crash mid-compaction at worst asks again. A failure leaves the history dropped."""
+        thread's summary covers, have the model summarise what falls out and store that as
+        a ``summary`` notice: durable like any entry, so a crash mid-compaction at worst
+        asks again. A failure leaves the history dropped."""
         run = cur.run
         tools = () if final else tuple(self.tools.specs())
-        cut = self._cut(cur, tools, None)
-        covered = (cut.summary.covers or 0) if cut.summary is not None else 0
-        if cut.limit is None or cut.dropped <= covered:
+        asked = self.prompts.compaction(run, cur.entries, tools, self._limit())
+        if asked is None:
             return
-        earlier = f"Summary so far: {cut.summary.text}\n\n" if cut.summary is not None else ""
-        text = earlier + transcript(cut.dropped_entries[covered:], cut.limit * 2)
-        request = ModelRequest(
-            system=COMPACTION_PROMPT, entries=(UserMessage(run_id=run.id, text=text),),
-            tools=(), run_id=run.id, thread_id=run.thread_id, final_turn=True)
+        request, covers = asked
         try:
             response = await self.provider.complete(request, None)
         except ProviderError as exc:
-            log.warning("run %s: the summary of %d older entries failed (%s); they are "
-                        "left out unsummarised", run.id, cut.dropped - covered, exc)
+            log.warning("run %s: the summary of older entries failed (%s); they are left "
+                        "out unsummarised", run.id, exc)
             return
         summary = Notice(run_id=run.id, code="summary", text=response.text.strip(),
-                         covers=cut.dropped, at=self.clock())
+                         covers=covers, at=self.clock())
         await cur.commit([summary], usage=run.usage + response.usage,
                          cost_usd=run.cost_usd + self.prices.cost(response.usage))
 

@@ -221,7 +221,7 @@ class CompactingModel:
         self.switch = switch
 
     async def complete(self, request: ModelRequest, on_text: Any = None) -> ModelResponse:
-        from runtime.loop import COMPACTION_PROMPT
+        from runtime.prompting import COMPACTION_PROMPT
 
         if request.system == COMPACTION_PROMPT:
             self.switch.reached("in_summary")
