@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from runtime import Runtime
 from schedules import ScheduleBook, ScheduleStatus, schedule_tools
+from schedules.status import deliver_text
 
 from .config import LoadedConfig
 
@@ -27,8 +28,7 @@ def make_book(loaded: LoadedConfig, runtime: Runtime) -> ScheduleBook:
 
 
 def _target(status: ScheduleStatus) -> str:
-    deliver = status.as_json()["deliver"]
-    return deliver or f"thread {status.schedule.thread!r}"
+    return deliver_text(status.schedule) or f"thread {status.schedule.thread!r}"
 
 
 def schedule_lines(statuses: Sequence[ScheduleStatus]) -> list[str]:

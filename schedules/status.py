@@ -13,7 +13,7 @@ from .book import ScheduleBook
 from .config import Schedule
 from .cron import next_fires
 
-__all__ = ["ScheduleStatus", "outcome", "statuses"]
+__all__ = ["ScheduleStatus", "deliver_text", "outcome", "statuses"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +41,7 @@ class ScheduleStatus:
             "timezone": self.schedule.cron.timezone,
             "thread": self.schedule.thread,
             "fresh_thread": config.fresh_thread,
-            "deliver": _target(self.schedule),
+            "deliver": deliver_text(self.schedule),
             "misfire": config.misfire,
             "enabled": config.enabled,
             "paused": self.paused,
@@ -102,7 +102,8 @@ async def statuses(book: ScheduleBook, *, now: datetime | None = None,
     return found
 
 
-def _target(schedule: Schedule) -> str | None:
+def deliver_text(schedule: Schedule) -> str | None:
+    """Where its answers go, as ``deliver`` says it (``slack:C:TS``), or None: the thread."""
     origin = schedule.origin
     if not origin.target:
         return None
