@@ -254,32 +254,41 @@ def _controlling_terminal() -> None:
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
-def _read_until(fd: int, text: bytes, timeout_s: float = 30) -> bytes:
-    seen = b""
-    deadline = time.monotonic() + timeout_s
-    while text not in seen:
-        left = deadline - time.monotonic()
-        assert left > 0, f"never saw {text!r}: {seen!r}"
-        ready, _, _ = select.select([fd], [], [], left)
-        if ready:
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:  # the other side closed
-                break
-            if not chunk:
-                break
-            seen += chunk
-    return seen
+class _Screen:
+    """What the terminal printed, read up to each awaited text; what came after it (the next
+    prompt, printed in the same write) is kept for the next wait."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.unread = b""
+
+    def read_until(self, text: bytes, timeout_s: float = 30) -> bytes:
+        deadline = time.monotonic() + timeout_s
+        while text not in self.unread:
+            left = deadline - time.monotonic()
+            assert left > 0, f"never saw {text!r}: {self.unread!r}"
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if ready:
+                try:
+                    chunk = os.read(self.fd, 4096)
+                except OSError:  # the other side closed
+                    break
+                if not chunk:
+                    break
+                self.unread += chunk
+        seen, _, self.unread = self.unread.partition(text)
+        return seen + text
 
 
 def test_ctrl_c_at_the_chat_prompt_leaves_at_once(
     terminal: tuple[subprocess.Popen[bytes], int],
 ) -> None:
     proc, fd = terminal
-    _read_until(fd, b"you> ")
+    screen = _Screen(fd)
+    screen.read_until(b"you> ")
     os.write(fd, b"hello\r")
-    _read_until(fd, b"echo: hello")
-    _read_until(fd, b"you> ")
+    screen.read_until(b"echo: hello")
+    screen.read_until(b"you> ")
     os.write(fd, b"half a line")
     os.write(fd, b"\x03")  # Ctrl-C: the terminal sends SIGINT
     assert proc.wait(timeout=10) == 130
@@ -289,10 +298,11 @@ def test_ctrl_d_at_the_prompt_leaves_cleanly(
     terminal: tuple[subprocess.Popen[bytes], int],
 ) -> None:
     proc, fd = terminal
-    _read_until(fd, b"you> ")
+    screen = _Screen(fd)
+    screen.read_until(b"you> ")
     os.write(fd, b"first\r")
-    _read_until(fd, b"echo: first")
-    _read_until(fd, b"you> ")
+    screen.read_until(b"echo: first")
+    screen.read_until(b"you> ")
     os.write(fd, b"\x04")
     assert proc.wait(timeout=10) == 0
 
