@@ -9,15 +9,16 @@ are meant to keep a request under a limit, not to bill it.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from itertools import islice
+from typing import Any, overload
 
 from .entries import AssistantTurn, Entry, Notice, ToolResult, UserMessage
 from .tools import ToolSpec
 
-__all__ = ["SUMMARY", "SummaryScan", "Window", "entry_tokens", "estimate_tokens", "fit_history",
-           "prompt_tokens", "split_summaries", "transcript"]
+__all__ = ["SUMMARY", "Span", "SummaryScan", "Window", "entry_tokens", "estimate_tokens",
+           "fit_history", "prompt_tokens", "split_summaries", "transcript"]
 
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD = 4
@@ -170,6 +171,42 @@ def _budget(system: str, tools: Sequence[ToolSpec], max_tokens: int) -> int:
     return max_tokens - fixed_tokens(system, tools)
 
 
+class Span(Sequence[Entry]):
+    """``entries[start:stop]`` without copying it: a thread's entries are only ever
+    appended to, so what a span shows never changes, however the list grows after."""
+
+    __slots__ = ("_entries", "_start", "_stop")
+
+    def __init__(self, entries: Sequence[Entry], start: int = 0, stop: int | None = None
+                 ) -> None:
+        self._entries = entries
+        self._start = start
+        self._stop = len(entries) if stop is None else stop
+
+    def __len__(self) -> int:
+        return self._stop - self._start
+
+    @overload
+    def __getitem__(self, index: int) -> Entry: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Entry]: ...
+
+    def __getitem__(self, index: int | slice) -> Entry | Sequence[Entry]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("span index out of range")
+        return self._entries[self._start + index]
+
+    def __iter__(self) -> Iterator[Entry]:
+        return islice(self._entries, self._start, self._stop)
+
+    def __repr__(self) -> str:
+        return f"Span({list(self)!r})"
+
+
 @dataclass
 class Window:
     """Where the history sent to the model starts, for one thread, held steady.
@@ -178,10 +215,17 @@ class Window:
     prompt: a window that slid by one turn every turn would never hit them. So once
     trimming starts, the cut leaves room to grow (``refit`` of the limit) and stays
     where it is until what follows it no longer fits; then it moves, once.
+
+    Threads only grow, so the tokens from the cut on are kept as a running sum: a turn
+    estimates only the entries new since the last one, and copies nothing.
     """
 
     start: int = 0
     refit: float = 0.6
+    seen: int = 0
+    """How many entries ``used`` counts."""
+    used: int = 0
+    """The estimated tokens of ``entries[start:seen]``."""
 
     def fit(
         self,
@@ -190,17 +234,20 @@ class Window:
         max_tokens: int | None,
         *,
         tools: Sequence[ToolSpec] = (),
-    ) -> tuple[list[Entry], int]:
+    ) -> tuple[Sequence[Entry], int]:
         """Like ``fit_history``, but keeps the last cut while the rest still fits."""
         if max_tokens is None:
-            return list(entries), 0
-        if 0 < self.start < len(entries):
-            rest = entries[self.start:]
-            if sum(entry_tokens(e) for e in rest) <= _budget(system, tools, max_tokens):
-                return list(rest), self.start
+            return Span(entries), 0
+        n = len(entries)
+        if 0 < self.seen <= n:
+            self.used += sum(entry_tokens(entries[i]) for i in range(self.seen, n))
+            self.seen = n
+            if self.used <= _budget(system, tools, max_tokens):
+                return Span(entries, self.start, n), self.start
         kept, dropped = fit_history(entries, system, max_tokens, tools=tools)
         if dropped:
             kept, dropped = fit_history(entries, system, int(max_tokens * self.refit),
                                         tools=tools)
-        self.start = dropped
+        self.start, self.seen = dropped, n
+        self.used = sum(entry_tokens(e) for e in kept)
         return kept, dropped

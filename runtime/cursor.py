@@ -50,6 +50,7 @@ class RunCursor:
         reason: str = "",
         deliveries: Sequence[Delivery] = (),
         checked: bool = True,
+        durable: bool = True,
         announce: Sequence[RunEvent] = (),
         **changes: Unpack[RunChanges],
     ) -> None:
@@ -61,7 +62,8 @@ class RunCursor:
 
         ``checked=False`` writes the run without checking the thread's position (for a
         thread that cannot be read, so its position is unknown; the run's version is
-        still checked)."""
+        still checked). ``durable=False`` for a write that is not a durable point (see
+        ``Checkpoint.durable``)."""
         now = self.clock()
         transitions = []
         changes["version"] = self.run.version + 1
@@ -76,7 +78,7 @@ class RunCursor:
         await asyncio.shield(self.store.commit(Checkpoint(
             thread_id=run.thread_id, position=len(self.entries) if checked else None,
             entries=entries, run=run,
-            transitions=transitions, deliveries=deliveries)))
+            transitions=transitions, deliveries=deliveries, durable=durable)))
         if self.start is None and any(isinstance(e, UserMessage) for e in entries):
             self.start = len(self.entries)
         self.entries.extend(entries)

@@ -165,8 +165,10 @@ class RunDriver:
             if cur.start is None:
                 user = UserMessage(run_id=run.id, text=run.text, user=run.origin.user,
                                    at=self.clock())
+                # Not a durable point: the message is safe in the queued run, and a start
+                # lost to a power cut is started again. The next checkpoint's fsync covers it.
                 await cur.commit([user], to=S.RUNNING, reason="started", started_at=started_at,
-                                 owner=me, announce=started)
+                                 owner=me, announce=started, durable=False)
             else:  # an explicitly resumed run: its message is already in the thread
                 await cur.commit(to=S.RUNNING, reason="resumed", stalled_recoveries=0,
                                  started_at=started_at, owner=me, announce=started)

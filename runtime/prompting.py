@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .context import SummaryScan, Window, split_summaries, transcript
+from .context import Span, SummaryScan, Window, split_summaries, transcript
 from .entries import Entry, Notice, UserMessage
 from .history import Tidiness, model_view
 from .providers.base import ModelRequest
@@ -61,13 +61,13 @@ class Prompts:
         scan = self._summaries.setdefault(thread_id, SummaryScan())
         plain, summary = split_summaries(view) if scan.any(entries) else (view, None)
         if limit is None:
-            return Cut(plain, 0, summary, None)
+            return Cut(Span(plain), 0, summary, None)
         # The window's start is kept between turns only where the view is the thread
         # itself (an untidy thread's view is rebuilt each turn).
         window = self._windows.setdefault(thread_id, Window()) \
             if view is entries else Window()
         kept, dropped = window.fit(plain, self.system, limit, tools=tools)
-        return Cut(kept, dropped, summary, limit, plain[:dropped])
+        return Cut(kept, dropped, summary, limit, Span(plain, 0, dropped))
 
     def request(self, run: Run, entries: Sequence[Entry], tools: Sequence[ToolSpec], *,
                 final: bool, limit: int | None, now: float) -> ModelRequest:
@@ -83,8 +83,12 @@ class Prompts:
             first.append(Notice(run_id=run.id, code="context_trimmed", at=now,
                                 text=f"{cut.dropped - cut.covered} older entries of this "
                                 "conversation were left out to fit the context window."))
+        # A span of the thread as it is now (it only grows), or a new tuple: never a view
+        # that could change after the request is made.
         kept = (*first, *cut.kept) if first else cut.kept
-        return ModelRequest(system=self.system, entries=tuple(kept), tools=tuple(tools),
+        if not isinstance(kept, Span | tuple):
+            kept = tuple(kept)
+        return ModelRequest(system=self.system, entries=kept, tools=tuple(tools),
                             run_id=run.id, thread_id=run.thread_id, final_turn=final)
 
     def compaction(self, run: Run, entries: Sequence[Entry], tools: Sequence[ToolSpec],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import secrets
 import time
 from enum import StrEnum
 from typing import Annotated, Any, Literal, TypedDict, Unpack
@@ -28,6 +29,7 @@ __all__ = [
     "Transition",
     "changed",
     "idempotency_key",
+    "new_run_id",
     "transition",
 ]
 
@@ -125,6 +127,12 @@ class Decision(BaseModel):
     consumed: bool = False
     """Set when a non_idempotent call starts on the strength of this decision: one
     approval lets the effect happen once, and a crash after that asks again."""
+
+
+def new_run_id(now: float) -> str:
+    """32 hex digits: the time in milliseconds, then 80 random bits. Ordered by time, so a new
+    run's rows go at the end of every index on run ids rather than anywhere in them."""
+    return f"{int(now * 1000):012x}{secrets.token_hex(10)}"
 
 
 class Run(BaseModel):

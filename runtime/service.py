@@ -41,6 +41,7 @@ from .runs import (
     Run,
     RunState,
     Transition,
+    new_run_id,
     transition,
 )
 from .stores.base import Checkpoint, Store, StoreStats, ThreadInfo, check_thread_id
@@ -263,7 +264,7 @@ class Runtime:
             raise RunError("invalid_message", f"the message has {len(text):,} characters; at "
                            f"most {limit:,} are accepted ([agent] max_message_chars)")
         now = self.clock()
-        return Run(id=uuid.uuid4().hex, thread_id=thread_id, text=text, created_at=now,
+        return Run(id=new_run_id(now), thread_id=thread_id, text=text, created_at=now,
                    updated_at=now, origin=origin or Origin(), idempotency_key=idempotency_key)
 
     async def _accept(self, run: Run) -> Run:

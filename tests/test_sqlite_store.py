@@ -209,8 +209,9 @@ def _stale(db: sqlite3.Connection) -> None:
     raise StaleWrite("moved on")
 
 
-async def _writer(path: Path) -> tuple[GroupCommit, list[str]]:
-    writer = GroupCommit(await SQLiteThread.open(path))
+async def _writer(path: Path, *, inline: bool = False) -> tuple[GroupCommit, list[str]]:
+    # As the store opens it: the group commit waits for another's lock, not SQLite.
+    writer = GroupCommit(await SQLiteThread.open(path, busy_timeout_s=0), inline=inline)
     await writer.transaction(lambda db: db.execute("CREATE TABLE t (x INTEGER)"))
     statements: list[str] = []
     await writer.conn.call(sqlite3.Connection.set_trace_callback, statements.append)
@@ -270,3 +271,58 @@ async def test_an_interrupted_flusher_fails_the_pending_writes(tmp_path: Path) -
     db = sqlite3.connect(path)
     assert db.execute("SELECT x FROM t").fetchall() == [(2,)]
     db.close()
+
+
+async def test_a_write_on_an_idle_connection_is_done_at_once_on_the_loop(tmp_path: Path) -> None:
+    writer, statements = await _writer(tmp_path / "g.db", inline=True)
+    try:
+        loop_thread = threading.get_ident()
+
+        def where(db: sqlite3.Connection) -> int:
+            db.execute("INSERT INTO t VALUES (1)")
+            return threading.get_ident()
+
+        assert await writer.write(where) == loop_thread
+        assert statements == ["BEGIN IMMEDIATE", "INSERT INTO t VALUES (1)", "COMMIT"]
+    finally:
+        await writer.close()
+
+
+async def test_a_write_that_finds_the_database_locked_waits_on_the_thread(tmp_path: Path
+                                                                       ) -> None:
+    path = tmp_path / "g.db"
+    writer, _ = await _writer(path, inline=True)
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        loop_thread = threading.get_ident()
+
+        def where(db: sqlite3.Connection) -> int:
+            db.execute("INSERT INTO t VALUES (1)")
+            return threading.get_ident()
+
+        write = asyncio.ensure_future(writer.write(where))
+        await asyncio.sleep(0)
+        assert not write.done()  # the loop was not held up: the write waits on the thread
+        other.execute("COMMIT")
+        assert await asyncio.wait_for(write, 10) != loop_thread
+    finally:
+        other.close()
+        await writer.close()
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT count(*) FROM t").fetchone() == (1,)
+    db.close()
+
+
+async def test_a_non_durable_write_commits_without_its_own_sync(tmp_path: Path) -> None:
+    writer, statements = await _writer(tmp_path / "g.db")
+    try:
+        await writer.write_lazily(_insert, 1)
+        await writer.write(_insert, 2)
+    finally:
+        await writer.close()
+    first = statements.index("PRAGMA synchronous=NORMAL")
+    assert statements[first:first + 5] == ["PRAGMA synchronous=NORMAL", "BEGIN IMMEDIATE",
+                                           "INSERT INTO t VALUES (1)", "COMMIT",
+                                           "PRAGMA synchronous=FULL"]
+    assert statements.count("PRAGMA synchronous=NORMAL") == 1  # the durable one syncs

@@ -457,16 +457,19 @@ async def test_list_threads_most_recent_first(store: AnyStore) -> None:
     assert await store.list_threads() == []
     old = await store.create_run(make_run("old", at=100.0))
     await store.create_run(make_run("new", at=200.0))
-    later = await store.create_run(make_run("old", at=150.0))
-    # A checkpoint with entries bumps the thread's updated_at to the run's.
+    later = await store.create_run(make_run("old", at=250.0))
+    # A thread's updated_at is when its latest message arrived; checkpoints leave it alone.
     moved, _ = advance(old, S.RUNNING)
     moved = moved.model_copy(update={"updated_at": 300.0})
     await store.commit(Checkpoint("old", 0, [UserMessage(run_id=old.id, text="x")], run=moved))
     first, second = await store.list_threads()
     assert (first.id, first.length, first.runs, first.created_at, first.updated_at) == (
-        "old", 1, 2, 100.0, 300.0)
+        "old", 1, 2, 100.0, 250.0)
     assert first.last_state == later.state == S.QUEUED
     assert (second.id, second.length, second.runs, second.updated_at) == ("new", 0, 1, 200.0)
+    await store.create_run(make_run("new", at=150.0))  # stamped late: no going back
+    assert [(t.id, t.updated_at) for t in await store.list_threads()] == [
+        ("old", 250.0), ("new", 200.0)]
 
 
 async def test_thread_pages_and_stats(store: AnyStore) -> None:

@@ -35,6 +35,10 @@ class Checkpoint:
     run: Run | None = None
     transitions: Sequence[Transition] = ()
     deliveries: Sequence[Delivery] = ()
+    durable: bool = True
+    """``False``: the store may return before this write is on disk, as long as it lands
+    before (or with) the next durable write, which then covers it. For a write that is
+    not a durable point: what it records is redone if a power cut loses it."""
 
 
 @dataclass(frozen=True, slots=True)

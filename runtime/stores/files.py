@@ -257,6 +257,7 @@ class FilesStore:
                     run.thread_id, created_at=run.created_at, updated_at=run.created_at)
                 if run.id in snap.runs:
                     raise StoreError(f"run {run.id!r} already exists")
+                snap.updated_at = max(snap.updated_at, run.created_at)
                 snap.runs[run.id] = {"inserted": self._stamp(), "run": run.model_dump(mode="json")}
                 self._threads.save(snap)
         return run
@@ -290,8 +291,6 @@ class FilesStore:
             if cp.run is not None:
                 snap.runs[cp.run.id] = {"inserted": snap.runs[cp.run.id].get("inserted"),
                                         "run": cp.run.model_dump(mode="json")}
-                if cp.position is not None:
-                    snap.updated_at = cp.run.updated_at
             snap.transitions.extend(t.model_dump(mode="json") for t in cp.transitions)
             snap.deliveries.extend(d.model_dump(mode="json") for d in deliveries)
             self._threads.save(snap)

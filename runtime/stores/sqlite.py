@@ -27,12 +27,11 @@ from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 from ..entries import ENTRY, Entry
 from ..errors import CorruptStore, NotFound, StoreError
 from ..requests import ControlRequest, Instance, Note, ScheduleRecord
-from ..runs import DELIVERY, Delivery, Run, RunState, Transition
+from ..runs import DELIVERY, TERMINAL, Delivery, Run, RunState, Transition
 from .base import ENTRIES, Checkpoint, StoreStats, ThreadInfo, check_thread_id
 from .sqlite_commit import GroupCommit
+from .sqlite_schema import ACTIVE_SQL, migrate
 from .sqlite_sql import (
-    SCHEMA,
-    SCHEMA_VERSION,
     CheckpointRows,
     ThreadCache,
     commit_rows,
@@ -41,7 +40,7 @@ from .sqlite_sql import (
     fetchall,
     no_cycle_collection,
     parse_run,
-    scalar,
+    run_json,
     update_pending_row,
 )
 from .sqlite_thread import SQLiteThread
@@ -74,7 +73,8 @@ class SQLiteStore:
         # Reads go through a second connection (WAL lets it read while the first one
         # writes and fsyncs): a busy store does not make every read wait for a disk flush.
         self._reader: SQLiteThread | None = None
-        # Touched only by functions running on the reader's thread, one at a time.
+        # Touched only by functions running on the reader's connection (on its thread, or on
+        # the loop's while it is idle), one at a time.
         self._threads = ThreadCache(cached_entries)
 
     async def __aenter__(self) -> SQLiteStore:
@@ -92,7 +92,8 @@ class SQLiteStore:
         except OSError as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from exc
         writer = self._writer = GroupCommit(await SQLiteThread.open(
-            self.path, busy_timeout_s=self.busy_timeout_s, name="maiden-sqlite-writer"))
+            self.path, busy_timeout_s=self.busy_timeout_s, name="maiden-sqlite-writer"),
+            synchronous=self.synchronous, busy_timeout_s=self.busy_timeout_s)
         try:
             await writer.conn.call(self._configure)
             await writer.transaction(self._migrate)
@@ -157,12 +158,26 @@ class SQLiteStore:
             raise StoreError("the store is not open")
         return await self._reader.call(fn, *args, **kwargs)
 
+    async def _read_small(
+        self,
+        fn: Callable[Concatenate[sqlite3.Connection, P], T],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """As ``_read``, for a read of a few rows by an index: done at once on the loop's
+        thread when the reader is idle (the trip would cost more than the read)."""
+        reader = self._reader
+        if reader is not None and reader.idle:
+            return reader.here(fn, *args, **kwargs)
+        return await self._read(fn, *args, **kwargs)
+
     # -- the Store protocol
 
     async def create_run(self, run: Run) -> Run:
         check_thread_id(run.thread_id)
-        row = (run.id, run.thread_id, run.state, run.version, run.created_at,
-               run.idempotency_key, run.model_dump_json())
+        row = (run.id, run.thread_id, run.state, not run.terminal, run.version,
+               run.created_at, run.idempotency_key, run_json(run))
         existing = await self._grouped(create_run_row, row)
         return run if existing is None else parse_run(existing)
 
@@ -174,32 +189,36 @@ class SQLiteStore:
         rows = CheckpointRows(
             thread_id=cp.thread_id,
             position=cp.position,
-            count=len(cp.entries),
-            now=cp.run.updated_at if cp.run is not None else None,
             entries=[entry_row(cp.thread_id, (cp.position or 0) + i, entry)
                      for i, entry in enumerate(cp.entries)],
-            run=None if cp.run is None else (cp.run.state, cp.run.version,
-                                             cp.run.model_dump_json(), cp.run.id,
-                                             cp.run.version - 1),
-            transitions=[(t.run_id, t.at, t.model_dump_json()) for t in cp.transitions],
+            run=None if cp.run is None else (cp.run.state, cp.run.version, run_json(cp.run),
+                                             cp.run.id, cp.run.version - 1,
+                                             not cp.run.terminal),
+            transitions=[(t.run_id, t.at, t.source, t.target, t.reason)
+                         for t in cp.transitions],
             deliveries=[(d.key, d.run_id, d.remote_id, d.created_at, d.model_dump_json())
                         for d in cp.deliveries],
         )
-        await self._grouped(commit_rows, rows)
+        if cp.durable:
+            await self._grouped(commit_rows, rows)
+        else:
+            await self._write_side().write_lazily(commit_rows, rows)
 
     async def load_entries(self, thread_id: str) -> list[Entry]:
         check_thread_id(thread_id)
+        if thread_id in self._threads:  # only the rows since the last load: a small read
+            return await self._read_small(self._load_entries, thread_id)
         return await self._read(self._load_entries, thread_id)
 
     async def get_run(self, run_id: str) -> Run:
-        rows = await self._fetchall("SELECT data FROM runs WHERE id = ?", (run_id,))
+        rows = await self._read_small(fetchall, "SELECT data FROM runs WHERE id = ?", (run_id,))
         if not rows:
             raise NotFound(f"no run {run_id!r}")
         return parse_run(rows[0][0])
 
     async def run_for_key(self, idempotency_key: str) -> Run | None:
-        rows = await self._fetchall("SELECT data FROM runs WHERE idempotency_key = ?",
-                                    (idempotency_key,))
+        rows = await self._read_small(fetchall, "SELECT data FROM runs WHERE idempotency_key = ?",
+                                      (idempotency_key,))
         return parse_run(rows[0][0]) if rows else None
 
     async def list_runs(
@@ -217,22 +236,27 @@ class SQLiteStore:
             where.append(f"state IN ({','.join('?' * len(states))})")
             params.extend(states)
         sql = "SELECT data FROM runs"
-        if thread_id is not None and states is not None:
-            # Without statistics the planner would walk runs_thread, i.e. all the runs the
-            # thread ever had, to find its few unfinished ones.
-            sql += " INDEXED BY runs_thread_state"
+        if states and TERMINAL.isdisjoint(states):
+            # Only the runs that have not ended: their (small) partial index, whose WHERE
+            # the query must repeat for SQLite to see that it applies.
+            sql += " INDEXED BY runs_active"
+            where.append(ACTIVE_SQL)
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY created_at DESC, rowid DESC"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        rows = await self._fetchall(sql, params)
+        if thread_id is not None and states and TERMINAL.isdisjoint(states):
+            rows = await self._read_small(fetchall, sql, params)  # a thread's few active runs
+        else:
+            rows = await self._fetchall(sql, params)
         return [parse_run(row[0]) for row in reversed(rows)]
 
     async def list_threads(self, *, offset: int = 0, limit: int | None = None
                            ) -> list[ThreadInfo]:
         rows = await self._fetchall(
-            "SELECT t.id, t.length, t.created_at, t.updated_at, "
+            "SELECT t.id, (SELECT coalesce(max(e.seq) + 1, 0) FROM entries e "
+            "              WHERE e.thread_id = t.id), t.created_at, t.updated_at, "
             "  (SELECT count(*) FROM runs r WHERE r.thread_id = t.id), "
             "  (SELECT r.state FROM runs r WHERE r.thread_id = t.id "
             "   ORDER BY r.created_at DESC, r.rowid DESC LIMIT 1) "
@@ -256,8 +280,10 @@ class SQLiteStore:
 
     async def transitions(self, run_id: str) -> list[Transition]:
         rows = await self._fetchall(
-            "SELECT data FROM transitions WHERE run_id = ? ORDER BY rowid", (run_id,))
-        return [Transition.model_validate_json(row[0]) for row in rows]
+            "SELECT source, target, reason, at FROM transitions WHERE run_id = ? ORDER BY seq",
+            (run_id,))
+        return [Transition(run_id=run_id, source=r[0], target=r[1], reason=r[2], at=r[3])
+                for r in rows]
 
     async def deliveries(
         self, *, run_id: str | None = None, pending: bool | None = None
@@ -379,17 +405,11 @@ class SQLiteStore:
     def _configure(self, db: sqlite3.Connection) -> None:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
-        db.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
+        db.execute("PRAGMA wal_autocheckpoint=0")  # GroupCommit runs them, on the thread
+        db.execute("PRAGMA busy_timeout=0")  # GroupCommit waits for the lock itself
 
     def _migrate(self, db: sqlite3.Connection) -> None:
-        for statement in filter(str.strip, SCHEMA.split(";")):
-            db.execute(statement)
-        version = scalar(db, "SELECT value FROM meta WHERE key = 'schema_version'")
-        if version is None:
-            db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-        elif int(version) != SCHEMA_VERSION:
-            raise StoreError(f"{self.path} has schema version {version}; "
-                             f"this maiden reads version {SCHEMA_VERSION}")
+        migrate(db, self.path)
 
     def _load_entries(self, db: sqlite3.Connection, thread_id: str) -> list[Entry]:
         known = self._threads.pop(thread_id)

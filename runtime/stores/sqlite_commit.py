@@ -5,12 +5,20 @@ one transaction at a time: with many threads checkpointing at once, each commit
 would queue up behind the others' flushes. So writes handed in while a transaction
 is on the connection's thread wait for the next one and all go in it, each in a
 savepoint of its own, so that one that fails (a stale write) leaves the others in.
+
+A write that finds the connection idle (nothing queued, nothing on its thread) is done
+at once on the event loop's thread: the trip to the connection's thread and back costs
+more than a small transaction. It does not wait for another process's lock there (if
+the database is busy, it goes to the thread, which waits). WAL checkpoints, which copy
+the log into the database and can take milliseconds, always run on the thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +28,8 @@ from ..errors import StoreError
 from .sqlite_thread import SQLiteThread
 
 __all__ = ["GroupCommit"]
+
+log = logging.getLogger("maiden.store")
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -32,10 +42,28 @@ class GroupCommit:
     write gets its result or its exception.
     """
 
-    def __init__(self, conn: SQLiteThread) -> None:
+    checkpoint_every = 250
+    """Commits between two WAL checkpoints (the connection's own automatic ones are off:
+    they would run inside a commit, on whichever thread made it)."""
+
+    def __init__(self, conn: SQLiteThread, *, synchronous: str = "full",
+                 busy_timeout_s: float = 10.0, inline: bool = True) -> None:
         self.conn = conn
+        self.inline = inline
+        """Whether a write that finds the connection idle is done on the loop's thread."""
+        # The connection's own busy timeout is 0: it waits for another process's write lock
+        # here, on its thread only (the loop's thread never waits for one).
+        self._waits = _Target(conn.path, busy_timeout_s)
+        self._no_wait = _Target(conn.path, 0.0)
+        # What a group of only non-durable writes commits with: no fsync of its own (in
+        # WAL mode, NORMAL syncs at checkpoints only); the next durable commit's fsync
+        # covers its frames, which precede it in the log.
+        self._lazy = "NORMAL" if synchronous.lower() in ("full", "extra") else None
+        self._synchronous = synchronous.upper()
         self._pending: list[_Write] = []
         self._flusher: asyncio.Task[None] | None = None
+        self._commits = 0
+        self._checkpointer: asyncio.Task[None] | None = None
 
     async def transaction(
         self,
@@ -45,7 +73,10 @@ class GroupCommit:
         **kwargs: P.kwargs,
     ) -> T:
         """``fn(connection, ...)`` in a transaction of its own: all of it or none of it."""
-        return await self.conn.call(_transaction, self.conn.path, fn, *args, **kwargs)
+        try:
+            return await self.conn.call(_transaction, self._waits, fn, *args, **kwargs)
+        finally:
+            self._committed(1)
 
     async def write(
         self,
@@ -55,17 +86,62 @@ class GroupCommit:
         **kwargs: P.kwargs,
     ) -> T:
         """``fn(connection, ...)`` in the next group commit, in a savepoint of its own."""
-        write = _Write(fn, args, kwargs, asyncio.get_running_loop().create_future())
+        return cast(T, await self._join(_Write(fn, args, kwargs, True,
+                                               asyncio.get_running_loop().create_future())))
+
+    async def write_lazily(
+        self,
+        fn: Callable[Concatenate[sqlite3.Connection, P], T],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """As ``write``, but it may return before the write is on disk: it is on disk
+        with the next durable write (see ``Checkpoint.durable``)."""
+        return cast(T, await self._join(_Write(fn, args, kwargs, False,
+                                               asyncio.get_running_loop().create_future())))
+
+    async def _join(self, write: _Write) -> Any:
+        if self.inline and self._flusher is None and not self._pending and self.conn.idle:
+            try:
+                outcome = self.conn.here(_write_here, self._no_wait, write,
+                                         self._relaxed([write]))
+            finally:
+                self._committed(1)
+            if outcome is not _BUSY:
+                return outcome
         self._pending.append(write)
         if self._flusher is None:
             self._flusher = asyncio.create_task(self._flush(), name="maiden-sqlite-commit")
-        return cast(T, await write.future)
+        return await write.future
 
     async def close(self) -> None:
         """Let the writes already handed in land, then close the connection."""
         if self._flusher is not None:
             await asyncio.wait([self._flusher])
+        if self._checkpointer is not None:
+            await asyncio.wait([self._checkpointer])
         await self.conn.close()
+
+    def _relaxed(self, group: list[_Write]) -> tuple[str, str] | None:
+        if self._lazy is None or any(w.durable for w in group):
+            return None
+        return self._lazy, self._synchronous
+
+    def _committed(self, count: int) -> None:
+        self._commits += count
+        if self._commits >= self.checkpoint_every and self._checkpointer is None:
+            self._commits = 0
+            self._checkpointer = asyncio.create_task(self._checkpoint(),
+                                                     name="maiden-sqlite-checkpoint")
+
+    async def _checkpoint(self) -> None:
+        try:
+            await self.conn.call(_wal_checkpoint)
+        except StoreError as exc:  # the next one tries again; the log only grows meanwhile
+            log.warning("WAL checkpoint failed: %s", exc)
+        finally:
+            self._checkpointer = None
 
     async def _flush(self) -> None:
         group: list[_Write] = []
@@ -73,9 +149,11 @@ class GroupCommit:
             while self._pending:
                 group, self._pending = self._pending, []
                 try:
-                    outcomes = await self.conn.call(_write_group, self.conn.path, group)
+                    outcomes = await self.conn.call(_write_group, self._waits, group,
+                                                    self._relaxed(group))
                 except Exception as exc:  # the transaction as a whole failed
                     outcomes = [exc] * len(group)
+                self._committed(1)
                 for write, outcome in zip(group, outcomes, strict=True):
                     if write.future.done():
                         continue
@@ -100,24 +178,70 @@ class _Write:
     fn: Callable[..., Any]
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
+    durable: bool
     future: asyncio.Future[Any]
 
 
-# -- on the connection's thread
+# -- on the connection's thread (or, while it is idle, the loop's: ``_write_here``)
+
+_BUSY = object()
+"""``_write_here``'s outcome when another connection holds the write lock."""
+
+
+class _Busy(StoreError):
+    """The write lock is held elsewhere (another process writes)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """The database (for messages), and how long a write waits for another's lock."""
+
+    path: Path
+    wait_s: float
+
+
+def _write_here(db: sqlite3.Connection, target: _Target, write: _Write,
+                relaxed: tuple[str, str] | None) -> object:
+    """One write on the loop's thread, without waiting for a lock: ``_BUSY`` if it is taken."""
+    try:
+        return _write_group(db, target, [write], relaxed)[0]
+    except _Busy:
+        return _BUSY
+
+
+def _wal_checkpoint(db: sqlite3.Connection) -> None:
+    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+
+def _begin(db: sqlite3.Connection, target: _Target) -> None:
+    """``BEGIN IMMEDIATE``, waiting up to ``target.wait_s`` for another connection's lock
+    (what SQLite's busy handler would do: sleep and try again, backing off)."""
+    deadline, pause = None, 0.001
+    while True:
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.Error as exc:
+            busy = getattr(exc, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY,
+                                                              sqlite3.SQLITE_LOCKED)
+            now = time.monotonic()
+            deadline = now + target.wait_s if deadline is None else deadline
+            if not busy or now >= deadline:
+                raise (_Busy if busy else StoreError)(
+                    f"{target.path}: cannot start a write: {exc}") from exc
+        time.sleep(min(pause, deadline - now))
+        pause = min(pause * 2, 0.05)
 
 
 def _transaction(
     db: sqlite3.Connection,
-    path: Path,
+    target: _Target,
     fn: Callable[Concatenate[sqlite3.Connection, P], T],
     /,
     *args: P.args,
     **kwargs: P.kwargs,
 ) -> T:
-    try:
-        db.execute("BEGIN IMMEDIATE")
-    except sqlite3.Error as exc:
-        raise StoreError(f"{path}: cannot start a write: {exc}") from exc
+    _begin(db, target)
     try:
         result = fn(db, *args, **kwargs)
         db.execute("COMMIT")
@@ -128,10 +252,24 @@ def _transaction(
     return result
 
 
-def _write_group(db: sqlite3.Connection, path: Path, group: list[_Write]) -> list[object]:
-    """The writes of a group in one transaction; each outcome is a value or an error."""
+def _write_group(db: sqlite3.Connection, target: _Target, group: list[_Write],
+                 relaxed: tuple[str, str] | None) -> list[object]:
+    """The writes of a group in one transaction; each outcome is a value or an error.
+
+    ``relaxed``: the ``synchronous`` level to commit with, and the one to restore after."""
+    if relaxed is None:
+        return _each_write(db, target, group)
+    db.execute(f"PRAGMA synchronous={relaxed[0]}")
+    try:
+        return _each_write(db, target, group)
+    finally:
+        db.execute(f"PRAGMA synchronous={relaxed[1]}")
+
+
+def _each_write(db: sqlite3.Connection, target: _Target, group: list[_Write]
+                ) -> list[object]:
     if len(group) == 1:
-        return [_transaction(db, path, group[0].fn, *group[0].args, **group[0].kwargs)]
+        return [_transaction(db, target, group[0].fn, *group[0].args, **group[0].kwargs)]
     outcomes: list[object] = []
 
     def each(db: sqlite3.Connection) -> None:
@@ -143,10 +281,10 @@ def _write_group(db: sqlite3.Connection, path: Path, group: list[_Write]) -> lis
                 if not db.in_transaction:
                     raise  # SQLite gave up the whole transaction
                 db.execute("ROLLBACK TO write")
-                outcomes.append(_error(path, exc))
+                outcomes.append(_error(target.path, exc))
             db.execute("RELEASE write")
 
-    _transaction(db, path, each)
+    _transaction(db, target, each)
     return outcomes
 
 

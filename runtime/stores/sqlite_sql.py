@@ -1,5 +1,5 @@
-"""What runs on the SQLite connection's thread: the schema and the plain sqlite3 functions
-each store operation is made of (one round trip each), and the entries cache."""
+"""What runs on the SQLite connection's thread: the plain sqlite3 functions each store
+operation is made of (one round trip each), and the entries cache."""
 
 from __future__ import annotations
 
@@ -15,74 +15,9 @@ from ..entries import Entry, ToolResult
 from ..errors import CorruptStore, NotFound, StaleWrite
 from ..runs import DELIVERY, Delivery, Run
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "CheckpointRows", "ThreadCache", "commit_rows",
-           "create_run_row", "entry_row", "fetchall", "no_cycle_collection", "parse_run",
-           "scalar", "update_pending_row"]
-
-SCHEMA_VERSION = 1
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS threads (
-    id TEXT PRIMARY KEY,
-    length INTEGER NOT NULL,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS entries (
-    thread_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    run_id TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    tool_call_id TEXT,
-    data TEXT NOT NULL,
-    PRIMARY KEY (thread_id, seq)
-) WITHOUT ROWID;
-CREATE UNIQUE INDEX IF NOT EXISTS entries_tool_result
-    ON entries (run_id, tool_call_id) WHERE tool_call_id IS NOT NULL;
-CREATE TABLE IF NOT EXISTS runs (
-    id TEXT PRIMARY KEY,
-    thread_id TEXT NOT NULL,
-    state TEXT NOT NULL,
-    version INTEGER NOT NULL,
-    created_at REAL NOT NULL,
-    idempotency_key TEXT UNIQUE,
-    data TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS runs_thread ON runs (thread_id, created_at);
-CREATE INDEX IF NOT EXISTS runs_thread_state ON runs (thread_id, state);
-CREATE INDEX IF NOT EXISTS runs_state ON runs (state, created_at);
-CREATE TABLE IF NOT EXISTS transitions (
-    run_id TEXT NOT NULL,
-    at REAL NOT NULL,
-    data TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS transitions_run ON transitions (run_id);
-CREATE TABLE IF NOT EXISTS deliveries (
-    key TEXT PRIMARY KEY,
-    run_id TEXT NOT NULL,
-    remote_id TEXT,
-    created_at REAL NOT NULL,
-    data TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS deliveries_run ON deliveries (run_id);
-CREATE TABLE IF NOT EXISTS requests (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    handled INTEGER NOT NULL DEFAULT 0,
-    data TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS requests_pending ON requests (handled, id);
-CREATE TABLE IF NOT EXISTS instances (id TEXT PRIMARY KEY, data TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS schedules (name TEXT PRIMARY KEY, data TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS notes (
-    scope TEXT NOT NULL,
-    key TEXT NOT NULL,
-    data TEXT NOT NULL,
-    PRIMARY KEY (scope, key)
-);
-"""
-# runs_thread_state: a thread's worker asks for its unfinished runs around every run;
-# through runs_thread alone that query read every run the thread ever had.
+__all__ = ["CheckpointRows", "ThreadCache", "commit_rows", "create_run_row", "entry_row",
+           "fetchall", "no_cycle_collection", "parse_run", "run_json", "scalar",
+           "update_pending_row"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,8 +26,6 @@ class CheckpointRows:
 
     thread_id: str
     position: int | None
-    count: int
-    now: float | None
     entries: list[tuple[Any, ...]]
     run: tuple[Any, ...] | None
     transitions: list[tuple[Any, ...]]
@@ -101,38 +34,49 @@ class CheckpointRows:
 
 def commit_rows(db: sqlite3.Connection, cp: CheckpointRows) -> None:
     if cp.position is not None:
-        cursor = db.execute(
-            "UPDATE threads SET length = length + ?, updated_at = coalesce(?, updated_at) "
-            "WHERE id = ? AND length = ?", (cp.count, cp.now, cp.thread_id, cp.position))
-        if cursor.rowcount != 1:
+        # Entry rows are append-only and numbered from 0, so the thread's length is its last
+        # row's seq + 1: one seek at the end of the thread's rows, nothing written.
+        known, last = db.execute(
+            "SELECT EXISTS (SELECT 1 FROM threads WHERE id = ?1), "
+            "(SELECT max(seq) FROM entries WHERE thread_id = ?1)", (cp.thread_id,)).fetchone()
+        if not known or (-1 if last is None else last) + 1 != cp.position:
             raise StaleWrite(f"thread {cp.thread_id!r} moved past position {cp.position}")
         try:
             db.executemany("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?)", cp.entries)
         except sqlite3.IntegrityError as exc:
             raise StaleWrite(f"a result for that tool call is already recorded: {exc}") from exc
     if cp.run is not None:
+        state, version, data, run_id, before, active = cp.run
         cursor = db.execute(
             "UPDATE runs SET state = ?, version = ?, data = ? WHERE id = ? AND version = ?",
-            cp.run)
+            (state, version, data, run_id, before))
         if cursor.rowcount != 1:
-            raise StaleWrite(f"run {cp.run[3]} is not at version {cp.run[4]}")
+            raise StaleWrite(f"run {run_id} is not at version {before}")
+        # Apart, and only where it changes: an UPDATE naming ``active`` rewrites the run's
+        # entry in runs_active (a page) even when the value stays the same.
+        db.execute("UPDATE runs SET active = ? WHERE id = ? AND active != ?",
+                   (active, run_id, active))
     if cp.transitions:
-        db.executemany("INSERT INTO transitions VALUES (?, ?, ?)", cp.transitions)
+        db.executemany(
+            "INSERT INTO transitions VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 "
+            "FROM transitions WHERE run_id = ?1), ?2, ?3, ?4, ?5)", cp.transitions)
     if cp.deliveries:
         db.executemany("INSERT OR IGNORE INTO deliveries VALUES (?, ?, ?, ?, ?)", cp.deliveries)
 
 
 def create_run_row(db: sqlite3.Connection, row: tuple[Any, ...]) -> str | None:
-    """Insert the run (and its thread); return the data of a run that holds its key."""
-    _, thread_id, _, _, created_at, key, _ = row
+    """Insert the run (and its thread, or the thread's time of last message); return the
+    data of a run that holds its key."""
+    _, thread_id, _, _, _, created_at, key, _ = row
     if key is not None:
-        existing: str | None = scalar(db, "SELECT data FROM runs WHERE idempotency_key = ?",
-                                       (key,))
+        existing: str | None = scalar(
+            db, "SELECT data FROM runs WHERE idempotency_key = ?", (key,))
         if existing is not None:
             return existing
-    db.execute("INSERT OR IGNORE INTO threads VALUES (?, 0, ?, ?)",
+    db.execute("INSERT INTO threads VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE "
+               "SET updated_at = max(updated_at, excluded.updated_at)",
                (thread_id, created_at, created_at))
-    db.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)", row)
+    db.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
     return None
 
 
@@ -162,6 +106,11 @@ def scalar(db: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> Any:
 def entry_row(thread_id: str, seq: int, entry: Entry) -> tuple[Any, ...]:
     call_id = entry.tool_call_id if isinstance(entry, ToolResult) else None
     return (thread_id, seq, entry.run_id, entry.kind, call_id, entry.model_dump_json())
+
+
+def run_json(run: Run) -> str:
+    """A run's row: its fields that differ from the defaults (a third of the bytes)."""
+    return run.model_dump_json(exclude_defaults=True)
 
 
 def parse_run(data: str) -> Run:
@@ -196,6 +145,9 @@ class ThreadCache:
         self.limit = limit
         self._threads: OrderedDict[str, list[Entry]] = OrderedDict()
         self._size = 0
+
+    def __contains__(self, thread_id: str) -> bool:
+        return thread_id in self._threads
 
     def pop(self, thread_id: str) -> list[Entry]:
         entries = self._threads.pop(thread_id, [])

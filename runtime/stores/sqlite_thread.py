@@ -6,7 +6,12 @@ statement: a checkpoint is half a dozen statements, and every trip to the thread
 and back costs two wake-ups (tens of microseconds), so one trip per operation keeps
 that cost off the number of statements. The thread takes jobs from a queue and
 hands each result back with ``loop.call_soon_threadsafe``; the connection is
-created, used and closed on that thread only.
+created and closed on that thread.
+
+While no job is queued, the thread only waits, and a short operation may run on the
+calling thread instead (``idle``, ``here``): a trip costs more than a small indexed read
+or a write that does not wait for the disk. Jobs are counted when handed in and when their
+outcome arrives back on the loop, so the connection is never used from two threads at once.
 """
 
 from __future__ import annotations
@@ -32,15 +37,26 @@ _Job = tuple[Callable[..., Any] | None, tuple[Any, ...], dict[str, Any],
              asyncio.AbstractEventLoop, asyncio.Future[Any]]
 
 
+class _Queued:
+    """Jobs handed to the thread whose outcome has not come back to the loop yet."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
 class SQLiteThread:
     """A ``sqlite3.Connection`` living on its own thread; ``open`` it, ``call`` it, ``close`` it."""
 
-    def __init__(self, path: Path, jobs: queue.SimpleQueue[_Job], thread: threading.Thread
-                 ) -> None:
+    def __init__(self, path: Path, jobs: queue.SimpleQueue[_Job], thread: threading.Thread,
+                 db: sqlite3.Connection, queued: _Queued) -> None:
         """Use ``await SQLiteThread.open(path)``."""
         self.path = path
         self._jobs = jobs
         self._thread = thread
+        self._db = db
+        self._queued = queued
         self._open = True
 
     @classmethod
@@ -53,14 +69,16 @@ class SQLiteThread:
         """
         path = Path(path)
         loop = asyncio.get_running_loop()
-        connected: asyncio.Future[None] = loop.create_future()
+        connected: asyncio.Future[sqlite3.Connection] = loop.create_future()
         jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        queued = _Queued()
         # A daemon: a connection nobody closed must not keep the process from exiting.
-        thread = threading.Thread(target=_serve, args=(path, busy_timeout_s, jobs, loop, connected),
+        thread = threading.Thread(target=_serve,
+                                  args=(path, busy_timeout_s, jobs, loop, connected, queued),
                                   name=name, daemon=True)
         thread.start()
         try:
-            await connected
+            db = await connected
         except BaseException as exc:
             if connected.cancelled():  # we were: the thread closes and ends once connected
                 jobs.put((None, (), {}, loop, loop.create_future()))
@@ -69,7 +87,28 @@ class SQLiteThread:
             if isinstance(exc, sqlite3.Error):
                 raise StoreError(f"cannot open {path}: {exc}") from exc
             raise
-        return cls(path, jobs, thread)
+        return cls(path, jobs, thread, db, queued)
+
+    @property
+    def idle(self) -> bool:
+        """Open, and no job handed in is still out: ``here`` may use the connection."""
+        return self._open and self._queued.count == 0
+
+    def here(
+        self,
+        fn: Callable[Concatenate[sqlite3.Connection, P], T],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """``fn(connection, ...)`` on the calling thread, now; only while ``idle``, and only
+        for what takes well under a millisecond (it holds up the event loop)."""
+        if not self.idle:
+            raise StoreError(f"{self.path}: the connection is in use on its thread")
+        try:
+            return fn(self._db, *args, **kwargs)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: {exc}") from exc
 
     async def call(
         self,
@@ -87,6 +126,7 @@ class SQLiteThread:
             raise StoreError(f"{self.path}: the connection is closed")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
+        self._queued.count += 1
         self._jobs.put((fn, args, kwargs, loop, future))
         try:
             return await future
@@ -103,6 +143,7 @@ class SQLiteThread:
         self._open = False
         loop = asyncio.get_running_loop()
         closed: asyncio.Future[None] = loop.create_future()
+        self._queued.count += 1
         self._jobs.put((None, (), {}, loop, closed))
         try:
             await closed
@@ -114,14 +155,17 @@ class SQLiteThread:
 
 
 def _serve(path: Path, timeout: float, jobs: queue.SimpleQueue[_Job],
-           loop: asyncio.AbstractEventLoop, connected: asyncio.Future[None]) -> None:
+           loop: asyncio.AbstractEventLoop, connected: asyncio.Future[sqlite3.Connection],
+           queued: _Queued) -> None:
     """The thread: connect, then run jobs until the one that closes the connection."""
     try:
-        db = sqlite3.connect(path, timeout=timeout, isolation_level=None)
+        # Not bound to this thread: ``here`` uses it from the loop's while no job is out.
+        db = sqlite3.connect(path, timeout=timeout, isolation_level=None,
+                             check_same_thread=False)
     except BaseException as exc:
         _reply(loop, _set_exception, connected, exc)
         return
-    _reply(loop, _set_result, connected, None)
+    _reply(loop, _set_result, connected, db)
     while True:
         fn, args, kwargs, loop, future = jobs.get()
         try:
@@ -133,17 +177,25 @@ def _serve(path: Path, timeout: float, jobs: queue.SimpleQueue[_Job],
         except BaseException as exc:
             if isinstance(exc, StopIteration):  # a future cannot hold one
                 exc = RuntimeError(f"StopIteration escaped {fn!r}")
-            _reply(loop, _set_exception, future, exc)
+            _reply(loop, _set_exception, future, exc, queued)
         else:
-            _reply(loop, _set_result, future, result)
+            _reply(loop, _set_result, future, result, queued)
         if fn is None:
             return
 
 
 def _reply(loop: asyncio.AbstractEventLoop, settle: Callable[[asyncio.Future[Any], Any], None],
-           future: asyncio.Future[Any], outcome: object) -> None:
+           future: asyncio.Future[Any], outcome: object, queued: _Queued | None = None) -> None:
     with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting any more
-        loop.call_soon_threadsafe(settle, future, outcome)
+        loop.call_soon_threadsafe(_settle, settle, future, outcome, queued)
+
+
+def _settle(settle: Callable[[asyncio.Future[Any], Any], None], future: asyncio.Future[Any],
+            outcome: object, queued: _Queued | None) -> None:
+    # On the loop: the job is done with the connection (even if its caller gave up waiting).
+    if queued is not None:
+        queued.count -= 1
+    settle(future, outcome)
 
 
 def _set_result(future: asyncio.Future[Any], result: object) -> None:

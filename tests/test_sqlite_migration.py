@@ -1,0 +1,92 @@
+"""A database written by the first schema (version 1) opens under version 2 with nothing lost."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from runtime.entries import AssistantTurn, UserMessage
+from runtime.runs import Run, RunState, Transition
+from runtime.stores.base import Checkpoint
+from runtime.stores.sqlite import SQLiteStore
+
+S = RunState
+
+# The schema maiden wrote before version 2, as it was (tables and indexes that changed).
+VERSION_1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE threads (id TEXT PRIMARY KEY, length INTEGER NOT NULL, created_at REAL NOT NULL,
+                      updated_at REAL NOT NULL);
+CREATE TABLE entries (thread_id TEXT NOT NULL, seq INTEGER NOT NULL, run_id TEXT NOT NULL,
+                      kind TEXT NOT NULL, tool_call_id TEXT, data TEXT NOT NULL,
+                      PRIMARY KEY (thread_id, seq)) WITHOUT ROWID;
+CREATE UNIQUE INDEX entries_tool_result ON entries (run_id, tool_call_id)
+    WHERE tool_call_id IS NOT NULL;
+CREATE TABLE runs (id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, state TEXT NOT NULL,
+                   version INTEGER NOT NULL, created_at REAL NOT NULL,
+                   idempotency_key TEXT UNIQUE, data TEXT NOT NULL);
+CREATE INDEX runs_thread ON runs (thread_id, created_at);
+CREATE INDEX runs_thread_state ON runs (thread_id, state);
+CREATE INDEX runs_state ON runs (state, created_at);
+CREATE TABLE transitions (run_id TEXT NOT NULL, at REAL NOT NULL, data TEXT NOT NULL);
+CREATE INDEX transitions_run ON transitions (run_id);
+INSERT INTO meta VALUES ('schema_version', '1');
+"""
+
+
+def _run(run_id: str, state: RunState, at: float, key: str | None = None) -> Run:
+    return Run(id=run_id, thread_id="t", text=f"message {run_id}", state=state, created_at=at,
+               updated_at=at, version=2 if state is not S.QUEUED else 0, idempotency_key=key)
+
+
+def _version_1(path: Path) -> list[Run]:
+    done = _run("a-done", S.COMPLETED, 1.0, key="slack:1")
+    queued = _run("b-queued", S.QUEUED, 2.0)
+    db = sqlite3.connect(path)
+    db.executescript(VERSION_1)
+    db.execute("INSERT INTO threads VALUES ('t', 2, 1.0, 1.5)")
+    for seq, entry in enumerate([UserMessage(run_id=done.id, text="hi", at=1.0),
+                                 AssistantTurn(run_id=done.id, text="hello", at=1.1)]):
+        db.execute("INSERT INTO entries VALUES ('t', ?, ?, ?, NULL, ?)",
+                   (seq, entry.run_id, entry.kind, entry.model_dump_json()))
+    for run in (done, queued):
+        db.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                   (run.id, run.thread_id, run.state, run.version, run.created_at,
+                    run.idempotency_key, run.model_dump_json()))
+    for source, target, at in ((S.QUEUED, S.RUNNING, 1.0), (S.RUNNING, S.COMPLETED, 1.2)):
+        step = Transition(run_id=done.id, source=source, target=target, reason=target, at=at)
+        db.execute("INSERT INTO transitions VALUES (?, ?, ?)",
+                   (done.id, at, step.model_dump_json()))
+    db.commit()
+    db.close()
+    return [done, queued]
+
+
+async def test_a_version_1_database_is_migrated_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "maiden.db"
+    done, queued = _version_1(path)
+    async with SQLiteStore(path) as store:
+        assert [r.id for r in await store.list_runs()] == [done.id, queued.id]
+        assert await store.list_runs(thread_id="t", states=[S.QUEUED, S.RUNNING]) == [queued]
+        assert await store.list_runs(states=[S.COMPLETED]) == [done]
+        assert [(t.source, t.target) for t in await store.transitions(done.id)] == [
+            (S.QUEUED, S.RUNNING), (S.RUNNING, S.COMPLETED)]
+        [info] = await store.list_threads()
+        assert (info.length, info.runs, info.updated_at) == (2, 2, 1.5)
+        assert [e.kind for e in await store.load_entries("t")] == ["user", "assistant"]
+        # The key is still taken: the same inbound message creates nothing.
+        again = _run("c-again", S.QUEUED, 3.0, key="slack:1")
+        assert await store.create_run(again) == done
+        # And the thread goes on: the queued run starts at position 2.
+        started = queued.model_copy(update={"state": S.RUNNING, "version": 1})
+        await store.commit(Checkpoint("t", 2, [UserMessage(run_id=queued.id, text="x")],
+                                      run=started))
+        assert await store.list_runs(thread_id="t", states=[S.QUEUED, S.RUNNING]) == [started]
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+    names = {row[0] for row in db.execute("SELECT name FROM sqlite_schema")}
+    assert not names & {"runs_v1", "threads_v1", "transitions_v1", "runs_state",
+                        "runs_thread_state", "transitions_run"}
+    db.close()
+    async with SQLiteStore(path) as store:  # a second open finds version 2: nothing to do
+        assert len(await store.list_runs()) == 2
