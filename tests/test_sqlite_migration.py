@@ -45,8 +45,9 @@ def _version_1(path: Path) -> list[Run]:
     db = sqlite3.connect(path)
     db.executescript(VERSION_1)
     db.execute("INSERT INTO threads VALUES ('t', 2, 1.0, 1.5)")
-    for seq, entry in enumerate([UserMessage(run_id=done.id, text="hi", at=1.0),
-                                 AssistantTurn(run_id=done.id, text="hello", at=1.1)]):
+    said: list[UserMessage | AssistantTurn] = [UserMessage(run_id=done.id, text="hi", at=1.0),
+                                               AssistantTurn(run_id=done.id, text="hello", at=1.1)]
+    for seq, entry in enumerate(said):
         db.execute("INSERT INTO entries VALUES ('t', ?, ?, ?, NULL, ?)",
                    (seq, entry.run_id, entry.kind, entry.model_dump_json()))
     for run in (done, queued):
