@@ -68,7 +68,7 @@ class AssistantTurn(_Model):
     run_id: str
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
-    usage: Usage = Usage()
+    usage: Usage = Field(default_factory=Usage)
     model: str | None = None
     at: float = Field(default_factory=time.time)
 

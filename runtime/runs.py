@@ -145,12 +145,12 @@ class Run(BaseModel):
     state: RunState = S.QUEUED
     reason: str = "received"
     text: str
-    origin: Origin = Origin()
+    origin: Origin = Field(default_factory=Origin)
     idempotency_key: str | None = None
     created_at: float = Field(default_factory=time.time)
     updated_at: float = Field(default_factory=time.time)
     version: int = 0
-    usage: Usage = Usage()
+    usage: Usage = Field(default_factory=Usage)
     cost_usd: float = 0.0
     started_at: float | None = None
     turns: int = 0

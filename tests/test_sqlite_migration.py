@@ -73,7 +73,8 @@ async def test_a_version_1_database_is_migrated_in_place(tmp_path: Path) -> None
         assert [(t.source, t.target) for t in await store.transitions(done.id)] == [
             (S.QUEUED, S.RUNNING), (S.RUNNING, S.COMPLETED)]
         [info] = await store.list_threads()
-        assert (info.length, info.runs, info.updated_at) == (2, 2, 1.5)
+        # Its last activity: its newest message's arrival.
+        assert (info.length, info.runs, info.updated_at) == (2, 2, queued.created_at)
         assert [e.kind for e in await store.load_entries("t")] == ["user", "assistant"]
         # The key is still taken: the same inbound message creates nothing.
         again = _run("c-again", S.QUEUED, 3.0, key="slack:1")
@@ -85,8 +86,10 @@ async def test_a_version_1_database_is_migrated_in_place(tmp_path: Path) -> None
         assert await store.list_runs(thread_id="t", states=[S.QUEUED, S.RUNNING]) == [started]
     db = sqlite3.connect(path)
     assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+    tokens = [row[0] for row in db.execute("SELECT tokens FROM entries ORDER BY seq")]
+    assert 0 < tokens[0] < tokens[1] < tokens[2]  # running sums, estimated for the old rows
     names = {row[0] for row in db.execute("SELECT name FROM sqlite_schema")}
-    assert not names & {"runs_v1", "threads_v1", "transitions_v1", "runs_state",
+    assert not names & {"runs_v1", "threads_v1", "transitions_v1", "transitions", "runs_state",
                         "runs_thread_state", "transitions_run"}
     db.close()
     async with SQLiteStore(path) as store:  # a second open finds version 2: nothing to do

@@ -19,6 +19,7 @@ loaded threads are kept, validated, and a later load reads only the rows since.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -194,7 +195,7 @@ class SQLiteStore:
             run=None if cp.run is None else (cp.run.state, cp.run.version, run_json(cp.run),
                                              cp.run.id, cp.run.version - 1,
                                              not cp.run.terminal),
-            transitions=[(t.run_id, t.at, t.source, t.target, t.reason)
+            transitions=[(t.run_id, json.dumps([t.source, t.target, t.reason, t.at]))
                          for t in cp.transitions],
             deliveries=[(d.key, d.run_id, d.remote_id, d.created_at, d.model_dump_json())
                         for d in cp.deliveries],
@@ -255,12 +256,15 @@ class SQLiteStore:
     async def list_threads(self, *, offset: int = 0, limit: int | None = None
                            ) -> list[ThreadInfo]:
         rows = await self._fetchall(
+            # A thread's last activity is its newest run's arrival (runs_thread's last entry).
             "SELECT t.id, (SELECT coalesce(max(e.seq) + 1, 0) FROM entries e "
-            "              WHERE e.thread_id = t.id), t.created_at, t.updated_at, "
+            "              WHERE e.thread_id = t.id), t.created_at, "
+            "  coalesce((SELECT max(r.created_at) FROM runs r WHERE r.thread_id = t.id), "
+            "           t.created_at) AS updated_at, "
             "  (SELECT count(*) FROM runs r WHERE r.thread_id = t.id), "
             "  (SELECT r.state FROM runs r WHERE r.thread_id = t.id "
             "   ORDER BY r.created_at DESC, r.rowid DESC LIMIT 1) "
-            "FROM threads t ORDER BY t.updated_at DESC, t.id LIMIT ? OFFSET ?",
+            "FROM threads t ORDER BY updated_at DESC, t.id LIMIT ? OFFSET ?",
             (-1 if limit is None else int(limit), int(offset)))
         return [ThreadInfo(id=r[0], length=r[1], created_at=r[2], updated_at=r[3], runs=r[4],
                            last_state=RunState(r[5]) if r[5] else None) for r in rows]
@@ -279,11 +283,10 @@ class SQLiteStore:
         return await self._read(count)
 
     async def transitions(self, run_id: str) -> list[Transition]:
-        rows = await self._fetchall(
-            "SELECT source, target, reason, at FROM transitions WHERE run_id = ? ORDER BY seq",
-            (run_id,))
-        return [Transition(run_id=run_id, source=r[0], target=r[1], reason=r[2], at=r[3])
-                for r in rows]
+        rows = await self._fetchall("SELECT transitions FROM runs WHERE id = ?", (run_id,))
+        steps = json.loads(rows[0][0]) if rows else []
+        return [Transition(run_id=run_id, source=source, target=target, reason=reason, at=at)
+                for source, target, reason, at in steps]
 
     async def deliveries(
         self, *, run_id: str | None = None, pending: bool | None = None

@@ -18,17 +18,19 @@ a query repeats so that SQLite may use that index."""
 
 # Every page a checkpoint dirties is written to the WAL and synced (a commit's cost grows
 # with its pages), so the schema is cut for few pages per write. A run's state changes touch
-# its row alone: no index holds the state, and runs_active's column ``active`` changes only
-# when a run ends or is resumed. A thread's row changes when a message arrives, not at every
-# checkpoint (its length is its last entry's seq + 1). Transitions live in one b-tree keyed by
-# run; runs without an idempotency key have no entry in its index. Run ids are ordered by
-# time, so new rows go at the end of every index on them.
+# its row alone: no index holds the state, runs_active's column ``active`` changes only when
+# a run ends or is resumed, and the run's transitions are a column of its row (a JSON array
+# of [source, target, reason, at]). A thread's row is written once: its length is its last
+# entry's seq + 1, its last activity its newest run's created_at. Runs without an
+# idempotency key have no entry in its index. Run ids are ordered by time, so new rows go at
+# the end of every index on them. Each entry row holds the thread's estimated tokens up to
+# and including it (``tokens``), so where a context window starts is found without reading
+# entries; summary notices are kind 'summary', in an index of their own.
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS threads (
     id TEXT PRIMARY KEY,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL
+    created_at REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS entries (
     thread_id TEXT NOT NULL,
@@ -37,10 +39,13 @@ CREATE TABLE IF NOT EXISTS entries (
     kind TEXT NOT NULL,
     tool_call_id TEXT,
     data TEXT NOT NULL,
+    tokens INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (thread_id, seq)
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS entries_tool_result
     ON entries (run_id, tool_call_id) WHERE tool_call_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS entries_summaries ON entries (thread_id, seq)
+    WHERE kind = 'summary';
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY,
     thread_id TEXT NOT NULL,
@@ -49,21 +54,13 @@ CREATE TABLE IF NOT EXISTS runs (
     version INTEGER NOT NULL,
     created_at REAL NOT NULL,
     idempotency_key TEXT,
-    data TEXT NOT NULL
+    data TEXT NOT NULL,
+    transitions TEXT NOT NULL DEFAULT '[]'
 );
 CREATE INDEX IF NOT EXISTS runs_thread ON runs (thread_id, created_at);
 CREATE INDEX IF NOT EXISTS runs_active ON runs (thread_id, created_at) WHERE {ACTIVE_SQL};
 CREATE UNIQUE INDEX IF NOT EXISTS runs_key ON runs (idempotency_key)
     WHERE idempotency_key IS NOT NULL;
-CREATE TABLE IF NOT EXISTS transitions (
-    run_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    at REAL NOT NULL,
-    source TEXT NOT NULL,
-    target TEXT NOT NULL,
-    reason TEXT NOT NULL,
-    PRIMARY KEY (run_id, seq)
-) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS deliveries (
     key TEXT PRIMARY KEY,
     run_id TEXT NOT NULL,
@@ -89,8 +86,9 @@ CREATE TABLE IF NOT EXISTS notes (
 """
 
 # Version 1 -> 2: runs lose the state indexes and the key's UNIQUE constraint (an index of
-# every run, keyed or not) for the two partial indexes; threads lose their length;
-# transitions become one b-tree with their fields as columns. SCHEMA creates what is new.
+# every run, keyed or not) for the two partial indexes, and take in their transitions;
+# threads lose their length and updated_at; entries gain their token sums (estimated from
+# the stored JSON) and summaries their kind. SCHEMA creates what is new.
 MIGRATE_1_TO_2 = """
 ALTER TABLE threads RENAME TO threads_v1;
 DROP INDEX IF EXISTS runs_thread_state;
@@ -102,16 +100,23 @@ DROP INDEX IF EXISTS transitions_run;
 """
 _ENDED = ", ".join(sorted(repr(state.value) for state in TERMINAL))
 COPY_1_TO_2 = f"""
-INSERT INTO threads SELECT id, created_at, updated_at FROM threads_v1;
+INSERT INTO threads SELECT id, created_at FROM threads_v1;
 INSERT INTO runs
     SELECT id, thread_id, state, state NOT IN ({_ENDED}),
-           version, created_at, idempotency_key, data
+           version, created_at, idempotency_key, data,
+           coalesce((SELECT json_group_array(json_array(
+                         json_extract(t.data, '$.source'), json_extract(t.data, '$.target'),
+                         json_extract(t.data, '$.reason'), t.at))
+                     FROM (SELECT * FROM transitions_v1 WHERE run_id = runs_v1.id
+                           ORDER BY rowid) t), '[]')
     FROM runs_v1 ORDER BY rowid;
-INSERT INTO transitions
-    SELECT run_id, row_number() OVER (PARTITION BY run_id ORDER BY rowid), at,
-           json_extract(data, '$.source'), json_extract(data, '$.target'),
-           json_extract(data, '$.reason')
-    FROM transitions_v1;
+ALTER TABLE entries ADD COLUMN tokens INTEGER NOT NULL DEFAULT 0;
+UPDATE entries SET tokens = sums.tokens
+    FROM (SELECT thread_id, seq, sum(length(data) / 4 + 4)
+                 OVER (PARTITION BY thread_id ORDER BY seq) AS tokens FROM entries) sums
+    WHERE entries.thread_id = sums.thread_id AND entries.seq = sums.seq;
+UPDATE entries SET kind = 'summary'
+    WHERE kind = 'notice' AND json_extract(data, '$.code') = 'summary';
 DROP TABLE threads_v1;
 DROP TABLE runs_v1;
 DROP TABLE transitions_v1;

@@ -11,7 +11,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ..entries import Entry, ToolResult
+from ..context import SUMMARY, entry_tokens
+from ..entries import Entry, Notice, ToolResult
 from ..errors import CorruptStore, NotFound, StaleWrite
 from ..runs import DELIVERY, Delivery, Run
 
@@ -36,47 +37,58 @@ def commit_rows(db: sqlite3.Connection, cp: CheckpointRows) -> None:
     if cp.position is not None:
         # Entry rows are append-only and numbered from 0, so the thread's length is its last
         # row's seq + 1: one seek at the end of the thread's rows, nothing written.
-        known, last = db.execute(
-            "SELECT EXISTS (SELECT 1 FROM threads WHERE id = ?1), "
-            "(SELECT max(seq) FROM entries WHERE thread_id = ?1)", (cp.thread_id,)).fetchone()
-        if not known or (-1 if last is None else last) + 1 != cp.position:
+        last = db.execute("SELECT seq, tokens FROM entries WHERE thread_id = ? "
+                          "ORDER BY seq DESC LIMIT 1", (cp.thread_id,)).fetchone()
+        known = last is not None or db.execute(
+            "SELECT 1 FROM threads WHERE id = ?", (cp.thread_id,)).fetchone() is not None
+        seq, tokens = last if last is not None else (-1, 0)
+        if not known or seq + 1 != cp.position:
             raise StaleWrite(f"thread {cp.thread_id!r} moved past position {cp.position}")
+        rows = []
+        for row in cp.entries:  # each row's tokens: the thread's running sum
+            tokens += row[-1]
+            rows.append((*row[:-1], tokens))
         try:
-            db.executemany("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?)", cp.entries)
+            db.executemany("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
         except sqlite3.IntegrityError as exc:
             raise StaleWrite(f"a result for that tool call is already recorded: {exc}") from exc
+    steps = list(cp.transitions)
     if cp.run is not None:
         state, version, data, run_id, before, active = cp.run
+        mine = [step for step in steps if step[0] == run_id]
+        steps = [step for step in steps if step[0] != run_id]
         cursor = db.execute(
-            "UPDATE runs SET state = ?, version = ?, data = ? WHERE id = ? AND version = ?",
-            (state, version, data, run_id, before))
+            "UPDATE runs SET state = :state, version = :version, data = :data, transitions = "
+            "  CASE WHEN :step IS NULL THEN transitions"
+            "  ELSE json_insert(transitions, '$[#]', json(:step)) END "
+            "WHERE id = :id AND version = :before",
+            {"state": state, "version": version, "data": data, "id": run_id, "before": before,
+             "step": mine[0][1] if mine else None})
         if cursor.rowcount != 1:
             raise StaleWrite(f"run {run_id} is not at version {before}")
+        steps += mine[1:]
         # Apart, and only where it changes: an UPDATE naming ``active`` rewrites the run's
         # entry in runs_active (a page) even when the value stays the same.
         db.execute("UPDATE runs SET active = ? WHERE id = ? AND active != ?",
                    (active, run_id, active))
-    if cp.transitions:
-        db.executemany(
-            "INSERT INTO transitions VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 "
-            "FROM transitions WHERE run_id = ?1), ?2, ?3, ?4, ?5)", cp.transitions)
+    if steps:
+        db.executemany("UPDATE runs SET transitions = json_insert(transitions, '$[#]', json(?)) "
+                       "WHERE id = ?", [(step[1], step[0]) for step in steps])
     if cp.deliveries:
         db.executemany("INSERT OR IGNORE INTO deliveries VALUES (?, ?, ?, ?, ?)", cp.deliveries)
 
 
 def create_run_row(db: sqlite3.Connection, row: tuple[Any, ...]) -> str | None:
-    """Insert the run (and its thread, or the thread's time of last message); return the
-    data of a run that holds its key."""
+    """Insert the run (and its thread, if new); return the data of a run that holds its
+    key."""
     _, thread_id, _, _, _, created_at, key, _ = row
     if key is not None:
         existing: str | None = scalar(
             db, "SELECT data FROM runs WHERE idempotency_key = ?", (key,))
         if existing is not None:
             return existing
-    db.execute("INSERT INTO threads VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE "
-               "SET updated_at = max(updated_at, excluded.updated_at)",
-               (thread_id, created_at, created_at))
-    db.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+    db.execute("INSERT OR IGNORE INTO threads VALUES (?, ?)", (thread_id, created_at))
+    db.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, '[]')", row)
     return None
 
 
@@ -104,8 +116,12 @@ def scalar(db: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> Any:
 
 
 def entry_row(thread_id: str, seq: int, entry: Entry) -> tuple[Any, ...]:
+    """The entry's row; its last field is the entry's own tokens (``commit_rows`` makes it
+    the thread's running sum)."""
     call_id = entry.tool_call_id if isinstance(entry, ToolResult) else None
-    return (thread_id, seq, entry.run_id, entry.kind, call_id, entry.model_dump_json())
+    kind = SUMMARY if isinstance(entry, Notice) and entry.code == SUMMARY else entry.kind
+    return (thread_id, seq, entry.run_id, kind, call_id, entry.model_dump_json(),
+            entry_tokens(entry))
 
 
 def run_json(run: Run) -> str:
