@@ -22,7 +22,7 @@ from typing import cast
 from runtime.stores.sqlite import Synchronous
 
 from .concurrency import ConcurrencyResult, run_concurrency
-from .memory import MemoryResult, measure, prepare_idle
+from .memory import MemoryResult, measure, prepare_idle, prepare_long
 from .report import (
     concurrency_rows,
     memory_rows,
@@ -50,6 +50,7 @@ class Sizes:
     latency_s: float
     memory_n: int
     idle_threads: int
+    long_entries: tuple[int, int]
     slack_events: int
     schedules: int
     schedules_due: int
@@ -58,9 +59,11 @@ class Sizes:
 
 FULL = Sizes(threads=(300, 3000), load_entries=10_000, recover_runs=1_000, users=50,
              messages=10, latency_s=0.1, memory_n=3000, idle_threads=10_000,
+             long_entries=(1_000, 100_000),
              slack_events=300, schedules=1000, schedules_due=100, schedule_rounds=5)
 QUICK = Sizes(threads=(60,), load_entries=1_000, recover_runs=50, users=5, messages=3,
-              latency_s=0.02, memory_n=60, idle_threads=200, slack_events=20,
+              latency_s=0.02, memory_n=60, idle_threads=200, long_entries=(200, 2_000),
+              slack_events=20,
               schedules=100, schedules_due=10, schedule_rounds=1)
 
 
@@ -92,10 +95,13 @@ async def _run(sizes: Sizes, only: set[str], workdir: Path, sync: Synchronous) -
         _progress(f"workload 5: peak RSS (a subprocess per case; preparing "
                   f"{sizes.idle_threads:,} idle threads)")
         await prepare_idle(workdir / "memory-idle.db", sizes.idle_threads)
+        for entries in sizes.long_entries:
+            await prepare_long(workdir, entries)
         memory: list[MemoryResult] = [
             measure("empty", 1, workdir, sync),
             measure("thread", sizes.memory_n, workdir, sync),
             measure("idle", sizes.idle_threads, workdir, sync),
+            *(measure("long", entries, workdir, sync) for entries in sizes.long_entries),
         ]
         rows += memory_rows(memory)
     if "slack" in only:

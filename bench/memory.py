@@ -4,7 +4,9 @@
 
 Cases: ``empty`` (start a runtime, one message: the fixed cost), ``thread`` (workload 1,
 maiden only, N messages), ``idle`` (a store holding N idle threads, prepared by the
-parent: start, list the threads, one message to a new thread and one to an old one).
+parent: start, list the threads, one message to a new thread and one to an old one),
+``long`` (a thread of N entries, prepared by the parent; the model holds a context window;
+``LONG_MESSAGES`` messages to it: run for two sizes of N, the peaks should be the same).
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ from runtime.stores.sqlite import Synchronous
 from .thread import remove_db
 from .workload import ANSWER, bench_runtime, expect_completed, message_entries, user_text
 
-__all__ = ["MemoryResult", "measure", "prepare_idle"]
+__all__ = ["LONG_MESSAGES", "MemoryResult", "measure", "prepare_idle", "prepare_long"]
 
-Case = Literal["empty", "thread", "idle"]
+Case = Literal["empty", "thread", "idle", "long"]
+LONG_MESSAGES = 100
+LONG_WINDOW = 8_000
 
 
 @dataclass
@@ -82,12 +86,31 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
+def long_path(workdir: Path, entries: int) -> Path:
+    return workdir / f"memory-long-{entries}.db"
+
+
+async def prepare_long(workdir: Path, entries: int) -> None:
+    """A store holding one thread of ``entries`` entries (workload 1's shape)."""
+    from .resume import build_thread
+
+    remove_db(long_path(workdir, entries))
+    async with SQLiteStore(long_path(workdir, entries), synchronous="off") as store:
+        await build_thread(store, "bench:long", entries)
+
+
 async def _case(case: Case, n: int, workdir: Path, synchronous: Synchronous) -> None:
     path = workdir / ("memory-idle.db" if case == "idle" else f"memory-{case}.db")
-    if case != "idle":
+    if case == "long":
+        path = long_path(workdir, n)
+    elif case != "idle":
         remove_db(path)
-    async with bench_runtime(path, synchronous=synchronous) as rt:
-        if case == "thread":
+    window = LONG_WINDOW if case == "long" else None
+    async with bench_runtime(path, synchronous=synchronous, context_window=window) as rt:
+        if case == "long":
+            for i in range(LONG_MESSAGES):
+                expect_completed(await rt.send("bench:long", user_text(i)))
+        elif case == "thread":
             for i in range(n):
                 expect_completed(await rt.send("bench:memory", user_text(i)))
         else:
@@ -99,7 +122,7 @@ async def _case(case: Case, n: int, workdir: Path, synchronous: Synchronous) -> 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.memory")
-    parser.add_argument("case", choices=["empty", "thread", "idle"])
+    parser.add_argument("case", choices=["empty", "thread", "idle", "long"])
     parser.add_argument("--n", type=int, default=0)
     parser.add_argument("--dir", type=Path, required=True)
     parser.add_argument("--synchronous", default="full")

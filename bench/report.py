@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .concurrency import ConcurrencyResult
-from .memory import MemoryResult
+from .memory import LONG_MESSAGES, MemoryResult
 from .resume import ResumeResult
 from .schedules import FIRE_WAYS, NEXT, SchedulesResult, StartupResult
 from .slack import SlackResult
@@ -13,14 +13,14 @@ from .thread import BLOCKS, ThreadResult
 __all__ = ["concurrency_rows", "memory_rows", "resume_rows", "schedules_rows", "slack_rows",
            "thread_rows"]
 
-PER_MESSAGE = 2.0
-GROWTH = 1.2
-DB_SIZE = 2.0
-LOAD_MS = 20.0
-LOAD_ENTRIES = 10_000
+PER_MESSAGE = 2.5
+GROWTH = 1.1
+DB_SIZE = 2.5
+RESUME_MS = 5.0
 RECOVER_S = 2.0
 RECOVER_RUNS = 1_000
-THREAD_MODE = 0.8
+THREAD_MODE = 0.85
+FLAT = 1.1
 SLACK_ACK_MS = 100.0
 STARTUP_S = 1.0
 STARTUP_SCHEDULES = 1_000
@@ -61,12 +61,16 @@ def thread_rows(r: ThreadResult) -> list[Row]:
 def resume_rows(r: ResumeResult) -> list[Row]:
     """Workload 3; the targets are for 10,000 entries and 1,000 runs, scaled for --quick."""
     name = "3 resume"
-    load_target = LOAD_MS * r.entries / LOAD_ENTRIES
     recover_target = RECOVER_S * r.runs / RECOVER_RUNS
     return [
-        Row(name, f"cold load, {r.entries:,}-entry thread, ms (median)", f"{r.load_ms:.1f}",
-            f"{r.floor_load_ms:.1f}", _x(r.load_ms / r.floor_load_ms),
-            f"<= {load_target:g} ms", verdict(r.load_ms, at_most=load_target)),
+        Row(name, f"resume a {r.entries:,}-entry thread (cold, window): message accepted "
+            "-> model request, ms", f"{r.resume_ms:.1f}", "", "", f"<= {RESUME_MS:g} ms",
+            verdict(r.resume_ms, at_most=RESUME_MS)),
+        Row(name, "  the same from submitting the message (its commit and fsync), ms",
+            f"{r.resume_send_ms:.1f}"),
+        Row(name, "  entries in that request", f"{r.resume_entries:,}"),
+        Row(name, f"cold load of the whole {r.entries:,}-entry thread, ms (median)",
+            f"{r.load_ms:.1f}", f"{r.floor_load_ms:.1f}", _x(r.load_ms / r.floor_load_ms)),
         Row(name, "  the same, first load of the run, ms", f"{r.load_first_ms:.1f}"),
         Row(name, "  warm load (same store, rows cached), ms", f"{r.warm_load_ms:.2f}"),
         Row(name, f"start() recovering {r.runs:,} queued runs, s", f"{r.recover_s:.2f}", "", "",
@@ -94,16 +98,26 @@ def concurrency_rows(results: list[ConcurrencyResult]) -> list[Row]:
 
 
 def memory_rows(results: list[MemoryResult]) -> list[Row]:
-    """Workload 5: peak RSS per case, each against the empty-store case."""
+    """Workload 5: peak RSS per case, each against the empty-store case; the long threads
+    against the shorter one (flat: the same peak whatever the thread's length)."""
     empty = next((r for r in results if r.case == "empty"), None)
     what = {"empty": "empty store, 1 message", "thread": "thread of {n:,} messages",
-            "idle": "{n:,} idle threads in the store, 2 messages"}
+            "idle": "{n:,} idle threads in the store, 2 messages",
+            "long": "thread of {n:,} entries, window, " + f"{LONG_MESSAGES} messages"}
+    longs = [r for r in results if r.case == "long"]
     rows = []
     for r in results:
+        if r.case == "long" and r is not longs[0]:
+            ratio = r.peak_mb / longs[0].peak_mb
+            rows.append(Row("5 memory", "peak RSS MB, " + what[r.case].format(n=r.n),
+                            f"{r.peak_mb:.1f}", f"{longs[0].peak_mb:.1f}", _x(ratio),
+                            f"<= {FLAT:g}x ({longs[0].n:,} entries)",
+                            verdict(ratio, at_most=FLAT)))
+            continue
         base = "" if empty is None or r is empty else f"{empty.peak_mb:.1f}"
-        ratio = "" if not base or empty is None else _x(r.peak_mb / empty.peak_mb)
+        ratio_text = "" if not base or empty is None else _x(r.peak_mb / empty.peak_mb)
         rows.append(Row("5 memory", "peak RSS MB, " + what[r.case].format(n=r.n),
-                        f"{r.peak_mb:.1f}", base, ratio))
+                        f"{r.peak_mb:.1f}", base, ratio_text))
     return rows
 
 

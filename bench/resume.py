@@ -1,4 +1,6 @@
-"""Workload 3: resume. A cold load of a long thread; startup recovery of many queued runs."""
+"""Workload 3: resume. A message to a long thread through a freshly opened store (the model
+holding a context window, so only the thread's tail is read); a cold load of the whole
+thread (what paging through its history reads); startup recovery of many queued runs."""
 
 from __future__ import annotations
 
@@ -12,7 +14,18 @@ from typing import Literal
 
 import aiosqlite
 
-from runtime import Checkpoint, Run, Runtime, RuntimeConfig, SQLiteStore, ToolRegistry
+from runtime import (
+    Checkpoint,
+    ModelRequest,
+    ModelResponse,
+    Run,
+    RunState,
+    Runtime,
+    RuntimeConfig,
+    SQLiteStore,
+    ToolRegistry,
+)
+from runtime.providers.base import TextSink
 from runtime.stores.sqlite import Synchronous
 
 from .thread import remove_db
@@ -22,6 +35,8 @@ __all__ = ["ResumeResult", "run_resume"]
 
 THREAD = "bench:long"
 LOADS = 5
+WINDOW = 8_000
+"""Tokens the model holds in the resume-with-a-window case: a few dozen messages."""
 
 
 @dataclass
@@ -35,6 +50,14 @@ class ResumeResult:
     """The same rows with one SELECT and ``json.loads`` per row (median)."""
     warm_load_ms: float
     """Loading it again through the same store (what each later message pays)."""
+    resume_ms: float
+    """A message to the long thread through a freshly opened store and runtime, the model
+    holding ``WINDOW`` tokens: from its being accepted (durably queued) to the model's first
+    request (median): loading what the run needs and building the request."""
+    resume_send_ms: float
+    """The same from submitting it (with the accepting commit and its fsync)."""
+    resume_entries: int
+    """How many entries that request held."""
     runs: int
     recover_s: float
     """``Runtime.start()`` until it returns: every queued run driven to its end."""
@@ -44,7 +67,8 @@ class ResumeResult:
 
 async def build_thread(store: SQLiteStore, thread_id: str, entries: int) -> None:
     """A thread of ``entries`` entries shaped like workload 1's, written in big batches."""
-    await store.create_run(Run(id=uuid.uuid4().hex, thread_id=thread_id, text="setup"))
+    await store.create_run(Run(id=uuid.uuid4().hex, thread_id=thread_id, text="setup",
+                               state=RunState.COMPLETED, reason="answered"))
     position, i = 0, 0
     while position < entries:
         batch = [e for k in range(i, i + 100) for e in message_entries(f"run{k:029d}", k)]
@@ -63,6 +87,35 @@ async def _load(path: Path, synchronous: Synchronous) -> tuple[float, float]:
             await store.load_entries(THREAD)
             times.append((time.perf_counter() - start) * 1000)
         return times[0], times[1]
+
+
+class _Clocked(LookupModel):
+    """The workload's model, noting when its first request of a message arrives."""
+
+    def __init__(self) -> None:
+        super().__init__(context_window=WINDOW)
+        self.first: tuple[float, int] | None = None
+
+    async def complete(self, request: ModelRequest, on_text: TextSink | None = None
+                       ) -> ModelResponse:
+        if self.first is None:
+            self.first = (time.perf_counter(), len(request.entries))
+        return await super().complete(request, on_text)
+
+
+async def _resume(path: Path, synchronous: Synchronous, i: int) -> tuple[float, float, int]:
+    """A message to the long thread, everything cold: ms from submitting it to the model's
+    first request, and from its being accepted (durably queued) to that request."""
+    async with SQLiteStore(path, synchronous=synchronous) as store:
+        model = _Clocked()
+        async with Runtime(store, model, ToolRegistry([lookup])) as rt:
+            start = time.perf_counter()
+            run = await rt.submit(THREAD, user_text(i))
+            accepted = time.perf_counter()
+            expect_completed(await rt.wait(run.id))
+    assert model.first is not None
+    return ((model.first[0] - start) * 1000, (model.first[0] - accepted) * 1000,
+            model.first[1])
 
 
 async def _floor_load(path: Path) -> float:
@@ -102,11 +155,15 @@ async def run_resume(
     remove_db(long_path)
     async with SQLiteStore(long_path, synchronous=synchronous) as store:
         await build_thread(store, THREAD, entries)
-    loads, floor = [], []
-    for _ in range(LOADS):  # interleaved, so a busy moment hits both alike
+    loads, floor, resumes = [], [], []
+    for i in range(LOADS):  # interleaved, so a busy moment hits both alike
         loads.append(await _load(long_path, synchronous))
         floor.append(await _floor_load(long_path))
+        resumes.append(await _resume(long_path, synchronous, i))
     return ResumeResult(
+        resume_ms=statistics.median(ms for _, ms, _ in resumes),
+        resume_send_ms=statistics.median(ms for ms, _, _ in resumes),
+        resume_entries=resumes[0][2],
         entries=entries, load_ms=statistics.median(cold for cold, _ in loads),
         load_first_ms=loads[0][0], floor_load_ms=statistics.median(floor),
         warm_load_ms=statistics.median(warm for _, warm in loads), runs=runs,

@@ -64,8 +64,10 @@ class LookupModel:
 
     model = "bench"
 
-    def __init__(self, latency_s: float = 0.0) -> None:
+    def __init__(self, latency_s: float = 0.0, context_window: int | None = None) -> None:
         self.latency_s = latency_s
+        self.context_window = context_window
+        """Tokens the model holds: with it, a thread is sent (and loaded) cut to a window."""
 
     async def complete(
         self, request: ModelRequest, on_text: TextSink | None = None
@@ -90,10 +92,11 @@ async def bench_runtime(
     synchronous: Synchronous,
     latency_s: float = 0.0,
     concurrency: Literal["global", "thread"] = "global",
+    context_window: int | None = None,
 ) -> AsyncIterator[Runtime]:
     """A started runtime on a SQLite store at ``path`` with the workload's model and tool."""
     async with SQLiteStore(path, synchronous=synchronous) as store:
-        rt = Runtime(store, LookupModel(latency_s), ToolRegistry([lookup]),
+        rt = Runtime(store, LookupModel(latency_s, context_window), ToolRegistry([lookup]),
                      settings=RuntimeConfig(concurrency=concurrency))
         async with rt:
             yield rt

@@ -387,27 +387,31 @@ async def _threads(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+SHOW_PAGE = 500
+
+
 async def _show(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     from channels import render_entry, render_run, render_transition
 
     from .app import open_runtime
 
     async with open_runtime(loaded, recover=False, mcp=False) as runtime:
-        unreadable = None
-        try:
-            entries = await runtime.entries(args.thread)
-        except CorruptStore as exc:  # still show the runs: they say what happened
-            entries, unreadable = [], exc
+        total = await runtime.thread_length(args.thread)
         runs = await runtime.runs(thread_id=args.thread)
-        if not entries and not runs:
+        if not total and not runs:
             print(f"no thread {args.thread!r}", file=sys.stderr)
             return EXIT_FAILED
-        count = "entries unreadable" if unreadable else f"{len(entries)} entries"
-        print(f"thread {args.thread!r}: {count}, {len(runs)} runs\n")
-        if unreadable:
-            print(f"maiden: {unreadable}", file=sys.stderr)
-        for i, entry in enumerate(entries, 1):
-            print(render_entry(i, entry))
+        print(f"thread {args.thread!r}: {total} entries, {len(runs)} runs\n")
+        # Page by page: a thread of any length is shown in the same memory.
+        for offset in range(0, total, SHOW_PAGE):
+            try:
+                page = await runtime.entries(args.thread, offset=offset, limit=SHOW_PAGE)
+            except CorruptStore as exc:  # still show the runs: they say what happened
+                print(f"(entries from {offset + 1} on are unreadable)")
+                print(f"maiden: {exc}", file=sys.stderr)
+                break
+            for i, entry in enumerate(page, offset + 1):
+                print(render_entry(i, entry))
         print("\nruns:")
         for run in runs:
             print(render_run(run))

@@ -73,9 +73,13 @@ def fit_history(
     max_tokens: int | None,
     *,
     tools: Sequence[ToolSpec] = (),
+    memo: dict[int, int] | None = None,
+    units: list[tuple[int, int]] | None = None,
 ) -> tuple[list[Entry], int]:
     """The newest suffix of ``entries`` that fits in ``max_tokens`` together with the
     system prompt (and ``tools``' descriptions), and how many entries were left out.
+    (``memo``, ``units``: entry tokens by index and ``_units``, kept by a caller that fits
+    the same entries again.)
 
     A tool call is never separated from its results. When something must be left
     out, the suffix starts at a user message if one is in it. When not even the
@@ -85,12 +89,17 @@ def fit_history(
     if max_tokens is None:
         return list(entries), 0
     budget = _budget(system, tools, max_tokens)
-    units = _units(entries)
+    units = _units(entries) if units is None else units
     first = len(units)
     used = 0
+    memo = {} if memo is None else memo
     for k in range(len(units) - 1, -1, -1):
         start, end = units[k]
-        cost = sum(entry_tokens(e) for e in entries[start:end])
+        cost = 0
+        for i in range(start, end):
+            if i not in memo:
+                memo[i] = entry_tokens(entries[i])
+            cost += memo[i]
         if used + cost > budget and first < len(units):
             break
         used += cost
@@ -226,6 +235,12 @@ class Window:
     """How many entries ``used`` counts."""
     used: int = 0
     """The estimated tokens of ``entries[start:seen]``."""
+    fitted: bool = False
+    """Whether ``start`` is a cut made (or held) before."""
+
+    def hold(self, start: int) -> None:
+        """Take up a cut made before (on a thread loaded from elsewhere)."""
+        self.start, self.seen, self.used, self.fitted = start, start, 0, True
 
     def fit(
         self,
@@ -234,20 +249,26 @@ class Window:
         max_tokens: int | None,
         *,
         tools: Sequence[ToolSpec] = (),
+        known: Sequence[int] = (),
     ) -> tuple[Sequence[Entry], int]:
-        """Like ``fit_history``, but keeps the last cut while the rest still fits."""
+        """Like ``fit_history``, but keeps the last cut while the rest still fits.
+        ``known``: the tokens of the first entries, where they are known already."""
         if max_tokens is None:
             return Span(entries), 0
         n = len(entries)
-        if 0 < self.seen <= n:
+        if self.fitted and self.seen <= n:
             self.used += sum(entry_tokens(entries[i]) for i in range(self.seen, n))
             self.seen = n
             if self.used <= _budget(system, tools, max_tokens):
                 return Span(entries, self.start, n), self.start
-        kept, dropped = fit_history(entries, system, max_tokens, tools=tools)
+        memo: dict[int, int] = dict(enumerate(known))
+        units = _units(entries)
+        kept, dropped = fit_history(entries, system, max_tokens, tools=tools, memo=memo,
+                                    units=units)
         if dropped:
             kept, dropped = fit_history(entries, system, int(max_tokens * self.refit),
-                                        tools=tools)
-        self.start, self.seen = dropped, n
-        self.used = sum(entry_tokens(e) for e in kept)
+                                        tools=tools, memo=memo, units=units)
+        self.start, self.seen, self.fitted = dropped, n, True
+        self.used = sum(memo[i] if i in memo else entry_tokens(entries[i])
+                        for i in range(dropped, n))
         return kept, dropped

@@ -11,6 +11,7 @@ from .entries import AssistantTurn, Entry, ToolCall, ToolResult, UserMessage
 from .events import EventBus, RunEvent, StateChanged
 from .runs import Delivery, Run, RunChanges, RunState, changed, transition
 from .stores.base import Checkpoint, Store
+from .tail import Tail, first_loaded
 
 __all__ = ["RunCursor", "unanswered"]
 
@@ -23,7 +24,7 @@ class RunCursor:
         store: Store,
         bus: EventBus,
         run: Run,
-        entries: list[Entry],
+        entries: list[Entry] | Tail,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
@@ -91,7 +92,7 @@ class RunCursor:
 
 
 def _run_start(entries: Sequence[Entry], run_id: str) -> int | None:
-    for i in range(len(entries) - 1, -1, -1):
+    for i in range(len(entries) - 1, first_loaded(entries) - 1, -1):
         entry = entries[i]
         if isinstance(entry, UserMessage) and entry.run_id == run_id:
             return i

@@ -54,6 +54,7 @@ from .runs import (
     idempotency_key,
 )
 from .stores.base import Store
+from .tail import Tail, first_loaded
 from .tools import NOT_DONE, ToolContext, ToolOutput, ToolRegistry, error_result
 
 __all__ = ["DRIVABLE", "FINAL_TURN_NOTICE", "RunDriver"]
@@ -115,7 +116,7 @@ class RunDriver:
         """Runs whose task is being cancelled on purpose, and why."""
         self.prompts = Prompts(agent.system_prompt)
 
-    def _cursor(self, run: Run, entries: list[Entry]) -> RunCursor:
+    def _cursor(self, run: Run, entries: list[Entry] | Tail) -> RunCursor:
         return RunCursor(self.store, self.bus, run, entries, self.clock)
 
     # -- one run, top to bottom ----------------------------------------------------------
@@ -126,7 +127,7 @@ class RunDriver:
         if run.state not in DRIVABLE:
             return run
         try:
-            entries = await self.store.load_entries(run.thread_id)
+            entries = await self._load(run)
         except CorruptStore as exc:
             return await self._unreadable(run, exc)
         cur = self._cursor(run, entries)
@@ -157,6 +158,26 @@ class RunDriver:
         self._publish_end(cur.run)
         return cur.run
 
+    async def _load(self, run: Run) -> list[Entry] | Tail:
+        """What the run needs of its thread: with a context window, only the tail the window
+        holds (from where it is held, and from the run's own message on); else all of it."""
+        limit = self._limit()
+        fresh = run.state is S.QUEUED and run.started_at is None
+        if limit is None or (not fresh and run.first_entry is None):
+            return await self.store.load_entries(run.thread_id)
+        starts = [self.prompts.held_start(run.thread_id),
+                  None if fresh else run.first_entry]
+        start = min((s for s in starts if s is not None), default=None)
+        tail = await self.store.load_tail(run.thread_id, limit, start=start)
+        if self.agent.compaction == "summary" and tail.base:
+            # What falls out of the window is summarised from where the newest summary
+            # stops: load from there (``covers`` counts entries without the summaries, so
+            # as a position it is at or before that point).
+            covers = (tail.summary_before.covers or 0) if tail.summary_before else 0
+            if covers < tail.base - tail.summaries_before:
+                tail = await self.store.load_tail(run.thread_id, limit, start=covers)
+        return tail
+
     async def _begin(self, cur: RunCursor) -> bool:
         run = cur.run
         started_at, me = run.started_at or self.clock(), self.instance_id
@@ -168,7 +189,8 @@ class RunDriver:
                 # Not a durable point: the message is safe in the queued run, and a start
                 # lost to a power cut is started again. The next checkpoint's fsync covers it.
                 await cur.commit([user], to=S.RUNNING, reason="started", started_at=started_at,
-                                 owner=me, announce=started, durable=False)
+                                 owner=me, announce=started, durable=False,
+                                 first_entry=len(cur.entries))
             else:  # an explicitly resumed run: its message is already in the thread
                 await cur.commit(to=S.RUNNING, reason="resumed", stalled_recoveries=0,
                                  started_at=started_at, owner=me, announce=started)
@@ -553,7 +575,7 @@ def _unique_ids(calls: tuple[ToolCall, ...], own: Sequence[Entry]) -> tuple[Tool
 
 
 def _before(entries: Sequence[Entry], entry: Entry) -> Entry | None:
-    for i in range(len(entries) - 1, 0, -1):
+    for i in range(len(entries) - 1, first_loaded(entries), -1):
         if entries[i] is entry:
             return entries[i - 1]
     return None

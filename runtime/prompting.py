@@ -9,14 +9,16 @@ with ``compaction = "summary"``, for the request that summarises what falls out.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .context import Span, SummaryScan, Window, split_summaries, transcript
 from .entries import Entry, Notice, UserMessage
 from .history import Tidiness, model_view
 from .providers.base import ModelRequest
 from .runs import Run
+from .tail import Tail, is_summary
 from .tools import ToolSpec
 
 __all__ = ["COMPACTION_PROMPT", "Cut", "Prompts"]
@@ -31,13 +33,16 @@ COMPACTION_PROMPT = (
 @dataclass(frozen=True, slots=True)
 class Cut:
     """Where the context window cuts a thread: ``kept`` is sent, the first ``dropped``
-    entries (``dropped_entries``) are not; ``summary`` is the thread's newest summary."""
+    entries are not (summaries set aside, so counted as the summaries' ``covers`` are);
+    ``summary`` is the thread's newest summary. ``dropped_entries`` are those of the
+    dropped that are loaded: all but the first ``offset`` (a tail's start)."""
 
     kept: Sequence[Entry]
     dropped: int
     summary: Notice | None
     limit: int | None
     dropped_entries: Sequence[Entry] = ()
+    offset: int = 0
 
     @property
     def covered(self) -> int:
@@ -45,29 +50,77 @@ class Cut:
         return min(self.summary.covers or 0, self.dropped) if self.summary is not None else 0
 
 
-class Prompts:
-    """Model requests for the threads one driver serves (``system`` is the agent's prompt)."""
+@dataclass
+class _Thread:
+    """What ``Prompts`` keeps per thread, for entries loaded from ``base`` on."""
 
-    def __init__(self, system: str) -> None:
+    base: int
+    tidiness: Tidiness = field(default_factory=Tidiness)
+    scan: SummaryScan = field(default_factory=SummaryScan)
+    window: Window = field(default_factory=Window)
+    held: int | None = None
+    """Where the window starts, as a position in the thread."""
+    pending: int | None = None
+    """A held start carried over from entries loaded from another base, to take up."""
+
+
+class Prompts:
+    """Model requests for the threads one driver serves (``system`` is the agent's prompt).
+
+    The per-thread state is kept for the ``threads`` used last (a long-running process
+    serves many threads; the state of one not seen for long is rebuilt when it returns).
+    """
+
+    def __init__(self, system: str, *, threads: int = 10_000) -> None:
         self.system = system
-        self._tidiness: dict[str, Tidiness] = {}
-        self._windows: dict[str, Window] = {}
-        self._summaries: dict[str, SummaryScan] = {}
+        self.threads = threads
+        self._threads: OrderedDict[str, _Thread] = OrderedDict()
+
+    def _thread(self, thread_id: str, base: int) -> _Thread:
+        state = self._threads.pop(thread_id, None)
+        if state is None or state.base != base:  # positions are relative to the base
+            held = None if state is None else state.held
+            state = _Thread(base, pending=held if held is not None and held >= base else None)
+        self._threads[thread_id] = state
+        if len(self._threads) > self.threads:
+            self._threads.popitem(last=False)
+        return state
+
+    def held_start(self, thread_id: str) -> int | None:
+        """Where the thread's held window starts (at the latest), for loading its tail:
+        a tail from there keeps the window where it was."""
+        state = self._threads.get(thread_id)
+        return None if state is None else state.held
 
     def cut(self, thread_id: str, entries: Sequence[Entry], tools: Sequence[ToolSpec],
             limit: int | None) -> Cut:
-        """Where the window of ``limit`` tokens cuts the thread now (summaries set aside)."""
-        view = model_view(entries, self._tidiness.setdefault(thread_id, Tidiness()))
-        scan = self._summaries.setdefault(thread_id, SummaryScan())
-        plain, summary = split_summaries(view) if scan.any(entries) else (view, None)
+        """Where the window of ``limit`` tokens cuts the thread now (summaries set aside).
+        ``entries`` is the whole thread or a ``Tail`` of it."""
+        loaded: Sequence[Entry]
+        if isinstance(entries, Tail):
+            loaded, base, earlier = entries.loaded, entries.base, entries.summary_before
+            offset = base - entries.summaries_before
+        else:
+            loaded, base, earlier, offset = entries, 0, None, 0
+        state = self._thread(thread_id, base)
+        view = model_view(loaded, state.tidiness)
+        plain, summary = split_summaries(view) if state.scan.any(loaded) else (view, None)
+        summary = summary or earlier
         if limit is None:
-            return Cut(Span(plain), 0, summary, None)
+            return Cut(Span(plain), offset, summary, None, offset=offset)
         # The window's start is kept between turns only where the view is the thread
         # itself (an untidy thread's view is rebuilt each turn).
-        window = self._windows.setdefault(thread_id, Window()) \
-            if view is entries else Window()
-        kept, dropped = window.fit(plain, self.system, limit, tools=tools)
-        return Cut(kept, dropped, summary, limit, Span(plain, 0, dropped))
+        window = state.window if view is loaded else Window()
+        found = state.scan.found
+        if view is loaded and state.pending is not None:
+            window.hold(_plain_index(loaded, state.pending - base) if found
+                        else state.pending - base)
+            state.pending = None
+        known = entries.tokens if isinstance(entries, Tail) and plain is loaded else ()
+        kept, dropped = window.fit(plain, self.system, limit, tools=tools, known=known)
+        if view is loaded:
+            state.held = base + (_loaded_index(loaded, dropped) if found else dropped)
+        return Cut(kept, offset + dropped, summary, limit, Span(plain, 0, dropped), offset)
 
     def request(self, run: Run, entries: Sequence[Entry], tools: Sequence[ToolSpec], *,
                 final: bool, limit: int | None, now: float) -> ModelRequest:
@@ -101,7 +154,9 @@ class Prompts:
         if cut.limit is None or cut.dropped <= covered:
             return None
         earlier = f"Summary so far: {cut.summary.text}\n\n" if cut.summary is not None else ""
-        text = earlier + transcript(cut.dropped_entries[covered:], cut.limit * 2)
+        # The driver loads a tail from where the summary stops (covered >= offset).
+        text = earlier + transcript(cut.dropped_entries[max(covered - cut.offset, 0):],
+                                    cut.limit * 2)
         request = ModelRequest(
             system=COMPACTION_PROMPT, entries=(UserMessage(run_id=run.id, text=text),),
             tools=(), run_id=run.id, thread_id=run.thread_id, final_turn=True)
@@ -109,4 +164,21 @@ class Prompts:
 
     def move_window(self, thread_id: str) -> None:
         """Forget the held cut (the model refused what it let through)."""
-        self._windows.pop(thread_id, None)
+        state = self._threads.get(thread_id)
+        if state is not None:
+            state.window = Window()
+
+
+def _plain_index(loaded: Sequence[Entry], index: int) -> int:
+    """How many entries before ``loaded[index]`` are not summaries."""
+    return sum(1 for e in Span(loaded, 0, min(index, len(loaded))) if not is_summary(e))
+
+
+def _loaded_index(loaded: Sequence[Entry], plain: int) -> int:
+    """Where the ``plain``-th entry that is not a summary is in ``loaded``."""
+    for i, entry in enumerate(loaded):
+        if not is_summary(entry):
+            if plain == 0:
+                return i
+            plain -= 1
+    return len(loaded)

@@ -161,6 +161,9 @@ class Run(BaseModel):
     """Recoveries in a row without the thread moving on: the poison-run counter."""
     recovered_at: int | None = None
     """The thread's length at the last recovery."""
+    first_entry: int | None = None
+    """Where the run's message is in its thread (set when it starts): a tail loaded from
+    there holds all of the run's entries."""
     started_calls: tuple[str, ...] = ()
     """non_idempotent calls begun and not yet recorded: the crash-uncertain ones."""
     reply: str | None = None
@@ -266,6 +269,7 @@ class RunChanges(TypedDict, total=False):
     recovery_attempts: int
     stalled_recoveries: int
     recovered_at: int | None
+    first_entry: int | None
     started_calls: tuple[str, ...]
     reply: str | None
     error: str | None

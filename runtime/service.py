@@ -321,9 +321,15 @@ class Runtime:
         """Threads, most recently updated first (a page of them)."""
         return await self._store.list_threads(offset=offset, limit=limit)
 
-    async def entries(self, thread_id: str) -> list[Entry]:
-        """A thread's history in order; ``[]`` for a thread never written."""
-        return await self._store.load_entries(thread_id)
+    async def entries(self, thread_id: str, *, offset: int = 0, limit: int | None = None
+                      ) -> list[Entry]:
+        """A thread's history in order (a page of it with ``offset``/``limit``); ``[]`` for
+        a thread never written."""
+        return await self._store.load_entries(thread_id, offset=offset, limit=limit)
+
+    async def thread_length(self, thread_id: str) -> int:
+        """How many entries the thread holds."""
+        return await self._store.thread_length(thread_id)
 
     async def transitions(self, run_id: str) -> list[Transition]:
         """Every state change of a run, with its reason."""

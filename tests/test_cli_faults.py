@@ -93,7 +93,9 @@ def test_a_corrupt_entry_fails_the_run_and_show_still_shows(home: Path) -> None:
     assert error.count("\n") == 1, error
     assert "failed: corrupt_store" in error and "'t'" in error and "row 1" in error
     shown = maiden(home, "show", "t")
-    assert "entries unreadable, 2 runs" in shown.stdout
+    assert "2 entries, 2 runs" in shown.stdout
+    assert "(entries from 1 on are unreadable)" in shown.stdout  # a page at a time
+    assert "row 1" in shown.stderr
     assert "failed" in shown.stdout and "corrupt_store" in shown.stdout
 
 

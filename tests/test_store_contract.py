@@ -18,8 +18,17 @@ from uuid import uuid4
 
 import pytest
 
+from runtime.context import entry_tokens
 from runtime.control import ControlRequest, Instance
-from runtime.entries import AssistantTurn, Notice, ToolCall, ToolResult, Usage, UserMessage
+from runtime.entries import (
+    AssistantTurn,
+    Entry,
+    Notice,
+    ToolCall,
+    ToolResult,
+    Usage,
+    UserMessage,
+)
 from runtime.errors import CorruptStore, InvalidThreadId, NotFound, StaleWrite, StoreError
 from runtime.requests import Note, ScheduleRecord
 from runtime.runs import (
@@ -35,6 +44,7 @@ from runtime.runs import (
 from runtime.stores.base import Checkpoint, Store
 from runtime.stores.files import FilesStore, thread_file_name
 from runtime.stores.sqlite import SQLiteStore
+from runtime.tail import tail_of
 
 S = RunState
 BACKENDS = ["sqlite", "files"]
@@ -186,6 +196,83 @@ async def test_commit_appends_entries_in_order(store: AnyStore) -> None:
                                          Notice]
     assert await store.get_run(run.id) == moved
     assert await store.load_entries("never written") == []
+
+
+def _long_thread(run_id: str, messages: int, *, summary_every: int = 0, first: int = 0
+                 ) -> list[Entry]:
+    """``messages`` exchanges (user, a tool call, its result, an answer), with a summary
+    notice after every ``summary_every`` of them."""
+    entries: list[Entry] = []
+    for i in range(first, first + messages):
+        call = ToolCall(id=f"c{i}", name="lookup", arguments={"q": "x" * (i % 7 * 30)})
+        entries += [UserMessage(run_id=run_id, text=f"question {i} " + "y" * (i % 5 * 40)),
+                    AssistantTurn(run_id=run_id, tool_calls=(call,)),
+                    ToolResult(run_id=run_id, tool_call_id=call.id, name="lookup",
+                               content={"r": "z" * (i % 3 * 100)}),
+                    AssistantTurn(run_id=run_id, text=f"answer {i}")]
+        if summary_every and (i + 1) % summary_every == 0:
+            entries.append(Notice(run_id=run_id, code="summary", text=f"up to {i}",
+                                  covers=len(entries)))
+    return entries
+
+
+async def _written(store: AnyStore, entries: list[Entry], batch: int = 37) -> str:
+    run = await store.create_run(make_run("long"))
+    for at in range(0, len(entries), batch):
+        await store.commit(Checkpoint("long", at, entries[at:at + batch]))
+    return run.id
+
+
+@pytest.mark.parametrize("tokens", [0, 1, 50, 400, 3_000, 10**9])
+@pytest.mark.parametrize("start", [None, 0, 5, 10**6])
+async def test_a_tail_is_the_end_of_the_thread_from_a_user_message(
+    store: AnyStore, tokens: int, start: int | None
+) -> None:
+    entries = _long_thread("r", 60, summary_every=13)
+    await _written(store, entries)
+    expected = tail_of(entries, tokens, start)  # the definition
+    tail = await store.load_tail("long", tokens, start=start)
+    assert (tail.base, tail.loaded) == (expected.base, expected.loaded)
+    assert (tail.summaries_before, tail.summary_before) == (expected.summaries_before,
+                                                            expected.summary_before)
+    assert len(tail) == len(entries) == await store.thread_length("long")
+    assert tail[-1] == entries[-1] and tail[tail.base:] == entries[tail.base:]
+    if tail.base:
+        assert isinstance(entries[tail.base], UserMessage) or tail.base == start
+        with pytest.raises(IndexError):
+            tail[tail.base - 1]
+
+
+async def test_a_tail_holds_at_least_the_tokens_asked_for(store: AnyStore) -> None:
+    entries = _long_thread("r", 80)
+    await _written(store, entries)
+    for tokens in (100, 700, 2_000):
+        tail = await store.load_tail("long", tokens)
+        assert tail.base > 0 and sum(entry_tokens(e) for e in tail.loaded) >= tokens
+        # ... and not much more: the next user message on would not have held enough.
+        later = next(i for i in range(tail.base + 1, len(entries))
+                     if isinstance(entries[i], UserMessage))
+        assert sum(entry_tokens(e) for e in entries[later + 1:]) < tokens
+    # The thread goes on: a new load reads what was added, from the same start if asked.
+    tail = await store.load_tail("long", 700)
+    more = _long_thread("r", 3, first=80)
+    await store.commit(Checkpoint("long", len(entries), more))
+    again = await store.load_tail("long", 700, start=tail.base)
+    assert again.base == tail.base and again.loaded == tail.loaded + more
+
+
+async def test_history_pages_and_length(store: AnyStore) -> None:
+    entries = _long_thread("r", 30)
+    await _written(store, entries)
+    assert await store.load_entries("long", offset=10, limit=7) == entries[10:17]
+    assert await store.load_entries("long", offset=115) == entries[115:]
+    assert await store.load_entries("long", offset=500, limit=3) == []
+    assert await store.load_entries("long", limit=2) == entries[:2]
+    assert await store.load_entries("long") == entries
+    assert await store.thread_length("long") == 120
+    assert await store.thread_length("never written") == 0
+    empty = await store.load_tail("never written", 100)
+    assert (empty.base, empty.loaded, len(empty)) == (0, [], 0)
 
 
 async def test_a_checkpoint_can_move_a_run_without_entries(store: AnyStore) -> None:

@@ -266,12 +266,14 @@ def create_app(
         runs_limit: Annotated[int, Query(ge=1, le=500)] = 50,
     ) -> ThreadDetail:
         """A thread's entries (a page, oldest first) and its newest runs."""
-        entries = await runtime.entries(thread_id)
+        # One page of the history is read, not the whole thread.
+        total = await runtime.thread_length(thread_id)
+        entries = await runtime.entries(thread_id, offset=offset, limit=limit)
         runs = await runtime.runs(thread_id=thread_id)
-        if not entries and not runs:
+        if not total and not runs:
             raise ApiError(404, f"no thread {thread_id!r}", "not_found")
-        page = EntryPage(items=entries[offset:offset + limit], total=len(entries),
-                         offset=offset, next_offset=_page(offset, limit, len(entries)))
+        page = EntryPage(items=entries, total=total, offset=offset,
+                         next_offset=_page(offset, limit, total))
         return ThreadDetail(thread_id=thread_id, entries=page, runs_total=len(runs),
                             runs=[RunOut.of(r) for r in runs[-runs_limit:]])
 

@@ -12,6 +12,7 @@ from ..entries import Entry
 from ..errors import InvalidThreadId
 from ..requests import ControlRequest, Instance, Note, ScheduleRecord
 from ..runs import Delivery, Run, RunState, Transition
+from ..tail import Tail
 
 __all__ = ["ENTRIES", "Checkpoint", "ControlStore", "NoteStore", "OutboxStore", "RunStore",
            "ScheduleStore", "Store", "StoreStats", "ThreadInfo", "check_thread_id"]
@@ -77,8 +78,24 @@ class RunStore(Protocol):
     async def commit(self, checkpoint: Checkpoint) -> None:
         """Write a checkpoint atomically, or raise ``StaleWrite`` and write nothing."""
 
-    async def load_entries(self, thread_id: str) -> list[Entry]:
-        """The thread's entries in order; ``[]`` for a thread never written."""
+    async def load_entries(self, thread_id: str, *, offset: int = 0,
+                           limit: int | None = None) -> list[Entry]:
+        """The thread's entries in order (a page of them with ``offset``/``limit``); ``[]``
+        for a thread never written."""
+
+    async def load_tail(self, thread_id: str, tokens: int, *, start: int | None = None
+                        ) -> Tail:
+        """The end of the thread: from the newest user message far enough back that what
+        follows it holds at least ``tokens`` estimated tokens, or from ``start`` if that is
+        earlier (the whole thread if it holds fewer).
+
+        Precisely: with ``sum[i]`` the ``context.entry_tokens`` of entries ``0..i`` and
+        ``total`` that of all, the tail starts at the greatest ``i`` whose entry is a user
+        message and ``sum[i] <= total - tokens`` (else 0), or at ``start`` if smaller. The
+        summary notices before it are counted, and the newest is given."""
+
+    async def thread_length(self, thread_id: str) -> int:
+        """How many entries the thread holds (0 for a thread never written)."""
 
     async def get_run(self, run_id: str) -> Run:
         """The run, or ``NotFound``."""

@@ -41,6 +41,7 @@ from ..entries import Entry
 from ..errors import NotFound, StaleWrite, StoreError
 from ..requests import ControlRequest, Instance, Note, ScheduleRecord
 from ..runs import Delivery, Run, RunState, Transition
+from ..tail import Tail, tail_of
 from .base import Checkpoint, StoreStats, ThreadInfo, check_thread_id
 from .files_control import FilesControl
 from .files_folders import Pointers, Threads
@@ -100,9 +101,20 @@ class FilesStore:
         async with self._thread_lock(thread_file_name(checkpoint.thread_id)):
             await self._disk.io(self._commit, checkpoint)
 
-    async def load_entries(self, thread_id: str) -> list[Entry]:
+    async def load_entries(self, thread_id: str, *, offset: int = 0,
+                           limit: int | None = None) -> list[Entry]:
         check_thread_id(thread_id)
-        return await self._disk.io(self._load_entries, thread_id)
+        entries = await self._disk.io(self._load_entries, thread_id)
+        return entries[offset:] if limit is None else entries[offset:offset + limit]
+
+    async def load_tail(self, thread_id: str, tokens: int, *, start: int | None = None
+                        ) -> Tail:
+        # A snapshot is read whole anyway: the tail is cut from it.
+        return tail_of(await self.load_entries(thread_id), tokens, start)
+
+    async def thread_length(self, thread_id: str) -> int:
+        check_thread_id(thread_id)
+        return await self._disk.io(self._length, thread_id)
 
     async def get_run(self, run_id: str) -> Run:
         found = await self._disk.io(self._find_run, run_id)
@@ -311,6 +323,10 @@ class FilesStore:
                     continue
             new.append(delivery)
         return new
+
+    def _length(self, thread_id: str) -> int:
+        snap = self._threads.load(thread_id)
+        return 0 if snap is None else len(snap.entries)
 
     def _load_entries(self, thread_id: str) -> list[Entry]:
         snap = self._threads.load(thread_id)

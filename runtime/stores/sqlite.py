@@ -22,13 +22,15 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
-from ..entries import ENTRY, Entry
+from ..entries import ENTRY, Entry, Notice
 from ..errors import CorruptStore, NotFound, StoreError
 from ..requests import ControlRequest, Instance, Note, ScheduleRecord
 from ..runs import DELIVERY, TERMINAL, Delivery, Run, RunState, Transition
+from ..tail import Tail
 from .base import ENTRIES, Checkpoint, StoreStats, ThreadInfo, check_thread_id
 from .sqlite_commit import GroupCommit
 from .sqlite_schema import ACTIVE_SQL, migrate
@@ -205,11 +207,27 @@ class SQLiteStore:
         else:
             await self._write_side().write_lazily(commit_rows, rows)
 
-    async def load_entries(self, thread_id: str) -> list[Entry]:
+    async def load_entries(self, thread_id: str, *, offset: int = 0,
+                           limit: int | None = None) -> list[Entry]:
         check_thread_id(thread_id)
+        if offset or limit is not None:  # a page, for a reader of the history: not cached
+            return await self._read(self._page, thread_id, offset, limit)
         if thread_id in self._threads:  # only the rows since the last load: a small read
-            return await self._read_small(self._load_entries, thread_id)
-        return await self._read(self._load_entries, thread_id)
+            return await self._read_small(self._load_from, thread_id, 0)
+        return await self._read(self._load_from, thread_id, 0)
+
+    async def load_tail(self, thread_id: str, tokens: int, *, start: int | None = None
+                        ) -> Tail:
+        check_thread_id(thread_id)
+        if thread_id in self._threads:
+            return await self._read_small(self._load_tail, thread_id, tokens, start)
+        return await self._read(self._load_tail, thread_id, tokens, start)
+
+    async def thread_length(self, thread_id: str) -> int:
+        check_thread_id(thread_id)
+        last = await self._read_small(fetchall, "SELECT max(seq) FROM entries WHERE thread_id = ?",
+                                      (thread_id,))
+        return 0 if last[0][0] is None else last[0][0] + 1
 
     async def get_run(self, run_id: str) -> Run:
         rows = await self._read_small(fetchall, "SELECT data FROM runs WHERE id = ?", (run_id,))
@@ -414,20 +432,65 @@ class SQLiteStore:
     def _migrate(self, db: sqlite3.Connection) -> None:
         migrate(db, self.path)
 
-    def _load_entries(self, db: sqlite3.Connection, thread_id: str) -> list[Entry]:
-        known = self._threads.pop(thread_id)
+    def _load_from(self, db: sqlite3.Connection, thread_id: str, base: int) -> list[Entry]:
+        """The thread's entries from ``base`` on; of those already held, only the rows since
+        are read (rows are append-only). What is held after is the same tail."""
+        held_from, known = self._threads.pop(thread_id)
+        if held_from > base or not known:
+            held_from, known = base, []
         rows = db.execute("SELECT data FROM entries WHERE thread_id = ? AND seq >= ? "
-                          "ORDER BY seq", (thread_id, len(known))).fetchall()
+                          "ORDER BY seq", (thread_id, held_from + len(known))).fetchall()
         if rows:
-            try:
-                # One validation call for all new rows: far cheaper than one per row.
-                with no_cycle_collection(len(rows) > 1000):
-                    known.extend(ENTRIES.validate_json(
-                        "[" + ",".join(r[0] for r in rows) + "]"))
-            except ValueError as exc:
-                raise _unreadable(thread_id, len(known), rows) from exc
-        self._threads.put(thread_id, known)
+            known.extend(_parse(thread_id, held_from + len(known), rows))
+        if base > held_from:
+            known = known[base - held_from:]
+        self._threads.put(thread_id, base, known)
         return list(known)
+
+    def _load_tail(self, db: sqlite3.Connection, thread_id: str, tokens: int,
+                   start: int | None) -> Tail:
+        last = db.execute("SELECT tokens FROM entries WHERE thread_id = ? "
+                          "ORDER BY seq DESC LIMIT 1", (thread_id,)).fetchone()
+        base = 0
+        if last is not None and last[0] > tokens:
+            # Walks back from the thread's end, over the rows the tail holds anyway.
+            found = db.execute("SELECT seq FROM entries WHERE thread_id = ? AND kind = 'user' "
+                               "AND tokens <= ? ORDER BY seq DESC LIMIT 1",
+                               (thread_id, last[0] - tokens)).fetchone()
+            base = 0 if found is None else found[0]
+        if start is not None:
+            base = min(base, max(start, 0))
+        loaded = self._load_from(db, thread_id, base)
+        # By their own index: the planner would rather walk the thread's rows before base.
+        summaries = db.execute("SELECT data FROM entries INDEXED BY entries_summaries "
+                               "WHERE thread_id = ? AND kind = 'summary' AND seq < ? "
+                               "ORDER BY seq DESC", (thread_id, base)).fetchall()
+        newest = _parse(thread_id, base, summaries[:1])[0] if summaries else None
+        assert newest is None or isinstance(newest, Notice)
+        # Each entry's tokens, from the running sums (the row before base gives the start).
+        rows = [row[0] for row in db.execute(
+            "SELECT tokens FROM entries WHERE thread_id = ? AND seq >= ? AND seq < ? "
+            "ORDER BY seq", (thread_id, max(base - 1, 0), base + len(loaded)))]
+        before, sums = (0, rows) if base == 0 else (rows[0], rows[1:])
+        own = [now - then for then, now in pairwise([before, *sums])]
+        return Tail(base, loaded, summaries_before=len(summaries), summary_before=newest,
+                    tokens=own)
+
+    def _page(self, db: sqlite3.Connection, thread_id: str, offset: int, limit: int | None
+              ) -> list[Entry]:
+        rows = db.execute("SELECT data FROM entries WHERE thread_id = ? AND seq >= ? "
+                          "ORDER BY seq LIMIT ?",
+                          (thread_id, offset, -1 if limit is None else limit)).fetchall()
+        return _parse(thread_id, offset, rows) if rows else []
+
+
+def _parse(thread_id: str, first: int, rows: list[Any]) -> list[Entry]:
+    """Entry rows, validated in one call (far cheaper than one per row)."""
+    try:
+        with no_cycle_collection(len(rows) > 1000):
+            return ENTRIES.validate_json("[" + ",".join(r[0] for r in rows) + "]")
+    except ValueError as exc:
+        raise _unreadable(thread_id, first, rows) from exc
 
 
 def _unreadable(thread_id: str, first: int, rows: list[Any]) -> CorruptStore:

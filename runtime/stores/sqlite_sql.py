@@ -155,28 +155,30 @@ def no_cycle_collection(pause: bool) -> Iterator[None]:
 
 
 class ThreadCache:
-    """Validated entries of the threads loaded last, up to ``limit`` entries in all (LRU)."""
+    """Validated entries of the threads loaded last, each from some entry on (a tail, or
+    the whole thread from 0), up to ``limit`` entries in all (LRU)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self._threads: OrderedDict[str, list[Entry]] = OrderedDict()
+        self._threads: OrderedDict[str, tuple[int, list[Entry]]] = OrderedDict()
         self._size = 0
 
     def __contains__(self, thread_id: str) -> bool:
         return thread_id in self._threads
 
-    def pop(self, thread_id: str) -> list[Entry]:
-        entries = self._threads.pop(thread_id, [])
+    def pop(self, thread_id: str) -> tuple[int, list[Entry]]:
+        """``(base, entries from base on)``; ``(0, [])`` for a thread not held."""
+        base, entries = self._threads.pop(thread_id, (0, []))
         self._size -= len(entries)
-        return entries
+        return base, entries
 
-    def put(self, thread_id: str, entries: list[Entry]) -> None:
+    def put(self, thread_id: str, base: int, entries: list[Entry]) -> None:
         if len(entries) > self.limit:
             return
-        self._threads[thread_id] = entries
+        self._threads[thread_id] = (base, entries)
         self._size += len(entries)
         while self._size > self.limit:
-            _, dropped = self._threads.popitem(last=False)
+            _, (_, dropped) = self._threads.popitem(last=False)
             self._size -= len(dropped)
 
     def clear(self) -> None:

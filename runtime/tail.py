@@ -1,0 +1,99 @@
+"""The end of a thread, loaded without the rest: what a run needs to go on in O(window).
+
+A ``Tail`` indexes like the whole thread (``len`` is the thread's length, ``tail[i]`` is
+entry ``i``) but holds only the entries from ``base`` on; asking for one before ``base``
+is an error rather than a silent wrong answer. Summary notices before ``base`` are
+described by the store (how many, and the newest), so that what the model is told about
+the dropped start of the thread is the same as with the whole thread loaded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import pairwise
+from typing import overload
+
+from .context import SUMMARY, entry_tokens
+from .entries import Entry, Notice, UserMessage
+
+__all__ = ["Tail", "first_loaded", "is_summary", "tail_of"]
+
+
+class Tail(Sequence[Entry]):
+    """Entries ``base`` to the end of a thread, indexed as in the whole thread."""
+
+    __slots__ = ("base", "loaded", "summaries_before", "summary_before", "tokens")
+
+    def __init__(self, base: int, loaded: list[Entry], *, summaries_before: int = 0,
+                 summary_before: Notice | None = None, tokens: list[int] | None = None
+                 ) -> None:
+        self.base = base
+        self.loaded = loaded
+        self.tokens = tokens or []
+        """The estimated tokens of the first loaded entries, if the store keeps them (what
+        ``context.entry_tokens`` gives: it need not be worked out again)."""
+        self.summaries_before = summaries_before
+        """How many summary notices the thread holds before ``base``."""
+        self.summary_before = summary_before
+        """The newest of them, if any."""
+
+    def __len__(self) -> int:
+        return self.base + len(self.loaded)
+
+    @overload
+    def __getitem__(self, index: int) -> Entry: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Entry]: ...
+
+    def __getitem__(self, index: int | slice) -> Entry | list[Entry]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if start < self.base and start < stop:
+                raise IndexError(f"entries before {self.base} are not loaded")
+            return self.loaded[start - self.base:max(stop - self.base, 0):step]
+        if index < 0:
+            index += len(self)
+        if index < self.base:
+            raise IndexError(f"entry {index} is not loaded (the tail starts at {self.base})")
+        return self.loaded[index - self.base]
+
+    def __iter__(self) -> Iterator[Entry]:
+        if self.base:
+            raise IndexError(f"entries before {self.base} are not loaded: iterate .loaded")
+        return iter(self.loaded)
+
+    def __reversed__(self) -> Iterator[Entry]:
+        return reversed(self.loaded)
+
+    def extend(self, entries: Iterable[Entry]) -> None:
+        self.loaded.extend(entries)
+
+    def __repr__(self) -> str:
+        return f"Tail(base={self.base}, loaded={len(self.loaded)})"
+
+
+def first_loaded(entries: Sequence[Entry]) -> int:
+    """The index of the first entry held: a tail's base, 0 for a whole thread."""
+    return entries.base if isinstance(entries, Tail) else 0
+
+
+def is_summary(entry: Entry) -> bool:
+    return isinstance(entry, Notice) and entry.code == SUMMARY
+
+
+def tail_of(entries: list[Entry], tokens: int, start: int | None = None) -> Tail:
+    """``Store.load_tail``'s answer computed from the whole thread (for a store that holds
+    it anyway, and as the definition the others are tested against)."""
+    sums, total = [], 0
+    for entry in entries:
+        total += entry_tokens(entry)
+        sums.append(total)
+    base = next((i for i in range(len(entries) - 1, -1, -1)
+                 if isinstance(entries[i], UserMessage) and sums[i] <= total - tokens), 0)
+    if start is not None:
+        base = min(base, max(start, 0))
+    summaries = [e for e in entries[:base] if is_summary(e)]
+    newest = summaries[-1] if summaries else None
+    assert newest is None or isinstance(newest, Notice)
+    return Tail(base, entries[base:], summaries_before=len(summaries), summary_before=newest,
+                tokens=[now - then for then, now in pairwise([0, *sums])][base:])
