@@ -76,10 +76,14 @@ class RunCursor:
         # Shielded: a cancellation arriving mid-write must not leave the cursor unsure
         # whether the checkpoint landed. The write finishes; whoever handles the
         # cancellation reads the store afresh.
-        await asyncio.shield(self.store.commit(Checkpoint(
+        write = self.store.commit(Checkpoint(
             thread_id=run.thread_id, position=len(self.entries) if checked else None,
             entries=entries, run=run,
-            transitions=transitions, deliveries=deliveries, durable=durable)))
+            transitions=transitions, deliveries=deliveries, durable=durable))
+        if getattr(self.store, "commit_survives_cancel", False):
+            await write  # no task to shield it: the store finishes a write once it is begun
+        else:
+            await asyncio.shield(write)
         if self.start is None and any(isinstance(e, UserMessage) for e in entries):
             self.start = len(self.entries)
         self.entries.extend(entries)

@@ -59,6 +59,10 @@ T = TypeVar("T")
 class SQLiteStore:
     """SQLite-backed ``Store``; use as ``async with SQLiteStore(path) as store``."""
 
+    commit_survives_cancel = True
+    """A ``commit`` whose caller is cancelled still lands whole (it is done at once, or
+    handed to the group commit, which finishes it): callers need not shield it."""
+
     def __init__(
         self,
         path: str | Path,
