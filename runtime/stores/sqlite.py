@@ -200,7 +200,7 @@ class SQLiteStore:
                      for i, entry in enumerate(cp.entries)],
             run=None if cp.run is None else (cp.run.state, cp.run.version, run_json(cp.run),
                                              cp.run.id, cp.run.version - 1,
-                                             not cp.run.terminal),
+                                             _activity(cp)),
             transitions=[(t.run_id, json.dumps([t.source, t.target, t.reason, t.at]))
                          for t in cp.transitions],
             deliveries=[(d.key, d.run_id, d.remote_id, d.created_at, d.model_dump_json())
@@ -495,6 +495,16 @@ def _parse(thread_id: str, first: int, rows: list[Any]) -> list[Entry]:
             return ENTRIES.validate_json("[" + ",".join(r[0] for r in rows) + "]")
     except ValueError as exc:
         raise _unreadable(thread_id, first, rows) from exc
+
+
+def _activity(cp: Checkpoint) -> bool | None:
+    """The run's ``active`` to write: None where its transitions show it unchanged (a run
+    moving between unfinished states, or between ended ones)."""
+    assert cp.run is not None
+    steps = [t for t in cp.transitions if t.run_id == cp.run.id]
+    if steps and all((t.source in TERMINAL) == (t.target in TERMINAL) for t in steps):
+        return None
+    return not cp.run.terminal
 
 
 def _unreadable(thread_id: str, first: int, rows: list[Any]) -> CorruptStore:

@@ -69,8 +69,9 @@ def commit_rows(db: sqlite3.Connection, cp: CheckpointRows) -> None:
         steps += mine[1:]
         # Apart, and only where it changes: an UPDATE naming ``active`` rewrites the run's
         # entry in runs_active (a page) even when the value stays the same.
-        db.execute("UPDATE runs SET active = ? WHERE id = ? AND active != ?",
-                   (active, run_id, active))
+        if active is not None:
+            db.execute("UPDATE runs SET active = ? WHERE id = ? AND active != ?",
+                       (active, run_id, active))
     if steps:
         db.executemany("UPDATE runs SET transitions = json_insert(transitions, '$[#]', json(?)) "
                        "WHERE id = ?", [(step[1], step[0]) for step in steps])
