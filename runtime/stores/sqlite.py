@@ -464,6 +464,7 @@ class SQLiteStore:
             base = 0 if found is None else found[0]
         if start is not None:
             base = min(base, max(start, 0))
+        warm = thread_id in self._threads
         loaded = self._load_from(db, thread_id, base)
         # By their own index: the planner would rather walk the thread's rows before base.
         summaries = db.execute("SELECT data FROM entries INDEXED BY entries_summaries "
@@ -471,6 +472,8 @@ class SQLiteStore:
                                "ORDER BY seq DESC", (thread_id, base)).fetchall()
         newest = _parse(thread_id, base, summaries[:1])[0] if summaries else None
         assert newest is None or isinstance(newest, Notice)
+        if warm:  # its reader has worked the tokens out already (they are for a cold start)
+            return Tail(base, loaded, summaries_before=len(summaries), summary_before=newest)
         # Each entry's tokens, from the running sums (the row before base gives the start).
         rows = [row[0] for row in db.execute(
             "SELECT tokens FROM entries WHERE thread_id = ? AND seq >= ? AND seq < ? "
