@@ -14,22 +14,18 @@ from typing import Literal
 
 import aiosqlite
 
-from runtime import (
-    Checkpoint,
-    ModelRequest,
-    ModelResponse,
-    Run,
-    RunState,
-    Runtime,
-    RuntimeConfig,
-    SQLiteStore,
-    ToolRegistry,
-)
-from runtime.providers.base import TextSink
+from runtime import Checkpoint, Run, RunState, Runtime, RuntimeConfig, SQLiteStore, ToolRegistry
 from runtime.stores.sqlite import Synchronous
 
 from .thread import remove_db
-from .workload import LookupModel, expect_completed, lookup, message_entries, user_text
+from .workload import (
+    ClockedModel,
+    LookupModel,
+    expect_completed,
+    lookup,
+    message_entries,
+    user_text,
+)
 
 __all__ = ["ResumeResult", "run_resume"]
 
@@ -89,25 +85,11 @@ async def _load(path: Path, synchronous: Synchronous) -> tuple[float, float]:
         return times[0], times[1]
 
 
-class _Clocked(LookupModel):
-    """The workload's model, noting when its first request of a message arrives."""
-
-    def __init__(self) -> None:
-        super().__init__(context_window=WINDOW)
-        self.first: tuple[float, int] | None = None
-
-    async def complete(self, request: ModelRequest, on_text: TextSink | None = None
-                       ) -> ModelResponse:
-        if self.first is None:
-            self.first = (time.perf_counter(), len(request.entries))
-        return await super().complete(request, on_text)
-
-
 async def _resume(path: Path, synchronous: Synchronous, i: int) -> tuple[float, float, int]:
     """A message to the long thread, everything cold: ms from submitting it to the model's
     first request, and from its being accepted (durably queued) to that request."""
     async with SQLiteStore(path, synchronous=synchronous) as store:
-        model = _Clocked()
+        model = ClockedModel(WINDOW)
         async with Runtime(store, model, ToolRegistry([lookup])) as rt:
             start = time.perf_counter()
             run = await rt.submit(THREAD, user_text(i))

@@ -32,6 +32,7 @@ from runtime.stores.sqlite import Synchronous
 __all__ = [
     "ANSWER",
     "RESULT",
+    "ClockedModel",
     "LookupModel",
     "bench_runtime",
     "expect_completed",
@@ -83,6 +84,21 @@ class LookupModel:
         if on_text is not None:
             await on_text(ANSWER)
         return ModelResponse(text=ANSWER, usage=USAGE, model=self.model, stop_reason="end_turn")
+
+
+class ClockedModel(LookupModel):
+    """The workload's model with a context window, noting when its first request
+    arrives (and how many entries it holds)."""
+
+    def __init__(self, context_window: int) -> None:
+        super().__init__(context_window=context_window)
+        self.first: tuple[float, int] | None = None
+
+    async def complete(self, request: ModelRequest, on_text: TextSink | None = None
+                       ) -> ModelResponse:
+        if self.first is None:
+            self.first = (time.perf_counter(), len(request.entries))
+        return await super().complete(request, on_text)
 
 
 @asynccontextmanager

@@ -10,24 +10,10 @@ from typing import Any
 
 import pytest
 
-from runtime import (
-    AgentConfig,
-    AssistantTurn,
-    Checkpoint,
-    Entry,
-    ModelRequest,
-    ModelResponse,
-    Notice,
-    Run,
-    RunState,
-    Runtime,
-    SQLiteStore,
-    ToolCall,
-    ToolRegistry,
-    ToolResult,
-    UserMessage,
-)
+from runtime import AgentConfig, Checkpoint, Run, RunState, Runtime, SQLiteStore, ToolRegistry
+from runtime.entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, UserMessage
 from runtime.prompting import Prompts
+from runtime.providers.base import ModelRequest, ModelResponse
 from runtime.tail import Tail, tail_of
 
 
