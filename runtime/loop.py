@@ -353,12 +353,12 @@ class RunDriver:
         final = isinstance(before, Notice) and before.code == "final_turn"
         for index, call in enumerate(turn.tool_calls):
             previous = list(keys)
-            keys.append(call_key(call.name, call.arguments))
+            keys.append(key := call_key(call.name, call.arguments))
             if call.id in done:
                 continue
             run = cur.run
             self.bus.publish(ToolCallStarted(run_id=run.id, thread_id=run.thread_id, call=call))
-            output = await self._call(cur, call, index, previous, offered=not final)
+            output = await self._call(cur, call, index, previous, key, offered=not final)
             if isinstance(output, _Paused):
                 return
             result = ToolResult(run_id=run.id, tool_call_id=call.id, name=call.name,
@@ -377,7 +377,8 @@ class RunDriver:
                 return
 
     async def _call(
-        self, cur: RunCursor, call: ToolCall, index: int, previous: list[str], *, offered: bool
+        self, cur: RunCursor, call: ToolCall, index: int, previous: list[str], key: str, *,
+        offered: bool,
     ) -> ToolOutput | _Paused:
         """Decide whether and how a call runs (``gate_call``); return its output, or pause."""
         run = cur.run
@@ -393,8 +394,7 @@ class RunDriver:
         facts = CallFacts(
             name=call.name, index=index, calls_before=len(previous), tool=tool,
             offered=offered, invalid=invalid,
-            repeat=is_repeat(previous, call_key(call.name, call.arguments),
-                             self.agent.repeat_limit),
+            repeat=is_repeat(previous, key, self.agent.repeat_limit),
             decision=None if decision is None else decision.approve,
             decided_by=decision.by if decision else "",
             decision_reason=decision.reason if decision else "",

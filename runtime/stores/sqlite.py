@@ -201,8 +201,8 @@ class SQLiteStore:
             run=None if cp.run is None else (cp.run.state, cp.run.version, run_json(cp.run),
                                              cp.run.id, cp.run.version - 1,
                                              _activity(cp)),
-            transitions=[(t.run_id, json.dumps([t.source, t.target, t.reason, t.at]))
-                         for t in cp.transitions],
+            transitions=[(t.run_id, f"[{_text(t.source)},{_text(t.target)},{_text(t.reason)},"
+                                    f"{t.at!r}]") for t in cp.transitions],
             deliveries=[(d.key, d.run_id, d.remote_id, d.created_at, d.model_dump_json())
                         for d in cp.deliveries],
         )
@@ -498,6 +498,10 @@ def _parse(thread_id: str, first: int, rows: list[Any]) -> list[Entry]:
             return ENTRIES.validate_json("[" + ",".join(r[0] for r in rows) + "]")
     except ValueError as exc:
         raise _unreadable(thread_id, first, rows) from exc
+
+
+_text = json.encoder.encode_basestring
+"""A string as a JSON string (what ``json.dumps`` does to one, without its machinery)."""
 
 
 def _activity(cp: Checkpoint) -> bool | None:
