@@ -27,12 +27,12 @@ from .budget import BudgetConfig
 from .config import AgentConfig, Prices, RuntimeConfig
 from .control import ControlRequest, Instance, ask, live_instances, serve_requests
 from .delivery import Deliverer, Outbox
-from .entries import Entry
 from .errors import InvalidThreadId, RunError, RunErrorReason, StaleWrite, StoreError
 from .events import EventBus, RunEnded, RunEvent, Subscription
 from .loop import DRIVABLE, RunDriver
 from .providers.base import Provider
-from .requests import Note, ScheduleRecord, ScheduleService
+from .records import Records
+from .requests import ScheduleService
 from .runs import (
     Decision,
     Delivery,
@@ -44,7 +44,7 @@ from .runs import (
     new_run_id,
     transition,
 )
-from .stores.base import Checkpoint, Store, StoreStats, ThreadInfo, check_thread_id
+from .stores.base import Checkpoint, Store, check_thread_id
 from .tools import ToolRegistry
 from .workers import ACTIVE, Workers
 
@@ -56,7 +56,7 @@ S = RunState
 _REFUSED: dict[str, RunErrorReason] = {
     "decide": "decide_refused", "cancel": "cancel_refused", "resume": "resume_refused"}
 
-class Runtime:
+class Runtime(Records):
     """Owns the loop, the lock and the workers; shared by every entry point in a process."""
 
     def __init__(
@@ -295,84 +295,7 @@ class Runtime:
             return
         self._workers.kick(run.thread_id)
 
-    # -- reading -----------------------------------------------------------------------------
-
-    async def get_run(self, run_id: str) -> Run:
-        """The run as stored now, or ``NotFound``."""
-        return await self._store.get_run(run_id)
-
-    async def run_for_key(self, idempotency_key: str) -> Run | None:
-        """The run that holds an idempotency key (a redelivered event's, a schedule
-        slot's), or None."""
-        return await self._store.run_for_key(idempotency_key)
-
-    async def runs(
-        self,
-        *,
-        thread_id: str | None = None,
-        states: Sequence[RunState] | None = None,
-        limit: int | None = None,
-    ) -> list[Run]:
-        """Runs, oldest first, optionally of one thread or some states; with ``limit``, the
-        newest ``limit`` of them."""
-        return await self._store.list_runs(thread_id=thread_id, states=states, limit=limit)
-
-    async def threads(self, *, offset: int = 0, limit: int | None = None) -> list[ThreadInfo]:
-        """Threads, most recently updated first (a page of them)."""
-        return await self._store.list_threads(offset=offset, limit=limit)
-
-    async def entries(self, thread_id: str, *, offset: int = 0, limit: int | None = None
-                      ) -> list[Entry]:
-        """A thread's history in order (a page of it with ``offset``/``limit``); ``[]`` for
-        a thread never written."""
-        return await self._store.load_entries(thread_id, offset=offset, limit=limit)
-
-    async def thread_length(self, thread_id: str) -> int:
-        """How many entries the thread holds."""
-        return await self._store.thread_length(thread_id)
-
-    async def transitions(self, run_id: str) -> list[Transition]:
-        """Every state change of a run, with its reason."""
-        return await self._store.transitions(run_id)
-
-    async def deliveries(
-        self, *, run_id: str | None = None, pending: bool | None = None
-    ) -> list[Delivery]:
-        """Outbox records (replies and approval prompts), oldest first; ``pending=True``:
-        those not posted yet."""
-        return await self._store.deliveries(run_id=run_id, pending=pending)
-
-    async def stats(self) -> StoreStats:
-        """Counts of runs by state, threads and deliveries (for listings and metrics)."""
-        return await self._store.stats()
-
-    async def active_run(self, thread_id: str) -> Run | None:
-        """The thread's run that has not ended and goes first (running, or waiting for a
-        tool, a person, or its turn), e.g. for a channel's ``stop`` command."""
-        active = await self._store.list_runs(thread_id=thread_id, states=ACTIVE)
-        return active[0] if active else None
-
-    async def pending_approvals(self, *, channel: str | None = None) -> list[Run]:
-        """Runs waiting for a person's decision; with ``channel``, those asked there."""
-        waiting = await self._store.list_runs(states=[S.AWAITING_APPROVAL])
-        return [r for r in waiting if r.pending_approval is not None
-                and (channel is None or r.pending_approval.channel == channel)]
-
-    # -- what built-in tools keep and send
-
-    async def notes(self, scope: str) -> list[Note]:
-        """The ``memory`` notes of a scope (``thread:{id}`` or ``agent``), by key."""
-        return await self._store.notes(scope)
-
-    async def remember(self, scope: str, key: str, text: str) -> Note:
-        """Keep a note (replacing the scope's note of that key)."""
-        note = Note(scope=scope, key=key, text=text, updated_at=self.clock())
-        await self._store.put_note(note)
-        return note
-
-    async def forget(self, scope: str, key: str) -> bool:
-        """Remove a note; False if there was none."""
-        return await self._store.delete_note(scope, key)
+    # -- what built-in tools send
 
     async def post_message(self, delivery: ReplyDelivery) -> str | None:
         """Post a message to a channel target through the outbox, exactly once per
@@ -383,20 +306,6 @@ class Runtime:
     async def posted(self, run_id: str, key: str) -> Delivery | None:
         """The outbox record of a message ``post_message`` took, if it got that far."""
         return await self._outbox.posted(run_id, key)
-
-    # -- schedule records (the schedules package's state between restarts)
-
-    async def schedule_records(self) -> list[ScheduleRecord]:
-        """Every schedule record in the store, by name."""
-        return await self._store.schedule_records()
-
-    async def save_schedules(self, records: Sequence[ScheduleRecord]) -> None:
-        """Insert or replace schedule records (by name) in one write."""
-        await self._store.save_schedules(records)
-
-    async def delete_schedule(self, name: str) -> bool:
-        """Remove a schedule record; False if there was none."""
-        return await self._store.delete_schedule(name)
 
     def health(self) -> str | None:
         """Why the store cannot be written now (as the serving loop last found), or None."""

@@ -216,16 +216,26 @@ class SQLiteStore:
         check_thread_id(thread_id)
         if offset or limit is not None:  # a page, for a reader of the history: not cached
             return await self._read(self._page, thread_id, offset, limit)
-        if thread_id in self._threads:  # only the rows since the last load: a small read
-            return await self._read_small(self._load_from, thread_id, 0)
-        return await self._read(self._load_from, thread_id, 0)
+        return await self._read_thread(self._load_from, thread_id, 0)
 
     async def load_tail(self, thread_id: str, tokens: int, *, start: int | None = None
                         ) -> Tail:
         check_thread_id(thread_id)
+        return await self._read_thread(self._load_tail, thread_id, tokens, start)
+
+    async def _read_thread(
+        self,
+        fn: Callable[Concatenate[sqlite3.Connection, str, P], T],
+        thread_id: str,
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """``fn(connection, thread_id, ...)``: a small read for a thread held already (only
+        the rows since are read)."""
         if thread_id in self._threads:
-            return await self._read_small(self._load_tail, thread_id, tokens, start)
-        return await self._read(self._load_tail, thread_id, tokens, start)
+            return await self._read_small(fn, thread_id, *args, **kwargs)
+        return await self._read(fn, thread_id, *args, **kwargs)
 
     async def thread_length(self, thread_id: str) -> int:
         check_thread_id(thread_id)
@@ -259,7 +269,8 @@ class SQLiteStore:
             where.append(f"state IN ({','.join('?' * len(states))})")
             params.extend(states)
         sql = "SELECT data FROM runs"
-        if states and TERMINAL.isdisjoint(states):
+        only_active = bool(states) and TERMINAL.isdisjoint(states or ())
+        if only_active:
             # Only the runs that have not ended: their (small) partial index, whose WHERE
             # the query must repeat for SQLite to see that it applies.
             sql += " INDEXED BY runs_active"
@@ -269,7 +280,7 @@ class SQLiteStore:
         sql += " ORDER BY created_at DESC, rowid DESC"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        if thread_id is not None and states and TERMINAL.isdisjoint(states):
+        if thread_id is not None and only_active:
             rows = await self._read_small(fetchall, sql, params)  # a thread's few active runs
         else:
             rows = await self._fetchall(sql, params)

@@ -128,15 +128,14 @@ def migrate(db: sqlite3.Connection, path: Path) -> None:
     exists = db.execute("SELECT 1 FROM sqlite_schema WHERE name = 'meta'").fetchone()
     version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
         if exists else None
-    found = SCHEMA_VERSION if version is None else version[0]
-    if found not in (1, SCHEMA_VERSION, "1", str(SCHEMA_VERSION)):
+    found = str(SCHEMA_VERSION) if version is None else version[0]
+    if found not in ("1", str(SCHEMA_VERSION)):
         raise StoreError(f"{path} has schema version {found}; this maiden reads versions 1 "
                          f"and {SCHEMA_VERSION} (a newer maiden may have written it)")
-    found = int(found)
-    if found == 1:
+    if found == "1":
         _script(db, MIGRATE_1_TO_2)
     _script(db, SCHEMA)
-    if found == 1:
+    if found == "1":
         _script(db, COPY_1_TO_2)
     db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
                (str(SCHEMA_VERSION),))
