@@ -282,9 +282,12 @@ class RunDriver:
         taken, usage = run.turns + 1, run.usage + response.usage
         cost = run.cost_usd + self.prices.cost(response.usage)
         if response.tool_calls:
+            # The write-ahead intent is a durable point only for calls with an effect: a
+            # power cut that loses read-only calls at worst asks the model again.
             await cur.commit([turn], to=S.AWAITING_TOOL, reason="tool calls requested",
                              tool_calls=run.tool_calls + len(response.tool_calls),
-                             turns=taken, usage=usage, cost_usd=cost)
+                             turns=taken, usage=usage, cost_usd=cost,
+                             durable=any(self._has_effect(c.name) for c in calls))
         else:
             await self._complete(cur, response.text, [turn], turns=taken, usage=usage,
                                  cost_usd=cost)
@@ -368,13 +371,23 @@ class RunDriver:
             finished = [ToolCallFinished(
                 run_id=run.id, thread_id=run.thread_id, tool_call_id=call.id, name=call.name,
                 content=output.content, is_error=output.is_error)]
+            # A read-only call's result is not a durable point either: lost to a power
+            # cut, the call is run again, as recovery does with any read-only call.
+            durable = self._has_effect(call.name)
             if call is pending[-1]:
                 await cur.commit([result], to=S.RUNNING, reason="tool results recorded",
-                                 started_calls=started, announce=finished)
+                                 started_calls=started, announce=finished, durable=durable)
             else:
-                await cur.commit([result], started_calls=started, announce=finished)
+                await cur.commit([result], started_calls=started, announce=finished,
+                                 durable=durable)
             if self.stopping:
                 return
+
+    def _has_effect(self, name: str) -> bool:
+        """Whether a call of ``name`` may change anything outside the thread: not for a
+        read-only tool, nor for a name no tool has (such a call only gets an error)."""
+        tool = self.tools.get(name)
+        return tool is not None and tool.effect != "read_only"
 
     async def _call(
         self, cur: RunCursor, call: ToolCall, index: int, previous: list[str], key: str, *,

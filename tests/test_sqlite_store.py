@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from runtime import Checkpoint, UserMessage
 from runtime.control import Instance
 from runtime.errors import StaleWrite, StoreError
 from runtime.runs import Run
-from runtime.stores.sqlite import SQLiteStore
+from runtime.stores.sqlite import SHORT_THREAD, SQLiteStore
 from runtime.stores.sqlite_commit import GroupCommit
 from runtime.stores.sqlite_thread import SQLiteThread
 
@@ -326,3 +327,46 @@ async def test_a_non_durable_write_commits_without_its_own_sync(tmp_path: Path) 
                                            "INSERT INTO t VALUES (1)", "COMMIT",
                                            "PRAGMA synchronous=FULL"]
     assert statements.count("PRAGMA synchronous=NORMAL") == 1  # the durable one syncs
+
+
+async def test_the_sync_level_changes_only_where_the_writes_change(tmp_path: Path) -> None:
+    writer, statements = await _writer(tmp_path / "g.db")
+    try:
+        for x in (1, 2, 3):
+            await writer.write_lazily(_insert, x)
+        await writer.write(_insert, 4)
+        await writer.write(_insert, 5)
+    finally:
+        await writer.close()
+    levels = [s for s in statements if s.startswith("PRAGMA synchronous")]
+    assert levels == ["PRAGMA synchronous=NORMAL", "PRAGMA synchronous=FULL"]
+    assert statements.index("PRAGMA synchronous=FULL") < statements.index(
+        "INSERT INTO t VALUES (4)")
+
+
+async def test_a_short_thread_is_read_at_once_and_a_long_one_on_the_readers_thread(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "r.db"
+    async with SQLiteStore(path) as store:
+        for thread, n in (("short", 3), ("long", SHORT_THREAD + 1)):
+            run = await store.create_run(Run(id=thread.ljust(32, "0"), thread_id=thread,
+                                             text="x"))
+            await store.commit(Checkpoint(thread_id=thread, position=0, entries=[
+                UserMessage(run_id=run.id, text=f"m{i}") for i in range(n)]))
+    async with SQLiteStore(path) as store:  # nothing held: both are first reads
+        where: dict[str, int] = {}
+
+        def trace(statement: str) -> None:
+            if statement.startswith("SELECT data FROM entries"):
+                where[statement] = threading.get_ident()
+
+        assert store._reader is not None
+        for conn in (store.db, store._reader):
+            await conn.call(sqlite3.Connection.set_trace_callback, trace)
+        assert len(await store.load_entries("short")) == 3
+        assert len(where) == 1 and set(where.values()) == {threading.get_ident()}
+        where.clear()
+        assert len(await store.load_entries("long")) == SHORT_THREAD + 1
+        assert len(where) == 1 and set(where.values()) != {threading.get_ident()}
+        assert len(await store.load_entries("long")) == SHORT_THREAD + 1  # now held: small

@@ -24,7 +24,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from itertools import pairwise
 from pathlib import Path
-from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, cast
 
 from ..entries import ENTRY, Entry, Notice
 from ..errors import CorruptStore, NotFound, StoreError
@@ -174,10 +174,31 @@ class SQLiteStore:
     ) -> T:
         """As ``_read``, for a read of a few rows by an index: done at once on the loop's
         thread when the reader is idle (the trip would cost more than the read)."""
+        found = self._at_once(fn, *args, **kwargs)
+        if found is not _AWAY:
+            return cast(T, found)
+        return await self._read(fn, *args, **kwargs)
+
+    def _at_once(
+        self,
+        fn: Callable[Concatenate[sqlite3.Connection, P], T],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T | object:
+        """``fn(connection, ...)`` now, on the loop's thread, through an idle connection, or
+        ``_AWAY`` if neither is. The writer's first: its page cache survives its own commits,
+        where the reader's is dropped whenever the database has changed since its last read."""
+        writer = self._writer
+        if writer is not None and writer.conn.idle:
+            try:
+                return writer.conn.here(fn, *args, **kwargs)
+            except StoreError:
+                pass  # busy (the writer never waits for a lock here): ask the reader
         reader = self._reader
         if reader is not None and reader.idle:
             return reader.here(fn, *args, **kwargs)
-        return await self._read(fn, *args, **kwargs)
+        return _AWAY
 
     # -- the Store protocol
 
@@ -235,6 +256,11 @@ class SQLiteStore:
         the rows since are read)."""
         if thread_id in self._threads:
             return await self._read_small(fn, thread_id, *args, **kwargs)
+        # A new or short thread (a fresh DM, a schedule's first run) is a small read too; its
+        # length is one seek at the end of its rows.
+        found = self._at_once(_if_short, fn, thread_id, *args, **kwargs)
+        if found is not _AWAY and found is not _LONG:
+            return cast(T, found)
         return await self._read(fn, thread_id, *args, **kwargs)
 
     async def thread_length(self, thread_id: str) -> int:
@@ -513,6 +539,29 @@ def _parse(thread_id: str, first: int, rows: list[Any]) -> list[Entry]:
 
 _text = json.encoder.encode_basestring
 """A string as a JSON string (what ``json.dumps`` does to one, without its machinery)."""
+
+
+SHORT_THREAD = 64
+"""Rows a thread not held yet may have for its first read to be done on the loop's thread."""
+_LONG = object()
+_AWAY = object()
+
+
+def _if_short(
+    db: sqlite3.Connection,
+    fn: Callable[Concatenate[sqlite3.Connection, str, P], T],
+    thread_id: str,
+    /,
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T | object:
+    """``fn(db, thread_id, ...)`` if the thread has at most ``SHORT_THREAD`` rows, else
+    ``_LONG`` (read nothing: the caller sends the read to the reader's thread)."""
+    last = db.execute("SELECT seq FROM entries WHERE thread_id = ? ORDER BY seq DESC LIMIT 1",
+                      (thread_id,)).fetchone()
+    if last is not None and last[0] >= SHORT_THREAD:
+        return _LONG
+    return fn(db, thread_id, *args, **kwargs)
 
 
 def _activity(cp: Checkpoint) -> bool | None:

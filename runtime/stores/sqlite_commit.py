@@ -53,8 +53,9 @@ class GroupCommit:
         """Whether a write that finds the connection idle is done on the loop's thread."""
         # The connection's own busy timeout is 0: it waits for another process's write lock
         # here, on its thread only (the loop's thread never waits for one).
-        self._waits = _Target(conn.path, busy_timeout_s)
-        self._no_wait = _Target(conn.path, 0.0)
+        level = _Level(synchronous.upper())
+        self._waits = _Target(conn.path, busy_timeout_s, level)
+        self._no_wait = _Target(conn.path, 0.0, level)
         # What a group of only non-durable writes commits with: no fsync of its own (in
         # WAL mode, NORMAL syncs at checkpoints only); the next durable commit's fsync
         # covers its frames, which precede it in the log.
@@ -74,7 +75,8 @@ class GroupCommit:
     ) -> T:
         """``fn(connection, ...)`` in a transaction of its own: all of it or none of it."""
         try:
-            return await self.conn.call(_transaction, self._waits, fn, *args, **kwargs)
+            return await self.conn.call(_durable_transaction, self._waits, self._synchronous,
+                                        fn, *args, **kwargs)
         finally:
             self._committed(1)
 
@@ -105,7 +107,7 @@ class GroupCommit:
         if self.inline and self._flusher is None and not self._pending and self.conn.idle:
             try:
                 outcome = self.conn.here(_write_here, self._no_wait, write,
-                                         self._relaxed([write]))
+                                         self._level_for([write]))
             finally:
                 self._committed(1)
             if outcome is not _BUSY:
@@ -123,10 +125,11 @@ class GroupCommit:
             await asyncio.wait([self._checkpointer])
         await self.conn.close()
 
-    def _relaxed(self, group: list[_Write]) -> tuple[str, str] | None:
+    def _level_for(self, group: list[_Write]) -> str:
+        """The ``synchronous`` level the group commits with."""
         if self._lazy is None or any(w.durable for w in group):
-            return None
-        return self._lazy, self._synchronous
+            return self._synchronous
+        return self._lazy
 
     def _committed(self, count: int) -> None:
         self._commits += count
@@ -150,7 +153,7 @@ class GroupCommit:
                 group, self._pending = self._pending, []
                 try:
                     outcomes = await self.conn.call(_write_group, self._waits, group,
-                                                    self._relaxed(group))
+                                                    self._level_for(group))
                 except Exception as exc:  # the transaction as a whole failed
                     outcomes = [exc] * len(group)
                 self._committed(1)
@@ -192,19 +195,35 @@ class _Busy(StoreError):
     """The write lock is held elsewhere (another process writes)."""
 
 
+class _Level:
+    """The connection's ``synchronous`` as last set: it stays until a write needs another
+    (a message's non-durable writes come in a row, then the durable one)."""
+
+    __slots__ = ("now",)
+
+    def __init__(self, now: str) -> None:
+        self.now = now
+
+    def set(self, db: sqlite3.Connection, level: str) -> None:
+        if level != self.now:
+            db.execute(f"PRAGMA synchronous={level}")
+            self.now = level
+
+
 @dataclass(frozen=True, slots=True)
 class _Target:
-    """The database (for messages), and how long a write waits for another's lock."""
+    """The database (for messages), how long a write waits for another's lock, and the
+    connection's ``synchronous`` level."""
 
     path: Path
     wait_s: float
+    level: _Level
 
 
-def _write_here(db: sqlite3.Connection, target: _Target, write: _Write,
-                relaxed: tuple[str, str] | None) -> object:
+def _write_here(db: sqlite3.Connection, target: _Target, write: _Write, level: str) -> object:
     """One write on the loop's thread, without waiting for a lock: ``_BUSY`` if it is taken."""
     try:
-        return _write_group(db, target, [write], relaxed)[0]
+        return _write_group(db, target, [write], level)[0]
     except _Busy:
         return _BUSY
 
@@ -252,18 +271,25 @@ def _transaction(
     return result
 
 
-def _write_group(db: sqlite3.Connection, target: _Target, group: list[_Write],
-                 relaxed: tuple[str, str] | None) -> list[object]:
-    """The writes of a group in one transaction; each outcome is a value or an error.
+def _durable_transaction(
+    db: sqlite3.Connection,
+    target: _Target,
+    level: str,
+    fn: Callable[Concatenate[sqlite3.Connection, P], T],
+    /,
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T:
+    target.level.set(db, level)
+    return _transaction(db, target, fn, *args, **kwargs)
 
-    ``relaxed``: the ``synchronous`` level to commit with, and the one to restore after."""
-    if relaxed is None:
-        return _each_write(db, target, group)
-    db.execute(f"PRAGMA synchronous={relaxed[0]}")
-    try:
-        return _each_write(db, target, group)
-    finally:
-        db.execute(f"PRAGMA synchronous={relaxed[1]}")
+
+def _write_group(db: sqlite3.Connection, target: _Target, group: list[_Write],
+                 level: str) -> list[object]:
+    """The writes of a group in one transaction, committed with ``synchronous=level``;
+    each outcome is a value or an error."""
+    target.level.set(db, level)
+    return _each_write(db, target, group)
 
 
 def _each_write(db: sqlite3.Connection, target: _Target, group: list[_Write]

@@ -1,0 +1,69 @@
+"""Which checkpoints of a message fsync: the durable points, by what the tool can change.
+
+A statement trace of the store's writing connection shows, for every transaction, the
+``synchronous`` level it commits with: ``FULL`` syncs the log (a durable point), ``NORMAL``
+does not, and the next ``FULL`` commit's sync covers it."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from runtime import Effect, RunState, Runtime, ScriptedProvider, SQLiteStore, ToolRegistry, tool
+
+
+def _commits(statements: list[str]) -> list[tuple[str, str]]:
+    """(level, what) for each committed transaction: what = the tables it wrote."""
+    level, out, wrote = "FULL", [], []
+    for s in statements:
+        if s.startswith("PRAGMA synchronous="):
+            level = s.split("=", 1)[1]
+        elif match := re.match(r"(?:INSERT .*?INTO|UPDATE) (\w+)", s):
+            wrote.append(match[1])
+        elif s == "COMMIT":
+            out.append((level, " ".join(sorted(set(wrote)))))
+            wrote = []
+    return out
+
+
+async def _message(tmp_path: Path, effect: Effect) -> list[tuple[str, str]]:
+    @tool(effect=effect)
+    def lookup(q: str) -> dict[str, str]:
+        """Look something up."""
+        return {"answer": q.upper()}
+
+    provider = ScriptedProvider([
+        {"tool_calls": [{"name": "lookup", "arguments": {"q": "x"}}]}, {"text": "done"}])
+    statements: list[str] = []
+    async with SQLiteStore(tmp_path / "d.db", synchronous="full") as store, \
+            Runtime(store, provider, ToolRegistry([lookup])) as rt:
+        await store.db.call(sqlite3.Connection.set_trace_callback, statements.append)
+        run = await rt.send("t", "hello")
+        await rt.idle()
+        await store.db.call(sqlite3.Connection.set_trace_callback, None)
+    assert run.state is RunState.COMPLETED
+    return _commits([s for s in statements if not s.startswith("PRAGMA wal_checkpoint")])
+
+
+async def test_a_read_only_call_syncs_only_the_message_and_the_answer(tmp_path: Path) -> None:
+    commits = await _message(tmp_path, "read_only")
+    assert [level for level, _ in commits] == ["FULL", "NORMAL", "NORMAL", "NORMAL", "FULL"]
+    # The synced ones: the queued message (before it is acknowledged) and the answer with
+    # its outbox record (before it is delivered).
+    assert [what for _, what in commits] == ["runs threads", *["entries runs"] * 4]
+
+
+@pytest.mark.parametrize("effect", ["idempotent_write", "non_idempotent"])
+async def test_a_call_with_an_effect_syncs_its_intent_and_its_result(
+    tmp_path: Path, effect: Effect
+) -> None:
+    commits = await _message(tmp_path, effect)
+    # Only the start is not a durable point: the call is recorded (and, non-idempotent,
+    # claimed) on disk before it runs, and its result on disk once it is done.
+    expected = ["FULL", "NORMAL", "FULL", "FULL", "FULL"]
+    if effect == "non_idempotent":
+        expected.insert(3, "FULL")  # the claim before the effect
+    assert [level for level, _ in commits] == expected
