@@ -59,6 +59,8 @@ class ResumeResult:
     """``Runtime.start()`` until it returns: every queued run driven to its end."""
     recover_thread_s: float
     """The same with ``concurrency = "thread"``."""
+    recover_cpu_s: float
+    """The same as ``recover_s`` with ``synchronous = "off"``: what is not waiting for disks."""
 
 
 async def build_thread(store: SQLiteStore, thread_id: str, entries: int) -> None:
@@ -150,4 +152,5 @@ async def run_resume(
         load_first_ms=loads[0][0], floor_load_ms=statistics.median(floor),
         warm_load_ms=statistics.median(warm for _, warm in loads), runs=runs,
         recover_s=await _recover(recover_path, runs, synchronous, "global"),
-        recover_thread_s=await _recover(recover_path, runs, synchronous, "thread"))
+        recover_thread_s=await _recover(recover_path, runs, synchronous, "thread"),
+        recover_cpu_s=await _recover(recover_path, runs, "off", "global"))

@@ -19,6 +19,8 @@ class Row:
     ratio: str = ""
     target: str = ""
     verdict: str = ""
+    why: str = ""
+    """Why a target is missed, printed under the table when it is (not a column)."""
 
     def cells(self) -> tuple[str, ...]:
         return (self.workload, self.measure, self.maiden, self.baseline, self.ratio,
@@ -52,4 +54,9 @@ def render(rows: Sequence[Row]) -> str:
             out.append("")
         out.append(line(cells))
         previous = row.workload
+    misses = [r for r in rows if r.verdict == "MISS"]
+    if misses:
+        out += ["", "Missed targets, and why:"]
+        out += [f"  {r.workload} / {r.measure.strip()}: {r.why or 'see bench/README.md'}"
+                for r in misses]
     return "\n".join(out)
