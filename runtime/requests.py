@@ -91,3 +91,15 @@ class ScheduleService(Protocol):
         """Submit one run of the schedule now, under its own key; ``NotFound`` if there is
         no schedule of that name."""
         ...
+
+    async def set_paused(self, name: str, paused: bool) -> None:
+        """Pause or resume a schedule (any: this is the operator, not a chat); ``NotFound``
+        if there is no schedule of that name."""
+        ...
+
+    async def history(self, name: str, limit: int = 20) -> list[dict[str, Any]]:
+        """The schedule's newest ``limit`` slots, newest first, as JSON: the slot, and its
+        run's id, state, outcome (delivered where, as which message, or the error), or
+        ``null`` for a slot that has no run (missed, skipped, or paused); ``NotFound`` if
+        there is no schedule of that name."""
+        ...

@@ -152,8 +152,17 @@ class ScheduleBook:
         await self._changed()
         return schedule
 
-    async def set_paused(self, name: str, paused: bool, *, thread_id: str) -> Schedule:
-        schedule, record = await self._own(name, thread_id)
+    async def set_paused(self, name: str, paused: bool, *, thread_id: str | None) -> Schedule:
+        """Pause or resume a schedule: from chat (``thread_id``) only one the conversation
+        made; from the operator's console (``None``) any, config schedules too."""
+        if thread_id is not None:
+            schedule, record = await self._own(name, thread_id)
+        else:
+            await self.load()
+            found, known = self.get(name), self._records.get(name)
+            if found is None or known is None:
+                raise ScheduleError(f"there is no schedule named {name!r}")
+            schedule, record = found, known
         if record.paused != paused:
             # Resumed: slots missed while paused are not caught up; it starts from now.
             since = record.since if paused else self.clock().timestamp()

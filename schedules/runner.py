@@ -33,10 +33,10 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler  # type: ignore[impo
 
 from runtime import MaidenError, NotFound, Run, Runtime, ScheduleRecord
 
-from .book import Clock, ScheduleBook
+from .book import Clock, ScheduleBook, ScheduleError
 from .config import Schedule
 from .cron import misfire, slot_key, slots_between
-from .status import statuses
+from .status import slot_history, statuses
 
 __all__ = ["ON_TIME", "Fired", "Scheduler", "manual_key"]
 
@@ -265,6 +265,23 @@ class Scheduler:
     async def listing(self) -> list[dict[str, Any]]:
         """Every schedule as JSON, with its next fires and what its last slot did."""
         return [status.as_json() for status in await statuses(self.book)]
+
+    async def set_paused(self, name: str, paused: bool) -> None:
+        """Pause or resume any schedule (the operator's console); ``NotFound`` if none."""
+        try:
+            await self.book.set_paused(name, paused, thread_id=None)
+        except ScheduleError as exc:
+            raise NotFound(str(exc)) from exc
+
+    async def history(self, name: str, limit: int = 20) -> list[dict[str, Any]]:
+        """The schedule's newest slots, newest first, with their runs and outcomes."""
+        schedule = self.book.get(name)
+        if schedule is None:
+            await self.book.load()
+            schedule = self.book.get(name)
+        if schedule is None:
+            raise NotFound(f"no schedule named {name!r}")
+        return await slot_history(self.book, schedule, now=self.clock(), limit=limit)
 
     # -- marks and alarms
 

@@ -11,9 +11,9 @@ from runtime import NotFound, ReplyDelivery, Run, RunState
 
 from .book import ScheduleBook
 from .config import Schedule
-from .cron import next_fires
+from .cron import next_fires, slot_key, slots_between
 
-__all__ = ["ScheduleStatus", "deliver_text", "outcome", "statuses"]
+__all__ = ["ScheduleStatus", "deliver_text", "outcome", "slot_history", "statuses"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +99,29 @@ async def statuses(book: ScheduleBook, *, now: datetime | None = None,
             status = ScheduleStatus(schedule, active, status.paused, upcoming, slot, run,
                                     replies)
         found.append(status)
+    return found
+
+
+async def slot_history(book: ScheduleBook, schedule: Schedule, *, now: datetime | None = None,
+                       limit: int = 20) -> list[dict[str, Any]]:
+    """The schedule's newest ``limit`` slots since it was first recorded, newest first: each
+    slot's run (found by the slot's key, which is how a fire claims it) and its outcome."""
+    now = now or book.clock()
+    record = book.record(schedule.name)
+    since = datetime.fromtimestamp(record.created_at if record else now.timestamp(), UTC)
+    found: list[dict[str, Any]] = []
+    for slot in reversed(slots_between(schedule.cron, since, now, limit)):
+        run = await book.runtime.run_for_key(slot_key(schedule.name, slot))
+        entry: dict[str, Any] = {"slot": slot.isoformat(), "run": None, "outcome": "no run"}
+        if run is not None:
+            replies = [d for d in await book.runtime.deliveries(run_id=run.id)
+                       if isinstance(d, ReplyDelivery)]
+            delivered = [r.remote_id for r in replies if r.remote_id]
+            entry |= {"run": {"id": run.id, "thread_id": run.thread_id,
+                              "state": run.state.value, "error": run.error,
+                              "delivered": delivered or None},
+                      "outcome": outcome(run, replies)}
+        found.append(entry)
     return found
 
 

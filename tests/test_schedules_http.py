@@ -1,4 +1,5 @@
-"""GET /v1/schedules and POST /v1/schedules/{name}/run over the real server, and the
+"""GET /v1/schedules, a schedule's slot history, run now, pause and resume over the real
+server, and the
 schedules on the command line (`maiden schedules`, `maiden schedules run NAME`)."""
 
 from __future__ import annotations
@@ -56,6 +57,47 @@ async def test_list_and_run_over_http(tmp_path: Path) -> None:
             rt.schedules = None
             assert (await client.get("/v1/schedules")).json() == {"schedules": []}
             assert (await client.post("/v1/schedules/daily/run")).status_code == 404
+
+
+async def test_history_pause_and_resume_over_http(tmp_path: Path) -> None:
+    configs = [ScheduleConfig(name="hourly", cron="0 * * * *", prompt="the hourly check")]
+    clock = Clock(SLOT - timedelta(hours=3, minutes=5))  # recorded at 05:55
+    async with echo_runtime(tmp_path / "m.db") as rt:
+        book = ScheduleBook(rt, load_schedules(configs, default_timezone="UTC", channels=[]),
+                            clock=clock)
+        async with Scheduler(book, timers=False) as scheduler, served(rt, token="t0k") as \
+                (client, _):
+            rt.schedules = scheduler
+            for hour in (7, 9):  # 06:00 passes unfired (down); 08:00 too
+                clock.now = SLOT.replace(hour=hour) + timedelta(seconds=2)
+                (fired,) = await scheduler.fire_due()
+                await rt.wait(fired.run.id)
+            got = await client.get("/v1/schedules/hourly/history")
+            assert got.status_code == 200, got.text
+            slots = got.json()["slots"]
+            assert [s["slot"] for s in slots] == [
+                "2026-03-02T09:00:00+00:00", "2026-03-02T08:00:00+00:00",
+                "2026-03-02T07:00:00+00:00", "2026-03-02T06:00:00+00:00"]
+            assert [s["run"] and s["run"]["state"] for s in slots] == [
+                "completed", None, "completed", None]
+            assert slots[0]["outcome"] == "completed (in thread schedule:hourly)"
+            assert slots[1]["outcome"] == "no run"
+            limited = await client.get("/v1/schedules/hourly/history", params={"limit": 1})
+            assert len(limited.json()["slots"]) == 1
+
+            assert (await client.post("/v1/schedules/hourly/pause")).status_code == 204
+            listed = (await client.get("/v1/schedules")).json()["schedules"]
+            assert listed[0]["paused"] is True and listed[0]["next_fires"] == []
+            clock.now = SLOT.replace(hour=10) + timedelta(seconds=2)
+            assert await scheduler.fire_due() == []  # paused: nothing fires
+            assert (await client.post("/v1/schedules/hourly/resume")).status_code == 204
+            listed = (await client.get("/v1/schedules")).json()["schedules"]
+            assert listed[0]["paused"] is False
+            assert listed[0]["next_fires"][0] == "2026-03-02T11:00:00+00:00"
+            for path in ("/v1/schedules/nope/history", "/v1/schedules/nope/pause"):
+                missing = await (client.get(path) if "history" in path else client.post(path))
+                assert missing.status_code == 404, path
+                assert "no schedule named 'nope'" in missing.json()["detail"]
 
 
 async def maiden(home: Path, *args: str) -> tuple[int, str, str]:

@@ -30,9 +30,12 @@ from runtime import (
     RunEvent,
     RunState,
     Runtime,
+    ScheduleService,
 )
 
 from .config import HttpConfig
+from .console import ConsoleOptions, StatusSource, mount_console
+from .console.live import Live
 from .errors import (
     ApiError,
     BodyLimit,
@@ -52,6 +55,7 @@ from .models import (
     RunOut,
     RunPage,
     SchedulePage,
+    SlotHistory,
     ThreadDetail,
     ThreadOut,
     ThreadPage,
@@ -81,6 +85,8 @@ class HttpApi:
         self.metrics = Metrics(runtime)
         self.closing = False
         self.released = asyncio.Event()
+        self.console: Live | None = None
+        """The console's live streams, ended by ``release``."""
 
     def stop_intake(self) -> None:
         """New messages are refused with 503 from now on."""
@@ -89,6 +95,8 @@ class HttpApi:
     def release(self) -> None:
         """Answer every request still waiting for a run with where the run stands now."""
         self.released.set()
+        if self.console is not None:
+            self.console.stopping.set()
 
     async def submit(self, thread_id: str, body: MessageIn, key: str | None) -> Run:
         if self.closing:
@@ -192,12 +200,15 @@ def _page(offset: int, limit: int, total: int) -> int | None:
 
 
 def create_app(
-    runtime: Runtime, config: HttpConfig | None = None, *, token: str | None = None
+    runtime: Runtime, config: HttpConfig | None = None, *, token: str | None = None,
+    statuses: StatusSource | None = None,
 ) -> FastAPI:
-    """The HTTP API over ``runtime``; ``app.state.maiden`` is its ``HttpApi``.
+    """The HTTP API over ``runtime``, and the operator console at ``/`` (``[http]
+    console``); ``app.state.maiden`` is its ``HttpApi``.
 
     ``token``: the bearer token every /v1 route and /metrics require (None: no auth,
-    which the app only allows on loopback).
+    which the app only allows on loopback); the console asks for it once per browser
+    session. ``statuses``: each channel's state, for the console.
     """
     config = config or HttpConfig()
     api = HttpApi(runtime, config, token)
@@ -349,6 +360,36 @@ def create_app(
             raise NotFound(f"no schedule named {name!r}: this process fires no schedules")
         return await _after(await runtime.schedules.run_now(name), wait)
 
+    def _schedules() -> ScheduleService:
+        if runtime.schedules is None:
+            raise NotFound("this process fires no schedules")
+        return runtime.schedules
+
+    @app.get("/v1/schedules/{name}/history", dependencies=secured, tags=["schedules"],
+             responses=problem_responses(*denied, 404, 422))
+    async def schedule_history(
+        name: str, limit: Annotated[int, Query(ge=1, le=200)] = 20,
+    ) -> SlotHistory:
+        """A schedule's newest slots, newest first: each slot's run, its state, and where
+        its answer was delivered (or the error)."""
+        slots = await _schedules().history(name, limit)
+        return SlotHistory.model_validate({"name": name, "slots": slots})
+
+    @app.post("/v1/schedules/{name}/pause", dependencies=secured, tags=["schedules"],
+              responses=problem_responses(*denied, 404))
+    async def pause_schedule(name: str) -> Response:
+        """Pause a schedule (its slots are not run until it is resumed)."""
+        await _schedules().set_paused(name, True)
+        return Response(status_code=204)
+
+    @app.post("/v1/schedules/{name}/resume", dependencies=secured, tags=["schedules"],
+              responses=problem_responses(*denied, 404))
+    async def resume_schedule(name: str) -> Response:
+        """Resume a paused schedule: it fires from its next slot on (the slots missed while
+        it was paused are not caught up)."""
+        await _schedules().set_paused(name, False)
+        return Response(status_code=204)
+
     @app.get("/healthz", tags=["service"], response_model=Health,
              responses={503: {"model": Health, "description": "the store or runtime is not"}})
     async def healthz() -> JSONResponse:
@@ -381,6 +422,9 @@ def create_app(
         return cache["schema"]
 
     app.openapi = openapi  # type: ignore[method-assign]
+    if config.console:
+        api.console = mount_console(app, runtime, token, ConsoleOptions(
+            approvals=config.console_approvals, statuses=statuses))
     return app
 
 

@@ -36,6 +36,10 @@ class HttpConfig(BaseModel):
         default=None, description="the variable holding the bearer token clients must send")
     max_body_bytes: int = Field(default=1_048_576, ge=1024,
                                 description="larger request bodies get 413")
+    console: bool = Field(default=True, description=(
+        "serve the operator console at / (behind the same token as the API)"))
+    console_approvals: bool = Field(default=True, description=(
+        "false: the console shows pending approvals but cannot decide them"))
     keepalive_s: float = Field(default=15.0, gt=0,
                                description="an event stream silent this long sends a comment "
                                            "line, so proxies keep it open")

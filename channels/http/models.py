@@ -206,6 +206,20 @@ class SchedulePage(BaseModel):
     schedules: list[ScheduleOut]
 
 
+class SlotOut(BaseModel):
+    """One slot of a schedule and what became of it."""
+
+    slot: str = Field(description="ISO 8601 in the schedule's timezone")
+    run: ScheduleRunOut | None = Field(description="null: no run claimed the slot (missed, "
+                                       "skipped by the misfire policy, or paused)")
+    outcome: str
+
+
+class SlotHistory(BaseModel):
+    name: str
+    slots: list[SlotOut] = Field(description="newest first")
+
+
 class RunPage(BaseModel):
     runs: list[RunDetail] = Field(description="newest first")
     next_offset: int | None = Field(description="pass as ?offset= for the next page")

@@ -1,0 +1,136 @@
+"""The console's state and helpers shared by its pages, actions and live streams."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from runtime import Runtime
+
+from .security import COOKIE, Guard, Session, page_headers
+
+__all__ = ["Console", "ConsoleOptions", "NotSignedIn", "StatusSource"]
+
+StatusSource = Callable[[], Sequence[tuple[str, str]]]
+"""Each channel's name and a line on how it is (connected, or why not)."""
+
+
+class ConsoleOptions:
+    """What the console may do: ``approvals`` False shows approvals without the buttons."""
+
+    def __init__(self, *, approvals: bool = True, statuses: StatusSource | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.approvals = approvals
+        self.statuses = statuses or (lambda: [])
+        self.clock = clock
+
+
+class NotSignedIn(Exception):
+    """The request has no valid session (and the console needs one)."""
+
+
+class Console:
+    def __init__(self, runtime: Runtime, token: str | None, options: ConsoleOptions) -> None:
+        self.runtime = runtime
+        self.guard = Guard(token)
+        self.options = options
+        self.env = Environment(loader=PackageLoader("channels.http.console", "templates"),
+                               autoescape=select_autoescape(default=True),
+                               trim_blocks=True, lstrip_blocks=True)
+        self.env.filters.update(when=self.when, ago=self.ago, q=quote_path, money=money,
+                                num=lambda n: f"{n:,}", duration=duration)
+
+    # -- sessions
+
+    def session(self, request: Request) -> tuple[Session, str | None]:
+        """The request's session; without a token a new one is made (its cookie is returned
+        to be set). ``NotSignedIn`` if a token is needed and the cookie is missing."""
+        found = self.guard.session(request)
+        if found is not None:
+            return found, None
+        if self.guard.needs_sign_in:
+            raise NotSignedIn
+        cookie, made = self.guard.new_cookie("console")
+        return made, cookie
+
+    # -- rendering
+
+    def page(self, request: Request, template: str, *, status: int = 200,
+             **values: Any) -> HTMLResponse:
+        session, cookie = self.session(request)
+        return self.render(request, template, session, cookie, status=status, **values)
+
+    def render(self, request: Request, template: str, session: Session | None,
+               cookie: str | None = None, *, status: int = 200, **values: Any) -> HTMLResponse:
+        html = self.env.get_template(template).render(
+            request=request, session=session, signed_in=session is not None,
+            needs_sign_in=self.guard.needs_sign_in,
+            csrf=self.guard.csrf(session) if session else "", path=request.url.path,
+            may_approve=self.may_approve(session), approvers=self.runtime.agent.approvers,
+            approvals_allowed=self.options.approvals, **values)
+        response = HTMLResponse(html, status_code=status, headers=page_headers())
+        if cookie is not None:
+            set_session_cookie(response, request, cookie)
+        return response
+
+    def may_approve(self, session: Session | None) -> bool:
+        """The console may decide, and ``[agent] approvers`` (if set) names the operator."""
+        approvers = self.runtime.agent.approvers
+        return (self.options.approvals and session is not None
+                and (not approvers or session.operator in approvers))
+
+    def fragment(self, template: str, **values: Any) -> str:
+        return self.env.get_template(template).render(**values)
+
+    def render_fragment(self, html: str) -> HTMLResponse:
+        """A piece of a page, for htmx to swap in."""
+        return HTMLResponse(html, headers=page_headers())
+
+    # -- formatting
+
+    def when(self, at: float | None) -> str:
+        if at is None:
+            return "-"
+        return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+    def ago(self, at: float | None) -> str:
+        if at is None:
+            return "-"
+        return duration(self.options.clock() - at)
+
+
+def set_session_cookie(response: Response, request: Request, cookie: str) -> None:
+    response.set_cookie(COOKIE, cookie, httponly=True, samesite="strict", path="/",
+                        secure=request.url.scheme == "https")
+
+
+def back(to: str) -> RedirectResponse:
+    """After a form: see the result (303: the browser GETs it)."""
+    return RedirectResponse(to, status_code=303, headers=page_headers())
+
+
+def quote_path(value: str) -> str:
+    """A thread id or name as one URL path segment (a thread id may hold ``/``)."""
+    return quote(value, safe="")
+
+
+def money(value: float) -> str:
+    return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
+
+
+def duration(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m {seconds % 60:02d}s"
+    if seconds < 86400:
+        return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
+    return f"{seconds // 86400}d {seconds % 86400 // 3600}h"
