@@ -204,6 +204,7 @@ def make_channels(loaded: LoadedConfig) -> list[ChannelFactory]:
     source = str(loaded.path)
     factories: list[ChannelFactory] = []
     routes: list[tuple[str, Callable[[], Callable[[Any], Awaitable[Any]]]]] = []
+    made_all: list[Channel] = []  # for the console: every channel's status
     slack = cfg.channels.slack
     if slack is not None and slack.enabled:
         secrets = slack.secrets(source=source)
@@ -232,8 +233,18 @@ def make_channels(loaded: LoadedConfig) -> list[ChannelFactory]:
         factories.append(make_discord)
     if cfg.http.enabled:
         token = cfg.http.token(source=source)
-        factories.append(lambda runtime: HttpChannel(runtime, cfg.http, token, routes=routes))
-    return factories
+        factories.append(lambda runtime: HttpChannel(
+            runtime, cfg.http, token, routes=routes,
+            statuses=lambda: [(c.name, c.status()) for c in made_all]))
+
+    def keep(make: ChannelFactory) -> ChannelFactory:
+        def made(runtime: Runtime) -> Channel:
+            channel = make(runtime)
+            made_all.append(channel)
+            return channel
+        return made
+
+    return [keep(make) for make in factories]
 
 
 async def serve(

@@ -38,6 +38,11 @@ class Channel(Protocol):
         """Its line in `maiden run`'s banner: what it serves, and where."""
         ...
 
+    def status(self) -> str:
+        """How it is now, in a few words: connected, or why not (the operator console's
+        Now page shows it)."""
+        ...
+
     def stop_intake(self) -> None:
         """Refuse new messages from now on (shutdown has begun)."""
         ...

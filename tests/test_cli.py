@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import httpx
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -119,7 +121,13 @@ def test_run_serves_until_sigterm(home: Path) -> None:
     proc, banner = _serve(home)
     assert "provider    echo" in banner and "recovered   0 unfinished run(s)" in banner
     assert "  http        http://127.0.0.1:" in banner
-    _stop(proc)  # SIGTERM: exits 0
+    url = banner.split("  http        ", 1)[1].split()[0]
+    try:
+        console = httpx.get(url + "/", timeout=10)  # the operator console: loopback, no token
+    finally:
+        _stop(proc)  # SIGTERM: exits 0
+    assert console.status_code == 200
+    assert "<strong>http</strong> serving http://127.0.0.1:" in console.text
 
 
 def test_show_unknown_thread(home: Path) -> None:

@@ -164,6 +164,8 @@ async def test_other_bots_and_strangers_are_ignored(
         assert d.replies() == [] and await d.runtime.runs() == []
     async with discord_bot(allow_users=[]) as closed:
         assert "serving nobody" in closed.channel.banner()
+        assert closed.channel.status().startswith("connected as ")
+    assert closed.channel.status() == "stopped"
 
 
 async def test_a_long_reply_goes_in_three_messages_in_order(

@@ -215,6 +215,8 @@ async def test_who_may_talk(
         await closed.runtime.idle()
         assert await closed.runtime.runs() == []
         assert "serving nobody" in closed.channel.banner()
+        assert closed.channel.status().startswith("connected (Socket Mode")
+    assert closed.channel.status() == "stopped"
 
 
 async def test_approval_by_an_approver_and_a_refusal_for_anyone_else(

@@ -150,6 +150,15 @@ class DiscordChannel:
         return (f"as {user} ({self.bot}) in {len(self.client.guilds)} guild(s){where}; "
                 f"{self.config.allowlist.describe()}")
 
+    def status(self) -> str:
+        if self._closed.is_set() or self.client.is_closed():
+            return "stopped"
+        if not self.client.is_ready():
+            return "connecting to the gateway"
+        latency = self.client.latency
+        shown = f", {latency * 1000:.0f} ms heartbeat" if latency == latency else ""  # NaN
+        return f"connected as {self.client.user} in {len(self.client.guilds)} guild(s){shown}"
+
     def stop_intake(self) -> None:
         """Nothing to refuse here: a message that comes while stopping finds the runtime
         closed, and is answered after the next start only if it was stored."""

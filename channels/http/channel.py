@@ -12,6 +12,7 @@ from .config import HttpConfig
 
 if TYPE_CHECKING:
     from .app import HttpApi
+    from .console import StatusSource
     from .server import HttpServer
 
 __all__ = ["Endpoint", "HttpChannel"]
@@ -29,10 +30,13 @@ class HttpChannel:
     def __init__(
         self, runtime: Runtime, config: HttpConfig, token: str | None,
         *, routes: Sequence[tuple[str, Callable[[], Endpoint]]] = (),
+        statuses: StatusSource | None = None,
     ) -> None:
         self.runtime = runtime
         self.config = config
         self.token = token
+        self.statuses = statuses
+        """Every channel's status, for the console's Now page."""
         self.routes = routes
         """Other channels' endpoints served here (Slack's Events API): a path and a way to
         get the endpoint once that channel has started. They carry their own auth."""
@@ -48,7 +52,8 @@ class HttpChannel:
         from .app import create_app
         from .server import HttpServer
 
-        app = create_app(self.runtime, self.config, token=self.token)
+        app = create_app(self.runtime, self.config, token=self.token,
+                         statuses=self.statuses or (lambda: [(self.name, self.status())]))
         for path, endpoint in self.routes:
             app.add_route(path, endpoint(), methods=["POST"], include_in_schema=False)
         self._api = app.state.maiden
@@ -64,10 +69,18 @@ class HttpChannel:
             await self._server.stop()
 
     def banner(self) -> str:
+        console = "; the console at /" if self.config.console else ""
         if self.token:
-            return f"{self.url}  (bearer token from ${self.config.token_env})"
+            return f"{self.url}  (bearer token from ${self.config.token_env}{console})"
         unset = f"${self.config.token_env} not set, " if self.config.token_env else ""
-        return f"{self.url}  (no token: {unset}loopback only)"
+        return f"{self.url}  (no token: {unset}loopback only{console})"
+
+    def status(self) -> str:
+        if self._server is None:
+            return "not started"
+        if self._api is not None and self._api.closing:
+            return "stopping"
+        return f"serving {self.url}"
 
     def stop_intake(self) -> None:
         if self._api is not None:

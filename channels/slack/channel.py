@@ -111,6 +111,19 @@ class SlackChannel:
         return f"{how}, workspace {self.team_name or self.team} ({self.team}) as " \
                f"<@{self.bot_user}>; {who}"
 
+    def status(self) -> str:
+        if self._closed.is_set():
+            return "stopped"
+        if self.config.mode == "http":
+            return "taking events at POST /slack/events"
+        client = getattr(self._socket, "client", None)
+        session = getattr(client, "current_session", None)
+        if client is None or client.closed:
+            return "not connected"
+        if session is None or session.closed or client.stale:
+            return "reconnecting to Socket Mode"
+        return f"connected (Socket Mode, workspace {self.team_name or self.team})"
+
     def stop_intake(self) -> None:
         """Nothing to switch off here: once the runtime is closing, ``submit`` raises, so
         the event is not acknowledged and Slack sends it again, to the next process."""
