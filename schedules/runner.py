@@ -191,12 +191,7 @@ class Scheduler:
     async def run_now(self, name: str) -> Run:
         """Run a schedule once now, outside its slots, under its own key (``NotFound``: no
         such schedule)."""
-        schedule = self.book.get(name)
-        if schedule is None:
-            await self.book.load()
-            schedule = self.book.get(name)
-        if schedule is None:
-            raise NotFound(f"no schedule named {name!r}")
+        schedule = await self._named(name)
         key = manual_key(name)
         return await self.runtime.submit(schedule.thread_for(key.split(":", 2)[2]),
                                          schedule.config.prompt, origin=schedule.origin,
@@ -275,13 +270,19 @@ class Scheduler:
 
     async def history(self, name: str, limit: int = 20) -> list[dict[str, Any]]:
         """The schedule's newest slots, newest first, with their runs and outcomes."""
+        schedule = await self._named(name)
+        return await slot_history(self.book, schedule, now=self.clock(), limit=limit)
+
+    async def _named(self, name: str) -> Schedule:
+        """The schedule of that name (re-reading the store for one made since), or
+        ``NotFound``."""
         schedule = self.book.get(name)
         if schedule is None:
             await self.book.load()
             schedule = self.book.get(name)
         if schedule is None:
             raise NotFound(f"no schedule named {name!r}")
-        return await slot_history(self.book, schedule, now=self.clock(), limit=limit)
+        return schedule
 
     # -- marks and alarms
 
