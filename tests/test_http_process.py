@@ -100,7 +100,8 @@ def test_sigterm_mid_run_then_restart_finishes_it(home: Path) -> None:
     log = home / "maiden.log"
     first = Server(home, log)
     try:
-        assert "(bearer token from $MAIDEN_TEST_HTTP_TOKEN; the console at /)" in first.banner
+        assert "(bearer token from $MAIDEN_TEST_HTTP_TOKEN; console http://127.0.0.1:" \
+            in first.banner
         with first.client() as client:
             assert client.get("/v1/threads", headers={"Authorization": ""}).status_code == 401
             with client.stream("POST", "/v1/threads/job/messages", json={"text": "/tool slow"},

@@ -69,7 +69,7 @@ class HttpChannel:
             await self._server.stop()
 
     def banner(self) -> str:
-        console = "; the console at /" if self.config.console else ""
+        console = f"; console {self.url}/" if self.config.console else ""
         if self.token:
             return f"{self.url}  (bearer token from ${self.config.token_env}{console})"
         unset = f"${self.config.token_env} not set, " if self.config.token_env else ""
