@@ -273,3 +273,20 @@ async def test_schedules_history_run_now_pause_and_resume(tmp_path: Path) -> Non
             missing = await client.get("/schedules/nope")
             assert missing.status_code == 404
             rt.schedules = None
+
+
+async def test_the_now_panel_streams_as_html_events(tmp_path: Path) -> None:
+    async with echo_runtime(tmp_path / "m.db", [deploy]) as rt, browser(rt) as client:
+        run = await rt.send("ops", '/tool deploy {"service": "api"}')
+        async with client.stream("GET", "/console/live/now") as events:
+            assert events.headers["content-type"].startswith("text/event-stream")
+            assert "default-src 'self'" in events.headers["content-security-policy"]
+            seen = ""
+            async for line in events.aiter_lines():
+                seen += line + "\n"
+                if line == "" and "event: now" in seen:
+                    break
+        assert seen.startswith("event: now\ndata: ")
+        assert f'data-run="{run.id}"' in seen and "awaiting approval" in seen
+        assert "1 approval waiting" in seen
+        assert re.search(r'name="csrf" value="[0-9a-f]{64}"', seen)  # its Cancel works too
