@@ -424,7 +424,8 @@ def create_app(
     app.openapi = openapi  # type: ignore[method-assign]
     if config.console:
         api.console = mount_console(app, runtime, token, ConsoleOptions(
-            approvals=config.console_approvals, statuses=statuses))
+            approvals=config.console_approvals,
+            statuses=statuses or (lambda: [("http", "serving")])))
     return app
 
 

@@ -1,0 +1,84 @@
+"""The browser tests' fixtures: headless Chromium (Debian's, not one Playwright downloads)
+driven by Playwright, and a page that records the console's errors.
+
+Without the ``playwright`` package or without Chromium every browser test skips, saying
+how to get it. ``MAIDEN_CHROMIUM`` names another Chromium binary (default
+``/usr/bin/chromium``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from playwright.async_api import Browser, ConsoleMessage, Error, Page
+
+CHROMIUM = Path(os.environ.get("MAIDEN_CHROMIUM", "/usr/bin/chromium"))
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    # Chromium would call Google's services otherwise, which a closed network refuses.
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+VIEWPORT = {"width": 1280, "height": 800}
+TIMEOUT_MS = 10_000
+"""How long a Playwright action or ``expect`` waits before failing the test."""
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    """Headless Chromium, or the test skips with one line saying what is missing."""
+    try:
+        from playwright.async_api import async_playwright, expect
+    except ImportError:
+        pytest.skip("no playwright package: pip install -e '.[dev]' (or pip install playwright)")
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip(f"no Chromium at {CHROMIUM}: apt-get install chromium (.ci/run does)")
+    expect.set_options(timeout=TIMEOUT_MS)
+    async with async_playwright() as p:
+        launched = await p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS,
+                                           headless=True)
+        try:
+            yield launched
+        finally:
+            await launched.close()
+
+
+@pytest.fixture
+def console_errors() -> list[str]:
+    """What the page logged as an error (a CSP violation, a failed script, an uncaught
+    exception), filled by ``page``."""
+    return []
+
+
+@pytest.fixture
+async def page(browser: Browser, console_errors: list[str]) -> AsyncIterator[Page]:
+    """A fresh page (its own cookies) at 1280x800 whose errors go to ``console_errors``."""
+    context = await browser.new_context(viewport={"width": VIEWPORT["width"],
+                                                  "height": VIEWPORT["height"]})
+    context.set_default_timeout(TIMEOUT_MS)
+    tab = await context.new_page()
+
+    def on_console(message: ConsoleMessage) -> None:
+        url = message.location.get("url", "")
+        if message.type == "error":
+            console_errors.append(f"console: {message.text} (at {url})")
+
+    def on_page_error(error: Error) -> None:
+        console_errors.append(f"page error: {error}")
+
+    tab.on("console", on_console)
+    tab.on("pageerror", on_page_error)
+    try:
+        yield tab
+    finally:
+        await context.close()
