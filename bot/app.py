@@ -30,6 +30,7 @@ from runtime import (
     RunEnded,
     Runtime,
     StoreError,
+    describe_store,
     make_provider,
     make_store,
     make_tools,
@@ -96,10 +97,17 @@ async def open_app(
         aclose = getattr(provider, "aclose", None)
         if aclose is not None:
             stack.push_async_callback(aclose)
-        store = make_store(cfg.store, loaded.base_dir)
+        try:
+            store = make_store(cfg.store, loaded.base_dir)
+        except ConfigError as error:
+            raise error.located(str(loaded.path)) from None
         try:
             await store.open()
         except (StoreError, OSError) as error:
+            if cfg.store.kind == "postgres":
+                raise ConfigError([("store.dsn_env", f"cannot open the postgres store "
+                                    f"({describe_store(cfg.store, loaded.base_dir)}): {error}")],
+                                  str(loaded.path)) from None
             where = loaded.base_dir / cfg.store.path
             exc = error.__cause__ if isinstance(error.__cause__, OSError) else error
             if isinstance(exc, FileExistsError | NotADirectoryError):
@@ -152,7 +160,7 @@ def banner_head(loaded: LoadedConfig, runtime: Runtime) -> str:
         f"  config      {source}",
         f"  provider    {cfg.provider.kind}" + (f" ({cfg.provider.model})"
                                                 if cfg.provider.model else ""),
-        f"  store       {cfg.store.kind} at {loaded.base_dir / cfg.store.path}",
+        f"  store       {describe_store(cfg.store, loaded.base_dir)}",
         f"  concurrency {cfg.runtime.concurrency}",
         f"  tools       {', '.join(t.name for t in runtime.tools) or 'none'}",
     ])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -23,6 +24,7 @@ from runtime import (
     Run,
     RunError,
     RunState,
+    describe_store,
 )
 
 from .config import LoadedConfig, env_status, load_config
@@ -89,6 +91,13 @@ def _parser() -> argparse.ArgumentParser:
     run_one = sched_sub.add_parser("run", help="run one schedule now and print its answer")
     run_one.add_argument("name")
     sub.add_parser("check", help="validate the config and say what is configured")
+    migrate = sub.add_parser("migrate", help="copy a store into another (e.g. SQLite into "
+                             "PostgreSQL) and verify the counts")
+    migrate.add_argument("--from", dest="source", required=True, metavar="STORE",
+                         help="sqlite:PATH, files:PATH or postgres")
+    migrate.add_argument("--to", dest="target", default="postgres", metavar="STORE",
+                         help="the same forms; postgres: [store] dsn_env and schema "
+                         "(default: %(default)s)")
     return p
 
 
@@ -137,7 +146,8 @@ def _check(loaded: LoadedConfig) -> int:
           f"repeat_limit={cfg.agent.repeat_limit}")
     print(f"  provider  {cfg.provider.kind}" + (f", model {cfg.provider.model}"
                                                if cfg.provider.model else ""))
-    print(f"  store     {cfg.store.kind} at {loaded.base_dir / cfg.store.path}")
+    print(f"  store     {describe_store(cfg.store, loaded.base_dir)}")
+    store_failed = _check_store(loaded)
     print(f"  runtime   concurrency={cfg.runtime.concurrency}")
     print(f"  tools     {', '.join(f'{t.name} ({t.effect})' for t in tools) or 'none'}")
     asks = [t.name for t in tools if t.requires_approval]
@@ -153,7 +163,7 @@ def _check(loaded: LoadedConfig) -> int:
     else:
         print(f"  http      {http.host}:{http.port}" + (f", token from ${http.token_env}"
                                                          if http.token_env else ", no token"))
-    failed = _check_slack(loaded) | _check_discord(loaded) | _check_mcp(loaded)
+    failed = store_failed | _check_slack(loaded) | _check_discord(loaded) | _check_mcp(loaded)
     defined = cfg.read_schedules()
     chat = cfg.schedules_limits.max_per_thread
     print(f"  schedules {len(defined)} in the config"
@@ -165,6 +175,34 @@ def _check(loaded: LoadedConfig) -> int:
     for var, ok in env_status(cfg).items():
         print(f"  secret    ${var}: {'set' if ok else 'NOT SET'}")
     return EXIT_FAILED if missing or failed else EXIT_OK
+
+
+def _check_store(loaded: LoadedConfig) -> bool:
+    """For PostgreSQL: connect, migrate if needed, print the server's and the schema's
+    versions; True if it cannot be reached."""
+    cfg = loaded.config.store
+    if cfg.kind != "postgres":
+        return False
+    from runtime import make_store
+
+    async def versions() -> tuple[str, int]:
+        from runtime.stores.postgres import PostgresStore
+
+        store = make_store(cfg, loaded.base_dir)
+        assert isinstance(store, PostgresStore)
+        async with store:
+            return await store.versions()
+
+    try:
+        server, schema = asyncio.run(versions())
+    except ConfigError as exc:
+        print(f"            {exc.problems[0][1]}")
+        return True
+    except MaidenError as exc:
+        print(f"            FAILED to connect: {exc}")
+        return True
+    print(f"            {server}; maiden schema version {schema}")
+    return False
 
 
 def _check_mcp(loaded: LoadedConfig) -> bool:
@@ -509,7 +547,26 @@ async def _usage(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def _migrate(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    from .migrate import copy_store, open_spec
+
+    cfg, base = loaded.config.store, loaded.base_dir
+    source, target = open_spec(args.source, cfg, base), open_spec(args.target, cfg, base)
+    async with contextlib.AsyncExitStack() as stack:
+        for store in (source, target):
+            await store.open()
+            stack.push_async_callback(store.close)
+        print(f"copying {args.source} into {args.target}")
+        counts = await copy_store(source, target, progress=print)
+    print(f"done, and the counts match: {counts.threads:,} threads, {counts.entries:,} "
+          f"entries, {counts.runs:,} runs ({counts.transitions:,} state changes), "
+          f"{counts.deliveries:,} outbox records, {counts.schedules:,} schedules, "
+          f"{counts.notes:,} notes")
+    return EXIT_OK
+
+
 _COMMANDS: dict[str, Any] = {
+    "migrate": _migrate,
     "run": _run, "chat": _chat, "send": _send, "threads": _threads, "show": _show,
     "runs": _runs, "approve": _approve, "resume": _resume, "cancel": _cancel,
     "usage": _usage, "schedules": _schedules,

@@ -90,6 +90,9 @@ class MaidenConfig(BaseModel):
                         key = next(k for k in type(value).model_fields
                                    if getattr(value, k) == name and k.endswith("_env"))
                         found[f"{prefix}.{key}"] = name
+            elif isinstance(value, StoreConfig):
+                if value.kind == "postgres":
+                    found[f"{prefix}.dsn_env"] = value.dsn_env
             elif isinstance(value, BaseModel):
                 for name in type(value).model_fields:
                     walk(f"{prefix}{name}" if not prefix else f"{prefix}.{name}",

@@ -6,7 +6,7 @@ which commands that never call a model API do not pay for).
 """
 
 from .budget import BudgetConfig
-from .build import make_provider, make_store, make_tools
+from .build import describe_store, make_provider, make_store, make_tools, redact_dsn
 from .config import AgentConfig, Prices, ProviderConfig, RuntimeConfig, StoreConfig, ToolsConfig
 from .delivery import Deliverer
 from .entries import ENTRY, AssistantTurn, Entry, Notice, ToolCall, ToolResult, Usage, UserMessage
@@ -162,11 +162,13 @@ __all__ = [
     "Transition",
     "Usage",
     "UserMessage",
+    "describe_store",
     "idempotency_key",
     "make_provider",
     "make_store",
     "make_tools",
     "parse_target",
+    "redact_dsn",
     "run_process",
     "split_message",
     "tool",

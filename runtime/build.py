@@ -13,11 +13,12 @@ from .providers.base import Provider
 from .providers.echo import EchoProvider
 from .providers.scripted import ScriptedProvider
 from .stores.base import Store
+from .stores.dsn import redact_dsn
 from .stores.files import FilesStore
 from .stores.sqlite import SQLiteStore
 from .tools import ToolRegistry
 
-__all__ = ["make_provider", "make_store", "make_tools", "resolve"]
+__all__ = ["describe_store", "make_provider", "make_store", "make_tools", "redact_dsn", "resolve"]
 
 
 def resolve(base_dir: Path, path: str) -> Path:
@@ -26,11 +27,29 @@ def resolve(base_dir: Path, path: str) -> Path:
     return p if p.is_absolute() else base_dir / p
 
 
-def make_store(cfg: StoreConfig, base_dir: Path) -> Store:
+def make_store(cfg: StoreConfig, base_dir: Path, env: Mapping[str, str] | None = None) -> Store:
+    """The configured store, not opened yet. PostgreSQL's driver loads only for it; its
+    connection string comes from ``[store] dsn_env`` (``ConfigError`` if unset)."""
+    if cfg.kind == "postgres":
+        dsn = cfg.dsn(env)
+        from .stores.postgres import PostgresStore
+
+        return PostgresStore(dsn, schema=cfg.pg_schema, pool_size=cfg.pool_size)
     path = resolve(base_dir, cfg.path)
     if cfg.kind == "files":
         return FilesStore(path)
     return SQLiteStore(path, synchronous=cfg.synchronous)
+
+
+def describe_store(cfg: StoreConfig, base_dir: Path,
+                   env: Mapping[str, str] | None = None) -> str:
+    """Where the store is, for banners and checks (a DSN without its password)."""
+    if cfg.kind != "postgres":
+        return f"{cfg.kind} at {base_dir / cfg.path}"
+    dsn = (os.environ if env is None else env).get(cfg.dsn_env, "")
+    where = redact_dsn(dsn) if dsn else f"${cfg.dsn_env} (not set)"
+    return f"postgres at {where}, schema {cfg.pg_schema}"
+
 
 
 _DEFAULT_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}

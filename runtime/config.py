@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .entries import Usage
+from .errors import ConfigError
 
 __all__ = [
     "AgentConfig",
@@ -95,10 +98,30 @@ class ProviderConfig(Section):
 
 
 class StoreConfig(Section):
-    kind: Literal["sqlite", "files"] = "sqlite"
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    kind: Literal["sqlite", "files", "postgres"] = "sqlite"
     path: str = Field(default="data/maiden.db", min_length=1,
-                      description="relative paths are relative to the config file's folder")
+                      description="sqlite, files: relative paths are relative to the config "
+                                  "file's folder")
     synchronous: Literal["off", "normal", "full", "extra"] = "full"
+    dsn_env: str = Field(default="MAIDEN_PG_DSN", min_length=1, description=(
+        "postgres: the variable holding the connection string, "
+        "postgresql://user:password@host:5432/database"))
+    pool_size: int = Field(default=10, ge=1, le=500,
+                           description="postgres: connections per process")
+    pg_schema: str = Field(default="maiden", alias="schema", pattern=r"^[a-z_][a-z0-9_]{0,62}$",
+                           description="postgres: the schema maiden's tables live in")
+
+    def dsn(self, env: Mapping[str, str] | None = None, source: str | None = None) -> str:
+        """The PostgreSQL connection string from ``dsn_env``; ``ConfigError`` if unset."""
+        value = (os.environ if env is None else env).get(self.dsn_env, "").strip()
+        if not value:
+            raise ConfigError([("store.dsn_env", (
+                f"${self.dsn_env} is not set: [store] kind = \"postgres\" needs a connection "
+                "string there, e.g. postgresql://maiden:PASSWORD@db.internal:5432/maiden"))],
+                source)
+        return value
 
 
 class RuntimeConfig(Section):

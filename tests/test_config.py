@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 from bot.config import load_config, parse_config
-from runtime import ConfigError, ScriptedProvider, make_provider, make_tools
+from runtime import (
+    ConfigError,
+    ScriptedProvider,
+    describe_store,
+    make_provider,
+    make_store,
+    make_tools,
+    redact_dsn,
+)
 
 
 @pytest.mark.parametrize(
@@ -19,6 +27,8 @@ from runtime import ConfigError, ScriptedProvider, make_provider, make_tools
         ("[agent]\nmax_turn = 3", "agent.max_turn", "unknown key"),
         ("[provider]\nkind = 'gpt'", "provider.kind", "'echo'"),
         ("[store]\nkind = 'redis'", "store.kind", "'sqlite'"),
+        ("[store]\nkind = 'postgres'\nschema = 'Maiden; DROP'", "store.schema", "pattern"),
+        ("[store]\npool_size = 0", "store.pool_size", "greater than or equal to 1"),
         ("[runtime]\nconcurrency = 'all'", "runtime.concurrency", "'global'"),
         ("[tools]\nmodules = 'mytools'", "tools.modules", "valid list"),
         ("[tools]\nbuiltins = ['telnet']", "tools.builtins.0", "'clock', 'http_fetch'"),
@@ -64,6 +74,21 @@ def test_defaults_and_the_shipped_agent_toml() -> None:
 def test_secret_envs_are_listed() -> None:
     cfg = parse_config("[provider]\nkind = 'echo'\napi_key_env = 'MY_KEY'\n")
     assert cfg.secret_envs() == {"provider.api_key_env": "MY_KEY"}
+
+
+def test_postgres_needs_its_connection_string() -> None:
+    cfg = parse_config("[store]\nkind = 'postgres'\ndsn_env = 'PG_URL'\nschema = 'team_a'\n")
+    assert cfg.store.pg_schema == "team_a"
+    assert cfg.secret_envs() == {"store.dsn_env": "PG_URL"}
+    assert parse_config("").secret_envs() == {}  # sqlite: no connection string to ask for
+    with pytest.raises(ConfigError) as info:
+        make_store(cfg.store, Path("."), env={})
+    assert info.value.problems[0][0] == "store.dsn_env"
+    assert "$PG_URL is not set" in str(info.value)
+    dsn = "postgresql://maiden:hunter2@db.internal:5432/maiden"
+    where = describe_store(cfg.store, Path("."), env={"PG_URL": dsn})
+    assert where == "postgres at postgresql://maiden:***@db.internal:5432/maiden, schema team_a"
+    assert redact_dsn("postgresql://db.internal/maiden") == "postgresql://db.internal/maiden"
 
 
 def test_scripted_provider_needs_a_readable_script(tmp_path: Path) -> None:

@@ -43,17 +43,19 @@ from runtime.runs import (
 )
 from runtime.stores.base import Checkpoint, Store
 from runtime.stores.files import FilesStore, thread_file_name
+from runtime.stores.postgres import PostgresStore
 from runtime.stores.sqlite import SQLiteStore
 from runtime.tail import tail_of
+from tests.postgres import PG_DSN, fresh_schema
 
 S = RunState
-BACKENDS = ["sqlite", "files"]
+BACKENDS = ["sqlite", "files", "postgres"]
 HOSTILE_IDS = ["a/b", "a_b", "a%2Fb", "../x", "..", ".", "", "\x00", "a\x00b", "x" * 10_000,
                "日本語", "A", "a", "a b", "a\nb", "/etc/passwd", "C:\\x"]
 
 PROJECT = str(Path(__file__).resolve().parents[1])
 
-AnyStore = SQLiteStore | FilesStore
+AnyStore = SQLiteStore | FilesStore | PostgresStore
 
 
 @pytest.fixture(params=BACKENDS)
@@ -62,13 +64,19 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def new_store(backend: str, tmp_path: Path) -> Callable[[], AnyStore]:
-    """Another store object on the same storage (a second process, or a restart)."""
+async def new_store(backend: str, tmp_path: Path) -> AsyncIterator[Callable[[], AnyStore]]:
+    """Another store object on the same storage (a second process, or a restart); for
+    PostgreSQL, a schema of the test's own, dropped after it."""
+    if backend == "postgres":
+        async with fresh_schema() as schema:
+            yield lambda: PostgresStore(PG_DSN, schema=schema, pool_size=4)
+        return
+
     def make() -> AnyStore:
         if backend == "sqlite":
             return SQLiteStore(tmp_path / "maiden.db")
         return FilesStore(tmp_path / "files")
-    return make
+    yield make
 
 
 @pytest.fixture
@@ -117,7 +125,7 @@ async def started(store: AnyStore, thread_id: str = "t", **kwargs: Any) -> Run:
     return moved
 
 
-@pytest.mark.parametrize("cls", [SQLiteStore, FilesStore])
+@pytest.mark.parametrize("cls", [SQLiteStore, FilesStore, PostgresStore])
 def test_backends_implement_the_protocol(cls: type) -> None:
     for name, method in vars(Store).items():
         if inspect.iscoroutinefunction(method):
@@ -668,10 +676,12 @@ _WRITER = textwrap.dedent("""
     from runtime.errors import StaleWrite
     from runtime.stores.base import Checkpoint
     from runtime.stores.files import FilesStore
+    from runtime.stores.postgres import PostgresStore
     from runtime.stores.sqlite import SQLiteStore
 
-    async def main(kind, path, name, count):
-        store = SQLiteStore(path) if kind == "sqlite" else FilesStore(path)
+    async def main(kind, path, name, count, schema):
+        store = (SQLiteStore(path) if kind == "sqlite" else FilesStore(path) if kind == "files"
+                 else PostgresStore(path, schema=schema, pool_size=1))
         async with store:
             done = stale = 0
             while done < count:
@@ -684,7 +694,7 @@ _WRITER = textwrap.dedent("""
                     stale += 1
             print(stale)
 
-    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])))
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]))
 """)
 
 
@@ -693,10 +703,12 @@ async def test_writers_in_other_processes_never_interleave(
     store: AnyStore, backend: str, tmp_path: Path
 ) -> None:
     await started(store)
-    path = tmp_path / ("maiden.db" if backend == "sqlite" else "files")
+    path, schema = str(tmp_path / ("maiden.db" if backend == "sqlite" else "files")), ""
+    if isinstance(store, PostgresStore):  # the same database and schema
+        path, schema = PG_DSN, store.schema
     env = {**os.environ, "PYTHONPATH": PROJECT}
     procs = [await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _WRITER, backend, str(path), f"p{i}", "15",
+        sys.executable, "-c", _WRITER, backend, path, f"p{i}", "15", schema,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
         for i in range(3)]
     async with asyncio.timeout(25):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, Self
 
 from pydantic import TypeAdapter
 
@@ -193,6 +193,23 @@ class NoteStore(Protocol):
 class Store(RunStore, OutboxStore, ControlStore, ScheduleStore, NoteStore, Protocol):
     """What a backend implements: runs and threads, the outbox, the control plane, schedule
     records, notes."""
+
+
+class Opens:
+    """``async with store:`` opens the store and closes it after (for the backends)."""
+
+    async def open(self) -> None:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
 
 def check_thread_id(thread_id: str) -> str:

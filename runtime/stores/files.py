@@ -42,7 +42,7 @@ from ..errors import NotFound, StaleWrite, StoreError
 from ..requests import ControlRequest, Instance, Note, ScheduleRecord
 from ..runs import Delivery, Run, RunState, Transition
 from ..tail import Tail, tail_of
-from .base import Checkpoint, StoreStats, ThreadInfo, check_thread_id
+from .base import Checkpoint, Opens, StoreStats, ThreadInfo, check_thread_id
 from .files_control import FilesControl
 from .files_folders import Pointers, Threads
 from .files_fs import Disk, read_or_none, remove_stale_temp_files
@@ -52,7 +52,7 @@ from .files_snapshot import MARKER, Snapshot, check_marker, select_runs
 __all__ = ["FilesStore", "thread_file_name"]
 
 
-class FilesStore:
+class FilesStore(Opens):
     """Files-backed ``Store``; use as ``async with FilesStore(root) as store``.
 
     ``fsync=False`` trades durability against power loss for speed (a killed process
@@ -76,13 +76,6 @@ class FilesStore:
         self._create_lock = asyncio.Lock()
         self._thread_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary())
-
-    async def __aenter__(self) -> FilesStore:
-        await self.open()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     async def open(self) -> None:
         await self._disk.open(self._open)

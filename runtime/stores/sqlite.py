@@ -31,7 +31,7 @@ from ..errors import CorruptStore, NotFound, StoreError
 from ..requests import ControlRequest, Instance, Note, ScheduleRecord
 from ..runs import DELIVERY, TERMINAL, Delivery, Run, RunState, Transition
 from ..tail import Tail
-from .base import ENTRIES, Checkpoint, StoreStats, ThreadInfo, check_thread_id
+from .base import ENTRIES, Checkpoint, Opens, StoreStats, ThreadInfo, check_thread_id
 from .sqlite_commit import GroupCommit
 from .sqlite_schema import ACTIVE_SQL, migrate
 from .sqlite_sql import (
@@ -56,7 +56,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-class SQLiteStore:
+class SQLiteStore(Opens):
     """SQLite-backed ``Store``; use as ``async with SQLiteStore(path) as store``."""
 
     commit_survives_cancel = True
@@ -83,13 +83,6 @@ class SQLiteStore:
         # Touched only by functions running on the reader's connection (on its thread, or on
         # the loop's while it is idle), one at a time.
         self._threads = ThreadCache(cached_entries)
-
-    async def __aenter__(self) -> SQLiteStore:
-        await self.open()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     async def open(self) -> None:
         if self._writer is not None:

@@ -17,8 +17,9 @@ from ..errors import CorruptStore, NotFound, StaleWrite
 from ..runs import DELIVERY, Delivery, Run
 
 __all__ = ["CheckpointRows", "ThreadCache", "commit_rows", "create_run_row", "entry_row",
-           "fetchall", "no_cycle_collection", "parse_run", "run_json", "scalar",
-           "update_pending_row"]
+           "fetchall", "no_cycle_collection", "parse_run", "pending_changed", "positioned_rows",
+           "run_json",
+           "scalar", "update_pending_row"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,13 +42,7 @@ def commit_rows(db: sqlite3.Connection, cp: CheckpointRows) -> None:
                           "ORDER BY seq DESC LIMIT 1", (cp.thread_id,)).fetchone()
         known = last is not None or db.execute(
             "SELECT 1 FROM threads WHERE id = ?", (cp.thread_id,)).fetchone() is not None
-        seq, tokens = last if last is not None else (-1, 0)
-        if not known or seq + 1 != cp.position:
-            raise StaleWrite(f"thread {cp.thread_id!r} moved past position {cp.position}")
-        rows = []
-        for row in cp.entries:  # each row's tokens: the thread's running sum
-            tokens += row[-1]
-            rows.append((*row[:-1], tokens))
+        rows = positioned_rows(cp.thread_id, cp.position, cp.entries, last, known)
         try:
             db.executemany("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
         except sqlite3.IntegrityError as exc:
@@ -79,6 +74,22 @@ def commit_rows(db: sqlite3.Connection, cp: CheckpointRows) -> None:
         db.executemany("INSERT OR IGNORE INTO deliveries VALUES (?, ?, ?, ?, ?)", cp.deliveries)
 
 
+def positioned_rows(thread_id: str, position: int, entries: Sequence[tuple[Any, ...]],
+                    last: Sequence[Any] | None, known: bool) -> list[tuple[Any, ...]]:
+    """The entry rows to append at ``position``, each ending with the thread's running token
+    sum (it ends with the entry's own tokens here), given the thread's ``last`` row (its seq
+    and sum, or None) and whether the thread is ``known``; ``StaleWrite`` if the thread is
+    unknown or has moved past ``position``."""
+    seq, tokens = (last[0], last[1]) if last is not None else (-1, 0)
+    if not known or seq + 1 != position:
+        raise StaleWrite(f"thread {thread_id!r} moved past position {position}")
+    rows = []
+    for row in entries:
+        tokens += row[-1]
+        rows.append((*row[:-1], tokens))
+    return rows
+
+
 def create_run_row(db: sqlite3.Connection, row: tuple[Any, ...]) -> str | None:
     """Insert the run (and its thread, if new); return the data of a run that holds its
     key."""
@@ -93,18 +104,26 @@ def create_run_row(db: sqlite3.Connection, row: tuple[Any, ...]) -> str | None:
     return None
 
 
-def update_pending_row(db: sqlite3.Connection, key: str,
-                       change: Callable[[Delivery], dict[str, Any]]) -> None:
-    """Change a delivery not sent yet (``change`` says how); a sent one is left alone."""
-    data = scalar(db, "SELECT data FROM deliveries WHERE key = ?", (key,))
+def pending_changed(key: str, data: str | None,
+                    change: Callable[[Delivery], dict[str, Any]]) -> Delivery | None:
+    """The stored delivery ``data`` as ``change`` makes it, or None if it was sent already
+    (a sent one is left alone); ``NotFound`` if there is none."""
     if data is None:
         raise NotFound(f"no delivery {key!r}")
     delivery = DELIVERY.validate_json(data)
     if delivery.remote_id is not None:
-        return
-    delivery = delivery.model_copy(update=change(delivery))
-    db.execute("UPDATE deliveries SET remote_id = ?, data = ? WHERE key = ?",
-               (delivery.remote_id, delivery.model_dump_json(), key))
+        return None
+    return delivery.model_copy(update=change(delivery))
+
+
+def update_pending_row(db: sqlite3.Connection, key: str,
+                       change: Callable[[Delivery], dict[str, Any]]) -> None:
+    """Change a delivery not sent yet (``change`` says how); a sent one is left alone."""
+    data = scalar(db, "SELECT data FROM deliveries WHERE key = ?", (key,))
+    delivery = pending_changed(key, data, change)
+    if delivery is not None:
+        db.execute("UPDATE deliveries SET remote_id = ?, data = ? WHERE key = ?",
+                   (delivery.remote_id, delivery.model_dump_json(), key))
 
 
 def fetchall(db: sqlite3.Connection, sql: str, params: Sequence[Any]) -> list[Any]:

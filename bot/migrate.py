@@ -1,0 +1,107 @@
+"""`maiden migrate --from sqlite:PATH [--to postgres]`: copy one store into another.
+
+What is copied, through the store contract only (so any backend to any backend): every
+thread with its entries (in pages), every run as it stands (state, counters, decisions,
+pending approval, idempotency key: a schedule slot's claim or a message's key stays
+taken) with every state change, the outbox (sent and unsent records, with their message
+ids), schedule records and memory notes. Requests between processes and heartbeats are
+not: they belong to the processes of the old store. The target must be empty; after the
+copy, the counts of both are compared and any difference is an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from runtime import Checkpoint, MaidenError, Store, make_store
+from runtime.config import StoreConfig
+
+__all__ = ["Counts", "copy_store", "count_store", "open_spec"]
+
+PAGE = 2_000
+"""Entries per checkpoint written to the target."""
+
+
+@dataclass
+class Counts:
+    threads: int = 0
+    entries: int = 0
+    runs: int = 0
+    transitions: int = 0
+    deliveries: int = 0
+    schedules: int = 0
+    notes: int = 0
+
+    def differences(self, other: Counts) -> list[str]:
+        return [f"{f.name}: {getattr(self, f.name):,} in the source, "
+                f"{getattr(other, f.name):,} in the target"
+                for f in fields(self) if getattr(self, f.name) != getattr(other, f.name)]
+
+
+def open_spec(spec: str, configured: StoreConfig, base_dir: Path) -> Store:
+    """A store from ``sqlite:PATH``, ``files:PATH``, or ``postgres`` (the ``[store]``
+    section's ``dsn_env``, ``schema`` and ``pool_size``)."""
+    kind, _, path = spec.partition(":")
+    if kind == "postgres" and not path:
+        return make_store(configured.model_copy(update={"kind": "postgres"}), base_dir)
+    if kind in ("sqlite", "files") and path:
+        return make_store(StoreConfig(kind=kind, path=path), base_dir)
+    raise MaidenError(f"{spec!r} is not a store: use sqlite:PATH, files:PATH or postgres")
+
+
+async def count_store(store: Store) -> Counts:
+    counts = Counts()
+    threads = await store.list_threads()
+    counts.threads = len(threads)
+    for thread in threads:
+        counts.entries += await store.thread_length(thread.id)
+        runs = await store.list_runs(thread_id=thread.id)
+        counts.runs += len(runs)
+        for run in runs:
+            counts.transitions += len(await store.transitions(run.id))
+            counts.deliveries += len(await store.deliveries(run_id=run.id))
+        counts.notes += len(await store.notes(f"thread:{thread.id}"))
+    counts.notes += len(await store.notes("agent"))
+    counts.schedules = len(await store.schedule_records())
+    return counts
+
+
+async def copy_store(source: Store, target: Store,
+                     progress: Callable[[str], None] = lambda _: None) -> Counts:
+    """Copy everything from ``source`` into the empty ``target``; returns what was copied,
+    or raises ``MaidenError`` naming what differs."""
+    if await target.list_threads(limit=1) or await target.schedule_records():
+        raise MaidenError("the target store is not empty: migrate into a new database "
+                          "(or schema) only")
+    threads = await source.list_threads()
+    for number, thread in enumerate(reversed(threads), 1):  # oldest first
+        runs = await source.list_runs(thread_id=thread.id)
+        if not runs:
+            raise MaidenError(f"thread {thread.id!r} has entries but no runs: it cannot be "
+                              "written through the store contract")
+        for run in runs:
+            await target.create_run(run)
+        length = await source.thread_length(thread.id)
+        for offset in range(0, length, PAGE):
+            page = await source.load_entries(thread.id, offset=offset, limit=PAGE)
+            await target.commit(Checkpoint(thread_id=thread.id, position=offset,
+                                           entries=page))
+        steps = [t for run in runs for t in await source.transitions(run.id)]
+        outbox = [d for run in runs for d in await source.deliveries(run_id=run.id)]
+        if steps or outbox:
+            await target.commit(Checkpoint(thread_id=thread.id, position=None,
+                                           transitions=steps, deliveries=outbox))
+        for note in await source.notes(f"thread:{thread.id}"):
+            await target.put_note(note)
+        if number % 100 == 0 or number == len(threads):
+            progress(f"  {number:,}/{len(threads):,} threads")
+    for note in await source.notes("agent"):
+        await target.put_note(note)
+    await target.save_schedules(await source.schedule_records())
+    copied, found = await count_store(source), await count_store(target)
+    wrong = copied.differences(found)
+    if wrong:
+        raise MaidenError("the copy does not match the source: " + "; ".join(wrong))
+    return found

@@ -1,0 +1,63 @@
+"""A PostgreSQL server for the tests: where it is, whether it answers, a schema per test.
+
+``MAIDEN_TEST_PG_DSN`` names the server (a local trust-auth one by default). Tests that
+need it call ``require_postgres()``, which skips them, with one line, when it does not
+answer; CI has one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from uuid import uuid4
+
+import asyncpg  # type: ignore[import-untyped]
+import pytest
+
+from runtime.stores.dsn import redact_dsn
+
+__all__ = ["PG_DSN", "SKIP_REASON", "fresh_schema", "postgres_reachable", "require_postgres"]
+
+PG_DSN = os.environ.get("MAIDEN_TEST_PG_DSN", "postgresql://root@127.0.0.1:5432/test")
+
+SKIP_REASON = (f"no PostgreSQL at {redact_dsn(PG_DSN)}: start one or set MAIDEN_TEST_PG_DSN "
+               "(CI has one)")
+
+_reachable: bool | None = None
+
+
+async def postgres_reachable() -> bool:
+    """Whether the server at ``PG_DSN`` accepts a connection within 2 s (asked once)."""
+    global _reachable
+    if _reachable is None:
+        try:
+            conn = await asyncpg.connect(PG_DSN, timeout=2)
+        except Exception:
+            _reachable = False
+        else:
+            await conn.close()
+            _reachable = True
+    return _reachable
+
+
+async def require_postgres() -> None:
+    """Skip the test (one line, the same for every test) without a server."""
+    if not await postgres_reachable():
+        pytest.skip(SKIP_REASON)
+
+
+@asynccontextmanager
+async def fresh_schema() -> AsyncIterator[str]:
+    """A schema name nobody uses (``maiden_test_<hex>``; a store creates it on open),
+    dropped with everything in it at the end. Skips the test without a server."""
+    await require_postgres()
+    schema = f"maiden_test_{uuid4().hex[:16]}"
+    try:
+        yield schema
+    finally:
+        conn = await asyncpg.connect(PG_DSN, timeout=10)
+        try:
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        finally:
+            await conn.close()

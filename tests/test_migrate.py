@@ -1,0 +1,81 @@
+"""`maiden migrate`: a store copied into another through the store contract, counts checked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.migrate import copy_store, count_store
+from runtime import (
+    FilesStore,
+    MaidenError,
+    Origin,
+    RunState,
+    ScheduleRecord,
+    SQLiteStore,
+    tool,
+)
+from tests.http_helpers import echo_runtime
+
+
+@tool(effect="non_idempotent", requires_approval=True)
+def deploy(service: str) -> str:
+    """Deploy a service."""
+    return f"deployed {service}"
+
+
+async def _fill(path: Path) -> None:
+    async with echo_runtime(path, [deploy]) as rt:
+        await rt.send("t1", '/tool clock {"tz": "UTC"}')
+        await rt.send("t1", "hello again")
+        await rt.send("team/ops", '/tool deploy {"service": "api"}')  # waits for a person
+        slack = Origin(channel="slack", user="U1", target={"channel": "C1", "thread_ts": "1.2"})
+        await rt.submit("slack:T:C1:1.2", "hi", origin=slack, idempotency_key="slack:ev1")
+        await rt.idle()
+        await rt.remember("thread:t1", "k", "a note")
+        await rt.remember("agent", "team", "the team's note")
+        await rt.save_schedules([ScheduleRecord(name="daily", origin="config", since=1.0)])
+
+
+async def test_sqlite_into_files_copies_everything(tmp_path: Path) -> None:
+    await _fill(tmp_path / "old.db")
+    async with SQLiteStore(tmp_path / "old.db") as source, \
+            FilesStore(tmp_path / "new") as target:
+        before = await count_store(source)
+        seen: list[str] = []
+        copied = await copy_store(source, target, progress=seen.append)
+        assert copied == before and seen == ["  3/3 threads"]
+        assert (before.threads, before.runs, before.deliveries, before.notes,
+                before.schedules) == (3, 4, 1, 2, 1)
+        assert before.entries > 6 and before.transitions > 8
+        for thread in await source.list_threads():
+            assert await target.load_entries(thread.id) == await source.load_entries(thread.id)
+            assert await target.list_runs(thread_id=thread.id) == \
+                await source.list_runs(thread_id=thread.id)
+        # A message's key stays taken: a redelivered event finds its run in the new store.
+        held = await target.run_for_key("slack:ev1")
+        assert held is not None and held.state is RunState.COMPLETED
+        waiting = await target.list_runs(states=[RunState.AWAITING_APPROVAL])
+        assert [r.thread_id for r in waiting] == ["team/ops"]
+        assert [d.remote_id for d in await target.deliveries()] == \
+            [d.remote_id for d in await source.deliveries()]
+        with pytest.raises(MaidenError, match="not empty"):
+            await copy_store(source, target)
+
+
+async def test_the_migrated_store_carries_on(tmp_path: Path) -> None:
+    await _fill(tmp_path / "old.db")
+    async with SQLiteStore(tmp_path / "old.db") as source, \
+            SQLiteStore(tmp_path / "new.db") as target:
+        await copy_store(source, target)
+    async with echo_runtime(tmp_path / "new.db", [deploy]) as rt:
+        (run,) = await rt.runs(thread_id="team/ops")
+        pending = run.pending_approval
+        assert pending is not None
+        await rt.decide(run.id, pending.tool_call_id, approve=True, by="alice")
+        done = await rt.wait(run.id)
+        assert done.state is RunState.COMPLETED and done.reply == 'deploy returned "deployed api"'
+        more = await rt.send("t1", "and again")
+        assert more.reply == "echo: and again"
+        assert len(await rt.entries("t1")) == 8

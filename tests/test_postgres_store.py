@@ -1,0 +1,208 @@
+"""The PostgreSQL store's own guarantees (the contract suite covers the rest): migrations
+under an advisory lock, versions, non-durable commits, schema names, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg  # type: ignore[import-untyped]
+import pytest
+
+from runtime.entries import Notice, UserMessage
+from runtime.errors import CorruptStore, StoreError
+from runtime.runs import Origin, Run, RunState
+from runtime.stores.base import Checkpoint
+from runtime.stores.postgres import PostgresStore
+from runtime.stores.postgres_schema import MIGRATIONS, SCHEMA_VERSION
+from runtime.stores.postgres_sql import CheckpointRows, list_runs_sql, write_checkpoint
+from runtime.stores.sqlite import SQLiteStore
+from tests.postgres import PG_DSN, fresh_schema
+
+S = RunState
+
+
+@pytest.fixture
+async def schema() -> AsyncIterator[str]:
+    async with fresh_schema() as name:
+        yield name
+
+
+@pytest.fixture
+async def store(schema: str) -> AsyncIterator[PostgresStore]:
+    async with PostgresStore(PG_DSN, schema=schema, pool_size=2) as opened:
+        yield opened
+
+
+async def _sql(schema: str, sql: str, *args: Any) -> Any:
+    """One statement on a connection of the test's own, in ``schema``."""
+    conn = await asyncpg.connect(PG_DSN, server_settings={"search_path": schema})
+    try:
+        return await conn.fetch(sql, *args)
+    finally:
+        await conn.close()
+
+
+def _run(thread_id: str = "t", *, at: float = 100.0) -> Run:
+    return Run(id=secrets.token_hex(8), thread_id=thread_id, text="hi", created_at=at,
+               updated_at=at, origin=Origin(channel="http"))
+
+
+async def _started(store: PostgresStore | SQLiteStore, thread_id: str = "t",
+                   at: float = 100.0) -> Run:
+    run = await store.create_run(_run(thread_id, at=at))
+    await store.commit(Checkpoint(thread_id, 0, [UserMessage(run_id=run.id, text="hello")]))
+    return run
+
+
+# -- migrations
+
+
+async def test_stores_opening_a_fresh_schema_at_once_migrate_it_once(schema: str) -> None:
+    stores = [PostgresStore(PG_DSN, schema=schema, pool_size=1) for _ in range(4)]
+    try:
+        async with asyncio.timeout(20):
+            await asyncio.gather(*(s.open() for s in stores))
+        assert sorted(s.applied for s in stores) == [[], [], [], [v for v, _ in MIGRATIONS]]
+        run = await stores[0].create_run(_run())
+        assert await stores[3].get_run(run.id) == run
+    finally:
+        for s in stores:
+            await s.close()
+    async with PostgresStore(PG_DSN, schema=schema) as again:
+        assert again.applied == []
+        assert (await again.versions())[1] == SCHEMA_VERSION
+    rows = await _sql(schema, "SELECT key, value FROM meta")
+    assert [tuple(r) for r in rows] == [("schema_version", str(SCHEMA_VERSION))]
+
+
+async def test_versions(store: PostgresStore) -> None:
+    server, version = await store.versions()
+    assert re.fullmatch(r"PostgreSQL \d+(\.\d+)*", server), server
+    assert version == SCHEMA_VERSION
+
+
+async def test_a_newer_schema_is_refused(store: PostgresStore, schema: str) -> None:
+    await store.close()
+    await _sql(schema, "UPDATE meta SET value = $1", str(SCHEMA_VERSION + 1))
+    with pytest.raises(StoreError, match=f"schema version {SCHEMA_VERSION + 1}.*newer"):
+        await PostgresStore(PG_DSN, schema=schema).open()
+
+
+async def test_open_is_idempotent_and_close_ends_it(store: PostgresStore) -> None:
+    await store.open()
+    await _started(store)
+    await store.close()
+    await store.close()
+    with pytest.raises(StoreError, match="not open"):
+        await store.thread_length("t")
+
+
+# -- schema names and connection strings
+
+
+@pytest.mark.parametrize("name", ["Maiden", "a-b", "1abc", "", "x" * 64, "é", 'maiden"',
+                                  "maiden; DROP SCHEMA public CASCADE", "maiden.runs",
+                                  "pg_catalog", "pg_temp", "information_schema"])
+def test_a_hostile_schema_name_is_refused(name: str) -> None:
+    with pytest.raises(StoreError, match=re.escape(repr(name))):
+        PostgresStore(PG_DSN, schema=name)
+
+
+@pytest.mark.parametrize("name", ["maiden", "_x", "m2", "x" * 63])
+def test_plain_schema_names_are_accepted(name: str) -> None:
+    assert PostgresStore(PG_DSN, schema=name).schema == name
+
+
+async def test_a_failed_connection_names_the_server_not_the_password() -> None:
+    dsn = "postgresql://maiden:s3cret-pw@127.0.0.1:1/maiden"
+    with pytest.raises(StoreError) as caught:
+        await PostgresStore(dsn, connect_timeout_s=2).open()
+    message = str(caught.value)
+    assert message.startswith("cannot open postgres postgresql://maiden:***@127.0.0.1:1/maiden: ")
+    assert "s3cret" not in message and "\n" not in message
+
+
+# -- commits
+
+
+async def test_a_non_durable_commit_is_committed_in_order(
+    store: PostgresStore, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    levels: list[str] = []
+    async def watched(conn: Any, rows: CheckpointRows) -> None:
+        levels.append(await conn.fetchval("SHOW synchronous_commit"))
+        await write_checkpoint(conn, rows)
+
+    monkeypatch.setattr("runtime.stores.postgres.write_checkpoint", watched)
+    run = await _started(store)
+    await store.commit(Checkpoint("t", 1, [Notice(run_id=run.id, code="n", text="lazy")],
+                                  durable=False))
+    await store.commit(Checkpoint("t", 2, [Notice(run_id=run.id, code="n", text="durable")]))
+    assert levels == ["on", "off", "on"]  # SET LOCAL: for that transaction only
+    async with PostgresStore(PG_DSN, schema=schema) as other:  # another process sees both
+        texts = [e.text for e in await other.load_entries("t")
+                 if isinstance(e, UserMessage | Notice)]
+    assert texts == ["hello", "lazy", "durable"]
+
+
+async def test_an_unreadable_entry_names_its_thread_and_row(
+    store: PostgresStore, schema: str
+) -> None:
+    run = await _started(store, "a thread")
+    await store.commit(Checkpoint("a thread", 1, [Notice(run_id=run.id, code="n", text="x"),
+                                                  UserMessage(run_id=run.id, text="again")]))
+    await _sql(schema, """UPDATE entries SET data = '{"kind": "user"' WHERE seq = 1""")
+    expected = re.escape("thread 'a thread' has an unreadable entry at row 1")
+    with pytest.raises(CorruptStore, match=expected):
+        await store.load_entries("a thread")
+    with pytest.raises(CorruptStore, match=expected):
+        await store.load_tail("a thread", 0, start=0)
+    assert len(await store.load_entries("a thread", offset=2)) == 1
+    await _sql(schema, "UPDATE runs SET data = 'nope'")
+    with pytest.raises(CorruptStore, match="unreadable run row"):
+        await store.get_run(run.id)
+
+
+async def test_a_key_too_long_for_an_index_is_a_store_error(store: PostgresStore) -> None:
+    # Index entries hold at most ~2,700 bytes (compressed): SQLite's keys have no limit.
+    thread_id = secrets.token_urlsafe(6_000)
+    with pytest.raises(StoreError, match="too large"):
+        await store.create_run(_run(thread_id))
+    assert await store.list_threads() == []
+
+
+# -- ids and orderings
+
+
+async def test_ids_with_nul_sort_as_in_sqlite(store: PostgresStore, tmp_path: Path) -> None:
+    ids = ["b", "a\x00", "a", "a\x01", "a\x00\x01", "a\x01\x01", "\x01", "", "é", "Z", "a b"]
+    async with SQLiteStore(tmp_path / "maiden.db") as sqlite:
+        for s in (store, sqlite):
+            for thread_id in ids:
+                await _started(s, thread_id)
+        assert [t.id for t in await store.list_threads()] == \
+            [t.id for t in await sqlite.list_threads()]
+    for thread_id in ids:
+        (entry,) = await store.load_entries(thread_id)
+        assert isinstance(entry, UserMessage) and entry.run_id in {
+            r.id for r in await store.list_runs(thread_id=thread_id)}
+
+
+@pytest.mark.parametrize("thread_id", [None, "t"])
+async def test_listing_active_runs_reads_the_partial_index(
+    store: PostgresStore, schema: str, thread_id: str | None
+) -> None:
+    await _started(store)
+    sql, params = list_runs_sql(thread_id, [S.QUEUED, S.RUNNING], 10)
+    conn = await asyncpg.connect(PG_DSN, server_settings={"search_path": schema,
+                                                          "enable_seqscan": "off"})
+    try:
+        plan = "\n".join(row[0] for row in await conn.fetch("EXPLAIN " + sql, *params))
+    finally:
+        await conn.close()
+    assert "runs_active" in plan, plan
