@@ -23,9 +23,11 @@ from runtime.stores.sqlite import Synchronous
 
 from .concurrency import ConcurrencyResult, run_concurrency
 from .memory import MemoryResult, measure, prepare_idle, prepare_long
+from .postgres import run_postgres
 from .report import (
     concurrency_rows,
     memory_rows,
+    postgres_rows,
     resume_rows,
     schedules_rows,
     slack_rows,
@@ -37,7 +39,7 @@ from .slack import run_slack
 from .table import Row, render
 from .thread import run_thread
 
-WORKLOADS = ("thread", "resume", "concurrency", "memory", "slack", "schedules")
+WORKLOADS = ("thread", "resume", "concurrency", "memory", "slack", "schedules", "postgres")
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,10 @@ async def _run(sizes: Sizes, only: set[str], workdir: Path, sync: Synchronous) -
         rows += schedules_rows(await run_schedules(
             workdir, sync, schedules=sizes.schedules, due=sizes.schedules_due,
             rounds=sizes.schedule_rounds))
+    if "postgres" in only:
+        n = sizes.threads[0]
+        _progress(f"workload 8: a thread of {n:,} messages on PostgreSQL beside SQLite")
+        rows += postgres_rows(await run_postgres(workdir, n, sync))
     return rows
 
 

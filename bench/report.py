@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from .concurrency import ConcurrencyResult
 from .memory import LONG_MESSAGES, MemoryResult
+from .postgres import PostgresResult
 from .resume import ResumeResult
 from .schedules import FIRE_WAYS, NEXT, SchedulesResult, StartupResult
 from .slack import SlackResult
 from .table import Row, verdict
 from .thread import BLOCKS, ThreadResult
 
-__all__ = ["concurrency_rows", "memory_rows", "resume_rows", "schedules_rows", "slack_rows",
-           "thread_rows"]
+__all__ = ["concurrency_rows", "memory_rows", "postgres_rows", "resume_rows", "schedules_rows",
+           "slack_rows", "thread_rows"]
 
 PER_MESSAGE = 2.5
 GROWTH = 1.1
@@ -182,4 +183,21 @@ def schedules_rows(r: SchedulesResult) -> list[Row]:
             measure = (f'concurrency="{result.mode}", {how}: ms to RunStarted, {label}'
                        if p == 50 else f"  {label}")
             rows.append(Row(name, measure, f"{m:.1f}", f"{b:.1f}", _x(m / b) if b else ""))
+    return rows
+
+
+def postgres_rows(r: PostgresResult) -> list[Row]:
+    """Workload 8: ms per message on PostgreSQL against the same on SQLite (no target: it
+    says what a server database costs per message)."""
+    name = f"8 postgres, N={r.n:,}"
+    if r.skipped is not None:
+        return [Row(name, f"skipped: {r.skipped}", "-")]
+    half = len(r.sqlite_ms) // 2
+    rows = []
+    for label, part in (("first half", slice(0, half)), ("second half", slice(half, None)),
+                        ("all", slice(None))):
+        pg, lite = r.postgres_ms[part], r.sqlite_ms[part]
+        pg_ms, lite_ms = sum(pg) / max(1, len(pg)), sum(lite) / max(1, len(lite))
+        rows.append(Row(name, f"ms/message on PostgreSQL vs SQLite, {label}", f"{pg_ms:.2f}",
+                        f"{lite_ms:.2f}", _x(pg_ms / lite_ms) if lite_ms else ""))
     return rows

@@ -206,3 +206,19 @@ async def test_listing_active_runs_reads_the_partial_index(
     finally:
         await conn.close()
     assert "runs_active" in plan, plan
+
+
+async def test_a_thread_held_reads_only_its_new_rows_whoever_wrote_them(
+    store: PostgresStore, schema: str
+) -> None:
+    run = await _started(store, "held")
+    assert len(await store.load_entries("held")) == 1  # now held by this store
+    async with PostgresStore(PG_DSN, schema=schema, pool_size=1) as replica:
+        await replica.commit(Checkpoint("held", 1, [Notice(run_id=run.id, code="n", text="x")]))
+    # The row this store holds is broken now: it is not read again, only the new one is.
+    await _sql(schema, """UPDATE entries SET data = '{"kind": "user"' WHERE seq = 0""")
+    entries = await store.load_entries("held")
+    assert [e.kind for e in entries] == ["user", "notice"]
+    async with PostgresStore(PG_DSN, schema=schema, pool_size=1) as fresh:
+        with pytest.raises(CorruptStore, match="unreadable entry at row 0"):
+            await fresh.load_entries("held")  # a store that holds nothing reads it all

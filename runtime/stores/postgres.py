@@ -44,7 +44,7 @@ from .postgres_sql import (
     write_checkpoint,
 )
 from .sqlite import _parse
-from .sqlite_sql import parse_run, run_json
+from .sqlite_sql import ThreadCache, parse_run, run_json
 
 __all__ = ["PostgresStore"]
 
@@ -70,7 +70,7 @@ class PostgresStore(Opens):
     cancellation came during its COMMIT): callers shield it."""
 
     def __init__(self, dsn: str, *, schema: str = "maiden", pool_size: int = 10,
-                 connect_timeout_s: float = 10.0) -> None:
+                 connect_timeout_s: float = 10.0, cached_entries: int = 200_000) -> None:
         self.dsn = dsn
         self.schema = check_schema_name(schema)
         self.pool_size = pool_size
@@ -79,6 +79,7 @@ class PostgresStore(Opens):
         """The schema versions this store's ``open`` applied (none if the schema was
         current, or another process migrated it first)."""
         self._pool: Any = None
+        self._threads = ThreadCache(cached_entries)
 
     async def open(self) -> None:
         if self._pool is not None:
@@ -109,6 +110,7 @@ class PostgresStore(Opens):
 
     async def close(self) -> None:
         pool, self._pool = self._pool, None
+        self._threads.clear()
         if pool is not None:
             await pool.close()
 
@@ -191,9 +193,21 @@ class PostgresStore(Opens):
                            limit: int | None = None) -> list[Entry]:
         check_thread_id(thread_id)
         offset = max(offset, 0)
+        if offset or limit is not None:  # a page, for a reader of the history: not cached
+            rows = await self._fetch("SELECT data FROM entries WHERE thread_id = $1 AND "
+                                     "seq >= $2 ORDER BY seq LIMIT $3", thread_id, offset, limit)
+            return _parse(thread_id, offset, rows) if rows else []
+        # Entry rows are append-only, in every replica: what is held stays true, and only
+        # the rows since are read.
+        base, known = self._threads.pop(thread_id)
+        if base:
+            known = []
         rows = await self._fetch("SELECT data FROM entries WHERE thread_id = $1 AND seq >= $2 "
-                                 "ORDER BY seq LIMIT $3", thread_id, offset, limit)
-        return _parse(thread_id, offset, rows) if rows else []
+                                 "ORDER BY seq", thread_id, len(known))
+        if rows:
+            known.extend(_parse(thread_id, len(known), rows))
+        self._threads.put(thread_id, 0, known)
+        return list(known)
 
     async def load_tail(self, thread_id: str, tokens: int, *, start: int | None = None
                         ) -> Tail:

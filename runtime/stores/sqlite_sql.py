@@ -193,6 +193,7 @@ class ThreadCache:
         return base, entries
 
     def put(self, thread_id: str, base: int, entries: list[Entry]) -> None:
+        self.pop(thread_id)  # a concurrent load may have put it back meanwhile
         if len(entries) > self.limit:
             return
         self._threads[thread_id] = (base, entries)
