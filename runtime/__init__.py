@@ -48,7 +48,7 @@ from .providers import (
     ScriptedProvider,
     ScriptedTurn,
 )
-from .requests import Note, ScheduleRecord, ScheduleService
+from .requests import Lease, Note, ScheduleRecord, ScheduleService
 from .runs import (
     TERMINAL,
     ApprovalDelivery,
@@ -68,6 +68,7 @@ from .stores import (
     Checkpoint,
     ControlStore,
     FilesStore,
+    LeaseStore,
     NoteStore,
     OutboxStore,
     RunStore,
@@ -108,6 +109,8 @@ __all__ = [
     "FilesStore",
     "IllegalTransition",
     "InvalidThreadId",
+    "Lease",
+    "LeaseStore",
     "MaidenError",
     "ModelRequest",
     "ModelResponse",

@@ -1,5 +1,5 @@
 """What the control plane stores: requests between processes, serving processes' beats,
-and the state of schedules."""
+leases, and the state of schedules."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 if TYPE_CHECKING:
     from .runs import Run
 
-__all__ = ["ControlRequest", "Instance", "Note", "ScheduleRecord", "ScheduleService"]
+__all__ = ["ControlRequest", "Instance", "Lease", "Note", "ScheduleRecord", "ScheduleService"]
 
 
 class ControlRequest(BaseModel):
@@ -43,6 +43,19 @@ class Instance(BaseModel):
     host: str
     started_at: float
     beat_at: float
+
+
+class Lease(BaseModel):
+    """A named lease (``thread:{id}``, ``instance:{id}``, ``discord:gateway``) that one
+    holder has until it expires, by the store's clock (the database server's, for a store
+    several machines share): nobody else can take it before then."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    holder: str
+    expires_in: float
+    """Seconds left when it was read."""
 
 
 class ScheduleRecord(BaseModel):

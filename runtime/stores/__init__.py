@@ -3,6 +3,7 @@
 from .base import (
     Checkpoint,
     ControlStore,
+    LeaseStore,
     NoteStore,
     OutboxStore,
     RunStore,
@@ -13,5 +14,5 @@ from .base import (
 from .files import FilesStore
 from .sqlite import SQLiteStore
 
-__all__ = ["Checkpoint", "ControlStore", "FilesStore", "NoteStore", "OutboxStore", "RunStore",
-           "SQLiteStore", "ScheduleStore", "Store", "ThreadInfo"]
+__all__ = ["Checkpoint", "ControlStore", "FilesStore", "LeaseStore", "NoteStore", "OutboxStore",
+           "RunStore", "SQLiteStore", "ScheduleStore", "Store", "ThreadInfo"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, Self
 
@@ -10,12 +10,12 @@ from pydantic import TypeAdapter
 
 from ..entries import Entry
 from ..errors import InvalidThreadId
-from ..requests import ControlRequest, Instance, Note, ScheduleRecord
+from ..requests import ControlRequest, Instance, Lease, Note, ScheduleRecord
 from ..runs import Delivery, Run, RunState, Transition
 from ..tail import Tail
 
-__all__ = ["ENTRIES", "Checkpoint", "ControlStore", "NoteStore", "OutboxStore", "RunStore",
-           "ScheduleStore", "Store", "StoreStats", "ThreadInfo", "check_thread_id"]
+__all__ = ["ENTRIES", "Checkpoint", "ControlStore", "LeaseStore", "NoteStore", "OutboxStore",
+           "RunStore", "ScheduleStore", "Store", "StoreStats", "ThreadInfo", "check_thread_id"]
 
 ENTRIES: TypeAdapter[list[Entry]] = TypeAdapter(list[Entry])
 
@@ -162,6 +162,33 @@ class ControlStore(Protocol):
     async def instances(self) -> list[Instance]:
         """Every recorded heartbeat."""
 
+    async def listen_requests(self, wake: Callable[[], None]) -> Callable[[], Awaitable[None]]:
+        """Call ``wake`` (on the loop) soon after any process adds a request, for as long as
+        it can; returns what stops that. A store that cannot tell returns a no-op: its
+        readers poll (they poll anyway, as the fallback)."""
+
+
+class LeaseStore(Protocol):
+    """Named leases with an expiry the store's clock judges, so that processes on several
+    machines never compare their own clocks: who drives a thread, who is alive, which
+    replica holds the Discord gateway."""
+
+    async def take_lease(self, name: str, holder: str, ttl_s: float, *,
+                         steal_from: str | None = None) -> str | None:
+        """Give ``holder`` the lease for ``ttl_s`` seconds from now, if it is free, expired,
+        already its own, or held by ``steal_from`` (a holder known to be dead): None when
+        ``holder`` has it now, else the holder that has it."""
+
+    async def renew_leases(self, holder: str, ttl_s: float) -> list[str]:
+        """Extend every unexpired lease of ``holder`` to ``ttl_s`` from now; the names it
+        still holds, sorted (an expired one may have been taken by another)."""
+
+    async def release_leases(self, holder: str, names: Sequence[str] | None = None) -> None:
+        """Give up ``names`` (every lease of ``holder`` when None), if ``holder`` has them."""
+
+    async def leases(self) -> list[Lease]:
+        """Every unexpired lease, by name."""
+
 
 class ScheduleStore(Protocol):
     """Schedule records: what the schedules package keeps between restarts (the slot
@@ -190,9 +217,10 @@ class NoteStore(Protocol):
         """Remove a note; False if there was none."""
 
 
-class Store(RunStore, OutboxStore, ControlStore, ScheduleStore, NoteStore, Protocol):
-    """What a backend implements: runs and threads, the outbox, the control plane, schedule
-    records, notes."""
+class Store(RunStore, OutboxStore, ControlStore, LeaseStore, ScheduleStore, NoteStore,
+            Protocol):
+    """What a backend implements: runs and threads, the outbox, the control plane, leases,
+    schedule records, notes."""
 
 
 class Opens:
@@ -210,6 +238,10 @@ class Opens:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+async def unlistened() -> None:
+    """What ``listen_requests`` returns for a store whose readers poll: nothing to stop."""
 
 
 def check_thread_id(thread_id: str) -> str:

@@ -33,16 +33,16 @@ import asyncio
 import time
 import weakref
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..entries import Entry
 from ..errors import NotFound, StaleWrite, StoreError
-from ..requests import ControlRequest, Instance, Note, ScheduleRecord
+from ..requests import ControlRequest, Instance, Lease, Note, ScheduleRecord
 from ..runs import Delivery, Run, RunState, Transition
 from ..tail import Tail, tail_of
-from .base import Checkpoint, Opens, StoreStats, ThreadInfo, check_thread_id
+from .base import Checkpoint, Opens, StoreStats, ThreadInfo, check_thread_id, unlistened
 from .files_control import FilesControl
 from .files_folders import Pointers, Threads
 from .files_fs import Disk, read_or_none, remove_stale_temp_files
@@ -186,6 +186,22 @@ class FilesStore(Opens):
 
     async def instances(self) -> list[Instance]:
         return await self._control.instances()
+
+    async def listen_requests(self, wake: Callable[[], None]) -> Callable[[], Awaitable[None]]:
+        return unlistened  # readers poll: a folder cannot tell another process
+
+    async def take_lease(self, name: str, holder: str, ttl_s: float, *,
+                         steal_from: str | None = None) -> str | None:
+        return await self._control.take_lease(name, holder, ttl_s, steal_from=steal_from)
+
+    async def renew_leases(self, holder: str, ttl_s: float) -> list[str]:
+        return await self._control.renew_leases(holder, ttl_s)
+
+    async def release_leases(self, holder: str, names: Sequence[str] | None = None) -> None:
+        await self._control.release_leases(holder, names)
+
+    async def leases(self) -> list[Lease]:
+        return await self._control.leases()
 
     async def schedule_records(self) -> list[ScheduleRecord]:
         return await self._control.schedule_records()

@@ -1,8 +1,9 @@
-"""The files store's control plane: requests between processes, heartbeats, schedules.
+"""The files store's control plane: requests between processes, heartbeats, leases, schedules.
 
 ``requests/{id:012d}.json`` one file per request (ids from a counter file under a
 lock), ``instances/{id}.json`` one file per serving runtime, ``schedules/{sha256(name)}``
-one file per schedule record, ``notes/{sha256(scope)}`` one file per scope of notes
+one file per schedule record, ``leases.json`` every lease (rewritten whole under a lock, with
+this machine's clock), ``notes/{sha256(scope)}`` one file per scope of notes
 (rewritten whole under a lock: a scope has at most a few hundred). Written through the
 store's ``Disk``, so the same atomic writes and locks apply.
 """
@@ -10,20 +11,22 @@ store's ``Disk``, so the same atomic writes and locks apply.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
 from pydantic import BaseModel
 
 from ..errors import CorruptStore, NotFound
-from ..requests import ControlRequest, Instance, Note, ScheduleRecord
+from ..requests import ControlRequest, Instance, Lease, Note, ScheduleRecord
 from .files_fs import Disk
 from .files_names import key_file_name
 
 __all__ = ["FilesControl"]
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 
 class FilesControl:
@@ -50,6 +53,40 @@ class FilesControl:
 
     async def instances(self) -> list[Instance]:
         return await self.disk.io(self._instances)
+
+    async def take_lease(self, name: str, holder: str, ttl_s: float, *,
+                         steal_from: str | None = None) -> str | None:
+        def take(leases: dict[str, _Held], now: float) -> str | None:
+            held = leases.get(name)
+            if held is None or held.holder in (holder, steal_from) or held.expires_at <= now:
+                leases[name] = _Held(holder=holder, expires_at=now + ttl_s)
+                return None
+            return held.holder
+
+        return await self.disk.io(self._change_leases, take)
+
+    async def renew_leases(self, holder: str, ttl_s: float) -> list[str]:
+        def renew(leases: dict[str, _Held], now: float) -> list[str]:
+            mine = sorted(n for n, h in leases.items() if h.holder == holder
+                          and h.expires_at > now)
+            for n in mine:
+                leases[n] = _Held(holder=holder, expires_at=now + ttl_s)
+            return mine
+
+        return await self.disk.io(self._change_leases, renew)
+
+    async def release_leases(self, holder: str, names: Sequence[str] | None = None) -> None:
+        def release(leases: dict[str, _Held], now: float) -> None:
+            for n in [n for n, h in leases.items() if h.holder == holder
+                      and (names is None or n in names)]:
+                del leases[n]
+
+        await self.disk.io(self._change_leases, release)
+
+    async def leases(self) -> list[Lease]:
+        found, now = await self.disk.io(self._read_leases)
+        return [Lease(name=n, holder=h.holder, expires_in=h.expires_at - now)
+                for n, h in sorted(found.items()) if h.expires_at > now]
 
     async def schedule_records(self) -> list[ScheduleRecord]:
         return await self.disk.io(self._schedule_records)
@@ -124,6 +161,21 @@ class FilesControl:
         return [_parse(p, Instance) for p in sorted(folder.glob("*.json"))
                 if not p.name.startswith(".")]
 
+    def _read_leases(self) -> tuple[dict[str, _Held], float]:
+        path = self.disk.root / "leases.json"
+        found = _parse(path, _Leases).leases if path.exists() else {}
+        return found, time.time()
+
+    def _change_leases(self, change: Callable[[dict[str, _Held], float], T]) -> T:
+        path = self.disk.root / "leases.json"
+        with self.disk.lock(path.with_suffix(".lock")):
+            leases, now = self._read_leases()
+            result = change(leases, now)
+            self.disk.write(path, _Leases(leases={
+                n: h for n, h in leases.items() if h.expires_at > now}).model_dump_json()
+                .encode())
+        return result
+
     def _schedule_path(self, name: str) -> Path:
         return self._folder("schedules") / key_file_name(name)
 
@@ -164,6 +216,15 @@ class FilesControl:
                 notes[key] = note
             self.disk.write(path, _Notes(scope=scope, notes=notes).model_dump_json().encode())
         return existed
+
+
+class _Held(BaseModel):
+    holder: str
+    expires_at: float
+
+
+class _Leases(BaseModel):
+    leases: dict[str, _Held] = {}
 
 
 class _Notes(BaseModel):

@@ -17,8 +17,10 @@ only see more rows at its end. Text values go through a codec that lets them hol
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from itertools import pairwise
 from typing import Any, TypeVar
@@ -27,10 +29,10 @@ import asyncpg  # type: ignore[import-untyped]
 
 from ..entries import Entry, Notice
 from ..errors import NotFound, StoreError
-from ..requests import ControlRequest, Instance, Note, ScheduleRecord
+from ..requests import ControlRequest, Instance, Lease, Note, ScheduleRecord
 from ..runs import DELIVERY, Delivery, Run, RunState, Transition
 from ..tail import Tail
-from .base import Checkpoint, Opens, StoreStats, ThreadInfo, check_thread_id
+from .base import Checkpoint, Opens, StoreStats, ThreadInfo, check_thread_id, unlistened
 from .dsn import redact_dsn
 from .postgres_schema import check_schema_name, migrate
 from .postgres_sql import (
@@ -314,12 +316,42 @@ class PostgresStore(Opens):
     # -- the control plane
 
     async def add_request(self, request: ControlRequest) -> ControlRequest:
-        async with self._connection() as conn:
+        async with self._transaction() as conn:
             stored = request.model_copy(update={"id": await conn.fetchval(
                 "SELECT nextval('requests_id')")})
             await conn.execute("INSERT INTO requests (id, data) VALUES ($1, $2)",
                                stored.id, stored.model_dump_json())
+            # Delivered to the listeners when the transaction commits, not before.
+            await conn.execute("SELECT pg_notify($1, $2)", self._channel, str(stored.id))
         return stored
+
+    async def listen_requests(self, wake: Callable[[], None]) -> Callable[[], Awaitable[None]]:
+        """``LISTEN`` on a connection of its own (outside the pool); if it is lost, the
+        readers' polling carries on alone, and the next call listens again."""
+
+        def notified(*_: object) -> None:
+            wake()
+
+        try:
+            conn = await asyncpg.connect(self.dsn, timeout=self.connect_timeout_s)
+            await conn.add_listener(self._channel, notified)
+        except (*_ERRORS, ValueError) as exc:
+            log.warning("cannot listen for requests on postgres (%s); polling instead",
+                        type(exc).__name__)
+            return unlistened
+
+        async def unlisten() -> None:
+            if not conn.is_closed():
+                with contextlib.suppress(*_ERRORS):
+                    await conn.close(timeout=5)
+
+        return unlisten
+
+    @property
+    def _channel(self) -> str:
+        """The notification channel of this schema's requests (an identifier of 63 bytes
+        at most, whatever the schema's name)."""
+        return "maiden_requests_" + hashlib.sha256(self.schema.encode()).hexdigest()[:20]
 
     async def requests(self) -> list[ControlRequest]:
         return await self._parsed(ControlRequest.model_validate_json,
@@ -349,6 +381,50 @@ class PostgresStore(Opens):
     async def instances(self) -> list[Instance]:
         return await self._parsed(Instance.model_validate_json,
                                   "SELECT data FROM instances ORDER BY id")
+
+    # -- leases (the server's clock)
+
+    async def take_lease(self, name: str, holder: str, ttl_s: float, *,
+                         steal_from: str | None = None) -> str | None:
+        async with self._connection() as conn:
+            for _ in range(3):
+                # ON CONFLICT locks the row and judges it as it stands now, so two takers
+                # take turns and one of them wins.
+                taken = await conn.fetchval(
+                    "INSERT INTO leases VALUES ($1, $2, clock_timestamp() + "
+                    "make_interval(secs => $3)) ON CONFLICT (name) DO UPDATE "
+                    "SET holder = excluded.holder, expires_at = excluded.expires_at "
+                    "WHERE leases.holder = excluded.holder OR leases.holder = $4 "
+                    "OR leases.expires_at <= clock_timestamp() RETURNING true",
+                    name, holder, ttl_s, steal_from)
+                if taken:
+                    return None
+                other = await conn.fetchval("SELECT holder FROM leases WHERE name = $1 "
+                                            "AND expires_at > clock_timestamp()", name)
+                if other is not None:
+                    return str(other)
+            return "another process"  # released and taken again, twice, meanwhile
+
+    async def renew_leases(self, holder: str, ttl_s: float) -> list[str]:
+        rows = await self._fetch(
+            "UPDATE leases SET expires_at = clock_timestamp() + make_interval(secs => $2) "
+            "WHERE holder = $1 AND expires_at > clock_timestamp() RETURNING name",
+            holder, ttl_s)
+        return sorted(str(r[0]) for r in rows)
+
+    async def release_leases(self, holder: str, names: Sequence[str] | None = None) -> None:
+        async with self._connection() as conn:
+            if names is None:
+                await conn.execute("DELETE FROM leases WHERE holder = $1", holder)
+            else:
+                await conn.execute("DELETE FROM leases WHERE holder = $1 AND name = ANY($2)",
+                                   holder, list(names))
+
+    async def leases(self) -> list[Lease]:
+        rows = await self._fetch(
+            "SELECT name, holder, extract(epoch FROM expires_at - clock_timestamp()) "
+            "FROM leases WHERE expires_at > clock_timestamp() ORDER BY name")
+        return [Lease(name=r[0], holder=r[1], expires_in=float(r[2])) for r in rows]
 
     # -- schedule records
 

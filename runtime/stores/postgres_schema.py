@@ -91,7 +91,18 @@ _V1 = [
     )""",
 ]
 
-MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1)]
+# Version 2: leases, whose expiry the server's clock judges (replicas never compare their
+# own clocks).
+_V2 = [
+    """CREATE TABLE leases (
+        name text COLLATE "C" PRIMARY KEY,
+        holder text COLLATE "C" NOT NULL,
+        expires_at timestamptz NOT NULL
+    )""",
+    "CREATE INDEX leases_holder ON leases (holder)",
+]
+
+MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2)]
 """``(version, statements)``, in order: what brings a schema at ``version - 1`` to
 ``version`` (0: no tables yet). A new version is a new item; applied ones never change."""
 
