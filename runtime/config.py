@@ -132,6 +132,9 @@ class RuntimeConfig(Section):
                                     description="how long shutdown waits for a checkpoint")
     poll_interval_s: float = Field(default=0.5, gt=0,
                                    description="how often requests from other processes are read")
+    lease_ttl_s: float = Field(default=10.0, gt=0, description=(
+        "how long a thread's lease outlives a process that stopped renewing it (a machine "
+        "that died); a process of this machine that died is noticed at once"))
 
 
 class HttpFetchConfig(Section):

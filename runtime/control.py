@@ -9,16 +9,18 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import MaidenError, RunError, StoreError
+from .leases import Leases, is_gone_here
 from .requests import ControlRequest, Instance
+from .stores.base import unlistened
 
 if TYPE_CHECKING:
     from .stores.base import ControlStore, Store
 
-__all__ = ["ControlRequest", "Controls", "Instance", "ask", "live_instances",
+__all__ = ["ControlRequest", "Controls", "Instance", "ask", "instance_lease", "live_instances",
            "serve_requests"]
 
 log = logging.getLogger("maiden.control")
@@ -29,6 +31,7 @@ class Controls(Protocol):
 
     instance_id: str
     clock: Callable[[], float]
+    leases: Leases
 
     def holds(self, run_id: str) -> bool: ...
 
@@ -62,25 +65,18 @@ class _Skip(Exception):
     """This round is over (the store cannot be written; it was reported)."""
 
 
-def is_alive(instance: Instance, now: float, poll_interval_s: float) -> bool:
-    """A heartbeat newer than three poll intervals (at least two seconds), from a process
-    that still exists when it is on this machine (a kill -9 leaves its last beat behind)."""
-    if instance.beat_at < now - max(3 * poll_interval_s, 2.0):
-        return False
-    if instance.host == socket.gethostname() and instance.pid != os.getpid():
-        try:
-            os.kill(instance.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-    return True
+def instance_lease(instance_id: str) -> str:
+    """The lease a serving runtime holds while it is alive."""
+    return f"instance:{instance_id}"
 
 
-async def live_instances(
-    store: ControlStore, now: float, poll_interval_s: float
-) -> list[Instance]:
-    return [i for i in await store.instances() if is_alive(i, now, poll_interval_s)]
+async def live_instances(store: Store) -> list[Instance]:
+    """The serving runtimes whose lease has not expired (by the store's clock) and that
+    still exist, when they are on this machine (a kill -9 leaves its lease behind)."""
+    held = {lease.name: lease.holder for lease in await store.leases()}
+    return [i for i in await store.instances()
+            if (holder := held.get(instance_lease(i.id))) is not None
+            and not is_gone_here(holder)]
 
 
 async def serve_requests(
@@ -96,12 +92,22 @@ async def serve_requests(
                   started_at=rt.clock(), beat_at=rt.clock())
     last_flush = rt.clock()
     reported: float | None = None
+    # Woken by a request's notification (where the store sends them) or by ``stop``;
+    # otherwise every poll interval, which is also the fallback.
+    wake = asyncio.Event()
+    stopper = asyncio.ensure_future(stop.wait())
+    stopper.add_done_callback(lambda _: wake.set())
+    unlisten: Callable[[], Awaitable[None]] = unlistened
     try:
         while not stop.is_set():
+            wake.clear()
             try:
                 now = rt.clock()
                 try:
                     await store.beat(me.model_copy(update={"beat_at": now}))
+                    await rt.leases.take(instance_lease(me.id))
+                    if unlisten is unlistened:
+                        unlisten = await store.listen_requests(wake.set)
                 except StoreError as exc:
                     rt.report_store(str(exc))
                     if reported is None or now - reported >= REPORT_EVERY_S:
@@ -113,7 +119,7 @@ async def serve_requests(
                     reported = None
                     log.warning("the store can be written again")
                 rt.report_store(None)
-                live = {i.id for i in await live_instances(store, now, poll_interval_s)}
+                live = {i.id for i in await live_instances(store)}
                 for request in await store.requests():
                     await _handle(rt, store, request, live)
                 await rt.expire_approvals()
@@ -127,10 +133,15 @@ async def serve_requests(
             except Exception:
                 log.exception("handling requests from other processes failed; retrying")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), poll_interval_s)
+                await asyncio.wait_for(wake.wait(), poll_interval_s)
     finally:
+        stopper.cancel()
+        with contextlib.suppress(Exception):
+            await unlisten()
         with contextlib.suppress(Exception):
             await store.beat(me, gone=True)
+        with contextlib.suppress(Exception):
+            await rt.leases.release(instance_lease(me.id))
 
 
 async def _handle(

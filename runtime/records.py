@@ -90,15 +90,18 @@ class Records:
         """The ``memory`` notes of a scope (``thread:{id}`` or ``agent``), by key."""
         return await self._store.notes(scope)
 
-    async def remember(self, scope: str, key: str, text: str) -> Note:
-        """Keep a note (replacing the scope's note of that key)."""
-        note = Note(scope=scope, key=key, text=text, updated_at=self.clock())
-        await self._store.put_note(note)
-        return note
+    async def remember(self, scope: str, key: str, text: str,
+                       call: str | None = None) -> Note | None:
+        """Keep a note (replacing the scope's note of that key); the note written, or None
+        if the call of idempotency key ``call`` already took effect in the scope (then
+        nothing changes, even if another call rewrote the key since)."""
+        note = Note(scope=scope, key=key, text=text, updated_at=self.clock(), written_by=call)
+        return note if await self._store.put_note(note, call) else None
 
-    async def forget(self, scope: str, key: str) -> bool:
-        """Remove a note; False if there was none."""
-        return await self._store.delete_note(scope, key)
+    async def forget(self, scope: str, key: str, call: str | None = None) -> bool:
+        """Remove a note; False if there was none. A ``call`` (idempotency key) that already
+        took effect in the scope changes nothing and gets the answer it got then."""
+        return await self._store.delete_note(scope, key, call)
 
     # -- schedule records (the schedules package's state between restarts)
 

@@ -11,7 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field
 if TYPE_CHECKING:
     from .runs import Run
 
-__all__ = ["ControlRequest", "Instance", "Lease", "Note", "ScheduleRecord", "ScheduleService"]
+__all__ = ["ControlRequest", "Instance", "Lease", "Note", "NoteCall", "ScheduleRecord",
+           "ScheduleService"]
 
 
 class ControlRequest(BaseModel):
@@ -90,6 +91,26 @@ class Note(BaseModel):
     key: str
     text: str
     updated_at: float = Field(default_factory=time.time)
+    written_by: str | None = None
+    """The idempotency key of the tool call that last wrote it (None: written outside a
+    call, or before maiden kept it)."""
+
+
+class NoteCall(BaseModel):
+    """A ``remember`` or ``forget`` call applied to a scope's notes, by its idempotency key:
+    kept so that the call, re-run after a crash, changes nothing more."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    scope: str
+    call: str
+    """The call's idempotency key."""
+    key: str
+    """The note's key."""
+    forget: bool = False
+    """A ``forget`` (else a ``remember``)."""
+    existed: bool = False
+    """For a ``forget``: whether there was a note to remove (what a re-run answers)."""
 
 
 class ScheduleService(Protocol):

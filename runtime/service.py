@@ -29,6 +29,7 @@ from .control import ControlRequest, Instance, ask, live_instances, serve_reques
 from .delivery import Deliverer, Outbox
 from .errors import InvalidThreadId, RunError, RunErrorReason, StaleWrite, StoreError
 from .events import EventBus, RunEnded, RunEvent, Subscription
+from .leases import Leases, describe_holder
 from .loop import DRIVABLE, RunDriver
 from .providers.base import Provider
 from .records import Records
@@ -82,7 +83,9 @@ class Runtime(Records):
                                  instance_id=self.instance_id, budget=budget, prices=prices,
                                  cancel_grace_s=self.settings.cancel_grace_s, clock=clock)
         self._outbox = Outbox(store, born=clock())
-        self._workers = Workers(store, self._driver, self._bus, self.settings,
+        self.leases = Leases(store, self.instance_id, self.settings.lease_ttl_s)
+        """The leases this runtime holds in the store (its threads, its roles)."""
+        self._workers = Workers(store, self._driver, self._bus, self.settings, self.leases,
                                 holder=self._held_elsewhere, ended=self._outbox.send_stopped)
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
@@ -161,6 +164,8 @@ class Runtime(Records):
             for task in late:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
+        with contextlib.suppress(StoreError):
+            await self.leases.close()
         # Whoever still waits on a run that did not get to end here is told so.
         for run_id in self._bus.watched():
             with contextlib.suppress(StoreError):
@@ -295,6 +300,22 @@ class Runtime(Records):
             return
         self._workers.kick(run.thread_id)
 
+    # -- roles shared among processes
+
+    async def take_lease(self, name: str, *, lost: Callable[[], None] | None = None
+                         ) -> str | None:
+        """Take a named lease among every process on the store (one Discord gateway
+        connection among replicas): None when this runtime holds it now — renewed until
+        ``release_lease`` or ``close`` — else who holds it (``process 12 on host-a``).
+        ``lost`` is called if it could not be renewed in time (the store was out of reach
+        for longer than ``[runtime] lease_ttl_s``): another process may have it by then."""
+        other = await self.leases.take(name, lost=lost)
+        return None if other is None else describe_holder(other)
+
+    async def release_lease(self, name: str) -> None:
+        """Give up a lease ``take_lease`` took (nothing if this runtime does not hold it)."""
+        await self.leases.release(name)
+
     # -- what built-in tools send
 
     async def post_message(self, delivery: ReplyDelivery) -> str | None:
@@ -331,7 +352,7 @@ class Runtime(Records):
 
     async def servers(self) -> list[Instance]:
         """Runtimes that serve this store now (their heartbeat is fresh)."""
-        return await live_instances(self._store, self.clock(), self.settings.poll_interval_s)
+        return await live_instances(self._store)
 
     async def ask(self, kind: Literal["decide", "cancel", "resume"], run_id: str,
                   **payload: Any) -> ControlRequest:

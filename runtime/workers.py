@@ -3,7 +3,10 @@
 A thread's runs go strictly in order: its worker drives the oldest unfinished run,
 then the next, until none is left. ``concurrency = "global"`` makes every worker
 share one lock (one loop at a time in the process); ``"thread"`` lets threads run
-side by side. A run that another live process is driving is never taken over.
+side by side. A worker drives only while it holds the thread's lease in the store
+(``thread:{id}``), so a thread is driven by one process at a time, in any number of
+processes and machines; and a run that another live process is driving is never taken
+over.
 """
 
 from __future__ import annotations
@@ -16,18 +19,24 @@ from collections.abc import Awaitable, Callable
 from .config import RuntimeConfig
 from .errors import StaleWrite, StoreError
 from .events import EventBus, RunEnded, StateChanged
+from .leases import Leases, describe_holder
 from .logcontext import RUN_CONTEXT
 from .loop import RunDriver
 from .runs import Run, RunState
 from .stores.base import RunStore
 
-__all__ = ["ACTIVE", "Workers"]
+__all__ = ["ACTIVE", "Workers", "thread_lease"]
 
 log = logging.getLogger("maiden.runtime")
 S = RunState
 
 ACTIVE = (S.QUEUED, S.RUNNING, S.AWAITING_TOOL, S.AWAITING_APPROVAL)
 """States of a run that has not ended: it holds up the runs queued behind it."""
+
+
+def thread_lease(thread_id: str) -> str:
+    """The name of the lease a process holds while it drives the thread."""
+    return f"thread:{thread_id}"
 
 
 class Workers:
@@ -39,6 +48,7 @@ class Workers:
         driver: RunDriver,
         bus: EventBus,
         settings: RuntimeConfig,
+        leases: Leases,
         *,
         holder: Callable[[Run], Awaitable[str | None]],
         ended: Callable[[Run], Awaitable[None]],
@@ -47,6 +57,7 @@ class Workers:
         self._driver = driver
         self._bus = bus
         self._settings = settings
+        self._leases = leases
         self._holder = holder
         """The live process (other than this one) driving a run, if any."""
         self._ended = ended
@@ -100,10 +111,12 @@ class Workers:
                                              "which awaits approval")
                     active = []
                 if not active:
-                    if thread_id in self._dirty:
+                    if thread_id in self._dirty or await self._let_go(thread_id):
                         continue
                     return
                 holder = await self._holder(active[0])
+                if holder is None:
+                    holder = await self._drive(active[0])
                 if holder is not None:
                     # Another live process is driving this thread's current run: never
                     # "recover" it under its feet. Wait for it only if someone here waits
@@ -120,25 +133,42 @@ class Workers:
                     await asyncio.sleep(self._settings.poll_interval_s)
                     self._dirty.add(thread_id)
                     continue
-                await self._drive(active[0])
-                if len(active) == 1 and thread_id not in self._dirty:
+                if len(active) == 1 and thread_id not in self._dirty \
+                        and not await self._let_go(thread_id):
                     return  # it was the only one, and nothing came in meanwhile
         except Exception:
             failed = True
             log.exception("the worker for thread %r stopped", thread_id)
         finally:
+            with contextlib.suppress(StoreError):
+                await self._leases.release(thread_lease(thread_id))
             self._tasks.pop(thread_id, None)
             if failed and thread_id in self._dirty and not self.closing:
                 # Someone asked for this thread after the failed attempt began: look again.
                 self.kick(thread_id)
 
-    async def _drive(self, run: Run) -> None:
+    async def _let_go(self, thread_id: str) -> bool:
+        """Give up the thread's lease, if this worker has it; then whether a run came in
+        meanwhile after all (queued by another process, which found the lease taken and
+        left the run to this one: looking after letting go, one of the two sees it)."""
+        lease = thread_lease(thread_id)
+        if not self._leases.holds(lease):
+            return False
+        await self._leases.release(lease)
+        active = await self._store.list_runs(thread_id=thread_id, states=ACTIVE)
+        return bool(active) and active[0].state is not S.AWAITING_APPROVAL
+
+    async def _drive(self, run: Run) -> str | None:
+        """Drive the run here; or, if another process holds its thread's lease, who."""
         lock = self._lock if self._settings.concurrency == "global" \
             else contextlib.nullcontext()
         async with lock:
             if self.closing:
                 self.publish_waiting(run, "shutting down")
-                return
+                return None
+            other = await self._leases.take(thread_lease(run.thread_id))
+            if other is not None:
+                return describe_holder(other)
             # The run is read again inside: it may have changed while we waited for the lock.
             token = RUN_CONTEXT.set((run.thread_id, run.id))
             try:
@@ -160,6 +190,7 @@ class Workers:
             finally:
                 self._driving.pop(run.id, None)
             await self._ended(ended)
+            return None
 
     def publish_waiting(self, run: Run, reason: str) -> None:
         """Tell waiters that this process stopped driving a run that has not ended."""

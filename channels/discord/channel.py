@@ -9,6 +9,10 @@ a click goes through the bot's own HTTP client (``UPDATE_MESSAGE``, or an epheme
 refusal), so it follows ``api_url`` like every other call: discord.py's interaction
 helpers (and ``DynamicItem``) answer through a webhook adapter whose base URL is one
 per process.
+
+Replicas: Discord wants one gateway connection per shard, so only the process holding the
+store's lease ``discord:gateway:{bot}`` connects; the others stand by (still posting
+replies over REST) and one takes over when the holder stops or dies.
 """
 
 from __future__ import annotations
@@ -99,6 +103,9 @@ class DiscordChannel:
         self.deliverer: Deliverer | None = DiscordDeliverer(self.client.http)
         self.bot = ""
         self._connecting: asyncio.Task[None] | None = None
+        self._standby: asyncio.Task[None] | None = None
+        self.holder: str | None = None
+        """Who holds the gateway connection, while another replica does."""
         self._background = Background(log, "maiden-discord")
         self._typing: set[str] = set()
         self.handled = 0
@@ -119,6 +126,24 @@ class DiscordChannel:
         self.bot = str(self.client.user.id)
         if isinstance(self.deliverer, DiscordDeliverer):
             self.deliverer.bot = self.bot
+        if self.config.allowlist.nobody:
+            log.warning("discord: serving nobody (open = false and no allow_guilds, "
+                        "allow_channels or allow_users)")
+        # One gateway connection per bot among every replica on the store: whoever holds
+        # the lease connects; the others stand by (their REST client still posts replies).
+        self.holder = await self.runtime.take_lease(self.lease, lost=self._lost)
+        if self.holder is None:
+            await self._connect()
+        else:
+            log.info("discord: standing by: %s holds the gateway connection", self.holder)
+            self._standby = asyncio.create_task(self._stand_by(), name="maiden-discord-standby")
+        return self
+
+    @property
+    def lease(self) -> str:
+        return f"discord:gateway:{self.bot}"
+
+    async def _connect(self) -> None:
         self._connecting = asyncio.create_task(self.client.connect(reconnect=True),
                                                name="maiden-discord-gateway")
         ready = asyncio.create_task(self.client.ready.wait())
@@ -132,19 +157,40 @@ class DiscordChannel:
                                   "the developer portal (Bot → Privileged Gateway Intents → "
                                   "Message Content Intent)") from error
             raise MaidenError(f"the Discord gateway did not connect: {error!r}") from error
-        if self.config.allowlist.nobody:
-            log.warning("discord: serving nobody (open = false and no allow_guilds, "
-                        "allow_channels or allow_users)")
-        return self
+
+    async def _stand_by(self) -> None:
+        """Until this replica holds the gateway lease (its holder stopped or died); then
+        connect."""
+        while self.holder is not None:
+            await asyncio.sleep(self.runtime.settings.poll_interval_s)
+            try:
+                self.holder = await self.runtime.take_lease(self.lease, lost=self._lost)
+            except MaidenError as exc:
+                log.warning("discord: cannot ask for the gateway lease: %s", exc)
+        log.info("discord: taking over the gateway connection")
+        await self._connect()
+
+    def _lost(self) -> None:
+        log.error("discord: lost the gateway lease (the store was out of reach too long); "
+                  "closing this replica's gateway connection, another replica takes over")
+        self._background.spawn(self.client.close())
 
     async def __aexit__(self, *exc: object) -> None:
+        if self._standby is not None and self._standby is not asyncio.current_task():
+            self._standby.cancel()
+            await asyncio.gather(self._standby, return_exceptions=True)
         await self._background.close()
         await self.client.close()
         if self._connecting is not None:
             await asyncio.gather(self._connecting, return_exceptions=True)
+        with contextlib.suppress(MaidenError):
+            await self.runtime.release_lease(self.lease)
         self._closed.set()
 
     def banner(self) -> str:
+        if self.holder is not None:
+            return (f"as {self.client.user} ({self.bot}): standing by, {self.holder} holds "
+                    "the gateway connection (this replica takes over if it stops)")
         user = self.client.user
         where = "" if self.config.api_url == DEFAULT_API_URL else f" via {self.config.api_url}"
         return (f"as {user} ({self.bot}) in {len(self.client.guilds)} guild(s){where}; "
@@ -153,6 +199,8 @@ class DiscordChannel:
     def status(self) -> str:
         if self._closed.is_set() or self.client.is_closed():
             return "stopped"
+        if self.holder is not None:
+            return f"standing by: {self.holder} holds the gateway connection"
         if not self.client.is_ready():
             return "connecting to the gateway"
         latency = self.client.latency
@@ -164,6 +212,8 @@ class DiscordChannel:
         closed, and is answered after the next start only if it was stored."""
 
     async def closed(self) -> None:
+        if self._standby is not None:
+            await asyncio.shield(self._standby)
         assert self._connecting is not None, "not started"
         await asyncio.shield(self._connecting)
 

@@ -3,8 +3,9 @@
 Per thread by default (``[tools.memory] scope = "thread"``: a schedule's thread
 remembers across its runs, a Slack conversation across its messages), or one set for
 the whole agent (``scope = "agent"``). ``remember`` and ``forget`` are
-``idempotent_write``: writing a key's text again, or forgetting it again, is the same
-effect, so a call re-run after a crash changes nothing more. ``recall`` is ``read_only``.
+``idempotent_write``, keyed by the call's idempotency key: the store records the key in the
+write that applies the call, so a call re-run after a crash changes nothing more, even when
+another thread wrote the same key in between (agent scope). ``recall`` is ``read_only``.
 """
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ def make_memory(cfg: MemoryConfig) -> list[Tool]:
         if len(notes) >= cfg.max_notes and all(n.key != key for n in notes):
             raise ValueError(f"there are {len(notes)} notes, the most kept ([tools.memory] "
                              "max_notes): forget one first")
-        note = await rt.remember(scope(ctx), key, text)
-        return {"remembered": note.key}
+        await rt.remember(scope(ctx), key, text, call=ctx.idempotency_key)
+        return {"remembered": key}
 
     @tool(name="recall", effect="read_only", timeout_s=10)
     async def recall(ctx: ToolContext, query: str = "") -> dict[str, Any]:
@@ -72,7 +73,7 @@ def make_memory(cfg: MemoryConfig) -> list[Tool]:
     @tool(name="forget", effect="idempotent_write", timeout_s=10)
     async def forget(ctx: ToolContext, key: str) -> dict[str, Any]:
         """Remove the note of a key."""
-        existed = await runtime().forget(scope(ctx), key.strip())
+        existed = await runtime().forget(scope(ctx), key.strip(), call=ctx.idempotency_key)
         return {"forgotten": key.strip(), "existed": existed}
 
     made = [remember, recall, forget]

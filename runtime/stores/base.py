@@ -10,12 +10,13 @@ from pydantic import TypeAdapter
 
 from ..entries import Entry
 from ..errors import InvalidThreadId
-from ..requests import ControlRequest, Instance, Lease, Note, ScheduleRecord
+from ..requests import ControlRequest, Instance, Lease, Note, NoteCall, ScheduleRecord
 from ..runs import Delivery, Run, RunState, Transition
 from ..tail import Tail
 
-__all__ = ["ENTRIES", "Checkpoint", "ControlStore", "LeaseStore", "NoteStore", "OutboxStore",
-           "RunStore", "ScheduleStore", "Store", "StoreStats", "ThreadInfo", "check_thread_id"]
+__all__ = ["ENTRIES", "NOTE_CALLS_KEPT", "Checkpoint", "ControlStore", "LeaseStore", "NoteStore",
+           "OutboxStore", "RunStore", "ScheduleStore", "Store", "StoreStats", "ThreadInfo",
+           "check_thread_id"]
 
 ENTRIES: TypeAdapter[list[Entry]] = TypeAdapter(list[Entry])
 
@@ -204,17 +205,37 @@ class ScheduleStore(Protocol):
         """Remove a record; False if there was none."""
 
 
+NOTE_CALLS_KEPT = 1_000
+"""The newest calls kept per scope of notes. A call is re-run only when a crash cut it off
+before its result was recorded, and the run resumes soon after, so only the last few are
+ever asked about; older records go (oldest first) as new calls are recorded."""
+
+
 class NoteStore(Protocol):
-    """The ``memory`` tools' notes, by scope (a thread's, or the agent's)."""
+    """The ``memory`` tools' notes, by scope (a thread's, or the agent's), and the calls
+    that changed them. A call's idempotency key is looked up in the same write that would
+    apply it: a ``remember`` or ``forget`` re-run after a crash changes nothing more, even
+    when another thread wrote that key in between."""
 
     async def notes(self, scope: str) -> list[Note]:
         """The scope's notes, by key."""
 
-    async def put_note(self, note: Note) -> None:
-        """Insert or replace the note (by scope and key)."""
+    async def put_note(self, note: Note, call: str | None = None) -> bool:
+        """Insert or replace the note (by scope and key); False if nothing was written,
+        because the call of idempotency key ``call`` is already applied in the scope
+        (else it is recorded as applied, in the same write)."""
 
-    async def delete_note(self, scope: str, key: str) -> bool:
-        """Remove a note; False if there was none."""
+    async def delete_note(self, scope: str, key: str, call: str | None = None) -> bool:
+        """Remove a note; False if there was none. A ``call`` already applied in the scope
+        changes nothing and has the answer it had the first time (else it is recorded as
+        applied, with that answer, in the same write)."""
+
+    async def note_calls(self, scope: str) -> list[NoteCall]:
+        """The calls recorded in the scope, oldest first (the ``NOTE_CALLS_KEPT`` newest)."""
+
+    async def save_note_calls(self, calls: Sequence[NoteCall]) -> None:
+        """Record calls as applied, changing no note (``maiden migrate`` copies them so);
+        a call already recorded is left as it is."""
 
 
 class Store(RunStore, OutboxStore, ControlStore, LeaseStore, ScheduleStore, NoteStore,

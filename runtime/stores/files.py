@@ -39,7 +39,7 @@ from typing import Any
 
 from ..entries import Entry
 from ..errors import NotFound, StaleWrite, StoreError
-from ..requests import ControlRequest, Instance, Lease, Note, ScheduleRecord
+from ..requests import ControlRequest, Instance, Lease, Note, NoteCall, ScheduleRecord
 from ..runs import Delivery, Run, RunState, Transition
 from ..tail import Tail, tail_of
 from .base import Checkpoint, Opens, StoreStats, ThreadInfo, check_thread_id, unlistened
@@ -215,11 +215,17 @@ class FilesStore(Opens):
     async def notes(self, scope: str) -> list[Note]:
         return await self._control.notes(scope)
 
-    async def put_note(self, note: Note) -> None:
-        await self._control.put_note(note)
+    async def put_note(self, note: Note, call: str | None = None) -> bool:
+        return await self._control.put_note(note, call)
 
-    async def delete_note(self, scope: str, key: str) -> bool:
-        return await self._control.delete_note(scope, key)
+    async def delete_note(self, scope: str, key: str, call: str | None = None) -> bool:
+        return await self._control.delete_note(scope, key, call)
+
+    async def note_calls(self, scope: str) -> list[NoteCall]:
+        return await self._control.note_calls(scope)
+
+    async def save_note_calls(self, calls: Sequence[NoteCall]) -> None:
+        await self._control.save_note_calls(calls)
 
     # -- plumbing
 

@@ -3,9 +3,10 @@
 ``requests/{id:012d}.json`` one file per request (ids from a counter file under a
 lock), ``instances/{id}.json`` one file per serving runtime, ``schedules/{sha256(name)}``
 one file per schedule record, ``leases.json`` every lease (rewritten whole under a lock, with
-this machine's clock), ``notes/{sha256(scope)}`` one file per scope of notes
-(rewritten whole under a lock: a scope has at most a few hundred). Written through the
-store's ``Disk``, so the same atomic writes and locks apply.
+this machine's clock), ``notes/{sha256(scope)}`` one file per
+scope of notes and the calls that changed them (rewritten whole under a lock: a scope has
+at most a few hundred notes, and keeps its newest ``NOTE_CALLS_KEPT`` calls). Written
+through the store's ``Disk``, so the same atomic writes and locks apply.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from typing import TypeVar
 from pydantic import BaseModel
 
 from ..errors import CorruptStore, NotFound
-from ..requests import ControlRequest, Instance, Lease, Note, ScheduleRecord
+from ..requests import ControlRequest, Instance, Lease, Note, NoteCall, ScheduleRecord
+from .base import NOTE_CALLS_KEPT
 from .files_fs import Disk
 from .files_names import key_file_name
 
@@ -100,11 +102,17 @@ class FilesControl:
     async def notes(self, scope: str) -> list[Note]:
         return await self.disk.io(self._notes, scope)
 
-    async def put_note(self, note: Note) -> None:
-        await self.disk.io(self._change_notes, note.scope, note.key, note)
+    async def put_note(self, note: Note, call: str | None = None) -> bool:
+        return await self.disk.io(self._change_notes, note.scope, note.key, note, call)
 
-    async def delete_note(self, scope: str, key: str) -> bool:
-        return await self.disk.io(self._change_notes, scope, key, None)
+    async def delete_note(self, scope: str, key: str, call: str | None = None) -> bool:
+        return await self.disk.io(self._change_notes, scope, key, None, call)
+
+    async def note_calls(self, scope: str) -> list[NoteCall]:
+        return await self.disk.io(self._note_calls, scope)
+
+    async def save_note_calls(self, calls: Sequence[NoteCall]) -> None:
+        await self.disk.io(self._save_note_calls, list(calls))
 
     # -- synchronous work, run in a worker thread
 
@@ -206,16 +214,41 @@ class FilesControl:
         found = _parse(path, _Notes).notes
         return [found[key] for key in sorted(found)]
 
-    def _change_notes(self, scope: str, key: str, note: Note | None) -> bool:
+    def _change_notes(self, scope: str, key: str, note: Note | None, call: str | None) -> bool:
+        """Put (``note``) or delete under the scope's lock: a call found among the scope's
+        is not applied again (a put answers False, a delete what it answered then)."""
         path = self._notes_path(scope)
         with self.disk.lock(path.with_suffix(".lock")):
             stored = _parse(path, _Notes) if path.exists() else _Notes(scope=scope)
+            done = stored.calls.get(call) if call is not None else None
+            if done is not None:
+                return done.existed if note is None else False
             existed = key in stored.notes
             notes = {k: v for k, v in stored.notes.items() if k != key}
             if note is not None:
                 notes[key] = note
-            self.disk.write(path, _Notes(scope=scope, notes=notes).model_dump_json().encode())
-        return existed
+            calls = stored.calls
+            if call is not None:
+                record = NoteCall(scope=scope, call=call, key=key) if note is not None else \
+                    NoteCall(scope=scope, call=call, key=key, forget=True, existed=existed)
+                calls = _kept(calls | {call: record})
+            self.disk.write(path, _Notes(scope=scope, notes=notes, calls=calls)
+                            .model_dump_json().encode())
+        return existed if note is None else True
+
+    def _note_calls(self, scope: str) -> list[NoteCall]:
+        path = self._notes_path(scope)
+        return list(_parse(path, _Notes).calls.values()) if path.exists() else []
+
+    def _save_note_calls(self, calls: list[NoteCall]) -> None:
+        for scope in dict.fromkeys(c.scope for c in calls):
+            path = self._notes_path(scope)
+            with self.disk.lock(path.with_suffix(".lock")):
+                stored = _parse(path, _Notes) if path.exists() else _Notes(scope=scope)
+                added = {c.call: c for c in calls
+                         if c.scope == scope and c.call not in stored.calls}
+                self.disk.write(path, stored.model_copy(
+                    update={"calls": _kept(stored.calls | added)}).model_dump_json().encode())
 
 
 class _Held(BaseModel):
@@ -230,6 +263,13 @@ class _Leases(BaseModel):
 class _Notes(BaseModel):
     scope: str
     notes: dict[str, Note] = {}
+    calls: dict[str, NoteCall] = {}
+    """By idempotency key, oldest first (a JSON object keeps its order)."""
+
+
+def _kept(calls: dict[str, NoteCall]) -> dict[str, NoteCall]:
+    """The newest ``NOTE_CALLS_KEPT`` calls."""
+    return dict(list(calls.items())[-NOTE_CALLS_KEPT:])
 
 
 def _parse(path: Path, model: type[M]) -> M:

@@ -102,7 +102,21 @@ _V2 = [
     "CREATE INDEX leases_holder ON leases (holder)",
 ]
 
-MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2)]
+# Version 3: the memory tools' calls, by scope and idempotency key, so that a call re-run
+# after a crash is found applied in the transaction that would apply it again; ``n`` orders
+# a scope's calls, its oldest dropped beyond the newest NOTE_CALLS_KEPT.
+_V3 = [
+    """CREATE TABLE note_calls (
+        scope text COLLATE "C" NOT NULL,
+        call text COLLATE "C" NOT NULL,
+        n bigint GENERATED ALWAYS AS IDENTITY,
+        data text NOT NULL,
+        PRIMARY KEY (scope, call)
+    )""",
+    "CREATE INDEX note_calls_order ON note_calls (scope, n)",
+]
+
+MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3)]
 """``(version, statements)``, in order: what brings a schema at ``version - 1`` to
 ``version`` (0: no tables yet). A new version is a new item; applied ones never change."""
 

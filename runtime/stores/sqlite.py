@@ -29,7 +29,7 @@ from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, cast
 
 from ..entries import ENTRY, Entry, Notice
 from ..errors import CorruptStore, NotFound, StoreError
-from ..requests import ControlRequest, Instance, Lease, Note, ScheduleRecord
+from ..requests import ControlRequest, Instance, Lease, Note, NoteCall, ScheduleRecord
 from ..runs import DELIVERY, TERMINAL, Delivery, Run, RunState, Transition
 from ..tail import Tail
 from .base import (
@@ -48,10 +48,13 @@ from .sqlite_sql import (
     ThreadCache,
     commit_rows,
     create_run_row,
+    delete_note_row,
     entry_row,
     fetchall,
     no_cycle_collection,
     parse_run,
+    put_note_row,
+    record_note_calls,
     run_json,
     update_pending_row,
 )
@@ -494,19 +497,20 @@ class SQLiteStore(Opens):
                                     (scope,))
         return [Note.model_validate_json(row[0]) for row in rows]
 
-    async def put_note(self, note: Note) -> None:
-        def put(db: sqlite3.Connection) -> None:
-            db.execute("INSERT OR REPLACE INTO notes VALUES (?, ?, ?)",
-                       (note.scope, note.key, note.model_dump_json()))
+    async def put_note(self, note: Note, call: str | None = None) -> bool:
+        return await self._write(put_note_row, note, call)
 
-        await self._write(put)
+    async def delete_note(self, scope: str, key: str, call: str | None = None) -> bool:
+        return await self._write(delete_note_row, scope, key, call)
 
-    async def delete_note(self, scope: str, key: str) -> bool:
-        def delete(db: sqlite3.Connection) -> bool:
-            cursor = db.execute("DELETE FROM notes WHERE scope = ? AND key = ?", (scope, key))
-            return cursor.rowcount == 1
+    async def note_calls(self, scope: str) -> list[NoteCall]:
+        rows = await self._fetchall("SELECT data FROM note_calls WHERE scope = ? "
+                                    "ORDER BY rowid", (scope,))
+        return [NoteCall.model_validate_json(row[0]) for row in rows]
 
-        return await self._write(delete)
+    async def save_note_calls(self, calls: Sequence[NoteCall]) -> None:
+        if calls:
+            await self._write(record_note_calls, list(calls))
 
     async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         return await self._read(fetchall, sql, params)

@@ -88,6 +88,13 @@ CREATE TABLE IF NOT EXISTS notes (
     data TEXT NOT NULL,
     PRIMARY KEY (scope, key)
 );
+CREATE TABLE IF NOT EXISTS note_calls (
+    scope TEXT NOT NULL,
+    call TEXT NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (scope, call)
+);
+CREATE INDEX IF NOT EXISTS note_calls_order ON note_calls (scope);
 """
 
 # Version 1 -> 2: runs lose the state indexes and the key's UNIQUE constraint (an index of

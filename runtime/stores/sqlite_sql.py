@@ -14,12 +14,14 @@ from typing import Any
 from ..context import SUMMARY, entry_tokens
 from ..entries import Entry, Notice, ToolResult
 from ..errors import CorruptStore, NotFound, StaleWrite
+from ..requests import Note, NoteCall
 from ..runs import DELIVERY, Delivery, Run
+from .base import NOTE_CALLS_KEPT
 
-__all__ = ["CheckpointRows", "ThreadCache", "commit_rows", "create_run_row", "entry_row",
-           "fetchall", "no_cycle_collection", "parse_run", "pending_changed", "positioned_rows",
-           "run_json",
-           "scalar", "update_pending_row"]
+__all__ = ["CheckpointRows", "ThreadCache", "commit_rows", "create_run_row", "delete_note_row",
+           "entry_row", "fetchall", "no_cycle_collection", "parse_run", "pending_changed",
+           "positioned_rows", "put_note_row", "record_note_calls", "run_json", "scalar",
+           "update_pending_row"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +126,45 @@ def update_pending_row(db: sqlite3.Connection, key: str,
     if delivery is not None:
         db.execute("UPDATE deliveries SET remote_id = ?, data = ? WHERE key = ?",
                    (delivery.remote_id, delivery.model_dump_json(), key))
+
+
+def put_note_row(db: sqlite3.Connection, note: Note, call: str | None) -> bool:
+    if call is not None:
+        if _note_call(db, note.scope, call) is not None:
+            return False
+        record_note_calls(db, [NoteCall(scope=note.scope, call=call, key=note.key)])
+    db.execute("INSERT OR REPLACE INTO notes VALUES (?, ?, ?)",
+               (note.scope, note.key, note.model_dump_json()))
+    return True
+
+
+def delete_note_row(db: sqlite3.Connection, scope: str, key: str, call: str | None) -> bool:
+    done = None if call is None else _note_call(db, scope, call)
+    if done is not None:
+        return done.existed
+    existed = db.execute("DELETE FROM notes WHERE scope = ? AND key = ?",
+                         (scope, key)).rowcount == 1
+    if call is not None:
+        record_note_calls(db, [NoteCall(scope=scope, call=call, key=key, forget=True,
+                                        existed=existed)])
+    return existed
+
+
+def record_note_calls(db: sqlite3.Connection, calls: list[NoteCall]) -> None:
+    """Insert the calls not yet recorded, then drop each scope's oldest beyond the newest
+    ``NOTE_CALLS_KEPT`` (rowids grow, so they order a scope's rows in its index)."""
+    db.executemany("INSERT OR IGNORE INTO note_calls VALUES (?, ?, ?)",
+                   [(c.scope, c.call, c.model_dump_json()) for c in calls])
+    for scope in {c.scope for c in calls}:
+        db.execute("DELETE FROM note_calls WHERE scope = ? AND rowid <= (SELECT rowid FROM "
+                   "note_calls WHERE scope = ? ORDER BY rowid DESC LIMIT 1 OFFSET ?)",
+                   (scope, scope, NOTE_CALLS_KEPT))
+
+
+def _note_call(db: sqlite3.Connection, scope: str, call: str) -> NoteCall | None:
+    row = db.execute("SELECT data FROM note_calls WHERE scope = ? AND call = ?",
+                     (scope, call)).fetchone()
+    return None if row is None else NoteCall.model_validate_json(row[0])
 
 
 def fetchall(db: sqlite3.Connection, sql: str, params: Sequence[Any]) -> list[Any]:

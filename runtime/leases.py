@@ -1,0 +1,138 @@
+"""The leases one runtime holds in its store: the threads it drives, its own liveness as a
+serving process, and named roles (one Discord gateway connection across replicas).
+
+A lease's expiry is the store's to judge (the database server's clock, for PostgreSQL), so
+replicas on several machines never compare their own clocks. A holder is named
+``{instance}/{pid}@{host}``: a process that finds a lease held by a process of its own
+machine that no longer exists (a kill -9) takes it at once instead of waiting for it to
+expire. Held leases are renewed in the background every third of their lifetime; one that
+could not be renewed in time is reported lost (another process may take it, and the store's
+position and version checks stop this one's next write on that thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+
+from .errors import StoreError
+from .stores.base import LeaseStore
+
+__all__ = ["Leases", "describe_holder", "holder_name", "is_gone_here"]
+
+log = logging.getLogger("maiden.leases")
+
+
+def holder_name(instance_id: str) -> str:
+    """``{instance}/{pid}@{host}``: this process, as a lease holder."""
+    return f"{instance_id}/{os.getpid()}@{socket.gethostname()}"
+
+
+def _parts(holder: str) -> tuple[str, int | None, str]:
+    instance, _, rest = holder.partition("/")
+    pid, _, host = rest.partition("@")
+    return instance, int(pid) if pid.isdigit() else None, host
+
+
+def is_gone_here(holder: str) -> bool:
+    """Whether ``holder`` is a process of this machine that no longer exists."""
+    _, pid, host = _parts(holder)
+    if pid is None or host != socket.gethostname() or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def describe_holder(holder: str) -> str:
+    """``process 123 on host-a`` (or the name as it is, if it is not one of ours)."""
+    _, pid, host = _parts(holder)
+    return f"process {pid} on {host}" if pid is not None else holder
+
+
+class Leases:
+    """The leases of one runtime; every method is safe to call from concurrent tasks."""
+
+    def __init__(self, store: LeaseStore, instance_id: str, ttl_s: float, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._store = store
+        self.holder = holder_name(instance_id)
+        self.ttl_s = ttl_s
+        self._clock = clock
+        self._held: dict[str, float] = {}
+        """Name -> until when (by ``clock``, counted from before the store was asked) it is
+        surely ours."""
+        self._keeper: asyncio.Task[None] | None = None
+        self._on_lost: dict[str, Callable[[], None]] = {}
+
+    def holds(self, name: str) -> bool:
+        return self._held.get(name, 0.0) > self._clock()
+
+    async def take(self, name: str, *, lost: Callable[[], None] | None = None) -> str | None:
+        """Take (or keep) the lease: None when this runtime has it now, else its holder.
+        ``lost`` is called if it cannot be renewed in time."""
+        asked = self._clock()
+        if self._held.get(name, 0.0) - asked > self.ttl_s / 2:
+            return None  # ours for a while yet: nobody else can take it before then
+        other = await self._store.take_lease(name, self.holder, self.ttl_s)
+        if other is not None and is_gone_here(other):
+            log.info("lease %s: its holder %s is gone; taking it", name,
+                     describe_holder(other))
+            other = await self._store.take_lease(name, self.holder, self.ttl_s,
+                                                 steal_from=other)
+        if other is None:
+            self._held[name] = asked + self.ttl_s
+            if lost is not None:
+                self._on_lost[name] = lost
+            self._keep()
+        return other
+
+    async def release(self, name: str) -> None:
+        """Give the lease up (nothing if this runtime does not have it)."""
+        self._on_lost.pop(name, None)
+        if self._held.pop(name, None) is not None:
+            await self._store.release_leases(self.holder, [name])
+
+    async def close(self) -> None:
+        """Give up every lease and stop renewing."""
+        keeper, self._keeper = self._keeper, None
+        if keeper is not None:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
+        self._held.clear()
+        self._on_lost.clear()
+        await self._store.release_leases(self.holder)
+
+    def _keep(self) -> None:
+        if self._keeper is None or self._keeper.done():
+            self._keeper = asyncio.create_task(self._renew(), name="maiden-leases")
+
+    async def _renew(self) -> None:
+        while self._held:
+            await asyncio.sleep(self.ttl_s / 3)
+            asked = self._clock()
+            try:
+                kept = set(await self._store.renew_leases(self.holder, self.ttl_s))
+            except StoreError as exc:
+                log.warning("could not renew leases (%s); trying again", exc)
+                kept = set()
+            for name in list(self._held):
+                if name in kept:
+                    self._held[name] = asked + self.ttl_s
+                elif self._held[name] <= self._clock():
+                    del self._held[name]
+                    log.error("lease %s was lost (not renewed in time): another process may "
+                              "take it over", name)
+                    lost = self._on_lost.pop(name, None)
+                    if lost is not None:
+                        lost()
