@@ -47,6 +47,8 @@ class Controls(Protocol):
 
     async def flush_deliveries(self) -> Any: ...
 
+    async def adopt_orphans(self) -> Any: ...
+
     def report_store(self, problem: str | None) -> None:
         """What the last attempt to write the store found: None when it worked."""
 
@@ -80,9 +82,11 @@ async def live_instances(store: Store) -> list[Instance]:
 
 
 async def serve_requests(
-    rt: Controls, store: Store, poll_interval_s: float, stop: asyncio.Event
+    rt: Controls, store: Store, poll_interval_s: float, stop: asyncio.Event, *,
+    adopt_every_s: float = 5.0,
 ) -> None:
-    """Beat, answer requests meant for this process, expire approvals; until ``stop``.
+    """Beat, answer requests meant for this process, expire approvals, retry failed sends,
+    take up the runs of processes that died; until ``stop``.
 
     The heartbeat is also the store's health check: a store that stops taking writes
     (a full disk, a read-only remount) is reported once, then every ``REPORT_EVERY_S``
@@ -90,7 +94,7 @@ async def serve_requests(
     """
     me = Instance(id=rt.instance_id, pid=os.getpid(), host=socket.gethostname(),
                   started_at=rt.clock(), beat_at=rt.clock())
-    last_flush = rt.clock()
+    last_flush = last_adopt = rt.clock()
     reported: float | None = None
     # Woken by a request's notification (where the store sends them) or by ``stop``;
     # otherwise every poll interval, which is also the fallback.
@@ -126,6 +130,9 @@ async def serve_requests(
                 if now - last_flush >= FLUSH_EVERY_S:
                     last_flush = now
                     await rt.flush_deliveries()  # replies whose send failed: try again
+                if now - last_adopt >= adopt_every_s:
+                    last_adopt = now
+                    await rt.adopt_orphans()  # runs of a process that died, elsewhere too
             except _Skip:
                 pass
             except StoreError as exc:

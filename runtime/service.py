@@ -128,7 +128,8 @@ class Runtime(Records):
         """
         if serve and self._serving is None:
             self._serving = self.spawn(
-                serve_requests(self, self._store, self.settings.poll_interval_s, self._stop),
+                serve_requests(self, self._store, self.settings.poll_interval_s, self._stop,
+                               adopt_every_s=self.settings.lease_ttl_s / 2),
                 name="maiden-control")
         if not recover:
             return []
@@ -463,6 +464,16 @@ class Runtime(Records):
             self._workers.kick(run.thread_id)  # runs queued behind it may go now
             return run
         raise RunError("cancel_failed", f"run {run_id} kept changing; try again")
+
+    async def adopt_orphans(self) -> None:
+        """Look at every thread with an unfinished run that no worker here has: a thread
+        whose driver died (on another machine: once its lease has expired) is taken up
+        here; one that a live process holds is left to it."""
+        if self._closing:
+            return
+        for run in await self._store.list_runs(states=DRIVABLE):
+            if not self._workers.busy(run.thread_id):
+                self._workers.kick(run.thread_id)
 
     async def expire_approvals(self) -> list[Run]:
         """Time out every approval that waited longer than ``approval_timeout_s``."""

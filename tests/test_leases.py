@@ -1,0 +1,114 @@
+"""Leases across processes and machines: a thread is driven only by its lease's holder; the
+runs of a process that died are taken up once its leases expire (by the store's clock), or
+at once when it died on this machine."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from runtime import (
+    EchoProvider,
+    Run,
+    RunEnded,
+    RunEvent,
+    Runtime,
+    RuntimeConfig,
+    SQLiteStore,
+    UserMessage,
+)
+from runtime.control import instance_lease
+from runtime.leases import describe_holder, holder_name, is_gone_here
+from runtime.requests import Instance
+from runtime.runs import RunState, new_run_id, transition
+from runtime.stores.base import Checkpoint
+from runtime.workers import thread_lease
+
+S = RunState
+ELSEWHERE = "ghost/4242@another-machine"
+"""A process of another machine: nothing here can tell whether it lives but its leases."""
+
+
+def test_holder_names() -> None:
+    me = holder_name("abc")
+    assert me.startswith("abc/") and not is_gone_here(me)
+    assert not is_gone_here(ELSEWHERE)  # another machine's: only its lease can tell
+    assert describe_holder(ELSEWHERE) == "process 4242 on another-machine"
+    assert describe_holder("not one of ours") == "not one of ours"
+
+
+async def _running_elsewhere(store: SQLiteStore, thread_id: str, ttl_s: float) -> Run:
+    """A run that a serving process of another machine has started, with its leases."""
+    queued = Run(id=new_run_id(time.time()), thread_id=thread_id, text="hello")
+    await store.create_run(queued)
+    running, step = transition(queued, S.RUNNING, "started", owner="ghost", first_entry=0,
+                               started_at=queued.created_at, version=queued.version + 1)
+    said = UserMessage(run_id=queued.id, text=queued.text, at=queued.created_at)
+    await store.commit(Checkpoint(thread_id=thread_id, position=0, entries=[said],
+                                  run=running, transitions=[step]))
+    await store.beat(Instance(id="ghost", pid=4242, host="another-machine", started_at=0.0,
+                              beat_at=0.0))
+    for name in (instance_lease("ghost"), thread_lease(thread_id)):
+        assert await store.take_lease(name, ELSEWHERE, ttl_s) is None
+    return running
+
+
+async def test_a_dead_machines_run_is_taken_up_when_its_leases_expire(tmp_path: Path) -> None:
+    async with SQLiteStore(tmp_path / "maiden.db") as store:
+        run = await _running_elsewhere(store, "t1", ttl_s=1.0)
+        settings = RuntimeConfig(poll_interval_s=0.05, lease_ttl_s=0.4)
+        async with Runtime(store, EchoProvider(), settings=settings) as rt, \
+                rt.subscribe() as events:
+            # At start its holder is alive (its leases are fresh): the run is left to it.
+            assert "ghost" in [i.id for i in await rt.servers()]
+            assert (await rt.get_run(run.id)).state is S.RUNNING
+            # It stops renewing them (that machine died): once they expire, a sweep of
+            # this serving process recovers the run, by the effect-class rules.
+            async with asyncio.timeout(20):
+                while not isinstance(event := await events.next(), RunEnded) \
+                        or event.run_id != run.id:
+                    pass
+            assert (await rt.get_run(run.id)).state is S.COMPLETED
+            reasons = [t.reason for t in await rt.transitions(run.id)]
+            assert "recovered after crash (attempt 1)" in reasons
+            assert [e.text for e in await rt.entries("t1") if e.kind == "assistant"] == \
+                ["echo: hello"]
+            assert "ghost" not in [i.id for i in await rt.servers()]
+
+
+async def test_a_thread_held_elsewhere_waits_for_its_holder(tmp_path: Path) -> None:
+    """A message for a thread another process drives is queued behind its run, and run once
+    that process lets go of the thread (here: its lease expires)."""
+    async with SQLiteStore(tmp_path / "maiden.db") as store:
+        held = await _running_elsewhere(store, "t2", ttl_s=0.6)
+        settings = RuntimeConfig(poll_interval_s=0.05, lease_ttl_s=0.4)
+        async with Runtime(store, EchoProvider(), settings=settings) as rt:
+            events: list[RunEvent] = []
+            async with rt.subscribe() as sub:
+                waiting = asyncio.create_task(rt.send("t2", "next"))
+                async with asyncio.timeout(20):
+                    while not any("waiting for process 4242 on another-machine" in
+                                  getattr(e, "reason", "") for e in events):
+                        events.append(await sub.next())
+                    answered = await waiting
+            assert answered.state is S.COMPLETED
+            first = await rt.get_run(held.id)
+            assert first.state is S.COMPLETED  # recovered first: the thread's order holds
+            assert first.updated_at <= answered.updated_at
+            assert [e.text for e in await rt.entries("t2") if e.kind == "assistant"] == \
+                ["echo: hello", "echo: next"]
+
+
+async def test_a_role_lease_among_runtimes(tmp_path: Path) -> None:
+    async with SQLiteStore(tmp_path / "maiden.db") as store:
+        async with Runtime(store, EchoProvider(), settings=RuntimeConfig(poll_interval_s=0.05)
+                           ) as one, Runtime(store, EchoProvider()) as two:
+            assert await one.take_lease("discord:gateway:1") is None
+            assert await one.take_lease("discord:gateway:1") is None  # kept
+            holder = await two.take_lease("discord:gateway:1")
+            assert holder is not None and holder.startswith("process ")
+            await one.release_lease("discord:gateway:1")
+            assert await two.take_lease("discord:gateway:1") is None
+        # Closing a runtime gives up what it held.
+        assert [lease.name for lease in await store.leases()] == []
