@@ -134,12 +134,19 @@ class Runtime(Records):
         if not recover:
             return []
         unfinished = await self._store.list_runs(states=DRIVABLE)
-        for thread_id in dict.fromkeys(r.thread_id for r in unfinished):
-            self._workers.kick(thread_id)
-        await self.idle()
+        driven: set[str] = set()
+        self._workers.driven = driven
+        try:
+            for thread_id in dict.fromkeys(r.thread_id for r in unfinished):
+                self._workers.kick(thread_id)
+            await self.idle()
+        finally:
+            self._workers.driven = None
         await self.flush_deliveries()
         await self.expire_approvals()
-        self.recovered = [await self._store.get_run(r.id) for r in unfinished]
+        # Only what this process took up: with replicas, the others' runs are theirs.
+        self.recovered = [await self._store.get_run(r.id) for r in unfinished
+                          if r.id in driven]
         return self.recovered
 
     async def idle(self) -> None:

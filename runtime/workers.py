@@ -66,6 +66,8 @@ class Workers:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._dirty: set[str] = set()
         self._driving: dict[str, asyncio.Task[Run]] = {}
+        self.driven: set[str] | None = None
+        """While not None, the id of every run this process starts driving is added."""
         self.closing = False
 
     def kick(self, thread_id: str) -> None:
@@ -177,13 +179,17 @@ class Workers:
             finally:
                 RUN_CONTEXT.reset(token)
             self._driving[run.id] = task
+            if self.driven is not None:
+                self.driven.add(run.id)
             try:
                 ended = await task
             except StaleWrite as exc:
+                # Not an end for whoever waits here: the run goes on in the other writer,
+                # and a waiter keeps waiting (reading the store) as for a thread held
+                # elsewhere.
                 log.warning("run %s: another writer holds thread %r (%s); leaving it to them",
                             run.id, run.thread_id, exc)
-                self.publish_waiting(run, "another process is writing this thread")
-                raise
+                return "another process writing this thread"
             except StoreError as exc:
                 self.publish_waiting(run, f"store error: {exc}")
                 raise
