@@ -85,18 +85,24 @@ def load_schedules(
     schedules: list[Schedule] = []
     seen: set[str] = set()
     for i, config in enumerate(configs):
-        where = f"schedules.{i}"
+        # The key path names the schedule too: `schedules.1 (standup).cron: ...`.
+        where = f"schedules.{i} ({config.name})" if config.name else f"schedules.{i}"
         if not NAME.match(config.name):
             problems.append((f"{where}.name", f"{config.name!r} is not a schedule name "
                              "(letters, digits, _ . -; at most 64)"))
         elif config.name in seen:
             problems.append((f"{where}.name", f"{config.name!r} is defined twice"))
         seen.add(config.name)
+        # Every key is checked, so that one start names every problem of the schedule.
         try:
             cron = parse_crontab(config.cron, config.timezone or default_timezone,
                                  key=f"{where}.cron",
                                  timezone_key=f"{where}.timezone" if config.timezone
                                  else "agent.timezone")
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+            cron = None
+        try:
             origin = deliver_origin(config.deliver, f"{where}.deliver")
         except ConfigError as exc:
             problems.extend(exc.problems)
@@ -105,7 +111,8 @@ def load_schedules(
             problems.append((f"{where}.deliver", f"delivers to {origin.channel}, but "
                              f"[channels.{origin.channel}] is not configured"))
             continue
-        schedules.append(Schedule(config, cron, origin))
+        if cron is not None:
+            schedules.append(Schedule(config, cron, origin))
     if problems:
         raise ConfigError(problems)
     return schedules

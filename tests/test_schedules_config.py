@@ -28,13 +28,13 @@ def test_a_good_schedule() -> None:
 
 
 @pytest.mark.parametrize(("extra", "key", "reason"), [
-    ('cron = "61 9 * * *"', "schedules.0.cron", "61 is not a minute"),
-    ('cron = "0 9 * *"', "schedules.0.cron", "expected 5 fields"),
-    ('timezone = "Mars/Base"', "schedules.0.timezone", "unknown timezone 'Mars/Base'"),
-    ('deliver = "slack:C1"', "schedules.0.deliver", "[channels.slack] is not configured"),
-    ('deliver = "teams:x"', "schedules.0.deliver", "is not a target"),
-    ('deliver = "discord:general"', "schedules.0.deliver", "is not a target"),
-    ('name = "a b"', "schedules.0.name", "is not a schedule name"),
+    ('cron = "61 9 * * *"', "schedules.0 (standup).cron", "61 is not a minute"),
+    ('cron = "0 9 * *"', "schedules.0 (standup).cron", "expected 5 fields"),
+    ('timezone = "Mars/Base"', "schedules.0 (standup).timezone", "unknown timezone 'Mars/Base'"),
+    ('deliver = "slack:C1"', "schedules.0 (standup).deliver", "[channels.slack] is not configured"),
+    ('deliver = "teams:x"', "schedules.0 (standup).deliver", "is not a target"),
+    ('deliver = "discord:general"', "schedules.0 (standup).deliver", "is not a target"),
+    ('name = "a b"', "schedules.0 (a b).name", "is not a schedule name"),
     ('misfire = "sometimes"', "schedules.0.misfire", "Input should be"),
 ])
 def test_a_bad_schedule_names_the_key(extra: str, key: str, reason: str) -> None:
@@ -46,7 +46,8 @@ def test_a_bad_schedule_names_the_key(extra: str, key: str, reason: str) -> None
 
 
 def test_names_are_unique_and_the_default_zone_is_the_agents() -> None:
-    with pytest.raises(ConfigError, match=r"schedules\.1\.name: 'standup' is defined twice"):
+    with pytest.raises(ConfigError,
+                       match=r"schedules\.1 \(standup\)\.name: 'standup' is defined twice"):
         parse_config(BASE + BASE)
     text = BASE.replace('timezone = "Europe/Berlin"\n', "") + '\n[agent]\ntimezone = "Nowhere"\n'
     with pytest.raises(ConfigError, match=r"agent\.timezone: unknown timezone 'Nowhere'"):
@@ -75,4 +76,12 @@ def test_maiden_schedules_lists_the_next_fires(home: Path) -> None:
     bad = (home / "agent.toml").read_text().replace("0 9 * * 1-5", "0 9 * * 8")
     (home / "agent.toml").write_text(bad)
     refused = maiden(home, "schedules")
-    assert refused.returncode == 2 and "schedules.0.cron" in refused.stderr
+    assert refused.returncode == 2 and "schedules.0 (standup).cron" in refused.stderr
+
+
+def test_every_bad_key_of_a_schedule_is_named_at_once() -> None:
+    text = BASE.replace('cron = "0 9 * * 1-5"', 'cron = "61 9 * * *"') + 'deliver = "slack:C1"\n'
+    with pytest.raises(ConfigError) as error:
+        parse_config(text)
+    assert "schedules.0 (standup).cron: 61 is not a minute" in str(error.value)
+    assert "schedules.0 (standup).deliver: delivers to slack" in str(error.value)
