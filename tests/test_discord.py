@@ -268,22 +268,21 @@ async def test_one_gateway_connection_among_replicas(fake: FakeDiscord, tmp_path
     """Two replicas on one store: only the lease holder connects (one answer per message);
     when it stops, the one standing by takes over."""
     db = tmp_path / "maiden.db"
-    async with running(fake, db) as first:
-        async with running(fake, db) as second:
-            assert first.channel.holder is None
-            assert second.channel.holder is not None
-            assert second.channel.status().startswith("standing by: process ")
-            assert "standing by" in second.channel.banner()
-            await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> one",
-                                    mentions=[BOT_ID])
-            await fake.wait_messages(GENERAL_ID, 2)
-            await settle(first, 1)
-            assert second.channel.handled == 0
-            await first.channel.__aexit__(None, None, None)  # the holder stops
-            await asyncio.wait_for(second.channel.client.ready.wait(), 10)
-            assert second.channel.holder is None
-            await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> two",
-                                    mentions=[BOT_ID])
-            await fake.wait_messages(GENERAL_ID, 4)
-            await settle(second, 1)
-            assert [m["content"] for m in first.replies()] == ["echo: one", "echo: two"]
+    async with running(fake, db) as first, running(fake, db) as second:
+        assert first.channel.holder is None
+        assert second.channel.holder is not None
+        assert second.channel.status().startswith("standing by: process ")
+        assert "standing by" in second.channel.banner()
+        await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> one",
+                                mentions=[BOT_ID])
+        await fake.wait_messages(GENERAL_ID, 2)
+        await settle(first, 1)
+        assert second.channel.handled == 0
+        await first.channel.__aexit__(None, None, None)  # the holder stops
+        await asyncio.wait_for(second.channel.client.ready.wait(), 10)
+        assert second.channel.holder is None
+        await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> two",
+                                mentions=[BOT_ID])
+        await fake.wait_messages(GENERAL_ID, 4)
+        await settle(second, 1)
+        assert [m["content"] for m in first.replies()] == ["echo: one", "echo: two"]
