@@ -16,14 +16,19 @@ from runtime import (
     Runtime,
     RuntimeConfig,
     SQLiteStore,
+    ToolCallStarted,
+    ToolRegistry,
     UserMessage,
+    tool,
 )
 from runtime.control import instance_lease
 from runtime.leases import describe_holder, holder_name, is_gone_here
 from runtime.requests import Instance
 from runtime.runs import RunState, new_run_id, transition
 from runtime.stores.base import Checkpoint
+from runtime.stores.postgres import PostgresStore
 from runtime.workers import thread_lease
+from tests.postgres import PG_DSN, fresh_schema
 
 S = RunState
 ELSEWHERE = "ghost/4242@another-machine"
@@ -112,3 +117,33 @@ async def test_a_role_lease_among_runtimes(tmp_path: Path) -> None:
             assert await two.take_lease("discord:gateway:1") is None
         # Closing a runtime gives up what it held.
         assert [lease.name for lease in await store.leases()] == []
+
+
+@tool(timeout_s=300)
+async def forever() -> str:
+    """Never finish (unless cancelled)."""
+    await asyncio.Event().wait()
+    return "never"
+
+
+async def test_a_cancel_reaches_the_replica_holding_the_run_at_once() -> None:
+    """On PostgreSQL a request is announced (NOTIFY): the replica that holds the run hears
+    it at once, though it would poll only every 30 s, and stops the tool where it runs."""
+    async with fresh_schema() as schema, \
+            PostgresStore(PG_DSN, schema=schema, pool_size=3) as one, \
+            PostgresStore(PG_DSN, schema=schema, pool_size=3) as two:
+        slow = RuntimeConfig(poll_interval_s=30)
+        async with Runtime(one, EchoProvider(), ToolRegistry([forever]), settings=slow) as a, \
+                Runtime(two, EchoProvider(), ToolRegistry([forever]), settings=slow) as b:
+            async with a.subscribe() as events:
+                run = await a.submit("t", "/tool forever {}")
+                async with asyncio.timeout(20):
+                    while not isinstance(await events.next(), ToolCallStarted):
+                        pass
+            assert a.holds(run.id) and not b.holds(run.id)
+            async with asyncio.timeout(10):  # well within one poll interval
+                cancelled = await b.cancel(run.id, by="U2")
+            assert cancelled.state is S.CANCELLED
+            results = [e for e in await b.entries("t") if e.kind == "tool_result"]
+            assert [r.tool_call_id for r in results] == ["echo_0"]
+            assert "cancelled" in str(results[0].model_dump())
