@@ -103,6 +103,17 @@ async def test_streamed_text_split_inside_utf8_characters(
     assert response == vendor.text_stream.response and response.text == "".join(deltas)
 
 
+async def test_streamed_turns_keep_their_connection(
+        vendor: Vendor, server: FakeServer, client: httpx.AsyncClient) -> None:
+    """A stream read to its end gives its connection back: the next turn needs no new
+    connection (and, against the real API, no new TLS handshake)."""
+    provider = vendor.provider(server, client)
+    for _ in range(3):
+        server.queue(Reply(sse=load(vendor.text_stream.path)))
+        await provider.complete(ask(), Deltas())
+    assert len({r.peer for r in server.requests}) == 1, [r.peer for r in server.requests]
+
+
 async def test_no_streaming_without_a_sink_or_when_disabled(
         vendor: Vendor, server: FakeServer, client: httpx.AsyncClient) -> None:
     server.queue(vendor.reply("a"), vendor.reply("b"))

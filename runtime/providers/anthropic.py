@@ -98,12 +98,14 @@ class AnthropicProvider:
             if not stream:
                 return _from_message(parse_json(NAME, response.content, "response body"))
             state = _StreamState()
-            async for sse in self.transport.events(response):
+            events = self.transport.events(response)
+            async for sse in events:
                 data = parse_json(NAME, sse.data, f"{sse.event!r} event")
                 delta = state.apply(data)
                 if delta and on_text is not None:
                     await on_text(delta)
                 if state.done:
+                    await self.transport.drain(events)
                     return state.response()
         raise ProviderError(f"{NAME}: the stream ended before message_stop: the answer was "
                             "cut off (connection closed early)")

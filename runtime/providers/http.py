@@ -14,6 +14,7 @@ text may already have reached subscribers, so the turn fails (resumably).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import json
 import random
@@ -227,6 +228,15 @@ class HttpTransport:
         kind = ContextTooLong if status in (400, 413) and _too_long(detail) else ProviderError
         return kind(f"{self.name}: {message}", status=status,
                     retry_after=parse_retry_after(response.headers))
+
+    async def drain(self, events: AsyncIterator[ServerSentEvent]) -> None:
+        """Read a finished stream to its end (the server's last bytes after the end marker),
+        so that its connection goes back to the pool for the next turn instead of being
+        thrown away; a stream that does not end within a second is closed as it is."""
+        with contextlib.suppress(TimeoutError, ProviderError):
+            async with asyncio.timeout(1.0):
+                async for _ in events:
+                    pass
 
     async def events(self, response: httpx.Response) -> AsyncIterator[ServerSentEvent]:
         """The server-sent events of a streamed response, as they arrive."""

@@ -97,8 +97,10 @@ class OpenAIProvider:
             if not stream:
                 return _from_completion(parse_json(NAME, response.content, "response body"))
             state = _StreamState()
-            async for sse in self.transport.events(response):
+            events = self.transport.events(response)
+            async for sse in events:
                 if sse.data.strip() == "[DONE]":
+                    await self.transport.drain(events)
                     return state.response()
                 delta = state.apply(parse_json(NAME, sse.data, "stream chunk"))
                 if delta and on_text is not None:

@@ -55,6 +55,8 @@ class Recorded:
     path: str
     headers: dict[str, str]
     json: Any
+    peer: Any = None
+    """The client's address and port: the same for requests on one kept-alive connection."""
 
 
 def split(data: bytes, sizes: int | Sequence[int]) -> Iterator[bytes]:
@@ -114,7 +116,8 @@ class FakeServer:
         except ValueError:
             body = None
         headers = {k.lower(): v for k, v in request.headers.items()}
-        self.requests.append(Recorded(request.path, headers, body))
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        self.requests.append(Recorded(request.path, headers, body, peer))
         reply = self.validate(headers, body)
         if reply is None:
             if not self.replies:
