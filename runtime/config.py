@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .entries import Usage
 from .errors import ConfigError
@@ -95,6 +96,22 @@ class ProviderConfig(Section):
     prices: Prices = Prices()
     script: str | None = Field(default=None,
                                description="scripted: a JSON file of turns, relative to the config")
+
+    @field_validator("base_url")
+    @classmethod
+    def _a_url(cls, value: str | None) -> str | None:
+        """An http(s) URL with a host (and a port that is a number), or nothing."""
+        if value is None:
+            return None
+        try:
+            url = urlsplit(value)
+            url.port  # noqa: B018 -- raises ValueError for a port that is not a number
+        except ValueError as exc:
+            raise ValueError(f"{value!r} is not a URL: {exc}") from None
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError(f"{value!r} is not an http(s) URL with a host, such as "
+                             "http://127.0.0.1:11434/v1")
+        return value
 
 
 class StoreConfig(Section):

@@ -64,8 +64,12 @@ class HttpServer:
         """Bind, start serving, and return the URL once connections are accepted."""
         sock = _bind(self.host, self.port)
         self.port = sock.getsockname()[1]
+        # Idle connections are kept longer than a load balancer's usual idle timeout (60 s),
+        # so the balancer closes them first: a server that closes a kept-alive connection
+        # just as the balancer reuses it makes the intermittent 502s of such setups.
         config = uvicorn.Config(self.app, log_config=None, lifespan="on",
-                                timeout_graceful_shutdown=self.grace_s, server_header=False)
+                                timeout_graceful_shutdown=self.grace_s, server_header=False,
+                                timeout_keep_alive=75)
         self._server = server = _Server(config)
         self._task = asyncio.create_task(server.serve(sockets=[sock]), name="maiden-http")
         ready = asyncio.create_task(server.ready.wait())
