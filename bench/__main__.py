@@ -24,10 +24,12 @@ from runtime.stores.sqlite import Synchronous
 from .concurrency import ConcurrencyResult, run_concurrency
 from .memory import MemoryResult, measure, prepare_idle, prepare_long
 from .postgres import run_postgres
+from .replicas import run_replicas
 from .report import (
     concurrency_rows,
     memory_rows,
     postgres_rows,
+    replicas_rows,
     resume_rows,
     schedules_rows,
     slack_rows,
@@ -39,7 +41,8 @@ from .slack import run_slack
 from .table import Row, render
 from .thread import run_thread
 
-WORKLOADS = ("thread", "resume", "concurrency", "memory", "slack", "schedules", "postgres")
+WORKLOADS = ("thread", "resume", "concurrency", "memory", "slack", "schedules", "postgres",
+             "replicas")
 
 
 @dataclass(frozen=True)
@@ -57,16 +60,21 @@ class Sizes:
     schedules: int
     schedules_due: int
     schedule_rounds: int
+    replica_users: int
+    replica_messages: int
+    replica_counts: tuple[int, ...]
 
 
 FULL = Sizes(threads=(300, 3000), load_entries=10_000, recover_runs=1_000, users=50,
              messages=10, latency_s=0.1, memory_n=3000, idle_threads=10_000,
              long_entries=(1_000, 100_000),
-             slack_events=300, schedules=1000, schedules_due=100, schedule_rounds=5)
+             slack_events=300, schedules=1000, schedules_due=100, schedule_rounds=5,
+             replica_users=30, replica_messages=4, replica_counts=(1, 2, 3))
 QUICK = Sizes(threads=(60,), load_entries=1_000, recover_runs=50, users=5, messages=3,
               latency_s=0.02, memory_n=60, idle_threads=200, long_entries=(200, 2_000),
               slack_events=20,
-              schedules=100, schedules_due=10, schedule_rounds=1)
+              schedules=100, schedules_due=10, schedule_rounds=1,
+              replica_users=4, replica_messages=2, replica_counts=(1, 2))
 
 
 def _progress(message: str) -> None:
@@ -120,6 +128,13 @@ async def _run(sizes: Sizes, only: set[str], workdir: Path, sync: Synchronous) -
         n = sizes.threads[0]
         _progress(f"workload 8: a thread of {n:,} messages on PostgreSQL beside SQLite")
         rows += postgres_rows(await run_postgres(workdir, n, sync))
+    if "replicas" in only:
+        _progress(f"workload 9: {sizes.replica_users} threads x {sizes.replica_messages} "
+                  f"messages through {', '.join(map(str, sizes.replica_counts))} `maiden run` "
+                  "replicas on PostgreSQL")
+        rows += replicas_rows(await run_replicas(
+            workdir, threads=sizes.replica_users, messages=sizes.replica_messages,
+            latency_s=sizes.latency_s, counts=sizes.replica_counts))
     return rows
 
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 from .concurrency import ConcurrencyResult
 from .memory import LONG_MESSAGES, MemoryResult
 from .postgres import PostgresResult
+from .replicas_report import replicas_rows
 from .resume import ResumeResult
 from .schedules import FIRE_WAYS, NEXT, SchedulesResult, StartupResult
 from .slack import SlackResult
 from .table import Row, verdict
 from .thread import BLOCKS, ThreadResult
 
-__all__ = ["concurrency_rows", "memory_rows", "postgres_rows", "resume_rows", "schedules_rows",
-           "slack_rows", "thread_rows"]
+__all__ = ["concurrency_rows", "memory_rows", "postgres_rows", "replicas_rows", "resume_rows",
+           "schedules_rows", "slack_rows", "thread_rows"]
 
 PER_MESSAGE = 2.5
 GROWTH = 1.1
