@@ -45,13 +45,14 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from apscheduler.triggers.base import BaseTrigger  # type: ignore[import-untyped]
 from apscheduler.triggers.combining import OrTrigger  # type: ignore[import-untyped]
 from apscheduler.triggers.cron import CronTrigger  # type: ignore[import-untyped]
 
 from runtime.errors import ConfigError
 
-__all__ = ["Cron", "MisfirePolicy", "last_slot", "misfire", "next_fires", "parse_crontab",
-           "slot_key", "slots_between"]
+__all__ = ["Cron", "MisfirePolicy", "SlotAlarm", "last_slot", "misfire", "next_fires",
+           "parse_crontab", "slot_key", "slots_between"]
 
 MisfirePolicy = Literal["skip", "once", "all"]
 
@@ -122,6 +123,33 @@ class Cron:
             return OrTrigger([CronTrigger(day=days, day_of_week="*", **common),
                               CronTrigger(day="*", day_of_week=weekdays, **common)])
         return CronTrigger(day=days, day_of_week=weekdays, **common)
+
+
+class SlotAlarm(BaseTrigger):  # type: ignore[misc]
+    """APScheduler's trigger for a schedule's alarm: the crontab's ``CronTrigger``, and no
+    later than the schedule's next slot by our own arithmetic. The two differ only at a
+    spring-forward change, where APScheduler would go off half an hour late (02:30 read as
+    03:30) and this goes off at the transition, when the slot is due."""
+
+    __slots__ = ("cron", "inner")
+
+    def __init__(self, cron: Cron) -> None:
+        self.cron = cron
+        self.inner = cron.trigger()
+
+    def get_next_fire_time(self, previous_fire_time: datetime | None,
+                           now: datetime) -> datetime | None:
+        theirs: datetime | None = self.inner.get_next_fire_time(previous_fire_time, now)
+        after = _utc(now) - timedelta(microseconds=1)
+        if previous_fire_time is not None:
+            after = max(after, _utc(previous_fire_time))
+        ours = next_fires(self.cron, after, 1)
+        if not ours or (theirs is not None and _utc(theirs) <= _utc(ours[0])):
+            return theirs
+        return ours[0]
+
+    def __str__(self) -> str:
+        return f"slots of {self.inner}"
 
 
 def parse_crontab(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from itertools import pairwise
 from zoneinfo import ZoneInfo
 
@@ -12,6 +12,7 @@ from runtime.errors import ConfigError
 from schedules.cron import (
     Cron,
     MisfirePolicy,
+    SlotAlarm,
     last_slot,
     misfire,
     next_fires,
@@ -500,3 +501,26 @@ def test_misfire(
     policy: MisfirePolicy, missed: list[datetime], max_catchup: int, expected: list[datetime]
 ) -> None:
     assert misfire(policy, missed, max_catchup) == expected
+
+
+@pytest.mark.parametrize(("zone", "night"), [("Europe/Berlin", date(2026, 3, 29)),
+                                             ("America/New_York", date(2026, 3, 8))])
+def test_the_alarm_goes_off_at_the_spring_forward_transition(zone: str, night: date) -> None:
+    """APScheduler alone would wake a 02:30 job at 03:30 on the night the clocks skip from
+    02:00 to 03:00; the slot is due at 03:00, and the alarm goes off then."""
+    cron = parse_crontab("30 2 * * *", zone)
+    alarm, tz = SlotAlarm(cron), ZoneInfo(zone)
+    now = datetime.combine(night - timedelta(days=1), time(12), tz)
+    fired: list[datetime] = []
+    previous = None
+    for _ in range(3):
+        previous = alarm.get_next_fire_time(previous, now)
+        assert previous is not None
+        fired.append(previous)
+        now = previous
+    walls = [(f.astimezone(tz).date(), f.astimezone(tz).time()) for f in fired]
+    assert walls == [(night, time(3)), (night + timedelta(days=1), time(2, 30)),
+                     (night + timedelta(days=2), time(2, 30))]
+    # Every other day of the year the alarm is APScheduler's own.
+    june = datetime(2026, 6, 1, 12, tzinfo=tz)
+    assert alarm.get_next_fire_time(None, june) == cron.trigger().get_next_fire_time(None, june)
