@@ -4,7 +4,8 @@ What is copied, through the store contract only (so any backend to any backend):
 thread with its entries (in pages), every run as it stands (state, counters, decisions,
 pending approval, idempotency key: a schedule slot's claim or a message's key stays
 taken) with every state change, the outbox (sent and unsent records, with their message
-ids), schedule records and memory notes. Requests between processes and heartbeats are
+ids), schedule records, memory notes and the memory calls applied (so that a call re-run
+in the new store still changes nothing more). Requests between processes and heartbeats are
 not: they belong to the processes of the old store. The target must be empty; after the
 copy, the counts of both are compared and any difference is an error.
 """
@@ -33,6 +34,7 @@ class Counts:
     deliveries: int = 0
     schedules: int = 0
     notes: int = 0
+    note_calls: int = 0
 
     def differences(self, other: Counts) -> list[str]:
         return [f"{f.name}: {getattr(self, f.name):,} in the source, "
@@ -62,8 +64,9 @@ async def count_store(store: Store) -> Counts:
         for run in runs:
             counts.transitions += len(await store.transitions(run.id))
             counts.deliveries += len(await store.deliveries(run_id=run.id))
-        counts.notes += len(await store.notes(f"thread:{thread.id}"))
-    counts.notes += len(await store.notes("agent"))
+    for scope in [*(f"thread:{thread.id}" for thread in threads), "agent"]:
+        counts.notes += len(await store.notes(scope))
+        counts.note_calls += len(await store.note_calls(scope))
     counts.schedules = len(await store.schedule_records())
     return counts
 
@@ -93,15 +96,19 @@ async def copy_store(source: Store, target: Store,
         if steps or outbox:
             await target.commit(Checkpoint(thread_id=thread.id, position=None,
                                            transitions=steps, deliveries=outbox))
-        for note in await source.notes(f"thread:{thread.id}"):
-            await target.put_note(note)
+        await _copy_notes(source, target, f"thread:{thread.id}")
         if number % 100 == 0 or number == len(threads):
             progress(f"  {number:,}/{len(threads):,} threads")
-    for note in await source.notes("agent"):
-        await target.put_note(note)
+    await _copy_notes(source, target, "agent")
     await target.save_schedules(await source.schedule_records())
     copied, found = await count_store(source), await count_store(target)
     wrong = copied.differences(found)
     if wrong:
         raise MaidenError("the copy does not match the source: " + "; ".join(wrong))
     return found
+
+
+async def _copy_notes(source: Store, target: Store, scope: str) -> None:
+    for note in await source.notes(scope):
+        await target.put_note(note)
+    await target.save_note_calls(await source.note_calls(scope))

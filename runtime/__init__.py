@@ -48,7 +48,7 @@ from .providers import (
     ScriptedProvider,
     ScriptedTurn,
 )
-from .requests import Lease, Note, ScheduleRecord, ScheduleService
+from .requests import Lease, Note, NoteCall, ScheduleRecord, ScheduleService, SlotMark
 from .runs import (
     TERMINAL,
     ApprovalDelivery,
@@ -116,6 +116,7 @@ __all__ = [
     "ModelResponse",
     "NotFound",
     "Note",
+    "NoteCall",
     "NoteStore",
     "Notice",
     "Origin",
@@ -143,6 +144,7 @@ __all__ = [
     "ScriptExhausted",
     "ScriptedProvider",
     "ScriptedTurn",
+    "SlotMark",
     "StaleWrite",
     "StateChanged",
     "Store",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from .entries import Entry
-from .requests import Note, ScheduleRecord
+from .requests import Note, ScheduleRecord, SlotMark
 from .runs import Delivery, Run, RunState, Transition
 from .stores.base import Store, StoreStats, ThreadInfo
 from .workers import ACTIVE
@@ -112,6 +112,11 @@ class Records:
     async def save_schedules(self, records: Sequence[ScheduleRecord]) -> None:
         """Insert or replace schedule records (by name) in one write."""
         await self._store.save_schedules(records)
+
+    async def advance_schedules(self, marks: Sequence[SlotMark]) -> None:
+        """Move schedule records forward to what fires decided (``since``, ``last_slot``,
+        ``last_run_id``; never back, never a deleted record), in one write."""
+        await self._store.advance_schedules(marks)
 
     async def delete_schedule(self, name: str) -> bool:
         """Remove a schedule record; False if there was none."""

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from .runs import Run
 
 __all__ = ["ControlRequest", "Instance", "Lease", "Note", "NoteCall", "ScheduleRecord",
-           "ScheduleService"]
+           "ScheduleService", "SlotMark"]
 
 
 class ControlRequest(BaseModel):
@@ -80,6 +80,30 @@ class ScheduleRecord(BaseModel):
     last_slot: float | None = None
     last_run_id: str | None = None
     created_at: float = Field(default_factory=time.time)
+
+
+class SlotMark(BaseModel):
+    """How far a fire of the schedule ``name`` decided its slots: the only change a fire
+    makes to a record (``ScheduleStore.advance_schedules``), so a replica firing from an
+    old copy of the record never undoes a pause, a resume or a delete made since."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    since: float
+    last_slot: float | None = None
+    last_run_id: str | None = None
+
+    def applied(self, record: ScheduleRecord) -> ScheduleRecord:
+        """``record`` moved forward to this mark, never back: the later ``since``, and this
+        ``last_slot`` and ``last_run_id`` if the slot is newer; everything else as it is."""
+        update: dict[str, Any] = {}
+        if self.since > record.since:
+            update["since"] = self.since
+        if self.last_slot is not None and (record.last_slot is None
+                                           or self.last_slot > record.last_slot):
+            update |= {"last_slot": self.last_slot, "last_run_id": self.last_run_id}
+        return record.model_copy(update=update) if update else record
 
 
 class Note(BaseModel):

@@ -6,13 +6,16 @@ from pathlib import Path
 from typing import Any
 
 from runtime import (
+    AssistantTurn,
     Origin,
     Runtime,
     ScriptedProvider,
     SQLiteStore,
+    ToolContext,
     ToolRegistry,
     ToolResult,
     ToolsConfig,
+    idempotency_key,
     make_tools,
 )
 from tests.fakes.chat import MemoryChat
@@ -78,6 +81,55 @@ async def test_agent_scope_and_limits(tmp_path: Path) -> None:
         assert full.is_error and "max_notes" in str(full.content)
         assert not replaced.is_error  # an existing key can always be rewritten
         assert [(n.key, n.text) for n in await rt.notes("agent")] == [("b", "again")]
+
+
+async def rerun_last_call(rt: Runtime, registry: ToolRegistry, thread_id: str) -> Any:
+    """The thread's last tool call run again as the loop runs it after a crash cut it off
+    before its result was recorded: the same tool, arguments and idempotency key."""
+    turn = [e for e in await rt.entries(thread_id)
+            if isinstance(e, AssistantTurn) and e.tool_calls][-1]
+    run, call = await rt.get_run(turn.run_id), turn.tool_calls[-1]
+    tool = registry.get(call.name)
+    assert tool is not None
+    ctx = ToolContext(run_id=run.id, thread_id=thread_id, tool_call_id=call.id,
+                      idempotency_key=idempotency_key(run.id, call.id), origin=run.origin)
+    return await tool.invoke(ctx, tool.validate(call.arguments))
+
+
+async def test_a_call_re_run_after_a_crash_changes_nothing_more(tmp_path: Path) -> None:
+    # Two processes on one store, an agent-scope note each: t1's calls are re-run after
+    # the other thread's writes, as if a crash had cut them off before their results.
+    settings: dict[str, Any] = {"builtins": ["memory"], "memory": {"scope": "agent"}}
+    ours, theirs = tools(tmp_path, **settings), tools(tmp_path, **settings)
+    ours_script = ScriptedProvider([call("remember", key="k", text="v1"), {"text": "ok"},
+                                    call("forget", key="k"), {"text": "ok"}])
+    theirs_script = ScriptedProvider([call("remember", key="k", text="v2"), {"text": "ok"},
+                                      call("remember", key="k", text="v3"), {"text": "ok"}])
+    async with SQLiteStore(tmp_path / "m.db") as store, \
+            Runtime(store, ours_script, ours) as rt, \
+            SQLiteStore(tmp_path / "m.db") as other_store, \
+            Runtime(other_store, theirs_script, theirs) as other:
+
+        async def texts() -> list[tuple[str, str]]:
+            return [(n.key, n.text) for n in await rt.notes("agent")]
+
+        await rt.send("t1", "remember v1")
+        await other.send("t2", "remember v2")
+        assert await rerun_last_call(rt, ours, "t1") == {"remembered": "k"}
+        assert await texts() == [("k", "v2")]  # not v1 again, over the other thread's write
+        (note,) = await rt.notes("agent")
+        (theirs_result,) = await results(other, "t2")
+        assert note.written_by == idempotency_key(theirs_result.run_id,
+                                                  theirs_result.tool_call_id)
+
+        await rt.send("t1", "forget it")
+        await other.send("t2", "remember v3")
+        assert await rerun_last_call(rt, ours, "t1") == {"forgotten": "k", "existed": True}
+        assert await texts() == [("k", "v3")]  # the other thread's note is not removed
+        assert [r.content for r in await results(rt, "t1")] == [
+            {"remembered": "k"}, {"forgotten": "k", "existed": True}]
+    ours_script.assert_complete()
+    theirs_script.assert_complete()
 
 
 async def test_send_message_posts_once_to_slack(tmp_path: Path) -> None:

@@ -22,7 +22,8 @@ from runtime.mcp.server import McpServer, McpServerDown, McpToolError
 
 FAKE = Path(__file__).resolve().parent / "fakes" / "mcp_server.py"
 CTX = ToolContext(run_id="r", thread_id="t", tool_call_id="c", idempotency_key="k")
-ALL_TOOLS = ["count", "die", "drop", "echo", "fail", "key", "nap", "pid", "put", "slow"]
+ALL_TOOLS = ["count", "die", "drop", "echo", "fail", "key", "nap", "pid", "put", "refuse",
+             "slow"]
 
 
 def fake(marks: Path, name: str = "srv", **settings: Any) -> McpServerConfig:
@@ -129,6 +130,28 @@ async def test_tool_errors_become_the_loops_error_results(
     kind, message = error(invalid)
     assert kind == "invalid_arguments" and "3 is not of type 'string'" in message
     assert not counted.is_error and '"numbers"' in counted.content
+
+
+async def test_a_protocol_error_becomes_an_error_result_and_the_server_carries_on(
+    make_runtime: Any, tmp_path: Path
+) -> None:
+    script = [call("srv__pid"),
+              call("srv__refuse", code=-32602, message="no widget of that name"),
+              call("srv__pid"), {"text": "noted"}]
+    async with served(fake(tmp_path), base=tmp_path) as servers, \
+            make_runtime(script) as (rt, _):
+        (server,) = servers.servers
+        servers.offer_to(rt.tools)
+        run = await rt.send("t", "go")
+        entries = await rt.entries("t")
+        assert server.state == "up" and server.starts == 1  # not taken for an outage
+    assert run.state is RunState.COMPLETED and run.reply == "noted"
+    before, refused, after = [e for e in entries if isinstance(e, ToolResult)]
+    # A JSON-RPC error response, not an isError result: the same JSON error for the model.
+    assert refused.content == {"error": {
+        "type": "exception",
+        "message": "McpToolError: mcp server 'srv': MCP error -32602: no widget of that name"}}
+    assert not after.is_error and after.content == before.content  # the same process
 
 
 async def test_a_slow_call_is_cancelled_mid_call(make_runtime: Any, tmp_path: Path) -> None:

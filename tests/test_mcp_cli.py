@@ -23,12 +23,13 @@ def maiden(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=90, env=ENV)
 
 
-def add_servers(home: Path, *, broken: bool = True, **srv: str) -> None:
-    """The fake server as ``srv`` (extra keys as TOML), and a command that does not exist."""
+def add_servers(home: Path, *, broken: bool = True, linger: bool = False, **srv: str) -> None:
+    """The fake server as ``srv`` (extra keys as TOML; ``linger``: it does not end when its
+    stdin closes), and a command that does not exist."""
     extra = "".join(f"{key} = {value}\n" for key, value in srv.items())
+    env = f"MCP_MARKS = {json.dumps(str(home))}" + (', MCP_LINGER = "1"' if linger else "")
     text = (f"\n[[mcp_servers]]\nname = \"srv\"\ncommand = {json.dumps(sys.executable)}\n"
-            f"args = [{json.dumps(str(FAKE))}]\nenv = {{ MCP_MARKS = {json.dumps(str(home))} }}\n"
-            f"{extra}")
+            f"args = [{json.dumps(str(FAKE))}]\nenv = {{ {env} }}\n{extra}")
     if broken:
         text += "\n[[mcp_servers]]\nname = \"broken\"\ncommand = \"./no-such-server\"\n"
     with (home / "agent.toml").open("a") as f:
@@ -121,7 +122,7 @@ def test_run_starts_the_servers_before_recovering_a_run_that_was_calling_one(
         assert banner.endswith("Ctrl-C stops.\n"), banner
         tools = next(line for line in lines if line.startswith("  tools "))
         assert "srv__echo" in tools and "srv__nap" in tools
-        assert "  mcp         srv: 10 tools\n" in banner
+        assert "  mcp         srv: 11 tools\n" in banner
         assert "  mcp         broken: failed to start: command not found: ./no-such-server, " \
                "retrying\n" in banner
         assert "  recovered   1 unfinished run(s)\n" in banner
@@ -136,3 +137,47 @@ def test_run_starts_the_servers_before_recovering_a_run_that_was_calling_one(
             server.stdout.close()
     shown = maiden(home, "show", "t")
     assert 'srv__nap returned "rested"' in shown.stdout, shown.stdout
+
+
+def test_a_stopped_run_leaves_no_server_process_behind(home: Path) -> None:
+    """`maiden run` stopped with SIGTERM ends the stdio MCP server it started, even one
+    that does not end by itself when its stdin closes (as a SIGKILLed maiden would leave
+    it)."""
+    add_servers(home, broken=False, linger=True)
+    server = subprocess.Popen([sys.executable, "-m", "bot", "run"], cwd=home, env=ENV,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert server.stdout is not None
+        banner = ""
+        for line in server.stdout:
+            banner += line
+            if line.startswith("Ready."):
+                break
+        assert "  mcp         srv: 11 tools\n" in banner, banner
+        pid = int((home / "server.pid").read_text())  # written as the server started
+        assert _alive(pid)
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=60) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        if server.stdout:
+            server.stdout.close()
+    deadline = time.monotonic() + 10
+    while _alive(pid):
+        assert time.monotonic() < deadline, f"the MCP server (pid {pid}) outlived maiden run"
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    """Whether the process runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc: os.kill is all there is to go by
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

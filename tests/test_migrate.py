@@ -34,7 +34,8 @@ async def _fill(path: Path) -> None:
         await rt.submit("slack:T:C1:1.2", "hi", origin=slack, idempotency_key="slack:ev1")
         await rt.idle()
         await rt.remember("thread:t1", "k", "a note")
-        await rt.remember("agent", "team", "the team's note")
+        await rt.remember("agent", "team", "the team's note", call="call-1")
+        await rt.forget("thread:t1", "old", call="call-2")
         await rt.save_schedules([ScheduleRecord(name="daily", origin="config", since=1.0)])
 
 
@@ -47,7 +48,10 @@ async def test_sqlite_into_files_copies_everything(tmp_path: Path) -> None:
         copied = await copy_store(source, target, progress=seen.append)
         assert copied == before and seen == ["  3/3 threads"]
         assert (before.threads, before.runs, before.deliveries, before.notes,
-                before.schedules) == (3, 4, 1, 2, 1)
+                before.note_calls, before.schedules) == (3, 4, 1, 2, 2, 1)
+        for scope in ("agent", "thread:t1"):
+            assert await target.notes(scope) == await source.notes(scope)
+            assert await target.note_calls(scope) == await source.note_calls(scope)
         assert before.entries > 6 and before.transitions > 8
         for thread in await source.list_threads():
             assert await target.load_entries(thread.id) == await source.load_entries(thread.id)
@@ -78,4 +82,7 @@ async def test_the_migrated_store_carries_on(tmp_path: Path) -> None:
         assert done.state is RunState.COMPLETED and done.reply == 'deploy returned "deployed api"'
         more = await rt.send("t1", "and again")
         assert more.reply == "echo: and again"
+        # A memory call applied before the copy is applied still: a re-run changes nothing.
+        assert await rt.remember("agent", "team", "again", call="call-1") is None
+        assert [n.text for n in await rt.notes("agent")] == ["the team's note"]
         assert len(await rt.entries("t1")) == 8

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from runtime.stores.dsn import redact_dsn
+from runtime.stores.postgres_schema import SCHEMA_VERSION
 from tests.postgres import PG_DSN, fresh_schema
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +39,7 @@ async def test_check_send_show_and_migrate(home: Path) -> None:
         code, out, err = await maiden(home, "check")
         assert code == 0, out + err
         assert f"store     postgres at {redact_dsn(PG_DSN)}, schema {schema}" in out
-        assert "PostgreSQL 1" in out and "maiden schema version 1" in out
+        assert "PostgreSQL 1" in out and f"maiden schema version {SCHEMA_VERSION}\n" in out
         assert "$MAIDEN_PG_DSN: set" in out
 
         code, out, err = await maiden(home, "migrate", "--from", "sqlite:data/maiden.db")

@@ -30,7 +30,7 @@ from runtime.entries import (
     UserMessage,
 )
 from runtime.errors import CorruptStore, InvalidThreadId, NotFound, StaleWrite, StoreError
-from runtime.requests import Note, ScheduleRecord
+from runtime.requests import Note, NoteCall, ScheduleRecord, SlotMark
 from runtime.runs import (
     DELIVERY,
     ApprovalDelivery,
@@ -41,7 +41,7 @@ from runtime.runs import (
     Transition,
     transition,
 )
-from runtime.stores.base import Checkpoint, Store
+from runtime.stores.base import NOTE_CALLS_KEPT, Checkpoint, Store
 from runtime.stores.files import FilesStore, thread_file_name
 from runtime.stores.postgres import PostgresStore
 from runtime.stores.sqlite import SQLiteStore
@@ -552,6 +552,63 @@ async def test_schedule_records(store: AnyStore, new_store: Callable[[], AnyStor
     assert await store.schedule_records() == [claimed]
 
 
+async def test_a_slot_mark_only_moves_a_record_forward(
+        store: AnyStore, new_store: Callable[[], AnyStore]) -> None:
+    daily = ScheduleRecord(name="daily", origin="config", since=10.0, last_slot=10.0,
+                           last_run_id="r1", created_at=1.0)
+    remind = ScheduleRecord(name="remind-0", origin="chat", created_by="slack:C1",
+                            spec={"config": {"cron": "0 8 * * 1"}}, request_key="k1",
+                            paused=True, since=20.0, created_at=2.0)
+    await store.save_schedules([daily, remind])
+    await store.advance_schedules([])
+    await store.advance_schedules([
+        SlotMark(name="remind-0", since=25.0, last_slot=24.0, last_run_id="r2"),
+        SlotMark(name="daily", since=5.0, last_slot=5.0, last_run_id="r0"),  # older
+        SlotMark(name="never-made", since=30.0, last_slot=30.0, last_run_id="r9")])
+    moved = remind.model_copy(update={"since": 25.0, "last_slot": 24.0, "last_run_id": "r2"})
+    assert await store.schedule_records() == [daily, moved]  # paused, spec: as they were
+    # A slot decided again later (a second fire of it) keeps the run that claimed it.
+    await store.advance_schedules([SlotMark(name="remind-0", since=26.0, last_slot=24.0,
+                                            last_run_id="other")])
+    moved = moved.model_copy(update={"since": 26.0})
+    # In one write, in any order: the newest slot and the latest since win.
+    await store.advance_schedules([
+        SlotMark(name="daily", since=40.0, last_slot=40.0, last_run_id="r4"),
+        SlotMark(name="daily", since=12.0, last_slot=35.0, last_run_id="r3")])
+    daily = daily.model_copy(update={"since": 40.0, "last_slot": 40.0, "last_run_id": "r4"})
+    async with new_store() as other:
+        assert await other.schedule_records() == [daily, moved]
+        await other.advance_schedules([SlotMark(name="daily", since=41.0)])  # no slot run
+    daily = daily.model_copy(update={"since": 41.0})
+    assert await store.schedule_records() == [daily, moved]
+    # Deleted by one process; another's fire from its old copy does not bring it back.
+    assert await store.delete_schedule("remind-0") is True
+    async with new_store() as other:
+        await other.advance_schedules([SlotMark(name="remind-0", since=50.0, last_slot=50.0,
+                                                last_run_id="r5")])
+    assert await store.schedule_records() == [daily]
+
+
+async def test_slot_marks_from_two_processes_never_move_a_record_back(
+        new_store: Callable[[], AnyStore]) -> None:
+    async with new_store() as one, new_store() as two:
+        await one.save_schedules([ScheduleRecord(name="tick", origin="config", since=0.0)])
+        for n in range(1, 21):
+            newer = SlotMark(name="tick", since=n, last_slot=n, last_run_id=f"r{n}")
+            older = SlotMark(name="tick", since=n - 1, last_slot=n - 1, last_run_id=f"r{n - 1}")
+            first, second = (one, two) if n % 2 else (two, one)
+            await asyncio.gather(first.advance_schedules([newer]),
+                                 second.advance_schedules([older]))
+            (record,) = await two.schedule_records()
+            assert (record.since, record.last_slot, record.last_run_id) == (n, n, f"r{n}")
+        # A delete racing a fire: the record is gone either way.
+        gone = await asyncio.gather(
+            one.delete_schedule("tick"),
+            two.advance_schedules([SlotMark(name="tick", since=99.0, last_slot=99.0)]))
+        assert gone[0] is True
+        assert await one.schedule_records() == []
+
+
 async def test_notes_by_scope(store: AnyStore, new_store: Callable[[], AnyStore]) -> None:
     a = Note(scope="thread:t1", key="standup", text="9:15", updated_at=1.0)
     b = Note(scope="thread:t1", key="deploy", text="fridays: never", updated_at=2.0)
@@ -572,10 +629,76 @@ async def test_notes_by_scope(store: AnyStore, new_store: Callable[[], AnyStore]
     assert await store.notes("thread:../../x") == [hostile]
 
 
+async def test_a_note_call_takes_effect_once(
+        store: AnyStore, new_store: Callable[[], AnyStore]) -> None:
+    first = Note(scope="agent", key="k", text="v1", updated_at=1.0, written_by="call-a")
+    other = Note(scope="agent", key="k", text="v2", updated_at=2.0, written_by="call-b")
+    assert await store.put_note(first, "call-a") is True
+    assert await store.put_note(other, "call-b") is True  # another thread, in between
+    assert await store.put_note(first, "call-a") is False  # call a re-run: nothing changes
+    assert await store.notes("agent") == [other]
+    assert await store.delete_note("agent", "k", "call-c") is True
+    assert await store.put_note(first, "call-d") is True
+    assert await store.delete_note("agent", "k", "call-c") is True  # its first answer
+    assert await store.delete_note("agent", "gone", "call-e") is False
+    assert await store.delete_note("agent", "gone", "call-e") is False
+    assert await store.notes("agent") == [first]
+    async with new_store() as again:  # another process, or a restart, knows them
+        assert await again.put_note(other, "call-b") is False
+        assert await again.note_calls("agent") == [
+            NoteCall(scope="agent", call="call-a", key="k"),
+            NoteCall(scope="agent", call="call-b", key="k"),
+            NoteCall(scope="agent", call="call-c", key="k", forget=True, existed=True),
+            NoteCall(scope="agent", call="call-d", key="k"),
+            NoteCall(scope="agent", call="call-e", key="gone", forget=True)]
+    # Calls are applied per scope; without one, nothing is recorded.
+    assert await store.put_note(first.model_copy(update={"scope": "thread:t"}), "call-a")
+    assert await store.put_note(first.model_copy(update={"scope": "thread:u"})) is True
+    assert await store.delete_note("thread:u", "k") is True
+    assert [c.call for c in await store.note_calls("thread:t")] == ["call-a"]
+    assert await store.note_calls("thread:u") == []
+
+
+async def test_two_runs_of_one_note_call_apply_it_once(
+        new_store: Callable[[], AnyStore]) -> None:
+    async with new_store() as one, new_store() as two:
+        for round_ in range(10):
+            note = Note(scope="agent", key=f"k{round_}", text="v")
+            put = await asyncio.gather(one.put_note(note, f"put-{round_}"),
+                                       two.put_note(note, f"put-{round_}"))
+            assert sorted(put) == [False, True], put
+            gone = await asyncio.gather(one.delete_note("agent", note.key, f"del-{round_}"),
+                                        two.delete_note("agent", note.key, f"del-{round_}"))
+            assert list(gone) == [True, True], gone  # one removed it; the other, its answer
+        assert len(await one.note_calls("agent")) == 20
+
+
+async def test_the_newest_note_calls_are_kept(store: AnyStore) -> None:
+    calls = [NoteCall(scope="agent", call=f"c{i}", key="k") for i in range(NOTE_CALLS_KEPT)]
+    await store.save_note_calls(calls)
+    await store.save_note_calls([calls[0].model_copy(update={"key": "changed"})])
+    assert await store.note_calls("agent") == calls  # one recorded already is left as it is
+    assert await store.note_calls("thread:t") == []
+    assert await store.put_note(Note(scope="agent", key="k", text="v"), "c0") is False
+    assert await store.put_note(Note(scope="agent", key="k", text="v"), "new") is True
+    kept = await store.note_calls("agent")
+    assert len(kept) == NOTE_CALLS_KEPT and [c.call for c in kept[:2]] == ["c1", "c2"]
+    assert kept[-1].call == "new"
+    # The oldest went: a re-run of it now (far past any crash's window) applies again.
+    assert await store.put_note(Note(scope="agent", key="k", text="v"), "c0") is True
+
+
+def test_a_note_written_before_its_writer_was_kept_still_reads() -> None:
+    old = Note.model_validate_json('{"scope": "agent", "key": "k", "text": "t", '
+                                   '"updated_at": 1.0}')
+    assert old.written_by is None
+
+
 @pytest.mark.parametrize("name", ["../x", "a/b", ".", "", "x" * 5_000])
 async def test_schedule_names_are_only_keys(store: AnyStore, name: str) -> None:
     await store.save_schedules([ScheduleRecord(name=name, origin="chat", since=1.0)])
-    assert [r.name for r in await store.schedule_records()] == [name]
+    await store.advance_schedules([SlotMark(name=name, since=2.0)])
+    assert [(r.name, r.since) for r in await store.schedule_records()] == [(name, 2.0)]
     assert await store.delete_schedule(name) is True
 
 

@@ -10,7 +10,7 @@ from pydantic import TypeAdapter
 
 from ..entries import Entry
 from ..errors import InvalidThreadId
-from ..requests import ControlRequest, Instance, Lease, Note, NoteCall, ScheduleRecord
+from ..requests import ControlRequest, Instance, Lease, Note, NoteCall, ScheduleRecord, SlotMark
 from ..runs import Delivery, Run, RunState, Transition
 from ..tail import Tail
 
@@ -199,7 +199,15 @@ class ScheduleStore(Protocol):
         """Every record, by name."""
 
     async def save_schedules(self, records: Sequence[ScheduleRecord]) -> None:
-        """Insert or replace records (by name), all in one write."""
+        """Insert or replace records (by name), all in one write: a definition made or
+        changed (config, chat, pause, resume)."""
+
+    async def advance_schedules(self, marks: Sequence[SlotMark]) -> None:
+        """Move records forward to what fires decided, all in one write, atomically with
+        other writers: ``since`` becomes the later of the stored and the mark's, and
+        ``last_slot`` with ``last_run_id`` the mark's only if its slot is newer. Nothing
+        else of a record changes, and a mark for a record that is not there (deleted)
+        writes nothing: a fire from an old copy never undoes another's change."""
 
     async def delete_schedule(self, name: str) -> bool:
         """Remove a record; False if there was none."""

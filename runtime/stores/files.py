@@ -39,7 +39,15 @@ from typing import Any
 
 from ..entries import Entry
 from ..errors import NotFound, StaleWrite, StoreError
-from ..requests import ControlRequest, Instance, Lease, Note, NoteCall, ScheduleRecord
+from ..requests import (
+    ControlRequest,
+    Instance,
+    Lease,
+    Note,
+    NoteCall,
+    ScheduleRecord,
+    SlotMark,
+)
 from ..runs import Delivery, Run, RunState, Transition
 from ..tail import Tail, tail_of
 from .base import Checkpoint, Opens, StoreStats, ThreadInfo, check_thread_id, unlistened
@@ -208,6 +216,9 @@ class FilesStore(Opens):
 
     async def save_schedules(self, records: Sequence[ScheduleRecord]) -> None:
         await self._control.save_schedules(records)
+
+    async def advance_schedules(self, marks: Sequence[SlotMark]) -> None:
+        await self._control.advance_schedules(marks)
 
     async def delete_schedule(self, name: str) -> bool:
         return await self._control.delete_schedule(name)

@@ -2,8 +2,9 @@
 
 ``requests/{id:012d}.json`` one file per request (ids from a counter file under a
 lock), ``instances/{id}.json`` one file per serving runtime, ``schedules/{sha256(name)}``
-one file per schedule record, ``leases.json`` every lease (rewritten whole under a lock, with
-this machine's clock), ``notes/{sha256(scope)}`` one file per
+one file per schedule record (each written under its lock, ``.{sha256(name)}.lock``, so a
+fire's advance never brings back a record deleted meanwhile), ``leases.json`` every lease
+(rewritten whole under a lock, with this machine's clock), ``notes/{sha256(scope)}`` one file per
 scope of notes and the calls that changed them (rewritten whole under a lock: a scope has
 at most a few hundred notes, and keeps its newest ``NOTE_CALLS_KEPT`` calls). Written
 through the store's ``Disk``, so the same atomic writes and locks apply.
@@ -20,7 +21,15 @@ from typing import TypeVar
 from pydantic import BaseModel
 
 from ..errors import CorruptStore, NotFound
-from ..requests import ControlRequest, Instance, Lease, Note, NoteCall, ScheduleRecord
+from ..requests import (
+    ControlRequest,
+    Instance,
+    Lease,
+    Note,
+    NoteCall,
+    ScheduleRecord,
+    SlotMark,
+)
 from .base import NOTE_CALLS_KEPT
 from .files_fs import Disk
 from .files_names import key_file_name
@@ -95,6 +104,9 @@ class FilesControl:
 
     async def save_schedules(self, records: Sequence[ScheduleRecord]) -> None:
         await self.disk.io(self._save_schedules, list(records))
+
+    async def advance_schedules(self, marks: Sequence[SlotMark]) -> None:
+        await self.disk.io(self._advance_schedules, list(marks))
 
     async def delete_schedule(self, name: str) -> bool:
         return await self.disk.io(self._delete_schedule, name)
@@ -193,15 +205,33 @@ class FilesControl:
                  if not p.name.startswith(".")]
         return sorted(found, key=lambda r: r.name)
 
+    def _schedule_lock(self, name: str) -> contextlib.AbstractContextManager[None]:
+        # A dot file: never listed as a record.
+        return self.disk.lock(self._folder("schedules") / f".{key_file_name(name)}.lock")
+
     def _save_schedules(self, records: list[ScheduleRecord]) -> None:
         for record in records:
-            self.disk.write(self._schedule_path(record.name), record.model_dump_json().encode())
+            with self._schedule_lock(record.name):
+                self.disk.write(self._schedule_path(record.name),
+                                record.model_dump_json().encode())
+
+    def _advance_schedules(self, marks: list[SlotMark]) -> None:
+        for mark in marks:
+            path = self._schedule_path(mark.name)
+            with self._schedule_lock(mark.name):
+                if not path.exists():
+                    continue  # deleted: not brought back
+                record = _parse(path, ScheduleRecord)
+                moved = mark.applied(record)
+                if moved is not record:
+                    self.disk.write(path, moved.model_dump_json().encode())
 
     def _delete_schedule(self, name: str) -> bool:
-        try:
-            self._schedule_path(name).unlink()
-        except FileNotFoundError:
-            return False
+        with self._schedule_lock(name):
+            try:
+                self._schedule_path(name).unlink()
+            except FileNotFoundError:
+                return False
         return True
 
     def _notes_path(self, scope: str) -> Path:

@@ -29,7 +29,15 @@ import asyncpg  # type: ignore[import-untyped]
 
 from ..entries import Entry, Notice
 from ..errors import NotFound, StoreError
-from ..requests import ControlRequest, Instance, Lease, Note, NoteCall, ScheduleRecord
+from ..requests import (
+    ControlRequest,
+    Instance,
+    Lease,
+    Note,
+    NoteCall,
+    ScheduleRecord,
+    SlotMark,
+)
 from ..runs import DELIVERY, Delivery, Run, RunState, Transition
 from ..tail import Tail
 from .base import (
@@ -53,7 +61,7 @@ from .postgres_sql import (
     update_pending,
     write_checkpoint,
 )
-from .sqlite import _parse
+from .sqlite import _parse, _schedule_record
 from .sqlite_sql import ThreadCache, parse_run, run_json
 
 __all__ = ["PostgresStore"]
@@ -447,6 +455,25 @@ class PostgresStore(Opens):
         async with self._transaction() as conn:
             await conn.executemany("INSERT INTO schedules VALUES ($1, $2) ON CONFLICT (name) "
                                    "DO UPDATE SET data = excluded.data", rows)
+
+    async def advance_schedules(self, marks: Sequence[SlotMark]) -> None:
+        if not marks:
+            return
+        async with self._transaction() as conn:
+            # The rows stay locked until the commit, so no other writer comes in between;
+            # locked in name order, so two of these cannot deadlock.
+            rows = await conn.fetch("SELECT name, data FROM schedules WHERE name = ANY($1) "
+                                    "ORDER BY name FOR UPDATE", sorted({m.name for m in marks}))
+            stored = {r[0]: _schedule_record(r[0], r[1]) for r in rows}
+            moved = dict(stored)
+            for mark in marks:
+                if mark.name in moved:  # else deleted: not brought back
+                    moved[mark.name] = mark.applied(moved[mark.name])
+            changed = [(name, record.model_dump_json()) for name, record in moved.items()
+                       if record is not stored[name]]
+            if changed:
+                await conn.executemany("UPDATE schedules SET data = $2 WHERE name = $1",
+                                       changed)
 
     async def delete_schedule(self, name: str) -> bool:
         deleted = await self._value("DELETE FROM schedules WHERE name = $1 RETURNING true", name)

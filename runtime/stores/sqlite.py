@@ -29,7 +29,15 @@ from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, cast
 
 from ..entries import ENTRY, Entry, Notice
 from ..errors import CorruptStore, NotFound, StoreError
-from ..requests import ControlRequest, Instance, Lease, Note, NoteCall, ScheduleRecord
+from ..requests import (
+    ControlRequest,
+    Instance,
+    Lease,
+    Note,
+    NoteCall,
+    ScheduleRecord,
+    SlotMark,
+)
 from ..runs import DELIVERY, TERMINAL, Delivery, Run, RunState, Transition
 from ..tail import Tail
 from .base import (
@@ -484,6 +492,26 @@ class SQLiteStore(Opens):
 
         await self._write(save)
 
+    async def advance_schedules(self, marks: Sequence[SlotMark]) -> None:
+        if not marks:
+            return
+
+        def advance(db: sqlite3.Connection) -> None:
+            # Read and written in one BEGIN IMMEDIATE: no other writer, in any process,
+            # comes in between.
+            for mark in marks:
+                row = db.execute("SELECT data FROM schedules WHERE name = ?",
+                                 (mark.name,)).fetchone()
+                if row is None:
+                    continue  # deleted: not brought back
+                record = _schedule_record(mark.name, row[0])
+                moved = mark.applied(record)
+                if moved is not record:
+                    db.execute("UPDATE schedules SET data = ? WHERE name = ?",
+                               (moved.model_dump_json(), mark.name))
+
+        await self._write(advance)
+
     async def delete_schedule(self, name: str) -> bool:
         def delete(db: sqlite3.Connection) -> bool:
             return db.execute("DELETE FROM schedules WHERE name = ?", (name,)).rowcount == 1
@@ -639,6 +667,13 @@ def _unreadable(thread_id: str, first: int, rows: list[Any]) -> CorruptStore:
             return CorruptStore(f"thread {thread_id!r} has an unreadable entry at row {seq}: "
                                 f"{why}")
     return CorruptStore(f"thread {thread_id!r} has an unreadable entry")
+
+
+def _schedule_record(name: str, data: str) -> ScheduleRecord:
+    try:
+        return ScheduleRecord.model_validate_json(data)
+    except ValueError as exc:
+        raise CorruptStore(f"the record of schedule {name!r} cannot be read: {exc}") from exc
 
 
 def _configure_reader(db: sqlite3.Connection, busy_timeout_ms: int) -> None:

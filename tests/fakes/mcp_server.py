@@ -6,11 +6,14 @@
                                                           # header X-Token: TOKEN
 
 Its tools cover what maiden must handle: annotations of each kind and none, a tool that
-reports an error, a slow one (``MCP_MARKS``: a folder where it notes when it started and
-when it was cancelled), one slow only the first time (``nap``, for crash recovery), one
-that kills the server mid-call, ``key`` (the idempotency key maiden sent) and ``pid`` (to
-tell a restarted server from the first one). ``MCP_FAKE_TOOLS``: a comma-separated subset to
-list (default: all).
+reports an error, one that answers with a protocol error (``refuse``: a JSON-RPC error
+response), a slow one (``MCP_MARKS``: a folder where it notes when it started and when it
+was cancelled), one slow only the first time (``nap``, for crash recovery), one that kills
+the server mid-call, ``key`` (the idempotency key maiden sent) and ``pid`` (to tell a
+restarted server from the first one). With ``MCP_MARKS`` it also writes its pid to
+``server.pid`` as it starts (to tell when it is gone). ``MCP_LINGER``: over stdio, keep
+running after stdin closes, as a server stuck in its work would (only a signal ends it).
+``MCP_FAKE_TOOLS``: a comma-separated subset to list (default: all).
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ import asyncio
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
 from mcp.types import ToolAnnotations
 
 app = MCPServer("maiden-fake")
@@ -79,6 +84,12 @@ def count(n: int = 1) -> dict[str, Any]:
 def fail(why: str) -> str:
     """Always fails."""
     raise ToolError(why)
+
+
+@app.tool(annotations=READ_ONLY, structured_output=False)
+def refuse(code: int, message: str) -> str:
+    """Answer with a JSON-RPC error response of that code (not an isError result)."""
+    raise MCPError(code=code, message=message)
 
 
 @app.tool(annotations=READ_ONLY, structured_output=False)
@@ -151,9 +162,12 @@ async def _serve_http(token: str) -> None:
 
 
 if __name__ == "__main__":
+    _mark("server.pid")
     if os.environ.get("MCP_FAKE_TOOLS"):
         _keep_only(os.environ["MCP_FAKE_TOOLS"])
     if sys.argv[1:2] == ["--http"]:
         asyncio.run(_serve_http(sys.argv[2]))
     else:
         app.run()
+        if os.environ.get("MCP_LINGER"):
+            time.sleep(3600)
