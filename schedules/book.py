@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
-from runtime import ConfigError, Origin, Runtime, ScheduleRecord
+from runtime import ConfigError, Origin, Runtime, ScheduleRecord, SlotMark
 
 from .config import NAME, Schedule, ScheduleConfig
 from .cron import parse_crontab
@@ -101,8 +101,17 @@ class ScheduleBook:
                 if (r := self._records.get(s.name)) is not None and r.created_by == thread_id]
 
     async def save(self, records: Sequence[ScheduleRecord]) -> None:
+        """Write whole records: definitions made or changed, never a fire's progress."""
         await self.runtime.save_schedules(records)
         self._records.update((r.name, r) for r in records)
+
+    async def advance(self, marks: Sequence[SlotMark]) -> None:
+        """Write what fires decided: the store moves each record forward, changing nothing
+        else (a pause, resume or delete made meanwhile by another process stands)."""
+        await self.runtime.advance_schedules(marks)
+        for mark in marks:
+            if (record := self._records.get(mark.name)) is not None:
+                self._records[mark.name] = mark.applied(record)
 
     # -- changes from chat
 

@@ -15,7 +15,16 @@ last claimed slot and the instant up to which its slots were decided. The newest
 on time when the timer went off for it, or when it is at most ``ON_TIME`` old; older ones
 were missed (maiden was down, or the process stalled) and ``misfire`` decides: ``skip``
 none, ``once`` the newest (unless the on-time slot runs anyway), ``all`` up to
-``max_catchup``. A schedule new to the store starts from now.
+``max_catchup``. A schedule new to the store starts from now. A slot already claimed (by
+another process on the store, or by a claim whose record a crash lost) is not missed.
+
+Several processes (replicas) on one store may each fire every schedule. Each fire first
+re-reads the records, so a schedule paused or deleted by another process is not fired
+(one caught between that read and its claim runs that slot, and no later one), and the
+slots to decide start after the latest any process recorded. A fire writes back only how
+far it got (a ``SlotMark``), which the store applies forward only and never to a deleted
+record: a fire from an old copy can neither undo a pause, a resume or a delete, nor move a
+record back. Whole records are written only by definitions made or changed (the book).
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler  # type: ignore[import-untyped]
 
-from runtime import MaidenError, NotFound, Run, Runtime, ScheduleRecord
+from runtime import MaidenError, NotFound, Run, Runtime, ScheduleRecord, SlotMark
 
 from .book import Clock, ScheduleBook, ScheduleError
 from .config import Schedule
@@ -66,8 +75,9 @@ class Scheduler:
     """Fires a book's schedules into a runtime. ``async with`` starts and stops it.
 
     ``timers=False`` sets no alarms: the owner calls :meth:`fire_due` (tests, with
-    ``clock``). ``refresh_s``: how often the store is re-read for chat schedules that
-    another process created or changed.
+    ``clock``). ``refresh_s``: how often the store is re-read for schedules that another
+    process created, paused, resumed or deleted, to set the alarms (each fire re-reads it
+    too, so what it claims is never older than the fire).
     """
 
     def __init__(
@@ -87,8 +97,7 @@ class Scheduler:
         self._marks: dict[str, datetime] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._saving = asyncio.Lock()
-        self._staged: dict[str, ScheduleRecord] = {}
-        self._latest: dict[str, ScheduleRecord] = {}
+        self._staged: dict[str, SlotMark] = {}
         self._refresher: asyncio.Task[None] | None = None
         self.started: list[Fired] = []
         """What the catch-up at ``start`` claimed."""
@@ -109,7 +118,7 @@ class Scheduler:
         now = self.clock()
         await self._forget_removed()
         await self._mark_all(now)
-        self.started = fired = await self.fire_due(now)
+        self.started = fired = await self._fire_loaded(now, woken=None)
         if self.timers:
             self.aps = AsyncIOScheduler(timezone=UTC, job_defaults={
                 "coalesce": True, "max_instances": 1, "misfire_grace_time": None})
@@ -136,8 +145,8 @@ class Scheduler:
     async def sync(self) -> None:
         """Take in changes to the book (chat schedules made, paused, resumed, deleted)."""
         await self.book.load()
-        for name in [n for n in self._latest if self.book.get(n) is None]:
-            del self._latest[name]  # deleted: a new schedule of that name starts afresh
+        for name in [n for n in self._marks if self.book.get(n) is None]:
+            del self._marks[name]  # deleted: a new schedule of that name starts afresh
         await self._mark_all(self.clock())
         if self.aps is not None:
             self._set_alarms()
@@ -148,45 +157,41 @@ class Scheduler:
                        woken: str | None = None) -> list[Fired]:
         """Claim every slot that is due at ``now`` (default: the clock), for every active
         schedule (or only ``woken``, whose timer just went off). Safe to call any time and
-        any number of times: a slot already claimed is not claimed again."""
+        any number of times: a slot already claimed is not claimed again. The store is
+        re-read first: what another process paused or deleted is not fired."""
         now = now or self.clock()
+        await self.book.load()
+        return await self._fire_loaded(now, woken=woken)
+
+    async def _fire_loaded(self, now: datetime, *, woken: str | None) -> list[Fired]:
         fired: list[Fired] = []
-        records: list[ScheduleRecord] = []
+        marks: list[SlotMark] = []
         for schedule in self.book.schedules():
             if woken is not None and schedule.name != woken:
                 continue
             if not self.book.active(schedule):
                 continue
-            claimed, record = await self._fire(schedule, now, on_time=woken is not None)
+            claimed, mark = await self._fire(schedule, now, on_time=woken is not None)
             fired += claimed
-            if record is not None:
-                records.append(record)
-        if records:
-            await self._save(records)
+            if mark is not None:
+                marks.append(mark)
+        if marks:
+            await self._advance(marks)
         return fired
 
-    async def _save(self, records: list[ScheduleRecord]) -> None:
-        """Save what fires found, never moving a record backwards (two fires of one schedule
-        can finish in either order), and in as few writes as there are writers waiting:
-        whoever holds the lock writes everything staged by then."""
-        for record in records:
-            self._stage(record)
+    async def _advance(self, marks: list[SlotMark]) -> None:
+        """Record how far fires got (the store only ever moves a record forward, so fires
+        may finish in any order), in as few writes as there are writers waiting: whoever
+        holds the lock writes everything staged by then."""
+        for mark in marks:
+            staged = self._staged.get(mark.name)
+            self._staged[mark.name] = mark if staged is None else _later(staged, mark)
         async with self._saving:
             if not self._staged:
                 return  # written by the writer before
             batch = list(self._staged.values())
             self._staged.clear()
-            await self.book.save(batch)
-
-    def _stage(self, record: ScheduleRecord) -> None:
-        name = record.name
-        base = self.book.record(name) or record  # paused, spec: the book's
-        known = [r for r in (base, self._latest.get(name), record) if r is not None]
-        newest = max(known, key=lambda r: r.last_slot or 0.0)
-        merged = base.model_copy(update={
-            "since": max(r.since for r in known), "last_slot": newest.last_slot,
-            "last_run_id": newest.last_run_id})
-        self._latest[name] = self._staged[name] = merged
+            await self.book.advance(batch)
 
     async def run_now(self, name: str) -> Run:
         """Run a schedule once now, outside its slots, under its own key (``NotFound``: no
@@ -199,10 +204,10 @@ class Scheduler:
 
     async def _fire(
         self, schedule: Schedule, now: datetime, *, on_time: bool
-    ) -> tuple[list[Fired], ScheduleRecord | None]:
+    ) -> tuple[list[Fired], SlotMark | None]:
         name = schedule.name
         async with self._locks.setdefault(name, asyncio.Lock()):
-            mark = self._marks.get(name, now)
+            self._marks[name] = mark = self._mark(name, now)
             cap = schedule.config.max_catchup
             slots = slots_between(schedule.cron, mark, now, limit=cap + 1)
             if not slots:
@@ -231,9 +236,10 @@ class Scheduler:
             else:
                 self._marks[name] = now
             skipped = [slot for slot in slots if slot not in due]
-            if skipped and not on_time:
-                # A claim made just before a crash, its record not yet saved: its run
-                # exists (and recovery finishes it), so it is not a missed slot.
+            if skipped:
+                # Claimed already, by another process whose record is not written yet, or
+                # just before a crash that lost the record: its run exists (recovery
+                # finishes it), so it is not a missed slot.
                 for slot in skipped:
                     key = slot_key(name, slot)
                     held = await self.runtime.run_for_key(key)
@@ -248,14 +254,20 @@ class Scheduler:
                 log.warning("schedule %r: %d missed slot(s) not run (misfire = %r), the "
                             "latest %s", name, len(skipped), schedule.config.misfire,
                             skipped[-1].isoformat())
-            record = self.book.record(name)
-            if record is None:
-                return fired, None
-            update: dict[str, object] = {"since": self._marks[name].timestamp()}
-            if fired:
-                update |= {"last_slot": fired[-1].slot.timestamp(),
-                           "last_run_id": fired[-1].run.id}
-            return fired, record.model_copy(update=update)
+            if not fired:
+                return fired, SlotMark(name=name, since=self._marks[name].timestamp())
+            return fired, SlotMark(name=name, since=self._marks[name].timestamp(),
+                                   last_slot=fired[-1].slot.timestamp(),
+                                   last_run_id=fired[-1].run.id)
+
+    def _mark(self, name: str, now: datetime) -> datetime:
+        """Where the slots still to decide start: the latest of what this process decided
+        and what the record says (another process's fires; a resume, from then)."""
+        stamps = [m.timestamp()] if (m := self._marks.get(name)) is not None else []
+        record = self.book.record(name)
+        if record is not None:
+            stamps += [record.since, record.last_slot or record.since]
+        return datetime.fromtimestamp(max(stamps), UTC) if stamps else now
 
     async def listing(self) -> list[dict[str, Any]]:
         """Every schedule as JSON, with its next fires and what its last slot did."""
@@ -348,3 +360,9 @@ class Scheduler:
         if self.aps is None:
             return []
         return [(job.id, job.next_run_time) for job in self.aps.get_jobs()]
+
+
+def _later(a: SlotMark, b: SlotMark) -> SlotMark:
+    """Two marks of one schedule as one: the later ``since``, the newer slot."""
+    newest = b if a.last_slot is None or (b.last_slot or 0.0) > a.last_slot else a
+    return newest.model_copy(update={"since": max(a.since, b.since)})

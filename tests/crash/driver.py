@@ -23,9 +23,10 @@ the slot's alarm goes off ``--late`` seconds after the slot (``fire_due(woken=..
 On a store that has the record (a restart), the scheduler starts ``--late`` seconds
 after the slot and its startup catch-up claims the slot if the record does not say it
 was claimed. Either way a duplicate trigger follows, and a second scheduler on the same
-store (another maiden process) claims the slot too: every claim must name the one run
-holding the slot's key. The summary then also lists ``fired`` (every claim returned)
-and ``schedules`` (the records in the store).
+store (another maiden process) fires too: it claims the slot again unless the record
+says it is claimed, and every claim must name the one run holding the slot's key. The
+summary then also lists ``fired`` (every claim returned) and ``schedules`` (the records
+in the store).
 
 The model is scripted; the one test tool, ``effect_tool``, has the effect class
 named by ``--effect`` and leaves countable traces in DIR:
