@@ -44,7 +44,7 @@ from runtime import MaidenError, NotFound, Run, Runtime, ScheduleRecord, SlotMar
 
 from .book import Clock, ScheduleBook, ScheduleError
 from .config import Schedule
-from .cron import misfire, slot_key, slots_between
+from .cron import SlotAlarm, misfire, slot_key, slots_between
 from .status import slot_history, statuses
 
 __all__ = ["ON_TIME", "Fired", "Scheduler", "manual_key"]
@@ -334,7 +334,7 @@ class Scheduler:
                 job.remove()
         for name, schedule in wanted.items():
             if self.aps.get_job(name) is None:
-                self.aps.add_job(self._wake, trigger=schedule.cron.trigger(), args=[name],
+                self.aps.add_job(self._wake, trigger=SlotAlarm(schedule.cron), args=[name],
                                  id=name, name=f"schedule {name}")
 
     async def _wake(self, name: str) -> None:
