@@ -10,7 +10,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from runtime import RunState
+from runtime import Origin, RunState
 from schedules import ScheduleBook, ScheduleConfig, Scheduler, load_schedules
 from tests.clock import Clock
 from tests.http_helpers import echo_runtime, served
@@ -129,3 +129,34 @@ async def test_maiden_schedules_run_and_list(home: Path) -> None:
     assert lines[2] == "    last slot: -"  # a run by hand is not a slot
     code, out, _ = await maiden(home, "runs", "--thread", "schedule:daily")
     assert code == 0 and RunState.COMPLETED.value in out
+
+
+async def test_maiden_schedules_lists_a_real_last_slot_and_a_chat_schedule(home: Path) -> None:
+    """What a `maiden run` left in the store — a fired slot, a schedule made from chat — is
+    what `maiden schedules` prints: the slot with its outcome, and origin=chat."""
+    daily = ScheduleConfig(name="daily", cron="0 9 * * 1-5", timezone="America/New_York",
+                           prompt="what happened yesterday")
+    with (home / "agent.toml").open("a") as f:
+        f.write('\n[[schedules]]\nname = "daily"\ncron = "0 9 * * 1-5"\n'
+                'timezone = "America/New_York"\nprompt = "what happened yesterday"\n')
+    slot = datetime(2026, 3, 2, 14, 0, tzinfo=UTC)  # 09:00 in New York, a Monday
+    clock = Clock(slot - timedelta(minutes=5))
+    async with echo_runtime(home / "data" / "maiden.db") as rt:
+        book = ScheduleBook(rt, load_schedules([daily], default_timezone="UTC", channels=[]),
+                            clock=clock)
+        async with Scheduler(book, timers=False) as scheduler:
+            clock.now = slot + timedelta(seconds=2)
+            (fired,) = await scheduler.fire_due()
+            await rt.wait(fired.run.id)
+            await book.create(name="remind", cron="0 8 * * 1", prompt="standup notes",
+                              timezone=None, thread_id="chat:r1", request_key="k1",
+                              origin=Origin(channel="chat", target={"room": "r1"}, user="u1"))
+    code, out, err = await maiden(home, "schedules")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("daily  '0 9 * * 1-5' America/New_York") \
+        and lines[0].endswith("origin=config")
+    assert lines[2] == "    last slot: 2026-03-02T09:00:00-05:00  completed (in thread " \
+                       "schedule:daily)"
+    assert lines[3].startswith("remind  '0 8 * * 1' UTC") and lines[3].endswith("origin=chat")
+    assert lines[5] == "    last slot: -"
