@@ -11,6 +11,8 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,6 +93,27 @@ def test_the_sdk_loads_only_where_a_server_is_needed(home: Path) -> None:
     assert loads_mcp("send", "t", "hi") == "0 True"
 
 
+@contextmanager
+def serving(home: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`maiden run` in ``home``, until its banner's Ready line; killed after, if still up."""
+    server = subprocess.Popen([sys.executable, "-m", "bot", "run"], cwd=home, env=ENV,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert server.stdout is not None
+        banner = ""
+        for line in server.stdout:
+            banner += line
+            if line.startswith("Ready."):
+                break
+        yield server, banner
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        if server.stdout:
+            server.stdout.close()
+
+
 def test_run_starts_the_servers_before_recovering_a_run_that_was_calling_one(
     home: Path,
 ) -> None:
@@ -109,18 +132,10 @@ def test_run_starts_the_servers_before_recovering_a_run_that_was_calling_one(
     finally:
         proc.kill()
         proc.wait()
-    server = subprocess.Popen([sys.executable, "-m", "bot", "run"], cwd=home, env=ENV,
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        assert server.stdout is not None
-        lines = []
-        for line in server.stdout:
-            lines.append(line)
-            if line.startswith("Ready."):
-                break
-        banner = "".join(lines)
+    with serving(home) as (server, banner):
         assert banner.endswith("Ctrl-C stops.\n"), banner
-        tools = next(line for line in lines if line.startswith("  tools "))
+        tools = next(line for line in banner.splitlines(keepends=True)
+                     if line.startswith("  tools "))
         assert "srv__echo" in tools and "srv__nap" in tools
         assert "  mcp         srv: 11 tools\n" in banner
         assert "  mcp         broken: failed to start: command not found: ./no-such-server, " \
@@ -129,12 +144,6 @@ def test_run_starts_the_servers_before_recovering_a_run_that_was_calling_one(
         assert "on 't': completed (answered)" in banner
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=60) == 0
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
-        if server.stdout:
-            server.stdout.close()
     shown = maiden(home, "show", "t")
     assert 'srv__nap returned "rested"' in shown.stdout, shown.stdout
 
@@ -144,26 +153,12 @@ def test_a_stopped_run_leaves_no_server_process_behind(home: Path) -> None:
     that does not end by itself when its stdin closes (as a SIGKILLed maiden would leave
     it)."""
     add_servers(home, broken=False, linger=True)
-    server = subprocess.Popen([sys.executable, "-m", "bot", "run"], cwd=home, env=ENV,
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        assert server.stdout is not None
-        banner = ""
-        for line in server.stdout:
-            banner += line
-            if line.startswith("Ready."):
-                break
+    with serving(home) as (server, banner):
         assert "  mcp         srv: 11 tools\n" in banner, banner
         pid = int((home / "server.pid").read_text())  # written as the server started
         assert _alive(pid)
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=60) == 0
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
-        if server.stdout:
-            server.stdout.close()
     deadline = time.monotonic() + 10
     while _alive(pid):
         assert time.monotonic() < deadline, f"the MCP server (pid {pid}) outlived maiden run"
