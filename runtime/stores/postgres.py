@@ -61,7 +61,8 @@ from .postgres_sql import (
     update_pending,
     write_checkpoint,
 )
-from .sqlite import _parse, _schedule_record
+from .sqlite import _parse
+from .sqlite_control import parse_schedule_record
 from .sqlite_sql import ThreadCache, parse_run, run_json
 
 __all__ = ["PostgresStore"]
@@ -464,7 +465,7 @@ class PostgresStore(Opens):
             # locked in name order, so two of these cannot deadlock.
             rows = await conn.fetch("SELECT name, data FROM schedules WHERE name = ANY($1) "
                                     "ORDER BY name FOR UPDATE", sorted({m.name for m in marks}))
-            stored = {r[0]: _schedule_record(r[0], r[1]) for r in rows}
+            stored = {r[0]: parse_schedule_record(r[0], r[1]) for r in rows}
             moved = dict(stored)
             for mark in marks:
                 if mark.name in moved:  # else deleted: not brought back
