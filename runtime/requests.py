@@ -81,6 +81,15 @@ class ScheduleRecord(BaseModel):
     last_run_id: str | None = None
     created_at: float = Field(default_factory=time.time)
 
+    def over(self, stored: ScheduleRecord | None) -> ScheduleRecord:
+        """This record, saved over ``stored``: its definition and pause as they are, its
+        slot bookkeeping no older than the stored one's (a pause read before another
+        replica's fire does not take that fire back)."""
+        if stored is None:
+            return self
+        return SlotMark(name=self.name, since=stored.since, last_slot=stored.last_slot,
+                        last_run_id=stored.last_run_id).applied(self)
+
 
 class SlotMark(BaseModel):
     """How far a fire of the schedule ``name`` decided its slots: the only change a fire

@@ -552,6 +552,25 @@ async def test_schedule_records(store: AnyStore, new_store: Callable[[], AnyStor
     assert await store.schedule_records() == [claimed]
 
 
+async def test_a_saved_record_keeps_newer_slot_bookkeeping(
+        store: AnyStore, new_store: Callable[[], AnyStore]) -> None:
+    """A pause saved from a copy read before another process's fire changes the pause,
+    not how far the fire got."""
+    read = ScheduleRecord(name="daily", origin="config", since=10.0, created_at=1.0)
+    await store.save_schedules([read])
+    async with new_store() as other:
+        await other.advance_schedules([SlotMark(name="daily", since=30.0, last_slot=30.0,
+                                                last_run_id="r3")])
+    await store.save_schedules([read.model_copy(update={"paused": True})])
+    (saved,) = await store.schedule_records()
+    assert (saved.paused, saved.since, saved.last_slot, saved.last_run_id) == \
+        (True, 30.0, 30.0, "r3")
+    # A newer save moves them on as it says.
+    later = saved.model_copy(update={"paused": False, "since": 40.0})
+    await store.save_schedules([later])
+    assert await store.schedule_records() == [later]
+
+
 async def test_a_slot_mark_only_moves_a_record_forward(
         store: AnyStore, new_store: Callable[[], AnyStore]) -> None:
     daily = ScheduleRecord(name="daily", origin="config", since=10.0, last_slot=10.0,

@@ -200,7 +200,8 @@ class ScheduleStore(Protocol):
 
     async def save_schedules(self, records: Sequence[ScheduleRecord]) -> None:
         """Insert or replace records (by name), all in one write: a definition made or
-        changed (config, chat, pause, resume)."""
+        changed (config, chat, pause, resume). A replaced record's slot bookkeeping is kept
+        where it is newer than the new one's (``ScheduleRecord.over``)."""
 
     async def advance_schedules(self, marks: Sequence[SlotMark]) -> None:
         """Move records forward to what fires decided, all in one write, atomically with

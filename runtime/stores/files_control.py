@@ -211,9 +211,10 @@ class FilesControl:
 
     def _save_schedules(self, records: list[ScheduleRecord]) -> None:
         for record in records:
+            path = self._schedule_path(record.name)
             with self._schedule_lock(record.name):
-                self.disk.write(self._schedule_path(record.name),
-                                record.model_dump_json().encode())
+                stored = _parse(path, ScheduleRecord) if path.exists() else None
+                self.disk.write(path, record.over(stored).model_dump_json().encode())
 
     def _advance_schedules(self, marks: list[SlotMark]) -> None:
         for mark in marks:

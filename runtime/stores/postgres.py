@@ -450,10 +450,18 @@ class PostgresStore(Opens):
                                   "SELECT data FROM schedules ORDER BY name")
 
     async def save_schedules(self, records: Sequence[ScheduleRecord]) -> None:
-        rows = [(r.name, r.model_dump_json()) for r in records]
-        if not rows:
+        if not records:
             return
         async with self._transaction() as conn:
+            # Locked in name order until the commit, as advance_schedules does.
+            found = await conn.fetch("SELECT name, data FROM schedules WHERE name = ANY($1) "
+                                     "ORDER BY name FOR UPDATE",
+                                     sorted({r.name for r in records}))
+            stored = {r[0]: parse_schedule_record(r[0], r[1]) for r in found}
+            rows = []
+            for record in records:
+                stored[record.name] = saved = record.over(stored.get(record.name))
+                rows.append((record.name, saved.model_dump_json()))
             await conn.executemany("INSERT INTO schedules VALUES ($1, $2) ON CONFLICT (name) "
                                    "DO UPDATE SET data = excluded.data", rows)
 

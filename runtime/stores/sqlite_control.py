@@ -141,12 +141,16 @@ class SQLiteControl:
         return [ScheduleRecord.model_validate_json(row[0]) for row in rows]
 
     async def save_schedules(self, records: Sequence[ScheduleRecord]) -> None:
-        rows = [(r.name, r.model_dump_json()) for r in records]
-        if not rows:
+        if not records:
             return
 
         def save(db: sqlite3.Connection) -> None:
-            db.executemany("INSERT OR REPLACE INTO schedules VALUES (?, ?)", rows)
+            for record in records:  # read and written in one BEGIN IMMEDIATE
+                row = db.execute("SELECT data FROM schedules WHERE name = ?",
+                                 (record.name,)).fetchone()
+                stored = None if row is None else parse_schedule_record(record.name, row[0])
+                db.execute("INSERT OR REPLACE INTO schedules VALUES (?, ?)",
+                           (record.name, record.over(stored).model_dump_json()))
 
         await self._write(save)
 
