@@ -25,6 +25,7 @@ from .errors import (
     StaleWrite,
     StoreError,
     ToolDefinitionError,
+    ToolFailure,
 )
 from .events import (
     ApprovalRequested,
@@ -160,6 +161,7 @@ __all__ = [
     "ToolCallStarted",
     "ToolContext",
     "ToolDefinitionError",
+    "ToolFailure",
     "ToolRegistry",
     "ToolResult",
     "ToolSpec",

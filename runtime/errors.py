@@ -13,7 +13,8 @@
     ├── RunError                  a run-level failure (reason is the machine-readable code)
     │   └── IllegalTransition     a run state change the state machine forbids
     ├── DeliveryError             a channel could not post or look up a message (retried)
-    └── ToolDefinitionError       a tool function the registry cannot describe
+    ├── ToolDefinitionError       a tool function the registry cannot describe
+    └── ToolFailure               a tool's own words to the model on why a call failed
 
 Library errors (sqlite3, httpx, ...) are translated where they enter, with
 ``raise ... from exc``.
@@ -40,6 +41,7 @@ __all__ = [
     "StaleWrite",
     "StoreError",
     "ToolDefinitionError",
+    "ToolFailure",
 ]
 
 
@@ -141,3 +143,8 @@ class DeliveryError(MaidenError):
 
 class ToolDefinitionError(MaidenError, TypeError):
     """A function cannot be turned into a tool (bad signature, duplicate name, ...)."""
+
+
+class ToolFailure(MaidenError):
+    """Raised by a tool: the call failed, and the message (as it is, without the class's
+    name) tells the model why — ``refused: 127.0.0.1 is a loopback address``."""

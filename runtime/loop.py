@@ -29,6 +29,7 @@ from .errors import (
     ProviderError,
     StaleWrite,
     StoreError,
+    ToolFailure,
 )
 from .events import (
     ApprovalRequested,
@@ -443,6 +444,8 @@ class RunDriver:
         except TimeoutError:
             return error_result("timeout", f"{call.name} did not finish within "
                                 f"{tool.timeout_s:g} s")
+        except ToolFailure as exc:
+            return error_result("exception", str(exc))
         except Exception as exc:
             return error_result("exception", f"{type(exc).__name__}: {exc}")
 

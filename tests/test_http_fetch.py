@@ -685,7 +685,7 @@ async def test_through_the_loop_a_page_and_a_refusal(make_runtime: Any, site: Si
                                "truncated": False, "note": None}
     assert refused.is_error
     assert refused.content == {"error": {"type": "exception", "message":
-        "FetchRefused: refused: 169.254.169.254 is a cloud metadata address"}}
+        "refused: 169.254.169.254 is a cloud metadata address"}}
 
 
 async def test_through_the_loop_loopback_is_refused_by_default(make_runtime: Any,
@@ -693,5 +693,5 @@ async def test_through_the_loop_loopback_is_refused_by_default(make_runtime: Any
     [refused] = await run_fetches(make_runtime, fetcher(), site.url("/page"))
     assert refused.is_error
     assert refused.content == {"error": {"type": "exception", "message":
-        "FetchRefused: refused: 127.0.0.1 is a loopback address"}}
+        "refused: 127.0.0.1 is a loopback address"}}
     assert site.seen == []

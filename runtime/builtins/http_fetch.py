@@ -41,6 +41,7 @@ import httpx
 from bs4.dammit import EncodingDetector
 
 from ..config import HttpFetchConfig
+from ..errors import ToolFailure
 from ..tools import Tool
 from .html_text import html_to_text
 from .netcheck import IPAddress, address_problem, host_problem, is_metadata, numeric_host
@@ -51,7 +52,7 @@ Resolver = Callable[[str, int], Awaitable[list[str]]]
 """``(host, port) -> addresses``, as IP strings; raises ``OSError`` when the name is unknown."""
 
 
-class FetchError(Exception):
+class FetchError(ToolFailure):
     """The URL could not be fetched: no connection, a TLS failure, too many redirects..."""
 
 
