@@ -8,12 +8,23 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from channels.base import Channel
 from channels.discord import DiscordConfig
 from channels.discord.channel import DiscordChannel
 from channels.slack import SlackConfig, SlackSecrets
 from channels.slack.channel import SlackChannel
-from runtime import EchoProvider, Runtime, RuntimeConfig, SQLiteStore
+from runtime import (
+    EchoProvider,
+    Origin,
+    ReplyDelivery,
+    Run,
+    RunState,
+    Runtime,
+    RuntimeConfig,
+    SQLiteStore,
+)
 from schedules import (
     ScheduleBook,
     ScheduleConfig,
@@ -22,6 +33,7 @@ from schedules import (
     load_schedules,
     statuses,
 )
+from schedules.status import outcome
 from tests.clock import Clock
 from tests.fakes.discord import BOT_ID, GENERAL_ID, FakeDiscord
 from tests.fakes.slack import BOT_USER, FakeSlack
@@ -126,3 +138,32 @@ async def test_to_a_discord_channel(tmp_path: Path) -> None:
         assert [m["content"] for m in mine] == ["echo: good morning"]
         assert found["daily"].outcome == \
             f"completed; delivered to discord {GENERAL_ID} as {mine[0]['id']}"
+
+
+def _reply(n: int, remote_id: str | None = None, failed: int = 0,
+           error: str | None = None) -> ReplyDelivery:
+    return ReplyDelivery(key=f"k:{n}", run_id="r1", thread_id="schedule:daily",
+                         channel="slack", target={"channel": "C1"}, text="the summary",
+                         remote_id=remote_id, attempts_failed=failed, last_error=error)
+
+
+@pytest.mark.parametrize(("state", "target", "replies", "error", "said"), [
+    (None, None, [], None, "-"),
+    (RunState.COMPLETED, {}, [], None, "completed (in thread schedule:daily)"),
+    (RunState.COMPLETED, {"channel": "C1"}, [], None,
+     "completed; the answer is not delivered yet"),
+    (RunState.COMPLETED, {"channel": "C1"}, [_reply(0, "171.1"), _reply(1, "171.2")], None,
+     "completed; delivered to slack C1 as 171.1, 171.2"),
+    (RunState.COMPLETED, {"channel": "C1"}, [_reply(0)], None,
+     "completed; NOT delivered to slack C1 yet"),  # waiting for its first try: no error
+    (RunState.COMPLETED, {"channel": "C1"}, [_reply(0, "171.1"), _reply(1, None, 2, "boom")],
+     None, "completed; NOT delivered to slack C1 yet; 2 failed attempt(s), the last: boom"),
+    (RunState.FAILED, {"channel": "C1"}, [], "provider_error: 500", "failed: provider_error: 500"),
+])
+def test_the_outcome_says_what_came_of_a_slot(
+        state: RunState | None, target: dict[str, str] | None, replies: list[ReplyDelivery],
+        error: str | None, said: str) -> None:
+    run = None if state is None else Run(
+        id="r1", thread_id="schedule:daily", text="p", state=state, error=error,
+        origin=Origin(channel="schedule" if not target else "slack", target=target or {}))
+    assert outcome(run, replies) == said
