@@ -286,3 +286,24 @@ async def test_one_gateway_connection_among_replicas(fake: FakeDiscord, tmp_path
         await fake.wait_messages(GENERAL_ID, 4)
         await settle(second, 1)
         assert [m["content"] for m in first.replies()] == ["echo: one", "echo: two"]
+
+
+async def test_a_replica_that_loses_the_gateway_lease_disconnects(
+        fake: FakeDiscord, tmp_path: Path) -> None:
+    """Its lease taken over (another replica found it dead: here, forced), the holder cannot
+    renew it and closes its gateway connection rather than run a second one; `maiden run`
+    then stops with that channel."""
+    async with SQLiteStore(tmp_path / "maiden.db") as store:
+        runtime = Runtime(store, EchoProvider(), settings=RuntimeConfig(poll_interval_s=0.05,
+                                                                       lease_ttl_s=0.3))
+        async with runtime:
+            channel = DiscordChannel(runtime, DiscordConfig(api_url=fake.api_url), fake.token,
+                                     guild_ready_timeout=0.05)
+            async with channel:
+                assert channel.holder is None and channel.client.is_ready()
+                mine = runtime.leases.holder
+                assert await store.take_lease(channel.lease, "other/1@elsewhere", 30,
+                                              steal_from=mine) is None
+                async with asyncio.timeout(10):
+                    await channel.closed()
+                assert channel.client.is_closed()
