@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
+
+import pytest
 
 from runtime import (
     EchoProvider,
@@ -43,7 +46,21 @@ def test_holder_names() -> None:
     assert describe_holder("not one of ours") == "not one of ours"
 
 
-async def _running_elsewhere(store: SQLiteStore, thread_id: str, ttl_s: float) -> Run:
+@pytest.fixture(params=["sqlite", "postgres"])
+async def store(request: pytest.FixtureRequest,
+                tmp_path: Path) -> AsyncIterator[SQLiteStore | PostgresStore]:
+    """The lease's expiry judged by the machine's clock (SQLite), or the server's."""
+    if request.param == "sqlite":
+        async with SQLiteStore(tmp_path / "maiden.db") as opened:
+            yield opened
+        return
+    async with fresh_schema() as schema, \
+            PostgresStore(PG_DSN, schema=schema, pool_size=3) as server_store:
+        yield server_store
+
+
+async def _running_elsewhere(store: SQLiteStore | PostgresStore, thread_id: str,
+                             ttl_s: float) -> Run:
     """A run that a serving process of another machine has started, with its leases."""
     queued = Run(id=new_run_id(time.time()), thread_id=thread_id, text="hello")
     await store.create_run(queued)
@@ -59,50 +76,50 @@ async def _running_elsewhere(store: SQLiteStore, thread_id: str, ttl_s: float) -
     return running
 
 
-async def test_a_dead_machines_run_is_taken_up_when_its_leases_expire(tmp_path: Path) -> None:
-    async with SQLiteStore(tmp_path / "maiden.db") as store:
-        run = await _running_elsewhere(store, "t1", ttl_s=1.0)
-        settings = RuntimeConfig(poll_interval_s=0.05, lease_ttl_s=0.4)
-        async with Runtime(store, EchoProvider(), settings=settings) as rt, \
-                rt.subscribe() as events:
-            # At start its holder is alive (its leases are fresh): the run is left to it.
-            assert "ghost" in [i.id for i in await rt.servers()]
-            assert (await rt.get_run(run.id)).state is S.RUNNING
-            # It stops renewing them (that machine died): once they expire, a sweep of
-            # this serving process recovers the run, by the effect-class rules.
-            async with asyncio.timeout(20):
-                while not isinstance(event := await events.next(), RunEnded) \
-                        or event.run_id != run.id:
-                    pass
-            assert (await rt.get_run(run.id)).state is S.COMPLETED
-            reasons = [t.reason for t in await rt.transitions(run.id)]
-            assert "recovered after crash (attempt 1)" in reasons
-            assert [e.text for e in await rt.entries("t1") if e.kind == "assistant"] == \
-                ["echo: hello"]
-            assert "ghost" not in [i.id for i in await rt.servers()]
+async def test_a_dead_machines_run_is_taken_up_when_its_leases_expire(
+        store: SQLiteStore | PostgresStore) -> None:
+    run = await _running_elsewhere(store, "t1", ttl_s=1.0)
+    settings = RuntimeConfig(poll_interval_s=0.05, lease_ttl_s=0.4)
+    async with Runtime(store, EchoProvider(), settings=settings) as rt, \
+            rt.subscribe() as events:
+        # At start its holder is alive (its leases are fresh): the run is left to it.
+        assert "ghost" in [i.id for i in await rt.servers()]
+        assert (await rt.get_run(run.id)).state is S.RUNNING
+        # It stops renewing them (that machine died): once they expire, a sweep of
+        # this serving process recovers the run, by the effect-class rules.
+        async with asyncio.timeout(20):
+            while not isinstance(event := await events.next(), RunEnded) \
+                    or event.run_id != run.id:
+                pass
+        assert (await rt.get_run(run.id)).state is S.COMPLETED
+        reasons = [t.reason for t in await rt.transitions(run.id)]
+        assert "recovered after crash (attempt 1)" in reasons
+        assert [e.text for e in await rt.entries("t1") if e.kind == "assistant"] == \
+            ["echo: hello"]
+        assert "ghost" not in [i.id for i in await rt.servers()]
 
 
-async def test_a_thread_held_elsewhere_waits_for_its_holder(tmp_path: Path) -> None:
+async def test_a_thread_held_elsewhere_waits_for_its_holder(
+        store: SQLiteStore | PostgresStore) -> None:
     """A message for a thread another process drives is queued behind its run, and run once
     that process lets go of the thread (here: its lease expires)."""
-    async with SQLiteStore(tmp_path / "maiden.db") as store:
-        held = await _running_elsewhere(store, "t2", ttl_s=0.6)
-        settings = RuntimeConfig(poll_interval_s=0.05, lease_ttl_s=0.4)
-        async with Runtime(store, EchoProvider(), settings=settings) as rt:
-            events: list[RunEvent] = []
-            async with rt.subscribe() as sub:
-                waiting = asyncio.create_task(rt.send("t2", "next"))
-                async with asyncio.timeout(20):
-                    while not any("waiting for process 4242 on another-machine" in
-                                  getattr(e, "reason", "") for e in events):
-                        events.append(await sub.next())
-                    answered = await waiting
-            assert answered.state is S.COMPLETED
-            first = await rt.get_run(held.id)
-            assert first.state is S.COMPLETED  # recovered first: the thread's order holds
-            assert first.updated_at <= answered.updated_at
-            assert [e.text for e in await rt.entries("t2") if e.kind == "assistant"] == \
-                ["echo: hello", "echo: next"]
+    held = await _running_elsewhere(store, "t2", ttl_s=0.6)
+    settings = RuntimeConfig(poll_interval_s=0.05, lease_ttl_s=0.4)
+    async with Runtime(store, EchoProvider(), settings=settings) as rt:
+        events: list[RunEvent] = []
+        async with rt.subscribe() as sub:
+            waiting = asyncio.create_task(rt.send("t2", "next"))
+            async with asyncio.timeout(20):
+                while not any("waiting for process 4242 on another-machine" in
+                              getattr(e, "reason", "") for e in events):
+                    events.append(await sub.next())
+                answered = await waiting
+        assert answered.state is S.COMPLETED
+        first = await rt.get_run(held.id)
+        assert first.state is S.COMPLETED  # recovered first: the thread's order holds
+        assert first.updated_at <= answered.updated_at
+        assert [e.text for e in await rt.entries("t2") if e.kind == "assistant"] == \
+            ["echo: hello", "echo: next"]
 
 
 async def test_a_role_lease_among_runtimes(tmp_path: Path) -> None:
