@@ -27,6 +27,7 @@ __all__ = [
     "RunChanges",
     "RunState",
     "Transition",
+    "arriving_after",
     "changed",
     "idempotency_key",
     "new_run_id",
@@ -311,3 +312,13 @@ def idempotency_key(run_id: str, tool_call_id: str) -> str:
     """sha256(run_id + tool_call_id): what a tool or a channel uses to make a retried effect
     happen once. Run ids have a fixed length, so plain concatenation is unambiguous."""
     return hashlib.sha256((run_id + tool_call_id).encode()).hexdigest()
+
+
+def arriving_after(run: Run, newest: float | None) -> Run:
+    """``run``, stamped no earlier than ``newest`` (the latest arrival in its thread), so
+    that a thread's runs are in the order they arrived even when the replica that took
+    this one has a clock behind the others'; ties go by the store's insertion order."""
+    if newest is None or newest <= run.created_at:
+        return run
+    return run.model_copy(update={"created_at": newest,
+                                  "updated_at": max(run.updated_at, newest)})

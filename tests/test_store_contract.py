@@ -39,6 +39,7 @@ from runtime.runs import (
     Run,
     RunState,
     Transition,
+    new_run_id,
     transition,
 )
 from runtime.stores.base import NOTE_CALLS_KEPT, Checkpoint, Store
@@ -473,6 +474,29 @@ async def test_heartbeats(store: AnyStore, new_store: Callable[[], AnyStore]) ->
         assert await other.instances() == [one.model_copy(update={"beat_at": 5.0}), two]
     await store.beat(one, gone=True)
     assert await store.instances() == [two]
+
+
+async def test_a_threads_runs_keep_their_order_of_arrival(
+        store: AnyStore, new_store: Callable[[], AnyStore]) -> None:
+    """A run taken by a process whose clock is behind is stamped no earlier than the runs
+    that came in before it, so the thread's order is the order of arrival."""
+    first = Run(id=new_run_id(100.0), thread_id="t", text="one", created_at=100.0,
+                updated_at=100.0)
+    assert await store.create_run(first) == first
+    async with new_store() as behind:  # another replica, its clock 50 s behind
+        late = Run(id=new_run_id(50.0), thread_id="t", text="two", created_at=50.0,
+                   updated_at=50.0)
+        stored = await behind.create_run(late)
+        assert stored.created_at == 100.0 and stored.id == late.id
+        third = await behind.create_run(Run(id=new_run_id(60.0), thread_id="t", text="3",
+                                            created_at=60.0, updated_at=60.0))
+    assert [r.text for r in await store.list_runs(thread_id="t")] == ["one", "two", "3"]
+    assert [r.text for r in await store.list_runs(thread_id="t", states=[S.QUEUED])] == \
+        ["one", "two", "3"]
+    assert (await store.get_run(third.id)).created_at == 100.0
+    # Other threads are not held to it.
+    other = Run(id=new_run_id(10.0), thread_id="u", text="x", created_at=10.0, updated_at=10.0)
+    assert (await store.create_run(other)).created_at == 10.0
 
 
 async def test_leases(store: AnyStore, new_store: Callable[[], AnyStore]) -> None:

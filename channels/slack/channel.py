@@ -21,7 +21,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from runtime import ACTIVE_STATES, Deliverer, Origin, Run, RunError, Runtime
+from runtime import ACTIVE_STATES, Deliverer, MaidenError, Origin, Run, RunError, Runtime
 
 from ..prompts import refusal_text
 from ..work import Background, is_stop, stop_thread
@@ -204,9 +204,19 @@ class SlackChannel:
                                                        timestamp=seen.ts, name=REACTION)
 
     async def _tell_once(self, channel: str, user: str, what: str) -> None:
+        """One notice per person, across every replica on the store: the store keeps who was
+        told, and the first replica to record it is the one that tells."""
         if user in self._told:
             return
         self._told.add(user)
+        scope = f"slack:{self.team}:told"
+        try:
+            recorded = await self.runtime.remember(scope, user, what, call=f"{scope}:{user}")
+        except MaidenError as exc:
+            log.warning("slack: cannot record who was told (%s); telling %s anyway", exc, user)
+        else:
+            if recorded is None:
+                return  # another replica told them
         with contextlib.suppress(SlackApiError):
             await self.client.chat_postEphemeral(channel=channel, user=user,
                                                  text=refusal_text(what))

@@ -48,7 +48,7 @@ from ..requests import (
     ScheduleRecord,
     SlotMark,
 )
-from ..runs import Delivery, Run, RunState, Transition
+from ..runs import Delivery, Run, RunState, Transition, arriving_after
 from ..tail import Tail, tail_of
 from .base import Checkpoint, Opens, StoreStats, ThreadInfo, check_thread_id, unlistened
 from .files_control import FilesControl
@@ -295,8 +295,16 @@ class FilesStore(Opens):
                     run.thread_id, created_at=run.created_at, updated_at=run.created_at)
                 if run.id in snap.runs:
                     raise StoreError(f"run {run.id!r} already exists")
+                # After every run of the thread, in time and in insertion order, whatever
+                # the clock of the process that took it.
+                at = [r["run"].get("created_at") for r in snap.runs.values()
+                      if isinstance(r.get("run"), dict)]
+                run = arriving_after(run, max((float(a) for a in at
+                                               if isinstance(a, int | float)), default=None))
+                inserted = max([self._stamp(), *(r["inserted"] + 1 for r in snap.runs.values()
+                                                 if isinstance(r.get("inserted"), int))])
                 snap.updated_at = max(snap.updated_at, run.created_at)
-                snap.runs[run.id] = {"inserted": self._stamp(), "run": run.model_dump(mode="json")}
+                snap.runs[run.id] = {"inserted": inserted, "run": run.model_dump(mode="json")}
                 self._threads.save(snap)
         return run
 

@@ -38,7 +38,7 @@ from ..requests import (
     ScheduleRecord,
     SlotMark,
 )
-from ..runs import DELIVERY, Delivery, Run, RunState, Transition
+from ..runs import DELIVERY, Delivery, Run, RunState, Transition, arriving_after
 from ..tail import Tail
 from .base import (
     NOTE_CALLS_KEPT,
@@ -181,6 +181,10 @@ class PostgresStore(Opens):
     async def create_run(self, run: Run) -> Run:
         check_thread_id(run.thread_id)
         async with self._transaction() as conn:
+            # Stamped no earlier than the thread's latest arrival: a replica whose clock is
+            # behind does not put its run before runs that came in earlier.
+            run = arriving_after(run, await conn.fetchval(
+                "SELECT max(created_at) FROM runs WHERE thread_id = $1", run.thread_id))
             # ON CONFLICT waits for a transaction inserting the same key: then the run it
             # committed is read (each statement sees what is committed when it starts).
             created = await conn.fetchval(

@@ -51,6 +51,7 @@ from .sqlite_sql import (
     no_cycle_collection,
     parse_run,
     run_json,
+    run_row,
     update_pending_row,
 )
 from .sqlite_thread import SQLiteThread
@@ -204,10 +205,8 @@ class SQLiteStore(SQLiteControl, Opens):
 
     async def create_run(self, run: Run) -> Run:
         check_thread_id(run.thread_id)
-        row = (run.id, run.thread_id, run.state, not run.terminal, run.version,
-               run.created_at, run.idempotency_key, run_json(run))
-        existing = await self._grouped(create_run_row, row)
-        return run if existing is None else parse_run(existing)
+        existing, stored = await self._grouped(create_run_row, run, run_row(run))
+        return stored if existing is None else parse_run(existing)
 
     async def commit(self, checkpoint: Checkpoint) -> None:
         cp = checkpoint

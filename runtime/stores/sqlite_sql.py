@@ -15,12 +15,12 @@ from ..context import SUMMARY, entry_tokens
 from ..entries import Entry, Notice, ToolResult
 from ..errors import CorruptStore, NotFound, StaleWrite
 from ..requests import Note, NoteCall
-from ..runs import DELIVERY, Delivery, Run
+from ..runs import DELIVERY, Delivery, Run, arriving_after
 from .base import NOTE_CALLS_KEPT
 
 __all__ = ["CheckpointRows", "ThreadCache", "commit_rows", "create_run_row", "delete_note_row",
            "entry_row", "fetchall", "no_cycle_collection", "parse_run", "pending_changed",
-           "positioned_rows", "put_note_row", "record_note_calls", "run_json", "scalar",
+           "positioned_rows", "put_note_row", "record_note_calls", "run_json", "run_row", "scalar",
            "update_pending_row"]
 
 
@@ -92,18 +92,30 @@ def positioned_rows(thread_id: str, position: int, entries: Sequence[tuple[Any, 
     return rows
 
 
-def create_run_row(db: sqlite3.Connection, row: tuple[Any, ...]) -> str | None:
-    """Insert the run (and its thread, if new); return the data of a run that holds its
-    key."""
-    _, thread_id, _, _, _, created_at, key, _ = row
-    if key is not None:
+def run_row(run: Run) -> tuple[Any, ...]:
+    """A new run's row, as ``create_run_row`` inserts it."""
+    return (run.id, run.thread_id, run.state, not run.terminal, run.version,
+            run.created_at, run.idempotency_key, run_json(run))
+
+
+def create_run_row(db: sqlite3.Connection, run: Run, row: tuple[Any, ...]
+                   ) -> tuple[str | None, Run]:
+    """Insert the run (and its thread, if new), stamped no earlier than its thread's latest
+    (``arriving_after``); return the data of a run that holds its key, or None, and the run
+    as inserted."""
+    if run.idempotency_key is not None:
         existing: str | None = scalar(
-            db, "SELECT data FROM runs WHERE idempotency_key = ?", (key,))
+            db, "SELECT data FROM runs WHERE idempotency_key = ?", (run.idempotency_key,))
         if existing is not None:
-            return existing
-    db.execute("INSERT OR IGNORE INTO threads VALUES (?, ?)", (thread_id, created_at))
+            return existing, run
+    newest = scalar(db, "SELECT max(created_at) FROM runs WHERE thread_id = ?",
+                    (run.thread_id,))
+    stamped = arriving_after(run, newest)
+    if stamped is not run:
+        row = run_row(stamped)
+    db.execute("INSERT OR IGNORE INTO threads VALUES (?, ?)", (run.thread_id, run.created_at))
     db.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, '[]')", row)
-    return None
+    return None, stamped
 
 
 def pending_changed(key: str, data: str | None,

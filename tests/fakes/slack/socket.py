@@ -3,7 +3,9 @@
 A client connects with a single-use ticket, gets ``hello``, then envelopes (``events_api``,
 ``interactive``) which it acks by sending ``{"envelope_id": ...}`` back. ``disconnect`` asks it
 to fetch a new URL and reconnect (slack-sdk reconnects at once on it). Sends go to the newest
-connection that has not been asked to leave; waits are on a condition, never on sleeps.
+connection that has not been asked to leave, or to the one a test names (``to``: the
+``to``-th live connection, oldest first: Slack may deliver to any of an app's connections);
+waits are on a condition, never on sleeps.
 """
 
 from __future__ import annotations
@@ -91,12 +93,12 @@ class SocketMode:
     def _targets(self) -> list[web.WebSocketResponse]:
         return [ws for ws in self._live if ws not in self._leaving and not ws.closed]
 
-    async def _current(self) -> web.WebSocketResponse:
-        await self.until(lambda: bool(self._targets()))
-        return self._targets()[-1]
+    async def _current(self, to: int | None = None) -> web.WebSocketResponse:
+        await self.until(lambda: len(self._targets()) > (to or 0))
+        return self._targets()[-1 if to is None else to]
 
-    async def send_envelope(self, envelope: JSON) -> str:
-        ws = await self._current()
+    async def send_envelope(self, envelope: JSON, *, to: int | None = None) -> str:
+        ws = await self._current(to)
         envelope_id = str(envelope["envelope_id"])
         self.sent[envelope_id] = envelope
         await ws.send_json(envelope)

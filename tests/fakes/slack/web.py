@@ -189,26 +189,30 @@ class FakeSlack:
         except TimeoutError:
             raise TimeoutError(f"FakeSlack waited {seconds}s for {what}") from None
 
-    async def _send(self, envelope: JSON) -> str:
+    async def _send(self, envelope: JSON, to: int | None = None) -> str:
         async with self._deadline(None, "a live Socket Mode connection"):
-            return await self.socket.send_envelope(envelope)
+            return await self.socket.send_envelope(envelope, to=to)
 
     async def socket_event(self, payload: JSON, *, retry_attempt: int = 0,
-                           retry_reason: str = "") -> str:
-        """Send an ``events_api`` envelope; ``payload`` is an event_callback or a bare event."""
+                           retry_reason: str = "", to: int | None = None) -> str:
+        """Send an ``events_api`` envelope; ``payload`` is an event_callback or a bare event.
+        ``to``: the ``to``-th live connection, oldest first (default: the newest)."""
         if payload.get("type") != "event_callback":
             payload = self.event_callback(payload)
         return await self._send(payloads.events_api_envelope(
-            payload, str(uuid.uuid4()), retry_attempt=retry_attempt, retry_reason=retry_reason))
+            payload, str(uuid.uuid4()), retry_attempt=retry_attempt, retry_reason=retry_reason),
+            to)
 
-    async def socket_redeliver(self, envelope_id: str, *, reason: str = "timeout") -> str:
-        """Slack's retry of an events_api envelope: same payload, next ``retry_attempt``."""
+    async def socket_redeliver(self, envelope_id: str, *, reason: str = "timeout",
+                               to: int | None = None) -> str:
+        """Slack's retry of an events_api envelope: same payload, next ``retry_attempt``
+        (``to``: on another connection, as Slack may)."""
         first = self.socket.sent[envelope_id]
         attempt = int(first.get("retry_attempt", 0)) + 1
         if first["type"] != "events_api" or attempt > 3:
             raise ValueError("Slack retries events_api envelopes at most 3 times")
         return await self.socket_event(first["payload"], retry_attempt=attempt,
-                                       retry_reason=reason)
+                                       retry_reason=reason, to=to)
 
     async def socket_interactive(self, payload: JSON) -> str:
         """Send an ``interactive`` envelope (e.g. ``block_actions_payload(...)``)."""
