@@ -9,12 +9,15 @@ non_idempotent call in the store first).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from .entries import AssistantTurn, Entry, ToolCall, ToolResult
 from .tools import ErrorType, Tool
 
-__all__ = ["CallFacts", "Pause", "Reconcile", "Refuse", "Run", "Verdict", "gate_call"]
+__all__ = ["CallFacts", "Pause", "Reconcile", "Refuse", "Run", "Verdict", "gate_call",
+           "replay_mismatch", "unique_call_ids"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,3 +115,26 @@ def gate_call(
     if f.decision is None and tool.requires_approval:
         return Pause("requires_approval")
     return Run(claim=non_idempotent)
+
+
+def unique_call_ids(calls: tuple[ToolCall, ...], own: Sequence[Entry]) -> tuple[ToolCall, ...]:
+    """Results are keyed by (run, call id): a model that repeats an id gets it renamed."""
+    seen = {c.id for e in own if isinstance(e, AssistantTurn) for c in e.tool_calls}
+    fixed = []
+    for i, c in enumerate(calls):
+        if c.id in seen or not c.id:
+            c = c.model_copy(update={"id": f"{c.id or 'call'}~{len(seen)}.{i}"})
+        seen.add(c.id)
+        fixed.append(c)
+    return tuple(fixed)
+
+
+def replay_mismatch(turn: AssistantTurn, done: dict[str, ToolResult]) -> str | None:
+    """Why the results recorded for a turn cannot be its calls' (a result under a call's
+    id from another tool), or None."""
+    names = {c.id: c.name for c in turn.tool_calls}
+    for call_id, result in done.items():
+        if names.get(call_id, result.name) != result.name:
+            return (f"the recorded result for call {call_id} is from {result.name!r} but the "
+                    f"recorded call is to {names[call_id]!r}; refusing to guess")
+    return None

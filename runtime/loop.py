@@ -40,7 +40,15 @@ from .events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from .gate import CallFacts, Pause, Reconcile, Refuse, gate_call
+from .gate import (
+    CallFacts,
+    Pause,
+    Reconcile,
+    Refuse,
+    gate_call,
+    replay_mismatch,
+    unique_call_ids,
+)
 from .guards import call_key, is_repeat, turn_budget
 from .prompting import Prompts
 from .providers.base import ModelRequest, Provider
@@ -228,7 +236,7 @@ class RunDriver:
             turn = next((e for e in reversed(own) if isinstance(e, AssistantTurn)), None)
             if turn is not None and turn.tool_calls:
                 done = {e.tool_call_id: e for e in own if isinstance(e, ToolResult)}
-                mismatch = _replay_mismatch(turn, done)
+                mismatch = replay_mismatch(turn, done)
                 if mismatch:
                     await self._fail(cur, "replay_mismatch", mismatch)
                     return
@@ -277,7 +285,7 @@ class RunDriver:
             self.prompts.move_window(run.thread_id)
             request = self._request(cur, final, limit=sent // 2)
             response = await self.provider.complete(request, on_text)
-        calls = _unique_ids(response.tool_calls, cur.own)
+        calls = unique_call_ids(response.tool_calls, cur.own)
         turn = AssistantTurn(run_id=run.id, text=response.text, tool_calls=calls,
                              usage=response.usage, model=response.model, at=self.clock())
         taken, usage = run.turns + 1, run.usage + response.usage
@@ -578,29 +586,8 @@ class RunDriver:
         self.bus.publish(RunEnded.of(run))
 
 
-def _unique_ids(calls: tuple[ToolCall, ...], own: Sequence[Entry]) -> tuple[ToolCall, ...]:
-    """Results are keyed by (run, call id): a model that repeats an id gets it renamed."""
-    seen = {c.id for e in own if isinstance(e, AssistantTurn) for c in e.tool_calls}
-    fixed = []
-    for i, c in enumerate(calls):
-        if c.id in seen or not c.id:
-            c = c.model_copy(update={"id": f"{c.id or 'call'}~{len(seen)}.{i}"})
-        seen.add(c.id)
-        fixed.append(c)
-    return tuple(fixed)
-
-
 def _before(entries: Sequence[Entry], entry: Entry) -> Entry | None:
     for i in range(len(entries) - 1, first_loaded(entries), -1):
         if entries[i] is entry:
             return entries[i - 1]
-    return None
-
-
-def _replay_mismatch(turn: AssistantTurn, done: dict[str, ToolResult]) -> str | None:
-    names = {c.id: c.name for c in turn.tool_calls}
-    for call_id, result in done.items():
-        if names.get(call_id, result.name) != result.name:
-            return (f"the recorded result for call {call_id} is from {result.name!r} but the "
-                    f"recorded call is to {names[call_id]!r}; refusing to guess")
     return None
