@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
 
-__all__ = ["Allowlist"]
+__all__ = ["RIGHTS", "Allowlist", "Right"]
+
+Right = Literal["talk", "approve", "operate"]
+"""talk: start and continue runs; approve: decide calls; operate: stop, resume, schedules."""
+RIGHTS: tuple[Right, ...] = ("talk", "approve", "operate")
 
 
 @dataclass(frozen=True, slots=True)
