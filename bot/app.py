@@ -41,6 +41,7 @@ from .config import LoadedConfig
 from .jobs import make_book, schedule_lines
 from .logging import RunContext
 from .logging import log_runs as log_run_events
+from .rights import rights_lines
 
 if TYPE_CHECKING:
     from runtime.mcp.group import McpServers
@@ -180,6 +181,7 @@ def banner_tail(
     serving.setdefault("discord", "not configured (no [channels.discord])")
     serving = {name: serving[name] for name in ("http", "slack", "discord") if name in serving}
     lines = [f"  {name:<11} {line}" for name, line in serving.items()]
+    lines += rights_lines(cfg, 11)
     if not cfg.mcp_servers:
         mcp = ["not configured (no [[mcp_servers]])"]
     lines += [f"  {'mcp':<11} {line}" for line in mcp or [s.name for s in cfg.mcp_servers]]

@@ -29,6 +29,7 @@ from runtime import (
 
 from .config import LoadedConfig, env_status, load_config
 from .logging import configure as configure_logging
+from .rights import rights_lines
 
 __all__ = ["main"]
 
@@ -163,7 +164,10 @@ def _check(loaded: LoadedConfig) -> int:
     else:
         print(f"  http      {http.host}:{http.port}" + (f", token from ${http.token_env}"
                                                          if http.token_env else ", no token"))
-    failed = store_failed | _check_slack(loaded) | _check_discord(loaded) | _check_mcp(loaded)
+    failed = store_failed | _check_slack(loaded) | _check_discord(loaded)
+    for line in rights_lines(cfg, 9):
+        print(line)
+    failed |= _check_mcp(loaded)
     defined = cfg.read_schedules()
     chat = cfg.schedules_limits.max_per_thread
     print(f"  schedules {len(defined)} in the config"
@@ -239,7 +243,7 @@ def _check_discord(loaded: LoadedConfig) -> bool:
     from channels.discord.check import check_discord
 
     about = (f"api {discord.api_url}, respond_in {discord.respond_in}, "
-             f"{discord.allowlist.describe()}")
+             f"{discord.access.summary()}")
     return _verify("discord", about, lambda: check_discord(discord, discord.token()))
 
 
@@ -250,7 +254,7 @@ def _check_slack(loaded: LoadedConfig) -> bool:
         return _verify("slack", None, None)
     from channels.slack.check import check_slack
 
-    about = f"mode {slack.mode}, api {slack.api_url}, {slack.allowlist.describe()}"
+    about = f"mode {slack.mode}, api {slack.api_url}, {slack.access.summary()}"
     return _verify("slack", about, lambda: check_slack(slack, slack.secrets()))
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from channels.access import Place
 from channels.discord import DiscordConfig, Ignored, Inbound, Seen, read_message
 from channels.discord.deliverer import nonce
 from channels.discord.render import approval_components, custom_id, parse_custom_id
@@ -91,5 +92,6 @@ def test_the_token_is_named_when_unset() -> None:
     with pytest.raises(ConfigError, match=r"channels\.discord\.token_env: \$DISCORD_BOT_TOKEN"):
         DiscordConfig().token({})
     assert DiscordConfig(token_env="T").token({"T": "abc"}) == "abc"
-    assert DiscordConfig().allowlist.nobody
-    assert DiscordConfig(allow_guilds=["100"]).allowlist.allows("42", "300", "100")
+    assert DiscordConfig().access.nobody
+    assert DiscordConfig(allow_guilds=["100"]).access.allows("42", Place.of("300", "100"),
+                                                             "talk")

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from channels.access import Allowlist
+from channels.access import Place
 from channels.slack import Ignored, Inbound, SlackConfig, read_event
 from channels.slack.render import APPROVE, DENY, approval_blocks, parse_choice
 from runtime import ApprovalDelivery, ConfigError
@@ -91,15 +91,16 @@ def test_other_bots_with_reply_to_bots() -> None:
     assert isinstance(read(event(user=BOT), reply_to_bots=True), Ignored)  # never itself
 
 
-@pytest.mark.parametrize(("allow", "user", "channel", "ok"), [
-    (Allowlist.of(open=False), "U1", "C1", False),
-    (Allowlist.of(open=True), "U1", "C1", True),
-    (Allowlist.of(open=False, users=["U1"]), "U1", "C9", True),
-    (Allowlist.of(open=False, users=["U1"]), "U2", "C9", False),
-    (Allowlist.of(open=False, places=["C1"]), "U2", "C1", True),
+@pytest.mark.parametrize(("keys", "user", "channel", "ok"), [
+    ({}, "U1", "C1", False),
+    ({"open": True}, "U1", "C1", True),
+    ({"allow_users": ["U1"]}, "U1", "C9", True),
+    ({"allow_users": ["U1"]}, "U2", "C9", False),
+    ({"allow_channels": ["C1"]}, "U2", "C1", True),
+    ({"allow_users": ["U1"], "allow_channels": ["C1"]}, "U2", "C1", False),  # users AND places
 ])
-def test_allowlist_fails_closed(allow: Allowlist, user: str, channel: str, ok: bool) -> None:
-    assert allow.allows(user, channel) is ok
+def test_access_fails_closed(keys: dict[str, Any], user: str, channel: str, ok: bool) -> None:
+    assert SlackConfig.model_validate(keys).access.allows(user, Place.of(channel), "talk") is ok
 
 
 def test_slack_secrets_name_each_unset_variable() -> None:

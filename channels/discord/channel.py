@@ -34,6 +34,7 @@ from runtime import (
     Runtime,
 )
 
+from ..access import Place, Right
 from ..prompts import refusal_text
 from ..work import Background, is_stop, stop_thread
 from .config import DEFAULT_API_URL, DiscordConfig
@@ -126,9 +127,9 @@ class DiscordChannel:
         self.bot = str(self.client.user.id)
         if isinstance(self.deliverer, DiscordDeliverer):
             self.deliverer.bot = self.bot
-        if self.config.allowlist.nobody:
+        if self.config.access.nobody:
             log.warning("discord: serving nobody (open = false and no allow_guilds, "
-                        "allow_channels or allow_users)")
+                        "allow_channels, allow_users or rules)")
         # One gateway connection per bot among every replica on the store: whoever holds
         # the lease connects; the others stand by (their REST client still posts replies).
         self.holder = await self.runtime.take_lease(self.lease, lost=self._lost)
@@ -194,7 +195,7 @@ class DiscordChannel:
         user = self.client.user
         where = "" if self.config.api_url == DEFAULT_API_URL else f" via {self.config.api_url}"
         return (f"as {user} ({self.bot}) in {len(self.client.guilds)} guild(s){where}; "
-                f"{self.config.allowlist.describe()}")
+                f"{self.config.access.summary()}")
 
     def status(self) -> str:
         if self._closed.is_set() or self.client.is_closed():
@@ -241,13 +242,14 @@ class DiscordChannel:
             return
         if not found.addressed and not (found.in_thread and await self._joined(found)):
             return
-        places = [found.channel, *([found.guild] if found.guild else [])]
         parent = getattr(message.channel, "parent_id", None)
-        if parent is not None:
-            places.append(str(parent))
-        if not self.config.allowlist.allows(found.user, *places):
+        place = Place.of(found.channel, str(parent) if parent is not None else None,
+                         found.guild, direct=found.direct)
+        right: Right = "operate" if is_stop(found.text) else "talk"
+        if not self.config.access.allows(found.user, place, right):
+            log.info("discord: %s may not %s in %s", found.user, right, found.channel)
             return
-        if is_stop(found.text):
+        if right == "operate":
             self._background.spawn(stop_thread(self.runtime, found.thread_id, found.user, log))
             return
         if not found.text:
@@ -305,7 +307,12 @@ class DiscordChannel:
         user = str(interaction.user.id)
         channel = str(interaction.channel_id or "")
         guild = str(interaction.guild_id) if interaction.guild_id else None
-        if not self.config.allowlist.allows(user, channel, *([guild] if guild else [])):
+        parent = getattr(interaction.channel, "parent_id", None)
+        place = Place.of(channel, str(parent) if parent is not None else None, guild,
+                         direct=guild is None)
+        # The channel's rules decide first; the runtime then checks ``approvers`` (or
+        # [agent] approvers) again.
+        if not self.config.access.allows(user, place, "approve"):
             await self._answer(interaction, CHANNEL_MESSAGE,
                                {"content": refusal_text("decide approvals"),
                                 "flags": EPHEMERAL})

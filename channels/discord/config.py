@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from runtime import ConfigError
 
-from ..access import Allowlist
+from ..access import Access, RuleConfig, access_of, shorthand
 
 __all__ = ["DEFAULT_API_URL", "DiscordConfig"]
 
@@ -28,21 +28,33 @@ class DiscordConfig(BaseModel):
                          description="the REST base (a proxy or a test server); the gateway "
                          "is found from it (GET /gateway/bot)")
     open: bool = Field(default=False, description="true: everyone the bot can see is served")
-    allow_guilds: list[str] = Field(default_factory=list)
+    allow_guilds: list[str] = Field(
+        default_factory=list, description="only in these guilds (with allow_channels: or "
+        "those channels; only allow_users, if listed)")
     allow_channels: list[str] = Field(default_factory=list)
-    allow_users: list[str] = Field(default_factory=list)
+    allow_users: list[str] = Field(
+        default_factory=list, description="only these users (in the listed guilds and "
+        "channels, if any)")
+    allow_dms: bool = Field(default=True, description="listed users (everyone, if open) may "
+                            "also DM the bot")
     approvers: list[str] = Field(
         default_factory=list, description="Discord user ids who may decide approvals; empty: "
         "[agent] approvers, else anyone allowed to talk")
+    rules: list[RuleConfig] = Field(
+        default_factory=list, description="explicit rules, added to what the keys above "
+        "grant: a place (guild or channel id, 'dm' or '*'), optional users, rights")
     reply_to_bots: bool = False
     respond_in: Literal["mentions", "all"] = Field(
         default="mentions", description="mentions: in guild channels only mentions of the bot "
         "and replies to it start work (threads it is part of and DMs: every message)")
 
     @property
-    def allowlist(self) -> Allowlist:
-        return Allowlist.of(open=self.open, users=self.allow_users,
-                            places=[*self.allow_guilds, *self.allow_channels])
+    def access(self) -> Access:
+        """Who may talk, approve and operate where: the shorthand keys, then ``rules``."""
+        return access_of(self.rules, *shorthand(
+            open=self.open, users=self.allow_users,
+            places=[*self.allow_guilds, *self.allow_channels], approvers=self.approvers,
+            allow_dms=self.allow_dms))
 
     def token(self, env: Mapping[str, str] | None = None, source: str | None = None) -> str:
         """The bot token from the environment; ``ConfigError`` naming the variable."""

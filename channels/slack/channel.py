@@ -23,6 +23,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from runtime import ACTIVE_STATES, Deliverer, MaidenError, Origin, Run, RunError, Runtime
 
+from ..access import Place
 from ..prompts import refusal_text
 from ..work import Background, is_stop, stop_thread
 from .config import SlackConfig, SlackSecrets
@@ -93,9 +94,9 @@ class SlackChannel:
             self._socket = AsyncSocketModeHandler(app, self.secrets.app_token,
                                                   web_client=self.client, logger=log)
             await self._socket.connect_async()
-        if self.config.allowlist.nobody:
-            log.warning("slack: serving nobody (open = false and no allow_users or "
-                        "allow_channels)")
+        if self.config.access.nobody:
+            log.warning("slack: serving nobody (open = false and no allow_users, "
+                        "allow_channels or rules)")
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -107,7 +108,7 @@ class SlackChannel:
 
     def banner(self) -> str:
         how = "Socket Mode" if self.config.mode == "socket" else "Events API at POST /slack/events"
-        who = self.config.allowlist.describe()
+        who = self.config.access.summary()
         return f"{how}, workspace {self.team_name or self.team} ({self.team}) as " \
                f"<@{self.bot_user}>; {who}"
 
@@ -155,11 +156,18 @@ class SlackChannel:
             return
         if not seen.mentioned and not seen.direct and not await self._joined(seen):
             return  # a channel message not for the bot
-        if not self.config.allowlist.allows(seen.user, seen.channel):
+        place, access = Place.of(seen.channel, direct=seen.direct), self.config.access
+        stop = is_stop(seen.text)
+        if stop and access.allows(seen.user, place, "operate"):
+            self._background.spawn(stop_thread(self.runtime, seen.thread_id, seen.user, log))
+            return
+        if not access.allows(seen.user, place, "talk"):
             await self._tell_once(seen.channel, seen.user, "talk to this agent")
             return
-        if is_stop(seen.text):
-            self._background.spawn(stop_thread(self.runtime, seen.thread_id, seen.user, log))
+        if stop:  # may talk here, not stop runs
+            with contextlib.suppress(SlackApiError):
+                await self.client.chat_postEphemeral(channel=seen.channel, user=seen.user,
+                                                     text=refusal_text("stop runs"))
             return
         if not seen.text:
             return
@@ -234,7 +242,10 @@ class SlackChannel:
         if choice is None or not user:
             return
         approve, ids = choice
-        if not self.config.allowlist.allows(user, channel):
+        # The channel's rules decide first; the runtime then checks ``approvers`` (or
+        # [agent] approvers) again.
+        place = Place.of(channel, direct=channel.startswith("D"))
+        if not self.config.access.allows(user, place, "approve"):
             with contextlib.suppress(SlackApiError):
                 await self.client.chat_postEphemeral(channel=channel, user=user,
                                                      text=refusal_text("decide approvals"))

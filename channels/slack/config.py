@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from runtime import ConfigError
 
-from ..access import Allowlist
+from ..access import Access, RuleConfig, access_of, shorthand
 
 __all__ = ["DEFAULT_API_URL", "SlackConfig", "SlackSecrets"]
 
@@ -40,16 +40,27 @@ class SlackConfig(BaseModel):
     api_url: str = Field(default=DEFAULT_API_URL,
                          description="the Web API base (a proxy, GovSlack, a test server)")
     open: bool = Field(default=False, description="true: everyone in the workspace is served")
-    allow_users: list[str] = Field(default_factory=list)
-    allow_channels: list[str] = Field(default_factory=list)
+    allow_users: list[str] = Field(
+        default_factory=list, description="only these users (in allow_channels, if listed)")
+    allow_channels: list[str] = Field(
+        default_factory=list, description="only in these channels (only allow_users, if "
+        "listed)")
+    allow_dms: bool = Field(default=True, description="listed users (everyone, if open) may "
+                            "also DM the bot")
     approvers: list[str] = Field(
         default_factory=list, description="Slack user ids who may decide approvals; empty: "
         "[agent] approvers")
+    rules: list[RuleConfig] = Field(
+        default_factory=list, description="explicit rules, added to what the keys above "
+        "grant: a place (channel id, 'dm' or '*'), optional users, rights")
     reply_to_bots: bool = False
 
     @property
-    def allowlist(self) -> Allowlist:
-        return Allowlist.of(open=self.open, users=self.allow_users, places=self.allow_channels)
+    def access(self) -> Access:
+        """Who may talk, approve and operate where: the shorthand keys, then ``rules``."""
+        return access_of(self.rules, *shorthand(
+            open=self.open, users=self.allow_users, places=self.allow_channels,
+            approvers=self.approvers, allow_dms=self.allow_dms))
 
     def needed_envs(self) -> list[str]:
         """The variables this mode needs."""
