@@ -41,7 +41,7 @@ from .config import LoadedConfig
 from .jobs import make_book, schedule_lines
 from .logging import RunContext
 from .logging import log_runs as log_run_events
-from .rights import rights_lines
+from .rights import rights_blocks, rights_lines
 
 if TYPE_CHECKING:
     from runtime.mcp.group import McpServers
@@ -245,7 +245,8 @@ def make_channels(loaded: LoadedConfig) -> list[ChannelFactory]:
         token = cfg.http.token(source=source)
         factories.append(lambda runtime: HttpChannel(
             runtime, cfg.http, token, routes=routes,
-            statuses=lambda: [(c.name, c.status()) for c in made_all]))
+            statuses=lambda: [(c.name, c.status()) for c in made_all],
+            rules=lambda: rights_blocks(cfg)))
 
     def keep(make: ChannelFactory) -> ChannelFactory:
         def made(runtime: Runtime) -> Channel:

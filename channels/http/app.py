@@ -34,7 +34,7 @@ from runtime import (
 )
 
 from .config import HttpConfig
-from .console import ConsoleOptions, StatusSource, mount_console
+from .console import ConsoleOptions, RulesSource, StatusSource, mount_console
 from .console.live import Live
 from .errors import (
     ApiError,
@@ -202,13 +202,15 @@ def _page(offset: int, limit: int, total: int) -> int | None:
 def create_app(
     runtime: Runtime, config: HttpConfig | None = None, *, token: str | None = None,
     statuses: StatusSource | None = None,
+    rules: RulesSource | None = None,
 ) -> FastAPI:
     """The HTTP API over ``runtime``, and the operator console at ``/`` (``[http]
     console``); ``app.state.maiden`` is its ``HttpApi``.
 
     ``token``: the bearer token every /v1 route and /metrics require (None: no auth,
     which the app only allows on loopback); the console asks for it once per browser
-    session. ``statuses``: each channel's state, for the console.
+    session. ``statuses``: each channel's state, for the console
+    (and ``rules``: who may do what on each chat channel).
     """
     config = config or HttpConfig()
     api = HttpApi(runtime, config, token)
@@ -425,7 +427,7 @@ def create_app(
     if config.console:
         api.console = mount_console(app, runtime, token, ConsoleOptions(
             approvals=config.console_approvals,
-            statuses=statuses or (lambda: [("http", "serving")])))
+            statuses=statuses or (lambda: [("http", "serving")]), rules=rules))
     return app
 
 

@@ -12,7 +12,7 @@ from .config import HttpConfig
 
 if TYPE_CHECKING:
     from .app import HttpApi
-    from .console import StatusSource
+    from .console import RulesSource, StatusSource
     from .server import HttpServer
 
 __all__ = ["Endpoint", "HttpChannel"]
@@ -30,13 +30,15 @@ class HttpChannel:
     def __init__(
         self, runtime: Runtime, config: HttpConfig, token: str | None,
         *, routes: Sequence[tuple[str, Callable[[], Endpoint]]] = (),
-        statuses: StatusSource | None = None,
+        statuses: StatusSource | None = None, rules: RulesSource | None = None,
     ) -> None:
         self.runtime = runtime
         self.config = config
         self.token = token
         self.statuses = statuses
         """Every channel's status, for the console's Now page."""
+        self.rules = rules
+        """Who may do what on each chat channel, for the console's Now page."""
         self.routes = routes
         """Other channels' endpoints served here (Slack's Events API): a path and a way to
         get the endpoint once that channel has started. They carry their own auth."""
@@ -53,7 +55,8 @@ class HttpChannel:
         from .server import HttpServer
 
         app = create_app(self.runtime, self.config, token=self.token,
-                         statuses=self.statuses or (lambda: [(self.name, self.status())]))
+                         statuses=self.statuses or (lambda: [(self.name, self.status())]),
+                         rules=self.rules)
         for path, endpoint in self.routes:
             app.add_route(path, endpoint(), methods=["POST"], include_in_schema=False)
         self._api = app.state.maiden

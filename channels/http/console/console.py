@@ -16,19 +16,23 @@ from runtime import Runtime
 
 from .security import COOKIE, Guard, Session, page_headers
 
-__all__ = ["Console", "ConsoleOptions", "NotSignedIn", "StatusSource"]
+__all__ = ["Console", "ConsoleOptions", "NotSignedIn", "RulesSource", "StatusSource"]
 
 StatusSource = Callable[[], Sequence[tuple[str, str]]]
 """Each channel's name and a line on how it is (connected, or why not)."""
+RulesSource = Callable[[], Sequence[tuple[str, list[str]]]]
+"""Each chat channel's name and its effective access rules, one line a rule."""
 
 
 class ConsoleOptions:
     """What the console may do: ``approvals`` False shows approvals without the buttons."""
 
     def __init__(self, *, approvals: bool = True, statuses: StatusSource | None = None,
+                 rules: RulesSource | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.approvals = approvals
         self.statuses = statuses or (lambda: [])
+        self.rules = rules or (lambda: [])
         self.clock = clock
 
 

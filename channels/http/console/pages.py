@@ -56,6 +56,7 @@ class Pages:
                            "elapsed": now - (run.started_at or run.created_at)})
         return {"moving": moving, "queued": queued,
                 "statuses": list(self.c.options.statuses()),
+                "rules": list(self.c.options.rules()),
                 "pending": len(await self.rt.pending_approvals())}
 
     async def _current_tool(self, run: Run) -> str | None:
