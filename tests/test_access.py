@@ -20,8 +20,8 @@ DIRECT = Place.of("D0ALICE", direct=True)
 # A Discord message in thread T1 under channel C1 of guild G1.
 THREAD = Place.of("T1", "C1", "G1")
 
-ALL = frozenset(RIGHTS)
-TALK_OPERATE = frozenset({"talk", "operate"})
+ALL: frozenset[Right] = frozenset(RIGHTS)
+TALK_OPERATE: frozenset[Right] = frozenset({"talk", "operate"})
 
 # (what, shorthand keys, user, place, right, allowed)
 CASES: list[tuple[str, dict[str, Any], str, Place, Right, bool]] = [

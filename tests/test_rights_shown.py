@@ -13,6 +13,7 @@ import pytest
 
 from bot.app import banner_tail, make_channels
 from bot.config import load_config
+from channels.http import HttpChannel
 from runtime import AgentConfig, EchoProvider, Runtime, RuntimeConfig, SQLiteStore, ToolRegistry
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,7 +93,9 @@ async def test_the_console_shows_the_rules(config: Path, tmp_path: Path,
     async with SQLiteStore(tmp_path / "m.db") as store:
         runtime = Runtime(store, EchoProvider(), ToolRegistry(()), agent=AgentConfig(),
                           settings=RuntimeConfig(poll_interval_s=0.1))
-        async with runtime, make_http(runtime) as http, \
+        http = make_http(runtime)
+        assert isinstance(http, HttpChannel)
+        async with runtime, http, \
                 httpx.AsyncClient(base_url=http.url, timeout=10) as client:
             page = await client.get("/")
     assert page.status_code == 200
