@@ -61,7 +61,9 @@ async def test_run_serves_discord_until_sigterm(home: Path) -> None:
                 line = await asyncio.wait_for(proc.stdout.readline(), 60)
                 assert line, banner
                 banner += line.decode()
-            assert "discord     as maiden" in banner and "allowed: 1 user(s)" in banner
+            assert "discord     as maiden" in banner and "2 access rules" in banner
+            assert f"    discord:\n                talk, approve, operate: {HUMAN_ID} in every" \
+                in banner
             await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> hi from discord",
                                     mentions=[BOT_ID])
             (_, reply) = await fake.wait_messages(GENERAL_ID, 2, timeout=30)

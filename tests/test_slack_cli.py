@@ -41,7 +41,9 @@ async def test_check_verifies_the_token_and_the_scopes(home: Path) -> None:
     async with FakeSlack(lacking) as fake:
         configure(home, fake)
         code, out, _ = await maiden(home, env(fake), "check")
-        assert "slack     mode socket" in out and "allowed: 1 user(s)" in out
+        assert "slack     mode socket" in out and "2 access rules" in out
+        assert "  rights    slack:\n              talk, approve, operate: U1 in every channel" \
+            in out
         assert "workspace Maiden Test (T0FAKE0001)" in out
         assert "missing scopes (see channels/slack/manifest.json): reactions:write" in out
         assert code == 1
@@ -70,7 +72,8 @@ async def test_run_serves_slack_until_sigterm(home: Path) -> None:
                 assert line, banner
                 banner += line.decode()
             assert f"slack       Socket Mode, workspace Maiden Test (T0FAKE0001) as " \
-                   f"<@{BOT_USER}>; allowed: 1 user(s)" in banner
+                   f"<@{BOT_USER}>; 2 access rules" in banner
+            assert "talk, approve, operate: U1 in a DM with the bot" in banner
             event = fake.user_event(C, "U1", f"<@{BOT_USER}> hi from slack", mention=True)
             await fake.acked(await fake.socket_event(event), timeout=30)
             (_, reply) = await fake.wait_messages(C, 2, timeout=30)
