@@ -242,9 +242,9 @@ def make_channels(loaded: LoadedConfig) -> list[ChannelFactory]:
 
         factories.append(make_discord)
     if cfg.http.enabled:
-        token = cfg.http.token(source=source)
+        credentials = cfg.http.credentials(source=source)
         factories.append(lambda runtime: HttpChannel(
-            runtime, cfg.http, token, routes=routes,
+            runtime, cfg.http, credentials, routes=routes,
             statuses=lambda: [(c.name, c.status()) for c in made_all],
             rules=lambda: rights_blocks(cfg)))
 

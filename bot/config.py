@@ -97,6 +97,9 @@ class MaidenConfig(BaseModel):
                 for name in type(value).model_fields:
                     walk(f"{prefix}{name}" if not prefix else f"{prefix}.{name}",
                          getattr(value, name))
+            elif isinstance(value, list):
+                for i, item in enumerate(value):
+                    walk(f"{prefix}.{i}", item)
             elif prefix.endswith("_env") and isinstance(value, str):
                 found[prefix] = value
 

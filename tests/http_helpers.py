@@ -11,8 +11,10 @@ from urllib.parse import quote
 
 import httpx
 
+from channels.access import RIGHTS, Right
 from channels.http import HttpConfig
 from channels.http.app import HttpApi, create_app
+from channels.http.auth import Credential, Credentials
 from channels.http.server import HttpServer
 from runtime import (
     AgentConfig,
@@ -57,13 +59,17 @@ async def echo_runtime(
 
 @asynccontextmanager
 async def served(
-    runtime: Runtime, *, token: str | None = None, **settings: Any
+    runtime: Runtime, *, token: str | None = None, credentials: Credentials | None = None,
+    **settings: Any
 ) -> AsyncIterator[tuple[httpx.AsyncClient, HttpApi]]:
-    """The app under uvicorn on 127.0.0.1:<free port>, and a client pointed at it."""
-    app = create_app(runtime, HttpConfig(**settings), token=token)
+    """The app under uvicorn on 127.0.0.1:<free port>, and a client pointed at it (with
+    ``token``, or else the first of ``credentials``, as its bearer token)."""
+    app = create_app(runtime, HttpConfig(**settings), token=token, credentials=credentials)
     server = HttpServer(app, "127.0.0.1", 0, grace_s=2)
     await server.start()
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    first = next(iter(credentials or ()), None)
+    bearer = token or (first.token if first is not None else None)
+    headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
     try:
         async with httpx.AsyncClient(base_url=server.url, headers=headers,
                                      timeout=httpx.Timeout(10.0)) as client:
@@ -71,6 +77,13 @@ async def served(
     finally:
         app.state.maiden.release()
         await server.stop()
+
+
+def tokens(*named: tuple[str, str] | tuple[str, str, Sequence[Right]]) -> Credentials:
+    """``tokens(("alice", "t-a"), ("bob", "t-b", ["talk"]))``: named tokens (every right
+    unless listed)."""
+    return Credentials([Credential(n[0], n[1], frozenset(n[2] if len(n) > 2 else RIGHTS))
+                        for n in named])
 
 
 def thread_url(thread_id: str, suffix: str = "") -> str:

@@ -16,7 +16,7 @@ import httpx
 from runtime import RunState, Runtime, tool
 from schedules import ScheduleBook, ScheduleConfig, Scheduler, load_schedules
 from tests.clock import Clock
-from tests.http_helpers import echo_runtime, served
+from tests.http_helpers import echo_runtime, served, tokens
 
 TOKEN = "s3cret-console-token"
 
@@ -31,10 +31,12 @@ def deploy(service: str) -> str:
 async def browser(runtime: Runtime, *, token: str | None = TOKEN, sign_in: bool = True,
                   **settings: Any) -> AsyncIterator[httpx.AsyncClient]:
     """A client with no bearer header (a browser), signed in through the form."""
-    async with served(runtime, token=token, **settings) as (api, _), \
+    """(The token is alice's, with every right.)"""
+    credentials = tokens(("alice", token)) if token else None
+    async with served(runtime, credentials=credentials, **settings) as (api, _), \
             httpx.AsyncClient(base_url=str(api.base_url), timeout=10.0) as client:
         if sign_in and token:
-            signed = await client.post("/sign-in", data={"token": token, "operator": "alice"})
+            signed = await client.post("/sign-in", data={"token": token})
             assert signed.status_code == 303, signed.text
         elif sign_in:
             assert (await client.get("/")).status_code == 200  # takes the session
@@ -57,15 +59,16 @@ async def test_signing_in_with_the_token(tmp_path: Path) -> None:
         form = await client.get("/sign-in")
         assert form.status_code == 200 and 'type="password"' in form.text
         wrong = await client.post("/sign-in", data={"token": "guess", "next": "/runs"})
-        assert wrong.status_code == 401 and "That is not the token." in wrong.text
+        assert wrong.status_code == 401 and "That is not one of the tokens." in wrong.text
         assert "maiden_console" not in wrong.headers.get("set-cookie", "")
+        # The name comes from the token: a name in the form is not taken.
         right = await client.post("/sign-in", data={"token": TOKEN, "operator": "bob",
                                                     "next": "//evil.example/"})
         assert right.status_code == 303 and right.headers["location"] == "/"
         cookie = right.headers["set-cookie"]
         assert "HttpOnly" in cookie and "SameSite=strict" in cookie and TOKEN not in cookie
         now = await client.get("/")
-        assert now.status_code == 200 and "bob" in now.text
+        assert now.status_code == 200 and "alice" in now.text and "bob" not in now.text
         # The API is not opened by the console's cookie: it still wants the bearer token.
         assert (await client.get("/v1/runs")).status_code == 401
         # A forged cookie is no session.
@@ -230,7 +233,8 @@ async def test_without_a_token_on_loopback_no_sign_in_is_asked(tmp_path: Path) -
         assert page.status_code == 200 and "maiden_console" in page.headers["set-cookie"]
         named = await client.post("/sign-in", data={"operator": "dana"})
         assert named.status_code == 303
-        assert "dana" in (await client.get("/")).text
+        now = (await client.get("/")).text
+        assert "local" in now and "dana" not in now  # no token: everyone is local
 
 
 async def test_the_console_can_be_switched_off(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from runtime import RunState, ToolCallStarted, tool
 
-from .http_helpers import STREAM, echo_runtime, served, sse, thread_url
+from .http_helpers import STREAM, echo_runtime, served, sse, thread_url, tokens
 
 S = RunState
 PROBLEM = "application/problem+json"
@@ -23,13 +23,13 @@ async def test_a_conversation(tmp_path: Path) -> None:
         assert body["reply"] == "echo: hello" and body["usage"]["output_tokens"] > 0
         assert first.headers["location"] == f"/v1/runs/{body['run_id']}"
         second = await client.post(thread_url("t1", "/messages"),
-                                   json={"text": '/tool clock {"tz": "UTC"}', "user": "ann"})
+                                   json={"text": '/tool clock {"tz": "UTC"}'})
         assert second.json()["reply"].startswith('clock returned {"tz": "UTC"')
 
         thread = (await client.get(thread_url("t1"))).json()
         assert [e["kind"] for e in thread["entries"]["items"]] == [
             "user", "assistant", "user", "assistant", "tool_result", "assistant"]
-        assert thread["entries"]["items"][2]["user"] == "ann"
+        assert thread["entries"]["items"][2]["user"] == "local"  # no tokens: the caller
         assert thread["runs_total"] == 2 and thread["runs"][1]["run_id"] == second.json()["run_id"]
         page = (await client.get(thread_url("t1"), params={"offset": 4, "limit": 1})).json()
         assert page["entries"]["total"] == 6 and page["entries"]["next_offset"] == 5
@@ -37,7 +37,7 @@ async def test_a_conversation(tmp_path: Path) -> None:
 
         run = (await client.get(f"/v1/runs/{second.json()['run_id']}")).json()
         assert run["text"] == '/tool clock {"tz": "UTC"}' and run["origin"]["channel"] == "http"
-        assert run["origin"]["user"] == "ann" and run["tool_calls"] == 1 and run["turns"] == 2
+        assert run["origin"]["user"] == "local" and run["tool_calls"] == 1 and run["turns"] == 2
         assert [t["target"] for t in run["transitions"]] == [
             "running", "awaiting_tool", "running", "completed"]
 
@@ -130,8 +130,12 @@ def deploy(service: str) -> str:
 
 
 async def test_approvals_over_http(tmp_path: Path) -> None:
+    # Who decides is the token's name; mallory has a token with the right, but is not
+    # among [agent] approvers.
+    named = tokens(("alice", "t-alice"), ("mallory", "t-mallory"))
+    as_mallory = {"Authorization": "Bearer t-mallory"}
     async with echo_runtime(tmp_path / "m.db", [deploy], approvers=["alice"]) as rt, \
-            served(rt) as (client, _):
+            served(rt, credentials=named) as (client, _):
         paused = await client.post(thread_url("ops", "/messages"),
                                    json={"text": '/tool deploy {"service": "api"}'})
         assert paused.status_code == 200, paused.text
@@ -148,7 +152,7 @@ async def test_approvals_over_http(tmp_path: Path) -> None:
         wrong_hash = await client.post(decide, json={"approve": True, "by": "alice",
                                                      "arguments_hash": "nope"})
         assert wrong_hash.status_code == 409
-        intruder = await client.post(decide, json={"approve": True, "by": "mallory"})
+        intruder = await client.post(decide, json={"approve": True}, headers=as_mallory)
         assert intruder.status_code == 403 and intruder.headers["content-type"] == PROBLEM
         assert intruder.json()["code"] == "not_an_approver"
 
@@ -184,7 +188,9 @@ async def test_cancel_and_resume_over_http(tmp_path: Path) -> None:
             stopped.set()
         return "never"
 
-    async with echo_runtime(tmp_path / "m.db", [forever]) as rt, served(rt) as (client, _):
+    ops = tokens(("ops", "t-ops"))
+    async with echo_runtime(tmp_path / "m.db", [forever]) as rt, \
+            served(rt, credentials=ops) as (client, _):
         async with asyncio.timeout(10), client.stream(
                 "POST", thread_url("c", "/messages"), json={"text": "/tool forever"},
                 headers=STREAM) as response:
@@ -192,8 +198,7 @@ async def test_cancel_and_resume_over_http(tmp_path: Path) -> None:
             async for kind, data in events:
                 if kind == "tool.call":
                     run_id = data["run_id"]
-                    cancelled = await client.post(f"/v1/runs/{run_id}/cancel",
-                                                  json={"by": "ops"})
+                    cancelled = await client.post(f"/v1/runs/{run_id}/cancel", json={})
                     break
             ends = [(kind, data) async for kind, data in events if kind.startswith("run.")]
         assert stopped.is_set()

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 from urllib.parse import unquote_to_bytes
 
 from fastapi import Depends, FastAPI, Header, Query, Request, Response
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
@@ -33,17 +34,20 @@ from runtime import (
     ScheduleService,
 )
 
+from ..access import Right
+from .auth import Credential, Credentials, Unauthorized
 from .config import HttpConfig
 from .console import ConsoleOptions, RulesSource, StatusSource, mount_console
 from .console.live import Live
 from .errors import (
     ApiError,
     BodyLimit,
-    check_bearer,
     fix_openapi,
     install_error_handlers,
     problem_responses,
 )
+from .guard import HostGuard
+from .hosts import Hosts
 from .metrics import CONTENT_TYPE, Metrics
 from .models import (
     ApprovalIn,
@@ -78,10 +82,10 @@ _FOLLOW_DOC = {"description": "the run's events as server-sent events, until it 
 class HttpApi:
     """The app's link to the runtime, and the switches the process uses at shutdown."""
 
-    def __init__(self, runtime: Runtime, config: HttpConfig, token: str | None) -> None:
+    def __init__(self, runtime: Runtime, config: HttpConfig, credentials: Credentials) -> None:
         self.runtime = runtime
         self.config = config
-        self.token = token
+        self.credentials = credentials
         self.metrics = Metrics(runtime)
         self.closing = False
         self.released = asyncio.Event()
@@ -98,12 +102,13 @@ class HttpApi:
         if self.console is not None:
             self.console.stopping.set()
 
-    async def submit(self, thread_id: str, body: MessageIn, key: str | None) -> Run:
+    async def submit(self, thread_id: str, body: MessageIn, key: str | None,
+                     who: Credential) -> Run:
         if self.closing:
             raise ApiError(503, "the server is shutting down; send the message again later",
                            "shutting_down", {"Retry-After": "5"})
         run = await self.runtime.submit(
-            thread_id, body.text, origin=Origin(channel="http", user=body.user),
+            thread_id, body.text, origin=Origin(channel="http", user=claimed(who, body.user)),
             idempotency_key=f"http:{key}" if key is not None else None)
         if key is not None and (run.thread_id != thread_id or run.text != body.text):
             raise ApiError(409, f"Idempotency-Key {key!r} was already used for another "
@@ -170,6 +175,16 @@ class HttpApi:
             await events.aclose()
 
 
+def claimed(who: Credential, named: str | None) -> str:
+    """The caller's name; a body that names someone else is refused (who someone is comes
+    from their token, never from what a request says)."""
+    if named and named != who.name:
+        raise ApiError(403, f"this request is authenticated as {who.name!r}; it cannot act as "
+                            f"{named!r} (leave the name out: it comes from the token)",
+                       "identity_mismatch")
+    return who.name
+
+
 def _sse(kind: str, data: dict[str, Any]) -> bytes:
     return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
@@ -201,19 +216,21 @@ def _page(offset: int, limit: int, total: int) -> int | None:
 
 def create_app(
     runtime: Runtime, config: HttpConfig | None = None, *, token: str | None = None,
-    statuses: StatusSource | None = None,
+    credentials: Credentials | None = None, statuses: StatusSource | None = None,
     rules: RulesSource | None = None,
 ) -> FastAPI:
     """The HTTP API over ``runtime``, and the operator console at ``/`` (``[http]
     console``); ``app.state.maiden`` is its ``HttpApi``.
 
-    ``token``: the bearer token every /v1 route and /metrics require (None: no auth,
-    which the app only allows on loopback); the console asks for it once per browser
-    session. ``statuses``: each channel's state, for the console
+    ``credentials``: the named tokens every /v1 route and /metrics require, each with its
+    rights (none: every caller is ``local``, which the app only allows on loopback);
+    ``token``: one token with every right, named ``operator``. The console signs in with
+    a token once per browser session. ``statuses``: each channel's state, for the console
     (and ``rules``: who may do what on each chat channel).
     """
     config = config or HttpConfig()
-    api = HttpApi(runtime, config, token)
+    credentials = credentials if credentials is not None else Credentials.single(token)
+    api = HttpApi(runtime, config, credentials)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -231,26 +248,38 @@ def create_app(
                   description="Talk to the agent, follow its runs, decide approvals.")
     app.state.maiden = api
     app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+    if config.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=config.cors_origins,
+                           allow_methods=["GET", "POST"],
+                           allow_headers=["Authorization", "Content-Type", "Idempotency-Key",
+                                          "Accept"])
+    # Outermost: a request that does not name this server reaches nothing else.
+    app.add_middleware(HostGuard, hosts=Hosts.of(config.host, config.allowed_hosts,
+                                                 config.cors_origins))
     install_error_handlers(app)
-    guard = _auth(token)
-    secured = [Depends(guard)] if guard is not None else []
-    denied = (401,) if guard is not None else ()
+    caller, needs = _authority(credentials)
+    secured = [Depends(caller)]
+    denied = (401,) if credentials.required else ()
+    Talker = Annotated[Credential, Depends(needs("talk"))]
+    Approver = Annotated[Credential, Depends(needs("approve"))]
+    Operator = Annotated[Credential, Depends(needs("operate"))]
     Message = message_model(runtime.agent.max_message_chars)
 
     @app.post("/v1/threads/{thread_id:path}/messages", response_model=RunOut,
-              dependencies=[*secured, Depends(_thread_path)], tags=["threads"],
+              dependencies=[Depends(_thread_path)], tags=["threads"],
               responses={200: _STREAM_DOC, 202: {"model": RunOut, "description": (
                   "accepted: the run goes on (`wait` false, or the server is stopping)")},
-                  **problem_responses(400, *denied, 409, 413, 422, 503)})
+                  **problem_responses(400, *denied, 403, 409, 413, 422, 503)})
     async def post_message(
         thread_id: str, body: Message, request: Request,  # type: ignore[valid-type]
+        who: Talker,
         idempotency_key: Annotated[str | None, Header(
             alias="Idempotency-Key", max_length=200,
             description="a retried request with the same key returns the same run")] = None,
     ) -> Response:
         """Send a message on a thread (any string, URL-encoded); answer with the run."""
         message: MessageIn = body
-        run = await api.submit(thread_id, message, idempotency_key)
+        run = await api.submit(thread_id, message, idempotency_key, who)
         if _SSE in request.headers.get("accept", ""):
             return api.event_stream(run, first="run.accepted")
         if message.wait:
@@ -323,24 +352,28 @@ def create_app(
     async def _after(run: Run, wait: bool) -> RunOut:
         return RunOut.of(await api.settle(run.id) if wait else run)
 
-    @app.post("/v1/runs/{run_id}/approvals/{tool_call_id}", dependencies=secured,
+    @app.post("/v1/runs/{run_id}/approvals/{tool_call_id}",
               tags=["runs"], responses=problem_responses(400, *denied, 403, 404, 409, 413, 422))
-    async def decide(run_id: str, tool_call_id: str, body: ApprovalIn) -> RunOut:
-        """Approve or deny the tool call a run waits for; the run then goes on."""
-        run = await runtime.decide(run_id, tool_call_id, approve=body.approve, by=body.by,
+    async def decide(run_id: str, tool_call_id: str, body: ApprovalIn,
+                     who: Approver) -> RunOut:
+        """Approve or deny the tool call a run waits for; the run then goes on. The decision
+        is recorded under the token's name (``local`` without tokens)."""
+        by = claimed(who, body.by)
+        run = await runtime.decide(run_id, tool_call_id, approve=body.approve, by=by,
                                    reason=body.reason, arguments_hash=body.arguments_hash)
         log.info("call %s %s by %s", tool_call_id, "approved" if body.approve else "denied",
-                 body.by or "someone", extra={"thread_id": run.thread_id, "run_id": run.id})
+                 by, extra={"thread_id": run.thread_id, "run_id": run.id})
         return await _after(run, body.wait)
 
-    @app.post("/v1/runs/{run_id}/cancel", dependencies=secured, tags=["runs"],
-              responses=problem_responses(400, *denied, 404, 409, 413, 422))
-    async def cancel(run_id: str, body: CancelIn | None = None) -> RunOut:
+    @app.post("/v1/runs/{run_id}/cancel", tags=["runs"],
+              responses=problem_responses(400, *denied, 403, 404, 409, 413, 422))
+    async def cancel(run_id: str, who: Operator, body: CancelIn | None = None) -> RunOut:
         """Cancel a run: its model stream and tools stop, and it ends ``cancelled``."""
-        return RunOut.of(await runtime.cancel(run_id, by=(body or CancelIn()).by))
+        by = claimed(who, (body or CancelIn()).by)
+        return RunOut.of(await runtime.cancel(run_id, by=by))
 
-    @app.post("/v1/runs/{run_id}/resume", dependencies=secured, tags=["runs"],
-              responses=problem_responses(*denied, 404, 409, 413, 422))
+    @app.post("/v1/runs/{run_id}/resume", dependencies=[Depends(needs("operate"))],
+              tags=["runs"], responses=problem_responses(*denied, 403, 404, 409, 413, 422))
     async def resume(run_id: str, wait: bool = False) -> RunOut:
         """Queue a failed, cancelled or timed-out run again from its last checkpoint."""
         return await _after(await runtime.resume(run_id), wait)
@@ -353,8 +386,8 @@ def create_app(
         found = await runtime.schedules.listing() if runtime.schedules is not None else []
         return SchedulePage.model_validate({"schedules": found})
 
-    @app.post("/v1/schedules/{name}/run", dependencies=secured, tags=["schedules"],
-              responses=problem_responses(*denied, 404, 409, 422))
+    @app.post("/v1/schedules/{name}/run", dependencies=[Depends(needs("operate"))],
+              tags=["schedules"], responses=problem_responses(*denied, 403, 404, 409, 422))
     async def run_schedule(name: str, wait: bool = False) -> RunOut:
         """Run a schedule once now, outside its slots (its own key: a second request is a
         second run); ``wait``: answer when the run ends or pauses."""
@@ -377,15 +410,15 @@ def create_app(
         slots = await _schedules().history(name, limit)
         return SlotHistory.model_validate({"name": name, "slots": slots})
 
-    @app.post("/v1/schedules/{name}/pause", dependencies=secured, tags=["schedules"],
-              responses=problem_responses(*denied, 404))
+    @app.post("/v1/schedules/{name}/pause", dependencies=[Depends(needs("operate"))],
+              tags=["schedules"], responses=problem_responses(*denied, 403, 404))
     async def pause_schedule(name: str) -> Response:
         """Pause a schedule (its slots are not run until it is resumed)."""
         await _schedules().set_paused(name, True)
         return Response(status_code=204)
 
-    @app.post("/v1/schedules/{name}/resume", dependencies=secured, tags=["schedules"],
-              responses=problem_responses(*denied, 404))
+    @app.post("/v1/schedules/{name}/resume", dependencies=[Depends(needs("operate"))],
+              tags=["schedules"], responses=problem_responses(*denied, 403, 404))
     async def resume_schedule(name: str) -> Response:
         """Resume a paused schedule: it fires from its next slot on (the slots missed while
         it was paused are not caught up)."""
@@ -425,20 +458,48 @@ def create_app(
 
     app.openapi = openapi  # type: ignore[method-assign]
     if config.console:
-        api.console = mount_console(app, runtime, token, ConsoleOptions(
+        api.console = mount_console(app, runtime, credentials, ConsoleOptions(
             approvals=config.console_approvals,
             statuses=statuses or (lambda: [("http", "serving")]), rules=rules))
     return app
 
 
-def _auth(token: str | None) -> Callable[..., Awaitable[None]] | None:
-    if not token:
-        return None
-    bearer = HTTPBearer(auto_error=False, description="the token from [http] token_env")
+Needs = Callable[[Right], Callable[..., Awaitable[Credential]]]
 
-    async def authorize(
-        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-    ) -> None:
-        check_bearer(token, f"Bearer {credentials.credentials}" if credentials else None)
 
-    return authorize
+def _authority(credentials: Credentials) -> tuple[Callable[..., Awaitable[Credential]], Needs]:
+    """FastAPI dependencies: ``caller`` (who the request is: 401 without a valid token) and
+    ``needs(right)`` (the caller, who must hold ``right``: 403 otherwise)."""
+    caller: Callable[..., Awaitable[Credential]]
+    if credentials.required:
+        bearer = HTTPBearer(auto_error=False, description="a token from [http] token_env or "
+                                                          "[[http.tokens]]")
+
+        async def authenticated(
+            given: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+        ) -> Credential:
+            try:
+                return credentials.identify(given.credentials if given else None)
+            except Unauthorized:
+                raise ApiError(401, "missing or wrong bearer token: send 'Authorization: "
+                               "Bearer <token>' with a token from [http] token_env or "
+                               "[[http.tokens]]", "unauthorized",
+                               {"WWW-Authenticate": 'Bearer realm="maiden"'}) from None
+
+        caller = authenticated
+    else:
+        async def local() -> Credential:
+            return credentials.identify(None)
+
+        caller = local
+
+    def needs(right: Right) -> Callable[..., Awaitable[Credential]]:
+        async def holder(who: Annotated[Credential, Depends(caller)]) -> Credential:
+            if not who.may(right):
+                raise ApiError(403, f"{who.name!r} may not do this: it needs the {right!r} "
+                                    "right ([[http.tokens]] rights)", "forbidden")
+            return who
+
+        return holder
+
+    return caller, needs

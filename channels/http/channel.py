@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any, Self
 
 from runtime import Deliverer, Runtime
 
-from .config import HttpConfig
+from .auth import Credentials
+from .config import LEGACY_NAME, HttpConfig
 
 if TYPE_CHECKING:
     from .app import HttpApi
@@ -28,13 +29,15 @@ class HttpChannel:
     deliverer: Deliverer | None = None
 
     def __init__(
-        self, runtime: Runtime, config: HttpConfig, token: str | None,
+        self, runtime: Runtime, config: HttpConfig, credentials: Credentials | str | None,
         *, routes: Sequence[tuple[str, Callable[[], Endpoint]]] = (),
         statuses: StatusSource | None = None, rules: RulesSource | None = None,
     ) -> None:
         self.runtime = runtime
         self.config = config
-        self.token = token
+        self.credentials = credentials if isinstance(credentials, Credentials) \
+            else Credentials.single(credentials)
+        """The named tokens callers authenticate with (a str or None: one token, or none)."""
         self.statuses = statuses
         """Every channel's status, for the console's Now page."""
         self.rules = rules
@@ -54,7 +57,7 @@ class HttpChannel:
         from .app import create_app
         from .server import HttpServer
 
-        app = create_app(self.runtime, self.config, token=self.token,
+        app = create_app(self.runtime, self.config, credentials=self.credentials,
                          statuses=self.statuses or (lambda: [(self.name, self.status())]),
                          rules=self.rules)
         for path, endpoint in self.routes:
@@ -73,8 +76,11 @@ class HttpChannel:
 
     def banner(self) -> str:
         console = f"; console {self.url}/" if self.config.console else ""
-        if self.token:
-            return f"{self.url}  (bearer token from ${self.config.token_env}{console})"
+        said = [f"bearer token from ${self.config.token_env}"
+                if c.name == LEGACY_NAME and self.config.token_env else c.name
+                for c in self.credentials]
+        if said:
+            return f"{self.url}  ({', '.join(said)}{console})"
         unset = f"${self.config.token_env} not set, " if self.config.token_env else ""
         return f"{self.url}  (no token: {unset}loopback only{console})"
 

@@ -6,11 +6,18 @@ import ipaddress
 import os
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from runtime import ConfigError
 
-__all__ = ["HttpConfig", "is_loopback"]
+from ..access import RIGHTS, Right
+from .auth import LOCAL, Credential, Credentials
+from .hosts import split_allowed
+
+__all__ = ["HttpConfig", "HttpToken", "is_loopback"]
+
+LEGACY_NAME = "operator"
+"""The name of the one credential ``[http] token_env`` makes (it has every right)."""
 
 
 def is_loopback(host: str) -> bool:
@@ -21,6 +28,19 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+class HttpToken(BaseModel):
+    """``[[http.tokens]]``: a named credential; the request's identity is its ``name``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, max_length=60, pattern=r"^[A-Za-z0-9_.@-]+$",
+                      description="who the holder is: decisions and messages are recorded "
+                                  "under this name")
+    token_env: str = Field(min_length=1, description="the variable holding the token")
+    rights: list[Right] = Field(min_length=1, description=(
+        "talk (send messages), approve (decide calls), operate (cancel, resume, schedules)"))
 
 
 class HttpConfig(BaseModel):
@@ -34,6 +54,14 @@ class HttpConfig(BaseModel):
     port: int = Field(default=8765, ge=0, le=65535, description="0: any free port")
     token_env: str | None = Field(
         default=None, description="the variable holding the bearer token clients must send")
+    tokens: list[HttpToken] = Field(default_factory=list, description=(
+        "named tokens, each with its rights; with token_env as well, that one is named "
+        f"{LEGACY_NAME!r} and has every right"))
+    allowed_hosts: list[str] = Field(default_factory=list, description=(
+        "more names clients may reach this server by (the Host header): 'name' (any port) "
+        "or 'name:port', '*.example.com'; loopback's names and host always are"))
+    cors_origins: list[str] = Field(default_factory=list, description=(
+        "origins (scheme://host[:port]) whose pages may call the API (CORS); none: off"))
     max_body_bytes: int = Field(default=1_048_576, ge=1024,
                                 description="larger request bodies get 413")
     console: bool = Field(default=True, description=(
@@ -44,19 +72,62 @@ class HttpConfig(BaseModel):
                                description="an event stream silent this long sends a comment "
                                            "line, so proxies keep it open")
 
-    def token(self, env: Mapping[str, str] | None = None, source: str = "agent.toml") -> str | None:
-        """The bearer token, from the variable ``token_env`` names.
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _hosts(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            split_allowed(entry)  # ValueError: pydantic names the key
+        return value
 
-        Without one, refuse (``ConfigError``) to listen on anything but loopback: the API
-        runs tools, and anyone who can reach it could make it do so.
+    @model_validator(mode="after")
+    def _names(self) -> HttpConfig:
+        names = [t.name for t in self.tokens] + ([LEGACY_NAME] if self.token_env else [])
+        for name in names:
+            if name == LOCAL:
+                raise ValueError(f"tokens: {LOCAL!r} is the name of callers without a token")
+            if names.count(name) > 1:
+                raise ValueError(f"tokens: the name {name!r} is used twice")
+        return self
+
+    def credentials(self, env: Mapping[str, str] | None = None,
+                    source: str = "agent.toml") -> Credentials:
+        """The tokens clients may authenticate with, from the variables the config names.
+
+        None at all: every caller is ``local``, which is only allowed on loopback
+        (``ConfigError`` otherwise): the API runs tools, and anyone who could reach it
+        could make it do so. A named token whose variable is unset is an error too.
         """
         env = os.environ if env is None else env
-        token = env.get(self.token_env) if self.token_env else None
-        if not token and not is_loopback(self.host):
+        found: list[Credential] = []
+        missing: list[tuple[str, str]] = []
+        for i, named in enumerate(self.tokens):
+            value = env.get(named.token_env)
+            if not value:
+                missing.append((f"http.tokens.{i}.token_env",
+                                f"${named.token_env} is not set (the token of {named.name!r})"))
+            else:
+                found.append(Credential(named.name, value, frozenset(named.rights)))
+        if missing:
+            raise ConfigError(missing, source)
+        legacy = env.get(self.token_env) if self.token_env else None
+        if legacy:
+            found.append(Credential(LEGACY_NAME, legacy, frozenset(RIGHTS)))
+        if not found and not is_loopback(self.host):
             why = f"${self.token_env} is not set" if self.token_env else "no [http] token_env"
             raise ConfigError([("http.host", (
                 f"{self.host!r} is not a loopback address and {why}: without a token the HTTP "
                 "API only listens on 127.0.0.1 / ::1. Set [http] token_env to a variable "
                 "holding a long random token (clients send 'Authorization: Bearer <token>'), "
                 "or use host = \"127.0.0.1\""))], source)
-        return token or None
+        if not found and "*" in self.allowed_hosts:
+            raise ConfigError([("http.allowed_hosts", (
+                "'*' turns the Host check off, which without a token lets any web page the "
+                "operator visits drive the agent (DNS rebinding): name the hosts, or set a "
+                "token"))], source)
+        return Credentials(found)
+
+    def token(self, env: Mapping[str, str] | None = None, source: str = "agent.toml") -> str | None:
+        """The ``token_env`` token alone (None without one); see ``credentials``."""
+        credentials = self.credentials(env, source)
+        legacy = credentials.named(LEGACY_NAME)
+        return legacy.token if legacy is not None else None

@@ -55,8 +55,8 @@ class MessageIn(_In):
     """A message to the agent on a thread."""
 
     text: str = Field(min_length=1, description="the message")
-    user: str | None = Field(default=None, max_length=200,
-                             description="who sends it (approvals may check this name)")
+    user: str | None = Field(default=None, max_length=200, description=(
+        "who sends it: may only name the caller (the token's name, or 'local' without tokens)"))
     wait: bool = Field(default=True, description="answer once the run ends or pauses "
                        "(false: answer 202 at once with the run id)")
 
@@ -77,7 +77,8 @@ def message_model(max_chars: int) -> type[MessageIn]:
 
 class ApprovalIn(_In):
     approve: bool = Field(description="true runs the call, false denies it")
-    by: str = Field(default="", max_length=200, description="who decides")
+    by: str = Field(default="", max_length=200, description=(
+        "who decides: may only name the caller (the token's name, or 'local' without tokens)"))
     reason: str = Field(default="", max_length=2000)
     arguments_hash: str | None = Field(
         default=None, max_length=200,
@@ -88,7 +89,8 @@ class ApprovalIn(_In):
 
 
 class CancelIn(_In):
-    by: str = Field(default="http", max_length=200, description="who cancels")
+    by: str = Field(default="", max_length=200, description=(
+        "who cancels: may only name the caller (the token's name, or 'local' without tokens)"))
 
     _check = field_validator("by")(_utf8)
 

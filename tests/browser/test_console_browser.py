@@ -31,7 +31,7 @@ from runtime import (
 )
 from schedules import ScheduleBook, ScheduleConfig, Scheduler, load_schedules
 from tests.clock import Clock
-from tests.http_helpers import echo_runtime, served
+from tests.http_helpers import echo_runtime, served, tokens
 
 with contextlib.suppress(ImportError):  # without it every test skips (conftest says why)
     from playwright.async_api import Page, expect
@@ -256,15 +256,16 @@ async def test_the_spend_charts_render(
 
 async def test_sign_in_with_the_token(
         tmp_path: Path, page: Page, console_errors: list[str]) -> None:
-    async with echo_runtime(tmp_path / "m.db") as rt, served(rt, token="tok") as (api, _):
+    async with echo_runtime(tmp_path / "m.db") as rt, \
+            served(rt, credentials=tokens(("alice", "tok"))) as (api, _):
         base = str(api.base_url)
         await page.goto(f"{base}/runs?state=completed")
         await expect(page).to_have_url(re.compile(re.escape(f"{base}/sign-in?next=")))
         await page.locator("input[name=token]").fill("wrong")
         await page.get_by_role("button", name="Sign in").click()
-        await expect(page.get_by_role("alert")).to_have_text("That is not the token.")
+        await expect(page.get_by_role("alert")).to_have_text("That is not one of the tokens.")
         await page.locator("input[name=token]").fill("tok")
-        await page.locator("input[name=operator]").fill("alice")
+        await expect(page.locator("input[name=operator]")).to_have_count(0)  # the token names you
         await page.get_by_role("button", name="Sign in").click()
         await expect(page).to_have_url(f"{base}/runs?state=completed")
         await expect(page.locator("h1")).to_have_text("Runs")

@@ -12,6 +12,7 @@ from starlette.responses import Response
 
 from runtime import MaidenError, NotFound, Origin
 
+from ...access import Right
 from .console import Console, back, quote_path
 from .security import Session
 
@@ -25,9 +26,10 @@ class Actions:
         self.c = console
         self.rt = console.runtime
 
-    def guarded(self, action: Action) -> Callable[[Request], Awaitable[Response]]:
-        """The action behind the session and CSRF checks; a refusal of the runtime (a stale
-        approval, a run that already ended) is shown as a page saying why."""
+    def guarded(self, action: Action, right: Right) -> Callable[[Request], Awaitable[Response]]:
+        """The action behind the session and CSRF checks and the session's token holding
+        ``right``; a refusal of the runtime (a stale approval, a run that already ended) is
+        shown as a page saying why."""
 
         async def endpoint(request: Request) -> Response:
             session = self.c.guard.session(request)
@@ -41,6 +43,10 @@ class Actions:
                                      message="This form is stale or was not sent from the "
                                              "console (CSRF token missing or wrong). Reload "
                                              "the page and try again.")
+            if not session.may(right):
+                return self.c.render(request, "error.html", session, status=403,
+                                     message=f"{session.operator} may not do this: it needs "
+                                             f"the {right!r} right ([[http.tokens]] rights).")
             try:
                 return await action(request, form, session)
             except NotFound as exc:

@@ -14,6 +14,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from runtime import Runtime
 
+from ..auth import Credentials
 from .security import COOKIE, Guard, Session, page_headers
 
 __all__ = ["Console", "ConsoleOptions", "NotSignedIn", "RulesSource", "StatusSource"]
@@ -41,9 +42,10 @@ class NotSignedIn(Exception):
 
 
 class Console:
-    def __init__(self, runtime: Runtime, token: str | None, options: ConsoleOptions) -> None:
+    def __init__(self, runtime: Runtime, credentials: Credentials,
+                 options: ConsoleOptions) -> None:
         self.runtime = runtime
-        self.guard = Guard(token)
+        self.guard = Guard(credentials)
         self.options = options
         self.env = Environment(loader=PackageLoader("channels.http.console", "templates"),
                                autoescape=select_autoescape(default=True),
@@ -61,7 +63,7 @@ class Console:
             return found, None
         if self.guard.needs_sign_in:
             raise NotSignedIn
-        cookie, made = self.guard.new_cookie("console")
+        cookie, made = self.guard.new_cookie(self.guard.local())
         return made, cookie
 
     # -- rendering
@@ -85,9 +87,10 @@ class Console:
         return response
 
     def may_approve(self, session: Session | None) -> bool:
-        """The console may decide, and ``[agent] approvers`` (if set) names the operator."""
+        """The console may decide, the session's token has the ``approve`` right, and
+        ``[agent] approvers`` (if set) names its holder."""
         approvers = self.runtime.agent.approvers
-        return (self.options.approvals and session is not None
+        return (self.options.approvals and session is not None and session.may("approve")
                 and (not approvers or session.operator in approvers))
 
     def fragment(self, template: str, **values: Any) -> str:

@@ -1,9 +1,10 @@
 """``mount_console(app, runtime, token, options)``: the console's routes on the API's app.
 
 Pages at ``/`` (the API stays under ``/v1``), their assets under ``/console/static``, live
-streams under ``/console/live``. Behind the API's token: a sign-in form takes it once and
-keeps a session cookie for the browser session; with no token (loopback without
-``token_env``), as the API, none is asked.
+streams under ``/console/live``. Behind the API's tokens: a sign-in form takes one once and
+keeps a session cookie for the browser session, under that token's name and with its
+rights; with no token (loopback only), as the API, none is asked and the operator is
+``local``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from starlette.staticfiles import StaticFiles
 
 from runtime import Runtime
 
+from ..auth import Credentials
 from .actions import Actions
 from .console import Console, ConsoleOptions, NotSignedIn, back, set_session_cookie
 from .live import Live
@@ -31,11 +33,11 @@ STATIC = Path(__file__).parent / "static"
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
-def mount_console(app: object, runtime: Runtime, token: str | None,
+def mount_console(app: object, runtime: Runtime, credentials: Credentials,
                   options: ConsoleOptions | None = None) -> Live:
     """Add the console's routes to ``app`` (a FastAPI or Starlette app); returns its live
     streams, whose ``stopping`` ends them at shutdown."""
-    console = Console(runtime, token, options or ConsoleOptions())
+    console = Console(runtime, credentials, options or ConsoleOptions())
     pages, actions = Pages(console), Actions(console)
     live = Live(console, pages)
 
@@ -51,23 +53,24 @@ def mount_console(app: object, runtime: Runtime, token: str | None,
         return endpoint
 
     async def sign_in_form(request: Request) -> Response:
-        # Without a token there is nothing to prove, but the form still sets the name the
-        # operator's decisions are made under.
         return console.render(request, "sign_in.html", console.guard.session(request),
                               next=request.query_params.get("next", "/"))
 
     async def sign_in(request: Request) -> Response:
         form = await request.form()
-        given, name = form.get("token"), form.get("operator")
+        given = form.get("token")
         target = form.get("next")
         target = target if isinstance(target, str) and target.startswith("/") \
             and not target.startswith("//") else "/"
-        if console.guard.needs_sign_in and (
-                not isinstance(given, str) or not console.guard.token_matches(given.strip())):
-            return console.render(request, "sign_in.html", None, status=401, next=target,
-                                  error="That is not the token.")
-        operator = name.strip()[:60] if isinstance(name, str) and name.strip() else "operator"
-        cookie, _ = console.guard.new_cookie(operator)
+        if not console.guard.needs_sign_in:
+            caller = console.guard.local()
+        else:
+            found = console.guard.sign_in(given.strip()) if isinstance(given, str) else None
+            if found is None:
+                return console.render(request, "sign_in.html", None, status=401,
+                                      next=target, error="That is not one of the tokens.")
+            caller = found
+        cookie, _ = console.guard.new_cookie(caller)
         response = back(target)
         set_session_cookie(response, request, cookie)
         return response
@@ -101,13 +104,13 @@ def mount_console(app: object, runtime: Runtime, token: str | None,
         Route("/sign-in", sign_in_form, methods=["GET"]),
         Route("/sign-in", sign_in, methods=["POST"]),
         Route("/sign-out", sign_out, methods=["POST"]),
-        Route("/console/send", actions.guarded(actions.send), methods=["POST"]),
-        Route("/console/decide", actions.guarded(actions.decide), methods=["POST"]),
-        Route("/console/runs/{run_id}/cancel", actions.guarded(actions.cancel),
+        Route("/console/send", actions.guarded(actions.send, "talk"), methods=["POST"]),
+        Route("/console/decide", actions.guarded(actions.decide, "approve"), methods=["POST"]),
+        Route("/console/runs/{run_id}/cancel", actions.guarded(actions.cancel, "operate"),
               methods=["POST"]),
-        Route("/console/runs/{run_id}/resume", actions.guarded(actions.resume),
+        Route("/console/runs/{run_id}/resume", actions.guarded(actions.resume, "operate"),
               methods=["POST"]),
-        Route("/console/schedules/{name}/{what}", actions.guarded(actions.schedule),
+        Route("/console/schedules/{name}/{what}", actions.guarded(actions.schedule, "operate"),
               methods=["POST"]),
         Route("/console/live/now", live.now),
         Route("/console/live/runs/{run_id}", live.run),
