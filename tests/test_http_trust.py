@@ -82,6 +82,23 @@ async def test_a_foreign_origin_may_not_change_anything(tmp_path: Path) -> None:
         assert "access-control-allow-origin" not in same.headers  # CORS is off
 
 
+async def test_behind_a_tls_proxy_the_browsers_own_origin_may_post(tmp_path: Path) -> None:
+    # The proxy passes the browser's Host on and forwards plain http: the Origin says https
+    # with no port, the Host no port, and they are the same origin.
+    async with echo_runtime(tmp_path / "m.db") as rt, \
+            served(rt, allowed_hosts=["maiden.example.com"]) as (client, _):
+        for host, origin, status in [
+                ("maiden.example.com", "https://maiden.example.com", 200),
+                ("maiden.example.com", "http://maiden.example.com", 200),
+                ("maiden.example.com:8443", "https://maiden.example.com:8443", 200),
+                ("maiden.example.com", "https://maiden.example.com:8443", 403),
+                ("maiden.example.com:443", "https://maiden.example.com", 200),
+                ("maiden.example.com", "https://evil.example.com", 403)]:
+            sent = await client.post(thread_url("t", "/messages"), json={"text": "hi"},
+                                     headers={"Host": host, "Origin": origin})
+            assert sent.status_code == status, (host, origin, sent.text)
+
+
 async def test_cors_origins_are_let_in_and_told_so(tmp_path: Path) -> None:
     async with echo_runtime(tmp_path / "m.db") as rt, \
             served(rt, cors_origins=["https://app.example"]) as (client, _):

@@ -70,7 +70,7 @@ class HostGuard:
         origin = headers.get("origin")
         if origin is None or scope.get("method", "GET") in _SAFE:
             return None
-        if not _same_origin(origin, host, port) and origin.rstrip("/").lower() \
+        if not _same_origin(origin, host, url.port) and origin.rstrip("/").lower() \
                 not in hosts.origins:
             return (403, f"requests from the origin {origin!r} may not change anything here "
                          "(list it in [http] cors_origins to allow it)", "foreign_origin")
@@ -78,12 +78,16 @@ class HostGuard:
 
 
 def _same_origin(origin: str, host: str, port: int | None) -> bool:
-    """Whether ``origin`` is the one the request's own Host names (the scheme is not
-    compared: a TLS-terminating proxy serves https to the browser and http to us)."""
+    """Whether ``origin`` is the one the request's own Host names. The browser wrote both
+    with the scheme it used, so a port left out means that scheme's default on both sides;
+    our own scheme is not compared (a TLS-terminating proxy serves https to the browser and
+    forwards http to us)."""
     try:
         parts = urlsplit(origin)
+        default = _DEFAULT_PORTS.get(parts.scheme)
         return (parts.scheme in ("http", "https") and parts.hostname is not None
-                and parts.hostname == host.lower() and parts.port == port
+                and parts.hostname == host.lower()
+                and (parts.port or default) == (port or default)
                 and not parts.path and parts.username is None)
     except ValueError:
         return False
