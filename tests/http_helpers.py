@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -102,3 +102,15 @@ async def sse(response: httpx.Response) -> AsyncIterator[tuple[str, dict[str, An
 
 
 STREAM = {"Accept": "text/event-stream"}
+
+
+def banner_url(lines: Iterable[str]) -> str:
+    """The HTTP URL a ``maiden run`` banner names, read up to its ``Ready.`` line ("" when
+    the banner ends without one)."""
+    url = ""
+    for line in lines:
+        if line.startswith("  http "):
+            url = line.split()[1]
+        if line.startswith("Ready."):
+            break
+    return url

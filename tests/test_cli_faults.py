@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.http_helpers import banner_url
 from tests.test_cli import ROOT, _serve, _stop, _with_tools, maiden
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -364,12 +365,7 @@ def test_a_store_that_fills_up_is_reported_and_nothing_is_lost(home: Path) -> No
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     try:
-        url = ""
-        for line in proc.stdout:
-            if line.startswith("  http "):
-                url = line.split()[1]
-            if line.startswith("Ready."):
-                break
+        url = banner_url(proc.stdout)
         if not url:
             proc.kill()
             _, err = proc.communicate()

@@ -14,7 +14,7 @@ import pytest
 
 from runtime import RunState, tool
 
-from .http_helpers import echo_runtime, served, thread_url, tokens
+from .http_helpers import banner_url, echo_runtime, served, thread_url, tokens
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEM = "application/problem+json"
@@ -181,12 +181,7 @@ def test_the_dns_rebinding_requests_do_not_reach_maiden_run(tmp_path: Path) -> N
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
-        url = ""
-        for line in proc.stdout:
-            if line.startswith("  http "):
-                url = line.split()[1]
-            if line.startswith("Ready."):
-                break
+        url = banner_url(proc.stdout)
         assert url, "no http line in the banner"
         port = httpx.URL(url).port
         evil = {"Host": f"evil.example:{port}", "Origin": f"http://evil.example:{port}"}
