@@ -49,7 +49,7 @@ from .gate import (
     replay_mismatch,
     unique_call_ids,
 )
-from .guards import call_key, is_repeat, turn_budget
+from .guards import call_key, is_repeat, too_long, turn_budget
 from .prompting import Prompts
 from .providers.base import ModelRequest, Provider
 from .runs import (
@@ -192,6 +192,15 @@ class RunDriver:
         started_at, me = run.started_at or self.clock(), self.instance_id
         started = [RunStarted(run_id=run.id, thread_id=run.thread_id)]
         if run.state is S.QUEUED:
+            refused = too_long(len(run.text), self.agent.max_message_chars)
+            if cur.start is None and refused is not None:
+                # Not put in the thread: the model never sees it, and the person is told
+                # why (a run resumed after the limit was raised goes on as usual).
+                await self._fail(cur, "message_too_long", f"the message has "
+                                 f"{len(run.text):,} characters; [agent] max_message_chars "
+                                 f"is {self.agent.max_message_chars:,}", notice=refused)
+                self._publish_end(cur.run)
+                return False
             if cur.start is None:
                 user = UserMessage(run_id=run.id, text=run.text, user=run.origin.user,
                                    at=self.clock())
@@ -506,11 +515,13 @@ class RunDriver:
                          thread_id=run.thread_id, channel=run.origin.channel,
                          target=run.origin.target, text=text, created_at=self.clock())]
 
-    async def _fail(self, cur: RunCursor, reason: FailReason, message: str) -> None:
-        """End the run failed, answering any unanswered call so the history stays valid."""
+    async def _fail(self, cur: RunCursor, reason: FailReason, message: str, *,
+                    notice: str | None = None) -> None:
+        """End the run failed, answering any unanswered call so the history stays valid;
+        ``notice`` is what the person is told (else a plain sentence for ``reason``)."""
         log.warning("run %s failed: %s: %s", cur.run.id, reason, message)
         closing = self._closing_results(cur, "cancelled", f"not run: the run failed ({reason})")
-        notice = f"Sorry, I could not finish this ({_PLAIN.get(reason, reason)})."
+        notice = notice or f"Sorry, I could not finish this ({_PLAIN.get(reason, reason)})."
         await cur.commit(closing, to=S.FAILED, reason=reason, error=message, started_calls=(),
                          deliveries=self._reply(cur, len(closing), notice))
 
