@@ -51,7 +51,7 @@ from .gate import (
 )
 from .guards import call_key, is_repeat, too_long, turn_budget
 from .prompting import Prompts
-from .providers.base import ModelRequest, Provider
+from .providers.base import ModelRequest, ModelResponse, Provider, TextSink
 from .runs import (
     ApprovalDelivery,
     Delivery,
@@ -85,6 +85,7 @@ _PLAIN = {
     "poison_run": "it kept crashing",
     "internal_error": "an internal error",
     "replay_mismatch": "my records of it disagree",
+    "empty_answer": "the model gave an empty answer twice",
 }
 
 
@@ -282,23 +283,25 @@ class RunDriver:
         if self.agent.compaction == "summary":
             await self._compact(cur, final)
         request = self._request(cur, final)
-        try:
-            response = await self.provider.complete(request, on_text)
-        except ContextTooLong as exc:
-            # Our estimate was off for this model: trim to well under what was sent and
-            # try once more (a second refusal fails the run, resumable, as any provider
-            # error does).
-            sent = prompt_tokens(request.system, request.tools, request.entries)
-            log.warning("run %s: the model refused %d estimated tokens as too long (%s); "
-                        "trimming to %d and trying again", run.id, sent, exc, sent // 2)
-            self.prompts.move_window(run.thread_id)
-            request = self._request(cur, final, limit=sent // 2)
-            response = await self.provider.complete(request, on_text)
+        response = await self._ask(cur, final, request, on_text)
+        spent = response.usage
+        if _empty(response):
+            # No text and no tool call: nothing to record or post. Asked again once, as
+            # for a provider error; a second empty answer fails the run (resumable).
+            log.warning("run %s: the model answered with no text and no tool call; asking "
+                        "again", run.id)
+            response = await self._ask(cur, final, request, on_text)
+            spent = spent + response.usage
+            if _empty(response):
+                await self._fail(cur, "empty_answer", "the model answered with no text and "
+                                 "no tool call, twice in a row", usage=run.usage + spent,
+                                 cost_usd=run.cost_usd + self.prices.cost(spent))
+                return
         calls = unique_call_ids(response.tool_calls, cur.own)
         turn = AssistantTurn(run_id=run.id, text=response.text, tool_calls=calls,
-                             usage=response.usage, model=response.model, at=self.clock())
-        taken, usage = run.turns + 1, run.usage + response.usage
-        cost = run.cost_usd + self.prices.cost(response.usage)
+                             usage=spent, model=response.model, at=self.clock())
+        taken, usage = run.turns + 1, run.usage + spent
+        cost = run.cost_usd + self.prices.cost(spent)
         if response.tool_calls:
             # The write-ahead intent is a durable point only for calls with an effect: a
             # power cut that loses read-only calls at worst asks the model again.
@@ -309,6 +312,23 @@ class RunDriver:
         else:
             await self._complete(cur, response.text, [turn], turns=taken, usage=usage,
                                  cost_usd=cost)
+
+    async def _ask(self, cur: RunCursor, final: bool, request: ModelRequest,
+                   on_text: TextSink) -> ModelResponse:
+        """The provider's next turn for ``request``."""
+        try:
+            return await self.provider.complete(request, on_text)
+        except ContextTooLong as exc:
+            # Our estimate was off for this model: trim to well under what was sent and
+            # try once more (a second refusal fails the run, resumable, as any provider
+            # error does).
+            run = cur.run
+            sent = prompt_tokens(request.system, request.tools, request.entries)
+            log.warning("run %s: the model refused %d estimated tokens as too long (%s); "
+                        "trimming to %d and trying again", run.id, sent, exc, sent // 2)
+            self.prompts.move_window(run.thread_id)
+            request = self._request(cur, final, limit=sent // 2)
+            return await self.provider.complete(request, on_text)
 
     def _request(self, cur: RunCursor, final: bool, *, limit: int | None = None) -> ModelRequest:
         """What the model is sent: the thread as the model sees it, cut to the context
@@ -497,6 +517,10 @@ class RunDriver:
         self, cur: RunCursor, text: str, entries: Sequence[Entry] = (),
         **changes: Unpack[RunChanges],
     ) -> None:
+        if not text.strip():
+            # Never an empty post (a turn stored by an older version, say): say why instead.
+            await self._fail(cur, "empty_answer", "the final answer has no text")
+            return
         changes["reply"] = text
         await cur.commit(entries, to=S.COMPLETED, reason="answered",
                          deliveries=self._reply(cur, len(entries), text), **changes)
@@ -516,14 +540,14 @@ class RunDriver:
                          target=run.origin.target, text=text, created_at=self.clock())]
 
     async def _fail(self, cur: RunCursor, reason: FailReason, message: str, *,
-                    notice: str | None = None) -> None:
+                    notice: str | None = None, **changes: Unpack[RunChanges]) -> None:
         """End the run failed, answering any unanswered call so the history stays valid;
         ``notice`` is what the person is told (else a plain sentence for ``reason``)."""
         log.warning("run %s failed: %s: %s", cur.run.id, reason, message)
         closing = self._closing_results(cur, "cancelled", f"not run: the run failed ({reason})")
         notice = notice or f"Sorry, I could not finish this ({_PLAIN.get(reason, reason)})."
         await cur.commit(closing, to=S.FAILED, reason=reason, error=message, started_calls=(),
-                         deliveries=self._reply(cur, len(closing), notice))
+                         deliveries=self._reply(cur, len(closing), notice), **changes)
 
     async def _unreadable(self, run: Run, exc: CorruptStore) -> Run:
         """The thread cannot be read back: fail the run (resumable once it is repaired)
@@ -595,6 +619,11 @@ class RunDriver:
 
     def _publish_end(self, run: Run) -> None:
         self.bus.publish(RunEnded.of(run))
+
+
+def _empty(response: ModelResponse) -> bool:
+    """An answer with nothing in it: no text (or only whitespace) and no tool call."""
+    return not response.text.strip() and not response.tool_calls
 
 
 def _before(entries: Sequence[Entry], entry: Entry) -> Entry | None:
