@@ -21,7 +21,7 @@ from .budget import BudgetConfig, Prices, Spend, Verdict, check_budget
 from .config import AgentConfig
 from .context import prompt_tokens
 from .cursor import RunCursor, unanswered
-from .entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, UserMessage
+from .entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, Usage, UserMessage
 from .errors import (
     ContextTooLong,
     CorruptStore,
@@ -294,8 +294,7 @@ class RunDriver:
             spent = spent + response.usage
             if _empty(response):
                 await self._fail(cur, "empty_answer", "the model answered with no text and "
-                                 "no tool call, twice in a row", usage=run.usage + spent,
-                                 cost_usd=run.cost_usd + self.prices.cost(spent))
+                                 "no tool call, twice in a row", spent=spent)
                 return
         calls = unique_call_ids(response.tool_calls, cur.own)
         turn = AssistantTurn(run_id=run.id, text=response.text, tool_calls=calls,
@@ -540,14 +539,17 @@ class RunDriver:
                          target=run.origin.target, text=text, created_at=self.clock())]
 
     async def _fail(self, cur: RunCursor, reason: FailReason, message: str, *,
-                    notice: str | None = None, **changes: Unpack[RunChanges]) -> None:
+                    notice: str | None = None, spent: Usage | None = None) -> None:
         """End the run failed, answering any unanswered call so the history stays valid;
-        ``notice`` is what the person is told (else a plain sentence for ``reason``)."""
+        ``notice`` is what the person is told (else a plain sentence for ``reason``);
+        ``spent``: what model calls not recorded in any turn used, added to the run's."""
         log.warning("run %s failed: %s: %s", cur.run.id, reason, message)
         closing = self._closing_results(cur, "cancelled", f"not run: the run failed ({reason})")
         notice = notice or f"Sorry, I could not finish this ({_PLAIN.get(reason, reason)})."
         await cur.commit(closing, to=S.FAILED, reason=reason, error=message, started_calls=(),
-                         deliveries=self._reply(cur, len(closing), notice), **changes)
+                         deliveries=self._reply(cur, len(closing), notice),
+                         usage=cur.run.usage + (spent or Usage()),
+                         cost_usd=cur.run.cost_usd + (self.prices.cost(spent) if spent else 0.0))
 
     async def _unreadable(self, run: Run, exc: CorruptStore) -> Run:
         """The thread cannot be read back: fail the run (resumable once it is repaired)
