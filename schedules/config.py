@@ -36,9 +36,8 @@ class ScheduleConfig(BaseModel):
         ", or absent: the answer stays in the thread (maiden show)")
     misfire: Literal["skip", "once", "all"] = "once"
     overlap: Literal["skip", "queue"] = Field(
-        default="skip", description='"skip": a slot whose previous run has not ended (it '
-        'waits for an approval, say) is skipped and recorded with why; "queue": its run '
-        "waits behind it")
+        default="skip", description='"skip": a slot whose previous run still waits for an '
+        'approval is skipped and recorded with why; "queue": its run waits behind it')
     max_catchup: int = Field(default=10, ge=1, le=1000)
     enabled: bool = True
 
