@@ -15,6 +15,7 @@ import pytest
 from runtime import EchoProvider, Run, RunState, Runtime, SQLiteStore, ToolRegistry, tool
 from schedules import ScheduleBook, ScheduleConfig, Scheduler, load_schedules, statuses
 from tests.clock import Clock
+from tests.http_helpers import served
 from tests.test_cli import maiden
 
 MINUTE = timedelta(minutes=1)
@@ -61,10 +62,15 @@ async def test_slots_while_a_run_waits_for_approval_are_skipped_with_why(
         (status,) = await statuses(scheduler.book)
         assert status.skipping and status.skipped_why == why
         assert status.skipped_slot == T0 + 3 * MINUTE
-        assert (await scheduler.listing())[0]["skipped"] == {
-            "slot": "2026-03-02T08:03:00+00:00", "why": why}
-        history = await scheduler.history("tick", limit=4)
-        assert [h["outcome"] for h in history][:2] == [f"skipped: {why}", "no run"]
+        rt.schedules = scheduler  # as `maiden run` attaches it, for the HTTP API
+        async with served(rt, token="t0k") as (client, _):
+            (listed,) = (await client.get("/v1/schedules")).json()["schedules"]
+            assert listed["skipped"] == {"slot": "2026-03-02T08:03:00+00:00", "why": why}
+            assert listed["overlap"] == "skip"
+            history = (await client.get("/v1/schedules/tick/history",
+                                        params={"limit": 4})).json()["slots"]
+            assert [h["outcome"] for h in history][:2] == [f"skipped: {why}", "no run"]
+        rt.schedules = None
 
         # Decided: the run ends, and the next slot runs again.
         pending = waiting.pending_approval
