@@ -130,7 +130,7 @@ def parse_config(text: str, source: str = "agent.toml") -> MaidenConfig:
     try:
         config = MaidenConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError([_problem(err) for err in exc.errors()], source) from None
+        raise ConfigError([_problem(err, data) for err in exc.errors()], source) from None
     problems = _cross_checks(config)
     if problems:
         raise ConfigError(problems, source)
@@ -176,8 +176,8 @@ def load_config(path: str | Path = "agent.toml") -> LoadedConfig:
     return LoadedConfig(parse_config(text, str(path)), p, exists=True)
 
 
-def _problem(err: Any) -> tuple[str, str]:
-    key = ".".join(str(part) for part in err["loc"])
+def _problem(err: Any, data: dict[str, Any]) -> tuple[str, str]:
+    key = _key(err["loc"], data)
     if err["type"] == "extra_forbidden":
         return key, "unknown key"
     if err["type"] == "missing":
@@ -185,6 +185,20 @@ def _problem(err: Any) -> tuple[str, str]:
     got = err.get("input")
     shown = f" (got {got!r})" if got is not None and not isinstance(got, dict | list) else ""
     return key, f"{err['msg']}{shown}"
+
+
+def _key(loc: tuple[Any, ...], data: dict[str, Any]) -> str:
+    """The dotted key of an error; a schedule's is named by its name too, as the checks
+    after validation name it (``schedules.0 (standup).misfire``): its place in the file is
+    not how people know it."""
+    parts = [str(part) for part in loc]
+    if len(loc) >= 2 and loc[0] == "schedules" and isinstance(loc[1], int):
+        listed = data.get("schedules")
+        item = listed[loc[1]] if isinstance(listed, list) and loc[1] < len(listed) else None
+        name = item.get("name") if isinstance(item, dict) else None
+        if isinstance(name, str) and name:
+            parts[1] = f"{loc[1]} ({name})"
+    return ".".join(parts)
 
 
 def env_status(config: MaidenConfig) -> dict[str, bool]:

@@ -60,4 +60,7 @@ def status_lines(statuses: Sequence[ScheduleStatus]) -> list[str]:
         slot = status.last_slot.isoformat() if status.last_slot else "-"
         lines.append(f"    last slot: {slot}  {status.outcome}" if status.last_slot
                      else "    last slot: -")
+        if status.skipping and status.skipped_slot is not None:
+            lines.append(f"    skipped: {status.skipped_slot.isoformat()}  "
+                         f"{status.skipped_why} (overlap = \"skip\")")
     return lines

@@ -107,7 +107,7 @@ class NotFound(StoreError, LookupError):
 
 FailReason = Literal[
     "provider_error", "max_turns_exceeded", "budget_exceeded", "poison_run", "internal_error",
-    "replay_mismatch", "corrupt_store",
+    "replay_mismatch", "corrupt_store", "message_too_long", "empty_answer",
 ]
 """Why a run ended ``failed`` (its ``reason``)."""
 

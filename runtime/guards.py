@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["call_key", "canonical_json", "is_repeat", "turn_budget"]
+__all__ = ["call_key", "canonical_json", "is_repeat", "too_long", "turn_budget"]
 
 
 def canonical_json(value: Any) -> str:
@@ -35,3 +35,12 @@ def turn_budget(turns_taken: int, max_turns: int) -> str:
     if turns_taken == max_turns - 1:
         return "final"
     return "ok"
+
+
+def too_long(length: int, limit: int) -> str | None:
+    """Why a message of ``length`` characters is refused (the words every channel shows the
+    person, with the exact limit), or None when it fits ``[agent] max_message_chars``."""
+    if length <= limit:
+        return None
+    return (f"Your message is too long: it has {length:,} characters and the limit is "
+            f"{limit:,}. Please shorten it or send it in parts.")

@@ -21,7 +21,7 @@ from .budget import BudgetConfig, Prices, Spend, Verdict, check_budget
 from .config import AgentConfig
 from .context import prompt_tokens
 from .cursor import RunCursor, unanswered
-from .entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, UserMessage
+from .entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, Usage, UserMessage
 from .errors import (
     ContextTooLong,
     CorruptStore,
@@ -49,9 +49,9 @@ from .gate import (
     replay_mismatch,
     unique_call_ids,
 )
-from .guards import call_key, is_repeat, turn_budget
+from .guards import call_key, is_repeat, too_long, turn_budget
 from .prompting import Prompts
-from .providers.base import ModelRequest, Provider
+from .providers.base import ModelRequest, ModelResponse, Provider, TextSink
 from .runs import (
     ApprovalDelivery,
     Delivery,
@@ -85,6 +85,7 @@ _PLAIN = {
     "poison_run": "it kept crashing",
     "internal_error": "an internal error",
     "replay_mismatch": "my records of it disagree",
+    "empty_answer": "the model gave an empty answer twice",
 }
 
 
@@ -192,6 +193,15 @@ class RunDriver:
         started_at, me = run.started_at or self.clock(), self.instance_id
         started = [RunStarted(run_id=run.id, thread_id=run.thread_id)]
         if run.state is S.QUEUED:
+            refused = too_long(len(run.text), self.agent.max_message_chars)
+            if cur.start is None and refused is not None:
+                # Not put in the thread: the model never sees it, and the person is told
+                # why (a run resumed after the limit was raised goes on as usual).
+                await self._fail(cur, "message_too_long", f"the message has "
+                                 f"{len(run.text):,} characters; [agent] max_message_chars "
+                                 f"is {self.agent.max_message_chars:,}", notice=refused)
+                self._publish_end(cur.run)
+                return False
             if cur.start is None:
                 user = UserMessage(run_id=run.id, text=run.text, user=run.origin.user,
                                    at=self.clock())
@@ -273,23 +283,24 @@ class RunDriver:
         if self.agent.compaction == "summary":
             await self._compact(cur, final)
         request = self._request(cur, final)
-        try:
-            response = await self.provider.complete(request, on_text)
-        except ContextTooLong as exc:
-            # Our estimate was off for this model: trim to well under what was sent and
-            # try once more (a second refusal fails the run, resumable, as any provider
-            # error does).
-            sent = prompt_tokens(request.system, request.tools, request.entries)
-            log.warning("run %s: the model refused %d estimated tokens as too long (%s); "
-                        "trimming to %d and trying again", run.id, sent, exc, sent // 2)
-            self.prompts.move_window(run.thread_id)
-            request = self._request(cur, final, limit=sent // 2)
-            response = await self.provider.complete(request, on_text)
+        response = await self._ask(cur, final, request, on_text)
+        spent = response.usage
+        if _empty(response):
+            # No text and no tool call: nothing to record or post. Asked again once, as
+            # for a provider error; a second empty answer fails the run (resumable).
+            log.warning("run %s: the model answered with no text and no tool call; asking "
+                        "again", run.id)
+            response = await self._ask(cur, final, request, on_text)
+            spent = spent + response.usage
+            if _empty(response):
+                await self._fail(cur, "empty_answer", "the model answered with no text and "
+                                 "no tool call, twice in a row", spent=spent)
+                return
         calls = unique_call_ids(response.tool_calls, cur.own)
         turn = AssistantTurn(run_id=run.id, text=response.text, tool_calls=calls,
-                             usage=response.usage, model=response.model, at=self.clock())
-        taken, usage = run.turns + 1, run.usage + response.usage
-        cost = run.cost_usd + self.prices.cost(response.usage)
+                             usage=spent, model=response.model, at=self.clock())
+        taken, usage = run.turns + 1, run.usage + spent
+        cost = run.cost_usd + self.prices.cost(spent)
         if response.tool_calls:
             # The write-ahead intent is a durable point only for calls with an effect: a
             # power cut that loses read-only calls at worst asks the model again.
@@ -300,6 +311,23 @@ class RunDriver:
         else:
             await self._complete(cur, response.text, [turn], turns=taken, usage=usage,
                                  cost_usd=cost)
+
+    async def _ask(self, cur: RunCursor, final: bool, request: ModelRequest,
+                   on_text: TextSink) -> ModelResponse:
+        """The provider's next turn for ``request``."""
+        try:
+            return await self.provider.complete(request, on_text)
+        except ContextTooLong as exc:
+            # Our estimate was off for this model: trim to well under what was sent and
+            # try once more (a second refusal fails the run, resumable, as any provider
+            # error does).
+            run = cur.run
+            sent = prompt_tokens(request.system, request.tools, request.entries)
+            log.warning("run %s: the model refused %d estimated tokens as too long (%s); "
+                        "trimming to %d and trying again", run.id, sent, exc, sent // 2)
+            self.prompts.move_window(run.thread_id)
+            request = self._request(cur, final, limit=sent // 2)
+            return await self.provider.complete(request, on_text)
 
     def _request(self, cur: RunCursor, final: bool, *, limit: int | None = None) -> ModelRequest:
         """What the model is sent: the thread as the model sees it, cut to the context
@@ -488,6 +516,10 @@ class RunDriver:
         self, cur: RunCursor, text: str, entries: Sequence[Entry] = (),
         **changes: Unpack[RunChanges],
     ) -> None:
+        if not text.strip():
+            # Never an empty post (a turn stored by an older version, say): say why instead.
+            await self._fail(cur, "empty_answer", "the final answer has no text")
+            return
         changes["reply"] = text
         await cur.commit(entries, to=S.COMPLETED, reason="answered",
                          deliveries=self._reply(cur, len(entries), text), **changes)
@@ -506,13 +538,18 @@ class RunDriver:
                          thread_id=run.thread_id, channel=run.origin.channel,
                          target=run.origin.target, text=text, created_at=self.clock())]
 
-    async def _fail(self, cur: RunCursor, reason: FailReason, message: str) -> None:
-        """End the run failed, answering any unanswered call so the history stays valid."""
+    async def _fail(self, cur: RunCursor, reason: FailReason, message: str, *,
+                    notice: str | None = None, spent: Usage | None = None) -> None:
+        """End the run failed, answering any unanswered call so the history stays valid;
+        ``notice`` is what the person is told (else a plain sentence for ``reason``);
+        ``spent``: what model calls not recorded in any turn used, added to the run's."""
         log.warning("run %s failed: %s: %s", cur.run.id, reason, message)
         closing = self._closing_results(cur, "cancelled", f"not run: the run failed ({reason})")
-        notice = f"Sorry, I could not finish this ({_PLAIN.get(reason, reason)})."
+        notice = notice or f"Sorry, I could not finish this ({_PLAIN.get(reason, reason)})."
         await cur.commit(closing, to=S.FAILED, reason=reason, error=message, started_calls=(),
-                         deliveries=self._reply(cur, len(closing), notice))
+                         deliveries=self._reply(cur, len(closing), notice),
+                         usage=cur.run.usage + (spent or Usage()),
+                         cost_usd=cur.run.cost_usd + (self.prices.cost(spent) if spent else 0.0))
 
     async def _unreadable(self, run: Run, exc: CorruptStore) -> Run:
         """The thread cannot be read back: fail the run (resumable once it is repaired)
@@ -584,6 +621,11 @@ class RunDriver:
 
     def _publish_end(self, run: Run) -> None:
         self.bus.publish(RunEnded.of(run))
+
+
+def _empty(response: ModelResponse) -> bool:
+    """An answer with nothing in it: no text (or only whitespace) and no tool call."""
+    return not response.text.strip() and not response.tool_calls
 
 
 def _before(entries: Sequence[Entry], entry: Entry) -> Entry | None:

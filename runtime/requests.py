@@ -79,6 +79,10 @@ class ScheduleRecord(BaseModel):
     slots are counted from the later of this and ``last_slot``."""
     last_slot: float | None = None
     last_run_id: str | None = None
+    skipped_slot: float | None = None
+    """The newest slot not run because the run before it waited for an approval
+    (``overlap``)."""
+    skipped_why: str | None = None
     created_at: float = Field(default_factory=time.time)
 
     def over(self, stored: ScheduleRecord | None) -> ScheduleRecord:
@@ -88,7 +92,8 @@ class ScheduleRecord(BaseModel):
         if stored is None:
             return self
         return SlotMark(name=self.name, since=stored.since, last_slot=stored.last_slot,
-                        last_run_id=stored.last_run_id).applied(self)
+                        last_run_id=stored.last_run_id, skipped_slot=stored.skipped_slot,
+                        skipped_why=stored.skipped_why).applied(self)
 
 
 class SlotMark(BaseModel):
@@ -102,16 +107,22 @@ class SlotMark(BaseModel):
     since: float
     last_slot: float | None = None
     last_run_id: str | None = None
+    skipped_slot: float | None = None
+    skipped_why: str | None = None
 
     def applied(self, record: ScheduleRecord) -> ScheduleRecord:
         """``record`` moved forward to this mark, never back: the later ``since``, and this
-        ``last_slot`` and ``last_run_id`` if the slot is newer; everything else as it is."""
+        ``last_slot`` and ``last_run_id`` if the slot is newer, the same for the skipped
+        slot and why; everything else as it is."""
         update: dict[str, Any] = {}
         if self.since > record.since:
             update["since"] = self.since
         if self.last_slot is not None and (record.last_slot is None
                                            or self.last_slot > record.last_slot):
             update |= {"last_slot": self.last_slot, "last_run_id": self.last_run_id}
+        if self.skipped_slot is not None and (record.skipped_slot is None
+                                              or self.skipped_slot > record.skipped_slot):
+            update |= {"skipped_slot": self.skipped_slot, "skipped_why": self.skipped_why}
         return record.model_copy(update=update) if update else record
 
 

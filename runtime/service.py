@@ -201,9 +201,11 @@ class Runtime(Records):
         """Persist a message as a queued run and schedule it; return the run.
 
         With an ``idempotency_key`` already used, the original run is returned and
-        nothing new happens. An empty thread id (``InvalidThreadId``), an empty message
-        or one over ``[agent] max_message_chars`` (``RunError("invalid_message")``) is
-        refused, the same for every channel.
+        nothing new happens. An empty thread id (``InvalidThreadId``) or an empty message
+        (``RunError("invalid_message")``) is refused. A message over ``[agent]
+        max_message_chars`` is refused the same way when the origin has no target to
+        answer (the HTTP API, the CLI); from a chat channel it is taken, and its run fails
+        at once (``message_too_long``) with a reply naming the limit.
         """
         return await self._accept(self._new_run(thread_id, text, origin, idempotency_key))
 
@@ -273,9 +275,12 @@ class Runtime(Records):
         if not text.strip():
             raise RunError("invalid_message", "the message is empty")
         limit = self.agent.max_message_chars
-        if len(text) > limit:
+        if len(text) > limit and not (origin and origin.target):
             raise RunError("invalid_message", f"the message has {len(text):,} characters; at "
                            f"most {limit:,} are accepted ([agent] max_message_chars)")
+        # A too long message from a chat channel is stored like any other (so Slack gets
+        # its ack and its retries find the run) and its run fails at once with a reply
+        # that says so: the outbox posts that notice exactly once (RunDriver._begin).
         now = self.clock()
         return Run(id=new_run_id(now), thread_id=thread_id, text=text, created_at=now,
                    updated_at=now, origin=origin or Origin(), idempotency_key=idempotency_key)

@@ -35,6 +35,9 @@ class ScheduleConfig(BaseModel):
         default=None, description='"slack:CHANNEL", "slack:CHANNEL:THREAD_TS", "discord:CHANNEL"'
         ", or absent: the answer stays in the thread (maiden show)")
     misfire: Literal["skip", "once", "all"] = "once"
+    overlap: Literal["skip", "queue"] = Field(
+        default="skip", description='"skip": a slot whose previous run still waits for an '
+        'approval is skipped and recorded with why; "queue": its run waits behind it')
     max_catchup: int = Field(default=10, ge=1, le=1000)
     enabled: bool = True
 

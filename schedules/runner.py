@@ -40,7 +40,7 @@ from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler  # type: ignore[import-untyped]
 
-from runtime import MaidenError, NotFound, Run, Runtime, ScheduleRecord, SlotMark
+from runtime import MaidenError, NotFound, Run, RunState, Runtime, ScheduleRecord, SlotMark
 
 from .book import Clock, ScheduleBook, ScheduleError
 from .config import Schedule
@@ -95,6 +95,9 @@ class Scheduler:
         self.refresh_s = refresh_s
         self.aps: AsyncIOScheduler | None = None
         self._marks: dict[str, datetime] = {}
+        self._last_runs: dict[str, str] = {}
+        """The run of each schedule's newest slot this process claimed (the record may
+        not have it yet)."""
         self._locks: dict[str, asyncio.Lock] = {}
         self._saving = asyncio.Lock()
         self._staged: dict[str, SlotMark] = {}
@@ -147,6 +150,7 @@ class Scheduler:
         await self.book.load()
         for name in [n for n in self._marks if self.book.get(n) is None]:
             del self._marks[name]  # deleted: a new schedule of that name starts afresh
+            self._last_runs.pop(name, None)
         await self._mark_all(self.clock())
         if self.aps is not None:
             self._set_alarms()
@@ -219,6 +223,11 @@ class Scheduler:
                 due = [*older, newest]
             else:
                 due = misfire(schedule.config.misfire, slots, cap)
+            # overlap = "skip": while the run of an earlier slot waits for a person's
+            # decision, a slot due now is decided as skipped, not queued behind it (one more
+            # run a minute for `* * * * *`, each waiting for the same person).
+            blocked = await self._still_running(schedule)
+            held_back, due = (due, []) if blocked is not None else ([], due)
             fired: list[Fired] = []
             for slot in due:
                 key = slot_key(name, slot)
@@ -233,6 +242,7 @@ class Scheduler:
                     break
                 fired.append(Fired(name, slot, key, run))
                 self._marks[name] = slot
+                self._last_runs[name] = run.id
             else:
                 self._marks[name] = now
             skipped = [slot for slot in slots if slot not in due]
@@ -247,6 +257,8 @@ class Scheduler:
                         fired.append(Fired(name, slot, key, held))
                 fired.sort(key=lambda f: f.slot)
                 skipped = [slot for slot in skipped if all(f.slot != slot for f in fired)]
+            held_back = [slot for slot in held_back if slot in skipped]
+            skipped = [slot for slot in skipped if slot not in held_back]
             if fired:
                 log.info("schedule %r: %s", name, ", ".join(
                     f"{f.slot.isoformat()} -> run {f.run.id}" for f in fired))
@@ -254,11 +266,34 @@ class Scheduler:
                 log.warning("schedule %r: %d missed slot(s) not run (misfire = %r), the "
                             "latest %s", name, len(skipped), schedule.config.misfire,
                             skipped[-1].isoformat())
-            if not fired:
-                return fired, SlotMark(name=name, since=self._marks[name].timestamp())
-            return fired, SlotMark(name=name, since=self._marks[name].timestamp(),
-                                   last_slot=fired[-1].slot.timestamp(),
-                                   last_run_id=fired[-1].run.id)
+            decided = SlotMark(name=name, since=self._marks[name].timestamp())
+            if held_back:
+                log.warning("schedule %r: slot %s skipped: %s (overlap = \"skip\")", name,
+                            held_back[-1].isoformat(), blocked)
+                decided = decided.model_copy(update={
+                    "skipped_slot": held_back[-1].timestamp(), "skipped_why": blocked})
+            if fired:
+                decided = decided.model_copy(update={
+                    "last_slot": fired[-1].slot.timestamp(), "last_run_id": fired[-1].run.id})
+            return fired, decided
+
+    async def _still_running(self, schedule: Schedule) -> str | None:
+        """Why a slot of ``schedule`` due now is skipped: its last slot's run waits for an
+        approval (``overlap = "skip"``, the default); None if it may run. A run that is
+        only queued or running is not waited on here: it ends by itself, and the slot's run
+        follows it on the thread, as before."""
+        if schedule.config.overlap == "queue":
+            return None
+        record = self.book.record(schedule.name)
+        ids = {self._last_runs.get(schedule.name), record.last_run_id if record else None}
+        for run_id in sorted(i for i in ids if i is not None):
+            try:
+                run = await self.runtime.get_run(run_id)
+            except NotFound:
+                continue
+            if run.state is RunState.AWAITING_APPROVAL:
+                return f"the previous run {run.id} is still awaiting approval"
+        return None
 
     def _mark(self, name: str, now: datetime) -> datetime:
         """Where the slots still to decide start: the latest of what this process decided
@@ -363,6 +398,10 @@ class Scheduler:
 
 
 def _later(a: SlotMark, b: SlotMark) -> SlotMark:
-    """Two marks of one schedule as one: the later ``since``, the newer slot."""
+    """Two marks of one schedule as one: the later ``since``, the newer slot, the newer
+    skipped slot."""
     newest = b if a.last_slot is None or (b.last_slot or 0.0) > a.last_slot else a
-    return newest.model_copy(update={"since": max(a.since, b.since)})
+    skipped = b if a.skipped_slot is None or (b.skipped_slot or 0.0) > a.skipped_slot else a
+    return newest.model_copy(update={"since": max(a.since, b.since),
+                                     "skipped_slot": skipped.skipped_slot,
+                                     "skipped_why": skipped.skipped_why})

@@ -3,7 +3,7 @@ still in the outbox is "not delivered yet", never "ok"."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,6 +25,15 @@ class ScheduleStatus:
     last_slot: datetime | None = None
     last_run: Run | None = None
     replies: list[ReplyDelivery] = field(default_factory=list)
+    skipped_slot: datetime | None = None
+    """The newest slot skipped because the run before it waited for an approval."""
+    skipped_why: str | None = None
+
+    @property
+    def skipping(self) -> bool:
+        """Whether the newest slot decided was skipped (not an older one, since run)."""
+        return self.skipped_slot is not None and (
+            self.last_slot is None or self.skipped_slot > self.last_slot)
 
     @property
     def outcome(self) -> str:
@@ -51,6 +60,9 @@ class ScheduleStatus:
                 "id": run.id, "thread_id": run.thread_id, "state": run.state.value,
                 "error": run.error, "delivered": delivered or None},
             "outcome": self.outcome,
+            "overlap": config.overlap,
+            "skipped": None if self.skipped_slot is None else {
+                "slot": self.skipped_slot.isoformat(), "why": self.skipped_why},
         }
 
 
@@ -87,6 +99,9 @@ async def statuses(book: ScheduleBook, *, now: datetime | None = None,
         active = book.active(schedule)
         upcoming = next_fires(schedule.cron, now, count) if active else []
         status = ScheduleStatus(schedule, active, bool(record and record.paused), upcoming)
+        if record is not None and record.skipped_slot is not None:
+            status = replace(status, skipped_slot=_local(record.skipped_slot, schedule),
+                             skipped_why=record.skipped_why)
         if record is not None and record.last_run_id is not None:
             try:
                 run = await book.runtime.get_run(record.last_run_id)
@@ -94,10 +109,9 @@ async def statuses(book: ScheduleBook, *, now: datetime | None = None,
                 run = None
             replies = [d for d in await book.runtime.deliveries(run_id=record.last_run_id)
                        if isinstance(d, ReplyDelivery)]
-            slot = datetime.fromtimestamp(record.last_slot, UTC).astimezone(
-                schedule.cron.zone) if record.last_slot is not None else None
-            status = ScheduleStatus(schedule, active, status.paused, upcoming, slot, run,
-                                    replies)
+            slot = _local(record.last_slot, schedule) if record.last_slot is not None \
+                else None
+            status = replace(status, last_slot=slot, last_run=run, replies=replies)
         found.append(status)
     return found
 
@@ -113,6 +127,8 @@ async def slot_history(book: ScheduleBook, schedule: Schedule, *, now: datetime 
     for slot in reversed(slots_between(schedule.cron, since, now, limit)):
         run = await book.runtime.run_for_key(slot_key(schedule.name, slot))
         entry: dict[str, Any] = {"slot": slot.isoformat(), "run": None, "outcome": "no run"}
+        if record is not None and record.skipped_slot == slot.timestamp():
+            entry["outcome"] = f"skipped: {record.skipped_why}"
         if run is not None:
             replies = [d for d in await book.runtime.deliveries(run_id=run.id)
                        if isinstance(d, ReplyDelivery)]
@@ -131,6 +147,10 @@ def deliver_text(schedule: Schedule) -> str | None:
     if not origin.target:
         return None
     return ":".join([origin.channel, *origin.target.values()])
+
+
+def _local(stamp: float, schedule: Schedule) -> datetime:
+    return datetime.fromtimestamp(stamp, UTC).astimezone(schedule.cron.zone)
 
 
 def _where(run: Run) -> str:

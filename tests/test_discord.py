@@ -15,6 +15,7 @@ import pytest
 from channels.discord import DiscordConfig
 from channels.discord.channel import DiscordChannel
 from runtime import (
+    AgentConfig,
     EchoProvider,
     Provider,
     Runtime,
@@ -56,12 +57,12 @@ class Discord:
 
 @asynccontextmanager
 async def running(fake: FakeDiscord, db: Path, *, provider: Provider | None = None,
-                  tools: tuple[Tool, ...] = (deploy,), **overrides: Any
-                  ) -> AsyncIterator[Discord]:
+                  tools: tuple[Tool, ...] = (deploy,), agent: AgentConfig | None = None,
+                  **overrides: Any) -> AsyncIterator[Discord]:
     fields: dict[str, Any] = {"api_url": fake.api_url, "allow_users": [str(HUMAN_ID)]}
     fields.update(overrides)
     async with SQLiteStore(db) as store:
-        runtime = Runtime(store, provider or EchoProvider(), ToolRegistry(tools),
+        runtime = Runtime(store, provider or EchoProvider(), ToolRegistry(tools), agent=agent,
                           settings=RuntimeConfig(poll_interval_s=0.1))
         async with runtime:
             channel = DiscordChannel(runtime, DiscordConfig(**fields), fake.token,
@@ -147,6 +148,27 @@ async def test_a_duplicate_and_a_replay_after_resume_are_one_reply(
         await settle(d, 4)
         assert [m["content"] for m in d.replies()] == ["echo: once"]
         assert len(await d.runtime.runs()) == 1
+
+
+async def test_a_too_long_message_is_told_the_limit_once(
+    fake: FakeDiscord, discord_bot: Callable[..., AbstractAsyncContextManager[Discord]]
+) -> None:
+    """It was dropped with a log line, and the person heard nothing."""
+    async with discord_bot(agent=AgentConfig(max_message_chars=20)) as d:
+        sent = await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> {'x' * 50}",
+                                       mentions=[BOT_ID])
+        seq = await fake.dispatch("MESSAGE_CREATE", sent)  # the same event twice
+        await fake.wait_messages(GENERAL_ID, 2)
+        await fake.reconnect(replay_from=(seq or 2) - 2)  # RESUME replays both again
+        await fake.resumed()
+        await settle(d, 4)
+        (reply,) = d.replies()
+        assert reply["content"] == (
+            "Your message is too long: it has 50 characters and the limit is 20. Please "
+            "shorten it or send it in parts.")
+        assert reply["message_reference"]["message_id"] == sent["id"]
+        (run,) = await d.runtime.runs()
+        assert (run.state, run.reason) == ("failed", "message_too_long")
 
 
 async def test_other_bots_and_strangers_are_ignored(

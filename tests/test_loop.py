@@ -12,8 +12,12 @@ import pytest
 from runtime import (
     AssistantTurn,
     Notice,
+    Origin,
+    ReplyDelivery,
     RunEvent,
     RunState,
+    Runtime,
+    SQLiteStore,
     ToolCall,
     ToolContext,
     ToolResult,
@@ -21,6 +25,9 @@ from runtime import (
     tool,
 )
 from runtime.loop import FINAL_TURN_NOTICE
+from runtime.providers.openai import OpenAIProvider
+from tests.fakes import openai
+from tests.fakes.openai import OpenAIServer
 
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:
@@ -496,3 +503,42 @@ async def test_the_loop_on_every_store(make_runtime: Any, store: str) -> None:
     assert [t.target for t in transitions][-1] == "completed"
     assert seen == [{"q": "a"}]
     provider.assert_complete()
+
+
+# -- an empty answer: asked again once, then the run fails; never an empty post -------------
+
+SLACK_TARGET = {"team": "T1", "channel": "C1", "message_ts": "1.0", "thread_ts": "1.0"}
+
+
+async def test_an_empty_answer_twice_fails_the_run_and_posts_no_empty_message(
+    make_runtime: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """It was recorded ``answered`` with reply "" and an empty message in the outbox."""
+    async with make_runtime([{"text": ""}]) as (rt, provider):
+        run = await rt.send("t", "hello", origin=Origin(channel="slack", target=SLACK_TARGET))
+        assert (run.state, run.reason) == (RunState.FAILED, "empty_answer")
+        assert run.error == "the model answered with no text and no tool call, twice in a row"
+        assert len(provider.calls) == 2  # asked once more, not forever
+        assert run.usage.output_tokens == 10  # both calls counted
+        (notice,) = await rt.deliveries(run_id=run.id)
+        assert isinstance(notice, ReplyDelivery) and notice.text == (
+            "Sorry, I could not finish this (the model gave an empty answer twice).")
+        assert kinds(await rt.entries("t")) == ["user"]  # nothing empty in the history
+        # The thread goes on: the run can be resumed (the model answers this time).
+        provider.turns[0] = provider.turns[0].model_copy(update={"text": "later"})
+        await rt.resume(run.id)
+        resumed = await rt.wait(run.id)
+    assert (resumed.state, resumed.reply) == (RunState.COMPLETED, "later")
+
+
+async def test_an_empty_answer_once_is_asked_again_and_answered(tmp_path: Path) -> None:
+    async with OpenAIServer(api_key=None) as server:
+        server.queue(openai.completion(""), openai.completion("here it is"))
+        provider = OpenAIProvider("gpt-4.1", base_url=server.base_url, stream=False)
+        async with SQLiteStore(tmp_path / "m.db") as store, Runtime(store, provider) as rt:
+            run = await rt.send("t", "hello")
+            entries = await rt.entries("t")
+        await provider.aclose()
+    assert (run.state, run.reply) == (RunState.COMPLETED, "here it is")
+    assert len(server.requests) == 2 and server.requests[0].json == server.requests[1].json
+    assert kinds(entries) == ["user", "assistant"]

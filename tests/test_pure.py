@@ -24,7 +24,7 @@ from runtime import (
     idempotency_key,
     tool,
 )
-from runtime.guards import call_key, canonical_json, is_repeat, turn_budget
+from runtime.guards import call_key, canonical_json, is_repeat, too_long, turn_budget
 from runtime.providers.echo import parse_tool_command
 from runtime.runs import transition
 
@@ -89,6 +89,18 @@ def test_is_repeat(previous: list[str], limit: int, expected: bool) -> None:
 )
 def test_turn_budget(taken: int, max_turns: int, expected: str) -> None:
     assert turn_budget(taken, max_turns) == expected
+
+
+@pytest.mark.parametrize(
+    ("length", "limit", "expected"),
+    [(20, 20, None), (0, 20, None),
+     (21, 20, "it has 21 characters and the limit is 20."),
+     (120_000, 100_000, "it has 120,000 characters and the limit is 100,000.")],
+)
+def test_too_long_names_the_length_and_the_limit(length: int, limit: int,
+                                                 expected: str | None) -> None:
+    said = too_long(length, limit)
+    assert said is None if expected is None else (said is not None and expected in said)
 
 
 def test_call_key_is_canonical() -> None:

@@ -35,7 +35,11 @@ def test_a_good_schedule() -> None:
     ('deliver = "teams:x"', "schedules.0 (standup).deliver", "is not a target"),
     ('deliver = "discord:general"', "schedules.0 (standup).deliver", "is not a target"),
     ('name = "a b"', "schedules.0 (a b).name", "is not a schedule name"),
-    ('misfire = "sometimes"', "schedules.0.misfire", "Input should be"),
+    ('misfire = "sometimes"', "schedules.0 (standup).misfire", "Input should be 'skip', "
+     "'once' or 'all'"),
+    ('overlap = "never"', "schedules.0 (standup).overlap", "Input should be 'skip' or 'queue'"),
+    ("max_catchup = 0", "schedules.0 (standup).max_catchup", "greater than or equal to 1"),
+    ('colour = "red"', "schedules.0 (standup).colour", "unknown key"),
 ])
 def test_a_bad_schedule_names_the_key(extra: str, key: str, reason: str) -> None:
     field = extra.split(" = ")[0]
@@ -43,6 +47,14 @@ def test_a_bad_schedule_names_the_key(extra: str, key: str, reason: str) -> None
     with pytest.raises(ConfigError) as error:
         parse_config(text + "\n" + extra + "\n")
     assert f"agent.toml: {key}: " in str(error.value) and reason in str(error.value)
+
+
+def test_a_schedule_without_a_usable_name_is_named_by_its_place() -> None:
+    for text in (BASE.replace('name = "standup"\n', "") + 'misfire = "x"\n',
+                 BASE.replace('name = "standup"', "name = 7") + 'misfire = "x"\n'):
+        with pytest.raises(ConfigError) as error:
+            parse_config(text)
+        assert "agent.toml: schedules.0.misfire: " in str(error.value)
 
 
 def test_names_are_unique_and_the_default_zone_is_the_agents() -> None:

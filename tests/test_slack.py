@@ -3,6 +3,8 @@ Slack on loopback (Web API + Socket Mode, or signed Events API requests over HTT
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -32,6 +34,7 @@ from tests.fakes.slack import (
     BOT_USER,
     FakeSlack,
     block_actions_payload,
+    sign,
     signed_event,
     signed_interaction,
 )
@@ -72,12 +75,13 @@ def secrets(fake: FakeSlack) -> SlackSecrets:
 @asynccontextmanager
 async def running(
     fake: FakeSlack, db: Path, *, provider: Provider | None = None,
-    tools: tuple[Tool, ...] = (deploy,), **overrides: Any,
+    tools: tuple[Tool, ...] = (deploy,), agent: AgentConfig | None = None, **overrides: Any,
 ) -> AsyncIterator[Slack]:
     """A runtime on ``db`` with the Slack channel started against ``fake`` (Socket Mode)."""
     async with SQLiteStore(db) as store:
         runtime = Runtime(store, provider or EchoProvider(), ToolRegistry(tools),
-                          agent=AgentConfig(), settings=RuntimeConfig(poll_interval_s=0.1))
+                          agent=agent or AgentConfig(),
+                          settings=RuntimeConfig(poll_interval_s=0.1))
         async with runtime:
             channel = SlackChannel(runtime, config(fake, **overrides), secrets(fake), pace_s=0)
             async with channel:
@@ -327,6 +331,32 @@ async def test_a_long_reply_is_split_in_order(
         assert len(posted) >= 4 and all(len(p) <= 3_900 for p in posted)
         assert "\n\n".join(posted) == text
 
+TOO_LONG = ("Your message is too long: it has 50 characters and the limit is 20. Please "
+            "shorten it or send it in parts.")
+
+
+async def test_a_too_long_message_is_acked_and_told_the_limit_once(
+    fake: FakeSlack, slack: Callable[..., AbstractAsyncContextManager[Slack]]
+) -> None:
+    async with slack(agent=AgentConfig(max_message_chars=20)) as s:
+        sent = fake.user_event(C, "U1", f"<@{BOT_USER}> {'x' * 50}", mention=True)
+        first = await fake.socket_event(sent)
+        await fake.acked(first)
+        for _ in range(3):  # Slack's retries
+            await fake.acked(await fake.socket_redeliver(first))
+        await s.runtime.idle()
+        (reply,) = s.replies()
+        assert reply["text"] == TOO_LONG and reply["thread_ts"] == sent["event"]["ts"]
+        (run,) = await s.runtime.runs()
+        assert (run.state, run.reason) == ("failed", "message_too_long")
+        # The model never saw it, and the thread's history does not hold it.
+        assert await s.runtime.entries(run.thread_id) == []
+        # A message that fits, in the same thread, is answered as usual.
+        follow = fake.user_event(C, "U1", "short", thread_ts=sent["event"]["ts"])
+        await fake.acked(await fake.socket_event(follow))
+        await s.runtime.idle()
+        assert [r["text"] for r in s.replies()] == [TOO_LONG, "echo: short"]
+
 
 # -- the Events API over HTTP ----------------------------------------------------------------
 
@@ -378,6 +408,64 @@ async def test_http_mode_checks_signatures(fake: FakeSlack, tmp_path: Path) -> N
                 assert await rt.pending_approvals() == []  # decided
                 last = [m for m in fake.messages(C) if m.get("user") == BOT_USER][-1]
                 assert last["text"] == 'deploy returned "deployed to qa"'
+
+
+@asynccontextmanager
+async def over_http(fake: FakeSlack, db: Path, agent: AgentConfig | None = None
+                    ) -> AsyncIterator[tuple[Runtime, httpx.AsyncClient]]:
+    """The Slack channel in ``mode = "http"`` behind the HTTP API, and a client for it."""
+    async with SQLiteStore(db) as store, \
+            Runtime(store, EchoProvider(), ToolRegistry([deploy]), agent=agent,
+                    settings=RuntimeConfig(poll_interval_s=0.1)) as rt:
+        channel = SlackChannel(rt, config(fake, mode="http"), secrets(fake), pace_s=0)
+        async with channel:
+            assert channel.deliverer is not None
+            rt.add_deliverer("slack", channel.deliverer)
+            http = HttpChannel(rt, HttpConfig(port=0), None,
+                               routes=[("/slack/events", channel.http_endpoint)])
+            async with http, httpx.AsyncClient(base_url=http.url) as client:
+                yield rt, client
+
+
+async def test_http_mode_acks_a_too_long_message_and_tells_the_limit_once(
+    fake: FakeSlack, tmp_path: Path
+) -> None:
+    """It was a 500 for each of Slack's four tries, and nobody was told."""
+    async with over_http(fake, tmp_path / "m.db", AgentConfig(max_message_chars=20)) \
+            as (rt, client):
+        sent = fake.user_event(C, "U1", f"<@{BOT_USER}> {'x' * 50}", mention=True)
+        for retry in (None, 1, 2, 3):
+            body, headers = signed_event(sent, SECRET, retry_num=retry)
+            assert (await client.post("/slack/events", content=body,
+                                      headers=headers)).status_code == 200
+        await rt.idle()
+        assert [m["text"] for m in fake.messages(C) if m.get("user") == BOT_USER] \
+            == [TOO_LONG]
+
+
+async def test_http_mode_a_signed_body_that_is_not_json_is_a_400(
+    fake: FakeSlack, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with over_http(fake, tmp_path / "m.db") as (rt, client):
+        caplog.clear()
+        for junk, kind in ((b"{not json", "application/json"),
+                           (b"[1, 2]", "application/json"),
+                           (b"payload=%7Bnope", "application/x-www-form-urlencoded")):
+            stamp = int(time.time())
+            headers = {"Content-Type": kind, "X-Slack-Request-Timestamp": str(stamp),
+                       "X-Slack-Signature": sign(junk, SECRET, stamp)}
+            caplog.clear()
+            with caplog.at_level(logging.INFO):
+                answer = await client.post("/slack/events", content=junk, headers=headers)
+            assert answer.status_code == 400, (junk, answer.text)
+            mine = [r for r in caplog.records if r.levelno >= logging.WARNING]
+            assert len(mine) == 1 and "not JSON" in mine[0].getMessage(), mine
+            assert not any(r.exc_info for r in caplog.records)
+        # Unsigned junk is still refused for its signature first.
+        refused = await client.post("/slack/events", content=b"{not json",
+                                    headers={"Content-Type": "application/json"})
+        assert refused.status_code == 401
+        assert await rt.runs() == []
 
 
 async def _deliveries(s: Slack) -> list[Any]:

@@ -6,10 +6,13 @@ import asyncio
 import os
 import signal
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
-from tests.fakes.slack import BOT_USER, SCOPES, FakeSlack, Workspace
+import httpx
+
+from tests.fakes.slack import BOT_USER, SCOPES, FakeSlack, Workspace, sign, signed_event
 
 ROOT = Path(__file__).resolve().parent.parent
 C = "C0GENERAL01"
@@ -97,3 +100,55 @@ async def test_run_refuses_slack_without_its_tokens(home: Path) -> None:
         assert "channels.slack.bot_token_env: $SLACK_BOT_TOKEN is not set" in err
         assert "channels.slack.signing_secret_env: $SLACK_SIGNING_SECRET is not set" in err
         assert not (home / "data").exists()  # refused before the store was touched
+
+
+async def test_run_in_http_mode_answers_junk_and_too_long_messages(home: Path) -> None:
+    """Seen on `maiden run`: a signed body that is not JSON was a 500 with a traceback, and a
+    too long message a 500 for each of Slack's four tries, with nobody told."""
+    secret = "8f742231b10e8888abcd99yyyzzz85a5"
+    async with FakeSlack() as fake:
+        configure(home, fake, 'mode = "http"\n')
+        text = (home / "agent.toml").read_text()
+        (home / "agent.toml").write_text(text.replace("[agent]\n",
+                                                      "[agent]\nmax_message_chars = 20\n", 1))
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot", "run", cwd=home,
+            env=env(fake, SLACK_SIGNING_SECRET=secret),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        assert proc.stdout is not None
+        try:
+            url = ""
+            while True:
+                line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+                assert line, "the banner ended early"
+                if line.startswith("  http "):
+                    url = line.split()[1]
+                if line.startswith("Ready."):
+                    break
+            async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+                junk = b"{not json"
+                stamp = int(time.time())
+                headers = {"Content-Type": "application/json",
+                           "X-Slack-Request-Timestamp": str(stamp),
+                           "X-Slack-Signature": sign(junk, secret, stamp)}
+                answer = await client.post("/slack/events", content=junk, headers=headers)
+                assert answer.status_code == 400
+                event = fake.user_event(C, "U1", f"<@{BOT_USER}> {'x' * 50}", mention=True)
+                for retry in (None, 1, 2, 3):
+                    body, signed = signed_event(event, secret, retry_num=retry)
+                    taken = await client.post("/slack/events", content=body, headers=signed)
+                    assert taken.status_code == 200
+            (_, reply) = await fake.wait_messages(C, 2, timeout=30)
+            assert reply["text"] == ("Your message is too long: it has 50 characters and the "
+                                     "limit is 20. Please shorten it or send it in parts.")
+            proc.send_signal(signal.SIGTERM)
+            _, err = await asyncio.wait_for(proc.communicate(), 30)
+            assert proc.returncode == 0, err.decode()
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    log = err.decode()
+    assert "Traceback" not in log
+    assert len([line for line in log.splitlines() if "is not JSON" in line]) == 1
+    assert len([m for m in fake.messages(C) if m.get("user") == BOT_USER]) == 1

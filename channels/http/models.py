@@ -183,6 +183,13 @@ class ScheduleRunOut(BaseModel):
         default=None, description="the channel's message ids of the delivered answer")
 
 
+class SkippedSlotOut(BaseModel):
+    """The newest slot not run because the run before it still waited for an approval."""
+
+    slot: str = Field(description="ISO 8601 in the schedule's timezone")
+    why: str | None
+
+
 class ScheduleOut(BaseModel):
     """A schedule: its definition, next fires and what its last slot did."""
 
@@ -195,6 +202,9 @@ class ScheduleOut(BaseModel):
     deliver: str | None = Field(description="slack:CHANNEL[:THREAD_TS], discord:CHANNEL, "
                                 "or null: the answer stays in the thread")
     misfire: Literal["skip", "once", "all"]
+    overlap: Literal["skip", "queue"] = Field(
+        default="skip", description="skip: a slot whose previous run still waits for an "
+        "approval is skipped (see skipped); queue: its run waits behind it")
     enabled: bool
     paused: bool
     next_fires: list[str] = Field(description="ISO 8601 in the schedule's timezone")
@@ -202,6 +212,9 @@ class ScheduleOut(BaseModel):
     last_run: ScheduleRunOut | None
     outcome: str = Field(description="the last run's state, and where its answer was "
                          "delivered (or that it was not yet)")
+    skipped: SkippedSlotOut | None = Field(
+        default=None, description="the newest slot skipped while the previous run waited "
+        "for an approval (overlap = skip), and why")
 
 
 class SchedulePage(BaseModel):
@@ -213,7 +226,8 @@ class SlotOut(BaseModel):
 
     slot: str = Field(description="ISO 8601 in the schedule's timezone")
     run: ScheduleRunOut | None = Field(description="null: no run claimed the slot (missed, "
-                                       "skipped by the misfire policy, or paused)")
+                                       "skipped by the misfire or overlap policy, or "
+                                       "paused)")
     outcome: str
 
 

@@ -135,14 +135,34 @@ class SlackChannel:
     def http_endpoint(self) -> Callable[[Any], Awaitable[Any]]:
         """The Events API endpoint (``mode = "http"``), for the HTTP API to serve at
         ``POST /slack/events``: bolt checks the signature (401 and nothing stored if it
-        is missing, wrong or older than five minutes)."""
+        is missing, wrong or older than five minutes).
+
+        Bolt parses the body before it checks anything, and a body it cannot parse was a
+        500 with a traceback; such a body is answered here: 401 unless it is signed, else
+        400 with one log line."""
         from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
+        from slack_bolt.request.internals import parse_body
+        from slack_sdk.signature import SignatureVerifier
+        from starlette.responses import PlainTextResponse
 
         assert self._app is not None, "not started"
         handler = AsyncSlackRequestHandler(self._app)
+        verifier = SignatureVerifier(self.secrets.signing_secret or "")
 
         async def slack_events(request: Any) -> Any:
-            return await handler.handle(request)
+            raw = await request.body()  # kept by the request: bolt reads it again
+            kind = request.headers.get("content-type")
+            try:
+                readable = isinstance(parse_body(raw.decode(), kind), dict)
+            except ValueError:  # not UTF-8, or not JSON (JSONDecodeError is a ValueError)
+                readable = False
+            if readable:
+                return await handler.handle(request)
+            if not verifier.is_valid_request(raw, dict(request.headers)):
+                return PlainTextResponse("invalid request signature", status_code=401)
+            log.warning("slack: a signed request to POST /slack/events is not JSON "
+                        "(%s, %d bytes); answered 400", kind or "no content type", len(raw))
+            return PlainTextResponse("the body is not JSON", status_code=400)
 
         return slack_events
 

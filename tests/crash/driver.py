@@ -102,6 +102,10 @@ COMPACTION_KILL_POINTS = (
     "after_summary",            # --compaction: the commit holding the summary notice
 )
 
+FAILED_KILL_POINTS = (
+    "after_run_failed",         # the commit moving the run to failed, its notice unsent
+)
+
 CHANNEL = "testchat"
 ORIGIN = Origin(channel=CHANNEL, target={"room": "r1"}, user="u1")
 TOOL_NAME = "effect_tool"
@@ -190,6 +194,8 @@ class _Crashing:
             self.switch.reached("after_pause")
         if any(t.target is RunState.COMPLETED for t in cp.transitions):
             self.switch.reached("after_final_answer")
+        if any(t.target is RunState.FAILED for t in cp.transitions):
+            self.switch.reached("after_run_failed")
         if any(isinstance(e, Notice) and e.code == "summary" for e in cp.entries):
             self.switch.reached("after_summary")
 
@@ -370,6 +376,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             script = send_message_script(args.send_message)
         model: Any = ScriptedProvider(script)
         agent = AgentConfig(max_recovery_attempts=MAX_RECOVERY_ATTEMPTS)
+        if args.max_message_chars is not None:
+            agent = agent.model_copy(update={"max_message_chars": args.max_message_chars})
         if args.compaction:
             # A model with a tiny context that answers plainly: long threads get summaries.
             model = CompactingModel(switch)
@@ -472,7 +480,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--compaction", action="store_true",
                         help="a model with a tiny context window and compaction = summary "
                              "(kill points in_summary, after_summary)")
-    parser.add_argument("--kill-at", choices=KILL_POINTS + COMPACTION_KILL_POINTS)
+    parser.add_argument("--kill-at",
+                        choices=KILL_POINTS + COMPACTION_KILL_POINTS + FAILED_KILL_POINTS)
+    parser.add_argument("--max-message-chars", type=int, metavar="N",
+                        help="[agent] max_message_chars (a longer --send is refused, told)")
     parser.add_argument("--kill-count", type=int, default=1)
     return parser.parse_args(argv)
 

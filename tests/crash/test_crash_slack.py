@@ -87,3 +87,28 @@ async def test_send_message_posts_once_across_a_kill(
         assert result["content"] == {"sent": f"slack:{team}", "message_id": posted[0]["ts"]}
         replies = [m for m in fake.messages(C) if m.get("user") == BOT_USER]
         assert [m["text"] for m in replies] == ["done"]
+
+
+@pytest.mark.parametrize("point", ["after_queued", "after_run_failed",
+                                   "before_delivery_recorded", "after_delivery_recorded"])
+async def test_the_too_long_notice_is_posted_once_across_a_kill(
+        tmp_path: Path, point: str) -> None:
+    """A message over [agent] max_message_chars: its run fails at once and the notice that
+    names the limit goes through the outbox, so a kill anywhere posts it exactly once."""
+    (tmp_path / "traces").mkdir()
+    async with FakeSlack() as fake:
+        root = fake.post_as_user(C, "U1", "x" * 50)
+        limit = ("--max-message-chars", "20")
+        code, _ = await drive(tmp_path, fake, root["ts"], "--send", "slack:t", "x" * 50,
+                              "--key", f"slack:T:{C}:{root['ts']}", *limit, "--kill-at", point)
+        assert code == -signal.SIGKILL
+        code, out = await drive(tmp_path, fake, root["ts"], "--recover", *limit)
+        assert code == 0
+        summary: dict[str, Any] = json.loads(out)
+        replies = [m for m in fake.messages(C) if m.get("user") == BOT_USER]
+        assert [m["text"] for m in replies] == [
+            "Your message is too long: it has 50 characters and the limit is 20. Please "
+            "shorten it or send it in parts."], replies
+        (run,) = summary["runs"]
+        assert (run["state"], run["reason"]) == ("failed", "message_too_long")
+        assert len(fake.calls("chat.postMessage")) == 1
