@@ -22,8 +22,8 @@ with contextlib.suppress(ImportError):  # without it every test skips (conftest 
 
 from .test_console_browser import deploy
 
-NARROW = {"width": 420, "height": 800}
-WIDE = {"width": 1280, "height": 800}
+NARROW = (420, 800)
+WIDE = (1280, 800)
 
 OVERFLOW = """() => {
   const doc = document.documentElement;
@@ -62,7 +62,7 @@ WHOLE = [
 
 @pytest.mark.parametrize("viewport", [NARROW, WIDE], ids=["420px", "1280px"])
 async def test_no_page_is_wider_than_the_screen_and_tokens_stay_whole(
-        tmp_path: Path, page: Page, console_errors: list[str], viewport: dict[str, int]
+        tmp_path: Path, page: Page, console_errors: list[str], viewport: tuple[int, int]
 ) -> None:
     slot = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
     clock = Clock(slot - timedelta(hours=2, minutes=5))
@@ -81,7 +81,7 @@ async def test_no_page_is_wider_than_the_screen_and_tokens_stay_whole(
                 waiting = await rt.send("slack:T0123:C0456:1712345678.000100",
                                         '/tool deploy {"service": "api"}')
                 assert waiting.state is RunState.AWAITING_APPROVAL
-                await page.set_viewport_size(viewport)
+                await page.set_viewport_size({"width": viewport[0], "height": viewport[1]})
                 paths = ["/", "/approvals", "/threads", "/runs", f"/runs/{waiting.id}",
                          "/schedules", "/schedules/hourly-report-for-the-team", "/spend",
                          "/threads/" + "slack%3AT0123%3AC0456%3A1712345678.000100"]
