@@ -10,6 +10,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 
 from channels.http.console import spend
@@ -18,6 +19,7 @@ from runtime import Run, RunState, Runtime, Tool, tool
 from schedules import ScheduleBook, ScheduleConfig, Scheduler, load_schedules
 from tests.clock import Clock
 from tests.http_helpers import echo_runtime
+from tests.test_cli import _serve, _stop
 from tests.test_console import TOKEN, browser, csrf_of, deploy
 
 
@@ -192,3 +194,20 @@ def test_whom_a_run_waits_behind(runs: list[tuple[str, RunState, bool]], one_at_
     driven = {f"r{i}" for i, (_, _, d) in enumerate(runs) if d}
     found = queued_behind(active, driven.__contains__, one_at_a_time=one_at_a_time)
     assert {int(k[1:]): int(v.id[1:]) for k, v in found.items()} == expected
+
+
+def test_maiden_run_refuses_an_offset_out_of_range_with_a_422(home: Path) -> None:
+    """As seen: ``maiden run``'s console answered this offset with a 500."""
+    proc, banner = _serve(home)
+    url = banner.split("  http        ", 1)[1].split()[0]
+    try:
+        with httpx.Client(base_url=url, timeout=10) as client:
+            assert client.get("/").status_code == 200  # takes a session (no token: local)
+            page = client.get("/threads?offset=9223372036854775808")
+            api = client.get("/v1/threads?offset=9223372036854775808")
+    finally:
+        _stop(proc)
+    assert page.status_code == 422, page.text[:300]
+    assert "offset must be a whole number from 0 to 1,000,000,000" in page.text
+    assert "Traceback" not in page.text
+    assert api.status_code == 422
