@@ -260,7 +260,8 @@ async def test_schedules_history_run_now_pause_and_resume(tmp_path: Path) -> Non
             assert "hourly" in listing.text and "0 * * * *" in listing.text
             page = await client.get("/schedules/hourly")
             assert page.status_code == 200
-            rows = re.findall(r"<tr><td>(2026-03-02T\d\d:00:00\+00:00)</td>", page.text)
+            rows = re.findall(r'<tr><td><span class="when">(2026-03-02T\d\d:00:00\+00:00)</span>',
+                              page.text)
             assert rows == ["2026-03-02T09:00:00+00:00", "2026-03-02T08:00:00+00:00",
                             "2026-03-02T07:00:00+00:00"]
             assert "completed (in thread schedule:hourly)" in page.text

@@ -4,12 +4,17 @@ driven by Playwright, and a page that records the console's errors.
 Without the ``playwright`` package or without Chromium every browser test skips, saying
 how to get it. ``MAIDEN_CHROMIUM`` names another Chromium binary (default
 ``/usr/bin/chromium``).
+
+Screenshots go to each test's ``tmp_path``; ``MAIDEN_SCREENSHOTS=docs`` writes them over the
+README's images in docs/ instead (to refresh them). A test that changes docs/ otherwise
+fails: running the tests must not dirty the tracked images.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,9 +34,37 @@ ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 VIEWPORT = {"width": 1280, "height": 800}
 TIMEOUT_MS = 10_000
 """How long a Playwright action or ``expect`` waits before failing the test."""
+
+
+def refresh_docs() -> bool:
+    """Whether this run is asked to write the README's screenshots."""
+    return os.environ.get("MAIDEN_SCREENSHOTS", "") == "docs"
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    """Where a test's screenshots go: docs/ when asked to refresh them, else its tmp_path."""
+    where = DOCS if refresh_docs() else tmp_path
+    where.mkdir(exist_ok=True)
+    return where
+
+
+def _docs_images() -> dict[str, tuple[int, str]]:
+    return {p.name: (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+            for p in sorted(DOCS.glob("*.png"))}
+
+
+@pytest.fixture(autouse=True)
+def docs_untouched() -> Iterator[None]:
+    """Unless asked to refresh them, a test leaves docs/'s images as they were."""
+    before = _docs_images()
+    yield
+    if not refresh_docs():
+        assert _docs_images() == before, "a browser test wrote into docs/"
 
 
 @pytest.fixture

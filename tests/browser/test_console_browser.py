@@ -1,6 +1,7 @@
 """The operator console in a real browser (headless Chromium through Playwright): htmx and
 its SSE extension under the pages' CSP, forms, redirects and live updates; screenshots of
-the main pages go to docs/ for the README.
+the main pages (into each test's tmp_path, or docs/ with ``MAIDEN_SCREENSHOTS=docs``, for the
+README).
 
 Each test serves the console from an in-process server over an echo model (the same
 helpers as the HTTP tests) and waits on what the page shows, never on a fixed sleep.
@@ -36,7 +37,6 @@ from tests.http_helpers import echo_runtime, served, tokens
 with contextlib.suppress(ImportError):  # without it every test skips (conftest says why)
     from playwright.async_api import Page, expect
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
 WAIT_S = 10.0
 """How long a test waits for a run to end."""
 
@@ -54,10 +54,9 @@ async def slow(q: str) -> str:
     return q
 
 
-async def screenshot(page: Page, name: str) -> None:
-    """A full-page screenshot as docs/console-<name>.png (overwritten each run)."""
-    DOCS.mkdir(exist_ok=True)
-    await page.screenshot(path=DOCS / f"console-{name}.png", full_page=True)
+async def screenshot(page: Page, shots: Path, name: str) -> None:
+    """A full-page screenshot as console-<name>.png in ``shots`` (the ``shots`` fixture)."""
+    await page.screenshot(path=shots / f"console-{name}.png", full_page=True)
 
 
 def thread_page(base: str, thread_id: str) -> str:
@@ -65,7 +64,7 @@ def thread_page(base: str, thread_id: str) -> str:
 
 
 async def test_send_a_message_and_see_the_reply_stream_in(
-        tmp_path: Path, page: Page, console_errors: list[str]) -> None:
+        tmp_path: Path, page: Page, console_errors: list[str], shots: Path) -> None:
     async with echo_runtime(tmp_path / "m.db") as rt, served(rt) as (api, _):
         base = str(api.base_url)
         await rt.send("ops", '/tool clock {"tz": "UTC"}')
@@ -89,7 +88,7 @@ async def test_send_a_message_and_see_the_reply_stream_in(
         (run,) = await rt.runs(thread_id="ops", states=[RunState.COMPLETED], limit=1)
         assert run.origin.channel == "console" and run.reply == "echo: hello from the browser"
         assert page.url == thread_page(base, "ops")  # htmx swapped it in: no navigation
-        await screenshot(page, "thread")
+        await screenshot(page, shots, "thread")
         assert console_errors == []
 
 
@@ -123,7 +122,7 @@ async def test_send_in_a_thread_that_does_not_exist_yet(
 
 
 async def test_approve_from_the_approvals_page(
-        tmp_path: Path, page: Page, console_errors: list[str]) -> None:
+        tmp_path: Path, page: Page, console_errors: list[str], shots: Path) -> None:
     async with echo_runtime(tmp_path / "m.db", [deploy]) as rt, served(rt) as (api, _):
         base = str(api.base_url)
         other = await rt.send("releases", '/tool deploy {"service": "billing"}')
@@ -134,7 +133,7 @@ async def test_approve_from_the_approvals_page(
         await expect(card).to_contain_text("deploy")
         await expect(card.locator("pre.arguments")).to_contain_text('"service": "api"')
         await expect(page.locator("article.approval")).to_have_count(2)
-        await screenshot(page, "approvals")
+        await screenshot(page, shots, "approvals")
 
         await card.get_by_role("button", name="Approve").click()
         await expect(page).to_have_url(f"{base}/approvals?decided={run.id}")
@@ -151,7 +150,7 @@ async def test_approve_from_the_approvals_page(
 
 
 async def test_cancel_a_running_run_from_the_now_page(
-        tmp_path: Path, page: Page, console_errors: list[str]) -> None:
+        tmp_path: Path, page: Page, console_errors: list[str], shots: Path) -> None:
     async with echo_runtime(tmp_path / "m.db", [slow, deploy]) as rt, served(rt) as (api, _):
         base = str(api.base_url)
         await rt.send("ops", "good morning")
@@ -168,7 +167,7 @@ async def test_cancel_a_running_run_from_the_now_page(
         await expect(row).to_contain_text("slow")
         await expect(now).to_contain_text("1 approval waiting")
         await expect(now.locator(f'a[href="/runs/{behind.id}"]')).to_be_visible()
-        await screenshot(page, "now")
+        await screenshot(page, shots, "now")
 
         await row.get_by_role("button", name="Cancel").click()
         await expect(page).to_have_url(f"{base}/")
@@ -185,7 +184,7 @@ async def test_cancel_a_running_run_from_the_now_page(
 
 
 async def test_a_schedules_page_shows_its_slots(
-        tmp_path: Path, page: Page, console_errors: list[str]) -> None:
+        tmp_path: Path, page: Page, console_errors: list[str], shots: Path) -> None:
     slot = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
     clock = Clock(slot - timedelta(hours=2, minutes=5))
     configs = [ScheduleConfig(name="hourly", cron="0 * * * *", prompt="the hourly check")]
@@ -211,7 +210,7 @@ async def test_a_schedules_page_shows_its_slots(
                 await expect(rows.nth(1)).to_contain_text("2026-03-02T08:00:00+00:00")
                 await expect(rows.nth(2)).to_contain_text("2026-03-02T07:00:00+00:00")
                 await expect(rows.nth(1)).to_contain_text("no run")
-                await screenshot(page, "schedule")
+                await screenshot(page, shots, "schedule")
             finally:
                 rt.schedules = None
         assert console_errors == []
@@ -231,7 +230,7 @@ async def priced_runtime(db: Path, offset: list[float]) -> AsyncIterator[Runtime
 
 
 async def test_the_spend_charts_render(
-        tmp_path: Path, page: Page, console_errors: list[str]) -> None:
+        tmp_path: Path, page: Page, console_errors: list[str], shots: Path) -> None:
     offset = [0.0]
     async with priced_runtime(tmp_path / "m.db", offset) as rt, served(rt) as (api, _):
         base = str(api.base_url)
@@ -247,7 +246,7 @@ async def test_the_spend_charts_render(
             box = await svg.bounding_box()
             assert box is not None and box["width"] > 100 and box["height"] > 20, (chart, box)
         await expect(page.locator("main")).to_contain_text("23 runs")
-        await screenshot(page, "spend")
+        await screenshot(page, shots, "spend")
         await page.get_by_role("link", name="30 days").click()
         await expect(page).to_have_url(f"{base}/spend?days=30")
         await expect(page.locator("figure#tokens-chart svg.chart rect.bar")).to_have_count(30)

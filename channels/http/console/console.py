@@ -9,6 +9,7 @@ from typing import Any
 from urllib.parse import quote
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
@@ -17,7 +18,8 @@ from runtime import Runtime
 from ..auth import Credentials
 from .security import COOKIE, Guard, Session, page_headers
 
-__all__ = ["Console", "ConsoleOptions", "NotSignedIn", "RulesSource", "StatusSource"]
+__all__ = ["BadQuery", "Console", "ConsoleOptions", "NotSignedIn", "RulesSource", "StatusSource",
+           "short_id"]
 
 StatusSource = Callable[[], Sequence[tuple[str, str]]]
 """Each channel's name and a line on how it is (connected, or why not)."""
@@ -41,6 +43,32 @@ class NotSignedIn(Exception):
     """The request has no valid session (and the console needs one)."""
 
 
+class BadQuery(Exception):
+    """A query parameter the page cannot use; shown as a 422 page saying which and why
+    (the API answers the same parameters with a 422 too)."""
+
+
+MAX_OFFSET = 1_000_000_000
+"""The largest offset a page takes, as the API's (past it SQLite's integers overflow)."""
+
+
+def query_int(request: Request, name: str, default: int, *, ge: int = 0,
+              le: int = MAX_OFFSET) -> int:
+    """The query parameter ``name`` as an int in ``[ge, le]``; ``default`` if absent."""
+    given = request.query_params.get(name)
+    if given is None or given == "":
+        return default
+    try:
+        value = int(given)
+    except ValueError:
+        value = None
+    if value is None or not ge <= value <= le:
+        shown = given if len(given) <= 40 else given[:40] + "…"
+        raise BadQuery(f"{name} must be a whole number from {ge} to {le:,}, "
+                       f"not {shown!r}")
+    return value
+
+
 class Console:
     def __init__(self, runtime: Runtime, credentials: Credentials,
                  options: ConsoleOptions) -> None:
@@ -51,7 +79,8 @@ class Console:
                                autoescape=select_autoescape(default=True),
                                trim_blocks=True, lstrip_blocks=True)
         self.env.filters.update(when=self.when, ago=self.ago, q=quote_path, money=money,
-                                num=lambda n: f"{n:,}", duration=duration)
+                                num=lambda n: f"{n:,}", duration=duration,
+                                short=short_id)
 
     # -- sessions
 
@@ -102,10 +131,12 @@ class Console:
 
     # -- formatting
 
-    def when(self, at: float | None) -> str:
+    def when(self, at: float | None) -> Markup:
+        """A moment, kept on one line (a date broken after its hyphens reads as two)."""
         if at is None:
-            return "-"
-        return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+            return Markup("-")
+        text = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return Markup('<span class="when">{}</span>').format(text)
 
     def ago(self, at: float | None) -> str:
         if at is None:
@@ -126,6 +157,16 @@ def back(to: str) -> RedirectResponse:
 def quote_path(value: str) -> str:
     """A thread id or name as one URL path segment (a thread id may hold ``/``)."""
     return quote(value, safe="")
+
+
+SHORT_ID = 8
+
+
+def short_id(run_id: str) -> str:
+    """A run id as the console shows it: its last 8 hex digits. Run ids begin with the time
+    (so runs sort by it), and runs made close together share a long prefix
+    (``01a2373c…``, ``01a2373d…``); the end is random, and tells them apart."""
+    return run_id[-SHORT_ID:]
 
 
 def money(value: float) -> str:

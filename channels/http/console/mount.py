@@ -22,7 +22,7 @@ from runtime import Runtime
 
 from ..auth import Credentials
 from .actions import Actions
-from .console import Console, ConsoleOptions, NotSignedIn, back, set_session_cookie
+from .console import BadQuery, Console, ConsoleOptions, NotSignedIn, back, set_session_cookie
 from .live import Live
 from .pages import Pages
 from .security import COOKIE, page_headers
@@ -44,7 +44,10 @@ def mount_console(app: object, runtime: Runtime, credentials: Credentials,
     def page(view: Endpoint) -> Endpoint:
         async def endpoint(request: Request) -> Response:
             try:
-                return await view(request)
+                try:
+                    return await view(request)
+                except BadQuery as exc:
+                    return console.page(request, "error.html", status=422, message=str(exc))
             except NotSignedIn:
                 target = request.url.path + (f"?{request.url.query}" if request.url.query
                                              else "")

@@ -18,8 +18,9 @@ from runtime import (
     ToolResult,
 )
 
-from .console import Console
+from .console import Console, query_int
 from .spend import bar_chart, spend_of
+from .waiting import WAITING, queued_behind
 
 __all__ = ["Pages"]
 
@@ -45,6 +46,7 @@ class Pages:
     async def now_values(self) -> dict[str, Any]:
         """Runs in progress (with the tool each runs now), the queue by thread, channels."""
         active = await self.rt.runs(states=list(ACTIVE_STATES))
+        behind = self._behind(active)
         now = self.c.options.clock()
         moving: list[dict[str, Any]] = []
         queued: dict[str, list[Run]] = {}
@@ -53,11 +55,26 @@ class Pages:
                 queued.setdefault(run.thread_id, []).append(run)
                 continue
             moving.append({"run": run, "tool": await self._current_tool(run),
-                           "elapsed": now - (run.started_at or run.created_at)})
+                           "elapsed": now - (run.started_at or run.created_at),
+                           "behind": behind.get(run.id)})
         return {"moving": moving, "queued": queued,
                 "statuses": list(self.c.options.statuses()),
                 "rules": list(self.c.options.rules()),
                 "pending": len(await self.rt.pending_approvals())}
+
+    def _behind(self, active: list[Run]) -> dict[str, Run]:
+        """Each unfinished run that waits for its turn, and the run it waits behind."""
+        return queued_behind(active, self.rt.holds,
+                             one_at_a_time=self.rt.settings.concurrency == "global")
+
+    async def _behind_of(self, run_id: str | None) -> tuple[Run, Run] | None:
+        """Run ``run_id`` and the run it waits behind, if it waits."""
+        if not run_id:
+            return None
+        active = await self.rt.runs(states=list(ACTIVE_STATES))
+        waiting = next((r for r in active if r.id == run_id), None)
+        behind = self._behind(active).get(run_id)
+        return (waiting, behind) if waiting is not None and behind is not None else None
 
     async def _current_tool(self, run: Run) -> str | None:
         """The calls of the run's newest turn that have no result yet."""
@@ -76,12 +93,13 @@ class Pages:
         items = [{"run": r, "approval": r.pending_approval,
                   "arguments": _pretty(r.pending_approval.arguments if r.pending_approval
                                        else None)} for r in waiting]
-        return self.c.page(request, "approvals.html", items=items,
-                           decided=request.query_params.get("decided"))
+        decided = request.query_params.get("decided")
+        return self.c.page(request, "approvals.html", items=items, decided=decided,
+                           waits=await self._behind_of(decided))
 
     async def threads(self, request: Request) -> Response:
         q = request.query_params.get("q", "").strip()
-        offset = _int(request.query_params.get("offset"), 0)
+        offset = query_int(request, "offset", 0)
         if q:
             scanned = await self.rt.threads(limit=SEARCH_SCAN)
             matching = [t for t in scanned if q.lower() in t.id.lower()]
@@ -97,7 +115,7 @@ class Pages:
         thread_id = request.path_params["thread_id"]
         total = await self.rt.thread_length(thread_id)
         last_page = max(0, total - ENTRIES_PAGE)
-        offset = min(_int(request.query_params.get("offset"), last_page), last_page)
+        offset = min(query_int(request, "offset", last_page), last_page)
         entries = await self.rt.entries(thread_id, offset=offset, limit=ENTRIES_PAGE)
         runs = (await self.rt.runs(thread_id=thread_id, limit=20))[::-1]
         if not total and not runs:
@@ -132,7 +150,8 @@ class Pages:
         except NotFound:
             return self.c.page(request, "error.html", status=404,
                                message=f"There is no run {run_id!r}.")
-        return self.c.page(request, "run.html", run=run,
+        waits = await self._behind_of(run.id) if run.state in WAITING else None
+        return self.c.page(request, "run.html", run=run, waits=waits,
                            transitions=await self.rt.transitions(run_id),
                            resumable=run.state in RESUMABLE,
                            cancellable=run.state not in TERMINAL,
@@ -168,13 +187,6 @@ class Pages:
             tokens_chart=bar_chart([float(d.tokens) for d in spend.days], labels,
                                    title=f"tokens per day, last {days} days", unit="tokens",
                                    css="tokens"))
-
-
-def _int(value: str | None, default: int) -> int:
-    try:
-        return max(0, int(value)) if value is not None else default
-    except ValueError:
-        return default
 
 
 def _pretty(value: Any) -> str:

@@ -35,9 +35,13 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' 
 
 
 def page_headers() -> dict[str, str]:
-    """What every console response carries: self-only CSP, no sniffing, no caching."""
+    """What every console response carries: self-only CSP, no sniffing, no caching.
+
+    The referrer policy is ``same-origin``, not ``no-referrer``: under ``no-referrer`` a
+    browser sends ``Origin: null`` with the console's own forms, which the server's origin
+    check (rightly) refuses; ``same-origin`` still tells other sites nothing."""
     return {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
-            "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY",
+            "Referrer-Policy": "same-origin", "X-Frame-Options": "DENY",
             "Cache-Control": "no-store"}
 
 

@@ -91,7 +91,13 @@ def bar_chart(values: Sequence[float], labels: Sequence[str], *, title: str, uni
         if i % every == 0:
             parts.append(f'<text class="label" x="{x + bar / 2:.1f}" y="{height - 6}" '
                          f'text-anchor="middle">{escape(label)}</text>')
-    top = f"{peak:,.4f} {unit}" if unit == "$" else f"{peak:,.0f} {unit}"
-    parts.append(f'<text class="label" x="{pad_left}" y="11">{escape("max " + top)}</text>')
+    if max(values, default=0) > 0:
+        # Without a spend there is no maximum to show (``peak`` is 1 then only so the bars
+        # can be drawn, at zero height): "max 1.0000 $" would be made up.
+        top = f"{peak:,.4f} {unit}" if unit == "$" else f"{peak:,.0f} {unit}"
+        parts.append(f'<text class="label" x="{pad_left}" y="11">{escape("max " + top)}'
+                     "</text>")
+    else:
+        parts.append(f'<text class="label" x="{pad_left}" y="11">none</text>')
     parts.append("</svg>")
     return Markup("".join(parts))
