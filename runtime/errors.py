@@ -8,6 +8,7 @@
     ├── StoreError
     │   ├── StaleWrite            an append whose expected position/version is stale
     │   ├── CorruptStore          a row or snapshot that cannot be read back
+    │   ├── StoreGone             the database was deleted or replaced under a running process
     │   ├── InvalidThreadId       a thread id that cannot be stored (not valid Unicode)
     │   └── NotFound              an unknown run or thread
     ├── RunError                  a run-level failure (reason is the machine-readable code)
@@ -40,6 +41,7 @@ __all__ = [
     "ScriptExhausted",
     "StaleWrite",
     "StoreError",
+    "StoreGone",
     "ToolDefinitionError",
     "ToolFailure",
 ]
@@ -95,6 +97,12 @@ class StaleWrite(StoreError):
 
 class CorruptStore(StoreError):
     """Stored data could not be read back."""
+
+
+class StoreGone(StoreError):
+    """The database this process has open is no longer the one at its path (the file was
+    deleted, or another file put there): what is written to it now would be read by nobody,
+    so nothing more is accepted until the process starts again."""
 
 
 class InvalidThreadId(StoreError, ValueError):
