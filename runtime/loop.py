@@ -159,10 +159,6 @@ class RunDriver:
             return await self.cancel(run_id, reason)
         except ProviderError as exc:
             await self._fail(cur, "provider_error", str(exc))
-        except CorruptStore as exc:
-            # A damaged page met on the way (a read or a write of this thread): the run
-            # ends here if its own row can still be written; if not, the error goes up.
-            return await self._unreadable(cur.run, exc)
         except (StaleWrite, StoreError):
             raise
         except Exception as exc:

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from .config import RuntimeConfig
-from .errors import StaleWrite, StoreError
+from .errors import StaleWrite, StoreError, StoreGone
 from .events import EventBus, RunEnded, StateChanged
 from .leases import Leases, describe_holder
 from .logcontext import RUN_CONTEXT
@@ -140,9 +140,11 @@ class Workers:
                     return  # it was the only one, and nothing came in meanwhile
         except StoreError as exc:
             # Said to whoever waits on the run (``publish_waiting``); one line here, since
-            # the reason is the store's, not a bug with a traceback worth reading.
+            # the reason is the store's, not a bug with a traceback worth reading (and none
+            # for a lost store, which has said so once already).
             failed = True
-            log.warning("the worker for thread %r stopped: %s", thread_id, exc)
+            if not isinstance(exc, StoreGone):
+                log.warning("the worker for thread %r stopped: %s", thread_id, exc)
         except Exception:
             failed = True
             log.exception("the worker for thread %r stopped", thread_id)

@@ -17,6 +17,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
@@ -88,6 +89,8 @@ def test_a_database_that_goes_away_is_noticed_by_maiden_run(home: Path, change: 
         assert kept.status_code == 200, kept.text
         assert client.get("/healthz").status_code == 200
         change(home / "data" / "maiden.db")
+        # Noticed with no request at all: the heartbeat looks too, and the log says so.
+        _wait_for_line(log, said)
         for text in ("lost", "lost again"):  # never a 200 for a message nobody will read
             refused = client.post(thread_url("t", "/messages"), json={"text": text})
             assert refused.status_code == 503, refused.text
@@ -100,6 +103,66 @@ def test_a_database_that_goes_away_is_noticed_by_maiden_run(home: Path, change: 
     lines = [line for line in log.read_text().splitlines() if said in line]
     assert len(lines) == 1 and "ERROR maiden.store" in lines[0], log.read_text()
     assert "Traceback" not in log.read_text()
+
+
+HOLD_TOOLS = """
+import pathlib
+import time
+
+from runtime import tool
+
+
+@tool(effect="idempotent_write")
+def hold() -> str:
+    \"\"\"Say so in a file named holding, then wait for one named release.\"\"\"
+    pathlib.Path("holding").touch()
+    while not pathlib.Path("release").exists():
+        time.sleep(0.02)
+    return "released"
+"""
+
+
+def test_a_run_in_progress_when_the_database_goes_writes_no_more(home: Path) -> None:
+    (home / "hold_tools.py").write_text(HOLD_TOOLS)
+    config = home / "agent.toml"
+    config.write_text(config.read_text().replace("modules = []", 'modules = ["hold_tools"]'))
+    with serving(home) as (client, log):
+        started = client.post(thread_url("t", "/messages"),
+                              json={"text": "/tool hold {}", "wait": False})
+        assert started.status_code == 202, started.text
+        run_id = started.json()["run_id"]
+        _wait_for_file(home / "holding")
+        with client.stream("GET", f"/v1/runs/{run_id}/events") as events:
+            _delete(home / "data" / "maiden.db")
+            _wait_for_line(log, "was deleted")
+            (home / "release").touch()
+            # The tool's result is not written to the lost file: the run stops there.
+            seen = list(events.iter_lines())
+        ends = [i for i, line in enumerate(seen) if line.startswith("event: run.")
+                and line not in ("event: run.started", "event: run.state")]
+        assert [seen[i] for i in ends] == ["event: run.paused"], seen
+        assert "was deleted" in seen[ends[0] + 1]  # its data: why it stopped
+        assert client.get("/healthz").status_code == 503
+    # One error line; the run's own log line says it stopped, and why.
+    errors = [line for line in log.read_text().splitlines()
+              if "was deleted" in line and "ERROR" in line]
+    assert len(errors) == 1, log.read_text()
+    assert "WARNING" not in log.read_text() and "Traceback" not in log.read_text()
+
+
+def _wait_for_file(path: Path) -> None:
+    deadline = time.monotonic() + 30
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+def _wait_for_line(log: Path, text: str) -> None:
+    """Until a line of ``log`` holds ``text`` (the file is read again as it grows)."""
+    deadline = time.monotonic() + 30
+    while text not in log.read_text():
+        assert time.monotonic() < deadline, f"no {text!r} in the log:\n{log.read_text()}"
+        time.sleep(0.05)
 
 
 async def test_sqlite_refuses_writes_once_its_file_is_replaced(tmp_path: Path) -> None:

@@ -80,7 +80,7 @@ class FilesStore(Opens):
         self._key_pointers = Pointers(self._disk, "idempotency", "key", key_file_name)
         self._delivery_pointers = Pointers(self._disk, "deliveries", "key", key_file_name)
         self._last_stamp = 0
-        self._identity = FileIdentity(self.root, "the store folder")
+        self._identity = FileIdentity(self.root.absolute(), "the store folder")
         # In-process locks keep concurrent tasks from queueing up worker threads on a
         # flock; the flock is what makes writers of other processes wait.
         self._create_lock = asyncio.Lock()

@@ -92,7 +92,7 @@ class SQLiteStore(SQLiteControl, Opens):
         # Touched only by functions running on the reader's connection (on its thread, or on
         # the loop's while it is idle), one at a time.
         self._threads = ThreadCache(cached_entries)
-        self._identity = FileIdentity(self.path, "the database file")
+        self._identity = FileIdentity(self.path.absolute(), "the database file")
 
     async def open(self) -> None:
         if self._writer is not None:
