@@ -9,7 +9,8 @@
     │   ├── StaleWrite            an append whose expected position/version is stale
     │   ├── CorruptStore          a row or snapshot that cannot be read back
     │   ├── StoreGone             the database was deleted or replaced under a running process
-    │   ├── InvalidThreadId       a thread id that cannot be stored (not valid Unicode)
+    │   ├── InvalidThreadId       a thread id that breaks the rule (not valid Unicode, a control
+    │   │                         character)
     │   └── NotFound              an unknown run or thread
     ├── RunError                  a run-level failure (reason is the machine-readable code)
     │   └── IllegalTransition     a run state change the state machine forbids
@@ -106,7 +107,7 @@ class StoreGone(StoreError):
 
 
 class InvalidThreadId(StoreError, ValueError):
-    """The thread id cannot be stored."""
+    """The thread id breaks the one rule for ids (``stores.base.check_thread_id``)."""
 
 
 class NotFound(StoreError, LookupError):
