@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from runtime import (
     ConfigError,
@@ -34,6 +34,8 @@ from .rights import rights_lines
 __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PAUSED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+T = TypeVar("T")
 
 
 class UsageError(MaidenError):
@@ -433,36 +435,61 @@ SHOW_PAGE = 500
 
 
 async def _show(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    """A thread's entries and runs. A damaged store is shown as far as it can be read: each
+    part that cannot be is marked where it would be, and the first reason ends the output
+    on stderr (exit 1)."""
     from channels import render_entry, render_run, render_transition
 
     from .app import open_runtime
 
+    damaged: list[str] = []
+
+    async def readable(read: Coroutine[Any, Any, T]) -> T | None:
+        try:
+            return await read
+        except CorruptStore as exc:
+            damaged.append(str(exc))
+            return None
+
     async with open_runtime(loaded, recover=False, mcp=False) as runtime:
-        total = await runtime.thread_length(args.thread)
-        runs = await runtime.runs(thread_id=args.thread)
-        if not total and not runs:
+        total = await readable(runtime.thread_length(args.thread))
+        runs = await readable(runtime.runs(thread_id=args.thread))
+        if not total and not runs and not damaged:
             print(f"no thread {args.thread!r}", file=sys.stderr)
             return EXIT_FAILED
-        print(f"thread {args.thread!r}: {total} entries, {len(runs)} runs\n")
-        # Page by page: a thread of any length is shown in the same memory.
-        for offset in range(0, total, SHOW_PAGE):
-            try:
-                page = await runtime.entries(args.thread, offset=offset, limit=SHOW_PAGE)
-            except CorruptStore as exc:  # still show the runs: they say what happened
+        count = "?" if total is None else str(total)
+        print(f"thread {args.thread!r}: {count} entries, "
+              f"{'?' if runs is None else len(runs)} runs\n")
+        # Page by page: a thread of any length is shown in the same memory. Without its
+        # length (unreadable), pages are read until a short one.
+        offset = 0
+        while total is None or offset < total:
+            page = await readable(runtime.entries(args.thread, offset=offset, limit=SHOW_PAGE))
+            if page is None:  # still show the runs: they say what happened
                 print(f"(entries from {offset + 1} on are unreadable)")
-                print(f"maiden: {exc}", file=sys.stderr)
                 break
             for i, entry in enumerate(page, offset + 1):
                 print(render_entry(i, entry))
+            offset += SHOW_PAGE
+            if total is None and len(page) < SHOW_PAGE:
+                break
         print("\nruns:")
-        for run in runs:
+        if runs is None:
+            print("(the runs are unreadable)")
+        for run in runs or []:
             print(render_run(run))
-            for t in await runtime.transitions(run.id):
+            steps = await readable(runtime.transitions(run.id))
+            if steps is None:
+                print("    (its transitions are unreadable)")
+            for t in steps or []:
                 print(render_transition(t))
             for d in run.decisions:
                 verb = "approved" if d.approve else "denied"
                 print(f"    decision: {verb} call {d.tool_call_id} by {d.by}"
                       + (f" ({d.reason})" if d.reason else ""))
+    if damaged:
+        print(f"maiden: {damaged[0]}", file=sys.stderr)
+        return EXIT_FAILED
     return EXIT_OK
 
 

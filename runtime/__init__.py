@@ -24,6 +24,7 @@ from .errors import (
     ScriptExhausted,
     StaleWrite,
     StoreError,
+    StoreGone,
     ToolDefinitionError,
     ToolFailure,
 )
@@ -151,6 +152,7 @@ __all__ = [
     "Store",
     "StoreConfig",
     "StoreError",
+    "StoreGone",
     "StoreStats",
     "Subscription",
     "TextDelta",

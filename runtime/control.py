@@ -107,6 +107,10 @@ async def serve_requests(
             wake.clear()
             try:
                 now = rt.clock()
+                lost = store.gone()  # the store said so in its log line: not again here
+                if lost is not None:
+                    rt.report_store(lost)
+                    raise _Skip
                 try:
                     await store.beat(me.model_copy(update={"beat_at": now}))
                     await rt.leases.take(instance_lease(me.id))

@@ -8,7 +8,9 @@
     ├── StoreError
     │   ├── StaleWrite            an append whose expected position/version is stale
     │   ├── CorruptStore          a row or snapshot that cannot be read back
-    │   ├── InvalidThreadId       a thread id that cannot be stored (not valid Unicode)
+    │   ├── StoreGone             the database was deleted or replaced under a running process
+    │   ├── InvalidThreadId       a thread id that breaks the rule (not valid Unicode, a control
+    │   │                         character)
     │   └── NotFound              an unknown run or thread
     ├── RunError                  a run-level failure (reason is the machine-readable code)
     │   └── IllegalTransition     a run state change the state machine forbids
@@ -40,6 +42,7 @@ __all__ = [
     "ScriptExhausted",
     "StaleWrite",
     "StoreError",
+    "StoreGone",
     "ToolDefinitionError",
     "ToolFailure",
 ]
@@ -97,8 +100,14 @@ class CorruptStore(StoreError):
     """Stored data could not be read back."""
 
 
+class StoreGone(StoreError):
+    """The database this process has open is no longer the one at its path (the file was
+    deleted, or another file put there): what is written to it now would be read by nobody,
+    so nothing more is accepted until the process starts again."""
+
+
 class InvalidThreadId(StoreError, ValueError):
-    """The thread id cannot be stored."""
+    """The thread id breaks the one rule for ids (``stores.base.check_thread_id``)."""
 
 
 class NotFound(StoreError, LookupError):

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
 from .entries import ToolCall, Usage
 from .runs import Run, RunState
@@ -78,6 +79,8 @@ class StateChanged(_Event):
 class RunEnded(_Event):
     """The run stopped: completed, failed, cancelled, timed out, or paused for a person."""
 
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
     kind: Literal["run.completed", "run.failed", "run.cancelled", "run.timed_out",
                   "run.paused"]
     state: RunState
@@ -87,6 +90,10 @@ class RunEnded(_Event):
     usage: Usage = Usage()
     run: Run | None = Field(default=None, exclude=True, repr=False)
     """The run as it ended, for in-process waiters (not serialised)."""
+    failure: SkipJsonSchema[Exception | None] = Field(default=None, exclude=True, repr=False)
+    """Why this process stopped driving a run that has not ended, when the store failed
+    (a damaged page, a deleted file): ``Runtime.wait`` raises it rather than hand back a
+    run that looks merely queued (not serialised)."""
 
     @classmethod
     def of(cls, run: Run, reason: str | None = None) -> RunEnded:

@@ -302,6 +302,8 @@ class Runtime(Records):
                 await self._take_up(run)
                 continue
             if isinstance(event, RunEnded):
+                if event.failure is not None:
+                    raise event.failure
                 return event.run or await self._store.get_run(run.id)
 
     async def _take_up(self, run: Run) -> None:
@@ -342,8 +344,9 @@ class Runtime(Records):
         return await self._outbox.posted(run_id, key)
 
     def health(self) -> str | None:
-        """Why the store cannot be written now (as the serving loop last found), or None."""
-        return self._store_problem
+        """Why the store cannot be written now, or None: its file is gone (looked at now,
+        one ``stat``), or what the serving loop last found."""
+        return self._store.gone() or self._store_problem
 
     def report_store(self, problem: str | None) -> None:
         self._store_problem = problem

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from .config import RuntimeConfig
-from .errors import StaleWrite, StoreError
+from .errors import StaleWrite, StoreError, StoreGone
 from .events import EventBus, RunEnded, StateChanged
 from .leases import Leases, describe_holder
 from .logcontext import RUN_CONTEXT
@@ -138,6 +138,13 @@ class Workers:
                 if len(active) == 1 and thread_id not in self._dirty \
                         and not await self._let_go(thread_id):
                     return  # it was the only one, and nothing came in meanwhile
+        except StoreError as exc:
+            # Said to whoever waits on the run (``publish_waiting``); one line here, since
+            # the reason is the store's, not a bug with a traceback worth reading (and none
+            # for a lost store, which has said so once already).
+            failed = True
+            if not isinstance(exc, StoreGone):
+                log.warning("the worker for thread %r stopped: %s", thread_id, exc)
         except Exception:
             failed = True
             log.exception("the worker for thread %r stopped", thread_id)
@@ -191,13 +198,15 @@ class Workers:
                             run.id, run.thread_id, exc)
                 return "another process writing this thread"
             except StoreError as exc:
-                self.publish_waiting(run, f"store error: {exc}")
+                self.publish_waiting(run, f"store error: {exc}", failure=exc)
                 raise
             finally:
                 self._driving.pop(run.id, None)
             await self._ended(ended)
             return None
 
-    def publish_waiting(self, run: Run, reason: str) -> None:
-        """Tell waiters that this process stopped driving a run that has not ended."""
-        self._bus.publish(RunEnded.of(run, reason))
+    def publish_waiting(self, run: Run, reason: str, failure: StoreError | None = None
+                        ) -> None:
+        """Tell waiters that this process stopped driving a run that has not ended
+        (``failure``: because the store failed; a waiter gets that error)."""
+        self._bus.publish(RunEnded.of(run, reason).model_copy(update={"failure": failure}))

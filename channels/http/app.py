@@ -21,6 +21,7 @@ from fastapi import Depends, FastAPI, Header, Query, Request, Response
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.convertors import PathConvertor, register_url_convertor
 
 from runtime import (
     TERMINAL,
@@ -189,6 +190,17 @@ def _sse(kind: str, data: dict[str, Any]) -> bytes:
     return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
+class _ThreadIdConvertor(PathConvertor):
+    """A thread id in a route: anything, a newline included. With ``path`` (``.*``) an id
+    holding one would match no route, a 404, where the runtime's rule answers 422 saying
+    why."""
+
+    regex = "(?s:.*)"
+
+
+register_url_convertor("thread_id", _ThreadIdConvertor())
+
+
 def _thread_path(request: Request) -> None:
     """Refuse a thread id that is empty or not valid UTF-8 in the URL: decoded with
     replacement characters, ``a%FEb`` and ``a%FFb`` would be one thread."""
@@ -265,7 +277,7 @@ def create_app(
     Operator = Annotated[Credential, Depends(needs("operate"))]
     Message = message_model(runtime.agent.max_message_chars)
 
-    @app.post("/v1/threads/{thread_id:path}/messages", response_model=RunOut,
+    @app.post("/v1/threads/{thread_id:thread_id}/messages", response_model=RunOut,
               dependencies=[Depends(_thread_path)], tags=["threads"],
               responses={200: _STREAM_DOC, 202: {"model": RunOut, "description": (
                   "accepted: the run goes on (`wait` false, or the server is stopping)")},
@@ -298,7 +310,7 @@ def create_app(
         return ThreadPage(threads=[ThreadOut.of(t) for t in page], total=total,
                           next_offset=_page(offset, limit, total))
 
-    @app.get("/v1/threads/{thread_id:path}", dependencies=[*secured, Depends(_thread_path)],
+    @app.get("/v1/threads/{thread_id:thread_id}", dependencies=[*secured, Depends(_thread_path)],
              tags=["threads"],
              responses=problem_responses(*denied, 404, 422))
     async def get_thread(

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from runtime import InvalidThreadId, NotFound, RunError, StaleWrite, StoreError
+from runtime import InvalidThreadId, NotFound, RunError, StaleWrite, StoreError, StoreGone
 
 from .models import Problem
 
@@ -100,6 +100,8 @@ def install_error_handlers(app: FastAPI) -> None:
             return problem(422, str(exc), "invalid_thread_id")
         if isinstance(exc, StaleWrite):
             return problem(409, f"the run changed meanwhile; try again ({exc})", "conflict")
+        if isinstance(exc, StoreGone):  # the reason says what happened and what to do
+            return problem(503, str(exc), "store_gone")
         if isinstance(exc, StoreError):
             return problem(503, f"the store is unavailable: {exc}", "store_error")
         assert isinstance(exc, RunError)

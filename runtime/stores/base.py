@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, Self
@@ -68,6 +69,12 @@ class RunStore(Protocol):
         """Create or migrate the storage; idempotent."""
 
     async def close(self) -> None: ...
+
+    def gone(self) -> str | None:
+        """Why the storage this store opened is no longer where it was (its database file
+        or folder deleted, or another one put in its place), or None. Once so, ``create_run``
+        and ``commit`` raise ``StoreGone``. Cheap (at most one ``stat``): asked per accepted
+        message and per heartbeat."""
 
     async def create_run(self, run: Run) -> Run:
         """Persist a queued run (and its thread, if new).
@@ -274,12 +281,23 @@ async def unlistened() -> None:
     """What ``listen_requests`` returns for a store whose readers poll: nothing to stop."""
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+"""Unicode's control characters (category Cc): C0, DEL, C1."""
+
+
 def check_thread_id(thread_id: str) -> str:
-    """Any string is a thread id, as long as it is valid Unicode (no lone surrogates)."""
+    """The one rule for thread ids, for every channel and every store: any string that is
+    valid Unicode (no lone surrogates) and holds no control character. A NUL, a newline or
+    an escape sequence in an id cannot be typed as a command's argument (``maiden show``),
+    PostgreSQL cannot store a NUL, and a log line or a terminal would be at its mercy."""
     if not isinstance(thread_id, str):
         raise InvalidThreadId(f"a thread id must be a string, not {type(thread_id).__name__}")
     try:
         thread_id.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise InvalidThreadId(f"thread id is not valid Unicode: {exc.reason}") from exc
+    found = _CONTROL.search(thread_id)
+    if found is not None:
+        raise InvalidThreadId(f"a thread id cannot hold control characters (it has "
+                              f"{found.group()!r} at position {found.start()})")
     return thread_id

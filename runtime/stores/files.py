@@ -56,6 +56,7 @@ from .files_folders import Pointers, Threads
 from .files_fs import Disk, read_or_none, remove_stale_temp_files
 from .files_names import key_file_name, run_file_name, thread_file_name, thread_stem
 from .files_snapshot import MARKER, Snapshot, check_marker, select_runs
+from .identity import FileIdentity
 
 __all__ = ["FilesStore", "thread_file_name"]
 
@@ -79,6 +80,7 @@ class FilesStore(Opens):
         self._key_pointers = Pointers(self._disk, "idempotency", "key", key_file_name)
         self._delivery_pointers = Pointers(self._disk, "deliveries", "key", key_file_name)
         self._last_stamp = 0
+        self._identity = FileIdentity(self.root.absolute(), "the store folder")
         # In-process locks keep concurrent tasks from queueing up worker threads on a
         # flock; the flock is what makes writers of other processes wait.
         self._create_lock = asyncio.Lock()
@@ -87,6 +89,10 @@ class FilesStore(Opens):
 
     async def open(self) -> None:
         await self._disk.open(self._open)
+        self._identity.pin()
+
+    def gone(self) -> str | None:
+        return self._identity.gone() if self._disk.is_open else None
 
     async def close(self) -> None:
         self._disk.close()
@@ -95,10 +101,12 @@ class FilesStore(Opens):
 
     async def create_run(self, run: Run) -> Run:
         check_thread_id(run.thread_id)
+        self._identity.check()  # one stat per accepted message: never into a lost folder
         async with self._create_lock:
             return await self._disk.io(self._create_run, run)
 
     async def commit(self, checkpoint: Checkpoint) -> None:
+        self._identity.check_lost()
         async with self._thread_lock(thread_file_name(checkpoint.thread_id)):
             await self._disk.io(self._commit, checkpoint)
 

@@ -178,6 +178,9 @@ class PostgresStore(Opens):
 
     # -- the Store protocol
 
+    def gone(self) -> str | None:
+        return None  # a server, not a file: what it holds cannot be deleted from under us
+
     async def create_run(self, run: Run) -> Run:
         check_thread_id(run.thread_id)
         async with self._transaction() as conn:
@@ -285,6 +288,8 @@ class PostgresStore(Opens):
         states: Sequence[RunState] | None = None,
         limit: int | None = None,
     ) -> list[Run]:
+        if thread_id is not None:
+            check_thread_id(thread_id)
         sql, params = list_runs_sql(thread_id, states, limit)
         return (await self._parsed(parse_run, sql, *params))[::-1]
 

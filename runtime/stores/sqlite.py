@@ -38,6 +38,7 @@ from .base import (
     ThreadInfo,
     check_thread_id,
 )
+from .identity import FileIdentity
 from .sqlite_commit import GroupCommit
 from .sqlite_control import SQLiteControl
 from .sqlite_schema import ACTIVE_SQL, migrate
@@ -91,6 +92,7 @@ class SQLiteStore(SQLiteControl, Opens):
         # Touched only by functions running on the reader's connection (on its thread, or on
         # the loop's while it is idle), one at a time.
         self._threads = ThreadCache(cached_entries)
+        self._identity = FileIdentity(self.path.absolute(), "the database file")
 
     async def open(self) -> None:
         if self._writer is not None:
@@ -108,6 +110,7 @@ class SQLiteStore(SQLiteControl, Opens):
             self._reader = await SQLiteThread.open(
                 self.path, busy_timeout_s=self.busy_timeout_s, name="maiden-sqlite-reader")
             await self._reader.call(_configure_reader, int(self.busy_timeout_s * 1000))
+            self._identity.pin()
         except BaseException:
             await self.close()
             raise
@@ -203,8 +206,12 @@ class SQLiteStore(SQLiteControl, Opens):
 
     # -- the Store protocol
 
+    def gone(self) -> str | None:
+        return self._identity.gone() if self._writer is not None else None
+
     async def create_run(self, run: Run) -> Run:
         check_thread_id(run.thread_id)
+        self._identity.check()  # one stat per accepted message: never into a deleted file
         existing, stored = await self._grouped(create_run_row, run, run_row(run))
         return stored if existing is None else parse_run(existing)
 
@@ -212,6 +219,7 @@ class SQLiteStore(SQLiteControl, Opens):
         cp = checkpoint
         if cp.entries and cp.position is None:
             raise StoreError("a checkpoint with entries needs a position")
+        self._identity.check_lost()  # no I/O here: create_run and the heartbeat look
         # Serialised here, before the trip: the connection's thread only runs SQL.
         rows = CheckpointRows(
             thread_id=cp.thread_id,
@@ -288,6 +296,7 @@ class SQLiteStore(SQLiteControl, Opens):
     ) -> list[Run]:
         where, params = [], []
         if thread_id is not None:
+            check_thread_id(thread_id)
             where.append("thread_id = ?")
             params.append(thread_id)
         if states is not None:

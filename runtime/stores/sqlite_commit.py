@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from ..errors import StoreError
-from .sqlite_thread import SQLiteThread
+from .sqlite_thread import SQLiteThread, store_error
 
 __all__ = ["GroupCommit"]
 
@@ -245,9 +245,10 @@ def _begin(db: sqlite3.Connection, target: _Target) -> None:
                                                               sqlite3.SQLITE_LOCKED)
             now = time.monotonic()
             deadline = now + target.wait_s if deadline is None else deadline
-            if not busy or now >= deadline:
-                raise (_Busy if busy else StoreError)(
-                    f"{target.path}: cannot start a write: {exc}") from exc
+            if not busy:
+                raise store_error(target.path, exc, "cannot start a write") from exc
+            if now >= deadline:
+                raise _Busy(f"{target.path}: cannot start a write: {exc}") from exc
         time.sleep(min(pause, deadline - now))
         pause = min(pause * 2, 0.05)
 
@@ -316,7 +317,7 @@ def _each_write(db: sqlite3.Connection, target: _Target, group: list[_Write]
 
 def _error(path: Path, exc: Exception) -> Exception:
     if isinstance(exc, sqlite3.Error):
-        error = StoreError(f"{path}: {exc}")
+        error = store_error(path, exc)
         error.__cause__ = exc
         return error
     return exc

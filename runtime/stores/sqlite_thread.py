@@ -25,9 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from ..errors import StoreError
+from ..errors import CorruptStore, StoreError
 
-__all__ = ["SQLiteThread"]
+__all__ = ["SQLiteThread", "store_error"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -85,7 +85,7 @@ class SQLiteThread:
             else:  # it could not connect, and has returned
                 _join(thread)
             if isinstance(exc, sqlite3.Error):
-                raise StoreError(f"cannot open {path}: {exc}") from exc
+                raise store_error(path, exc, "cannot open it") from exc
             raise
         return cls(path, jobs, thread, db, queued)
 
@@ -108,7 +108,7 @@ class SQLiteThread:
         try:
             return fn(self._db, *args, **kwargs)
         except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: {exc}") from exc
+            raise store_error(self.path, exc) from exc
 
     async def call(
         self,
@@ -131,7 +131,7 @@ class SQLiteThread:
         try:
             return await future
         except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: {exc}") from exc
+            raise store_error(self.path, exc) from exc
 
     async def close(self) -> None:
         """Close the connection on its thread, after every call made before; stop the thread.
@@ -152,6 +152,26 @@ class SQLiteThread:
         finally:
             if not closed.cancelled():  # else it ends by itself, after the calls before
                 _join(self._thread)
+
+
+_CORRUPT = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
+
+def store_error(path: Path, exc: sqlite3.Error, doing: str = "") -> StoreError:
+    """``exc`` as maiden's error, in one short line naming the database: ``CorruptStore``
+    when the file's pages or a row's bytes are damaged (a run on that thread then fails
+    ``corrupt_store`` instead of waiting forever), else ``StoreError``."""
+    where = f"{path}: {doing}: " if doing else f"{path}: "
+    text = str(exc)
+    if text.startswith("Could not decode to UTF-8"):
+        # Python's own message quotes the damaged row (long, and full of binary): name
+        # the column only.
+        column = text.split("'")[1] if text.count("'") >= 2 else "?"
+        return CorruptStore(f"{where}a stored row is damaged (its {column!r} is not valid "
+                            "UTF-8 text)")
+    if getattr(exc, "sqlite_errorcode", None) in _CORRUPT:
+        return CorruptStore(f"{where}the database file is damaged ({text})")
+    return StoreError(where + text.splitlines()[0] if text else where + type(exc).__name__)
 
 
 def _serve(path: Path, timeout: float, jobs: queue.SimpleQueue[_Job],
