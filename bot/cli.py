@@ -59,41 +59,45 @@ def _parser() -> argparse.ArgumentParser:
                    help="log lines on stderr: readable text, or one JSON object per line "
                    "(default: %(default)s)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    sub.add_parser("run", help="recover unfinished runs, then serve the HTTP API until "
-                   "SIGINT/SIGTERM")
-    chat = sub.add_parser("chat", help="talk to the agent in the terminal")
+
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=text, description=text)  # `COMMAND --help` too
+
+    command("run", "recover unfinished runs, then serve everything configured: the HTTP "
+            "API and console, Slack, Discord, schedules (until SIGINT/SIGTERM)")
+    chat = command("chat", "talk to the agent in the terminal")
     chat.add_argument("--thread", default="terminal", help="thread id (default: %(default)s)")
-    send = sub.add_parser("send", help="send one message and print the reply")
+    send = command("send", "send one message and print the reply")
     send.add_argument("thread")
     send.add_argument("text")
-    sub.add_parser("threads", help="list threads")
-    show = sub.add_parser("show", help="show a thread's entries and runs")
+    command("threads", "list threads")
+    show = command("show", "show a thread's entries and runs")
     show.add_argument("thread")
-    runs = sub.add_parser("runs", help="list runs")
+    runs = command("runs", "list runs")
     runs.add_argument("--state", choices=[s.value for s in RunState], action="append")
     runs.add_argument("--thread")
     runs.add_argument("--limit", type=_positive, default=50,
                       help="show the newest N runs (default: %(default)s)")
-    approve = sub.add_parser("approve", help="approve (or --deny) a call waiting for a person")
+    approve = command("approve", "approve (or --deny) a call waiting for a person")
     approve.add_argument("run")
     approve.add_argument("call")
     approve.add_argument("--deny", action="store_true")
     approve.add_argument("--by", default="cli")
     approve.add_argument("--reason", default="")
-    resume = sub.add_parser("resume", help="run a failed, cancelled or timed-out run again")
+    resume = command("resume", "run a failed, cancelled or timed-out run again")
     resume.add_argument("run")
-    cancel = sub.add_parser("cancel", help="cancel a run (wherever it is running)")
+    cancel = command("cancel", "cancel a run (wherever it is running)")
     cancel.add_argument("run")
     cancel.add_argument("--by", default="cli")
-    usage = sub.add_parser("usage", help="tokens and cost by thread")
+    usage = command("usage", "tokens and cost by thread")
     usage.add_argument("--since", help="an ISO date/time, or an age such as 24h or 7d")
-    sched = sub.add_parser("schedules", help="list the schedules: next fires, last slot")
+    sched = command("schedules", "list the schedules: next fires, last slot")
     sched_sub = sched.add_subparsers(dest="schedules_command", metavar="[run NAME]")
     run_one = sched_sub.add_parser("run", help="run one schedule now and print its answer")
     run_one.add_argument("name")
-    sub.add_parser("check", help="validate the config and say what is configured")
-    migrate = sub.add_parser("migrate", help="copy a store into another (e.g. SQLite into "
-                             "PostgreSQL) and verify the counts")
+    command("check", "validate the config and say what is configured")
+    migrate = command("migrate", "copy a store into another (e.g. SQLite into PostgreSQL) "
+                      "and verify the counts")
     migrate.add_argument("--from", dest="source", required=True, metavar="STORE",
                          help="sqlite:PATH, files:PATH or postgres")
     migrate.add_argument("--to", dest="target", default="postgres", metavar="STORE",
