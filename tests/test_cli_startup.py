@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_cli import maiden
+from tests.test_cli import _serve, _stop, _with_tools, maiden
 from tests.test_cli_faults import ENV, _wait_for, one_line
 
 
@@ -144,3 +144,26 @@ def test_ctrl_c_while_the_command_line_is_imported_says_one_line(home: Path, how
             proc.communicate()
     assert (proc.returncode, out) == (130, "")
     assert err == "maiden: interrupted (Ctrl-C)\n"
+
+
+# -- the banner's account of recovery ----------------------------------------------------------
+
+
+def test_the_banner_counts_recovery_the_same_way_from_start_to_end(home: Path) -> None:
+    """A run queued behind one that waits for a person is found unfinished, but this
+    process cannot take it up: the last line counts it too, and says why."""
+    _with_tools(home)
+    paused = maiden(home, "send", "ops", '/tool restart {"service": "db"}')
+    queued = maiden(home, "send", "ops", "and then?")
+    assert (paused.returncode, queued.returncode) == (3, 3), paused.stderr + queued.stderr
+    ids = {line.split()[1]: line.split()[0]
+           for line in maiden(home, "runs").stdout.splitlines() if "thread=" in line}
+    server, banner = _serve(home)
+    _stop(server)
+    lines = banner.splitlines()
+    at = lines.index("  recovering  1 unfinished run(s)...")
+    waiting = f"waiting behind run {ids['awaiting_approval']}, which awaits approval"
+    assert lines[at + 1] == f"    1/1 {ids['queued']}: queued ({waiting})"
+    end = lines.index("  recovered   0 of 1 unfinished run(s); 1 not taken up here:")
+    assert lines[end + 1] == f"    {ids['queued']} on 'ops': queued ({waiting})"
+    assert lines[end + 2].startswith("Ready.")
