@@ -115,3 +115,19 @@ def test_ctrl_c_while_chat_waits_for_a_decision_cancels_the_run(home: Path) -> N
         session.rest()
     assert "cancelled" in maiden(home, "runs", "--thread", "ops").stdout
     assert not (home / "restarts.log").exists()
+
+
+def test_chat_follows_a_message_queued_behind_a_run_that_waits(home: Path) -> None:
+    _with_tools(home)
+    paused = maiden(home, "send", "ops", '/tool restart {"service": "db"}')
+    assert paused.returncode == 3, paused.stderr
+    command = paused.stderr.split("maiden approve ", 1)[1].split()[:2]
+    with chat(home, "ops") as session:
+        session.type("and then?")
+        session.until("[queued: waiting behind run")
+        session.until("[waiting for that; Ctrl-C cancels the run]")
+        approved = maiden(home, "approve", *command)
+        assert approved.returncode == 0, approved.stderr
+        session.until("bot> echo: and then?")
+        session.type("/quit")
+        session.rest()
