@@ -318,7 +318,7 @@ def _say(out: TextIO, text: str) -> None:
 
 
 @dataclass(frozen=True, slots=True)
-class Recovery:
+class _Recovery:
     """What recovery at start came to: the runs this process took up, as they ended up, and
     the other unfinished runs it found, each with why it was not taken up here."""
 
@@ -328,7 +328,7 @@ class Recovery:
 
 async def _recover(
     runtime: Runtime, unfinished: list[Run], stop: asyncio.Event, out: TextIO
-) -> Recovery | None:
+) -> _Recovery | None:
     """Recover every unfinished run, saying how it goes; None if a signal came first (runs
     then checkpoint). Each run found is counted once, in the progress lines and in what
     they came to, whether this process drove it or not."""
@@ -367,7 +367,7 @@ async def _recover(
             if run.id not in taken:
                 now = await runtime.get_run(run.id)
                 left.append((now, why.get(run.id) or _not_taken(runtime, now)))
-        return Recovery(recovered, left)
+        return _Recovery(recovered, left)
     log.info("stopping during recovery")
     await runtime.close()
     await starting
@@ -382,7 +382,7 @@ def _not_taken(runtime: Runtime, run: Run) -> str:
 
 
 async def _serve(
-    loaded: LoadedConfig, app: App, channels: list[Channel], recovery: Recovery,
+    loaded: LoadedConfig, app: App, channels: list[Channel], recovery: _Recovery,
     stop: asyncio.Event, out: TextIO,
 ) -> None:
     runtime = app.runtime

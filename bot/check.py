@@ -159,15 +159,15 @@ def _check_slack(loaded: LoadedConfig) -> bool:
 
 def _verify(
     name: str, about: str | None,
-    check: Callable[[], Coroutine[Any, Any, tuple[bool, list[str]]]] | None,
+    probe: Callable[[], Coroutine[Any, Any, tuple[bool, list[str]]]] | None,
 ) -> bool:
     """One channel's lines in `maiden check`; True if it will not work as configured."""
-    if about is None or check is None:
+    if about is None or probe is None:
         print(f"  {name:<9} not configured")
         return False
     print(f"  {name:<9} {about}")
     try:
-        ok, lines = asyncio.run(check())
+        ok, lines = asyncio.run(probe())
     except ConfigError:
         return True  # its unset variables are listed with the secrets
     for line in lines:

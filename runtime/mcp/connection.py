@@ -188,7 +188,8 @@ def _call_key(request: httpx2.Request) -> str | None:
         return None
     if not isinstance(message, dict) or message.get("method") != "tools/call":
         return None
-    meta = (message.get("params") or {}).get("_meta") or {}
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
     key = meta.get(IDEMPOTENCY_META_KEY) if isinstance(meta, dict) else None
     return key if isinstance(key, str) else None
 
