@@ -105,6 +105,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit status. Ctrl-C where the command does not handle it
+    itself (while it starts, say) ends it with one line, never a traceback."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("maiden: interrupted (Ctrl-C)", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     level = logging.INFO if args.verbose or args.command == "run" else logging.ERROR
     configure_logging(args.log_format, level)
@@ -132,9 +142,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MaidenError as exc:
         print(f"maiden: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    except KeyboardInterrupt:  # where a command does not handle Ctrl-C itself
-        print("maiden: interrupted (Ctrl-C)", file=sys.stderr)
-        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`maiden show t | head`): not an error worth a traceback.
         devnull = os.open(os.devnull, os.O_WRONLY)
