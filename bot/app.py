@@ -170,9 +170,11 @@ def banner_head(loaded: LoadedConfig, runtime: Runtime) -> str:
 def banner_tail(
     loaded: LoadedConfig, recovered: list[Run], channels: Sequence[Channel] = (),
     schedules: Sequence[str] = (), mcp: Sequence[str] = (),
+    left: Sequence[tuple[Run, str]] = (),
 ) -> str:
     """The banner's last lines, once recovery is done, the channels listen and the
-    schedules are set (``schedules``: their lines; ``mcp``: each MCP server's status)."""
+    schedules are set (``schedules``: their lines; ``mcp``: each MCP server's status;
+    ``left``: the unfinished runs found that this process did not take up, and why)."""
     cfg = loaded.config
     serving = {channel.name: channel.banner() for channel in channels}
     if not cfg.http.enabled:
@@ -185,15 +187,26 @@ def banner_tail(
     if not cfg.mcp_servers:
         mcp = ["not configured (no [[mcp_servers]])"]
     lines += [f"  {'mcp':<11} {line}" for line in mcp or [s.name for s in cfg.mcp_servers]]
-    lines += [*(schedules or ["  schedules   none"]),
-              f"  recovered   {len(recovered)} unfinished run(s)"]
+    lines += [*(schedules or ["  schedules   none"]), "  " + _recovered_line(recovered, left)]
     for run in recovered:
         lines.append(f"    {run.id} on {run.thread_id!r}: {run.state} ({run.reason})")
+    for run, why in left:
+        lines.append(f"    {run.id} on {run.thread_id!r}: {run.state} ({why})")
     urls = [c.url for c in channels if isinstance(c, HttpChannel)]
     where = f"over HTTP at {urls[0]}, " if urls else ""
     lines.append(f"Ready. Talk to it {where}with `maiden chat` or `maiden send THREAD TEXT`; "
                  "Ctrl-C stops.")
     return "\n".join(lines)
+
+
+def _recovered_line(recovered: Sequence[Run], left: Sequence[tuple[Run, str]] = ()) -> str:
+    """What recovery came to, counted as the "recovering N unfinished run(s)" line counts:
+    every unfinished run found, those this process took up first."""
+    if not left:
+        return f"recovered   {len(recovered)} unfinished run(s)"
+    found = len(recovered) + len(left)
+    return (f"recovered   {len(recovered)} of {found} unfinished run(s); {len(left)} not "
+            "taken up here:")
 
 
 def banner(
@@ -286,10 +299,10 @@ async def serve(
             logger = asyncio.create_task(log_run_events(runtime, context),
                                          name="maiden-log-runs")
             try:
-                recovered = await _recover(runtime, unfinished, stop, out)
-                if recovered is not None:
+                recovery = await _recover(runtime, unfinished, stop, out)
+                if recovery is not None:
                     channels = [make(runtime) for make in factories]
-                    await _serve(loaded, app, channels, recovered, stop, out)
+                    await _serve(loaded, app, channels, recovery, stop, out)
             finally:
                 logger.cancel()
                 await asyncio.gather(logger, return_exceptions=True)
@@ -304,23 +317,35 @@ def _say(out: TextIO, text: str) -> None:
     out.flush()
 
 
+@dataclass(frozen=True, slots=True)
+class _Recovery:
+    """What recovery at start came to: the runs this process took up, as they ended up, and
+    the other unfinished runs it found, each with why it was not taken up here."""
+
+    recovered: list[Run]
+    left: list[tuple[Run, str]]
+
+
 async def _recover(
     runtime: Runtime, unfinished: list[Run], stop: asyncio.Event, out: TextIO
-) -> list[Run] | None:
+) -> _Recovery | None:
     """Recover every unfinished run, saying how it goes; None if a signal came first (runs
-    then checkpoint)."""
+    then checkpoint). Each run found is counted once, in the progress lines and in what
+    they came to, whether this process drove it or not."""
     if unfinished:
         _say(out, f"  recovering  {len(unfinished)} unfinished run(s)...")
+    found = {run.id for run in unfinished}
+    why: dict[str, str] = {}  # run id -> why it stopped short of an end, if it did
     async with runtime.subscribe() as events:
         starting = asyncio.create_task(runtime.start(recover=True, serve=True))
         stopping = asyncio.create_task(stop.wait())
-        done = 0
 
         def ended(event: object) -> None:
-            nonlocal done
-            if isinstance(event, RunEnded):
-                done += 1
-                _say(out, f"    {done}/{len(unfinished)} {event.run_id}: {event.state}")
+            if not isinstance(event, RunEnded) or event.run_id not in found:
+                return
+            why[event.run_id] = event.reason
+            paused = f" ({event.reason})" if event.kind == "run.paused" else ""
+            _say(out, f"    {len(why)}/{len(unfinished)} {event.run_id}: {event.state}{paused}")
 
         while not (starting.done() or stopping.done()):
             upcoming = asyncio.create_task(events.next())
@@ -335,15 +360,29 @@ async def _recover(
             ended(event)
     stopping.cancel()
     if starting.done():
-        return starting.result()
+        recovered = starting.result()
+        taken = {run.id for run in recovered}
+        left = []
+        for run in unfinished:
+            if run.id not in taken:
+                now = await runtime.get_run(run.id)
+                left.append((now, why.get(run.id) or _not_taken(runtime, now)))
+        return _Recovery(recovered, left)
     log.info("stopping during recovery")
     await runtime.close()
     await starting
     return None
 
 
+def _not_taken(runtime: Runtime, run: Run) -> str:
+    """Why a run found unfinished was not taken up here, when no event said so."""
+    if run.owner not in (None, runtime.instance_id):
+        return f"{run.reason}; another process took it up"
+    return run.reason
+
+
 async def _serve(
-    loaded: LoadedConfig, app: App, channels: list[Channel], recovered: list[Run],
+    loaded: LoadedConfig, app: App, channels: list[Channel], recovery: _Recovery,
     stop: asyncio.Event, out: TextIO,
 ) -> None:
     runtime = app.runtime
@@ -357,7 +396,8 @@ async def _serve(
         runtime.schedules = scheduler
         lines = schedule_lines(await statuses(app.book))
         mcp = app.mcp.status_lines() if app.mcp is not None else ()
-        _say(out, banner_tail(loaded, recovered, channels, lines, mcp))
+        _say(out, banner_tail(loaded, recovery.recovered, channels, lines, mcp,
+                              recovery.left))
         watched: dict[asyncio.Task[Any], str] = {asyncio.create_task(stop.wait()): "stop"}
         for channel in channels:
             watched[asyncio.create_task(channel.closed())] = channel.name

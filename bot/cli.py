@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -24,12 +24,10 @@ from runtime import (
     Run,
     RunError,
     RunState,
-    describe_store,
 )
 
-from .config import LoadedConfig, env_status, load_config
+from .config import LoadedConfig, load_config
 from .logging import configure as configure_logging
-from .rights import rights_lines
 
 __all__ = ["main"]
 
@@ -61,41 +59,45 @@ def _parser() -> argparse.ArgumentParser:
                    help="log lines on stderr: readable text, or one JSON object per line "
                    "(default: %(default)s)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    sub.add_parser("run", help="recover unfinished runs, then serve the HTTP API until "
-                   "SIGINT/SIGTERM")
-    chat = sub.add_parser("chat", help="talk to the agent in the terminal")
+
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=text, description=text)  # `COMMAND --help` too
+
+    command("run", "recover unfinished runs, then serve everything configured: the HTTP "
+            "API and console, Slack, Discord, schedules (until SIGINT/SIGTERM)")
+    chat = command("chat", "talk to the agent in the terminal")
     chat.add_argument("--thread", default="terminal", help="thread id (default: %(default)s)")
-    send = sub.add_parser("send", help="send one message and print the reply")
+    send = command("send", "send one message and print the reply")
     send.add_argument("thread")
     send.add_argument("text")
-    sub.add_parser("threads", help="list threads")
-    show = sub.add_parser("show", help="show a thread's entries and runs")
+    command("threads", "list threads")
+    show = command("show", "show a thread's entries and runs")
     show.add_argument("thread")
-    runs = sub.add_parser("runs", help="list runs")
+    runs = command("runs", "list runs")
     runs.add_argument("--state", choices=[s.value for s in RunState], action="append")
     runs.add_argument("--thread")
     runs.add_argument("--limit", type=_positive, default=50,
                       help="show the newest N runs (default: %(default)s)")
-    approve = sub.add_parser("approve", help="approve (or --deny) a call waiting for a person")
+    approve = command("approve", "approve (or --deny) a call waiting for a person")
     approve.add_argument("run")
     approve.add_argument("call")
     approve.add_argument("--deny", action="store_true")
     approve.add_argument("--by", default="cli")
     approve.add_argument("--reason", default="")
-    resume = sub.add_parser("resume", help="run a failed, cancelled or timed-out run again")
+    resume = command("resume", "run a failed, cancelled or timed-out run again")
     resume.add_argument("run")
-    cancel = sub.add_parser("cancel", help="cancel a run (wherever it is running)")
+    cancel = command("cancel", "cancel a run (wherever it is running)")
     cancel.add_argument("run")
     cancel.add_argument("--by", default="cli")
-    usage = sub.add_parser("usage", help="tokens and cost by thread")
+    usage = command("usage", "tokens and cost by thread")
     usage.add_argument("--since", help="an ISO date/time, or an age such as 24h or 7d")
-    sched = sub.add_parser("schedules", help="list the schedules: next fires, last slot")
+    sched = command("schedules", "list the schedules: next fires, last slot")
     sched_sub = sched.add_subparsers(dest="schedules_command", metavar="[run NAME]")
     run_one = sched_sub.add_parser("run", help="run one schedule now and print its answer")
     run_one.add_argument("name")
-    sub.add_parser("check", help="validate the config and say what is configured")
-    migrate = sub.add_parser("migrate", help="copy a store into another (e.g. SQLite into "
-                             "PostgreSQL) and verify the counts")
+    command("check", "validate the config and say what is configured")
+    migrate = command("migrate", "copy a store into another (e.g. SQLite into PostgreSQL) "
+                      "and verify the counts")
     migrate.add_argument("--from", dest="source", required=True, metavar="STORE",
                          help="sqlite:PATH, files:PATH or postgres")
     migrate.add_argument("--to", dest="target", default="postgres", metavar="STORE",
@@ -105,6 +107,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit status. Ctrl-C where the command does not handle it
+    itself (while it starts, say) ends it with one line, never a traceback."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("maiden: interrupted (Ctrl-C)", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     level = logging.INFO if args.verbose or args.command == "run" else logging.ERROR
     configure_logging(args.log_format, level)
@@ -113,7 +125,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.log_context = configure_logging(args.log_format, level,
                                              secrets=_secret_values(loaded))
         if args.command == "check":
-            return _check(loaded)
+            from .check import check
+
+            return check(loaded)
+        if args.command != "migrate":
+            _import_tools(loaded)
         code: int = asyncio.run(_COMMANDS[args.command](loaded, args))
         return code
     except ConfigError as exc:
@@ -128,154 +144,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MaidenError as exc:
         print(f"maiden: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`maiden show t | head`): not an error worth a traceback.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
-
-
-def _check(loaded: LoadedConfig) -> int:
-    from runtime import make_provider, make_tools
-
-    cfg = loaded.config
-    tools = make_tools(cfg.tools, loaded.base_dir)
-    make_provider(cfg.provider, loaded.base_dir)
-    print(f"{loaded.path}: {'ok' if loaded.exists else 'not found, using defaults'}")
-    print(f"  agent     {cfg.agent.name!r}, max_turns={cfg.agent.max_turns}, "
-          f"max_tool_calls_per_turn={cfg.agent.max_tool_calls_per_turn}, "
-          f"repeat_limit={cfg.agent.repeat_limit}")
-    print(f"  provider  {cfg.provider.kind}" + (f", model {cfg.provider.model}"
-                                               if cfg.provider.model else ""))
-    print(f"  store     {describe_store(cfg.store, loaded.base_dir)}")
-    store_failed = _check_store(loaded)
-    print(f"  runtime   concurrency={cfg.runtime.concurrency}")
-    print(f"  tools     {', '.join(f'{t.name} ({t.effect})' for t in tools) or 'none'}")
-    asks = [t.name for t in tools if t.requires_approval]
-    if asks:
-        who = ", ".join(cfg.agent.approvers) or "anyone who can reach maiden"
-        print(f"  approval  {', '.join(asks)} (decided by {who})")
-    limits = {k: v for k, v in cfg.budget.model_dump().items()
-              if k.startswith("max_") and v is not None}
-    print("  budget    " + (", ".join(f"{k}={v:g}" for k, v in limits.items()) or "no limits"))
-    http = cfg.http
-    if not http.enabled:
-        print("  http      disabled")
-    else:
-        print(f"  http      {http.host}:{http.port}" + (f", token from ${http.token_env}"
-                                                         if http.token_env else ", no token"))
-    failed = store_failed | _check_slack(loaded) | _check_discord(loaded)
-    for line in rights_lines(cfg, 9):
-        print(line)
-    failed |= _check_mcp(loaded)
-    defined = cfg.read_schedules()
-    chat = cfg.schedules_limits.max_per_thread
-    print(f"  schedules {len(defined)} in the config"
-          + "".join(f"; {s.name} {s.config.cron!r} {s.cron.timezone}" for s in defined[:5])
-          + ("; ..." if len(defined) > 5 else "")
-          + (f"; from chat: up to {chat} per conversation (schedule_* tools)" if chat
-             else "; none from chat ([schedules_limits] max_per_thread = 0)"))
-    missing = [var for var, ok in env_status(cfg).items() if not ok]
-    for var, ok in env_status(cfg).items():
-        print(f"  secret    ${var}: {'set' if ok else 'NOT SET'}")
-    return EXIT_FAILED if missing or failed else EXIT_OK
-
-
-def _check_store(loaded: LoadedConfig) -> bool:
-    """For PostgreSQL: connect, migrate if needed, print the server's and the schema's
-    versions; True if it cannot be reached."""
-    cfg = loaded.config.store
-    if cfg.kind != "postgres":
-        return False
-    from runtime import make_store
-
-    async def versions() -> tuple[str, int]:
-        from runtime.stores.postgres import PostgresStore
-
-        store = make_store(cfg, loaded.base_dir)
-        assert isinstance(store, PostgresStore)
-        async with store:
-            return await store.versions()
-
-    try:
-        server, schema = asyncio.run(versions())
-    except ConfigError as exc:
-        print(f"            {exc.problems[0][1]}")
-        return True
-    except MaidenError as exc:
-        print(f"            FAILED to connect: {exc}")
-        return True
-    print(f"            {server}; maiden schema version {schema}")
-    return False
-
-
-def _check_mcp(loaded: LoadedConfig) -> bool:
-    """Start each MCP server, list its tools with their effect classes, stop it; True if
-    one failed to start."""
-    servers = loaded.config.mcp_servers
-    if not servers:
-        print("  mcp       not configured")
-        return False
-    from runtime.mcp import check_servers  # the MCP SDK loads only here
-
-    failed = False
-    for report in asyncio.run(check_servers(servers, loaded.base_dir)):
-        where = f"{report.config.name} ({report.config.describe()})"
-        if report.problem is not None:
-            failed = True
-            print(f"  mcp       {where}: FAILED to start: {report.problem}")
-            continue
-        count = len(report.tools)
-        print(f"  mcp       {where}: {count} tool{'' if count == 1 else 's'}")
-        for t in report.tools:
-            print(f"            {t.name} ({t.effect}"
-                  + (", asks approval)" if t.requires_approval else ")"))
-        for note in report.notes:
-            print(f"            note: {note}")
-    return failed
-
-
-def _check_discord(loaded: LoadedConfig) -> bool:
-    """Print what Discord is configured to do and whether its token works; True if not."""
-    discord = loaded.config.channels.discord
-    if discord is None or not discord.enabled:
-        return _verify("discord", None, None)
-    from channels.discord.check import check_discord
-
-    about = (f"api {discord.api_url}, respond_in {discord.respond_in}, "
-             f"{discord.access.summary()}")
-    return _verify("discord", about, lambda: check_discord(discord, discord.token()))
-
-
-def _check_slack(loaded: LoadedConfig) -> bool:
-    """Print what Slack is configured to do and whether its token works; True if not."""
-    slack = loaded.config.channels.slack
-    if slack is None or not slack.enabled:
-        return _verify("slack", None, None)
-    from channels.slack.check import check_slack
-
-    about = f"mode {slack.mode}, api {slack.api_url}, {slack.access.summary()}"
-    return _verify("slack", about, lambda: check_slack(slack, slack.secrets()))
-
-
-def _verify(
-    name: str, about: str | None,
-    check: Callable[[], Coroutine[Any, Any, tuple[bool, list[str]]]] | None,
-) -> bool:
-    """One channel's lines in `maiden check`; True if it will not work as configured."""
-    if about is None or check is None:
-        print(f"  {name:<9} not configured")
-        return False
-    print(f"  {name:<9} {about}")
-    try:
-        ok, lines = asyncio.run(check())
-    except ConfigError:
-        return True  # its unset variables are listed with the secrets
-    for line in lines:
-        print(f"            {line}")
-    return not ok
 
 
 async def _schedules(loaded: LoadedConfig, args: argparse.Namespace) -> int:
@@ -320,6 +193,16 @@ async def _run_schedule(loaded: LoadedConfig, args: argparse.Namespace) -> int:
             note = "delivered" if sent else "to be delivered by `maiden run`"
             print(f"({note} to {where})", file=sys.stderr)
     return _report(run)
+
+
+def _import_tools(loaded: LoadedConfig) -> None:
+    """Import the ``[tools] modules`` before the event loop starts: there a Ctrl-C stops a
+    slow import at once, where inside ``asyncio.run`` it would wait for the import to end
+    (the command then finds them imported)."""
+    from runtime import ToolRegistry
+
+    for module in loaded.config.tools.modules:
+        ToolRegistry().add_module(module, loaded.base_dir)
 
 
 def _secret_values(loaded: LoadedConfig) -> list[str]:

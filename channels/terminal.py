@@ -20,6 +20,7 @@ from runtime import (
     Origin,
     Run,
     RunEnded,
+    RunState,
     Runtime,
     StateChanged,
     TextDelta,
@@ -155,8 +156,10 @@ async def chat(
 ) -> Literal["done", "interrupted"]:
     """An interactive conversation on one thread, showing tool calls as they happen.
 
-    Ctrl-C while the agent works cancels that run (the thread stays usable); Ctrl-C at
-    the prompt leaves at once ("interrupted"); Ctrl-D or /quit leaves ("done").
+    A run that pauses for approval is followed on once it is decided, wherever that is
+    done (`maiden approve` in another terminal included). Ctrl-C while the agent works or
+    waits cancels that run (the thread stays usable); Ctrl-C at the prompt leaves at once
+    ("interrupted"); Ctrl-D or /quit leaves ("done").
     """
     read = read_line or LineReader(out=out)
     out.write(f"maiden chat on thread {thread_id!r}. Ctrl-C cancels a reply; at the prompt "
@@ -174,7 +177,7 @@ async def chat(
             continue
         run = await runtime.submit(thread_id, line, origin=Origin(channel="cli"))
         with _cancel_on_interrupt(runtime, run.id):
-            await _follow(runtime, run.id, out)
+            await _follow_to_the_end(runtime, run.id, out)
 
 
 @contextlib.contextmanager
@@ -206,8 +209,40 @@ def _cancel_on_interrupt(runtime: Runtime, run_id: str) -> Iterator[None]:
         yield
 
 
-async def _follow(runtime: Runtime, run_id: str, out: TextIO) -> None:
+WAITING = (RunState.AWAITING_APPROVAL, RunState.QUEUED)
+"""States a run pauses in until something happens elsewhere: a person's decision (from
+`maiden approve`, the HTTP API or a chat button, in any process on the store), or the end
+of the run it is queued behind."""
+
+
+async def _follow_to_the_end(runtime: Runtime, run_id: str, out: TextIO) -> None:
+    """Show the run until it ends, through its pauses: after an approval prompt, wait for
+    the decision wherever it is made, then show the rest (Ctrl-C cancels the run)."""
+    while True:
+        ended = await _follow(runtime, run_id, out)
+        if ended is None or ended.state not in WAITING:
+            return
+        out.write("  [waiting for that; Ctrl-C cancels the run]\n")
+        out.flush()
+        await _moved(runtime, run_id, ended.state)
+
+
+async def _moved(runtime: Runtime, run_id: str, state: RunState) -> None:
+    """Until the run is no longer in ``state``: its first event says so when this process
+    carries it on (``follow`` then shows it from there); the store, read every
+    ``poll_interval_s``, when another process does."""
+    async with runtime.subscribe(run_id) as events:
+        while (await runtime.get_run(run_id)).state is state:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(runtime.settings.poll_interval_s):
+                    await events.next()
+                    return
+
+
+async def _follow(runtime: Runtime, run_id: str, out: TextIO) -> RunEnded | None:
+    """Show the run's events until it ends or pauses; the ``RunEnded`` that said so."""
     streaming = False
+    ended: RunEnded | None = None
     async for event in runtime.follow(run_id):
         if isinstance(event, TextDelta):
             if not streaming:
@@ -227,6 +262,7 @@ async def _follow(runtime: Runtime, run_id: str, out: TextIO) -> None:
             out.write("\n")
             streaming = False
         elif isinstance(event, RunEnded):
+            ended = event
             if streaming:
                 out.write("\n")
             elif event.reply is not None:
@@ -235,3 +271,4 @@ async def _follow(runtime: Runtime, run_id: str, out: TextIO) -> None:
                 detail = f" - {event.error}" if event.error else ""
                 out.write(f"  [{event.state}: {event.reason}{detail}]\n")
         out.flush()
+    return ended

@@ -289,20 +289,27 @@ async def test_a_command_that_does_not_exist(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def http_server() -> Iterator[str]:
-    """The fake server on loopback over streamable HTTP; it wants ``X-Token: s3cret``."""
+def http_process() -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """The fake server on loopback over streamable HTTP (it wants ``X-Token: s3cret``): its
+    URL and its process."""
     proc = subprocess.Popen([sys.executable, str(FAKE), "--http", "s3cret"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         assert line.startswith("port "), line
-        yield f"http://127.0.0.1:{int(line.split()[1])}/mcp"
+        yield f"http://127.0.0.1:{int(line.split()[1])}/mcp", proc
     finally:
-        proc.terminate()
+        if proc.poll() is None:
+            proc.terminate()
         proc.wait(timeout=10)
         if proc.stdout:
             proc.stdout.close()
+
+
+@pytest.fixture
+def http_server(http_process: tuple[str, subprocess.Popen[str]]) -> str:
+    return http_process[0]
 
 
 async def test_an_http_server_with_a_header_from_the_environment(
@@ -325,3 +332,22 @@ async def test_an_http_server_with_a_header_from_the_environment(
                         "(headers_env.X-Token) is not set, retrying")
     assert lines[2] == ("wrong: failed to start: MCP error -32603: Server returned an error "
                         "response (HTTP 401 Unauthorized), retrying")
+
+
+async def test_a_call_to_an_http_server_that_refuses_the_connection_never_started(
+    http_process: tuple[str, subprocess.Popen[str]], tmp_path: Path,
+) -> None:
+    url, proc = http_process
+    cfg = McpServerConfig(name="web", url=url, headers_env={"X-Token": "WEB_TOKEN"},
+                          restart_backoff_s=600)
+    async with served(cfg, base=tmp_path, environ={"WEB_TOKEN": "s3cret"}) as servers:
+        (web,) = servers.servers
+        assert await web.call("echo", CTX, {"text": "up"}) == "up"
+        proc.kill()  # nothing listens on the port any more: connections are refused
+        await asyncio.to_thread(proc.wait, 10)
+        with pytest.raises(McpServerDown) as down:
+            await web.call("put", CTX, {"key": "k", "value": "v"})
+    message = str(down.value)
+    assert message.startswith("mcp server 'web' could not be reached (cannot connect: ")
+    assert message.endswith("); the call never started (restarting)")
+    assert "unknown" not in message

@@ -52,6 +52,23 @@ def test_check_lists_each_servers_tools_and_says_which_failed(home: Path) -> Non
     assert "Traceback" not in result.stderr
 
 
+def test_check_leaves_out_tools_that_run_only_as_tasks_in_one_line(home: Path) -> None:
+    with (home / "agent.toml").open("a") as f:
+        f.write(f"\n[[mcp_servers]]\nname = \"srv\"\ncommand = {json.dumps(sys.executable)}\n"
+                f"args = [{json.dumps(str(FAKE))}]\n"
+                'env = { MCP_TASKS = "1", MCP_FAKE_TOOLS = "echo,batch" }\n')
+    result = maiden(home, "check")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"  mcp       srv (stdio {sys.executable} {FAKE}): 1 tool\n" \
+           "            srv__echo (read_only)\n" \
+           '            note: batch left out: it runs only as an MCP task ' \
+           '(execution.taskSupport "required"), which maiden does not support\n' \
+           in result.stdout
+    sent = maiden(home, "send", "t", "/tool srv__batch {}")
+    assert sent.returncode == 0, sent.stderr
+    assert "unknown_tool" in sent.stdout  # never offered, so never called
+
+
 def test_check_with_no_servers_and_an_unset_header_variable(home: Path) -> None:
     assert "  mcp       not configured\n" in maiden(home, "check").stdout
     with (home / "agent.toml").open("a") as f:

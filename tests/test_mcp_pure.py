@@ -10,7 +10,7 @@ import pytest
 from bot.config import parse_config
 from runtime import ConfigError, Tool, ToolContext
 from runtime.mcp import McpServerConfig, effect_from_hints, tool_name
-from runtime.mcp.listing import argument_check
+from runtime.mcp.listing import argument_check, build_tools
 from runtime.mcp.mapping import MAX_NAME, error_text, result_content, select_tools
 from runtime.mcp.server import backoff_delay
 
@@ -181,3 +181,26 @@ async def test_a_schema_tool() -> None:
                             (50, 60.0)])
 def test_backoff_doubles_up_to_the_maximum(failures: int, delay: float) -> None:
     assert backoff_delay(failures, 1.0, 60.0) == delay
+
+
+def test_tools_that_run_only_as_tasks_are_left_out_with_a_note() -> None:
+    def listed(name: str, support: str | None) -> mcp_types.Tool:
+        execution = None if support is None else mcp_types.ToolExecution(task_support=support)
+        return mcp_types.Tool(name=name, input_schema={"type": "object"}, execution=execution)
+
+    def call_for(name: str) -> Any:
+        async def call(ctx: ToolContext, arguments: dict[str, Any]) -> Any:
+            return name
+        return call
+
+    tools = [listed("plain", None), listed("either", "optional"), listed("never", "forbidden"),
+             listed("batch", "required"), listed("export", "required")]
+    made, notes = build_tools(McpServerConfig(name="s", command="x"), tools, call_for)
+    assert sorted(made) == ["s__either", "s__never", "s__plain"]
+    assert notes == ['batch, export left out: they run only as an MCP task '
+                     '(execution.taskSupport "required"), which maiden does not support']
+    chosen = McpServerConfig(name="s", command="x", tools=["batch", "plain"])
+    made, notes = build_tools(chosen, tools, call_for)
+    assert list(made) == ["s__plain"]
+    assert notes == ['batch left out: it runs only as an MCP task (execution.taskSupport '
+                     '"required"), which maiden does not support']

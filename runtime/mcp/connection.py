@@ -7,11 +7,17 @@ the SDK's way: stdin closed, then SIGTERM, then SIGKILL to its whole process gro
 died; or a call found the connection closed), which is how the supervisor learns it must
 restart it. A stdio server's stderr is logged line by line (debug) and its last lines are
 kept, so "failed to start" can say why.
+
+Over HTTP, a call whose request could not even connect (``httpx.ConnectError``: the server
+refused or could not be reached) is noted by its idempotency key (``Connection.unreached``):
+the SDK reports it like any lost connection, but nothing of it reached the server, so the
+call is known not to have run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -51,6 +57,8 @@ class Connection:
     client: Client
     lost: asyncio.Event
     stderr: StderrLog | None
+    unreached: dict[str, str]
+    """Idempotency key -> why: the calls whose request never reached the server."""
 
     async def list_tools(self) -> list[mcp_types.Tool]:
         """Every tool the server lists, page by page."""
@@ -68,6 +76,7 @@ class Connection:
         self, name: str, arguments: dict[str, Any], *, key: str, timeout_s: float
     ) -> mcp_types.CallToolResult:
         meta = cast(Any, {IDEMPOTENCY_META_KEY: key})
+        self.unreached.pop(key, None)  # an earlier attempt's note says nothing of this one
         return await self.client.call_tool(name, arguments, read_timeout_seconds=timeout_s,
                                            meta=meta)
 
@@ -84,6 +93,7 @@ async def connect(
     environ = os.environ if environ is None else environ
     lost = asyncio.Event()
     refused: list[str] = []  # the SDK says "an error response": these say which
+    unreached: dict[str, str] = {}
 
     async def on_response(response: httpx2.Response) -> None:
         if response.status_code >= 400:
@@ -96,7 +106,8 @@ async def connect(
                        cfg.headers_env.items()}
             timeout = httpx2.Timeout(cfg.startup_timeout_s, read=max(300, cfg.timeout_s + 5))
             http = await stack.enter_async_context(httpx2.AsyncClient(
-                headers=headers, timeout=timeout, event_hooks={"response": [on_response]}))
+                headers=headers, timeout=timeout, event_hooks={"response": [on_response]},
+                transport=_NotingUnreached(httpx2.AsyncHTTPTransport(), unreached)))
             inner: Any = streamable_http_client(cfg.url, http_client=http)
         else:
             env = dict(cfg.env)
@@ -117,7 +128,7 @@ async def connect(
             if refused:
                 exc.add_note(refused[-1])
             raise
-        yield Connection(client, lost, stderr)
+        yield Connection(client, lost, stderr, unreached)
 
 
 def describe(exc: BaseException, *, notes: bool = True) -> str:
@@ -146,6 +157,41 @@ def describe(exc: BaseException, *, notes: bool = True) -> str:
     else:
         why = f"{type(exc).__name__}: {exc}"
     return why + ("".join(f" ({n})" for n in noted) if notes else "")
+
+
+class _NotingUnreached(httpx2.AsyncBaseTransport):
+    """A transport that notes, by idempotency key, each ``tools/call`` that could not
+    connect: a ``ConnectError`` is raised before any byte of the request is sent."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport, unreached: dict[str, str]) -> None:
+        self._inner = inner
+        self._unreached = unreached
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            return await self._inner.handle_async_request(request)
+        except httpx2.ConnectError as exc:
+            key = _call_key(request)
+            if key is not None:
+                self._unreached[key] = describe(exc)
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def _call_key(request: httpx2.Request) -> str | None:
+    """The idempotency key of the ``tools/call`` a request carries, if it is one."""
+    try:
+        message = json.loads(request.content)
+    except (ValueError, httpx2.RequestNotRead):
+        return None
+    if not isinstance(message, dict) or message.get("method") != "tools/call":
+        return None
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    key = meta.get(IDEMPOTENCY_META_KEY) if isinstance(meta, dict) else None
+    return key if isinstance(key, str) else None
 
 
 def _env(environ: Mapping[str, str], var: str, key: str) -> str:

@@ -15,7 +15,7 @@ from jsonschema import exceptions, validators  # type: ignore[import-untyped]
 
 from ..tools import Tool, ToolContext
 from .config import McpServerConfig
-from .mapping import effect_of, select_tools, tool_name
+from .mapping import effect_of, select_tools, task_only, tool_name
 
 __all__ = ["argument_check", "build_tools"]
 
@@ -29,6 +29,9 @@ def build_tools(
     calling ``call_for(its MCP name)``; and notes on what was left out or not found."""
     by_name = {t.name: t for t in listed}
     chosen, notes = select_tools(cfg, list(by_name))
+    callable_, left_out = task_only([by_name[name] for name in chosen])
+    chosen = [t.name for t in callable_]
+    notes += [left_out] if left_out else []
     tools: dict[str, Tool] = {}
     for name in chosen:
         spec = by_name[name]

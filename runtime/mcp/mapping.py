@@ -30,8 +30,7 @@ from ..tools import Effect
 from .config import McpServerConfig
 
 __all__ = ["MAX_NAME", "effect_from_hints", "effect_of", "error_text", "result_content",
-           "select_tools",
-           "tool_name"]
+           "select_tools", "task_only", "tool_name"]
 
 MAX_NAME = 64
 """The longest tool name every provider accepts (OpenAI's limit)."""
@@ -85,6 +84,26 @@ def select_tools(cfg: McpServerConfig, names: Sequence[str]) -> tuple[list[str],
         if unknown:
             notes.append(f"{key} names {', '.join(unknown)}, which the server does not offer")
     return chosen, notes
+
+
+def task_only(tools: Sequence[Any]) -> tuple[list[Any], str | None]:
+    """The tools (SDK ``Tool``s) that can be called the plain way, and a note naming those
+    left out because they run only as MCP tasks (``execution.taskSupport = "required"``).
+
+    maiden calls tools with ``tools/call`` and waits for the result; it does not use the
+    task protocol. Such a call always fails, so the model is not offered the tool.
+    """
+    def required(tool: Any) -> bool:
+        execution = getattr(tool, "execution", None)
+        return getattr(execution, "task_support", None) == "required"
+
+    left = [t.name for t in tools if required(t)]
+    if not left:
+        return list(tools), None
+    they = "it runs" if len(left) == 1 else "they run"
+    return [t for t in tools if not required(t)], (
+        f"{', '.join(left)} left out: {they} only as an MCP task (execution.taskSupport "
+        '"required"), which maiden does not support')
 
 
 def result_content(result: Any) -> Any:

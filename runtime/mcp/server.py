@@ -10,7 +10,9 @@ start it again. Calls come from the runs' own tasks and use whichever connection
 - down (failed to start, died, restarting): the call fails at once with "mcp server 'x'
   is down (restarting): why" - it never waits for the restart, so no run hangs;
 - the server dies during the call: the call fails at once with "... stopped during the
-  call"; whatever it did before dying is not known.
+  call"; whatever it did before dying is not known;
+- an HTTP server refuses the connection (or cannot be reached): the call fails at once
+  with "... could not be reached (why); the call never started": nothing ran.
 
 The tools are known once the server has listed them; until then none are offered. A
 restart lists them again (new ones are added, changed ones replaced).
@@ -249,6 +251,10 @@ class McpServer:
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 conn.lost.set()  # an HTTP server gone: the supervisor reconnects
+                why = conn.unreached.pop(ctx.idempotency_key, None)
+                if why is not None:
+                    raise McpServerDown(f"mcp server {name!r} could not be reached ({why}); "
+                                        "the call never started (restarting)") from None
                 raise McpServerDown(f"mcp server {name!r} stopped during the call "
                                     "(restarting); the call's outcome is unknown") from None
             if exc.code == REQUEST_TIMEOUT:

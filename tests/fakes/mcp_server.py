@@ -13,7 +13,10 @@ the server mid-call, ``key`` (the idempotency key maiden sent) and ``pid`` (to t
 restarted server from the first one). With ``MCP_MARKS`` it also writes its pid to
 ``server.pid`` as it starts (to tell when it is gone). ``MCP_LINGER``: over stdio, keep
 running after stdin closes, as a server stuck in its work would (only a signal ends it).
-``MCP_FAKE_TOOLS``: a comma-separated subset to list (default: all).
+``MCP_FAKE_TOOLS``: a comma-separated subset to list (default: all). ``MCP_TASKS``: speak
+the 2025-11-25 protocol (no ``server/discover``: clients fall back to ``initialize``) and also
+list ``batch``, a tool that may run only as an MCP task (``execution.taskSupport =
+"required"``), as a server using that revision's tasks does.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
-from mcp.types import ToolAnnotations
+from mcp.types import Tool, ToolAnnotations, ToolExecution
 
 app = MCPServer("maiden-fake")
 
@@ -132,6 +135,35 @@ def pid() -> int:
     return os.getpid()
 
 
+@app.tool(annotations=READ_ONLY, structured_output=False)
+def batch() -> str:
+    """A long job, listed as one to run only as an MCP task (with MCP_TASKS)."""
+    return "a plain call was answered"
+
+
+_listed = app.list_tools
+
+
+async def _with_tasks() -> list[Tool]:
+    """The listing, with ``batch`` marked as a tool that runs only as a task."""
+    required = ToolExecution(task_support="required")
+    return [t.model_copy(update={"execution": required}) if t.name == "batch" else t
+            for t in await _listed()]
+
+
+async def _serve_2025_with_tasks() -> None:
+    """Over stdio, as a server of the handshake era (up to 2025-11-25) only, listing ``batch``
+    as a tool that runs only as a task (a field of that revision)."""
+    from mcp.server.runner import serve_loop
+    from mcp.server.stdio import stdio_server
+
+    app.list_tools = _with_tasks  # type: ignore[method-assign]
+    low = app._lowlevel_server
+    async with stdio_server() as (read, write), low.lifespan(low) as state:
+        await serve_loop(low, read, write, lifespan_state=state,
+                         init_options=low.create_initialization_options())
+
+
 def _keep_only(names: str) -> None:
     wanted = {n.strip() for n in names.split(",") if n.strip()}
     for tool in list(app._tool_manager.list_tools()):
@@ -163,9 +195,13 @@ async def _serve_http(token: str) -> None:
 
 if __name__ == "__main__":
     _mark("server.pid")
+    if not os.environ.get("MCP_TASKS"):
+        app.remove_tool("batch")
     if os.environ.get("MCP_FAKE_TOOLS"):
         _keep_only(os.environ["MCP_FAKE_TOOLS"])
-    if sys.argv[1:2] == ["--http"]:
+    if os.environ.get("MCP_TASKS"):
+        asyncio.run(_serve_2025_with_tasks())
+    elif sys.argv[1:2] == ["--http"]:
         asyncio.run(_serve_http(sys.argv[2]))
     else:
         app.run()

@@ -1,0 +1,206 @@
+"""`maiden check`: validate the config and say what is configured, without serving.
+
+Each part gets a line (or a few): the agent, the provider, the store (PostgreSQL is
+reached and migrated), the tools with their effect classes, who may do what on each
+channel (Slack and Discord tokens are verified), each MCP server started and its tools
+listed, the schedules, and which secret variables are unset.
+
+The ``[tools] modules`` are imported in a child process first: a module that ends the
+process while it is imported (``os._exit``, a crash in native code) would otherwise end
+`maiden check` with it, with exit status 0 and nothing said.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any
+
+from runtime import ConfigError, MaidenError, describe_store
+
+from .config import LoadedConfig, env_status
+from .rights import rights_lines
+
+__all__ = ["check", "import_apart"]
+
+EXIT_OK, EXIT_FAILED = 0, 1
+
+
+def check(loaded: LoadedConfig) -> int:
+    """Print what the config sets up; the exit status (0: all is well, 1: something will
+    not work as configured). ``ConfigError`` for an invalid config."""
+    from runtime import make_provider, make_tools
+
+    cfg = loaded.config
+    import_apart(cfg.tools.modules, loaded.base_dir)
+    tools = make_tools(cfg.tools, loaded.base_dir)
+    make_provider(cfg.provider, loaded.base_dir)
+    print(f"{loaded.path}: {'ok' if loaded.exists else 'not found, using defaults'}")
+    print(f"  agent     {cfg.agent.name!r}, max_turns={cfg.agent.max_turns}, "
+          f"max_tool_calls_per_turn={cfg.agent.max_tool_calls_per_turn}, "
+          f"repeat_limit={cfg.agent.repeat_limit}")
+    print(f"  provider  {cfg.provider.kind}" + (f", model {cfg.provider.model}"
+                                               if cfg.provider.model else ""))
+    print(f"  store     {describe_store(cfg.store, loaded.base_dir)}")
+    store_failed = _check_store(loaded)
+    print(f"  runtime   concurrency={cfg.runtime.concurrency}")
+    print(f"  tools     {', '.join(f'{t.name} ({t.effect})' for t in tools) or 'none'}")
+    asks = [t.name for t in tools if t.requires_approval]
+    if asks:
+        who = ", ".join(cfg.agent.approvers) or "anyone who can reach maiden"
+        print(f"  approval  {', '.join(asks)} (decided by {who})")
+    limits = {k: v for k, v in cfg.budget.model_dump().items()
+              if k.startswith("max_") and v is not None}
+    print("  budget    " + (", ".join(f"{k}={v:g}" for k, v in limits.items()) or "no limits"))
+    http = cfg.http
+    if not http.enabled:
+        print("  http      disabled")
+    else:
+        print(f"  http      {http.host}:{http.port}" + (f", token from ${http.token_env}"
+                                                         if http.token_env else ", no token"))
+    failed = store_failed | _check_slack(loaded) | _check_discord(loaded)
+    for line in rights_lines(cfg, 9):
+        print(line)
+    failed |= _check_mcp(loaded)
+    defined = cfg.read_schedules()
+    chat = cfg.schedules_limits.max_per_thread
+    print(f"  schedules {len(defined)} in the config"
+          + "".join(f"; {s.name} {s.config.cron!r} {s.cron.timezone}" for s in defined[:5])
+          + ("; ..." if len(defined) > 5 else "")
+          + (f"; from chat: up to {chat} per conversation (schedule_* tools)" if chat
+             else "; none from chat ([schedules_limits] max_per_thread = 0)"))
+    missing = [var for var, ok in env_status(cfg).items() if not ok]
+    for var, ok in env_status(cfg).items():
+        print(f"  secret    ${var}: {'set' if ok else 'NOT SET'}")
+    return EXIT_FAILED if missing or failed else EXIT_OK
+
+
+def _check_store(loaded: LoadedConfig) -> bool:
+    """For PostgreSQL: connect, migrate if needed, print the server's and the schema's
+    versions; True if it cannot be reached."""
+    cfg = loaded.config.store
+    if cfg.kind != "postgres":
+        return False
+    from runtime import make_store
+
+    async def versions() -> tuple[str, int]:
+        from runtime.stores.postgres import PostgresStore
+
+        store = make_store(cfg, loaded.base_dir)
+        assert isinstance(store, PostgresStore)
+        async with store:
+            return await store.versions()
+
+    try:
+        server, schema = asyncio.run(versions())
+    except ConfigError as exc:
+        print(f"            {exc.problems[0][1]}")
+        return True
+    except MaidenError as exc:
+        print(f"            FAILED to connect: {exc}")
+        return True
+    print(f"            {server}; maiden schema version {schema}")
+    return False
+
+
+def _check_mcp(loaded: LoadedConfig) -> bool:
+    """Start each MCP server, list its tools with their effect classes, stop it; True if
+    one failed to start."""
+    servers = loaded.config.mcp_servers
+    if not servers:
+        print("  mcp       not configured")
+        return False
+    from runtime.mcp import check_servers  # the MCP SDK loads only here
+
+    failed = False
+    for report in asyncio.run(check_servers(servers, loaded.base_dir)):
+        where = f"{report.config.name} ({report.config.describe()})"
+        if report.problem is not None:
+            failed = True
+            print(f"  mcp       {where}: FAILED to start: {report.problem}")
+            continue
+        count = len(report.tools)
+        print(f"  mcp       {where}: {count} tool{'' if count == 1 else 's'}")
+        for t in report.tools:
+            print(f"            {t.name} ({t.effect}"
+                  + (", asks approval)" if t.requires_approval else ")"))
+        for note in report.notes:
+            print(f"            note: {note}")
+    return failed
+
+
+def _check_discord(loaded: LoadedConfig) -> bool:
+    """Print what Discord is configured to do and whether its token works; True if not."""
+    discord = loaded.config.channels.discord
+    if discord is None or not discord.enabled:
+        return _verify("discord", None, None)
+    from channels.discord.check import check_discord
+
+    about = (f"api {discord.api_url}, respond_in {discord.respond_in}, "
+             f"{discord.access.summary()}")
+    return _verify("discord", about, lambda: check_discord(discord, discord.token()))
+
+
+def _check_slack(loaded: LoadedConfig) -> bool:
+    """Print what Slack is configured to do and whether its token works; True if not."""
+    slack = loaded.config.channels.slack
+    if slack is None or not slack.enabled:
+        return _verify("slack", None, None)
+    from channels.slack.check import check_slack
+
+    about = f"mode {slack.mode}, api {slack.api_url}, {slack.access.summary()}"
+    return _verify("slack", about, lambda: check_slack(slack, slack.secrets()))
+
+
+def _verify(
+    name: str, about: str | None,
+    probe: Callable[[], Coroutine[Any, Any, tuple[bool, list[str]]]] | None,
+) -> bool:
+    """One channel's lines in `maiden check`; True if it will not work as configured."""
+    if about is None or probe is None:
+        print(f"  {name:<9} not configured")
+        return False
+    print(f"  {name:<9} {about}")
+    try:
+        ok, lines = asyncio.run(probe())
+    except ConfigError:
+        return True  # its unset variables are listed with the secrets
+    for line in lines:
+        print(f"            {line}")
+    return not ok
+
+
+_DONE = "maiden: import finished"
+_IMPORT = """
+import importlib, json, sys
+sys.path[:] = json.loads(sys.argv[1])
+try:
+    importlib.import_module(sys.argv[2])
+except BaseException:
+    pass  # an ordinary failure is reported by the import in `maiden check` itself
+print(sys.argv[3], flush=True)
+"""
+
+
+def import_apart(modules: Sequence[str], base_dir: Path) -> None:
+    """Import each tools module in a child process; ``ConfigError`` naming the first that
+    ends the process before its import finishes (it would end this one too)."""
+    path = json.dumps([str(base_dir), *sys.path])
+    for name in modules:
+        done = subprocess.run([sys.executable, "-c", _IMPORT, path, name, _DONE],
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              errors="replace", cwd=base_dir)
+        if _DONE in done.stdout.splitlines():
+            continue
+        if done.returncode < 0:
+            how = f"was killed by {signal.Signals(-done.returncode).name}"
+        else:
+            how = f"exited with status {done.returncode}"
+        raise ConfigError([("tools.modules", f"importing {name!r} ended the process (it {how} "
+                            "before the import finished): a tools module must not exit or "
+                            "crash while it is imported")])
