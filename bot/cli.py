@@ -24,7 +24,9 @@ from runtime import (
     Run,
     RunError,
     RunState,
+    describe_isolation,
     describe_store,
+    make_undumpable,
 )
 
 from .config import LoadedConfig, env_status, load_config
@@ -34,6 +36,8 @@ from .rights import rights_lines
 __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PAUSED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+_OWN_FILES = 256
+"""Descriptors maiden needs besides the HTTP connections (store, channels, tools)."""
 
 
 class UsageError(MaidenError):
@@ -103,6 +107,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # First of all: from here on no process of our uid (a tool's command) can read this
+    # one's environment or memory through /proc. See runtime.isolation.
+    make_undumpable()
     args = _parser().parse_args(argv)
     level = logging.INFO if args.verbose or args.command == "run" else logging.ERROR
     configure_logging(args.log_format, level)
@@ -151,6 +158,9 @@ def _check(loaded: LoadedConfig) -> int:
     store_failed = _check_store(loaded)
     print(f"  runtime   concurrency={cfg.runtime.concurrency}")
     print(f"  tools     {', '.join(f'{t.name} ({t.effect})' for t in tools) or 'none'}")
+    shell = "shell" in cfg.tools.builtins
+    print("  isolation " + (describe_isolation(cfg.tools.shell.sandbox) if shell
+                             else "no shell tool"))
     asks = [t.name for t in tools if t.requires_approval]
     if asks:
         who = ", ".join(cfg.agent.approvers) or "anyone who can reach maiden"
@@ -163,7 +173,9 @@ def _check(loaded: LoadedConfig) -> int:
         print("  http      disabled")
     else:
         print(f"  http      {http.host}:{http.port}" + (f", token from ${http.token_env}"
-                                                         if http.token_env else ", no token"))
+                                                         if http.token_env else ", no token")
+              + f"; max {http.max_connections} connections, headers within "
+                f"{http.header_timeout_s:g} s")
     failed = store_failed | _check_slack(loaded) | _check_discord(loaded)
     for line in rights_lines(cfg, 9):
         print(line)
@@ -328,7 +340,10 @@ def _secret_values(loaded: LoadedConfig) -> list[str]:
 
 async def _run(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     from .app import serve
+    from .limits import raise_open_files
 
+    http = loaded.config.http
+    raise_open_files(http.max_connections + _OWN_FILES if http.enabled else 0)
     await serve(loaded, context=args.log_context)
     return EXIT_OK
 
