@@ -125,3 +125,18 @@ async def test_bwrap_cancellation_kills_the_whole_tree(tmp_path: Path) -> None:
     async with asyncio.timeout(5):  # a SIGKILLed process may need a moment to go
         while host_processes(f"sleep {naps}"):  # noqa: ASYNC110
             await asyncio.sleep(0.01)
+
+
+@pytest.mark.parametrize("sandbox", ["auto", "off"])
+def test_check_says_which_isolation_is_in_effect(tmp_path: Path, sandbox: str) -> None:
+    (tmp_path / "agent.toml").write_text(
+        f'[tools]\nbuiltins = ["shell"]\n[tools.shell]\nsandbox = "{sandbox}"\n')
+    checked = subprocess.run([sys.executable, "-m", "bot", "check"], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert checked.returncode == 0, checked.stderr
+    line = next(ln for ln in checked.stdout.splitlines() if ln.startswith("  isolation "))
+    if sandbox == "auto" and bwrap_usable() is None:
+        assert line.startswith("  isolation bwrap: own PID namespace and /proc"), line
+    else:
+        assert line.startswith("  isolation own session, a non-dumpable parent"), line
