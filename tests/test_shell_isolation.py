@@ -18,7 +18,15 @@ from typing import Any
 
 import pytest
 
-from runtime import RunState, Runtime, RuntimeConfig, ScriptedProvider, SQLiteStore, ToolRegistry
+from runtime import (
+    RunState,
+    Runtime,
+    RuntimeConfig,
+    ScriptedProvider,
+    SQLiteStore,
+    ToolContext,
+    ToolRegistry,
+)
 from runtime.builtins.shell import make_shell
 from runtime.config import ShellConfig
 from runtime.isolation import bwrap_usable
@@ -140,3 +148,20 @@ def test_check_says_which_isolation_is_in_effect(tmp_path: Path, sandbox: str) -
         assert line.startswith("  isolation bwrap: own PID namespace and /proc"), line
     else:
         assert line.startswith("  isolation own session, a non-dumpable parent"), line
+
+
+def hello_script(folder: Path) -> str:
+    """An executable ``hello.sh`` in ``folder``; the folder's real path."""
+    script = folder / "hello.sh"
+    script.write_text("#!/bin/sh\necho hello from $PWD\n")
+    script.chmod(0o755)
+    return str(folder.resolve())
+
+
+async def test_under_bwrap_an_allowed_script_runs_from_the_workdir(tmp_path: Path) -> None:
+    needs_bwrap()
+    workdir = hello_script(tmp_path)
+    tool = make_shell(ShellConfig(requires_approval=False, allow=["./hello.sh"]), tmp_path)
+    ctx = ToolContext(run_id="r", thread_id="t", tool_call_id="c", idempotency_key="k")
+    out = await asyncio.wait_for(tool.invoke(ctx, {"command": "./hello.sh"}), 30)
+    assert out["stdout"] == f"hello from {workdir}\n", out

@@ -75,7 +75,7 @@ def make_shell(cfg: ShellConfig, base_dir: Path) -> Tool:
                if (value := os.environ.get(name)) is not None}
         if no_bwrap is None:
             # bwrap reports a missing command as its own failure (exit 1): look first.
-            if shutil.which(argv[0], path=env.get("PATH", os.defpath)) is None:
+            if not _runnable(argv[0], workdir, env.get("PATH", os.defpath)):
                 raise FileNotFoundError(f"command not found: {argv[0]}")
             argv = bwrap_argv(argv, str(workdir))
         try:
@@ -88,9 +88,19 @@ def make_shell(cfg: ShellConfig, base_dir: Path) -> Tool:
                 "stderr": result.stderr, "truncated": result.truncated,
                 "timed_out": result.timed_out}
 
-    return Tool(shell, name="shell", description=_describe(cfg, workdir, prefixes),
+    return Tool(shell, name="shell",
+                description=_describe(cfg, workdir, prefixes, signal_code=(
+                    "-N or 128+N" if no_bwrap is None else "-N")),
                 effect="non_idempotent", requires_approval=cfg.requires_approval,
                 timeout_s=cfg.timeout_s + _BACKSTOP_S)
+
+
+def _runnable(command: str, workdir: Path, path: str) -> bool:
+    """Whether ``command`` names an executable, as exec would find it from ``workdir``."""
+    if "/" in command:
+        found = workdir / command
+        return found.is_file() and os.access(found, os.X_OK)
+    return shutil.which(command, path=path) is not None
 
 
 def _allowed(entry: str) -> list[str]:
@@ -147,9 +157,12 @@ def _shell_syntax(command: str) -> str | None:
     return None
 
 
-def _describe(cfg: ShellConfig, workdir: Path, prefixes: list[list[str]]) -> str:
+def _describe(cfg: ShellConfig, workdir: Path, prefixes: list[list[str]],
+              signal_code: str) -> str:
+    # Under bwrap the command is its child, and bwrap reports a signal as a shell does.
     limits = (f"It is stopped after {cfg.timeout_s:g} s; stdout and stderr are each cut at "
-              f"{cfg.max_output_bytes:,} bytes. Returns exit_code (-N: ended by signal N), "
+              f"{cfg.max_output_bytes:,} bytes. Returns exit_code ({signal_code}: ended by "
+              "signal N), "
               "stdout, stderr, truncated and timed_out.")
     if not prefixes:
         return f"Run a shell command (/bin/sh -c) in {workdir}. {limits}"
