@@ -38,11 +38,12 @@ from .report import (
 from .resume import run_resume
 from .schedules import run_schedules
 from .slack import run_slack
+from .slowloris import run_slowloris, slowloris_rows
 from .table import Row, render
 from .thread import run_thread
 
 WORKLOADS = ("thread", "resume", "concurrency", "memory", "slack", "schedules", "postgres",
-             "replicas")
+             "replicas", "slowloris")
 
 
 @dataclass(frozen=True)
@@ -63,18 +64,22 @@ class Sizes:
     replica_users: int
     replica_messages: int
     replica_counts: tuple[int, ...]
+    slowloris_idle: int
+    slowloris_requests: int
 
 
 FULL = Sizes(threads=(300, 3000), load_entries=10_000, recover_runs=1_000, users=50,
              messages=10, latency_s=0.1, memory_n=3000, idle_threads=10_000,
              long_entries=(1_000, 100_000),
              slack_events=300, schedules=1000, schedules_due=100, schedule_rounds=5,
-             replica_users=30, replica_messages=4, replica_counts=(1, 2, 3))
+             replica_users=30, replica_messages=4, replica_counts=(1, 2, 3),
+             slowloris_idle=500, slowloris_requests=1000)
 QUICK = Sizes(threads=(60,), load_entries=1_000, recover_runs=50, users=5, messages=3,
               latency_s=0.02, memory_n=60, idle_threads=200, long_entries=(200, 2_000),
               slack_events=20,
               schedules=100, schedules_due=10, schedule_rounds=1,
-              replica_users=4, replica_messages=2, replica_counts=(1, 2))
+              replica_users=4, replica_messages=2, replica_counts=(1, 2),
+              slowloris_idle=50, slowloris_requests=100)
 
 
 def _progress(message: str) -> None:
@@ -135,6 +140,11 @@ async def _run(sizes: Sizes, only: set[str], workdir: Path, sync: Synchronous) -
         rows += replicas_rows(await run_replicas(
             workdir, threads=sizes.replica_users, messages=sizes.replica_messages,
             latency_s=sizes.latency_s, counts=sizes.replica_counts))
+    if "slowloris" in only:
+        _progress(f"workload 10: /healthz with {sizes.slowloris_idle} half-sent requests "
+                  "held open")
+        rows += slowloris_rows(await run_slowloris(
+            workdir, idle=sizes.slowloris_idle, requests=sizes.slowloris_requests))
     return rows
 
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
-from runtime import ConfigError, MaidenError, describe_store
+from runtime import ConfigError, MaidenError, describe_isolation, describe_store
 
 from .config import LoadedConfig, env_status
 from .rights import rights_lines
@@ -50,6 +50,9 @@ def check(loaded: LoadedConfig) -> int:
     store_failed = _check_store(loaded)
     print(f"  runtime   concurrency={cfg.runtime.concurrency}")
     print(f"  tools     {', '.join(f'{t.name} ({t.effect})' for t in tools) or 'none'}")
+    shell = "shell" in cfg.tools.builtins
+    print("  isolation " + (describe_isolation(cfg.tools.shell.sandbox) if shell
+                             else "no shell tool"))
     asks = [t.name for t in tools if t.requires_approval]
     if asks:
         who = ", ".join(cfg.agent.approvers) or "anyone who can reach maiden"
@@ -61,8 +64,16 @@ def check(loaded: LoadedConfig) -> int:
     if not http.enabled:
         print("  http      disabled")
     else:
-        print(f"  http      {http.host}:{http.port}" + (f", token from ${http.token_env}"
-                                                         if http.token_env else ", no token"))
+        named = [f"{t.name} (${t.token_env}: {', '.join(t.rights)})" for t in http.tokens]
+        if http.token_env:
+            named.append(f"operator (${http.token_env}: every right)")
+        print(f"  http      {http.host}:{http.port}, "
+              + (f"tokens {', '.join(named)}" if named else "no token: loopback only, "
+                 "every caller is 'local'")
+              + (f"; also answers as {', '.join(http.allowed_hosts)}"
+                 if http.allowed_hosts else "")
+              + f"; max {http.max_connections} connections, headers within "
+                f"{http.header_timeout_s:g} s")
     failed = store_failed | _check_slack(loaded) | _check_discord(loaded)
     for line in rights_lines(cfg, 9):
         print(line)

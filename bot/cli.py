@@ -24,6 +24,7 @@ from runtime import (
     Run,
     RunError,
     RunState,
+    make_undumpable,
 )
 
 from .config import LoadedConfig, load_config
@@ -32,6 +33,8 @@ from .logging import configure as configure_logging
 __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PAUSED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+_OWN_FILES = 256
+"""Descriptors maiden needs besides the HTTP connections (store, channels, tools)."""
 
 T = TypeVar("T")
 
@@ -109,6 +112,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; its exit status. Ctrl-C where the command does not handle it
     itself (while it starts, say) ends it with one line, never a traceback."""
+    # First of all: from here on no process of our uid (a tool's command) can read this
+    # one's environment or memory through /proc. See runtime.isolation.
+    make_undumpable()
     try:
         return _main(argv)
     except KeyboardInterrupt:
@@ -213,7 +219,10 @@ def _secret_values(loaded: LoadedConfig) -> list[str]:
 
 async def _run(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     from .app import serve
+    from .limits import raise_open_files
 
+    http = loaded.config.http
+    raise_open_files(http.max_connections + _OWN_FILES if http.enabled else 0)
     await serve(loaded, context=args.log_context)
     return EXIT_OK
 

@@ -39,6 +39,7 @@ from .events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from .isolation import describe_isolation, make_undumpable
 from .logcontext import RUN_CONTEXT
 from .loop import DRIVABLE as DRIVABLE_STATES
 from .process import ProcessResult, run_process
@@ -171,11 +172,13 @@ __all__ = [
     "Transition",
     "Usage",
     "UserMessage",
+    "describe_isolation",
     "describe_store",
     "idempotency_key",
     "make_provider",
     "make_store",
     "make_tools",
+    "make_undumpable",
     "parse_target",
     "redact_dsn",
     "run_process",

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .entries import Usage
 from .errors import ConfigError
+from .isolation import Sandbox
 
 __all__ = [
     "AgentConfig",
@@ -186,6 +187,10 @@ class ShellConfig(Section):
         default_factory=lambda: ["PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "USER",
                                  "LOGNAME", "TMPDIR", "TERM"],
         description="the environment variables a command sees (nothing else: no API keys)")
+    sandbox: Sandbox = Field(default="auto", description=(
+        "auto: run each command under bubblewrap (own PID namespace and /proc, so it cannot "
+        "read maiden's environment) when bwrap works here; bwrap: refuse commands without "
+        "it; off: never (own session and a non-dumpable maiden only)"))
 
 
 class MemoryConfig(Section):

@@ -64,8 +64,10 @@ async def served(
 ) -> AsyncIterator[tuple[httpx.AsyncClient, HttpApi]]:
     """The app under uvicorn on 127.0.0.1:<free port>, and a client pointed at it (with
     ``token``, or else the first of ``credentials``, as its bearer token)."""
-    app = create_app(runtime, HttpConfig(**settings), token=token, credentials=credentials)
-    server = HttpServer(app, "127.0.0.1", 0, grace_s=2)
+    config = HttpConfig(**settings)
+    app = create_app(runtime, config, token=token, credentials=credentials)
+    server = HttpServer(app, "127.0.0.1", 0, grace_s=2, header_timeout_s=config.header_timeout_s,
+                        max_connections=config.max_connections)
     await server.start()
     first = next(iter(credentials or ()), None)
     bearer = token or (first.token if first is not None else None)

@@ -249,10 +249,13 @@ async def test_output_is_capped_per_stream(tmp_path: Path) -> None:
 
 
 TREE = "sleep 300 & echo $! > child.pid; echo $$ > shell.pid; echo started; "
+# The pids a command writes are the host's only outside bubblewrap (inside, it has a PID
+# namespace of its own): the tree tests that read them run with sandbox = "off", and
+# test_bwrap_cancellation_kills_the_whole_tree finds the tree from outside instead.
 
 
 async def test_a_timeout_kills_the_whole_tree(make_runtime: Any, tmp_path: Path) -> None:
-    tool = shell(tmp_path, timeout_s=2)
+    tool = shell(tmp_path, timeout_s=2, sandbox="off")
     script = [call(TREE + "sleep 300"), {"text": "done"}]
     async with make_runtime(script, [tool]) as (rt, _):
         run = await asyncio.wait_for(rt.send("t", "go"), 30)
@@ -279,7 +282,8 @@ async def test_a_timeout_kills_the_whole_tree(make_runtime: Any, tmp_path: Path)
 async def test_cancelling_the_run_kills_the_whole_tree(
         tmp_path: Path, trap: str, grace_s: float) -> None:
     script = [call(trap + TREE + "sleep 300"), {"text": "next"}]
-    async with runtime_with_grace(tmp_path, script, [shell(tmp_path)], grace_s) as rt:
+    tools = [shell(tmp_path, sandbox="off")]
+    async with runtime_with_grace(tmp_path, script, tools, grace_s) as rt:
         run = await rt.submit("t", "go")
         shell_pid = await pid_in(tmp_path / "shell.pid")
         child_pid = await pid_in(tmp_path / "child.pid")

@@ -63,7 +63,9 @@ class HttpChannel:
         for path, endpoint in self.routes:
             app.add_route(path, endpoint(), methods=["POST"], include_in_schema=False)
         self._api = app.state.maiden
-        self._server = HttpServer(app, self.config.host, self.config.port)
+        self._server = HttpServer(app, self.config.host, self.config.port,
+                                  header_timeout_s=self.config.header_timeout_s,
+                                  max_connections=self.config.max_connections)
         await self._server.start()
         return self
 

@@ -68,6 +68,11 @@ class HttpConfig(BaseModel):
         "serve the operator console at / (behind the same token as the API)"))
     console_approvals: bool = Field(default=True, description=(
         "false: the console shows pending approvals but cannot decide them"))
+    header_timeout_s: float = Field(default=10.0, gt=0, le=300, description=(
+        "a connection must send a request's headers within this long (from opening, or "
+        "from its first byte after a kept-alive response), or it is closed: 408"))
+    max_connections: int = Field(default=1000, ge=1, le=1_000_000, description=(
+        "connections (and requests in progress) at once; a request beyond gets 503"))
     keepalive_s: float = Field(default=15.0, gt=0,
                                description="an event stream silent this long sends a comment "
                                            "line, so proxies keep it open")

@@ -2,7 +2,9 @@
 
 The caller owns the process: it binds the socket (so a busy port is a clear error,
 and port 0 works), handles SIGTERM/SIGINT itself, and stops the server when it
-chooses. uvicorn only accepts connections and speaks HTTP.
+chooses. uvicorn only accepts connections and speaks HTTP, within two bounds against
+hostile connections: a deadline on each request's headers (``protocol``) and a cap on
+connections, over which a request is answered 503.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import Any
 import uvicorn
 
 from runtime import MaidenError
+
+from .protocol import DeadlineConfig
 
 __all__ = ["HttpServer"]
 
@@ -41,11 +45,14 @@ class _Server(uvicorn.Server):
 class HttpServer:
     """``await start()`` binds and serves; ``await stop()`` closes and drains connections."""
 
-    def __init__(self, app: Any, host: str, port: int, *, grace_s: int = 5) -> None:
+    def __init__(self, app: Any, host: str, port: int, *, grace_s: int = 5,
+                 header_timeout_s: float = 10.0, max_connections: int = 1000) -> None:
         self.app = app
         self.host = host
         self.port = port
         self.grace_s = grace_s
+        self.header_timeout_s = header_timeout_s
+        self.max_connections = max_connections
         self._server: _Server | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -67,9 +74,12 @@ class HttpServer:
         # Idle connections are kept longer than a load balancer's usual idle timeout (60 s),
         # so the balancer closes them first: a server that closes a kept-alive connection
         # just as the balancer reuses it makes the intermittent 502s of such setups.
-        config = uvicorn.Config(self.app, log_config=None, lifespan="on",
+        # uvicorn answers 503 when the open connections, this one included, reach
+        # limit_concurrency: one more than max_connections lets exactly that many work.
+        config = DeadlineConfig(self.app, log_config=None, lifespan="on",
                                 timeout_graceful_shutdown=self.grace_s, server_header=False,
-                                timeout_keep_alive=75)
+                                timeout_keep_alive=75, header_timeout_s=self.header_timeout_s,
+                                limit_concurrency=self.max_connections + 1)
         self._server = server = _Server(config)
         self._task = asyncio.create_task(server.serve(sockets=[sock]), name="maiden-http")
         ready = asyncio.create_task(server.ready.wait())

@@ -23,19 +23,25 @@ A timed-out command still answers, with ``timed_out`` and the output so far; the
 tool's own timeout in the loop, a little later, is only a backstop. Each of stdout
 and stderr is cut at ``max_output_bytes`` (the rest is read and dropped). The command
 sees only the environment variables ``pass_env`` names (``PATH``, ``HOME``, the locale...):
-the agent's API keys and tokens stay out of reach of ``env``. The working directory is
-where it starts, not a sandbox.
+the agent's API keys and tokens stay out of reach of ``env``. Nor can it read them from
+maiden's process (``cat /proc/$PPID/environ``): under bubblewrap when it works here
+(``[tools.shell] sandbox``; a PID namespace and ``/proc`` of its own), else in a session
+of its own under a non-dumpable maiden (``runtime.isolation`` says what each covers).
+The working directory is where it starts, not a file sandbox: the command can write
+what maiden's user can.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
+import shutil
 from pathlib import Path
 from typing import Any
 
 from ..config import ShellConfig
 from ..errors import ConfigError
+from ..isolation import bwrap_argv, bwrap_usable
 from ..process import run_process
 from ..tools import Tool, ToolContext
 
@@ -53,6 +59,10 @@ def make_shell(cfg: ShellConfig, base_dir: Path) -> Tool:
     if not workdir.is_dir():
         raise ConfigError([("tools.shell.workdir", f"{workdir} is not a directory")])
     prefixes = [_allowed(entry) for entry in cfg.allow]
+    # Tried once, here at start-up rather than on the first command: the answer is cached.
+    no_bwrap = bwrap_usable() if cfg.sandbox != "off" else "off"
+    if cfg.sandbox == "bwrap" and no_bwrap is not None:
+        raise ConfigError([("tools.shell.sandbox", f"\"bwrap\" is required but {no_bwrap}")])
 
     async def shell(ctx: ToolContext, command: str) -> dict[str, Any]:
         if not command.strip():
@@ -63,6 +73,11 @@ def make_shell(cfg: ShellConfig, base_dir: Path) -> Tool:
                                     "workdir) does not exist")
         env = {name: value for name in cfg.pass_env
                if (value := os.environ.get(name)) is not None}
+        if no_bwrap is None:
+            # bwrap reports a missing command as its own failure (exit 1): look first.
+            if not _runnable(argv[0], workdir, env.get("PATH", os.defpath)):
+                raise FileNotFoundError(f"command not found: {argv[0]}")
+            argv = bwrap_argv(argv, str(workdir))
         try:
             result = await run_process(
                 *argv, cwd=str(workdir), env=env, grace_s=ctx.cancel_grace_s,
@@ -73,9 +88,19 @@ def make_shell(cfg: ShellConfig, base_dir: Path) -> Tool:
                 "stderr": result.stderr, "truncated": result.truncated,
                 "timed_out": result.timed_out}
 
-    return Tool(shell, name="shell", description=_describe(cfg, workdir, prefixes),
+    return Tool(shell, name="shell",
+                description=_describe(cfg, workdir, prefixes, signal_code=(
+                    "-N or 128+N" if no_bwrap is None else "-N")),
                 effect="non_idempotent", requires_approval=cfg.requires_approval,
                 timeout_s=cfg.timeout_s + _BACKSTOP_S)
+
+
+def _runnable(command: str, workdir: Path, path: str) -> bool:
+    """Whether ``command`` names an executable, as exec would find it from ``workdir``."""
+    if "/" in command:
+        found = workdir / command
+        return found.is_file() and os.access(found, os.X_OK)
+    return shutil.which(command, path=path) is not None
 
 
 def _allowed(entry: str) -> list[str]:
@@ -132,9 +157,12 @@ def _shell_syntax(command: str) -> str | None:
     return None
 
 
-def _describe(cfg: ShellConfig, workdir: Path, prefixes: list[list[str]]) -> str:
+def _describe(cfg: ShellConfig, workdir: Path, prefixes: list[list[str]],
+              signal_code: str) -> str:
+    # Under bwrap the command is its child, and bwrap reports a signal as a shell does.
     limits = (f"It is stopped after {cfg.timeout_s:g} s; stdout and stderr are each cut at "
-              f"{cfg.max_output_bytes:,} bytes. Returns exit_code (-N: ended by signal N), "
+              f"{cfg.max_output_bytes:,} bytes. Returns exit_code ({signal_code}: ended by "
+              "signal N), "
               "stdout, stderr, truncated and timed_out.")
     if not prefixes:
         return f"Run a shell command (/bin/sh -c) in {workdir}. {limits}"
