@@ -349,9 +349,11 @@ async def _serve(
     runtime = app.runtime
     async with AsyncExitStack() as stack:
         for channel in channels:
-            await stack.enter_async_context(channel)
+            # Before it opens: a reply to a message it takes while others still start goes
+            # out at once, in order, not at the next outbox sweep.
             if channel.deliverer is not None:
                 runtime.add_deliverer(channel.name, channel.deliverer)
+            await stack.enter_async_context(channel)
         # After the channels, so the catch-up's answers have somewhere to go.
         scheduler = await stack.enter_async_context(Scheduler(app.book))
         runtime.schedules = scheduler
