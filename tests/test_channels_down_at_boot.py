@@ -84,9 +84,9 @@ def agent_toml(home: Path, section: str, deliver: str) -> None:
 
 
 async def serving_while_down(out: Lines, name: str, api_url: str) -> str:
-    """Read the banner (the channel connecting) and check the rest serves: /healthz says
-    why the channel is not up, a message over HTTP is answered, and the schedule's run ends
-    with its answer for the channel in the outbox. The HTTP API's URL."""
+    """Read the banner (the channel connecting) and check the rest serves: /healthz and the
+    console say why the channel is not up, a message over HTTP is answered, and the
+    schedule's run ends with its answer for the channel in the outbox. The HTTP API's URL."""
     await out.wait_for("Ctrl-C stops.")
     banner = out.text()
     assert f"{name:<11} connecting: cannot reach {api_url}: connection refused " in banner
@@ -98,6 +98,9 @@ async def serving_while_down(out: Lines, name: str, api_url: str) -> str:
         assert health["status"] == "ok", health
         assert health["channels"][name] == f"connecting: cannot reach {api_url}: " \
             "connection refused"
+        now = await client.get("/")  # the console's Now page
+        assert f"<strong>{name}</strong> connecting: cannot reach {api_url}: connection " \
+            "refused" in now.text, now.text
         answer = await client.post("/v1/threads/t1/messages", json={"text": "hi over http"})
         assert answer.json()["reply"] == "echo: hi over http"
         run = (await client.post("/v1/schedules/report/run", params={"wait": "true"})).json()
