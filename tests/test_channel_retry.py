@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import socket
+
+import aiohttp
 import pytest
+from aiohttp.client_reqrep import ConnectionKey
 
 from channels import Backoff, ChannelRefused, Unreachable, keep_trying
+from channels.retry import reason_of
 
 
 @pytest.mark.parametrize(("attempt", "jitter", "delay"), [
@@ -50,3 +55,19 @@ async def test_a_refusal_ends_the_trying() -> None:
 
     with pytest.raises(ChannelRefused, match="invalid_auth"):
         await keep_trying(attempt, Backoff(sleep=sleep), lambda r, d: None)
+
+
+@pytest.mark.parametrize(("error", "reason"), [
+    (ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 9)"), "connection refused"),
+    (socket.gaierror(-2, "Name or service not known"),
+     "name not resolved (Name or service not known)"),
+    (TimeoutError(), "timed out"),
+    (OSError(113, "No route to host"), "No route to host"),
+    (RuntimeError("odd"), "RuntimeError: odd"),
+])
+def test_a_connection_failure_in_a_few_words(error: BaseException, reason: str) -> None:
+    assert reason_of(error) == reason
+    # as aiohttp wraps it: the OS's reason, not aiohttp's text with the host again
+    if isinstance(error, OSError):
+        key = ConnectionKey("slack.com", 443, True, True, None, None, None)
+        assert reason_of(aiohttp.ClientConnectorError(key, error)) == reason
