@@ -45,15 +45,16 @@ class Lines:
             self.lines.append("")  # end of the stream
             self._changed.notify_all()
 
-    async def wait_for(self, text: str) -> str:
-        def found() -> str | None:
-            return next((line for line in self.lines if text in line), None)
+    async def wait_for(self, text: str, count: int = 1) -> str:
+        """The ``count``-th line holding ``text``."""
+        def found() -> list[str]:
+            return [line for line in self.lines if text in line]
 
         async with asyncio.timeout(30), self._changed:
-            await self._changed.wait_for(lambda: found() is not None or "" in self.lines)
-        line = found()
-        assert line is not None, f"{text!r} never came:\n{''.join(self.lines)}"
-        return line
+            await self._changed.wait_for(lambda: len(found()) >= count or "" in self.lines)
+        lines = found()
+        assert len(lines) >= count, f"{text!r} never came {count}x:\n{''.join(self.lines)}"
+        return lines[count - 1]
 
     def text(self) -> str:
         return "".join(self.lines)
@@ -151,6 +152,7 @@ async def test_discord_down_at_start_is_waited_for_while_the_rest_serves(home: P
     environ = {**os.environ, "PYTHONPATH": str(ROOT), "DISCORD_BOT_TOKEN": World().token}
     async with maiden_run(home, environ) as (proc, out, err):
         url = await serving_while_down(out, "discord", api_url)
+        await err.wait_for("discord: cannot reach", count=3)  # a few attempts failed
         async with FakeDiscord(port=port) as fake:
             await connected(err, "discord", url, lambda s: s.startswith("connected as maiden"))
             (report,) = await fake.wait_messages(GENERAL_ID, 1, timeout=30)  # from the outbox
@@ -163,4 +165,5 @@ async def test_discord_down_at_start_is_waited_for_while_the_rest_serves(home: P
     assert sum("discord: connected: " in line for line in err.lines) == 1
     assert "Traceback" not in err.text()
     assert "PyNaCl" not in err.text() and "davey" not in err.text()  # no voice, no warning
+    assert "Unclosed client session" not in err.text()  # each failed login cleaned up
 

@@ -67,7 +67,8 @@ class DiscordChannel:
         intents = discord.Intents.default()
         intents.message_content = True
         self.client = GatewayClient(self, intents=intents, connector=connector,
-                              guild_ready_timeout=guild_ready_timeout)
+                                    guild_ready_timeout=guild_ready_timeout)
+        self._own_connector = connector is None
         point_at(self.client.http, config.api_url)
         self.deliverer: Deliverer | None = DiscordDeliverer(self.client.http)
         self.bot = ""
@@ -123,7 +124,17 @@ class DiscordChannel:
                                      f"{exc.status} {exc.text}") from exc
             raise Unreachable(f"{self.config.api_url} answered {exc.status}") from exc
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            await self._drop_session()
             raise Unreachable(f"cannot reach {self.config.api_url}: {reason_of(exc)}") from exc
+
+    async def _drop_session(self) -> None:
+        """Close the HTTP session a failed login opened (each login opens one; left open,
+        aiohttp logs "Unclosed client session" when the next replaces it). Its connector
+        closes with it, so discord.py makes a new one next time; a connector handed in
+        cannot be remade, so its session is left as it is."""
+        if self._own_connector:
+            await self.client.http.close()
+            self.client.http.connector = discord.utils.MISSING
 
     async def _keep_logging_in(self, first: Unreachable) -> None:
         backoff = Backoff(max_s=self.config.reconnect_max_s)
