@@ -131,7 +131,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"maiden: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
-        print("maiden: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`maiden show t | head`): not an error worth a traceback.
