@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from runtime.mcp.group import McpServers
 
 __all__ = ["App", "banner", "banner_head", "banner_tail", "make_channels", "open_app",
-           "open_runtime", "serve"]
+           "open_channels", "open_runtime", "serve"]
 
 log = logging.getLogger("maiden.app")
 
@@ -342,18 +342,25 @@ async def _recover(
     return None
 
 
+async def open_channels(
+    stack: AsyncExitStack, runtime: Runtime, channels: Sequence[Channel]
+) -> None:
+    """Enter each channel on ``stack``, in order, its deliverer registered first: a reply
+    due while it (or a channel after it) still opens goes out at once, in order, not at
+    the outbox's next sweep."""
+    for channel in channels:
+        if channel.deliverer is not None:
+            runtime.add_deliverer(channel.name, channel.deliverer)
+        await stack.enter_async_context(channel)
+
+
 async def _serve(
     loaded: LoadedConfig, app: App, channels: list[Channel], recovered: list[Run],
     stop: asyncio.Event, out: TextIO,
 ) -> None:
     runtime = app.runtime
     async with AsyncExitStack() as stack:
-        for channel in channels:
-            # Before it opens: a reply to a message it takes while others still start goes
-            # out at once, in order, not at the next outbox sweep.
-            if channel.deliverer is not None:
-                runtime.add_deliverer(channel.name, channel.deliverer)
-            await stack.enter_async_context(channel)
+        await open_channels(stack, runtime, channels)
         # After the channels, so the catch-up's answers have somewhere to go.
         scheduler = await stack.enter_async_context(Scheduler(app.book))
         runtime.schedules = scheduler

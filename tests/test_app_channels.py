@@ -5,12 +5,12 @@ opens is answered at once, not at the outbox's next sweep)."""
 from __future__ import annotations
 
 import asyncio
-import io
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Self
 
 from bot import load_config
-from bot.app import _serve, open_app
+from bot.app import open_app, open_channels
 from runtime import Deliverer, Delivery, Origin, ReplyDelivery, Runtime
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,8 +39,8 @@ class AnsweredWhileOpening:
 
     name = "probe"
 
-    def __init__(self, runtime: Runtime, stop: asyncio.Event) -> None:
-        self.runtime, self.stop = runtime, stop
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
         self.recorder = Recorder()
         self.deliverer: Deliverer | None = self.recorder
 
@@ -53,7 +53,6 @@ class AnsweredWhileOpening:
         except TimeoutError:
             raise AssertionError("the reply waited in the outbox while the channel opened") \
                 from None
-        self.stop.set()  # seen: `maiden run` may stop
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -76,10 +75,9 @@ async def test_a_reply_due_while_its_channel_opens_goes_out_at_once(tmp_path: Pa
     (tmp_path / "agent.toml").write_text((ROOT / "agent.toml").read_text()
                                          + "\n[http]\nenabled = false\n")
     loaded = load_config(tmp_path / "agent.toml")
-    stop = asyncio.Event()
-    async with open_app(loaded, recover=True, serve=True) as app:
-        channel = AnsweredWhileOpening(app.runtime, stop)
-        await _serve(loaded, app, [channel], [], stop, io.StringIO())
+    async with open_app(loaded, recover=True, serve=True) as app, AsyncExitStack() as stack:
+        channel = AnsweredWhileOpening(app.runtime)
+        await open_channels(stack, app.runtime, [channel])
     (reply,) = channel.recorder.sent
     assert isinstance(reply, ReplyDelivery) and reply.target == {"channel": "c1"}
     assert reply.text == "echo: hi while opening"
