@@ -299,6 +299,18 @@ async def serve(
     log.info("stopped")
 
 
+async def open_channels(
+    stack: AsyncExitStack, runtime: Runtime, channels: Sequence[Channel]
+) -> None:
+    """Enter each channel on ``stack``, in order, its deliverer registered first: a reply
+    due while it (or a channel after it) still opens goes out at once, in order, not at
+    the outbox's next sweep."""
+    for channel in channels:
+        if channel.deliverer is not None:
+            runtime.add_deliverer(channel.name, channel.deliverer)
+        await stack.enter_async_context(channel)
+
+
 def _say(out: TextIO, text: str) -> None:
     out.write(text + "\n")
     out.flush()
@@ -340,18 +352,6 @@ async def _recover(
     await runtime.close()
     await starting
     return None
-
-
-async def open_channels(
-    stack: AsyncExitStack, runtime: Runtime, channels: Sequence[Channel]
-) -> None:
-    """Enter each channel on ``stack``, in order, its deliverer registered first: a reply
-    due while it (or a channel after it) still opens goes out at once, in order, not at
-    the outbox's next sweep."""
-    for channel in channels:
-        if channel.deliverer is not None:
-            runtime.add_deliverer(channel.name, channel.deliverer)
-        await stack.enter_async_context(channel)
 
 
 async def _serve(
