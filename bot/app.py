@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from runtime.mcp.group import McpServers
 
 __all__ = ["App", "banner", "banner_head", "banner_tail", "make_channels", "open_app",
-           "open_runtime", "serve"]
+           "open_channels", "open_runtime", "serve"]
 
 log = logging.getLogger("maiden.app")
 
@@ -312,6 +312,18 @@ async def serve(
     log.info("stopped")
 
 
+async def open_channels(
+    stack: AsyncExitStack, runtime: Runtime, channels: Sequence[Channel]
+) -> None:
+    """Enter each channel on ``stack``, in order, its deliverer registered first: a reply
+    due while it (or a channel after it) still opens goes out at once, in order, not at
+    the outbox's next sweep."""
+    for channel in channels:
+        if channel.deliverer is not None:
+            runtime.add_deliverer(channel.name, channel.deliverer)
+        await stack.enter_async_context(channel)
+
+
 def _say(out: TextIO, text: str) -> None:
     out.write(text + "\n")
     out.flush()
@@ -387,10 +399,7 @@ async def _serve(
 ) -> None:
     runtime = app.runtime
     async with AsyncExitStack() as stack:
-        for channel in channels:
-            await stack.enter_async_context(channel)
-            if channel.deliverer is not None:
-                runtime.add_deliverer(channel.name, channel.deliverer)
+        await open_channels(stack, runtime, channels)
         # After the channels, so the catch-up's answers have somewhere to go.
         scheduler = await stack.enter_async_context(Scheduler(app.book))
         runtime.schedules = scheduler

@@ -14,6 +14,7 @@ from collections.abc import Coroutine, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from channels import ChannelRefused
 from runtime import (
     ConfigError,
     CorruptStore,
@@ -147,6 +148,9 @@ def _main(argv: Sequence[str] | None) -> int:
     except RunError as exc:
         print(f"maiden: {exc}", file=sys.stderr)
         return EXIT_USAGE if exc.reason == "invalid_message" else EXIT_FAILED
+    except ChannelRefused as exc:  # a platform refused a token, scope or intent
+        print(f"maiden: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except MaidenError as exc:
         print(f"maiden: {exc}", file=sys.stderr)
         return EXIT_FAILED

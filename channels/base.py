@@ -12,11 +12,18 @@ __all__ = ["Channel"]
 class Channel(Protocol):
     """A way people reach the agent (the HTTP API, Slack, Discord).
 
-    `maiden run` enters every configured channel on one ``AsyncExitStack`` after
-    recovery, prints each one's ``banner`` line, registers its ``deliverer`` (if it
-    posts replies) under ``name``, and on SIGTERM calls ``stop_intake`` on all of
+    `maiden run` registers each configured channel's ``deliverer`` (if it posts
+    replies) under ``name`` and then enters the channel, on one ``AsyncExitStack``
+    after recovery, so a reply due while channels still open goes out at once; it
+    prints each one's ``banner`` line, and on SIGTERM calls ``stop_intake`` on all of
     them before the runtime lets runs reach a checkpoint; leaving the context then
     closes the channel. A channel uses only the runtime's public API.
+
+    A platform that cannot be reached at start is no reason to fail ``__aenter__``:
+    the channel keeps trying in the background (``channels.retry``), says
+    ``connecting: <reason>`` in ``banner`` and ``status``, and its deliverer refuses
+    fast meanwhile (the outbox keeps the replies). A platform that refuses the
+    configuration (a token, an intent) raises ``ChannelRefused``.
     """
 
     name: str
@@ -27,7 +34,7 @@ class Channel(Protocol):
     channel answers its callers directly (HTTP)."""
 
     async def __aenter__(self) -> Self:
-        """Connect and start taking messages."""
+        """Connect (or start trying to) and start taking messages."""
         ...
 
     async def __aexit__(self, *exc: object) -> None:

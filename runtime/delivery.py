@@ -155,10 +155,15 @@ class Outbox:
         why = None
         try:
             await deliver(self._store, deliverer, delivery, fresh=fresh)
+        except DeliveryError as exc:
+            # The channel said why (down, refused, still connecting): one line, no trace.
+            log.warning("delivering run %s's %s failed (%s); it stays in the outbox and is "
+                        "tried again", delivery.run_id, what, exc)
+            why = str(exc)
         except Exception as exc:
             log.exception("delivering run %s's %s failed; it stays in the outbox and is "
                           "tried again", delivery.run_id, what)
-            why = str(exc) if isinstance(exc, DeliveryError) else f"{type(exc).__name__}: {exc}"
+            why = f"{type(exc).__name__}: {exc}"
         finally:
             self._sending.discard(delivery.key)
         if why is not None:

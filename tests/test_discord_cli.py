@@ -71,6 +71,8 @@ async def test_run_serves_discord_until_sigterm(home: Path) -> None:
             proc.send_signal(signal.SIGTERM)
             _, err = await asyncio.wait_for(proc.communicate(), 30)
             assert proc.returncode == 0, err.decode()
+            # maiden uses no voice: discord.py's warnings about voice's packages are noise.
+            assert "PyNaCl" not in err.decode() and "davey" not in err.decode()
         finally:
             if proc.returncode is None:
                 proc.kill()
@@ -81,5 +83,7 @@ async def test_run_without_the_message_content_intent_says_so(home: Path) -> Non
     async with FakeDiscord(World(privileged=0)) as fake:
         configure(home, fake)
         code, out, err = await maiden(home, env(fake), "run")
-        assert code == 1 and "Ready" not in out
+        assert code == 2 and "Ready" not in out  # a configuration problem
         assert "message-content intent" in err and "Traceback" not in err
+        assert [line for line in err.splitlines() if line.startswith("maiden:")] == \
+            [next(line for line in err.splitlines() if "message-content intent" in line)]

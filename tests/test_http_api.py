@@ -296,7 +296,7 @@ async def test_health_and_metrics(tmp_path: Path) -> None:
         health = await client.get("/healthz")
         assert health.status_code == 200
         assert health.json() == {"status": "ok", "store": "ok", "runtime": "ok",
-                                 "detail": None}
+                                 "detail": None, "channels": {"http": "serving"}}
         await client.post(thread_url("m", "/messages"), json={"text": '/tool clock {"tz": "UTC"}'})
         await client.post(thread_url("m", "/messages"), json={"text": "/tool nosuch"})
         metrics = await client.get("/metrics")

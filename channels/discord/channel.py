@@ -22,8 +22,9 @@ import contextlib
 import logging
 from typing import Any, Self
 
+import aiohttp
 import discord
-from discord.http import HTTPClient, Route
+from discord.http import Route
 
 from runtime import (
     ACTIVE_STATES,
@@ -36,7 +37,9 @@ from runtime import (
 
 from ..access import Place, Right
 from ..prompts import refusal_text
+from ..retry import Backoff, ChannelRefused, Unreachable, keep_trying, reason_of
 from ..work import Background, is_stop, stop_thread
+from .client import GatewayClient, point_at
 from .config import DEFAULT_API_URL, DiscordConfig
 from .deliverer import DiscordDeliverer
 from .mapping import Inbound, Seen, read_message
@@ -51,41 +54,6 @@ UPDATE_MESSAGE = 7
 CHANNEL_MESSAGE = 4
 
 
-def point_at(http: HTTPClient, api_url: str) -> None:
-    """Send this client's REST calls to ``api_url`` instead of Discord's (this client only)."""
-    base = api_url.rstrip("/")
-    default = Route.BASE
-    if base == default:
-        return
-    original = http.request
-
-    async def request(route: Route, **options: Any) -> Any:
-        if route.url.startswith(default):
-            route.url = base + route.url[len(default):]
-        return await original(route, **options)
-
-    http.request = request  # type: ignore[method-assign]
-
-
-class _Client(discord.AutoShardedClient):
-    """Finds its gateway with ``GET /gateway/bot`` on its REST base (AutoShardedClient does;
-    the plain Client would connect to Discord's default gateway)."""
-
-    def __init__(self, channel: DiscordChannel, **options: Any) -> None:
-        super().__init__(**options)
-        self.maiden = channel
-        self.ready = asyncio.Event()
-
-    async def on_ready(self) -> None:
-        self.ready.set()
-
-    async def on_message(self, message: discord.Message) -> None:
-        await self.maiden.on_message(message)
-
-    async def on_interaction(self, interaction: discord.Interaction) -> None:
-        await self.maiden.on_interaction(interaction)
-
-
 class DiscordChannel:
     """Serves the guilds and DMs the bot is in."""
 
@@ -98,8 +66,9 @@ class DiscordChannel:
         self.token = token
         intents = discord.Intents.default()
         intents.message_content = True
-        self.client = _Client(self, intents=intents, connector=connector,
-                              guild_ready_timeout=guild_ready_timeout)
+        self.client = GatewayClient(self, intents=intents, connector=connector,
+                                    guild_ready_timeout=guild_ready_timeout)
+        self._own_connector = connector is None
         point_at(self.client.http, config.api_url)
         self.deliverer: Deliverer | None = DiscordDeliverer(self.client.http)
         self.bot = ""
@@ -113,23 +82,90 @@ class DiscordChannel:
         """Messages from others this channel has finished handling (taken or ignored)."""
         self._handled = asyncio.Condition()
         self._closed = asyncio.Event()
+        self._starting: asyncio.Task[None] | None = None
+        """Logging in again and again while Discord cannot be reached at start."""
+        self._problem: str | None = None
+        """Why Discord is not connected yet (None: it is)."""
+        if isinstance(self.deliverer, DiscordDeliverer):
+            self.deliverer.offline = "not connected yet"
 
     # -- lifespan ------------------------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
+        """Log in and connect, or, if Discord cannot be reached, keep trying in the
+        background while everything else serves (``ChannelRefused`` if it refuses the token
+        or the message-content intent)."""
+        if self.config.access.nobody:
+            log.warning("discord: serving nobody (open = false and no allow_guilds, "
+                        "allow_channels, allow_users or rules)")
+        try:
+            await self._log_in()
+        except Unreachable as exc:
+            self._down(str(exc))
+            self._starting = asyncio.create_task(self._keep_logging_in(exc),
+                                                 name="maiden-discord-login")
+            return self
+        await self._start()
+        return self
+
+    async def _log_in(self) -> None:
+        """One attempt at ``GET /users/@me``: ``Unreachable`` if Discord did not answer,
+        ``ChannelRefused`` if it refused the token."""
         try:
             await self.client.login(self.token)
         except discord.LoginFailure as exc:
             await self.client.close()
-            raise MaidenError(f"Discord refused the bot token (${self.config.token_env}): "
-                              f"{exc}") from exc
+            raise ChannelRefused(f"Discord refused the bot token (${self.config.token_env}): "
+                                 f"{exc}") from exc
+        except discord.HTTPException as exc:
+            if exc.status < 500 and exc.status != 429:
+                await self.client.close()
+                raise ChannelRefused(f"Discord refused the login (${self.config.token_env}): "
+                                     f"{exc.status} {exc.text}") from exc
+            raise Unreachable(f"{self.config.api_url} answered {exc.status}") from exc
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            await self._drop_session()
+            raise Unreachable(f"cannot reach {self.config.api_url}: {reason_of(exc)}") from exc
+
+    async def _drop_session(self) -> None:
+        """Close the HTTP session a failed login opened (each login opens one; left open,
+        aiohttp logs "Unclosed client session" when the next replaces it). Its connector
+        closes with it, so discord.py makes a new one next time; a connector handed in
+        cannot be remade, so its session is left as it is."""
+        if self._own_connector:
+            await self.client.http.close()
+            self.client.http.connector = discord.utils.MISSING
+
+    async def _keep_logging_in(self, first: Unreachable) -> None:
+        backoff = Backoff(max_s=self.config.reconnect_max_s)
+        try:
+            await keep_trying(self._log_in, backoff, self._waiting, first=first)
+            await self._start()
+        except MaidenError as exc:  # refused, or the gateway did not connect
+            log.error("discord: %s; the channel stops", exc)
+            self._problem = str(exc)
+            return  # closed() returns: `maiden run` stops
+        log.info("discord: connected: %s", self.banner())
+        with contextlib.suppress(MaidenError):
+            await self.runtime.flush_deliveries()  # what waited in the outbox, now
+
+    def _down(self, reason: str) -> None:
+        self._problem = reason
+        if isinstance(self.deliverer, DiscordDeliverer):
+            self.deliverer.offline = f"not connected yet ({reason})"
+
+    def _waiting(self, reason: str, delay: float) -> None:
+        self._down(reason)
+        log.warning("discord: %s; serving everything else, trying again in %.1f s", reason, delay)
+
+    async def _start(self) -> None:
+        """Logged in: who the bot is; then the gateway, or standing by for it."""
         assert self.client.user is not None
         self.bot = str(self.client.user.id)
+        self._problem = None
         if isinstance(self.deliverer, DiscordDeliverer):
             self.deliverer.bot = self.bot
-        if self.config.access.nobody:
-            log.warning("discord: serving nobody (open = false and no allow_guilds, "
-                        "allow_channels, allow_users or rules)")
+            self.deliverer.offline = None
         # One gateway connection per bot among every replica on the store: whoever holds
         # the lease connects; the others stand by (their REST client still posts replies).
         self.holder = await self.runtime.take_lease(self.lease, lost=self._lost)
@@ -138,7 +174,6 @@ class DiscordChannel:
         else:
             log.info("discord: standing by: %s holds the gateway connection", self.holder)
             self._standby = asyncio.create_task(self._stand_by(), name="maiden-discord-standby")
-        return self
 
     @property
     def lease(self) -> str:
@@ -154,7 +189,7 @@ class DiscordChannel:
             await self.__aexit__()
             error = self._connecting.exception() if not self._connecting.cancelled() else None
             if isinstance(error, discord.PrivilegedIntentsRequired):
-                raise MaidenError("Discord refused the message-content intent: enable it in "
+                raise ChannelRefused("Discord refused the message-content intent: enable it in "
                                   "the developer portal (Bot → Privileged Gateway Intents → "
                                   "Message Content Intent)") from error
             raise MaidenError(f"the Discord gateway did not connect: {error!r}") from error
@@ -177,6 +212,9 @@ class DiscordChannel:
         self._background.spawn(self.client.close())
 
     async def __aexit__(self, *exc: object) -> None:
+        if self._starting is not None and self._starting is not asyncio.current_task():
+            self._starting.cancel()
+            await asyncio.gather(self._starting, return_exceptions=True)
         if self._standby is not None and self._standby is not asyncio.current_task():
             self._standby.cancel()
             await asyncio.gather(self._standby, return_exceptions=True)
@@ -189,6 +227,9 @@ class DiscordChannel:
         self._closed.set()
 
     def banner(self) -> str:
+        if self._problem is not None:
+            return (f"connecting: {self._problem} (trying again, up to every "
+                    f"{self.config.reconnect_max_s:g} s; replies wait in the outbox)")
         if self.holder is not None:
             return (f"as {self.client.user} ({self.bot}): standing by, {self.holder} holds "
                     "the gateway connection (this replica takes over if it stops)")
@@ -198,7 +239,11 @@ class DiscordChannel:
                 f"{self.config.access.summary()}")
 
     def status(self) -> str:
-        if self._closed.is_set() or self.client.is_closed():
+        if self._closed.is_set():
+            return "stopped"
+        if self._problem is not None:
+            return f"connecting: {self._problem}"
+        if self.client.is_closed():
             return "stopped"
         if self.holder is not None:
             return f"standing by: {self.holder} holds the gateway connection"
@@ -213,6 +258,10 @@ class DiscordChannel:
         closed, and is answered after the next start only if it was stored."""
 
     async def closed(self) -> None:
+        if self._starting is not None:
+            await asyncio.shield(self._starting)
+            if self._connecting is None and self._standby is None:
+                return  # gave up connecting
         if self._standby is not None:
             await asyncio.shield(self._standby)
         assert self._connecting is not None, "not started"
@@ -343,3 +392,4 @@ class DiscordChannel:
                       interaction_id=interaction.id, interaction_token=interaction.token)
         with contextlib.suppress(discord.DiscordException):
             await self.client.http.request(route, json={"type": kind, "data": data})
+

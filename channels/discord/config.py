@@ -44,6 +44,9 @@ class DiscordConfig(BaseModel):
         default_factory=list, description="explicit rules, added to what the keys above "
         "grant: a place (guild or channel id, 'dm' or '*'), optional users, rights")
     reply_to_bots: bool = False
+    reconnect_max_s: float = Field(
+        default=60.0, gt=0, description="while Discord cannot be reached at start, the longest "
+        "wait between attempts (they back off from 1 s, with jitter)")
     respond_in: Literal["mentions", "all"] = Field(
         default="mentions", description="mentions: in guild channels only mentions of the bot "
         "and replies to it start work (threads it is part of and DMs: every message)")

@@ -40,6 +40,9 @@ class DiscordDeliverer:
     def __init__(self, http: HTTPClient, bot: str = "") -> None:
         self.http = http
         self.bot = bot
+        self.offline: str | None = None
+        """Why Discord cannot be posted to now (the channel is still connecting); None: it
+        can. Sends fail fast meanwhile, and the outbox keeps the deliveries for later."""
 
     async def send(self, delivery: Delivery) -> str:
         target = delivery.target
@@ -81,6 +84,9 @@ class DiscordDeliverer:
         return made >= delivery.created_at - 1
 
     async def _call(self, route: Route, **options: Any) -> Any:
+        if self.offline is not None:
+            raise DeliveryError(f"Discord {route.method} {route.path} not tried: "
+                                f"{self.offline}")
         try:
             return await self.http.request(route, **options)
         except discord.HTTPException as exc:

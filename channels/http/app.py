@@ -243,6 +243,7 @@ def create_app(
     config = config or HttpConfig()
     credentials = credentials if credentials is not None else Credentials.single(token)
     api = HttpApi(runtime, config, credentials)
+    channel_statuses = statuses or (lambda: [("http", "serving")])
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -449,7 +450,8 @@ def create_app(
             store = f"unavailable: {exc}"
         state = "stopping" if api.closing else "ok"
         ok = store == "ok" and state == "ok"
-        health = Health(status="ok" if ok else "unavailable", store=store, runtime=state)
+        health = Health(status="ok" if ok else "unavailable", store=store, runtime=state,
+                        channels=dict(channel_statuses()))
         return JSONResponse(health.model_dump(), status_code=200 if ok else 503)
 
     @app.get("/metrics", dependencies=secured, tags=["service"], response_class=Response,
@@ -472,7 +474,7 @@ def create_app(
     if config.console:
         api.console = mount_console(app, runtime, credentials, ConsoleOptions(
             approvals=config.console_approvals,
-            statuses=statuses or (lambda: [("http", "serving")]), rules=rules))
+            statuses=channel_statuses, rules=rules))
     return app
 
 

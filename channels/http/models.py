@@ -281,3 +281,7 @@ class Health(BaseModel):
     store: str
     runtime: str
     detail: str | None = None
+    channels: dict[str, str] = Field(
+        default_factory=dict, description="each channel's state, e.g. \"slack\": "
+        "\"connecting: <reason>\" while Slack cannot be reached (it does not make maiden "
+        "unavailable: the other channels serve, and its replies wait in the outbox)")

@@ -16,8 +16,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Self
 
+import aiohttp
 from slack_bolt.async_app import AsyncApp
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -25,6 +26,7 @@ from runtime import ACTIVE_STATES, Deliverer, MaidenError, Origin, Run, RunError
 
 from ..access import Place
 from ..prompts import refusal_text
+from ..retry import Backoff, ChannelRefused, Unreachable, keep_trying, reason_of
 from ..work import Background, is_stop, stop_thread
 from .config import SlackConfig, SlackSecrets
 from .deliverer import SlackDeliverer
@@ -34,6 +36,10 @@ from .render import decided_blocks, parse_choice
 __all__ = ["SlackChannel"]
 
 log = logging.getLogger("maiden.slack")
+
+_TRY_LATER = frozenset({"ratelimited", "fatal_error", "internal_error", "service_unavailable",
+                        "request_timeout"})
+"""Errors Slack answers with when it is the problem, not the token."""
 
 STATUS = "is working on it…"
 REACTION = "hourglass_flowing_sand"
@@ -67,6 +73,11 @@ class SlackChannel:
         self._app: AsyncApp | None = None
         self._socket: Any = None
         self._closed = asyncio.Event()
+        self._connecting: asyncio.Task[None] | None = None
+        self._problem: str | None = None
+        """Why Slack is not connected yet (None: it is)."""
+        if isinstance(self.deliverer, SlackDeliverer):
+            self.deliverer.offline = "not connected yet"
         self._background = Background(log, "maiden-slack")
         self._told: set[str] = set()
         self._watching: set[str] = set()
@@ -74,11 +85,8 @@ class SlackChannel:
     # -- lifespan ------------------------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
-        auth = await self.client.auth_test()
-        self.team, self.team_name = str(auth["team_id"]), str(auth.get("team") or "")
-        self.bot_user, self.bot_id = str(auth["user_id"]), auth.get("bot_id")
-        if isinstance(self.deliverer, SlackDeliverer):
-            self.deliverer.bot_user = self.bot_user
+        """Connect, or, if Slack cannot be reached, keep trying in the background while
+        everything else serves (``ChannelRefused`` if Slack refuses a token)."""
         app = AsyncApp(client=self.client, process_before_response=True,
                        signing_secret=self.secrets.signing_secret,
                        request_verification_enabled=self.config.mode == "http",
@@ -88,18 +96,83 @@ class SlackChannel:
         app.action({"action_id": "maiden_approve"})(self._on_button)
         app.action({"action_id": "maiden_deny"})(self._on_button)
         self._app = app
-        if self.config.mode == "socket":
-            from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
-
-            self._socket = AsyncSocketModeHandler(app, self.secrets.app_token,
-                                                  web_client=self.client, logger=log)
-            await self._socket.connect_async()
         if self.config.access.nobody:
             log.warning("slack: serving nobody (open = false and no allow_users, "
                         "allow_channels or rules)")
+        try:
+            await self._connect()
+        except Unreachable as exc:
+            self._down(str(exc))
+            self._connecting = asyncio.create_task(self._keep_connecting(exc),
+                                                   name="maiden-slack-connect")
         return self
 
+    async def _connect(self) -> None:
+        """One attempt: who the bot is, then (Socket Mode) the socket. ``Unreachable`` if
+        Slack did not answer, ``ChannelRefused`` if it said no."""
+        auth = await self._ask("auth.test", self.client.auth_test(),
+                               f"${self.config.bot_token_env}")
+        self.team, self.team_name = str(auth["team_id"]), str(auth.get("team") or "")
+        self.bot_user, self.bot_id = str(auth["user_id"]), auth.get("bot_id")
+        if isinstance(self.deliverer, SlackDeliverer):
+            self.deliverer.bot_user = self.bot_user
+        if self.config.mode == "socket":
+            from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+            # Asked here, not inside connect_async (which retries every error, a refused
+            # app token included, forever): so a refusal is one line and a fault backs off.
+            opened = await self._ask("apps.connections.open", self.client.apps_connections_open(
+                app_token=self.secrets.app_token or ""), f"${self.config.app_token_env}")
+            assert self._app is not None
+            socket: Any = AsyncSocketModeHandler(self._app, self.secrets.app_token,
+                                                 web_client=self.client, logger=log)
+            socket.client.wss_uri = str(opened["url"])
+            await socket.connect_async()
+            self._socket = socket
+        self._problem = None
+        if isinstance(self.deliverer, SlackDeliverer):
+            self.deliverer.offline = None
+
+    async def _ask(self, method: str, call: Awaitable[Any], token: str) -> Any:
+        """One Web API call at start, its failure sorted into refused or unreachable."""
+        try:
+            return await call
+        except SlackApiError as exc:
+            status = exc.response.status_code if exc.response is not None else 0
+            error = str(exc.response.get("error") if exc.response is not None else exc)
+            if status >= 500 or status == 429 or error in _TRY_LATER:
+                raise Unreachable(f"{method} answered {status} {error}") from exc
+            raise ChannelRefused(f"Slack refused {token} ({method} at {self.config.api_url}): "
+                                 f"{error}") from exc
+        except (SlackClientError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise Unreachable(f"cannot reach {self.config.api_url}: "
+                              f"{reason_of(exc)}") from exc
+
+    async def _keep_connecting(self, first: Unreachable) -> None:
+        backoff = Backoff(max_s=self.config.reconnect_max_s)
+        try:
+            await keep_trying(self._connect, backoff, self._waiting, first=first)
+        except ChannelRefused as exc:
+            log.error("slack: %s; the channel stops", exc)
+            self._closed.set()  # `maiden run` stops: a refused token is no fault to wait out
+            return
+        log.info("slack: connected: %s", self.banner())
+        with contextlib.suppress(MaidenError):
+            await self.runtime.flush_deliveries()  # what waited in the outbox, now
+
+    def _down(self, reason: str) -> None:
+        self._problem = reason
+        if isinstance(self.deliverer, SlackDeliverer):
+            self.deliverer.offline = f"not connected yet ({reason})"
+
+    def _waiting(self, reason: str, delay: float) -> None:
+        self._down(reason)
+        log.warning("slack: %s; serving everything else, trying again in %.1f s", reason, delay)
+
     async def __aexit__(self, *exc: object) -> None:
+        if self._connecting is not None:
+            self._connecting.cancel()
+            await asyncio.gather(self._connecting, return_exceptions=True)
         if self._socket is not None:
             with contextlib.suppress(Exception):
                 await self._socket.close_async()
@@ -107,6 +180,9 @@ class SlackChannel:
         self._closed.set()
 
     def banner(self) -> str:
+        if self._problem is not None:
+            return f"connecting: {self._problem} (trying again, up to every " \
+                   f"{self.config.reconnect_max_s:g} s; replies wait in the outbox)"
         how = "Socket Mode" if self.config.mode == "socket" else "Events API at POST /slack/events"
         who = self.config.access.summary()
         return f"{how}, workspace {self.team_name or self.team} ({self.team}) as " \
@@ -115,6 +191,8 @@ class SlackChannel:
     def status(self) -> str:
         if self._closed.is_set():
             return "stopped"
+        if self._problem is not None:
+            return f"connecting: {self._problem}"
         if self.config.mode == "http":
             return "taking events at POST /slack/events"
         client = getattr(self._socket, "client", None)
@@ -130,6 +208,7 @@ class SlackChannel:
         the event is not acknowledged and Slack sends it again, to the next process."""
 
     async def closed(self) -> None:
+        """Returns when the channel stopped, or gave up connecting (Slack refused a token)."""
         await self._closed.wait()
 
     def http_endpoint(self) -> Callable[[Any], Awaitable[Any]]:
@@ -169,6 +248,10 @@ class SlackChannel:
     # -- inbound -------------------------------------------------------------------------------
 
     async def _on_message(self, event: dict[str, Any], body: dict[str, Any]) -> None:
+        if not self.bot_user:
+            # Events API while the Web API is not reached yet: without knowing who the bot
+            # is, its own messages would look like people's. Failing, Slack sends it again.
+            raise MaidenError("Slack event before the Web API was reached; not taken yet")
         seen = read_event(event, team=str(body.get("team_id") or self.team),
                           bot_user=self.bot_user, bot_id=self.bot_id,
                           reply_to_bots=self.config.reply_to_bots)
@@ -286,3 +369,4 @@ class SlackChannel:
                     channel=channel, ts=message_ts,
                     text=f"{'Approved' if approve else 'Denied'}: {ids.get('name', '')}",
                     blocks=decided_blocks(ids.get("name", "the call"), approve, user))
+

@@ -8,12 +8,14 @@ from pathlib import Path
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from .config import SlackConfig, SlackSecrets
+from .config import SlackConfig
 
-__all__ = ["MANIFEST", "check_slack", "needed_scopes"]
+__all__ = ["MANIFEST", "MANIFEST_HTTP", "check_slack", "needed_scopes"]
 
 MANIFEST = Path(__file__).with_name("manifest.json")
-"""The app manifest to create the Slack app from (README: Slack)."""
+"""The app manifest to create the Slack app from, for Socket Mode (README: Slack)."""
+MANIFEST_HTTP = Path(__file__).with_name("manifest-http.json")
+"""The same app for the Events API (``mode = "http"``): its URLs point at /slack/events."""
 
 
 def needed_scopes() -> list[str]:
@@ -21,9 +23,10 @@ def needed_scopes() -> list[str]:
     return list(manifest["oauth_config"]["scopes"]["bot"])
 
 
-async def check_slack(config: SlackConfig, secrets: SlackSecrets) -> tuple[bool, list[str]]:
-    """(ok, lines to print): ``auth.test`` with the bot token, and the scopes it lacks."""
-    client = AsyncWebClient(token=secrets.bot_token, base_url=config.api_url)
+async def check_slack(config: SlackConfig, bot_token: str) -> tuple[bool, list[str]]:
+    """(ok, lines to print): ``auth.test`` with the bot token, and the scopes it lacks.
+    Only the bot token is needed: a mode's other secret, unset, is reported apart."""
+    client = AsyncWebClient(token=bot_token, base_url=config.api_url)
     try:
         auth = await client.auth_test()
     except SlackApiError as exc:
@@ -41,5 +44,7 @@ async def check_slack(config: SlackConfig, secrets: SlackSecrets) -> tuple[bool,
                if s.strip()}
     missing = [s for s in needed_scopes() if s not in granted]
     if missing:
-        lines.append(f"missing scopes (see channels/slack/manifest.json): {', '.join(missing)}")
+        manifest = MANIFEST if config.mode == "socket" else MANIFEST_HTTP
+        lines.append(f"missing scopes (see channels/slack/{manifest.name}): "
+                     f"{', '.join(missing)}")
     return not missing, lines

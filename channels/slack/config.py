@@ -54,6 +54,9 @@ class SlackConfig(BaseModel):
         default_factory=list, description="explicit rules, added to what the keys above "
         "grant: a place (channel id, 'dm' or '*'), optional users, rights")
     reply_to_bots: bool = False
+    reconnect_max_s: float = Field(
+        default=60.0, gt=0, description="while Slack cannot be reached at start, the longest "
+        "wait between attempts (they back off from 1 s, with jitter)")
 
     @property
     def access(self) -> Access:
@@ -66,6 +69,15 @@ class SlackConfig(BaseModel):
         """The variables this mode needs."""
         second = self.app_token_env if self.mode == "socket" else self.signing_secret_env
         return [self.bot_token_env, second]
+
+    def bot_token(self, env: Mapping[str, str] | None = None) -> str:
+        """The bot token alone (``maiden check`` probes with it whatever else is unset);
+        ``ConfigError`` if it is unset."""
+        value = (os.environ if env is None else env).get(self.bot_token_env)
+        if not value:
+            raise ConfigError([("channels.slack.bot_token_env",
+                                f"${self.bot_token_env} is not set")])
+        return value
 
     def secrets(self, env: Mapping[str, str] | None = None,
                 source: str | None = None) -> SlackSecrets:

@@ -53,6 +53,9 @@ class SlackDeliverer:
         self.sleep = sleep
         self._last: dict[str, float] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self.offline: str | None = None
+        """Why Slack cannot be posted to now (the channel is still connecting); None: it can.
+        Sends fail fast meanwhile, and the outbox keeps the deliveries for later."""
 
     async def send(self, delivery: Delivery) -> str:
         channel = delivery.target["channel"]
@@ -111,6 +114,8 @@ class SlackDeliverer:
         self._last[channel] = self.clock()
 
     async def _call(self, method: str, fn: Callable[..., Awaitable[Any]], **params: Any) -> Any:
+        if self.offline is not None:
+            raise DeliveryError(f"Slack {method} not tried: {self.offline}")
         try:
             return await fn(**{k: v for k, v in params.items() if v is not None})
         except SlackApiError as exc:

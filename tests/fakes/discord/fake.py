@@ -45,7 +45,8 @@ class FakeDiscord:
 
     def __init__(self, world: World | None = None, *, wait: float = 5.0,
                  heartbeat_interval: int = 41_250, echo: bool = True,
-                 nonce_window: float = 300.0, interaction_deadline: float = 3.0) -> None:
+                 nonce_window: float = 300.0, interaction_deadline: float = 3.0,
+                 port: int = 0) -> None:
         self.world = world or World()
         self.wait = wait
         """Default deadline (seconds) of every wait."""
@@ -60,7 +61,8 @@ class FakeDiscord:
         self.router = Router(self.rest, lambda: self.gateway_url)
         self._tls = Certificates()
         self._runner: web.AppRunner | None = None
-        self.port = 0
+        self.port = port
+        """Where the plain-HTTP API and gateway serve (0: a free port, chosen at start)."""
         self.tls_port = 0
 
     # -- addresses and identity
@@ -99,7 +101,7 @@ class FakeDiscord:
             app.router.add_get(path, self.gateway.handle)
         self._runner = loopback_runner(app)
         await self._runner.setup()
-        self.port = await serve_on_loopback(self._runner)
+        self.port = await serve_on_loopback(self._runner, port=self.port)
         self.tls_port = await serve_on_loopback(self._runner,
                                                 ssl_context=self._tls.server_context())
         return self

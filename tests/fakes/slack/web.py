@@ -71,7 +71,7 @@ class FakeSlack:
     """
 
     def __init__(self, workspace: Workspace | None = None, *, assistant: bool = True,
-                 wait: float = 5.0) -> None:
+                 wait: float = 5.0, port: int = 0) -> None:
         self.workspace = workspace or Workspace()
         self.wait = wait
         """Default deadline (seconds) of every wait: connections, acks, messages, ``until``."""
@@ -84,7 +84,8 @@ class FakeSlack:
         self.requests: list[Call] = []
         self._faults: dict[str, deque[Fault]] = defaultdict(deque)
         self._runner: web.AppRunner | None = None
-        self.port = 0
+        self.port = port
+        """Where it serves (0: a free port, chosen at start)."""
 
     # -- addresses and identity
 
@@ -113,7 +114,7 @@ class FakeSlack:
         app.router.add_get("/link/", self.socket.handle)
         self._runner = loopback_runner(app)
         await self._runner.setup()
-        self.port = await serve_on_loopback(self._runner)
+        self.port = await serve_on_loopback(self._runner, port=self.port)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
