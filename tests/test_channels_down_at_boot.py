@@ -142,6 +142,7 @@ async def test_slack_down_at_start_is_waited_for_while_the_rest_serves(home: Pat
             await stopped(proc, err)
     assert sum("slack: connected: " in line for line in err.lines) == 1
     assert "Traceback" not in err.text()
+    assert "will be unused" not in err.text()  # bolt's note on the token it reads itself
 
 
 async def test_discord_down_at_start_is_waited_for_while_the_rest_serves(home: Path) -> None:

@@ -18,6 +18,7 @@ from typing import Any, Self
 
 import aiohttp
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
@@ -36,6 +37,20 @@ from .render import decided_blocks, parse_choice
 __all__ = ["SlackChannel"]
 
 log = logging.getLogger("maiden.slack")
+
+
+class _TokenNote(logging.Filter):
+    """Drops slack-bolt's warning that the token it read from ``$SLACK_BOT_TOKEN`` itself
+    is unused: maiden always hands it a client holding that token, so the note says
+    nothing an operator could act on, at every start."""
+
+    note = warning_client_prioritized_and_token_skipped()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != self.note
+
+
+log.addFilter(_TokenNote())
 
 _TRY_LATER = frozenset({"ratelimited", "fatal_error", "internal_error", "service_unavailable",
                         "request_timeout"})
