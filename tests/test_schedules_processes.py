@@ -102,7 +102,10 @@ async def test_processes_firing_one_slot_make_one_run(where: tuple[str, str],
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    # One run holds the slot, and every process that fired was given that one run.
+    # One run holds the slot, and every process that fired was given that one run. A
+    # process whose fire re-read the store after another had recorded the slot finds it
+    # done and fires nothing (how far fires got is kept in the store; a loaded machine
+    # sees that order), so at least one fired, and none was given another run.
     (run,) = {r for result in results for r in result["runs"]}
     assert {r for result in results for r in result["fired"]} == {run}
-    assert all(result["fired"] for result in results)
+    assert all(result["fired"] in ([], [run]) for result in results)
