@@ -5,6 +5,10 @@ call the model -> checkpoint the turn (intent, before any tool runs) -> run each
 pending call -> checkpoint its result. Everything the loop decides is derived
 from the stored entries, so a run picked up after a crash continues where it
 stopped: recorded results are reused, never re-run.
+
+What the loop decides it hands on: how a run ends (answered, failed, paused, cancelled,
+timed out, released) is ``endings.py``; what the model is sent, the thread's tail it is
+cut from and the summary of what falls out of it are ``prompting.py``.
 """
 
 from __future__ import annotations
@@ -133,8 +137,8 @@ class RunDriver:
                 # Not put in the thread: the model never sees it, and the person is told
                 # why (a run resumed after the limit was raised goes on as usual).
                 await self.end.fail(cur, "message_too_long", f"the message has "
-                                 f"{len(run.text):,} characters; [agent] max_message_chars "
-                                 f"is {self.agent.max_message_chars:,}", notice=refused)
+                                    f"{len(run.text):,} characters; [agent] max_message_chars "
+                                    f"is {self.agent.max_message_chars:,}", notice=refused)
                 self.end.published(cur.run)
                 return False
             if cur.start is None:
@@ -159,8 +163,8 @@ class RunDriver:
             stalled = 1 if moved_on else run.stalled_recoveries + 1
             if stalled > self.agent.max_recovery_attempts:
                 await self.end.fail(cur, "poison_run",
-                                 f"the process died {run.stalled_recoveries} times in a row "
-                                 "while running this run; giving up instead of crash-looping")
+                                    f"the process died {run.stalled_recoveries} times in a row "
+                                    "while running this run; giving up instead of crash-looping")
                 self.end.published(cur.run)
                 return False
             attempt = run.recovery_attempts + 1
@@ -203,8 +207,8 @@ class RunDriver:
         turns = turn_budget(run.turns, self.agent.max_turns)
         if turns == "exceeded":
             await self.end.fail(cur, "max_turns_exceeded",
-                             f"the run took {run.turns} model turns (max_turns = "
-                             f"{self.agent.max_turns})")
+                                f"the run took {run.turns} model turns (max_turns = "
+                                f"{self.agent.max_turns})")
             return
         final = turns == "final" or verdict.action == "final"
         last = cur.entries[-1] if cur.entries else None
@@ -230,7 +234,7 @@ class RunDriver:
             spent = spent + response.usage
             if _empty(response):
                 await self.end.fail(cur, "empty_answer", "the model answered with no text and "
-                                 "no tool call, twice in a row", spent=spent)
+                                    "no tool call, twice in a row", spent=spent)
                 return
         calls = unique_call_ids(response.tool_calls, cur.own)
         turn = AssistantTurn(run_id=run.id, text=response.text, tool_calls=calls,
@@ -246,7 +250,7 @@ class RunDriver:
                              durable=any(self._has_effect(c.name) for c in calls))
         else:
             await self.end.complete(cur, response.text, [turn], turns=taken, usage=usage,
-                                 cost_usd=cost)
+                                    cost_usd=cost)
 
     async def _ask(self, cur: RunCursor, final: bool, request: ModelRequest,
                    on_text: TextSink) -> ModelResponse:
