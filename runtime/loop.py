@@ -5,88 +5,48 @@ call the model -> checkpoint the turn (intent, before any tool runs) -> run each
 pending call -> checkpoint its result. Everything the loop decides is derived
 from the stored entries, so a run picked up after a crash continues where it
 stopped: recorded results are reused, never re-run.
+
+What the loop decides it hands on: how a run ends (answered, failed, paused, cancelled,
+timed out, released) is ``endings.py``; what the model is sent, the thread's tail it is
+cut from and the summary of what falls out of it are ``prompting.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any, Unpack
+from typing import Any
 
 from .budget import BudgetConfig, Prices, Spend, Verdict, check_budget
 from .config import AgentConfig
 from .context import prompt_tokens
-from .cursor import RunCursor, unanswered
-from .entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, Usage, UserMessage
-from .errors import (
-    ContextTooLong,
-    CorruptStore,
-    FailReason,
-    ProviderError,
-    StaleWrite,
-    StoreError,
-    ToolFailure,
-)
-from .events import (
-    ApprovalRequested,
-    EventBus,
-    RunEnded,
-    RunStarted,
-    TextDelta,
-    ToolCallFinished,
-    ToolCallStarted,
-)
-from .gate import (
-    CallFacts,
-    Pause,
-    Reconcile,
-    Refuse,
-    gate_call,
-    replay_mismatch,
-    unique_call_ids,
-)
+from .cursor import RunCursor
+from .endings import DRIVABLE, Endings
+from .entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, UserMessage
+from .errors import ContextTooLong, CorruptStore, ProviderError, StaleWrite, StoreError, ToolFailure
+from .events import EventBus, RunStarted, TextDelta, ToolCallFinished, ToolCallStarted
+from .gate import CallFacts, Pause, Reconcile, Refuse, gate_call, replay_mismatch, unique_call_ids
 from .guards import call_key, is_repeat, too_long, turn_budget
-from .prompting import Prompts
+from .prompting import Prompts, compact, load
 from .providers.base import ModelRequest, ModelResponse, Provider, TextSink
-from .runs import (
-    ApprovalDelivery,
-    Delivery,
-    PendingApproval,
-    ReplyDelivery,
-    Run,
-    RunChanges,
-    RunState,
-    idempotency_key,
-)
+from .runs import Run, RunState, idempotency_key
 from .stores.base import Store
-from .tail import Tail, first_loaded
-from .tools import NOT_DONE, ToolContext, ToolOutput, ToolRegistry, error_result
+from .tail import first_loaded
+from .tools import NOT_DONE, ToolContext, ToolOutput, ToolRegistry, ToolSpec, error_result
 
 __all__ = ["DRIVABLE", "FINAL_TURN_NOTICE", "RunDriver"]
 
 log = logging.getLogger("maiden.loop")
 
 S = RunState
-DRIVABLE = (S.QUEUED, S.RUNNING, S.AWAITING_TOOL)
 
 FINAL_TURN_NOTICE = (
     "This is your last turn for this request: no tools are available now. "
     "Answer the user with what you have."
 )
-
-_PLAIN = {
-    "provider_error": "the model service failed",
-    "max_turns_exceeded": "it took more steps than I am allowed",
-    "budget_exceeded": "it would go over the budget",
-    "poison_run": "it kept crashing",
-    "internal_error": "an internal error",
-    "replay_mismatch": "my records of it disagree",
-    "empty_answer": "the model gave an empty answer twice",
-}
 
 
 class _Paused:
@@ -125,9 +85,7 @@ class RunDriver:
         self.cancel_reasons: dict[str, str] = {}
         """Runs whose task is being cancelled on purpose, and why."""
         self.prompts = Prompts(agent.system_prompt)
-
-    def _cursor(self, run: Run, entries: list[Entry] | Tail) -> RunCursor:
-        return RunCursor(self.store, self.bus, run, entries, self.clock)
+        self.end = Endings(store, bus, agent, self.prices, instance_id=instance_id, clock=clock)
 
     # -- one run, top to bottom ----------------------------------------------------------
 
@@ -137,16 +95,17 @@ class RunDriver:
         if run.state not in DRIVABLE:
             return run
         try:
-            entries = await self._load(run)
+            entries = await load(self.store, self.prompts, run, limit=self._limit(),
+                                 summary=self.agent.compaction == "summary")
         except CorruptStore as exc:
-            return await self._unreadable(run, exc)
-        cur = self._cursor(run, entries)
+            return await self.end.unreadable(run, exc)
+        cur = self.end.cursor(run, entries)
         try:
             if not await self._begin(cur):
                 return cur.run
             while cur.run.state in (S.RUNNING, S.AWAITING_TOOL):
                 if self.stopping:
-                    return await self._release(cur)
+                    return await self.end.release(cur)
                 await self._step(cur)
         except asyncio.CancelledError:
             reason = self.cancel_reasons.pop(run_id, None)
@@ -155,38 +114,18 @@ class RunDriver:
                 # past the grace period, it is still released, so that start does not
                 # count a clean stop as a crash.
                 if self.stopping:
-                    await self._release_fresh(run_id)
+                    await self.end.release_fresh(run_id)
                 raise
             return await self.cancel(run_id, reason)
         except ProviderError as exc:
-            await self._fail(cur, "provider_error", str(exc))
+            await self.end.fail(cur, "provider_error", str(exc))
         except (StaleWrite, StoreError):
             raise
         except Exception as exc:
             log.exception("run %s failed on an internal error", run_id)
-            await self._fail(cur, "internal_error", f"{type(exc).__name__}: {exc}")
-        self._publish_end(cur.run)
+            await self.end.fail(cur, "internal_error", f"{type(exc).__name__}: {exc}")
+        self.end.published(cur.run)
         return cur.run
-
-    async def _load(self, run: Run) -> list[Entry] | Tail:
-        """What the run needs of its thread: with a context window, only the tail the window
-        holds (from where it is held, and from the run's own message on); else all of it."""
-        limit = self._limit()
-        fresh = run.state is S.QUEUED and run.started_at is None
-        if limit is None or (not fresh and run.first_entry is None):
-            return await self.store.load_entries(run.thread_id)
-        starts = [self.prompts.held_start(run.thread_id),
-                  None if fresh else run.first_entry]
-        start = min((s for s in starts if s is not None), default=None)
-        tail = await self.store.load_tail(run.thread_id, limit, start=start)
-        if self.agent.compaction == "summary" and tail.base:
-            # What falls out of the window is summarised from where the newest summary
-            # stops: load from there (``covers`` counts entries without the summaries, so
-            # as a position it is at or before that point).
-            covers = (tail.summary_before.covers or 0) if tail.summary_before else 0
-            if covers < tail.base - tail.summaries_before:
-                tail = await self.store.load_tail(run.thread_id, limit, start=covers)
-        return tail
 
     async def _begin(self, cur: RunCursor) -> bool:
         run = cur.run
@@ -197,10 +136,10 @@ class RunDriver:
             if cur.start is None and refused is not None:
                 # Not put in the thread: the model never sees it, and the person is told
                 # why (a run resumed after the limit was raised goes on as usual).
-                await self._fail(cur, "message_too_long", f"the message has "
-                                 f"{len(run.text):,} characters; [agent] max_message_chars "
-                                 f"is {self.agent.max_message_chars:,}", notice=refused)
-                self._publish_end(cur.run)
+                await self.end.fail(cur, "message_too_long", f"the message has "
+                                    f"{len(run.text):,} characters; [agent] max_message_chars "
+                                    f"is {self.agent.max_message_chars:,}", notice=refused)
+                self.end.published(cur.run)
                 return False
             if cur.start is None:
                 user = UserMessage(run_id=run.id, text=run.text, user=run.origin.user,
@@ -223,10 +162,10 @@ class RunDriver:
             moved_on = run.recovered_at is not None and len(cur.entries) > run.recovered_at
             stalled = 1 if moved_on else run.stalled_recoveries + 1
             if stalled > self.agent.max_recovery_attempts:
-                await self._fail(cur, "poison_run",
-                                 f"the process died {run.stalled_recoveries} times in a row "
-                                 "while running this run; giving up instead of crash-looping")
-                self._publish_end(cur.run)
+                await self.end.fail(cur, "poison_run",
+                                    f"the process died {run.stalled_recoveries} times in a row "
+                                    "while running this run; giving up instead of crash-looping")
+                self.end.published(cur.run)
                 return False
             attempt = run.recovery_attempts + 1
             log.warning("recovering run %s (attempt %d) from %s", run.id, attempt, run.state)
@@ -248,14 +187,14 @@ class RunDriver:
                 done = {e.tool_call_id: e for e in own if isinstance(e, ToolResult)}
                 mismatch = replay_mismatch(turn, done)
                 if mismatch:
-                    await self._fail(cur, "replay_mismatch", mismatch)
+                    await self.end.fail(cur, "replay_mismatch", mismatch)
                     return
                 if any(c.id not in done for c in turn.tool_calls):
                     await self._run_calls(cur, turn, done)
                     return
             elif turn is not None:
                 # A final answer stored without its completion: finish, don't re-ask.
-                await self._complete(cur, turn.text)
+                await self.end.complete(cur, turn.text)
                 return
         await self._model_turn(cur)
 
@@ -263,13 +202,13 @@ class RunDriver:
         run = cur.run
         verdict = await self._budget_verdict(run)
         if verdict.action == "exceeded":
-            await self._fail(cur, "budget_exceeded", f"budget {verdict.detail}")
+            await self.end.fail(cur, "budget_exceeded", f"budget {verdict.detail}")
             return
         turns = turn_budget(run.turns, self.agent.max_turns)
         if turns == "exceeded":
-            await self._fail(cur, "max_turns_exceeded",
-                             f"the run took {run.turns} model turns (max_turns = "
-                             f"{self.agent.max_turns})")
+            await self.end.fail(cur, "max_turns_exceeded",
+                                f"the run took {run.turns} model turns (max_turns = "
+                                f"{self.agent.max_turns})")
             return
         final = turns == "final" or verdict.action == "final"
         last = cur.entries[-1] if cur.entries else None
@@ -281,7 +220,8 @@ class RunDriver:
             self.bus.publish(TextDelta(run_id=run.id, thread_id=run.thread_id, text=delta))
 
         if self.agent.compaction == "summary":
-            await self._compact(cur, final)
+            await compact(cur, self.provider, self.prompts, self._tool_specs(final),
+                          limit=self._limit(), prices=self.prices)
         request = self._request(cur, final)
         response = await self._ask(cur, final, request, on_text)
         spent = response.usage
@@ -293,8 +233,8 @@ class RunDriver:
             response = await self._ask(cur, final, request, on_text)
             spent = spent + response.usage
             if _empty(response):
-                await self._fail(cur, "empty_answer", "the model answered with no text and "
-                                 "no tool call, twice in a row", spent=spent)
+                await self.end.fail(cur, "empty_answer", "the model answered with no text and "
+                                    "no tool call, twice in a row", spent=spent)
                 return
         calls = unique_call_ids(response.tool_calls, cur.own)
         turn = AssistantTurn(run_id=run.id, text=response.text, tool_calls=calls,
@@ -309,8 +249,8 @@ class RunDriver:
                              turns=taken, usage=usage, cost_usd=cost,
                              durable=any(self._has_effect(c.name) for c in calls))
         else:
-            await self._complete(cur, response.text, [turn], turns=taken, usage=usage,
-                                 cost_usd=cost)
+            await self.end.complete(cur, response.text, [turn], turns=taken, usage=usage,
+                                    cost_usd=cost)
 
     async def _ask(self, cur: RunCursor, final: bool, request: ModelRequest,
                    on_text: TextSink) -> ModelResponse:
@@ -333,36 +273,16 @@ class RunDriver:
         """What the model is sent: the thread as the model sees it, cut to the context
         window (``limit``, else ``max_context_tokens``, else what the provider says its
         model holds), the system prompt, and the tools unless it is the final turn."""
-        tools = () if final else tuple(self.tools.specs())
-        return self.prompts.request(cur.run, cur.entries, tools, final=final,
+        return self.prompts.request(cur.run, cur.entries, self._tool_specs(final), final=final,
                                     limit=limit or self._limit(), now=self.clock())
+
+    def _tool_specs(self, final: bool) -> tuple[ToolSpec, ...]:
+        return () if final else tuple(self.tools.specs())
 
     def _limit(self) -> int | None:
         limit: int | None = self.agent.max_context_tokens or getattr(
             self.provider, "context_window", None)
         return limit
-
-    async def _compact(self, cur: RunCursor, final: bool) -> None:
-        """``compaction = "summary"``: when the window's cut has moved past what the
-        thread's summary covers, have the model summarise what falls out and store that as
-        a ``summary`` notice: durable like any entry, so a crash mid-compaction at worst
-        asks again. A failure leaves the history dropped."""
-        run = cur.run
-        tools = () if final else tuple(self.tools.specs())
-        asked = self.prompts.compaction(run, cur.entries, tools, self._limit())
-        if asked is None:
-            return
-        request, covers = asked
-        try:
-            response = await self.provider.complete(request, None)
-        except ProviderError as exc:
-            log.warning("run %s: the summary of older entries failed (%s); they are left "
-                        "out unsummarised", run.id, exc)
-            return
-        summary = Notice(run_id=run.id, code="summary", text=response.text.strip(),
-                         covers=covers, at=self.clock())
-        await cur.commit([summary], usage=run.usage + response.usage,
-                         cost_usd=run.cost_usd + self.prices.cost(response.usage))
 
     async def _budget_verdict(self, run: Run) -> Verdict:
         usage = run.usage
@@ -456,7 +376,7 @@ class RunDriver:
         if isinstance(verdict, Refuse):
             return error_result(verdict.kind, verdict.message)
         if isinstance(verdict, Pause):
-            await self._pause(cur, call, verdict.reason)
+            await self.end.pause(cur, call, verdict.reason)
             return _Paused()
         assert tool is not None
         ctx = ToolContext(run_id=run.id, thread_id=run.thread_id, tool_call_id=call.id,
@@ -485,142 +405,15 @@ class RunDriver:
         except Exception as exc:
             return error_result("exception", f"{type(exc).__name__}: {exc}")
 
-    async def _pause(self, cur: RunCursor, call: ToolCall, reason: str) -> None:
-        """Wait for a person; the prompt for the run's channel goes in the same checkpoint."""
-        run = cur.run
-        pending = PendingApproval(
-            tool_call_id=call.id, name=call.name, arguments=call.arguments,
-            arguments_hash=call_key(call.name, call.arguments), reason=reason,
-            requested_at=self.clock(), asked_by=run.origin.user, channel=run.origin.channel,
-            target=run.origin.target)
-        prompts = []
-        if run.origin.target:
-            # Keyed by the call and how many decisions the run had: a call asked about again
-            # (approved, then cut off by a crash) gets a new prompt, a retried pause does not.
-            at = f"approval:{call.id}:{len(run.decisions)}"
-            prompts.append(ApprovalDelivery(
-                key=idempotency_key(run.id, at), run_id=run.id, thread_id=run.thread_id,
-                channel=run.origin.channel, target=run.origin.target, tool_call_id=call.id,
-                name=call.name, arguments=call.arguments, arguments_hash=pending.arguments_hash,
-                reason=reason, asked_by=run.origin.user, created_at=self.clock()))
-        await cur.commit(to=S.AWAITING_APPROVAL, reason=reason, pending_approval=pending,
-                         deliveries=prompts)
-        self.bus.publish(ApprovalRequested(
-            run_id=run.id, thread_id=run.thread_id, tool_call_id=call.id, name=call.name,
-            arguments=call.arguments, arguments_hash=pending.arguments_hash, reason=reason,
-            channel=run.origin.channel, target=run.origin.target))
-
-    # -- endings: completed, failed, cancelled, timed out, released -------------------------
-
-    async def _complete(
-        self, cur: RunCursor, text: str, entries: Sequence[Entry] = (),
-        **changes: Unpack[RunChanges],
-    ) -> None:
-        if not text.strip():
-            # Never an empty post (a turn stored by an older version, say): say why instead.
-            await self._fail(cur, "empty_answer", "the final answer has no text")
-            return
-        changes["reply"] = text
-        await cur.commit(entries, to=S.COMPLETED, reason="answered",
-                         deliveries=self._reply(cur, len(entries), text), **changes)
-
-    def _reply(self, cur: RunCursor, adding: int, text: str) -> list[Delivery]:
-        """The outbox record for a message that came from a channel (none for cli/http).
-
-        Keyed by the run and the thread position it answers at: a run resumed and ended
-        again says so again, but the same end is never posted twice.
-        """
-        run = cur.run
-        if not run.origin.target:
-            return []
-        at = len(cur.entries) + adding
-        return [ReplyDelivery(key=idempotency_key(run.id, f"reply@{at}"), run_id=run.id,
-                         thread_id=run.thread_id, channel=run.origin.channel,
-                         target=run.origin.target, text=text, created_at=self.clock())]
-
-    async def _fail(self, cur: RunCursor, reason: FailReason, message: str, *,
-                    notice: str | None = None, spent: Usage | None = None) -> None:
-        """End the run failed, answering any unanswered call so the history stays valid;
-        ``notice`` is what the person is told (else a plain sentence for ``reason``);
-        ``spent``: what model calls not recorded in any turn used, added to the run's."""
-        log.warning("run %s failed: %s: %s", cur.run.id, reason, message)
-        closing = self._closing_results(cur, "cancelled", f"not run: the run failed ({reason})")
-        notice = notice or f"Sorry, I could not finish this ({_PLAIN.get(reason, reason)})."
-        await cur.commit(closing, to=S.FAILED, reason=reason, error=message, started_calls=(),
-                         deliveries=self._reply(cur, len(closing), notice),
-                         usage=cur.run.usage + (spent or Usage()),
-                         cost_usd=cur.run.cost_usd + (self.prices.cost(spent) if spent else 0.0))
-
-    async def _unreadable(self, run: Run, exc: CorruptStore) -> Run:
-        """The thread cannot be read back: fail the run (resumable once it is repaired)
-        without touching the entries, and say so."""
-        log.warning("run %s failed: %s", run.id, exc)
-        cur = self._cursor(run, [])
-        notice = "Sorry, I could not finish this (my records of this conversation are " \
-            "damaged)."
-        deliveries = [] if not run.origin.target else [ReplyDelivery(
-            key=idempotency_key(run.id, f"reply@corrupt:{run.version}"), run_id=run.id,
-            thread_id=run.thread_id, channel=run.origin.channel, target=run.origin.target,
-            text=notice, created_at=self.clock())]
-        await cur.commit(to=S.FAILED, reason="corrupt_store", error=str(exc),
-                         deliveries=deliveries, checked=False)
-        self._publish_end(cur.run)
-        return cur.run
-
-    def _closing_results(self, cur: RunCursor, kind: Any, message: str) -> list[Entry]:
-        return [ToolResult(run_id=cur.run.id, tool_call_id=c.id, name=c.name, is_error=True,
-                           content=error_result(kind, message).content, at=self.clock())
-                for c in unanswered(cur.own)]
+    # -- the ways a run ends are in endings.py ----------------------------------------------
 
     async def cancel(self, run_id: str, reason: str, *, attempts: int = 3) -> Run:
         """End a run as cancelled from what the store holds now (not from a stale cursor)."""
-        for _ in range(attempts):
-            run = await self.store.get_run(run_id)
-            if run.terminal:
-                return run
-            cur = self._cursor(run, await self.store.load_entries(run.thread_id))
-            closing = self._closing_results(cur, "cancelled", f"cancelled: {reason}")
-            try:
-                await cur.commit(closing, to=S.CANCELLED, reason=reason, started_calls=(),
-                                 pending_approval=None,
-                                 deliveries=self._reply(cur, len(closing), f"Stopped ({reason})."))
-            except StaleWrite:
-                continue  # a checkpoint landed meanwhile: read again
-            self._publish_end(cur.run)
-            return cur.run
-        raise StaleWrite(f"run {run_id} kept changing while being cancelled")
+        return await self.end.cancel(run_id, reason, attempts=attempts)
 
     async def expire(self, run_id: str) -> Run:
         """Move a run whose approval waited longer than ``approval_timeout_s`` to timed_out."""
-        run = await self.store.get_run(run_id)
-        timeout = self.agent.approval_timeout_s
-        pending = run.pending_approval
-        if (run.state is not S.AWAITING_APPROVAL or pending is None or timeout is None
-                or self.clock() < pending.requested_at + timeout):
-            return run
-        cur = self._cursor(run, await self.store.load_entries(run.thread_id))
-        await cur.commit(to=S.TIMED_OUT, reason="approval_timeout",
-                         error=f"no decision on {pending.name} within {timeout:g} s",
-                         deliveries=self._reply(cur, 0, f"Nobody approved {pending.name} in "
-                                                f"time, so I stopped here."))
-        self._publish_end(cur.run)
-        return cur.run
-
-    async def _release(self, cur: RunCursor) -> Run:
-        """Shutdown: leave the run at its checkpoint, marked as nobody's."""
-        await cur.commit(owner=None)
-        self.bus.publish(RunEnded.of(cur.run, "shutting down"))
-        return cur.run
-
-    async def _release_fresh(self, run_id: str) -> None:
-        with contextlib.suppress(StaleWrite, StoreError):
-            run = await self.store.get_run(run_id)
-            if run.state in DRIVABLE and run.owner == self.instance_id:
-                cur = self._cursor(run, await self.store.load_entries(run.thread_id))
-                await self._release(cur)
-
-    def _publish_end(self, run: Run) -> None:
-        self.bus.publish(RunEnded.of(run))
+        return await self.end.expire(run_id)
 
 
 def _empty(response: ModelResponse) -> bool:

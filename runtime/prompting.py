@@ -5,23 +5,34 @@ with a summary or a notice standing for what the window leaves out.
 the tidiness check and the summary scan (incremental: threads only grow) and the window's
 cut (held still for the providers' prompt caches). The driver asks it for a request, and,
 with ``compaction = "summary"``, for the request that summarises what falls out.
+
+The two steps of the loop that are about the window sit here too: ``load`` reads only
+the tail of a thread the window needs, and ``compact`` stores the summary of what falls
+out of it.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .budget import Prices
 from .context import Span, SummaryScan, Window, split_summaries, transcript
+from .cursor import RunCursor
 from .entries import Entry, Notice, UserMessage
+from .errors import ProviderError
 from .history import Tidiness, model_view
-from .providers.base import ModelRequest
-from .runs import Run
+from .providers.base import ModelRequest, Provider
+from .runs import Run, RunState
+from .stores.base import Store
 from .tail import Tail, is_summary
 from .tools import ToolSpec
 
-__all__ = ["COMPACTION_PROMPT", "Cut", "Prompts"]
+__all__ = ["COMPACTION_PROMPT", "Cut", "Prompts", "compact", "load"]
+
+log = logging.getLogger("maiden.loop")
 
 COMPACTION_PROMPT = (
     "You summarise the start of a conversation between a team and their assistant, so the "
@@ -167,6 +178,51 @@ class Prompts:
         state = self._threads.get(thread_id)
         if state is not None:
             state.window = Window()
+
+
+async def load(store: Store, prompts: Prompts, run: Run, *, limit: int | None,
+               summary: bool) -> list[Entry] | Tail:
+    """What the run needs of its thread: with a context window (``limit``), only the tail
+    the window holds (from where it is held, and from the run's own message on); else all
+    of it. With ``summary`` compaction, also what falls out of the window since the newest
+    summary, for ``compact`` to summarise."""
+    fresh = run.state is RunState.QUEUED and run.started_at is None
+    if limit is None or (not fresh and run.first_entry is None):
+        return await store.load_entries(run.thread_id)
+    starts = [prompts.held_start(run.thread_id), None if fresh else run.first_entry]
+    start = min((s for s in starts if s is not None), default=None)
+    tail = await store.load_tail(run.thread_id, limit, start=start)
+    if summary and tail.base:
+        # What falls out of the window is summarised from where the newest summary
+        # stops: load from there (``covers`` counts entries without the summaries, so
+        # as a position it is at or before that point).
+        covers = (tail.summary_before.covers or 0) if tail.summary_before else 0
+        if covers < tail.base - tail.summaries_before:
+            tail = await store.load_tail(run.thread_id, limit, start=covers)
+    return tail
+
+
+async def compact(cur: RunCursor, provider: Provider, prompts: Prompts,
+                  tools: Sequence[ToolSpec], *, limit: int | None, prices: Prices) -> None:
+    """``compaction = "summary"``: when the window's cut has moved past what the
+    thread's summary covers, have the model summarise what falls out and store that as
+    a ``summary`` notice: durable like any entry, so a crash mid-compaction at worst
+    asks again. A failure leaves the history dropped."""
+    run = cur.run
+    asked = prompts.compaction(run, cur.entries, tools, limit)
+    if asked is None:
+        return
+    request, covers = asked
+    try:
+        response = await provider.complete(request, None)
+    except ProviderError as exc:
+        log.warning("run %s: the summary of older entries failed (%s); they are left "
+                    "out unsummarised", run.id, exc)
+        return
+    summary = Notice(run_id=run.id, code="summary", text=response.text.strip(),
+                     covers=covers, at=cur.clock())
+    await cur.commit([summary], usage=run.usage + response.usage,
+                     cost_usd=run.cost_usd + prices.cost(response.usage))
 
 
 def _plain_index(loaded: Sequence[Entry], index: int) -> int:

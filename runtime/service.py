@@ -26,6 +26,7 @@ from typing import Any, Literal, get_args
 from .budget import BudgetConfig
 from .config import AgentConfig, Prices, RuntimeConfig
 from .control import ControlRequest, Instance, ask, live_instances, serve_requests
+from .decisions import approve_call, requeue
 from .delivery import Deliverer, Outbox
 from .errors import InvalidThreadId, RunError, RunErrorReason, StaleWrite, StoreError
 from .events import EventBus, RunEnded, RunEvent, Subscription
@@ -35,7 +36,6 @@ from .providers.base import Provider
 from .records import Records
 from .requests import ScheduleService
 from .runs import (
-    Decision,
     Delivery,
     Origin,
     ReplyDelivery,
@@ -43,7 +43,6 @@ from .runs import (
     RunState,
     Transition,
     new_run_id,
-    transition,
 )
 from .stores.base import Checkpoint, Store, check_thread_id
 from .tools import ToolRegistry
@@ -408,26 +407,9 @@ class Runtime(Records):
                                      approve=approve, by=by, reason=reason,
                                      arguments_hash=arguments_hash, approvers=allowed)
         run = await self._store.get_run(run_id)
-        pending = run.pending_approval
-        waiting = run.state is S.AWAITING_APPROVAL or (
-            run.state is S.TIMED_OUT and run.reason == "approval_timeout")
-        if not waiting or pending is None:
-            raise RunError("not_awaiting_approval",
-                           f"run {run_id} is {run.state}, not awaiting approval")
-        if pending.tool_call_id != tool_call_id:
-            raise RunError("stale_approval", f"run {run_id} is waiting for call "
-                           f"{pending.tool_call_id} ({pending.name}), not {tool_call_id}")
-        if arguments_hash is not None and arguments_hash != pending.arguments_hash:
-            raise RunError("stale_approval", f"the arguments of {pending.name} changed since "
-                           "the prompt was shown; decide on the current prompt")
-        decision = Decision(tool_call_id=tool_call_id, approve=approve, by=by, reason=reason,
-                            arguments_hash=pending.arguments_hash, at=self.clock())
-        verb = "approved" if approve else "denied"
-        target = S.AWAITING_TOOL if run.state is S.AWAITING_APPROVAL else S.QUEUED
-        moved, step = transition(
-            run, target, f"{verb} by {by or 'someone'}: {pending.name}", now=self.clock(),
-            decisions=(*run.decisions, decision), pending_approval=None,
-            owner=self.instance_id, error=None, version=run.version + 1)
+        moved, step = approve_call(run, tool_call_id, approve=approve, by=by, reason=reason,
+                                   arguments_hash=arguments_hash, now=self.clock(),
+                                   owner=self.instance_id)
         await self._write_run(moved, step)
         self._workers.kick(run.thread_id)
         return moved
@@ -437,13 +419,7 @@ class Runtime(Records):
         if await self._forward():
             return await self._asked("resume", run_id)
         run = await self._store.get_run(run_id)
-        if run.state is S.COMPLETED:
-            raise RunError("not_resumable", f"run {run_id} completed; completed runs cannot "
-                           "be resumed (send a new message instead)")
-        if run.state in ACTIVE:
-            raise RunError("not_resumable", f"run {run_id} is {run.state}: it has not stopped")
-        moved, step = transition(run, S.QUEUED, "resumed by request", now=self.clock(),
-                                 error=None, version=run.version + 1)
+        moved, step = requeue(run, now=self.clock())
         await self._write_run(moved, step)
         self._workers.kick(run.thread_id)
         return moved

@@ -17,8 +17,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ..entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, Usage, UserMessage
 from ..errors import ProviderError
 from .base import ModelRequest, ModelResponse, TextSink
-from .http import HttpTransport, Retry, parse_json
+from .http import HttpTransport, Retry, ServerSentEvent, parse_json
 from .models import context_window
+from .stream import exchange
 from .wire import notice_text, pair_results, result_text, tool_arguments
 
 __all__ = ["AnthropicProvider", "to_messages"]
@@ -93,22 +94,10 @@ class AnthropicProvider:
         self, request: ModelRequest, on_text: TextSink | None = None
     ) -> ModelResponse:
         stream = self.stream and on_text is not None
-        async with self.transport.post(self.body(request, stream=stream),
-                                       stream=stream) as response:
-            if not stream:
-                return _from_message(parse_json(NAME, response.content, "response body"))
-            state = _StreamState()
-            events = self.transport.events(response)
-            async for sse in events:
-                data = parse_json(NAME, sse.data, f"{sse.event!r} event")
-                delta = state.apply(data)
-                if delta and on_text is not None:
-                    await on_text(delta)
-                if state.done:
-                    await self.transport.drain(events)
-                    return state.response()
-        raise ProviderError(f"{NAME}: the stream ended before message_stop: the answer was "
-                            "cut off (connection closed early)")
+        return await exchange(
+            self.transport, self.body(request, stream=stream), on_text,
+            whole=lambda content: _from_message(parse_json(NAME, content, "response body")),
+            assembler=_StreamState() if stream else None)
 
 
 # -- entries -> messages --------------------------------------------------------------------
@@ -273,7 +262,9 @@ def _from_message(data: Any) -> ModelResponse:
 
 
 class _StreamState:
-    """Assembles a streamed message from its events."""
+    """Assembles a streamed message from its events (an ``Assembler``)."""
+
+    end = "message_stop"
 
     def __init__(self) -> None:
         self.model: str | None = None
@@ -283,8 +274,9 @@ class _StreamState:
         self.usage = Usage()
         self.done = False
 
-    def apply(self, data: Any) -> str:
+    def feed(self, sse: ServerSentEvent) -> str:
         """Take in one event; return the text it adds (for ``on_text``)."""
+        data = parse_json(NAME, sse.data, f"{sse.event!r} event")
         try:
             event = _Event.model_validate(data)
         except ValidationError as exc:

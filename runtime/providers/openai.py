@@ -23,8 +23,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ..entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, Usage, UserMessage
 from ..errors import ProviderError
 from .base import ModelRequest, ModelResponse, TextSink
-from .http import HttpTransport, Retry, parse_json
+from .http import HttpTransport, Retry, ServerSentEvent, parse_json
 from .models import context_window
+from .stream import exchange
 from .wire import notice_text, pair_results, result_text, tool_arguments
 
 __all__ = ["OpenAIProvider", "to_messages"]
@@ -92,21 +93,10 @@ class OpenAIProvider:
         self, request: ModelRequest, on_text: TextSink | None = None
     ) -> ModelResponse:
         stream = self.stream and on_text is not None
-        async with self.transport.post(self.body(request, stream=stream),
-                                       stream=stream) as response:
-            if not stream:
-                return _from_completion(parse_json(NAME, response.content, "response body"))
-            state = _StreamState()
-            events = self.transport.events(response)
-            async for sse in events:
-                if sse.data.strip() == "[DONE]":
-                    await self.transport.drain(events)
-                    return state.response()
-                delta = state.apply(parse_json(NAME, sse.data, "stream chunk"))
-                if delta and on_text is not None:
-                    await on_text(delta)
-        raise ProviderError(f"{NAME}: the stream ended before [DONE]: the answer was cut off "
-                            "(connection closed early)")
+        return await exchange(
+            self.transport, self.body(request, stream=stream), on_text,
+            whole=lambda content: _from_completion(parse_json(NAME, content, "response body")),
+            assembler=_StreamState() if stream else None)
 
 
 # -- entries -> messages --------------------------------------------------------------------
@@ -251,9 +241,12 @@ class _Partial:
 
 
 class _StreamState:
-    """Assembles a streamed completion from its chunks."""
+    """Assembles a streamed completion from its chunks (an ``Assembler``)."""
+
+    end = "[DONE]"
 
     def __init__(self) -> None:
+        self.done = False
         self.model: str | None = None
         self.text: list[str] = []
         self.refusal: list[str] = []
@@ -261,9 +254,12 @@ class _StreamState:
         self.finish_reason: str | None = None
         self.usage = Usage()
 
-    def apply(self, data: Any) -> str:
+    def feed(self, sse: ServerSentEvent) -> str:
         """Take in one chunk; return the text it adds (for ``on_text``)."""
-        chunk = _parse(data, "stream chunk")
+        if sse.data.strip() == "[DONE]":
+            self.done = True
+            return ""
+        chunk = _parse(parse_json(NAME, sse.data, "stream chunk"), "stream chunk")
         self.model = chunk.model or self.model
         if chunk.usage is not None:  # the last chunk, with stream_options.include_usage
             self.usage = _usage(chunk.usage)

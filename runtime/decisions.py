@@ -1,0 +1,59 @@
+"""What a person's decide or resume does to a run: pure rules, no I/O.
+
+``Runtime.decide`` and ``Runtime.resume`` read the run, forward to the process that
+serves the store, write the result and wake the thread's worker; whether the request
+applies to the run as it stands, and the run it leaves, are decided here, so the rules
+are plain functions tested with tables (as ``gate.py`` is for calls).
+"""
+
+from __future__ import annotations
+
+from .errors import RunError
+from .runs import Decision, Run, RunState, Transition, transition
+
+__all__ = ["approve_call", "requeue"]
+
+S = RunState
+
+
+def approve_call(
+    run: Run, tool_call_id: str, *, approve: bool, by: str, reason: str,
+    arguments_hash: str | None, now: float, owner: str,
+) -> tuple[Run, Transition]:
+    """The run as a decision on its pending call leaves it (``owner`` carries it on).
+
+    A run that timed out waiting can still be approved: it is queued again. ``RunError``
+    when the run waits for no approval, for another call, or for a call whose arguments
+    changed since ``arguments_hash`` was shown."""
+    pending = run.pending_approval
+    waiting = run.state is S.AWAITING_APPROVAL or (
+        run.state is S.TIMED_OUT and run.reason == "approval_timeout")
+    if not waiting or pending is None:
+        raise RunError("not_awaiting_approval",
+                       f"run {run.id} is {run.state}, not awaiting approval")
+    if pending.tool_call_id != tool_call_id:
+        raise RunError("stale_approval", f"run {run.id} is waiting for call "
+                       f"{pending.tool_call_id} ({pending.name}), not {tool_call_id}")
+    if arguments_hash is not None and arguments_hash != pending.arguments_hash:
+        raise RunError("stale_approval", f"the arguments of {pending.name} changed since "
+                       "the prompt was shown; decide on the current prompt")
+    decision = Decision(tool_call_id=tool_call_id, approve=approve, by=by, reason=reason,
+                        arguments_hash=pending.arguments_hash, at=now)
+    verb = "approved" if approve else "denied"
+    target = S.AWAITING_TOOL if run.state is S.AWAITING_APPROVAL else S.QUEUED
+    return transition(
+        run, target, f"{verb} by {by or 'someone'}: {pending.name}", now=now,
+        decisions=(*run.decisions, decision), pending_approval=None, owner=owner,
+        error=None, version=run.version + 1)
+
+
+def requeue(run: Run, *, now: float) -> tuple[Run, Transition]:
+    """A failed, cancelled or timed-out run queued again from its last checkpoint;
+    ``RunError("not_resumable")`` for a completed run or one that has not stopped."""
+    if run.state is S.COMPLETED:
+        raise RunError("not_resumable", f"run {run.id} completed; completed runs cannot "
+                       "be resumed (send a new message instead)")
+    if not run.terminal:
+        raise RunError("not_resumable", f"run {run.id} is {run.state}: it has not stopped")
+    return transition(run, S.QUEUED, "resumed by request", now=now, error=None,
+                      version=run.version + 1)
