@@ -1,0 +1,92 @@
+"""`maiden run`, `schedules` and `migrate`: serve, look at the schedules, move the store."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+
+from runtime import NotFound, RunState
+
+from ..config import LoadedConfig
+from .common import EXIT_OK, UsageError, report
+
+__all__ = ["COMMANDS"]
+
+_OWN_FILES = 256
+"""Descriptors maiden needs besides the HTTP connections (store, channels, tools)."""
+
+
+async def _run(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    from ..app import serve
+    from ..limits import raise_open_files
+
+    http = loaded.config.http
+    raise_open_files(http.max_connections + _OWN_FILES if http.enabled else 0)
+    await serve(loaded, context=args.log_context)
+    return EXIT_OK
+
+
+async def _schedules(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    """Each schedule: name, crontab, zone, next three fires (ISO 8601 with offset), its last
+    slot and what came of it, where its answer goes, and whether it is from the config or
+    from chat. ``run NAME``: one run now, waited for and printed like `maiden send`."""
+    from schedules import statuses
+
+    from ..app import open_app
+    from ..jobs import status_lines
+
+    loaded.config.read_schedules()  # a bad [[schedules]] is reported before the store opens
+    if getattr(args, "schedules_command", None) == "run":
+        return await _run_schedule(loaded, args)
+    async with open_app(loaded, recover=False, mcp=False) as app:
+        await app.book.load()
+        found = await statuses(app.book)
+    if not found:
+        print("no schedules (add [[schedules]] to the config, or ask the agent for one)")
+        return EXIT_OK
+    print("\n".join(status_lines(found)))
+    return EXIT_OK
+
+
+async def _run_schedule(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    from schedules import Scheduler
+
+    from ..app import open_app
+
+    async with open_app(loaded, recover=False, serve=True, writable=True,
+                        log_runs=args.verbose) as app:
+        await app.book.load()
+        scheduler = Scheduler(app.book, timers=False)  # not started: it only submits
+        try:
+            run = await scheduler.run_now(args.name)
+        except NotFound as exc:
+            raise UsageError(str(exc)) from None
+        run = await app.runtime.wait(run.id)
+        if run.origin.target and run.state is RunState.COMPLETED:
+            sent = [d for d in await app.runtime.deliveries(run_id=run.id) if d.remote_id]
+            where = ":".join([run.origin.channel, *run.origin.target.values()])
+            note = "delivered" if sent else "to be delivered by `maiden run`"
+            print(f"({note} to {where})", file=sys.stderr)
+    return report(run)
+
+
+async def _migrate(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    from ..migrate import copy_store, open_spec
+
+    cfg, base = loaded.config.store, loaded.base_dir
+    source, target = open_spec(args.source, cfg, base), open_spec(args.target, cfg, base)
+    async with contextlib.AsyncExitStack() as stack:
+        for store in (source, target):
+            await store.open()
+            stack.push_async_callback(store.close)
+        print(f"copying {args.source} into {args.target}")
+        counts = await copy_store(source, target, progress=print)
+    print(f"done, and the counts match: {counts.threads:,} threads, {counts.entries:,} "
+          f"entries, {counts.runs:,} runs ({counts.transitions:,} state changes), "
+          f"{counts.deliveries:,} outbox records, {counts.schedules:,} schedules, "
+          f"{counts.notes:,} notes")
+    return EXIT_OK
+
+
+COMMANDS = {"run": _run, "schedules": _schedules, "migrate": _migrate}

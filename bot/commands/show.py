@@ -1,0 +1,148 @@
+"""`maiden threads`, `show`, `runs` and `usage`: read the store and print it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Coroutine
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from runtime import CorruptStore, RunState
+
+from ..config import LoadedConfig
+from .common import EXIT_FAILED, EXIT_OK, UsageError
+
+__all__ = ["COMMANDS", "SHOW_PAGE"]
+
+T = TypeVar("T")
+
+
+async def _threads(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    from ..app import open_runtime
+
+    async with open_runtime(loaded, recover=False, mcp=False) as runtime:
+        threads = await runtime.threads()
+    if not threads:
+        print("no threads yet")
+    for t in threads:
+        state = t.last_state or "-"
+        print(f"{t.id!r}  entries={t.length} runs={t.runs} last={state}")
+    return EXIT_OK
+
+
+SHOW_PAGE = 500
+
+
+async def _show(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    """A thread's entries and runs. A damaged store is shown as far as it can be read: each
+    part that cannot be is marked where it would be, and the first reason ends the output
+    on stderr (exit 1)."""
+    from channels import render_entry, render_run, render_transition
+
+    from ..app import open_runtime
+
+    damaged: list[str] = []
+
+    async def readable(read: Coroutine[Any, Any, T]) -> T | None:
+        try:
+            return await read
+        except CorruptStore as exc:
+            damaged.append(str(exc))
+            return None
+
+    async with open_runtime(loaded, recover=False, mcp=False) as runtime:
+        total = await readable(runtime.thread_length(args.thread))
+        runs = await readable(runtime.runs(thread_id=args.thread))
+        if not total and not runs and not damaged:
+            print(f"no thread {args.thread!r}", file=sys.stderr)
+            return EXIT_FAILED
+        count = "?" if total is None else str(total)
+        print(f"thread {args.thread!r}: {count} entries, "
+              f"{'?' if runs is None else len(runs)} runs\n")
+        # Page by page: a thread of any length is shown in the same memory. Without its
+        # length (unreadable), pages are read until a short one.
+        offset = 0
+        while total is None or offset < total:
+            page = await readable(runtime.entries(args.thread, offset=offset, limit=SHOW_PAGE))
+            if page is None:  # still show the runs: they say what happened
+                print(f"(entries from {offset + 1} on are unreadable)")
+                break
+            for i, entry in enumerate(page, offset + 1):
+                print(render_entry(i, entry))
+            offset += SHOW_PAGE
+            if total is None and len(page) < SHOW_PAGE:
+                break
+        print("\nruns:")
+        if runs is None:
+            print("(the runs are unreadable)")
+        for run in runs or []:
+            print(render_run(run))
+            steps = await readable(runtime.transitions(run.id))
+            if steps is None:
+                print("    (its transitions are unreadable)")
+            for t in steps or []:
+                print(render_transition(t))
+            for d in run.decisions:
+                verb = "approved" if d.approve else "denied"
+                print(f"    decision: {verb} call {d.tool_call_id} by {d.by}"
+                      + (f" ({d.reason})" if d.reason else ""))
+    if damaged:
+        print(f"maiden: {damaged[0]}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+async def _runs(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    from channels import render_run
+
+    from ..app import open_runtime
+
+    states = [RunState(s) for s in args.state] if args.state else None
+    async with open_runtime(loaded, recover=False, mcp=False) as runtime:
+        runs = await runtime.runs(thread_id=args.thread, states=states, limit=args.limit)
+    if not runs:
+        print("no runs")
+    for run in runs:
+        print(render_run(run))
+    return EXIT_OK
+
+
+def _since(text: str | None) -> float:
+    if not text:
+        return 0.0
+    units = {"m": 60, "h": 3600, "d": 86400}
+    if text[:-1].isdigit() and text[-1] in units:
+        return time.time() - int(text[:-1]) * units[text[-1]]
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"--since {text!r}: use an ISO date (2026-11-01) or an age "
+                         "(24h, 7d)") from None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+
+
+async def _usage(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    from ..app import open_runtime
+
+    since = _since(args.since)
+    async with open_runtime(loaded, recover=False, mcp=False) as runtime:
+        runs = [r for r in await runtime.runs() if r.created_at >= since]
+    totals: dict[str, list[float]] = {}
+    for run in runs:
+        row = totals.setdefault(run.thread_id, [0, 0, 0, 0, 0.0])
+        u = run.usage
+        for i, value in enumerate((1, run.turns, u.input_tokens + u.cache_read_tokens
+                                   + u.cache_creation_tokens, u.output_tokens, run.cost_usd)):
+            row[i] += value
+    print(f"{'thread':<40} {'runs':>6} {'turns':>6} {'input':>10} {'output':>10} {'cost $':>10}")
+    for thread, (n, turns, inp, out, cost) in sorted(totals.items(), key=lambda kv: -kv[1][4]):
+        print(f"{thread[:40]:<40} {n:>6.0f} {turns:>6.0f} {inp:>10.0f} {out:>10.0f} "
+              f"{cost:>10.4f}")
+    all_cost = sum(row[4] for row in totals.values())
+    print(f"{'total':<40} {len(runs):>6} {'':>6} {'':>10} {'':>10} {all_cost:>10.4f}")
+    return EXIT_OK
+
+
+COMMANDS = {"threads": _threads, "show": _show, "runs": _runs, "usage": _usage}

@@ -1,0 +1,79 @@
+"""`maiden chat` and `maiden send`: talk to the agent from the terminal."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from typing import Any
+
+from runtime import MaidenError, Origin, RunState
+
+from ..config import LoadedConfig
+from .common import EXIT_INTERRUPTED, EXIT_OK, report
+
+__all__ = ["COMMANDS"]
+
+
+async def _chat(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    from channels import chat
+
+    from ..app import open_runtime
+
+    async with open_runtime(loaded, recover=False, serve=True, writable=True,
+                            log_runs=args.verbose) as runtime:
+        left = await chat(runtime, args.thread)
+    return EXIT_INTERRUPTED if left == "interrupted" else EXIT_OK
+
+
+async def _send(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    """One message. Ctrl-C cancels the run (its tools stop) and says so; a second Ctrl-C
+    leaves at once, the run left where it stands for the next start to carry on."""
+    from channels.terminal import on_sigint
+
+    from ..app import open_runtime
+
+    async with open_runtime(loaded, recover=False, serve=True, writable=True,
+                            log_runs=args.verbose) as runtime:
+        run = await runtime.submit(args.thread, args.text, origin=Origin(channel="cli"))
+        waiting = asyncio.ensure_future(runtime.wait(run.id))
+        interrupts = 0
+
+        def interrupted() -> None:
+            nonlocal interrupts
+            interrupts += 1
+            if interrupts == 1:
+                print(f"\nmaiden: cancelling run {run.id} (Ctrl-C again to leave it as it is)",
+                      file=sys.stderr)
+                runtime.spawn(_cancel_run(runtime, run.id), name="maiden-cli-cancel")
+            else:
+                print(f"maiden: left run {run.id} as it is; `maiden run` (or the next command "
+                      "on this thread) carries it on", file=sys.stderr)
+                waiting.cancel()
+
+        with on_sigint(interrupted):
+            try:
+                run = await waiting
+            except asyncio.CancelledError:
+                if interrupts < 2:
+                    raise
+                await runtime.close(grace_s=0)  # the run is released at its checkpoint
+    if interrupts >= 2:
+        # Leave now: a sync tool's thread cannot be stopped, and Python would wait for it
+        # at exit. The store is closed; the run is where the next start carries it on.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED)
+    code = report(run)
+    return EXIT_INTERRUPTED if interrupts and run.state is RunState.CANCELLED else code
+
+
+async def _cancel_run(runtime: Any, run_id: str) -> None:
+    try:
+        await runtime.cancel(run_id, by="terminal")
+    except MaidenError as exc:
+        print(f"maiden: {exc}", file=sys.stderr)
+
+
+COMMANDS = {"chat": _chat, "send": _send}

@@ -1,0 +1,143 @@
+"""``HttpApi``: the HTTP app's link to the runtime (``app.state.maiden``), which every
+route reaches through ``deps.Api``, and the switches the process uses at shutdown."""
+
+# No `from __future__ import annotations`: the routes' modules import these names for
+# annotations FastAPI reads at runtime.
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi.responses import StreamingResponse
+
+from runtime import Origin, Run, RunEnded, RunEvent, Runtime
+
+from .auth import Credential, Credentials
+from .config import HttpConfig
+from .console import StatusSource
+from .console.live import Live
+from .errors import ApiError
+from .metrics import Metrics
+from .models import MessageIn, RunOut
+
+__all__ = ["SSE", "HttpApi", "claimed"]
+
+log = logging.getLogger("maiden.http")
+SSE = "text/event-stream"
+
+
+class HttpApi:
+    """The app's link to the runtime, and the switches the process uses at shutdown."""
+
+    def __init__(self, runtime: Runtime, config: HttpConfig, credentials: Credentials,
+                 statuses: StatusSource | None = None) -> None:
+        self.runtime = runtime
+        self.config = config
+        self.credentials = credentials
+        self.statuses: StatusSource = statuses or (lambda: [("http", "serving")])
+        self.metrics = Metrics(runtime)
+        self.closing = False
+        self.released = asyncio.Event()
+        self.console: Live | None = None
+        """The console's live streams, ended by ``release``."""
+
+    def stop_intake(self) -> None:
+        """New messages are refused with 503 from now on."""
+        self.closing = True
+
+    def release(self) -> None:
+        """Answer every request still waiting for a run with where the run stands now."""
+        self.released.set()
+        if self.console is not None:
+            self.console.stopping.set()
+
+    async def submit(self, thread_id: str, body: MessageIn, key: str | None,
+                     who: Credential) -> Run:
+        if self.closing:
+            raise ApiError(503, "the server is shutting down; send the message again later",
+                           "shutting_down", {"Retry-After": "5"})
+        run = await self.runtime.submit(
+            thread_id, body.text, origin=Origin(channel="http", user=claimed(who, body.user)),
+            idempotency_key=f"http:{key}" if key is not None else None)
+        if key is not None and (run.thread_id != thread_id or run.text != body.text):
+            raise ApiError(409, f"Idempotency-Key {key!r} was already used for another "
+                           f"message (run {run.id}); use a new key for a new message",
+                           "idempotency_key_reused")
+        log.info("message accepted as run %s", run.id,
+                 extra={"thread_id": run.thread_id, "run_id": run.id})
+        return run
+
+    async def settle(self, run_id: str) -> Run:
+        """The run once it ends or pauses (or once the server stops waiting)."""
+        waiting = asyncio.ensure_future(self.runtime.wait(run_id))
+        released = asyncio.ensure_future(self.released.wait())
+        try:
+            await asyncio.wait([waiting, released], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (waiting, released):
+                task.cancel()
+            await asyncio.gather(waiting, released, return_exceptions=True)
+        if waiting.done() and not waiting.cancelled():
+            return waiting.result()
+        return await self.runtime.get_run(run_id)
+
+    async def after(self, run: Run, wait: bool) -> RunOut:
+        """The run as it is now, or (``wait``) once it ends or pauses."""
+        return RunOut.of(await self.settle(run.id) if wait else run)
+
+    def event_stream(self, run: Run, first: str | None) -> StreamingResponse:
+        """Answer with the run's events (from its start: the runtime keeps them)."""
+        return StreamingResponse(
+            self._stream(run, first), media_type=SSE,
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no",
+                     "Location": f"/v1/runs/{run.id}"})
+
+    async def _stream(self, run: Run, first: str | None) -> AsyncIterator[bytes]:
+        """SSE: the run's events until its end event.
+
+        Every ``keepalive_s`` of silence sends a comment line, so proxies keep the
+        connection; at shutdown the stream ends with where the run stands.
+        """
+        if first:
+            yield _sse(first, RunOut.of(run).model_dump(mode="json"))
+        events = self.runtime.follow(run.id)
+        released: asyncio.Future[Any] = asyncio.ensure_future(self.released.wait())
+        upcoming: asyncio.Future[RunEvent] | None = None
+        try:
+            while True:
+                upcoming = upcoming or asyncio.ensure_future(anext(events))
+                await asyncio.wait([upcoming, released], timeout=self.config.keepalive_s,
+                                   return_when=asyncio.FIRST_COMPLETED)
+                if not upcoming.done():
+                    if released.done():
+                        ended = RunEnded.of(await self.runtime.get_run(run.id))
+                        yield _sse(ended.kind, ended.model_dump(mode="json"))
+                        return
+                    yield b": keepalive\n\n"
+                    continue
+                event, upcoming = upcoming.result(), None
+                yield _sse(event.kind, event.model_dump(mode="json"))
+                if isinstance(event, RunEnded):
+                    return
+        finally:
+            for task in (released, upcoming):
+                if task is not None:
+                    task.cancel()
+            await asyncio.gather(*(t for t in (released, upcoming) if t is not None),
+                                 return_exceptions=True)
+            await events.aclose()
+
+
+def claimed(who: Credential, named: str | None) -> str:
+    """The caller's name; a body that names someone else is refused (who someone is comes
+    from their token, never from what a request says)."""
+    if named and named != who.name:
+        raise ApiError(403, f"this request is authenticated as {who.name!r}; it cannot act as "
+                            f"{named!r} (leave the name out: it comes from the token)",
+                       "identity_mismatch")
+    return who.name
+
+
+def _sse(kind: str, data: dict[str, Any]) -> bytes:
+    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()

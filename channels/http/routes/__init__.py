@@ -1,0 +1,14 @@
+"""The API's routes, one ``APIRouter`` per resource; ``create_app`` includes them.
+
+Each route reaches the app it serves through the dependencies in ``..deps``
+(``request.app.state.maiden``), so the routers are module-level.
+"""
+
+from .approvals import router as approvals
+from .runs import router as runs
+from .schedules import router as schedules
+from .service import router as service
+from .threads import message_router
+from .threads import router as threads
+
+__all__ = ["approvals", "message_router", "runs", "schedules", "service", "threads"]

@@ -1,0 +1,67 @@
+"""/v1/runs: list runs, read one, follow its events, cancel or resume it."""
+
+# No `from __future__ import annotations`: FastAPI reads the routes' annotations at runtime.
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query
+from fastapi.responses import StreamingResponse
+
+from runtime import RunState
+
+from ..api import claimed
+from ..deps import Api, Operator, needs, secured
+from ..errors import problem_responses
+from ..models import CancelIn, RunDetail, RunOut, RunPage
+from .common import DENIED, FOLLOW_DOC, MAX_OFFSET
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["runs"])
+
+
+@router.get("/v1/runs", dependencies=secured, responses=problem_responses(*DENIED, 422))
+async def list_runs(
+    api: Api,
+    state: Annotated[list[RunState] | None, Query(description="any of these")] = None,
+    thread_id: str | None = None,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> RunPage:
+    """Runs, newest first, optionally of some states or one thread."""
+    newest = await api.runtime.runs(thread_id=thread_id, states=state or None,
+                                    limit=offset + limit + 1)
+    newest.reverse()
+    page = newest[offset:offset + limit]
+    return RunPage(runs=[RunDetail.detail(r, None) for r in page],
+                   next_offset=offset + limit if len(newest) > offset + limit else None)
+
+
+@router.get("/v1/runs/{run_id}", dependencies=secured,
+            responses=problem_responses(*DENIED, 404))
+async def get_run(run_id: str, api: Api) -> RunDetail:
+    """A run with its state changes and decisions."""
+    run = await api.runtime.get_run(run_id)
+    return RunDetail.detail(run, await api.runtime.transitions(run_id))
+
+
+@router.get("/v1/runs/{run_id}/events", dependencies=secured,
+            response_class=StreamingResponse,
+            responses={200: FOLLOW_DOC, **problem_responses(*DENIED, 404)})
+async def follow_run(run_id: str, api: Api) -> StreamingResponse:
+    """Follow a run's events from now on, as server-sent events, until it ends or pauses."""
+    return api.event_stream(await api.runtime.get_run(run_id), first=None)
+
+
+@router.post("/v1/runs/{run_id}/cancel",
+             responses=problem_responses(400, *DENIED, 403, 404, 409, 413, 422))
+async def cancel(run_id: str, who: Operator, api: Api, body: CancelIn | None = None) -> RunOut:
+    """Cancel a run: its model stream and tools stop, and it ends ``cancelled``."""
+    by = claimed(who, (body or CancelIn()).by)
+    return RunOut.of(await api.runtime.cancel(run_id, by=by))
+
+
+@router.post("/v1/runs/{run_id}/resume", dependencies=[Depends(needs("operate"))],
+             responses=problem_responses(*DENIED, 403, 404, 409, 413, 422))
+async def resume(run_id: str, api: Api, wait: bool = False) -> RunOut:
+    """Queue a failed, cancelled or timed-out run again from its last checkpoint."""
+    return await api.after(await api.runtime.resume(run_id), wait)

@@ -1,0 +1,71 @@
+"""/v1/schedules: list the schedules, run one now, read its slots, pause or resume it."""
+
+# No `from __future__ import annotations`: FastAPI reads the routes' annotations at runtime.
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Response
+
+from runtime import NotFound, Runtime, ScheduleService
+
+from ..deps import Api, needs, secured
+from ..errors import problem_responses
+from ..models import RunOut, SchedulePage, SlotHistory
+from .common import DENIED
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["schedules"])
+_operate = [Depends(needs("operate"))]
+
+
+def _schedules(runtime: Runtime) -> ScheduleService:
+    if runtime.schedules is None:
+        raise NotFound("this process fires no schedules")
+    return runtime.schedules
+
+
+@router.get("/v1/schedules", dependencies=secured, responses=problem_responses(*DENIED))
+async def list_schedules(api: Api) -> SchedulePage:
+    """Every schedule this process fires (from the config and from chat), with its next
+    fires and its last slot's outcome; empty when it fires none."""
+    runtime = api.runtime
+    found = await runtime.schedules.listing() if runtime.schedules is not None else []
+    return SchedulePage.model_validate({"schedules": found})
+
+
+@router.post("/v1/schedules/{name}/run", dependencies=_operate,
+             responses=problem_responses(*DENIED, 403, 404, 409, 422))
+async def run_schedule(name: str, api: Api, wait: bool = False) -> RunOut:
+    """Run a schedule once now, outside its slots (its own key: a second request is a
+    second run); ``wait``: answer when the run ends or pauses."""
+    if api.runtime.schedules is None:
+        raise NotFound(f"no schedule named {name!r}: this process fires no schedules")
+    return await api.after(await api.runtime.schedules.run_now(name), wait)
+
+
+@router.get("/v1/schedules/{name}/history", dependencies=secured,
+            responses=problem_responses(*DENIED, 404, 422))
+async def schedule_history(
+    name: str, api: Api, limit: Annotated[int, Query(ge=1, le=200)] = 20,
+) -> SlotHistory:
+    """A schedule's newest slots, newest first: each slot's run, its state, and where
+    its answer was delivered (or the error)."""
+    slots = await _schedules(api.runtime).history(name, limit)
+    return SlotHistory.model_validate({"name": name, "slots": slots})
+
+
+@router.post("/v1/schedules/{name}/pause", dependencies=_operate,
+             responses=problem_responses(*DENIED, 403, 404))
+async def pause_schedule(name: str, api: Api) -> Response:
+    """Pause a schedule (its slots are not run until it is resumed)."""
+    await _schedules(api.runtime).set_paused(name, True)
+    return Response(status_code=204)
+
+
+@router.post("/v1/schedules/{name}/resume", dependencies=_operate,
+             responses=problem_responses(*DENIED, 403, 404))
+async def resume_schedule(name: str, api: Api) -> Response:
+    """Resume a paused schedule: it fires from its next slot on (the slots missed while
+    it was paused are not caught up)."""
+    await _schedules(api.runtime).set_paused(name, False)
+    return Response(status_code=204)
