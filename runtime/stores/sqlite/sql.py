@@ -11,12 +11,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ..context import SUMMARY, entry_tokens
-from ..entries import Entry, Notice, ToolResult
-from ..errors import CorruptStore, NotFound, StaleWrite
-from ..requests import Note, NoteCall
-from ..runs import DELIVERY, Delivery, Run, arriving_after
-from .base import NOTE_CALLS_KEPT
+from ...context import SUMMARY, entry_tokens
+from ...entries import Entry, Notice, ToolResult
+from ...errors import CorruptStore, NotFound, StaleWrite
+from ...requests import Note, NoteCall
+from ...runs import DELIVERY, Delivery, Run, arriving_after
+from ..base import NOTE_CALLS_KEPT
 
 __all__ = ["CheckpointRows", "ThreadCache", "commit_rows", "create_run_row", "delete_note_row",
            "entry_row", "fetchall", "no_cycle_collection", "parse_run", "pending_changed",

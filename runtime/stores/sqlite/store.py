@@ -26,11 +26,11 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, cast
 
-from ..entries import ENTRY, Entry, Notice
-from ..errors import CorruptStore, NotFound, StoreError
-from ..runs import DELIVERY, TERMINAL, Delivery, Run, RunState, Transition
-from ..tail import Tail
-from .base import (
+from ...entries import ENTRY, Entry, Notice
+from ...errors import CorruptStore, NotFound, StoreError
+from ...runs import DELIVERY, TERMINAL, Delivery, Run, RunState, Transition
+from ...tail import Tail
+from ..base import (
     ENTRIES,
     Checkpoint,
     Opens,
@@ -38,11 +38,11 @@ from .base import (
     ThreadInfo,
     check_thread_id,
 )
-from .identity import FileIdentity
-from .sqlite_commit import GroupCommit
-from .sqlite_control import SQLiteControl
-from .sqlite_schema import ACTIVE_SQL, migrate
-from .sqlite_sql import (
+from ..identity import FileIdentity
+from .commit import GroupCommit
+from .control import SQLiteControl
+from .schema import ACTIVE_SQL, migrate
+from .sql import (
     CheckpointRows,
     ThreadCache,
     commit_rows,
@@ -55,9 +55,9 @@ from .sqlite_sql import (
     run_row,
     update_pending_row,
 )
-from .sqlite_thread import SQLiteThread
+from .thread import SQLiteThread
 
-__all__ = ["SQLiteStore"]
+__all__ = ["SHORT_THREAD", "SQLiteStore", "Synchronous"]
 
 Synchronous = Literal["off", "normal", "full", "extra"]
 

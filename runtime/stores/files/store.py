@@ -10,7 +10,7 @@ Layout under ``root``::
     idempotency/{sha256(key)}   pointer: the run that holds an idempotency key
     deliveries/{sha256(key)}    pointer: the thread that holds a delivery record
     requests/, instances/,      the control plane, schedule records and notes
-    schedules/, notes/          (``files_control``)
+    schedules/, notes/          (``control``)
 
 Every file is written to a temp file in its folder, fsynced, renamed over the old
 one, and the folder is fsynced: a reader sees the old version or the new one,
@@ -21,10 +21,10 @@ overwritten) but never a run or a delivery that cannot be found.
 Unlike SQLite, a checkpoint rewrites the whole snapshot: its cost grows with the
 thread's length. POSIX only (``fcntl.flock``); fine on a local disk, not on NFS.
 
-Its parts, each given the one ``Disk`` (``files_fs``: atomic writes, locks, the
-worker thread): ``Threads`` and ``Pointers`` (``files_folders``) and the control
-plane (``files_control``); ``files_names`` maps ids to file names and
-``files_snapshot`` is the snapshot format.
+Its parts, each given the one ``Disk`` (``fs``: atomic writes, locks, the
+worker thread): ``Threads`` and ``Pointers`` (``folders``) and the control
+plane (``control``); ``names`` maps ids to file names and
+``snapshot`` is the snapshot format.
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..entries import Entry
-from ..errors import NotFound, StaleWrite, StoreError
-from ..requests import (
+from ...entries import Entry
+from ...errors import NotFound, StaleWrite, StoreError
+from ...requests import (
     ControlRequest,
     Instance,
     Lease,
@@ -48,17 +48,17 @@ from ..requests import (
     ScheduleRecord,
     SlotMark,
 )
-from ..runs import Delivery, Run, RunState, Transition, arriving_after
-from ..tail import Tail, tail_of
-from .base import Checkpoint, Opens, StoreStats, ThreadInfo, check_thread_id, unlistened
-from .files_control import FilesControl
-from .files_folders import Pointers, Threads
-from .files_fs import Disk, read_or_none, remove_stale_temp_files
-from .files_names import key_file_name, run_file_name, thread_file_name, thread_stem
-from .files_snapshot import MARKER, Snapshot, check_marker, select_runs
-from .identity import FileIdentity
+from ...runs import Delivery, Run, RunState, Transition, arriving_after
+from ...tail import Tail, tail_of
+from ..base import Checkpoint, Opens, StoreStats, ThreadInfo, check_thread_id, unlistened
+from ..identity import FileIdentity
+from .control import FilesControl
+from .folders import Pointers, Threads
+from .fs import Disk, read_or_none, remove_stale_temp_files
+from .names import key_file_name, run_file_name, thread_file_name, thread_stem
+from .snapshot import MARKER, Snapshot, check_marker, select_runs
 
-__all__ = ["FilesStore", "thread_file_name"]
+__all__ = ["FilesStore"]
 
 
 class FilesStore(Opens):
@@ -183,7 +183,7 @@ class FilesStore(Opens):
         async with self._thread_lock(thread_stem(thread_id)):
             await self._disk.io(self._change_delivery, thread_id, key, change)
 
-    # -- the control plane, kept in files_control
+    # -- the control plane, kept in control.py
 
     async def add_request(self, request: ControlRequest) -> ControlRequest:
         return await self._control.add_request(request)

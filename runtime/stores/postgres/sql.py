@@ -21,14 +21,18 @@ from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
 
-from ..errors import StaleWrite
-from ..runs import TERMINAL, Delivery, RunState, Transition
-from .base import Checkpoint
-from .sqlite import _activity
-from .sqlite_sql import entry_row, pending_changed, positioned_rows, run_json
+from ...errors import StaleWrite
+from ...runs import TERMINAL, Delivery, RunState, Transition
+from ..base import Checkpoint
+from ..sqlite.sql import entry_row, pending_changed, positioned_rows, run_json
+from ..sqlite.store import _activity
 
-__all__ = ["LIST_THREADS", "CheckpointRows", "configure", "decode_text", "encode_text", "keep",
-           "list_runs_sql", "transitions_of", "update_pending", "write_checkpoint"]
+__all__ = ["ERRORS", "LIST_THREADS", "CheckpointRows", "configure", "decode_text", "encode_text",
+           "keep", "list_runs_sql", "transitions_of", "update_pending", "write_checkpoint"]
+
+ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
+"""What asyncpg raises: the server's errors, a misused or lost connection, the network, a
+connection that took too long to make."""
 
 
 def encode_text(value: str) -> str:

@@ -20,8 +20,8 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-from ..errors import CorruptStore, NotFound
-from ..requests import (
+from ...errors import CorruptStore, NotFound
+from ...requests import (
     ControlRequest,
     Instance,
     Lease,
@@ -30,9 +30,9 @@ from ..requests import (
     ScheduleRecord,
     SlotMark,
 )
-from .base import NOTE_CALLS_KEPT
-from .files_fs import Disk
-from .files_names import key_file_name
+from ..base import NOTE_CALLS_KEPT
+from .fs import Disk
+from .names import key_file_name
 
 __all__ = ["FilesControl"]
 
