@@ -24,8 +24,7 @@ import asyncpg  # type: ignore[import-untyped]
 from ...errors import StaleWrite
 from ...runs import TERMINAL, Delivery, RunState, Transition
 from ..base import Checkpoint
-from ..sqlite.sql import entry_row, pending_changed, positioned_rows, run_json
-from ..sqlite.store import _activity
+from ..sqlite.sql import activity, entry_row, pending_changed, positioned_rows, run_json
 
 __all__ = ["ERRORS", "LIST_THREADS", "CheckpointRows", "configure", "decode_text", "encode_text",
            "keep", "list_runs_sql", "transitions_of", "update_pending", "write_checkpoint"]
@@ -88,7 +87,7 @@ class CheckpointRows:
         joined = {run_id: ",".join(items) for run_id, items in steps.items()}
         run = None
         if cp.run is not None:
-            run = (cp.run.state, cp.run.version, run_json(cp.run), _activity(cp), cp.run.id,
+            run = (cp.run.state, cp.run.version, run_json(cp.run), activity(cp), cp.run.id,
                    cp.run.version - 1)
         return cls(
             thread_id=cp.thread_id,

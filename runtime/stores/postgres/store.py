@@ -32,8 +32,8 @@ from ...runs import DELIVERY, Delivery, Run, RunState, Transition, arriving_afte
 from ...tail import Tail
 from ..base import Checkpoint, Opens, StoreStats, ThreadInfo, check_thread_id
 from ..dsn import redact_dsn
+from ..sqlite.reads import parse_entries
 from ..sqlite.sql import ThreadCache, parse_run, run_json
-from ..sqlite.store import _parse
 from .control import PostgresControl
 from .schema import check_schema_name, migrate
 from .sql import (
@@ -200,7 +200,7 @@ class PostgresStore(PostgresControl, Opens):
         if offset or limit is not None:  # a page, for a reader of the history: not cached
             rows = await self._fetch("SELECT data FROM entries WHERE thread_id = $1 AND "
                                      "seq >= $2 ORDER BY seq LIMIT $3", thread_id, offset, limit)
-            return _parse(thread_id, offset, rows) if rows else []
+            return parse_entries(thread_id, offset, rows) if rows else []
         # Entry rows are append-only, in every replica: what is held stays true, and only
         # the rows since are read.
         base, known = self._threads.pop(thread_id)
@@ -209,7 +209,7 @@ class PostgresStore(PostgresControl, Opens):
         rows = await self._fetch("SELECT data FROM entries WHERE thread_id = $1 AND seq >= $2 "
                                  "ORDER BY seq", thread_id, len(known))
         if rows:
-            known.extend(_parse(thread_id, len(known), rows))
+            known.extend(parse_entries(thread_id, len(known), rows))
         self._threads.put(thread_id, 0, known)
         return list(known)
 
@@ -236,8 +236,8 @@ class PostgresStore(PostgresControl, Opens):
         before = 0
         if base and rows:  # the row before base gives the running sum the tail starts from
             before, rows = rows[0]["tokens"], rows[1:]
-        loaded = _parse(thread_id, base, rows) if rows else []
-        newest = _parse(thread_id, base, [summary])[0] if summary is not None else None
+        loaded = parse_entries(thread_id, base, rows) if rows else []
+        newest = parse_entries(thread_id, base, [summary])[0] if summary is not None else None
         assert newest is None or isinstance(newest, Notice)
         own = [now - then for then, now in pairwise([before, *(r["tokens"] for r in rows)])]
         return Tail(base, loaded, summaries_before=0 if summary is None else summary[1],
