@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from runtime.stores.dsn import redact_dsn
-from runtime.stores.postgres_schema import SCHEMA_VERSION
+from runtime.stores.postgres.schema import SCHEMA_VERSION
 from tests.postgres import PG_DSN, fresh_schema
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,8 +18,8 @@ from runtime.errors import CorruptStore, StoreError
 from runtime.runs import Origin, Run, RunState
 from runtime.stores.base import Checkpoint
 from runtime.stores.postgres import PostgresStore
-from runtime.stores.postgres_schema import MIGRATIONS, SCHEMA_VERSION
-from runtime.stores.postgres_sql import CheckpointRows, list_runs_sql, write_checkpoint
+from runtime.stores.postgres.schema import MIGRATIONS, SCHEMA_VERSION
+from runtime.stores.postgres.sql import CheckpointRows, list_runs_sql, write_checkpoint
 from runtime.stores.sqlite import SQLiteStore
 from tests.postgres import PG_DSN, fresh_schema
 
@@ -138,7 +138,7 @@ async def test_a_non_durable_commit_is_committed_in_order(
         levels.append(await conn.fetchval("SHOW synchronous_commit"))
         await write_checkpoint(conn, rows)
 
-    monkeypatch.setattr("runtime.stores.postgres.write_checkpoint", watched)
+    monkeypatch.setattr("runtime.stores.postgres.store.write_checkpoint", watched)
     run = await _started(store)
     await store.commit(Checkpoint("t", 1, [Notice(run_id=run.id, code="n", text="lazy")],
                                   durable=False))

@@ -17,8 +17,8 @@ from runtime.control import Instance
 from runtime.errors import StaleWrite, StoreError
 from runtime.runs import Run
 from runtime.stores.sqlite import SHORT_THREAD, SQLiteStore
-from runtime.stores.sqlite_commit import GroupCommit
-from runtime.stores.sqlite_thread import SQLiteThread
+from runtime.stores.sqlite.commit import GroupCommit
+from runtime.stores.sqlite.thread import SQLiteThread
 
 
 def _folder(tmp_path: Path) -> Path:

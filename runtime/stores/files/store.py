@@ -10,7 +10,7 @@ Layout under ``root``::
     idempotency/{sha256(key)}   pointer: the run that holds an idempotency key
     deliveries/{sha256(key)}    pointer: the thread that holds a delivery record
     requests/, instances/,      the control plane, schedule records and notes
-    schedules/, notes/          (``files_control``)
+    schedules/, notes/          (``control``)
 
 Every file is written to a temp file in its folder, fsynced, renamed over the old
 one, and the folder is fsynced: a reader sees the old version or the new one,
@@ -21,10 +21,11 @@ overwritten) but never a run or a delivery that cannot be found.
 Unlike SQLite, a checkpoint rewrites the whole snapshot: its cost grows with the
 thread's length. POSIX only (``fcntl.flock``); fine on a local disk, not on NFS.
 
-Its parts, each given the one ``Disk`` (``files_fs``: atomic writes, locks, the
-worker thread): ``Threads`` and ``Pointers`` (``files_folders``) and the control
-plane (``files_control``); ``files_names`` maps ids to file names and
-``files_snapshot`` is the snapshot format.
+Its parts, each on the one ``Disk`` (``fs``: atomic writes, locks, the worker thread):
+``Threads`` and ``Pointers`` (``folders``), and the control plane, leases, schedule
+records and notes (``FilesControl`` in ``control``, which ``FilesStore`` is made of, as
+the SQLite and PostgreSQL stores are of theirs); ``names`` maps ids to file names and
+``snapshot`` is the snapshot format.
 """
 
 from __future__ import annotations
@@ -33,35 +34,26 @@ import asyncio
 import time
 import weakref
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..entries import Entry
-from ..errors import NotFound, StaleWrite, StoreError
-from ..requests import (
-    ControlRequest,
-    Instance,
-    Lease,
-    Note,
-    NoteCall,
-    ScheduleRecord,
-    SlotMark,
-)
-from ..runs import Delivery, Run, RunState, Transition, arriving_after
-from ..tail import Tail, tail_of
-from .base import Checkpoint, Opens, StoreStats, ThreadInfo, check_thread_id, unlistened
-from .files_control import FilesControl
-from .files_folders import Pointers, Threads
-from .files_fs import Disk, read_or_none, remove_stale_temp_files
-from .files_names import key_file_name, run_file_name, thread_file_name, thread_stem
-from .files_snapshot import MARKER, Snapshot, check_marker, select_runs
-from .identity import FileIdentity
+from ...entries import Entry
+from ...errors import NotFound, StaleWrite, StoreError
+from ...runs import Delivery, Run, RunState, Transition, arriving_after
+from ...tail import Tail, tail_of
+from ..base import Checkpoint, Opens, StoreStats, ThreadInfo, check_thread_id
+from ..identity import FileIdentity
+from .control import FilesControl
+from .folders import Pointers, Threads
+from .fs import Disk, read_or_none, remove_stale_temp_files
+from .names import key_file_name, run_file_name, thread_file_name, thread_stem
+from .snapshot import MARKER, Snapshot, check_marker, select_runs
 
-__all__ = ["FilesStore", "thread_file_name"]
+__all__ = ["FilesStore"]
 
 
-class FilesStore(Opens):
+class FilesStore(FilesControl, Opens):
     """Files-backed ``Store``; use as ``async with FilesStore(root) as store``.
 
     ``fsync=False`` trades durability against power loss for speed (a killed process
@@ -74,7 +66,6 @@ class FilesStore(Opens):
     ) -> None:
         self.root = Path(root)
         self._disk = Disk(self.root, fsync=fsync, lock_timeout_s=lock_timeout_s)
-        self._control = FilesControl(self._disk)
         self._threads = Threads(self._disk)
         self._run_pointers = Pointers(self._disk, "runs", "run_id", run_file_name)
         self._key_pointers = Pointers(self._disk, "idempotency", "key", key_file_name)
@@ -182,69 +173,6 @@ class FilesStore(Opens):
             raise NotFound(f"no delivery {key!r}")
         async with self._thread_lock(thread_stem(thread_id)):
             await self._disk.io(self._change_delivery, thread_id, key, change)
-
-    # -- the control plane, kept in files_control
-
-    async def add_request(self, request: ControlRequest) -> ControlRequest:
-        return await self._control.add_request(request)
-
-    async def requests(self) -> list[ControlRequest]:
-        return await self._control.requests()
-
-    async def get_request(self, request_id: int) -> ControlRequest:
-        return await self._control.get_request(request_id)
-
-    async def finish_request(self, request: ControlRequest) -> bool:
-        return await self._control.finish_request(request)
-
-    async def beat(self, instance: Instance, *, gone: bool = False) -> None:
-        await self._control.beat(instance, gone=gone)
-
-    async def instances(self) -> list[Instance]:
-        return await self._control.instances()
-
-    async def listen_requests(self, wake: Callable[[], None]) -> Callable[[], Awaitable[None]]:
-        return unlistened  # readers poll: a folder cannot tell another process
-
-    async def take_lease(self, name: str, holder: str, ttl_s: float, *,
-                         steal_from: str | None = None) -> str | None:
-        return await self._control.take_lease(name, holder, ttl_s, steal_from=steal_from)
-
-    async def renew_leases(self, holder: str, ttl_s: float) -> list[str]:
-        return await self._control.renew_leases(holder, ttl_s)
-
-    async def release_leases(self, holder: str, names: Sequence[str] | None = None) -> None:
-        await self._control.release_leases(holder, names)
-
-    async def leases(self) -> list[Lease]:
-        return await self._control.leases()
-
-    async def schedule_records(self) -> list[ScheduleRecord]:
-        return await self._control.schedule_records()
-
-    async def save_schedules(self, records: Sequence[ScheduleRecord]) -> None:
-        await self._control.save_schedules(records)
-
-    async def advance_schedules(self, marks: Sequence[SlotMark]) -> None:
-        await self._control.advance_schedules(marks)
-
-    async def delete_schedule(self, name: str) -> bool:
-        return await self._control.delete_schedule(name)
-
-    async def notes(self, scope: str) -> list[Note]:
-        return await self._control.notes(scope)
-
-    async def put_note(self, note: Note, call: str | None = None) -> bool:
-        return await self._control.put_note(note, call)
-
-    async def delete_note(self, scope: str, key: str, call: str | None = None) -> bool:
-        return await self._control.delete_note(scope, key, call)
-
-    async def note_calls(self, scope: str) -> list[NoteCall]:
-        return await self._control.note_calls(scope)
-
-    async def save_note_calls(self, calls: Sequence[NoteCall]) -> None:
-        await self._control.save_note_calls(calls)
 
     # -- plumbing
 

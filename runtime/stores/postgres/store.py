@@ -1,7 +1,7 @@
 """The PostgreSQL store: the SQLite store's rows in a server database, for replicas.
 
 Tables live in one schema (``schema``), created or migrated on ``open`` under an advisory
-lock (``postgres_schema``). A checkpoint is one transaction: it locks its thread's row (so
+lock (``postgres.schema``). A checkpoint is one transaction: it locks its thread's row (so
 two writers on one thread take turns, in any process), checks the position against the
 thread's last entry and the run's version, appends the entry rows with their running token
 sums, updates the run, appends transitions and inserts deliveries. A checkpoint that is not
@@ -12,46 +12,32 @@ writer flushes it (within a few hundred milliseconds).
 Reads are plain queries on a connection pool (asyncpg). Entry rows are append-only, so a
 read made of several queries (``load_tail``) sees a consistent thread: later statements may
 only see more rows at its end. Text values go through a codec that lets them hold U+0000
-(``postgres_sql``).
+(``postgres.sql``). The control plane, leases, schedule records and notes are
+``PostgresControl`` (``postgres.control``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from itertools import pairwise
 from typing import Any, TypeVar
 
 import asyncpg  # type: ignore[import-untyped]
 
-from ..entries import Entry, Notice
-from ..errors import NotFound, StoreError
-from ..requests import (
-    ControlRequest,
-    Instance,
-    Lease,
-    Note,
-    NoteCall,
-    ScheduleRecord,
-    SlotMark,
-)
-from ..runs import DELIVERY, Delivery, Run, RunState, Transition, arriving_after
-from ..tail import Tail
-from .base import (
-    NOTE_CALLS_KEPT,
-    Checkpoint,
-    Opens,
-    StoreStats,
-    ThreadInfo,
-    check_thread_id,
-    unlistened,
-)
-from .dsn import redact_dsn
-from .postgres_schema import check_schema_name, migrate
-from .postgres_sql import (
+from ...entries import Entry, Notice
+from ...errors import NotFound, StoreError
+from ...runs import DELIVERY, Delivery, Run, RunState, Transition, arriving_after
+from ...tail import Tail
+from ..base import Checkpoint, Opens, StoreStats, ThreadInfo, check_thread_id
+from ..dsn import redact_dsn
+from ..sqlite.reads import parse_entries
+from ..sqlite.sql import ThreadCache, parse_run, run_json
+from .control import PostgresControl
+from .schema import check_schema_name, migrate
+from .sql import (
+    ERRORS,
     LIST_THREADS,
     CheckpointRows,
     configure,
@@ -61,9 +47,6 @@ from .postgres_sql import (
     update_pending,
     write_checkpoint,
 )
-from .sqlite import _parse
-from .sqlite_control import parse_schedule_record
-from .sqlite_sql import ThreadCache, parse_run, run_json
 
 __all__ = ["PostgresStore"]
 
@@ -71,12 +54,7 @@ log = logging.getLogger("maiden.store")
 
 T = TypeVar("T")
 
-_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
-"""What asyncpg raises: the server's errors, a misused or lost connection, the network, a
-connection that took too long to make."""
-
-
-class PostgresStore(Opens):
+class PostgresStore(PostgresControl, Opens):
     """PostgreSQL-backed ``Store``; use as ``async with PostgresStore(dsn) as store``.
 
     ``dsn`` is a ``postgresql://user:password@host:port/database`` URL; ``schema`` the
@@ -108,7 +86,7 @@ class PostgresStore(Opens):
                 self.dsn, min_size=1, max_size=self.pool_size, init=configure, reset=keep,
                 timeout=self.connect_timeout_s,
                 server_settings={"search_path": self.schema, "application_name": "maiden"})
-        except (*_ERRORS, ValueError) as exc:
+        except (*ERRORS, ValueError) as exc:
             reason = str(exc) or type(exc).__name__
             password = _password(self.dsn)
             if password:
@@ -119,7 +97,7 @@ class PostgresStore(Opens):
                 self.applied = await migrate(conn, self.schema)
         except BaseException as exc:
             await pool.close()
-            if isinstance(exc, _ERRORS):
+            if isinstance(exc, ERRORS):
                 raise StoreError(f"cannot migrate postgres schema {self.schema}: {exc}") from exc
             raise
         if self.applied:
@@ -153,7 +131,7 @@ class PostgresStore(Opens):
             raise StoreError(f"postgres schema {self.schema}: a value is too large for "
                              f"PostgreSQL (keys are limited to about 2,700 bytes once "
                              f"compressed): {exc}") from exc
-        except _ERRORS as exc:
+        except ERRORS as exc:
             raise StoreError(f"postgres schema {self.schema}: {exc}") from exc
 
     @asynccontextmanager
@@ -222,7 +200,7 @@ class PostgresStore(Opens):
         if offset or limit is not None:  # a page, for a reader of the history: not cached
             rows = await self._fetch("SELECT data FROM entries WHERE thread_id = $1 AND "
                                      "seq >= $2 ORDER BY seq LIMIT $3", thread_id, offset, limit)
-            return _parse(thread_id, offset, rows) if rows else []
+            return parse_entries(thread_id, offset, rows) if rows else []
         # Entry rows are append-only, in every replica: what is held stays true, and only
         # the rows since are read.
         base, known = self._threads.pop(thread_id)
@@ -231,7 +209,7 @@ class PostgresStore(Opens):
         rows = await self._fetch("SELECT data FROM entries WHERE thread_id = $1 AND seq >= $2 "
                                  "ORDER BY seq", thread_id, len(known))
         if rows:
-            known.extend(_parse(thread_id, len(known), rows))
+            known.extend(parse_entries(thread_id, len(known), rows))
         self._threads.put(thread_id, 0, known)
         return list(known)
 
@@ -258,8 +236,8 @@ class PostgresStore(Opens):
         before = 0
         if base and rows:  # the row before base gives the running sum the tail starts from
             before, rows = rows[0]["tokens"], rows[1:]
-        loaded = _parse(thread_id, base, rows) if rows else []
-        newest = _parse(thread_id, base, [summary])[0] if summary is not None else None
+        loaded = parse_entries(thread_id, base, rows) if rows else []
+        newest = parse_entries(thread_id, base, [summary])[0] if summary is not None else None
         assert newest is None or isinstance(newest, Notice)
         own = [now - then for then, now in pairwise([before, *(r["tokens"] for r in rows)])]
         return Tail(base, loaded, summaries_before=0 if summary is None else summary[1],
@@ -338,229 +316,6 @@ class PostgresStore(Opens):
             await update_pending(conn, key,
                                  lambda d: {"attempts_failed": d.attempts_failed + 1,
                                             "last_error": error})
-
-    # -- the control plane
-
-    async def add_request(self, request: ControlRequest) -> ControlRequest:
-        async with self._transaction() as conn:
-            stored = request.model_copy(update={"id": await conn.fetchval(
-                "SELECT nextval('requests_id')")})
-            await conn.execute("INSERT INTO requests (id, data) VALUES ($1, $2)",
-                               stored.id, stored.model_dump_json())
-            # Delivered to the listeners when the transaction commits, not before.
-            await conn.execute("SELECT pg_notify($1, $2)", self._channel, str(stored.id))
-        return stored
-
-    async def listen_requests(self, wake: Callable[[], None]) -> Callable[[], Awaitable[None]]:
-        """``LISTEN`` on a connection of its own (outside the pool); if it is lost, the
-        readers' polling carries on alone, and the next call listens again."""
-
-        def notified(*_: object) -> None:
-            wake()
-
-        try:
-            conn = await asyncpg.connect(self.dsn, timeout=self.connect_timeout_s)
-            await conn.add_listener(self._channel, notified)
-        except (*_ERRORS, ValueError) as exc:
-            log.warning("cannot listen for requests on postgres (%s); polling instead",
-                        type(exc).__name__)
-            return unlistened
-
-        async def unlisten() -> None:
-            if not conn.is_closed():
-                with contextlib.suppress(*_ERRORS):
-                    await conn.close(timeout=5)
-
-        return unlisten
-
-    @property
-    def _channel(self) -> str:
-        """The notification channel of this schema's requests (an identifier of 63 bytes
-        at most, whatever the schema's name)."""
-        return "maiden_requests_" + hashlib.sha256(self.schema.encode()).hexdigest()[:20]
-
-    async def requests(self) -> list[ControlRequest]:
-        return await self._parsed(ControlRequest.model_validate_json,
-                                  "SELECT data FROM requests WHERE NOT handled ORDER BY id")
-
-    async def get_request(self, request_id: int) -> ControlRequest:
-        data = await self._value("SELECT data FROM requests WHERE id = $1", request_id)
-        if data is None:
-            raise NotFound(f"no request {request_id}")
-        return ControlRequest.model_validate_json(data)
-
-    async def finish_request(self, request: ControlRequest) -> bool:
-        done = await self._value("UPDATE requests SET handled = true, data = $1 "
-                                 "WHERE id = $2 AND NOT handled RETURNING true",
-                                 request.model_dump_json(), request.id)
-        return done is not None
-
-    async def beat(self, instance: Instance, *, gone: bool = False) -> None:
-        async with self._connection() as conn:
-            if gone:
-                await conn.execute("DELETE FROM instances WHERE id = $1", instance.id)
-            else:
-                await conn.execute("INSERT INTO instances VALUES ($1, $2) ON CONFLICT (id) "
-                                   "DO UPDATE SET data = excluded.data",
-                                   instance.id, instance.model_dump_json())
-
-    async def instances(self) -> list[Instance]:
-        return await self._parsed(Instance.model_validate_json,
-                                  "SELECT data FROM instances ORDER BY id")
-
-    # -- leases (the server's clock)
-
-    async def take_lease(self, name: str, holder: str, ttl_s: float, *,
-                         steal_from: str | None = None) -> str | None:
-        async with self._connection() as conn:
-            for _ in range(3):
-                # ON CONFLICT locks the row and judges it as it stands now, so two takers
-                # take turns and one of them wins.
-                taken = await conn.fetchval(
-                    "INSERT INTO leases VALUES ($1, $2, clock_timestamp() + "
-                    "make_interval(secs => $3)) ON CONFLICT (name) DO UPDATE "
-                    "SET holder = excluded.holder, expires_at = excluded.expires_at "
-                    "WHERE leases.holder = excluded.holder OR leases.holder = $4 "
-                    "OR leases.expires_at <= clock_timestamp() RETURNING true",
-                    name, holder, ttl_s, steal_from)
-                if taken:
-                    return None
-                other = await conn.fetchval("SELECT holder FROM leases WHERE name = $1 "
-                                            "AND expires_at > clock_timestamp()", name)
-                if other is not None:
-                    return str(other)
-            return "another process"  # released and taken again, twice, meanwhile
-
-    async def renew_leases(self, holder: str, ttl_s: float) -> list[str]:
-        rows = await self._fetch(
-            "UPDATE leases SET expires_at = clock_timestamp() + make_interval(secs => $2) "
-            "WHERE holder = $1 AND expires_at > clock_timestamp() RETURNING name",
-            holder, ttl_s)
-        return sorted(str(r[0]) for r in rows)
-
-    async def release_leases(self, holder: str, names: Sequence[str] | None = None) -> None:
-        async with self._connection() as conn:
-            if names is None:
-                await conn.execute("DELETE FROM leases WHERE holder = $1", holder)
-            else:
-                await conn.execute("DELETE FROM leases WHERE holder = $1 AND name = ANY($2)",
-                                   holder, list(names))
-
-    async def leases(self) -> list[Lease]:
-        rows = await self._fetch(
-            "SELECT name, holder, extract(epoch FROM expires_at - clock_timestamp()) "
-            "FROM leases WHERE expires_at > clock_timestamp() ORDER BY name")
-        return [Lease(name=r[0], holder=r[1], expires_in=float(r[2])) for r in rows]
-
-    # -- schedule records
-
-    async def schedule_records(self) -> list[ScheduleRecord]:
-        return await self._parsed(ScheduleRecord.model_validate_json,
-                                  "SELECT data FROM schedules ORDER BY name")
-
-    async def save_schedules(self, records: Sequence[ScheduleRecord]) -> None:
-        if not records:
-            return
-        async with self._transaction() as conn:
-            # Locked in name order until the commit, as advance_schedules does.
-            found = await conn.fetch("SELECT name, data FROM schedules WHERE name = ANY($1) "
-                                     "ORDER BY name FOR UPDATE",
-                                     sorted({r.name for r in records}))
-            stored = {r[0]: parse_schedule_record(r[0], r[1]) for r in found}
-            rows = []
-            for record in records:
-                stored[record.name] = saved = record.over(stored.get(record.name))
-                rows.append((record.name, saved.model_dump_json()))
-            await conn.executemany("INSERT INTO schedules VALUES ($1, $2) ON CONFLICT (name) "
-                                   "DO UPDATE SET data = excluded.data", rows)
-
-    async def advance_schedules(self, marks: Sequence[SlotMark]) -> None:
-        if not marks:
-            return
-        async with self._transaction() as conn:
-            # The rows stay locked until the commit, so no other writer comes in between;
-            # locked in name order, so two of these cannot deadlock.
-            rows = await conn.fetch("SELECT name, data FROM schedules WHERE name = ANY($1) "
-                                    "ORDER BY name FOR UPDATE", sorted({m.name for m in marks}))
-            stored = {r[0]: parse_schedule_record(r[0], r[1]) for r in rows}
-            moved = dict(stored)
-            for mark in marks:
-                if mark.name in moved:  # else deleted: not brought back
-                    moved[mark.name] = mark.applied(moved[mark.name])
-            changed = [(name, record.model_dump_json()) for name, record in moved.items()
-                       if record is not stored[name]]
-            if changed:
-                await conn.executemany("UPDATE schedules SET data = $2 WHERE name = $1",
-                                       changed)
-
-    async def delete_schedule(self, name: str) -> bool:
-        deleted = await self._value("DELETE FROM schedules WHERE name = $1 RETURNING true", name)
-        return deleted is not None
-
-    # -- notes
-
-    async def notes(self, scope: str) -> list[Note]:
-        return await self._parsed(Note.model_validate_json,
-                                  "SELECT data FROM notes WHERE scope = $1 ORDER BY key", scope)
-
-    async def put_note(self, note: Note, call: str | None = None) -> bool:
-        async with self._transaction() as conn:
-            if call is not None and not await _claim_note_call(
-                    conn, NoteCall(scope=note.scope, call=call, key=note.key)):
-                return False
-            await conn.execute("INSERT INTO notes VALUES ($1, $2, $3) ON CONFLICT (scope, key) "
-                               "DO UPDATE SET data = excluded.data",
-                               note.scope, note.key, note.model_dump_json())
-        return True
-
-    async def delete_note(self, scope: str, key: str, call: str | None = None) -> bool:
-        async with self._transaction() as conn:
-            if call is not None and not await _claim_note_call(
-                    conn, NoteCall(scope=scope, call=call, key=key, forget=True)):
-                done = await conn.fetchval("SELECT data FROM note_calls WHERE scope = $1 "
-                                           "AND call = $2", scope, call)
-                return NoteCall.model_validate_json(done).existed
-            existed = await conn.fetchval("DELETE FROM notes WHERE scope = $1 AND key = $2 "
-                                          "RETURNING true", scope, key) is not None
-            if call is not None and existed:  # the answer a re-run gets
-                await conn.execute(
-                    "UPDATE note_calls SET data = $3 WHERE scope = $1 AND call = $2", scope,
-                    call, NoteCall(scope=scope, call=call, key=key, forget=True,
-                                   existed=True).model_dump_json())
-        return existed
-
-    async def note_calls(self, scope: str) -> list[NoteCall]:
-        return await self._parsed(NoteCall.model_validate_json,
-                                  "SELECT data FROM note_calls WHERE scope = $1 ORDER BY n",
-                                  scope)
-
-    async def save_note_calls(self, calls: Sequence[NoteCall]) -> None:
-        if not calls:
-            return
-        async with self._transaction() as conn:
-            await conn.executemany("INSERT INTO note_calls (scope, call, data) VALUES "
-                                   "($1, $2, $3) ON CONFLICT DO NOTHING",
-                                   [(c.scope, c.call, c.model_dump_json()) for c in calls])
-            for scope in dict.fromkeys(c.scope for c in calls):
-                await _keep_newest_note_calls(conn, scope)
-
-
-async def _claim_note_call(conn: Any, record: NoteCall) -> bool:
-    """Record the call, in the caller's transaction; False if it is recorded already. A
-    transaction recording the same call at once is waited for (ON CONFLICT), so of two
-    re-runs together one applies the call and the other finds it applied."""
-    claimed = await conn.fetchval("INSERT INTO note_calls (scope, call, data) VALUES "
-                                  "($1, $2, $3) ON CONFLICT DO NOTHING RETURNING true",
-                                  record.scope, record.call, record.model_dump_json())
-    if claimed:
-        await _keep_newest_note_calls(conn, record.scope)
-    return bool(claimed)
-
-
-async def _keep_newest_note_calls(conn: Any, scope: str) -> None:
-    await conn.execute("DELETE FROM note_calls WHERE scope = $1 AND n <= (SELECT n FROM "
-                       "note_calls WHERE scope = $1 ORDER BY n DESC OFFSET $2 LIMIT 1)",
-                       scope, NOTE_CALLS_KEPT)
 
 
 def _password(dsn: str) -> str:

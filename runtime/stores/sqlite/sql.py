@@ -11,17 +11,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ..context import SUMMARY, entry_tokens
-from ..entries import Entry, Notice, ToolResult
-from ..errors import CorruptStore, NotFound, StaleWrite
-from ..requests import Note, NoteCall
-from ..runs import DELIVERY, Delivery, Run, arriving_after
-from .base import NOTE_CALLS_KEPT
+from ...context import SUMMARY, entry_tokens
+from ...entries import Entry, Notice, ToolResult
+from ...errors import CorruptStore, NotFound, StaleWrite
+from ...requests import Note, NoteCall
+from ...runs import DELIVERY, TERMINAL, Delivery, Run, arriving_after
+from ..base import NOTE_CALLS_KEPT, Checkpoint
 
-__all__ = ["CheckpointRows", "ThreadCache", "commit_rows", "create_run_row", "delete_note_row",
-           "entry_row", "fetchall", "no_cycle_collection", "parse_run", "pending_changed",
-           "positioned_rows", "put_note_row", "record_note_calls", "run_json", "run_row", "scalar",
-           "update_pending_row"]
+__all__ = ["CheckpointRows", "ThreadCache", "activity", "commit_rows", "create_run_row",
+           "delete_note_row", "entry_row", "fetchall", "no_cycle_collection", "parse_run",
+           "pending_changed", "positioned_rows", "put_note_row", "record_note_calls", "run_json",
+           "run_row", "scalar", "update_pending_row"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,3 +258,13 @@ class ThreadCache:
     def clear(self) -> None:
         self._threads.clear()
         self._size = 0
+
+
+def activity(cp: Checkpoint) -> bool | None:
+    """The run's ``active`` to write: None where its transitions show it unchanged (a run
+    moving between unfinished states, or between ended ones)."""
+    assert cp.run is not None
+    steps = [t for t in cp.transitions if t.run_id == cp.run.id]
+    if steps and all((t.source in TERMINAL) == (t.target in TERMINAL) for t in steps):
+        return None
+    return not cp.run.terminal

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
-from ..errors import StoreError
+from ...errors import StoreError
 
 __all__ = ["Disk", "flock", "read_or_none", "remove_stale_temp_files", "write_atomic"]
 

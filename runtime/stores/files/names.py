@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 
-from .base import check_thread_id
+from ..base import check_thread_id
 
 __all__ = ["key_file_name", "run_file_name", "thread_file_name", "thread_stem"]
 

@@ -22,42 +22,41 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
-from itertools import pairwise
 from pathlib import Path
-from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, cast
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
-from ..entries import ENTRY, Entry, Notice
-from ..errors import CorruptStore, NotFound, StoreError
-from ..runs import DELIVERY, TERMINAL, Delivery, Run, RunState, Transition
-from ..tail import Tail
-from .base import (
-    ENTRIES,
+from ...entries import Entry
+from ...errors import NotFound, StoreError
+from ...runs import DELIVERY, TERMINAL, Delivery, Run, RunState, Transition
+from ...tail import Tail
+from ..base import (
     Checkpoint,
     Opens,
     StoreStats,
     ThreadInfo,
     check_thread_id,
 )
-from .identity import FileIdentity
-from .sqlite_commit import GroupCommit
-from .sqlite_control import SQLiteControl
-from .sqlite_schema import ACTIVE_SQL, migrate
-from .sqlite_sql import (
+from ..identity import FileIdentity
+from .commit import GroupCommit
+from .control import SQLiteControl
+from .reads import SHORT_THREAD, SQLiteReads
+from .schema import ACTIVE_SQL, migrate
+from .sql import (
     CheckpointRows,
     ThreadCache,
+    activity,
     commit_rows,
     create_run_row,
     entry_row,
     fetchall,
-    no_cycle_collection,
     parse_run,
     run_json,
     run_row,
     update_pending_row,
 )
-from .sqlite_thread import SQLiteThread
+from .thread import SQLiteThread
 
-__all__ = ["SQLiteStore"]
+__all__ = ["SHORT_THREAD", "SQLiteStore", "Synchronous"]
 
 Synchronous = Literal["off", "normal", "full", "extra"]
 
@@ -65,7 +64,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-class SQLiteStore(SQLiteControl, Opens):
+class SQLiteStore(SQLiteControl, SQLiteReads, Opens):
     """SQLite-backed ``Store``; use as ``async with SQLiteStore(path) as store``."""
 
     commit_survives_cancel = True
@@ -157,53 +156,6 @@ class SQLiteStore(SQLiteControl, Opens):
         """``fn(connection, ...)`` in one ``BEGIN IMMEDIATE`` transaction of its own."""
         return await self._write_side().transaction(fn, *args, **kwargs)
 
-    async def _read(
-        self,
-        fn: Callable[Concatenate[sqlite3.Connection, P], T],
-        /,
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> T:
-        """``fn(connection, ...)`` on the reading connection's thread, in one trip."""
-        if self._reader is None:
-            raise StoreError("the store is not open")
-        return await self._reader.call(fn, *args, **kwargs)
-
-    async def _read_small(
-        self,
-        fn: Callable[Concatenate[sqlite3.Connection, P], T],
-        /,
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> T:
-        """As ``_read``, for a read of a few rows by an index: done at once on the loop's
-        thread when the reader is idle (the trip would cost more than the read)."""
-        found = self._at_once(fn, *args, **kwargs)
-        if found is not _AWAY:
-            return cast(T, found)
-        return await self._read(fn, *args, **kwargs)
-
-    def _at_once(
-        self,
-        fn: Callable[Concatenate[sqlite3.Connection, P], T],
-        /,
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> T | object:
-        """``fn(connection, ...)`` now, on the loop's thread, through an idle connection, or
-        ``_AWAY`` if neither is. The writer's first: its page cache survives its own commits,
-        where the reader's is dropped whenever the database has changed since its last read."""
-        writer = self._writer
-        if writer is not None and writer.conn.idle:
-            try:
-                return writer.conn.here(fn, *args, **kwargs)
-            except StoreError:
-                pass  # busy (the writer never waits for a lock here): ask the reader
-        reader = self._reader
-        if reader is not None and reader.idle:
-            return reader.here(fn, *args, **kwargs)
-        return _AWAY
-
     # -- the Store protocol
 
     def gone(self) -> str | None:
@@ -228,7 +180,7 @@ class SQLiteStore(SQLiteControl, Opens):
                      for i, entry in enumerate(cp.entries)],
             run=None if cp.run is None else (cp.run.state, cp.run.version, run_json(cp.run),
                                              cp.run.id, cp.run.version - 1,
-                                             _activity(cp)),
+                                             activity(cp)),
             transitions=[(t.run_id, f"[{_text(t.source)},{_text(t.target)},{_text(t.reason)},"
                                     f"{t.at!r}]") for t in cp.transitions],
             deliveries=[(d.key, d.run_id, d.remote_id, d.created_at, d.model_dump_json())
@@ -250,25 +202,6 @@ class SQLiteStore(SQLiteControl, Opens):
                         ) -> Tail:
         check_thread_id(thread_id)
         return await self._read_thread(self._load_tail, thread_id, tokens, start)
-
-    async def _read_thread(
-        self,
-        fn: Callable[Concatenate[sqlite3.Connection, str, P], T],
-        thread_id: str,
-        /,
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> T:
-        """``fn(connection, thread_id, ...)``: a small read for a thread held already (only
-        the rows since are read)."""
-        if thread_id in self._threads:
-            return await self._read_small(fn, thread_id, *args, **kwargs)
-        # A new or short thread (a fresh DM, a schedule's first run) is a small read too; its
-        # length is one seek at the end of its rows.
-        found = self._at_once(_if_short, fn, thread_id, *args, **kwargs)
-        if found is not _AWAY and found is not _LONG:
-            return cast(T, found)
-        return await self._read(fn, thread_id, *args, **kwargs)
 
     async def thread_length(self, thread_id: str) -> int:
         check_thread_id(thread_id)
@@ -393,119 +326,12 @@ class SQLiteStore(SQLiteControl, Opens):
     def _migrate(self, db: sqlite3.Connection) -> None:
         migrate(db, self.path)
 
-    def _load_from(self, db: sqlite3.Connection, thread_id: str, base: int) -> list[Entry]:
-        """The thread's entries from ``base`` on; of those already held, only the rows since
-        are read (rows are append-only). What is held after is the same tail."""
-        held_from, known = self._threads.pop(thread_id)
-        if held_from > base or not known:
-            held_from, known = base, []
-        rows = db.execute("SELECT data FROM entries WHERE thread_id = ? AND seq >= ? "
-                          "ORDER BY seq", (thread_id, held_from + len(known))).fetchall()
-        if rows:
-            known.extend(_parse(thread_id, held_from + len(known), rows))
-        if base > held_from:
-            known = known[base - held_from:]
-        self._threads.put(thread_id, base, known)
-        return list(known)
-
-    def _load_tail(self, db: sqlite3.Connection, thread_id: str, tokens: int,
-                   start: int | None) -> Tail:
-        last = db.execute("SELECT tokens FROM entries WHERE thread_id = ? "
-                          "ORDER BY seq DESC LIMIT 1", (thread_id,)).fetchone()
-        base = 0
-        if last is not None and last[0] > tokens:
-            # Walks back from the thread's end, over the rows the tail holds anyway.
-            found = db.execute("SELECT seq FROM entries WHERE thread_id = ? AND kind = 'user' "
-                               "AND tokens <= ? ORDER BY seq DESC LIMIT 1",
-                               (thread_id, last[0] - tokens)).fetchone()
-            base = 0 if found is None else found[0]
-        if start is not None:
-            base = min(base, max(start, 0))
-        warm = thread_id in self._threads
-        loaded = self._load_from(db, thread_id, base)
-        # By their own index: the planner would rather walk the thread's rows before base.
-        summaries = db.execute("SELECT data FROM entries INDEXED BY entries_summaries "
-                               "WHERE thread_id = ? AND kind = 'summary' AND seq < ? "
-                               "ORDER BY seq DESC", (thread_id, base)).fetchall()
-        newest = _parse(thread_id, base, summaries[:1])[0] if summaries else None
-        assert newest is None or isinstance(newest, Notice)
-        if warm:  # its reader has worked the tokens out already (they are for a cold start)
-            return Tail(base, loaded, summaries_before=len(summaries), summary_before=newest)
-        # Each entry's tokens, from the running sums (the row before base gives the start).
-        rows = [row[0] for row in db.execute(
-            "SELECT tokens FROM entries WHERE thread_id = ? AND seq >= ? AND seq < ? "
-            "ORDER BY seq", (thread_id, max(base - 1, 0), base + len(loaded)))]
-        before, sums = (0, rows) if base == 0 else (rows[0], rows[1:])
-        own = [now - then for then, now in pairwise([before, *sums])]
-        return Tail(base, loaded, summaries_before=len(summaries), summary_before=newest,
-                    tokens=own)
-
-    def _page(self, db: sqlite3.Connection, thread_id: str, offset: int, limit: int | None
-              ) -> list[Entry]:
-        rows = db.execute("SELECT data FROM entries WHERE thread_id = ? AND seq >= ? "
-                          "ORDER BY seq LIMIT ?",
-                          (thread_id, offset, -1 if limit is None else limit)).fetchall()
-        return _parse(thread_id, offset, rows) if rows else []
-
-
-def _parse(thread_id: str, first: int, rows: list[Any]) -> list[Entry]:
-    """Entry rows, validated in one call (far cheaper than one per row)."""
-    try:
-        with no_cycle_collection(len(rows) > 1000):
-            return ENTRIES.validate_json("[" + ",".join(r[0] for r in rows) + "]")
-    except ValueError as exc:
-        raise _unreadable(thread_id, first, rows) from exc
 
 
 _text = json.encoder.encode_basestring
 """A string as a JSON string (what ``json.dumps`` does to one, without its machinery)."""
 
 
-SHORT_THREAD = 64
-"""Rows a thread not held yet may have for its first read to be done on the loop's thread."""
-_LONG = object()
-_AWAY = object()
-
-
-def _if_short(
-    db: sqlite3.Connection,
-    fn: Callable[Concatenate[sqlite3.Connection, str, P], T],
-    thread_id: str,
-    /,
-    *args: P.args,
-    **kwargs: P.kwargs,
-) -> T | object:
-    """``fn(db, thread_id, ...)`` if the thread has at most ``SHORT_THREAD`` rows, else
-    ``_LONG`` (read nothing: the caller sends the read to the reader's thread)."""
-    last = db.execute("SELECT seq FROM entries WHERE thread_id = ? ORDER BY seq DESC LIMIT 1",
-                      (thread_id,)).fetchone()
-    if last is not None and last[0] >= SHORT_THREAD:
-        return _LONG
-    return fn(db, thread_id, *args, **kwargs)
-
-
-def _activity(cp: Checkpoint) -> bool | None:
-    """The run's ``active`` to write: None where its transitions show it unchanged (a run
-    moving between unfinished states, or between ended ones)."""
-    assert cp.run is not None
-    steps = [t for t in cp.transitions if t.run_id == cp.run.id]
-    if steps and all((t.source in TERMINAL) == (t.target in TERMINAL) for t in steps):
-        return None
-    return not cp.run.terminal
-
-
-def _unreadable(thread_id: str, first: int, rows: list[Any]) -> CorruptStore:
-    """Which row of the thread cannot be read, and why, in one line (rows are checked one by
-    one only here, on the error path)."""
-    for seq, row in enumerate(rows, first):
-        try:
-            ENTRY.validate_json(row[0])
-        except ValueError as exc:
-            errors = exc.errors() if hasattr(exc, "errors") else []
-            why = errors[0]["msg"] if errors else str(exc).splitlines()[0]
-            return CorruptStore(f"thread {thread_id!r} has an unreadable entry at row {seq}: "
-                                f"{why}")
-    return CorruptStore(f"thread {thread_id!r} has an unreadable entry")
 
 
 def _configure_reader(db: sqlite3.Connection, busy_timeout_ms: int) -> None:

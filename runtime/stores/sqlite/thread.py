@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from ..errors import CorruptStore, StoreError
+from ...errors import CorruptStore, StoreError
 
 __all__ = ["SQLiteThread", "store_error"]
 

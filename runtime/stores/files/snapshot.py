@@ -16,10 +16,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from ..entries import Entry, ToolResult
-from ..errors import CorruptStore, NotFound, StaleWrite, StoreError
-from ..runs import DELIVERY, Delivery, Run, RunState, Transition
-from .base import ENTRIES, ThreadInfo
+from ...entries import Entry, ToolResult
+from ...errors import CorruptStore, NotFound, StaleWrite, StoreError
+from ...runs import DELIVERY, Delivery, Run, RunState, Transition
+from ..base import ENTRIES, ThreadInfo
 
 __all__ = ["FORMAT", "MARKER", "Snapshot", "check_marker", "parse_snapshot", "select_runs"]
 

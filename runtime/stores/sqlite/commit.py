@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
-from ..errors import StoreError
-from .sqlite_thread import SQLiteThread, store_error
+from ...errors import StoreError
+from .thread import SQLiteThread, store_error
 
 __all__ = ["GroupCommit"]
 

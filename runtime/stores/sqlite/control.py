@@ -9,8 +9,8 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-from ..errors import CorruptStore, NotFound
-from ..requests import (
+from ...errors import CorruptStore, NotFound
+from ...requests import (
     ControlRequest,
     Instance,
     Lease,
@@ -19,11 +19,11 @@ from ..requests import (
     ScheduleRecord,
     SlotMark,
 )
-from .base import unlistened
-from .sqlite_sql import delete_note_row, put_note_row, record_note_calls
+from ..base import unlistened
+from .sql import delete_note_row, put_note_row, record_note_calls
 
 if TYPE_CHECKING:
-    from .sqlite_commit import GroupCommit
+    from .commit import GroupCommit
 
 __all__ = ["SQLiteControl", "parse_schedule_record"]
 

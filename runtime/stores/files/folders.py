@@ -16,10 +16,10 @@ import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from ..errors import CorruptStore
-from .files_fs import Disk, read_or_none
-from .files_names import thread_stem
-from .files_snapshot import Snapshot, parse_snapshot
+from ...errors import CorruptStore
+from .fs import Disk, read_or_none
+from .names import thread_stem
+from .snapshot import Snapshot, parse_snapshot
 
 __all__ = ["Pointers", "Threads"]
 

@@ -13,7 +13,7 @@ import hashlib
 import re
 from typing import Any
 
-from ..errors import StoreError
+from ...errors import StoreError
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "check_schema_name", "lock_key", "migrate"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from ..errors import StoreError
-from ..runs import TERMINAL
+from ...errors import StoreError
+from ...runs import TERMINAL
 
 __all__ = ["ACTIVE_SQL", "SCHEMA_VERSION", "migrate"]
 

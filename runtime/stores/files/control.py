@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
 from pydantic import BaseModel
 
-from ..errors import CorruptStore, NotFound
-from ..requests import (
+from ...errors import CorruptStore, NotFound
+from ...requests import (
     ControlRequest,
     Instance,
     Lease,
@@ -30,9 +30,9 @@ from ..requests import (
     ScheduleRecord,
     SlotMark,
 )
-from .base import NOTE_CALLS_KEPT
-from .files_fs import Disk
-from .files_names import key_file_name
+from ..base import NOTE_CALLS_KEPT, unlistened
+from .fs import Disk
+from .names import key_file_name
 
 __all__ = ["FilesControl"]
 
@@ -41,29 +41,32 @@ T = TypeVar("T")
 
 
 class FilesControl:
-    """``ControlStore`` on a ``Disk``; ``FilesStore`` holds one and delegates to it."""
+    """What ``FilesStore`` keeps beside threads and runs, on the store's ``Disk`` (as
+    ``SQLiteStore`` is made of ``SQLiteControl`` and its own part)."""
 
-    def __init__(self, disk: Disk) -> None:
-        self.disk = disk
+    _disk: Disk
+
+    async def listen_requests(self, wake: Callable[[], None]) -> Callable[[], Awaitable[None]]:
+        return unlistened  # readers poll: a folder cannot tell another process
 
     async def add_request(self, request: ControlRequest) -> ControlRequest:
-        return await self.disk.io(self._add_request, request)
+        return await self._disk.io(self._add_request, request)
 
     async def requests(self) -> list[ControlRequest]:
-        found = await self.disk.io(self._list_requests)
+        found = await self._disk.io(self._list_requests)
         return [r for r in found if r.handled_at is None]
 
     async def get_request(self, request_id: int) -> ControlRequest:
-        return await self.disk.io(self._get_request, request_id)
+        return await self._disk.io(self._get_request, request_id)
 
     async def finish_request(self, request: ControlRequest) -> bool:
-        return await self.disk.io(self._finish_request, request)
+        return await self._disk.io(self._finish_request, request)
 
     async def beat(self, instance: Instance, *, gone: bool = False) -> None:
-        await self.disk.io(self._beat, instance, gone)
+        await self._disk.io(self._beat, instance, gone)
 
     async def instances(self) -> list[Instance]:
-        return await self.disk.io(self._instances)
+        return await self._disk.io(self._instances)
 
     async def take_lease(self, name: str, holder: str, ttl_s: float, *,
                          steal_from: str | None = None) -> str | None:
@@ -74,7 +77,7 @@ class FilesControl:
                 return None
             return held.holder
 
-        return await self.disk.io(self._change_leases, take)
+        return await self._disk.io(self._change_leases, take)
 
     async def renew_leases(self, holder: str, ttl_s: float) -> list[str]:
         def renew(leases: dict[str, _Held], now: float) -> list[str]:
@@ -84,7 +87,7 @@ class FilesControl:
                 leases[n] = _Held(holder=holder, expires_at=now + ttl_s)
             return mine
 
-        return await self.disk.io(self._change_leases, renew)
+        return await self._disk.io(self._change_leases, renew)
 
     async def release_leases(self, holder: str, names: Sequence[str] | None = None) -> None:
         def release(leases: dict[str, _Held], now: float) -> None:
@@ -92,44 +95,44 @@ class FilesControl:
                       and (names is None or n in names)]:
                 del leases[n]
 
-        await self.disk.io(self._change_leases, release)
+        await self._disk.io(self._change_leases, release)
 
     async def leases(self) -> list[Lease]:
-        found, now = await self.disk.io(self._read_leases)
+        found, now = await self._disk.io(self._read_leases)
         return [Lease(name=n, holder=h.holder, expires_in=h.expires_at - now)
                 for n, h in sorted(found.items()) if h.expires_at > now]
 
     async def schedule_records(self) -> list[ScheduleRecord]:
-        return await self.disk.io(self._schedule_records)
+        return await self._disk.io(self._schedule_records)
 
     async def save_schedules(self, records: Sequence[ScheduleRecord]) -> None:
-        await self.disk.io(self._save_schedules, list(records))
+        await self._disk.io(self._save_schedules, list(records))
 
     async def advance_schedules(self, marks: Sequence[SlotMark]) -> None:
-        await self.disk.io(self._advance_schedules, list(marks))
+        await self._disk.io(self._advance_schedules, list(marks))
 
     async def delete_schedule(self, name: str) -> bool:
-        return await self.disk.io(self._delete_schedule, name)
+        return await self._disk.io(self._delete_schedule, name)
 
     async def notes(self, scope: str) -> list[Note]:
-        return await self.disk.io(self._notes, scope)
+        return await self._disk.io(self._notes, scope)
 
     async def put_note(self, note: Note, call: str | None = None) -> bool:
-        return await self.disk.io(self._change_notes, note.scope, note.key, note, call)
+        return await self._disk.io(self._change_notes, note.scope, note.key, note, call)
 
     async def delete_note(self, scope: str, key: str, call: str | None = None) -> bool:
-        return await self.disk.io(self._change_notes, scope, key, None, call)
+        return await self._disk.io(self._change_notes, scope, key, None, call)
 
     async def note_calls(self, scope: str) -> list[NoteCall]:
-        return await self.disk.io(self._note_calls, scope)
+        return await self._disk.io(self._note_calls, scope)
 
     async def save_note_calls(self, calls: Sequence[NoteCall]) -> None:
-        await self.disk.io(self._save_note_calls, list(calls))
+        await self._disk.io(self._save_note_calls, list(calls))
 
     # -- synchronous work, run in a worker thread
 
     def _folder(self, name: str) -> Path:
-        folder = self.disk.root / name
+        folder = self._disk.root / name
         folder.mkdir(exist_ok=True)
         return folder
 
@@ -138,15 +141,15 @@ class FilesControl:
 
     def _add_request(self, request: ControlRequest) -> ControlRequest:
         folder = self._folder("requests")
-        with self.disk.lock(folder / "counter.lock"):
+        with self._disk.lock(folder / "counter.lock"):
             counter = folder / "counter"
             last = int(counter.read_text() or 0) if counter.exists() else 0
             stored = request.model_copy(update={"id": last + 1})
             # The counter first: dying in between then only skips an id, instead of
             # leaving a request its asker never heard of for a server to carry out,
             # under an id the next request would take over.
-            self.disk.write(counter, str(stored.id).encode())
-            self.disk.write(self._request_path(stored.id), stored.model_dump_json().encode())
+            self._disk.write(counter, str(stored.id).encode())
+            self._disk.write(self._request_path(stored.id), stored.model_dump_json().encode())
         return stored
 
     def _list_requests(self) -> list[ControlRequest]:
@@ -162,10 +165,10 @@ class FilesControl:
 
     def _finish_request(self, request: ControlRequest) -> bool:
         path = self._request_path(request.id)
-        with self.disk.lock(path.with_suffix(".lock")):
+        with self._disk.lock(path.with_suffix(".lock")):
             if _parse(path, ControlRequest).handled_at is not None:
                 return False
-            self.disk.write(path, request.model_dump_json().encode())
+            self._disk.write(path, request.model_dump_json().encode())
         return True
 
     def _beat(self, instance: Instance, gone: bool) -> None:
@@ -174,7 +177,7 @@ class FilesControl:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
         else:
-            self.disk.write(path, instance.model_dump_json().encode())
+            self._disk.write(path, instance.model_dump_json().encode())
 
     def _instances(self) -> list[Instance]:
         folder = self._folder("instances")
@@ -182,16 +185,16 @@ class FilesControl:
                 if not p.name.startswith(".")]
 
     def _read_leases(self) -> tuple[dict[str, _Held], float]:
-        path = self.disk.root / "leases.json"
+        path = self._disk.root / "leases.json"
         found = _parse(path, _Leases).leases if path.exists() else {}
         return found, time.time()
 
     def _change_leases(self, change: Callable[[dict[str, _Held], float], T]) -> T:
-        path = self.disk.root / "leases.json"
-        with self.disk.lock(path.with_suffix(".lock")):
+        path = self._disk.root / "leases.json"
+        with self._disk.lock(path.with_suffix(".lock")):
             leases, now = self._read_leases()
             result = change(leases, now)
-            self.disk.write(path, _Leases(leases={
+            self._disk.write(path, _Leases(leases={
                 n: h for n, h in leases.items() if h.expires_at > now}).model_dump_json()
                 .encode())
         return result
@@ -207,14 +210,14 @@ class FilesControl:
 
     def _schedule_lock(self, name: str) -> contextlib.AbstractContextManager[None]:
         # A dot file: never listed as a record.
-        return self.disk.lock(self._folder("schedules") / f".{key_file_name(name)}.lock")
+        return self._disk.lock(self._folder("schedules") / f".{key_file_name(name)}.lock")
 
     def _save_schedules(self, records: list[ScheduleRecord]) -> None:
         for record in records:
             path = self._schedule_path(record.name)
             with self._schedule_lock(record.name):
                 stored = _parse(path, ScheduleRecord) if path.exists() else None
-                self.disk.write(path, record.over(stored).model_dump_json().encode())
+                self._disk.write(path, record.over(stored).model_dump_json().encode())
 
     def _advance_schedules(self, marks: list[SlotMark]) -> None:
         for mark in marks:
@@ -225,7 +228,7 @@ class FilesControl:
                 record = _parse(path, ScheduleRecord)
                 moved = mark.applied(record)
                 if moved is not record:
-                    self.disk.write(path, moved.model_dump_json().encode())
+                    self._disk.write(path, moved.model_dump_json().encode())
 
     def _delete_schedule(self, name: str) -> bool:
         with self._schedule_lock(name):
@@ -249,7 +252,7 @@ class FilesControl:
         """Put (``note``) or delete under the scope's lock: a call found among the scope's
         is not applied again (a put answers False, a delete what it answered then)."""
         path = self._notes_path(scope)
-        with self.disk.lock(path.with_suffix(".lock")):
+        with self._disk.lock(path.with_suffix(".lock")):
             stored = _parse(path, _Notes) if path.exists() else _Notes(scope=scope)
             done = stored.calls.get(call) if call is not None else None
             if done is not None:
@@ -263,7 +266,7 @@ class FilesControl:
                 record = NoteCall(scope=scope, call=call, key=key) if note is not None else \
                     NoteCall(scope=scope, call=call, key=key, forget=True, existed=existed)
                 calls = _kept(calls | {call: record})
-            self.disk.write(path, _Notes(scope=scope, notes=notes, calls=calls)
+            self._disk.write(path, _Notes(scope=scope, notes=notes, calls=calls)
                             .model_dump_json().encode())
         return existed if note is None else True
 
@@ -274,11 +277,11 @@ class FilesControl:
     def _save_note_calls(self, calls: list[NoteCall]) -> None:
         for scope in dict.fromkeys(c.scope for c in calls):
             path = self._notes_path(scope)
-            with self.disk.lock(path.with_suffix(".lock")):
+            with self._disk.lock(path.with_suffix(".lock")):
                 stored = _parse(path, _Notes) if path.exists() else _Notes(scope=scope)
                 added = {c.call: c for c in calls
                          if c.scope == scope and c.call not in stored.calls}
-                self.disk.write(path, stored.model_copy(
+                self._disk.write(path, stored.model_copy(
                     update={"calls": _kept(stored.calls | added)}).model_dump_json().encode())
 
 

@@ -21,14 +21,17 @@ from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
 
-from ..errors import StaleWrite
-from ..runs import TERMINAL, Delivery, RunState, Transition
-from .base import Checkpoint
-from .sqlite import _activity
-from .sqlite_sql import entry_row, pending_changed, positioned_rows, run_json
+from ...errors import StaleWrite
+from ...runs import TERMINAL, Delivery, RunState, Transition
+from ..base import Checkpoint
+from ..sqlite.sql import activity, entry_row, pending_changed, positioned_rows, run_json
 
-__all__ = ["LIST_THREADS", "CheckpointRows", "configure", "decode_text", "encode_text", "keep",
-           "list_runs_sql", "transitions_of", "update_pending", "write_checkpoint"]
+__all__ = ["ERRORS", "LIST_THREADS", "CheckpointRows", "configure", "decode_text", "encode_text",
+           "keep", "list_runs_sql", "transitions_of", "update_pending", "write_checkpoint"]
+
+ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
+"""What asyncpg raises: the server's errors, a misused or lost connection, the network, a
+connection that took too long to make."""
 
 
 def encode_text(value: str) -> str:
@@ -84,7 +87,7 @@ class CheckpointRows:
         joined = {run_id: ",".join(items) for run_id, items in steps.items()}
         run = None
         if cp.run is not None:
-            run = (cp.run.state, cp.run.version, run_json(cp.run), _activity(cp), cp.run.id,
+            run = (cp.run.state, cp.run.version, run_json(cp.run), activity(cp), cp.run.id,
                    cp.run.version - 1)
         return cls(
             thread_id=cp.thread_id,

@@ -1,0 +1,207 @@
+"""The files backend's own guarantees (beside the contract every backend passes): temp files,
+torn and foreign snapshots, and the file names threads get."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.control import ControlRequest
+from runtime.entries import Notice
+from runtime.errors import CorruptStore, InvalidThreadId, StoreError
+from runtime.stores.base import Checkpoint
+from runtime.stores.files import FilesStore, thread_file_name
+from tests.stores.contract import started
+
+# -- the files backend's own guarantees
+
+
+@pytest.fixture
+async def files(tmp_path: Path) -> AsyncIterator[FilesStore]:
+    async with FilesStore(tmp_path / "files") as opened:
+        yield opened
+
+
+async def test_leftover_temp_files_are_ignored(files: FilesStore, tmp_path: Path) -> None:
+    run = await started(files)
+    threads = tmp_path / "files" / "threads"
+    name = thread_file_name("t")
+    (threads / f".{name}.json.0123456789abcdef.tmp").write_bytes(b'{"format": 1, "entr')
+    (threads / ".garbage.tmp").write_bytes(b"\xff\x00")
+    (tmp_path / "files" / "runs" / ".r-x.deadbeef.tmp").write_bytes(b"")
+    async with FilesStore(tmp_path / "files") as reopened:
+        assert len(await reopened.load_entries("t")) == 1
+        assert [info.id for info in await reopened.list_threads()] == ["t"]
+        assert await reopened.get_run(run.id) == run
+        await reopened.commit(Checkpoint("t", 1, [Notice(run_id=run.id, code="x", text="y")]))
+    assert len(await files.load_entries("t")) == 2
+
+
+async def test_stale_temp_files_are_cleaned_on_open(tmp_path: Path) -> None:
+    async with FilesStore(tmp_path / "files"):
+        pass
+    old = tmp_path / "files" / "threads" / ".t-x.json.00.tmp"
+    fresh = tmp_path / "files" / "threads" / ".t-y.json.00.tmp"
+    old.write_bytes(b"partial")
+    fresh.write_bytes(b"partial")
+    os.utime(old, (0, 0))
+    async with FilesStore(tmp_path / "files"):
+        pass
+    assert not old.exists()
+    assert fresh.exists()  # may belong to another process's write in progress
+
+
+async def test_a_crash_before_the_rename_keeps_the_old_snapshot(
+    files: FilesStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = await started(files)
+    snapshot = tmp_path / "files" / "threads" / f"{thread_file_name('t')}.json"
+    before = snapshot.read_bytes()
+
+    def crash(src: object, dst: object) -> None:
+        raise OSError(5, "simulated crash before rename")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(StoreError, match="simulated crash"):
+        await files.commit(Checkpoint("t", 1, [Notice(run_id=run.id, code="x", text="lost")]))
+    monkeypatch.undo()
+    assert snapshot.read_bytes() == before
+    # What a kill -9 would leave: a half-written temp file that was never renamed.
+    (snapshot.parent / f".{snapshot.name}.feedfacecafebeef.tmp").write_bytes(before[:10])
+    async with FilesStore(tmp_path / "files") as reopened:
+        assert len(await reopened.load_entries("t")) == 1
+        await reopened.commit(Checkpoint("t", 1, [Notice(run_id=run.id, code="x", text="ok")]))
+        assert len(await reopened.load_entries("t")) == 2
+
+
+@pytest.mark.parametrize("content", [b"", b"{", b"[]", b'{"format": 2}', b"\xff\xfe",
+                                     b'{"format": 1, "thread_id": "t"}'])
+async def test_an_unreadable_snapshot_is_corrupt(
+    files: FilesStore, tmp_path: Path, content: bytes
+) -> None:
+    await started(files)
+    snapshot = tmp_path / "files" / "threads" / f"{thread_file_name('t')}.json"
+    snapshot.write_bytes(content)
+    with pytest.raises(CorruptStore, match=re.escape(snapshot.name)):
+        await files.load_entries("t")
+    with pytest.raises(CorruptStore, match=re.escape(snapshot.name)):
+        await files.list_threads()
+    with pytest.raises(CorruptStore):
+        await files.commit(Checkpoint("t", 1, []))
+
+
+async def test_a_snapshot_of_another_thread_is_corrupt(files: FilesStore, tmp_path: Path) -> None:
+    await started(files, thread_id="a")
+    await started(files, thread_id="b")
+    threads = tmp_path / "files" / "threads"
+    # What a hash collision (or a hand-copied file) would look like.
+    (threads / f"{thread_file_name('b')}.json").write_bytes(
+        (threads / f"{thread_file_name('a')}.json").read_bytes())
+    with pytest.raises(CorruptStore, match="holds thread 'a'"):
+        await files.load_entries("b")
+    with pytest.raises(CorruptStore):
+        await files.list_threads()
+
+
+async def test_a_snapshot_records_its_thread_id(files: FilesStore, tmp_path: Path) -> None:
+    long_id = "x" * 10_000
+    await started(files, thread_id=long_id)
+    path = tmp_path / "files" / "threads" / f"{thread_file_name(long_id)}.json"
+    data = json.loads(path.read_bytes())
+    assert data["format"] == 1
+    assert data["thread_id"] == long_id
+    assert len(data["entries"]) == 1
+
+
+@pytest.mark.parametrize("fail_at", [1, 2])
+async def test_an_interrupted_add_request_leaves_nothing_to_carry_out(
+    files: FilesStore, monkeypatch: pytest.MonkeyPatch, fail_at: int
+) -> None:
+    # add_request writes two files (the request, the id counter); the process may die
+    # between them. The asker never got an id, so no server may act on the request,
+    # and the next request must not take over its id.
+    replace, calls = os.replace, 0
+
+    def interrupted(src: Any, dst: Any) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == fail_at:
+            raise OSError(5, "simulated crash")
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(StoreError, match="simulated crash"):
+        await files.add_request(ControlRequest(kind="cancel", run_id="lost", created_at=1.0))
+    monkeypatch.undo()
+    assert await files.requests() == []
+    kept = await files.add_request(ControlRequest(kind="cancel", run_id="kept", created_at=2.0))
+    assert await files.requests() == [kept]
+    assert (await files.get_request(kept.id)).run_id == "kept"
+
+
+async def test_another_format_is_refused(tmp_path: Path) -> None:
+    async with FilesStore(tmp_path / "files"):
+        pass
+    (tmp_path / "files" / "store.json").write_text('{"format": 99}')
+    with pytest.raises(StoreError, match="format 99"):
+        await FilesStore(tmp_path / "files").open()
+
+
+# -- thread_file_name, pure
+
+
+@pytest.mark.parametrize(("thread_id", "name"), [
+    ("", "t-"),
+    ("a", "t-a"),
+    ("A", "t-_41"),
+    ("abc-123", "t-abc-123"),
+    ("a/b", "t-a_2Fb"),
+    ("a_b", "t-a_5Fb"),
+    ("a%2Fb", "t-a_252_46b"),
+    ("../x", "t-_2E_2E_2Fx"),
+    (".", "t-_2E"),
+    ("..", "t-_2E_2E"),
+    ("a b", "t-a_20b"),
+    ("a\u2028b", "t-a_E2_80_A8b"),
+    ("C:\\x", "t-_43_3A_5Cx"),
+    ("日", "t-_E6_97_A5"),
+    ("slack:T1:C2:1700.5", "t-slack_3A_541_3A_432_3A1700_2E5"),
+    ("x" * 178, "t-" + "x" * 178),
+    ("x" * 179, "h-" + hashlib.sha256(b"x" * 179).hexdigest()),
+    ("/" * 60, "h-" + hashlib.sha256(b"/" * 60).hexdigest()),
+    ("x" * 10_000, "h-" + hashlib.sha256(b"x" * 10_000).hexdigest()),
+])
+def test_thread_file_name(thread_id: str, name: str) -> None:
+    assert thread_file_name(thread_id) == name
+
+
+def test_thread_file_name_rejects_lone_surrogates() -> None:
+    with pytest.raises(InvalidThreadId):
+        thread_file_name("\ud800")
+
+
+def test_thread_file_name_is_injective_and_plain() -> None:
+    rng = random.Random(20240601)
+    alphabet = ["a", "b", "A", "B", "_", "-", "%", "2", "F", ".", "/", "\\", " ", "\u2028",
+                "é", "日", "🎉", "_2F", "_5F", "t-", "h-"]
+    ids = {""}
+    for _ in range(5000):
+        ids.add("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))))
+    for _ in range(200):  # long enough to be hashed
+        ids.add("".join(rng.choice(alphabet) for _ in range(rng.randint(60, 200))))
+    names = {thread_file_name(thread_id) for thread_id in ids}
+    assert len(names) == len(ids)
+    assert len({name.lower() for name in names}) == len(ids)  # case-insensitive disks too
+    plain = re.compile(r"(t-[a-z0-9_A-F-]*|h-[0-9a-f]{64})")
+    for name in names:
+        assert plain.fullmatch(name), name
+        assert len(name) <= 180
+        assert name not in {".", ".."}

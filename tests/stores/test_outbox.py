@@ -1,0 +1,78 @@
+"""The store contract, the outbox (DESIGN §3): deliveries pending and sent, on every backend."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runtime.entries import AssistantTurn
+from runtime.errors import NotFound
+from runtime.runs import DELIVERY, ApprovalDelivery, ReplyDelivery
+from runtime.stores.base import Checkpoint
+from tests.stores.contract import AnyStore, S, advance, started
+
+# -- deliveries
+
+
+async def test_deliveries_pending_and_delivered(store: AnyStore) -> None:
+    one = await started(store, thread_id="t")
+    two = await started(store, thread_id="u")
+    d1 = ReplyDelivery(key="k1", run_id=one.id, thread_id="t", channel="slack",
+                       target={"channel": "C1"}, text="réponse", created_at=10.0)
+    d2 = ReplyDelivery(key="k2", run_id=two.id, thread_id="u", channel="discord", text="b",
+                       created_at=5.0)
+    done_one, _ = advance(one, S.COMPLETED, reply="réponse")
+    await store.commit(Checkpoint("t", 1, [AssistantTurn(run_id=one.id, text="réponse")],
+                                  run=done_one, deliveries=[d1]))
+    await store.commit(Checkpoint("u", 1, deliveries=[d2]))
+    assert await store.deliveries() == [d2, d1]
+    assert await store.deliveries(pending=True) == [d2, d1]
+    assert await store.deliveries(run_id=one.id) == [d1]
+
+    # A failed send is counted and its error kept, and the delivery stays pending.
+    await store.delivery_failed("k1", "SlackApiError: channel_not_found")
+    await store.delivery_failed("k1", "TimeoutError: ")
+    assert await store.deliveries(pending=True) == [d2, d1.model_copy(update={
+        "attempts_failed": 2, "last_error": "TimeoutError: "})]
+    d1 = d1.model_copy(update={"attempts_failed": 2, "last_error": "TimeoutError: "})
+
+    await store.mark_delivered("k1", "msg-1", at=20.0)
+    await store.mark_delivered("k1", "msg-other", at=30.0)  # idempotent: the first one stays
+    sent = d1.model_copy(update={"remote_id": "msg-1", "delivered_at": 20.0})
+    assert await store.deliveries(pending=True) == [d2]
+    assert await store.deliveries(pending=False) == [sent]
+    assert await store.deliveries(run_id=one.id, pending=False) == [sent]
+
+    # Insert-or-ignore by key: a retried checkpoint cannot reset a sent delivery.
+    await store.commit(Checkpoint("t", 2, deliveries=[d1]))
+    await store.commit(Checkpoint("u", 1, deliveries=[d1.model_copy(update={"text": "x"})]))
+    assert await store.deliveries(run_id=one.id) == [sent]
+    with pytest.raises(NotFound):
+        await store.mark_delivered("nope", "m", at=1.0)
+    with pytest.raises(NotFound):
+        await store.delivery_failed("nope", "e")
+    await store.delivery_failed("k1", "late")  # sent already: nothing changes
+    assert await store.deliveries(run_id=one.id) == [sent]
+
+
+async def test_approval_prompts_are_deliveries_too(store: AnyStore) -> None:
+    run = await started(store, thread_id="t")
+    prompt = ApprovalDelivery(key="p1", run_id=run.id, thread_id="t", channel="slack",
+                              target={"channel": "C1"}, tool_call_id="c1", name="deploy",
+                              arguments={"env": "prod", "n": [1, None]}, arguments_hash="h",
+                              reason="requires_approval", asked_by="U1", created_at=3.0)
+    paused, _ = advance(run, S.AWAITING_APPROVAL)
+    await store.commit(Checkpoint("t", None, run=paused, deliveries=[prompt]))
+    assert await store.deliveries(pending=True) == [prompt]
+    await store.mark_delivered("p1", "ts-1", at=4.0)
+    [sent] = await store.deliveries(run_id=run.id)
+    assert isinstance(sent, ApprovalDelivery)
+    assert sent == prompt.model_copy(update={"remote_id": "ts-1", "delivered_at": 4.0})
+
+
+def test_delivery_records_without_a_kind_are_replies() -> None:
+    # Records written before deliveries had kinds.
+    old = {"key": "k", "run_id": "r", "thread_id": "t", "channel": "slack", "text": "hi"}
+    assert isinstance(DELIVERY.validate_python(old), ReplyDelivery)
+    assert isinstance(DELIVERY.validate_json(json.dumps(old)), ReplyDelivery)
