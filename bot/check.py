@@ -21,7 +21,13 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
-from runtime import ConfigError, MaidenError, describe_isolation, describe_store
+from runtime import (
+    ConfigError,
+    MaidenError,
+    describe_isolation,
+    describe_store,
+    store_versions,
+)
 
 from .config import LoadedConfig, env_status
 from .rights import rights_lines
@@ -97,25 +103,17 @@ def _check_store(loaded: LoadedConfig) -> bool:
     cfg = loaded.config.store
     if cfg.kind != "postgres":
         return False
-    from runtime import make_store
-
-    async def versions() -> tuple[str, int]:
-        from runtime.stores.postgres import PostgresStore
-
-        store = make_store(cfg, loaded.base_dir)
-        assert isinstance(store, PostgresStore)
-        async with store:
-            return await store.versions()
-
     try:
-        server, schema = asyncio.run(versions())
+        found = asyncio.run(store_versions(cfg, loaded.base_dir))
     except ConfigError as exc:
         print(f"            {exc.problems[0][1]}")
         return True
     except MaidenError as exc:
         print(f"            FAILED to connect: {exc}")
         return True
-    print(f"            {server}; maiden schema version {schema}")
+    if found is not None:
+        server, schema = found
+        print(f"            {server}; maiden schema version {schema}")
     return False
 
 

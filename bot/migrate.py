@@ -16,8 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from runtime import Checkpoint, MaidenError, Store, make_store
-from runtime.config import StoreConfig
+from runtime import Checkpoint, MaidenError, Store, StoreConfig, make_store
 
 __all__ = ["Counts", "copy_store", "count_store", "open_spec"]
 

@@ -6,7 +6,14 @@ which commands that never call a model API do not pay for).
 """
 
 from .budget import BudgetConfig
-from .build import describe_store, make_provider, make_store, make_tools, redact_dsn
+from .build import (
+    describe_store,
+    make_provider,
+    make_store,
+    make_tools,
+    redact_dsn,
+    store_versions,
+)
 from .config import AgentConfig, Prices, ProviderConfig, RuntimeConfig, StoreConfig, ToolsConfig
 from .delivery import Deliverer
 from .entries import ENTRY, AssistantTurn, Entry, Notice, ToolCall, ToolResult, Usage, UserMessage
@@ -183,5 +190,6 @@ __all__ = [
     "redact_dsn",
     "run_process",
     "split_message",
+    "store_versions",
     "tool",
 ]

@@ -56,6 +56,19 @@ _DEFAULT_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"
 _EXAMPLE_MODEL = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4.1-mini"}
 
 
+async def store_versions(cfg: StoreConfig, base_dir: Path) -> tuple[str, int] | None:
+    """Open the store (migrating it if needed) and return what it runs on: for PostgreSQL
+    the server's version and the schema's; None for the embedded stores."""
+    if cfg.kind != "postgres":
+        return None
+    from .stores.postgres import PostgresStore
+
+    store = make_store(cfg, base_dir)
+    assert isinstance(store, PostgresStore)
+    async with store:
+        return await store.versions()
+
+
 def make_provider(
     cfg: ProviderConfig, base_dir: Path, env: Mapping[str, str] | None = None
 ) -> Provider:
