@@ -1,13 +1,13 @@
 """Recurring agent jobs on cron schedules.
 
-``cron`` is the pure core: a crontab line read as crontab means it (Sunday = 0
-and 7, day-of-month OR day-of-week), the APScheduler 3 trigger it becomes, and
-the slot arithmetic (next fires, slots missed in a span, DST handled once per
-slot, misfire policy, idempotency keys) that later code uses to claim each slot
-exactly once. ``config`` reads ``[[schedules]]`` (checked at load time); ``book``
-holds every schedule (config and chat) and their records in the store; ``runner``
-claims each slot as one run (APScheduler as the alarm clock); ``status`` tells what
-each did last; ``tools`` are the agent's schedule tools.
+``crontab`` reads a crontab line as crontab means it (Sunday = 0 and 7,
+day-of-month OR day-of-week); ``cron`` is the pure slot arithmetic (next fires,
+slots missed in a span, DST handled once per slot, misfire policy, idempotency
+keys) that later code uses to claim each slot exactly once, and ``trigger`` hands
+that same arithmetic to APScheduler 3 as the alarm clock. ``config`` reads
+``[[schedules]]`` (checked at load time); ``book`` holds every schedule (config
+and chat) and their records in the store; ``runner`` claims each slot as one run;
+``status`` tells what each did last; ``tools`` are the agent's schedule tools.
 """
 
 from schedules.book import ScheduleBook, ScheduleError
@@ -25,6 +25,7 @@ from schedules.cron import (
 from schedules.runner import Fired, Scheduler, manual_key
 from schedules.status import ScheduleStatus, statuses
 from schedules.tools import SCHEDULE_TOOLS, schedule_tools
+from schedules.trigger import SlotTrigger
 
 __all__ = [
     "SCHEDULE_TOOLS",
@@ -37,6 +38,7 @@ __all__ = [
     "ScheduleError",
     "ScheduleStatus",
     "Scheduler",
+    "SlotTrigger",
     "deliver_origin",
     "last_slot",
     "load_schedules",

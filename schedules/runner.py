@@ -4,11 +4,11 @@ A slot is claimed by submitting its run with ``idempotency_key = slot_key(name, 
 the store writes the key with the queued run, in one transaction, so a second claim of
 the slot (a duplicate timer, a restart, another process on the store) creates nothing.
 
-APScheduler is the alarm clock only. Each schedule is an ``AsyncIOScheduler`` job on the
-crontab's ``CronTrigger``; when it goes off, :meth:`Scheduler.fire_due` decides what to
-claim from the slot arithmetic, never from the time APScheduler thought it was (its DST
-handling differs from crontab's, see ``schedules.cron``). The same entry point catches up
-at startup and is what tests drive, with an injected clock, without sleeping.
+APScheduler is the alarm clock only. Each schedule is an ``AsyncIOScheduler`` job on a
+``SlotTrigger``, whose fire times are the slot arithmetic's (``schedules.cron``); when it
+goes off, :meth:`Scheduler.fire_due` decides what to claim from that arithmetic and the
+clock. The same entry point catches up at startup and is what tests drive, with an
+injected clock, without sleeping.
 
 Which slots run: those in ``(mark, now]``, where ``mark`` is the later of the schedule's
 last claimed slot and the instant up to which its slots were decided. The newest slot is
@@ -44,8 +44,9 @@ from runtime import MaidenError, NotFound, Run, RunState, Runtime, ScheduleRecor
 
 from .book import Clock, ScheduleBook, ScheduleError
 from .config import Schedule
-from .cron import SlotAlarm, misfire, slot_key, slots_between
+from .cron import misfire, slot_key, slots_between
 from .status import slot_history, statuses
+from .trigger import SlotTrigger
 
 __all__ = ["ON_TIME", "Fired", "Scheduler", "manual_key"]
 
@@ -369,7 +370,7 @@ class Scheduler:
                 job.remove()
         for name, schedule in wanted.items():
             if self.aps.get_job(name) is None:
-                self.aps.add_job(self._wake, trigger=SlotAlarm(schedule.cron), args=[name],
+                self.aps.add_job(self._wake, trigger=SlotTrigger(schedule.cron), args=[name],
                                  id=name, name=f"schedule {name}")
 
     async def _wake(self, name: str) -> None:

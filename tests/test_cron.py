@@ -1,18 +1,20 @@
-"""schedules/cron.py: crontab as crontab means it, and slots exactly once, tested with tables."""
+"""schedules/crontab.py, cron.py and trigger.py: crontab as crontab means it, and slots
+exactly once, tested with tables; each table drives the APScheduler trigger too (what fires)."""
 
 from __future__ import annotations
 
+import pickle
 from datetime import UTC, date, datetime, time, timedelta
 from itertools import pairwise
 from zoneinfo import ZoneInfo
 
 import pytest
+from apscheduler.triggers.base import BaseTrigger  # type: ignore[import-untyped]
 
-from runtime.errors import ConfigError
+from runtime import ConfigError
 from schedules.cron import (
     Cron,
     MisfirePolicy,
-    SlotAlarm,
     last_slot,
     misfire,
     next_fires,
@@ -20,6 +22,7 @@ from schedules.cron import (
     slot_key,
     slots_between,
 )
+from schedules.trigger import SlotTrigger
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NEW_YORK = ZoneInfo("America/New_York")
@@ -36,39 +39,38 @@ def isos(moments: list[datetime]) -> list[str]:
     return [m.isoformat() for m in moments]
 
 
-# --- day of week: crontab numbering, translated for APScheduler ---------------------------------
+# --- day of week: crontab numbering -------------------------------------------------------------
 
 MON, TUE, WED, THU, FRI, SAT, SUN = range(7)  # datetime.weekday()
 
 
 @pytest.mark.parametrize(
-    ("dow", "days", "aps"),
+    ("dow", "days"),
     [
-        ("0", {SUN}, "sun"),
-        ("7", {SUN}, "sun"),
-        ("0,7", {SUN}, "sun"),
-        ("1-5", {MON, TUE, WED, THU, FRI}, "mon-fri"),
-        ("mon-fri", {MON, TUE, WED, THU, FRI}, "mon-fri"),
-        ("MON-Fri", {MON, TUE, WED, THU, FRI}, "mon-fri"),
-        ("sat,sun", {SAT, SUN}, "sat-sun"),
-        ("6-7", {SAT, SUN}, "sat-sun"),
-        ("5-7", {FRI, SAT, SUN}, "fri-sun"),
-        ("5-0", {FRI, SAT, SUN}, "fri-sun"),
-        ("fri-sun", {FRI, SAT, SUN}, "fri-sun"),
-        ("0-2", {SUN, MON, TUE}, "mon-tue,sun"),
-        ("sun,wed", {SUN, WED}, "wed,sun"),
-        ("1-7/2", {MON, WED, FRI, SUN}, "mon,wed,fri,sun"),
-        ("*/2", {SUN, TUE, THU, SAT}, "tue,thu,sat-sun"),
-        ("*", {MON, TUE, WED, THU, FRI, SAT, SUN}, "*"),
+        ("0", {SUN}),
+        ("7", {SUN}),
+        ("0,7", {SUN}),
+        ("1-5", {MON, TUE, WED, THU, FRI}),
+        ("mon-fri", {MON, TUE, WED, THU, FRI}),
+        ("MON-Fri", {MON, TUE, WED, THU, FRI}),
+        ("sat,sun", {SAT, SUN}),
+        ("6-7", {SAT, SUN}),
+        ("5-7", {FRI, SAT, SUN}),
+        ("5-0", {FRI, SAT, SUN}),
+        ("fri-sun", {FRI, SAT, SUN}),
+        ("0-2", {SUN, MON, TUE}),
+        ("sun,wed", {SUN, WED}),
+        ("1-7/2", {MON, WED, FRI, SUN}),
+        ("*/2", {SUN, TUE, THU, SAT}),
+        ("*", {MON, TUE, WED, THU, FRI, SAT, SUN}),
     ],
 )
-def test_day_of_week_is_crontab_numbering(dow: str, days: set[int], aps: str) -> None:
+def test_day_of_week_is_crontab_numbering(dow: str, days: set[int]) -> None:
     cron = parse_crontab(f"0 12 * * {dow}", "Europe/Berlin")
     week = next_fires(cron, at("2025-06-01T13:00:00+02:00"), 20)  # a Sunday, after noon
     assert {d.weekday() for d in week} == days
     assert all(d.hour == 12 and d.minute == 0 for d in week)
-    assert cron.trigger().fields[4].name == "day_of_week"
-    assert str(cron.trigger().fields[4]) == aps
+    assert fires_of_trigger(cron, at("2025-06-01T13:00:00+02:00"), 20) == week
 
 
 @pytest.mark.parametrize(
@@ -132,23 +134,28 @@ def test_day_of_month_or_day_of_week(expr: str, expected_days: list[str]) -> Non
     cron = parse_crontab(expr, "UTC")
     fires = next_fires(cron, at("2025-05-31T12:00:00+00:00"), len(expected_days))
     assert [f.date().isoformat() for f in fires] == expected_days
+    assert fires_of_trigger(cron, at("2025-05-31T12:00:00+00:00"), len(expected_days)) == fires
 
 
-def test_the_or_rule_becomes_an_or_of_two_apscheduler_triggers() -> None:
-    trigger = parse_crontab("0 0 1 * mon", "UTC").trigger()
-    assert type(trigger).__name__ == "OrTrigger"
-    assert [str(t) for t in trigger.triggers] == [
-        "cron[month='*', day='1', day_of_week='*', hour='0', minute='0']",
-        "cron[month='*', day='*', day_of_week='mon', hour='0', minute='0']",
-    ]
+def test_the_trigger_apscheduler_is_handed_is_ours() -> None:
+    """No CronTrigger/OrTrigger: APScheduler is told our slots, and no other time."""
+    trigger = SlotTrigger(parse_crontab("0 0 1 * mon", "UTC"))
+    assert isinstance(trigger, BaseTrigger)
+    assert str(trigger) == "slots['0 0 1 * mon' in UTC]"
+    fires = fires_of_trigger(trigger.cron, at("2025-05-31T12:00:00+00:00"), 3)
+    assert isos(fires) == ["2025-06-01T00:00:00+00:00", "2025-06-02T00:00:00+00:00",
+                           "2025-06-09T00:00:00+00:00"]
 
 
 def fires_of_trigger(cron: Cron, after: datetime, count: int) -> list[datetime]:
-    trigger = cron.trigger()
+    """What APScheduler is told: the trigger asked as its scheduler asks, from ``after``
+    (exclusive), each fire's time passed back as the previous one and as now."""
+    trigger = SlotTrigger(cron)
     fires: list[datetime] = []
     previous, now = None, after + timedelta(microseconds=1)
     while len(fires) < count:
-        fire: datetime = trigger.get_next_fire_time(previous, now)
+        fire = trigger.get_next_fire_time(previous, now)
+        assert fire is not None
         fires.append(fire)
         previous = now = fire
     return fires
@@ -160,10 +167,11 @@ def fires_of_trigger(cron: Cron, after: datetime, count: int) -> list[datetime]:
      "0 0 1 * mon", "0 12 13 * 5", "0 0 1-7 * sun", "0 3 1 jan,jun,dec *", "0 0 * * */2",
      "0 0 */10 * mon"],
 )
-def test_the_trigger_fires_where_the_slots_are_away_from_dst(expr: str) -> None:
-    """The translation to APScheduler is checked against our own arithmetic, in summer."""
-    cron = parse_crontab(expr, "Europe/Berlin")
-    start, end = at("2025-04-01T00:00:00+02:00"), at("2025-10-01T00:00:00+02:00")
+@pytest.mark.parametrize("zone", ["Europe/Berlin", "America/New_York"])
+def test_the_trigger_fires_where_the_slots_are_all_year(expr: str, zone: str) -> None:
+    """What APScheduler is told equals our own arithmetic, across both DST changes."""
+    cron = parse_crontab(expr, zone)
+    start, end = at("2025-01-01T00:00:00+00:00"), at("2026-01-01T00:00:00+00:00")
     ours = slots_between(cron, start, end, 10_000)
     assert ours
     theirs = fires_of_trigger(cron, start, len(ours) + 1)
@@ -294,22 +302,21 @@ def test_dst_each_slot_once_at_the_right_instant(
     assert one_by_one == fires
     assert slots_between(cron, before_first, fires[-1], 100) == fires
     assert slots_between(cron, before_first, fires[-1], 2) == fires[-2:]
+    assert fires_of_trigger(cron, before_first, len(expected)) == fires
 
 
-def test_what_apscheduler_does_at_dst_and_we_do_not() -> None:
-    """Recorded so an APScheduler upgrade that changes it is noticed."""
+def test_the_trigger_fires_at_dst_as_the_slots_do() -> None:
+    """Where APScheduler 3.11's own CronTrigger fires a missing 02:30 at 03:30 and a repeated
+    02:30 twice, the trigger fires at the transition (03:00) and once."""
     spring = parse_crontab("30 2 * * *", "Europe/Berlin")
     fired = fires_of_trigger(spring, at("2025-03-29T12:00:00+01:00"), 1)[0]
-    assert fired.astimezone(UTC).isoformat() == "2025-03-30T01:30:00+00:00"  # 03:30 CEST
-    assert next_fires(spring, at("2025-03-29T12:00:00+01:00"), 1)[0].astimezone(UTC) == (
-        at("2025-03-30T01:00:00+00:00"))  # 03:00 CEST
+    assert fired.astimezone(UTC).isoformat() == "2025-03-30T01:00:00+00:00"  # 03:00 CEST
+    assert next_fires(spring, at("2025-03-29T12:00:00+01:00"), 1) == [fired]
 
     fall = parse_crontab("30 2 * * *", "Europe/Berlin")
     fired_twice = fires_of_trigger(fall, at("2025-10-25T12:00:00+02:00"), 2)
-    assert [f.astimezone(UTC).isoformat() for f in fired_twice] == [
-        "2025-10-26T00:30:00+00:00", "2025-10-26T01:30:00+00:00"]
-    assert isos(next_fires(fall, at("2025-10-25T12:00:00+02:00"), 2)) == [
-        "2025-10-26T02:30:00+02:00", "2025-10-27T02:30:00+01:00"]
+    assert isos(fired_twice) == ["2025-10-26T02:30:00+02:00", "2025-10-27T02:30:00+01:00"]
+    assert next_fires(fall, at("2025-10-25T12:00:00+02:00"), 2) == fired_twice
 
 
 @pytest.mark.parametrize(
@@ -330,14 +337,15 @@ def test_what_apscheduler_does_at_dst_and_we_do_not() -> None:
         ("0 0 1 * mon", "UTC", "2025-01-01T00:00:00+00:00", "2025-12-31T00:00:00+00:00"),
     ],
 )
-def test_apschedulers_fires_claim_each_slot_once_through_last_slot(
+def test_the_triggers_fires_are_the_slots_and_claim_each_once(
     expr: str, zone: str, start: str, end: str
 ) -> None:
-    """However the trigger fires around DST, mapping each fire to last_slot claims every slot
-    exactly once: a second fire in a repeated hour finds its key already taken."""
+    """Around DST the trigger fires at each slot once, and each fire's last_slot is the slot
+    it fired for, so every slot is claimed exactly once."""
     cron = parse_crontab(expr, zone)
     slots = slots_between(cron, at(start), at(end), 10_000)
     fires = [f for f in fires_of_trigger(cron, at(start), 2 * len(slots) + 5) if f <= at(end)]
+    assert fires == slots
     claimed: dict[str, datetime] = {}
     for fire in fires:
         claimed.setdefault(slot_key("job", last_slot(cron, fire)), fire)
@@ -506,10 +514,10 @@ def test_misfire(
 @pytest.mark.parametrize(("zone", "night"), [("Europe/Berlin", date(2026, 3, 29)),
                                              ("America/New_York", date(2026, 3, 8))])
 def test_the_alarm_goes_off_at_the_spring_forward_transition(zone: str, night: date) -> None:
-    """APScheduler alone would wake a 02:30 job at 03:30 on the night the clocks skip from
-    02:00 to 03:00; the slot is due at 03:00, and the alarm goes off then."""
+    """APScheduler's CronTrigger would wake a 02:30 job at 03:30 on the night the clocks skip
+    from 02:00 to 03:00; the slot is due at 03:00, and the alarm goes off then."""
     cron = parse_crontab("30 2 * * *", zone)
-    alarm, tz = SlotAlarm(cron), ZoneInfo(zone)
+    alarm, tz = SlotTrigger(cron), ZoneInfo(zone)
     now = datetime.combine(night - timedelta(days=1), time(12), tz)
     fired: list[datetime] = []
     previous = None
@@ -521,6 +529,19 @@ def test_the_alarm_goes_off_at_the_spring_forward_transition(zone: str, night: d
     walls = [(f.astimezone(tz).date(), f.astimezone(tz).time()) for f in fired]
     assert walls == [(night, time(3)), (night + timedelta(days=1), time(2, 30)),
                      (night + timedelta(days=2), time(2, 30))]
-    # Every other day of the year the alarm is APScheduler's own.
+    # Every other day of the year too, the alarm is the next slot.
     june = datetime(2026, 6, 1, 12, tzinfo=tz)
-    assert alarm.get_next_fire_time(None, june) == cron.trigger().get_next_fire_time(None, june)
+    assert alarm.get_next_fire_time(None, june) == next_fires(cron, june, 1)[0]
+    # A slot due this very instant still fires; one fired already does not fire again.
+    slot = next_fires(cron, june, 1)[0]
+    assert alarm.get_next_fire_time(None, slot) == slot
+    assert alarm.get_next_fire_time(slot, slot) == next_fires(cron, slot, 1)[0]
+
+
+def test_the_trigger_survives_pickling() -> None:
+    """What a persistent APScheduler job store would do with it."""
+    trigger = SlotTrigger(parse_crontab("30 2 * * 1-5", "America/New_York"))
+    copy = pickle.loads(pickle.dumps(trigger))
+    assert copy.cron == trigger.cron
+    now = at("2026-03-07T12:00:00-05:00")
+    assert copy.get_next_fire_time(None, now) == trigger.get_next_fire_time(None, now)

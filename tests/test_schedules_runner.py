@@ -16,7 +16,8 @@ import pytest
 
 from runtime import EchoProvider, NotFound, RunStarted, Runtime, SQLiteStore
 from schedules import Schedule, ScheduleBook, ScheduleConfig, Scheduler, load_schedules
-from schedules.cron import SlotAlarm, next_fires, slot_key
+from schedules.cron import next_fires, slot_key
+from schedules.trigger import SlotTrigger
 from tests.clock import Clock
 
 MINUTE = timedelta(minutes=1)
@@ -219,7 +220,7 @@ def test_the_runner_sets_one_alarm_per_active_schedule(tmp_path: Path) -> None:
         async with opened(tmp_path / "m.db") as rt, Scheduler(ScheduleBook(rt, defined)) as s:
             assert s.aps is not None
             # Our slots' alarm (at a spring-forward transition, not half an hour after it).
-            assert [type(job.trigger) for job in s.aps.get_jobs()] == [SlotAlarm]
+            assert [type(job.trigger) for job in s.aps.get_jobs()] == [SlotTrigger]
             return list(s.next_alarms())
 
     alarms = asyncio.run(main())

@@ -1,0 +1,55 @@
+"""The alarm clock APScheduler is handed: a trigger whose fire times are our slots.
+
+APScheduler only decides *when to wake*; :func:`schedules.cron.next_fires` decides when a
+slot is, so the alarm goes off exactly at each slot (at a spring-forward transition, once
+in a repeated hour), and the tables in tests/test_cron.py that test the arithmetic test
+what fires.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from apscheduler.triggers.base import BaseTrigger  # type: ignore[import-untyped]
+
+from .cron import next_fires
+from .crontab import Cron, parse_crontab
+
+__all__ = ["SlotTrigger"]
+
+
+class SlotTrigger(BaseTrigger):  # type: ignore[misc]
+    """APScheduler 3 trigger for a schedule: fires at each slot of ``cron``, and nowhere
+    else."""
+
+    __slots__ = ("cron",)
+
+    def __init__(self, cron: Cron) -> None:
+        self.cron = cron
+
+    def get_next_fire_time(self, previous_fire_time: datetime | None,
+                           now: datetime) -> datetime | None:
+        """The first slot at or after ``now`` and after ``previous_fire_time``.
+
+        At or after ``now``: APScheduler asks with ``now`` when a job is added, and a slot due
+        this very instant is still to fire. After the previous fire: its loop over missed
+        fire times ends, and one slot never fires twice."""
+        after = now - timedelta(microseconds=1)
+        if previous_fire_time is not None:
+            after = max(after, previous_fire_time)
+        fires = next_fires(self.cron, after, 1)
+        return fires[0] if fires else None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A persistent job store pickles triggers: the line and zone are enough to rebuild.
+        return {"version": 1, "expr": self.cron.expr, "timezone": self.cron.timezone}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.cron = parse_crontab(state["expr"], state["timezone"])
+
+    def __str__(self) -> str:
+        return f"slots[{self.cron.expr!r} in {self.cron.timezone}]"
+
+    def __repr__(self) -> str:
+        return f"<SlotTrigger {self.cron.expr!r} {self.cron.timezone}>"
