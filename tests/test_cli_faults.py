@@ -167,14 +167,7 @@ def test_ctrl_c_on_send_cancels_the_run_and_says_so(home: Path) -> None:
     _with_tools(home)
     proc = subprocess.Popen([sys.executable, "-m", "bot", "send", "t", "/tool slow"], cwd=home,
                             env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        _wait_for(home / "slow.started")
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    _, err = interrupt_when(proc, home / "slow.started")
     assert proc.returncode == 130
     assert "Traceback" not in err
     assert "cancelling run" in err and "cancelled: cancelled by terminal" in err
@@ -222,6 +215,19 @@ def _wait_for(path: Path, timeout_s: float = 30) -> None:
     while not path.exists():
         assert time.monotonic() < deadline, f"{path} never appeared"
         time.sleep(0.05)
+
+
+def interrupt_when(proc: subprocess.Popen[str], marker: Path) -> tuple[str, str]:
+    """Once ``marker`` exists, Ctrl-C (SIGINT) to ``proc``; its stdout and stderr (killed if
+    it has not ended within 30 s)."""
+    try:
+        _wait_for(marker)
+        proc.send_signal(signal.SIGINT)
+        return proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 def _wait_for_text(proc: subprocess.Popen[str], text: str) -> None:

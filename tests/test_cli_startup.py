@@ -4,7 +4,6 @@ account of recovery."""
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 import textwrap
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_cli import _serve, _stop, _with_tools, maiden
-from tests.test_cli_faults import ENV, _wait_for, one_line
+from tests.test_cli_faults import ENV, interrupt_when, one_line
 
 
 def use_tools(home: Path, module: str, source: str) -> None:
@@ -94,14 +93,7 @@ def test_ctrl_c_while_a_tools_module_is_imported_says_one_line(
     proc = subprocess.Popen([sys.executable, "-m", "bot", *command], cwd=home, env=ENV,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    try:
-        _wait_for(home / "importing")
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    _, err = interrupt_when(proc, home / "importing")
     assert proc.returncode == 130
     assert err == "maiden: interrupted (Ctrl-C)\n"
 
@@ -134,14 +126,7 @@ def test_ctrl_c_while_the_command_line_is_imported_says_one_line(home: Path, how
     proc = subprocess.Popen([sys.executable, "-c", PAUSED_IN_IMPORT, how, "threads"], cwd=home,
                             env=ENV, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    try:
-        _wait_for(home / "importing")
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    out, err = interrupt_when(proc, home / "importing")
     assert (proc.returncode, out) == (130, "")
     assert err == "maiden: interrupted (Ctrl-C)\n"
 
