@@ -182,3 +182,16 @@ def misfire(policy: MisfirePolicy, missed: list[datetime], max_catchup: int) -> 
     if policy == "once":
         return ordered[-1:]
     return ordered[-max_catchup:] if max_catchup > 0 else []
+
+
+def due_slots(slots: list[datetime], policy: MisfirePolicy, max_catchup: int, *,
+              on_time: bool) -> list[datetime]:
+    """Of ``slots`` (oldest first, none claimed yet), those to run now: the newest when it
+    is ``on_time``, with what ``misfire = "all"`` catches up before it; otherwise the
+    missed slots that ``policy`` runs."""
+    if not slots:
+        return []
+    if on_time:
+        older = misfire("all", slots[:-1], max_catchup - 1) if policy == "all" else []
+        return [*older, slots[-1]]
+    return misfire(policy, slots, max_catchup)

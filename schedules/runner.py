@@ -44,7 +44,8 @@ from runtime import MaidenError, NotFound, Run, RunState, Runtime, ScheduleRecor
 
 from .book import Clock, ScheduleBook, ScheduleError
 from .config import Schedule
-from .cron import misfire, slot_key, slots_between
+from .cron import due_slots, slot_key, slots_between
+from .marks import decided, later
 from .status import slot_history, statuses
 from .trigger import SlotTrigger
 
@@ -190,7 +191,7 @@ class Scheduler:
         holds the lock writes everything staged by then."""
         for mark in marks:
             staged = self._staged.get(mark.name)
-            self._staged[mark.name] = mark if staged is None else _later(staged, mark)
+            self._staged[mark.name] = mark if staged is None else later(staged, mark)
         async with self._saving:
             if not self._staged:
                 return  # written by the writer before
@@ -217,35 +218,14 @@ class Scheduler:
             slots = slots_between(schedule.cron, mark, now, limit=cap + 1)
             if not slots:
                 return [], None
-            newest = slots[-1]
-            if on_time or now - newest <= ON_TIME:
-                older = misfire("all", slots[:-1], cap - 1) \
-                    if schedule.config.misfire == "all" else []
-                due = [*older, newest]
-            else:
-                due = misfire(schedule.config.misfire, slots, cap)
+            due = due_slots(slots, schedule.config.misfire, cap,
+                            on_time=on_time or now - slots[-1] <= ON_TIME)
             # overlap = "skip": while the run of an earlier slot waits for a person's
             # decision, a slot due now is decided as skipped, not queued behind it (one more
             # run a minute for `* * * * *`, each waiting for the same person).
             blocked = await self._still_running(schedule)
             held_back, due = (due, []) if blocked is not None else ([], due)
-            fired: list[Fired] = []
-            for slot in due:
-                key = slot_key(name, slot)
-                try:
-                    run = await self.runtime.submit(
-                        schedule.thread_for(key.split(":", 2)[2]), schedule.config.prompt,
-                        origin=schedule.origin, idempotency_key=key)
-                except MaidenError as exc:
-                    # Not claimed; the mark stays before it, so the next fire tries again.
-                    log.error("schedule %r could not claim slot %s: %s", name,
-                              slot.isoformat(), exc)
-                    break
-                fired.append(Fired(name, slot, key, run))
-                self._marks[name] = slot
-                self._last_runs[name] = run.id
-            else:
-                self._marks[name] = now
+            fired = await self._claim(schedule, due, now)
             skipped = [slot for slot in slots if slot not in due]
             if skipped:
                 # Claimed already, by another process whose record is not written yet, or
@@ -259,24 +239,33 @@ class Scheduler:
                 fired.sort(key=lambda f: f.slot)
                 skipped = [slot for slot in skipped if all(f.slot != slot for f in fired)]
             held_back = [slot for slot in held_back if slot in skipped]
-            skipped = [slot for slot in skipped if slot not in held_back]
-            if fired:
-                log.info("schedule %r: %s", name, ", ".join(
-                    f"{f.slot.isoformat()} -> run {f.run.id}" for f in fired))
-            if skipped:
-                log.warning("schedule %r: %d missed slot(s) not run (misfire = %r), the "
-                            "latest %s", name, len(skipped), schedule.config.misfire,
-                            skipped[-1].isoformat())
-            decided = SlotMark(name=name, since=self._marks[name].timestamp())
-            if held_back:
-                log.warning("schedule %r: slot %s skipped: %s (overlap = \"skip\")", name,
-                            held_back[-1].isoformat(), blocked)
-                decided = decided.model_copy(update={
-                    "skipped_slot": held_back[-1].timestamp(), "skipped_why": blocked})
-            if fired:
-                decided = decided.model_copy(update={
-                    "last_slot": fired[-1].slot.timestamp(), "last_run_id": fired[-1].run.id})
-            return fired, decided
+            missed = [slot for slot in skipped if slot not in held_back]
+            return fired, decided(name, self._marks[name], [(f.slot, f.run) for f in fired],
+                                  missed, held_back, blocked, schedule.config.misfire)
+
+    async def _claim(self, schedule: Schedule, due: list[datetime],
+                     now: datetime) -> list[Fired]:
+        """Submit each due slot's run under the slot's key, oldest first, moving the mark
+        past each one claimed (to ``now`` when all are); stop at the first that fails."""
+        name = schedule.name
+        fired: list[Fired] = []
+        for slot in due:
+            key = slot_key(name, slot)
+            try:
+                run = await self.runtime.submit(
+                    schedule.thread_for(key.split(":", 2)[2]), schedule.config.prompt,
+                    origin=schedule.origin, idempotency_key=key)
+            except MaidenError as exc:
+                # Not claimed; the mark stays before it, so the next fire tries again.
+                log.error("schedule %r could not claim slot %s: %s", name,
+                          slot.isoformat(), exc)
+                break
+            fired.append(Fired(name, slot, key, run))
+            self._marks[name] = slot
+            self._last_runs[name] = run.id
+        else:
+            self._marks[name] = now
+        return fired
 
     async def _still_running(self, schedule: Schedule) -> str | None:
         """Why a slot of ``schedule`` due now is skipped: its last slot's run waits for an
@@ -397,12 +386,3 @@ class Scheduler:
             return []
         return [(job.id, job.next_run_time) for job in self.aps.get_jobs()]
 
-
-def _later(a: SlotMark, b: SlotMark) -> SlotMark:
-    """Two marks of one schedule as one: the later ``since``, the newer slot, the newer
-    skipped slot."""
-    newest = b if a.last_slot is None or (b.last_slot or 0.0) > a.last_slot else a
-    skipped = b if a.skipped_slot is None or (b.skipped_slot or 0.0) > a.skipped_slot else a
-    return newest.model_copy(update={"since": max(a.since, b.since),
-                                     "skipped_slot": skipped.skipped_slot,
-                                     "skipped_why": skipped.skipped_why})

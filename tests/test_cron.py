@@ -15,6 +15,7 @@ from runtime import ConfigError
 from schedules.cron import (
     Cron,
     MisfirePolicy,
+    due_slots,
     last_slot,
     misfire,
     next_fires,
@@ -509,6 +510,25 @@ def test_misfire(
     policy: MisfirePolicy, missed: list[datetime], max_catchup: int, expected: list[datetime]
 ) -> None:
     assert misfire(policy, missed, max_catchup) == expected
+
+
+@pytest.mark.parametrize(
+    ("policy", "max_catchup", "on_time", "expected"),
+    [
+        ("skip", 3, True, HOURS[-1:]),  # the newest is on time: it runs, the rest are missed
+        ("once", 3, True, HOURS[-1:]),
+        ("all", 3, True, HOURS[-3:]),  # caught up before it, within max_catchup
+        ("all", 1, True, HOURS[-1:]),
+        ("skip", 3, False, []),  # all were missed: misfire decides
+        ("once", 3, False, HOURS[-1:]),
+        ("all", 3, False, HOURS[-3:]),
+        ("all", 0, False, []),
+    ],
+)
+def test_due_slots(policy: MisfirePolicy, max_catchup: int, on_time: bool,
+                   expected: list[datetime]) -> None:
+    assert due_slots(HOURS, policy, max_catchup, on_time=on_time) == expected
+    assert due_slots([], policy, max_catchup, on_time=on_time) == []
 
 
 @pytest.mark.parametrize(("zone", "night"), [("Europe/Berlin", date(2026, 3, 29)),

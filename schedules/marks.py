@@ -1,0 +1,47 @@
+"""How far a schedule's fires got, as the store records it (``SlotMark``): what one fire
+decided, and two fires' marks made one, so the store only ever moves a record forward."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from runtime import Run, SlotMark
+
+__all__ = ["decided", "later"]
+
+log = logging.getLogger("maiden.schedules")
+
+
+def decided(name: str, since: datetime, fired: list[tuple[datetime, Run]],
+            missed: list[datetime], held_back: list[datetime], blocked: str | None,
+            misfire: str) -> SlotMark:
+    """The mark of one fire of ``name``: decided up to ``since``, its newest claimed slot
+    and run (``fired``, oldest first), its newest slot held back by ``overlap = "skip"``
+    and why; the missed and held-back slots are logged once here."""
+    if fired:
+        log.info("schedule %r: %s", name, ", ".join(
+            f"{slot.isoformat()} -> run {run.id}" for slot, run in fired))
+    if missed:
+        log.warning("schedule %r: %d missed slot(s) not run (misfire = %r), the latest %s",
+                    name, len(missed), misfire, missed[-1].isoformat())
+    mark = SlotMark(name=name, since=since.timestamp())
+    if held_back:
+        log.warning("schedule %r: slot %s skipped: %s (overlap = \"skip\")", name,
+                    held_back[-1].isoformat(), blocked)
+        mark = mark.model_copy(update={"skipped_slot": held_back[-1].timestamp(),
+                                       "skipped_why": blocked})
+    if fired:
+        slot, run = fired[-1]
+        mark = mark.model_copy(update={"last_slot": slot.timestamp(), "last_run_id": run.id})
+    return mark
+
+
+def later(a: SlotMark, b: SlotMark) -> SlotMark:
+    """Two marks of one schedule as one: the later ``since``, the newer slot, the newer
+    skipped slot."""
+    newest = b if a.last_slot is None or (b.last_slot or 0.0) > a.last_slot else a
+    skipped = b if a.skipped_slot is None or (b.skipped_slot or 0.0) > a.skipped_slot else a
+    return newest.model_copy(update={"since": max(a.since, b.since),
+                                     "skipped_slot": skipped.skipped_slot,
+                                     "skipped_why": skipped.skipped_why})
