@@ -115,7 +115,7 @@ async def _case(case: Case, n: int, workdir: Path, synchronous: Synchronous) -> 
                 expect_completed(await rt.send("bench:memory", user_text(i)))
         else:
             if case == "idle":
-                await rt.threads()
+                await rt.records.threads()
                 expect_completed(await rt.send("bench:idle0", user_text(1)))
             expect_completed(await rt.send("bench:new", user_text(0)))
 

@@ -188,13 +188,13 @@ async def _startup(path: Path, synchronous: Synchronous, tables: list[dict[str, 
         defined = load_schedules([ScheduleConfig.model_validate(t) for t in tables],
                                  default_timezone="UTC", channels=("slack",))
         t1 = time.perf_counter()
-        scheduler = Scheduler(ScheduleBook(rt, defined, clock=lambda: NOW), timers=timers)
+        scheduler = Scheduler(ScheduleBook(store, defined, clock=lambda: NOW), rt, timers=timers)
         fired = await scheduler.start()
         t2 = time.perf_counter()
         fires = [next_fires(s.cron, NOW, NEXT) for s in defined]
         t3 = time.perf_counter()
         await scheduler.close()
-        records = await rt.schedule_records()
+        records = await rt.records.schedule_records()
     if fired or len(records) != len(tables) or any(len(f) != NEXT for f in fires):
         raise RuntimeError(f"startup claimed {len(fired)} slots, stored {len(records)} "
                            f"records for {len(tables)} schedules")
@@ -253,7 +253,7 @@ async def _round(path: Path, synchronous: Synchronous, mode: Literal["global", "
         scheduler = None
         if not direct:
             clock = _Clock(SLOT - timedelta(seconds=30))
-            scheduler = Scheduler(ScheduleBook(rt, defined, clock=clock), timers=False)
+            scheduler = Scheduler(ScheduleBook(store, defined, clock=clock), rt, timers=False)
             await scheduler.start()
             clock.now = SLOT
         started: dict[str, float] = {}
@@ -270,7 +270,7 @@ async def _round(path: Path, synchronous: Synchronous, mode: Literal["global", "
         if scheduler is not None:
             await scheduler.close()
         for run_id in ids:
-            run = await rt.get_run(run_id)
+            run = await rt.records.get_run(run_id)
             if run.state is not RunState.COMPLETED:
                 raise RuntimeError(f"run {run_id} ended {run.state}: {run.reason}")
     if len(ids) != due or set(ids) != set(started):

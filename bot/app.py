@@ -29,6 +29,7 @@ from runtime import (
     Run,
     RunEnded,
     Runtime,
+    ScheduleService,
     StoreError,
     describe_store,
     make_provider,
@@ -127,11 +128,13 @@ async def open_app(
             servers = await stack.enter_async_context(
                 open_servers(cfg.mcp_servers, loaded.base_dir))
             servers.offer_to(tools)
+        book, schedule_tools = make_book(loaded, store)
+        for made in schedule_tools:
+            tools.add(made)
         runtime = Runtime(store, provider, tools, agent=cfg.agent, budget=cfg.budget,
-                          prices=cfg.provider.prices, settings=cfg.runtime)
+                          prices=cfg.provider.prices, settings=cfg.runtime,
+                          channels=cfg.chat_channels(), services={"schedules": book})
         stack.push_async_callback(runtime.close)
-        runtime.chat_channels = frozenset(cfg.chat_channels())
-        book = make_book(loaded, runtime)  # the schedule tools, before any run is driven
         if writable:
             try:
                 await runtime.check_writable()
@@ -217,7 +220,7 @@ def banner(
     return banner_head(loaded, runtime) + "\n" + banner_tail(loaded, recovered, channels)
 
 
-ChannelFactory = Callable[[Runtime], Channel]
+ChannelFactory = Callable[[Runtime, ScheduleService | None], Channel]
 
 
 def make_channels(loaded: LoadedConfig) -> list[ChannelFactory]:
@@ -233,7 +236,7 @@ def make_channels(loaded: LoadedConfig) -> list[ChannelFactory]:
         secrets = slack.secrets(source=source)
         made: list[Any] = []
 
-        def make_slack(runtime: Runtime) -> Channel:
+        def make_slack(runtime: Runtime, _: ScheduleService | None) -> Channel:
             from channels.slack.channel import SlackChannel  # slack-bolt loads only here
 
             channel = SlackChannel(runtime, slack, secrets)
@@ -248,7 +251,7 @@ def make_channels(loaded: LoadedConfig) -> list[ChannelFactory]:
     if discord is not None and discord.enabled:
         discord_token = discord.token(source=source)
 
-        def make_discord(runtime: Runtime) -> Channel:
+        def make_discord(runtime: Runtime, _: ScheduleService | None) -> Channel:
             from channels.discord.channel import DiscordChannel  # discord.py loads only here
 
             return DiscordChannel(runtime, discord, discord_token)
@@ -256,14 +259,14 @@ def make_channels(loaded: LoadedConfig) -> list[ChannelFactory]:
         factories.append(make_discord)
     if cfg.http.enabled:
         credentials = cfg.http.credentials(source=source)
-        factories.append(lambda runtime: HttpChannel(
+        factories.append(lambda runtime, schedules: HttpChannel(
             runtime, cfg.http, credentials, routes=routes,
             statuses=lambda: [(c.name, c.status()) for c in made_all],
-            rules=lambda: rights_blocks(cfg)))
+            rules=lambda: rights_blocks(cfg), schedules=schedules))
 
     def keep(make: ChannelFactory) -> ChannelFactory:
-        def made(runtime: Runtime) -> Channel:
-            channel = make(runtime)
+        def made(runtime: Runtime, schedules: ScheduleService | None) -> Channel:
+            channel = make(runtime, schedules)
             made_all.append(channel)
             return channel
         return made
@@ -292,17 +295,20 @@ async def serve(
         async with open_app(loaded, recover=False, writable=True) as app:
             runtime = app.runtime
             _say(out, banner_head(loaded, runtime))
-            unfinished = await runtime.runs(states=DRIVABLE_STATES)
+            unfinished = await runtime.records.runs(states=DRIVABLE_STATES)
             if context is not None:  # recovery logs before the runs' first events
-                for run in await runtime.runs(states=ACTIVE_STATES):
+                for run in await runtime.records.runs(states=ACTIVE_STATES):
                     context.remember(run.id, run.thread_id)
             logger = asyncio.create_task(log_run_events(runtime, context),
                                          name="maiden-log-runs")
             try:
                 recovery = await _recover(runtime, unfinished, stop, out)
                 if recovery is not None:
-                    channels = [make(runtime) for make in factories]
-                    await _serve(loaded, app, channels, recovery, stop, out)
+                    # Made before the channels (the API lists and runs its schedules),
+                    # started after them (the catch-up's answers need somewhere to go).
+                    scheduler = Scheduler(app.book, runtime)
+                    channels = [make(runtime, scheduler) for make in factories]
+                    await _serve(loaded, app, scheduler, channels, recovery, stop, out)
             finally:
                 logger.cancel()
                 await asyncio.gather(logger, return_exceptions=True)
@@ -377,7 +383,7 @@ async def _recover(
         left = []
         for run in unfinished:
             if run.id not in taken:
-                now = await runtime.get_run(run.id)
+                now = await runtime.records.get_run(run.id)
                 left.append((now, why.get(run.id) or _not_taken(runtime, now)))
         return _Recovery(recovered, left)
     log.info("stopping during recovery")
@@ -394,15 +400,14 @@ def _not_taken(runtime: Runtime, run: Run) -> str:
 
 
 async def _serve(
-    loaded: LoadedConfig, app: App, channels: list[Channel], recovery: _Recovery,
-    stop: asyncio.Event, out: TextIO,
+    loaded: LoadedConfig, app: App, scheduler: Scheduler, channels: list[Channel],
+    recovery: _Recovery, stop: asyncio.Event, out: TextIO,
 ) -> None:
     runtime = app.runtime
     async with AsyncExitStack() as stack:
         await open_channels(stack, runtime, channels)
         # After the channels, so the catch-up's answers have somewhere to go.
-        scheduler = await stack.enter_async_context(Scheduler(app.book))
-        runtime.schedules = scheduler
+        await stack.enter_async_context(scheduler)
         lines = schedule_lines(await statuses(app.book))
         mcp = app.mcp.status_lines() if app.mcp is not None else ()
         _say(out, banner_tail(loaded, recovery.recovered, channels, lines, mcp,

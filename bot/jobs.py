@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from runtime import Runtime
+from runtime import Store, Tool
 from schedules import ScheduleBook, ScheduleStatus, schedule_tools
 from schedules.status import deliver_text
 
@@ -14,17 +14,15 @@ from .config import LoadedConfig
 __all__ = ["make_book", "schedule_lines", "status_lines"]
 
 
-def make_book(loaded: LoadedConfig, runtime: Runtime) -> ScheduleBook:
-    """The config's schedules (checked) and the store's chat schedules; with
-    ``[schedules_limits] max_per_thread`` above 0 the agent gets the schedule tools."""
+def make_book(loaded: LoadedConfig, store: Store) -> tuple[ScheduleBook, list[Tool]]:
+    """The config's schedules (checked) and the store's chat schedules, and the tools
+    the agent gets to change them from chat (none with ``[schedules_limits]
+    max_per_thread`` = 0); the book is the ``schedules`` service those tools need."""
     cfg = loaded.config
     limit = cfg.schedules_limits.max_per_thread
-    book = ScheduleBook(runtime, cfg.read_schedules(), default_timezone=cfg.agent.timezone,
+    book = ScheduleBook(store, cfg.read_schedules(), default_timezone=cfg.agent.timezone,
                         max_per_thread=limit)
-    if limit > 0:
-        for made in schedule_tools(book):
-            runtime.tools.add(made)
-    return book
+    return book, schedule_tools() if limit > 0 else []
 
 
 def _target(status: ScheduleStatus) -> str:

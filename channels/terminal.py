@@ -232,7 +232,7 @@ async def _moved(runtime: Runtime, run_id: str, state: RunState) -> None:
     carries it on (``follow`` then shows it from there); the store, read every
     ``poll_interval_s``, when another process does."""
     async with runtime.subscribe(run_id) as events:
-        while (await runtime.get_run(run_id)).state is state:
+        while (await runtime.records.get_run(run_id)).state is state:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(runtime.settings.poll_interval_s):
                     await events.next()

@@ -22,7 +22,7 @@ def is_stop(text: str) -> bool:
 
 async def stop_thread(runtime: Runtime, thread_id: str, by: str, log: logging.Logger) -> None:
     """Cancel the thread's run that goes first, if any (its tools stop where they run)."""
-    active = await runtime.active_run(thread_id)
+    active = await runtime.records.active_run(thread_id)
     if active is None:
         return
     try:

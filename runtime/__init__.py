@@ -58,6 +58,7 @@ from .providers import (
     ScriptedProvider,
     ScriptedTurn,
 )
+from .records import Records
 from .requests import Lease, Note, NoteCall, ScheduleRecord, ScheduleService, SlotMark
 from .runs import (
     TERMINAL,
@@ -137,6 +138,7 @@ __all__ = [
     "Provider",
     "ProviderConfig",
     "ProviderError",
+    "Records",
     "ReplyDelivery",
     "Run",
     "RunEnded",

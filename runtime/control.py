@@ -20,20 +20,14 @@ from .stores.base import unlistened
 if TYPE_CHECKING:
     from .stores.base import ControlStore, Store
 
-__all__ = ["ControlRequest", "Controls", "Instance", "ask", "instance_lease", "live_instances",
-           "serve_requests"]
+__all__ = ["ControlRequest", "Instance", "Upkeep", "Verbs", "ask", "instance_lease",
+           "live_instances", "serve_requests"]
 
 log = logging.getLogger("maiden.control")
 
 
-class Controls(Protocol):
-    """What the control loop needs of a runtime."""
-
-    instance_id: str
-    clock: Callable[[], float]
-    leases: Leases
-
-    def holds(self, run_id: str) -> bool: ...
+class Verbs(Protocol):
+    """What a request from another process asks of a runtime (``Runtime`` has them)."""
 
     async def decide(self, run_id: str, tool_call_id: str, *, approve: bool, by: str = "",
                      reason: str = "", arguments_hash: str | None = None,
@@ -42,6 +36,16 @@ class Controls(Protocol):
     async def cancel(self, run_id: str, *, by: str = "") -> Any: ...
 
     async def resume(self, run_id: str) -> Any: ...
+
+
+class Upkeep(Protocol):
+    """What the control loop does now and then for a runtime (``upkeep.RuntimeUpkeep``)."""
+
+    instance_id: str
+    clock: Callable[[], float]
+    leases: Leases
+
+    def holds(self, run_id: str) -> bool: ...
 
     async def expire_approvals(self) -> Any: ...
 
@@ -82,7 +86,7 @@ async def live_instances(store: Store) -> list[Instance]:
 
 
 async def serve_requests(
-    rt: Controls, store: Store, poll_interval_s: float, stop: asyncio.Event, *,
+    verbs: Verbs, rt: Upkeep, store: Store, poll_interval_s: float, stop: asyncio.Event, *,
     adopt_every_s: float = 5.0,
 ) -> None:
     """Beat, answer requests meant for this process, expire approvals, retry failed sends,
@@ -129,7 +133,7 @@ async def serve_requests(
                 rt.report_store(None)
                 live = {i.id for i in await live_instances(store)}
                 for request in await store.requests():
-                    await _handle(rt, store, request, live)
+                    await _handle(verbs, rt, store, request, live)
                 await rt.expire_approvals()
                 if now - last_flush >= FLUSH_EVERY_S:
                     last_flush = now
@@ -156,7 +160,7 @@ async def serve_requests(
 
 
 async def _handle(
-    rt: Controls, store: Store, request: ControlRequest, live: set[str]
+    verbs: Verbs, rt: Upkeep, store: Store, request: ControlRequest, live: set[str]
 ) -> bool:
     """Carry out one request if it is this process's to answer; True if it was."""
     if request.created_at < rt.clock() - REQUEST_TTL_S:
@@ -172,14 +176,14 @@ async def _handle(
     p = request.payload
     try:
         if request.kind == "decide":
-            await rt.decide(request.run_id, str(p["tool_call_id"]), approve=bool(p["approve"]),
+            await verbs.decide(request.run_id, str(p["tool_call_id"]), approve=bool(p["approve"]),
                             by=str(p.get("by", "")), reason=str(p.get("reason", "")),
                             arguments_hash=p.get("arguments_hash"),
                             approvers=p.get("approvers"))
         elif request.kind == "cancel":
-            await rt.cancel(request.run_id, by=str(p.get("by", "")))
+            await verbs.cancel(request.run_id, by=str(p.get("by", "")))
         else:
-            await rt.resume(request.run_id)
+            await verbs.resume(request.run_id)
         ok, result, error = True, "done", None
     except MaidenError as exc:
         ok, result = False, str(exc)

@@ -19,7 +19,7 @@ from .runs import ApprovalDelivery, Delivery, ReplyDelivery, Run
 from .stores.base import Checkpoint, OutboxStore, Store
 from .text import split_message
 
-__all__ = ["Deliverer", "Outbox", "deliver", "parts"]
+__all__ = ["Deliverer", "Outbox", "Sender", "deliver", "parts"]
 
 log = logging.getLogger("maiden.delivery")
 
@@ -173,3 +173,24 @@ class Outbox:
                 await self._store.delivery_failed(delivery.key, why[:500])
             except Exception as problem:  # the store may be what failed
                 log.warning("could not record why the send failed: %s", problem)
+
+
+class Sender:
+    """The ``send`` service a tool declares it needs (``send_message``): a message to a
+    channel target, through the outbox, exactly once per key."""
+
+    def __init__(self, outbox: Outbox, channels: frozenset[str] | None) -> None:
+        self._outbox = outbox
+        self.channels = channels
+        """The chat channels the agent is configured for; None: not known, any channel."""
+
+    def allows(self, channel: str) -> bool:
+        return self.channels is None or channel in self.channels
+
+    async def post(self, delivery: ReplyDelivery) -> str | None:
+        """Its message id, or None while it waits in the outbox (``Outbox.post``)."""
+        return await self._outbox.post(delivery)
+
+    async def posted(self, run_id: str, key: str) -> Delivery | None:
+        """The outbox record of a message ``post`` took, if it got that far."""
+        return await self._outbox.posted(run_id, key)

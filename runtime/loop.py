@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -69,6 +69,7 @@ class RunDriver:
         prices: Prices | None = None,
         cancel_grace_s: float = 5.0,
         clock: Callable[[], float] = time.time,
+        services: Mapping[str, Any] | None = None,
     ) -> None:
         self.store = store
         self.provider = provider
@@ -80,6 +81,8 @@ class RunDriver:
         self.prices = prices or Prices()
         self.cancel_grace_s = cancel_grace_s
         self.clock = clock
+        self.services: Mapping[str, Any] = services or {}
+        """What tools may ask for in their context (``Tool.needs``), by name."""
         self.stopping = False
         """Set at shutdown: runs stop at their next checkpoint and are released."""
         self.cancel_reasons: dict[str, str] = {}
@@ -381,7 +384,9 @@ class RunDriver:
         assert tool is not None
         ctx = ToolContext(run_id=run.id, thread_id=run.thread_id, tool_call_id=call.id,
                           idempotency_key=idempotency_key(run.id, call.id), origin=run.origin,
-                          cancel_grace_s=self.cancel_grace_s)
+                          cancel_grace_s=self.cancel_grace_s,
+                          services={n: self.services[n] for n in tool.needs
+                                    if n in self.services})
         if isinstance(verdict, Reconcile):
             found = await tool.run_reconcile(ctx)
             if found is not NOT_DONE:
@@ -397,7 +402,11 @@ class RunDriver:
         try:
             async with asyncio.timeout(tool.timeout_s):
                 return ToolOutput(await tool.invoke(ctx, arguments))
+        except asyncio.CancelledError:
+            ctx.cancelled.set()  # a sync tool's thread runs on: it may look and stop
+            raise
         except TimeoutError:
+            ctx.cancelled.set()
             return error_result("timeout", f"{call.name} did not finish within "
                                 f"{tool.timeout_s:g} s")
         except ToolFailure as exc:

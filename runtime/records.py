@@ -1,13 +1,13 @@
-"""The runtime's records as they stand: runs, threads and their history, notes, schedule
-records. Reads and small writes passed through to the store, part of ``Runtime``'s public
-API (it inherits them); what drives runs is in ``service``."""
+"""The runtime's records as they stand: runs, threads and their history, deliveries,
+notes, schedule records. Read-only: ``Runtime.records``; what drives runs is in
+``service``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from .entries import Entry
-from .requests import Note, ScheduleRecord, SlotMark
+from .requests import Note, ScheduleRecord
 from .runs import Delivery, Run, RunState, Transition
 from .stores.base import Store, StoreStats, ThreadInfo
 from .workers import ACTIVE
@@ -18,10 +18,10 @@ S = RunState
 
 
 class Records:
-    """What ``Runtime`` reads and keeps in its store on a caller's behalf."""
+    """What a store holds, read on a caller's behalf (``Runtime.records``)."""
 
-    _store: Store
-    clock: Callable[[], float]
+    def __init__(self, store: Store) -> None:
+        self._store = store
 
     async def get_run(self, run_id: str) -> Run:
         """The run as stored now, or ``NotFound``."""
@@ -84,40 +84,10 @@ class Records:
         return [r for r in waiting if r.pending_approval is not None
                 and (channel is None or r.pending_approval.channel == channel)]
 
-    # -- what built-in tools keep
-
     async def notes(self, scope: str) -> list[Note]:
         """The ``memory`` notes of a scope (``thread:{id}`` or ``agent``), by key."""
         return await self._store.notes(scope)
 
-    async def remember(self, scope: str, key: str, text: str,
-                       call: str | None = None) -> Note | None:
-        """Keep a note (replacing the scope's note of that key); the note written, or None
-        if the call of idempotency key ``call`` already took effect in the scope (then
-        nothing changes, even if another call rewrote the key since)."""
-        note = Note(scope=scope, key=key, text=text, updated_at=self.clock(), written_by=call)
-        return note if await self._store.put_note(note, call) else None
-
-    async def forget(self, scope: str, key: str, call: str | None = None) -> bool:
-        """Remove a note; False if there was none. A ``call`` (idempotency key) that already
-        took effect in the scope changes nothing and gets the answer it got then."""
-        return await self._store.delete_note(scope, key, call)
-
-    # -- schedule records (the schedules package's state between restarts)
-
     async def schedule_records(self) -> list[ScheduleRecord]:
         """Every schedule record in the store, by name."""
         return await self._store.schedule_records()
-
-    async def save_schedules(self, records: Sequence[ScheduleRecord]) -> None:
-        """Insert or replace schedule records (by name) in one write."""
-        await self._store.save_schedules(records)
-
-    async def advance_schedules(self, marks: Sequence[SlotMark]) -> None:
-        """Move schedule records forward to what fires decided (``since``, ``last_slot``,
-        ``last_run_id``; never back, never a deleted record), in one write."""
-        await self._store.advance_schedules(marks)
-
-    async def delete_schedule(self, name: str) -> bool:
-        """Remove a schedule record; False if there was none."""
-        return await self._store.delete_schedule(name)

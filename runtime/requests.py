@@ -158,8 +158,8 @@ class NoteCall(BaseModel):
 
 
 class ScheduleService(Protocol):
-    """What a process that fires schedules offers the channels, through
-    ``Runtime.schedules`` (the HTTP API lists them and runs one by hand)."""
+    """What a process that fires schedules offers the channels (the app hands its
+    scheduler to the HTTP API, which lists them and runs one by hand)."""
 
     async def listing(self) -> list[dict[str, Any]]:
         """Each schedule as JSON: its definition, next fires, last slot and outcome."""

@@ -20,32 +20,33 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
+from collections.abc import AsyncGenerator, Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, Literal, get_args
 
 from .budget import BudgetConfig
 from .config import AgentConfig, Prices, RuntimeConfig
-from .control import ControlRequest, Instance, ask, live_instances, serve_requests
+from .control import ControlRequest, Instance, ask, serve_requests
 from .decisions import approve_call, requeue
-from .delivery import Deliverer, Outbox
-from .errors import InvalidThreadId, RunError, RunErrorReason, StaleWrite, StoreError
+from .delivery import Deliverer, Outbox, Sender
+from .errors import (
+    InvalidThreadId,
+    RunError,
+    RunErrorReason,
+    StaleWrite,
+    StoreError,
+    ToolDefinitionError,
+)
 from .events import EventBus, RunEnded, RunEvent, Subscription
 from .leases import Leases, describe_holder
 from .loop import DRIVABLE, RunDriver
+from .notes import Notes
+from .peers import Peers
 from .providers.base import Provider
 from .records import Records
-from .requests import ScheduleService
-from .runs import (
-    Delivery,
-    Origin,
-    ReplyDelivery,
-    Run,
-    RunState,
-    Transition,
-    new_run_id,
-)
+from .runs import Origin, Run, RunState, Transition, new_run_id
 from .stores.base import Checkpoint, Store, check_thread_id
 from .tools import ToolRegistry
+from .upkeep import RuntimeUpkeep
 from .workers import ACTIVE, Workers
 
 __all__ = ["ACTIVE", "Runtime"]
@@ -56,8 +57,14 @@ S = RunState
 _REFUSED: dict[str, RunErrorReason] = {
     "decide": "decide_refused", "cancel": "cancel_refused", "resume": "resume_refused"}
 
-class Runtime(Records):
-    """Owns the loop, the lock and the workers; shared by every entry point in a process."""
+class Runtime:
+    """Owns the loop, the lock and the workers; shared by every entry point in a process.
+
+    Built whole: what its tools may ask for in their context (``Tool.needs``) comes in
+    as arguments. ``notes`` and ``send`` are its own; ``services`` adds the app's (the
+    ``schedules`` book). ``channels`` names the chat channels the agent is configured
+    for: where ``send`` may post (None: any).
+    """
 
     def __init__(
         self,
@@ -70,38 +77,43 @@ class Runtime(Records):
         prices: Prices | None = None,
         settings: RuntimeConfig | None = None,
         clock: Callable[[], float] = time.time,
+        channels: Iterable[str] | None = None,
+        services: Mapping[str, object] | None = None,
     ) -> None:
         self.tools = tools if tools is not None else ToolRegistry()
         self.agent = agent or AgentConfig()
         self.settings = settings or RuntimeConfig()
         self.clock = clock
         self.instance_id = uuid.uuid4().hex[:12]
+        self.records = Records(store)
+        """What the store holds: runs, threads, entries, deliveries, approvals, stats."""
+        self.notes = Notes(store, clock)
+        """Notes kept in the store by key, written once per call (the ``notes`` service)."""
         self._store = store
         self._bus = EventBus()
+        self._outbox = Outbox(store, born=clock())
+        provided: dict[str, object] = {
+            "notes": self.notes,
+            "send": Sender(self._outbox, None if channels is None else frozenset(channels)),
+            **(services or {})}
+        _check_needs(self.tools, provided)
         self._driver = RunDriver(store, provider, self.tools, self.agent, self._bus,
                                  instance_id=self.instance_id, budget=budget, prices=prices,
-                                 cancel_grace_s=self.settings.cancel_grace_s, clock=clock)
-        self._outbox = Outbox(store, born=clock())
-        self.leases = Leases(store, self.instance_id, self.settings.lease_ttl_s)
-        """The leases this runtime holds in the store (its threads, its roles)."""
-        self._workers = Workers(store, self._driver, self._bus, self.settings, self.leases,
-                                holder=self._held_elsewhere, ended=self._outbox.send_stopped)
+                                 cancel_grace_s=self.settings.cancel_grace_s, clock=clock,
+                                 services=provided)
+        self._leases = Leases(store, self.instance_id, self.settings.lease_ttl_s)
+        self._peers = Peers(store, self.instance_id)
+        self._workers = Workers(store, self._driver, self._bus, self.settings, self._leases,
+                                peers=self._peers, outbox=self._outbox)
+        self._upkeep = RuntimeUpkeep(store, self._driver, self._outbox, self._workers,
+                                     self._peers, self._leases, self.agent,
+                                     instance_id=self.instance_id, clock=clock)
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
         self._stop = asyncio.Event()
         self._serving: asyncio.Task[None] | None = None
         self.recovered: list[Run] = []
         """The runs ``start()`` found unfinished, as they ended up."""
-        self._store_problem: str | None = None
-        self.schedules: ScheduleService | None = None
-        self.chat_channels: frozenset[str] | None = None
-        """The chat channels the agent is configured for (set by the app): where a tool
-        may post (``send_message``). None: not known, any channel."""
-        for bound in self.tools:
-            if bound.binder is not None:
-                bound.binder(self)
-        """The schedules this process fires, when it fires any (set by the app): what the
-        HTTP API lists and runs by hand."""
 
     @property
     def provider(self) -> Provider:
@@ -127,7 +139,8 @@ class Runtime(Records):
         """
         if serve and self._serving is None:
             self._serving = self.spawn(
-                serve_requests(self, self._store, self.settings.poll_interval_s, self._stop,
+                serve_requests(self, self._upkeep, self._store,
+                               self.settings.poll_interval_s, self._stop,
                                adopt_every_s=self.settings.lease_ttl_s / 2),
                 name="maiden-control")
         if not recover:
@@ -142,7 +155,7 @@ class Runtime(Records):
         finally:
             self._workers.driven = None
         await self.flush_deliveries()
-        await self.expire_approvals()
+        await self._upkeep.expire_approvals()
         # Only what this process took up: with replicas, the others' runs are theirs.
         self.recovered = [await self._store.get_run(r.id) for r in unfinished
                           if r.id in driven]
@@ -172,7 +185,7 @@ class Runtime(Records):
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
         with contextlib.suppress(StoreError):
-            await self.leases.close()
+            await self._leases.close()
         # Whoever still waits on a run that did not get to end here is told so.
         for run_id in self._bus.watched():
             with contextlib.suppress(StoreError):
@@ -310,7 +323,7 @@ class Runtime(Records):
         (this runtime does not serve, or another process holds the run)."""
         if self._workers.busy(run.thread_id):
             return
-        if self._serving is None and await self.servers():
+        if self._serving is None and await self._peers.servers():
             return
         self._workers.kick(run.thread_id)
 
@@ -323,32 +336,23 @@ class Runtime(Records):
         ``release_lease`` or ``close`` — else who holds it (``process 12 on host-a``).
         ``lost`` is called if it could not be renewed in time (the store was out of reach
         for longer than ``[runtime] lease_ttl_s``): another process may have it by then."""
-        other = await self.leases.take(name, lost=lost)
+        other = await self._leases.take(name, lost=lost)
         return None if other is None else describe_holder(other)
 
     async def release_lease(self, name: str) -> None:
         """Give up a lease ``take_lease`` took (nothing if this runtime does not hold it)."""
-        await self.leases.release(name)
+        await self._leases.release(name)
 
-    # -- what built-in tools send
+    # -- health -----------------------------------------------------------------------------
 
-    async def post_message(self, delivery: ReplyDelivery) -> str | None:
-        """Post a message to a channel target through the outbox, exactly once per
-        ``delivery.key``: its message id, or None while it waits in the outbox (see
-        ``Outbox.post``)."""
-        return await self._outbox.post(delivery)
-
-    async def posted(self, run_id: str, key: str) -> Delivery | None:
-        """The outbox record of a message ``post_message`` took, if it got that far."""
-        return await self._outbox.posted(run_id, key)
+    def holds(self, run_id: str) -> bool:
+        """True while this process is driving the run."""
+        return self._upkeep.holds(run_id)
 
     def health(self) -> str | None:
         """Why the store cannot be written now, or None: its file is gone (looked at now,
         one ``stat``), or what the serving loop last found."""
-        return self._store.gone() or self._store_problem
-
-    def report_store(self, problem: str | None) -> None:
-        self._store_problem = problem
+        return self._store.gone() or self._upkeep.problem
 
     async def check_writable(self) -> None:
         """Write to the store and take it back; ``StoreError`` if it cannot be written.
@@ -361,16 +365,8 @@ class Runtime(Records):
         await self._store.beat(probe)
         await self._store.beat(probe, gone=True)
 
-    def holds(self, run_id: str) -> bool:
-        """True while this process is driving the run."""
-        return self._workers.driving(run_id) is not None
-
-    async def servers(self) -> list[Instance]:
-        """Runtimes that serve this store now (their heartbeat is fresh)."""
-        return await live_instances(self._store)
-
-    async def ask(self, kind: Literal["decide", "cancel", "resume"], run_id: str,
-                  **payload: Any) -> ControlRequest:
+    async def _ask(self, kind: Literal["decide", "cancel", "resume"], run_id: str,
+                   **payload: Any) -> ControlRequest:
         """Ask the serving process(es) to decide, cancel or resume a run; wait for the answer."""
         request = ControlRequest(kind=kind, run_id=run_id, payload=payload,
                                  created_at=self.clock())
@@ -444,7 +440,7 @@ class Runtime(Records):
                 return run
             if run.terminal:
                 raise RunError("already_ended", f"run {run_id} already ended {run.state}")
-            if await self._held_elsewhere(run) is not None:
+            if await self._peers.held_elsewhere(run) is not None:
                 return await self._asked("cancel", run_id, by=by)
             try:
                 run = await self._driver.cancel(run_id, reason, attempts=1)
@@ -456,36 +452,14 @@ class Runtime(Records):
             return run
         raise RunError("cancel_failed", f"run {run_id} kept changing; try again")
 
-    async def adopt_orphans(self) -> None:
-        """Look at every thread with an unfinished run that no worker here has: a thread
-        whose driver died (on another machine: once its lease has expired) is taken up
-        here; one that a live process holds is left to it."""
-        if self._closing:
-            return
-        for run in await self._store.list_runs(states=DRIVABLE):
-            if not self._workers.busy(run.thread_id):
-                self._workers.kick(run.thread_id)
-
-    async def expire_approvals(self) -> list[Run]:
-        """Time out every approval that waited longer than ``approval_timeout_s``."""
-        if self.agent.approval_timeout_s is None:
-            return []
-        waiting = await self._store.list_runs(states=[S.AWAITING_APPROVAL])
-        expired = [await self._driver.expire(r.id) for r in waiting]
-        expired = [r for r in expired if r.state is S.TIMED_OUT]
-        for run in expired:
-            await self._outbox.send_stopped(run)
-            self._workers.kick(run.thread_id)
-        return expired
-
     async def _forward(self) -> bool:
         """Whether control goes to another process: this runtime does not serve the store,
         and one that does is alive (it then carries the run on)."""
-        return self._serving is None and bool(await self.servers())
+        return self._serving is None and bool(await self._peers.servers())
 
     async def _asked(self, kind: Literal["decide", "cancel", "resume"], run_id: str,
                      **payload: Any) -> Run:
-        answer = await self.ask(kind, run_id, **payload)
+        answer = await self._ask(kind, run_id, **payload)
         if not answer.ok:
             reason = next((r for r in get_args(RunErrorReason) if r == answer.error),
                           _REFUSED[kind])
@@ -495,16 +469,6 @@ class Runtime(Records):
     async def _write_run(self, run: Run, step: Transition) -> None:
         await self._store.commit(Checkpoint(thread_id=run.thread_id, position=None, run=run,
                                             transitions=[step]))
-
-    async def _held_elsewhere(self, run: Run) -> str | None:
-        """The live process (other than this one) that is driving ``run``, if any."""
-        if run.state not in DRIVABLE or run.state is S.QUEUED \
-                or run.owner in (None, self.instance_id):
-            return None
-        for instance in await self.servers():
-            if instance.id == run.owner:
-                return f"process {instance.pid} on {instance.host}"
-        return None
 
     # -- delivery ----------------------------------------------------------------------------
 
@@ -519,15 +483,13 @@ class Runtime(Records):
 
         A delivery of a run that another live process holds is left to that process.
         """
-        live: set[str] | None = None
+        await self._upkeep.flush_deliveries()
 
-        async def elsewhere(run_id: str) -> bool:
-            nonlocal live
-            run = await self._store.get_run(run_id)
-            if run.owner in (None, self.instance_id):
-                return False
-            if live is None:
-                live = {i.id for i in await self.servers()}
-            return run.owner in live
 
-        await self._outbox.flush(elsewhere)
+def _check_needs(tools: ToolRegistry, provided: Mapping[str, object]) -> None:
+    """Every service a tool needs is there, or the runtime is not built."""
+    for t in tools:
+        missing = sorted(t.needs - provided.keys())
+        if missing:
+            raise ToolDefinitionError(f"tool {t.name!r} needs {', '.join(missing)}, which "
+                                      "this runtime is not given")

@@ -19,6 +19,7 @@ import copy
 import importlib
 import inspect
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import Any, Literal, get_type_hints, overload
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
-from .errors import ConfigError, ToolDefinitionError
+from .errors import ConfigError, ToolDefinitionError, ToolFailure
 from .runs import Origin
 
 __all__ = [
@@ -68,6 +69,20 @@ class ToolContext:
     origin: Origin = field(default_factory=Origin)
     cancel_grace_s: float = 5.0
     """How long a cancelled subprocess gets between SIGTERM and SIGKILL."""
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    """Set when the call is given up (the run is cancelled or stops, the call timed out):
+    a sync tool, which runs on in its worker thread, looks at it to stop early."""
+    services: Mapping[str, Any] = field(default_factory=dict)
+    """The runtime's services this tool declared it ``needs``, by name."""
+
+    def service(self, name: str) -> Any:
+        """The service ``name`` (``notes``, ``send``, or one the app gives, such as
+        ``schedules``); ``ToolFailure`` if the tool did not declare it or it is not there."""
+        try:
+            return self.services[name]
+        except KeyError:
+            raise ToolFailure(f"the service {name!r} is not available to this tool "
+                              "(declare it: @tool(needs=...))") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,10 +121,11 @@ class Tool:
         effect: Effect = "read_only",
         requires_approval: bool = False,
         timeout_s: float = 30.0,
+        needs: Iterable[str] = (),
     ) -> None:
         self._describe(fn, name or fn.__name__,
                        description or _first_paragraph(inspect.getdoc(fn) or ""),
-                       effect, requires_approval, timeout_s)
+                       effect, requires_approval, timeout_s, needs)
         self._context_param, self._args_model = _signature_model(fn, self.name)
         schema = self._args_model.model_json_schema()
         schema.pop("title", None)
@@ -119,7 +135,7 @@ class Tool:
         self.spec = ToolSpec(self.name, self.description, schema)
 
     def _describe(self, fn: Callable[..., Any], name: str, description: str, effect: Effect,
-                  requires_approval: bool, timeout_s: float) -> None:
+                  requires_approval: bool, timeout_s: float, needs: Iterable[str]) -> None:
         if effect not in ("read_only", "idempotent_write", "non_idempotent"):
             raise ToolDefinitionError(f"unknown effect {effect!r}")
         self.fn = fn
@@ -129,9 +145,8 @@ class Tool:
         self.requires_approval = requires_approval
         self.timeout_s = timeout_s
         self.reconciler: Callable[[ToolContext], Any] | None = None
-        self.binder: Callable[[Any], None] | None = None
-        """Called with the ``Runtime`` a registry is given to: a built-in that works through
-        the runtime (notes, the outbox) learns which one here."""
+        self.needs: frozenset[str] = frozenset(needs)
+        """The runtime services its ``ToolContext`` carries (``ctx.service(name)``)."""
 
     def __repr__(self) -> str:
         return f"<Tool {self.name} effect={self.effect}>"
@@ -186,6 +201,7 @@ class Tool:
         effect: Effect = "non_idempotent",
         requires_approval: bool = False,
         timeout_s: float = 30.0,
+        needs: Iterable[str] = (),
     ) -> Tool:
         """A tool whose arguments are described by a JSON schema rather than a signature.
 
@@ -194,7 +210,8 @@ class Tool:
         it, any JSON object is passed on, for the tool itself to judge).
         """
         return _SchemaTool(name, description, parameters, call, check=check, effect=effect,
-                           requires_approval=requires_approval, timeout_s=timeout_s)
+                           requires_approval=requires_approval, timeout_s=timeout_s,
+                           needs=needs)
 
     async def run_reconcile(self, ctx: ToolContext) -> Any:
         assert self.reconciler is not None
@@ -218,8 +235,9 @@ class _SchemaTool(Tool):
         effect: Effect,
         requires_approval: bool,
         timeout_s: float,
+        needs: Iterable[str],
     ) -> None:
-        self._describe(call, name, description, effect, requires_approval, timeout_s)
+        self._describe(call, name, description, effect, requires_approval, timeout_s, needs)
         self._check = check
         self._context_param = None
         schema = dict(parameters)
@@ -249,6 +267,7 @@ def tool(
     effect: Effect = "read_only",
     requires_approval: bool = False,
     timeout_s: float = 30.0,
+    needs: Iterable[str] = (),
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -259,12 +278,16 @@ def tool(
     effect: Effect = "read_only",
     requires_approval: bool = False,
     timeout_s: float = 30.0,
+    needs: Iterable[str] = (),
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Turn a function (sync or async) into a ``Tool``: ``@tool`` or ``@tool(effect=...)``."""
+    """Turn a function (sync or async) into a ``Tool``: ``@tool`` or ``@tool(effect=...)``.
+
+    ``needs`` names the runtime services the tool uses (``notes``, ``send``, or one the
+    app provides): its ``ToolContext`` carries those, and only those."""
 
     def wrap(f: Callable[..., Any]) -> Tool:
         return Tool(f, name=name, description=description, effect=effect,
-                    requires_approval=requires_approval, timeout_s=timeout_s)
+                    requires_approval=requires_approval, timeout_s=timeout_s, needs=needs)
 
     return wrap if fn is None else wrap(fn)
 

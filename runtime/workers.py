@@ -14,14 +14,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 
 from .config import RuntimeConfig
+from .delivery import Outbox
 from .errors import StaleWrite, StoreError, StoreGone
 from .events import EventBus, RunEnded, StateChanged
 from .leases import Leases, describe_holder
 from .logcontext import RUN_CONTEXT
 from .loop import RunDriver
+from .peers import Peers
 from .runs import Run, RunState
 from .stores.base import RunStore
 
@@ -50,18 +51,18 @@ class Workers:
         settings: RuntimeConfig,
         leases: Leases,
         *,
-        holder: Callable[[Run], Awaitable[str | None]],
-        ended: Callable[[Run], Awaitable[None]],
+        peers: Peers,
+        outbox: Outbox,
     ) -> None:
         self._store = store
         self._driver = driver
         self._bus = bus
         self._settings = settings
         self._leases = leases
-        self._holder = holder
-        """The live process (other than this one) driving a run, if any."""
-        self._ended = ended
-        """Called with each run this process stopped driving (to send what it left)."""
+        self._peers = peers
+        """Which live process (other than this one) drives a run, if any."""
+        self._outbox = outbox
+        """Sends what each run this process stopped driving left in the outbox."""
         self._lock = asyncio.Lock()
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._dirty: set[str] = set()
@@ -116,7 +117,7 @@ class Workers:
                     if thread_id in self._dirty or await self._let_go(thread_id):
                         continue
                     return
-                holder = await self._holder(active[0])
+                holder = await self._peers.held_elsewhere(active[0])
                 if holder is None:
                     holder = await self._drive(active[0])
                 if holder is not None:
@@ -202,7 +203,7 @@ class Workers:
                 raise
             finally:
                 self._driving.pop(run.id, None)
-            await self._ended(ended)
+            await self._outbox.send_stopped(ended)
             return None
 
     def publish_waiting(self, run: Run, reason: str, failure: StoreError | None = None

@@ -85,13 +85,14 @@ class Scheduler:
     def __init__(
         self,
         book: ScheduleBook,
+        runtime: Runtime,
         *,
         clock: Clock | None = None,
         timers: bool = True,
         refresh_s: float = 10.0,
     ) -> None:
         self.book = book
-        self.runtime: Runtime = book.runtime
+        self.runtime = runtime
         self.clock = clock or book.clock
         self.timers = timers
         self.refresh_s = refresh_s
@@ -233,7 +234,7 @@ class Scheduler:
                 # finishes it), so it is not a missed slot.
                 for slot in skipped:
                     key = slot_key(name, slot)
-                    held = await self.runtime.run_for_key(key)
+                    held = await self.runtime.records.run_for_key(key)
                     if held is not None:
                         fired.append(Fired(name, slot, key, held))
                 fired.sort(key=lambda f: f.slot)
@@ -278,7 +279,7 @@ class Scheduler:
         ids = {self._last_runs.get(schedule.name), record.last_run_id if record else None}
         for run_id in sorted(i for i in ids if i is not None):
             try:
-                run = await self.runtime.get_run(run_id)
+                run = await self.runtime.records.get_run(run_id)
             except NotFound:
                 continue
             if run.state is RunState.AWAITING_APPROVAL:

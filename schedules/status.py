@@ -104,10 +104,10 @@ async def statuses(book: ScheduleBook, *, now: datetime | None = None,
                              skipped_why=record.skipped_why)
         if record is not None and record.last_run_id is not None:
             try:
-                run = await book.runtime.get_run(record.last_run_id)
+                run = await book.runs.get_run(record.last_run_id)
             except NotFound:
                 run = None
-            replies = [d for d in await book.runtime.deliveries(run_id=record.last_run_id)
+            replies = [d for d in await book.runs.deliveries(run_id=record.last_run_id)
                        if isinstance(d, ReplyDelivery)]
             slot = _local(record.last_slot, schedule) if record.last_slot is not None \
                 else None
@@ -125,12 +125,12 @@ async def slot_history(book: ScheduleBook, schedule: Schedule, *, now: datetime 
     since = datetime.fromtimestamp(record.created_at if record else now.timestamp(), UTC)
     found: list[dict[str, Any]] = []
     for slot in reversed(slots_between(schedule.cron, since, now, limit)):
-        run = await book.runtime.run_for_key(slot_key(schedule.name, slot))
+        run = await book.runs.run_for_key(slot_key(schedule.name, slot))
         entry: dict[str, Any] = {"slot": slot.isoformat(), "run": None, "outcome": "no run"}
         if record is not None and record.skipped_slot == slot.timestamp():
             entry["outcome"] = f"skipped: {record.skipped_why}"
         if run is not None:
-            replies = [d for d in await book.runtime.deliveries(run_id=run.id)
+            replies = [d for d in await book.runs.deliveries(run_id=run.id)
                        if isinstance(d, ReplyDelivery)]
             delivered = [r.remote_id for r in replies if r.remote_id]
             entry |= {"run": {"id": run.id, "thread_id": run.thread_id,

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
@@ -22,12 +23,14 @@ from runtime import (
     Provider,
     Runtime,
     RuntimeConfig,
+    ScheduleService,
     SQLiteStore,
     Tool,
     ToolsConfig,
     make_tools,
 )
 from runtime.stores.sqlite import Synchronous
+from schedules import ScheduleBook, ScheduleConfig, Scheduler, load_schedules
 
 Concurrency = Literal["global", "thread"]  # RuntimeConfig.concurrency
 
@@ -58,14 +61,28 @@ async def echo_runtime(
 
 
 @asynccontextmanager
+async def scheduled(runtime: Runtime, db: Path, configs: Sequence[ScheduleConfig],
+                    clock: Callable[[], datetime]) -> AsyncIterator[Scheduler]:
+    """A scheduler of ``configs`` (no timers: the test fires them) that submits to
+    ``runtime``, its book over the SQLite store at ``db`` (the runtime's)."""
+    async with SQLiteStore(db) as store:
+        book = ScheduleBook(store, load_schedules(configs, default_timezone="UTC",
+                                                  channels=[]), clock=clock)
+        async with Scheduler(book, runtime, timers=False) as scheduler:
+            yield scheduler
+
+
+@asynccontextmanager
 async def served(
     runtime: Runtime, *, token: str | None = None, credentials: Credentials | None = None,
-    **settings: Any
+    schedules: ScheduleService | None = None, **settings: Any
 ) -> AsyncIterator[tuple[httpx.AsyncClient, HttpApi]]:
     """The app under uvicorn on 127.0.0.1:<free port>, and a client pointed at it (with
-    ``token``, or else the first of ``credentials``, as its bearer token)."""
+    ``token``, or else the first of ``credentials``, as its bearer token); ``schedules``:
+    what it lists and runs (as `maiden run` gives it its scheduler)."""
     config = HttpConfig(**settings)
-    app = create_app(runtime, config, token=token, credentials=credentials)
+    app = create_app(runtime, config, token=token, credentials=credentials,
+                     schedules=schedules)
     server = HttpServer(app, "127.0.0.1", 0, grace_s=2, header_timeout_s=config.header_timeout_s,
                         max_connections=config.max_connections)
     await server.start()

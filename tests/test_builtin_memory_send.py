@@ -29,7 +29,7 @@ def call(tool: str, **arguments: Any) -> dict[str, Any]:
 
 
 async def results(rt: Runtime, thread_id: str) -> list[ToolResult]:
-    return [e for e in await rt.entries(thread_id) if isinstance(e, ToolResult)]
+    return [e for e in await rt.records.entries(thread_id) if isinstance(e, ToolResult)]
 
 
 def tools(tmp_path: Path, **settings: Any) -> ToolRegistry:
@@ -63,7 +63,7 @@ async def test_a_thread_remembers_across_runs_and_restarts(tmp_path: Path) -> No
         assert other.state == "completed"
         (t2_first,) = (await results(rt, "t2"))[:1]
         assert t2_first.content == {"remembered": "standup"}  # t2 started its own
-        assert [n.scope for n in await rt.notes("thread:t2")] == ["thread:t2"]
+        assert [n.scope for n in await rt.records.notes("thread:t2")] == ["thread:t2"]
 
 
 async def test_agent_scope_and_limits(tmp_path: Path) -> None:
@@ -80,19 +80,20 @@ async def test_agent_scope_and_limits(tmp_path: Path) -> None:
         assert not first.is_error
         assert full.is_error and "max_notes" in str(full.content)
         assert not replaced.is_error  # an existing key can always be rewritten
-        assert [(n.key, n.text) for n in await rt.notes("agent")] == [("b", "again")]
+        assert [(n.key, n.text) for n in await rt.records.notes("agent")] == [("b", "again")]
 
 
 async def rerun_last_call(rt: Runtime, registry: ToolRegistry, thread_id: str) -> Any:
     """The thread's last tool call run again as the loop runs it after a crash cut it off
     before its result was recorded: the same tool, arguments and idempotency key."""
-    turn = [e for e in await rt.entries(thread_id)
+    turn = [e for e in await rt.records.entries(thread_id)
             if isinstance(e, AssistantTurn) and e.tool_calls][-1]
-    run, call = await rt.get_run(turn.run_id), turn.tool_calls[-1]
+    run, call = await rt.records.get_run(turn.run_id), turn.tool_calls[-1]
     tool = registry.get(call.name)
     assert tool is not None
     ctx = ToolContext(run_id=run.id, thread_id=thread_id, tool_call_id=call.id,
-                      idempotency_key=idempotency_key(run.id, call.id), origin=run.origin)
+                      idempotency_key=idempotency_key(run.id, call.id), origin=run.origin,
+                      services={"notes": rt.notes})
     return await tool.invoke(ctx, tool.validate(call.arguments))
 
 
@@ -111,13 +112,13 @@ async def test_a_call_re_run_after_a_crash_changes_nothing_more(tmp_path: Path) 
             Runtime(other_store, theirs_script, theirs) as other:
 
         async def texts() -> list[tuple[str, str]]:
-            return [(n.key, n.text) for n in await rt.notes("agent")]
+            return [(n.key, n.text) for n in await rt.records.notes("agent")]
 
         await rt.send("t1", "remember v1")
         await other.send("t2", "remember v2")
         assert await rerun_last_call(rt, ours, "t1") == {"remembered": "k"}
         assert await texts() == [("k", "v2")]  # not v1 again, over the other thread's write
-        (note,) = await rt.notes("agent")
+        (note,) = await rt.records.notes("agent")
         (theirs_result,) = await results(other, "t2")
         assert note.written_by == idempotency_key(theirs_result.run_id,
                                                   theirs_result.tool_call_id)
@@ -165,7 +166,7 @@ async def test_send_message_without_the_channel_waits_in_the_outbox(tmp_path: Pa
         await rt.send("t1", "post hello")
         (queued,) = await results(rt, "t1")
         assert queued.content["queued"] == "discord:123456"
-        (waiting,) = await rt.deliveries(pending=True)
+        (waiting,) = await rt.records.deliveries(pending=True)
         assert (waiting.channel, waiting.target, waiting.text) == \
             ("discord", {"channel": "123456"}, "hello")
         # A serving process with Discord connected sends it (here: a stand-in deliverer).
@@ -173,18 +174,18 @@ async def test_send_message_without_the_channel_waits_in_the_outbox(tmp_path: Pa
         rt.add_deliverer("discord", chat)
         await rt.flush_deliveries()
         assert [m.text for m in chat.posted] == ["hello"]
-        assert await rt.deliveries(pending=True) == []
+        assert await rt.records.deliveries(pending=True) == []
 
 
 async def test_send_message_refuses_a_channel_the_agent_is_not_configured_for(
         tmp_path: Path) -> None:
     script = [call("send_message", target="discord:123456", text="hello"), {"text": "ok"}]
     async with SQLiteStore(tmp_path / "m.db") as store, Runtime(
-            store, ScriptedProvider(script), tools(tmp_path, builtins=["send_message"])) as rt:
-        rt.chat_channels = frozenset({"slack"})  # what the app sets from the config
+            store, ScriptedProvider(script), tools(tmp_path, builtins=["send_message"]),
+            channels=["slack"]) as rt:  # as the app gives it, from the config
         await rt.send("t1", "post hello")
         (refused,) = await results(rt, "t1")
         assert refused.is_error
         assert "refused: discord is not configured for this agent ([channels.discord])" \
             in str(refused.content)
-        assert await rt.deliveries() == []
+        assert await rt.records.deliveries() == []

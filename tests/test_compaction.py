@@ -91,7 +91,7 @@ async def test_what_falls_out_is_summarised_and_sent_first(tmp_path: Path) -> No
                 f"message {i}: {WORDS}"
             run = await rt.send("t", text)
             assert run.state == RunState.COMPLETED, run.error
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
     made = summaries(entries)
     assert made and model.summaries == len(made)
     assert all(a.covers is not None and b.covers is not None and a.covers < b.covers
@@ -121,7 +121,7 @@ async def test_drop_is_the_default(tmp_path: Path) -> None:
             Runtime(store, model, ToolRegistry([lookup])) as rt:
         for i in range(8):
             await rt.send("t", f"message {i}: {WORDS}")
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
     assert model.summaries == 0 and summaries(entries) == []
     first = model.turns()[-1].entries[0]
     assert isinstance(first, Notice) and first.code == "context_trimmed"
@@ -157,11 +157,11 @@ async def test_a_stop_in_the_middle_of_compaction(tmp_path: Path) -> None:
         run = await rt.submit("t", f"message 6: {WORDS * 5}")  # the cut must move
         await asyncio.wait_for(model.summarising.wait(), 10)
         await rt.close(grace_s=0)
-        stored = summaries(await rt.entries("t"))
+        stored = summaries(await rt.records.entries("t"))
     assert len(stored) == already
     again = Model()
     async with agent(tmp_path / "m.db", again) as rt:
         done = await rt.wait(run.id)
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
     assert done.state == RunState.COMPLETED and done.reply == "ok"
     assert again.summaries == 1 and len(summaries(entries)) == already + 1

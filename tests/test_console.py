@@ -14,9 +14,9 @@ from urllib.parse import quote
 import httpx
 
 from runtime import RunState, Runtime, tool
-from schedules import ScheduleBook, ScheduleConfig, Scheduler, load_schedules
+from schedules import ScheduleConfig
 from tests.clock import Clock
-from tests.http_helpers import echo_runtime, served, tokens
+from tests.http_helpers import echo_runtime, scheduled, served, tokens
 
 TOKEN = "s3cret-console-token"
 
@@ -80,7 +80,7 @@ async def test_signing_in_with_the_token(tmp_path: Path) -> None:
 async def test_every_page_has_a_strict_policy_and_shows_no_secret(tmp_path: Path) -> None:
     async with echo_runtime(tmp_path / "m.db") as rt, browser(rt) as client:
         await rt.send("t1", "hello")
-        run = (await rt.runs())[-1]
+        run = (await rt.records.runs())[-1]
         for path in ("/", "/approvals", "/threads", "/threads/t1", "/runs", f"/runs/{run.id}",
                      "/schedules", "/spend", "/spend?days=30", "/sign-in"):
             page = await client.get(path)
@@ -118,11 +118,11 @@ async def test_actions_need_the_csrf_token_and_a_session(tmp_path: Path) -> None
         assert missing.status_code == 403 and "CSRF" in missing.text
         wrong = await client.post(cancel, data={"csrf": "0" * 64})
         assert wrong.status_code == 403
-        assert (await rt.get_run(run.id)).state is RunState.AWAITING_APPROVAL
+        assert (await rt.records.get_run(run.id)).state is RunState.AWAITING_APPROVAL
         client.cookies.clear()
         anonymous = await client.post(cancel, data={"csrf": "0" * 64})
         assert anonymous.status_code == 401
-        assert (await rt.get_run(run.id)).state is RunState.AWAITING_APPROVAL
+        assert (await rt.records.get_run(run.id)).state is RunState.AWAITING_APPROVAL
 
 
 async def test_approve_from_the_inbox_bound_to_the_arguments(tmp_path: Path) -> None:
@@ -139,7 +139,7 @@ async def test_approve_from_the_inbox_bound_to_the_arguments(tmp_path: Path) -> 
                 "arguments_hash": "changed-since-the-page-was-drawn"}
         stale = await client.post("/console/decide", data=form)
         assert stale.status_code == 409, stale.text
-        assert (await rt.get_run(run.id)).state is RunState.AWAITING_APPROVAL
+        assert (await rt.records.get_run(run.id)).state is RunState.AWAITING_APPROVAL
         form["arguments_hash"] = pending.arguments_hash
         decided = await client.post("/console/decide", data=form)
         assert decided.status_code == 303
@@ -171,7 +171,7 @@ async def test_cancel_and_resume_from_the_run_page(tmp_path: Path) -> None:
         token = csrf_of(page.text)
         cancelled = await client.post(f"/console/runs/{run.id}/cancel", data={"csrf": token})
         assert cancelled.status_code == 303
-        assert (await rt.get_run(run.id)).state is RunState.CANCELLED
+        assert (await rt.records.get_run(run.id)).state is RunState.CANCELLED
         page = await client.get(f"/runs/{run.id}")
         assert "Resume</button>" in page.text and "cancelled" in page.text
         resumed = await client.post(f"/console/runs/{run.id}/resume", data={"csrf": token})
@@ -203,7 +203,7 @@ async def test_send_a_message_and_follow_its_reply(tmp_path: Path) -> None:
         assert "event: end" in events.text and "echo: again" in events.text
         thread = await client.get("/threads/" + quote("new one", safe=""))
         assert "hi &lt;there&gt;" in thread.text and "echo: again" in thread.text
-        runs = await rt.runs(thread_id="new one")
+        runs = await rt.records.runs(thread_id="new one")
         assert [r.origin.channel for r in runs] == ["console", "console"]
         assert runs[0].origin.user == "alice"
 
@@ -248,36 +248,33 @@ async def test_schedules_history_run_now_pause_and_resume(tmp_path: Path) -> Non
     slot = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
     clock = Clock(slot - timedelta(hours=2, minutes=5))
     configs = [ScheduleConfig(name="hourly", cron="0 * * * *", prompt="the hourly check")]
-    async with echo_runtime(tmp_path / "m.db") as rt, browser(rt) as client:
-        book = ScheduleBook(rt, load_schedules(configs, default_timezone="UTC", channels=[]),
-                            clock=clock)
-        async with Scheduler(book, timers=False) as scheduler:
-            rt.schedules = scheduler
-            clock.now = slot + timedelta(seconds=2)
-            (fired,) = await scheduler.fire_due()
-            await rt.wait(fired.run.id)
-            listing = await client.get("/schedules")
-            assert "hourly" in listing.text and "0 * * * *" in listing.text
-            page = await client.get("/schedules/hourly")
-            assert page.status_code == 200
-            rows = re.findall(r'<tr><td><span class="when">(2026-03-02T\d\d:00:00\+00:00)</span>',
-                              page.text)
-            assert rows == ["2026-03-02T09:00:00+00:00", "2026-03-02T08:00:00+00:00",
-                            "2026-03-02T07:00:00+00:00"]
-            assert "completed (in thread schedule:hourly)" in page.text
-            assert page.text.count("no run") >= 2
-            token = csrf_of(page.text)
-            ran = await client.post("/console/schedules/hourly/run", data={"csrf": token})
-            assert ran.status_code == 303 and ran.headers["location"].startswith("/runs/")
-            paused = await client.post("/console/schedules/hourly/pause", data={"csrf": token})
-            assert paused.status_code == 303
-            assert "paused" in (await client.get("/schedules/hourly")).text
-            assert (await scheduler.listing())[0]["paused"] is True
-            await client.post("/console/schedules/hourly/resume", data={"csrf": token})
-            assert (await scheduler.listing())[0]["paused"] is False
-            missing = await client.get("/schedules/nope")
-            assert missing.status_code == 404
-            rt.schedules = None
+    async with echo_runtime(tmp_path / "m.db") as rt, \
+            scheduled(rt, tmp_path / "m.db", configs, clock) as scheduler, \
+            browser(rt, schedules=scheduler) as client:
+        clock.now = slot + timedelta(seconds=2)
+        (fired,) = await scheduler.fire_due()
+        await rt.wait(fired.run.id)
+        listing = await client.get("/schedules")
+        assert "hourly" in listing.text and "0 * * * *" in listing.text
+        page = await client.get("/schedules/hourly")
+        assert page.status_code == 200
+        rows = re.findall(r'<tr><td><span class="when">(2026-03-02T\d\d:00:00\+00:00)</span>',
+                          page.text)
+        assert rows == ["2026-03-02T09:00:00+00:00", "2026-03-02T08:00:00+00:00",
+                        "2026-03-02T07:00:00+00:00"]
+        assert "completed (in thread schedule:hourly)" in page.text
+        assert page.text.count("no run") >= 2
+        token = csrf_of(page.text)
+        ran = await client.post("/console/schedules/hourly/run", data={"csrf": token})
+        assert ran.status_code == 303 and ran.headers["location"].startswith("/runs/")
+        paused = await client.post("/console/schedules/hourly/pause", data={"csrf": token})
+        assert paused.status_code == 303
+        assert "paused" in (await client.get("/schedules/hourly")).text
+        assert (await scheduler.listing())[0]["paused"] is True
+        await client.post("/console/schedules/hourly/resume", data={"csrf": token})
+        assert (await scheduler.listing())[0]["paused"] is False
+        missing = await client.get("/schedules/nope")
+        assert missing.status_code == 404
 
 
 async def test_the_now_panel_streams_as_html_events(tmp_path: Path) -> None:

@@ -16,9 +16,9 @@ import pytest
 from channels.http.console import spend
 from channels.http.console.waiting import queued_behind
 from runtime import Run, RunState, Runtime, Tool, tool
-from schedules import ScheduleBook, ScheduleConfig, Scheduler, load_schedules
+from schedules import ScheduleConfig
 from tests.clock import Clock
-from tests.http_helpers import echo_runtime
+from tests.http_helpers import echo_runtime, scheduled
 from tests.test_cli import _serve, _stop
 from tests.test_console import TOKEN, browser, csrf_of, deploy
 
@@ -65,7 +65,7 @@ async def test_an_approved_run_waiting_for_the_lock_says_it_is_queued_behind(
             "csrf": csrf_of(inbox.text), "run_id": run.id, "decision": "approve",
             "tool_call_id": pending.tool_call_id, "arguments_hash": pending.arguments_hash})
         assert decided.status_code == 303
-        assert (await rt.get_run(run.id)).state is RunState.AWAITING_TOOL
+        assert (await rt.records.get_run(run.id)).state is RunState.AWAITING_TOOL
         flash = await client.get(decided.headers["location"])
         (said,) = texts(flash.text, r'<p class="notice" role="status">(.*?)</p>')
         said = " ".join(said.split())
@@ -133,25 +133,20 @@ async def test_a_slot_says_its_state_once(tmp_path: Path) -> None:
     clock = Clock(slot - timedelta(minutes=5))
     configs = [ScheduleConfig(name="hourly", cron="0 * * * *", prompt="the hourly check")]
     holder = Holder()
-    async with echo_runtime(tmp_path / "m.db", [holder.tool]) as rt, browser(rt) as client:
-        book = ScheduleBook(rt, load_schedules(configs, default_timezone="UTC", channels=[]),
-                            clock=clock)
-        async with Scheduler(book, timers=False) as scheduler:
-            rt.schedules = scheduler
-            try:
-                first = await hold_the_lock(rt, holder)  # the slot's run must wait
-                clock.now = slot + timedelta(seconds=2)
-                (fired,) = await scheduler.fire_due()
-                page = await client.get("/schedules/hourly")
-                row = re.search(r"<tr>(.*?)</tr>", page.text.split("<tbody>")[1], re.S)
-                assert row, page.text
-                assert [c.strip() for c in texts(row[1], r"<td[^>]*>(.*?)</td>")] == [
-                    "2026-03-02T09:00:00+00:00", fired.run.id[-8:], "queued", ""]
-                holder.release.set()
-                await asyncio.wait_for(rt.wait(first.id), 10)
-                await asyncio.wait_for(rt.wait(fired.run.id), 10)
-            finally:
-                rt.schedules = None
+    async with echo_runtime(tmp_path / "m.db", [holder.tool]) as rt, \
+            scheduled(rt, tmp_path / "m.db", configs, clock) as scheduler, \
+            browser(rt, schedules=scheduler) as client:
+        first = await hold_the_lock(rt, holder)  # the slot's run must wait
+        clock.now = slot + timedelta(seconds=2)
+        (fired,) = await scheduler.fire_due()
+        page = await client.get("/schedules/hourly")
+        row = re.search(r"<tr>(.*?)</tr>", page.text.split("<tbody>")[1], re.S)
+        assert row, page.text
+        assert [c.strip() for c in texts(row[1], r"<td[^>]*>(.*?)</td>")] == [
+            "2026-03-02T09:00:00+00:00", fired.run.id[-8:], "queued", ""]
+        holder.release.set()
+        await asyncio.wait_for(rt.wait(first.id), 10)
+        await asyncio.wait_for(rt.wait(fired.run.id), 10)
 
 
 async def test_the_spend_charts_invent_no_maximum_at_zero_spend(tmp_path: Path) -> None:

@@ -64,7 +64,7 @@ async def test_a_long_thread_is_never_sent_whole(tmp_path: Path) -> None:
             for i in range(20):
                 run = await rt.send("long", f"message {i}: {WORDS}")
                 assert run.state == RunState.COMPLETED, run.error
-            entries = await rt.entries("long")
+            entries = await rt.records.entries("long")
         await provider.aclose()
     assert sum(isinstance(e, UserMessage) for e in entries) == 20
     assert max(sent_chars(server)) // 4 < 8_192

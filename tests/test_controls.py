@@ -68,7 +68,7 @@ async def test_only_approvers_may_decide(make_runtime: Any) -> None:
         # A channel's own list overrides the agent's.
         with pytest.raises(RunError):
             await rt.decide(run.id, call_id, approve=True, by="alice", approvers=["bob"])
-        assert (await rt.get_run(run.id)).state is S.AWAITING_APPROVAL
+        assert (await rt.records.get_run(run.id)).state is S.AWAITING_APPROVAL
         await rt.decide(run.id, call_id, approve=True, by="alice")
         assert (await rt.wait(run.id)).state is S.COMPLETED
 
@@ -100,9 +100,10 @@ async def test_approval_timeout_then_a_late_approval_resumes(make_runtime: Any) 
     async with make_runtime(script, [deploy], approval_timeout_s=60, clock=clock) as (rt, p):
         run = await rt.send("t", "ship it")
         assert run.state is S.AWAITING_APPROVAL
-        assert await rt.expire_approvals() == []  # not yet
+        expire = rt._upkeep.expire_approvals  # what the serving loop does at each poll
+        assert await expire() == []  # not yet
         clock.now += 61
-        (expired,) = await rt.expire_approvals()
+        (expired,) = await expire()
         assert expired.state is S.TIMED_OUT and expired.reason == "approval_timeout"
         assert "no decision on deploy within 60 s" in (expired.error or "")
         # The thread is usable meanwhile, and the model sees a valid history.
@@ -115,7 +116,7 @@ async def test_approval_timeout_then_a_late_approval_resumes(make_runtime: Any) 
         assert pending is not None
         await rt.decide(run.id, pending.tool_call_id, approve=True, by="ops")
         done = await rt.wait(run.id)
-        transitions = [t.reason for t in await rt.transitions(run.id)]
+        transitions = [t.reason for t in await rt.records.transitions(run.id)]
     assert done.state is S.COMPLETED and done.reply == "deployed it"
     assert "approval_timeout" in transitions and "approved by ops: deploy" in transitions
 
@@ -157,7 +158,7 @@ async def test_each_budget_stops_the_run_before_the_next_turn(
     async with make_runtime(script, [look], budget=budget,
                             prices={"input": 1.0, "output": 1.0}) as (rt, provider):
         run = await rt.send("t", "spend")
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
     assert run.state is S.FAILED and run.reason == "budget_exceeded"
     assert which in (run.error or "")
     assert len(provider.calls) == turns_run == run.turns
@@ -174,7 +175,7 @@ async def test_tool_call_budget(make_runtime: Any) -> None:
     script = [turn, {"text": "answered with two"}]
     async with make_runtime(script, [look], budget={"max_tool_calls": 2}) as (rt, provider):
         run = await rt.send("t", "go")
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
     results = [e for e in entries if isinstance(e, ToolResult)]
     assert [r.is_error for r in results] == [False, False, True]
     assert results[2].content["error"]["type"] == "too_many_calls"
@@ -243,7 +244,7 @@ async def test_cancel_during_an_async_tool_then_a_normal_message(make_runtime: A
         ended = await rt.cancel(run.id, by="alice")
         assert cancelled.is_set()
         assert ended.state is S.CANCELLED and ended.reason == "cancelled by alice"
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
         assert entries[-1].content["error"]["type"] == "cancelled"
         after = await rt.send("t", "and now?")
     assert after.state is S.COMPLETED and after.reply == "fresh answer"
@@ -278,7 +279,7 @@ async def test_cancel_during_a_model_stream(make_runtime: Any) -> None:
             while not isinstance(await asyncio.wait_for(events.next(), 5), TextDelta):
                 pass
             ended = await rt.cancel(run.id)
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
         switch.now = switch.then
         after = await asyncio.wait_for(rt.send("t", "next"), 10)
     assert StuckStream.closed and ended.state is S.CANCELLED
@@ -329,7 +330,7 @@ async def test_cancel_a_queued_run_and_one_awaiting_approval(make_runtime: Any) 
         assert cancelled.state is S.CANCELLED and cancelled.pending_approval is None
         # The run behind it goes now, with the cancelled call answered in the history.
         assert (await rt.wait(queued.id)).reply == "second"
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
     result = next(e for e in entries if isinstance(e, ToolResult))
     assert result.content["error"]["type"] == "cancelled"
 
@@ -349,9 +350,9 @@ async def test_shutdown_is_not_cancellation(make_runtime: Any, tmp_path: Path) -
         await asyncio.wait_for(gate.wait(), 5)
         # Leaving the context closes the runtime: the run stops at a checkpoint.
     async with make_runtime(script, [step], db=db) as (rt2, _):
-        stopped_at = await rt2.get_run(run.id)
+        stopped_at = await rt2.records.get_run(run.id)
         done = await rt2.wait(run.id)
-        transitions = [t.reason for t in await rt2.transitions(run.id)]
+        transitions = [t.reason for t in await rt2.records.transitions(run.id)]
     assert stopped_at.state in (S.RUNNING, S.AWAITING_TOOL, S.COMPLETED)
     assert done.state is S.COMPLETED and done.recovery_attempts == 0
     assert not any(r.startswith("recovered after crash") for r in transitions)
@@ -387,7 +388,7 @@ async def test_a_run_cut_off_at_shutdown_is_not_counted_as_a_crash(
     async with make_runtime([call("outlast", n=2), {"text": "finished"}, {"text": "2nd"}],
                             [outlast], db=db) as (rt2, _):
         done = await rt2.wait(run.id)  # start() carried it on
-        reasons = [t.reason for t in await rt2.transitions(run.id)]
+        reasons = [t.reason for t in await rt2.records.transitions(run.id)]
     assert done.state is S.COMPLETED and done.recovery_attempts == 0
     assert "continued after restart" in reasons
 
@@ -403,5 +404,5 @@ async def test_run_context_reaches_sync_tools(make_runtime: Any) -> None:
 
     async with make_runtime([call("where"), {"text": "ok"}], [where]) as (rt, _):
         run = await rt.send("thread-x", "go")
-        entries = await rt.entries("thread-x")
+        entries = await rt.records.entries("thread-x")
     assert entries[2].content == ["thread-x", run.id]

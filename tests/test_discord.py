@@ -26,6 +26,7 @@ from runtime import (
     ToolRegistry,
     tool,
 )
+from runtime.leases import holder_name
 from tests.fakes.discord import (
     BOT_ID,
     DM_ID,
@@ -105,7 +106,7 @@ async def test_a_mention_is_answered_in_the_channel(
         await settle(d, 1)
         assert reply["content"] == "echo: hello"
         assert reply["message_reference"]["message_id"] == sent["id"]  # a reply to them
-        (run,) = await d.runtime.runs()
+        (run,) = await d.runtime.records.runs()
         assert run.thread_id == f"discord:{fake.world.guild_of(GENERAL_ID)}:{GENERAL_ID}"
         assert run.idempotency_key == f"discord:{sent['id']}"
         assert fake.typing(GENERAL_ID)  # typing showed while it worked
@@ -130,7 +131,7 @@ async def test_dms_and_threads(
         assert [m["content"] for m in d.replies(DM_ID)] == ["echo: in private"]
         assert [m["content"] for m in d.replies(THREAD_ID)] == [
             "echo: in a thread", "echo: and more, no mention"]
-        ids = {t.id for t in await d.runtime.threads()}
+        ids = {t.id for t in await d.runtime.records.threads()}
         guild = fake.world.guild_of(THREAD_ID)
         assert ids == {f"discord:dm:{DM_ID}", f"discord:{guild}:{THREAD_ID}"}
 
@@ -147,7 +148,7 @@ async def test_a_duplicate_and_a_replay_after_resume_are_one_reply(
         await fake.resumed()
         await settle(d, 4)
         assert [m["content"] for m in d.replies()] == ["echo: once"]
-        assert len(await d.runtime.runs()) == 1
+        assert len(await d.runtime.records.runs()) == 1
 
 
 async def test_a_too_long_message_is_told_the_limit_once(
@@ -167,7 +168,7 @@ async def test_a_too_long_message_is_told_the_limit_once(
             "Your message is too long: it has 50 characters and the limit is 20. Please "
             "shorten it or send it in parts.")
         assert reply["message_reference"]["message_id"] == sent["id"]
-        (run,) = await d.runtime.runs()
+        (run,) = await d.runtime.records.runs()
         assert (run.state, run.reason) == ("failed", "message_too_long")
 
 
@@ -183,7 +184,7 @@ async def test_other_bots_and_strangers_are_ignored(
         fake.world.add_user(other_bot, "otherbot", bot=True)
         await fake.user_message(GENERAL_ID, other_bot, f"<@{BOT_ID}> beep", mentions=[BOT_ID])
         await settle(d, 2)
-        assert d.replies() == [] and await d.runtime.runs() == []
+        assert d.replies() == [] and await d.runtime.records.runs() == []
     async with discord_bot(allow_users=[]) as closed:
         assert "serving nobody" in closed.channel.banner()
         assert closed.channel.status().startswith("connected as ")
@@ -222,7 +223,7 @@ async def test_approval_by_an_approver_a_refusal_and_after_a_restart(
         (refusal,) = fake.interaction_responses()
         assert refusal.type == 4 and refusal.data is not None
         assert refusal.data["flags"] == 64 and "may not" in refusal.data["content"]
-        (run,) = await d.runtime.pending_approvals()
+        (run,) = await d.runtime.records.pending_approvals()
     async with running(fake, db, approvers=[str(approver)],
                        allow_users=[str(HUMAN_ID), str(approver)]) as again:
         await fake.click(prompt, approve, user_id=approver)  # a button from before the restart
@@ -253,7 +254,7 @@ async def test_stop_cancels_the_running_run(
                                 mentions=[BOT_ID])
         await asyncio.wait_for(started.wait(), 10)
         await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> stop", mentions=[BOT_ID])
-        (run,) = await d.runtime.runs()
+        (run,) = await d.runtime.records.runs()
         ended = await d.runtime.wait(run.id)
         await settle(d, 2)
         assert ended.state == "cancelled" and ended.reason == f"cancelled by {HUMAN_ID}"
@@ -323,7 +324,7 @@ async def test_a_replica_that_loses_the_gateway_lease_disconnects(
                                      guild_ready_timeout=0.05)
             async with channel:
                 assert channel.holder is None and channel.client.is_ready()
-                mine = runtime.leases.holder
+                mine = holder_name(runtime.instance_id)  # this process, as a holder
                 assert await store.take_lease(channel.lease, "other/1@elsewhere", 30,
                                               steal_from=mine) is None
                 async with asyncio.timeout(10):

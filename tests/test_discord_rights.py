@@ -42,7 +42,7 @@ async def test_an_outsider_in_an_allowed_channel_is_refused(fake: FakeDiscord,
                                 mentions=[BOT_ID])
         await fake.user_message(OPS, HUMAN_ID, f"<@{BOT_ID}> not here", mentions=[BOT_ID])
         await settle(d, 2)
-        assert await d.runtime.runs() == [] and d.replies() == [] and d.replies(OPS) == []
+        assert await d.runtime.records.runs() == [] and d.replies() == [] and d.replies(OPS) == []
 
         await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> hello", mentions=[BOT_ID])
         await fake.user_message(THREAD_ID, HUMAN_ID, f"<@{BOT_ID}> in its thread",
@@ -79,14 +79,14 @@ async def test_only_a_holder_of_approve_decides(fake: FakeDiscord, tmp_path: Pat
         (prompt,) = (await fake.wait_messages(GENERAL_ID, 2))[1:]
         await settle(d, 1)
         approve = prompt["components"][0]["components"][0]["custom_id"]
-        (run,) = await d.runtime.pending_approvals()
+        (run,) = await d.runtime.records.pending_approvals()
 
         await fake.click(prompt, approve, user_id=HUMAN_ID)  # may talk, may not approve
         await fake.until(lambda: len(fake.interaction_responses()) == 1, what="a refusal")
         (refusal,) = fake.interaction_responses()
         assert refusal.data is not None and refusal.data["flags"] == 64
         assert "may not decide" in refusal.data["content"]
-        assert (await d.runtime.get_run(run.id)).state == "awaiting_approval"
+        assert (await d.runtime.records.get_run(run.id)).state == "awaiting_approval"
 
         await fake.click(prompt, approve, user_id=lead)
         await fake.until(lambda: len(fake.interaction_responses()) == 2, what="the update")

@@ -667,7 +667,7 @@ def calls(*urls: str) -> dict[str, Any]:
 async def run_fetches(make_runtime: Any, tool: Tool, *urls: str) -> list[ToolResult]:
     async with make_runtime([calls(*urls), {"text": "done"}], [tool]) as (rt, provider):
         run = await rt.send("t", "read these")
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
         provider.assert_complete()
     assert run.state is RunState.COMPLETED and run.reply == "done"
     order = {c.id: i for i, c in enumerate(entries[1].tool_calls)}

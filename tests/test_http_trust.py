@@ -41,7 +41,7 @@ async def test_a_host_that_does_not_name_this_server_is_refused_before_any_handl
             assert refused.json()["code"] == "invalid_host"
             page = await client.get("/", headers={"Host": host})
             assert page.status_code == 400, host
-        assert not await rt.runs()
+        assert not await rt.records.runs()
         for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"LOCALHOST:{port}",
                      f"[::1]:{port}"):
             fine = await client.get("/v1/threads", headers={"Host": host})
@@ -72,7 +72,7 @@ async def test_a_foreign_origin_may_not_change_anything(tmp_path: Path) -> None:
             console = await client.post("/console/send", headers={"Origin": origin},
                                         data={"thread": "t", "text": "hi"})
             assert console.status_code == 403, origin
-        assert not await rt.runs()
+        assert not await rt.records.runs()
         # Reading is not changing: a page of another origin cannot read the answer anyway.
         assert (await client.get("/v1/threads", headers={"Origin": "http://evil.example"})
                 ).status_code == 200
@@ -128,7 +128,7 @@ async def test_the_identity_is_the_tokens_name_and_rights_are_per_token(
         assert paused.status_code == 200, paused.text
         run = paused.json()
         run_id, call = run["run_id"], run["approval"]["tool_call_id"]
-        assert (await rt.get_run(run_id)).origin.user == "bob"
+        assert (await rt.records.get_run(run_id)).origin.user == "bob"
         posing = await client.post(thread_url("ops", "/messages"),
                                    json={"text": "hi", "user": "alice"}, headers=bob)
         assert posing.status_code == 403 and posing.json()["code"] == "identity_mismatch"
@@ -145,7 +145,7 @@ async def test_the_identity_is_the_tokens_name_and_rights_are_per_token(
         decided = await client.post(decide, json={"approve": True, "wait": True},
                                     headers=carol)
         assert decided.status_code == 200, decided.text
-        done = await rt.get_run(run_id)
+        done = await rt.records.get_run(run_id)
         assert done.state is RunState.COMPLETED and done.decisions[-1].by == "carol"
 
 
@@ -162,7 +162,7 @@ async def test_without_tokens_http_decisions_are_local_and_approvers_must_say_so
                 json={"approve": True, "wait": True})
             assert decided.status_code == status, (approvers, decided.text)
             if status == 200:
-                assert (await rt.get_run(run["run_id"])).decisions[-1].by == "local"
+                assert (await rt.records.get_run(run["run_id"])).decisions[-1].by == "local"
             posing = await client.post(
                 f"/v1/runs/{run['run_id']}/approvals/{run['approval']['tool_call_id']}",
                 json={"approve": True, "by": "alice"})

@@ -24,7 +24,7 @@ from runtime import (
     UserMessage,
     tool,
 )
-from runtime.control import instance_lease
+from runtime.control import instance_lease, live_instances
 from runtime.leases import describe_holder, holder_name, is_gone_here
 from runtime.requests import Instance
 from runtime.runs import RunState, new_run_id, transition
@@ -83,20 +83,20 @@ async def test_a_dead_machines_run_is_taken_up_when_its_leases_expire(
     async with Runtime(store, EchoProvider(), settings=settings) as rt, \
             rt.subscribe() as events:
         # At start its holder is alive (its leases are fresh): the run is left to it.
-        assert "ghost" in [i.id for i in await rt.servers()]
-        assert (await rt.get_run(run.id)).state is S.RUNNING
+        assert "ghost" in [i.id for i in await live_instances(store)]
+        assert (await rt.records.get_run(run.id)).state is S.RUNNING
         # It stops renewing them (that machine died): once they expire, a sweep of
         # this serving process recovers the run, by the effect-class rules.
         async with asyncio.timeout(20):
             while not isinstance(event := await events.next(), RunEnded) \
                     or event.run_id != run.id:
                 pass
-        assert (await rt.get_run(run.id)).state is S.COMPLETED
-        reasons = [t.reason for t in await rt.transitions(run.id)]
+        assert (await rt.records.get_run(run.id)).state is S.COMPLETED
+        reasons = [t.reason for t in await rt.records.transitions(run.id)]
         assert "recovered after crash (attempt 1)" in reasons
-        assert [e.text for e in await rt.entries("t1") if e.kind == "assistant"] == \
+        assert [e.text for e in await rt.records.entries("t1") if e.kind == "assistant"] == \
             ["echo: hello"]
-        assert "ghost" not in [i.id for i in await rt.servers()]
+        assert "ghost" not in [i.id for i in await live_instances(store)]
 
 
 async def test_a_thread_held_elsewhere_waits_for_its_holder(
@@ -115,10 +115,10 @@ async def test_a_thread_held_elsewhere_waits_for_its_holder(
                     events.append(await sub.next())
                 answered = await waiting
         assert answered.state is S.COMPLETED
-        first = await rt.get_run(held.id)
+        first = await rt.records.get_run(held.id)
         assert first.state is S.COMPLETED  # recovered first: the thread's order holds
         assert first.updated_at <= answered.updated_at
-        assert [e.text for e in await rt.entries("t2") if e.kind == "assistant"] == \
+        assert [e.text for e in await rt.records.entries("t2") if e.kind == "assistant"] == \
             ["echo: hello", "echo: next"]
 
 
@@ -161,6 +161,6 @@ async def test_a_cancel_reaches_the_replica_holding_the_run_at_once() -> None:
             async with asyncio.timeout(10):  # well within one poll interval
                 cancelled = await b.cancel(run.id, by="U2")
             assert cancelled.state is S.CANCELLED
-            results = [e for e in await b.entries("t") if e.kind == "tool_result"]
+            results = [e for e in await b.records.entries("t") if e.kind == "tool_result"]
             assert [r.tool_call_id for r in results] == ["echo_0"]
             assert "cancelled" in str(results[0].model_dump())

@@ -58,8 +58,8 @@ def make_counter() -> tuple[list[dict[str, Any]], Any]:
 async def test_plain_answer(make_runtime: Any) -> None:
     async with make_runtime([{"text": "hi there"}]) as (rt, provider):
         run = await rt.send("t", "hello")
-        entries = await rt.entries("t")
-        transitions = await rt.transitions(run.id)
+        entries = await rt.records.entries("t")
+        transitions = await rt.records.transitions(run.id)
     assert run.state is RunState.COMPLETED and run.reply == "hi there"
     assert kinds(entries) == ["user", "assistant"]
     assert [(t.source, t.target, t.reason) for t in transitions] == [
@@ -72,7 +72,7 @@ async def test_tool_call_then_answer(make_runtime: Any) -> None:
     script = [call("lookup", q="x"), {"text": "it is X"}]
     async with make_runtime(script, [lookup]) as (rt, provider):
         run = await rt.send("t", "what is x?")
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
     assert run.state is RunState.COMPLETED and run.reply == "it is X"
     assert kinds(entries) == ["user", "assistant", "tool_result", "assistant"]
     assert entries[2].content == {"answer": "X"} and not entries[2].is_error
@@ -90,7 +90,7 @@ async def test_final_turn_notice_then_max_turns_exceeded(make_runtime: Any) -> N
     script = [call("lookup", q="a"), call("lookup", q="b"), call("lookup", q="c")]
     async with make_runtime(script, [lookup], max_turns=3) as (rt, provider):
         run = await rt.send("t", "loop forever")
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
     assert run.state is RunState.FAILED and run.reason == "max_turns_exceeded"
     assert kinds(entries) == ["user", "assistant", "tool_result", "assistant", "tool_result",
                               "notice", "assistant", "tool_result"]
@@ -109,7 +109,7 @@ async def test_final_turn_answer_completes(make_runtime: Any) -> None:
     script = [call("lookup", q="a"), {"text": "done"}]
     async with make_runtime(script, [lookup], max_turns=2) as (rt, provider):
         run = await rt.send("t", "go")
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
     assert run.state is RunState.COMPLETED and run.reply == "done"
     assert kinds(entries) == ["user", "assistant", "tool_result", "notice", "assistant"]
     provider.assert_complete()
@@ -121,7 +121,7 @@ async def test_too_many_calls_in_one_turn(make_runtime: Any) -> None:
     async with make_runtime([turn, {"text": "ok"}], [lookup],
                             max_tool_calls_per_turn=2) as (rt, _):
         run = await rt.send("t", "go")
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
     results = [e for e in entries if isinstance(e, ToolResult)]
     assert run.state is RunState.COMPLETED
     assert [r.is_error for r in results] == [False, False, True]
@@ -135,7 +135,7 @@ async def test_repeated_identical_calls_are_refused(make_runtime: Any) -> None:
               call("lookup", q="other"), {"text": "gave up"}]
     async with make_runtime(script, [lookup], repeat_limit=3) as (rt, provider):
         run = await rt.send("t", "go")
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
     results = [e for e in entries if isinstance(e, ToolResult)]
     assert run.state is RunState.COMPLETED
     assert [r.is_error for r in results] == [False, False, True, False]
@@ -150,7 +150,7 @@ async def test_repeat_guard_counts_calls_within_one_turn(make_runtime: Any) -> N
                            for i in range(3)]}
     async with make_runtime([turn, {"text": "ok"}], [lookup], repeat_limit=2) as (rt, _):
         await rt.send("t", "go")
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
     results = [e for e in entries if isinstance(e, ToolResult)]
     assert [r.is_error for r in results] == [False, True, True]
     assert len(seen) == 1
@@ -173,7 +173,7 @@ async def test_bad_arguments_become_error_results(
     script = [{"tool_calls": [{"name": "lookup", "arguments": arguments}]}, {"text": "sorry"}]
     async with make_runtime(script, [lookup]) as (rt, _):
         run = await rt.send("t", "go")
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
     assert run.state is RunState.COMPLETED
     assert error_type(entries[2]) == expected
     assert seen == []
@@ -182,7 +182,7 @@ async def test_bad_arguments_become_error_results(
 async def test_unknown_tool(make_runtime: Any) -> None:
     async with make_runtime([call("nope"), {"text": "ok"}]) as (rt, _):
         run = await rt.send("t", "go")
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
     assert run.state is RunState.COMPLETED
     assert error_type(entries[2]) == "unknown_tool"
     assert "nope" in entries[2].content["error"]["message"]
@@ -203,7 +203,7 @@ async def test_tool_exception_and_timeout_are_results(make_runtime: Any) -> None
     script = [{"tool_calls": [{"name": "boom"}, {"name": "slow"}]}, {"text": "both failed"}]
     async with make_runtime(script, [boom, slow]) as (rt, _):
         run = await rt.send("t", "go")
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
     assert run.state is RunState.COMPLETED
     assert error_type(entries[2]) == "exception"
     assert entries[2].content["error"]["message"] == "RuntimeError: disk on fire"
@@ -237,7 +237,7 @@ async def test_provider_error_fails_run_and_thread_stays_usable(make_runtime: An
                                                                    "text": "back"}))
         provider.turns[0] = provider.turns[0].model_copy(update={"error": None, "text": "x"})
         ok = await rt.send("t", "second")
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
     assert ok.state is RunState.COMPLETED
     assert kinds(entries) == ["user", "user", "assistant"]
 
@@ -258,7 +258,7 @@ async def test_resume_failed_run_continues_from_checkpoint(make_runtime: Any) ->
         provider.turns[1] = provider.turns[1].model_copy(update={"error": None, "text": "A"})
         await rt.resume(run.id)
         run = await rt.wait(run.id)
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
     assert run.state is RunState.COMPLETED and run.reply == "A"
     assert kinds(entries) == ["user", "assistant", "tool_result", "assistant"]
     assert seen == [{"q": "a"}]
@@ -269,7 +269,7 @@ async def test_messages_on_one_thread_run_in_order(make_runtime: Any) -> None:
     async with make_runtime(script) as (rt, _):
         runs = [await rt.submit("t", f"m{i}") for i in range(5)]
         done = [await rt.wait(r.id) for r in runs]
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
     assert [r.reply for r in done] == [f"reply {i}" for i in range(5)]
     users = [e.text for e in entries if isinstance(e, UserMessage)]
     assert users == [f"m{i}" for i in range(5)]
@@ -282,7 +282,7 @@ async def test_idempotent_submission_returns_the_same_run(make_runtime: Any) -> 
         again = await rt.submit("t", "hi", idempotency_key="req-1")
         assert again.id == first.id
         await rt.wait(first.id)
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
     assert kinds(entries) == ["user", "assistant"]
     provider.assert_complete()
 
@@ -338,7 +338,7 @@ async def test_approval_denied_gives_denied_result(make_runtime: Any) -> None:
         await rt.decide(run.id, run.pending_approval.tool_call_id, approve=False, by="bob",
                         reason="not now")
         run = await rt.wait(run.id)
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
     assert run.state is RunState.COMPLETED and sent == []
     assert error_type(entries[2]) == "denied"
     assert "bob" in entries[2].content["error"]["message"]
@@ -354,7 +354,7 @@ async def test_runs_queue_behind_a_paused_run(make_runtime: Any) -> None:
         paused = await rt.send("t", "do the risky thing")
         second = await rt.submit("t", "and then this")
         await rt.idle()
-        assert (await rt.get_run(second.id)).state is RunState.QUEUED
+        assert (await rt.records.get_run(second.id)).state is RunState.QUEUED
         assert paused.pending_approval is not None
         await rt.decide(paused.id, paused.pending_approval.tool_call_id, approve=True)
         assert (await rt.wait(paused.id)).reply == "after risky"
@@ -402,7 +402,7 @@ async def test_entries_round_trip_with_assistant_usage(make_runtime: Any) -> Non
                                        "cache_read_tokens": 2}}]
     async with make_runtime(script) as (rt, _):
         run = await rt.send("t", "hello")
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
     turn = entries[1]
     assert isinstance(turn, AssistantTurn) and turn.usage.cache_read_tokens == 2
     assert run.usage.input_tokens == 7 and run.usage.total_tokens == 12
@@ -457,7 +457,7 @@ async def test_repeated_call_ids_from_the_model_are_made_unique(make_runtime: An
     again = {"tool_calls": [{"name": "lookup", "arguments": {"q": "c"}, "id": "same"}]}
     async with make_runtime([twice, again, {"text": "ok"}], [lookup]) as (rt, _):
         run = await rt.send("t", "go")
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
     ids = [c.id for e in entries if isinstance(e, AssistantTurn) for c in e.tool_calls]
     assert run.state is RunState.COMPLETED and len(set(ids)) == 3 and ids[0] == "same"
     assert [r.tool_call_id for r in entries if isinstance(r, ToolResult)] == ids
@@ -473,7 +473,7 @@ async def test_max_context_tokens_sends_the_newest_part_with_a_notice(
     async with make_runtime(script, max_context_tokens=300) as (rt, provider):
         for i in range(6):
             await rt.send("t", f"question {i} " + "q" * 400)
-        stored = await rt.entries("t")
+        stored = await rt.records.entries("t")
     sent = provider.calls[-1].entries
     assert len(stored) == 12  # the store keeps everything
     assert isinstance(sent[0], Notice) and sent[0].code == "context_trimmed"
@@ -496,8 +496,8 @@ async def test_the_loop_on_every_store(make_runtime: Any, store: str) -> None:
         assert paused.pending_approval is not None
         await rt.decide(paused.id, paused.pending_approval.tool_call_id, approve=True)
         second = await rt.wait(paused.id)
-        entries = await rt.entries("t/1")
-        transitions = await rt.transitions(second.id)
+        entries = await rt.records.entries("t/1")
+        transitions = await rt.records.transitions(second.id)
     assert (first.reply, second.reply) == ("A", "risky done")
     assert kinds(entries) == ["user", "assistant", "tool_result", "assistant"] * 2
     assert [t.target for t in transitions][-1] == "completed"
@@ -520,10 +520,10 @@ async def test_an_empty_answer_twice_fails_the_run_and_posts_no_empty_message(
         assert run.error == "the model answered with no text and no tool call, twice in a row"
         assert len(provider.calls) == 2  # asked once more, not forever
         assert run.usage.output_tokens == 10  # both calls counted
-        (notice,) = await rt.deliveries(run_id=run.id)
+        (notice,) = await rt.records.deliveries(run_id=run.id)
         assert isinstance(notice, ReplyDelivery) and notice.text == (
             "Sorry, I could not finish this (the model gave an empty answer twice).")
-        assert kinds(await rt.entries("t")) == ["user"]  # nothing empty in the history
+        assert kinds(await rt.records.entries("t")) == ["user"]  # nothing empty in the history
         # The thread goes on: the run can be resumed (the model answers this time).
         provider.turns[0] = provider.turns[0].model_copy(update={"text": "later"})
         await rt.resume(run.id)
@@ -537,7 +537,7 @@ async def test_an_empty_answer_once_is_asked_again_and_answered(tmp_path: Path) 
         provider = OpenAIProvider("gpt-4.1", base_url=server.base_url, stream=False)
         async with SQLiteStore(tmp_path / "m.db") as store, Runtime(store, provider) as rt:
             run = await rt.send("t", "hello")
-            entries = await rt.entries("t")
+            entries = await rt.records.entries("t")
         await provider.aclose()
     assert (run.state, run.reply) == (RunState.COMPLETED, "here it is")
     assert len(server.requests) == 2 and server.requests[0].json == server.requests[1].json

@@ -100,7 +100,7 @@ async def test_an_mcp_tool_through_the_loop(make_runtime: Any, tmp_path: Path) -
             make_runtime(script) as (rt, provider):
         servers.offer_to(rt.tools)
         run = await rt.send("t", "say hello")
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
     assert run.state is RunState.COMPLETED and run.reply == "done"
     echoed, keyed = [e for e in entries if isinstance(e, ToolResult)]
     assert echoed.name == "srv__echo" and not echoed.is_error
@@ -123,7 +123,7 @@ async def test_tool_errors_become_the_loops_error_results(
             make_runtime(script) as (rt, _):
         servers.offer_to(rt.tools)
         run = await rt.send("t", "go")
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
     assert run.state is RunState.COMPLETED
     failed, invalid, counted = [e for e in entries if isinstance(e, ToolResult)]
     assert error(failed) == ("exception", "McpToolError: Error executing tool fail: disk full")
@@ -143,7 +143,7 @@ async def test_a_protocol_error_becomes_an_error_result_and_the_server_carries_o
         (server,) = servers.servers
         servers.offer_to(rt.tools)
         run = await rt.send("t", "go")
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
         assert server.state == "up" and server.starts == 1  # not taken for an outage
     assert run.state is RunState.COMPLETED and run.reply == "noted"
     before, refused, after = [e for e in entries if isinstance(e, ToolResult)]
@@ -163,7 +163,7 @@ async def test_a_slow_call_is_cancelled_mid_call(make_runtime: Any, tmp_path: Pa
         await appears(tmp_path / "slow.started")
         ended = await rt.cancel(run.id, by="alice")
         assert ended.state is RunState.CANCELLED
-        assert error((await rt.entries("t"))[-1])[0] == "cancelled"
+        assert error((await rt.records.entries("t"))[-1])[0] == "cancelled"
         # The server heard of it (notifications/cancelled) and stopped the tool.
         await appears(tmp_path / "slow.cancelled")
         after = await rt.send("t", "and now?")
@@ -179,7 +179,7 @@ async def test_a_call_past_its_timeout_gets_a_timeout_result(
             make_runtime(script) as (rt, _):
         servers.offer_to(rt.tools)
         run = await rt.send("t", "go")
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
         await appears(tmp_path / "slow.cancelled")  # cut off at the server too
     assert run.state is RunState.COMPLETED
     slow, echo = [e for e in entries if isinstance(e, ToolResult)]
@@ -201,7 +201,7 @@ async def test_a_server_that_dies_mid_call_is_restarted(make_runtime: Any, tmp_p
         first = await pid.invoke(CTX, {})
         run = await rt.send("t", "go")
         assert run.state is RunState.COMPLETED
-        assert error((await rt.entries("t"))[2]) == (
+        assert error((await rt.records.entries("t"))[2]) == (
             "exception", "McpServerDown: mcp server 'srv' stopped during the call (restarting); "
             "the call's outcome is unknown")
         await until(server, lambda s: s.state == "up" and s.starts == 2)
@@ -225,7 +225,7 @@ async def test_calls_while_a_server_is_down_fail_at_once(
         assert server.status().startswith("srv: down: the server stopped")
         async with asyncio.timeout(5):  # no waiting for the restart (600 s away)
             run = await rt.send("t", "go")
-        result = (await rt.entries("t"))[2]
+        result = (await rt.records.entries("t"))[2]
     assert run.state is RunState.COMPLETED
     assert error(result)[1].startswith(
         "McpServerDown: mcp server 'srv' is down (restarting): the server stopped")

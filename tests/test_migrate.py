@@ -33,10 +33,11 @@ async def _fill(path: Path) -> None:
         slack = Origin(channel="slack", user="U1", target={"channel": "C1", "thread_ts": "1.2"})
         await rt.submit("slack:T:C1:1.2", "hi", origin=slack, idempotency_key="slack:ev1")
         await rt.idle()
-        await rt.remember("thread:t1", "k", "a note")
-        await rt.remember("agent", "team", "the team's note", call="call-1")
-        await rt.forget("thread:t1", "old", call="call-2")
-        await rt.save_schedules([ScheduleRecord(name="daily", origin="config", since=1.0)])
+        await rt.notes.remember("thread:t1", "k", "a note")
+        await rt.notes.remember("agent", "team", "the team's note", call="call-1")
+        await rt.notes.forget("thread:t1", "old", call="call-2")
+    async with SQLiteStore(path) as store:
+        await store.save_schedules([ScheduleRecord(name="daily", origin="config", since=1.0)])
 
 
 async def test_sqlite_into_files_copies_everything(tmp_path: Path) -> None:
@@ -74,7 +75,7 @@ async def test_the_migrated_store_carries_on(tmp_path: Path) -> None:
             SQLiteStore(tmp_path / "new.db") as target:
         await copy_store(source, target)
     async with echo_runtime(tmp_path / "new.db", [deploy]) as rt:
-        (run,) = await rt.runs(thread_id="team/ops")
+        (run,) = await rt.records.runs(thread_id="team/ops")
         pending = run.pending_approval
         assert pending is not None
         await rt.decide(run.id, pending.tool_call_id, approve=True, by="alice")
@@ -83,6 +84,6 @@ async def test_the_migrated_store_carries_on(tmp_path: Path) -> None:
         more = await rt.send("t1", "and again")
         assert more.reply == "echo: and again"
         # A memory call applied before the copy is applied still: a re-run changes nothing.
-        assert await rt.remember("agent", "team", "again", call="call-1") is None
-        assert [n.text for n in await rt.notes("agent")] == ["the team's note"]
-        assert len(await rt.entries("t1")) == 8
+        assert await rt.notes.remember("agent", "team", "again", call="call-1") is None
+        assert [n.text for n in await rt.records.notes("agent")] == ["the team's note"]
+        assert len(await rt.records.entries("t1")) == 8

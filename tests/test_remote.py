@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -21,6 +22,7 @@ from runtime import (
     ToolRegistry,
     tool,
 )
+from runtime.control import ControlRequest, ask, live_instances
 
 S = RunState
 FAST = RuntimeConfig(poll_interval_s=0.05)
@@ -28,6 +30,12 @@ FAST = RuntimeConfig(poll_interval_s=0.05)
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:
     return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def request(kind: Literal["decide", "cancel", "resume"], run_id: str,
+            **payload: Any) -> ControlRequest:
+    """What `maiden cancel` or `maiden approve` asks of the serving process."""
+    return ControlRequest(kind=kind, run_id=run_id, payload=payload, created_at=time.time())
 
 
 def two_stores(kind: str, tmp_path: Path) -> tuple[Any, Any]:
@@ -63,14 +71,14 @@ async def test_cancel_from_another_runtime_stops_the_tool_where_it_runs(
                 run = await server.submit("t", "go")
                 while not isinstance(await asyncio.wait_for(events.next(), 5), ToolCallStarted):
                     pass
-            assert [i.id for i in await cli.servers()] == [server.instance_id]
-            answer = await cli.ask("cancel", run.id, by="ops")
+            assert [i.id for i in await live_instances(store_b)] == [server.instance_id]
+            answer = await ask(store_b, request("cancel", run.id, by="ops"))
             assert answer.ok and answer.handled_by == server.instance_id
             assert stopped.is_set()
-            ended = await server.get_run(run.id)
+            ended = await server.records.get_run(run.id)
             assert ended.state is S.CANCELLED and ended.reason == "cancelled by ops"
         await cli.close()
-        assert await cli.servers() == []  # the server's heartbeat left with it
+        assert await live_instances(store_b) == []  # the server's heartbeat left with it
 
 
 async def test_approval_from_another_runtime_runs_in_the_server(tmp_path: Path) -> None:
@@ -91,11 +99,11 @@ async def test_approval_from_another_runtime_runs_in_the_server(tmp_path: Path) 
             paused = await server.send("t", "restart the db")
             assert paused.pending_approval is not None
             call_id = paused.pending_approval.tool_call_id
-            refused = await cli.ask("decide", paused.id, tool_call_id=call_id, approve=True,
-                                    by="mallory")
+            refused = await ask(store_b, request("decide", paused.id, tool_call_id=call_id,
+                                                 approve=True, by="mallory"))
             assert refused.ok is False and "may not decide" in (refused.result or "")
-            answer = await cli.ask("decide", paused.id, tool_call_id=call_id, approve=True,
-                                   by="alice")
+            answer = await ask(store_b, request("decide", paused.id, tool_call_id=call_id,
+                                                approve=True, by="alice"))
             assert answer.ok
             done = await server.wait(paused.id)
         await cli.close()
@@ -142,7 +150,7 @@ async def test_a_run_held_by_a_live_process_is_not_recovered_by_another(tmp_path
             release.set()
             assert (await a.wait(held.id)).reply == "a done"
             done = await asyncio.wait_for(waiting, 10)
-            first = await a.get_run(held.id)
+            first = await a.records.get_run(held.id)
     assert done.reply == "b done"
     assert calls == ["a"]  # B never re-ran A's call
     assert first.recovery_attempts == 0

@@ -56,16 +56,16 @@ async def test_an_approval_prompt_goes_to_the_channel_once(make_runtime: Any) ->
         await rt.idle()  # the outbox is sent once the run has stopped
         ((prompt, kind),) = [(m.text, m.kind) for m in chat.posted]
         assert kind == "approval" and "deploy" in prompt and '"prod"' in prompt
-        assert [r.id for r in await rt.pending_approvals(channel="chat")] == [paused.id]
-        assert await rt.pending_approvals(channel="elsewhere") == []
-        assert (await rt.active_run("t")) == paused
+        assert [r.id for r in await rt.records.pending_approvals(channel="chat")] == [paused.id]
+        assert await rt.records.pending_approvals(channel="elsewhere") == []
+        assert (await rt.records.active_run("t")) == paused
 
         await rt.flush_deliveries()  # nothing is posted twice
         await rt.decide(paused.id, paused.pending_approval.tool_call_id, approve=True,
                         by="u2", arguments_hash=asked.arguments_hash)
         done = await rt.wait(paused.id)
         assert done.reply == "shipped"
-        assert await rt.active_run("t") is None
+        assert await rt.records.active_run("t") is None
     assert [m.kind for m in chat.posted] == ["approval", "reply"]
 
 
@@ -101,12 +101,13 @@ async def test_reads_cover_what_adapters_show(make_runtime: Any) -> None:
     async with make_runtime([{"text": "one"}, {"text": "two"}]) as (rt, _):
         first = await rt.send("a", "hi")
         second = await rt.send("b", "hello")
-        assert [t.id for t in await rt.threads()] == ["b", "a"]
-        assert [r.id for r in await rt.runs()] == [first.id, second.id]
-        assert [r.id for r in await rt.runs(thread_id="a")] == [first.id]
-        assert [e.kind for e in await rt.entries("a")] == ["user", "assistant"]
-        assert [t.target for t in await rt.transitions(first.id)] == [S.RUNNING, S.COMPLETED]
-        stats = await rt.stats()
+        assert [t.id for t in await rt.records.threads()] == ["b", "a"]
+        assert [r.id for r in await rt.records.runs()] == [first.id, second.id]
+        assert [r.id for r in await rt.records.runs(thread_id="a")] == [first.id]
+        assert [e.kind for e in await rt.records.entries("a")] == ["user", "assistant"]
+        assert [t.target for t in await rt.records.transitions(first.id)] == \
+            [S.RUNNING, S.COMPLETED]
+        stats = await rt.records.stats()
         assert stats.threads == 2 and stats.runs == {S.COMPLETED: 2}
 
 

@@ -35,18 +35,17 @@ async def agent(db: Path, script: list[dict[str, Any]], clock: Clock,
                 limit: int = 10) -> AsyncIterator[tuple[Runtime, Scheduler, MemoryChat]]:
     chat = MemoryChat()
     async with SQLiteStore(db, synchronous="off") as store:
-        rt = Runtime(store, ScriptedProvider(script), ToolRegistry())
         defined = load_schedules(configured, default_timezone="UTC", channels=[])
-        book = ScheduleBook(rt, defined, max_per_thread=limit, clock=clock)
-        for made in schedule_tools(book):
-            rt.tools.add(made)
+        book = ScheduleBook(store, defined, max_per_thread=limit, clock=clock)
+        rt = Runtime(store, ScriptedProvider(script), ToolRegistry(schedule_tools()),
+                     services={"schedules": book})
         rt.add_deliverer("chat", chat)
-        async with rt, Scheduler(book, timers=False) as scheduler:
+        async with rt, Scheduler(book, rt, timers=False) as scheduler:
             yield rt, scheduler, chat
 
 
 async def results(rt: Runtime, thread_id: str) -> list[ToolResult]:
-    return [e for e in await rt.entries(thread_id) if isinstance(e, ToolResult)]
+    return [e for e in await rt.records.entries(thread_id) if isinstance(e, ToolResult)]
 
 
 async def test_remind_me_every_monday_survives_a_restart_and_answers_where_asked(

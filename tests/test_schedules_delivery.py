@@ -55,9 +55,9 @@ async def scheduled(
         made = await stack.enter_async_context(channel(runtime))
         assert made.deliverer is not None
         runtime.add_deliverer(made.name, made.deliverer)
-        book = ScheduleBook(runtime, load_schedules(configs, default_timezone="UTC",
+        book = ScheduleBook(store, load_schedules(configs, default_timezone="UTC",
                                                     channels=channels), clock=clock)
-        scheduler = await stack.enter_async_context(Scheduler(book, timers=False))
+        scheduler = await stack.enter_async_context(Scheduler(book, runtime, timers=False))
         yield runtime, scheduler, clock
         await runtime.idle()
 

@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from runtime import Origin, RunState
-from schedules import ScheduleBook, ScheduleConfig, Scheduler, load_schedules
+from schedules import ScheduleConfig
 from tests.clock import Clock
-from tests.http_helpers import echo_runtime, served
+from tests.http_helpers import echo_runtime, scheduled, served
 
 ROOT = Path(__file__).resolve().parent.parent
 SLOT = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -25,13 +25,12 @@ async def test_list_and_run_over_http(tmp_path: Path) -> None:
                ScheduleConfig(name="off", cron="0 9 * * *", prompt="p", enabled=False)]
     clock = Clock(SLOT - timedelta(minutes=5))
     async with echo_runtime(tmp_path / "m.db") as rt:
-        book = ScheduleBook(rt, load_schedules(configs, default_timezone="UTC", channels=[]),
-                            clock=clock)
-        async with Scheduler(book, timers=False) as scheduler, served(rt, token="t0k") as \
-                (client, _):
-            # Until the app attaches a scheduler, this process fires no schedules.
+        async with served(rt, token="t0k") as (client, _):
+            # Without a scheduler (not `maiden run`), this process fires no schedules.
             assert (await client.get("/v1/schedules")).json() == {"schedules": []}
-            rt.schedules = scheduler
+            assert (await client.post("/v1/schedules/daily/run")).status_code == 404
+        async with scheduled(rt, tmp_path / "m.db", configs, clock) as scheduler, \
+                served(rt, token="t0k", schedules=scheduler) as (client, _):
             clock.now = SLOT + timedelta(seconds=3)  # 10:00 in Berlin, a Monday
             (fired,) = await scheduler.fire_due()
             await rt.wait(fired.run.id)
@@ -47,57 +46,51 @@ async def test_list_and_run_over_http(tmp_path: Path) -> None:
             ran = await client.post("/v1/schedules/daily/run", params={"wait": "true"})
             assert ran.status_code == 200, ran.text
             assert ran.json()["reply"] == "echo: the daily summary"
-            run = await rt.get_run(ran.json()["run_id"])
+            run = await rt.records.get_run(ran.json()["run_id"])
             assert (run.idempotency_key or "").startswith("schedule:daily:manual:")
             missing = await client.post("/v1/schedules/nope/run")
             assert missing.status_code == 404
             assert "no schedule named 'nope'" in missing.json()["detail"]
             unauthorised = await client.get("/v1/schedules", headers={"Authorization": ""})
             assert unauthorised.status_code == 401
-            rt.schedules = None
-            assert (await client.get("/v1/schedules")).json() == {"schedules": []}
-            assert (await client.post("/v1/schedules/daily/run")).status_code == 404
 
 
 async def test_history_pause_and_resume_over_http(tmp_path: Path) -> None:
     configs = [ScheduleConfig(name="hourly", cron="0 * * * *", prompt="the hourly check")]
     clock = Clock(SLOT - timedelta(hours=3, minutes=5))  # recorded at 05:55
-    async with echo_runtime(tmp_path / "m.db") as rt:
-        book = ScheduleBook(rt, load_schedules(configs, default_timezone="UTC", channels=[]),
-                            clock=clock)
-        async with Scheduler(book, timers=False) as scheduler, served(rt, token="t0k") as \
-                (client, _):
-            rt.schedules = scheduler
-            for hour in (7, 9):  # 06:00 passes unfired (down); 08:00 too
-                clock.now = SLOT.replace(hour=hour) + timedelta(seconds=2)
-                (fired,) = await scheduler.fire_due()
-                await rt.wait(fired.run.id)
-            got = await client.get("/v1/schedules/hourly/history")
-            assert got.status_code == 200, got.text
-            slots = got.json()["slots"]
-            assert [s["slot"] for s in slots] == [
-                "2026-03-02T09:00:00+00:00", "2026-03-02T08:00:00+00:00",
-                "2026-03-02T07:00:00+00:00", "2026-03-02T06:00:00+00:00"]
-            assert [s["run"] and s["run"]["state"] for s in slots] == [
-                "completed", None, "completed", None]
-            assert slots[0]["outcome"] == "completed (in thread schedule:hourly)"
-            assert slots[1]["outcome"] == "no run"
-            limited = await client.get("/v1/schedules/hourly/history", params={"limit": 1})
-            assert len(limited.json()["slots"]) == 1
+    async with echo_runtime(tmp_path / "m.db") as rt, \
+            scheduled(rt, tmp_path / "m.db", configs, clock) as scheduler, \
+            served(rt, token="t0k", schedules=scheduler) as (client, _):
+        for hour in (7, 9):  # 06:00 passes unfired (down); 08:00 too
+            clock.now = SLOT.replace(hour=hour) + timedelta(seconds=2)
+            (fired,) = await scheduler.fire_due()
+            await rt.wait(fired.run.id)
+        got = await client.get("/v1/schedules/hourly/history")
+        assert got.status_code == 200, got.text
+        slots = got.json()["slots"]
+        assert [s["slot"] for s in slots] == [
+            "2026-03-02T09:00:00+00:00", "2026-03-02T08:00:00+00:00",
+            "2026-03-02T07:00:00+00:00", "2026-03-02T06:00:00+00:00"]
+        assert [s["run"] and s["run"]["state"] for s in slots] == [
+            "completed", None, "completed", None]
+        assert slots[0]["outcome"] == "completed (in thread schedule:hourly)"
+        assert slots[1]["outcome"] == "no run"
+        limited = await client.get("/v1/schedules/hourly/history", params={"limit": 1})
+        assert len(limited.json()["slots"]) == 1
 
-            assert (await client.post("/v1/schedules/hourly/pause")).status_code == 204
-            listed = (await client.get("/v1/schedules")).json()["schedules"]
-            assert listed[0]["paused"] is True and listed[0]["next_fires"] == []
-            clock.now = SLOT.replace(hour=10) + timedelta(seconds=2)
-            assert await scheduler.fire_due() == []  # paused: nothing fires
-            assert (await client.post("/v1/schedules/hourly/resume")).status_code == 204
-            listed = (await client.get("/v1/schedules")).json()["schedules"]
-            assert listed[0]["paused"] is False
-            assert listed[0]["next_fires"][0] == "2026-03-02T11:00:00+00:00"
-            for path in ("/v1/schedules/nope/history", "/v1/schedules/nope/pause"):
-                missing = await (client.get(path) if "history" in path else client.post(path))
-                assert missing.status_code == 404, path
-                assert "no schedule named 'nope'" in missing.json()["detail"]
+        assert (await client.post("/v1/schedules/hourly/pause")).status_code == 204
+        listed = (await client.get("/v1/schedules")).json()["schedules"]
+        assert listed[0]["paused"] is True and listed[0]["next_fires"] == []
+        clock.now = SLOT.replace(hour=10) + timedelta(seconds=2)
+        assert await scheduler.fire_due() == []  # paused: nothing fires
+        assert (await client.post("/v1/schedules/hourly/resume")).status_code == 204
+        listed = (await client.get("/v1/schedules")).json()["schedules"]
+        assert listed[0]["paused"] is False
+        assert listed[0]["next_fires"][0] == "2026-03-02T11:00:00+00:00"
+        for path in ("/v1/schedules/nope/history", "/v1/schedules/nope/pause"):
+            missing = await (client.get(path) if "history" in path else client.post(path))
+            assert missing.status_code == 404, path
+            assert "no schedule named 'nope'" in missing.json()["detail"]
 
 
 async def maiden(home: Path, *args: str) -> tuple[int, str, str]:
@@ -141,16 +134,15 @@ async def test_maiden_schedules_lists_a_real_last_slot_and_a_chat_schedule(home:
                 'timezone = "America/New_York"\nprompt = "what happened yesterday"\n')
     slot = datetime(2026, 3, 2, 14, 0, tzinfo=UTC)  # 09:00 in New York, a Monday
     clock = Clock(slot - timedelta(minutes=5))
-    async with echo_runtime(home / "data" / "maiden.db") as rt:
-        book = ScheduleBook(rt, load_schedules([daily], default_timezone="UTC", channels=[]),
-                            clock=clock)
-        async with Scheduler(book, timers=False) as scheduler:
-            clock.now = slot + timedelta(seconds=2)
-            (fired,) = await scheduler.fire_due()
-            await rt.wait(fired.run.id)
-            await book.create(name="remind", cron="0 8 * * 1", prompt="standup notes",
-                              timezone=None, thread_id="chat:r1", request_key="k1",
-                              origin=Origin(channel="chat", target={"room": "r1"}, user="u1"))
+    async with echo_runtime(home / "data" / "maiden.db") as rt, \
+            scheduled(rt, home / "data" / "maiden.db", [daily], clock) as scheduler:
+        book = scheduler.book
+        clock.now = slot + timedelta(seconds=2)
+        (fired,) = await scheduler.fire_due()
+        await rt.wait(fired.run.id)
+        await book.create(name="remind", cron="0 8 * * 1", prompt="standup notes",
+                          timezone=None, thread_id="chat:r1", request_key="k1",
+                          origin=Origin(channel="chat", target={"room": "r1"}, user="u1"))
     code, out, err = await maiden(home, "schedules")
     assert code == 0, err
     lines = out.splitlines()

@@ -36,7 +36,7 @@ async def firing(db: Path, clock: Clock, **config: Any
                                              **config)], default_timezone="UTC", channels=())
     async with SQLiteStore(db) as store, \
             Runtime(store, EchoProvider(), ToolRegistry([deploy])) as rt, \
-            Scheduler(ScheduleBook(rt, defined, clock=clock), timers=False) as scheduler:
+            Scheduler(ScheduleBook(store, defined, clock=clock), rt, timers=False) as scheduler:
         yield rt, scheduler
 
 
@@ -57,20 +57,18 @@ async def test_slots_while_a_run_waits_for_approval_are_skipped_with_why(
         for minutes in (1, 2, 3):
             clock.now = T0 + minutes * MINUTE
             assert await scheduler.fire_due(woken="tick") == []
-        assert [r.id for r in await rt.runs()] == [waiting.id]  # nothing queued behind it
+        assert [r.id for r in await rt.records.runs()] == [waiting.id]  # nothing queued behind it
         why = f"the previous run {waiting.id} is still awaiting approval"
         (status,) = await statuses(scheduler.book)
         assert status.skipping and status.skipped_why == why
         assert status.skipped_slot == T0 + 3 * MINUTE
-        rt.schedules = scheduler  # as `maiden run` attaches it, for the HTTP API
-        async with served(rt, token="t0k") as (client, _):
+        async with served(rt, token="t0k", schedules=scheduler) as (client, _):
             (listed,) = (await client.get("/v1/schedules")).json()["schedules"]
             assert listed["skipped"] == {"slot": "2026-03-02T08:03:00+00:00", "why": why}
             assert listed["overlap"] == "skip"
             history = (await client.get("/v1/schedules/tick/history",
                                         params={"limit": 4})).json()["slots"]
             assert [h["outcome"] for h in history][:2] == [f"skipped: {why}", "no run"]
-        rt.schedules = None
 
         # Decided: the run ends, and the next slot runs again.
         pending = waiting.pending_approval

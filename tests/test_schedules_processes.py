@@ -40,7 +40,7 @@ FIRE = textwrap.dedent('''
                                  default_timezone="UTC", channels=[])
         now = [datetime(2026, 3, 2, 8, 59, 59, tzinfo=UTC)]  # started before the slot
         async with store, Runtime(store, EchoProvider()) as rt:
-            async with Scheduler(ScheduleBook(rt, defined, clock=lambda: now[0]),
+            async with Scheduler(ScheduleBook(store, defined, clock=lambda: now[0]), rt,
                                  timers=False) as s:
                 fired = [f.run.id for f in s.started]
                 print("ready", flush=True)
@@ -49,7 +49,7 @@ FIRE = textwrap.dedent('''
                 fired += [f.run.id for f in await s.fire_due(woken="job")]
                 fired += [f.run.id for f in await s.fire_due()]  # a duplicate trigger
             await rt.idle()
-            runs = [r.id for r in await rt.runs() if r.idempotency_key == "schedule:job:"
+            runs = [r.id for r in await rt.records.runs() if r.idempotency_key == "schedule:job:"
                     + SLOT.isoformat()]
         print(json.dumps({"fired": fired, "runs": runs}), flush=True)
 

@@ -129,8 +129,8 @@ async def replicas(backend: str, tmp_path: Path, defined: list[Schedule], clock:
             store = make()
             await stack.enter_async_context(store)
             rt = await stack.enter_async_context(Runtime(store, EchoProvider()))
-            book = ScheduleBook(rt, defined, clock=clock)
-            scheduler = await stack.enter_async_context(Scheduler(book, timers=False))
+            book = ScheduleBook(store, defined, clock=clock)
+            scheduler = await stack.enter_async_context(Scheduler(book, rt, timers=False))
             found.append(Replica(store, rt, book, scheduler))
         yield found
 
@@ -148,7 +148,7 @@ async def standup(book: ScheduleBook) -> None:
 
 
 async def slot_keys(rt: Runtime, name: str) -> list[str]:
-    return sorted(r.idempotency_key or "" for r in await rt.runs()
+    return sorted(r.idempotency_key or "" for r in await rt.records.runs()
                   if (r.idempotency_key or "").startswith(f"schedule:{name}:"))
 
 
@@ -160,10 +160,10 @@ async def test_a_pause_or_delete_on_one_replica_is_not_undone_by_another(
     clock = Clock(T0 - 5 * MINUTE)
     async with storage(backend, tmp_path) as make, make() as sa, make() as sb, \
             Runtime(sa, EchoProvider()) as a_rt, Runtime(sb, EchoProvider()) as b_rt:
-        book_b = ScheduleBook(b_rt, clock=clock)
-        async with Scheduler(book_b, timers=False) as s_b:
+        book_b = ScheduleBook(sb, clock=clock)
+        async with Scheduler(book_b, b_rt, timers=False) as s_b:
             await standup(book_b)
-            async with Scheduler(ScheduleBook(a_rt, clock=clock), timers=False) as s_a:
+            async with Scheduler(ScheduleBook(sa, clock=clock), a_rt, timers=False) as s_a:
                 assert s_a.book.get("standup") is not None  # A's copy: active
                 clock.now = T0 - timedelta(seconds=5)
                 if action == "pause":
@@ -173,7 +173,7 @@ async def test_a_pause_or_delete_on_one_replica_is_not_undone_by_another(
                 clock.now = T0
                 assert await s_a.fire_due(woken="standup") == []
                 assert await s_b.fire_due(woken="standup") == []
-                records = [(r.name, r.paused) for r in await b_rt.schedule_records()]
+                records = [(r.name, r.paused) for r in await b_rt.records.schedule_records()]
                 assert records == ([("standup", True)] if action == "pause" else [])
                 await s_b.sync()  # what its refresher does every refresh_s
                 assert [s_b.book.active(s) for s in s_b.book.schedules()] == \
@@ -190,10 +190,10 @@ async def test_a_resume_on_one_replica_starts_from_then_on_another(
     clock = Clock(T0 - 5 * MINUTE)
     async with storage(backend, tmp_path) as make, make() as sa, make() as sb, \
             Runtime(sa, EchoProvider()) as a_rt, Runtime(sb, EchoProvider()) as b_rt:
-        book_b = ScheduleBook(b_rt, clock=clock)
-        async with Scheduler(book_b, timers=False):
+        book_b = ScheduleBook(sb, clock=clock)
+        async with Scheduler(book_b, b_rt, timers=False):
             await standup(book_b)
-            async with Scheduler(ScheduleBook(a_rt, clock=clock), timers=False) as s_a:
+            async with Scheduler(ScheduleBook(sa, clock=clock), a_rt, timers=False) as s_a:
                 await book_b.set_paused("standup", True, thread_id="slack:C1")
                 clock.now = T0 + 2 * DAY + 5 * MINUTE
                 await book_b.set_paused("standup", False, thread_id="slack:C1")
@@ -219,7 +219,7 @@ async def test_a_late_write_never_moves_a_record_back(backend: str, tmp_path: Pa
         assert [f.slot for f in await b.scheduler.fire_due(woken="tick")] == [T0 + MINUTE]
         release.set()
         assert [f.slot for f in await pending] == [T0]
-        (record,) = await b.rt.schedule_records()
+        (record,) = await b.rt.records.schedule_records()
         s2 = (T0 + MINUTE).timestamp()
         assert (record.since, record.last_slot) == (s2, s2)
         (row,) = await b.scheduler.listing()
@@ -256,9 +256,9 @@ async def test_pause_resume_delete_on_one_replica_reach_the_others_alarms(
     clock = Clock(T0 - 5 * MINUTE)
     async with storage(backend, tmp_path) as make, make() as sa, make() as sb, \
             Runtime(sa, EchoProvider()) as a_rt, Runtime(sb, EchoProvider()) as b_rt:
-        book_b = ScheduleBook(b_rt, clock=clock)
-        async with Scheduler(ScheduleBook(a_rt, clock=clock), refresh_s=0.01) as s_a, \
-                Scheduler(book_b, refresh_s=3600):
+        book_b = ScheduleBook(sb, clock=clock)
+        async with Scheduler(ScheduleBook(sa, clock=clock), a_rt, refresh_s=0.01) as s_a, \
+                Scheduler(book_b, b_rt, refresh_s=3600):
             await standup(book_b)
             await sa.refreshed()
             assert [name for name, _ in s_a.next_alarms()] == ["standup"]

@@ -94,6 +94,7 @@ class Replica:
         self.clock = clock
         self._stack: AsyncExitStack | None = None
         self._rt: Runtime | None = None
+        self._store: PostgresStore | None = None
         self._scheduler: Scheduler | None = None
         self.lives = 0
 
@@ -116,9 +117,9 @@ class Replica:
         assert self._stack is None
         stack = AsyncExitStack()
         try:
-            store = await stack.enter_async_context(
+            self._store = await stack.enter_async_context(
                 PostgresStore(PG_DSN, schema=self.schema, pool_size=3))
-            self._rt = await stack.enter_async_context(Runtime(store, EchoProvider()))
+            self._rt = await stack.enter_async_context(Runtime(self._store, EchoProvider()))
         except BaseException:
             await stack.aclose()
             raise
@@ -128,9 +129,11 @@ class Replica:
     async def start(self) -> list[Fired]:
         """Start the schedule runner; return what its catch-up claimed."""
         assert self._stack is not None and self._scheduler is None
-        book = ScheduleBook(self.rt, self.defined, clock=self.clock)
-        self._scheduler = await self._stack.enter_async_context(Scheduler(book, timers=False))
-        return self._scheduler.started
+        assert self._store is not None
+        book = ScheduleBook(self._store, self.defined, clock=self.clock)
+        scheduler = Scheduler(book, self.rt, timers=False)
+        self._scheduler = await self._stack.enter_async_context(scheduler)
+        return scheduler.started
 
     async def open(self) -> list[Fired]:
         await self.boot()
@@ -182,7 +185,8 @@ class Check:
         self.newest[name] = slot.timestamp()
 
     async def records(self, rt: Runtime, now: datetime) -> None:
-        records: dict[str, ScheduleRecord] = {r.name: r for r in await rt.schedule_records()}
+        records: dict[str, ScheduleRecord] = {
+            r.name: r for r in await rt.records.schedule_records()}
         for name in self.expected:
             record = records[name]
             since = self.since.get(name, record.since)
@@ -192,7 +196,7 @@ class Check:
 
 
 async def slot_runs(rt: Runtime, name: str) -> Counter[str]:
-    runs = await rt.runs()
+    runs = await rt.records.runs()
     return Counter(r.idempotency_key or "" for r in runs
                    if (r.idempotency_key or "").startswith(f"schedule:{name}:"))
 
@@ -289,7 +293,7 @@ async def scenario(policy: str, schema: str) -> None:
         # (and nothing is submitted any more), none is left queued or half done.
         async with asyncio.timeout(20):
             await asyncio.gather(*(r.rt.idle() for r in replicas))
-        runs = await replicas[0].rt.runs()
+        runs = await replicas[0].rt.records.runs()
         assert [(r.id, r.thread_id, r.state) for r in runs if r.state != RunState.COMPLETED] \
             == []
         assert [r.id for r in runs if not r.idempotency_key] == []  # no slot claimed twice

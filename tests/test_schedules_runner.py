@@ -30,34 +30,34 @@ def schedules(*configs: dict[str, Any], channels: tuple[str, ...] = ()) -> list[
 
 
 @asynccontextmanager
-async def opened(db: Path) -> AsyncIterator[Runtime]:
+async def opened(db: Path) -> AsyncIterator[tuple[SQLiteStore, Runtime]]:
     # No fsync: what is tested is which slots are claimed, and a thousand of them are.
     async with SQLiteStore(db, synchronous="off") as store, \
             Runtime(store, EchoProvider()) as rt:
-        yield rt
+        yield store, rt
 
 
 @asynccontextmanager
-async def scheduler(rt: Runtime, defined: list[Schedule], clock: Clock,
+async def scheduler(store: SQLiteStore, rt: Runtime, defined: list[Schedule], clock: Clock,
                     **kwargs: Any) -> AsyncIterator[Scheduler]:
-    book = ScheduleBook(rt, defined, clock=clock)
-    async with Scheduler(book, timers=False, **kwargs) as s:
+    book = ScheduleBook(store, defined, clock=clock)
+    async with Scheduler(book, rt, timers=False, **kwargs) as s:
         yield s
 
 
 async def slot_runs(rt: Runtime, name: str) -> Counter[str]:
     """How many runs hold each slot key of ``name`` (a key can only ever be held once;
     a second run for one slot would show up under the same slot with another key)."""
-    runs = await rt.runs()
+    runs = await rt.records.runs()
     return Counter(r.idempotency_key or "" for r in runs
                    if (r.idempotency_key or "").startswith(f"schedule:{name}:"))
 
 
 async def test_a_slot_due_now_runs_once_in_its_thread(tmp_path: Path) -> None:
     clock = Clock(T0 - MINUTE)
-    async with opened(tmp_path / "m.db") as rt:
+    async with opened(tmp_path / "m.db") as (store, rt):
         defined = schedules({"name": "daily", "cron": "0 8 * * *", "prompt": "summarise"})
-        async with scheduler(rt, defined, clock) as s:
+        async with scheduler(store, rt, defined, clock) as s:
             assert await s.fire_due() == []
             clock.now = T0 + timedelta(seconds=2)
             fired = await s.fire_due()
@@ -72,8 +72,10 @@ async def test_a_slot_due_now_runs_once_in_its_thread(tmp_path: Path) -> None:
 async def test_a_duplicate_trigger_and_a_second_process_claim_nothing(tmp_path: Path) -> None:
     clock = Clock(T0 - MINUTE)
     defined = schedules({"name": "daily", "cron": "0 8 * * *", "prompt": "p"})
-    async with opened(tmp_path / "m.db") as one, opened(tmp_path / "m.db") as two, \
-            scheduler(one, defined, clock) as a, scheduler(two, defined, clock) as b:
+    async with opened(tmp_path / "m.db") as (store_one, one), \
+            opened(tmp_path / "m.db") as (store_two, two), \
+            scheduler(store_one, one, defined, clock) as a, \
+            scheduler(store_two, two, defined, clock) as b:
         clock.now = T0
         results = await asyncio.gather(a.fire_due(), b.fire_due(), a.fire_due(woken="daily"),
                                        b.fire_due(woken="daily"))
@@ -87,9 +89,9 @@ async def test_a_schedule_new_to_the_store_starts_from_now(tmp_path: Path) -> No
     clock = Clock(T0 + timedelta(days=30))
     defined = schedules({"name": "often", "cron": "* * * * *", "prompt": "p",
                          "misfire": "all"})
-    async with opened(tmp_path / "m.db") as rt, scheduler(rt, defined, clock) as s:
+    async with opened(tmp_path / "m.db") as (store, rt), scheduler(store, rt, defined, clock) as s:
         assert await s.fire_due() == []
-        assert await rt.runs() == []
+        assert await rt.records.runs() == []
 
 
 @pytest.mark.parametrize("policy", ["skip", "once", "all"])
@@ -98,11 +100,11 @@ async def test_slots_missed_while_down_follow_the_misfire_policy(
     defined = schedules({"name": "hourly", "cron": "0 * * * *", "prompt": "p",
                          "misfire": policy, "max_catchup": 3})
     clock = Clock(T0 - MINUTE)
-    async with opened(tmp_path / "m.db") as rt, scheduler(rt, defined, clock) as s:
+    async with opened(tmp_path / "m.db") as (store, rt), scheduler(store, rt, defined, clock) as s:
         clock.now = T0
         assert len(await s.fire_due()) == 1
     clock.now = T0 + timedelta(hours=5, minutes=30)  # 09:00 .. 13:00 passed while down
-    async with opened(tmp_path / "m.db") as rt, scheduler(rt, defined, clock) as s:
+    async with opened(tmp_path / "m.db") as (store, rt), scheduler(store, rt, defined, clock) as s:
         caught_up = [f.slot.hour for f in s.started]
         assert await s.fire_due() == []  # and a second look claims nothing more
     assert caught_up == {"skip": [], "once": [13], "all": [11, 12, 13]}[policy]
@@ -113,7 +115,7 @@ async def test_a_late_timer_still_claims_its_slot(tmp_path: Path) -> None:
     defined = schedules({"name": "daily", "cron": "0 8 * * *", "prompt": "p",
                          "misfire": "skip"})
     clock = Clock(T0 - MINUTE)
-    async with opened(tmp_path / "m.db") as rt, scheduler(rt, defined, clock) as s:
+    async with opened(tmp_path / "m.db") as (store, rt), scheduler(store, rt, defined, clock) as s:
         clock.now = T0 + timedelta(minutes=10)
         assert [f.slot for f in await s.fire_due(woken="daily")] == [T0]
 
@@ -127,7 +129,7 @@ async def test_spring_forward_fires_once_at_the_transition(
     tz = ZoneInfo(zone)
     midnight = datetime.fromisoformat(day).replace(tzinfo=tz)
     clock = Clock(midnight)
-    async with opened(tmp_path / "m.db") as rt, scheduler(rt, defined, clock) as s:
+    async with opened(tmp_path / "m.db") as (store, rt), scheduler(store, rt, defined, clock) as s:
         transition = midnight.replace(hour=3)  # 02:30 does not exist that night
         clock.now = transition
         fired = await s.fire_due()
@@ -148,7 +150,7 @@ async def test_fall_back_fires_once(tmp_path: Path, zone: str, day: str) -> None
     second = first.replace(fold=1)
     assert second.astimezone(UTC) - first.astimezone(UTC) == timedelta(hours=1)
     clock = Clock(first - MINUTE)
-    async with opened(tmp_path / "m.db") as rt, scheduler(rt, defined, clock) as s:
+    async with opened(tmp_path / "m.db") as (store, rt), scheduler(store, rt, defined, clock) as s:
         fired = []
         for moment in (first, second):  # APScheduler 3.11 goes off at both
             clock.now = moment
@@ -174,9 +176,9 @@ async def test_twenty_restarts_across_a_thousand_slots(tmp_path: Path, policy: s
     i = 0
     life = 0
     while i < len(slots):
-        async with opened(tmp_path / "m.db") as rt:
-            book = ScheduleBook(rt, defined, clock=clock)
-            async with Scheduler(book, timers=False) as s:
+        async with opened(tmp_path / "m.db") as (store, rt):
+            book = ScheduleBook(store, defined, clock=clock)
+            async with Scheduler(book, rt, timers=False) as s:
                 if life == 0:
                     assert s.started == []
                 while i < len(slots):
@@ -204,7 +206,7 @@ async def test_twenty_restarts_across_a_thousand_slots(tmp_path: Path, policy: s
         if on_time:
             chosen = (late[-(cap - 1):] if policy == "all" else []) + on_time
         expected.update(slot_key("tick", s) for s in chosen)
-    async with opened(tmp_path / "m.db") as rt:
+    async with opened(tmp_path / "m.db") as (store, rt):
         counts = await slot_runs(rt, "tick")
     assert life == 21
     assert max(counts.values()) == 1
@@ -217,7 +219,8 @@ def test_the_runner_sets_one_alarm_per_active_schedule(tmp_path: Path) -> None:
                         {"name": "b", "cron": "0 9 * * *", "prompt": "p", "enabled": False})
 
     async def main() -> list[tuple[str, datetime | None]]:
-        async with opened(tmp_path / "m.db") as rt, Scheduler(ScheduleBook(rt, defined)) as s:
+        async with opened(tmp_path / "m.db") as (store, rt), \
+                Scheduler(ScheduleBook(store, defined), rt) as s:
             assert s.aps is not None
             # Our slots' alarm (at a spring-forward transition, not half an hour after it).
             assert [type(job.trigger) for job in s.aps.get_jobs()] == [SlotTrigger]
@@ -234,23 +237,24 @@ async def test_an_alarm_that_goes_off_claims_the_slot_of_the_clock(tmp_path: Pat
     wake claims the slot the (injected) clock is at."""
     clock = Clock(T0 - MINUTE)
     defined = schedules({"name": "daily", "cron": "0 8 * * *", "prompt": "p"})
-    async with opened(tmp_path / "m.db") as rt, rt.subscribe() as events:
-        book = ScheduleBook(rt, defined, clock=clock)
-        async with Scheduler(book) as s:
+    async with opened(tmp_path / "m.db") as (store, rt), rt.subscribe() as events:
+        book = ScheduleBook(store, defined, clock=clock)
+        async with Scheduler(book, rt) as s:
             assert s.aps is not None
             clock.now = T0
             s.aps.modify_job("daily", next_run_time=datetime.now(UTC))
             async with asyncio.timeout(10):
                 while not isinstance(event := await events.next(), RunStarted):
                     pass
-        run = await rt.get_run(event.run_id)
+        run = await rt.records.get_run(event.run_id)
         assert run.idempotency_key == slot_key("daily", T0)
 
 
 async def test_run_now_has_its_own_key(tmp_path: Path) -> None:
     defined = schedules({"name": "daily", "cron": "0 8 * * *", "prompt": "p",
                          "fresh_thread": True})
-    async with opened(tmp_path / "m.db") as rt, scheduler(rt, defined, Clock(T0)) as s:
+    async with opened(tmp_path / "m.db") as (store, rt), \
+            scheduler(store, rt, defined, Clock(T0)) as s:
         first, second = await s.run_now("daily"), await s.run_now("daily")
         assert first.id != second.id
         for run in (first, second):
@@ -267,12 +271,12 @@ async def test_a_claim_whose_record_a_crash_lost_is_not_a_missed_slot(tmp_path: 
     defined = schedules({"name": "daily", "cron": "0 8 * * *", "prompt": "p",
                          "misfire": "skip"})
     clock = Clock(T0 - MINUTE)
-    async with opened(tmp_path / "m.db") as rt, scheduler(rt, defined, clock):
+    async with opened(tmp_path / "m.db") as (store, rt), scheduler(store, rt, defined, clock):
         # What the fire did before the kill: the run under the slot's key, nothing more.
         claimed = await rt.submit("schedule:daily", "p", idempotency_key=slot_key("daily", T0))
     clock.now = T0 + timedelta(minutes=10)
-    async with opened(tmp_path / "m.db") as rt, scheduler(rt, defined, clock) as s:
+    async with opened(tmp_path / "m.db") as (store, rt), scheduler(store, rt, defined, clock) as s:
         assert [(f.slot, f.run.id) for f in s.started] == [(T0, claimed.id)]
-        (status,) = [r for r in await rt.schedule_records() if r.name == "daily"]
+        (status,) = [r for r in await rt.records.schedule_records() if r.name == "daily"]
         assert status.last_run_id == claimed.id
         assert len(await slot_runs(rt, "daily")) == 1

@@ -117,7 +117,7 @@ async def gone(pid: int) -> bool:
 async def test_a_command_runs_through_the_loop(make_runtime: Any, tmp_path: Path) -> None:
     async with make_runtime([call("echo hi"), {"text": "done"}], [shell(tmp_path)]) as (rt, p):
         run = await asyncio.wait_for(rt.send("t", "say hi"), 10)
-        entries = await rt.entries("t")
+        entries = await rt.records.entries("t")
     assert run.state is S.COMPLETED and run.reply == "done"
     result = result_of(entries)
     assert not result.is_error
@@ -215,7 +215,7 @@ async def test_a_refusal_reaches_the_model(make_runtime: Any, tmp_path: Path) ->
     tool = shell(tmp_path, allow=["ls"])
     async with make_runtime([call("ls && id"), {"text": "ok"}], [tool]) as (rt, _):
         await asyncio.wait_for(rt.send("t", "go"), 10)
-        result = result_of(await rt.entries("t"))
+        result = result_of(await rt.records.entries("t"))
     assert result.is_error
     assert result.content["error"]["type"] == "exception"
     assert "refused: '&' is shell syntax" in result.content["error"]["message"]
@@ -259,7 +259,7 @@ async def test_a_timeout_kills_the_whole_tree(make_runtime: Any, tmp_path: Path)
     script = [call(TREE + "sleep 300"), {"text": "done"}]
     async with make_runtime(script, [tool]) as (rt, _):
         run = await asyncio.wait_for(rt.send("t", "go"), 30)
-        result = result_of(await rt.entries("t"))
+        result = result_of(await rt.records.entries("t"))
     assert run.state is S.COMPLETED
     # The tool answers itself, with what came before the timeout.
     assert not result.is_error
@@ -288,7 +288,7 @@ async def test_cancelling_the_run_kills_the_whole_tree(
         shell_pid = await pid_in(tmp_path / "shell.pid")
         child_pid = await pid_in(tmp_path / "child.pid")
         ended = await asyncio.wait_for(rt.cancel(run.id), 20)
-        result = result_of(await rt.entries("t"))
+        result = result_of(await rt.records.entries("t"))
     assert ended.state is S.CANCELLED
     assert result.content["error"]["type"] == "cancelled"
     with pytest.raises(ProcessLookupError):

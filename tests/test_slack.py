@@ -118,7 +118,7 @@ async def test_a_mention_is_answered_in_its_thread(
         root = sent["event"]["ts"]
         assert reply["thread_ts"] == root and reply["text"] == "echo: hello there"
         assert reply["metadata"]["event_type"] == EVENT_TYPE
-        runs = await s.runtime.runs(thread_id=f"slack:{fake.workspace.team_id}:{C}:{root}")
+        runs = await s.runtime.records.runs(thread_id=f"slack:{fake.workspace.team_id}:{C}:{root}")
         assert [r.idempotency_key for r in runs] == [f"slack:{fake.workspace.team_id}:{C}:"
                                                      f"{root}"]
         assert runs[0].reply == "echo: hello there"
@@ -168,7 +168,7 @@ async def test_a_dm_is_answered_at_top_level(
         replies = s.replies(D)
         assert [r["text"] for r in replies] == ["echo: one", "echo: two"]
         assert all("thread_ts" not in r for r in replies)
-        (thread,) = await s.runtime.threads()
+        (thread,) = await s.runtime.records.threads()
         assert thread.id == f"slack:{fake.workspace.team_id}:{D}" and thread.runs == 2
 
 
@@ -186,7 +186,7 @@ async def test_the_same_message_four_times_and_twice_over_is_one_reply(
         await fake.acked(await fake.socket_event(as_message))
         await s.runtime.idle()
         assert [r["text"] for r in s.replies()] == ["echo: once"]
-        assert len(await s.runtime.runs()) == 1
+        assert len(await s.runtime.records.runs()) == 1
 
 
 async def test_a_retry_after_a_restart_is_one_reply(fake: FakeSlack, tmp_path: Path) -> None:
@@ -210,14 +210,14 @@ async def test_who_may_talk(
             event = fake.user_event(C, "U9", f"<@{BOT_USER}> let me in", mention=True)
             await fake.acked(await fake.socket_event(event))
         await s.runtime.idle()
-        assert s.replies() == [] and await s.runtime.runs() == []
+        assert s.replies() == [] and await s.runtime.records.runs() == []
         (notice,) = fake.ephemerals(C)  # one short notice, only to them
         assert notice["user"] == "U9" and "may not" in notice["text"]
     async with slack(allow_users=[]) as closed:  # fail closed: nobody listed, not open
         event = fake.user_event(C, "U1", f"<@{BOT_USER}> hi", mention=True)
         await fake.acked(await fake.socket_event(event))
         await closed.runtime.idle()
-        assert await closed.runtime.runs() == []
+        assert await closed.runtime.records.runs() == []
         assert "serving nobody" in closed.channel.banner()
         assert closed.channel.status().startswith("connected (Socket Mode")
     assert closed.channel.status() == "stopped"
@@ -234,12 +234,12 @@ async def test_approval_by_an_approver_and_a_refusal_for_anyone_else(
         (prompt,) = s.replies()
         assert prompt["blocks"][1]["type"] == "actions" and "deploy" in prompt["text"]
         approve = prompt["blocks"][1]["elements"][0]
-        (run,) = await s.runtime.pending_approvals(channel="slack")
+        (run,) = await s.runtime.records.pending_approvals(channel="slack")
 
         click = block_actions_payload("U1", C, prompt["ts"], approve["action_id"],
                                       approve["value"], message=prompt)
         await fake.acked(await fake.socket_interactive(click))  # U1 asked, but is no approver
-        assert (await s.runtime.get_run(run.id)).state == "awaiting_approval"
+        assert (await s.runtime.records.get_run(run.id)).state == "awaiting_approval"
         assert any(e["user"] == "U1" and "may not" in e["text"] for e in fake.ephemerals(C))
 
         click = block_actions_payload("U2", C, prompt["ts"], approve["action_id"],
@@ -269,7 +269,7 @@ async def test_buttons_posted_before_a_restart_still_work(
                                       deny["value"], message=prompt)
         await fake.acked(await fake.socket_interactive(click))
         await again.runtime.idle()
-        (run,) = await again.runtime.runs()
+        (run,) = await again.runtime.records.runs()
         assert run.state == "completed" and [d.approve for d in run.decisions] == [False]
 
 
@@ -293,7 +293,7 @@ async def test_stop_cancels_the_running_run(
         await asyncio.wait_for(started.wait(), 10)
         stop = fake.user_event(C, "U1", "stop", thread_ts=sent["event"]["ts"])
         await fake.acked(await fake.socket_event(stop))
-        (run,) = await s.runtime.runs()
+        (run,) = await s.runtime.records.runs()
         ended = await s.runtime.wait(run.id)
         await s.runtime.idle()
         assert ended.state == "cancelled" and ended.reason == "cancelled by U1"
@@ -347,10 +347,10 @@ async def test_a_too_long_message_is_acked_and_told_the_limit_once(
         await s.runtime.idle()
         (reply,) = s.replies()
         assert reply["text"] == TOO_LONG and reply["thread_ts"] == sent["event"]["ts"]
-        (run,) = await s.runtime.runs()
+        (run,) = await s.runtime.records.runs()
         assert (run.state, run.reason) == ("failed", "message_too_long")
         # The model never saw it, and the thread's history does not hold it.
-        assert await s.runtime.entries(run.thread_id) == []
+        assert await s.runtime.records.entries(run.thread_id) == []
         # A message that fits, in the same thread, is answered as usual.
         follow = fake.user_event(C, "U1", "short", thread_ts=sent["event"]["ts"])
         await fake.acked(await fake.socket_event(follow))
@@ -381,7 +381,7 @@ async def test_http_mode_checks_signatures(fake: FakeSlack, tmp_path: Path) -> N
                     refused = await client.post("/slack/events", content=stale_body
                                                 if wrong is stale else body, headers=wrong)
                     assert refused.status_code == 401
-                assert await rt.runs() == []
+                assert await rt.records.runs() == []
                 for retry in (None, 1, 2):  # the first delivery and Slack's retries
                     body, headers = signed_event(sent, SECRET, retry_num=retry)
                     ok = await client.post("/slack/events", content=body, headers=headers)
@@ -405,7 +405,7 @@ async def test_http_mode_checks_signatures(fake: FakeSlack, tmp_path: Path) -> N
                 assert (await client.post("/slack/events", content=body,
                                           headers=headers)).status_code == 200
                 await rt.idle()
-                assert await rt.pending_approvals() == []  # decided
+                assert await rt.records.pending_approvals() == []  # decided
                 last = [m for m in fake.messages(C) if m.get("user") == BOT_USER][-1]
                 assert last["text"] == 'deploy returned "deployed to qa"'
 
@@ -465,7 +465,7 @@ async def test_http_mode_a_signed_body_that_is_not_json_is_a_400(
         refused = await client.post("/slack/events", content=b"{not json",
                                     headers={"Content-Type": "application/json"})
         assert refused.status_code == 401
-        assert await rt.runs() == []
+        assert await rt.records.runs() == []
 
 
 async def _deliveries(s: Slack) -> list[Any]:
@@ -473,8 +473,8 @@ async def _deliveries(s: Slack) -> list[Any]:
     from runtime import ReplyDelivery
 
     out: list[Any] = []
-    for run in await s.runtime.runs():
-        out.extend(d for d in await s.runtime.deliveries(run_id=run.id)
+    for run in await s.runtime.records.runs():
+        out.extend(d for d in await s.runtime.records.deliveries(run_id=run.id)
                    if isinstance(d, ReplyDelivery))
     return out
 
@@ -489,4 +489,4 @@ async def test_an_event_while_shutting_down_is_not_acknowledged(
         envelope = await fake.socket_event(late)
         with pytest.raises(TimeoutError):  # a bounded wait for an ack that must not come
             await fake.acked(envelope, timeout=1)
-        assert await s.runtime.runs() == []
+        assert await s.runtime.records.runs() == []

@@ -211,7 +211,7 @@ async def one_run(fake: FakeSlack, replicas: Sequence[Replica], payload: JSON) -
     """The single run that holds ``payload``'s message key, waited for until it ended and
     its reply was posted; every replica sees the same one."""
     key = key_of(fake, payload)
-    found = {r.runtime.instance_id: await r.runtime.run_for_key(key) for r in replicas}
+    found = {r.runtime.instance_id: await r.runtime.records.run_for_key(key) for r in replicas}
     first = next(iter(found.values()))
     assert first is not None, f"no run for {key}"
     assert {r.id if r else None for r in found.values()} == {first.id}
@@ -221,19 +221,19 @@ async def one_run(fake: FakeSlack, replicas: Sequence[Replica], payload: JSON) -
     assert done.state == "completed", (done.state, done.reason)
     assert done.owner in found  # driven by one of the replicas
     # Its message once in the thread, and its answer last: it was driven once.
-    entries = [e for e in await replicas[0].runtime.entries(done.thread_id)
+    entries = [e for e in await replicas[0].runtime.records.entries(done.thread_id)
                if getattr(e, "run_id", None) == done.id]
     assert sum(isinstance(e, UserMessage) for e in entries) == 1
     last = entries[-1]
     assert isinstance(last, AssistantTurn) and not last.tool_calls and last.text == done.reply
     # One outbox record, posted once: its key is on the one message it was posted as.
-    (record,) = [d for d in await replicas[0].runtime.deliveries(run_id=done.id)
+    (record,) = [d for d in await replicas[0].runtime.records.deliveries(run_id=done.id)
                  if isinstance(d, ReplyDelivery)]
     assert record.remote_id is not None
     (posted,) = [m for m in bot_posts(fake)
                  if m["metadata"]["event_payload"]["key"] == record.key]
     assert posted["ts"] == record.remote_id
-    return await replicas[0].runtime.get_run(done.id)
+    return await replicas[0].runtime.records.get_run(done.id)
 
 
 async def status_cleared(fake: FakeSlack, root: str) -> None:
@@ -268,7 +268,7 @@ async def test_an_event_on_both_connections_is_one_run(
         root = sent["event"]["ts"]
         assert run.thread_id == thread_of(fake, root)
         assert answers(fake, root) == ["echo: hello both"]
-        assert [r.id for r in await a.runtime.runs()] == [run.id]
+        assert [r.id for r in await a.runtime.records.runs()] == [run.id]
 
         # A different message, to the other replica only, is its own run with its own reply.
         second = mention(fake, "and you")
@@ -277,7 +277,7 @@ async def test_an_event_on_both_connections_is_one_run(
         assert again.id != run.id
         assert answers(fake, second["event"]["ts"]) == ["echo: and you"]
         assert [m["text"] for m in bot_posts(fake)] == ["echo: hello both", "echo: and you"]
-        assert len(await b.runtime.runs()) == 2
+        assert len(await b.runtime.records.runs()) == 2
         await status_cleared(fake, root)
         await status_cleared(fake, second["event"]["ts"])
 
@@ -295,7 +295,7 @@ async def test_a_retry_on_the_other_connection_is_one_run(tmp_path: Path) -> Non
             await gate.started.wait()
         retry = await fake.socket_redeliver(first, to=b.connection)  # retry_attempt 1
         await fake.acked(retry)
-        (working,) = await b.runtime.runs()
+        (working,) = await b.runtime.records.runs()
         assert working.state in ("running", "awaiting_tool")
         gate.release.set()
         run = await one_run(fake, (a, b), sent)
@@ -305,7 +305,7 @@ async def test_a_retry_on_the_other_connection_is_one_run(tmp_path: Path) -> Non
         await settled(a, b)
         root = sent["event"]["ts"]
         assert answers(fake, root) == [HELD] and gate.calls == 1
-        assert [r.id for r in await b.runtime.runs()] == [run.id]
+        assert [r.id for r in await b.runtime.records.runs()] == [run.id]
         await status_cleared(fake, root)
 
 
@@ -340,7 +340,7 @@ async def test_a_threads_messages_spread_over_both_replicas_are_answered_in_orde
             [f"echo: then {i}" for i in range(1, 5)]
         assert answers(fake, root) == expected
         assert [m["text"] for m in bot_posts(fake)] == expected  # nothing anywhere else
-        runs = await a.runtime.runs(thread_id=thread_of(fake, root))
+        runs = await a.runtime.records.runs(thread_id=thread_of(fake, root))
         assert [r.idempotency_key for r in runs] == [key_of(fake, p) for p in sent]
         assert all(r.state == "completed" for r in runs)
         assert {r.owner for r in runs} == {a.runtime.instance_id, b.runtime.instance_id}
@@ -359,7 +359,7 @@ async def test_a_stop_or_a_click_at_the_other_replica_reaches_the_run(tmp_path: 
         await to(fake, a, sent)
         async with asyncio.timeout(WAIT_S):
             await gate.started.wait()
-        (running,) = await a.runtime.runs()
+        (running,) = await a.runtime.records.runs()
         assert a.runtime.holds(running.id) and not b.runtime.holds(running.id)
         await to(fake, b, in_thread(fake, root, "stop"))
         async with asyncio.timeout(WAIT_S):
@@ -378,7 +378,7 @@ async def test_a_stop_or_a_click_at_the_other_replica_reaches_the_run(tmp_path: 
         click = block_actions_payload("U1", C, prompt["ts"], approve["action_id"],
                                       approve["value"], message=prompt)
         await fake.acked(await fake.socket_interactive(click))  # on b's, the newest connection
-        (paused,) = await b.runtime.runs(thread_id=thread_of(fake, ask["event"]["ts"]))
+        (paused,) = await b.runtime.records.runs(thread_id=thread_of(fake, ask["event"]["ts"]))
         async with asyncio.timeout(WAIT_S):
             done = await b.runtime.wait(paused.id)
         await settled(a, b)
@@ -404,22 +404,22 @@ async def test_a_reply_whose_post_failed_is_posted_once(tmp_path: Path) -> None:
             first = mention(fake, "careful")
             await to(fake, a, first)
             await settled(a, b)
-            (failed,) = await b.runtime.deliveries(pending=True)
+            (failed,) = await b.runtime.records.deliveries(pending=True)
             assert failed.attempts_failed == 1
             # Both retry at once (what serving replicas do every few seconds).
             await asyncio.gather(a.runtime.flush_deliveries(), b.runtime.flush_deliveries())
-            assert await b.runtime.deliveries(pending=True) == []
+            assert await b.runtime.records.deliveries(pending=True) == []
             assert answers(fake, first["event"]["ts"]) == ["echo: careful"]
 
             fake.fail("chat.postMessage", drop=True)  # posted, but the answer was lost
             second = mention(fake, "still careful")
             await to(fake, a, second)
             await settled(a, b)
-            assert len(await b.runtime.deliveries(pending=True)) == 1
+            assert len(await b.runtime.records.deliveries(pending=True)) == 1
             await b.runtime.flush_deliveries()  # a holds that run: b leaves it alone
-            assert len(await b.runtime.deliveries(pending=True)) == 1
+            assert len(await b.runtime.records.deliveries(pending=True)) == 1
         await b.runtime.flush_deliveries()  # a has stopped: b reconciles it
-        assert await b.runtime.deliveries(pending=True) == []
+        assert await b.runtime.records.deliveries(pending=True) == []
         assert answers(fake, second["event"]["ts"]) == ["echo: still careful"]
         assert [m["text"] for m in bot_posts(fake)] == ["echo: careful", "echo: still careful"]
         assert fake.socket.opened == 2
@@ -464,7 +464,7 @@ async def test_a_replica_whose_clock_is_behind_does_not_jump_an_approval(
         click = block_actions_payload("U1", C, prompt["ts"], approve["action_id"],
                                       approve["value"], message=prompt)
         await fake.acked(await fake.socket_interactive(click))
-        runs = await a.runtime.runs(thread_id=thread_of(fake, root))
+        runs = await a.runtime.records.runs(thread_id=thread_of(fake, root))
         async with asyncio.timeout(WAIT_S):
             for run in runs:
                 await a.runtime.wait(run.id)
@@ -484,7 +484,7 @@ async def test_someone_not_allowed_gets_one_notice_across_replicas(tmp_path: Pat
         first = await to(fake, a, sent)
         await fake.acked(await fake.socket_redeliver(first, to=b.connection))
         await settled(a, b)
-        assert await a.runtime.runs() == []
+        assert await a.runtime.records.runs() == []
         assert len(fake.ephemerals(C)) == 1
 
 
@@ -504,7 +504,7 @@ async def test_http_the_same_event_on_both_replicas_is_one_run(tmp_path: Path) -
         await settled(a, b)
         root = sent["event"]["ts"]
         assert answers(fake, root) == ["echo: over http"]
-        assert [r.id for r in await b.runtime.runs()] == [run.id]
+        assert [r.id for r in await b.runtime.records.runs()] == [run.id]
 
         # The same message as message.channels, with its own event id, at the other one.
         as_message = fake.event_callback(dict(sent["event"], type="message",
@@ -517,7 +517,7 @@ async def test_http_the_same_event_on_both_replicas_is_one_run(tmp_path: Path) -
         for i, r in enumerate((b, a, b, a), 1):
             await post(r, in_thread(fake, root, f"next {i}"))
         await settled(a, b)
-        runs = await a.runtime.runs(thread_id=thread_of(fake, root))
+        runs = await a.runtime.records.runs(thread_id=thread_of(fake, root))
         async with asyncio.timeout(WAIT_S):
             for queued in runs:
                 await a.runtime.wait(queued.id)
@@ -525,4 +525,4 @@ async def test_http_the_same_event_on_both_replicas_is_one_run(tmp_path: Path) -
         assert answers(fake, root) == ["echo: over http"] + [f"echo: next {i}"
                                                             for i in range(1, 5)]
         assert len(bot_posts(fake)) == 5
-        assert all(r.state == "completed" for r in await b.runtime.runs())
+        assert all(r.state == "completed" for r in await b.runtime.records.runs())

@@ -35,15 +35,15 @@ async def test_an_outsider_in_an_allowed_channel_is_refused(fake: FakeSlack,
     async with running(fake, tmp_path / "m.db", allow_users=["U1"],
                        allow_channels=[C]) as s:
         await mention(fake, s, C, "U9", "let me in")
-        assert await s.runtime.runs() == [] and s.replies() == []
+        assert await s.runtime.records.runs() == [] and s.replies() == []
         (notice,) = fake.ephemerals(C)
         assert notice["user"] == "U9" and "may not talk" in notice["text"]
 
         await mention(fake, s, OPS, "U1", "and here?")  # listed, but not a listed channel
-        assert await s.runtime.runs() == [] and s.replies(OPS) == []
+        assert await s.runtime.records.runs() == [] and s.replies(OPS) == []
 
         await mention(fake, s, C, "U1", "hello")
-        (run,) = await s.runtime.runs()
+        (run,) = await s.runtime.records.runs()
         assert run.reply == "echo: hello" and s.replies()[-1]["text"] == "echo: hello"
 
 
@@ -58,7 +58,7 @@ async def test_a_dm_from_a_listed_user(fake: FakeSlack, tmp_path: Path, allow_dm
         await s.runtime.idle()
         replies = [r["text"] for r in s.replies(D)]
         assert replies == (["echo: just us"] if served else [])
-        assert len(await s.runtime.runs()) == (1 if served else 0)
+        assert len(await s.runtime.records.runs()) == (1 if served else 0)
 
 
 RULES = [
@@ -73,13 +73,13 @@ async def test_only_a_holder_of_approve_decides(fake: FakeSlack, tmp_path: Path)
         await mention(fake, s, C, "U1", '/tool deploy {"env": "prod"}')
         (prompt,) = s.replies()
         approve = prompt["blocks"][1]["elements"][0]
-        (run,) = await s.runtime.pending_approvals(channel="slack")
+        (run,) = await s.runtime.records.pending_approvals(channel="slack")
         for user in ("U1", "U2"):
             click = block_actions_payload(user, C, prompt["ts"], approve["action_id"],
                                           approve["value"], message=prompt)
             await fake.acked(await fake.socket_interactive(click))
             if user == "U1":
-                assert (await s.runtime.get_run(run.id)).state == "awaiting_approval"
+                assert (await s.runtime.records.get_run(run.id)).state == "awaiting_approval"
                 (refusal,) = fake.ephemerals(C)
                 assert refusal["user"] == "U1" and "may not decide" in refusal["text"]
         done = await s.runtime.wait(run.id)
@@ -106,8 +106,8 @@ async def test_stop_needs_operate(fake: FakeSlack, tmp_path: Path) -> None:
                                                                  thread_ts=root)))
         (refusal,) = fake.ephemerals(C)
         assert refusal["user"] == "U1" and "may not stop runs" in refusal["text"]
-        (run,) = await s.runtime.runs()
-        assert (await s.runtime.get_run(run.id)).state in ("running", "awaiting_tool")
+        (run,) = await s.runtime.records.runs()
+        assert (await s.runtime.records.get_run(run.id)).state in ("running", "awaiting_tool")
 
         await fake.acked(await fake.socket_event(fake.user_event(C, "U2", "stop",
                                                                  thread_ts=root)))

@@ -274,4 +274,4 @@ async def test_submit_refuses_a_thread_id_with_a_nul(tmp_path: Path) -> None:
     async with echo_runtime(tmp_path / "m.db") as rt:
         with pytest.raises(InvalidThreadId, match=r"control characters .*'\\x00' at position 1"):
             await rt.submit("a\x00b", "hi")
-        assert await rt.threads() == []
+        assert await rt.records.threads() == []

@@ -57,14 +57,15 @@ async def _run_schedule(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     async with open_app(loaded, recover=False, serve=True, writable=True,
                         log_runs=args.verbose) as app:
         await app.book.load()
-        scheduler = Scheduler(app.book, timers=False)  # not started: it only submits
+        scheduler = Scheduler(app.book, app.runtime, timers=False)  # not started: it only submits
         try:
             run = await scheduler.run_now(args.name)
         except NotFound as exc:
             raise UsageError(str(exc)) from None
         run = await app.runtime.wait(run.id)
         if run.origin.target and run.state is RunState.COMPLETED:
-            sent = [d for d in await app.runtime.deliveries(run_id=run.id) if d.remote_id]
+            sent = [d for d in await app.runtime.records.deliveries(run_id=run.id)
+                    if d.remote_id]
             where = ":".join([run.origin.channel, *run.origin.target.values()])
             note = "delivered" if sent else "to be delivered by `maiden run`"
             print(f"({note} to {where})", file=sys.stderr)

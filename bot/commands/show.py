@@ -23,7 +23,7 @@ async def _threads(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     from ..app import open_runtime
 
     async with open_runtime(loaded, recover=False, mcp=False) as runtime:
-        threads = await runtime.threads()
+        threads = await runtime.records.threads()
     if not threads:
         print("no threads yet")
     for t in threads:
@@ -53,8 +53,8 @@ async def _show(loaded: LoadedConfig, args: argparse.Namespace) -> int:
             return None
 
     async with open_runtime(loaded, recover=False, mcp=False) as runtime:
-        total = await readable(runtime.thread_length(args.thread))
-        runs = await readable(runtime.runs(thread_id=args.thread))
+        total = await readable(runtime.records.thread_length(args.thread))
+        runs = await readable(runtime.records.runs(thread_id=args.thread))
         if not total and not runs and not damaged:
             print(f"no thread {args.thread!r}", file=sys.stderr)
             return EXIT_FAILED
@@ -65,7 +65,8 @@ async def _show(loaded: LoadedConfig, args: argparse.Namespace) -> int:
         # length (unreadable), pages are read until a short one.
         offset = 0
         while total is None or offset < total:
-            page = await readable(runtime.entries(args.thread, offset=offset, limit=SHOW_PAGE))
+            page = await readable(runtime.records.entries(args.thread, offset=offset,
+                                                          limit=SHOW_PAGE))
             if page is None:  # still show the runs: they say what happened
                 print(f"(entries from {offset + 1} on are unreadable)")
                 break
@@ -79,7 +80,7 @@ async def _show(loaded: LoadedConfig, args: argparse.Namespace) -> int:
             print("(the runs are unreadable)")
         for run in runs or []:
             print(render_run(run))
-            steps = await readable(runtime.transitions(run.id))
+            steps = await readable(runtime.records.transitions(run.id))
             if steps is None:
                 print("    (its transitions are unreadable)")
             for t in steps or []:
@@ -101,7 +102,7 @@ async def _runs(loaded: LoadedConfig, args: argparse.Namespace) -> int:
 
     states = [RunState(s) for s in args.state] if args.state else None
     async with open_runtime(loaded, recover=False, mcp=False) as runtime:
-        runs = await runtime.runs(thread_id=args.thread, states=states, limit=args.limit)
+        runs = await runtime.records.runs(thread_id=args.thread, states=states, limit=args.limit)
     if not runs:
         print("no runs")
     for run in runs:
@@ -128,7 +129,7 @@ async def _usage(loaded: LoadedConfig, args: argparse.Namespace) -> int:
 
     since = _since(args.since)
     async with open_runtime(loaded, recover=False, mcp=False) as runtime:
-        runs = [r for r in await runtime.runs() if r.created_at >= since]
+        runs = [r for r in await runtime.records.runs() if r.created_at >= since]
     totals: dict[str, list[float]] = {}
     for run in runs:
         row = totals.setdefault(run.thread_id, [0, 0, 0, 0, 0.0])

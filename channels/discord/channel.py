@@ -330,7 +330,7 @@ class DiscordChannel:
                     in_thread=isinstance(message.channel, discord.Thread))
 
     async def _joined(self, found: Inbound) -> bool:
-        return bool(await self.runtime.runs(thread_id=found.thread_id, limit=1))
+        return bool(await self.runtime.records.runs(thread_id=found.thread_id, limit=1))
 
     async def _show_typing(self, where: Any, run_id: str) -> None:
         """The typing indicator while the run works (discord.py renews it every few
@@ -367,7 +367,7 @@ class DiscordChannel:
                                 "flags": EPHEMERAL})
             return
         try:
-            run = await self.runtime.get_run(choice.run_id)
+            run = await self.runtime.records.get_run(choice.run_id)
             pending = run.pending_approval
             if pending is None or not pending.arguments_hash.startswith(choice.hash_prefix) \
                     or (choice.call_id and choice.call_id != pending.tool_call_id):

@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi.responses import StreamingResponse
 
-from runtime import Origin, Run, RunEnded, RunEvent, Runtime
+from runtime import Origin, Run, RunEnded, RunEvent, Runtime, ScheduleService
 
 from .auth import Credential, Credentials
 from .config import HttpConfig
@@ -31,8 +31,11 @@ class HttpApi:
     """The app's link to the runtime, and the switches the process uses at shutdown."""
 
     def __init__(self, runtime: Runtime, config: HttpConfig, credentials: Credentials,
-                 statuses: StatusSource | None = None) -> None:
+                 statuses: StatusSource | None = None,
+                 schedules: ScheduleService | None = None) -> None:
         self.runtime = runtime
+        self.schedules = schedules
+        """The schedules this process fires (None: it fires none)."""
         self.config = config
         self.credentials = credentials
         self.statuses: StatusSource = statuses or (lambda: [("http", "serving")])
@@ -80,7 +83,7 @@ class HttpApi:
             await asyncio.gather(waiting, released, return_exceptions=True)
         if waiting.done() and not waiting.cancelled():
             return waiting.result()
-        return await self.runtime.get_run(run_id)
+        return await self.runtime.records.get_run(run_id)
 
     async def after(self, run: Run, wait: bool) -> RunOut:
         """The run as it is now, or (``wait``) once it ends or pauses."""
@@ -111,7 +114,7 @@ class HttpApi:
                                    return_when=asyncio.FIRST_COMPLETED)
                 if not upcoming.done():
                     if released.done():
-                        ended = RunEnded.of(await self.runtime.get_run(run.id))
+                        ended = RunEnded.of(await self.runtime.records.get_run(run.id))
                         yield _sse(ended.kind, ended.model_dump(mode="json"))
                         return
                     yield b": keepalive\n\n"

@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
-from runtime import Runtime
+from runtime import Runtime, ScheduleService
 
 from . import routes
 from .api import HttpApi
@@ -33,7 +33,7 @@ __all__ = ["HttpApi", "create_app"]
 def create_app(
     runtime: Runtime, config: HttpConfig | None = None, *, token: str | None = None,
     credentials: Credentials | None = None, statuses: StatusSource | None = None,
-    rules: RulesSource | None = None,
+    rules: RulesSource | None = None, schedules: ScheduleService | None = None,
 ) -> FastAPI:
     """The HTTP API over ``runtime``, and the operator console at ``/`` (``[http]
     console``); ``app.state.maiden`` is its ``HttpApi``.
@@ -42,11 +42,12 @@ def create_app(
     rights (none: every caller is ``local``, which the app only allows on loopback);
     ``token``: one token with every right, named ``operator``. The console signs in with
     a token once per browser session. ``statuses``: each channel's state, for the console
-    (and ``rules``: who may do what on each chat channel).
+    (and ``rules``: who may do what on each chat channel). ``schedules``: the schedules
+    this process fires, listed and run by hand (None: it fires none).
     """
     config = config or HttpConfig()
     credentials = credentials if credentials is not None else Credentials.single(token)
-    api = HttpApi(runtime, config, credentials, statuses)
+    api = HttpApi(runtime, config, credentials, statuses, schedules)
     # No /docs or /redoc: their pages load assets from a CDN, blank on an offline machine.
     # The schema is at /openapi.json for any viewer.
     app = FastAPI(title="maiden", version="1", lifespan=_lifespan, docs_url=None,
@@ -72,7 +73,7 @@ def create_app(
     if config.console:
         api.console = mount_console(app, runtime, credentials, ConsoleOptions(
             approvals=config.console_approvals,
-            statuses=api.statuses, rules=rules))
+            statuses=api.statuses, rules=rules, schedules=schedules))
     return app
 
 

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Self
 
-from runtime import Deliverer, Runtime
+from runtime import Deliverer, Runtime, ScheduleService
 
 from .auth import Credentials
 from .config import LEGACY_NAME, HttpConfig
@@ -32,8 +32,11 @@ class HttpChannel:
         self, runtime: Runtime, config: HttpConfig, credentials: Credentials | str | None,
         *, routes: Sequence[tuple[str, Callable[[], Endpoint]]] = (),
         statuses: StatusSource | None = None, rules: RulesSource | None = None,
+        schedules: ScheduleService | None = None,
     ) -> None:
         self.runtime = runtime
+        self.schedules = schedules
+        """The schedules this process fires, for the API and the console (None: none)."""
         self.config = config
         self.credentials = credentials if isinstance(credentials, Credentials) \
             else Credentials.single(credentials)
@@ -59,7 +62,7 @@ class HttpChannel:
 
         app = create_app(self.runtime, self.config, credentials=self.credentials,
                          statuses=self.statuses or (lambda: [(self.name, self.status())]),
-                         rules=self.rules)
+                         rules=self.rules, schedules=self.schedules)
         for path, endpoint in self.routes:
             app.add_route(path, endpoint(), methods=["POST"], include_in_schema=False)
         self._api = app.state.maiden

@@ -106,7 +106,7 @@ class Metrics:
 
     async def _spend(self, run_id: str) -> None:
         """Count what the run spent since it was last seen (its usage is cumulative)."""
-        run = await self.runtime.get_run(run_id)
+        run = await self.runtime.records.get_run(run_id)
         usage, cost = self._spent.pop(run_id, (Usage(), 0.0))
         for kind, total in run.usage.model_dump().items():
             delta = total - getattr(usage, kind)
@@ -120,7 +120,7 @@ class Metrics:
 
     async def render(self) -> bytes:
         """Refresh the gauges read from the store, then the exposition text."""
-        stats = await self.runtime.stats()
+        stats = await self.runtime.records.stats()
         for state in RunState:
             self.runs.labels(state.value).set(stats.runs.get(state, 0))
         self.threads.set(stats.threads)

@@ -300,7 +300,7 @@ class SlackChannel:
 
     async def _joined(self, seen: Inbound) -> bool:
         """Whether the bot is part of this Slack thread (it has a maiden thread)."""
-        return seen.in_thread and bool(await self.runtime.runs(thread_id=seen.thread_id,
+        return seen.in_thread and bool(await self.runtime.records.runs(thread_id=seen.thread_id,
                                                                limit=1))
 
     async def _show_status(self, run: Run, seen: Inbound) -> None:
@@ -337,7 +337,7 @@ class SlackChannel:
         self._told.add(user)
         scope = f"slack:{self.team}:told"
         try:
-            recorded = await self.runtime.remember(scope, user, what, call=f"{scope}:{user}")
+            recorded = await self.runtime.notes.remember(scope, user, what, call=f"{scope}:{user}")
         except MaidenError as exc:
             log.warning("slack: cannot record who was told (%s); telling %s anyway", exc, user)
         else:

@@ -14,8 +14,8 @@ shell           non_idempotent,       run a command (off unless listed; asks a p
 ==============  ====================  ================================================
 
 Each lives in its own module, imported only when listed. ``memory`` and
-``send_message`` work through the runtime that serves them: they are bound to it when
-the ``Runtime`` is made (``Tool.binder``).
+``send_message`` work through services of the runtime that serves them (``notes``,
+``send``), which their ``ToolContext`` carries because they declare them (``needs``).
 """
 
 from __future__ import annotations

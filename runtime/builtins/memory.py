@@ -10,13 +10,11 @@ another thread wrote the same key in between (agent scope). ``recall`` is ``read
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..config import MemoryConfig
+from ..notes import Notes
 from ..tools import Tool, ToolContext, tool
-
-if TYPE_CHECKING:
-    from ..service import Runtime
 
 __all__ = ["make_memory"]
 
@@ -25,18 +23,16 @@ _MAX_FOUND = 20
 
 
 def make_memory(cfg: MemoryConfig) -> list[Tool]:
-    """The three tools, bound to the runtime they are given to."""
-    bound: list[Runtime] = []
+    """The three tools; each gets the runtime's ``notes`` service in its context."""
 
-    def runtime() -> Runtime:
-        if not bound:
-            raise RuntimeError("the memory tools are not bound to a runtime")
-        return bound[-1]
+    def notes(ctx: ToolContext) -> Notes:
+        found: Notes = ctx.service("notes")
+        return found
 
     def scope(ctx: ToolContext) -> str:
         return "agent" if cfg.scope == "agent" else f"thread:{ctx.thread_id}"
 
-    @tool(name="remember", effect="idempotent_write", timeout_s=10)
+    @tool(name="remember", effect="idempotent_write", timeout_s=10, needs=["notes"])
     async def remember(ctx: ToolContext, key: str, text: str) -> dict[str, Any]:
         """Keep a note under a short key, for later conversations (replaces the note of
         that key). E.g. key "standup-time", text "The team meets at 9:15, Mon-Thu"."""
@@ -46,37 +42,33 @@ def make_memory(cfg: MemoryConfig) -> list[Tool]:
         if len(text) > cfg.max_chars:
             raise ValueError(f"a note is at most {cfg.max_chars:,} characters "
                              f"([tools.memory] max_chars); this one has {len(text):,}")
-        rt = runtime()
-        notes = await rt.notes(scope(ctx))
-        if len(notes) >= cfg.max_notes and all(n.key != key for n in notes):
-            raise ValueError(f"there are {len(notes)} notes, the most kept ([tools.memory] "
+        kept = await notes(ctx).notes(scope(ctx))
+        if len(kept) >= cfg.max_notes and all(n.key != key for n in kept):
+            raise ValueError(f"there are {len(kept)} notes, the most kept ([tools.memory] "
                              "max_notes): forget one first")
-        await rt.remember(scope(ctx), key, text, call=ctx.idempotency_key)
+        await notes(ctx).remember(scope(ctx), key, text, call=ctx.idempotency_key)
         return {"remembered": key}
 
-    @tool(name="recall", effect="read_only", timeout_s=10)
+    @tool(name="recall", effect="read_only", timeout_s=10, needs=["notes"])
     async def recall(ctx: ToolContext, query: str = "") -> dict[str, Any]:
         """Find notes kept with `remember`: those whose key or text contain any word of
         `query` (best matches first), or the most recent ones for an empty query."""
-        notes = await runtime().notes(scope(ctx))
+        found_notes = await notes(ctx).notes(scope(ctx))
         words = [w for w in query.casefold().split() if w]
 
         def score(note: Any) -> int:
             haystack = f"{note.key} {note.text}".casefold()
             return sum(word in haystack for word in words)
 
-        found = [n for n in notes if not words or score(n) > 0]
+        found = [n for n in found_notes if not words or score(n) > 0]
         found.sort(key=lambda n: (score(n), n.updated_at), reverse=True)
         return {"notes": [{"key": n.key, "text": n.text} for n in found[:_MAX_FOUND]],
-                "total": len(notes)}
+                "total": len(found_notes)}
 
-    @tool(name="forget", effect="idempotent_write", timeout_s=10)
+    @tool(name="forget", effect="idempotent_write", timeout_s=10, needs=["notes"])
     async def forget(ctx: ToolContext, key: str) -> dict[str, Any]:
         """Remove the note of a key."""
-        existed = await runtime().forget(scope(ctx), key.strip(), call=ctx.idempotency_key)
+        existed = await notes(ctx).forget(scope(ctx), key.strip(), call=ctx.idempotency_key)
         return {"forgotten": key.strip(), "existed": existed}
 
-    made = [remember, recall, forget]
-    for t in made:
-        t.binder = bound.append
-    return made
+    return [remember, recall, forget]

@@ -9,13 +9,11 @@ never double-posts, and never silently drops the message either.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..delivery import Sender
 from ..runs import TARGET_FORMS, ReplyDelivery, parse_target
 from ..tools import NOT_DONE, Tool, ToolContext, tool
-
-if TYPE_CHECKING:
-    from ..service import Runtime
 
 __all__ = ["make_send_message"]
 
@@ -23,12 +21,9 @@ _MAX_CHARS = 40_000
 
 
 def make_send_message() -> Tool:
-    bound: list[Runtime] = []
-
-    def runtime() -> Runtime:
-        if not bound:
-            raise RuntimeError("send_message is not bound to a runtime")
-        return bound[-1]
+    def sender(ctx: ToolContext) -> Sender:
+        found: Sender = ctx.service("send")
+        return found
 
     def answer(remote_id: str | None, target: str) -> dict[str, Any]:
         if remote_id is None:
@@ -37,13 +32,12 @@ def make_send_message() -> Tool:
                     "it again"}
         return {"sent": target, "message_id": remote_id}
 
-    @tool(name="send_message", effect="non_idempotent", timeout_s=60,
+    @tool(name="send_message", effect="non_idempotent", timeout_s=60, needs=["send"],
           description=f"Post `text` to a channel: `target` is {TARGET_FORMS}. Use it to "
           "post somewhere other than this conversation (your answer here is posted anyway).")
     async def send_message(ctx: ToolContext, target: str, text: str) -> dict[str, Any]:
         origin = parse_target(target.strip())
-        known = runtime().chat_channels
-        if known is not None and origin.channel not in known:
+        if not sender(ctx).allows(origin.channel):
             raise ValueError(f"refused: {origin.channel} is not configured for this agent "
                              f"([channels.{origin.channel}])")
         if not text.strip():
@@ -54,17 +48,16 @@ def make_send_message() -> Tool:
         delivery = ReplyDelivery(key=ctx.idempotency_key, run_id=ctx.run_id,
                                  thread_id=ctx.thread_id, channel=origin.channel,
                                  target=origin.target, text=text)
-        return answer(await runtime().post_message(delivery), target)
+        return answer(await sender(ctx).post(delivery), target)
 
     @send_message.reconcile
     async def _(ctx: ToolContext) -> Any:
-        record = await runtime().posted(ctx.run_id, ctx.idempotency_key)
+        record = await sender(ctx).posted(ctx.run_id, ctx.idempotency_key)
         if record is None:
             return NOT_DONE  # the crash came before the message reached the outbox
         target = ":".join([record.channel, *record.target.values()])
         # In the outbox: posted (its id), or found at the channel by key, or posted now.
         assert isinstance(record, ReplyDelivery)
-        return answer(await runtime().post_message(record), target)
+        return answer(await sender(ctx).post(record), target)
 
-    send_message.binder = bound.append
     return send_message

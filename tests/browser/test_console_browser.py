@@ -30,9 +30,9 @@ from runtime import (
     make_tools,
     tool,
 )
-from schedules import ScheduleBook, ScheduleConfig, Scheduler, load_schedules
+from schedules import ScheduleConfig
 from tests.clock import Clock
-from tests.http_helpers import echo_runtime, served, tokens
+from tests.http_helpers import echo_runtime, scheduled, served, tokens
 
 with contextlib.suppress(ImportError):  # without it every test skips (conftest says why)
     from playwright.async_api import Page, expect
@@ -85,7 +85,7 @@ async def test_send_a_message_and_see_the_reply_stream_in(
         await expect(ended.locator(".state")).to_have_text("completed")
         await expect(replies.locator(".entry.assistant.live")).to_have_count(0)
         await expect(box).to_have_value("")  # console.js empties the box once sent
-        (run,) = await rt.runs(thread_id="ops", states=[RunState.COMPLETED], limit=1)
+        (run,) = await rt.records.runs(thread_id="ops", states=[RunState.COMPLETED], limit=1)
         assert run.origin.channel == "console" and run.reply == "echo: hello from the browser"
         assert page.url == thread_page(base, "ops")  # htmx swapped it in: no navigation
         await screenshot(page, shots, "thread")
@@ -145,7 +145,7 @@ async def test_approve_from_the_approvals_page(
 
         await page.goto(f"{base}/runs/{run.id}")
         await expect(page.locator("#run-state")).to_have_text(re.compile(r"^\s*completed"))
-        assert (await rt.get_run(other.id)).state is RunState.AWAITING_APPROVAL
+        assert (await rt.records.get_run(other.id)).state is RunState.AWAITING_APPROVAL
         assert console_errors == []
 
 
@@ -188,31 +188,26 @@ async def test_a_schedules_page_shows_its_slots(
     slot = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
     clock = Clock(slot - timedelta(hours=2, minutes=5))
     configs = [ScheduleConfig(name="hourly", cron="0 * * * *", prompt="the hourly check")]
-    async with echo_runtime(tmp_path / "m.db") as rt, served(rt) as (api, _):
+    async with echo_runtime(tmp_path / "m.db") as rt, \
+            scheduled(rt, tmp_path / "m.db", configs, clock) as scheduler, \
+            served(rt, schedules=scheduler) as (api, _):
         base = str(api.base_url)
-        book = ScheduleBook(rt, load_schedules(configs, default_timezone="UTC", channels=[]),
-                            clock=clock)
-        async with Scheduler(book, timers=False) as scheduler:
-            rt.schedules = scheduler
-            try:
-                clock.now = slot + timedelta(seconds=2)
-                (fired,) = await scheduler.fire_due()
-                await asyncio.wait_for(rt.wait(fired.run.id), WAIT_S)
-                await page.goto(f"{base}/schedules")
-                await page.get_by_role("link", name="hourly", exact=True).click()
-                await expect(page).to_have_url(f"{base}/schedules/hourly")
-                rows = page.locator("#slots tbody tr")
-                await expect(rows).to_have_count(3)
-                await expect(rows.nth(0)).to_contain_text("2026-03-02T09:00:00+00:00")
-                await expect(rows.nth(0)).to_contain_text("completed")
-                await expect(rows.nth(0).locator(f'a[href="/runs/{fired.run.id}"]')) \
-                    .to_be_visible()
-                await expect(rows.nth(1)).to_contain_text("2026-03-02T08:00:00+00:00")
-                await expect(rows.nth(2)).to_contain_text("2026-03-02T07:00:00+00:00")
-                await expect(rows.nth(1)).to_contain_text("no run")
-                await screenshot(page, shots, "schedule")
-            finally:
-                rt.schedules = None
+        clock.now = slot + timedelta(seconds=2)
+        (fired,) = await scheduler.fire_due()
+        await asyncio.wait_for(rt.wait(fired.run.id), WAIT_S)
+        await page.goto(f"{base}/schedules")
+        await page.get_by_role("link", name="hourly", exact=True).click()
+        await expect(page).to_have_url(f"{base}/schedules/hourly")
+        rows = page.locator("#slots tbody tr")
+        await expect(rows).to_have_count(3)
+        await expect(rows.nth(0)).to_contain_text("2026-03-02T09:00:00+00:00")
+        await expect(rows.nth(0)).to_contain_text("completed")
+        await expect(rows.nth(0).locator(f'a[href="/runs/{fired.run.id}"]')) \
+            .to_be_visible()
+        await expect(rows.nth(1)).to_contain_text("2026-03-02T08:00:00+00:00")
+        await expect(rows.nth(2)).to_contain_text("2026-03-02T07:00:00+00:00")
+        await expect(rows.nth(1)).to_contain_text("no run")
+        await screenshot(page, shots, "schedule")
         assert console_errors == []
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from runtime import RunState
-from schedules import ScheduleBook, ScheduleConfig, Scheduler, load_schedules
+from schedules import ScheduleConfig
 from tests.clock import Clock
-from tests.http_helpers import echo_runtime, served
+from tests.http_helpers import echo_runtime, scheduled, served
 
 with contextlib.suppress(ImportError):  # without it every test skips (conftest says why)
     from playwright.async_api import Page
@@ -68,40 +68,35 @@ async def test_no_page_is_wider_than_the_screen_and_tokens_stay_whole(
     clock = Clock(slot - timedelta(hours=2, minutes=5))
     configs = [ScheduleConfig(name="hourly-report-for-the-team", cron="0 * * * *",
                               prompt="the hourly check")]
-    async with echo_runtime(tmp_path / "m.db", [deploy]) as rt, served(rt) as (api, _):
+    async with echo_runtime(tmp_path / "m.db", [deploy]) as rt, \
+            scheduled(rt, tmp_path / "m.db", configs, clock) as scheduler, \
+            served(rt, schedules=scheduler) as (api, _):
         base = str(api.base_url)
-        book = ScheduleBook(rt, load_schedules(configs, default_timezone="UTC", channels=[]),
-                            clock=clock)
-        async with Scheduler(book, timers=False) as scheduler:
-            rt.schedules = scheduler
-            try:
-                clock.now = slot + timedelta(seconds=2)
-                (fired,) = await scheduler.fire_due()
-                await asyncio.wait_for(rt.wait(fired.run.id), 10)
-                waiting = await rt.send("slack:T0123:C0456:1712345678.000100",
-                                        '/tool deploy {"service": "api"}')
-                assert waiting.state is RunState.AWAITING_APPROVAL
-                await page.set_viewport_size({"width": viewport[0], "height": viewport[1]})
-                paths = ["/", "/approvals", "/threads", "/runs", f"/runs/{waiting.id}",
-                         "/schedules", "/schedules/hourly-report-for-the-team", "/spend",
-                         "/threads/" + "slack%3AT0123%3AC0456%3A1712345678.000100"]
-                seen: dict[str, list[tuple[str, int]]] = {}
-                for path in paths:
-                    await page.goto(base + path)
-                    sizes = await page.evaluate(OVERFLOW)
-                    scroll, client = sizes["page"]
-                    assert scroll <= client, (path, "page", sizes)
-                    assert sizes["nav"] is not None
-                    scroll, client = sizes["nav"]
-                    assert scroll <= client, (path, "nav", sizes)
-                    seen[path] = [(text, lines) for text, lines
-                                  in await page.evaluate(BROKEN, WHOLE)]
-                    broken = [text for text, lines in seen[path] if lines != 1]
-                    assert broken == [], (path, broken)
-                listing = {text for text, _ in seen["/schedules"]}
-                assert "0 * * * *" in listing and "Run now" in listing
-                assert "2026-03-02T09:00:00+00:00" in listing  # the last slot
-                assert "2026-03-02T10:00:00+00:00" in listing  # the next fire
-            finally:
-                rt.schedules = None
+        clock.now = slot + timedelta(seconds=2)
+        (fired,) = await scheduler.fire_due()
+        await asyncio.wait_for(rt.wait(fired.run.id), 10)
+        waiting = await rt.send("slack:T0123:C0456:1712345678.000100",
+                                '/tool deploy {"service": "api"}')
+        assert waiting.state is RunState.AWAITING_APPROVAL
+        await page.set_viewport_size({"width": viewport[0], "height": viewport[1]})
+        paths = ["/", "/approvals", "/threads", "/runs", f"/runs/{waiting.id}",
+                 "/schedules", "/schedules/hourly-report-for-the-team", "/spend",
+                 "/threads/" + "slack%3AT0123%3AC0456%3A1712345678.000100"]
+        seen: dict[str, list[tuple[str, int]]] = {}
+        for path in paths:
+            await page.goto(base + path)
+            sizes = await page.evaluate(OVERFLOW)
+            scroll, client = sizes["page"]
+            assert scroll <= client, (path, "page", sizes)
+            assert sizes["nav"] is not None
+            scroll, client = sizes["nav"]
+            assert scroll <= client, (path, "nav", sizes)
+            seen[path] = [(text, lines) for text, lines
+                          in await page.evaluate(BROKEN, WHOLE)]
+            broken = [text for text, lines in seen[path] if lines != 1]
+            assert broken == [], (path, broken)
+        listing = {text for text, _ in seen["/schedules"]}
+        assert "0 * * * *" in listing and "Run now" in listing
+        assert "2026-03-02T09:00:00+00:00" in listing  # the last slot
+        assert "2026-03-02T10:00:00+00:00" in listing  # the next fire
     assert console_errors == []

@@ -322,7 +322,8 @@ class FixedClock:
 
 
 async def fire(
-    runtime: Runtime, slot: datetime, late: timedelta, deliver: str | None
+    store: SQLiteStore | FilesStore, runtime: Runtime, slot: datetime, late: timedelta,
+    deliver: str | None,
 ) -> list[dict[str, Any]]:
     """``--fire``: claim ``slot`` of the schedule ``job`` as a maiden process would, more
     than once, and wait for the run holding it; return every claim."""
@@ -333,13 +334,14 @@ async def fire(
                             prompt=JOB_PROMPT, deliver=deliver, misfire="once")
     defined = load_schedules([config], default_timezone="UTC", channels=["slack"])
     clock = FixedClock(slot + late)
-    book = ScheduleBook(runtime, defined, clock=clock)
+    book = ScheduleBook(store, defined, clock=clock)
     await book.load()
     fresh = book.record(JOB) is None
     if fresh:
         clock.now = slot - FIRE_LEAD  # up before the slot: the record starts now
-    scheduler = Scheduler(book, clock=clock, timers=False)
-    other = Scheduler(ScheduleBook(runtime, defined, clock=clock), clock=clock, timers=False)
+    scheduler = Scheduler(book, runtime, clock=clock, timers=False)
+    other = Scheduler(ScheduleBook(store, defined, clock=clock), runtime, clock=clock,
+                      timers=False)
     claims: list[tuple[str, Sequence[Fired]]] = []
     try:
         claims.append(("start", await scheduler.start()))  # a restart's catch-up claims here
@@ -415,7 +417,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         fired: list[dict[str, Any]] | None = None
         async with runtime:  # start(): recovers unfinished runs, flushes the outbox
             if args.fire:
-                fired = await fire(runtime, args.fire, timedelta(seconds=args.late), deliver)
+                fired = await fire(store, runtime, args.fire, timedelta(seconds=args.late), deliver)
             if args.send:
                 thread_id, text = args.send
                 run = await runtime.submit(thread_id, text, origin=origin,

@@ -96,7 +96,7 @@ class Actions:
 
     async def schedule(self, request: Request, form: FormData, session: Session) -> Response:
         name, what = request.path_params["name"], request.path_params["what"]
-        service = self.rt.schedules
+        service = self.c.options.schedules
         if service is None:
             raise NotFound("this process fires no schedules")
         if what == "run":

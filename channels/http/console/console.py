@@ -13,7 +13,7 @@ from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from runtime import Runtime
+from runtime import Runtime, ScheduleService
 
 from ..auth import Credentials
 from .security import COOKIE, Guard, Session, page_headers
@@ -31,9 +31,11 @@ class ConsoleOptions:
     """What the console may do: ``approvals`` False shows approvals without the buttons."""
 
     def __init__(self, *, approvals: bool = True, statuses: StatusSource | None = None,
-                 rules: RulesSource | None = None,
+                 rules: RulesSource | None = None, schedules: ScheduleService | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.approvals = approvals
+        self.schedules = schedules
+        """The schedules this process fires (None: it fires none)."""
         self.statuses = statuses or (lambda: [])
         self.rules = rules or (lambda: [])
         self.clock = clock

@@ -84,7 +84,7 @@ class Live:
     async def run(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
         try:
-            await self.rt.get_run(run_id)
+            await self.rt.records.get_run(run_id)
         except NotFound:
             return Response("no such run", status_code=404, headers=page_headers())
 
@@ -101,7 +101,7 @@ class Live:
                     elif isinstance(event, StateChanged):
                         yield sse("state", str(escape(event.state.value.replace("_", " "))))
                     elif isinstance(event, RunEnded):
-                        run = await self.rt.get_run(run_id)
+                        run = await self.rt.records.get_run(run_id)
                         yield sse("end", self.c.fragment("_ended.html", run=run))
                         return
                     if self.stopping.is_set():

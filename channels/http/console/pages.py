@@ -45,7 +45,7 @@ class Pages:
 
     async def now_values(self) -> dict[str, Any]:
         """Runs in progress (with the tool each runs now), the queue by thread, channels."""
-        active = await self.rt.runs(states=list(ACTIVE_STATES))
+        active = await self.rt.records.runs(states=list(ACTIVE_STATES))
         behind = self._behind(active)
         now = self.c.options.clock()
         moving: list[dict[str, Any]] = []
@@ -60,7 +60,7 @@ class Pages:
         return {"moving": moving, "queued": queued,
                 "statuses": list(self.c.options.statuses()),
                 "rules": list(self.c.options.rules()),
-                "pending": len(await self.rt.pending_approvals())}
+                "pending": len(await self.rt.records.pending_approvals())}
 
     def _behind(self, active: list[Run]) -> dict[str, Run]:
         """Each unfinished run that waits for its turn, and the run it waits behind."""
@@ -71,7 +71,7 @@ class Pages:
         """Run ``run_id`` and the run it waits behind, if it waits."""
         if not run_id:
             return None
-        active = await self.rt.runs(states=list(ACTIVE_STATES))
+        active = await self.rt.records.runs(states=list(ACTIVE_STATES))
         waiting = next((r for r in active if r.id == run_id), None)
         behind = self._behind(active).get(run_id)
         return (waiting, behind) if waiting is not None and behind is not None else None
@@ -80,8 +80,8 @@ class Pages:
         """The calls of the run's newest turn that have no result yet."""
         if run.state is not RunState.AWAITING_TOOL:
             return run.pending_approval.name if run.pending_approval else None
-        length = await self.rt.thread_length(run.thread_id)
-        tail = await self.rt.entries(run.thread_id, offset=max(0, length - 20))
+        length = await self.rt.records.thread_length(run.thread_id)
+        tail = await self.rt.records.entries(run.thread_id, offset=max(0, length - 20))
         done = {e.tool_call_id for e in tail if isinstance(e, ToolResult)}
         turn = next((e for e in reversed(tail) if isinstance(e, AssistantTurn)
                      and e.run_id == run.id), None)
@@ -89,7 +89,7 @@ class Pages:
         return ", ".join(calls) or None
 
     async def approvals(self, request: Request) -> Response:
-        waiting = await self.rt.pending_approvals()
+        waiting = await self.rt.records.pending_approvals()
         items = [{"run": r, "approval": r.pending_approval,
                   "arguments": _pretty(r.pending_approval.arguments if r.pending_approval
                                        else None)} for r in waiting]
@@ -101,28 +101,28 @@ class Pages:
         q = request.query_params.get("q", "").strip()
         offset = query_int(request, "offset", 0)
         if q:
-            scanned = await self.rt.threads(limit=SEARCH_SCAN)
+            scanned = await self.rt.records.threads(limit=SEARCH_SCAN)
             matching = [t for t in scanned if q.lower() in t.id.lower()]
             page = matching[offset:offset + THREADS_PAGE]
             total = len(matching)
         else:
-            page = await self.rt.threads(offset=offset, limit=THREADS_PAGE)
-            total = (await self.rt.stats()).threads
+            page = await self.rt.records.threads(offset=offset, limit=THREADS_PAGE)
+            total = (await self.rt.records.stats()).threads
         return self.c.page(request, "threads.html", threads=page, q=q, offset=offset,
                            total=total, size=THREADS_PAGE, scanned=SEARCH_SCAN)
 
     async def thread(self, request: Request) -> Response:
         thread_id = request.path_params["thread_id"]
-        total = await self.rt.thread_length(thread_id)
+        total = await self.rt.records.thread_length(thread_id)
         last_page = max(0, total - ENTRIES_PAGE)
         offset = min(query_int(request, "offset", last_page), last_page)
-        entries = await self.rt.entries(thread_id, offset=offset, limit=ENTRIES_PAGE)
-        runs = (await self.rt.runs(thread_id=thread_id, limit=20))[::-1]
+        entries = await self.rt.records.entries(thread_id, offset=offset, limit=ENTRIES_PAGE)
+        runs = (await self.rt.records.runs(thread_id=thread_id, limit=20))[::-1]
         if not total and not runs:
             return self.c.page(request, "error.html", status=404,
                                message=f"There is no thread {thread_id!r} yet.",
                                new_thread=thread_id)
-        transitions = {r.id: await self.rt.transitions(r.id) for r in runs}
+        transitions = {r.id: await self.rt.records.transitions(r.id) for r in runs}
         return self.c.page(request, "thread.html", thread_id=thread_id, entries=entries,
                            offset=offset, total=total, size=ENTRIES_PAGE, runs=runs,
                            transitions=transitions, pretty=_pretty)
@@ -136,7 +136,7 @@ class Pages:
             states = [RunState(state)] if state else None
         except ValueError:
             states = None
-        found = await self.rt.runs(thread_id=thread, states=states, limit=RUNS_SHOWN)
+        found = await self.rt.records.runs(thread_id=thread, states=states, limit=RUNS_SHOWN)
         cutoff = self.c.options.clock() - SINCE[since] if since in SINCE else None
         shown = [r for r in reversed(found) if cutoff is None or r.created_at >= cutoff]
         return self.c.page(request, "runs.html", runs=shown, state=state or "",
@@ -146,26 +146,27 @@ class Pages:
     async def run(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
         try:
-            run = await self.rt.get_run(run_id)
+            run = await self.rt.records.get_run(run_id)
         except NotFound:
             return self.c.page(request, "error.html", status=404,
                                message=f"There is no run {run_id!r}.")
         waits = await self._behind_of(run.id) if run.state in WAITING else None
         return self.c.page(request, "run.html", run=run, waits=waits,
-                           transitions=await self.rt.transitions(run_id),
+                           transitions=await self.rt.records.transitions(run_id),
                            resumable=run.state in RESUMABLE,
                            cancellable=run.state not in TERMINAL,
                            arguments=_pretty(run.pending_approval.arguments
                                              if run.pending_approval else None))
 
     async def schedules(self, request: Request) -> Response:
-        found = await self.rt.schedules.listing() if self.rt.schedules is not None else []
+        found = await self.c.options.schedules.listing() \
+            if self.c.options.schedules is not None else []
         return self.c.page(request, "schedules.html", schedules=found,
-                           firing=self.rt.schedules is not None)
+                           firing=self.c.options.schedules is not None)
 
     async def schedule(self, request: Request) -> Response:
         name = request.path_params["name"]
-        service = self.rt.schedules
+        service = self.c.options.schedules
         listed = await service.listing() if service is not None else []
         found = next((s for s in listed if s["name"] == name), None)
         if service is None or found is None:
@@ -176,7 +177,7 @@ class Pages:
 
     async def spend(self, request: Request) -> Response:
         days = 30 if request.query_params.get("days") == "30" else 7
-        runs = await self.rt.runs(limit=SPEND_RUNS)
+        runs = await self.rt.records.runs(limit=SPEND_RUNS)
         spend = spend_of(runs, days=days, now=self.c.options.clock())
         labels = [d.day.strftime("%m-%d") for d in spend.days]
         return self.c.page(

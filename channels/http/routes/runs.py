@@ -28,7 +28,7 @@ async def list_runs(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> RunPage:
     """Runs, newest first, optionally of some states or one thread."""
-    newest = await api.runtime.runs(thread_id=thread_id, states=state or None,
+    newest = await api.runtime.records.runs(thread_id=thread_id, states=state or None,
                                     limit=offset + limit + 1)
     newest.reverse()
     page = newest[offset:offset + limit]
@@ -40,8 +40,8 @@ async def list_runs(
             responses=problem_responses(*DENIED, 404))
 async def get_run(run_id: str, api: Api) -> RunDetail:
     """A run with its state changes and decisions."""
-    run = await api.runtime.get_run(run_id)
-    return RunDetail.detail(run, await api.runtime.transitions(run_id))
+    run = await api.runtime.records.get_run(run_id)
+    return RunDetail.detail(run, await api.runtime.records.transitions(run_id))
 
 
 @router.get("/v1/runs/{run_id}/events", dependencies=secured,
@@ -49,7 +49,7 @@ async def get_run(run_id: str, api: Api) -> RunDetail:
             responses={200: FOLLOW_DOC, **problem_responses(*DENIED, 404)})
 async def follow_run(run_id: str, api: Api) -> StreamingResponse:
     """Follow a run's events from now on, as server-sent events, until it ends or pauses."""
-    return api.event_stream(await api.runtime.get_run(run_id), first=None)
+    return api.event_stream(await api.runtime.records.get_run(run_id), first=None)
 
 
 @router.post("/v1/runs/{run_id}/cancel",

@@ -5,8 +5,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from runtime import NotFound, Runtime, ScheduleService
+from runtime import NotFound, ScheduleService
 
+from ..api import HttpApi
 from ..deps import Api, needs, secured
 from ..errors import problem_responses
 from ..models import RunOut, SchedulePage, SlotHistory
@@ -18,18 +19,17 @@ router = APIRouter(tags=["schedules"])
 _operate = [Depends(needs("operate"))]
 
 
-def _schedules(runtime: Runtime) -> ScheduleService:
-    if runtime.schedules is None:
+def _schedules(api: HttpApi) -> ScheduleService:
+    if api.schedules is None:
         raise NotFound("this process fires no schedules")
-    return runtime.schedules
+    return api.schedules
 
 
 @router.get("/v1/schedules", dependencies=secured, responses=problem_responses(*DENIED))
 async def list_schedules(api: Api) -> SchedulePage:
     """Every schedule this process fires (from the config and from chat), with its next
     fires and its last slot's outcome; empty when it fires none."""
-    runtime = api.runtime
-    found = await runtime.schedules.listing() if runtime.schedules is not None else []
+    found = await api.schedules.listing() if api.schedules is not None else []
     return SchedulePage.model_validate({"schedules": found})
 
 
@@ -38,9 +38,9 @@ async def list_schedules(api: Api) -> SchedulePage:
 async def run_schedule(name: str, api: Api, wait: bool = False) -> RunOut:
     """Run a schedule once now, outside its slots (its own key: a second request is a
     second run); ``wait``: answer when the run ends or pauses."""
-    if api.runtime.schedules is None:
+    if api.schedules is None:
         raise NotFound(f"no schedule named {name!r}: this process fires no schedules")
-    return await api.after(await api.runtime.schedules.run_now(name), wait)
+    return await api.after(await api.schedules.run_now(name), wait)
 
 
 @router.get("/v1/schedules/{name}/history", dependencies=secured,
@@ -50,7 +50,7 @@ async def schedule_history(
 ) -> SlotHistory:
     """A schedule's newest slots, newest first: each slot's run, its state, and where
     its answer was delivered (or the error)."""
-    slots = await _schedules(api.runtime).history(name, limit)
+    slots = await _schedules(api).history(name, limit)
     return SlotHistory.model_validate({"name": name, "slots": slots})
 
 
@@ -58,7 +58,7 @@ async def schedule_history(
              responses=problem_responses(*DENIED, 403, 404))
 async def pause_schedule(name: str, api: Api) -> Response:
     """Pause a schedule (its slots are not run until it is resumed)."""
-    await _schedules(api.runtime).set_paused(name, True)
+    await _schedules(api).set_paused(name, True)
     return Response(status_code=204)
 
 
@@ -67,5 +67,5 @@ async def pause_schedule(name: str, api: Api) -> Response:
 async def resume_schedule(name: str, api: Api) -> Response:
     """Resume a paused schedule: it fires from its next slot on (the slots missed while
     it was paused are not caught up)."""
-    await _schedules(api.runtime).set_paused(name, False)
+    await _schedules(api).set_paused(name, False)
     return Response(status_code=204)

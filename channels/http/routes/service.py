@@ -21,7 +21,7 @@ async def healthz(api: Api) -> JSONResponse:
     """Whether the store answers and takes writes, and the runtime takes work (no auth)."""
     runtime = api.runtime
     try:
-        await runtime.runs(limit=1)
+        await runtime.records.runs(limit=1)
         problem = runtime.health()
         store = "ok" if problem is None else f"cannot be written: {problem}"
     except Exception as exc:

@@ -72,8 +72,8 @@ async def list_threads(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> ThreadPage:
     """Threads, most recently updated first."""
-    page = await api.runtime.threads(offset=offset, limit=limit)
-    total = (await api.runtime.stats()).threads
+    page = await api.runtime.records.threads(offset=offset, limit=limit)
+    total = (await api.runtime.records.stats()).threads
     return ThreadPage(threads=[ThreadOut.of(t) for t in page], total=total,
                       next_offset=next_offset(offset, limit, total))
 
@@ -91,9 +91,9 @@ async def get_thread(
     """A thread's entries (a page, oldest first) and its newest runs."""
     runtime = api.runtime
     # One page of the history is read, not the whole thread.
-    total = await runtime.thread_length(thread_id)
-    entries = await runtime.entries(thread_id, offset=offset, limit=limit)
-    runs = await runtime.runs(thread_id=thread_id)
+    total = await runtime.records.thread_length(thread_id)
+    entries = await runtime.records.entries(thread_id, offset=offset, limit=limit)
+    runs = await runtime.records.runs(thread_id=thread_id)
     if not total and not runs:
         raise ApiError(404, f"no thread {thread_id!r}", "not_found")
     page = EntryPage(items=entries, total=total, offset=offset,

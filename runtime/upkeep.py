@@ -1,0 +1,79 @@
+"""What a serving runtime does now and then besides driving runs (``control.Upkeep``): time
+out approvals, send again what waits in the outbox, take up the runs of processes that
+died; and what it last found of its store."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .config import AgentConfig
+from .delivery import Outbox
+from .leases import Leases
+from .loop import DRIVABLE, RunDriver
+from .peers import Peers
+from .runs import Run, RunState
+from .stores.base import Store
+from .workers import Workers
+
+__all__ = ["RuntimeUpkeep"]
+
+
+class RuntimeUpkeep:
+    """The control loop's side of one runtime: its workers, outbox and store."""
+
+    def __init__(self, store: Store, driver: RunDriver, outbox: Outbox, workers: Workers,
+                 peers: Peers, leases: Leases, agent: AgentConfig, *, instance_id: str,
+                 clock: Callable[[], float]) -> None:
+        self._store = store
+        self._driver = driver
+        self._outbox = outbox
+        self._workers = workers
+        self._peers = peers
+        self._agent = agent
+        self.leases = leases
+        self.instance_id = instance_id
+        self.clock = clock
+        self.problem: str | None = None
+        """Why the store could not be written when the control loop last tried, or None."""
+
+    def report_store(self, problem: str | None) -> None:
+        self.problem = problem
+
+    def holds(self, run_id: str) -> bool:
+        """True while this process is driving the run."""
+        return self._workers.driving(run_id) is not None
+
+    async def adopt_orphans(self) -> None:
+        """Look at every thread with an unfinished run that no worker here has: a thread
+        whose driver died (on another machine: once its lease has expired) is taken up
+        here; one that a live process holds is left to it."""
+        if self._workers.closing:
+            return
+        for run in await self._store.list_runs(states=DRIVABLE):
+            if not self._workers.busy(run.thread_id):
+                self._workers.kick(run.thread_id)
+
+    async def expire_approvals(self) -> list[Run]:
+        """Time out every approval that waited longer than ``approval_timeout_s``."""
+        if self._agent.approval_timeout_s is None:
+            return []
+        waiting = await self._store.list_runs(states=[RunState.AWAITING_APPROVAL])
+        expired = [await self._driver.expire(r.id) for r in waiting]
+        expired = [r for r in expired if r.state is RunState.TIMED_OUT]
+        for run in expired:
+            await self._outbox.send_stopped(run)
+            self._workers.kick(run.thread_id)
+        return expired
+
+    async def flush_deliveries(self) -> None:
+        """Send every recorded delivery that has no message id yet, reconciling first: those
+        a crash or a failed send left behind. A delivery of a run that another live process
+        holds is left to that process."""
+        live: set[str] | None = None
+
+        async def elsewhere(run_id: str) -> bool:
+            nonlocal live
+            found, live = await self._peers.owned_elsewhere(run_id, live)
+            return found
+
+        await self._outbox.flush(elsewhere)
