@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from .config import Prices, Section
+from .runs import Run
 
 __all__ = ["BudgetConfig", "Prices", "Spend", "Verdict", "check_budget"]
 
@@ -41,6 +42,17 @@ class Spend:
     tool_calls: int = 0
     wall_s: float = 0.0
     thread_day_cost_usd: float = 0.0
+
+    @classmethod
+    def of(cls, run: Run, now: float, thread_day_cost_usd: float = 0.0) -> Spend:
+        """What ``run`` has spent by ``now`` (its thread's other runs today: given)."""
+        usage = run.usage
+        return cls(input_tokens=usage.input_tokens + usage.cache_read_tokens
+                   + usage.cache_creation_tokens,
+                   output_tokens=usage.output_tokens, total_tokens=usage.total_tokens,
+                   cost_usd=run.cost_usd, tool_calls=run.tool_calls,
+                   wall_s=now - (run.started_at or now),
+                   thread_day_cost_usd=thread_day_cost_usd)
 
 
 @dataclass(frozen=True, slots=True)

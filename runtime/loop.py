@@ -26,7 +26,7 @@ from .context import prompt_tokens
 from .cursor import RunCursor
 from .endings import DRIVABLE, Endings
 from .entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, UserMessage
-from .errors import ContextTooLong, CorruptStore, ProviderError, StaleWrite, StoreError, ToolFailure
+from .errors import ContextTooLong, CorruptStore, ProviderError, StaleWrite, StoreError
 from .events import EventBus, RunStarted, TextDelta, ToolCallFinished, ToolCallStarted
 from .gate import CallFacts, Pause, Reconcile, Refuse, gate_call, replay_mismatch, unique_call_ids
 from .guards import call_key, is_repeat, too_long, turn_budget
@@ -119,7 +119,7 @@ class RunDriver:
                 if self.stopping:
                     await self.end.release_fresh(run_id)
                 raise
-            return await self.cancel(run_id, reason)
+            return await self.end.cancel(run_id, reason)
         except ProviderError as exc:
             await self.end.fail(cur, "provider_error", str(exc))
         except (StaleWrite, StoreError):
@@ -288,22 +288,14 @@ class RunDriver:
         return limit
 
     async def _budget_verdict(self, run: Run) -> Verdict:
-        usage = run.usage
-        thread_day = 0.0
+        now, thread_day = self.clock(), 0.0
         if self.budget.needs_thread_day:
-            day = datetime.fromtimestamp(self.clock(), UTC).replace(hour=0, minute=0, second=0,
-                                                                    microsecond=0).timestamp()
+            day = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0,
+                                                           microsecond=0).timestamp()
             others = await self.store.list_runs(thread_id=run.thread_id)
             thread_day = run.cost_usd + sum(r.cost_usd for r in others
                                             if r.created_at >= day and r.id != run.id)
-        spend = Spend(
-            input_tokens=usage.input_tokens + usage.cache_read_tokens
-            + usage.cache_creation_tokens,
-            output_tokens=usage.output_tokens, total_tokens=usage.total_tokens,
-            cost_usd=run.cost_usd, tool_calls=run.tool_calls,
-            wall_s=self.clock() - (run.started_at or self.clock()),
-            thread_day_cost_usd=thread_day)
-        return check_budget(self.budget, spend)
+        return check_budget(self.budget, Spend.of(run, now, thread_day))
 
     async def _run_calls(
         self, cur: RunCursor, turn: AssistantTurn, done: dict[str, ToolResult]
@@ -399,30 +391,9 @@ class RunDriver:
                 started_calls=started if call.id in started else (*started, call.id),
                 decisions=tuple(d.model_copy(update={"consumed": True}) if d is decision else d
                                 for d in cur.run.decisions))
-        try:
-            async with asyncio.timeout(tool.timeout_s):
-                return ToolOutput(await tool.invoke(ctx, arguments))
-        except asyncio.CancelledError:
-            ctx.cancelled.set()  # a sync tool's thread runs on: it may look and stop
-            raise
-        except TimeoutError:
-            ctx.cancelled.set()
-            return error_result("timeout", f"{call.name} did not finish within "
-                                f"{tool.timeout_s:g} s")
-        except ToolFailure as exc:
-            return error_result("exception", str(exc))
-        except Exception as exc:
-            return error_result("exception", f"{type(exc).__name__}: {exc}")
+        return await tool.call(ctx, arguments)
 
-    # -- the ways a run ends are in endings.py ----------------------------------------------
-
-    async def cancel(self, run_id: str, reason: str, *, attempts: int = 3) -> Run:
-        """End a run as cancelled from what the store holds now (not from a stale cursor)."""
-        return await self.end.cancel(run_id, reason, attempts=attempts)
-
-    async def expire(self, run_id: str) -> Run:
-        """Move a run whose approval waited longer than ``approval_timeout_s`` to timed_out."""
-        return await self.end.expire(run_id)
+    # -- the ways a run ends are in endings.py (``self.end``) --------------------------------
 
 
 def _empty(response: ModelResponse) -> bool:

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from .control import Instance, live_instances
+from typing import Any, Literal, get_args
+
+from .control import ControlRequest, Instance, ask, live_instances
+from .errors import RunError, RunErrorReason
 from .loop import DRIVABLE
 from .runs import Run, RunState
 from .stores.base import Store
+
+Asked = Literal["decide", "cancel", "resume"]
+
+_REFUSED: dict[str, RunErrorReason] = {
+    "decide": "decide_refused", "cancel": "cancel_refused", "resume": "resume_refused"}
 
 __all__ = ["Peers"]
 
@@ -41,3 +49,15 @@ class Peers:
         if live is None:
             live = {i.id for i in await self.servers()}
         return run.owner in live, live
+
+    async def ask(self, kind: Asked, run_id: str, payload: dict[str, Any], *, now: float,
+                  timeout_s: float) -> Run:
+        """Have the serving process(es) decide, cancel or resume a run; the run after, or
+        ``RunError`` with the reason they gave."""
+        request = ControlRequest(kind=kind, run_id=run_id, payload=payload, created_at=now)
+        answer = await ask(self._store, request, timeout_s=timeout_s)
+        if not answer.ok:
+            reason = next((r for r in get_args(RunErrorReason) if r == answer.error),
+                          _REFUSED[kind])
+            raise RunError(reason, answer.result or "refused")
+        return await self._store.get_run(run_id)

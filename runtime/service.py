@@ -21,32 +21,27 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable, Coroutine, Iterable, Mapping, Sequence
-from typing import Any, Literal, get_args
+from typing import Any
 
 from .budget import BudgetConfig
 from .config import AgentConfig, Prices, RuntimeConfig
-from .control import ControlRequest, Instance, ask, serve_requests
+from .control import serve_requests
 from .decisions import approve_call, requeue
 from .delivery import Deliverer, Outbox, Sender
-from .errors import (
-    InvalidThreadId,
-    RunError,
-    RunErrorReason,
-    StaleWrite,
-    StoreError,
-    ToolDefinitionError,
-)
-from .events import EventBus, RunEnded, RunEvent, Subscription
+from .errors import RunError, StaleWrite, StoreError
+from .events import EventBus, RunEvent, Subscription
+from .intake import new_run
 from .leases import Leases, describe_holder
 from .loop import DRIVABLE, RunDriver
 from .notes import Notes
-from .peers import Peers
+from .peers import Asked, Peers
 from .providers.base import Provider
 from .records import Records
-from .runs import Origin, Run, RunState, Transition, new_run_id
-from .stores.base import Checkpoint, Store, check_thread_id
+from .runs import Origin, Run, RunState, Transition
+from .stores.base import Checkpoint, Store
 from .tools import ToolRegistry
 from .upkeep import RuntimeUpkeep
+from .waiting import Waiting
 from .workers import ACTIVE, Workers
 
 __all__ = ["ACTIVE", "Runtime"]
@@ -54,8 +49,6 @@ __all__ = ["ACTIVE", "Runtime"]
 log = logging.getLogger("maiden.runtime")
 S = RunState
 
-_REFUSED: dict[str, RunErrorReason] = {
-    "decide": "decide_refused", "cancel": "cancel_refused", "resume": "resume_refused"}
 
 class Runtime:
     """Owns the loop, the lock and the workers; shared by every entry point in a process.
@@ -96,7 +89,7 @@ class Runtime:
             "notes": self.notes,
             "send": Sender(self._outbox, None if channels is None else frozenset(channels)),
             **(services or {})}
-        _check_needs(self.tools, provided)
+        self.tools.check_needs(provided)
         self._driver = RunDriver(store, provider, self.tools, self.agent, self._bus,
                                  instance_id=self.instance_id, budget=budget, prices=prices,
                                  cancel_grace_s=self.settings.cancel_grace_s, clock=clock,
@@ -105,6 +98,9 @@ class Runtime:
         self._peers = Peers(store, self.instance_id)
         self._workers = Workers(store, self._driver, self._bus, self.settings, self._leases,
                                 peers=self._peers, outbox=self._outbox)
+        self._waiting = Waiting(store, self._bus, self._workers, self._peers,
+                                poll_interval_s=self.settings.poll_interval_s,
+                                serving=lambda: self._serving is not None)
         self._upkeep = RuntimeUpkeep(store, self._driver, self._outbox, self._workers,
                                      self._peers, self._leases, self.agent,
                                      instance_id=self.instance_id, clock=clock)
@@ -226,7 +222,7 @@ class Runtime:
         run = self._new_run(thread_id, text, origin, None)
         async with self._bus.subscribe(run.id, ends_only=True) as events:  # before it starts
             await self._accept(run)
-            return await self._until_ended(run, events)
+            return await self._waiting.until_ended(run, events)
 
     async def wait(self, run_id: str) -> Run:
         """Wait until the run is completed, failed, cancelled, timed out or paused.
@@ -234,14 +230,9 @@ class Runtime:
         Events say so for runs driven here; the store is read now and then too, for a
         run that another process on the same store took up.
         """
-        async with self._bus.subscribe(run_id, ends_only=True) as events:
-            run = await self._store.get_run(run_id)
-            if run.state not in DRIVABLE:
-                return run
-            await self._take_up(run)
-            return await self._until_ended(run, events)
+        return await self._waiting.wait(run_id)
 
-    async def follow(self, run_id: str) -> AsyncGenerator[RunEvent, None]:
+    def follow(self, run_id: str) -> AsyncGenerator[RunEvent, None]:
         """A run's events until it ends or pauses: for a run in progress here, from its
         start (or its last resumption) in this process; for one that has stopped, only
         its end.
@@ -249,26 +240,7 @@ class Runtime:
         The last event is always a ``RunEnded``: the run's own, or one made from the
         store when the run had already stopped, or when it ends in another process.
         """
-        async with self._bus.subscribe(run_id, replay=True) as events:
-            run = await self._store.get_run(run_id)
-            if run.state not in DRIVABLE:
-                yield RunEnded.of(run)
-                return
-            await self._take_up(run)
-            while True:
-                try:
-                    event = await asyncio.wait_for(events.next(),
-                                                   4 * self.settings.poll_interval_s)
-                except TimeoutError:
-                    run = await self._store.get_run(run_id)
-                    if run.state not in DRIVABLE:
-                        yield RunEnded.of(run)
-                        return
-                    await self._take_up(run)
-                    continue
-                yield event
-                if isinstance(event, RunEnded):
-                    return
+        return self._waiting.follow(run_id)
 
     def subscribe(
         self, run_id: str | None = None
@@ -281,51 +253,13 @@ class Runtime:
     ) -> Run:
         if self._closing:
             raise RunError("shutting_down", "the runtime is shutting down")
-        check_thread_id(thread_id)
-        if not thread_id:
-            raise InvalidThreadId("a thread id cannot be empty")
-        if not text.strip():
-            raise RunError("invalid_message", "the message is empty")
-        limit = self.agent.max_message_chars
-        if len(text) > limit and not (origin and origin.target):
-            raise RunError("invalid_message", f"the message has {len(text):,} characters; at "
-                           f"most {limit:,} are accepted ([agent] max_message_chars)")
-        # A too long message from a chat channel is stored like any other (so Slack gets
-        # its ack and its retries find the run) and its run fails at once with a reply
-        # that says so: the outbox posts that notice exactly once (RunDriver._begin).
-        now = self.clock()
-        return Run(id=new_run_id(now), thread_id=thread_id, text=text, created_at=now,
-                   updated_at=now, origin=origin or Origin(), idempotency_key=idempotency_key)
+        return new_run(thread_id, text, origin, idempotency_key,
+                       max_chars=self.agent.max_message_chars, now=self.clock())
 
     async def _accept(self, run: Run) -> Run:
         stored = await self._store.create_run(run)
         self._workers.kick(run.thread_id)
         return stored
-
-    async def _until_ended(self, run: Run, events: Subscription) -> Run:
-        while True:
-            try:
-                async with asyncio.timeout(4 * self.settings.poll_interval_s):
-                    event = await events.next()
-            except TimeoutError:
-                run = await self._store.get_run(run.id)
-                if run.state not in DRIVABLE:
-                    return run
-                await self._take_up(run)
-                continue
-            if isinstance(event, RunEnded):
-                if event.failure is not None:
-                    raise event.failure
-                return event.run or await self._store.get_run(run.id)
-
-    async def _take_up(self, run: Run) -> None:
-        """Drive the run's thread here, unless a live process that serves the store will
-        (this runtime does not serve, or another process holds the run)."""
-        if self._workers.busy(run.thread_id):
-            return
-        if self._serving is None and await self._peers.servers():
-            return
-        self._workers.kick(run.thread_id)
 
     # -- roles shared among processes
 
@@ -360,18 +294,7 @@ class Runtime:
         The write is a heartbeat that is already stale (no process takes it for a live
         server) and is removed at once.
         """
-        probe = Instance(id=f"probe-{self.instance_id}", pid=0, host="", started_at=0.0,
-                         beat_at=0.0)
-        await self._store.beat(probe)
-        await self._store.beat(probe, gone=True)
-
-    async def _ask(self, kind: Literal["decide", "cancel", "resume"], run_id: str,
-                   **payload: Any) -> ControlRequest:
-        """Ask the serving process(es) to decide, cancel or resume a run; wait for the answer."""
-        request = ControlRequest(kind=kind, run_id=run_id, payload=payload,
-                                 created_at=self.clock())
-        return await ask(self._store, request,
-                         timeout_s=max(10.0, 10 * self.settings.poll_interval_s))
+        await self._upkeep.check_writable()
 
     # -- decisions and cancellation ------------------------------------------------------------
 
@@ -443,7 +366,7 @@ class Runtime:
             if await self._peers.held_elsewhere(run) is not None:
                 return await self._asked("cancel", run_id, by=by)
             try:
-                run = await self._driver.cancel(run_id, reason, attempts=1)
+                run = await self._driver.end.cancel(run_id, reason, attempts=1)
             except StaleWrite:
                 await asyncio.sleep(0)  # it changed under us: maybe a worker took it up
                 continue
@@ -457,14 +380,9 @@ class Runtime:
         and one that does is alive (it then carries the run on)."""
         return self._serving is None and bool(await self._peers.servers())
 
-    async def _asked(self, kind: Literal["decide", "cancel", "resume"], run_id: str,
-                     **payload: Any) -> Run:
-        answer = await self._ask(kind, run_id, **payload)
-        if not answer.ok:
-            reason = next((r for r in get_args(RunErrorReason) if r == answer.error),
-                          _REFUSED[kind])
-            raise RunError(reason, answer.result or "refused")
-        return await self._store.get_run(run_id)
+    async def _asked(self, kind: Asked, run_id: str, **payload: Any) -> Run:
+        return await self._peers.ask(kind, run_id, payload, now=self.clock(),
+                                     timeout_s=max(10.0, 10 * self.settings.poll_interval_s))
 
     async def _write_run(self, run: Run, step: Transition) -> None:
         await self._store.commit(Checkpoint(thread_id=run.thread_id, position=None, run=run,
@@ -485,11 +403,3 @@ class Runtime:
         """
         await self._upkeep.flush_deliveries()
 
-
-def _check_needs(tools: ToolRegistry, provided: Mapping[str, object]) -> None:
-    """Every service a tool needs is there, or the runtime is not built."""
-    for t in tools:
-        missing = sorted(t.needs - provided.keys())
-        if missing:
-            raise ToolDefinitionError(f"tool {t.name!r} needs {', '.join(missing)}, which "
-                                      "this runtime is not given")

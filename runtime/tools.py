@@ -189,6 +189,26 @@ class Tool:
                 result = await result
         return to_jsonable_python(result)
 
+    async def call(self, ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutput:
+        """``invoke`` within the tool's timeout: its output, or the error the model is
+        shown (a timeout, the exception's message). A call given up (timed out, or its
+        task cancelled) sets ``ctx.cancelled``: a sync tool's thread runs on, and may
+        look."""
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                return ToolOutput(await self.invoke(ctx, arguments))
+        except asyncio.CancelledError:
+            ctx.cancelled.set()
+            raise
+        except TimeoutError:
+            ctx.cancelled.set()
+            return error_result("timeout", f"{self.name} did not finish within "
+                                f"{self.timeout_s:g} s")
+        except ToolFailure as exc:
+            return error_result("exception", str(exc))
+        except Exception as exc:
+            return error_result("exception", f"{type(exc).__name__}: {exc}")
+
     @classmethod
     def from_schema(
         cls,
@@ -323,6 +343,15 @@ class ToolRegistry:
 
     def specs(self) -> list[ToolSpec]:
         return [t.spec for t in self._tools.values()]
+
+    def check_needs(self, provided: Iterable[str]) -> None:
+        """``ToolDefinitionError`` unless every service a tool ``needs`` is ``provided``."""
+        given = set(provided)
+        for t in self._tools.values():
+            missing = sorted(t.needs - given)
+            if missing:
+                raise ToolDefinitionError(f"tool {t.name!r} needs {', '.join(missing)}, "
+                                          "which this runtime is not given")
 
     def add_module(self, module_name: str, base_dir: Path | None = None) -> list[Tool]:
         """Import ``module_name`` (looked up in ``base_dir`` first) and add every Tool in it."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .config import AgentConfig
+from .control import Instance
 from .delivery import Outbox
 from .leases import Leases
 from .loop import DRIVABLE, RunDriver
@@ -36,6 +37,17 @@ class RuntimeUpkeep:
         self.problem: str | None = None
         """Why the store could not be written when the control loop last tried, or None."""
 
+    async def check_writable(self) -> None:
+        """Write to the store and take it back; ``StoreError`` if it cannot be written.
+
+        The write is a heartbeat that is already stale (no process takes it for a live
+        server) and is removed at once.
+        """
+        probe = Instance(id=f"probe-{self.instance_id}", pid=0, host="", started_at=0.0,
+                         beat_at=0.0)
+        await self._store.beat(probe)
+        await self._store.beat(probe, gone=True)
+
     def report_store(self, problem: str | None) -> None:
         self.problem = problem
 
@@ -58,7 +70,7 @@ class RuntimeUpkeep:
         if self._agent.approval_timeout_s is None:
             return []
         waiting = await self._store.list_runs(states=[RunState.AWAITING_APPROVAL])
-        expired = [await self._driver.expire(r.id) for r in waiting]
+        expired = [await self._driver.end.expire(r.id) for r in waiting]
         expired = [r for r in expired if r.state is RunState.TIMED_OUT]
         for run in expired:
             await self._outbox.send_stopped(run)

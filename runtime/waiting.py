@@ -1,0 +1,88 @@
+"""How a caller waits on a run (``Runtime.wait``, ``send``, ``follow``): the events of a run
+driven here, and the store read now and then for one that another process took up; a run
+nobody drives is taken up here."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Callable
+
+from .events import EventBus, RunEnded, RunEvent, Subscription
+from .loop import DRIVABLE
+from .peers import Peers
+from .runs import Run
+from .stores.base import RunStore
+from .workers import Workers
+
+__all__ = ["Waiting"]
+
+
+class Waiting:
+    """The waits of one runtime over its store, bus and workers."""
+
+    def __init__(self, store: RunStore, bus: EventBus, workers: Workers, peers: Peers, *,
+                 poll_interval_s: float, serving: Callable[[], bool]) -> None:
+        self._store = store
+        self._bus = bus
+        self._workers = workers
+        self._peers = peers
+        self._every = 4 * poll_interval_s
+        self._serving = serving
+
+    async def wait(self, run_id: str) -> Run:
+        """Until the run is completed, failed, cancelled, timed out or paused."""
+        async with self._bus.subscribe(run_id, ends_only=True) as events:
+            run = await self._store.get_run(run_id)
+            if run.state not in DRIVABLE:
+                return run
+            await self.take_up(run)
+            return await self.until_ended(run, events)
+
+    async def follow(self, run_id: str) -> AsyncGenerator[RunEvent, None]:
+        """A run's events until it ends or pauses, the last one always a ``RunEnded``."""
+        async with self._bus.subscribe(run_id, replay=True) as events:
+            run = await self._store.get_run(run_id)
+            if run.state not in DRIVABLE:
+                yield RunEnded.of(run)
+                return
+            await self.take_up(run)
+            while True:
+                try:
+                    event = await asyncio.wait_for(events.next(), self._every)
+                except TimeoutError:
+                    run = await self._store.get_run(run_id)
+                    if run.state not in DRIVABLE:
+                        yield RunEnded.of(run)
+                        return
+                    await self.take_up(run)
+                    continue
+                yield event
+                if isinstance(event, RunEnded):
+                    return
+
+    async def until_ended(self, run: Run, events: Subscription) -> Run:
+        """The run as it ends or pauses, from ``events`` (subscribed before it could end)
+        or, when they stay silent, from the store."""
+        while True:
+            try:
+                async with asyncio.timeout(self._every):
+                    event = await events.next()
+            except TimeoutError:
+                run = await self._store.get_run(run.id)
+                if run.state not in DRIVABLE:
+                    return run
+                await self.take_up(run)
+                continue
+            if isinstance(event, RunEnded):
+                if event.failure is not None:
+                    raise event.failure
+                return event.run or await self._store.get_run(run.id)
+
+    async def take_up(self, run: Run) -> None:
+        """Drive the run's thread here, unless a live process that serves the store will
+        (this runtime does not serve, or another process holds the run)."""
+        if self._workers.busy(run.thread_id):
+            return
+        if not self._serving() and await self._peers.servers():
+            return
+        self._workers.kick(run.thread_id)
