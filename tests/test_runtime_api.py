@@ -3,15 +3,28 @@
 from __future__ import annotations
 
 import asyncio
+import re
+import threading
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from runtime import (
     ApprovalRequested,
+    EchoProvider,
     Origin,
     RunEnded,
     RunState,
+    Runtime,
+    ScriptedProvider,
+    SQLiteStore,
     TextDelta,
     ToolCallStarted,
+    ToolContext,
+    ToolDefinitionError,
+    ToolRegistry,
+    ToolResult,
     tool,
 )
 from tests.fakes.chat import MemoryChat
@@ -127,3 +140,84 @@ async def _until(events: Any, kind: type) -> Any:
         yield event
         if isinstance(event, kind):
             return
+
+
+def _listed_in_readme() -> set[str]:
+    """The names the README's runtime-API section gives as ``Runtime``'s surface."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("`Runtime`'s public surface, and nothing more", 1)[1]
+    section = section.split("\n\n", 2)[1]  # the list after the sentence
+    surface = section.split("- attributes:", 1)
+    methods = set(re.findall(r"`(\w+)`", surface[0]))
+    attributes = surface[1].split("(a read-only `Records`", 1)
+    inner = attributes[1].split(")", 1)
+    return methods | set(re.findall(r"`(\w+)`", attributes[0] + inner[1]))
+
+
+async def test_the_runtime_surface_is_what_the_readme_lists(tmp_path: Path) -> None:
+    async with SQLiteStore(tmp_path / "m.db") as store:
+        rt = Runtime(store, EchoProvider())
+        public = {n for n in dir(Runtime) if not n.startswith("_")} \
+            | {n for n in vars(rt) if not n.startswith("_")}
+    assert public == _listed_in_readme() - {"Notes"}  # the type of `notes`
+
+
+async def test_a_tool_gets_only_the_services_it_declares(tmp_path: Path) -> None:
+    seen: dict[str, Any] = {}
+
+    @tool(needs=["notes"])
+    async def noting(ctx: ToolContext) -> str:
+        seen["services"] = sorted(ctx.services)
+        await ctx.service("notes").remember(f"thread:{ctx.thread_id}", "k", "v",
+                                            call=ctx.idempotency_key)
+        return "kept"
+
+    @tool
+    async def plain(ctx: ToolContext) -> str:
+        seen["plain"] = sorted(ctx.services)
+        ctx.service("notes")  # not declared: the call fails with a reason
+        return "unreachable"
+
+    script = [call("noting"), call("plain"), {"text": "done"}]
+    async with SQLiteStore(tmp_path / "m.db") as store, \
+            Runtime(store, ScriptedProvider(script), ToolRegistry([noting, plain]),
+                    services={"extra": object()}) as rt:
+        run = await rt.send("t", "go")
+        results = [e for e in await rt.records.entries("t") if isinstance(e, ToolResult)]
+        notes = await rt.records.notes("thread:t")
+    assert run.state is S.COMPLETED
+    assert seen == {"services": ["notes"], "plain": []}
+    assert [(n.key, n.text) for n in notes] == [("k", "v")]
+    assert results[1].is_error and "'notes' is not available to this tool" \
+        in str(results[1].content)
+
+
+async def test_a_runtime_is_not_built_without_a_service_a_tool_needs(tmp_path: Path) -> None:
+    @tool(needs=["schedules"])
+    def lister() -> str:
+        """List."""
+        return ""
+
+    async with SQLiteStore(tmp_path / "m.db") as store:
+        with pytest.raises(ToolDefinitionError, match="'lister' needs schedules"):
+            Runtime(store, EchoProvider(), ToolRegistry([lister]))
+
+
+async def test_a_sync_tool_given_up_sees_its_cancelled_flag(tmp_path: Path) -> None:
+    flags: list[threading.Event] = []
+    gone = threading.Event()
+
+    @tool(timeout_s=0.2)
+    def slow(ctx: ToolContext) -> str:
+        flags.append(ctx.cancelled)
+        if ctx.cancelled.wait(10):  # stops early once the loop gives up on it
+            gone.set()
+        return "late"
+
+    script = [call("slow"), {"text": "after"}]
+    async with SQLiteStore(tmp_path / "m.db") as store, \
+            Runtime(store, ScriptedProvider(script), ToolRegistry([slow])) as rt:
+        run = await rt.send("t", "go")
+        assert await asyncio.to_thread(gone.wait, 10)
+    (flag,) = flags
+    assert flag.is_set() and run.reply == "after"
