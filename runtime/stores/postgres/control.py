@@ -26,8 +26,7 @@ from ...requests import (
     ScheduleRecord,
     SlotMark,
 )
-from ..base import NOTE_CALLS_KEPT, unlistened
-from ..sqlite.control import parse_schedule_record
+from ..base import NOTE_CALLS_KEPT, parse_schedule_record, unlistened
 from .sql import ERRORS
 
 __all__ = ["PostgresControl"]

@@ -12,12 +12,11 @@ from itertools import pairwise
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from ...entries import ENTRY, Entry, Notice
-from ...errors import CorruptStore, StoreError
+from ...errors import CorruptStore
 from ...tail import Tail
 from ..base import ENTRIES
-from .commit import GroupCommit
-from .sql import ThreadCache, no_cycle_collection
-from .thread import SQLiteThread
+from .core import AWAY, SQLiteCore
+from .sql import no_cycle_collection
 
 __all__ = ["SHORT_THREAD", "SQLiteReads", "parse_entries"]
 
@@ -25,60 +24,10 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-class SQLiteReads:
-    """How ``SQLiteStore`` reads: on the reader's thread, or at once on the loop's thread when
-    a connection is idle and the read is small; and what it runs there to read a thread."""
-
-    _threads: ThreadCache
-    _writer: GroupCommit | None
-    _reader: SQLiteThread | None
-
-    async def _read(
-        self,
-        fn: Callable[Concatenate[sqlite3.Connection, P], T],
-        /,
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> T:
-        """``fn(connection, ...)`` on the reading connection's thread, in one trip."""
-        if self._reader is None:
-            raise StoreError("the store is not open")
-        return await self._reader.call(fn, *args, **kwargs)
-
-    async def _read_small(
-        self,
-        fn: Callable[Concatenate[sqlite3.Connection, P], T],
-        /,
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> T:
-        """As ``_read``, for a read of a few rows by an index: done at once on the loop's
-        thread when the reader is idle (the trip would cost more than the read)."""
-        found = self._at_once(fn, *args, **kwargs)
-        if found is not _AWAY:
-            return cast(T, found)
-        return await self._read(fn, *args, **kwargs)
-
-    def _at_once(
-        self,
-        fn: Callable[Concatenate[sqlite3.Connection, P], T],
-        /,
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> T | object:
-        """``fn(connection, ...)`` now, on the loop's thread, through an idle connection, or
-        ``_AWAY`` if neither is. The writer's first: its page cache survives its own commits,
-        where the reader's is dropped whenever the database has changed since its last read."""
-        writer = self._writer
-        if writer is not None and writer.conn.idle:
-            try:
-                return writer.conn.here(fn, *args, **kwargs)
-            except StoreError:
-                pass  # busy (the writer never waits for a lock here): ask the reader
-        reader = self._reader
-        if reader is not None and reader.idle:
-            return reader.here(fn, *args, **kwargs)
-        return _AWAY
+class SQLiteReads(SQLiteCore):
+    """How the SQLite store reads a thread: at once on the loop's thread when it is held
+    already or short (and a connection is idle), else on the reader's; and what it runs
+    there to read one."""
 
     async def _read_thread(
         self,
@@ -95,7 +44,7 @@ class SQLiteReads:
         # A new or short thread (a fresh DM, a schedule's first run) is a small read too; its
         # length is one seek at the end of its rows.
         found = self._at_once(_if_short, fn, thread_id, *args, **kwargs)
-        if found is not _AWAY and found is not _LONG:
+        if found is not AWAY and found is not _LONG:
             return cast(T, found)
         return await self._read(fn, thread_id, *args, **kwargs)
 
@@ -180,7 +129,6 @@ def unreadable_entry(thread_id: str, first: int, rows: list[Any]) -> CorruptStor
 SHORT_THREAD = 64
 """Rows a thread not held yet may have for its first read to be done on the loop's thread."""
 _LONG = object()
-_AWAY = object()
 
 
 def _if_short(
