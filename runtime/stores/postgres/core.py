@@ -18,7 +18,7 @@ import asyncpg  # type: ignore[import-untyped]
 from ...errors import StoreError
 from ..base import Opens
 from ..dsn import redact_dsn
-from ..sqlite.sql import ThreadCache
+from ..rows import ThreadCache
 from .schema import check_schema_name, migrate
 from .sql import ERRORS, configure, keep
 

@@ -22,10 +22,9 @@ from ...errors import NotFound, StoreError
 from ...runs import Run, RunState, Transition, arriving_after
 from ...tail import Tail
 from ..base import Checkpoint, RunStore, StoreStats, ThreadInfo, check_thread_id
-from ..sqlite.reads import parse_entries
-from ..sqlite.sql import parse_run, run_json
+from ..rows import parse_entries, parse_run, run_json, thread_infos, transitions_of
 from .core import PostgresCore
-from .sql import LIST_THREADS, CheckpointRows, list_runs_sql, transitions_of, write_checkpoint
+from .sql import LIST_THREADS, CheckpointRows, list_runs_sql, write_checkpoint
 
 __all__ = ["PostgresRuns"]
 
@@ -151,8 +150,7 @@ class PostgresRuns(PostgresCore, RunStore):
     async def list_threads(self, *, offset: int = 0, limit: int | None = None
                            ) -> list[ThreadInfo]:
         rows = await self._fetch(LIST_THREADS, limit, max(offset, 0))
-        return [ThreadInfo(id=r[0], length=r[1], created_at=r[2], updated_at=r[3], runs=r[4],
-                           last_state=RunState(r[5]) if r[5] else None) for r in rows]
+        return thread_infos(rows)
 
     async def stats(self) -> StoreStats:
         async with self._connection() as conn:

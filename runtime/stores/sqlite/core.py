@@ -21,9 +21,10 @@ from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, cast
 from ...errors import StoreError
 from ..base import Opens
 from ..identity import FileIdentity
+from ..rows import ThreadCache
 from .commit import GroupCommit
 from .schema import migrate
-from .sql import ThreadCache, fetchall
+from .sql import fetchall
 from .thread import SQLiteThread
 
 __all__ = ["AWAY", "SQLiteCore", "Synchronous"]

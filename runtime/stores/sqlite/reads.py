@@ -1,24 +1,19 @@
 """The SQLite store's reads of a thread, run on a connection's thread: its entries from a
-position on (only the rows since, for a thread held already), its tail and its pages.
-
-Entry rows are validated in one call per read, not one per row; a row that does not
-validate is found, and named, only on that error path."""
+position on (only the rows since, for a thread held already), its tail and its pages."""
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
 from itertools import pairwise
-from typing import Any, Concatenate, ParamSpec, TypeVar, cast
+from typing import Concatenate, ParamSpec, TypeVar, cast
 
-from ...entries import ENTRY, Entry, Notice
-from ...errors import CorruptStore
+from ...entries import Entry, Notice
 from ...tail import Tail
-from ..base import ENTRIES
+from ..rows import parse_entries
 from .core import AWAY, SQLiteCore
-from .sql import no_cycle_collection
 
-__all__ = ["SHORT_THREAD", "SQLiteReads", "parse_entries"]
+__all__ = ["SHORT_THREAD", "SQLiteReads"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -101,29 +96,6 @@ class SQLiteReads(SQLiteCore):
                           "ORDER BY seq LIMIT ?",
                           (thread_id, offset, -1 if limit is None else limit)).fetchall()
         return parse_entries(thread_id, offset, rows) if rows else []
-
-
-def parse_entries(thread_id: str, first: int, rows: list[Any]) -> list[Entry]:
-    """Entry rows, validated in one call (far cheaper than one per row)."""
-    try:
-        with no_cycle_collection(len(rows) > 1000):
-            return ENTRIES.validate_json("[" + ",".join(r[0] for r in rows) + "]")
-    except ValueError as exc:
-        raise unreadable_entry(thread_id, first, rows) from exc
-
-
-def unreadable_entry(thread_id: str, first: int, rows: list[Any]) -> CorruptStore:
-    """Which row of the thread cannot be read, and why, in one line (rows are checked one by
-    one only here, on the error path)."""
-    for seq, row in enumerate(rows, first):
-        try:
-            ENTRY.validate_json(row[0])
-        except ValueError as exc:
-            errors = exc.errors() if hasattr(exc, "errors") else []
-            why = errors[0]["msg"] if errors else str(exc).splitlines()[0]
-            return CorruptStore(f"thread {thread_id!r} has an unreadable entry at row {seq}: "
-                                f"{why}")
-    return CorruptStore(f"thread {thread_id!r} has an unreadable entry")
 
 
 SHORT_THREAD = 64

@@ -20,17 +20,14 @@ from ...errors import NotFound, StoreError
 from ...runs import TERMINAL, Run, RunState, Transition
 from ...tail import Tail
 from ..base import Checkpoint, RunStore, StoreStats, ThreadInfo, check_thread_id
+from ..rows import activity, entry_row, parse_run, run_json, thread_infos, transitions_of
 from .reads import SQLiteReads
 from .schema import ACTIVE_SQL
 from .sql import (
     CheckpointRows,
-    activity,
     commit_rows,
     create_run_row,
-    entry_row,
     fetchall,
-    parse_run,
-    run_json,
     run_row,
 )
 
@@ -148,8 +145,7 @@ class SQLiteRuns(SQLiteReads, RunStore):
             "   ORDER BY r.created_at DESC, r.rowid DESC LIMIT 1) "
             "FROM threads t ORDER BY updated_at DESC, t.id LIMIT ? OFFSET ?",
             (-1 if limit is None else int(limit), int(offset)))
-        return [ThreadInfo(id=r[0], length=r[1], created_at=r[2], updated_at=r[3], runs=r[4],
-                           last_state=RunState(r[5]) if r[5] else None) for r in rows]
+        return thread_infos(rows)
 
     async def stats(self) -> StoreStats:
         def count(db: sqlite3.Connection) -> StoreStats:
@@ -166,9 +162,7 @@ class SQLiteRuns(SQLiteReads, RunStore):
 
     async def transitions(self, run_id: str) -> list[Transition]:
         rows = await self._fetchall("SELECT transitions FROM runs WHERE id = ?", (run_id,))
-        steps = json.loads(rows[0][0]) if rows else []
-        return [Transition(run_id=run_id, source=source, target=target, reason=reason, at=at)
-                for source, target, reason, at in steps]
+        return transitions_of(run_id, rows[0][0] if rows else None)
 
 
 _text = json.encoder.encode_basestring
