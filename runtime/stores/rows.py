@@ -18,7 +18,7 @@ from ..errors import CorruptStore, NotFound, StaleWrite
 from ..runs import DELIVERY, TERMINAL, Delivery, Run, RunState, Transition
 from .base import ENTRIES, Checkpoint, ThreadInfo
 
-__all__ = ["ThreadCache", "activity", "entry_row", "parse_entries", "parse_run",
+__all__ = ["ThreadCache", "activity", "deliveries_query", "entry_row", "parse_entries", "parse_run",
            "pending_changed", "positioned_rows", "run_json", "thread_infos", "transitions_of"]
 
 
@@ -79,6 +79,22 @@ def pending_changed(key: str, data: str | None,
     if delivery.remote_id is not None:
         return None
     return delivery.model_copy(update=change(delivery))
+
+
+def deliveries_query(run_id: str | None, pending: bool | None, *, param: str, order: str
+                     ) -> tuple[str, list[Any]]:
+    """``deliveries``'s query (oldest first) and its parameters: ``param`` is the first
+    parameter's placeholder (``?``, ``$1``), ``order`` the column of insertion order."""
+    where, params = [], []
+    if run_id is not None:
+        where.append(f"run_id = {param}")
+        params.append(run_id)
+    if pending is not None:
+        where.append("remote_id IS NULL" if pending else "remote_id IS NOT NULL")
+    sql = "SELECT data FROM deliveries"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    return f"{sql} ORDER BY created_at, {order}", params
 
 
 def transitions_of(run_id: str, data: str | None) -> list[Transition]:

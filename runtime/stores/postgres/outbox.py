@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ...runs import DELIVERY, Delivery
 from ..base import OutboxStore
+from ..rows import deliveries_query
 from .core import PostgresCore
 from .sql import update_pending
 
@@ -17,17 +18,8 @@ class PostgresOutbox(PostgresCore, OutboxStore):
     async def deliveries(
         self, *, run_id: str | None = None, pending: bool | None = None
     ) -> list[Delivery]:
-        where, params = [], []
-        if run_id is not None:
-            params.append(run_id)
-            where.append("run_id = $1")
-        if pending is not None:
-            where.append("remote_id IS NULL" if pending else "remote_id IS NOT NULL")
-        sql = "SELECT data FROM deliveries"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        return await self._parsed(DELIVERY.validate_json, sql + " ORDER BY created_at, n",
-                                  *params)
+        sql, params = deliveries_query(run_id, pending, param="$1", order="n")
+        return await self._parsed(DELIVERY.validate_json, sql, *params)
 
     async def mark_delivered(self, key: str, remote_id: str, at: float) -> None:
         async with self._transaction() as conn:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ...runs import DELIVERY, Delivery
 from ..base import OutboxStore
+from ..rows import deliveries_query
 from .core import SQLiteCore
 from .sql import update_pending_row
 
@@ -16,16 +17,8 @@ class SQLiteOutbox(SQLiteCore, OutboxStore):
     async def deliveries(
         self, *, run_id: str | None = None, pending: bool | None = None
     ) -> list[Delivery]:
-        where, params = [], []
-        if run_id is not None:
-            where.append("run_id = ?")
-            params.append(run_id)
-        if pending is not None:
-            where.append("remote_id IS NULL" if pending else "remote_id IS NOT NULL")
-        sql = "SELECT data FROM deliveries"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        rows = await self._fetchall(sql + " ORDER BY created_at, rowid", params)
+        sql, params = deliveries_query(run_id, pending, param="?", order="rowid")
+        rows = await self._fetchall(sql, params)
         return [DELIVERY.validate_json(row[0]) for row in rows]
 
     async def mark_delivered(self, key: str, remote_id: str, at: float) -> None:
