@@ -138,7 +138,7 @@ async def test_a_non_durable_commit_is_committed_in_order(
         levels.append(await conn.fetchval("SHOW synchronous_commit"))
         await write_checkpoint(conn, rows)
 
-    monkeypatch.setattr("runtime.stores.postgres.store.write_checkpoint", watched)
+    monkeypatch.setattr("runtime.stores.postgres.runs.write_checkpoint", watched)
     run = await _started(store)
     await store.commit(Checkpoint("t", 1, [Notice(run_id=run.id, code="n", text="lazy")],
                                   durable=False))

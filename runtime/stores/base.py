@@ -10,14 +10,14 @@ from typing import Protocol, Self
 from pydantic import TypeAdapter
 
 from ..entries import Entry
-from ..errors import InvalidThreadId
+from ..errors import CorruptStore, InvalidThreadId
 from ..requests import ControlRequest, Instance, Lease, Note, NoteCall, ScheduleRecord, SlotMark
 from ..runs import Delivery, Run, RunState, Transition
 from ..tail import Tail
 
 __all__ = ["ENTRIES", "NOTE_CALLS_KEPT", "Checkpoint", "ControlStore", "LeaseStore", "NoteStore",
            "OutboxStore", "RunStore", "ScheduleStore", "Store", "StoreStats", "ThreadInfo",
-           "check_thread_id"]
+           "check_thread_id", "parse_schedule_record"]
 
 ENTRIES: TypeAdapter[list[Entry]] = TypeAdapter(list[Entry])
 
@@ -301,3 +301,11 @@ def check_thread_id(thread_id: str) -> str:
         raise InvalidThreadId(f"a thread id cannot hold control characters (it has "
                               f"{found.group()!r} at position {found.start()})")
     return thread_id
+
+
+def parse_schedule_record(name: str, data: str | bytes) -> ScheduleRecord:
+    """A stored schedule record (JSON), or ``CorruptStore`` naming the schedule."""
+    try:
+        return ScheduleRecord.model_validate_json(data)
+    except ValueError as exc:
+        raise CorruptStore(f"the record of schedule {name!r} cannot be read: {exc}") from exc

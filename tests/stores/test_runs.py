@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Callable
+from typing import Generic, Protocol
 
 import pytest
 
@@ -21,9 +22,17 @@ from tests.stores.contract import AnyStore, S, advance, all_kinds, make_run, sta
 
 @pytest.mark.parametrize("cls", [SQLiteStore, FilesStore, PostgresStore])
 def test_backends_implement_the_protocol(cls: type) -> None:
-    for name, method in vars(Store).items():
-        if inspect.iscoroutinefunction(method):
-            assert inspect.signature(getattr(cls, name)) == inspect.signature(method), name
+    roles = [base for base in Store.__mro__ if base not in (Store, Protocol, Generic, object)]
+    assert len(roles) == 6
+    for role in roles:  # Store's methods are its roles' (Store itself declares none)
+        for name, method in vars(role).items():
+            if not name.startswith("_") and inspect.isfunction(method):
+                assert inspect.signature(getattr(cls, name)) == inspect.signature(method), name
+
+
+async def test_a_store_in_place_is_not_gone(store: AnyStore) -> None:
+    await started(store)
+    assert store.gone() is None
 
 
 # -- runs

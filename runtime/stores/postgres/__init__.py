@@ -1,6 +1,7 @@
-"""The PostgreSQL store, for replicas: threads and runs in ``store``, the control plane,
-leases, schedule records and notes in ``control``; ``schema`` creates and migrates the
-tables, ``sql`` writes a checkpoint's rows."""
+"""The PostgreSQL store, for replicas: ``PostgresStore`` (``store``) is made of one class
+per role over ``PostgresCore`` (``core``: the pool): ``runs``, ``outbox``, ``control``,
+``leases``, ``schedules``, ``notes``; ``schema`` creates and migrates the tables, ``sql``
+writes a checkpoint's rows."""
 
 from .store import PostgresStore
 

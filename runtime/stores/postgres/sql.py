@@ -12,7 +12,6 @@ not go through the codec: only arrays of plain words (run states) are passed.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,12 +21,12 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped]
 
 from ...errors import StaleWrite
-from ...runs import TERMINAL, Delivery, RunState, Transition
+from ...runs import TERMINAL, Delivery, RunState
 from ..base import Checkpoint
-from ..sqlite.sql import activity, entry_row, pending_changed, positioned_rows, run_json
+from ..rows import activity, entry_row, pending_changed, positioned_rows, run_json
 
 __all__ = ["ERRORS", "LIST_THREADS", "CheckpointRows", "configure", "decode_text", "encode_text",
-           "keep", "list_runs_sql", "transitions_of", "update_pending", "write_checkpoint"]
+           "keep", "list_runs_sql", "update_pending", "write_checkpoint"]
 
 ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
 """What asyncpg raises: the server's errors, a misused or lost connection, the network, a
@@ -143,12 +142,6 @@ async def write_checkpoint(conn: Any, cp: CheckpointRows) -> None:
         await conn.executemany("INSERT INTO deliveries (key, run_id, remote_id, created_at, "
                                "data) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (key) DO NOTHING",
                                cp.deliveries)
-
-
-def transitions_of(run_id: str, data: str | None) -> list[Transition]:
-    steps = json.loads(data) if data is not None else []
-    return [Transition(run_id=run_id, source=source, target=target, reason=reason, at=at)
-            for source, target, reason, at in steps]
 
 
 async def update_pending(conn: Any, key: str,

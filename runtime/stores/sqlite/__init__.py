@@ -1,5 +1,6 @@
-"""The SQLite store (the default): threads and runs in ``store``, the control plane,
-leases, schedule records and notes in ``control``; ``thread`` and ``commit`` are the
+"""The SQLite store (the default): ``SQLiteStore`` (``store``) is made of one class per
+role over ``SQLiteCore`` (``core``: the connections): ``runs`` (with ``reads``), ``outbox``,
+``control``, ``leases``, ``schedules``, ``notes``; ``thread`` and ``commit`` are the
 connections' threads and the group commit, ``schema`` and ``sql`` the tables and rows."""
 
 from .store import SHORT_THREAD, SQLiteStore, Synchronous

@@ -1,84 +1,28 @@
 """The SQLite store's reads of a thread, run on a connection's thread: its entries from a
-position on (only the rows since, for a thread held already), its tail and its pages.
-
-Entry rows are validated in one call per read, not one per row; a row that does not
-validate is found, and named, only on that error path."""
+position on (only the rows since, for a thread held already), its tail and its pages."""
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
 from itertools import pairwise
-from typing import Any, Concatenate, ParamSpec, TypeVar, cast
+from typing import Concatenate, ParamSpec, TypeVar, cast
 
-from ...entries import ENTRY, Entry, Notice
-from ...errors import CorruptStore, StoreError
+from ...entries import Entry, Notice
 from ...tail import Tail
-from ..base import ENTRIES
-from .commit import GroupCommit
-from .sql import ThreadCache, no_cycle_collection
-from .thread import SQLiteThread
+from ..rows import parse_entries
+from .core import AWAY, SQLiteCore
 
-__all__ = ["SHORT_THREAD", "SQLiteReads", "parse_entries"]
+__all__ = ["SHORT_THREAD", "SQLiteReads"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
 
-class SQLiteReads:
-    """How ``SQLiteStore`` reads: on the reader's thread, or at once on the loop's thread when
-    a connection is idle and the read is small; and what it runs there to read a thread."""
-
-    _threads: ThreadCache
-    _writer: GroupCommit | None
-    _reader: SQLiteThread | None
-
-    async def _read(
-        self,
-        fn: Callable[Concatenate[sqlite3.Connection, P], T],
-        /,
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> T:
-        """``fn(connection, ...)`` on the reading connection's thread, in one trip."""
-        if self._reader is None:
-            raise StoreError("the store is not open")
-        return await self._reader.call(fn, *args, **kwargs)
-
-    async def _read_small(
-        self,
-        fn: Callable[Concatenate[sqlite3.Connection, P], T],
-        /,
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> T:
-        """As ``_read``, for a read of a few rows by an index: done at once on the loop's
-        thread when the reader is idle (the trip would cost more than the read)."""
-        found = self._at_once(fn, *args, **kwargs)
-        if found is not _AWAY:
-            return cast(T, found)
-        return await self._read(fn, *args, **kwargs)
-
-    def _at_once(
-        self,
-        fn: Callable[Concatenate[sqlite3.Connection, P], T],
-        /,
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> T | object:
-        """``fn(connection, ...)`` now, on the loop's thread, through an idle connection, or
-        ``_AWAY`` if neither is. The writer's first: its page cache survives its own commits,
-        where the reader's is dropped whenever the database has changed since its last read."""
-        writer = self._writer
-        if writer is not None and writer.conn.idle:
-            try:
-                return writer.conn.here(fn, *args, **kwargs)
-            except StoreError:
-                pass  # busy (the writer never waits for a lock here): ask the reader
-        reader = self._reader
-        if reader is not None and reader.idle:
-            return reader.here(fn, *args, **kwargs)
-        return _AWAY
+class SQLiteReads(SQLiteCore):
+    """How the SQLite store reads a thread: at once on the loop's thread when it is held
+    already or short (and a connection is idle), else on the reader's; and what it runs
+    there to read one."""
 
     async def _read_thread(
         self,
@@ -95,7 +39,7 @@ class SQLiteReads:
         # A new or short thread (a fresh DM, a schedule's first run) is a small read too; its
         # length is one seek at the end of its rows.
         found = self._at_once(_if_short, fn, thread_id, *args, **kwargs)
-        if found is not _AWAY and found is not _LONG:
+        if found is not AWAY and found is not _LONG:
             return cast(T, found)
         return await self._read(fn, thread_id, *args, **kwargs)
 
@@ -154,33 +98,9 @@ class SQLiteReads:
         return parse_entries(thread_id, offset, rows) if rows else []
 
 
-def parse_entries(thread_id: str, first: int, rows: list[Any]) -> list[Entry]:
-    """Entry rows, validated in one call (far cheaper than one per row)."""
-    try:
-        with no_cycle_collection(len(rows) > 1000):
-            return ENTRIES.validate_json("[" + ",".join(r[0] for r in rows) + "]")
-    except ValueError as exc:
-        raise unreadable_entry(thread_id, first, rows) from exc
-
-
-def unreadable_entry(thread_id: str, first: int, rows: list[Any]) -> CorruptStore:
-    """Which row of the thread cannot be read, and why, in one line (rows are checked one by
-    one only here, on the error path)."""
-    for seq, row in enumerate(rows, first):
-        try:
-            ENTRY.validate_json(row[0])
-        except ValueError as exc:
-            errors = exc.errors() if hasattr(exc, "errors") else []
-            why = errors[0]["msg"] if errors else str(exc).splitlines()[0]
-            return CorruptStore(f"thread {thread_id!r} has an unreadable entry at row {seq}: "
-                                f"{why}")
-    return CorruptStore(f"thread {thread_id!r} has an unreadable entry")
-
-
 SHORT_THREAD = 64
 """Rows a thread not held yet may have for its first read to be done on the loop's thread."""
 _LONG = object()
-_AWAY = object()
 
 
 def _if_short(

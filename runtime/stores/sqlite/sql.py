@@ -1,27 +1,22 @@
 """What runs on the SQLite connection's thread: the plain sqlite3 functions each store
-operation is made of (one round trip each), and the entries cache."""
+operation is made of (one round trip each); the row formats it shares with PostgreSQL are
+``rows``'."""
 
 from __future__ import annotations
 
-import gc
 import sqlite3
-from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...context import SUMMARY, entry_tokens
-from ...entries import Entry, Notice, ToolResult
-from ...errors import CorruptStore, NotFound, StaleWrite
+from ...errors import StaleWrite
 from ...requests import Note, NoteCall
-from ...runs import DELIVERY, TERMINAL, Delivery, Run, arriving_after
-from ..base import NOTE_CALLS_KEPT, Checkpoint
+from ...runs import Delivery, Run, arriving_after
+from ..base import NOTE_CALLS_KEPT
+from ..rows import pending_changed, positioned_rows, run_json
 
-__all__ = ["CheckpointRows", "ThreadCache", "activity", "commit_rows", "create_run_row",
-           "delete_note_row", "entry_row", "fetchall", "no_cycle_collection", "parse_run",
-           "pending_changed", "positioned_rows", "put_note_row", "record_note_calls", "run_json",
-           "run_row", "scalar", "update_pending_row"]
+__all__ = ["CheckpointRows", "commit_rows", "create_run_row", "delete_note_row", "fetchall",
+           "put_note_row", "record_note_calls", "run_row", "scalar", "update_pending_row"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,22 +71,6 @@ def commit_rows(db: sqlite3.Connection, cp: CheckpointRows) -> None:
         db.executemany("INSERT OR IGNORE INTO deliveries VALUES (?, ?, ?, ?, ?)", cp.deliveries)
 
 
-def positioned_rows(thread_id: str, position: int, entries: Sequence[tuple[Any, ...]],
-                    last: Sequence[Any] | None, known: bool) -> list[tuple[Any, ...]]:
-    """The entry rows to append at ``position``, each ending with the thread's running token
-    sum (it ends with the entry's own tokens here), given the thread's ``last`` row (its seq
-    and sum, or None) and whether the thread is ``known``; ``StaleWrite`` if the thread is
-    unknown or has moved past ``position``."""
-    seq, tokens = (last[0], last[1]) if last is not None else (-1, 0)
-    if not known or seq + 1 != position:
-        raise StaleWrite(f"thread {thread_id!r} moved past position {position}")
-    rows = []
-    for row in entries:
-        tokens += row[-1]
-        rows.append((*row[:-1], tokens))
-    return rows
-
-
 def run_row(run: Run) -> tuple[Any, ...]:
     """A new run's row, as ``create_run_row`` inserts it."""
     return (run.id, run.thread_id, run.state, not run.terminal, run.version,
@@ -116,18 +95,6 @@ def create_run_row(db: sqlite3.Connection, run: Run, row: tuple[Any, ...]
     db.execute("INSERT OR IGNORE INTO threads VALUES (?, ?)", (run.thread_id, run.created_at))
     db.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, '[]')", row)
     return None, stamped
-
-
-def pending_changed(key: str, data: str | None,
-                    change: Callable[[Delivery], dict[str, Any]]) -> Delivery | None:
-    """The stored delivery ``data`` as ``change`` makes it, or None if it was sent already
-    (a sent one is left alone); ``NotFound`` if there is none."""
-    if data is None:
-        raise NotFound(f"no delivery {key!r}")
-    delivery = DELIVERY.validate_json(data)
-    if delivery.remote_id is not None:
-        return None
-    return delivery.model_copy(update=change(delivery))
 
 
 def update_pending_row(db: sqlite3.Connection, key: str,
@@ -188,83 +155,3 @@ def scalar(db: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> Any:
     return None if row is None else row[0]
 
 
-def entry_row(thread_id: str, seq: int, entry: Entry) -> tuple[Any, ...]:
-    """The entry's row; its last field is the entry's own tokens (``commit_rows`` makes it
-    the thread's running sum)."""
-    call_id = entry.tool_call_id if isinstance(entry, ToolResult) else None
-    kind = SUMMARY if isinstance(entry, Notice) and entry.code == SUMMARY else entry.kind
-    return (thread_id, seq, entry.run_id, kind, call_id, entry.model_dump_json(),
-            entry_tokens(entry))
-
-
-def run_json(run: Run) -> str:
-    """A run's row: its fields that differ from the defaults (a third of the bytes)."""
-    return run.model_dump_json(exclude_defaults=True)
-
-
-def parse_run(data: str) -> Run:
-    try:
-        return Run.model_validate_json(data)
-    except ValueError as exc:
-        raise CorruptStore(f"unreadable run row: {exc}") from exc
-
-
-@contextmanager
-def no_cycle_collection(pause: bool) -> Iterator[None]:
-    """Hold the cycle collector off while a long thread is validated.
-
-    The validation allocates tens of thousands of objects, none of them garbage, and
-    the collector would otherwise scan the young heap for every 700 of them and the
-    whole heap every few hundred thousand: that doubled a cold load of 10,000 entries.
-    """
-    if not pause or not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
-class ThreadCache:
-    """Validated entries of the threads loaded last, each from some entry on (a tail, or
-    the whole thread from 0), up to ``limit`` entries in all (LRU)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._threads: OrderedDict[str, tuple[int, list[Entry]]] = OrderedDict()
-        self._size = 0
-
-    def __contains__(self, thread_id: str) -> bool:
-        return thread_id in self._threads
-
-    def pop(self, thread_id: str) -> tuple[int, list[Entry]]:
-        """``(base, entries from base on)``; ``(0, [])`` for a thread not held."""
-        base, entries = self._threads.pop(thread_id, (0, []))
-        self._size -= len(entries)
-        return base, entries
-
-    def put(self, thread_id: str, base: int, entries: list[Entry]) -> None:
-        self.pop(thread_id)  # a concurrent load may have put it back meanwhile
-        if len(entries) > self.limit:
-            return
-        self._threads[thread_id] = (base, entries)
-        self._size += len(entries)
-        while self._size > self.limit:
-            _, (_, dropped) = self._threads.popitem(last=False)
-            self._size -= len(dropped)
-
-    def clear(self) -> None:
-        self._threads.clear()
-        self._size = 0
-
-
-def activity(cp: Checkpoint) -> bool | None:
-    """The run's ``active`` to write: None where its transitions show it unchanged (a run
-    moving between unfinished states, or between ended ones)."""
-    assert cp.run is not None
-    steps = [t for t in cp.transitions if t.run_id == cp.run.id]
-    if steps and all((t.source in TERMINAL) == (t.target in TERMINAL) for t in steps):
-        return None
-    return not cp.run.terminal

@@ -1,0 +1,59 @@
+"""The files store's outbox: delivery records, in their threads' snapshots (written by
+checkpoints), and their sending."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ...errors import NotFound
+from ...runs import Delivery
+from ..base import OutboxStore
+from .core import FilesCore
+from .names import thread_stem
+
+__all__ = ["FilesOutbox"]
+
+
+class FilesOutbox(FilesCore, OutboxStore):
+    """The files store's ``OutboxStore``."""
+
+    async def deliveries(
+        self, *, run_id: str | None = None, pending: bool | None = None
+    ) -> list[Delivery]:
+        return await self._disk.io(self._deliveries, run_id, pending)
+
+    async def mark_delivered(self, key: str, remote_id: str, at: float) -> None:
+        await self._update_pending(key, lambda _: {"remote_id": remote_id, "delivered_at": at})
+
+    async def delivery_failed(self, key: str, error: str) -> None:
+        await self._update_pending(key, lambda d: {"attempts_failed": d.attempts_failed + 1,
+                                                   "last_error": error})
+
+    async def _update_pending(self, key: str,
+                              change: Callable[[Delivery], dict[str, Any]]) -> None:
+        thread_id = await self._disk.io(self._delivery_thread, key)
+        if thread_id is None:
+            raise NotFound(f"no delivery {key!r}")
+        async with self._thread_lock(thread_stem(thread_id)):
+            await self._disk.io(self._change_delivery, thread_id, key, change)
+
+    # -- synchronous work, run in a worker thread
+
+    def _deliveries(self, run_id: str | None, pending: bool | None) -> list[Delivery]:
+        found = self._all_deliveries()
+        if run_id is not None:
+            found = [d for d in found if d.run_id == run_id]
+        if pending is not None:
+            found = [d for d in found if (d.remote_id is None) == pending]
+        found.sort(key=lambda d: d.created_at)
+        return found
+
+    def _change_delivery(self, thread_id: str, key: str,
+                         change: Callable[[Delivery], dict[str, Any]]) -> None:
+        with self._threads.lock(thread_id):
+            snap = self._threads.load(thread_id)
+            if snap is None:
+                raise NotFound(f"no delivery {key!r}")
+            if snap.update_pending(self._threads.path(thread_id), key, change):
+                self._threads.save(snap)

@@ -1,0 +1,135 @@
+"""The PostgreSQL store's core, which every role of it is built on: the connection pool.
+The store holds the SQLite store's rows in a server database, for replicas.
+
+Tables live in one schema (``schema``), created or migrated on ``open`` under an advisory
+lock (``postgres.schema``). Reads are plain queries on a connection pool (asyncpg). Text
+values go through a codec that lets them hold U+0000 (``postgres.sql``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import asyncpg  # type: ignore[import-untyped]
+
+from ...errors import StoreError
+from ..base import Opens
+from ..dsn import redact_dsn
+from ..rows import ThreadCache
+from .schema import check_schema_name, migrate
+from .sql import ERRORS, configure, keep
+
+__all__ = ["PostgresCore"]
+
+log = logging.getLogger("maiden.store")
+
+T = TypeVar("T")
+
+
+class PostgresCore(Opens):
+    """The pool, ``open`` (creating or migrating the schema) and ``close``, and the ways to
+    run SQL on a pooled connection.
+
+    ``dsn`` is a ``postgresql://user:password@host:port/database`` URL; ``schema`` the
+    schema the tables live in (a plain identifier: created if missing); ``pool_size`` the
+    most connections this process opens.
+    """
+
+    def __init__(self, dsn: str, *, schema: str = "maiden", pool_size: int = 10,
+                 connect_timeout_s: float = 10.0, cached_entries: int = 200_000) -> None:
+        self.dsn = dsn
+        self.schema = check_schema_name(schema)
+        self.pool_size = pool_size
+        self.connect_timeout_s = connect_timeout_s
+        self.applied: list[int] = []
+        """The schema versions this store's ``open`` applied (none if the schema was
+        current, or another process migrated it first)."""
+        self._pool: Any = None
+        self._threads = ThreadCache(cached_entries)
+
+    async def open(self) -> None:
+        if self._pool is not None:
+            return
+        try:
+            pool = await asyncpg.create_pool(
+                self.dsn, min_size=1, max_size=self.pool_size, init=configure, reset=keep,
+                timeout=self.connect_timeout_s,
+                server_settings={"search_path": self.schema, "application_name": "maiden"})
+        except (*ERRORS, ValueError) as exc:
+            reason = str(exc) or type(exc).__name__
+            password = _password(self.dsn)
+            if password:
+                reason = reason.replace(password, "***")
+            raise StoreError(f"cannot open postgres {redact_dsn(self.dsn)}: {reason}") from exc
+        try:
+            async with pool.acquire() as conn:
+                self.applied = await migrate(conn, self.schema)
+        except BaseException as exc:
+            await pool.close()
+            if isinstance(exc, ERRORS):
+                raise StoreError(f"cannot migrate postgres schema {self.schema}: {exc}") from exc
+            raise
+        if self.applied:
+            log.info("postgres schema %s migrated to version %s", self.schema,
+                     self.applied[-1])
+        self._pool = pool
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        self._threads.clear()
+        if pool is not None:
+            await pool.close()
+
+    async def versions(self) -> tuple[str, int]:
+        """The server's version (``PostgreSQL 15.20``) and the schema's."""
+        async with self._connection() as conn:
+            server = await conn.fetchval("SHOW server_version")
+            version = await conn.fetchval("SELECT value FROM meta WHERE key = 'schema_version'")
+        return f"PostgreSQL {str(server).split()[0]}", int(version)
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[Any]:
+        """A pooled connection; asyncpg's errors come out as ``StoreError``."""
+        pool = self._pool
+        if pool is None:
+            raise StoreError("the store is not open")
+        try:
+            async with pool.acquire() as conn:
+                yield conn
+        except asyncpg.ProgramLimitExceededError as exc:
+            raise StoreError(f"postgres schema {self.schema}: a value is too large for "
+                             f"PostgreSQL (keys are limited to about 2,700 bytes once "
+                             f"compressed): {exc}") from exc
+        except ERRORS as exc:
+            raise StoreError(f"postgres schema {self.schema}: {exc}") from exc
+
+    @asynccontextmanager
+    async def _transaction(self, *, durable: bool = True) -> AsyncIterator[Any]:
+        async with self._connection() as conn, conn.transaction():
+            if not durable:
+                await conn.execute("SET LOCAL synchronous_commit = off")
+            yield conn
+
+    async def _fetch(self, sql: str, *args: Any) -> list[Any]:
+        async with self._connection() as conn:
+            rows: list[Any] = await conn.fetch(sql, *args)
+            return rows
+
+    async def _parsed(self, parse: Callable[[str], T], sql: str, *args: Any) -> list[T]:
+        """The first column of each row (JSON text), parsed."""
+        return [parse(row[0]) for row in await self._fetch(sql, *args)]
+
+    async def _value(self, sql: str, *args: Any) -> Any:
+        async with self._connection() as conn:
+            return await conn.fetchval(sql, *args)
+
+
+def _password(dsn: str) -> str:
+    """The password in a ``scheme://user:password@host`` URL, or ''."""
+    head, at, _ = dsn.partition("@")
+    if not at or "://" not in head:
+        return ""
+    return head.split("://", 1)[1].partition(":")[2]

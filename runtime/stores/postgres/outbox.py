@@ -1,0 +1,33 @@
+"""The PostgreSQL store's outbox: delivery records (written by checkpoints) and their
+sending."""
+
+from __future__ import annotations
+
+from ...runs import DELIVERY, Delivery
+from ..base import OutboxStore
+from ..rows import deliveries_query
+from .core import PostgresCore
+from .sql import update_pending
+
+__all__ = ["PostgresOutbox"]
+
+
+class PostgresOutbox(PostgresCore, OutboxStore):
+    """The PostgreSQL store's ``OutboxStore``."""
+
+    async def deliveries(
+        self, *, run_id: str | None = None, pending: bool | None = None
+    ) -> list[Delivery]:
+        sql, params = deliveries_query(run_id, pending, param="$1", order="n")
+        return await self._parsed(DELIVERY.validate_json, sql, *params)
+
+    async def mark_delivered(self, key: str, remote_id: str, at: float) -> None:
+        async with self._transaction() as conn:
+            await update_pending(conn, key,
+                                 lambda _: {"remote_id": remote_id, "delivered_at": at})
+
+    async def delivery_failed(self, key: str, error: str) -> None:
+        async with self._transaction() as conn:
+            await update_pending(conn, key,
+                                 lambda d: {"attempts_failed": d.attempts_failed + 1,
+                                            "last_error": error})

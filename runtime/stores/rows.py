@@ -1,0 +1,183 @@
+"""What the two SQL stores (SQLite and PostgreSQL) share: their rows' formats (an entry's,
+a run's, a delivery's, a thread's listing, a run's transitions) and the cache of the
+entries of the threads loaded last. Entry rows are validated in one call per read, not
+one per row; a row that does not validate is found, and named, only on that error path."""
+
+from __future__ import annotations
+
+import gc
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from ..context import SUMMARY, entry_tokens
+from ..entries import ENTRY, Entry, Notice, ToolResult
+from ..errors import CorruptStore, NotFound, StaleWrite
+from ..runs import DELIVERY, TERMINAL, Delivery, Run, RunState, Transition
+from .base import ENTRIES, Checkpoint, ThreadInfo
+
+__all__ = ["ThreadCache", "activity", "deliveries_query", "entry_row", "parse_entries", "parse_run",
+           "pending_changed", "positioned_rows", "run_json", "thread_infos", "transitions_of"]
+
+
+def entry_row(thread_id: str, seq: int, entry: Entry) -> tuple[Any, ...]:
+    """The entry's row; its last field is the entry's own tokens (``commit_rows`` makes it
+    the thread's running sum)."""
+    call_id = entry.tool_call_id if isinstance(entry, ToolResult) else None
+    kind = SUMMARY if isinstance(entry, Notice) and entry.code == SUMMARY else entry.kind
+    return (thread_id, seq, entry.run_id, kind, call_id, entry.model_dump_json(),
+            entry_tokens(entry))
+
+
+def positioned_rows(thread_id: str, position: int, entries: Sequence[tuple[Any, ...]],
+                    last: Sequence[Any] | None, known: bool) -> list[tuple[Any, ...]]:
+    """The entry rows to append at ``position``, each ending with the thread's running token
+    sum (it ends with the entry's own tokens here), given the thread's ``last`` row (its seq
+    and sum, or None) and whether the thread is ``known``; ``StaleWrite`` if the thread is
+    unknown or has moved past ``position``."""
+    seq, tokens = (last[0], last[1]) if last is not None else (-1, 0)
+    if not known or seq + 1 != position:
+        raise StaleWrite(f"thread {thread_id!r} moved past position {position}")
+    rows = []
+    for row in entries:
+        tokens += row[-1]
+        rows.append((*row[:-1], tokens))
+    return rows
+
+
+def run_json(run: Run) -> str:
+    """A run's row: its fields that differ from the defaults (a third of the bytes)."""
+    return run.model_dump_json(exclude_defaults=True)
+
+
+def parse_run(data: str) -> Run:
+    try:
+        return Run.model_validate_json(data)
+    except ValueError as exc:
+        raise CorruptStore(f"unreadable run row: {exc}") from exc
+
+
+def activity(cp: Checkpoint) -> bool | None:
+    """The run's ``active`` to write: None where its transitions show it unchanged (a run
+    moving between unfinished states, or between ended ones)."""
+    assert cp.run is not None
+    steps = [t for t in cp.transitions if t.run_id == cp.run.id]
+    if steps and all((t.source in TERMINAL) == (t.target in TERMINAL) for t in steps):
+        return None
+    return not cp.run.terminal
+
+
+def pending_changed(key: str, data: str | None,
+                    change: Callable[[Delivery], dict[str, Any]]) -> Delivery | None:
+    """The stored delivery ``data`` as ``change`` makes it, or None if it was sent already
+    (a sent one is left alone); ``NotFound`` if there is none."""
+    if data is None:
+        raise NotFound(f"no delivery {key!r}")
+    delivery = DELIVERY.validate_json(data)
+    if delivery.remote_id is not None:
+        return None
+    return delivery.model_copy(update=change(delivery))
+
+
+def deliveries_query(run_id: str | None, pending: bool | None, *, param: str, order: str
+                     ) -> tuple[str, list[Any]]:
+    """``deliveries``'s query (oldest first) and its parameters: ``param`` is the first
+    parameter's placeholder (``?``, ``$1``), ``order`` the column of insertion order."""
+    where, params = [], []
+    if run_id is not None:
+        where.append(f"run_id = {param}")
+        params.append(run_id)
+    if pending is not None:
+        where.append("remote_id IS NULL" if pending else "remote_id IS NOT NULL")
+    sql = "SELECT data FROM deliveries"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    return f"{sql} ORDER BY created_at, {order}", params
+
+
+def transitions_of(run_id: str, data: str | None) -> list[Transition]:
+    steps = json.loads(data) if data is not None else []
+    return [Transition(run_id=run_id, source=source, target=target, reason=reason, at=at)
+            for source, target, reason, at in steps]
+
+
+def thread_infos(rows: Sequence[Sequence[Any]]) -> list[ThreadInfo]:
+    """``ThreadInfo``s from rows of (id, length, created_at, updated_at, runs, last state)."""
+    return [ThreadInfo(id=r[0], length=r[1], created_at=r[2], updated_at=r[3], runs=r[4],
+                       last_state=RunState(r[5]) if r[5] else None) for r in rows]
+
+
+def parse_entries(thread_id: str, first: int, rows: list[Any]) -> list[Entry]:
+    """Entry rows, validated in one call (far cheaper than one per row)."""
+    try:
+        with no_cycle_collection(len(rows) > 1000):
+            return ENTRIES.validate_json("[" + ",".join(r[0] for r in rows) + "]")
+    except ValueError as exc:
+        raise unreadable_entry(thread_id, first, rows) from exc
+
+
+def unreadable_entry(thread_id: str, first: int, rows: list[Any]) -> CorruptStore:
+    """Which row of the thread cannot be read, and why, in one line (rows are checked one by
+    one only here, on the error path)."""
+    for seq, row in enumerate(rows, first):
+        try:
+            ENTRY.validate_json(row[0])
+        except ValueError as exc:
+            errors = exc.errors() if hasattr(exc, "errors") else []
+            why = errors[0]["msg"] if errors else str(exc).splitlines()[0]
+            return CorruptStore(f"thread {thread_id!r} has an unreadable entry at row {seq}: "
+                                f"{why}")
+    return CorruptStore(f"thread {thread_id!r} has an unreadable entry")
+
+
+@contextmanager
+def no_cycle_collection(pause: bool) -> Iterator[None]:
+    """Hold the cycle collector off while a long thread is validated.
+
+    The validation allocates tens of thousands of objects, none of them garbage, and
+    the collector would otherwise scan the young heap for every 700 of them and the
+    whole heap every few hundred thousand: that doubled a cold load of 10,000 entries.
+    """
+    if not pause or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+class ThreadCache:
+    """Validated entries of the threads loaded last, each from some entry on (a tail, or
+    the whole thread from 0), up to ``limit`` entries in all (LRU)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._threads: OrderedDict[str, tuple[int, list[Entry]]] = OrderedDict()
+        self._size = 0
+
+    def __contains__(self, thread_id: str) -> bool:
+        return thread_id in self._threads
+
+    def pop(self, thread_id: str) -> tuple[int, list[Entry]]:
+        """``(base, entries from base on)``; ``(0, [])`` for a thread not held."""
+        base, entries = self._threads.pop(thread_id, (0, []))
+        self._size -= len(entries)
+        return base, entries
+
+    def put(self, thread_id: str, base: int, entries: list[Entry]) -> None:
+        self.pop(thread_id)  # a concurrent load may have put it back meanwhile
+        if len(entries) > self.limit:
+            return
+        self._threads[thread_id] = (base, entries)
+        self._size += len(entries)
+        while self._size > self.limit:
+            _, (_, dropped) = self._threads.popitem(last=False)
+            self._size -= len(dropped)
+
+    def clear(self) -> None:
+        self._threads.clear()
+        self._size = 0

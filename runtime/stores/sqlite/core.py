@@ -1,0 +1,194 @@
+"""The SQLite store's core, which every role of it is built on: its two connections and
+how work gets to them.
+
+Why the store runs ``sqlite3`` on threads of its own (``SQLiteThread``) rather
+than through aiosqlite: every trip from the event loop to a connection's thread
+and back costs two wake-ups, aiosqlite's public API makes one trip per statement,
+and a checkpoint is several statements. Here every operation is one plain
+``sqlite3`` function run on the connection's thread in a single trip, so a
+checkpoint costs one wake-up of the event loop, not one per statement.
+Checkpoints that arrive together share a transaction and its fsync
+(``GroupCommit``); reads go through a second connection.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, cast
+
+from ...errors import StoreError
+from ..base import Opens
+from ..identity import FileIdentity
+from ..rows import ThreadCache
+from .commit import GroupCommit
+from .schema import migrate
+from .sql import fetchall
+from .thread import SQLiteThread
+
+__all__ = ["AWAY", "SQLiteCore", "Synchronous"]
+
+Synchronous = Literal["off", "normal", "full", "extra"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+AWAY = object()
+"""What ``SQLiteCore._at_once`` returns when no connection is idle."""
+
+
+class SQLiteCore(Opens):
+    """The connections, ``open`` and ``close``, and the ways to run a function on one: the
+    writer's group commit or a transaction of its own, the reader's thread, or at once."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        synchronous: Synchronous = "full",
+        busy_timeout_s: float = 10.0,
+        cached_entries: int = 200_000,
+    ) -> None:
+        self.path = Path(path)
+        self.synchronous = synchronous
+        self.busy_timeout_s = busy_timeout_s
+        # Every write goes through one connection. Each trip to its thread is a whole
+        # transaction, so no other task's statements can land inside one.
+        self._writer: GroupCommit | None = None
+        # Reads go through a second connection (WAL lets it read while the first one
+        # writes and fsyncs): a busy store does not make every read wait for a disk flush.
+        self._reader: SQLiteThread | None = None
+        # Touched only by functions running on the reader's connection (on its thread, or on
+        # the loop's while it is idle), one at a time.
+        self._threads = ThreadCache(cached_entries)
+        self._identity = FileIdentity(self.path.absolute(), "the database file")
+
+    async def open(self) -> None:
+        if self._writer is not None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot open {self.path}: {exc}") from exc
+        writer = self._writer = GroupCommit(await SQLiteThread.open(
+            self.path, busy_timeout_s=self.busy_timeout_s, name="maiden-sqlite-writer"),
+            synchronous=self.synchronous, busy_timeout_s=self.busy_timeout_s)
+        try:
+            await writer.conn.call(self._configure)
+            await writer.transaction(self._migrate)
+            self._reader = await SQLiteThread.open(
+                self.path, busy_timeout_s=self.busy_timeout_s, name="maiden-sqlite-reader")
+            await self._reader.call(_configure_reader, int(self.busy_timeout_s * 1000))
+            self._identity.pin()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        """Let writes already handed in land, then close both connections (and threads)."""
+        writer, reader = self._writer, self._reader
+        try:
+            if writer is not None:  # the store stays open for writes handed in meanwhile
+                await writer.close()
+        finally:
+            self._writer = self._reader = None
+            if reader is not None:
+                await reader.close()
+            self._threads.clear()
+
+    @property
+    def db(self) -> SQLiteThread:
+        """The writing connection."""
+        return self._write_side().conn
+
+    def _write_side(self) -> GroupCommit:
+        if self._writer is None:
+            raise StoreError("the store is not open")
+        return self._writer
+
+    async def _grouped(
+        self,
+        fn: Callable[Concatenate[sqlite3.Connection, P], T],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """``fn(connection, ...)`` in the next group commit (see ``GroupCommit``)."""
+        return await self._write_side().write(fn, *args, **kwargs)
+
+    async def _write(
+        self,
+        fn: Callable[Concatenate[sqlite3.Connection, P], T],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """``fn(connection, ...)`` in one ``BEGIN IMMEDIATE`` transaction of its own."""
+        return await self._write_side().transaction(fn, *args, **kwargs)
+
+    async def _read(
+        self,
+        fn: Callable[Concatenate[sqlite3.Connection, P], T],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """``fn(connection, ...)`` on the reading connection's thread, in one trip."""
+        if self._reader is None:
+            raise StoreError("the store is not open")
+        return await self._reader.call(fn, *args, **kwargs)
+
+    async def _read_small(
+        self,
+        fn: Callable[Concatenate[sqlite3.Connection, P], T],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """As ``_read``, for a read of a few rows by an index: done at once on the loop's
+        thread when the reader is idle (the trip would cost more than the read)."""
+        found = self._at_once(fn, *args, **kwargs)
+        if found is not AWAY:
+            return cast(T, found)
+        return await self._read(fn, *args, **kwargs)
+
+    def _at_once(
+        self,
+        fn: Callable[Concatenate[sqlite3.Connection, P], T],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T | object:
+        """``fn(connection, ...)`` now, on the loop's thread, through an idle connection, or
+        ``AWAY`` if neither is. The writer's first: its page cache survives its own commits,
+        where the reader's is dropped whenever the database has changed since its last read."""
+        writer = self._writer
+        if writer is not None and writer.conn.idle:
+            try:
+                return writer.conn.here(fn, *args, **kwargs)
+            except StoreError:
+                pass  # busy (the writer never waits for a lock here): ask the reader
+        reader = self._reader
+        if reader is not None and reader.idle:
+            return reader.here(fn, *args, **kwargs)
+        return AWAY
+
+    async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return await self._read(fetchall, sql, params)
+
+    # -- synchronous work, on the connection's thread
+
+    def _configure(self, db: sqlite3.Connection) -> None:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
+        db.execute("PRAGMA wal_autocheckpoint=0")  # GroupCommit runs them, on the thread
+        db.execute("PRAGMA busy_timeout=0")  # GroupCommit waits for the lock itself
+
+    def _migrate(self, db: sqlite3.Connection) -> None:
+        migrate(db, self.path)
+
+
+def _configure_reader(db: sqlite3.Connection, busy_timeout_ms: int) -> None:
+    db.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
+    db.execute("PRAGMA query_only=1")

@@ -1,0 +1,31 @@
+"""The SQLite store's outbox: delivery records (written by checkpoints) and their sending."""
+
+from __future__ import annotations
+
+from ...runs import DELIVERY, Delivery
+from ..base import OutboxStore
+from ..rows import deliveries_query
+from .core import SQLiteCore
+from .sql import update_pending_row
+
+__all__ = ["SQLiteOutbox"]
+
+
+class SQLiteOutbox(SQLiteCore, OutboxStore):
+    """The SQLite store's ``OutboxStore``."""
+
+    async def deliveries(
+        self, *, run_id: str | None = None, pending: bool | None = None
+    ) -> list[Delivery]:
+        sql, params = deliveries_query(run_id, pending, param="?", order="rowid")
+        rows = await self._fetchall(sql, params)
+        return [DELIVERY.validate_json(row[0]) for row in rows]
+
+    async def mark_delivered(self, key: str, remote_id: str, at: float) -> None:
+        await self._write(update_pending_row, key,
+                          lambda _: {"remote_id": remote_id, "delivered_at": at})
+
+    async def delivery_failed(self, key: str, error: str) -> None:
+        await self._write(update_pending_row, key,
+                          lambda d: {"attempts_failed": d.attempts_failed + 1,
+                                     "last_error": error})
