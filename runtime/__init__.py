@@ -47,6 +47,7 @@ from .events import (
     ToolCallStarted,
 )
 from .isolation import describe_isolation, make_undumpable
+from .live import Streamer, ToolUpdate, arguments_summary
 from .logcontext import RUN_CONTEXT
 from .loop import DRIVABLE as DRIVABLE_STATES
 from .process import ProcessResult, run_process
@@ -70,6 +71,7 @@ from .runs import (
     ReplyDelivery,
     Run,
     RunState,
+    StreamDelivery,
     Transition,
     idempotency_key,
     parse_target,
@@ -164,6 +166,8 @@ __all__ = [
     "StoreError",
     "StoreGone",
     "StoreStats",
+    "StreamDelivery",
+    "Streamer",
     "Subscription",
     "TextDelta",
     "ThreadInfo",
@@ -177,10 +181,12 @@ __all__ = [
     "ToolRegistry",
     "ToolResult",
     "ToolSpec",
+    "ToolUpdate",
     "ToolsConfig",
     "Transition",
     "Usage",
     "UserMessage",
+    "arguments_summary",
     "describe_isolation",
     "describe_store",
     "idempotency_key",

@@ -15,7 +15,8 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from .errors import DeliveryError
-from .runs import ApprovalDelivery, Delivery, ReplyDelivery, Run
+from .live import LiveReplies
+from .runs import ApprovalDelivery, Delivery, ReplyDelivery, Run, StreamDelivery
 from .stores.base import Checkpoint, OutboxStore, Store
 from .text import split_message
 
@@ -88,11 +89,15 @@ async def deliver(
 class Outbox:
     """The runtime's deliverers and the sending of what runs left in the outbox."""
 
-    def __init__(self, store: Store, born: float) -> None:
+    def __init__(self, store: Store, born: float,
+                 clock: Callable[[], float] = time.time) -> None:
         self._store = store
         self._born = born
         self._deliverers: dict[str, Deliverer] = {}
         self._sending: set[str] = set()
+        self.live = LiveReplies(store, self._deliverers, clock)
+        """The streams of runs driven here (channels whose deliverer has a ``streamer``):
+        fed by the event bus, finished by the run's reply."""
 
     def add(self, channel: str, deliverer: Deliverer) -> None:
         """Route deliveries of runs whose origin is ``channel`` through ``deliverer``."""
@@ -140,9 +145,14 @@ class Outbox:
                 continue
             if await skip(delivery.run_id):
                 continue
+            if isinstance(delivery, StreamDelivery):
+                await self.live.tidy(delivery, await self._store.get_run(delivery.run_id))
+                continue
             await self._send(delivery, fresh=False)
 
     async def _send(self, delivery: Delivery, *, fresh: bool) -> None:
+        if isinstance(delivery, StreamDelivery):
+            return  # finished by its run's reply (or ``flush``'s tidying)
         deliverer = self._deliverers.get(delivery.channel)
         what = "approval prompt" if isinstance(delivery, ApprovalDelivery) else "reply"
         if deliverer is None:
@@ -154,7 +164,11 @@ class Outbox:
         self._sending.add(delivery.key)
         why = None
         try:
-            await deliver(self._store, deliverer, delivery, fresh=fresh)
+            shown = await self.live.finish(delivery)
+            if shown is not None:  # its stream shows it now
+                await self._store.mark_delivered(delivery.key, shown, time.time())
+            else:
+                await deliver(self._store, deliverer, delivery, fresh=fresh)
         except DeliveryError as exc:
             # The channel said why (down, refused, still connecting): one line, no trace.
             log.warning("delivering run %s's %s failed (%s); it stays in the outbox and is "

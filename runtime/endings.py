@@ -23,6 +23,7 @@ from .errors import CorruptStore, FailReason, StaleWrite, StoreError
 from .events import ApprovalRequested, EventBus, RunEnded
 from .guards import call_key
 from .runs import (
+    DRIVABLE,
     ApprovalDelivery,
     Delivery,
     PendingApproval,
@@ -41,7 +42,6 @@ __all__ = ["DRIVABLE", "Endings"]
 log = logging.getLogger("maiden.loop")
 
 S = RunState
-DRIVABLE = (S.QUEUED, S.RUNNING, S.AWAITING_TOOL)
 
 _PLAIN = {
     "provider_error": "the model service failed",

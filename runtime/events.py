@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
@@ -172,6 +172,11 @@ class EventBus:
         self._kept: dict[str, list[RunEvent]] = {}
         self._keep = keep
         self._runs = runs
+        self._listeners: list[Callable[[RunEvent], None]] = []
+
+    def listen(self, listener: Callable[[RunEvent], None]) -> None:
+        """Call ``listener`` with every event as it is published (it must not block)."""
+        self._listeners.append(listener)
 
     def publish(self, event: RunEvent) -> None:
         if isinstance(event, RunEnded):
@@ -184,6 +189,8 @@ class EventBus:
                 kept = self._kept[event.run_id] = []
             if len(kept) < self._keep:
                 kept.append(event)
+        for listener in self._listeners:
+            listener(event)
         for sub in (*self._everything, *self._by_run.get(event.run_id, ())):
             sub._offer(event)
 

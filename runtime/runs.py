@@ -65,6 +65,9 @@ _ALLOWED: dict[RunState, frozenset[RunState]] = {
 TERMINAL = frozenset({S.COMPLETED, S.FAILED, S.CANCELLED, S.TIMED_OUT})
 """States a run stays in until someone resumes it explicitly."""
 
+DRIVABLE = (S.QUEUED, S.RUNNING, S.AWAITING_TOOL)
+"""States of a run that a process drives on (or takes up after a crash)."""
+
 
 class Origin(BaseModel):
     """Where a message came from, and so where its reply goes.
@@ -217,6 +220,9 @@ class ReplyDelivery(_Delivery):
 
     kind: Literal["reply"] = "reply"
     text: str
+    answer: bool = True
+    """The run's own reply, which finishes its stream; False for a message a tool posts
+    (``send_message``)."""
 
 
 class ApprovalDelivery(_Delivery):
@@ -240,6 +246,27 @@ class ApprovalDelivery(_Delivery):
         return f"{self.name} {canonical_json(self.arguments)} {why}."
 
 
+StreamState = Literal["opening", "streaming", "finished"]
+
+
+class StreamDelivery(_Delivery):
+    """A reply shown while it is written (DESIGN §5): recorded ``opening`` before the
+    platform is asked to open it, ``streaming`` with the ids of every message it opened
+    as soon as the platform returns them, ``finished`` (and ``remote_id`` set) once the
+    reply it shows is final. After a crash the same messages are finished, never a
+    second reply: the run's ``ReplyDelivery`` finishes its stream instead of posting."""
+
+    kind: Literal["stream"] = "stream"
+    state: StreamState = "opening"
+    remote_ids: tuple[str, ...] = ()
+    """The platform ids of the messages it opened, in order (Slack: one ``ts``; Discord:
+    one message per 2,000 characters)."""
+
+    @property
+    def text(self) -> str:
+        return ""
+
+
 def _delivery_kind(value: Any) -> str:
     # Records written before deliveries had kinds are replies.
     if isinstance(value, dict):
@@ -248,10 +275,11 @@ def _delivery_kind(value: Any) -> str:
 
 
 Delivery = Annotated[
-    Annotated[ReplyDelivery, Tag("reply")] | Annotated[ApprovalDelivery, Tag("approval")],
+    Annotated[ReplyDelivery, Tag("reply")] | Annotated[ApprovalDelivery, Tag("approval")]
+    | Annotated[StreamDelivery, Tag("stream")],
     Discriminator(_delivery_kind),
 ]
-"""An outbox record (DESIGN §5): a reply or an approval prompt."""
+"""An outbox record (DESIGN §5): a reply, an approval prompt, or a reply's stream."""
 
 DELIVERY: TypeAdapter[Delivery] = TypeAdapter(Delivery)
 """The one adapter delivery records are (de)serialised through."""

@@ -84,7 +84,8 @@ class Runtime:
         """Notes kept in the store by key, written once per call (the ``notes`` service)."""
         self._store = store
         self._bus = EventBus()
-        self._outbox = Outbox(store, born=clock())
+        self._outbox = Outbox(store, born=clock(), clock=clock)
+        self._bus.listen(self._outbox.live.on_event)
         provided: dict[str, object] = {
             "notes": self.notes,
             "send": Sender(self._outbox, None if channels is None else frozenset(channels)),
@@ -180,6 +181,7 @@ class Runtime:
             for task in late:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
+        await self._outbox.live.close()  # a stream left open is finished by its reply
         with contextlib.suppress(StoreError):
             await self._leases.close()
         # Whoever still waits on a run that did not get to end here is told so.

@@ -47,7 +47,7 @@ def make_send_message() -> Tool:
                              f"{_MAX_CHARS:,}")
         delivery = ReplyDelivery(key=ctx.idempotency_key, run_id=ctx.run_id,
                                  thread_id=ctx.thread_id, channel=origin.channel,
-                                 target=origin.target, text=text)
+                                 target=origin.target, text=text, answer=False)
         return answer(await sender(ctx).post(delivery), target)
 
     @send_message.reconcile

@@ -41,6 +41,10 @@ class ScriptedTurn(BaseModel):
     usage: Usage = Usage(input_tokens=10, output_tokens=5)
     delay_s: float = 0.0
     error: str | None = None
+    chunks: int = Field(default=1, ge=1)
+    """The text is streamed in this many pieces (as a model streams deltas)..."""
+    chunk_delay_s: float = 0.0
+    """...with this pause before each piece after the first."""
 
 
 _SCRIPT: TypeAdapter[list[ScriptedTurn]] = TypeAdapter(list[ScriptedTurn])
@@ -84,7 +88,10 @@ class ScriptedProvider:
         if turn.error is not None:
             raise ProviderError(turn.error)
         if on_text is not None and turn.text:
-            await on_text(turn.text)
+            for i, piece in enumerate(_pieces(turn.text, turn.chunks)):
+                if i and turn.chunk_delay_s:
+                    await asyncio.sleep(turn.chunk_delay_s)
+                await on_text(piece)
         calls = tuple(
             ToolCall(id=c.id or f"call_{index}_{j}", name=c.name, arguments=c.arguments)
             for j, c in enumerate(turn.tool_calls))
@@ -95,6 +102,12 @@ class ScriptedProvider:
         unused = [i for i in range(len(self.turns)) if i not in self.played]
         if unused:
             raise AssertionError(f"scripted turns never played: {unused}")
+
+
+def _pieces(text: str, n: int) -> list[str]:
+    """``text`` cut into ``n`` pieces of about the same length (fewer for a short text)."""
+    size = max(1, -(-len(text) // n))
+    return [text[i:i + size] for i in range(0, len(text), size)]
 
 
 def _describe(exc: Exception) -> str:

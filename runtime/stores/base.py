@@ -12,7 +12,7 @@ from pydantic import TypeAdapter
 from ..entries import Entry
 from ..errors import CorruptStore, InvalidThreadId
 from ..requests import ControlRequest, Instance, Lease, Note, NoteCall, ScheduleRecord, SlotMark
-from ..runs import Delivery, Run, RunState, Transition
+from ..runs import Delivery, Run, RunState, StreamState, Transition
 from ..tail import Tail
 
 __all__ = ["ENTRIES", "NOTE_CALLS_KEPT", "Checkpoint", "ControlStore", "LeaseStore", "NoteStore",
@@ -146,6 +146,12 @@ class OutboxStore(Protocol):
     async def delivery_failed(self, key: str, error: str) -> None:
         """Count a failed send of the delivery ``key`` and keep its error (for a status
         that says why nothing was delivered); nothing if it was sent meanwhile."""
+
+    async def stream_progress(self, key: str, state: StreamState, remote_ids: Sequence[str],
+                              at: float) -> None:
+        """Record how the stream delivery ``key`` stands: its state and the ids of the
+        messages it opened; ``finished`` also records it as delivered (``remote_id``: the
+        ids, comma-separated). Nothing once it is finished."""
 
 
 

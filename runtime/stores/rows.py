@@ -15,7 +15,7 @@ from typing import Any
 from ..context import SUMMARY, entry_tokens
 from ..entries import ENTRY, Entry, Notice, ToolResult
 from ..errors import CorruptStore, NotFound, StaleWrite
-from ..runs import DELIVERY, TERMINAL, Delivery, Run, RunState, Transition
+from ..runs import DELIVERY, TERMINAL, Delivery, Run, RunState, StreamState, Transition
 from .base import ENTRIES, Checkpoint, ThreadInfo
 
 __all__ = ["ThreadCache", "activity", "deliveries_query", "entry_row", "parse_entries", "parse_run",
@@ -79,6 +79,16 @@ def pending_changed(key: str, data: str | None,
     if delivery.remote_id is not None:
         return None
     return delivery.model_copy(update=change(delivery))
+
+
+def stream_change(state: StreamState, remote_ids: Sequence[str], at: float
+                  ) -> Callable[[Delivery], dict[str, Any]]:
+    """``stream_progress``'s change to a stream delivery: ``finished`` sets ``remote_id``
+    (the ids, or "-" when it opened none) and ``delivered_at``."""
+    changes: dict[str, Any] = {"state": state, "remote_ids": tuple(remote_ids)}
+    if state == "finished":
+        changes |= {"remote_id": ",".join(remote_ids) or "-", "delivered_at": at}
+    return lambda _: changes
 
 
 def deliveries_query(run_id: str | None, pending: bool | None, *, param: str, order: str

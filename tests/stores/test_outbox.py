@@ -8,7 +8,7 @@ import pytest
 
 from runtime.entries import AssistantTurn
 from runtime.errors import NotFound
-from runtime.runs import DELIVERY, ApprovalDelivery, ReplyDelivery
+from runtime.runs import DELIVERY, ApprovalDelivery, ReplyDelivery, StreamDelivery
 from runtime.stores.base import Checkpoint
 from tests.stores.contract import AnyStore, S, advance, started
 
@@ -76,3 +76,24 @@ def test_delivery_records_without_a_kind_are_replies() -> None:
     old = {"key": "k", "run_id": "r", "thread_id": "t", "channel": "slack", "text": "hi"}
     assert isinstance(DELIVERY.validate_python(old), ReplyDelivery)
     assert isinstance(DELIVERY.validate_json(json.dumps(old)), ReplyDelivery)
+
+
+async def test_a_stream_records_its_messages_then_finishes(store: AnyStore) -> None:
+    run = await started(store, thread_id="t")
+    stream = StreamDelivery(key="s1", run_id=run.id, thread_id="t", channel="slack",
+                            target={"channel": "C1", "thread_ts": "1.2"}, created_at=3.0)
+    await store.commit(Checkpoint("t", None, deliveries=[stream]))
+    assert await store.deliveries(run_id=run.id) == [stream]  # opening, no ids yet
+    await store.stream_progress("s1", "streaming", ["171.5"], at=4.0)
+    await store.stream_progress("s1", "streaming", ["171.5", "171.9"], at=5.0)
+    (streaming,) = await store.deliveries(pending=True)
+    assert isinstance(streaming, StreamDelivery)
+    assert streaming.state == "streaming" and streaming.remote_ids == ("171.5", "171.9")
+    await store.stream_progress("s1", "finished", ["171.5", "171.9"], at=6.0)
+    await store.stream_progress("s1", "streaming", [], at=7.0)  # finished: left alone
+    (done,) = await store.deliveries(run_id=run.id, pending=False)
+    assert done == stream.model_copy(update={
+        "state": "finished", "remote_ids": ("171.5", "171.9"), "remote_id": "171.5,171.9",
+        "delivered_at": 6.0})
+    with pytest.raises(NotFound):
+        await store.stream_progress("nope", "streaming", [], at=1.0)

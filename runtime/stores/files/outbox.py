@@ -3,12 +3,13 @@ checkpoints), and their sending."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...errors import NotFound
-from ...runs import Delivery
+from ...runs import Delivery, StreamState
 from ..base import OutboxStore
+from ..rows import stream_change
 from .core import FilesCore
 from .names import thread_stem
 
@@ -29,6 +30,10 @@ class FilesOutbox(FilesCore, OutboxStore):
     async def delivery_failed(self, key: str, error: str) -> None:
         await self._update_pending(key, lambda d: {"attempts_failed": d.attempts_failed + 1,
                                                    "last_error": error})
+
+    async def stream_progress(self, key: str, state: StreamState, remote_ids: Sequence[str],
+                              at: float) -> None:
+        await self._update_pending(key, stream_change(state, remote_ids, at))
 
     async def _update_pending(self, key: str,
                               change: Callable[[Delivery], dict[str, Any]]) -> None:

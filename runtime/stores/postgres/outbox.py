@@ -3,9 +3,11 @@ sending."""
 
 from __future__ import annotations
 
-from ...runs import DELIVERY, Delivery
+from collections.abc import Sequence
+
+from ...runs import DELIVERY, Delivery, StreamState
 from ..base import OutboxStore
-from ..rows import deliveries_query
+from ..rows import deliveries_query, stream_change
 from .core import PostgresCore
 from .sql import update_pending
 
@@ -31,3 +33,8 @@ class PostgresOutbox(PostgresCore, OutboxStore):
             await update_pending(conn, key,
                                  lambda d: {"attempts_failed": d.attempts_failed + 1,
                                             "last_error": error})
+
+    async def stream_progress(self, key: str, state: StreamState, remote_ids: Sequence[str],
+                              at: float) -> None:
+        async with self._transaction() as conn:
+            await update_pending(conn, key, stream_change(state, remote_ids, at))

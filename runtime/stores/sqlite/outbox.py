@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from ...runs import DELIVERY, Delivery
+from collections.abc import Sequence
+
+from ...runs import DELIVERY, Delivery, StreamState
 from ..base import OutboxStore
-from ..rows import deliveries_query
+from ..rows import deliveries_query, stream_change
 from .core import SQLiteCore
 from .sql import update_pending_row
 
@@ -29,3 +31,7 @@ class SQLiteOutbox(SQLiteCore, OutboxStore):
         await self._write(update_pending_row, key,
                           lambda d: {"attempts_failed": d.attempts_failed + 1,
                                      "last_error": error})
+
+    async def stream_progress(self, key: str, state: StreamState, remote_ids: Sequence[str],
+                              at: float) -> None:
+        await self._write(update_pending_row, key, stream_change(state, remote_ids, at))

@@ -1,0 +1,302 @@
+"""Live replies: a run's answer shown in its channel while the model writes it.
+
+A channel whose deliverer has a ``streamer`` gets each run's text as it arrives (batched,
+at most one append every ``stream_every_s``) and its tool calls as they start and end.
+The stream is an outbox record like any other (``StreamDelivery``): written ``opening``
+before the platform is asked, ``streaming`` with the platform's message ids as soon as
+it returns them, ``finished`` once the reply it shows is final. Partial text is never
+checkpointed: after a crash the model turn is asked again, and the messages already
+opened are finished with the final answer (their text replaced) when the run's reply
+goes out, never a second reply. A run taken up after a crash is not streamed again while
+a stream of its earlier life is open (the new text would repeat what those messages
+show); its reply finishes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from .entries import ToolCall
+from .events import RunEnded, RunEvent, RunStarted, TextDelta, ToolCallFinished, ToolCallStarted
+from .guards import canonical_json
+from .runs import (
+    DRIVABLE,
+    ApprovalDelivery,
+    Delivery,
+    ReplyDelivery,
+    Run,
+    StreamDelivery,
+    idempotency_key,
+)
+from .stores.base import Checkpoint, Store
+
+__all__ = ["LiveReplies", "Streamer", "ToolUpdate", "arguments_summary"]
+
+log = logging.getLogger("maiden.live")
+
+WAITING_NOTE = "⏸ waiting for a person to approve the next step"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolUpdate:
+    """A tool call as a stream shows it (Slack: a task; Discord: a status line)."""
+
+    call_id: str
+    name: str
+    summary: str
+    """A short, safe summary of its arguments (``arguments_summary``)."""
+    status: Literal["in_progress", "complete", "error"]
+
+
+class Streamer(Protocol):
+    """What a channel implements to show replies while they are written.
+
+    Each method gets the stream's record (its key, target and the ids recorded so far)
+    and returns the ids of every message the stream has opened, in order: the runtime
+    records new ones before anything else is appended.
+    """
+
+    stream_every_s: float
+    """The least time between two appends (the platform's rate limit, with room)."""
+
+    async def open_stream(self, stream: StreamDelivery, text: str,
+                          tools: Sequence[ToolUpdate]) -> list[str]:
+        """Open the stream in ``stream.target`` with its first text and tool updates."""
+        ...
+
+    async def append_stream(self, stream: StreamDelivery, text: str,
+                            tools: Sequence[ToolUpdate]) -> list[str]:
+        """Add text (and tool updates) to the stream."""
+        ...
+
+    async def finish_stream(self, stream: StreamDelivery, *, replace: str | None,
+                            note: str | None) -> list[str]:
+        """End the stream: with ``replace``, its messages show that text instead of what
+        was streamed (a stream cut off by a crash); with ``note``, that line is added (a
+        pause, a failure). A stream already ended on the platform is not an error: only
+        ``replace`` is applied to it."""
+        ...
+
+    async def find_stream(self, stream: StreamDelivery) -> list[str]:
+        """The messages a stream opened before their ids were recorded (a crash right
+        after the platform answered): found by what the channel can read back."""
+        ...
+
+
+def arguments_summary(arguments: Any, limit: int = 60) -> str:
+    """A call's arguments in one short line: keys and the starts of their values."""
+    if isinstance(arguments, dict):
+        parts = [f"{k}={_short(v)}" for k, v in arguments.items()]
+        text = ", ".join(parts)
+    else:
+        text = _short(arguments)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else canonical_json(value)
+    text = " ".join(text.split())
+    return text if len(text) <= 24 else text[:23] + "…"
+
+
+@dataclass
+class _Live:
+    """One run's stream in this process, from its start here to its end or pause."""
+
+    run_id: str
+    thread_id: str
+    inert: bool = False
+    """Not streamed here: no streamer for its channel, taken up after a crash, or the
+    platform refused."""
+    text: list[str] = field(default_factory=list)
+    tools: list[ToolUpdate] = field(default_factory=list)
+    streamed: str = ""
+    stream: StreamDelivery | None = None
+    ended: bool = False
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+
+
+class LiveReplies:
+    """The streams of the runs this process drives, fed by the event bus."""
+
+    def __init__(self, store: Store, deliverers: Mapping[str, Any],
+                 clock: Callable[[], float]) -> None:
+        self._store = store
+        self._deliverers = deliverers
+        self._clock = clock
+        self._live: dict[str, _Live] = {}
+
+    def streamer(self, channel: str) -> Streamer | None:
+        streamer: Streamer | None = getattr(self._deliverers.get(channel), "streamer", None)
+        return streamer
+
+    # -- fed by the bus
+
+    def on_event(self, event: RunEvent) -> None:
+        live = self._live.get(event.run_id)
+        if isinstance(event, RunStarted):
+            if live is not None and live.task is not None and not live.task.done():
+                return
+            live = self._live[event.run_id] = _Live(event.run_id, event.thread_id,
+                                                    inert=event.recovered)
+            if not live.inert:
+                live.task = asyncio.create_task(self._follow(live),
+                                                name=f"maiden-live:{event.run_id}")
+            return
+        if live is None or live.inert:
+            return
+        if isinstance(event, TextDelta):
+            live.text.append(event.text)
+        elif isinstance(event, ToolCallStarted):
+            live.tools.append(_update(event.call, "in_progress"))
+        elif isinstance(event, ToolCallFinished):
+            live.tools.append(ToolUpdate(event.tool_call_id, event.name, "",
+                                         "error" if event.is_error else "complete"))
+        elif isinstance(event, RunEnded):
+            live.ended = True
+        else:
+            return
+        live.wake.set()
+
+    async def _follow(self, live: _Live) -> None:
+        try:
+            run = await self._store.get_run(live.run_id)
+            streamer = self.streamer(run.origin.channel) if run.origin.target else None
+            if streamer is None or await self._open_streams(run.id):
+                live.inert = True  # nothing to stream to, or an earlier life's stream is
+                return  # still open: its messages are finished with the reply
+            while True:
+                await live.wake.wait()
+                live.wake.clear()
+                await self._flush(live, run, streamer)
+                if live.ended:
+                    return
+                await asyncio.sleep(streamer.stream_every_s)  # the platform's pace
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # The reply still goes out whole when the run ends (finishing what opened).
+            live.inert = True
+            log.warning("run %s: streaming its reply failed (%s: %s); it is posted when "
+                        "the run ends", live.run_id, type(exc).__name__, exc)
+
+    async def _flush(self, live: _Live, run: Run, streamer: Streamer) -> None:
+        text, tools = "".join(live.text), list(live.tools)
+        live.text.clear()
+        live.tools.clear()
+        if not text.strip() and not tools:
+            live.text.append(text)  # whitespace waits for what follows it
+            return
+        if live.stream is None:
+            stream = await self._opening(run)
+            ids = await streamer.open_stream(stream, text, tools)
+            live.stream = await self._record(stream, ids)
+        else:
+            ids = await streamer.append_stream(live.stream, text, tools)
+            if tuple(ids) != live.stream.remote_ids:
+                live.stream = await self._record(live.stream, ids)
+        live.streamed += text
+
+    async def _opening(self, run: Run) -> StreamDelivery:
+        """The stream's record, written before the platform is asked to open it."""
+        earlier = [d for d in await self._store.deliveries(run_id=run.id)
+                   if isinstance(d, StreamDelivery)]
+        stream = StreamDelivery(key=idempotency_key(run.id, f"stream@{len(earlier)}"),
+                                run_id=run.id, thread_id=run.thread_id,
+                                channel=run.origin.channel, target=run.origin.target,
+                                created_at=self._clock())
+        await self._store.commit(Checkpoint(run.thread_id, None, deliveries=[stream]))
+        return stream
+
+    async def _record(self, stream: StreamDelivery, ids: Sequence[str]) -> StreamDelivery:
+        await self._store.stream_progress(stream.key, "streaming", ids, self._clock())
+        return stream.model_copy(update={"state": "streaming", "remote_ids": tuple(ids)})
+
+    async def _settle(self, run_id: str) -> _Live | None:
+        """The run's stream here with everything written so far appended (its task done),
+        or None if this process did not stream it."""
+        live = self._live.pop(run_id, None)
+        if live is None:
+            return None
+        live.ended = True
+        live.wake.set()
+        if live.task is not None:
+            await asyncio.gather(live.task, return_exceptions=True)
+        return live
+
+    # -- the end of a stream, from the outbox
+
+    async def finish(self, delivery: Delivery) -> str | None:
+        """Before a run's reply or approval prompt is sent: finish the run's streams. For
+        a reply, the ids of the messages that now show it (the reply is delivered), or
+        None (nothing was streamed: it is sent as a message of its own)."""
+        streamer = self.streamer(delivery.channel)
+        if streamer is None or isinstance(delivery, StreamDelivery) \
+                or (isinstance(delivery, ReplyDelivery) and not delivery.answer):
+            return None
+        live = await self._settle(delivery.run_id)
+        shown: str | None = None
+        for stream in await self._open_streams(delivery.run_id):
+            ids = list(stream.remote_ids) or await streamer.find_stream(stream)
+            if not ids:
+                await self._store.stream_progress(stream.key, "finished", [], self._clock())
+                continue
+            replace, note = _ending(delivery, stream, live)
+            ids = await streamer.finish_stream(
+                stream.model_copy(update={"remote_ids": tuple(ids)}), replace=replace,
+                note=note)
+            await self._store.stream_progress(stream.key, "finished", ids, self._clock())
+            shown = ",".join(ids)
+        return shown if isinstance(delivery, ReplyDelivery) else None
+
+    async def tidy(self, stream: StreamDelivery, run: Run) -> None:
+        """A stream left unfinished by a crash after its reply was recorded as delivered:
+        its messages were finished; record it (ending it on the platform if need be)."""
+        streamer = self.streamer(stream.channel)
+        if streamer is None or run.state in DRIVABLE or run.id in self._live:
+            return
+        pending = [d for d in await self._store.deliveries(run_id=run.id, pending=True)
+                   if not isinstance(d, StreamDelivery)]
+        if pending:
+            return  # its reply or prompt finishes it
+        ids = list(stream.remote_ids) or await streamer.find_stream(stream)
+        if ids:
+            ids = await streamer.finish_stream(stream, replace=None, note=None)
+        await self._store.stream_progress(stream.key, "finished", ids, self._clock())
+
+    async def _open_streams(self, run_id: str) -> list[StreamDelivery]:
+        return [d for d in await self._store.deliveries(run_id=run_id, pending=True)
+                if isinstance(d, StreamDelivery)]
+
+    async def close(self) -> None:
+        tasks = [live.task for live in self._live.values() if live.task is not None]
+        for task in tasks:
+            task.cancel()
+        with contextlib.suppress(Exception):
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _update(call: ToolCall, status: Literal["in_progress", "complete", "error"]) -> ToolUpdate:
+    return ToolUpdate(call.id, call.name, arguments_summary(call.arguments), status)
+
+
+def _ending(delivery: Delivery, stream: StreamDelivery,
+            live: _Live | None) -> tuple[str | None, str | None]:
+    """How a stream ends before ``delivery``: ``(replace, note)`` for ``finish_stream``."""
+    whole = live is not None and not live.inert and live.stream is not None \
+        and live.stream.key == stream.key
+    if isinstance(delivery, ApprovalDelivery):
+        return None, WAITING_NOTE
+    assert isinstance(delivery, ReplyDelivery)
+    if not whole:
+        return delivery.text, None  # cut off by a crash: the final answer replaces it
+    assert live is not None
+    if delivery.text.strip() and delivery.text.strip() in live.streamed:
+        return None, None  # what was streamed is the answer
+    return None, delivery.text  # a failure or a stop: said at the end
