@@ -116,6 +116,8 @@ class _Live:
     text: list[str] = field(default_factory=list)
     tools: list[ToolUpdate] = field(default_factory=list)
     streamed: str = ""
+    summaries: dict[str, str] = field(default_factory=dict)
+    """Each call's arguments summary, by call id (its end repeats it)."""
     stream: StreamDelivery | None = None
     ended: bool = False
     wake: asyncio.Event = field(default_factory=asyncio.Event)
@@ -154,9 +156,12 @@ class LiveReplies:
         if isinstance(event, TextDelta):
             live.text.append(event.text)
         elif isinstance(event, ToolCallStarted):
-            live.tools.append(_update(event.call, "in_progress"))
+            update = _update(event.call, "in_progress")
+            live.summaries[update.call_id] = update.summary
+            live.tools.append(update)
         elif isinstance(event, ToolCallFinished):
-            live.tools.append(ToolUpdate(event.tool_call_id, event.name, "",
+            live.tools.append(ToolUpdate(event.tool_call_id, event.name,
+                                         live.summaries.get(event.tool_call_id, ""),
                                          "error" if event.is_error else "complete"))
         elif isinstance(event, RunEnded):
             live.ended = True

@@ -33,6 +33,7 @@ from .config import SlackConfig, SlackSecrets
 from .deliverer import SlackDeliverer
 from .mapping import Inbound, read_event
 from .render import decided_blocks, parse_choice
+from .streamer import SlackStreamer
 
 __all__ = ["SlackChannel"]
 
@@ -80,7 +81,12 @@ class SlackChannel:
             token=secrets.bot_token, base_url=config.api_url,
             # Rate limits only: a connection error may hide a stored post (see deliverer.py).
             retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=3)])
-        self.deliverer: Deliverer | None = SlackDeliverer(self.client, pace_s=pace_s)
+        deliverer = SlackDeliverer(self.client, pace_s=pace_s)
+        if config.stream != "off":
+            deliverer.streamer = SlackStreamer(deliverer, mode=config.stream,
+                                               append_every_s=config.stream_every_s,
+                                               edit_every_s=config.edit_every_s)
+        self.deliverer: Deliverer | None = deliverer
         self.team = ""
         self.team_name = ""
         self.bot_user = ""

@@ -54,6 +54,16 @@ class SlackConfig(BaseModel):
         default_factory=list, description="explicit rules, added to what the keys above "
         "grant: a place (channel id, 'dm' or '*'), optional users, rights")
     reply_to_bots: bool = False
+    stream: Literal["native", "edit", "off"] = Field(
+        default="native", description="native: replies stream into their thread as the "
+        "model writes them (chat.startStream), tool calls shown as tasks; edit: one message "
+        "posted and updated as it grows (also where Slack refuses native streaming); off: "
+        "the finished reply only")
+    stream_every_s: float = Field(
+        default=0.25, gt=0, description="the least time between two appends to a stream")
+    edit_every_s: float = Field(
+        default=1.0, gt=0, description="the least time between two edits of a reply shown "
+        "by edits")
     reconnect_max_s: float = Field(
         default=60.0, gt=0, description="while Slack cannot be reached at start, the longest "
         "wait between attempts (they back off from 1 s, with jitter)")

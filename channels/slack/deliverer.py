@@ -24,11 +24,19 @@ from runtime import ApprovalDelivery, Delivery, DeliveryError
 
 from .render import approval_blocks, markdown_blocks, plain
 
-__all__ = ["EVENT_TYPE", "SlackDeliverer"]
+__all__ = ["EVENT_TYPE", "SlackCallError", "SlackDeliverer"]
 
 EVENT_TYPE = "maiden_delivery"
 _LOOKBACK_S = 600.0
 """How far before a record's creation ``conversations.history`` looks for it."""
+
+
+class SlackCallError(DeliveryError):
+    """A Web API call that failed, with Slack's error code when Slack gave one."""
+
+    def __init__(self, message: str, slack_error: str | None = None) -> None:
+        super().__init__(message)
+        self.slack_error = slack_error
 
 
 class SlackDeliverer:
@@ -56,6 +64,8 @@ class SlackDeliverer:
         self.offline: str | None = None
         """Why Slack cannot be posted to now (the channel is still connecting); None: it can.
         Sends fail fast meanwhile, and the outbox keeps the deliveries for later."""
+        self.streamer: Any = None
+        """Shows replies while they are written (a ``SlackStreamer``), or None."""
 
     async def send(self, delivery: Delivery) -> str:
         channel = delivery.target["channel"]
@@ -66,7 +76,7 @@ class SlackDeliverer:
             blocks, text = markdown_blocks(delivery.text), delivery.text
         async with self._lock(channel):
             await self._pace(channel)
-            response = await self._call(
+            response = await self.call(
                 "chat.postMessage", self.client.chat_postMessage, channel=channel,
                 thread_ts=delivery.target.get("thread_ts"), text=text, blocks=blocks,
                 metadata=metadata, unfurl_links=False, unfurl_media=False)
@@ -75,24 +85,33 @@ class SlackDeliverer:
     async def reconcile(self, delivery: Delivery) -> str | None:
         channel = delivery.target["channel"]
         thread_ts = delivery.target.get("thread_ts")
+        oldest = max(0.0, delivery.created_at - _LOOKBACK_S)
+        for message in await self.thread_messages(channel, thread_ts, oldest=oldest):
+            if self._carries(message, delivery.key):
+                return str(message["ts"])
+        return None
+
+    async def thread_messages(self, channel: str, thread_ts: str | None, *,
+                              oldest: float = 0.0) -> list[dict[str, Any]]:
+        """A thread's messages (a channel's since ``oldest``, without one), with their
+        metadata, every page."""
+        found: list[dict[str, Any]] = []
         cursor: str | None = None
         while True:
             if thread_ts:
-                page = await self._call(
+                page = await self.call(
                     "conversations.replies", self.client.conversations_replies,
                     channel=channel, ts=thread_ts, include_all_metadata=True, limit=200,
                     cursor=cursor)
             else:
-                page = await self._call(
+                page = await self.call(
                     "conversations.history", self.client.conversations_history,
                     channel=channel, include_all_metadata=True, limit=200, cursor=cursor,
-                    oldest=f"{max(0.0, delivery.created_at - _LOOKBACK_S):.6f}")
-            for message in page.get("messages") or []:
-                if self._carries(message, delivery.key):
-                    return str(message["ts"])
+                    oldest=f"{oldest:.6f}")
+            found += page.get("messages") or []
             cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
             if not cursor:
-                return None
+                return found
 
     def _carries(self, message: dict[str, Any], key: str) -> bool:
         metadata = message.get("metadata") or {}
@@ -113,14 +132,16 @@ class SlackDeliverer:
                 await self.sleep(wait)
         self._last[channel] = self.clock()
 
-    async def _call(self, method: str, fn: Callable[..., Awaitable[Any]], **params: Any) -> Any:
+    async def call(self, method: str, fn: Callable[..., Awaitable[Any]], **params: Any) -> Any:
+        """One Web API call (``None`` parameters left out); ``SlackCallError`` with Slack's
+        reason when it fails, and at once while the channel is offline."""
         if self.offline is not None:
-            raise DeliveryError(f"Slack {method} not tried: {self.offline}")
+            raise SlackCallError(f"Slack {method} not tried: {self.offline}")
         try:
             return await fn(**{k: v for k, v in params.items() if v is not None})
         except SlackApiError as exc:
             error = exc.response.get("error") if exc.response is not None else None
-            raise DeliveryError(f"Slack {method} failed: {error or exc}") from exc
+            raise SlackCallError(f"Slack {method} failed: {error or exc}", error) from exc
         except (SlackClientError, aiohttp.ClientError, OSError, TimeoutError) as exc:
-            raise DeliveryError(f"Slack {method} failed: {type(exc).__name__}: {exc}") \
+            raise SlackCallError(f"Slack {method} failed: {type(exc).__name__}: {exc}") \
                 from exc

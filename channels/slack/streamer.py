@@ -1,0 +1,189 @@
+"""Replies streamed into Slack as the model writes them (``runtime.Streamer``).
+
+Native streaming (``[channels.slack] stream = "native"``, the default): ``chat.startStream``
+opens the reply in its thread, ``chat.appendStream`` adds markdown text and the tool calls
+as tasks (``task_update`` chunks; a ``plan_update`` when a turn asks for several), and
+``chat.stopStream`` ends it, carrying the delivery key in its metadata. Where Slack refuses
+(``not_allowed``, ``method_not_supported``: a channel type or a workspace without it) or
+with ``stream = "edit"``, the reply is posted once, with its key in the metadata, and
+``chat.update`` rewrites it as it grows, at the edit pace (about once a second).
+
+Exactly once: the runtime records the message's ``ts`` as soon as Slack returns it. A
+stream opened by a process that died before recording it is found again in its thread:
+the bot's message carrying its key, or (native: ``startStream`` takes no metadata) the
+bot's message since the stream was recorded that carries no key of any delivery; only one
+run answers in a thread at a time, so that message is this stream's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from slack_sdk.models.messages.chunk import (
+    Chunk,
+    MarkdownTextChunk,
+    PlanUpdateChunk,
+    TaskUpdateChunk,
+)
+
+from runtime import StreamDelivery, ToolUpdate
+
+from .deliverer import EVENT_TYPE, SlackCallError, SlackDeliverer
+from .render import markdown_blocks
+
+__all__ = ["REFUSALS", "SlackStreamer", "StreamMode"]
+
+log = logging.getLogger("maiden.slack")
+
+StreamMode = Literal["native", "edit"]
+
+REFUSALS = ("not_allowed", "method_not_supported", "not_allowed_token_type",
+            "feature_not_enabled")
+"""Slack's answers to ``chat.startStream`` that mean: post and edit instead."""
+
+_NOT_STREAMING = "message_not_in_streaming_state"
+_SLACK_LAG_S = 5.0
+"""How much earlier than the stream's record a message it opened may be stamped."""
+
+
+class SlackStreamer:
+    """Streams over a ``SlackDeliverer``'s client (its pacing, its offline switch)."""
+
+    def __init__(self, deliverer: SlackDeliverer, *, mode: StreamMode = "native",
+                 append_every_s: float = 0.25, edit_every_s: float = 1.0) -> None:
+        self.deliverer = deliverer
+        self.mode = mode
+        self.append_every_s = append_every_s
+        self.edit_every_s = edit_every_s
+        self._refused: set[str] = set()
+        """Channels where Slack refused native streaming: they get edits."""
+        self._edited: dict[str, str] = {}
+        """The text so far of each stream shown by edits, by delivery key."""
+
+    @property
+    def stream_every_s(self) -> float:
+        return self.edit_every_s if self.mode == "edit" else self.append_every_s
+
+    def _native(self, channel: str) -> bool:
+        return self.mode == "native" and channel not in self._refused
+
+    # -- the Streamer protocol
+
+    async def open_stream(self, stream: StreamDelivery, text: str,
+                          tools: Sequence[ToolUpdate]) -> list[str]:
+        channel, thread_ts = stream.target["channel"], stream.target.get("thread_ts")
+        if self._native(channel) and thread_ts:
+            try:
+                response = await self.deliverer.call(
+                    "chat.startStream", self.deliverer.client.chat_startStream,
+                    channel=channel, thread_ts=thread_ts, chunks=_chunks(text, tools) or None,
+                    task_display_mode="timeline")
+                return [str(response["ts"])]
+            except SlackCallError as exc:
+                if exc.slack_error not in REFUSALS:
+                    raise
+                log.info("slack: streaming is not allowed in %s (%s); editing a message "
+                         "there instead", channel, exc.slack_error)
+                self._refused.add(channel)
+        self._edited[stream.key] = text
+        response = await self.deliverer.call(
+            "chat.postMessage", self.deliverer.client.chat_postMessage, channel=channel,
+            thread_ts=thread_ts, text=_shown(text, tools), blocks=_blocks(text, tools),
+            metadata=_metadata(stream.key), unfurl_links=False, unfurl_media=False)
+        return [str(response["ts"])]
+
+    async def append_stream(self, stream: StreamDelivery, text: str,
+                            tools: Sequence[ToolUpdate]) -> list[str]:
+        channel, ts = stream.target["channel"], stream.remote_ids[-1]
+        if stream.key in self._edited:
+            self._edited[stream.key] += text
+            whole = self._edited[stream.key]
+            await self.deliverer.call(
+                "chat.update", self.deliverer.client.chat_update, channel=channel, ts=ts,
+                text=_shown(whole, tools), blocks=_blocks(whole, tools))
+        else:
+            await self.deliverer.call(
+                "chat.appendStream", self.deliverer.client.chat_appendStream,
+                channel=channel, ts=ts, chunks=_chunks(text, tools))
+        return list(stream.remote_ids)
+
+    async def finish_stream(self, stream: StreamDelivery, *, replace: str | None,
+                            note: str | None) -> list[str]:
+        channel, ts = stream.target["channel"], stream.remote_ids[-1]
+        edited = self._edited.pop(stream.key, None)
+        if edited is not None or not self._native(channel):
+            final = replace if replace is not None else \
+                None if edited is None else edited + (f"\n\n{note}" if note else "")
+            if final is not None:
+                await self._update(channel, ts, final, stream.key)
+            return list(stream.remote_ids)
+        try:
+            await self.deliverer.call(
+                "chat.stopStream", self.deliverer.client.chat_stopStream, channel=channel,
+                ts=ts, chunks=[MarkdownTextChunk(text=f"\n\n{note}")] if note else None,
+                metadata=_metadata(stream.key))
+        except SlackCallError as exc:
+            if exc.slack_error != _NOT_STREAMING:
+                raise  # stopped already (a crash after stopStream): nothing to stop
+        if replace is not None:
+            await self._update(channel, ts, replace, stream.key)
+        return list(stream.remote_ids)
+
+    async def find_stream(self, stream: StreamDelivery) -> list[str]:
+        found = await self.deliverer.reconcile(stream)
+        if found is not None:
+            return [found]
+        thread_ts = stream.target.get("thread_ts")
+        if not thread_ts or not self._native(stream.target["channel"]):
+            return []
+        since = stream.created_at - _SLACK_LAG_S
+        for message in await self.deliverer.thread_messages(stream.target["channel"],
+                                                            thread_ts):
+            if message.get("ts") == thread_ts or float(message.get("ts", 0)) < since:
+                continue
+            mine = self.deliverer.bot_user is None \
+                or message.get("user") == self.deliverer.bot_user
+            keyed = (message.get("metadata") or {}).get("event_type") == EVENT_TYPE
+            if mine and not keyed and message.get("bot_id", True):
+                return [str(message["ts"])]
+        return []
+
+    async def _update(self, channel: str, ts: str, text: str, key: str) -> None:
+        await self.deliverer.call(
+            "chat.update", self.deliverer.client.chat_update, channel=channel, ts=ts,
+            text=text, blocks=markdown_blocks(text), metadata=_metadata(key))
+
+
+def _metadata(key: str) -> dict[str, Any]:
+    return {"event_type": EVENT_TYPE, "event_payload": {"key": key}}
+
+
+def _chunks(text: str, tools: Sequence[ToolUpdate]) -> list[Chunk]:
+    chunks: list[Chunk] = []
+    if text:
+        chunks.append(MarkdownTextChunk(text=text))
+    started = [t for t in tools if t.status == "in_progress"]
+    if len(started) > 1:
+        chunks.append(PlanUpdateChunk(title=f"{len(started)} steps"))
+    chunks += [TaskUpdateChunk(id=t.call_id, title=_title(t), status=t.status)
+               for t in tools]
+    return chunks
+
+
+def _title(update: ToolUpdate) -> str:
+    return f"{update.name}({update.summary})" if update.summary else update.name
+
+
+def _status_line(tools: Sequence[ToolUpdate]) -> str:
+    running = [t for t in tools if t.status == "in_progress"]
+    return f"\n\n⏳ {', '.join(_title(t) for t in running)}…" if running else ""
+
+
+def _shown(text: str, tools: Sequence[ToolUpdate]) -> str:
+    return (text or "…") + _status_line(tools)
+
+
+def _blocks(text: str, tools: Sequence[ToolUpdate]) -> list[dict[str, Any]]:
+    return markdown_blocks(_shown(text, tools))
