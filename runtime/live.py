@@ -193,11 +193,10 @@ class LiveReplies:
 
     async def _flush(self, live: _Live, run: Run, streamer: Streamer) -> None:
         text, tools = "".join(live.text), list(live.tools)
+        if not text.strip() and (live.stream is None or not tools):
+            return  # a stream opens with text; whitespace waits for what follows it
         live.text.clear()
         live.tools.clear()
-        if not text.strip() and not tools:
-            live.text.append(text)  # whitespace waits for what follows it
-            return
         if live.stream is None:
             stream = await self._opening(run)
             ids = await streamer.open_stream(stream, text, tools)

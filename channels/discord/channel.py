@@ -44,6 +44,7 @@ from .config import DEFAULT_API_URL, DiscordConfig
 from .deliverer import DiscordDeliverer
 from .mapping import Inbound, Seen, read_message
 from .render import parse_custom_id
+from .streamer import DiscordStreamer
 
 __all__ = ["DiscordChannel", "point_at"]
 
@@ -70,7 +71,10 @@ class DiscordChannel:
                                     guild_ready_timeout=guild_ready_timeout)
         self._own_connector = connector is None
         point_at(self.client.http, config.api_url)
-        self.deliverer: Deliverer | None = DiscordDeliverer(self.client.http)
+        deliverer = DiscordDeliverer(self.client.http)
+        if config.stream != "off":
+            deliverer.streamer = DiscordStreamer(deliverer, edit_every_s=config.edit_every_s)
+        self.deliverer: Deliverer | None = deliverer
         self.bot = ""
         self._connecting: asyncio.Task[None] | None = None
         self._standby: asyncio.Task[None] | None = None

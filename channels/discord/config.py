@@ -47,6 +47,12 @@ class DiscordConfig(BaseModel):
     reconnect_max_s: float = Field(
         default=60.0, gt=0, description="while Discord cannot be reached at start, the longest "
         "wait between attempts (they back off from 1 s, with jitter)")
+    stream: Literal["edit", "off"] = Field(
+        default="edit", description="edit: a reply is posted with its first text and edited "
+        "as the model writes it, tool calls on a status line; off: the finished reply only")
+    edit_every_s: float = Field(
+        default=1.5, gt=0, description="the least time between two edits of a streaming "
+        "reply (edits share Discord's 5-per-5-seconds budget with sends)")
     respond_in: Literal["mentions", "all"] = Field(
         default="mentions", description="mentions: in guild channels only mentions of the bot "
         "and replies to it start work (threads it is part of and DMs: every message)")

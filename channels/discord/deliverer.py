@@ -43,6 +43,8 @@ class DiscordDeliverer:
         self.offline: str | None = None
         """Why Discord cannot be posted to now (the channel is still connecting); None: it
         can. Sends fail fast meanwhile, and the outbox keeps the deliveries for later."""
+        self.streamer: Any = None
+        """Shows replies while they are written (a ``DiscordStreamer``), or None."""
 
     async def send(self, delivery: Delivery) -> str:
         target = delivery.target
@@ -56,13 +58,13 @@ class DiscordDeliverer:
         if target.get("guild") and target.get("message"):
             payload["message_reference"] = {"message_id": target["message"],
                                             "fail_if_not_exists": False}
-        message = await self._call(Route("POST", "/channels/{channel_id}/messages",
+        message = await self.call(Route("POST", "/channels/{channel_id}/messages",
                                          channel_id=target["channel"]), json=payload)
         return str(message["id"])
 
     async def reconcile(self, delivery: Delivery) -> str | None:
         target = delivery.target
-        history = await self._call(Route("GET", "/channels/{channel_id}/messages",
+        history = await self.call(Route("GET", "/channels/{channel_id}/messages",
                                          channel_id=target["channel"]), params={"limit": 100})
         text = approval_content(delivery) if isinstance(delivery, ApprovalDelivery) \
             else delivery.text
@@ -83,7 +85,8 @@ class DiscordDeliverer:
         made = discord.utils.snowflake_time(int(message["id"])).timestamp()
         return made >= delivery.created_at - 1
 
-    async def _call(self, route: Route, **options: Any) -> Any:
+    async def call(self, route: Route, **options: Any) -> Any:
+        """One REST call; ``DeliveryError`` when it fails, and at once while offline."""
         if self.offline is not None:
             raise DeliveryError(f"Discord {route.method} {route.path} not tried: "
                                 f"{self.offline}")
