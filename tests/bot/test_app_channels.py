@@ -13,7 +13,7 @@ from bot import load_config
 from bot.app import open_app, open_channels
 from runtime import Deliverer, Delivery, Origin, ReplyDelivery, Runtime
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Recorder:

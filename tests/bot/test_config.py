@@ -68,7 +68,7 @@ def test_missing_named_file(tmp_path: Path) -> None:
 
 
 def test_defaults_and_the_shipped_agent_toml() -> None:
-    shipped = load_config(Path(__file__).parent.parent / "agent.toml")
+    shipped = load_config(Path(__file__).resolve().parents[2] / "agent.toml")
     assert shipped.exists
     cfg = shipped.config
     assert cfg.provider.kind == "echo" and cfg.store.kind == "sqlite"

@@ -24,7 +24,7 @@ from tests.fakes.discord.routes import PREFIX
 from tests.fakes.site import free_port
 from tests.fakes.slack import BOT_USER, FakeSlack, Workspace
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 C = "C0GENERAL01"
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def maiden(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.test_cli import _with_tools, maiden
-from tests.test_cli_faults import ENV
+from tests.processes.test_cli import _with_tools, maiden
+from tests.processes.test_cli_faults import ENV
 
 
 class Chat:

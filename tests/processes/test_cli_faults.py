@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.http_helpers import banner_url
-from tests.test_cli import ROOT, _serve, _stop, _with_tools, maiden
+from tests.processes.test_cli import ROOT, _serve, _stop, _with_tools, maiden
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 

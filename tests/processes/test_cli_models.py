@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.fakes.openai import OpenAIServer, stream
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def test_chat_streams_tokens_and_runs_tools_from_an_openai_compatible_server(

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_cli import _serve, _stop, _with_tools, maiden
-from tests.test_cli_faults import ENV, interrupt_when, one_line
+from tests.processes.test_cli import _serve, _stop, _with_tools, maiden
+from tests.processes.test_cli_faults import ENV, interrupt_when, one_line
 
 
 def use_tools(home: Path, module: str, source: str) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.fakes.discord import BOT_ID, GENERAL_ID, HUMAN_ID, FakeDiscord, World
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def configure(home: Path, fake: FakeDiscord) -> None:

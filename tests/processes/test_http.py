@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "tok-" + "7" * 32
 
 SLOW_UNTIL_RELEASED = '''

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HALF = b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX rlimits")

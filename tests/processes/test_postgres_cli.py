@@ -12,7 +12,7 @@ from runtime.stores.dsn import redact_dsn
 from runtime.stores.postgres.schema import SCHEMA_VERSION
 from tests.postgres import PG_DSN, fresh_schema
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def maiden(home: Path, *args: str, dsn: str = PG_DSN) -> tuple[int, str, str]:

@@ -34,7 +34,7 @@ import pytest
 
 from tests.postgres import PG_DSN, fresh_schema
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "tok-" + "5" * 32
 THREADS = 30
 PER_THREAD = 10

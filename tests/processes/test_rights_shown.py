@@ -16,7 +16,7 @@ from bot.config import load_config
 from channels.http import HttpChannel
 from runtime import AgentConfig, EchoProvider, Runtime, RuntimeConfig, SQLiteStore, ToolRegistry
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 CONFIG = """
 [agent]

@@ -16,7 +16,7 @@ import pytest
 
 from tests.postgres import PG_DSN, fresh_schema
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 FIRE = textwrap.dedent('''
     """Open the store, start a Scheduler just before the slot, wait for the word, move its

@@ -15,7 +15,7 @@ from schedules import ScheduleBook, ScheduleConfig, Scheduler, load_schedules
 from tests.clock import Clock
 from tests.http_helpers import echo_runtime, served
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SLOT = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
 

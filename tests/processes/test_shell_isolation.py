@@ -33,7 +33,7 @@ from runtime.isolation import bwrap_usable
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PEEK = "cat /proc/$PPID/environ"
 SETPRIV = shutil.which("setpriv")
 

@@ -14,7 +14,7 @@ import httpx
 
 from tests.fakes.slack import BOT_USER, SCOPES, FakeSlack, Workspace, sign, signed_event
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 C = "C0GENERAL01"
 
 

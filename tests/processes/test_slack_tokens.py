@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.fakes.slack import FakeSlack
-from tests.test_slack_cli import configure, env, maiden
+from tests.processes.test_slack_cli import configure, env, maiden
 
 
 async def test_run_with_a_token_slack_refuses_says_so_in_one_line(home: Path) -> None:

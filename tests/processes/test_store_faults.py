@@ -29,8 +29,8 @@ import pytest
 from runtime import InvalidThreadId, Run, StoreGone
 from runtime.stores import Checkpoint, FilesStore, SQLiteStore
 from tests.http_helpers import echo_runtime, thread_url
-from tests.test_cli import ROOT, maiden
-from tests.test_cli_faults import one_line
+from tests.processes.test_cli import ROOT, maiden
+from tests.processes.test_cli_faults import one_line
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 

@@ -8,7 +8,7 @@ import pytest
 
 from bot.config import parse_config
 from runtime import ConfigError
-from tests.test_cli import maiden
+from tests.processes.test_cli import maiden
 
 BASE = """
 [[schedules]]

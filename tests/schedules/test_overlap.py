@@ -16,7 +16,7 @@ from runtime import EchoProvider, Run, RunState, Runtime, SQLiteStore, ToolRegis
 from schedules import ScheduleBook, ScheduleConfig, Scheduler, load_schedules, statuses
 from tests.clock import Clock
 from tests.http_helpers import served
-from tests.test_cli import maiden
+from tests.processes.test_cli import maiden
 
 MINUTE = timedelta(minutes=1)
 T0 = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.channels.discord.test_channel import running, settle
 from tests.fakes.discord import (
     BOT_ID,
     DM_ID,
@@ -18,7 +19,6 @@ from tests.fakes.discord import (
     FakeDiscord,
     new_id,
 )
-from tests.test_discord import running, settle
 
 STRANGER = new_id()
 OPS = new_id()

@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime import RunState, ToolCallStarted, tool
-
-from .http_helpers import STREAM, echo_runtime, served, sse, thread_url, tokens
+from tests.http_helpers import STREAM, echo_runtime, served, sse, thread_url, tokens
 
 S = RunState
 PROBLEM = "application/problem+json"

@@ -15,8 +15,7 @@ import httpx
 import pytest
 
 from runtime import Tool, tool
-
-from .http_helpers import Concurrency, echo_runtime, served, thread_url
+from tests.http_helpers import Concurrency, echo_runtime, served, thread_url
 
 # How long a run that must wait is watched for starting anyway: a bound on a negative.
 NOT_STARTING_S = 0.3

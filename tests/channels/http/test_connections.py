@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from .http_helpers import echo_runtime, served
+from tests.http_helpers import echo_runtime, served
 
 HALF = b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
 """The issue's half-sent request: the headers never end."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .http_helpers import echo_runtime, served, thread_url
+from tests.http_helpers import echo_runtime, served, thread_url
 
 TOKEN = "one-app-token-0123456789"
 MESSAGES = "/v1/threads/{thread_id}/messages"

@@ -19,8 +19,7 @@ from channels.http import HttpConfig
 from channels.http.app import create_app
 from channels.http.server import HttpServer
 from runtime import AgentConfig, EchoProvider, Runtime, SQLiteStore, tool
-
-from .http_helpers import echo_runtime, thread_url
+from tests.http_helpers import echo_runtime, thread_url
 
 TOKEN = "fuzz-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -13,10 +13,9 @@ import httpx
 import pytest
 
 from runtime import RunState, tool
+from tests.http_helpers import banner_url, echo_runtime, served, thread_url, tokens
 
-from .http_helpers import banner_url, echo_runtime, served, thread_url, tokens
-
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 PROBLEM = "application/problem+json"
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from runtime import tool
+from tests.channels.slack.test_channel import C, D, Slack, running
 from tests.fakes.slack import BOT_USER, FakeSlack, block_actions_payload
-from tests.test_slack import C, D, Slack, running
 
 OPS = "C0OPS000001"
 

@@ -20,7 +20,7 @@ from runtime.mcp import McpServerConfig, open_servers
 from runtime.mcp.group import McpServers
 from runtime.mcp.server import McpServer, McpServerDown, McpToolError
 
-FAKE = Path(__file__).resolve().parent / "fakes" / "mcp_server.py"
+FAKE = Path(__file__).resolve().parents[2] / "fakes" / "mcp_server.py"
 CTX = ToolContext(run_id="r", thread_id="t", tool_call_id="c", idempotency_key="k")
 ALL_TOOLS = ["count", "die", "drop", "echo", "fail", "key", "nap", "pid", "put", "refuse",
              "slow"]

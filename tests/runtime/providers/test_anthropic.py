@@ -1,6 +1,6 @@
 """What only the Anthropic provider does, against a local fake of the Messages API: the
 request's shape, prompt-cache breakpoints, placeholder tools on a final turn, the 529
-"overloaded" status, cache writes. What every provider does is in test_provider_contract.py."""
+"overloaded" status, cache writes. What every provider does is in test_contract.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """What only the OpenAI provider does, against a local fake of Chat Completions: the
 request's shape, the output token limit's key, usage asked for in streams, servers without
 ids or keys, retry-after-ms, streamed refusals. What every provider does is in
-test_provider_contract.py."""
+test_contract.py."""
 
 from __future__ import annotations
 

@@ -17,10 +17,10 @@ from channels.http.console import spend
 from channels.http.console.waiting import queued_behind
 from runtime import Run, RunState, Runtime, Tool, tool
 from schedules import ScheduleBook, ScheduleConfig, Scheduler, load_schedules
+from tests.channels.http.console.test_console import TOKEN, browser, csrf_of, deploy
 from tests.clock import Clock
 from tests.http_helpers import echo_runtime
-from tests.test_cli import _serve, _stop
-from tests.test_console import TOKEN, browser, csrf_of, deploy
+from tests.processes.test_cli import _serve, _stop
 
 
 class Holder:
