@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 
 PROJECT = Path(__file__).resolve().parents[2]
+# One of the "heavy" group (pyproject addopts): run one at a time on one worker, so that
+# no two of them starve each other of the two cores (or skew the figures printed here).
+pytestmark = pytest.mark.xdist_group("heavy")
 
 
 @pytest.mark.timeout(300)

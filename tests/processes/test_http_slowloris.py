@@ -17,7 +17,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 HALF = b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX rlimits")
+# One of the "heavy" group (pyproject addopts): run one at a time on one worker, so that
+# no two of them starve each other of the two cores.
+pytestmark = [pytest.mark.skipif(sys.platform == "win32", reason="POSIX rlimits"),
+              pytest.mark.xdist_group("heavy")]
 
 
 def test_maiden_run_outlasts_300_half_sent_requests_at_256_open_files(home: Path) -> None:

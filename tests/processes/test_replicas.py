@@ -35,6 +35,9 @@ import pytest
 from tests.postgres import PG_DSN, fresh_schema
 
 ROOT = Path(__file__).resolve().parents[2]
+# One of the "heavy" group (pyproject addopts): run one at a time on one worker, so that
+# no two of them starve each other of the two cores.
+pytestmark = pytest.mark.xdist_group("heavy")
 TOKEN = "tok-" + "5" * 32
 THREADS = 30
 PER_THREAD = 10
