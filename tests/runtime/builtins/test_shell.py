@@ -102,6 +102,20 @@ def dead(pid: int) -> bool:
         return True
 
 
+def running_in_group(pgid: int, program: bytes) -> int:
+    """How many processes of group ``pgid`` run ``program`` (have exec'd it, on Linux)."""
+    count = 0
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError):
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[2]) == pgid and cmdline.startswith(program):
+            count += 1
+    return count
+
+
 async def gone(pid: int) -> bool:
     """Whether ``pid`` dies within a bound (a SIGKILLed orphan may need a moment)."""
     try:
@@ -287,6 +301,10 @@ async def test_cancelling_the_run_kills_the_whole_tree(
         run = await rt.submit("t", "go")
         shell_pid = await pid_in(tmp_path / "shell.pid")
         child_pid = await pid_in(tmp_path / "child.pid")
+        # Both sleeps exec'd: a SIGTERM between a fork and its exec would run the shell's
+        # trap in the child instead, and that sleep would outlive the grace.
+        if sys.platform == "linux":
+            await until(lambda: running_in_group(os.getpgid(shell_pid), b"sleep\0") == 2)
         ended = await asyncio.wait_for(rt.cancel(run.id), 20)
         result = result_of(await rt.entries("t"))
     assert ended.state is S.CANCELLED
