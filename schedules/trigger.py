@@ -2,8 +2,8 @@
 
 APScheduler only decides *when to wake*; :func:`schedules.cron.next_fires` decides when a
 slot is, so the alarm goes off exactly at each slot (at a spring-forward transition, once
-in a repeated hour), and the tables in tests/test_cron.py that test the arithmetic test
-what fires.
+in a repeated hour), and the tables in tests/schedules/test_cron.py that test the arithmetic
+test what fires.
 """
 
 from __future__ import annotations

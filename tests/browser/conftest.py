@@ -40,6 +40,16 @@ TIMEOUT_MS = 10_000
 """How long a Playwright action or ``expect`` waits before failing the test."""
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The browser tests are of the "heavy" xdist group (pyproject addopts): one Chromium
+    at a time, never beside the replicas or the benchmark, within its action timeouts."""
+    here = Path(__file__).resolve().parent
+    for item in items:
+        if item.path.is_relative_to(here):
+            item.add_marker(pytest.mark.xdist_group("heavy"))
+
+
 def refresh_docs() -> bool:
     """Whether this run is asked to write the README's screenshots."""
     return os.environ.get("MAIDEN_SCREENSHOTS", "") == "docs"

@@ -40,6 +40,10 @@ from tests.crash.driver import (
 )
 from tests.crash.outcome import CALL_IDS, Traces, normalise, tail
 
+# Its own xdist group: the module's first test starts every selected scenario at once
+# (``started``, from the session's items), so on several workers each would run them all.
+pytestmark = pytest.mark.xdist_group("crash_matrix")
+
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 60
 THREAD = "crash:room-1"

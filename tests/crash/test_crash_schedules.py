@@ -42,7 +42,10 @@ from tests.crash.driver import (
 from tests.crash.outcome import CALL_IDS, Traces, normalise, tail
 from tests.fakes.slack import BOT_USER, FakeSlack
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+# Its own xdist group: the module's first test starts every selected scenario at once
+# (``started``, from the session's items), so on several workers each would run them all.
+pytestmark = [pytest.mark.asyncio(loop_scope="module"),
+              pytest.mark.xdist_group("crash_schedules")]
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 60

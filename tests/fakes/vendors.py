@@ -1,4 +1,5 @@
-"""Each model vendor as the provider contract suite (tests/test_provider_contract.py) sees it.
+"""Each model vendor as the provider contract suite (tests/runtime/providers/test_contract.py)
+sees it.
 
 A ``Vendor`` knows how to start its fake server and build its provider against it, how
 to write a reply in its wire format and read back what a request sent, and what its

@@ -1,0 +1,83 @@
+"""How `maiden run` composes channels: a channel's replies have somewhere to go from the
+moment it starts opening (a message it takes while it, or a channel after it, still
+opens is answered at once, not at the outbox's next sweep)."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Self
+
+from bot import load_config
+from bot.app import open_app, open_channels
+from runtime import Deliverer, Delivery, Origin, ReplyDelivery, Runtime
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Recorder:
+    """A deliverer that keeps what it is handed."""
+
+    max_chars: int | None = None
+
+    def __init__(self) -> None:
+        self.sent: list[Delivery] = []
+        self.posted = asyncio.Event()
+
+    async def send(self, delivery: Delivery) -> str:
+        self.sent.append(delivery)
+        self.posted.set()
+        return f"m{len(self.sent)}"
+
+    async def reconcile(self, delivery: Delivery) -> str | None:
+        return None
+
+
+class AnsweredWhileOpening:
+    """A channel that takes a message while it opens, and opens only once it is answered."""
+
+    name = "probe"
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.recorder = Recorder()
+        self.deliverer: Deliverer | None = self.recorder
+
+    async def __aenter__(self) -> Self:
+        await self.runtime.submit("probe:1", "hi while opening", origin=Origin(
+            channel=self.name, target={"channel": "c1"}))
+        try:
+            async with asyncio.timeout(30):
+                await self.recorder.posted.wait()
+        except TimeoutError:
+            raise AssertionError("the reply waited in the outbox while the channel opened") \
+                from None
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        pass
+
+    def banner(self) -> str:
+        return "probe"
+
+    def status(self) -> str:
+        return "open"
+
+    def stop_intake(self) -> None:
+        pass
+
+    async def closed(self) -> None:
+        await asyncio.Event().wait()
+
+
+async def test_a_reply_due_while_its_channel_opens_goes_out_at_once(tmp_path: Path) -> None:
+    (tmp_path / "agent.toml").write_text((ROOT / "agent.toml").read_text()
+                                         + "\n[http]\nenabled = false\n")
+    loaded = load_config(tmp_path / "agent.toml")
+    async with open_app(loaded, recover=True, serve=True) as app, AsyncExitStack() as stack:
+        channel = AnsweredWhileOpening(app.runtime)
+        await open_channels(stack, app.runtime, [channel])
+    (reply,) = channel.recorder.sent
+    assert isinstance(reply, ReplyDelivery) and reply.target == {"channel": "c1"}
+    assert reply.text == "echo: hi while opening"

@@ -1,0 +1,32 @@
+"""`python -m bench --quick` keeps working. It prints figures; no timing is asserted here."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROJECT = Path(__file__).resolve().parents[2]
+# One of the "heavy" group (pyproject addopts): run one at a time on one worker, so that
+# no two of them starve each other of the two cores (or skew the figures printed here).
+pytestmark = pytest.mark.xdist_group("heavy")
+
+
+@pytest.mark.timeout(300)
+def test_quick_benchmark_runs_and_prints_the_table(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--dir", str(tmp_path)],
+        cwd=PROJECT, capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("maiden benchmarks (--quick)")
+    assert lines[1].split() == ["workload", "measure", "maiden", "baseline", "ratio", "target"]
+    for workload in ("1+2 thread", "3 resume", "4 concurrency", "5 memory", "6 slack ack",
+                     "7 schedules", "10 slowloris"):
+        assert any(line.startswith(workload) for line in lines), done.stdout
+    for measure in ("ms/message, all", "database MB", "cold load", "recovering",
+                    'concurrency="thread"', 'concurrency="global"', "peak RSS",
+                    "load + start()", "ms to RunStarted"):
+        assert measure in done.stdout, done.stdout

@@ -1,0 +1,433 @@
+"""The ``shell`` built-in through the loop, and ``run_process`` underneath it: approval,
+the allowlist, the output cap, and a timeout or a cancellation killing the whole tree."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime import (
+    ConfigError,
+    RunState,
+    Runtime,
+    RuntimeConfig,
+    ScriptedProvider,
+    SQLiteStore,
+    Tool,
+    ToolContext,
+    ToolRegistry,
+    ToolResult,
+    ToolsConfig,
+    run_process,
+)
+from runtime.builtins import builtin_tools
+from runtime.builtins.shell import _shell_syntax, make_shell
+from runtime.config import ShellConfig
+from runtime.process import _group_alive
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX shells and signals")
+
+S = RunState
+
+
+def call(command: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "shell", "arguments": {"command": command}}]}
+
+
+def shell(tmp_path: Path, **settings: Any) -> Tool:
+    return make_shell(ShellConfig(**{"requires_approval": False, **settings}), tmp_path)
+
+
+def ctx(grace_s: float = 5.0) -> ToolContext:
+    return ToolContext(run_id="r", thread_id="t", tool_call_id="c", idempotency_key="k",
+                       cancel_grace_s=grace_s)
+
+
+def result_of(entries: Sequence[Any]) -> ToolResult:
+    return next(e for e in entries if isinstance(e, ToolResult))
+
+
+@asynccontextmanager
+async def runtime_with_grace(
+    tmp_path: Path, script: Sequence[dict[str, Any]], tools: Sequence[Tool], grace_s: float,
+) -> AsyncIterator[Runtime]:
+    """Like the ``make_runtime`` fixture, with ``[runtime] cancel_grace_s`` set."""
+    async with SQLiteStore(tmp_path / "maiden.db") as store:
+        rt = Runtime(store, ScriptedProvider(script), ToolRegistry(tools),
+                     settings=RuntimeConfig(cancel_grace_s=grace_s))
+        async with rt:
+            yield rt
+
+
+async def until(check: Callable[[], bool], within_s: float = 10) -> None:
+    """Wait for an outside process to do something: it sets no event, so look again
+    every few milliseconds, within a bound."""
+    async with asyncio.timeout(within_s):
+        while not check():  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+
+
+def written_pid(path: Path) -> int | None:
+    """The pid a command under test wrote to ``path``, once it has."""
+    text = path.read_text() if path.exists() else ""
+    return int(text) if text.endswith("\n") else None
+
+
+async def pid_in(path: Path) -> int:
+    await until(lambda: written_pid(path) is not None)
+    pid = written_pid(path)
+    assert pid is not None
+    return pid
+
+
+def dead(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # An orphan that died is a zombie until pid 1 reaps it, and in some containers pid 1
+    # never does: dead all the same.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def running_in_group(pgid: int, program: bytes) -> int:
+    """How many processes of group ``pgid`` run ``program`` (have exec'd it, on Linux)."""
+    count = 0
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError):
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[2]) == pgid and cmdline.startswith(program):
+            count += 1
+    return count
+
+
+async def gone(pid: int) -> bool:
+    """Whether ``pid`` dies within a bound (a SIGKILLed orphan may need a moment)."""
+    try:
+        await until(lambda: dead(pid), within_s=5)
+    except TimeoutError:
+        return False
+    return True
+
+
+# -- through the loop ------------------------------------------------------------------------
+
+
+async def test_a_command_runs_through_the_loop(make_runtime: Any, tmp_path: Path) -> None:
+    async with make_runtime([call("echo hi"), {"text": "done"}], [shell(tmp_path)]) as (rt, p):
+        run = await asyncio.wait_for(rt.send("t", "say hi"), 10)
+        entries = await rt.records.entries("t")
+    assert run.state is S.COMPLETED and run.reply == "done"
+    result = result_of(entries)
+    assert not result.is_error
+    assert result.content == {"exit_code": 0, "stdout": "hi\n", "stderr": "", "truncated": False,
+                              "timed_out": False}
+    p.assert_complete()
+
+
+async def test_the_command_runs_in_the_workdir_with_its_status_and_stderr(
+        tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+    tool = shell(tmp_path, workdir="work")
+    out = await tool.invoke(ctx(), {"command": "pwd; echo oops >&2; exit 3"})
+    assert out == {"exit_code": 3, "stdout": f"{(tmp_path / 'work').resolve()}\n",
+                   "stderr": "oops\n", "truncated": False, "timed_out": False}
+
+
+async def test_a_command_waits_for_approval_by_default(make_runtime: Any, tmp_path: Path) -> None:
+    tool = make_shell(ShellConfig(), tmp_path)
+    assert (tool.name, tool.effect, tool.requires_approval) == ("shell", "non_idempotent", True)
+    async with make_runtime([call("touch made"), {"text": "done"}], [tool]) as (rt, _):
+        paused = await asyncio.wait_for(rt.send("t", "make it"), 10)
+        assert paused.state is S.AWAITING_APPROVAL and paused.pending_approval is not None
+        assert paused.pending_approval.name == "shell"
+        assert paused.pending_approval.arguments == {"command": "touch made"}
+        assert not (tmp_path / "made").exists()
+        await rt.decide(paused.id, paused.pending_approval.tool_call_id, approve=True, by="ann")
+        run = await asyncio.wait_for(rt.wait(paused.id), 10)
+    assert run.state is S.COMPLETED and (tmp_path / "made").exists()
+
+
+def test_the_builtin_is_made_from_its_settings(tmp_path: Path) -> None:
+    cfg = ToolsConfig(builtins=["shell"], shell=ShellConfig(timeout_s=20))
+    [tool] = builtin_tools(cfg, tmp_path)
+    assert (tool.name, tool.effect, tool.requires_approval) == ("shell", "non_idempotent", True)
+    assert tool.timeout_s > 20  # the tool stops the command itself; the loop's is a backstop
+    assert list(tool.spec.parameters["properties"]) == ["command"]
+
+
+def test_a_missing_workdir_or_an_empty_prefix_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"tools\.shell\.workdir: .*nowhere"):
+        make_shell(ShellConfig(workdir="nowhere"), tmp_path)
+    with pytest.raises(ConfigError, match=r"tools\.shell\.allow: an empty entry"):
+        make_shell(ShellConfig(allow=["ls", " "]), tmp_path)
+
+
+# -- the allowlist ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [
+    "git status; rm -rf x",
+    "git status && rm -rf x",
+    "git status | sh",
+    "git status `rm -rf x`",
+    "git status $(rm -rf x)",
+    'git status "$(rm -rf x)"',
+    "git status > x",
+    "git status\nrm -rf x",
+    "ls && id",
+    "ls; id",
+    "ls $HOME",
+])
+async def test_the_allowlist_refuses_shell_syntax(tmp_path: Path, command: str) -> None:
+    (tmp_path / "x").mkdir()
+    tool = shell(tmp_path, allow=["git status", "ls"])
+    with pytest.raises(PermissionError, match=r"^refused: .*\[tools\.shell\] allow") as err:
+        await tool.invoke(ctx(), {"command": command})
+    assert "without a shell" in str(err.value)
+    assert (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("command", [
+    "git stash", "git statusx", "gitstatus", "id", "rm -rf x", "/bin/ls", "sh -c ls"])
+async def test_the_allowlist_refuses_other_commands(tmp_path: Path, command: str) -> None:
+    tool = shell(tmp_path, allow=["git status", "ls"])
+    with pytest.raises(PermissionError, match=r"^refused: .*\[tools\.shell\] allow "
+                                              r"\('git status', 'ls'\)"):
+        await tool.invoke(ctx(), {"command": command})
+
+
+async def test_the_allowlist_runs_allowed_commands_without_a_shell(tmp_path: Path) -> None:
+    (tmp_path / "a file").write_text("")
+    tool = shell(tmp_path, allow=["ls", "echo"])
+    listed = await tool.invoke(ctx(), {"command": "ls -la"})
+    assert listed["exit_code"] == 0 and "a file" in listed["stdout"]
+    # Quoted, the characters are plain arguments, as the words say.
+    echoed = await tool.invoke(ctx(), {"command": "echo 'a;b' \"c|d\" e\\&f '$HOME'"})
+    assert echoed["stdout"] == "a;b c|d e&f $HOME\n"
+    with pytest.raises(FileNotFoundError, match="command not found"):
+        await make_shell(ShellConfig(allow=["no-such-program-here"]), tmp_path).invoke(
+            ctx(), {"command": "no-such-program-here"})
+
+
+async def test_a_refusal_reaches_the_model(make_runtime: Any, tmp_path: Path) -> None:
+    tool = shell(tmp_path, allow=["ls"])
+    async with make_runtime([call("ls && id"), {"text": "ok"}], [tool]) as (rt, _):
+        await asyncio.wait_for(rt.send("t", "go"), 10)
+        result = result_of(await rt.records.entries("t"))
+    assert result.is_error
+    assert result.content["error"]["type"] == "exception"
+    assert "refused: '&' is shell syntax" in result.content["error"]["message"]
+
+
+@pytest.mark.parametrize(("command", "found"), [
+    ("ls -la", None),
+    ("echo 'a;b|c&d>e<f(g)$h`i'", None),
+    ('echo "a;b|c&d>e<f(g)"', None),
+    ("echo a\\;b\\|c\\$d", None),
+    ("a;b", ";"), ("a&&b", "&"), ("a|b", "|"), ("a>b", ">"), ("a<b", "<"), ("(a)", "("),
+    ("a $b", "$"), ("a `b`", "`"), ("a\nb", "\n"),
+    ('a "$b"', "$"), ('a "`b`"', "`"), ('a "\\$b"', None),
+    ("a 'b' ; c", ";"), ("a 'it\\'s;'", ";"),  # in single quotes a backslash is plain
+])
+def test_shell_syntax_is_found_outside_quotes(command: str, found: str | None) -> None:
+    assert _shell_syntax(command) == found
+
+
+# -- output, timeout, cancellation -----------------------------------------------------------
+
+
+async def test_output_is_capped_per_stream(tmp_path: Path) -> None:
+    tool = shell(tmp_path, max_output_bytes=100)
+    # 10 MB through a 100-byte cap: the rest is read and dropped, so the command never
+    # blocks on a full pipe.
+    out = await asyncio.wait_for(tool.invoke(ctx(), {"command": (
+        "head -c 10000000 /dev/zero | tr '\\0' a; head -c 50 /dev/zero | tr '\\0' b >&2")}), 30)
+    assert out == {"exit_code": 0, "stdout": "a" * 100, "stderr": "b" * 50, "truncated": True,
+                   "timed_out": False}
+
+
+TREE = "sleep 300 & echo $! > child.pid; echo $$ > shell.pid; echo started; "
+# The pids a command writes are the host's only outside bubblewrap (inside, it has a PID
+# namespace of its own): the tree tests that read them run with sandbox = "off", and
+# test_bwrap_cancellation_kills_the_whole_tree finds the tree from outside instead.
+
+
+async def test_a_timeout_kills_the_whole_tree(make_runtime: Any, tmp_path: Path) -> None:
+    tool = shell(tmp_path, timeout_s=2, sandbox="off")
+    script = [call(TREE + "sleep 300"), {"text": "done"}]
+    async with make_runtime(script, [tool]) as (rt, _):
+        run = await asyncio.wait_for(rt.send("t", "go"), 30)
+        result = result_of(await rt.records.entries("t"))
+    assert run.state is S.COMPLETED
+    # The tool answers itself, with what came before the timeout.
+    assert not result.is_error
+    assert result.content["timed_out"] is True
+    assert result.content["exit_code"] == -15  # the shell ended by the SIGTERM
+    assert result.content["stdout"] == "started\n"
+    shell_pid = await pid_in(tmp_path / "shell.pid")
+    child_pid = await pid_in(tmp_path / "child.pid")
+    with pytest.raises(ProcessLookupError):
+        os.kill(shell_pid, 0)  # ended and reaped
+    assert await gone(child_pid)
+
+
+@pytest.mark.parametrize(("trap", "grace_s"), [
+    # SIGTERM honoured: the shell's trap runs (and the grace is not waited out).
+    ("trap 'echo term > got-term; exit 0' TERM; ", 30.0),
+    # SIGTERM ignored, by the shell and (inherited) its children: SIGKILL after the grace.
+    ("trap '' TERM; ", 0.3),
+])
+async def test_cancelling_the_run_kills_the_whole_tree(
+        tmp_path: Path, trap: str, grace_s: float) -> None:
+    script = [call(trap + TREE + "sleep 300"), {"text": "next"}]
+    tools = [shell(tmp_path, sandbox="off")]
+    async with runtime_with_grace(tmp_path, script, tools, grace_s) as rt:
+        run = await rt.submit("t", "go")
+        shell_pid = await pid_in(tmp_path / "shell.pid")
+        child_pid = await pid_in(tmp_path / "child.pid")
+        # Both sleeps exec'd: a SIGTERM between a fork and its exec would run the shell's
+        # trap in the child instead, and that sleep would outlive the grace.
+        if sys.platform == "linux":
+            await until(lambda: running_in_group(os.getpgid(shell_pid), b"sleep\0") == 2)
+        ended = await asyncio.wait_for(rt.cancel(run.id), 20)
+        result = result_of(await rt.records.entries("t"))
+    assert ended.state is S.CANCELLED
+    assert result.content["error"]["type"] == "cancelled"
+    with pytest.raises(ProcessLookupError):
+        os.kill(shell_pid, 0)
+    assert await gone(child_pid)
+    assert (tmp_path / "got-term").exists() == (grace_s > 1)
+
+
+# -- run_process -----------------------------------------------------------------------------
+
+
+async def test_run_process_stops_what_a_finished_command_left_behind(tmp_path: Path) -> None:
+    # The background child lets go of the pipes, so the command is done when sh exits;
+    # what it left running in its group is stopped then. It dies on SIGTERM, an orphan:
+    # a zombie until pid 1 reaps it (if ever), which must not hold up the return until
+    # the end of the grace period.
+    result = await asyncio.wait_for(run_process(
+        "sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $!", grace_s=60), 10)
+    assert result.returncode == 0 and not result.timed_out
+    assert await gone(int(result.stdout))
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists() or not hasattr(os, "WNOWAIT"),
+                    reason="Linux /proc and waitid(WNOWAIT)")
+def test_a_group_of_zombies_is_not_alive() -> None:
+    child = subprocess.Popen(["true"], start_new_session=True)
+    try:
+        # Exited, not reaped: a zombie, which kill() still finds.
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+        os.killpg(child.pid, 0)
+        assert not _group_alive(child.pid)
+    finally:
+        child.wait()
+    assert not _group_alive(child.pid)
+    assert _group_alive(os.getpgid(0))
+
+
+async def test_run_process_feeds_stdin_and_otherwise_gives_none(tmp_path: Path) -> None:
+    fed = await asyncio.wait_for(run_process("cat", stdin="hello"), 10)
+    assert (fed.returncode, fed.stdout) == (0, "hello")
+    empty = await asyncio.wait_for(run_process("cat"), 10)  # never the terminal's input
+    assert (empty.returncode, empty.stdout) == (0, "")
+
+
+async def test_run_process_without_a_new_session_still_times_out(tmp_path: Path) -> None:
+    result = await asyncio.wait_for(run_process(
+        sys.executable, "-c", "import sys, time; print('up', flush=True); time.sleep(300)",
+        new_session=False, timeout_s=1, grace_s=5), 20)
+    assert result.timed_out and result.stdout == "up\n" and result.returncode == -15
+
+
+async def test_a_second_cancellation_cuts_the_grace_short(tmp_path: Path) -> None:
+    # The loop's own timeout for a tool, coming while the tool is already stopping its
+    # command: no waiting out the rest of the grace period.
+    script = tmp_path / "stubborn.py"
+    script.write_text(
+        "import os, signal, time\n"
+        "signal.signal(signal.SIGTERM, lambda *_: open('got-term', 'w').close())\n"
+        "open('pid', 'w').write(f'{os.getpid()}\\n')\n"
+        "while True:\n"
+        "    time.sleep(60)\n")
+    task = asyncio.create_task(run_process(sys.executable, str(script), cwd=str(tmp_path),
+                                           grace_s=300))
+    pid = await pid_in(tmp_path / "pid")
+    task.cancel()
+    await until(lambda: (tmp_path / "got-term").exists())
+    assert not task.done()  # in the grace period
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 10)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def block_until(path: Path) -> None:
+    """Wait for ``path`` *without* yielding to the event loop (bounded)."""
+    deadline = time.monotonic() + 10
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def my_child_with(marker: str) -> bool:
+    """Whether this process has forked a child with ``marker`` among its arguments."""
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_bytes()
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if int(stat[stat.rfind(b")") + 2:].split()[1]) == os.getpid() \
+                and marker.encode() in argv:
+            return True
+    return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="Linux /proc")
+async def test_a_cancellation_while_starting_still_stops_the_tree(tmp_path: Path) -> None:
+    task = asyncio.create_task(run_process(
+        "sh", "-c", "sleep 300 & echo $! > child.pid.tmp; mv child.pid.tmp child.pid; wait",
+        str(tmp_path), cwd=str(tmp_path)))
+    # One loop step at a time until the child is forked: its pipes are not connected yet.
+    async with asyncio.timeout(10):
+        while not my_child_with(str(tmp_path)):  # noqa: ASYNC110
+            await asyncio.sleep(0)
+    # The loop stands still, so the cancellation lands there, with a grandchild running.
+    block_until(tmp_path / "child.pid")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 10)
+    assert await gone(await pid_in(tmp_path / "child.pid"))
+
+
+async def test_a_command_sees_only_the_passed_environment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent's secrets are not in a command's environment: only ``pass_env``."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-secret")
+    monkeypatch.setenv("MAIDEN_TEST_VISIBLE", "yes")
+    shell = make_shell(ShellConfig(requires_approval=False,
+                                   pass_env=["PATH", "MAIDEN_TEST_VISIBLE"]), tmp_path)
+    ctx = ToolContext(run_id="r", thread_id="t", tool_call_id="c", idempotency_key="k")
+    result = await shell.invoke(ctx, {"command": "env"})
+    seen = dict(line.split("=", 1) for line in result["stdout"].splitlines() if "=" in line)
+    assert seen.get("MAIDEN_TEST_VISIBLE") == "yes"
+    assert "ANTHROPIC_API_KEY" not in seen

@@ -1,0 +1,60 @@
+"""Tools from functions: the schema from type hints, and definitions refused."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import pytest
+from pydantic import Field
+
+from runtime import ToolContext, ToolDefinitionError, ToolRegistry, tool
+
+
+def test_tool_schema_from_type_hints() -> None:
+    @tool(effect="idempotent_write", requires_approval=True, timeout_s=3)
+    async def create_ticket(
+        ctx: ToolContext,
+        title: Annotated[str, Field(description="one line")],
+        priority: int = 3,
+        tags: list[str] | None = None,
+    ) -> dict[str, str]:
+        """Open a ticket.
+
+        Longer text that the model does not need.
+        """
+        return {}
+
+    assert create_ticket.name == "create_ticket"
+    assert create_ticket.description == "Open a ticket."
+    assert (create_ticket.effect, create_ticket.requires_approval, create_ticket.timeout_s) == (
+        "idempotent_write", True, 3)
+    params = create_ticket.spec.parameters
+    assert params["required"] == ["title"]
+    assert set(params["properties"]) == {"title", "priority", "tags"}
+    assert params["properties"]["title"] == {"description": "one line", "type": "string"}
+    assert params["properties"]["priority"]["default"] == 3
+    assert create_ticket.validate({"title": "t"}) == {"title": "t", "priority": 3, "tags": None}
+    with pytest.raises(ValueError, match="priority"):
+        create_ticket.validate({"title": "t", "priority": "high"})
+
+
+def test_bad_tool_definitions() -> None:
+    def star(*args: int) -> None: ...
+
+    not_an_effect: Any = "sometimes"  # Any: the runtime check is what is tested
+
+    with pytest.raises(ToolDefinitionError, match="args"):
+        tool(star)
+    with pytest.raises(ToolDefinitionError, match="effect"):
+        tool(effect=not_an_effect)(lambda: None)
+
+    @tool
+    def clock() -> str:
+        return "x"
+
+    @tool(name="clock")
+    def other() -> str:
+        return "y"
+
+    with pytest.raises(ToolDefinitionError, match="two tools"):
+        ToolRegistry([clock, other])
