@@ -1,7 +1,9 @@
 """Live replies: a run's answer shown in its channel while the model writes it.
 
-A channel whose deliverer has a ``streamer`` gets each run's text as it arrives (batched,
-at most one append every ``stream_every_s``) and its tool calls as they start and end.
+A channel whose deliverer has a ``streamer`` gets the text of each run that answers a
+person (its origin names a user and a target; a schedule's post is not streamed) as it
+arrives, batched (at most one append every ``stream_every_s``), and its tool calls as
+they start and end.
 The stream is an outbox record like any other (``StreamDelivery``): written ``opening``
 before the platform is asked, ``streaming`` with the platform's message ids as soon as
 it returns them, ``finished`` once the reply it shows is final. Partial text is never
@@ -66,7 +68,9 @@ class Streamer(Protocol):
 
     async def open_stream(self, stream: StreamDelivery, text: str,
                           tools: Sequence[ToolUpdate]) -> list[str]:
-        """Open the stream in ``stream.target`` with its first text and tool updates."""
+        """Open the stream in ``stream.target`` with its first text and tool updates;
+        ``[]`` when it surely was not opened (the channel is offline): the reply is then
+        posted whole when the run ends."""
         ...
 
     async def append_stream(self, stream: StreamDelivery, text: str,
@@ -172,7 +176,9 @@ class LiveReplies:
     async def _follow(self, live: _Live) -> None:
         try:
             run = await self._store.get_run(live.run_id)
-            streamer = self.streamer(run.origin.channel) if run.origin.target else None
+            # A person's message gets a live reply; a schedule's post, read later, does not.
+            watched = bool(run.origin.target and run.origin.user)
+            streamer = self.streamer(run.origin.channel) if watched else None
             if streamer is None or await self._open_streams(run.id):
                 live.inert = True  # nothing to stream to, or an earlier life's stream is
                 return  # still open: its messages are finished with the reply
@@ -200,6 +206,11 @@ class LiveReplies:
         if live.stream is None:
             stream = await self._opening(run)
             ids = await streamer.open_stream(stream, text, tools)
+            if not ids:  # the channel could not open it now (offline): nothing was posted
+                await self._store.stream_progress(stream.key, "finished", [], self._clock())
+                live.inert = True
+                live.ended = True
+                return
             live.stream = await self._record(stream, ids)
         else:
             ids = await streamer.append_stream(live.stream, text, tools)

@@ -43,6 +43,8 @@ class DiscordStreamer:
 
     async def open_stream(self, stream: StreamDelivery, text: str,
                           tools: Sequence[ToolUpdate]) -> list[str]:
+        if self.deliverer.offline is not None:
+            return []  # not connected yet: the reply goes out whole once it is
         self._texts[stream.key] = [""]
         return await self._grow(stream, [], text, tools)
 

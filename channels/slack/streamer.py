@@ -74,6 +74,8 @@ class SlackStreamer:
     async def open_stream(self, stream: StreamDelivery, text: str,
                           tools: Sequence[ToolUpdate]) -> list[str]:
         channel, thread_ts = stream.target["channel"], stream.target.get("thread_ts")
+        if self.deliverer.offline is not None:
+            return []  # not connected yet: the reply goes out whole once it is
         if self._native(channel) and thread_ts:
             try:
                 response = await self.deliverer.call(

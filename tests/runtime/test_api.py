@@ -144,7 +144,7 @@ async def _until(events: Any, kind: type) -> Any:
 
 def _listed_in_readme() -> set[str]:
     """The names the README's runtime-API section gives as ``Runtime``'s surface."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = readme.split("`Runtime`'s public surface, and nothing more", 1)[1]
     section = section.split("\n\n", 2)[1]  # the list after the sentence
     surface = section.split("- attributes:", 1)
