@@ -164,10 +164,7 @@ class Outbox:
         self._sending.add(delivery.key)
         why = None
         try:
-            shown = await self.live.finish(delivery)
-            if shown is not None:  # its stream shows it now
-                await self._store.mark_delivered(delivery.key, shown, time.time())
-            else:
+            if not await self.live.finish(delivery):  # else its stream shows it now
                 await deliver(self._store, deliverer, delivery, fresh=fresh)
         except DeliveryError as exc:
             # The channel said why (down, refused, still connecting): one line, no trace.

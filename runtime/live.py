@@ -9,9 +9,9 @@ before the platform is asked, ``streaming`` with the platform's message ids as s
 it returns them, ``finished`` once the reply it shows is final. Partial text is never
 checkpointed: after a crash the model turn is asked again, and the messages already
 opened are finished with the final answer (their text replaced) when the run's reply
-goes out, never a second reply. A run taken up after a crash is not streamed again while
-a stream of its earlier life is open (the new text would repeat what those messages
-show); its reply finishes them.
+goes out, never a second reply. A run taken up after a crash is not streamed again (its
+new text would repeat what those messages show), nor while a stream of an earlier life is
+still open; its reply finishes them.
 """
 
 from __future__ import annotations
@@ -149,11 +149,11 @@ class LiveReplies:
         if isinstance(event, RunStarted):
             if live is not None and live.task is not None and not live.task.done():
                 return
-            live = self._live[event.run_id] = _Live(event.run_id, event.thread_id,
-                                                    inert=event.recovered)
-            if not live.inert:
-                live.task = asyncio.create_task(self._follow(live),
-                                                name=f"maiden-live:{event.run_id}")
+            if event.recovered:
+                return  # taken up after a crash: its earlier life's stream, if any, stays
+            live = self._live[event.run_id] = _Live(event.run_id, event.thread_id)
+            live.task = asyncio.create_task(self._follow(live),
+                                            name=f"maiden-live:{event.run_id}")
             return
         if live is None or live.inert:
             return
@@ -196,6 +196,9 @@ class LiveReplies:
             live.inert = True
             log.warning("run %s: streaming its reply failed (%s: %s); it is posted when "
                         "the run ends", live.run_id, type(exc).__name__, exc)
+        finally:
+            if live.stream is None and self._live.get(live.run_id) is live:
+                del self._live[live.run_id]  # nothing opened: nothing to finish
 
     async def _flush(self, live: _Live, run: Run, streamer: Streamer) -> None:
         text, tools = "".join(live.text), list(live.tools)
@@ -247,28 +250,37 @@ class LiveReplies:
 
     # -- the end of a stream, from the outbox
 
-    async def finish(self, delivery: Delivery) -> str | None:
-        """Before a run's reply or approval prompt is sent: finish the run's streams. For
-        a reply, the ids of the messages that now show it (the reply is delivered), or
-        None (nothing was streamed: it is sent as a message of its own)."""
+    async def finish(self, delivery: Delivery) -> bool:
+        """Before a run's reply or approval prompt is sent: finish the run's streams. True
+        when a reply is shown by them (it is recorded as delivered, with their ids); False
+        when it is to be sent as a message of its own (nothing was streamed), and for a
+        prompt.
+
+        The reply is recorded before its streams are: a crash between the two leaves a
+        stream that ``tidy`` records later, never a reply sent a second time."""
         streamer = self.streamer(delivery.channel)
         if streamer is None or isinstance(delivery, StreamDelivery) \
                 or (isinstance(delivery, ReplyDelivery) and not delivery.answer):
-            return None
+            return False
         live = await self._settle(delivery.run_id)
         shown: str | None = None
+        finished: list[tuple[StreamDelivery, list[str]]] = []
         for stream in await self._open_streams(delivery.run_id):
             ids = list(stream.remote_ids) or await streamer.find_stream(stream)
-            if not ids:
-                await self._store.stream_progress(stream.key, "finished", [], self._clock())
-                continue
-            replace, note = _ending(delivery, stream, live)
-            ids = await streamer.finish_stream(
-                stream.model_copy(update={"remote_ids": tuple(ids)}), replace=replace,
-                note=note)
+            if ids:
+                replace, note = _ending(delivery, stream, live)
+                ids = await streamer.finish_stream(
+                    stream.model_copy(update={"remote_ids": tuple(ids)}), replace=replace,
+                    note=note)
+                shown = ",".join(ids)
+            finished.append((stream, ids))
+        answered = isinstance(delivery, ReplyDelivery) and shown is not None
+        if answered:
+            assert shown is not None
+            await self._store.mark_delivered(delivery.key, shown, self._clock())
+        for stream, ids in finished:
             await self._store.stream_progress(stream.key, "finished", ids, self._clock())
-            shown = ",".join(ids)
-        return shown if isinstance(delivery, ReplyDelivery) else None
+        return answered
 
     async def tidy(self, stream: StreamDelivery, run: Run) -> None:
         """A stream left unfinished by a crash after its reply was recorded as delivered:

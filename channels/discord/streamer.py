@@ -64,7 +64,7 @@ class DiscordStreamer:
         else:
             pieces = texts if texts is not None else await self._read(stream)
             first = len(pieces) - 1  # the earlier ones were finished when they filled up
-            if note:
+            if note and not pieces[-1].endswith(note):  # said already, before a crash
                 pieces = pieces[:-1] + split_message(f"{pieces[-1]}\n\n{note}", _LIMIT)
         for i, piece in enumerate(pieces):
             if i < first:

@@ -171,3 +171,27 @@ def test_a_tool_call_is_summed_up_in_one_short_line() -> None:
     long = arguments_summary({"query": "x" * 200, "body": {"a": [1, 2, 3]}, "c": "y" * 30})
     assert len(long) <= 60 and long.startswith("query=xxxx") and long.endswith("…")
     assert arguments_summary("plain\ntext") == "plain text"
+
+
+async def test_a_stream_left_open_after_its_reply_was_recorded_is_tidied(
+        tmp_path: Path) -> None:
+    """Killed after the reply was recorded as shown by its stream, before the stream was
+    recorded as finished: the next flush finishes it on the platform (idempotently) and
+    records it; nothing is posted."""
+    chat = MemoryChat(stream=True)
+    assert chat.streamer is not None
+    async with SQLiteStore(tmp_path / "m.db") as store:
+        runtime = Runtime(store, ScriptedProvider([{"text": ANSWER}]))
+        runtime.add_deliverer("chat", chat)
+        async with runtime:
+            run = await runtime.send("t", "hi")  # no target: nothing of its own to deliver
+            stream = StreamDelivery(key="stream-1", run_id=run.id, thread_id="t",
+                                    channel="chat", target=ROOM.target, created_at=2.0)
+            await store.commit(Checkpoint("t", None, deliveries=[stream]))
+            (opened,) = await chat.streamer.open_stream(stream, ANSWER, [])
+            await store.stream_progress("stream-1", "streaming", [opened], at=3.0)
+            await runtime.flush_deliveries()
+            (tidied,) = await runtime.records.deliveries(run_id=run.id)
+    assert isinstance(tidied, StreamDelivery) and tidied.state == "finished"
+    assert tidied.remote_ids == (opened,) and chat.posted == []
+    assert chat.streamer.visible() == [ANSWER] and not chat.streamer.messages[opened].streaming
