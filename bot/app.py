@@ -14,13 +14,12 @@ import asyncio
 import logging
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from channels import Channel
-from channels.http import HttpChannel
 from runtime import (
     ACTIVE_STATES,
     DRIVABLE_STATES,
@@ -29,7 +28,6 @@ from runtime import (
     Run,
     RunEnded,
     Runtime,
-    ScheduleService,
     StoreError,
     describe_store,
     make_provider,
@@ -38,17 +36,17 @@ from runtime import (
 )
 from schedules import ScheduleBook, Scheduler, statuses
 
+from .banner import banner_head, banner_tail
 from .config import LoadedConfig
 from .jobs import make_book, schedule_lines
 from .logging import RunContext
 from .logging import log_runs as log_run_events
-from .rights import rights_blocks, rights_lines
+from .wiring import make_channels
 
 if TYPE_CHECKING:
     from runtime.mcp.group import McpServers
 
-__all__ = ["App", "banner", "banner_head", "banner_tail", "make_channels", "open_app",
-           "open_channels", "open_runtime", "serve"]
+__all__ = ["App", "open_app", "open_channels", "open_runtime", "serve"]
 
 log = logging.getLogger("maiden.app")
 
@@ -153,125 +151,6 @@ async def open_app(
 async def _stopped(task: asyncio.Task[None]) -> None:
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
-
-
-def banner_head(loaded: LoadedConfig, runtime: Runtime) -> str:
-    """The banner's first lines, printed at once: what this process runs, from where."""
-    cfg = loaded.config
-    source = str(loaded.path) if loaded.exists else f"{loaded.path} (not found: defaults)"
-    return "\n".join([
-        f"maiden: agent {cfg.agent.name!r}",
-        f"  config      {source}",
-        f"  provider    {cfg.provider.kind}" + (f" ({cfg.provider.model})"
-                                                if cfg.provider.model else ""),
-        f"  store       {describe_store(cfg.store, loaded.base_dir)}",
-        f"  concurrency {cfg.runtime.concurrency}",
-        f"  tools       {', '.join(t.name for t in runtime.tools) or 'none'}",
-    ])
-
-
-def banner_tail(
-    loaded: LoadedConfig, recovered: list[Run], channels: Sequence[Channel] = (),
-    schedules: Sequence[str] = (), mcp: Sequence[str] = (),
-    left: Sequence[tuple[Run, str]] = (),
-) -> str:
-    """The banner's last lines, once recovery is done, the channels listen and the
-    schedules are set (``schedules``: their lines; ``mcp``: each MCP server's status;
-    ``left``: the unfinished runs found that this process did not take up, and why)."""
-    cfg = loaded.config
-    serving = {channel.name: channel.banner() for channel in channels}
-    if not cfg.http.enabled:
-        serving["http"] = "disabled ([http] enabled = false)"
-    serving.setdefault("slack", "not configured (no [channels.slack])")
-    serving.setdefault("discord", "not configured (no [channels.discord])")
-    serving = {name: serving[name] for name in ("http", "slack", "discord") if name in serving}
-    lines = [f"  {name:<11} {line}" for name, line in serving.items()]
-    lines += rights_lines(cfg, 11)
-    if not cfg.mcp_servers:
-        mcp = ["not configured (no [[mcp_servers]])"]
-    lines += [f"  {'mcp':<11} {line}" for line in mcp or [s.name for s in cfg.mcp_servers]]
-    lines += [*(schedules or ["  schedules   none"]), "  " + _recovered_line(recovered, left)]
-    for run in recovered:
-        lines.append(f"    {run.id} on {run.thread_id!r}: {run.state} ({run.reason})")
-    for run, why in left:
-        lines.append(f"    {run.id} on {run.thread_id!r}: {run.state} ({why})")
-    urls = [c.url for c in channels if isinstance(c, HttpChannel)]
-    where = f"over HTTP at {urls[0]}, " if urls else ""
-    lines.append(f"Ready. Talk to it {where}with `maiden chat` or `maiden send THREAD TEXT`; "
-                 "Ctrl-C stops.")
-    return "\n".join(lines)
-
-
-def _recovered_line(recovered: Sequence[Run], left: Sequence[tuple[Run, str]] = ()) -> str:
-    """What recovery came to, counted as the "recovering N unfinished run(s)" line counts:
-    every unfinished run found, those this process took up first."""
-    if not left:
-        return f"recovered   {len(recovered)} unfinished run(s)"
-    found = len(recovered) + len(left)
-    return (f"recovered   {len(recovered)} of {found} unfinished run(s); {len(left)} not "
-            "taken up here:")
-
-
-def banner(
-    loaded: LoadedConfig, runtime: Runtime, recovered: list[Run],
-    channels: Sequence[Channel] = (),
-) -> str:
-    """One screen: what this process serves, from where, and what it recovered."""
-    return banner_head(loaded, runtime) + "\n" + banner_tail(loaded, recovered, channels)
-
-
-ChannelFactory = Callable[[Runtime, ScheduleService | None], Channel]
-
-
-def make_channels(loaded: LoadedConfig) -> list[ChannelFactory]:
-    """The channels the config enables, each to be made over the runtime, in the order they
-    start. Settings that cannot work (a missing token) fail here, before the store opens."""
-    cfg = loaded.config
-    source = str(loaded.path)
-    factories: list[ChannelFactory] = []
-    routes: list[tuple[str, Callable[[], Callable[[Any], Awaitable[Any]]]]] = []
-    made_all: list[Channel] = []  # for the console: every channel's status
-    slack = cfg.channels.slack
-    if slack is not None and slack.enabled:
-        secrets = slack.secrets(source=source)
-        made: list[Any] = []
-
-        def make_slack(runtime: Runtime, _: ScheduleService | None) -> Channel:
-            from channels.slack.channel import SlackChannel  # slack-bolt loads only here
-
-            channel = SlackChannel(runtime, slack, secrets)
-            made.append(channel)
-            return channel
-
-        factories.append(make_slack)
-        if slack.mode == "http":
-            # Served by the HTTP API, which starts after Slack (so the endpoint exists).
-            routes.append(("/slack/events", lambda: made[0].http_endpoint()))
-    discord = cfg.channels.discord
-    if discord is not None and discord.enabled:
-        discord_token = discord.token(source=source)
-
-        def make_discord(runtime: Runtime, _: ScheduleService | None) -> Channel:
-            from channels.discord.channel import DiscordChannel  # discord.py loads only here
-
-            return DiscordChannel(runtime, discord, discord_token)
-
-        factories.append(make_discord)
-    if cfg.http.enabled:
-        credentials = cfg.http.credentials(source=source)
-        factories.append(lambda runtime, schedules: HttpChannel(
-            runtime, cfg.http, credentials, routes=routes,
-            statuses=lambda: [(c.name, c.status()) for c in made_all],
-            rules=lambda: rights_blocks(cfg), schedules=schedules))
-
-    def keep(make: ChannelFactory) -> ChannelFactory:
-        def made(runtime: Runtime, schedules: ScheduleService | None) -> Channel:
-            channel = make(runtime, schedules)
-            made_all.append(channel)
-            return channel
-        return made
-
-    return [keep(make) for make in factories]
 
 
 async def serve(

@@ -60,6 +60,7 @@ from .providers import (
     ScriptedTurn,
 )
 from .records import Records
+from .registry import ToolRegistry
 from .requests import Lease, Note, NoteCall, ScheduleRecord, ScheduleService, SlotMark
 from .runs import (
     TERMINAL,
@@ -92,7 +93,7 @@ from .stores import (
 )
 from .stores.base import StoreStats
 from .text import split_message
-from .tools import NOT_DONE, Effect, Tool, ToolContext, ToolRegistry, ToolSpec, tool
+from .tools import NOT_DONE, Effect, Tool, ToolContext, ToolSpec, tool
 from .workers import ACTIVE as ACTIVE_STATES
 
 __all__ = [

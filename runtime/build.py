@@ -12,11 +12,11 @@ from .errors import ConfigError
 from .providers.base import Provider
 from .providers.echo import EchoProvider
 from .providers.scripted import ScriptedProvider
+from .registry import ToolRegistry
 from .stores.base import Store
 from .stores.dsn import redact_dsn
 from .stores.files import FilesStore
 from .stores.sqlite import SQLiteStore
-from .tools import ToolRegistry
 
 __all__ = ["describe_store", "make_provider", "make_store", "make_tools", "redact_dsn", "resolve"]
 

@@ -32,10 +32,11 @@ from .gate import CallFacts, Pause, Reconcile, Refuse, gate_call, replay_mismatc
 from .guards import call_key, is_repeat, too_long, turn_budget
 from .prompting import Prompts, compact, load
 from .providers.base import ModelRequest, ModelResponse, Provider, TextSink
+from .registry import ToolRegistry
 from .runs import Run, RunState, idempotency_key
 from .stores.base import Store
 from .tail import first_loaded
-from .tools import NOT_DONE, ToolContext, ToolOutput, ToolRegistry, ToolSpec, error_result
+from .tools import NOT_DONE, ToolContext, ToolOutput, ToolSpec, error_result
 
 __all__ = ["DRIVABLE", "FINAL_TURN_NOTICE", "RunDriver"]
 

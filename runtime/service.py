@@ -37,9 +37,9 @@ from .notes import Notes
 from .peers import Asked, Peers
 from .providers.base import Provider
 from .records import Records
+from .registry import ToolRegistry
 from .runs import Origin, Run, RunState, Transition
 from .stores.base import Checkpoint, Store
-from .tools import ToolRegistry
 from .upkeep import RuntimeUpkeep
 from .waiting import Waiting
 from .workers import ACTIVE, Workers

@@ -10,7 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..tools import Tool, ToolRegistry
+from ..registry import ToolRegistry
+from ..tools import Tool
 from .config import McpServerConfig
 from .connection import connect, describe
 from .server import McpServer

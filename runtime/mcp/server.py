@@ -31,7 +31,8 @@ from typing import Any, Literal
 import anyio
 
 from ..errors import MaidenError
-from ..tools import Tool, ToolContext, ToolRegistry
+from ..registry import ToolRegistry
+from ..tools import Tool, ToolContext
 from .config import McpServerConfig
 from .connection import (
     CONNECTION_CLOSED,

@@ -11,8 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.app import banner_tail, make_channels
+from bot.banner import banner_tail
 from bot.config import load_config
+from bot.wiring import make_channels
 from channels.http import HttpChannel
 from runtime import AgentConfig, EchoProvider, Runtime, RuntimeConfig, SQLiteStore, ToolRegistry
 

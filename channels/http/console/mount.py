@@ -22,10 +22,10 @@ from runtime import Runtime
 
 from ..auth import Credentials
 from .actions import Actions
-from .console import BadQuery, Console, ConsoleOptions, NotSignedIn, back, set_session_cookie
+from .console import BadQuery, Console, ConsoleOptions, NotSignedIn, back
 from .live import Live
 from .pages import Pages
-from .security import COOKIE, page_headers
+from .signing import Signing
 
 __all__ = ["mount_console"]
 
@@ -55,47 +55,11 @@ def mount_console(app: object, runtime: Runtime, credentials: Credentials,
 
         return endpoint
 
-    async def sign_in_form(request: Request) -> Response:
-        return console.render(request, "sign_in.html", console.guard.session(request),
-                              next=request.query_params.get("next", "/"))
-
-    async def sign_in(request: Request) -> Response:
-        form = await request.form()
-        given = form.get("token")
-        target = form.get("next")
-        target = target if isinstance(target, str) and target.startswith("/") \
-            and not target.startswith("//") else "/"
-        if not console.guard.needs_sign_in:
-            caller = console.guard.local()
-        else:
-            found = console.guard.sign_in(given.strip()) if isinstance(given, str) else None
-            if found is None:
-                return console.render(request, "sign_in.html", None, status=401,
-                                      next=target, error="That is not one of the tokens.")
-            caller = found
-        cookie, _ = console.guard.new_cookie(caller)
-        response = back(target)
-        set_session_cookie(response, request, cookie)
-        return response
-
-    async def sign_out(request: Request) -> Response:
-        session = console.guard.session(request)
-        form = await request.form()
-        given = form.get("csrf")
-        if session is not None and console.guard.csrf_ok(
-                session, given if isinstance(given, str) else None):
-            response = back("/sign-in" if console.guard.needs_sign_in else "/")
-            response.delete_cookie(COOKIE, path="/")
-            return response
-        return Response("stale form", status_code=403, headers=page_headers())
-
-    async def open_thread(request: Request) -> Response:
-        wanted = request.query_params.get("id", "").strip()
-        return back(f"/threads/{quote(wanted, safe='')}" if wanted else "/threads")
+    signing = Signing(console)
 
     routes = [
         Route("/", page(pages.now)),
-        Route("/open-thread", page(open_thread)),
+        Route("/open-thread", page(signing.open_thread)),
         Route("/approvals", page(pages.approvals)),
         Route("/threads", page(pages.threads)),
         Route("/threads/{thread_id:path}", page(pages.thread)),
@@ -104,9 +68,9 @@ def mount_console(app: object, runtime: Runtime, credentials: Credentials,
         Route("/schedules", page(pages.schedules)),
         Route("/schedules/{name}", page(pages.schedule)),
         Route("/spend", page(pages.spend)),
-        Route("/sign-in", sign_in_form, methods=["GET"]),
-        Route("/sign-in", sign_in, methods=["POST"]),
-        Route("/sign-out", sign_out, methods=["POST"]),
+        Route("/sign-in", signing.form, methods=["GET"]),
+        Route("/sign-in", signing.sign_in, methods=["POST"]),
+        Route("/sign-out", signing.sign_out, methods=["POST"]),
         Route("/console/send", actions.guarded(actions.send, "talk"), methods=["POST"]),
         Route("/console/decide", actions.guarded(actions.decide, "approve"), methods=["POST"]),
         Route("/console/runs/{run_id}/cancel", actions.guarded(actions.cancel, "operate"),

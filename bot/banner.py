@@ -1,0 +1,79 @@
+"""What `maiden run` prints: the banner's first lines at once, the rest once it serves."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from channels import Channel
+from channels.http import HttpChannel
+from runtime import Run, Runtime, describe_store
+
+from .config import LoadedConfig
+from .rights import rights_lines
+
+__all__ = ["banner", "banner_head", "banner_tail"]
+
+
+def banner_head(loaded: LoadedConfig, runtime: Runtime) -> str:
+    """The banner's first lines, printed at once: what this process runs, from where."""
+    cfg = loaded.config
+    source = str(loaded.path) if loaded.exists else f"{loaded.path} (not found: defaults)"
+    return "\n".join([
+        f"maiden: agent {cfg.agent.name!r}",
+        f"  config      {source}",
+        f"  provider    {cfg.provider.kind}" + (f" ({cfg.provider.model})"
+                                                if cfg.provider.model else ""),
+        f"  store       {describe_store(cfg.store, loaded.base_dir)}",
+        f"  concurrency {cfg.runtime.concurrency}",
+        f"  tools       {', '.join(t.name for t in runtime.tools) or 'none'}",
+    ])
+
+
+def banner_tail(
+    loaded: LoadedConfig, recovered: list[Run], channels: Sequence[Channel] = (),
+    schedules: Sequence[str] = (), mcp: Sequence[str] = (),
+    left: Sequence[tuple[Run, str]] = (),
+) -> str:
+    """The banner's last lines, once recovery is done, the channels listen and the
+    schedules are set (``schedules``: their lines; ``mcp``: each MCP server's status;
+    ``left``: the unfinished runs found that this process did not take up, and why)."""
+    cfg = loaded.config
+    serving = {channel.name: channel.banner() for channel in channels}
+    if not cfg.http.enabled:
+        serving["http"] = "disabled ([http] enabled = false)"
+    serving.setdefault("slack", "not configured (no [channels.slack])")
+    serving.setdefault("discord", "not configured (no [channels.discord])")
+    serving = {name: serving[name] for name in ("http", "slack", "discord") if name in serving}
+    lines = [f"  {name:<11} {line}" for name, line in serving.items()]
+    lines += rights_lines(cfg, 11)
+    if not cfg.mcp_servers:
+        mcp = ["not configured (no [[mcp_servers]])"]
+    lines += [f"  {'mcp':<11} {line}" for line in mcp or [s.name for s in cfg.mcp_servers]]
+    lines += [*(schedules or ["  schedules   none"]), "  " + _recovered_line(recovered, left)]
+    for run in recovered:
+        lines.append(f"    {run.id} on {run.thread_id!r}: {run.state} ({run.reason})")
+    for run, why in left:
+        lines.append(f"    {run.id} on {run.thread_id!r}: {run.state} ({why})")
+    urls = [c.url for c in channels if isinstance(c, HttpChannel)]
+    where = f"over HTTP at {urls[0]}, " if urls else ""
+    lines.append(f"Ready. Talk to it {where}with `maiden chat` or `maiden send THREAD TEXT`; "
+                 "Ctrl-C stops.")
+    return "\n".join(lines)
+
+
+def _recovered_line(recovered: Sequence[Run], left: Sequence[tuple[Run, str]] = ()) -> str:
+    """What recovery came to, counted as the "recovering N unfinished run(s)" line counts:
+    every unfinished run found, those this process took up first."""
+    if not left:
+        return f"recovered   {len(recovered)} unfinished run(s)"
+    found = len(recovered) + len(left)
+    return (f"recovered   {len(recovered)} of {found} unfinished run(s); {len(left)} not "
+            "taken up here:")
+
+
+def banner(
+    loaded: LoadedConfig, runtime: Runtime, recovered: list[Run],
+    channels: Sequence[Channel] = (),
+) -> str:
+    """One screen: what this process serves, from where, and what it recovered."""
+    return banner_head(loaded, runtime) + "\n" + banner_tail(loaded, recovered, channels)
