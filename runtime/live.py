@@ -149,8 +149,10 @@ class LiveReplies:
         if isinstance(event, RunStarted):
             if live is not None and live.task is not None and not live.task.done():
                 return
-            if event.recovered:
-                return  # taken up after a crash: its earlier life's stream, if any, stays
+            if event.recovered or not any(getattr(d, "streamer", None) is not None
+                                          for d in self._deliverers.values()):
+                return  # taken up after a crash (its earlier life's stream, if any, stays),
+                # or no channel here streams
             live = self._live[event.run_id] = _Live(event.run_id, event.thread_id)
             live.task = asyncio.create_task(self._follow(live),
                                             name=f"maiden-live:{event.run_id}")
