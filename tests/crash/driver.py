@@ -73,6 +73,7 @@ from runtime import (
     Runtime,
     ScriptedProvider,
     SQLiteStore,
+    StreamDelivery,
     Tool,
     ToolContext,
     ToolRegistry,
@@ -80,6 +81,8 @@ from runtime import (
     UserMessage,
     tool,
 )
+from runtime.runs import StreamState
+from tests.crash.streams import STREAM_KILL_POINTS, STREAM_SCRIPT, FileStreamer
 
 EFFECTS = ("read_only", "idempotent_write", "non_idempotent", "non_idempotent_reconcile")
 
@@ -133,6 +136,7 @@ FIRE_LEAD = timedelta(seconds=5)
 CALLS_FILE = "calls.jsonl"
 EFFECTS_FILE = "effects.jsonl"
 CHANNEL_FILE = "channel.jsonl"
+STREAMS_FILE = "streams.json"
 
 
 class KillSwitch:
@@ -198,6 +202,15 @@ class _Crashing:
             self.switch.reached("after_run_failed")
         if any(isinstance(e, Notice) and e.code == "summary" for e in cp.entries):
             self.switch.reached("after_summary")
+        if any(isinstance(d, StreamDelivery) for d in cp.deliveries):
+            self.switch.reached("after_stream_opening")
+
+    async def stream_progress(self, key: str, state: StreamState, remote_ids: Sequence[str],
+                              at: float) -> None:
+        when = "recorded" if state == "streaming" else "finished"
+        self.switch.reached(f"before_stream_{when}")
+        await super().stream_progress(key, state, remote_ids, at)  # type: ignore[misc]
+        self.switch.reached(f"after_stream_{when}")
 
     async def mark_delivered(self, key: str, remote_id: str, at: float) -> None:
         self.switch.reached("before_delivery_recorded")
@@ -246,6 +259,7 @@ class FileChannel:
     def __init__(self, path: Path, switch: KillSwitch) -> None:
         self.path = path
         self.switch = switch
+        self.streamer: FileStreamer | None = None
 
     async def send(self, delivery: Delivery) -> str:
         message_id = f"msg-{len(read_lines(self.path)) + 1}"
@@ -376,6 +390,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 
             tools = [make_send_message()]
             script = send_message_script(args.send_message)
+        if args.stream:
+            script = STREAM_SCRIPT  # text in pieces, a tool call, then the answer in pieces
         model: Any = ScriptedProvider(script)
         agent = AgentConfig(max_recovery_attempts=MAX_RECOVERY_ATTEMPTS)
         if args.max_message_chars is not None:
@@ -387,7 +403,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         runtime = Runtime(store, model, ToolRegistry(tools), agent=agent)
         origin = ORIGIN
         deliver: str | None = None
-        runtime.add_deliverer(CHANNEL, FileChannel(workdir / CHANNEL_FILE, switch))
+        chat = FileChannel(workdir / CHANNEL_FILE, switch)
+        if args.stream:
+            chat.streamer = FileStreamer(workdir / STREAMS_FILE, switch)
+        runtime.add_deliverer(CHANNEL, chat)
         if args.slack:
             # Slack as the origin: the real deliverer against a fake Slack the test runs.
             from slack_sdk.web.async_client import AsyncWebClient
@@ -483,10 +502,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                         help="a model with a tiny context window and compaction = summary "
                              "(kill points in_summary, after_summary)")
     parser.add_argument("--kill-at",
-                        choices=KILL_POINTS + COMPACTION_KILL_POINTS + FAILED_KILL_POINTS)
+                        choices=sorted(set(KILL_POINTS + COMPACTION_KILL_POINTS
+                                           + FAILED_KILL_POINTS + STREAM_KILL_POINTS)))
     parser.add_argument("--max-message-chars", type=int, metavar="N",
                         help="[agent] max_message_chars (a longer --send is refused, told)")
     parser.add_argument("--kill-count", type=int, default=1)
+    parser.add_argument("--stream", action="store_true",
+                        help="the testchat channel streams replies (tests/crash/streams.py)")
     return parser.parse_args(argv)
 
 
