@@ -79,11 +79,13 @@ class Streamer(Protocol):
         ...
 
     async def finish_stream(self, stream: StreamDelivery, *, replace: str | None,
-                            note: str | None) -> list[str]:
+                            note: str | None, key: str) -> list[str]:
         """End the stream: with ``replace``, its messages show that text instead of what
         was streamed (a stream cut off by a crash); with ``note``, that line is added (a
-        pause, a failure). A stream already ended on the platform is not an error: only
-        ``replace`` is applied to it."""
+        pause, a failure). ``key``: the delivery the messages now show (the run's reply,
+        or the stream's own), which they carry from now on where the channel can. A
+        stream already ended on the platform is not an error: only ``replace`` (and
+        ``key``) is applied to it."""
         ...
 
     async def find_stream(self, stream: StreamDelivery) -> list[str]:
@@ -187,9 +189,13 @@ class LiveReplies:
             while True:
                 await live.wake.wait()
                 live.wake.clear()
+                ending = live.ended  # the end is the last event: this flush takes the rest
                 await self._flush(live, run, streamer)
-                if live.ended:
+                if ending:
                     return
+                if live.ended:  # it came during that flush: one more, at once
+                    live.wake.set()
+                    continue
                 await asyncio.sleep(streamer.stream_every_s)  # the platform's pace
         except asyncio.CancelledError:
             raise
@@ -271,9 +277,10 @@ class LiveReplies:
             ids = list(stream.remote_ids) or await streamer.find_stream(stream)
             if ids:
                 replace, note = _ending(delivery, stream, live)
+                shows = delivery.key if isinstance(delivery, ReplyDelivery) else stream.key
                 ids = await streamer.finish_stream(
                     stream.model_copy(update={"remote_ids": tuple(ids)}), replace=replace,
-                    note=note)
+                    note=note, key=shows)
                 shown = ",".join(ids)
             finished.append((stream, ids))
         answered = isinstance(delivery, ReplyDelivery) and shown is not None
@@ -296,7 +303,8 @@ class LiveReplies:
             return  # its reply or prompt finishes it
         ids = list(stream.remote_ids) or await streamer.find_stream(stream)
         if ids:
-            ids = await streamer.finish_stream(stream, replace=None, note=None)
+            ids = await streamer.finish_stream(stream, replace=None, note=None,
+                                               key=stream.key)
         await self._store.stream_progress(stream.key, "finished", ids, self._clock())
 
     async def _open_streams(self, run_id: str) -> list[StreamDelivery]:

@@ -55,7 +55,7 @@ class DiscordStreamer:
         return await self._grow(stream, list(stream.remote_ids), text, tools)
 
     async def finish_stream(self, stream: StreamDelivery, *, replace: str | None,
-                            note: str | None) -> list[str]:
+                            note: str | None, key: str) -> list[str]:
         ids = list(stream.remote_ids)
         texts = self._texts.pop(stream.key, None)
         first = 0

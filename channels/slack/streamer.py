@@ -28,7 +28,7 @@ from slack_sdk.models.messages.chunk import (
     TaskUpdateChunk,
 )
 
-from runtime import StreamDelivery, ToolUpdate
+from runtime import StreamDelivery, ToolUpdate, split_message
 
 from .deliverer import EVENT_TYPE, SlackCallError, SlackDeliverer
 from .render import markdown_blocks
@@ -61,6 +61,10 @@ class SlackStreamer:
         """Channels where Slack refused native streaming: they get edits."""
         self._edited: dict[str, str] = {}
         """The text so far of each stream shown by edits, by delivery key."""
+        self._current: dict[str, str] = {}
+        """The text of each native stream's current message."""
+        self.max_chars = deliverer.max_chars or 3_900
+        """Past this, a streamed reply goes on in a new message (as long replies do)."""
 
     @property
     def stream_every_s(self) -> float:
@@ -77,12 +81,13 @@ class SlackStreamer:
         if self.deliverer.offline is not None:
             return []  # not connected yet: the reply goes out whole once it is
         if self._native(channel) and thread_ts:
+            head, rest = self._fit(stream.key, text)
             try:
                 response = await self.deliverer.call(
                     "chat.startStream", self.deliverer.client.chat_startStream,
-                    channel=channel, thread_ts=thread_ts, chunks=_chunks(text, tools) or None,
+                    channel=channel, thread_ts=thread_ts, chunks=_chunks(head, tools) or None,
                     task_display_mode="timeline")
-                return [str(response["ts"])]
+                return await self._go_on(stream, [str(response["ts"])], rest)
             except SlackCallError as exc:
                 if exc.slack_error not in REFUSALS:
                     raise
@@ -98,40 +103,87 @@ class SlackStreamer:
 
     async def append_stream(self, stream: StreamDelivery, text: str,
                             tools: Sequence[ToolUpdate]) -> list[str]:
-        channel, ts = stream.target["channel"], stream.remote_ids[-1]
+        channel, ids = stream.target["channel"], list(stream.remote_ids)
         if stream.key in self._edited:
             self._edited[stream.key] += text
             whole = self._edited[stream.key]
             await self.deliverer.call(
-                "chat.update", self.deliverer.client.chat_update, channel=channel, ts=ts,
-                text=_shown(whole, tools), blocks=_blocks(whole, tools))
-        else:
+                "chat.update", self.deliverer.client.chat_update, channel=channel,
+                ts=ids[-1], text=_shown(whole, tools), blocks=_blocks(whole, tools))
+            return ids
+        head, rest = self._fit(stream.key, text)
+        if head or tools:
             await self.deliverer.call(
                 "chat.appendStream", self.deliverer.client.chat_appendStream,
-                channel=channel, ts=ts, chunks=_chunks(text, tools))
-        return list(stream.remote_ids)
+                channel=channel, ts=ids[-1], chunks=_chunks(head, tools))
+        return await self._go_on(stream, ids, rest)
+
+    async def _go_on(self, stream: StreamDelivery, ids: list[str],
+                     pieces: Sequence[str]) -> list[str]:
+        """Past Slack's length: each message ends and the next piece opens a new one."""
+        channel = stream.target["channel"]
+        for piece in pieces:
+            await self.deliverer.call(
+                "chat.stopStream", self.deliverer.client.chat_stopStream, channel=channel,
+                ts=ids[-1], metadata=_metadata(stream.key))
+            response = await self.deliverer.call(
+                "chat.startStream", self.deliverer.client.chat_startStream, channel=channel,
+                thread_ts=stream.target.get("thread_ts"), chunks=_chunks(piece, ()),
+                task_display_mode="timeline")
+            ids.append(str(response["ts"]))
+        return ids
+
+    def _fit(self, key: str, text: str) -> tuple[str, list[str]]:
+        """What of ``text`` the stream's current message takes, and the pieces that go on
+        in new messages: cut where ``split_message`` cuts long replies."""
+        current = self._current.get(key, "")
+        whole = current + text
+        pieces = split_message(whole, self.max_chars) if len(whole) > self.max_chars \
+            else [whole]
+        if len(pieces) == 1:
+            head, rest = text, []
+        elif len(pieces[0]) >= len(current) and pieces[0].startswith(current):
+            head, rest = pieces[0][len(current):], pieces[1:]
+        else:  # the cut falls in what is shown already: the new text starts a message
+            head, rest = "", split_message(text.lstrip(), self.max_chars) or [text]
+        self._current[key] = rest[-1] if rest else current + head
+        return head, rest
 
     async def finish_stream(self, stream: StreamDelivery, *, replace: str | None,
-                            note: str | None) -> list[str]:
-        channel, ts = stream.target["channel"], stream.remote_ids[-1]
+                            note: str | None, key: str) -> list[str]:
+        channel, ids = stream.target["channel"], list(stream.remote_ids)
+        self._current.pop(stream.key, None)
         edited = self._edited.pop(stream.key, None)
         if edited is not None or not self._native(channel):
             final = replace if replace is not None else \
                 None if edited is None else edited + (f"\n\n{note}" if note else "")
             if final is not None:
-                await self._update(channel, ts, final, stream.key)
-            return list(stream.remote_ids)
+                await self._update(channel, ids[-1], final, key)
+            return ids
         try:
             await self.deliverer.call(
                 "chat.stopStream", self.deliverer.client.chat_stopStream, channel=channel,
-                ts=ts, chunks=[MarkdownTextChunk(text=f"\n\n{note}")] if note else None,
-                metadata=_metadata(stream.key))
+                ts=ids[-1], chunks=[MarkdownTextChunk(text=f"\n\n{note}")] if note else None,
+                metadata=_metadata(key))
         except SlackCallError as exc:
             if exc.slack_error != _NOT_STREAMING:
                 raise  # stopped already (a crash after stopStream): nothing to stop
-        if replace is not None:
-            await self._update(channel, ts, replace, stream.key)
-        return list(stream.remote_ids)
+        if replace is None:
+            return ids
+        pieces = split_message(replace, self.max_chars) or [replace]
+        for i, piece in enumerate(pieces):
+            if i < len(ids):
+                await self._update(channel, ids[i], piece, key if i == 0 else f"{key}:{i}")
+            else:
+                response = await self.deliverer.call(
+                    "chat.postMessage", self.deliverer.client.chat_postMessage,
+                    channel=channel, thread_ts=stream.target.get("thread_ts"), text=piece,
+                    blocks=markdown_blocks(piece), metadata=_metadata(f"{key}:{i}"))
+                ids.append(str(response["ts"]))
+        for extra in ids[len(pieces):]:
+            await self.deliverer.call("chat.delete", self.deliverer.client.chat_delete,
+                                      channel=channel, ts=extra)
+        return ids[:len(pieces)]
 
     async def find_stream(self, stream: StreamDelivery) -> list[str]:
         found = await self.deliverer.reconcile(stream)

@@ -83,7 +83,7 @@ class FileStreamer:
         return list(stream.remote_ids)
 
     async def finish_stream(self, stream: StreamDelivery, *, replace: str | None,
-                            note: str | None) -> list[str]:
+                            note: str | None, key: str) -> list[str]:
         messages = read_streams(self.path)
         message = messages[stream.remote_ids[-1]]
         if message["streaming"] and note:

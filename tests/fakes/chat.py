@@ -101,7 +101,7 @@ class MemoryStreamer:
         return list(stream.remote_ids)
 
     async def finish_stream(self, stream: StreamDelivery, *, replace: str | None,
-                            note: str | None) -> list[str]:
+                            note: str | None, key: str) -> list[str]:
         message = self.messages[stream.remote_ids[-1]]
         if message.streaming and note:
             message.text += f"\n{note}"

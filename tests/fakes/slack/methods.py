@@ -20,6 +20,7 @@ from typing import Any
 
 from .payloads import APP, BOT, BOT_USER, TEAM
 from .store import JSON, SlackError, Store, paginate, render
+from .streams import Streams
 
 SCOPES = ("app_mentions:read", "assistant:write", "channels:history", "chat:write",
           "groups:history", "im:history", "im:write", "mpim:history", "reactions:read",
@@ -110,7 +111,9 @@ def needed_scopes(method: str, params: JSON) -> tuple[str, ...]:
         return (history_scope(channel),)
     return {
         "chat.postMessage": ("chat:write",), "chat.update": ("chat:write",),
-        "chat.postEphemeral": ("chat:write",),
+        "chat.postEphemeral": ("chat:write",), "chat.startStream": ("chat:write",),
+        "chat.appendStream": ("chat:write",), "chat.stopStream": ("chat:write",),
+        "chat.delete": ("chat:write",),
         "reactions.add": ("reactions:write",), "reactions.remove": ("reactions:write",),
         "assistant.threads.setStatus": ("assistant:write", "chat:write"),
     }.get(method, ())
@@ -123,6 +126,8 @@ class WebAPI:
         self.workspace = workspace
         self.store = store
         self.statuses: list[JSON] = []
+        self.streams = Streams(store, self._bot_fields, _decoded, _channel)
+        """Streaming messages (``chat.startStream`` and its siblings)."""
 
     def table(self) -> dict[str, Callable[[JSON], JSON]]:
         return {
@@ -134,6 +139,7 @@ class WebAPI:
             "reactions.add": self.reactions_add,
             "reactions.remove": self.reactions_remove,
             "assistant.threads.setStatus": self.set_status,
+            **self.streams.table(),
         }
 
     def _content(self, params: JSON) -> JSON:

@@ -1,0 +1,98 @@
+"""Live replies in Slack (README "Live replies"): the real channel against the fake
+Slack's streaming methods — native streaming with tool calls as tasks, the post-and-edit
+fallback where Slack refuses, `stream = "edit"` and `"off"`."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from runtime import ScriptedProvider, tool
+from tests.channels.slack.test_channel import C, running
+from tests.fakes.slack import BOT_USER, FakeSlack
+
+ANSWER = "The deploy went out at 09:14; every check is green."
+released = asyncio.Event()
+
+
+@tool
+async def lookup(service: str) -> str:
+    """Look a service up (waits until the test lets it finish)."""
+    await released.wait()
+    return f"{service}: green"
+
+
+def scripted() -> ScriptedProvider:
+    return ScriptedProvider([
+        {"text": "Let me look that up. ", "chunks": 2,
+         "tool_calls": [{"name": "lookup", "arguments": {"service": "api"}}]},
+        {"text": ANSWER, "chunks": 5}])
+
+
+def bot_messages(fake: FakeSlack) -> list[dict[str, Any]]:
+    return [m for m in fake.messages(C) if m.get("user") == BOT_USER]
+
+
+async def ask(fake: FakeSlack, tmp_path: Path, **config: Any) -> tuple[list[dict[str, Any]],
+                                                                        dict[str, Any]]:
+    """A mention answered by the scripted model; the bot's messages, and what was seen of
+    the stream while its tool ran."""
+    released.clear()
+    seen: dict[str, Any] = {}
+    async with running(fake, tmp_path / "m.db", provider=scripted(), tools=(lookup,),
+                       **config) as s:
+        sent = fake.user_event(C, "U1", f"<@{BOT_USER}> how did the deploy go?",
+                               mention=True)
+        await fake.acked(await fake.socket_event(sent))
+        await fake.until(lambda: any("Let me look" in m.get("text", "")
+                                     for m in bot_messages(fake)), what="the first text")
+        seen["while"] = [dict(m) for m in bot_messages(fake)]
+        released.set()
+        await s.runtime.idle()
+    return bot_messages(fake), seen
+
+
+async def test_a_reply_streams_natively_with_its_tool_as_a_task(tmp_path: Path) -> None:
+    async with FakeSlack() as fake:
+        messages, seen = await ask(fake, tmp_path)
+        streams = fake.api.streams
+        (message,) = messages
+        assert seen["while"][0]["ts"] == message["ts"]  # the same message, grown
+        assert message["text"] == "Let me look that up. " + ANSWER
+        where = (C, message["ts"])
+        assert where not in streams.streaming  # stopped
+        (task,) = streams.tasks[where].values()
+        assert task["status"] == "complete" and task["title"] == "lookup(service=api)"
+        assert len(fake.calls("chat.startStream")) == 1
+        assert not fake.calls("chat.postMessage")
+        assert message["metadata"]["event_type"] == "maiden_delivery"
+
+
+async def test_where_slack_refuses_to_stream_the_reply_is_posted_and_edited(
+        tmp_path: Path) -> None:
+    async with FakeSlack() as fake:
+        fake.api.streams.refuse("not_allowed")
+        messages, seen = await ask(fake, tmp_path)
+        (message,) = messages
+        assert "⏳ lookup(service=api)…" in seen["while"][0]["text"]  # the running tool
+        assert message["text"] == "Let me look that up. " + ANSWER
+        assert len(fake.calls("chat.postMessage")) == 1 and fake.calls("chat.update")
+        assert fake.api.streams.tasks == {}
+
+
+async def test_stream_edit_and_stream_off(tmp_path: Path) -> None:
+    async with FakeSlack() as fake:
+        messages, _ = await ask(fake, tmp_path / "edit", stream="edit")
+        assert [m["text"] for m in messages] == ["Let me look that up. " + ANSWER]
+        assert not fake.calls("chat.startStream") and fake.calls("chat.update")
+    async with FakeSlack() as fake:
+        released.set()
+        async with running(fake, tmp_path / "off.db", provider=scripted(), tools=(lookup,),
+                           stream="off") as s:
+            sent = fake.user_event(C, "U1", f"<@{BOT_USER}> hi", mention=True)
+            await fake.acked(await fake.socket_event(sent))
+            await fake.wait_messages(C, 2)
+            await s.runtime.idle()
+        assert [m["text"] for m in bot_messages(fake)] == [ANSWER]
+        assert not fake.calls("chat.startStream") and not fake.calls("chat.update")
