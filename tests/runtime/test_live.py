@@ -4,6 +4,7 @@ chat channel's streamer (tests/fakes/chat.py); Slack and Discord have their own 
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -195,3 +196,27 @@ async def test_a_stream_left_open_after_its_reply_was_recorded_is_tidied(
     assert isinstance(tidied, StreamDelivery) and tidied.state == "finished"
     assert tidied.remote_ids == (opened,) and chat.posted == []
     assert chat.streamer.visible() == [ANSWER] and not chat.streamer.messages[opened].streaming
+
+
+async def test_a_cancelled_run_ends_its_stream_with_the_reason(make_runtime: Any) -> None:
+    chat = MemoryChat(stream=True)
+    started = asyncio.Event()
+
+    @tool
+    async def slow(service: str) -> str:
+        """Take a while."""
+        started.set()
+        await asyncio.Event().wait()  # until cancelled
+        return service
+
+    script = [{"text": "Working on it. ", **call("slow", service="api")}, {"text": "never"}]
+    async with make_runtime(script, [slow]) as (rt, _):
+        rt.add_deliverer("chat", chat)
+        run = await rt.submit("t", "go", origin=ROOM)
+        await asyncio.wait_for(started.wait(), 10)
+        cancelled = await rt.cancel(run.id, by="ops")
+        await rt.idle()
+    assert cancelled.state is S.CANCELLED
+    (message,) = chat.streamer.messages.values()  # type: ignore[union-attr]
+    assert message.text.startswith("Working on it. \n") and not message.streaming
+    assert "ops" in message.text.splitlines()[-1] and chat.posted == []
