@@ -415,7 +415,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 
             url, token, channel, thread_ts = args.slack
             client = AsyncWebClient(token=token, base_url=url)
-            runtime.add_deliverer("slack", SlackDeliverer(client, pace_s=0))
+            slack = SlackDeliverer(client, pace_s=0)
+            if args.stream:
+                from channels.slack.streamer import SlackStreamer
+
+                slack.streamer = SlackStreamer(slack, append_every_s=0.05)
+            runtime.add_deliverer("slack", slack)
             origin = Origin(channel="slack", target={"channel": channel,
                                                      "thread_ts": thread_ts}, user="U1")
             deliver = f"slack:{channel}:{thread_ts}"

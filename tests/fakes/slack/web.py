@@ -82,6 +82,9 @@ class FakeSlack:
         self._changed = asyncio.Condition()
         self.socket = SocketMode(self.workspace.app_id, self._changed)
         self.requests: list[Call] = []
+        self.after_call: dict[str, Callable[[int], None]] = {}
+        """method -> called with how many calls of it there have been, each time one has
+        been carried out, before it is answered (e.g. to kill a process mid-stream)."""
         self._faults: dict[str, deque[Fault]] = defaultdict(deque)
         self._runner: web.AppRunner | None = None
         self.port = port
@@ -285,6 +288,9 @@ class FakeSlack:
         if fault is not None and fault.error is not None:
             return web.json_response({"ok": False, "error": fault.error})
         body, headers = self._dispatch(method, params, token)
+        hook = self.after_call.get(method)
+        if hook is not None:
+            hook(len(self.calls(method)))
         if warnings and body["ok"]:
             body["warning"] = ",".join(warnings)
             metadata: JSON = body.setdefault("response_metadata", {})
