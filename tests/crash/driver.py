@@ -435,7 +435,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             http = HTTPClient(asyncio.get_running_loop())
             point_at(http, url)
             me = await http.static_login(token)
-            runtime.add_deliverer("discord", DiscordDeliverer(http, str(me["id"])))
+            discord_out = DiscordDeliverer(http, str(me["id"]))
+            if args.stream:
+                from channels.discord.streamer import DiscordStreamer
+
+                discord_out.streamer = DiscordStreamer(discord_out, edit_every_s=0.05)
+            runtime.add_deliverer("discord", discord_out)
             origin = Origin(channel="discord", target={"channel": channel, "message": message,
                                                        "guild": guild}, user="U1")
         fired: list[dict[str, Any]] | None = None

@@ -18,9 +18,12 @@ from typing import Any
 import pytest
 
 from tests.crash.driver import EFFECTS
+from tests.crash.streams import STREAM_KILL_POINTS, STREAM_SCRIPT
 from tests.fakes.discord import BOT_ID, GENERAL_ID, HUMAN_ID, FakeDiscord
 
 ROOT = Path(__file__).resolve().parents[2]
+STREAM_ANSWER = str(STREAM_SCRIPT[-1]["text"])
+STREAM_WHOLE = str(STREAM_SCRIPT[0]["text"]) + STREAM_ANSWER
 
 
 async def drive(root: Path, fake: FakeDiscord, asked: dict[str, Any], *args: str
@@ -55,3 +58,30 @@ async def test_a_discord_reply_is_sent_once_across_a_kill(tmp_path: Path, point:
         assert replies[0]["message_reference"]["message_id"] == str(asked["id"])
         (record,) = summary["deliveries"]
         assert record["remote_id"] == str(replies[0]["id"])
+
+
+@pytest.mark.parametrize("point", [p for p in STREAM_KILL_POINTS if p != "mid_stream"])
+async def test_a_streamed_discord_reply_is_one_message_across_a_kill(
+        tmp_path: Path, point: str) -> None:
+    """A reply posted and edited as it is written, killed at each point of the stream's
+    life: after the restart one bot message answers the person, showing the final
+    answer (found again when its id was not recorded), recorded as the reply."""
+    (tmp_path / "traces").mkdir()
+    async with FakeDiscord(nonce_window=0.0) as fake:
+        asked = fake.post_as_user(GENERAL_ID, HUMAN_ID, "how did the deploy go?")
+        code, _ = await drive(tmp_path, fake, asked, "--stream", "--send", "discord:t", "go",
+                              "--kill-at", point)
+        assert code == -signal.SIGKILL
+        code, out = await drive(tmp_path, fake, asked, "--stream", "--recover")
+        assert code == 0
+        summary: dict[str, Any] = json.loads(out)
+        (run,) = summary["runs"]
+        assert run["state"] == "completed" and run["reply"] == STREAM_ANSWER
+        (message,) = [m for m in fake.messages(GENERAL_ID)
+                      if str(m["author"]["id"]) == str(BOT_ID)]
+        assert message["content"] in (STREAM_ANSWER, STREAM_WHOLE)
+        assert message["message_reference"]["message_id"] == str(asked["id"])
+        (reply,) = [d for d in summary["deliveries"] if d["kind"] == "reply"]
+        assert reply["remote_id"] == str(message["id"])
+        assert all(d["state"] == "finished" for d in summary["deliveries"]
+                   if d["kind"] == "stream")
