@@ -33,17 +33,19 @@ from .report import (
     resume_rows,
     schedules_rows,
     slack_rows,
+    stream_rows,
     thread_rows,
 )
 from .resume import run_resume
 from .schedules import run_schedules
 from .slack import run_slack
 from .slowloris import run_slowloris, slowloris_rows
+from .stream import run_stream
 from .table import Row, render
 from .thread import run_thread
 
 WORKLOADS = ("thread", "resume", "concurrency", "memory", "slack", "schedules", "postgres",
-             "replicas", "slowloris")
+             "replicas", "slowloris", "stream")
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,7 @@ class Sizes:
     replica_counts: tuple[int, ...]
     slowloris_idle: int
     slowloris_requests: int
+    stream_replies: int
 
 
 FULL = Sizes(threads=(300, 3000), load_entries=10_000, recover_runs=1_000, users=50,
@@ -73,13 +76,13 @@ FULL = Sizes(threads=(300, 3000), load_entries=10_000, recover_runs=1_000, users
              long_entries=(1_000, 100_000),
              slack_events=300, schedules=1000, schedules_due=100, schedule_rounds=5,
              replica_users=30, replica_messages=4, replica_counts=(1, 2, 3),
-             slowloris_idle=500, slowloris_requests=1000)
+             slowloris_idle=500, slowloris_requests=1000, stream_replies=20)
 QUICK = Sizes(threads=(60,), load_entries=1_000, recover_runs=50, users=5, messages=3,
               latency_s=0.02, memory_n=60, idle_threads=200, long_entries=(200, 2_000),
               slack_events=20,
               schedules=100, schedules_due=10, schedule_rounds=1,
               replica_users=4, replica_messages=2, replica_counts=(1, 2),
-              slowloris_idle=50, slowloris_requests=100)
+              slowloris_idle=50, slowloris_requests=100, stream_replies=2)
 
 
 def _progress(message: str) -> None:
@@ -145,6 +148,10 @@ async def _run(sizes: Sizes, only: set[str], workdir: Path, sync: Synchronous) -
                   "held open")
         rows += slowloris_rows(await run_slowloris(
             workdir, idle=sizes.slowloris_idle, requests=sizes.slowloris_requests))
+    if "stream" in only:
+        _progress(f"workload 11: {sizes.stream_replies} replies streamed into Slack and "
+                  "Discord, and the same unstreamed")
+        rows += stream_rows(await run_stream(workdir, sizes.stream_replies))
     return rows
 
 

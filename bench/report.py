@@ -9,11 +9,12 @@ from .replicas_report import replicas_rows
 from .resume import ResumeResult
 from .schedules import FIRE_WAYS, NEXT, SchedulesResult, StartupResult
 from .slack import SlackResult
+from .stream import StreamResult
 from .table import Row, verdict
 from .thread import BLOCKS, ThreadResult
 
 __all__ = ["concurrency_rows", "memory_rows", "postgres_rows", "replicas_rows", "resume_rows",
-           "schedules_rows", "slack_rows", "thread_rows"]
+           "schedules_rows", "slack_rows", "stream_rows", "thread_rows"]
 
 PER_MESSAGE = 2.5
 GROWTH = 1.1
@@ -201,4 +202,29 @@ def postgres_rows(r: PostgresResult) -> list[Row]:
         pg_ms, lite_ms = sum(pg) / max(1, len(pg)), sum(lite) / max(1, len(lite))
         rows.append(Row(name, f"ms/message on PostgreSQL vs SQLite, {label}", f"{pg_ms:.2f}",
                         f"{lite_ms:.2f}", _x(pg_ms / lite_ms) if lite_ms else ""))
+    return rows
+
+
+STREAM_FIRST_MS = 50.0
+"""Slack: from the model's first token to the reply's first visible text (issue 26)."""
+
+
+def stream_rows(results: list[StreamResult]) -> list[Row]:
+    """Workload 11: time to the first visible text, streamed against the finished reply
+    (``stream = "off"``) on the same platform, and the API calls a reply took."""
+    rows: list[Row] = []
+    by = {(r.platform, r.mode): r for r in results}
+    for platform, mode in (("slack", "native"), ("discord", "edit")):
+        live, off = by[(platform, mode)], by[(platform, "off")]
+        name = f"11 live replies, {platform}, {len(live.first_visible_ms)} replies"
+        for p in (50, 99):
+            m = live.percentile(live.first_visible_ms, p)
+            b = off.percentile(off.first_visible_ms, p)
+            target = f"<= {STREAM_FIRST_MS:g} ms" if platform == "slack" else ""
+            rows.append(Row(name, f"ms from first token to first visible text, p{p}",
+                            f"{m:.1f}", f"{b:.1f}", _x(m / b) if b else "", target,
+                            verdict(m, at_most=STREAM_FIRST_MS) if target else ""))
+        rows.append(Row(name, "API calls per reply (mean)",
+                        f"{sum(live.calls) / len(live.calls):.1f}",
+                        f"{sum(off.calls) / len(off.calls):.1f}"))
     return rows
