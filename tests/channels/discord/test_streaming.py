@@ -75,3 +75,20 @@ async def test_stream_off_posts_the_finished_reply(tmp_path: Path) -> None:
         await d.runtime.idle()
         (message,) = bot_messages(fake)
     assert message["content"] == ANSWER and message["edited_timestamp"] is None
+
+
+async def test_edits_past_discords_rate_limit_wait_and_the_reply_ends_whole(
+        tmp_path: Path) -> None:
+    """The fake enforces a per-channel bucket for sends and edits (here 3 per 0.5 s): the
+    edits that come too fast get a 429 with Retry-After, discord.py waits it out, and the
+    reply still ends as one message with the whole answer."""
+    script = ScriptedProvider([{"text": ANSWER * 4, "chunks": 20, "chunk_delay_s": 0.01}])
+    async with FakeDiscord() as fake, running(fake, tmp_path / "m.db", provider=script,
+                                              edit_every_s=0.01) as d:
+        fake.router.message_limit = (3, 0.5)
+        await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> hi", mentions=[BOT_ID])
+        await asyncio.wait_for(d.channel.wait_handled(1), 20)
+        await d.runtime.idle()
+        (message,) = bot_messages(fake)
+    assert message["content"] == ANSWER * 4
+    assert fake.router.limited.get(str(GENERAL_ID), 0) >= 1

@@ -85,6 +85,13 @@ class Router:
         self.gateway_url = gateway_url
         self.requests: list[Call] = []
         self._faults: dict[str, tuple[str, re.Pattern[str], deque[Fault]]] = {}
+        self.message_limit: tuple[int, float] | None = None
+        """(n, seconds): at most n message sends and edits per channel in any window of
+        that many seconds, as Discord's per-channel bucket (5 per 5 s); past it, 429 with
+        Retry-After. None: no limit."""
+        self._sent: dict[str, deque[float]] = {}
+        self.limited: dict[str, int] = {}
+        """How many 429s the limit answered, per channel id."""
         self._routes = [(m, _template(t), t, h, auth) for m, t, h, auth in rest.table()]
 
     def fail(self, route: str, fault: Fault) -> None:
@@ -119,7 +126,8 @@ class Router:
         call.route = template
         if auth and headers.get("authorization") != f"Bot {self.rest.world.token}":
             return self._reply(call, 401, {"message": "401: Unauthorized", "code": 0})
-        fault = self._take_fault(request.method, path)
+        fault = self._take_fault(request.method, path) \
+            or self._over_limit(request.method, template, params)
         if fault is not None and fault.status is not None:
             return self._fault_reply(call, fault, template)
         gateway = "wss://gateway.discord.gg" if request.secure else self.gateway_url()
@@ -141,6 +149,24 @@ class Router:
             if m == method and match:
                 return template, match.groupdict(), handler, auth
         return None
+
+    def _over_limit(self, method: str, template: str, params: dict[str, str]) -> Fault | None:
+        """A 429 for a message send or edit past ``message_limit`` in its channel."""
+        channel = params.get("channel_id")
+        limited = (method, template) in (("POST", "/channels/{channel_id}/messages"), (
+            "PATCH", "/channels/{channel_id}/messages/{message_id}"))
+        if self.message_limit is None or channel is None or not limited:
+            return None
+        count, window = self.message_limit
+        now = time.monotonic()
+        sent = self._sent.setdefault(channel, deque())
+        while sent and sent[0] <= now - window:
+            sent.popleft()
+        if len(sent) < count:
+            sent.append(now)
+            return None
+        self.limited[channel] = self.limited.get(channel, 0) + 1
+        return Fault(429, retry_after=round(sent[0] + window - now, 3) or 0.001)
 
     def _take_fault(self, method: str, path: str) -> Fault | None:
         for m, pattern, queue in self._faults.values():
