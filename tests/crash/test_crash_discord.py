@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import sys
 from pathlib import Path
@@ -26,17 +27,25 @@ STREAM_ANSWER = str(STREAM_SCRIPT[-1]["text"])
 STREAM_WHOLE = str(STREAM_SCRIPT[0]["text"]) + STREAM_ANSWER
 
 
-async def drive(root: Path, fake: FakeDiscord, asked: dict[str, Any], *args: str
-                ) -> tuple[int, str]:
+async def spawn(root: Path, fake: FakeDiscord, asked: dict[str, Any], *args: str
+                ) -> asyncio.subprocess.Process:
     guild = str(fake.world.guild_of(GENERAL_ID))
-    proc = await asyncio.create_subprocess_exec(
+    return await asyncio.create_subprocess_exec(
         sys.executable, "-m", "tests.crash.driver", "--db", str(root / "maiden.db"),
         "--effect", EFFECTS[0], "--workdir", str(root / "traces"),
         "--discord", fake.api_url, fake.token, str(GENERAL_ID), str(asked["id"]), guild,
         *args, cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+
+
+async def finished(proc: asyncio.subprocess.Process) -> tuple[int, str]:
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode in (0, -signal.SIGKILL), err.decode()[-2000:]
     return proc.returncode, out.decode()
+
+
+async def drive(root: Path, fake: FakeDiscord, asked: dict[str, Any], *args: str
+                ) -> tuple[int, str]:
+    return await finished(await spawn(root, fake, asked, *args))
 
 
 @pytest.mark.parametrize("point", ["after_final_answer", "before_delivery_recorded",
@@ -60,17 +69,29 @@ async def test_a_discord_reply_is_sent_once_across_a_kill(tmp_path: Path, point:
         assert record["remote_id"] == str(replies[0]["id"])
 
 
-@pytest.mark.parametrize("point", [p for p in STREAM_KILL_POINTS if p != "mid_stream"])
+EDIT = "PATCH /channels/{channel_id}/messages/{message_id}"
+
+
+@pytest.mark.parametrize("point", [*(p for p in STREAM_KILL_POINTS if p != "mid_stream"),
+                                   "mid_edit"])
 async def test_a_streamed_discord_reply_is_one_message_across_a_kill(
         tmp_path: Path, point: str) -> None:
     """A reply posted and edited as it is written, killed at each point of the stream's
-    life: after the restart one bot message answers the person, showing the final
-    answer (found again when its id was not recorded), recorded as the reply."""
+    life (``mid_edit``: by the fake, once the first edit has been carried out): after the
+    restart one bot message answers the person, showing the final answer (found again
+    when its id was not recorded), recorded as the reply."""
     (tmp_path / "traces").mkdir()
     async with FakeDiscord(nonce_window=0.0) as fake:
         asked = fake.post_as_user(GENERAL_ID, HUMAN_ID, "how did the deploy go?")
-        code, _ = await drive(tmp_path, fake, asked, "--stream", "--send", "discord:t", "go",
-                              "--kill-at", point)
+        args = ["--stream", "--send", "discord:t", "go"]
+        if point == "mid_edit":
+            proc = await spawn(tmp_path, fake, asked, *args)
+            fake.router.after_call[EDIT] = \
+                lambda n: os.kill(proc.pid, signal.SIGKILL) if n == 1 else None
+            code, _ = await finished(proc)
+            del fake.router.after_call[EDIT]
+        else:
+            code, _ = await drive(tmp_path, fake, asked, *args, "--kill-at", point)
         assert code == -signal.SIGKILL
         code, out = await drive(tmp_path, fake, asked, "--stream", "--recover")
         assert code == 0

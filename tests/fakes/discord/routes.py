@@ -90,6 +90,10 @@ class Router:
         that many seconds, as Discord's per-channel bucket (5 per 5 s); past it, 429 with
         Retry-After. None: no limit."""
         self._sent: dict[str, deque[float]] = {}
+        self.after_call: dict[str, Callable[[int], None]] = {}
+        """``"PATCH /channels/{channel_id}/messages/{message_id}"`` (a route template) ->
+        called with how many calls of it there have been, each time one has been carried
+        out, before it is answered (e.g. to kill a process mid-stream)."""
         self.limited: dict[str, int] = {}
         """How many 429s the limit answered, per channel id."""
         self._routes = [(m, _template(t), t, h, auth) for m, t, h, auth in rest.table()]
@@ -136,6 +140,10 @@ class Router:
                                                    body, files, gateway))
         except DiscordError as error:
             status, answer = error.status, error.body()
+        hook = self.after_call.get(f"{request.method} {template}")
+        if hook is not None:
+            hook(sum(c.route == template and c.method == request.method
+                     for c in self.requests))
         if fault is not None and fault.drop:
             call.status, call.dropped = status, True
             assert request.transport is not None
