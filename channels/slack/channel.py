@@ -29,6 +29,7 @@ from ..access import Place
 from ..prompts import refusal_text
 from ..retry import Backoff, ChannelRefused, Unreachable, keep_trying, reason_of
 from ..work import Background, is_stop, stop_thread
+from .assistant import AssistantThreads
 from .config import SlackConfig, SlackSecrets
 from .deliverer import SlackDeliverer
 from .mapping import Inbound, read_event
@@ -102,6 +103,7 @@ class SlackChannel:
         self._background = Background(log, "maiden-slack")
         self._told: set[str] = set()
         self._watching: set[str] = set()
+        self.assistant = AssistantThreads(self.client, config.suggested_prompts)
 
     # -- lifespan ------------------------------------------------------------------------------
 
@@ -114,6 +116,8 @@ class SlackChannel:
                        logger=log)
         app.event("app_mention")(self._on_message)
         app.event("message")(self._on_message)
+        app.event("assistant_thread_started")(self.assistant.started)
+        app.event("assistant_thread_context_changed")(_ignored)
         app.action({"action_id": "maiden_approve"})(self._on_button)
         app.action({"action_id": "maiden_deny"})(self._on_button)
         self._app = app
@@ -295,6 +299,7 @@ class SlackChannel:
             return
         if not seen.text:
             return
+        await self.assistant.first_message(seen)
         # Stored before the ack. Shutting down, this raises: no ack, so Slack sends the
         # event again, to the next process.
         run = await self.runtime.submit(
@@ -391,3 +396,7 @@ class SlackChannel:
                     text=f"{'Approved' if approve else 'Denied'}: {ids.get('name', '')}",
                     blocks=decided_blocks(ids.get("name", "the call"), approve, user))
 
+
+
+async def _ignored(event: dict[str, Any]) -> None:
+    """An event the manifest subscribes to that needs no answer (acked by bolt)."""

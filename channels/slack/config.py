@@ -54,6 +54,9 @@ class SlackConfig(BaseModel):
         default_factory=list, description="explicit rules, added to what the keys above "
         "grant: a place (channel id, 'dm' or '*'), optional users, rights")
     reply_to_bots: bool = False
+    suggested_prompts: list[str] = Field(
+        default_factory=list, description="up to four prompts offered when a person opens a "
+        "new assistant thread (the assistant view)")
     stream: Literal["native", "edit", "off"] = Field(
         default="native", description="native: replies stream into their thread as the "
         "model writes them (chat.startStream), tool calls shown as tasks; edit: one message "

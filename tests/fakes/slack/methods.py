@@ -116,6 +116,8 @@ def needed_scopes(method: str, params: JSON) -> tuple[str, ...]:
         "chat.delete": ("chat:write",),
         "reactions.add": ("reactions:write",), "reactions.remove": ("reactions:write",),
         "assistant.threads.setStatus": ("assistant:write", "chat:write"),
+        "assistant.threads.setSuggestedPrompts": ("assistant:write",),
+        "assistant.threads.setTitle": ("assistant:write",),
     }.get(method, ())
 
 
@@ -126,6 +128,10 @@ class WebAPI:
         self.workspace = workspace
         self.store = store
         self.statuses: list[JSON] = []
+        self.suggested: list[JSON] = []
+        """Every ``assistant.threads.setSuggestedPrompts`` carried out."""
+        self.titles: list[JSON] = []
+        """Every ``assistant.threads.setTitle`` carried out."""
         self.streams = Streams(store, self._bot_fields, _decoded, _channel)
         """Streaming messages (``chat.startStream`` and its siblings)."""
 
@@ -139,6 +145,8 @@ class WebAPI:
             "reactions.add": self.reactions_add,
             "reactions.remove": self.reactions_remove,
             "assistant.threads.setStatus": self.set_status,
+            "assistant.threads.setSuggestedPrompts": self.set_prompts,
+            "assistant.threads.setTitle": self.set_title,
             **self.streams.table(),
         }
 
@@ -246,6 +254,24 @@ class WebAPI:
 
     def reactions_remove(self, params: JSON) -> JSON:
         return self._react(params, add=False)
+
+    def set_prompts(self, params: JSON) -> JSON:
+        channel = _channel(params, "channel_id")
+        _require(params, "thread_ts")
+        prompts = _decoded(params, "prompts", "invalid_arguments")
+        if not isinstance(prompts, list) or not prompts or len(prompts) > 4 or not all(
+                isinstance(p, dict) and p.get("title") and p.get("message") for p in prompts):
+            raise SlackError("invalid_arguments")
+        self.suggested.append({"channel_id": channel, "thread_ts": str(params["thread_ts"]),
+                               "prompts": prompts})
+        return {}
+
+    def set_title(self, params: JSON) -> JSON:
+        channel = _channel(params, "channel_id")
+        _require(params, "thread_ts", "title")
+        self.titles.append({"channel_id": channel, "thread_ts": str(params["thread_ts"]),
+                            "title": str(params["title"])})
+        return {}
 
     def set_status(self, params: JSON) -> JSON:
         channel = _channel(params, "channel_id")
