@@ -59,7 +59,7 @@ from .providers import (
     ScriptedProvider,
     ScriptedTurn,
 )
-from .records import Records
+from .records import Records, ScheduleRecords
 from .registry import ToolRegistry
 from .requests import Lease, Note, NoteCall, ScheduleRecord, ScheduleService, SlotMark
 from .runs import (
@@ -154,6 +154,7 @@ __all__ = [
     "RuntimeConfig",
     "SQLiteStore",
     "ScheduleRecord",
+    "ScheduleRecords",
     "ScheduleService",
     "ScheduleStore",
     "ScriptExhausted",

@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .entries import Entry
-from .requests import Note, ScheduleRecord
+from .requests import Note, ScheduleRecord, SlotMark
 from .runs import Delivery, Run, RunState, Transition
 from .stores.base import Store, StoreStats, ThreadInfo
 from .workers import ACTIVE
 
-__all__ = ["Records"]
+__all__ = ["Records", "ScheduleRecords"]
 
 S = RunState
 
@@ -91,3 +91,27 @@ class Records:
     async def schedule_records(self) -> list[ScheduleRecord]:
         """Every schedule record in the store, by name."""
         return await self._store.schedule_records()
+
+
+class ScheduleRecords:
+    """What the schedules package keeps between restarts, written through the runtime's
+    API (the ``ScheduleBook`` is made before the runtime: the schedule tools need it)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def all(self) -> list[ScheduleRecord]:
+        """Every schedule record, by name."""
+        return await self._store.schedule_records()
+
+    async def save(self, records: Sequence[ScheduleRecord]) -> None:
+        """Insert or replace whole records (by name) in one write."""
+        await self._store.save_schedules(records)
+
+    async def advance(self, marks: Sequence[SlotMark]) -> None:
+        """Move records forward to what fires decided, never back, in one write."""
+        await self._store.advance_schedules(marks)
+
+    async def delete(self, name: str) -> bool:
+        """Remove a record; False if there was none."""
+        return await self._store.delete_schedule(name)

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
-from runtime import ConfigError, Origin, Records, ScheduleRecord, SlotMark, Store
+from runtime import ConfigError, Origin, Records, ScheduleRecord, ScheduleRecords, SlotMark, Store
 
 from .config import NAME, Schedule, ScheduleConfig
 from .cron import parse_crontab
@@ -48,7 +48,8 @@ class ScheduleBook:
         max_per_thread: int = 10,
         clock: Clock = utc_now,
     ) -> None:
-        self.store = store
+        self.kept = ScheduleRecords(store)
+        """The records, through the runtime's API."""
         self.runs = Records(store)
         """The runs and replies of fired slots, read."""
         self.default_timezone = default_timezone
@@ -64,7 +65,7 @@ class ScheduleBook:
 
     async def load(self) -> None:
         """Read every record from the store (chat schedules made by any process)."""
-        records = {r.name: r for r in await self.store.schedule_records()}
+        records = {r.name: r for r in await self.kept.all()}
         chat: dict[str, Schedule] = {}
         for record in records.values():
             if record.origin != "chat" or record.name in self._configured:
@@ -92,7 +93,7 @@ class ScheduleBook:
 
     async def forget(self, name: str) -> None:
         """Remove a record (of a config schedule taken out of the config)."""
-        await self.store.delete_schedule(name)
+        await self.kept.delete(name)
         self._records.pop(name, None)
 
     def active(self, schedule: Schedule) -> bool:
@@ -106,13 +107,13 @@ class ScheduleBook:
 
     async def save(self, records: Sequence[ScheduleRecord]) -> None:
         """Write whole records: definitions made or changed, never a fire's progress."""
-        await self.store.save_schedules(records)
+        await self.kept.save(records)
         self._records.update((r.name, r) for r in records)
 
     async def advance(self, marks: Sequence[SlotMark]) -> None:
         """Write what fires decided: the store moves each record forward, changing nothing
         else (a pause, resume or delete made meanwhile by another process stands)."""
-        await self.store.advance_schedules(marks)
+        await self.kept.advance(marks)
         for mark in marks:
             if (record := self._records.get(mark.name)) is not None:
                 self._records[mark.name] = mark.applied(record)
@@ -185,7 +186,7 @@ class ScheduleBook:
 
     async def delete(self, name: str, *, thread_id: str) -> None:
         await self._own(name, thread_id)
-        await self.store.delete_schedule(name)
+        await self.kept.delete(name)
         self._records.pop(name, None)
         self._chat.pop(name, None)
         await self._changed()

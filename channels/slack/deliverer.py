@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -86,16 +86,15 @@ class SlackDeliverer:
         channel = delivery.target["channel"]
         thread_ts = delivery.target.get("thread_ts")
         oldest = max(0.0, delivery.created_at - _LOOKBACK_S)
-        for message in await self.thread_messages(channel, thread_ts, oldest=oldest):
+        async for message in self.thread_messages(channel, thread_ts, oldest=oldest):
             if self._carries(message, delivery.key):
-                return str(message["ts"])
+                return str(message["ts"])  # the pages after it are not read
         return None
 
     async def thread_messages(self, channel: str, thread_ts: str | None, *,
-                              oldest: float = 0.0) -> list[dict[str, Any]]:
+                              oldest: float = 0.0) -> AsyncIterator[dict[str, Any]]:
         """A thread's messages (a channel's since ``oldest``, without one), with their
-        metadata, every page."""
-        found: list[dict[str, Any]] = []
+        metadata, page by page as they are read."""
         cursor: str | None = None
         while True:
             if thread_ts:
@@ -108,10 +107,11 @@ class SlackDeliverer:
                     "conversations.history", self.client.conversations_history,
                     channel=channel, include_all_metadata=True, limit=200, cursor=cursor,
                     oldest=f"{oldest:.6f}")
-            found += page.get("messages") or []
+            for message in page.get("messages") or []:
+                yield message
             cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
             if not cursor:
-                return found
+                return
 
     def _carries(self, message: dict[str, Any], key: str) -> bool:
         metadata = message.get("metadata") or {}

@@ -193,7 +193,7 @@ class SlackStreamer:
         if not thread_ts or not self._native(stream.target["channel"]):
             return []
         since = stream.created_at - _SLACK_LAG_S
-        for message in await self.deliverer.thread_messages(stream.target["channel"],
+        async for message in self.deliverer.thread_messages(stream.target["channel"],
                                                             thread_ts):
             if message.get("ts") == thread_ts or float(message.get("ts", 0)) < since:
                 continue
