@@ -5,9 +5,10 @@ thread with its entries (in pages), every run as it stands (state, counters, dec
 pending approval, idempotency key: a schedule slot's claim or a message's key stays
 taken) with every state change, the outbox (sent and unsent records, with their message
 ids), schedule records, memory notes and the memory calls applied (so that a call re-run
-in the new store still changes nothing more). Requests between processes and heartbeats are
-not: they belong to the processes of the old store. The target must be empty; after the
-copy, the counts of both are compared and any difference is an error.
+in the new store still changes nothing more), and people's votes on replies. Requests
+between processes and heartbeats are not: they belong to the processes of the old store.
+The target must be empty; after the copy, the counts of both are compared and any
+difference is an error.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class Counts:
     schedules: int = 0
     notes: int = 0
     note_calls: int = 0
+    votes: int = 0
 
     def differences(self, other: Counts) -> list[str]:
         return [f"{f.name}: {getattr(self, f.name):,} in the source, "
@@ -67,6 +69,7 @@ async def count_store(store: Store) -> Counts:
         counts.notes += len(await store.notes(scope))
         counts.note_calls += len(await store.note_calls(scope))
     counts.schedules = len(await store.schedule_records())
+    counts.votes = len(await store.votes())
     return counts
 
 
@@ -100,6 +103,8 @@ async def copy_store(source: Store, target: Store,
             progress(f"  {number:,}/{len(threads):,} threads")
     await _copy_notes(source, target, "agent")
     await target.save_schedules(await source.schedule_records())
+    for vote in await source.votes():
+        await target.put_vote(vote)
     copied, found = await count_store(source), await count_store(target)
     wrong = copied.differences(found)
     if wrong:

@@ -61,7 +61,7 @@ from .providers import (
 )
 from .records import Records, ScheduleRecords
 from .registry import ToolRegistry
-from .requests import Lease, Note, NoteCall, ScheduleRecord, ScheduleService, SlotMark
+from .requests import Lease, Note, NoteCall, ScheduleRecord, ScheduleService, SlotMark, Vote
 from .runs import (
     TERMINAL,
     ApprovalDelivery,
@@ -81,6 +81,7 @@ from .service import Runtime
 from .stores import (
     Checkpoint,
     ControlStore,
+    FeedbackStore,
     FilesStore,
     LeaseStore,
     NoteStore,
@@ -120,6 +121,7 @@ __all__ = [
     "EchoProvider",
     "Effect",
     "Entry",
+    "FeedbackStore",
     "FilesStore",
     "IllegalTransition",
     "InvalidThreadId",
@@ -188,6 +190,7 @@ __all__ = [
     "Transition",
     "Usage",
     "UserMessage",
+    "Vote",
     "arguments_summary",
     "describe_isolation",
     "describe_store",

@@ -60,7 +60,8 @@ def parts(delivery: Delivery, max_chars: int | None) -> list[Delivery]:
             or len(delivery.text) <= max_chars:
         return [delivery]
     texts = split_message(delivery.text, max_chars) or [delivery.text[:max_chars]]
-    return [delivery.model_copy(update={"key": f"{delivery.key}:{i}", "text": text})
+    return [delivery.model_copy(update={"key": f"{delivery.key}:{i}", "text": text,
+                                        "feedback": delivery.feedback and i == len(texts)})
             for i, text in enumerate(texts, 1)]
 
 

@@ -80,7 +80,8 @@ class Endings:
             return
         changes["reply"] = text
         await cur.commit(entries, to=S.COMPLETED, reason="answered",
-                         deliveries=self._reply(cur, len(entries), text), **changes)
+                         deliveries=self._reply(cur, len(entries), text, feedback=True),
+                         **changes)
 
     async def fail(self, cur: RunCursor, reason: FailReason, message: str, *,
                    notice: str | None = None, spent: Usage | None = None) -> None:
@@ -188,7 +189,8 @@ class Endings:
         """Tell subscribers the run ended (after its checkpoint)."""
         self.bus.publish(RunEnded.of(run))
 
-    def _reply(self, cur: RunCursor, adding: int, text: str) -> list[Delivery]:
+    def _reply(self, cur: RunCursor, adding: int, text: str, *,
+               feedback: bool = False) -> list[Delivery]:
         """The outbox record for a message that came from a channel (none for cli/http).
 
         Keyed by the run and the thread position it answers at: a run resumed and ended
@@ -200,7 +202,8 @@ class Endings:
         at = len(cur.entries) + adding
         return [ReplyDelivery(key=idempotency_key(run.id, f"reply@{at}"), run_id=run.id,
                          thread_id=run.thread_id, channel=run.origin.channel,
-                         target=run.origin.target, text=text, created_at=self.clock())]
+                         target=run.origin.target, text=text, feedback=feedback,
+                         created_at=self.clock())]
 
     def _closing_results(self, cur: RunCursor, kind: Any, message: str) -> list[Entry]:
         return [ToolResult(run_id=cur.run.id, tool_call_id=c.id, name=c.name, is_error=True,

@@ -79,13 +79,15 @@ class Streamer(Protocol):
         ...
 
     async def finish_stream(self, stream: StreamDelivery, *, replace: str | None,
-                            note: str | None, key: str) -> list[str]:
+                            note: str | None, key: str, feedback: str | None = None
+                            ) -> list[str]:
         """End the stream: with ``replace``, its messages show that text instead of what
         was streamed (a stream cut off by a crash); with ``note``, that line is added (a
         pause, a failure). ``key``: the delivery the messages now show (the run's reply,
-        or the stream's own), which they carry from now on where the channel can. A
-        stream already ended on the platform is not an error: only ``replace`` (and
-        ``key``) is applied to it."""
+        or the stream's own), which they carry from now on where the channel can;
+        ``feedback``: the run whose 👍 / 👎 buttons the last message gets (a completed
+        run's answer), if any. A stream already ended on the platform is not an error:
+        only ``replace``, ``key`` and ``feedback`` are applied to it."""
         ...
 
     async def find_stream(self, stream: StreamDelivery) -> list[str]:
@@ -278,9 +280,11 @@ class LiveReplies:
             if ids:
                 replace, note = _ending(delivery, stream, live)
                 shows = delivery.key if isinstance(delivery, ReplyDelivery) else stream.key
+                buttons = delivery.run_id if isinstance(delivery, ReplyDelivery) \
+                    and delivery.feedback else None
                 ids = await streamer.finish_stream(
                     stream.model_copy(update={"remote_ids": tuple(ids)}), replace=replace,
-                    note=note, key=shows)
+                    note=note, key=shows, feedback=buttons)
                 shown = ",".join(ids)
             finished.append((stream, ids))
         answered = isinstance(delivery, ReplyDelivery) and shown is not None

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from .runs import Run
 
 __all__ = ["ControlRequest", "Instance", "Lease", "Note", "NoteCall", "ScheduleRecord",
-           "ScheduleService", "SlotMark"]
+           "ScheduleService", "SlotMark", "Vote"]
 
 
 class ControlRequest(BaseModel):
@@ -155,6 +155,25 @@ class NoteCall(BaseModel):
     """A ``forget`` (else a ``remember``)."""
     existed: bool = False
     """For a ``forget``: whether there was a note to remove (what a re-run answers)."""
+
+
+class Vote(BaseModel):
+    """A person's 👍 or 👎 on a run's reply: one per person per run (a change of mind
+    replaces it). ``user`` is the platform's id of whoever clicked, as the platform told."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str
+    user: str
+    value: Literal["up", "down"]
+    at: float = Field(default_factory=time.time)
+    thread_id: str
+    channel: str
+    """The platform it came from (``slack``, ``discord``): the run's own channel."""
+    place: str | None = None
+    """Where the reply is (a Slack or Discord channel id)."""
+    message: str | None = None
+    """The reply's message id on the platform (the one whose buttons were clicked)."""
 
 
 class ScheduleService(Protocol):

@@ -223,6 +223,9 @@ class ReplyDelivery(_Delivery):
     answer: bool = True
     """The run's own reply, which finishes its stream; False for a message a tool posts
     (``send_message``)."""
+    feedback: bool = False
+    """The message carries 👍 / 👎 buttons for ``run_id`` where the channel has them (a
+    completed run's answer; of a reply cut into parts, the last)."""
 
 
 class ApprovalDelivery(_Delivery):

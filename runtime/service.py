@@ -30,6 +30,7 @@ from .decisions import approve_call, requeue
 from .delivery import Deliverer, Outbox, Sender
 from .errors import RunError, StaleWrite, StoreError
 from .events import EventBus, RunEvent, Subscription
+from .feedback import Feedback
 from .intake import new_run
 from .leases import Leases, describe_holder
 from .loop import DRIVABLE, RunDriver
@@ -82,6 +83,8 @@ class Runtime:
         """What the store holds: runs, threads, entries, deliveries, approvals, stats."""
         self.notes = Notes(store, clock)
         """Notes kept in the store by key, written once per call (the ``notes`` service)."""
+        self.feedback = Feedback(store, store, clock)
+        """People's votes on replies (👍 / 👎), one per person per run."""
         self._store = store
         self._bus = EventBus()
         self._outbox = Outbox(store, born=clock(), clock=clock)

@@ -5,7 +5,8 @@ its acknowledgement (``process_before_response``), keyed by the message, so Slac
 retries, a retry after a restart and the same message as ``app_mention`` and
 ``message.*`` make one run; the run happens after the ack. Outbound goes through
 the runtime's outbox and ``SlackDeliverer``. Buttons on an approval prompt decide
-the call (only ``approvers``); ``stop`` in a thread cancels its running run.
+the call (only ``approvers``); ``stop`` in a thread cancels its running run; the
+👍 / 👎 under an answer record the person's vote (``feedback``).
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ from ..work import Background, is_stop, stop_thread
 from .assistant import AssistantThreads
 from .config import SlackConfig, SlackSecrets
 from .deliverer import SlackDeliverer
+from .feedback import FeedbackButtons
 from .mapping import Inbound, read_event
-from .render import decided_blocks, parse_choice
+from .render import FEEDBACK, decided_blocks, parse_choice
 from .streamer import SlackStreamer
 
 __all__ = ["SlackChannel"]
@@ -104,6 +106,7 @@ class SlackChannel:
         self._told: set[str] = set()
         self._watching: set[str] = set()
         self.assistant = AssistantThreads(self.client, config.suggested_prompts)
+        self.feedback = FeedbackButtons(runtime, config, self.client)
 
     # -- lifespan ------------------------------------------------------------------------------
 
@@ -120,6 +123,7 @@ class SlackChannel:
         app.event("assistant_thread_context_changed")(_ignored)
         app.action({"action_id": "maiden_approve"})(self._on_button)
         app.action({"action_id": "maiden_deny"})(self._on_button)
+        app.action({"action_id": FEEDBACK})(self.feedback.clicked)
         self._app = app
         if self.config.access.nobody:
             log.warning("slack: serving nobody (open = false and no allow_users, "

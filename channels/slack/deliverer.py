@@ -20,9 +20,9 @@ import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from runtime import ApprovalDelivery, Delivery, DeliveryError
+from runtime import ApprovalDelivery, Delivery, DeliveryError, ReplyDelivery
 
-from .render import approval_blocks, markdown_blocks, plain
+from .render import approval_blocks, feedback_blocks, markdown_blocks, plain
 
 __all__ = ["EVENT_TYPE", "SlackCallError", "SlackDeliverer"]
 
@@ -74,6 +74,8 @@ class SlackDeliverer:
             blocks, text = approval_blocks(delivery), plain(delivery)
         else:
             blocks, text = markdown_blocks(delivery.text), delivery.text
+            if isinstance(delivery, ReplyDelivery) and delivery.feedback:
+                blocks += feedback_blocks(delivery.run_id)
         async with self._lock(channel):
             await self._pace(channel)
             response = await self.call(

@@ -8,21 +8,48 @@ Replies go in a ``markdown`` block, which Slack renders from standard Markdown
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
+
+from slack_sdk.models.blocks import ContextActionsBlock, FeedbackButtonsElement
 
 from runtime import ApprovalDelivery
 
 from ..prompts import prompt_text, short_json
 
-__all__ = ["APPROVE", "DENY", "approval_blocks", "decided_blocks", "markdown_blocks",
-           "parse_choice", "plain"]
+__all__ = ["APPROVE", "DENY", "FEEDBACK", "approval_blocks", "decided_blocks",
+           "feedback_blocks", "markdown_blocks", "parse_choice", "parse_vote", "plain"]
 
 APPROVE = "maiden_approve"
 DENY = "maiden_deny"
+FEEDBACK = "maiden_feedback"
 
 
 def markdown_blocks(text: str) -> list[dict[str, Any]]:
     return [{"type": "markdown", "text": text}]
+
+
+def feedback_blocks(run_id: str) -> list[dict[str, Any]]:
+    """Slack's 👍 / 👎 feedback buttons for a run's answer; each value names the run."""
+    block = ContextActionsBlock(block_id=f"{FEEDBACK}:{run_id}", elements=[
+        FeedbackButtonsElement(
+            action_id=FEEDBACK,
+            positive_button={"text": {"type": "plain_text", "text": "👍"},
+                             "value": f"up:{run_id}",
+                             "accessibility_label": "This answer helped"},
+            negative_button={"text": {"type": "plain_text", "text": "👎"},
+                             "value": f"down:{run_id}",
+                             "accessibility_label": "This answer did not help"})])
+    return [block.to_dict()]
+
+
+def parse_vote(action: dict[str, Any]) -> tuple[Literal["up", "down"], str] | None:
+    """(vote, run id) from a click on the feedback buttons, or None."""
+    if action.get("action_id") != FEEDBACK:
+        return None
+    value, _, run_id = str(action.get("value") or "").partition(":")
+    if value not in ("up", "down") or not run_id:
+        return None
+    return ("up" if value == "up" else "down"), run_id
 
 
 def plain(prompt: ApprovalDelivery) -> str:

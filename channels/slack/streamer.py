@@ -31,7 +31,7 @@ from slack_sdk.models.messages.chunk import (
 from runtime import StreamDelivery, ToolUpdate, split_message
 
 from .deliverer import EVENT_TYPE, SlackCallError, SlackDeliverer
-from .render import markdown_blocks
+from .render import feedback_blocks, markdown_blocks
 
 __all__ = ["REFUSALS", "SlackStreamer", "StreamMode"]
 
@@ -150,21 +150,23 @@ class SlackStreamer:
         return head, rest
 
     async def finish_stream(self, stream: StreamDelivery, *, replace: str | None,
-                            note: str | None, key: str) -> list[str]:
+                            note: str | None, key: str, feedback: str | None = None
+                            ) -> list[str]:
         channel, ids = stream.target["channel"], list(stream.remote_ids)
+        buttons = feedback_blocks(feedback) if feedback else []
         self._current.pop(stream.key, None)
         edited = self._edited.pop(stream.key, None)
         if edited is not None or not self._native(channel):
             final = replace if replace is not None else \
                 None if edited is None else edited + (f"\n\n{note}" if note else "")
             if final is not None:
-                await self._update(channel, ids[-1], final, key)
+                await self._update(channel, ids[-1], final, key, buttons)
             return ids
         try:
             await self.deliverer.call(
                 "chat.stopStream", self.deliverer.client.chat_stopStream, channel=channel,
                 ts=ids[-1], chunks=[MarkdownTextChunk(text=f"\n\n{note}")] if note else None,
-                metadata=_metadata(key))
+                blocks=buttons or None, metadata=_metadata(key))
         except SlackCallError as exc:
             if exc.slack_error != _NOT_STREAMING:
                 raise  # stopped already (a crash after stopStream): nothing to stop
@@ -172,13 +174,15 @@ class SlackStreamer:
             return ids
         pieces = split_message(replace, self.max_chars) or [replace]
         for i, piece in enumerate(pieces):
+            last = buttons if i == len(pieces) - 1 else []
             if i < len(ids):
-                await self._update(channel, ids[i], piece, key if i == 0 else f"{key}:{i}")
+                await self._update(channel, ids[i], piece, key if i == 0 else f"{key}:{i}",
+                                   last)
             else:
                 response = await self.deliverer.call(
                     "chat.postMessage", self.deliverer.client.chat_postMessage,
                     channel=channel, thread_ts=stream.target.get("thread_ts"), text=piece,
-                    blocks=markdown_blocks(piece), metadata=_metadata(f"{key}:{i}"))
+                    blocks=markdown_blocks(piece) + last, metadata=_metadata(f"{key}:{i}"))
                 ids.append(str(response["ts"]))
         for extra in ids[len(pieces):]:
             await self.deliverer.call("chat.delete", self.deliverer.client.chat_delete,
@@ -204,10 +208,11 @@ class SlackStreamer:
                 return [str(message["ts"])]
         return []
 
-    async def _update(self, channel: str, ts: str, text: str, key: str) -> None:
+    async def _update(self, channel: str, ts: str, text: str, key: str,
+                      buttons: list[dict[str, Any]]) -> None:
         await self.deliverer.call(
             "chat.update", self.deliverer.client.chat_update, channel=channel, ts=ts,
-            text=text, blocks=markdown_blocks(text), metadata=_metadata(key))
+            text=text, blocks=markdown_blocks(text) + buttons, metadata=_metadata(key))
 
 
 def _metadata(key: str) -> dict[str, Any]:

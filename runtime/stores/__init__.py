@@ -3,6 +3,7 @@
 from .base import (
     Checkpoint,
     ControlStore,
+    FeedbackStore,
     LeaseStore,
     NoteStore,
     OutboxStore,
@@ -14,5 +15,6 @@ from .base import (
 from .files import FilesStore
 from .sqlite import SQLiteStore
 
-__all__ = ["Checkpoint", "ControlStore", "FilesStore", "LeaseStore", "NoteStore", "OutboxStore",
-           "RunStore", "SQLiteStore", "ScheduleStore", "Store", "ThreadInfo"]
+__all__ = ["Checkpoint", "ControlStore", "FeedbackStore", "FilesStore", "LeaseStore",
+           "NoteStore", "OutboxStore", "RunStore", "SQLiteStore", "ScheduleStore", "Store",
+           "ThreadInfo"]

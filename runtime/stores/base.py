@@ -11,13 +11,22 @@ from pydantic import TypeAdapter
 
 from ..entries import Entry
 from ..errors import CorruptStore, InvalidThreadId
-from ..requests import ControlRequest, Instance, Lease, Note, NoteCall, ScheduleRecord, SlotMark
+from ..requests import (
+    ControlRequest,
+    Instance,
+    Lease,
+    Note,
+    NoteCall,
+    ScheduleRecord,
+    SlotMark,
+    Vote,
+)
 from ..runs import Delivery, Run, RunState, StreamState, Transition
 from ..tail import Tail
 
-__all__ = ["ENTRIES", "NOTE_CALLS_KEPT", "Checkpoint", "ControlStore", "LeaseStore", "NoteStore",
-           "OutboxStore", "RunStore", "ScheduleStore", "Store", "StoreStats", "ThreadInfo",
-           "check_thread_id", "parse_schedule_record"]
+__all__ = ["ENTRIES", "NOTE_CALLS_KEPT", "Checkpoint", "ControlStore", "FeedbackStore",
+           "LeaseStore", "NoteStore", "OutboxStore", "RunStore", "ScheduleStore", "Store",
+           "StoreStats", "ThreadInfo", "check_thread_id", "parse_schedule_record"]
 
 ENTRIES: TypeAdapter[list[Entry]] = TypeAdapter(list[Entry])
 
@@ -260,10 +269,25 @@ class NoteStore(Protocol):
         a call already recorded is left as it is."""
 
 
+class FeedbackStore(Protocol):
+    """People's votes on replies (👍 / 👎), one per person per run."""
+
+    async def put_vote(self, vote: Vote) -> bool:
+        """Insert the vote, or replace that person's vote on that run; False if nothing
+        was written because the stored vote already has this value (a click delivered
+        twice keeps its first time)."""
+
+    async def votes(self, *, run_id: str | None = None, since: float | None = None,
+                    limit: int | None = None) -> list[Vote]:
+        """Votes by time, oldest first (a replaced vote counts from when it was changed):
+        those of ``run_id``, or those after ``since``; with ``limit``, the first ``limit``
+        of them (a page: the next one starts after the last one's ``at``)."""
+
+
 class Store(RunStore, OutboxStore, ControlStore, LeaseStore, ScheduleStore, NoteStore,
-            Protocol):
+            FeedbackStore, Protocol):
     """What a backend implements: runs and threads, the outbox, the control plane, leases,
-    schedule records, notes."""
+    schedule records, notes, votes."""
 
 
 class Opens:

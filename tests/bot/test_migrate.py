@@ -31,8 +31,10 @@ async def _fill(path: Path) -> None:
         await rt.send("t1", "hello again")
         await rt.send("team/ops", '/tool deploy {"service": "api"}')  # waits for a person
         slack = Origin(channel="slack", user="U1", target={"channel": "C1", "thread_ts": "1.2"})
-        await rt.submit("slack:T:C1:1.2", "hi", origin=slack, idempotency_key="slack:ev1")
+        slack_run = await rt.submit("slack:T:C1:1.2", "hi", origin=slack,
+                                    idempotency_key="slack:ev1")
         await rt.idle()
+        await rt.feedback.vote(slack_run.id, "up", user="U1", channel="slack", place="C1")
         await rt.notes.remember("thread:t1", "k", "a note")
         await rt.notes.remember("agent", "team", "the team's note", call="call-1")
         await rt.notes.forget("thread:t1", "old", call="call-2")
@@ -49,7 +51,8 @@ async def test_sqlite_into_files_copies_everything(tmp_path: Path) -> None:
         copied = await copy_store(source, target, progress=seen.append)
         assert copied == before and seen == ["  3/3 threads"]
         assert (before.threads, before.runs, before.deliveries, before.notes,
-                before.note_calls, before.schedules) == (3, 4, 1, 2, 2, 1)
+                before.note_calls, before.schedules, before.votes) == (3, 4, 1, 2, 2, 1, 1)
+        assert await target.votes() == await source.votes()
         for scope in ("agent", "thread:t1"):
             assert await target.notes(scope) == await source.notes(scope)
             assert await target.note_calls(scope) == await source.note_calls(scope)

@@ -83,7 +83,8 @@ class FileStreamer:
         return list(stream.remote_ids)
 
     async def finish_stream(self, stream: StreamDelivery, *, replace: str | None,
-                            note: str | None, key: str) -> list[str]:
+                            note: str | None, key: str, feedback: str | None = None
+                            ) -> list[str]:
         messages = read_streams(self.path)
         message = messages[stream.remote_ids[-1]]
         if message["streaming"] and note:
@@ -91,6 +92,7 @@ class FileStreamer:
         message["streaming"] = False
         if replace is not None:
             message["text"] = replace
+        message["feedback"] = feedback
         self._save(messages)
         return list(stream.remote_ids)
 

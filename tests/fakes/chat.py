@@ -67,6 +67,8 @@ class Streamed:
     tasks: dict[str, str] = field(default_factory=dict)
     """Each tool call's latest status."""
     appends: int = 0
+    feedback: str | None = None
+    """The run whose 👍 / 👎 buttons the finished message carries."""
 
 
 class MemoryStreamer:
@@ -101,13 +103,15 @@ class MemoryStreamer:
         return list(stream.remote_ids)
 
     async def finish_stream(self, stream: StreamDelivery, *, replace: str | None,
-                            note: str | None, key: str) -> list[str]:
+                            note: str | None, key: str, feedback: str | None = None
+                            ) -> list[str]:
         message = self.messages[stream.remote_ids[-1]]
         if message.streaming and note:
             message.text += f"\n{note}"
         message.streaming = False
         if replace is not None:
             message.text = replace
+        message.feedback = feedback
         return list(stream.remote_ids)
 
     async def find_stream(self, stream: StreamDelivery) -> list[str]:

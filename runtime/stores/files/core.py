@@ -11,8 +11,8 @@ Layout under ``root``::
     idempotency/{sha256(key)}   pointer: the run that holds an idempotency key
     deliveries/{sha256(key)}    pointer: the thread that holds a delivery record
     requests/, instances/,      the control plane (``control``), leases (``leases``),
-    leases.json, schedules/,    schedule records (``schedules``) and notes (``notes``)
-    notes/
+    leases.json, schedules/,    schedule records (``schedules``), notes (``notes``)
+    notes/, feedback/           and votes on replies (``feedback``)
 
 Every file is written to a temp file in its folder, fsynced, renamed over the old
 one, and the folder is fsynced: a reader sees the old version or the new one,

@@ -1,10 +1,11 @@
 """The files store: one JSON snapshot per thread and small files beside them (the layout is
 ``core``'s), built from its roles (each over ``FilesCore``, the ``Disk``): ``runs``,
-``outbox``, ``control``, ``leases``, ``schedules``, ``notes``."""
+``outbox``, ``control``, ``leases``, ``schedules``, ``notes``, ``feedback``."""
 
 from __future__ import annotations
 
 from .control import FilesControl
+from .feedback import FilesFeedback
 from .leases import FilesLeases
 from .notes import FilesNotes
 from .outbox import FilesOutbox
@@ -15,6 +16,6 @@ __all__ = ["FilesStore"]
 
 
 class FilesStore(FilesRuns, FilesOutbox, FilesControl, FilesLeases, FilesSchedules,
-                 FilesNotes):
+                 FilesNotes, FilesFeedback):
     """Files-backed ``Store``; use as ``async with FilesStore(root) as store`` (its options
     are ``FilesCore``'s)."""

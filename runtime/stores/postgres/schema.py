@@ -116,7 +116,20 @@ _V3 = [
     "CREATE INDEX note_calls_order ON note_calls (scope, n)",
 ]
 
-MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3)]
+# Version 4: people's votes on replies, one per person per run.
+_V4 = [
+    """CREATE TABLE feedback (
+        run_id text COLLATE "C" NOT NULL,
+        "user" text COLLATE "C" NOT NULL,
+        value text NOT NULL,
+        at double precision NOT NULL,
+        data text NOT NULL,
+        PRIMARY KEY (run_id, "user")
+    )""",
+    "CREATE INDEX feedback_time ON feedback (at)",
+]
+
+MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4)]
 """``(version, statements)``, in order: what brings a schema at ``version - 1`` to
 ``version`` (0: no tables yet). A new version is a new item; applied ones never change."""
 

@@ -1,10 +1,11 @@
 """The PostgreSQL store, for replicas: the SQLite store's rows in a server database, built
 from its roles (each over ``PostgresCore``, the pool): ``runs``, ``outbox``, ``control``,
-``leases``, ``schedules``, ``notes``."""
+``leases``, ``schedules``, ``notes``, ``feedback``."""
 
 from __future__ import annotations
 
 from .control import PostgresControl
+from .feedback import PostgresFeedback
 from .leases import PostgresLeases
 from .notes import PostgresNotes
 from .outbox import PostgresOutbox
@@ -15,7 +16,7 @@ __all__ = ["PostgresStore"]
 
 
 class PostgresStore(PostgresRuns, PostgresOutbox, PostgresControl, PostgresLeases,
-                    PostgresSchedules, PostgresNotes):
+                    PostgresSchedules, PostgresNotes, PostgresFeedback):
     """PostgreSQL-backed ``Store``; use as ``async with PostgresStore(dsn) as store`` (its
     options are ``PostgresCore``'s)."""
 

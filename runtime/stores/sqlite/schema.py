@@ -95,6 +95,15 @@ CREATE TABLE IF NOT EXISTS note_calls (
     PRIMARY KEY (scope, call)
 );
 CREATE INDEX IF NOT EXISTS note_calls_order ON note_calls (scope);
+CREATE TABLE IF NOT EXISTS feedback (
+    run_id TEXT NOT NULL,
+    user TEXT NOT NULL,
+    value TEXT NOT NULL,
+    at REAL NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (run_id, user)
+);
+CREATE INDEX IF NOT EXISTS feedback_time ON feedback (at);
 """
 
 # Version 1 -> 2: runs lose the state indexes and the key's UNIQUE constraint (an index of

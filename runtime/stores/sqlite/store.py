@@ -1,11 +1,12 @@
 """The default store: SQLite, one row per entry, built from its roles (each over
 ``SQLiteCore``, the two connections): ``runs``, ``outbox``, ``control``, ``leases``,
-``schedules``, ``notes``."""
+``schedules``, ``notes``, ``feedback``."""
 
 from __future__ import annotations
 
 from .control import SQLiteControl
 from .core import Synchronous
+from .feedback import SQLiteFeedback
 from .leases import SQLiteLeases
 from .notes import SQLiteNotes
 from .outbox import SQLiteOutbox
@@ -17,7 +18,7 @@ __all__ = ["SHORT_THREAD", "SQLiteStore", "Synchronous"]
 
 
 class SQLiteStore(SQLiteRuns, SQLiteOutbox, SQLiteControl, SQLiteLeases, SQLiteSchedules,
-                  SQLiteNotes):
+                  SQLiteNotes, SQLiteFeedback):
     """SQLite-backed ``Store``; use as ``async with SQLiteStore(path) as store``."""
 
     commit_survives_cancel = True

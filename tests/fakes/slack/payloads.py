@@ -169,6 +169,27 @@ def block_actions_payload(user: str, channel: str, message_ts: str, action_id: s
     }
 
 
+def feedback_click(user: str, channel: str, message: JSON, *, positive: bool = True) -> JSON:
+    """A click on the 👍 (``positive``) or 👎 of the feedback buttons a stored message
+    carries (a ``context_actions`` block with a ``feedback_buttons`` element), as Slack
+    sends it: the clicked button's value; ``ValueError`` if the message has none."""
+    for block in message.get("blocks") or []:
+        if block.get("type") != "context_actions":
+            continue
+        for element in block.get("elements") or []:
+            if element.get("type") != "feedback_buttons":
+                continue
+            button = element["positive_button" if positive else "negative_button"]
+            payload = block_actions_payload(
+                user, channel, str(message["ts"]), str(element.get("action_id") or ""),
+                str(button["value"]), block_id=str(block.get("block_id") or "feedback"),
+                thread_ts=message.get("thread_ts"), message=message,
+                text=str(button["text"]["text"]))
+            payload["actions"][0]["type"] = "feedback_buttons"
+            return payload
+    raise ValueError(f"message {message.get('ts')} has no feedback buttons")
+
+
 def events_api_envelope(payload: JSON, envelope_id: str, *, retry_attempt: int = 0,
                         retry_reason: str = "") -> JSON:
     """A Socket Mode ``events_api`` envelope around an ``event_callback`` payload."""
