@@ -8,7 +8,7 @@ call and the arguments' hash in their ``custom_id`` and are answered from
 a click goes through the bot's own HTTP client (``UPDATE_MESSAGE``, or an ephemeral
 refusal), so it follows ``api_url`` like every other call: discord.py's interaction
 helpers (and ``DynamicItem``) answer through a webhook adapter whose base URL is one
-per process.
+per process. The 👍 / 👎 under an answer carry its run the same way (``feedback``).
 
 Replicas: Discord wants one gateway connection per shard, so only the process holding the
 store's lease ``discord:gateway:{bot}`` connects; the others stand by (still posting
@@ -36,6 +36,7 @@ from runtime import (
 )
 
 from ..access import Place, Right
+from ..feedback import record_vote
 from ..prompts import refusal_text
 from ..retry import Backoff, ChannelRefused, Unreachable, keep_trying, reason_of
 from ..work import Background, is_stop, stop_thread
@@ -43,7 +44,7 @@ from .client import GatewayClient, point_at
 from .config import DEFAULT_API_URL, DiscordConfig
 from .deliverer import DiscordDeliverer
 from .mapping import Inbound, Seen, read_message
-from .render import parse_custom_id
+from .render import parse_custom_id, parse_vote_id
 from .streamer import DiscordStreamer
 
 __all__ = ["DiscordChannel", "point_at"]
@@ -354,8 +355,10 @@ class DiscordChannel:
         if interaction.type is not discord.InteractionType.component:
             return
         data: Any = interaction.data or {}
-        choice = parse_custom_id(str(data.get("custom_id", "")))
-        if choice is None:
+        custom_id = str(data.get("custom_id", ""))
+        choice = parse_custom_id(custom_id)
+        vote = parse_vote_id(custom_id)
+        if choice is None and vote is None:
             return
         user = str(interaction.user.id)
         channel = str(interaction.channel_id or "")
@@ -363,6 +366,15 @@ class DiscordChannel:
         parent = getattr(interaction.channel, "parent_id", None)
         place = Place.of(channel, str(parent) if parent is not None else None, guild,
                          direct=guild is None)
+        if vote is not None:
+            message = str(interaction.message.id) if interaction.message else None
+            text, _ = await record_vote(self.runtime, self.config.access, vote,
+                                        channel="discord", user=user, place=place,
+                                        message=message)
+            await self._answer(interaction, CHANNEL_MESSAGE, {"content": text,
+                                                              "flags": EPHEMERAL})
+            return
+        assert choice is not None
         # The channel's rules decide first; the runtime then checks ``approvers`` (or
         # [agent] approvers) again.
         if not self.config.access.allows(user, place, "approve"):

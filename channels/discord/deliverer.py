@@ -19,9 +19,9 @@ from typing import Any
 import discord
 from discord.http import HTTPClient, Route
 
-from runtime import ApprovalDelivery, Delivery, DeliveryError
+from runtime import ApprovalDelivery, Delivery, DeliveryError, ReplyDelivery
 
-from .render import approval_components, approval_content
+from .render import approval_components, approval_content, feedback_components
 
 __all__ = ["DiscordDeliverer", "nonce"]
 
@@ -55,6 +55,8 @@ class DiscordDeliverer:
             payload["components"] = approval_components(delivery)
         else:
             payload["content"] = delivery.text
+            if isinstance(delivery, ReplyDelivery) and delivery.feedback:
+                payload["components"] = feedback_components(delivery.run_id)
         if target.get("guild") and target.get("message"):
             payload["message_reference"] = {"message_id": target["message"],
                                             "fail_if_not_exists": False}

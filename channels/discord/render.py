@@ -1,19 +1,23 @@
-"""Discord's side of the words: approval prompts as buttons whose custom_id holds the call."""
+"""Discord's side of the words: approval prompts as buttons whose custom_id holds the call,
+and 👍 / 👎 under an answer whose custom_id holds the run (both answered after a restart)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from runtime import ApprovalDelivery
 
 from ..prompts import prompt_text
 
-__all__ = ["Choice", "approval_components", "approval_content", "custom_id", "parse_custom_id"]
+__all__ = ["Choice", "approval_components", "approval_content", "custom_id", "feedback_components",
+           "is_prompt", "parse_custom_id", "parse_vote_id"]
 
 _ID = re.compile(r"^maiden:(?P<verb>[ad]):(?P<run>[0-9a-f]{32}):(?P<hash>[0-9a-f]{16}):"
                  r"(?P<call>.*)$")
+
+_VOTE = re.compile(r"^maiden:f:(?P<value>up|down):(?P<run>[0-9a-f]{1,64})$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,3 +53,26 @@ def approval_components(prompt: ApprovalDelivery) -> list[dict[str, Any]]:
         {"type": 2, "style": 3, "label": "Approve", "custom_id": custom_id(prompt, True)},
         {"type": 2, "style": 4, "label": "Deny", "custom_id": custom_id(prompt, False)},
     ]}]
+
+
+def feedback_components(run_id: str) -> list[dict[str, Any]]:
+    """👍 / 👎 buttons under a run's answer: ``maiden:f:{up|down}:{run}``."""
+    return [{"type": 1, "components": [
+        {"type": 2, "style": 2, "emoji": {"name": "👍"}, "custom_id": f"maiden:f:up:{run_id}"},
+        {"type": 2, "style": 2, "emoji": {"name": "👎"}, "custom_id": f"maiden:f:down:{run_id}"},
+    ]}]
+
+
+def parse_vote_id(value: str) -> tuple[Literal["up", "down"], str] | None:
+    """(vote, run id) from a feedback button's custom_id, or None."""
+    found = _VOTE.match(value)
+    if found is None:
+        return None
+    return ("up" if found["value"] == "up" else "down"), found["run"]
+
+
+def is_prompt(message: dict[str, Any]) -> bool:
+    """Whether a message is an approval prompt (it has Approve / Deny buttons)."""
+    return any(parse_custom_id(str(button.get("custom_id") or "")) is not None
+               for row in message.get("components") or []
+               for button in row.get("components") or [])

@@ -10,7 +10,8 @@ a new one, cut where ``split_message`` cuts. Tool calls show as a status line at
 Exactly once: the runtime records each message's id as soon as Discord returns it. A
 stream opened by a process that died before recording it is found again: the bot's
 messages answering the same person's message (in a DM: the bot's messages) since the
-stream was recorded, without buttons (those are approval prompts).
+stream was recorded, but for approval prompts. A completed run's answer ends with 👍 / 👎
+buttons on its last message.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from discord.http import Route
 from runtime import StreamDelivery, ToolUpdate, split_message
 
 from .deliverer import DiscordDeliverer, nonce
+from .render import feedback_components, is_prompt
 
 __all__ = ["DiscordStreamer"]
 
@@ -55,8 +57,10 @@ class DiscordStreamer:
         return await self._grow(stream, list(stream.remote_ids), text, tools)
 
     async def finish_stream(self, stream: StreamDelivery, *, replace: str | None,
-                            note: str | None, key: str) -> list[str]:
+                            note: str | None, key: str, feedback: str | None = None
+                            ) -> list[str]:
         ids = list(stream.remote_ids)
+        buttons = feedback_components(feedback) if feedback else None
         texts = self._texts.pop(stream.key, None)
         first = 0
         if replace is not None:
@@ -69,10 +73,11 @@ class DiscordStreamer:
         for i, piece in enumerate(pieces):
             if i < first:
                 continue
+            last = buttons if i == len(pieces) - 1 else None
             if i < len(ids):
-                await self._edit(stream, ids[i], piece)
+                await self._edit(stream, ids[i], piece, last)
             else:
-                ids.append(await self._post(stream, len(ids), piece))
+                ids.append(await self._post(stream, len(ids), piece, last))
         for extra in ids[len(pieces):]:
             await self.deliverer.call(Route("DELETE",
                                             "/channels/{channel_id}/messages/{message_id}",
@@ -92,7 +97,7 @@ class DiscordStreamer:
                 continue
             made = discord.utils.snowflake_time(int(message["id"])).timestamp()
             answered = (message.get("message_reference") or {}).get("message_id")
-            if made < stream.created_at - 1 or message.get("components"):
+            if made < stream.created_at - 1 or is_prompt(message):
                 continue
             if target.get("guild") and answered != target.get("message"):
                 continue
@@ -129,11 +134,14 @@ class DiscordStreamer:
             texts.append(str(message.get("content") or "").split("\n\n⏳ ", 1)[0])
         return texts or [""]
 
-    async def _post(self, stream: StreamDelivery, index: int, content: str) -> str:
+    async def _post(self, stream: StreamDelivery, index: int, content: str,
+                    components: list[dict[str, Any]] | None = None) -> str:
         target = stream.target
         payload: dict[str, Any] = {
             "content": content or "…", "nonce": nonce(f"{stream.key}:{index + 1}"),
             "enforce_nonce": True, "allowed_mentions": {"parse": [], "replied_user": True}}
+        if components is not None:
+            payload["components"] = components
         if target.get("guild") and target.get("message"):
             payload["message_reference"] = {"message_id": target["message"],
                                             "fail_if_not_exists": False}
@@ -141,11 +149,15 @@ class DiscordStreamer:
                                                   channel_id=target["channel"]), json=payload)
         return str(message["id"])
 
-    async def _edit(self, stream: StreamDelivery, message_id: str, content: str) -> None:
+    async def _edit(self, stream: StreamDelivery, message_id: str, content: str,
+                    components: list[dict[str, Any]] | None = None) -> None:
+        change: dict[str, Any] = {"content": content or "…"}
+        if components is not None:
+            change["components"] = components
         await self.deliverer.call(Route("PATCH", "/channels/{channel_id}/messages/{message_id}",
                                         channel_id=stream.target["channel"],
                                         message_id=message_id),
-                                  json={"content": content or "…"})
+                                  json=change)
 
 
 def _status(tools: Sequence[ToolUpdate]) -> str:

@@ -67,7 +67,7 @@ def create_app(
     install_error_handlers(app)
     app.include_router(routes.message_router(runtime.agent.max_message_chars))
     for router in (routes.threads, routes.runs, routes.approvals, routes.schedules,
-                   routes.service):
+                   routes.feedback, routes.service):
         app.include_router(router)
     _cache_openapi(app, tokens=credentials.required)
     if config.console:

@@ -16,6 +16,7 @@ from runtime import (
     ThreadInfo,
     Transition,
     Usage,
+    Vote,
 )
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "ApprovalOut",
     "CancelIn",
     "EntryPage",
+    "FeedbackPage",
     "Health",
     "MessageIn",
     "Problem",
@@ -239,6 +241,12 @@ class SlotHistory(BaseModel):
 class RunPage(BaseModel):
     runs: list[RunDetail] = Field(description="newest first")
     next_offset: int | None = Field(description="pass as ?offset= for the next page")
+
+
+class FeedbackPage(BaseModel):
+    votes: list[Vote] = Field(description="oldest first, by when each was given or last "
+                                          "changed; one per person per run")
+    next_since: float | None = Field(description="pass as ?since= for the next page")
 
 
 class ThreadOut(BaseModel):

@@ -1,0 +1,93 @@
+"""👍 / 👎 under Discord answers (README "Live replies", Feedback): buttons with persistent
+custom_ids on a completed run's answer, streamed or posted; a click is recorded once per
+person per run, a change of mind replaces it, and the buttons work after a restart."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from runtime import ScriptedProvider
+from tests.channels.discord.test_channel import running
+from tests.fakes.discord import BOT_ID, GENERAL_ID, HUMAN_ID, FakeDiscord, new_id
+
+
+def bot_messages(fake: FakeDiscord) -> list[dict[str, Any]]:
+    return [m for m in fake.messages(GENERAL_ID) if str(m["author"]["id"]) == str(BOT_ID)]
+
+
+def custom_ids(message: dict[str, Any]) -> list[str]:
+    return [b["custom_id"] for row in message.get("components") or []
+            for b in row["components"]]
+
+
+async def click(fake: FakeDiscord, message: dict[str, Any], custom_id: str, user: Any,
+                answered: int) -> str:
+    """Click and wait for the interaction's answer: its (ephemeral) text."""
+    await fake.click(message, custom_id, user_id=user)
+    await fake.until(lambda: len(fake.interaction_responses()) == answered, what="an answer")
+    response = fake.interaction_responses()[-1]
+    assert response.type == 4 and response.data is not None and response.data["flags"] == 64
+    return str(response.data["content"])
+
+
+async def test_votes_on_a_streamed_answer_once_per_person(tmp_path: Path) -> None:
+    other = new_id()
+    script = ScriptedProvider([{"text": "All green.", "chunks": 3}])
+    async with FakeDiscord() as fake:
+        fake.world.add_user(other, "other")
+        allowed = [str(HUMAN_ID), str(other)]
+        async with running(fake, tmp_path / "m.db", provider=script, edit_every_s=0.05,
+                           allow_users=allowed) as d:
+            await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> status?",
+                                    mentions=[BOT_ID])
+            await asyncio.wait_for(d.channel.wait_handled(1), 10)
+            await d.runtime.idle()
+            (answer,) = bot_messages(fake)
+            (run,) = await d.runtime.records.runs()
+            assert answer["content"] == "All green."
+            up, down = custom_ids(answer)
+            assert (up, down) == (f"maiden:f:up:{run.id}", f"maiden:f:down:{run.id}")
+            assert "👍" in await click(fake, answer, up, HUMAN_ID, 1)
+            await click(fake, answer, up, HUMAN_ID, 2)  # the same again
+            await click(fake, answer, down, other, 3)
+        async with running(fake, tmp_path / "m.db", provider=script,
+                           allow_users=allowed) as d:  # buttons from before the restart
+            assert "👎" in await click(fake, answer, down, HUMAN_ID, 4)
+            votes = await d.runtime.feedback.votes(run_id=run.id)
+            assert [(v.user, v.value) for v in votes] == [(str(other), "down"),
+                                                          (str(HUMAN_ID), "down")]
+            assert all(v.channel == "discord" and v.message == answer["id"] for v in votes)
+            stranger = new_id()
+            fake.world.add_user(stranger, "stranger")
+            assert "may not rate answers" in await click(fake, answer, up, stranger, 5)
+            forged = await click(fake, answer, "maiden:f:up:0123abcd", HUMAN_ID, 6)
+            assert "no run 0123abcd" in forged
+            assert len(await d.runtime.feedback.votes()) == 2
+
+
+async def test_a_posted_answer_has_the_buttons_on_its_last_message(tmp_path: Path) -> None:
+    text = "\n\n".join(f"Part {i}: " + "word " * 80 for i in range(8))
+    async with FakeDiscord() as fake, running(fake, tmp_path / "m.db", stream="off",
+                                              provider=ScriptedProvider([{"text": text}])) as d:
+        await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> a lot", mentions=[BOT_ID])
+        await asyncio.wait_for(d.channel.wait_handled(1), 10)
+        await d.runtime.idle()
+        parts = bot_messages(fake)
+        assert len(parts) > 1
+        assert [bool(custom_ids(m)) for m in parts] == [False] * (len(parts) - 1) + [True]
+
+
+async def test_a_long_streamed_answer_has_the_buttons_on_its_last_message(
+        tmp_path: Path) -> None:
+    text = "\n\n".join(f"Part {i}: " + "word " * 80 for i in range(8))
+    async with FakeDiscord() as fake, running(fake, tmp_path / "m.db", edit_every_s=0.05,
+                                              provider=ScriptedProvider(
+                                                  [{"text": text, "chunks": 6}])) as d:
+        await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> a lot", mentions=[BOT_ID])
+        await asyncio.wait_for(d.channel.wait_handled(1), 10)
+        await d.runtime.idle()
+        parts = bot_messages(fake)
+        assert len(parts) > 1
+        assert [bool(custom_ids(m)) for m in parts] == [False] * (len(parts) - 1) + [True]
