@@ -19,7 +19,7 @@ from runtime import (
 )
 
 from .console import Console, query_int
-from .spend import bar_chart, spend_of
+from .spend import bar_chart, feedback_of, spend_of
 from .waiting import WAITING, queued_behind
 
 __all__ = ["Pages"]
@@ -153,6 +153,7 @@ class Pages:
         waits = await self._behind_of(run.id) if run.state in WAITING else None
         return self.c.page(request, "run.html", run=run, waits=waits,
                            transitions=await self.rt.records.transitions(run_id),
+                           votes=await self.rt.feedback.votes(run_id=run_id),
                            resumable=run.state in RESUMABLE,
                            cancellable=run.state not in TERMINAL,
                            arguments=_pretty(run.pending_approval.arguments
@@ -178,10 +179,13 @@ class Pages:
     async def spend(self, request: Request) -> Response:
         days = 30 if request.query_params.get("days") == "30" else 7
         runs = await self.rt.records.runs(limit=SPEND_RUNS)
-        spend = spend_of(runs, days=days, now=self.c.options.clock())
+        now = self.c.options.clock()
+        spend = spend_of(runs, days=days, now=now)
+        votes = await self.rt.feedback.votes(since=now - days * 86_400)
         labels = [d.day.strftime("%m-%d") for d in spend.days]
         return self.c.page(
             request, "spend.html", spend=spend, days=days,
+            feedback=feedback_of(votes, days=days, now=now),
             cost_chart=bar_chart([d.cost_usd for d in spend.days], labels,
                                  title=f"cost per day, last {days} days", unit="$",
                                  css="cost"),

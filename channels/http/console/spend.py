@@ -1,5 +1,6 @@
 """Spend: tokens and cost per day and per thread, and the chart drawn as SVG on the server
-(no charting library: a few rectangles, styled by the console's stylesheet)."""
+(no charting library: a few rectangles, styled by the console's stylesheet); the votes on
+answers (👍 / 👎) per day and per thread beside them."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from datetime import UTC, date, datetime, timedelta
 
 from markupsafe import Markup, escape
 
-from runtime import Run
+from runtime import Run, Vote
 
-__all__ = ["Day", "Spend", "bar_chart", "spend_of"]
+__all__ = ["Day", "Feedback", "Spend", "bar_chart", "feedback_of", "spend_of"]
 
 
 @dataclass
@@ -63,6 +64,41 @@ def spend_of(runs: Sequence[Run], *, days: int, now: float, top: int = 20) -> Sp
     threads = sorted(((t, int(s[0]), s[1], int(s[2])) for t, s in by_thread.items()),
                      key=lambda row: (-row[2], -row[1], row[0]))
     return Spend(list(by_day.values()), threads[:top])
+
+
+@dataclass
+class Feedback:
+    days: list[tuple[date, int, int]]
+    """(day, 👍, 👎), oldest first."""
+    threads: list[tuple[str, int, int]] = field(default_factory=list)
+    """(thread id, 👍, 👎), the most voted first."""
+
+    @property
+    def up(self) -> int:
+        return sum(d[1] for d in self.days)
+
+    @property
+    def down(self) -> int:
+        return sum(d[2] for d in self.days)
+
+
+def feedback_of(votes: Sequence[Vote], *, days: int, now: float, top: int = 20) -> Feedback:
+    """The votes given (or last changed) in the last ``days`` days (UTC days, today
+    included), counted per day and per thread."""
+    today = datetime.fromtimestamp(now, UTC).date()
+    first = today - timedelta(days=days - 1)
+    by_day = {first + timedelta(days=i): [0, 0] for i in range(days)}
+    by_thread: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for vote in votes:
+        day = by_day.get(datetime.fromtimestamp(vote.at, UTC).date())
+        if day is None:
+            continue
+        which = 0 if vote.value == "up" else 1
+        day[which] += 1
+        by_thread[vote.thread_id][which] += 1
+    threads = sorted(((t, c[0], c[1]) for t, c in by_thread.items()),
+                     key=lambda row: (-(row[1] + row[2]), row[0]))
+    return Feedback([(d, c[0], c[1]) for d, c in by_day.items()], threads[:top])
 
 
 def bar_chart(values: Sequence[float], labels: Sequence[str], *, title: str, unit: str,

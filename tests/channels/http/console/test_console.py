@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import httpx
 
-from runtime import RunState, Runtime, tool
+from runtime import Origin, RunState, Runtime, tool
 from schedules import ScheduleConfig
 from tests.clock import Clock
 from tests.http_helpers import echo_runtime, scheduled, served, tokens
@@ -292,3 +292,21 @@ async def test_the_now_panel_streams_as_html_events(tmp_path: Path) -> None:
         assert f'data-run="{run.id}"' in seen and "awaiting approval" in seen
         assert "1 approval waiting" in seen
         assert re.search(r'name="csrf" value="[0-9a-f]{64}"', seen)  # its Cancel works too
+
+
+async def test_votes_show_on_the_run_and_on_the_spend_page(tmp_path: Path) -> None:
+    slack = Origin(channel="slack", user="U1", target={"channel": "C1", "thread_ts": "1.2"})
+    async with echo_runtime(tmp_path / "m.db") as rt, browser(rt) as client:
+        run = await rt.submit("slack:T:C1:1.2", "hello", origin=slack)
+        await rt.wait(run.id)
+        await rt.feedback.vote(run.id, "up", user="U1", channel="slack", message="171.5")
+        await rt.feedback.vote(run.id, "down", user="U<b>2", channel="slack")
+        page = (await client.get(f"/runs/{run.id}")).text
+        assert 'id="feedback"' in page and page.count("<td>👍</td>") == 1
+        assert "slack · U&lt;b&gt;2" in page and "<code>171.5</code>" in page
+        spend = (await client.get("/spend")).text
+        assert "<strong>1 👍</strong> · <strong>1 👎</strong>" in spend
+        assert '<a href="/threads/slack%3AT%3AC1%3A1.2">slack:T:C1:1.2</a></td><td>1</td>' \
+            '<td>1</td>' in spend
+        quiet = (await client.get(f"/runs/{(await rt.send('t', 'hi')).id}")).text
+        assert 'id="feedback"' not in quiet
