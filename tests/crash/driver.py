@@ -6,6 +6,7 @@
         [--late SECONDS] [--kill-at POINT [--kill-count N]]
     python -m tests.crash.driver --db DB --effect EFFECT --workdir DIR [--recover]
     python -m tests.crash.driver ... --approve RUN CALL | --deny RUN CALL
+    python -m tests.crash.driver ... --vote USER up|down
     (any of them with --slack API_URL TOKEN CHANNEL THREAD_TS, or --discord ...;
     --send-message CHANNEL: the model posts to that Slack channel with the built-in)
 
@@ -68,6 +69,7 @@ from runtime import (
     ModelResponse,
     Notice,
     Origin,
+    ReplyDelivery,
     Run,
     RunState,
     Runtime,
@@ -79,6 +81,7 @@ from runtime import (
     ToolRegistry,
     ToolResult,
     UserMessage,
+    Vote,
     tool,
 )
 from runtime.runs import StreamState
@@ -107,6 +110,11 @@ COMPACTION_KILL_POINTS = (
 
 FAILED_KILL_POINTS = (
     "after_run_failed",         # the commit moving the run to failed, its notice unsent
+)
+
+VOTE_KILL_POINTS = (
+    "before_vote_recorded",     # --vote: the click is in, nothing written
+    "after_vote_recorded",      # --vote: the vote is written, the click not yet answered
 )
 
 CHANNEL = "testchat"
@@ -212,6 +220,12 @@ class _Crashing:
         await super().stream_progress(key, state, remote_ids, at)  # type: ignore[misc]
         self.switch.reached(f"after_stream_{when}")
 
+    async def put_vote(self, vote: Vote) -> bool:
+        self.switch.reached("before_vote_recorded")
+        written: bool = await super().put_vote(vote)  # type: ignore[misc]
+        self.switch.reached("after_vote_recorded")
+        return written
+
     async def mark_delivered(self, key: str, remote_id: str, at: float) -> None:
         self.switch.reached("before_delivery_recorded")
         await super().mark_delivered(key, remote_id, at)  # type: ignore[misc]
@@ -267,6 +281,8 @@ class FileChannel:
                   "run_id": delivery.run_id, "target": delivery.target, "text": delivery.text}
         if isinstance(delivery, ApprovalDelivery):
             record["tool_call_id"] = delivery.tool_call_id
+        if isinstance(delivery, ReplyDelivery) and delivery.feedback:
+            record["feedback"] = delivery.run_id  # it carries the run's 👍 / 👎
         append_line(self.path, record)
         self.switch.reached("after_delivery_sent")
         return message_id
@@ -322,7 +338,8 @@ async def summarise(store: SQLiteStore | FilesStore) -> dict[str, Any]:
     threads = {info.id: [e.model_dump(mode="json") for e in await store.load_entries(info.id)]
                for info in await store.list_threads()}
     deliveries = [d.model_dump(mode="json") for d in await store.deliveries()]
-    return {"runs": runs, "threads": threads, "deliveries": deliveries}
+    votes = [v.model_dump(mode="json") for v in await store.votes()]
+    return {"runs": runs, "threads": threads, "deliveries": deliveries, "votes": votes}
 
 
 class FixedClock:
@@ -458,6 +475,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 await runtime.decide(run_id, call_id, approve=bool(args.approve),
                                      by="crash-test")
                 await runtime.wait(run_id)
+            if args.vote:
+                user, value = args.vote
+                (voted,) = await store.list_runs()
+                await runtime.feedback.vote(voted.id, value, user=user, channel=origin.channel)
             await runtime.idle()
         if args.discord:
             await http.close()
@@ -493,6 +514,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                              "(see above)")
     action.add_argument("--approve", nargs=2, metavar=("RUN", "CALL"))
     action.add_argument("--deny", nargs=2, metavar=("RUN", "CALL"))
+    action.add_argument("--vote", nargs=2, metavar=("USER", "up|down"),
+                        help="a person's click on the 👍 / 👎 of the store's one run")
     parser.add_argument("--key", help="--send: the inbound message's idempotency key")
     parser.add_argument("--late", type=float, default=5.0, metavar="SECONDS",
                         help="--fire: how long after the slot the alarm goes off, or a "
@@ -513,7 +536,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                              "(kill points in_summary, after_summary)")
     parser.add_argument("--kill-at",
                         choices=sorted(set(KILL_POINTS + COMPACTION_KILL_POINTS
-                                           + FAILED_KILL_POINTS + STREAM_KILL_POINTS)))
+                                           + FAILED_KILL_POINTS + STREAM_KILL_POINTS
+                                           + VOTE_KILL_POINTS)))
     parser.add_argument("--max-message-chars", type=int, metavar="N",
                         help="[agent] max_message_chars (a longer --send is refused, told)")
     parser.add_argument("--kill-count", type=int, default=1)

@@ -92,7 +92,8 @@ class FileStreamer:
         message["streaming"] = False
         if replace is not None:
             message["text"] = replace
-        message["feedback"] = feedback
+        if feedback is not None:  # buttons stay once added (an edit without them keeps them)
+            message["feedback"] = feedback
         self._save(messages)
         return list(stream.remote_ids)
 

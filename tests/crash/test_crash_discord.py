@@ -102,6 +102,9 @@ async def test_a_streamed_discord_reply_is_one_message_across_a_kill(
                       if str(m["author"]["id"]) == str(BOT_ID)]
         assert message["content"] in (STREAM_ANSWER, STREAM_WHOLE)
         assert message["message_reference"]["message_id"] == str(asked["id"])
+        (row,) = message["components"]  # it ends with the run's 👍 / 👎
+        assert [b["custom_id"] for b in row["components"]] == [
+            f"maiden:f:up:{run['id']}", f"maiden:f:down:{run['id']}"]
         (reply,) = [d for d in summary["deliveries"] if d["kind"] == "reply"]
         assert reply["remote_id"] == str(message["id"])
         assert all(d["state"] == "finished" for d in summary["deliveries"]

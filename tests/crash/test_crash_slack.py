@@ -158,6 +158,9 @@ async def test_a_streamed_slack_reply_is_one_message_across_a_kill(
         assert message["thread_ts"] == root["ts"]
         assert message["text"] in (STREAM_ANSWER, STREAM_WHOLE)
         assert fake.api.streams.streaming == set()  # nothing left streaming
+        # It ends with the run's 👍 / 👎 (stopStream's blocks, or the edit that finished it).
+        (feedback,) = [b for b in message["blocks"] if b["type"] == "context_actions"]
+        assert feedback["elements"][0]["positive_button"]["value"] == f"up:{run['id']}"
         # Opened once (never again after the restart), or never and posted whole.
         opened = 0 if point == "after_stream_opening" else 1
         assert len(fake.calls("chat.startStream")) == opened

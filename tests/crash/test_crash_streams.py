@@ -39,8 +39,8 @@ def _driver(root: Path, store: str, *args: str) -> subprocess.CompletedProcess[s
 def _visible(root: Path) -> list[dict[str, Any]]:
     """What a person sees in the channel: every streamed message, then every plain post."""
     streamed = [{"id": i, **m} for i, m in read_streams(root / STREAMS_FILE).items()]
-    return streamed + [{"id": m["id"], "text": m["text"], "streaming": False}
-                       for m in read_lines(root / CHANNEL_FILE)]
+    return streamed + [{"id": m["id"], "text": m["text"], "streaming": False,
+                        "feedback": m.get("feedback")} for m in read_lines(root / CHANNEL_FILE)]
 
 
 def _reply(summary: dict[str, Any]) -> dict[str, Any]:
@@ -71,6 +71,7 @@ def test_a_stream_killed_anywhere_ends_as_one_message(
     assert run["state"] == "completed" and run["reply"] == ANSWER
     (message,) = _visible(tmp_path)  # one message, never a second reply
     assert not message["streaming"]
+    assert message["feedback"] == run["id"]  # it ends with the 👍 / 👎 of its run
     # Cut off before its end was recorded: the final answer replaces what it showed.
     assert message["text"] in (ANSWER, WHOLE)
     if point in ("before_stream_finished", "after_stream_finished"):
