@@ -5,7 +5,10 @@ call between them) to a mention, through the real Slack and Discord channels aga
 the fakes of the tests. Measured per reply: the time from the model's first token to
 the first visible text of the reply in the channel (the fake sees it), and the Web API
 calls the reply took. Baseline: the same with ``stream = "off"``, whose first visible
-text is the finished reply.
+text is the finished reply. Then the streamed case again with the runtime's lock held by
+another run when each mention comes (a run of another thread, from the terminal, whose
+model writes for ``BLOCK_S``): the mention's run waits for the lock, then streams; measured
+as before, and from the mention to the first visible text.
 """
 
 from __future__ import annotations
@@ -45,6 +48,12 @@ SCRIPT: list[dict[str, Any]] = [
 """Every reply plays these two turns (in Discord a channel is one thread: the script is
 repeated once per reply)."""
 
+BLOCK_S = 0.3
+"""How long the run holding the lock writes before it ends."""
+BLOCKER: dict[str, Any] = {"text": "busy " * 30, "chunks": 15, "chunk_delay_s": BLOCK_S / 15}
+BLOCKED = "blocker"
+"""The threads of the runs that hold the lock start so."""
+
 
 @tool
 def lookup(service: str) -> str:
@@ -59,9 +68,12 @@ class _Timed:
 
     def __init__(self, replies: int) -> None:
         self.inner = ScriptedProvider(SCRIPT * replies)
+        self.blocker = ScriptedProvider([BLOCKER] * replies)
         self.first: list[float] = []
 
     async def complete(self, request: ModelRequest, on_text: Any = None) -> ModelResponse:
+        if request.thread_id.startswith(BLOCKED):
+            return await self.blocker.complete(request, on_text)
         opening = isinstance(request.entries[-1], UserMessage)  # a reply's first turn
         noted = False
 
@@ -80,8 +92,12 @@ class _Timed:
 class StreamResult:
     platform: str
     mode: str
+    held: bool = False
+    """The lock was held by another run when each mention came."""
     first_visible_ms: list[float] = field(default_factory=list)
     calls: list[int] = field(default_factory=list)
+    asked_to_visible_ms: list[float] = field(default_factory=list)
+    """From the mention to the first visible text (the wait for the lock included)."""
 
     @staticmethod
     def percentile(values: list[float], p: float) -> float:
@@ -98,12 +114,23 @@ async def _runtime(db: Path, model: _Timed) -> AsyncIterator[Runtime]:
         yield rt
 
 
-async def _slack(workdir: Path, replies: int, mode: str) -> StreamResult:
+async def _hold(rt: Runtime, i: int) -> None:
+    """Have another thread's run take the lock and begin to write before going on."""
+    async with rt.subscribe() as events:
+        run = await rt.submit(f"{BLOCKED}-{i}", "keep busy")
+        while True:
+            event = await asyncio.wait_for(events.next(), 30)
+            if event.run_id == run.id and event.kind == "text.delta":
+                return
+
+
+async def _slack(workdir: Path, replies: int, mode: str, held: bool = False) -> StreamResult:
     from channels.slack import SlackConfig, SlackSecrets
     from channels.slack.channel import SlackChannel
     from tests.fakes.slack import BOT_USER, FakeSlack
 
-    result, model, channel_id = StreamResult("slack", mode), _Timed(replies), "C0STREAM01"
+    result, model, channel_id = StreamResult("slack", mode, held), _Timed(replies), \
+        "C0STREAM01"
     async with FakeSlack() as fake, _runtime(workdir / "stream-slack.db", model) as rt:
         channel = SlackChannel(rt, SlackConfig(api_url=fake.api_url, allow_users=["U1"],
                                                stream=mode),
@@ -115,7 +142,10 @@ async def _slack(workdir: Path, replies: int, mode: str) -> StreamResult:
             rt.add_deliverer("slack", channel.deliverer)
             await fake.wait_connected()
             for i in range(replies):
+                if held:
+                    await _hold(rt, i)
                 before = len(fake.requests)
+                asked = time.perf_counter()
                 event = fake.user_event(channel_id, "U1", f"<@{BOT_USER}> go {i}", mention=True)
                 await fake.acked(await fake.socket_event(event), timeout=30)
                 root = event["event"]["ts"]
@@ -125,19 +155,22 @@ async def _slack(workdir: Path, replies: int, mode: str) -> StreamResult:
                                and m.get("text") for m in fake.messages(channel_id))
 
                 await fake.until(shown, what="the reply's first text", timeout=30)
-                result.first_visible_ms.append((time.perf_counter() - model.first[i]) * 1000)
+                seen = time.perf_counter()
+                result.first_visible_ms.append((seen - model.first[i]) * 1000)
+                result.asked_to_visible_ms.append((seen - asked) * 1000)
                 await rt.idle()
                 result.calls.append(sum(r.method.startswith("chat.")
                                         for r in fake.requests[before:]))
     return result
 
 
-async def _discord(workdir: Path, replies: int, mode: str) -> StreamResult:
+async def _discord(workdir: Path, replies: int, mode: str, held: bool = False
+                   ) -> StreamResult:
     from channels.discord import DiscordConfig
     from channels.discord.channel import DiscordChannel
     from tests.fakes.discord import BOT_ID, GENERAL_ID, HUMAN_ID, FakeDiscord
 
-    result, model = StreamResult("discord", mode), _Timed(replies)
+    result, model = StreamResult("discord", mode, held), _Timed(replies)
     async with FakeDiscord() as fake, _runtime(workdir / "stream-discord.db", model) as rt:
         channel = DiscordChannel(rt, DiscordConfig(api_url=fake.api_url,
                                                    allow_users=[str(HUMAN_ID)], stream=mode),
@@ -146,7 +179,10 @@ async def _discord(workdir: Path, replies: int, mode: str) -> StreamResult:
             assert channel.deliverer is not None
             rt.add_deliverer("discord", channel.deliverer)
             for i in range(replies):
+                if held:
+                    await _hold(rt, i)
                 before = len(fake.calls())
+                asked = time.perf_counter()
                 sent = await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> go {i}",
                                                mentions=[BOT_ID])
 
@@ -156,7 +192,9 @@ async def _discord(workdir: Path, replies: int, mode: str) -> StreamResult:
                                for m in fake.messages(GENERAL_ID))
 
                 await fake.until(shown, what="the reply's first text", timeout=30)
-                result.first_visible_ms.append((time.perf_counter() - model.first[i]) * 1000)
+                seen = time.perf_counter()
+                result.first_visible_ms.append((seen - model.first[i]) * 1000)
+                result.asked_to_visible_ms.append((seen - asked) * 1000)
                 await asyncio.wait_for(channel.wait_handled(i + 1), 30)
                 await rt.idle()
                 result.calls.append(sum("/messages" in c.path and c.method != "GET"
@@ -165,7 +203,9 @@ async def _discord(workdir: Path, replies: int, mode: str) -> StreamResult:
 
 
 async def run_stream(workdir: Path, replies: int) -> list[StreamResult]:
-    """Slack native and off, Discord edit and off: ``replies`` mentions each."""
-    runs: list[tuple[Callable[..., Any], str]] = [
-        (_slack, "native"), (_slack, "off"), (_discord, "edit"), (_discord, "off")]
-    return [await run(workdir, replies, mode) for run, mode in runs]
+    """Slack native and off, Discord edit and off, then the streamed ones with the lock
+    held by another run: ``replies`` mentions each."""
+    runs: list[tuple[Callable[..., Any], str, bool]] = [
+        (_slack, "native", False), (_slack, "off", False), (_discord, "edit", False),
+        (_discord, "off", False), (_slack, "native", True), (_discord, "edit", True)]
+    return [await run(workdir, replies, mode, held) for run, mode, held in runs]
