@@ -111,3 +111,18 @@ async def test_no_buttons_without_an_answer_and_no_vote_on_a_forged_button(
             await s.runtime.idle()
             notice = bot_messages(fake)[-1]
             assert notice["text"].startswith("Sorry") and not buttons(notice)
+
+
+async def test_an_edited_answer_gets_the_buttons_in_its_last_edit(tmp_path: Path) -> None:
+    provider = ScriptedProvider([{"text": "All green.", "chunks": 3}])
+    async with FakeSlack() as fake:
+        fake.api.streams.refuse("not_allowed")  # Slack will not stream here: post and edit
+        async with running(fake, tmp_path / "m.db", provider=provider) as s:
+            sent = fake.user_event(C, "U1", f"<@{BOT_USER}> status?", mention=True)
+            await fake.acked(await fake.socket_event(sent))
+            await s.runtime.idle()
+            (answer,) = bot_messages(fake)
+            assert answer["text"] == "All green." and fake.calls("chat.update")
+            (run,) = await s.runtime.records.runs()
+            (block,) = buttons(answer)
+            assert block["elements"][0]["negative_button"]["value"] == f"down:{run.id}"
