@@ -209,44 +209,42 @@ STREAM_FIRST_MS = 50.0
 """Slack: from the model's first token to the reply's first visible text (issue 26)."""
 
 
+def _first_visible(name: str, platform: str, measured: StreamResult,
+                   baseline: StreamResult) -> list[Row]:
+    """p50 and p99 from the first token to the first visible text, and calls per reply."""
+    rows: list[Row] = []
+    for p in (50, 99):
+        m = measured.percentile(measured.first_visible_ms, p)
+        b = baseline.percentile(baseline.first_visible_ms, p)
+        target = f"<= {STREAM_FIRST_MS:g} ms" if platform == "slack" else ""
+        rows.append(Row(name, f"ms from first token to first visible text, p{p}",
+                        f"{m:.1f}", f"{b:.1f}", _x(m / b) if b else "", target,
+                        verdict(m, at_most=STREAM_FIRST_MS) if target else ""))
+    rows.append(Row(name, "API calls per reply (mean)",
+                    f"{sum(measured.calls) / len(measured.calls):.1f}",
+                    f"{sum(baseline.calls) / len(baseline.calls):.1f}"))
+    return rows
+
+
 def stream_rows(results: list[StreamResult]) -> list[Row]:
     """Workload 11: time to the first visible text, streamed against the finished reply
-    (``stream = "off"``) on the same platform, and the API calls a reply took."""
+    (``stream = "off"``) on the same platform, and the API calls a reply took; then the
+    streamed reply with the lock held by another run against it with the lock free."""
     rows: list[Row] = []
     by = {(r.platform, r.mode): r for r in results if not r.held}
     held = {r.platform: r for r in results if r.held}
     for platform, mode in (("slack", "native"), ("discord", "edit")):
         live, off = by[(platform, mode)], by[(platform, "off")]
-        name = f"11 live replies, {platform}, {len(live.first_visible_ms)} replies"
-        for p in (50, 99):
-            m = live.percentile(live.first_visible_ms, p)
-            b = off.percentile(off.first_visible_ms, p)
-            target = f"<= {STREAM_FIRST_MS:g} ms" if platform == "slack" else ""
-            rows.append(Row(name, f"ms from first token to first visible text, p{p}",
-                            f"{m:.1f}", f"{b:.1f}", _x(m / b) if b else "", target,
-                            verdict(m, at_most=STREAM_FIRST_MS) if target else ""))
-        rows.append(Row(name, "API calls per reply (mean)",
-                        f"{sum(live.calls) / len(live.calls):.1f}",
-                        f"{sum(off.calls) / len(off.calls):.1f}"))
+        rows += _first_visible(f"11 live replies, {platform}, "
+                               f"{len(live.first_visible_ms)} replies", platform, live, off)
         busy = held.get(platform)
         if busy is None:
             continue
-        # The lock held by another run when the mention comes: against the same streamed
-        # reply with the lock free.
         name = f"11 live replies, {platform}, lock held by another run"
-        for p in (50, 99):
-            m = busy.percentile(busy.first_visible_ms, p)
-            b = live.percentile(live.first_visible_ms, p)
-            target = f"<= {STREAM_FIRST_MS:g} ms" if platform == "slack" else ""
-            rows.append(Row(name, f"ms from first token to first visible text, p{p}",
-                            f"{m:.1f}", f"{b:.1f}", _x(m / b) if b else "", target,
-                            verdict(m, at_most=STREAM_FIRST_MS) if target else ""))
+        rows += _first_visible(name, platform, busy, live)
         m = busy.percentile(busy.asked_to_visible_ms, 50)
         b = live.percentile(live.asked_to_visible_ms, 50)
         rows.append(Row(name, "ms from the mention to first visible text, p50 (the wait "
                               f"for the lock: about {BLOCK_S * 1000:g} ms)",
                         f"{m:.1f}", f"{b:.1f}", _x(m / b) if b else ""))
-        rows.append(Row(name, "API calls per reply (mean)",
-                        f"{sum(busy.calls) / len(busy.calls):.1f}",
-                        f"{sum(live.calls) / len(live.calls):.1f}"))
     return rows

@@ -8,6 +8,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from runtime import ScriptedProvider
 from tests.channels.discord.test_channel import running
 from tests.fakes.discord import BOT_ID, GENERAL_ID, HUMAN_ID, FakeDiscord, new_id
@@ -67,24 +69,14 @@ async def test_votes_on_a_streamed_answer_once_per_person(tmp_path: Path) -> Non
             assert len(await d.runtime.feedback.votes()) == 2
 
 
-async def test_a_posted_answer_has_the_buttons_on_its_last_message(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stream", ["off", "edit"])
+async def test_a_long_answer_has_the_buttons_on_its_last_message(
+        tmp_path: Path, stream: str) -> None:
+    """Posted whole in parts, or streamed past 2,000 characters into new messages."""
     text = "\n\n".join(f"Part {i}: " + "word " * 80 for i in range(8))
-    async with FakeDiscord() as fake, running(fake, tmp_path / "m.db", stream="off",
-                                              provider=ScriptedProvider([{"text": text}])) as d:
-        await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> a lot", mentions=[BOT_ID])
-        await asyncio.wait_for(d.channel.wait_handled(1), 10)
-        await d.runtime.idle()
-        parts = bot_messages(fake)
-        assert len(parts) > 1
-        assert [bool(custom_ids(m)) for m in parts] == [False] * (len(parts) - 1) + [True]
-
-
-async def test_a_long_streamed_answer_has_the_buttons_on_its_last_message(
-        tmp_path: Path) -> None:
-    text = "\n\n".join(f"Part {i}: " + "word " * 80 for i in range(8))
-    async with FakeDiscord() as fake, running(fake, tmp_path / "m.db", edit_every_s=0.05,
-                                              provider=ScriptedProvider(
-                                                  [{"text": text, "chunks": 6}])) as d:
+    script = ScriptedProvider([{"text": text, "chunks": 6}])
+    async with FakeDiscord() as fake, running(fake, tmp_path / "m.db", stream=stream,
+                                              edit_every_s=0.05, provider=script) as d:
         await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> a lot", mentions=[BOT_ID])
         await asyncio.wait_for(d.channel.wait_handled(1), 10)
         await d.runtime.idle()
