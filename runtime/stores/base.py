@@ -9,8 +9,9 @@ from typing import Protocol, Self
 
 from pydantic import TypeAdapter
 
+from ..attachments.refs import BlobInfo
 from ..entries import Entry
-from ..errors import CorruptStore, InvalidThreadId
+from ..errors import CorruptStore, InvalidThreadId, NotFound
 from ..requests import (
     ControlRequest,
     Instance,
@@ -24,9 +25,9 @@ from ..requests import (
 from ..runs import Delivery, Run, RunState, StreamState, Transition
 from ..tail import Tail
 
-__all__ = ["ENTRIES", "NOTE_CALLS_KEPT", "Checkpoint", "ControlStore", "FeedbackStore",
+__all__ = ["ENTRIES", "NOTE_CALLS_KEPT", "BlobStore", "Checkpoint", "ControlStore", "FeedbackStore",
            "LeaseStore", "NoteStore", "OutboxStore", "RunStore", "ScheduleStore", "Store",
-           "StoreStats", "ThreadInfo", "check_thread_id", "parse_schedule_record"]
+           "StoreStats", "ThreadInfo", "check_digest", "check_thread_id", "parse_schedule_record"]
 
 ENTRIES: TypeAdapter[list[Entry]] = TypeAdapter(list[Entry])
 
@@ -284,10 +285,35 @@ class FeedbackStore(Protocol):
         of them (a page: the next one starts after the last one's ``at``)."""
 
 
+class BlobStore(Protocol):
+    """Files' bytes, each stored once by its sha256 (``check_digest``): the same bytes put
+    again write nothing. A blob is on disk when ``put_blob`` returns, so an entry written
+    after it may name it."""
+
+    async def put_blob(self, data: bytes, media_type: str, at: float) -> BlobInfo:
+        """Store ``data`` unless it is stored; its record (the first put's, if it was)."""
+        ...
+
+    async def get_blob(self, digest: str) -> bytes:
+        """The blob's bytes; ``NotFound`` if it is not stored."""
+        ...
+
+    async def blob_info(self, digest: str) -> BlobInfo | None:
+        ...
+
+    async def blobs(self) -> list[BlobInfo]:
+        """Every stored blob's record, oldest first."""
+        ...
+
+    async def delete_blobs(self, digests: Sequence[str]) -> int:
+        """Remove these blobs (``maiden files prune``); how many there were."""
+        ...
+
+
 class Store(RunStore, OutboxStore, ControlStore, LeaseStore, ScheduleStore, NoteStore,
-            FeedbackStore, Protocol):
+            FeedbackStore, BlobStore, Protocol):
     """What a backend implements: runs and threads, the outbox, the control plane, leases,
-    schedule records, notes, votes."""
+    schedule records, notes, votes, files' blobs."""
 
 
 class Opens:
@@ -331,6 +357,18 @@ def check_thread_id(thread_id: str) -> str:
         raise InvalidThreadId(f"a thread id cannot hold control characters (it has "
                               f"{found.group()!r} at position {found.start()})")
     return thread_id
+
+
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def check_digest(digest: str) -> str:
+    """A blob's name: a sha256 as 64 lowercase hex digits, nothing else (it names a file
+    in the files store: no path can hide in it). ``NotFound`` for anything else."""
+    if not isinstance(digest, str) or _DIGEST.fullmatch(digest) is None:
+        raise NotFound(f"no file {str(digest)[:80]!r}: a file is named by its sha256 "
+                       "(64 lowercase hex digits)")
+    return digest
 
 
 def parse_schedule_record(name: str, data: str | bytes) -> ScheduleRecord:

@@ -13,6 +13,7 @@ Layout under ``root``::
     requests/, instances/,      the control plane (``control``), leases (``leases``),
     leases.json, schedules/,    schedule records (``schedules``), notes (``notes``)
     notes/, feedback/           and votes on replies (``feedback``)
+    blobs/{sha256}[.json]       files' bytes and their records (``blobs``)
 
 Every file is written to a temp file in its folder, fsynced, renamed over the old
 one, and the folder is fsynced: a reader sees the old version or the new one,

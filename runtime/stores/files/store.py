@@ -1,9 +1,10 @@
 """The files store: one JSON snapshot per thread and small files beside them (the layout is
 ``core``'s), built from its roles (each over ``FilesCore``, the ``Disk``): ``runs``,
-``outbox``, ``control``, ``leases``, ``schedules``, ``notes``, ``feedback``."""
+``outbox``, ``control``, ``leases``, ``schedules``, ``notes``, ``feedback``, ``blobs``."""
 
 from __future__ import annotations
 
+from .blobs import FilesBlobs
 from .control import FilesControl
 from .feedback import FilesFeedback
 from .leases import FilesLeases
@@ -16,6 +17,6 @@ __all__ = ["FilesStore"]
 
 
 class FilesStore(FilesRuns, FilesOutbox, FilesControl, FilesLeases, FilesSchedules,
-                 FilesNotes, FilesFeedback):
+                 FilesNotes, FilesFeedback, FilesBlobs):
     """Files-backed ``Store``; use as ``async with FilesStore(root) as store`` (its options
     are ``FilesCore``'s)."""

@@ -129,7 +129,18 @@ _V4 = [
     "CREATE INDEX feedback_time ON feedback (at)",
 ]
 
-MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4)]
+# Version 5: files' bytes, one row per sha256.
+_V5 = [
+    """CREATE TABLE blobs (
+        digest text COLLATE "C" PRIMARY KEY,
+        size bigint NOT NULL,
+        media_type text NOT NULL,
+        created_at double precision NOT NULL,
+        data bytea NOT NULL
+    )""",
+]
+
+MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5)]
 """``(version, statements)``, in order: what brings a schema at ``version - 1`` to
 ``version`` (0: no tables yet). A new version is a new item; applied ones never change."""
 

@@ -1,9 +1,10 @@
 """The PostgreSQL store, for replicas: the SQLite store's rows in a server database, built
 from its roles (each over ``PostgresCore``, the pool): ``runs``, ``outbox``, ``control``,
-``leases``, ``schedules``, ``notes``, ``feedback``."""
+``leases``, ``schedules``, ``notes``, ``feedback``, ``blobs``."""
 
 from __future__ import annotations
 
+from .blobs import PostgresBlobs
 from .control import PostgresControl
 from .feedback import PostgresFeedback
 from .leases import PostgresLeases
@@ -16,7 +17,7 @@ __all__ = ["PostgresStore"]
 
 
 class PostgresStore(PostgresRuns, PostgresOutbox, PostgresControl, PostgresLeases,
-                    PostgresSchedules, PostgresNotes, PostgresFeedback):
+                    PostgresSchedules, PostgresNotes, PostgresFeedback, PostgresBlobs):
     """PostgreSQL-backed ``Store``; use as ``async with PostgresStore(dsn) as store`` (its
     options are ``PostgresCore``'s)."""
 

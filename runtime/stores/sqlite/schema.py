@@ -104,6 +104,13 @@ CREATE TABLE IF NOT EXISTS feedback (
     PRIMARY KEY (run_id, user)
 );
 CREATE INDEX IF NOT EXISTS feedback_time ON feedback (at);
+CREATE TABLE IF NOT EXISTS blobs (
+    digest TEXT PRIMARY KEY,
+    size INTEGER NOT NULL,
+    media_type TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    data BLOB NOT NULL
+);
 """
 
 # Version 1 -> 2: runs lose the state indexes and the key's UNIQUE constraint (an index of

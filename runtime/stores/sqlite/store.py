@@ -1,9 +1,10 @@
 """The default store: SQLite, one row per entry, built from its roles (each over
 ``SQLiteCore``, the two connections): ``runs``, ``outbox``, ``control``, ``leases``,
-``schedules``, ``notes``, ``feedback``."""
+``schedules``, ``notes``, ``feedback``, ``blobs``."""
 
 from __future__ import annotations
 
+from .blobs import SQLiteBlobs
 from .control import SQLiteControl
 from .core import Synchronous
 from .feedback import SQLiteFeedback
@@ -18,7 +19,7 @@ __all__ = ["SHORT_THREAD", "SQLiteStore", "Synchronous"]
 
 
 class SQLiteStore(SQLiteRuns, SQLiteOutbox, SQLiteControl, SQLiteLeases, SQLiteSchedules,
-                  SQLiteNotes, SQLiteFeedback):
+                  SQLiteNotes, SQLiteFeedback, SQLiteBlobs):
     """SQLite-backed ``Store``; use as ``async with SQLiteStore(path) as store``."""
 
     commit_survives_cancel = True
