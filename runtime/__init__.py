@@ -5,6 +5,7 @@ providers live in ``runtime.providers.anthropic`` / ``.openai`` (they import htt
 which commands that never call a model API do not pay for).
 """
 
+from .attachments import BlobInfo, FileRef, FileSource, human_size, looks_like_html
 from .budget import BudgetConfig
 from .build import (
     describe_store,
@@ -14,7 +15,15 @@ from .build import (
     redact_dsn,
     store_versions,
 )
-from .config import AgentConfig, Prices, ProviderConfig, RuntimeConfig, StoreConfig, ToolsConfig
+from .config import (
+    AgentConfig,
+    FilesConfig,
+    Prices,
+    ProviderConfig,
+    RuntimeConfig,
+    StoreConfig,
+    ToolsConfig,
+)
 from .delivery import Deliverer
 from .entries import ENTRY, AssistantTurn, Entry, Notice, ToolCall, ToolResult, Usage, UserMessage
 from .errors import (
@@ -22,6 +31,7 @@ from .errors import (
     ContextTooLong,
     CorruptStore,
     DeliveryError,
+    FileRefused,
     IllegalTransition,
     InvalidThreadId,
     MaidenError,
@@ -46,6 +56,7 @@ from .events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from .files import FileFetcher, Files, prune_files
 from .isolation import describe_isolation, make_undumpable
 from .live import Streamer, ToolUpdate, arguments_summary
 from .logcontext import RUN_CONTEXT
@@ -79,6 +90,7 @@ from .runs import (
 )
 from .service import Runtime
 from .stores import (
+    BlobStore,
     Checkpoint,
     ControlStore,
     FeedbackStore,
@@ -108,6 +120,8 @@ __all__ = [
     "ApprovalDelivery",
     "ApprovalRequested",
     "AssistantTurn",
+    "BlobInfo",
+    "BlobStore",
     "BudgetConfig",
     "Checkpoint",
     "ConfigError",
@@ -122,6 +136,12 @@ __all__ = [
     "Effect",
     "Entry",
     "FeedbackStore",
+    "FileFetcher",
+    "FileRef",
+    "FileRefused",
+    "FileSource",
+    "Files",
+    "FilesConfig",
     "FilesStore",
     "IllegalTransition",
     "InvalidThreadId",
@@ -194,12 +214,15 @@ __all__ = [
     "arguments_summary",
     "describe_isolation",
     "describe_store",
+    "human_size",
     "idempotency_key",
+    "looks_like_html",
     "make_provider",
     "make_store",
     "make_tools",
     "make_undumpable",
     "parse_target",
+    "prune_files",
     "redact_dsn",
     "run_process",
     "split_message",

@@ -16,6 +16,7 @@ from .isolation import Sandbox
 __all__ = [
     "AgentConfig",
     "BuiltinTool",
+    "FilesConfig",
     "HttpFetchConfig",
     "MemoryConfig",
     "Prices",
@@ -191,6 +192,36 @@ class ShellConfig(Section):
         "auto: run each command under bubblewrap (own PID namespace and /proc, so it cannot "
         "read maiden's environment) when bwrap works here; bwrap: refuse commands without "
         "it; off: never (own session and a non-dumpable maiden only)"))
+
+
+class FilesConfig(Section):
+    """``[files]``: what people may share with the agent (per file, per message)."""
+
+    max_bytes: int = Field(default=20_000_000, ge=1, le=500_000_000,
+                           description="the largest file taken in")
+    max_per_message: int = Field(default=10, ge=0, le=100,
+                                 description="files read from one message (0: none)")
+    allowed_types: list[str] = Field(default_factory=lambda: ["*/*"], description=(
+        "media types taken in, or patterns such as 'image/*'; others are refused"))
+    text_share: float = Field(default=0.25, gt=0, le=1, description=(
+        "the share of the context window the text files of one message may fill (each "
+        "beyond its share is cut, with a note)"))
+    retention_days: float = Field(default=30.0, ge=0, description=(
+        "maiden files prune: how old a blob no message names must be to be removed"))
+
+    @field_validator("allowed_types")
+    @classmethod
+    def _types(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            kind, _, sub = pattern.partition("/")
+            if not kind or not sub or (kind == "*" and sub != "*"):
+                raise ValueError(f"{pattern!r} is not a media type or pattern: use forms "
+                                 "such as 'image/png', 'image/*' or '*/*'")
+        return [p.lower() for p in value]
+
+    def allows(self, media_type: str) -> bool:
+        kind = media_type.split("/", 1)[0]
+        return any(p in ("*/*", media_type) or p == f"{kind}/*" for p in self.allowed_types)
 
 
 class MemoryConfig(Section):

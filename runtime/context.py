@@ -51,7 +51,7 @@ def entry_tokens(entry: Entry) -> int:
     elif isinstance(entry, Notice):
         text = "[notice] " + entry.text
     else:
-        text = entry.text
+        return MESSAGE_OVERHEAD + estimate_tokens(entry.text) + sum(f.tokens for f in entry.files)
     return MESSAGE_OVERHEAD + estimate_tokens(text)
 
 
@@ -158,6 +158,7 @@ def transcript(entries: Sequence[Entry], max_chars: int) -> str:
     for entry in entries:
         if isinstance(entry, UserMessage):
             lines.append(f"user: {entry.text}")
+            lines.extend(f"[file {f.describe()} sha256:{f.digest[:12]}]" for f in entry.files)
         elif isinstance(entry, AssistantTurn):
             calls = "; ".join(f"{c.name}({_json(c.arguments)})" for c in entry.tool_calls)
             lines.append("assistant: " + entry.text + (f" [calls {calls}]" if calls else ""))

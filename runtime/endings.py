@@ -189,6 +189,17 @@ class Endings:
         """Tell subscribers the run ended (after its checkpoint)."""
         self.bus.publish(RunEnded.of(run))
 
+    def notice(self, cur: RunCursor, what: str, text: str) -> list[Delivery]:
+        """A message to the person that is not the run's answer (files it could not
+        read), keyed by ``what``: posted once however often the run starts."""
+        run = cur.run
+        if not run.origin.target:
+            return []
+        return [ReplyDelivery(key=idempotency_key(run.id, what), run_id=run.id,
+                              thread_id=run.thread_id, channel=run.origin.channel,
+                              target=run.origin.target, text=text, answer=False,
+                              created_at=self.clock())]
+
     def _reply(self, cur: RunCursor, adding: int, text: str, *,
                feedback: bool = False) -> list[Delivery]:
         """The outbox record for a message that came from a channel (none for cli/http).

@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from .attachments.refs import FileRef
+
 __all__ = [
     "ENTRY",
     "AssistantTurn",
@@ -61,6 +63,9 @@ class UserMessage(_Model):
     text: str
     user: str | None = None
     at: float = Field(default_factory=time.time)
+    files: tuple[FileRef, ...] = ()
+    """The files the message carried, as stored (those refused are not here: a notice
+    after the message says why)."""
 
 
 class AssistantTurn(_Model):

@@ -15,6 +15,8 @@
     ├── RunError                  a run-level failure (reason is the machine-readable code)
     │   └── IllegalTransition     a run state change the state machine forbids
     ├── DeliveryError             a channel could not post or look up a message (retried)
+    ├── FileRefused               a shared file not taken in (too big, a type not allowed,
+    │                             a sign-in page instead of the file), and why
     ├── ToolDefinitionError       a tool function the registry cannot describe
     └── ToolFailure               a tool's own words to the model on why a call failed
 
@@ -32,6 +34,7 @@ __all__ = [
     "CorruptStore",
     "DeliveryError",
     "FailReason",
+    "FileRefused",
     "IllegalTransition",
     "InvalidThreadId",
     "MaidenError",
@@ -149,6 +152,16 @@ class IllegalTransition(RunError):
 
 class DeliveryError(MaidenError):
     """A channel's API refused or failed a post or a lookup; the outbox tries again later."""
+
+
+class FileRefused(MaidenError):
+    """A file someone shared is not taken in: ``name`` is the file's, the message says why
+    in a few words (``it is 31.2 MB; at most 20.0 MB are read ([files] max_bytes)``)."""
+
+    def __init__(self, name: str, why: str) -> None:
+        super().__init__(f"{name}: {why}")
+        self.name = name
+        self.why = why
 
 
 class ToolDefinitionError(MaidenError, TypeError):

@@ -3,6 +3,7 @@ stored (pure: tested in ``tests/test_decisions.py``)."""
 
 from __future__ import annotations
 
+from .attachments.refs import FileRef, FileSource
 from .errors import InvalidThreadId, RunError
 from .runs import Origin, Run, new_run_id
 from .stores.base import check_thread_id
@@ -11,14 +12,15 @@ __all__ = ["new_run"]
 
 
 def new_run(thread_id: str, text: str, origin: Origin | None, idempotency_key: str | None,
-            *, max_chars: int, now: float) -> Run:
+            *, max_chars: int, now: float, files: tuple[FileRef, ...] = (),
+            fetch: tuple[FileSource, ...] = ()) -> Run:
     """The queued run of a message, or why it is refused: an empty or unsafe thread id
-    (``InvalidThreadId``), an empty message, or one over ``max_chars`` when the origin has
-    no target to answer (``RunError("invalid_message")``)."""
+    (``InvalidThreadId``), an empty message (no text and no file), or one over
+    ``max_chars`` when the origin has no target to answer (``RunError("invalid_message")``)."""
     check_thread_id(thread_id)
     if not thread_id:
         raise InvalidThreadId("a thread id cannot be empty")
-    if not text.strip():
+    if not text.strip() and not files and not fetch:
         raise RunError("invalid_message", "the message is empty")
     if len(text) > max_chars and not (origin and origin.target):
         raise RunError("invalid_message", f"the message has {len(text):,} characters; at "
@@ -27,4 +29,5 @@ def new_run(thread_id: str, text: str, origin: Origin | None, idempotency_key: s
     # ack and its retries find the run) and its run fails at once with a reply that says
     # so: the outbox posts that notice exactly once (RunDriver._begin).
     return Run(id=new_run_id(now), thread_id=thread_id, text=text, created_at=now,
-               updated_at=now, origin=origin or Origin(), idempotency_key=idempotency_key)
+               updated_at=now, origin=origin or Origin(), idempotency_key=idempotency_key,
+               files=files, fetch=fetch)

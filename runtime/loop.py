@@ -14,6 +14,7 @@ cut from and the summary of what falls out of it are ``prompting.py``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -28,12 +29,13 @@ from .endings import DRIVABLE, Endings
 from .entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, UserMessage
 from .errors import ContextTooLong, CorruptStore, ProviderError, StaleWrite, StoreError
 from .events import EventBus, RunStarted, TextDelta, ToolCallFinished, ToolCallStarted
+from .files import Files, Taken
 from .gate import CallFacts, Pause, Reconcile, Refuse, gate_call, replay_mismatch, unique_call_ids
 from .guards import call_key, is_repeat, too_long, turn_budget
 from .prompting import Prompts, compact, load
-from .providers.base import ModelRequest, ModelResponse, Provider, TextSink
+from .providers.base import ModelRequest, ModelResponse, Provider, TextSink, seeing
 from .registry import ToolRegistry
-from .runs import Run, RunState, idempotency_key
+from .runs import Delivery, Run, RunState, idempotency_key
 from .stores.base import Store
 from .tail import first_loaded
 from .tools import NOT_DONE, ToolContext, ToolOutput, ToolSpec, error_result
@@ -71,6 +73,7 @@ class RunDriver:
         cancel_grace_s: float = 5.0,
         clock: Callable[[], float] = time.time,
         services: Mapping[str, Any] | None = None,
+        files: Files | None = None,
     ) -> None:
         self.store = store
         self.provider = provider
@@ -82,6 +85,8 @@ class RunDriver:
         self.prices = prices or Prices()
         self.cancel_grace_s = cancel_grace_s
         self.clock = clock
+        self.files = files or Files(store, clock=clock)
+        """Takes a run's files in as its first step, and loads them for the model."""
         self.services: Mapping[str, Any] = services or {}
         """What tools may ask for in their context (``Tool.needs``), by name."""
         self.stopping = False
@@ -146,13 +151,24 @@ class RunDriver:
                 self.end.published(cur.run)
                 return False
             if cur.start is None:
+                # The files first: fetched and stored before the message enters the thread
+                # (a crash before that fetches again; storing a blob twice writes it once).
+                taken = await self.files.take(run, self._limit()) \
+                    if run.files or run.fetch else Taken()
                 user = UserMessage(run_id=run.id, text=run.text, user=run.origin.user,
-                                   at=self.clock())
+                                   at=self.clock(), files=taken.refs)
+                entries: list[Entry] = [user]
+                deliveries: list[Delivery] = []
+                if taken.refused:
+                    entries.append(Notice(run_id=run.id, code="files_refused",
+                                          text=taken.notice, at=self.clock()))
+                    deliveries = self.end.notice(cur, "files_refused", taken.notice)
                 # Not a durable point: the message is safe in the queued run, and a start
                 # lost to a power cut is started again. The next checkpoint's fsync covers it.
-                await cur.commit([user], to=S.RUNNING, reason="started", started_at=started_at,
-                                 owner=me, announce=started, durable=False,
-                                 first_entry=len(cur.entries))
+                await cur.commit(entries, to=S.RUNNING, reason="started",
+                                 started_at=started_at, owner=me, announce=started,
+                                 durable=False, first_entry=len(cur.entries),
+                                 deliveries=deliveries)
             else:  # an explicitly resumed run: its message is already in the thread
                 await cur.commit(to=S.RUNNING, reason="resumed", stalled_recoveries=0,
                                  started_at=started_at, owner=me, announce=started)
@@ -226,7 +242,7 @@ class RunDriver:
         if self.agent.compaction == "summary":
             await compact(cur, self.provider, self.prompts, self._tool_specs(final),
                           limit=self._limit(), prices=self.prices)
-        request = self._request(cur, final)
+        request = await self._with_files(self._request(cur, final))
         response = await self._ask(cur, final, request, on_text)
         spent = response.usage
         if _empty(response):
@@ -270,7 +286,7 @@ class RunDriver:
             log.warning("run %s: the model refused %d estimated tokens as too long (%s); "
                         "trimming to %d and trying again", run.id, sent, exc, sent // 2)
             self.prompts.move_window(run.thread_id)
-            request = self._request(cur, final, limit=sent // 2)
+            request = await self._with_files(self._request(cur, final, limit=sent // 2))
             return await self.provider.complete(request, on_text)
 
     def _request(self, cur: RunCursor, final: bool, *, limit: int | None = None) -> ModelRequest:
@@ -279,6 +295,13 @@ class RunDriver:
         model holds), the system prompt, and the tools unless it is the final turn."""
         return self.prompts.request(cur.run, cur.entries, self._tool_specs(final), final=final,
                                     limit=limit or self._limit(), now=self.clock())
+
+    async def _with_files(self, request: ModelRequest) -> ModelRequest:
+        """The request with what it shows the model of the files its messages name."""
+        if not any(isinstance(e, UserMessage) and e.files for e in request.entries):
+            return request
+        files = await self.files.parts(request.entries, seeing(self.provider))
+        return dataclasses.replace(request, files=files)
 
     def _tool_specs(self, final: bool) -> tuple[ToolSpec, ...]:
         return () if final else tuple(self.tools.specs())

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal, TypedDict, Unpack
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
 
+from .attachments.refs import FileRef, FileSource
 from .entries import Usage
 from .errors import IllegalTransition
 from .guards import canonical_json
@@ -151,6 +152,10 @@ class Run(BaseModel):
     text: str
     origin: Origin = Field(default_factory=Origin)
     idempotency_key: str | None = None
+    files: tuple[FileRef, ...] = ()
+    """Files the message carried that were stored when it was taken (HTTP, the CLI)."""
+    fetch: tuple[FileSource, ...] = ()
+    """Files a platform announced with it, fetched and stored as the run's first step."""
     created_at: float = Field(default_factory=time.time)
     updated_at: float = Field(default_factory=time.time)
     version: int = 0

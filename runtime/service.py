@@ -23,14 +23,16 @@ import uuid
 from collections.abc import AsyncGenerator, Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any
 
+from .attachments import FileRef, FileSource
 from .budget import BudgetConfig
-from .config import AgentConfig, Prices, RuntimeConfig
+from .config import AgentConfig, FilesConfig, Prices, RuntimeConfig
 from .control import serve_requests
 from .decisions import approve_call, requeue
 from .delivery import Deliverer, Outbox, Sender
 from .errors import RunError, StaleWrite, StoreError
 from .events import EventBus, RunEvent, Subscription
 from .feedback import Feedback
+from .files import Files
 from .intake import new_run
 from .leases import Leases, describe_holder
 from .loop import DRIVABLE, RunDriver
@@ -73,6 +75,7 @@ class Runtime:
         clock: Callable[[], float] = time.time,
         channels: Iterable[str] | None = None,
         services: Mapping[str, object] | None = None,
+        files: FilesConfig | None = None,
     ) -> None:
         self.tools = tools if tools is not None else ToolRegistry()
         self.agent = agent or AgentConfig()
@@ -85,6 +88,8 @@ class Runtime:
         """Notes kept in the store by key, written once per call (the ``notes`` service)."""
         self.feedback = Feedback(store, store, clock)
         """People's votes on replies (👍 / 👎), one per person per run."""
+        self.files = Files(store, files, clock=clock)
+        """Files people share: stored once by content, fetched as a run's first step."""
         self._store = store
         self._bus = EventBus()
         self._outbox = Outbox(store, born=clock(), clock=clock)
@@ -97,7 +102,7 @@ class Runtime:
         self._driver = RunDriver(store, provider, self.tools, self.agent, self._bus,
                                  instance_id=self.instance_id, budget=budget, prices=prices,
                                  cancel_grace_s=self.settings.cancel_grace_s, clock=clock,
-                                 services=provided)
+                                 services=provided, files=self.files)
         self._leases = Leases(store, self.instance_id, self.settings.lease_ttl_s)
         self._peers = Peers(store, self.instance_id)
         self._workers = Workers(store, self._driver, self._bus, self.settings, self._leases,
@@ -210,8 +215,13 @@ class Runtime:
         *,
         origin: Origin | None = None,
         idempotency_key: str | None = None,
+        files: Sequence[FileRef] = (),
+        fetch: Sequence[FileSource] = (),
     ) -> Run:
         """Persist a message as a queued run and schedule it; return the run.
+
+        ``files`` are files already stored (``files.put``); ``fetch``, files its platform
+        announced, which the run fetches as its first step (DESIGN §2 Files).
 
         With an ``idempotency_key`` already used, the original run is returned and
         nothing new happens. An empty thread id (``InvalidThreadId``) or an empty message
@@ -220,11 +230,13 @@ class Runtime:
         answer (the HTTP API, the CLI); from a chat channel it is taken, and its run fails
         at once (``message_too_long``) with a reply naming the limit.
         """
-        return await self._accept(self._new_run(thread_id, text, origin, idempotency_key))
+        return await self._accept(self._new_run(thread_id, text, origin, idempotency_key,
+                                                files, fetch))
 
-    async def send(self, thread_id: str, text: str, *, origin: Origin | None = None) -> Run:
+    async def send(self, thread_id: str, text: str, *, origin: Origin | None = None,
+                   files: Sequence[FileRef] = ()) -> Run:
         """Submit a message and wait for its run to end or pause."""
-        run = self._new_run(thread_id, text, origin, None)
+        run = self._new_run(thread_id, text, origin, None, files)
         async with self._bus.subscribe(run.id, ends_only=True) as events:  # before it starts
             await self._accept(run)
             return await self._waiting.until_ended(run, events)
@@ -254,12 +266,14 @@ class Runtime:
         return self._bus.subscribe(run_id)
 
     def _new_run(
-        self, thread_id: str, text: str, origin: Origin | None, idempotency_key: str | None
+        self, thread_id: str, text: str, origin: Origin | None, idempotency_key: str | None,
+        files: Sequence[FileRef] = (), fetch: Sequence[FileSource] = (),
     ) -> Run:
         if self._closing:
             raise RunError("shutting_down", "the runtime is shutting down")
         return new_run(thread_id, text, origin, idempotency_key,
-                       max_chars=self.agent.max_message_chars, now=self.clock())
+                       max_chars=self.agent.max_message_chars, now=self.clock(),
+                       files=tuple(files), fetch=tuple(fetch))
 
     async def _accept(self, run: Run) -> Run:
         stored = await self._store.create_run(run)

@@ -61,7 +61,7 @@ class FileRef(_Model):
         """``report.pdf (application/pdf, 3 pages, 120 KB)``: a line for notes and logs."""
         extra = [self.media_type]
         if self.width and self.height:
-            extra.append(f"{self.width}×{self.height}")
+            extra.append(f"{self.width}x{self.height}")
         if self.pages:
             extra.append(f"{self.pages} page{'s' if self.pages != 1 else ''}")
         extra.append(human_size(self.size))

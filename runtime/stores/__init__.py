@@ -1,6 +1,7 @@
 """Stores: where threads and runs live. Every backend passes one contract suite."""
 
 from .base import (
+    BlobStore,
     Checkpoint,
     ControlStore,
     FeedbackStore,
@@ -15,6 +16,6 @@ from .base import (
 from .files import FilesStore
 from .sqlite import SQLiteStore
 
-__all__ = ["Checkpoint", "ControlStore", "FeedbackStore", "FilesStore", "LeaseStore",
+__all__ = ["BlobStore", "Checkpoint", "ControlStore", "FeedbackStore", "FilesStore", "LeaseStore",
            "NoteStore", "OutboxStore", "RunStore", "SQLiteStore", "ScheduleStore", "Store",
            "ThreadInfo"]

@@ -159,8 +159,9 @@ async def test_the_runtime_surface_is_what_the_readme_lists(tmp_path: Path) -> N
         rt = Runtime(store, EchoProvider())
         public = {n for n in dir(Runtime) if not n.startswith("_")} \
             | {n for n in vars(rt) if not n.startswith("_")}
-    # the types of `notes` and `feedback`, and the latter's methods
-    assert public == _listed_in_readme() - {"Notes", "Feedback", "vote", "votes"}
+    # the types of `notes`, `feedback` and `files`, and the latter two's methods
+    assert public == _listed_in_readme() - {"Notes", "Feedback", "vote", "votes", "Files",
+                                            "put", "add_fetcher", "read"}
 
 
 async def test_a_tool_gets_only_the_services_it_declares(tmp_path: Path) -> None:

@@ -1,0 +1,217 @@
+"""The runtime's files: what people share, taken in once and stored once by content.
+
+A file comes in two ways. With its bytes (the HTTP API, the CLI): ``put`` checks the
+limits and stores it before the run is queued, and the run names it. Announced by a
+platform (Slack, Discord): the run carries where to get it (``FileSource``), and ``take``
+fetches and stores it as the run's first step, before its message enters the thread, so a
+run never starts with half a file and a crash mid-download fetches again (a blob is named
+by its sha256: storing it twice writes it once). ``parts`` loads what a request shows the
+model; ``prune`` removes blobs no message names any more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .attachments import (
+    BlobInfo,
+    FilePart,
+    FileRef,
+    FileSource,
+    Seeing,
+    describe_blob,
+    gone_part,
+    human_size,
+    media_type_of,
+    to_part,
+)
+from .config import FilesConfig
+from .entries import Entry, UserMessage
+from .errors import FileRefused, NotFound
+from .providers.models import UNKNOWN_CONTEXT
+from .runs import Run
+from .stores.base import BlobStore, Store
+
+__all__ = ["FileFetcher", "Files", "Taken", "named_blobs", "prune_files"]
+
+log = logging.getLogger("maiden.files")
+
+_CACHED_PARTS = 32
+
+
+class FileFetcher(Protocol):
+    """How a channel downloads a file its platform announced (Slack with the bot token,
+    Discord from its CDN): the bytes, at most ``max_bytes`` of them, or ``FileRefused``
+    saying why not (too big once counted, a sign-in page instead of the file, gone)."""
+
+    async def fetch(self, source: FileSource, max_bytes: int) -> bytes: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """A run's files once taken in: those stored, and a line for each one refused."""
+
+    refs: tuple[FileRef, ...] = ()
+    refused: tuple[FileRefused, ...] = field(default=())
+
+    @property
+    def notice(self) -> str:
+        """What the person (and the model) is told of the refused ones."""
+        lines = [f"I could not read {r.name}: {r.why}." for r in self.refused]
+        return "\n".join(lines)
+
+
+class Files:
+    """Takes files in under ``[files]``'s limits, stores them, loads them for the model."""
+
+    def __init__(self, store: BlobStore, config: FilesConfig | None = None, *,
+                 clock: Callable[[], float]) -> None:
+        self.store = store
+        self.config = config or FilesConfig()
+        self.clock = clock
+        self._fetchers: dict[str, FileFetcher] = {}
+        self._parts: OrderedDict[tuple[str, Seeing, int], FilePart] = OrderedDict()
+
+    def add_fetcher(self, channel: str, fetcher: FileFetcher) -> None:
+        """Where files announced by ``channel``'s platform are downloaded from."""
+        self._fetchers[channel] = fetcher
+
+    # -- taking files in
+
+    def check(self, name: str, media_type: str, size: int | None) -> None:
+        """``FileRefused`` if a file of this type and size is not taken in."""
+        limit = self.config.max_bytes
+        if size is not None and size > limit:
+            raise FileRefused(name, f"it is {human_size(size)}; at most {human_size(limit)} "
+                                    "are read ([files] max_bytes)")
+        if not self.config.allows(media_type):
+            raise FileRefused(name, f"files of type {media_type} are not read here ([files] "
+                                    "allowed_types)")
+
+    async def put(self, name: str, media_type: str | None, data: bytes) -> FileRef:
+        """Check and store a file someone handed over with its bytes (the HTTP API, the
+        CLI); ``FileRefused`` if it breaks a limit."""
+        self.check(name, media_type_of(media_type, name), len(data))
+        return await self._store(name, media_type, data)
+
+    def too_many(self, count: int) -> None:
+        """``FileRefused`` if one message carries more files than are read."""
+        most = self.config.max_per_message
+        if count > most:
+            raise FileRefused(f"{count} files", f"at most {most} are read from one message "
+                                                "([files] max_per_message)")
+
+    async def take(self, run: Run, window: int | None) -> Taken:
+        """The run's files, stored: those it was given, and those its platform announced,
+        fetched now. Beyond ``max_per_message`` and over a limit, refused with a reason; a
+        text file's share of the window (``window``) is what it may fill of a request."""
+        refs: list[FileRef] = list(run.files)
+        refused: list[FileRefused] = []
+        room = self.config.max_per_message - len(refs)
+        for n, source in enumerate(run.fetch):
+            if n >= room:
+                refused.append(FileRefused(source.name, f"at most {self.config.max_per_message}"
+                                           " files are read from one message ([files] "
+                                           "max_per_message)"))
+                continue
+            try:
+                refs.append(await self._fetch(source))
+            except FileRefused as exc:
+                log.info("run %s: file refused: %s", run.id, exc)
+                refused.append(exc)
+        return Taken(tuple(_shared(refs, window or UNKNOWN_CONTEXT, self.config.text_share)),
+                     tuple(refused))
+
+    async def _fetch(self, source: FileSource) -> FileRef:
+        self.check(source.name, media_type_of(source.media_type, source.name), source.size)
+        fetcher = self._fetchers.get(source.via)
+        if fetcher is None:
+            raise FileRefused(source.name, f"the {source.via} channel is not running here to "
+                                           "download it")
+        data = await fetcher.fetch(source, self.config.max_bytes)
+        self.check(source.name, media_type_of(source.media_type, source.name), len(data))
+        return await self._store(source.name, source.media_type, data)
+
+    async def _store(self, name: str, media_type: str | None, data: bytes) -> FileRef:
+        digest = hashlib.sha256(data).hexdigest()
+        # Opening an image or a PDF to check it is CPU work: not on the event loop.
+        ref = await asyncio.to_thread(describe_blob, data, name, media_type, digest,
+                                      text_tokens=UNKNOWN_CONTEXT)
+        self.check(name, ref.media_type, None)  # what the bytes are, not what was claimed
+        await self.store.put_blob(data, ref.media_type, self.clock())
+        return ref
+
+    # -- showing files to the model
+
+    async def parts(self, entries: Iterable[Entry], seeing: Seeing) -> dict[str, FilePart]:
+        """What a request shows the model of each file its messages name, by digest."""
+        found: dict[str, FilePart] = {}
+        for entry in entries:
+            if isinstance(entry, UserMessage):
+                for ref in entry.files:
+                    if ref.digest not in found:
+                        found[ref.digest] = await self._part(ref, seeing)
+        return found
+
+    async def _part(self, ref: FileRef, seeing: Seeing) -> FilePart:
+        key = (ref.digest, seeing, ref.tokens)
+        part = self._parts.get(key)
+        if part is not None:
+            self._parts.move_to_end(key)
+            return part
+        try:
+            data = await self.store.get_blob(ref.digest)
+        except NotFound:
+            return gone_part(ref)
+        part = await asyncio.to_thread(to_part, ref, data, seeing)
+        self._parts[key] = part
+        while len(self._parts) > _CACHED_PARTS:
+            self._parts.popitem(last=False)
+        return part
+
+    # -- reading and pruning
+
+    async def read(self, digest: str) -> tuple[BlobInfo, bytes]:
+        """A stored file's record and bytes; ``NotFound`` if there is none."""
+        info = await self.store.blob_info(digest)
+        if info is None:
+            raise NotFound(f"no file {digest} in the store")
+        return info, await self.store.get_blob(digest)
+
+
+async def named_blobs(store: Store) -> set[str]:
+    """Every digest a message in the store names (its thread's entry, or its queued run)."""
+    named: set[str] = set()
+    for info in await store.list_threads():
+        for entry in await store.load_entries(info.id):
+            if isinstance(entry, UserMessage):
+                named.update(f.digest for f in entry.files)
+    for run in await store.list_runs():
+        named.update(f.digest for f in run.files)
+    return named
+
+
+async def prune_files(store: Store, *, older_than: float) -> list[BlobInfo]:
+    """Remove the blobs no message names that were stored before ``older_than`` (a
+    timestamp): younger ones may belong to a message being taken in right now."""
+    named = await named_blobs(store)
+    unnamed = [b for b in await store.blobs() if b.digest not in named
+               and b.created_at < older_than]
+    await store.delete_blobs([b.digest for b in unnamed])
+    return unnamed
+
+
+def _shared(refs: Sequence[FileRef], window: int, share: float) -> list[FileRef]:
+    """Text files cut to an even part of the message's share of the window."""
+    texts = [r for r in refs if r.kind == "text"]
+    if not texts:
+        return list(refs)
+    each = max(200, int(window * share) // len(texts))
+    return [r.model_copy(update={"tokens": min(r.size // 4 + 1, each)}) if r.kind == "text"
+            else r for r in refs]
