@@ -5,7 +5,7 @@ providers live in ``runtime.providers.anthropic`` / ``.openai`` (they import htt
 which commands that never call a model API do not pay for).
 """
 
-from .attachments import BlobInfo, FileRef, FileSource, human_size, looks_like_html
+from .attachments import BlobInfo, FileRef, FileSource, Seeing, human_size, looks_like_html
 from .budget import BudgetConfig
 from .build import (
     describe_store,
@@ -182,6 +182,7 @@ __all__ = [
     "ScriptExhausted",
     "ScriptedProvider",
     "ScriptedTurn",
+    "Seeing",
     "SlotMark",
     "StaleWrite",
     "StateChanged",

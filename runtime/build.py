@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import urlsplit
 
+from .attachments.parts import Seeing
 from .builtins import builtin_tools
 from .config import ProviderConfig, StoreConfig, ToolsConfig
 from .errors import ConfigError
@@ -99,6 +101,10 @@ def _http_provider(cfg: ProviderConfig, env: Mapping[str, str]) -> Provider:
     from .providers.http import Retry  # httpx loads only when a model API is used
 
     retry = Retry(max_retries=cfg.max_retries)
+    official = kind == "anthropic" or not cfg.base_url \
+        or urlsplit(cfg.base_url).hostname == "api.openai.com"
+    seeing = Seeing(images=cfg.vision, pdfs=cfg.pdf == "native" or (cfg.pdf == "auto"
+                                                                     and official))
     if kind == "anthropic":
         from .providers.anthropic import DEFAULT_BASE_URL as ANTHROPIC_URL
         from .providers.anthropic import AnthropicProvider
@@ -107,14 +113,14 @@ def _http_provider(cfg: ProviderConfig, env: Mapping[str, str]) -> Provider:
             cfg.model, api_key=api_key, api_key_env=key_env,
             base_url=cfg.base_url or ANTHROPIC_URL, timeout_s=cfg.timeout_s, retry=retry,
             max_output_tokens=cfg.max_output_tokens, temperature=cfg.temperature,
-            stream=cfg.stream)
+            stream=cfg.stream, seeing=seeing)
     from .providers.openai import DEFAULT_BASE_URL as OPENAI_URL
     from .providers.openai import OpenAIProvider
 
     return OpenAIProvider(
         cfg.model, api_key=api_key, api_key_env=key_env, base_url=cfg.base_url or OPENAI_URL,
         timeout_s=cfg.timeout_s, retry=retry, max_output_tokens=cfg.max_output_tokens,
-        temperature=cfg.temperature, stream=cfg.stream)
+        temperature=cfg.temperature, stream=cfg.stream, seeing=seeing)
 
 
 def make_tools(cfg: ToolsConfig, base_dir: Path) -> ToolRegistry:

@@ -95,6 +95,12 @@ class ProviderConfig(Section):
                                           description="anthropic: 4096 when not set")
     temperature: float | None = Field(default=None, ge=0, le=2)
     stream: bool = Field(default=True, description="stream tokens as they are generated")
+    vision: bool = Field(default=True, description=(
+        "the model sees images (false: it is told of each image by name and size instead)"))
+    pdf: Literal["auto", "native", "text"] = Field(default="auto", description=(
+        "how PDFs reach the model: native (anthropic: document blocks; openai: file parts), "
+        "text (their text, extracted here), auto (native, except on an openai-compatible "
+        "server other than OpenAI's own)"))
     prices: Prices = Prices()
     script: str | None = Field(default=None,
                                description="scripted: a JSON file of turns, relative to the config")

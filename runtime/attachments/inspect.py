@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import math
 
-from .refs import IMAGE_TYPES, FileRef, file_kind, media_type_of
+from .refs import IMAGE_TYPES, FileRef, media_type_of
 
 __all__ = ["OTHER_TOKENS", "PDF_PAGE_TOKENS", "describe_blob", "image_tokens", "looks_like_html"]
 
@@ -34,8 +34,7 @@ def describe_blob(data: bytes, name: str, claimed: str | None, digest: str, *,
     elif media == "application/pdf" or data.startswith(b"%PDF-"):
         pages = _pdf_pages(data)
         media = "application/pdf" if pages is not None else "application/octet-stream"
-    if file_kind(media, name) == "other" and media == "application/octet-stream" \
-            and _is_text(data):
+    if media == "application/octet-stream" and _is_text(data):
         media = "text/plain"
     ref = FileRef(name=name, media_type=media, size=len(data), digest=digest, width=width,
                   height=height, pages=pages)

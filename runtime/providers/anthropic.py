@@ -8,19 +8,21 @@ previous turn's prefix from the cache.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import base64
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ..attachments.parts import DocumentPart, FilePart, ImagePart, Seeing
 from ..entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, Usage, UserMessage
 from ..errors import ProviderError
 from .base import ModelRequest, ModelResponse, TextSink
 from .http import HttpTransport, Retry, ServerSentEvent, parse_json
 from .models import context_window
 from .stream import exchange
-from .wire import notice_text, pair_results, result_text, tool_arguments
+from .wire import notice_text, pair_results, part_for, result_text, tool_arguments
 
 __all__ = ["AnthropicProvider", "to_messages"]
 
@@ -29,6 +31,7 @@ API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 NAME = "anthropic"
 _CACHE = {"type": "ephemeral"}
+SEES_ALL = Seeing(images=True, pdfs=True)
 
 
 class AnthropicProvider:
@@ -47,8 +50,11 @@ class AnthropicProvider:
         max_output_tokens: int | None = None,
         temperature: float | None = None,
         stream: bool = True,
+        seeing: Seeing = SEES_ALL,
     ) -> None:
         self.model = model
+        self.seeing = seeing
+        """What the model is shown of files: images and PDFs as such, unless turned off."""
         self.max_output_tokens = max_output_tokens or DEFAULT_MAX_TOKENS
         self.context_window = context_window(model, self.max_output_tokens)
         """Tokens of prompt a request may hold: the loop's default window."""
@@ -69,7 +75,7 @@ class AnthropicProvider:
         """The JSON a request is sent as."""
         body: dict[str, Any] = {
             "model": self.model, "max_tokens": self.max_output_tokens,
-            "messages": to_messages(request.entries),
+            "messages": to_messages(request.entries, request.files),
         }
         if request.system:
             body["system"] = [{"type": "text", "text": request.system, "cache_control": _CACHE}]
@@ -102,8 +108,11 @@ class AnthropicProvider:
 
 # -- entries -> messages --------------------------------------------------------------------
 
-def to_messages(entries: Sequence[Entry]) -> list[dict[str, Any]]:
-    """Our history as Messages API turns: alternating roles, results first in a user turn."""
+def to_messages(entries: Sequence[Entry], files: Mapping[str, FilePart] | None = None
+                ) -> list[dict[str, Any]]:
+    """Our history as Messages API turns: alternating roles, results first in a user turn;
+    a message's files (``files``, by digest) before its text, as image, document or text
+    blocks."""
     messages: list[dict[str, Any]] = []
 
     def add(role: str, blocks: list[dict[str, Any]]) -> None:
@@ -114,7 +123,9 @@ def to_messages(entries: Sequence[Entry]) -> list[dict[str, Any]]:
 
     for entry in pair_results(entries):
         if isinstance(entry, UserMessage):
-            add("user", [_text(entry.text or "(empty message)")])
+            shown = [_file_block(part_for(f, files)) for f in entry.files]
+            add("user", [*shown, _text(entry.text or ("(files only)" if shown
+                                                       else "(empty message)"))])
         elif isinstance(entry, Notice):
             add("user", [_text(notice_text(entry))])
         elif isinstance(entry, AssistantTurn):
@@ -140,6 +151,17 @@ def to_messages(entries: Sequence[Entry]) -> list[dict[str, Any]]:
 
 def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
+
+
+def _file_block(part: FilePart) -> dict[str, Any]:
+    if isinstance(part, ImagePart):
+        return {"type": "image", "source": {"type": "base64", "media_type": part.ref.media_type,
+                                            "data": base64.b64encode(part.data).decode()}}
+    if isinstance(part, DocumentPart):
+        return {"type": "document", "title": part.ref.name,
+                "source": {"type": "base64", "media_type": "application/pdf",
+                           "data": base64.b64encode(part.data).decode()}}
+    return _text(part.text)
 
 
 def _input(arguments: Any) -> dict[str, Any]:

@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import re
 
+from ..attachments.parts import DocumentPart, ImagePart, TextPart
 from ..entries import AssistantTurn, Notice, ToolCall, ToolResult, Usage, UserMessage
 from .base import ModelRequest, ModelResponse, TextSink
+from .wire import part_for
 
 __all__ = ["EchoProvider", "parse_tool_command"]
 
@@ -33,6 +35,21 @@ def parse_tool_command(text: str) -> tuple[str, object] | None:
         return match["name"], json.loads(raw)
     except ValueError:
         return match["name"], raw
+
+
+def _received(user: UserMessage | None, request: ModelRequest) -> str:
+    """What the echo model was shown of the message's files, a line each (the offline
+    default's way of showing that files arrive)."""
+    if user is None or not user.files:
+        return ""
+    lines = []
+    for ref in user.files:
+        part = part_for(ref, request.files)
+        how = {ImagePart: "an image", DocumentPart: "a document"}.get(type(part)) or (
+            f"{len(part.text):,} characters of text" if isinstance(part, TextPart)
+            and part.how == "text" else "a note")
+        lines.append(f"\n[received {ref.describe()}, shown as {how}]")
+    return "".join(lines)
 
 
 def _tokens(text: str) -> int:
@@ -68,11 +85,12 @@ class EchoProvider:
                 calls = (ToolCall(id=f"echo_{turn_no}", name=name, arguments=arguments),)
                 text = ""
             else:
-                text = f"echo: {said}"
+                text = f"echo: {said}" + _received(user, request)
         if on_text is not None and text:
             for i, word in enumerate(text.split(" ")):
                 await on_text(word if i == 0 else " " + word)
-        prompt = sum(_tokens(getattr(e, "text", "") or "") for e in entries)
+        prompt = sum(_tokens(getattr(e, "text", "") or "")
+                     + sum(f.tokens for f in getattr(e, "files", ())) for e in entries)
         return ModelResponse(
             text=text,
             tool_calls=calls,

@@ -10,9 +10,10 @@ cached_tokens``, so each token is priced once.
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -20,13 +21,14 @@ from urllib.parse import urlsplit
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ..attachments.parts import DocumentPart, FilePart, ImagePart, Seeing
 from ..entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, Usage, UserMessage
 from ..errors import ProviderError
 from .base import ModelRequest, ModelResponse, TextSink
 from .http import HttpTransport, Retry, ServerSentEvent, parse_json
 from .models import context_window
 from .stream import exchange
-from .wire import notice_text, pair_results, result_text, tool_arguments
+from .wire import notice_text, pair_results, part_for, result_text, tool_arguments
 
 __all__ = ["OpenAIProvider", "to_messages"]
 
@@ -50,8 +52,13 @@ class OpenAIProvider:
         max_output_tokens: int | None = None,
         temperature: float | None = None,
         stream: bool = True,
+        seeing: Seeing | None = None,
     ) -> None:
         self.model = model
+        official = urlsplit(base_url).hostname == "api.openai.com"
+        self.seeing = seeing or Seeing(images=True, pdfs=official)
+        """What the model is shown of files: images as such; PDFs as ``file`` parts on
+        OpenAI's own API (compatible servers seldom take them: their text instead)."""
         self.max_output_tokens = max_output_tokens
         self.context_window = context_window(model, self.max_output_tokens)
         """Tokens of prompt a request may hold: the loop's default window."""
@@ -59,8 +66,7 @@ class OpenAIProvider:
         self.stream = stream
         # OpenAI's own newer models refuse "max_tokens"; many compatible servers only
         # know it.
-        self._max_key = ("max_completion_tokens" if urlsplit(base_url).hostname ==
-                         "api.openai.com" else "max_tokens")
+        self._max_key = "max_completion_tokens" if official else "max_tokens"
         headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
         self.transport = HttpTransport(
             NAME, base_url.rstrip("/") + "/chat/completions", headers, client=client,
@@ -72,7 +78,7 @@ class OpenAIProvider:
 
     def body(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
         """The JSON a request is sent as."""
-        messages = to_messages(request.entries)
+        messages = to_messages(request.entries, request.files)
         if request.system:
             messages.insert(0, {"role": "system", "content": request.system})
         body: dict[str, Any] = {"model": self.model, "messages": messages}
@@ -101,20 +107,32 @@ class OpenAIProvider:
 
 # -- entries -> messages --------------------------------------------------------------------
 
-def to_messages(entries: Sequence[Entry]) -> list[dict[str, Any]]:
-    """Our history as chat messages (without the system message)."""
+def to_messages(entries: Sequence[Entry], files: Mapping[str, FilePart] | None = None
+                ) -> list[dict[str, Any]]:
+    """Our history as chat messages (without the system message); a message with files
+    has content parts: its text, then each file as an ``image_url``, a ``file`` or text."""
     messages: list[dict[str, Any]] = []
 
-    def user(text: str) -> None:
+    def user(text: str, parts: Sequence[dict[str, Any]] = ()) -> None:
         # Adjacent user texts are joined: some chat templates insist on alternation.
-        if messages and messages[-1]["role"] == "user":
-            messages[-1]["content"] += "\n\n" + text
-        else:
-            messages.append({"role": "user", "content": text})
+        last = messages[-1] if messages and messages[-1]["role"] == "user" else None
+        if not parts and last is not None and isinstance(last["content"], str):
+            last["content"] += "\n\n" + text
+            return
+        content = [{"type": "text", "text": text}, *parts] if parts else text
+        if last is None:
+            messages.append({"role": "user", "content": content})
+            return
+        before = last["content"]
+        if isinstance(before, str):
+            before = [{"type": "text", "text": before}]
+        last["content"] = before + (content if isinstance(content, list)
+                                    else [{"type": "text", "text": content}])
 
     for entry in pair_results(entries):
         if isinstance(entry, UserMessage):
-            user(entry.text)
+            user(entry.text or "(files only)" if entry.files else entry.text,
+                 [_file_part(part_for(f, files)) for f in entry.files])
         elif isinstance(entry, Notice):
             user(notice_text(entry))
         elif isinstance(entry, AssistantTurn):
@@ -129,6 +147,18 @@ def to_messages(entries: Sequence[Entry]) -> list[dict[str, Any]]:
             messages.append({"role": "tool", "tool_call_id": entry.tool_call_id,
                              "content": result_text(entry.content)})
     return messages
+
+
+def _file_part(part: FilePart) -> dict[str, Any]:
+    if isinstance(part, ImagePart):
+        data = base64.b64encode(part.data).decode()
+        return {"type": "image_url",
+                "image_url": {"url": f"data:{part.ref.media_type};base64,{data}"}}
+    if isinstance(part, DocumentPart):
+        data = base64.b64encode(part.data).decode()
+        return {"type": "file", "file": {"filename": part.ref.name,
+                                         "file_data": f"data:application/pdf;base64,{data}"}}
+    return {"type": "text", "text": part.text}
 
 
 def _arguments(arguments: Any) -> str:

@@ -9,17 +9,25 @@ version) obey that, without changing what the model is told.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..attachments.parts import FilePart, TextPart
+from ..attachments.refs import FileRef
 from ..entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult
 
-__all__ = ["notice_text", "pair_results", "result_text", "tool_arguments"]
+__all__ = ["notice_text", "pair_results", "part_for", "result_text", "tool_arguments"]
 
 
 def notice_text(notice: Notice) -> str:
     """A runtime notice, as user-role text the model can tell apart from the user."""
     return f"[notice] {notice.text}"
+
+
+def part_for(ref: FileRef, files: Mapping[str, FilePart] | None) -> FilePart:
+    """What a request shows of ``ref``: its part, or a line naming it if it has none."""
+    part = (files or {}).get(ref.digest)
+    return part if part is not None else TextPart(ref, f"[file {ref.describe()}]", "note")
 
 
 def result_text(content: Any) -> str:

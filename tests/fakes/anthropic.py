@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Sequence
 from typing import Any
 
 from .server import End, FakeServer, Reply, sse
 
-__all__ = ["AnthropicServer", "error", "message", "stream"]
+__all__ = ["AnthropicServer", "error", "files_seen", "message", "stream"]
 
 MODEL = "claude-sonnet-4-5-20250929"
 
@@ -158,9 +159,50 @@ def _check_messages(messages: list[dict[str, Any]], has_tools: bool) -> str | No
         elif results:
             return (f"messages.{i}.content.0: unexpected `tool_use_id` found in "
                     f"`tool_result` blocks: {results[0]}")
+        for j, b in enumerate(blocks):
+            problem = _check_source(b, f"messages.{i}.content.{j}")
+            if problem is not None:
+                return problem
         open_ids = [b["id"] for b in blocks if b["type"] == "tool_use"]
         if any(not isinstance(b["input"], dict) for b in blocks if b["type"] == "tool_use"):
             return f"messages.{i}: tool_use.input: Input should be a valid dictionary"
     if open_ids:
         return "messages: the final `tool_use` blocks have no `tool_result` after them"
     return None
+
+
+_IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+
+
+def _check_source(block: dict[str, Any], where: str) -> str | None:
+    """An image or document block as the real API checks it: a base64 source of a type it
+    takes, whose data decodes."""
+    kind = block["type"]
+    if kind not in ("image", "document"):
+        return None
+    source = block.get("source") or {}
+    media = source.get("media_type")
+    if source.get("type") != "base64":
+        return f"{where}.{kind}.source: only base64 sources are accepted here"
+    allowed = _IMAGE_TYPES if kind == "image" else ("application/pdf",)
+    if media not in allowed:
+        return f"{where}.{kind}.source.base64.media_type: Input should be " + " or ".join(
+            f"'{t}'" for t in allowed)
+    try:
+        base64.b64decode(source.get("data", ""), validate=True)
+    except ValueError:
+        return f"{where}.{kind}.source.base64.data: invalid base64 data"
+    return None
+
+
+def files_seen(body: dict[str, Any]) -> list[tuple[str, str]]:
+    """What a request showed the model of files: ``(block type, media type or text)`` for
+    each image, document, and text block that frames a file, in order."""
+    seen = []
+    for m in body["messages"]:
+        for b in m["content"]:
+            if b["type"] in ("image", "document"):
+                seen.append((b["type"], b["source"]["media_type"]))
+            elif b["type"] == "text" and b["text"].startswith(("[file ", "[image ", "[PDF ")):
+                seen.append(("text", b["text"]))
+    return seen

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Sequence
 from typing import Any
 
 from .server import End, FakeServer, Reply, sse
 
-__all__ = ["OpenAIServer", "completion", "error", "stream"]
+__all__ = ["OpenAIServer", "completion", "error", "files_seen", "stream"]
 
 MODEL = "gpt-4.1-2025-04-14"
 _ID = "chatcmpl-FakeFakeFakeFake"
@@ -128,6 +129,10 @@ def _check_messages(messages: list[dict[str, Any]]) -> str | None:
     open_ids: set[str] = set()
     for i, m in enumerate(messages):
         role = m.get("role")
+        if role == "user" and isinstance(m.get("content"), list):
+            problem = _check_parts(m["content"], i)
+            if problem is not None:
+                return problem
         if role not in ("system", "developer", "user", "assistant", "tool"):
             return f"Invalid value: '{role}'. Supported values are: 'system', 'user', ..."
         if role == "tool":
@@ -153,3 +158,54 @@ def _check_messages(messages: list[dict[str, Any]]) -> str | None:
     if open_ids:
         return f"tool_call_ids did not have response messages: {', '.join(sorted(open_ids))}"
     return None
+
+
+def _check_parts(parts: list[dict[str, Any]], i: int) -> str | None:
+    """A user message's content parts as the real API checks them."""
+    for j, part in enumerate(parts):
+        where = f"messages[{i}].content[{j}]"
+        kind = part.get("type")
+        if kind == "text":
+            if not isinstance(part.get("text"), str):
+                return f"Invalid type for '{where}.text': expected a string."
+        elif kind == "image_url":
+            url = (part.get("image_url") or {}).get("url", "")
+            if not url.startswith(("https://", "http://", "data:image/")):
+                return f"Invalid '{where}.image_url.url': expected a URL or a base64 data URL."
+            if url.startswith("data:") and not _decodes(url):
+                return f"Invalid '{where}.image_url.url': the base64 data does not decode."
+        elif kind == "file":
+            data = (part.get("file") or {}).get("file_data", "")
+            if not data.startswith("data:application/pdf;base64,") or not _decodes(data):
+                return f"Invalid '{where}.file.file_data': expected base64 PDF data."
+        else:
+            return (f"Invalid value: '{kind}'. Supported values are: 'text', 'image_url', "
+                    "'input_audio', 'refusal', and 'file'.")
+    return None
+
+
+def _decodes(url: str) -> bool:
+    try:
+        base64.b64decode(url.split(",", 1)[1], validate=True)
+    except (ValueError, IndexError):
+        return False
+    return True
+
+
+def files_seen(body: dict[str, Any]) -> list[tuple[str, str]]:
+    """What a request showed the model of files: ``(part type, media type, file name or
+    text)`` for each image, file, and text part that frames a file, in order: ``(type,
+    media type)`` for an image, ``(type, file name)`` for a file, ``(type, text)``."""
+    seen = []
+    for m in body["messages"]:
+        content = m.get("content")
+        if m.get("role") != "user" or not isinstance(content, list):
+            continue
+        for part in content:
+            if part["type"] == "image_url":
+                seen.append(("image_url", part["image_url"]["url"].split(";", 1)[0][5:]))
+            elif part["type"] == "file":
+                seen.append(("file", part["file"]["filename"]))
+            elif part["text"].startswith(("[file ", "[image ", "[PDF ")):
+                seen.append(("text", part["text"]))
+    return seen

@@ -98,7 +98,7 @@ class FakeServer:
         return None
 
     async def __aenter__(self) -> Self:
-        app = web.Application()
+        app = web.Application(client_max_size=64 * 1024 * 1024)  # requests with images
         app.router.add_post(self.path, self._handle)
         self._runner = loopback_runner(app)
         await self._runner.setup()
