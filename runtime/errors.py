@@ -158,10 +158,13 @@ class FileRefused(MaidenError):
     """A file someone shared is not taken in: ``name`` is the file's, the message says why
     in a few words (``it is 31.2 MB; at most 20.0 MB are read ([files] max_bytes)``)."""
 
-    def __init__(self, name: str, why: str) -> None:
+    def __init__(self, name: str, why: str,
+                 limit: Literal["size", "type", "count"] | None = None) -> None:
         super().__init__(f"{name}: {why}")
         self.name = name
         self.why = why
+        self.limit = limit
+        """The ``[files]`` limit it broke, if one did (else it could not be fetched)."""
 
 
 class ToolDefinitionError(MaidenError, TypeError):

@@ -89,10 +89,10 @@ class Files:
         limit = self.config.max_bytes
         if size is not None and size > limit:
             raise FileRefused(name, f"it is {human_size(size)}; at most {human_size(limit)} "
-                                    "are read ([files] max_bytes)")
+                                    "are read ([files] max_bytes)", "size")
         if not self.config.allows(media_type):
             raise FileRefused(name, f"files of type {media_type} are not read here ([files] "
-                                    "allowed_types)")
+                                    "allowed_types)", "type")
 
     async def put(self, name: str, media_type: str | None, data: bytes) -> FileRef:
         """Check and store a file someone handed over with its bytes (the HTTP API, the
@@ -105,7 +105,7 @@ class Files:
         most = self.config.max_per_message
         if count > most:
             raise FileRefused(f"{count} files", f"at most {most} are read from one message "
-                                                "([files] max_per_message)")
+                                                "([files] max_per_message)", "count")
 
     async def take(self, run: Run, window: int | None) -> Taken:
         """The run's files, stored: those it was given, and those its platform announced,
@@ -118,7 +118,7 @@ class Files:
             if n >= room:
                 refused.append(FileRefused(source.name, f"at most {self.config.max_per_message}"
                                            " files are read from one message ([files] "
-                                           "max_per_message)"))
+                                           "max_per_message)", "count"))
                 continue
             try:
                 refs.append(await self._fetch(source))

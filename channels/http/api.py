@@ -4,6 +4,7 @@ route reaches through ``deps.Api``, and the switches the process uses at shutdow
 # No `from __future__ import annotations`: the routes' modules import these names for
 # annotations FastAPI reads at runtime.
 import asyncio
+import base64
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -11,7 +12,16 @@ from typing import Any
 
 from fastapi.responses import StreamingResponse
 
-from runtime import Origin, Run, RunEnded, RunEvent, Runtime, ScheduleService
+from runtime import (
+    FileRef,
+    FileRefused,
+    Origin,
+    Run,
+    RunEnded,
+    RunEvent,
+    Runtime,
+    ScheduleService,
+)
 
 from .auth import Credential, Credentials
 from .config import HttpConfig
@@ -19,7 +29,7 @@ from .console import StatusSource
 from .console.live import Live
 from .errors import ApiError
 from .metrics import Metrics
-from .models import MessageIn, RunOut
+from .models import FileIn, MessageIn, RunOut
 
 __all__ = ["SSE", "HttpApi", "claimed"]
 
@@ -60,16 +70,40 @@ class HttpApi:
         if self.closing:
             raise ApiError(503, "the server is shutting down; send the message again later",
                            "shutting_down", {"Retry-After": "5"})
+        files = await self._files(body.files)
         run = await self.runtime.submit(
             thread_id, body.text, origin=Origin(channel="http", user=claimed(who, body.user)),
-            idempotency_key=f"http:{key}" if key is not None else None)
-        if key is not None and (run.thread_id != thread_id or run.text != body.text):
+            idempotency_key=f"http:{key}" if key is not None else None, files=files)
+        if key is not None and (run.thread_id != thread_id or run.text != body.text
+                                or [f.digest for f in run.files] != [f.digest for f in files]):
             raise ApiError(409, f"Idempotency-Key {key!r} was already used for another "
                            f"message (run {run.id}); use a new key for a new message",
                            "idempotency_key_reused")
         log.info("message accepted as run %s", run.id,
                  extra={"thread_id": run.thread_id, "run_id": run.id})
         return run
+
+    async def _files(self, given: list[FileIn]) -> list[FileRef]:
+        """The message's files, stored (before its run is: a run names stored files);
+        413 for one too big, 415 for a type not taken, 422 for data that is not base64."""
+        files = self.runtime.files
+        try:
+            files.too_many(len(given))
+        except FileRefused as exc:
+            raise ApiError(422, str(exc), "file_refused") from None
+        stored = []
+        for item in given:
+            try:
+                data = base64.b64decode(item.data, validate=True)
+            except ValueError:
+                raise ApiError(422, f"{item.name}: its data is not base64", "invalid_file") \
+                    from None
+            try:
+                stored.append(await files.put(item.name, item.media_type, data))
+            except FileRefused as exc:
+                status = {"size": 413, "type": 415}.get(exc.limit or "", 422)
+                raise ApiError(status, str(exc), "file_refused") from None
+        return stored
 
     async def settle(self, run_id: str) -> Run:
         """The run once it ends or pauses (or once the server stops waiting)."""

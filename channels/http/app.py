@@ -23,9 +23,11 @@ from .api import HttpApi
 from .auth import Credentials
 from .config import HttpConfig
 from .console import ConsoleOptions, RulesSource, StatusSource, mount_console
-from .errors import BodyLimit, fix_openapi, install_error_handlers
+from .errors import fix_openapi, install_error_handlers
 from .guard import HostGuard
 from .hosts import Hosts
+from .limits import BodyLimit
+from .multipart import MultipartMessages
 
 __all__ = ["HttpApi", "create_app"]
 
@@ -54,7 +56,11 @@ def create_app(
                   redoc_url=None,
                   description="Talk to the agent, follow its runs, decide approvals.")
     app.state.maiden = api
-    app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+    app.add_middleware(MultipartMessages, max_files=runtime.files.config.max_per_message)
+    # A multipart message may carry its files whole: up to [files]' limits beside the body's.
+    files = runtime.files.config
+    app.add_middleware(BodyLimit, limit=config.max_body_bytes, multipart_limit=(
+        config.max_body_bytes + files.max_bytes * files.max_per_message))
     if config.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=config.cors_origins,
                            allow_methods=["GET", "POST"],
@@ -67,7 +73,7 @@ def create_app(
     install_error_handlers(app)
     app.include_router(routes.message_router(runtime.agent.max_message_chars))
     for router in (routes.threads, routes.runs, routes.approvals, routes.schedules,
-                   routes.feedback, routes.service):
+                   routes.feedback, routes.files, routes.service):
         app.include_router(router)
     _cache_openapi(app, tokens=credentials.required)
     if config.console:

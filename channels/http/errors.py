@@ -11,7 +11,6 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runtime import InvalidThreadId, NotFound, RunError, StaleWrite, StoreError, StoreGone
 
@@ -20,7 +19,6 @@ from .models import Problem
 __all__ = [
     "PROBLEM",
     "ApiError",
-    "BodyLimit",
     "check_bearer",
     "fix_openapi",
     "install_error_handlers",
@@ -140,65 +138,7 @@ def check_bearer(expected: str, authorization: str | None) -> None:
                        "unauthorized", {"WWW-Authenticate": 'Bearer realm="maiden"'})
 
 
-class BodyLimit:
-    """Refuse request bodies over ``limit`` bytes with 413, before the app reads them.
-
-    The body is read here in full (it is small by definition) and handed on, so a
-    chunked body is measured as well as one with a Content-Length.
-    """
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
-            await self.app(scope, receive, send)
-            return
-        declared = _content_length(scope)
-        if declared is not None and declared > self.limit:
-            await self._refuse(scope, receive, send)
-            return
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.limit:
-                await self._refuse(scope, receive, send)
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
-
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = problem(413, f"the request body is larger than {self.limit} bytes "
-                           "([http] max_body_bytes)", "body_too_large")
-        await response(scope, receive, send)
-
-
-def _content_length(scope: Scope) -> int | None:
-    for name, value in scope.get("headers", ()):
-        if name == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None
+THREAD_ID_PATTERN = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"
 
 
 def fix_openapi(schema: dict[str, Any]) -> dict[str, Any]:
@@ -206,6 +146,11 @@ def fix_openapi(schema: dict[str, Any]) -> dict[str, Any]:
     problem_ref = {"$ref": "#/components/schemas/Problem"}
     for path in schema.get("paths", {}).values():
         for operation in path.values():
+            for parameter in operation.get("parameters", []):
+                if parameter.get("in") == "path" and parameter.get("name") == "thread_id":
+                    # The one rule for thread ids (runtime check_thread_id): no control
+                    # characters.
+                    parameter["schema"]["pattern"] = THREAD_ID_PATTERN
             for response in operation.get("responses", {}).values():
                 ref = response.get("content", {}).get("application/json", {}).get(
                     "schema", {}).get("$ref", "")

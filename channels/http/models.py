@@ -25,6 +25,7 @@ __all__ = [
     "CancelIn",
     "EntryPage",
     "FeedbackPage",
+    "FileIn",
     "Health",
     "MessageIn",
     "Problem",
@@ -53,10 +54,23 @@ class _In(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+class FileIn(_In):
+    """A file sent with a message, its bytes in base64 (or a part of a multipart body)."""
+
+    name: str = Field(min_length=1, max_length=255, description="the file's name")
+    media_type: str | None = Field(default=None, max_length=255, description=(
+        "its media type (default: from the name; checked against the bytes)"))
+    data: str = Field(description="the file's bytes, base64 (standard alphabet, padded)")
+
+    _check = field_validator("name", "media_type")(_utf8)
+
+
 class MessageIn(_In):
     """A message to the agent on a thread."""
 
     text: str = Field(min_length=1, description="the message")
+    files: list[FileIn] = Field(default_factory=list, description=(
+        "files the agent is to read ([files] limits apply; see also multipart/form-data)"))
     user: str | None = Field(default=None, max_length=200, description=(
         "who sends it: may only name the caller (the token's name, or 'local' without tokens)"))
     wait: bool = Field(default=True, description="answer once the run ends or pauses "

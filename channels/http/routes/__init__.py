@@ -6,10 +6,12 @@ Each route reaches the app it serves through the dependencies in ``..deps``
 
 from .approvals import router as approvals
 from .feedback import router as feedback
+from .files import router as files
 from .runs import router as runs
 from .schedules import router as schedules
 from .service import router as service
 from .threads import message_router
 from .threads import router as threads
 
-__all__ = ["approvals", "feedback", "message_router", "runs", "schedules", "service", "threads"]
+__all__ = ["approvals", "feedback", "files", "message_router", "runs", "schedules", "service",
+           "threads"]

@@ -46,7 +46,10 @@ def message_router(max_chars: int) -> APIRouter:
             alias="Idempotency-Key", max_length=200,
             description="a retried request with the same key returns the same run")] = None,
     ) -> Response:
-        """Send a message on a thread (any string, URL-encoded); answer with the run."""
+        """Send a message on a thread (any string, URL-encoded); answer with the run.
+
+        Files go in ``files`` (base64), or the body is ``multipart/form-data``: a part
+        named ``message`` holding this JSON object, and a part per file."""
         message: MessageIn = body
         run = await api.submit(thread_id, message, idempotency_key, who)
         if SSE in request.headers.get("accept", ""):
