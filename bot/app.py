@@ -131,7 +131,8 @@ async def open_app(
             tools.add(made)
         runtime = Runtime(store, provider, tools, agent=cfg.agent, budget=cfg.budget,
                           prices=cfg.provider.prices, settings=cfg.runtime,
-                          channels=cfg.chat_channels(), services={"schedules": book})
+                          channels=cfg.chat_channels(), services={"schedules": book},
+                          files=cfg.files)
         stack.push_async_callback(runtime.close)
         if writable:
             try:

@@ -58,6 +58,8 @@ def _parser() -> argparse.ArgumentParser:
     send = command("send", "send one message and print the reply")
     send.add_argument("thread")
     send.add_argument("text")
+    send.add_argument("--file", action="append", default=[], metavar="PATH",
+                      help="a file for the agent to read (repeatable; [files] limits apply)")
     command("threads", "list threads")
     show = command("show", "show a thread's entries and runs")
     show.add_argument("thread")

@@ -17,6 +17,7 @@ from runtime import (
     AgentConfig,
     BudgetConfig,
     ConfigError,
+    FilesConfig,
     ProviderConfig,
     RuntimeConfig,
     StoreConfig,
@@ -59,6 +60,7 @@ class MaidenConfig(BaseModel):
     store: StoreConfig = StoreConfig()
     runtime: RuntimeConfig = RuntimeConfig()
     tools: ToolsConfig = ToolsConfig()
+    files: FilesConfig = FilesConfig()
     http: HttpConfig = HttpConfig()
     channels: ChannelsConfig = ChannelsConfig()
     schedules: list[ScheduleConfig] = []

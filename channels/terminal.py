@@ -51,7 +51,8 @@ def render_entry(index: int, entry: Entry) -> str:
     head = f"[{index}] {_when(entry.at)}"
     if isinstance(entry, UserMessage):
         who = f" {entry.user}" if entry.user else ""
-        return f"{head} user{who} (run {entry.run_id}):\n    {entry.text}"
+        files = "".join(f"\n    [file {f.describe()} sha256:{f.digest}]" for f in entry.files)
+        return f"{head} user{who} (run {entry.run_id}):\n    {entry.text}{files}"
     if isinstance(entry, AssistantTurn):
         lines = [f"{head} assistant:"]
         if entry.text:

@@ -6,12 +6,13 @@ import argparse
 import asyncio
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from runtime import MaidenError, Origin, RunState
 
 from ..config import LoadedConfig
-from .common import EXIT_INTERRUPTED, EXIT_OK, report
+from .common import EXIT_INTERRUPTED, EXIT_OK, UsageError, report
 
 __all__ = ["COMMANDS"]
 
@@ -36,7 +37,10 @@ async def _send(loaded: LoadedConfig, args: argparse.Namespace) -> int:
 
     async with open_runtime(loaded, recover=False, serve=True, writable=True,
                             log_runs=args.verbose) as runtime:
-        run = await runtime.submit(args.thread, args.text, origin=Origin(channel="cli"))
+        files = [await runtime.files.put(path.name, None, data)
+                 for path, data in _read_files(args.file)]
+        run = await runtime.submit(args.thread, args.text, origin=Origin(channel="cli"),
+                                   files=files)
         waiting = asyncio.ensure_future(runtime.wait(run.id))
         interrupts = 0
 
@@ -67,6 +71,18 @@ async def _send(loaded: LoadedConfig, args: argparse.Namespace) -> int:
         os._exit(EXIT_INTERRUPTED)
     code = report(run)
     return EXIT_INTERRUPTED if interrupts and run.state is RunState.CANCELLED else code
+
+
+def _read_files(paths: list[str]) -> list[tuple[Path, bytes]]:
+    """``--file`` paths and their bytes; ``UsageError`` naming one that cannot be read."""
+    read = []
+    for given in paths:
+        path = Path(given).expanduser()
+        try:
+            read.append((path, path.read_bytes()))
+        except OSError as exc:
+            raise UsageError(f"--file {given}: {exc.strerror or exc}") from None
+    return read
 
 
 async def _cancel_run(runtime: Any, run_id: str) -> None:

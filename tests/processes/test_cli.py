@@ -11,6 +11,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.samples import png
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -324,3 +326,19 @@ def test_a_closed_pipe_is_not_a_traceback(home: Path) -> None:
     proc.stderr.close()
     assert proc.wait(timeout=30) in (0, 141)
     assert "Traceback" not in err
+
+
+def test_send_with_files_shows_what_the_model_received(home: Path) -> None:
+    (home / "error.log").write_text("ERROR disk full\n")
+    (home / "shot.png").write_bytes(png(40, 30))
+    sent = maiden(home, "send", "t1", "why?", "--file", "error.log", "--file", "shot.png")
+    assert sent.returncode == 0, sent.stderr
+    assert sent.stdout.splitlines() == [
+        "echo: why?",
+        "[received error.log (text/plain, 16 bytes), shown as 75 characters of text]",
+        "[received shot.png (image/png, 40x30, " + sent.stdout.split("40x30, ")[1].split(")")[0]
+        + "), shown as a note]"]
+    shown = maiden(home, "show", "t1")
+    assert "[file error.log (text/plain, 16 bytes) sha256:" in shown.stdout
+    missing = maiden(home, "send", "t1", "and?", "--file", "nope.txt")
+    assert missing.returncode == 2 and "--file nope.txt: No such file" in missing.stderr
