@@ -207,6 +207,8 @@ async def open_channels(
     for channel in channels:
         if channel.deliverer is not None:
             runtime.add_deliverer(channel.name, channel.deliverer)
+        if channel.fetcher is not None:
+            runtime.files.add_fetcher(channel.name, channel.fetcher)
         await stack.enter_async_context(channel)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol, Self
 
-from runtime import Deliverer
+from runtime import Deliverer, FileFetcher
 
 __all__ = ["Channel"]
 
@@ -13,7 +13,8 @@ class Channel(Protocol):
     """A way people reach the agent (the HTTP API, Slack, Discord).
 
     `maiden run` registers each configured channel's ``deliverer`` (if it posts
-    replies) under ``name`` and then enters the channel, on one ``AsyncExitStack``
+    replies) and ``fetcher`` (if its platform's files are downloaded) under ``name``
+    and then enters the channel, on one ``AsyncExitStack``
     after recovery, so a reply due while channels still open goes out at once; it
     prints each one's ``banner`` line, and on SIGTERM calls ``stop_intake`` on all of
     them before the runtime lets runs reach a checkpoint; leaving the context then
@@ -32,6 +33,10 @@ class Channel(Protocol):
     deliverer: Deliverer | None
     """How the runtime posts this channel's replies and approval prompts; None if the
     channel answers its callers directly (HTTP)."""
+
+    fetcher: FileFetcher | None
+    """How files its platform announces with a message are downloaded (registered with
+    the deliverer); None if its messages carry their files' bytes (HTTP)."""
 
     async def __aenter__(self) -> Self:
         """Connect (or start trying to) and start taking messages."""

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 from typing import Any, Self
+from urllib.parse import urlsplit
 
 import aiohttp
 import discord
@@ -29,6 +30,8 @@ from discord.http import Route
 from runtime import (
     ACTIVE_STATES,
     Deliverer,
+    FileFetcher,
+    FileSource,
     MaidenError,
     Origin,
     RunError,
@@ -36,6 +39,7 @@ from runtime import (
 )
 
 from ..access import Place, Right
+from ..downloads import Downloader
 from ..feedback import record_vote
 from ..prompts import refusal_text
 from ..retry import Backoff, ChannelRefused, Unreachable, keep_trying, reason_of
@@ -76,6 +80,11 @@ class DiscordChannel:
         if config.stream != "off":
             deliverer.streamer = DiscordStreamer(deliverer, edit_every_s=config.edit_every_s)
         self.deliverer: Deliverer | None = deliverer
+        self.downloads = Downloader(
+            "Discord", {"cdn.discordapp.com", "media.discordapp.net",
+                        urlsplit(config.api_url).hostname or "discord.com"},
+            no_access="Discord would not hand it over (the link may have expired)")
+        self.fetcher: FileFetcher | None = self.downloads
         self.bot = ""
         self._connecting: asyncio.Task[None] | None = None
         self._standby: asyncio.Task[None] | None = None
@@ -229,6 +238,7 @@ class DiscordChannel:
             await asyncio.gather(self._connecting, return_exceptions=True)
         with contextlib.suppress(MaidenError):
             await self.runtime.release_lease(self.lease)
+        await self.downloads.aclose()
         self._closed.set()
 
     def banner(self) -> str:
@@ -306,11 +316,11 @@ class DiscordChannel:
         if right == "operate":
             self._background.spawn(stop_thread(self.runtime, found.thread_id, found.user, log))
             return
-        if not found.text:
+        if not found.text and not found.files:
             return
         try:
             run = await self.runtime.submit(
-                found.thread_id, found.text, idempotency_key=found.key,
+                found.thread_id, found.text, idempotency_key=found.key, fetch=found.files,
                 origin=Origin(channel=self.name, target=found.target, user=found.user))
         except RunError as exc:
             log.warning("discord: message %s not taken: %s", found.message, exc)
@@ -332,7 +342,11 @@ class DiscordChannel:
                     mentions_bot=me is not None and any(u.id == me.id
                                                         for u in message.mentions),
                     replies_to_bot=replies_to_bot,
-                    in_thread=isinstance(message.channel, discord.Thread))
+                    in_thread=isinstance(message.channel, discord.Thread),
+                    files=tuple(FileSource(via=self.name, url=a.url, name=a.filename,
+                                           media_type=a.content_type or "application/octet-stream",
+                                           size=a.size, id=str(a.id))
+                                for a in message.attachments))
 
     async def _joined(self, found: Inbound) -> bool:
         return bool(await self.runtime.records.runs(thread_id=found.thread_id, limit=1))

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from runtime import FileSource
+
 __all__ = ["Ignored", "Inbound", "Seen", "read_message", "strip_mentions"]
 
 
@@ -28,6 +30,8 @@ class Seen:
     mentions_bot: bool
     replies_to_bot: bool
     in_thread: bool
+    files: tuple[FileSource, ...] = ()
+    """The message's attachments (CDN URLs, fetched without the bot token)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +46,7 @@ class Inbound:
     addressed: bool
     """Mentioned, replied to, or in a DM: it starts work whatever ``respond_in`` says."""
     in_thread: bool
+    files: tuple[FileSource, ...] = ()
 
     @property
     def key(self) -> str:
@@ -80,4 +85,4 @@ def read_message(
         addressed = True
     return Inbound(message=seen.id, channel=seen.channel, guild=seen.guild, user=seen.author,
                    text=strip_mentions(seen.content, bot), thread_id=thread_id, direct=direct,
-                   addressed=addressed, in_thread=seen.in_thread)
+                   addressed=addressed, in_thread=seen.in_thread, files=seen.files)

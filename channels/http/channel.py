@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Self
 
-from runtime import Deliverer, Runtime, ScheduleService
+from runtime import Deliverer, FileFetcher, Runtime, ScheduleService
 
 from .auth import Credentials
 from .config import LEGACY_NAME, HttpConfig
@@ -27,6 +27,7 @@ class HttpChannel:
 
     name = "http"
     deliverer: Deliverer | None = None
+    fetcher: FileFetcher | None = None
 
     def __init__(
         self, runtime: Runtime, config: HttpConfig, credentials: Credentials | str | None,

@@ -16,6 +16,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Self
+from urllib.parse import urlsplit
 
 import aiohttp
 from slack_bolt.async_app import AsyncApp
@@ -24,9 +25,19 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from runtime import ACTIVE_STATES, Deliverer, MaidenError, Origin, Run, RunError, Runtime
+from runtime import (
+    ACTIVE_STATES,
+    Deliverer,
+    FileFetcher,
+    MaidenError,
+    Origin,
+    Run,
+    RunError,
+    Runtime,
+)
 
 from ..access import Place
+from ..downloads import Downloader
 from ..prompts import refusal_text
 from ..retry import Backoff, ChannelRefused, Unreachable, keep_trying, reason_of
 from ..work import Background, is_stop, stop_thread
@@ -60,6 +71,8 @@ _TRY_LATER = frozenset({"ratelimited", "fatal_error", "internal_error", "service
                         "request_timeout"})
 """Errors Slack answers with when it is the problem, not the token."""
 
+NO_ACCESS = ("Slack sent its sign-in page instead of the file: the bot token may not read "
+             "it (the app needs the files:read scope; add it and reinstall the app)")
 STATUS = "is working on it…"
 REACTION = "hourglass_flowing_sand"
 
@@ -90,6 +103,10 @@ class SlackChannel:
                                                append_every_s=config.stream_every_s,
                                                edit_every_s=config.edit_every_s)
         self.deliverer: Deliverer | None = deliverer
+        self.downloads = Downloader(
+            "Slack", {"files.slack.com", urlsplit(config.api_url).hostname or "slack.com"},
+            headers={"Authorization": f"Bearer {secrets.bot_token}"}, no_access=NO_ACCESS)
+        self.fetcher: FileFetcher | None = self.downloads
         self.team = ""
         self.team_name = ""
         self.bot_user = ""
@@ -206,6 +223,7 @@ class SlackChannel:
             with contextlib.suppress(Exception):
                 await self._socket.close_async()
         await self._background.close()
+        await self.downloads.aclose()
         self._closed.set()
 
     def banner(self) -> str:
@@ -301,13 +319,13 @@ class SlackChannel:
                 await self.client.chat_postEphemeral(channel=seen.channel, user=seen.user,
                                                      text=refusal_text("stop runs"))
             return
-        if not seen.text:
+        if not seen.text and not seen.files:
             return
         await self.assistant.first_message(seen)
         # Stored before the ack. Shutting down, this raises: no ack, so Slack sends the
         # event again, to the next process.
         run = await self.runtime.submit(
-            seen.thread_id, seen.text, idempotency_key=seen.key,
+            seen.thread_id, seen.text, idempotency_key=seen.key, fetch=seen.files,
             origin=Origin(channel=self.name, target=seen.target, user=seen.user))
         if run.id not in self._watching and run.state in ACTIVE_STATES:
             self._watching.add(run.id)

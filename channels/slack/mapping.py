@@ -16,7 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Ignored", "Inbound", "read_event", "strip_mentions"]
+from runtime import FileSource
+
+__all__ = ["Ignored", "Inbound", "read_event", "read_files", "strip_mentions"]
 
 # Messages that are a person saying something; every other subtype (edits, deletions,
 # joins, topic changes, bot_message...) is not a message to answer.
@@ -41,6 +43,8 @@ class Inbound:
     direct: bool
     in_thread: bool
     """The message is a reply inside a Slack thread."""
+    files: tuple[FileSource, ...] = ()
+    """Files shared with it, to download with the bot token (``url_private_download``)."""
 
     @property
     def key(self) -> str:
@@ -101,4 +105,25 @@ def read_event(
         thread_id, reply_in = f"slack:{team}:{channel}:{root}", root
     return Inbound(team=team, channel=channel, user=who, ts=ts,
                    text=strip_mentions(text, bot_user), thread_id=thread_id, reply_in=reply_in,
-                   mentioned=mentioned, direct=direct, in_thread=in_thread)
+                   mentioned=mentioned, direct=direct, in_thread=in_thread,
+                   files=read_files(event.get("files")))
+
+
+def read_files(files: Any) -> tuple[FileSource, ...]:
+    """The files a message event carries that can be downloaded (not a tombstone, not
+    one past the workspace's storage limit, not an external link)."""
+    found = []
+    for item in files if isinstance(files, list) else ():
+        if not isinstance(item, Mapping) or item.get("mode") in ("tombstone", "hidden_by_limit",
+                                                                 "external"):
+            continue
+        url = item.get("url_private_download") or item.get("url_private")
+        if not isinstance(url, str) or not url:
+            continue
+        size = item.get("size")
+        found.append(FileSource(
+            via="slack", url=url, id=str(item.get("id") or "") or None,
+            name=str(item.get("name") or item.get("title") or item.get("id") or "file"),
+            media_type=str(item.get("mimetype") or "application/octet-stream"),
+            size=size if isinstance(size, int) else None))
+    return tuple(found)

@@ -11,7 +11,7 @@ from typing import Self
 
 from bot import load_config
 from bot.app import open_app, open_channels
-from runtime import Deliverer, Delivery, Origin, ReplyDelivery, Runtime
+from runtime import Deliverer, Delivery, FileFetcher, Origin, ReplyDelivery, Runtime
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,6 +43,7 @@ class AnsweredWhileOpening:
         self.runtime = runtime
         self.recorder = Recorder()
         self.deliverer: Deliverer | None = self.recorder
+        self.fetcher: FileFetcher | None = None
 
     async def __aenter__(self) -> Self:
         await self.runtime.submit("probe:1", "hi while opening", origin=Origin(

@@ -69,8 +69,9 @@ async def running(fake: FakeDiscord, db: Path, *, provider: Provider | None = No
             channel = DiscordChannel(runtime, DiscordConfig(**fields), fake.token,
                                      guild_ready_timeout=0.05)
             async with channel:
-                assert channel.deliverer is not None
+                assert channel.deliverer is not None and channel.fetcher is not None
                 runtime.add_deliverer("discord", channel.deliverer)
+                runtime.files.add_fetcher("discord", channel.fetcher)
                 yield Discord(fake, runtime, channel)
             await runtime.idle()
 

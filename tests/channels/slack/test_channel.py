@@ -85,8 +85,9 @@ async def running(
         async with runtime:
             channel = SlackChannel(runtime, config(fake, **overrides), secrets(fake), pace_s=0)
             async with channel:
-                assert channel.deliverer is not None
+                assert channel.deliverer is not None and channel.fetcher is not None
                 runtime.add_deliverer("slack", channel.deliverer)
+                runtime.files.add_fetcher("slack", channel.fetcher)
                 await fake.wait_connected()
                 yield Slack(fake, runtime, channel)
             await runtime.idle()

@@ -26,6 +26,7 @@ from aiohttp import web
 
 from ..site import loopback_runner, serve_on_loopback
 from . import payloads as p
+from .cdn import Cdn
 from .gateway import Gateway, Received
 from .interactions import InteractionResponse
 from .net import Certificates, discord_py_pointed_at
@@ -64,6 +65,8 @@ class FakeDiscord:
         self.port = port
         """Where the plain-HTTP API and gateway serve (0: a free port, chosen at start)."""
         self.tls_port = 0
+        self.cdn = Cdn()
+        """People's attachments, served at signed URLs on the plain port."""
 
     # -- addresses and identity
 
@@ -99,6 +102,7 @@ class FakeDiscord:
         app.router.add_route("*", PREFIX + "/{tail:.*}", self._handle)
         for path in ("/", "/gateway", "/resume"):
             app.router.add_get(path, self.gateway.handle)
+        app.router.add_get("/attachments/{channel}/{id}/{name}", self.cdn.serve)
         self._runner = loopback_runner(app)
         await self._runner.setup()
         self.port = await serve_on_loopback(self._runner, port=self.port)
@@ -155,22 +159,27 @@ class FakeDiscord:
     # -- what people do
 
     def post_as_user(self, channel_id: Id, author_id: Id, content: str, *,
-                     mentions: Sequence[Id] = (), reply_to: JSON | None = None) -> JSON:
-        """Store a message a person wrote; return its MESSAGE_CREATE ``d``."""
+                     mentions: Sequence[Id] = (), reply_to: JSON | None = None,
+                     files: Sequence[tuple[str, bytes, str]] = ()) -> JSON:
+        """Store a message a person wrote (with ``files``: ``(name, bytes, content type)``,
+        served by the CDN); return its MESSAGE_CREATE ``d``."""
         channel = self.rest.channel(str(channel_id))
         author = self.world.user(author_id)
+        attachments = [self.cdn.add(f"http://127.0.0.1:{self.port}", channel["id"], *f)
+                       for f in files]
         msg = p.message(p.new_id(), channel["id"], author, content,
                         mentions=[self.world.user(m) for m in mentions], referenced=reply_to,
-                        nonce=str(p.new_id()))
+                        nonce=str(p.new_id()), attachments=attachments)
         self.store.create(msg)
         channel["last_message_id"] = msg["id"]
         return self.rest.for_gateway(msg)
 
     async def user_message(self, channel_id: Id, author_id: Id, content: str, *,
-                           mentions: Sequence[Id] = (), reply_to: JSON | None = None) -> JSON:
+                           mentions: Sequence[Id] = (), reply_to: JSON | None = None,
+                           files: Sequence[tuple[str, bytes, str]] = ()) -> JSON:
         """``post_as_user`` and dispatch its MESSAGE_CREATE; returns the ``d`` sent."""
         d = self.post_as_user(channel_id, author_id, content, mentions=mentions,
-                              reply_to=reply_to)
+                              reply_to=reply_to, files=files)
         await self.dispatch("MESSAGE_CREATE", d)
         return d
 

@@ -33,6 +33,7 @@ from aiohttp import web
 
 from ..site import loopback_runner, serve_on_loopback
 from . import payloads
+from .files import SharedFiles
 from .methods import WebAPI, Workspace, needed_scopes
 from .socket import SocketMode
 from .store import JSON, SlackError, Store, render
@@ -79,6 +80,8 @@ class FakeSlack:
         """False: ``assistant.threads.setStatus`` answers ``unknown_method``."""
         self.store = Store()
         self.api = WebAPI(self.workspace, self.store)
+        self.shared = SharedFiles(self.workspace.team_id, self.workspace.bot_token)
+        """Files people shared, and their downloads."""
         self._changed = asyncio.Condition()
         self.socket = SocketMode(self.workspace.app_id, self._changed)
         self.requests: list[Call] = []
@@ -115,6 +118,7 @@ class FakeSlack:
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._handle)
         app.router.add_get("/link/", self.socket.handle)
+        app.router.add_get("/files-pri/{file}/download/{name}", self.shared.serve)
         self._runner = loopback_runner(app)
         await self._runner.setup()
         self.port = await serve_on_loopback(self._runner, port=self.port)
@@ -174,6 +178,22 @@ class FakeSlack:
                                            thread_ts=message.get("thread_ts"),
                                            channel_type=channel_type,
                                            parent_user_id=message.get("parent_user_id"))
+        return self.event_callback(event)
+
+    def share_file(self, channel: str, user: str, text: str,
+                   files: list[tuple[str, bytes, str]], *, thread_ts: str | None = None,
+                   channel_type: payloads.ChannelType = "channel") -> JSON:
+        """A person's message with files (``(name, bytes, mimetype)``), stored and served
+        at their ``url_private_download``; the ``file_share`` event Slack delivers."""
+        objects = [self.shared.add(self.base_url, user, name, data, mimetype)
+                   for name, data, mimetype in files]
+        message = self.store.post(channel, {"user": user, "text": text, "files": objects,
+                                            "team": self.workspace.team_id},
+                                  thread_ts=thread_ts)
+        event = payloads.message_event(self.workspace.team_id, channel, user, text,
+                                       message["ts"], thread_ts=message.get("thread_ts"),
+                                       channel_type=channel_type, subtype="file_share")
+        event |= {"files": objects, "upload": False, "display_as_bot": False}
         return self.event_callback(event)
 
     def event_callback(self, event: JSON) -> JSON:

@@ -1,0 +1,93 @@
+"""Downloading a file a platform announced (``FileFetcher`` for Slack and Discord): only
+from the platform's own file hosts (its token goes nowhere else), streamed and cut off
+at the size limit, and never a web page taken for the file: a sign-in page served, or a
+redirect to one, instead of the bytes is refused with the reason."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+
+from runtime import FileRefused, FileSource, human_size, looks_like_html
+
+__all__ = ["Downloader"]
+
+_REDIRECTS = 3
+
+
+class Downloader:
+    """Fetches ``FileSource`` URLs on ``hosts`` with ``headers`` (a bearer token)."""
+
+    def __init__(self, platform: str, hosts: Collection[str], *, no_access: str,
+                 headers: Mapping[str, str] | None = None,
+                 client: httpx.AsyncClient | None = None, timeout_s: float = 60.0) -> None:
+        self.platform = platform
+        self.hosts = frozenset(h.lower() for h in hosts)
+        self.no_access = no_access
+        """What a sign-in page instead of the file means, and what to do about it."""
+        self._headers = dict(headers or {})
+        self._own = client is None
+        self._client = client or httpx.AsyncClient(timeout=httpx.Timeout(timeout_s))
+
+    async def aclose(self) -> None:
+        if self._own:
+            await self._client.aclose()
+
+    async def fetch(self, source: FileSource, max_bytes: int) -> bytes:
+        url = source.url
+        for _ in range(_REDIRECTS + 1):
+            if not self._ours(url):
+                raise FileRefused(source.name, f"its address is not a {self.platform} file "
+                                               "address")
+            try:
+                async with self._client.stream("GET", url, headers=self._headers) as response:
+                    if response.is_redirect:
+                        url = urljoin(url, response.headers.get("location", ""))
+                        if not self._ours(url):  # to a sign-in page, say
+                            raise FileRefused(source.name, self.no_access)
+                        continue
+                    return await self._body(source, response, max_bytes)
+            except httpx.HTTPError as exc:
+                raise FileRefused(source.name, f"it could not be downloaded from "
+                                               f"{self.platform} ({type(exc).__name__})") from exc
+        raise FileRefused(source.name, f"{self.platform} redirected it too often")
+
+    def _ours(self, url: str) -> bool:
+        parts = urlsplit(url)
+        return parts.scheme in ("https", "http") and (parts.hostname or "") in self.hosts \
+            and (parts.scheme == "https" or parts.hostname in ("127.0.0.1", "localhost"))
+
+    async def _body(self, source: FileSource, response: httpx.Response, max_bytes: int
+                    ) -> bytes:
+        if response.status_code in (401, 403):
+            raise FileRefused(source.name, self.no_access)
+        if response.status_code in (404, 410):
+            raise FileRefused(source.name, f"{self.platform} no longer has it (the link may "
+                                           "have expired, or the file was deleted)")
+        if response.status_code != 200:
+            raise FileRefused(source.name, f"{self.platform} answered "
+                                           f"{response.status_code} to its download")
+        wants_html = source.media_type.startswith("text/html") or source.name.lower().endswith(
+            (".html", ".htm"))
+        served = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        if served == "text/html" and not wants_html:
+            raise FileRefused(source.name, self.no_access)
+        declared = response.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+            raise _too_big(source, int(declared), max_bytes)
+        data = bytearray()
+        async for chunk in response.aiter_bytes():
+            data += chunk
+            if len(data) > max_bytes:
+                raise _too_big(source, len(data), max_bytes, more=True)
+        if not wants_html and looks_like_html(bytes(data[:512])):
+            raise FileRefused(source.name, self.no_access)
+        return bytes(data)
+
+
+def _too_big(source: FileSource, size: int, limit: int, *, more: bool = False) -> FileRefused:
+    said = f"more than {human_size(limit)}" if more else human_size(size)
+    return FileRefused(source.name, f"it is {said}; at most {human_size(limit)} are read "
+                                    "([files] max_bytes)", "size")

@@ -1,0 +1,53 @@
+"""Attachments in Discord (README "Files and images"): fetched from the CDN's signed URL as
+the run's first step (no token sent), shown to the model, one blob however often shared;
+an expired link is refused with the reason and the message still runs."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from tests.channels.discord.test_channel import running
+from tests.fakes.discord import BOT_ID, GENERAL_ID, HUMAN_ID, FakeDiscord
+from tests.samples import pdf, png
+
+
+def bot_texts(fake: FakeDiscord) -> list[str]:
+    return [m["content"] for m in fake.messages(GENERAL_ID)
+            if str(m["author"]["id"]) == str(BOT_ID)]
+
+
+async def test_attachments_are_fetched_from_the_cdn_and_shown(tmp_path: Path) -> None:
+    async with FakeDiscord() as fake, running(fake, tmp_path / "m.db") as d:
+        shot = png(300, 200)
+        await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> look", mentions=[BOT_ID],
+                                files=[("a.png", shot, "image/png"),
+                                       ("spec.pdf", pdf("Spec v2"), "application/pdf")])
+        await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> again", mentions=[BOT_ID],
+                                files=[("b.png", shot, "image/png")])
+        await asyncio.wait_for(d.channel.wait_handled(2), 10)
+        await d.runtime.idle()
+        first, second = bot_texts(fake)
+        assert first.splitlines()[1].startswith("[received a.png (image/png, 300x200, ")
+        assert first.splitlines()[2].startswith("[received spec.pdf (application/pdf, 1 page,")
+        assert second.splitlines()[1].startswith("[received b.png (image/png, 300x200, ")
+        assert [signed for _, signed in fake.cdn.downloads] == [True, True, True]
+        assert len(await d.runtime.files.store.blobs()) == 2  # the picture once
+        calls: list[Any] = fake.calls()
+        assert all("attachments" not in c.path for c in calls)  # the CDN is not the API
+
+
+async def test_an_expired_link_is_refused_and_the_message_runs(tmp_path: Path) -> None:
+    async with FakeDiscord() as fake, running(fake, tmp_path / "m.db") as d:
+        posted = fake.post_as_user(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> read", mentions=[BOT_ID],
+                                   files=[("old.txt", b"hello\n", "text/plain")])
+        for attachment in posted["attachments"]:  # the link's signature no longer holds
+            attachment["url"] = attachment["url"].replace("hm=", "hm=0")
+        await fake.dispatch("MESSAGE_CREATE", posted)
+        await asyncio.wait_for(d.channel.wait_handled(1), 10)
+        await d.runtime.idle()
+        refusal, answer = bot_texts(fake)
+        assert refusal == ("I could not read old.txt: Discord no longer has it (the link may "
+                           "have expired, or the file was deleted).")
+        assert answer == "echo: read"

@@ -1,0 +1,60 @@
+"""Files shared in Slack (README "Files and images"): downloaded with the bot token from
+``url_private_download`` as the run's first step, shown to the model, once each; Slack's
+sign-in page instead of a file is refused with the reason, never stored as the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.channels.slack.test_channel import C, running
+from tests.fakes.slack import BOT_USER, FakeSlack
+from tests.samples import png
+
+
+def bot_texts(fake: FakeSlack) -> list[str]:
+    return [m["text"] for m in fake.messages(C) if m.get("user") == BOT_USER]
+
+
+async def test_shared_files_are_fetched_once_and_shown_to_the_model(tmp_path: Path) -> None:
+    async with FakeSlack() as fake, running(fake, tmp_path / "m.db", stream="off") as s:
+        sent = fake.share_file(C, "U1", f"<@{BOT_USER}> what broke?", [
+            ("shot.png", png(640, 480), "image/png"),
+            ("build.log", b"step 3: FAILED\n", "text/plain")])
+        await fake.acked(await fake.socket_event(sent))
+        await fake.socket_event(sent, retry_attempt=1)  # Slack's retry: the same message
+        await s.runtime.idle()
+        (answer,) = bot_texts(fake)
+        lines = answer.splitlines()
+        assert lines[0] == "echo: what broke?"
+        assert lines[1].startswith("[received shot.png (image/png, 640x480, ")
+        assert lines[2].startswith("[received build.log (text/plain, 15 bytes), shown as ")
+        assert [authorized for _, authorized in fake.shared.downloads] == [True, True]
+        (run,) = await s.runtime.records.runs()
+        assert [f.name for f in run.fetch] == ["shot.png", "build.log"]
+        assert len(await s.runtime.records.entries(run.thread_id)) == 2  # message, answer
+
+
+async def test_the_sign_in_page_is_refused_with_the_reason_and_the_message_runs(
+        tmp_path: Path) -> None:
+    async with FakeSlack() as fake, running(fake, tmp_path / "m.db", stream="off") as s:
+        fake.shared.without_files_read = True
+        sent = fake.share_file(C, "U1", f"<@{BOT_USER}> read this", [
+            ("report.pdf", b"%PDF-1.4 pretend", "application/pdf")])
+        await fake.acked(await fake.socket_event(sent))
+        await s.runtime.idle()
+        refusal, answer = bot_texts(fake)
+        assert refusal == ("I could not read report.pdf: Slack sent its sign-in page instead "
+                           "of the file: the bot token may not read it (the app needs the "
+                           "files:read scope; add it and reinstall the app).")
+        assert answer == "echo: read this"
+        assert await s.runtime.files.store.blobs() == []  # the page was not kept as the file
+
+
+async def test_a_file_without_words_is_a_message_too(tmp_path: Path) -> None:
+    async with FakeSlack() as fake, running(fake, tmp_path / "m.db", stream="off") as s:
+        sent = fake.share_file("D0DIRECT1", "U1", "", [("notes.md", b"# todo\n", "text/markdown")],
+                               channel_type="im")
+        await fake.acked(await fake.socket_event(sent))
+        await s.runtime.idle()
+        (answer,) = [m["text"] for m in fake.messages("D0DIRECT1") if m.get("user") == BOT_USER]
+        assert answer.startswith("echo: \n[received notes.md (text/markdown, 7 bytes)")
