@@ -7,6 +7,7 @@
     python -m tests.crash.driver --db DB --effect EFFECT --workdir DIR [--recover]
     python -m tests.crash.driver ... --approve RUN CALL | --deny RUN CALL
     python -m tests.crash.driver ... --vote USER up|down
+    python -m tests.crash.driver ... --send THREAD TEXT --file NAME  (tests/crash/files.py)
     (any of them with --slack API_URL TOKEN CHANNEL THREAD_TS, or --discord ...;
     --send-message CHANNEL: the model posts to that Slack channel with the built-in)
 
@@ -85,6 +86,7 @@ from runtime import (
     tool,
 )
 from runtime.runs import StreamState
+from tests.crash.files import FILE_KILL_POINTS, Shelf, sources
 from tests.crash.streams import STREAM_KILL_POINTS, STREAM_SCRIPT, FileStreamer
 
 EFFECTS = ("read_only", "idempotent_write", "non_idempotent", "non_idempotent_reconcile")
@@ -220,6 +222,11 @@ class _Crashing:
         await super().stream_progress(key, state, remote_ids, at)  # type: ignore[misc]
         self.switch.reached(f"after_stream_{when}")
 
+    async def put_blob(self, data: bytes, media_type: str, at: float) -> Any:
+        stored = await super().put_blob(data, media_type, at)  # type: ignore[misc]
+        self.switch.reached("after_blob_stored")
+        return stored
+
     async def put_vote(self, vote: Vote) -> bool:
         self.switch.reached("before_vote_recorded")
         written: bool = await super().put_vote(vote)  # type: ignore[misc]
@@ -339,7 +346,9 @@ async def summarise(store: SQLiteStore | FilesStore) -> dict[str, Any]:
                for info in await store.list_threads()}
     deliveries = [d.model_dump(mode="json") for d in await store.deliveries()]
     votes = [v.model_dump(mode="json") for v in await store.votes()]
-    return {"runs": runs, "threads": threads, "deliveries": deliveries, "votes": votes}
+    blobs = [b.model_dump(mode="json") for b in await store.blobs()]
+    return {"runs": runs, "threads": threads, "deliveries": deliveries, "votes": votes,
+            "blobs": blobs}
 
 
 class FixedClock:
@@ -424,6 +433,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         if args.stream:
             chat.streamer = FileStreamer(workdir / STREAMS_FILE, switch)
         runtime.add_deliverer(CHANNEL, chat)
+        runtime.files.add_fetcher(CHANNEL, Shelf(workdir, switch))
         if args.slack:
             # Slack as the origin: the real deliverer against a fake Slack the test runs.
             from slack_sdk.web.async_client import AsyncWebClient
@@ -467,7 +477,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             if args.send:
                 thread_id, text = args.send
                 run = await runtime.submit(thread_id, text, origin=origin,
-                                           idempotency_key=args.key)
+                                           idempotency_key=args.key,
+                                           fetch=sources(CHANNEL, args.file))
                 await runtime.wait(run.id)
             decision = args.approve or args.deny
             if decision:
@@ -537,10 +548,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--kill-at",
                         choices=sorted(set(KILL_POINTS + COMPACTION_KILL_POINTS
                                            + FAILED_KILL_POINTS + STREAM_KILL_POINTS
-                                           + VOTE_KILL_POINTS)))
+                                           + VOTE_KILL_POINTS + FILE_KILL_POINTS)))
     parser.add_argument("--max-message-chars", type=int, metavar="N",
                         help="[agent] max_message_chars (a longer --send is refused, told)")
     parser.add_argument("--kill-count", type=int, default=1)
+    parser.add_argument("--file", action="append", default=[], metavar="NAME",
+                        help="--send: the message carries DIR/shared/NAME, announced by its "
+                             "channel and fetched as the run's first step (repeatable)")
     parser.add_argument("--stream", action="store_true",
                         help="the testchat channel streams replies (tests/crash/streams.py)")
     return parser.parse_args(argv)

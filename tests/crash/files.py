@@ -1,0 +1,44 @@
+"""The crash drill's files: ``--file NAME`` makes the message carry ``DIR/shared/NAME`` as
+a file its channel announced, fetched by ``Shelf`` as the run's first step. The shelf
+reads half the file, may die there (``in_fetch``), reads the rest, and notes each whole
+fetch in ``fetches.jsonl``; the store may die right after storing a blob
+(``after_blob_stored``). The summary lists the store's blobs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runtime import FileSource
+
+__all__ = ["FETCHES_FILE", "FILE_KILL_POINTS", "SHARED", "Shelf", "sources"]
+
+FILE_KILL_POINTS = (
+    "in_fetch",                 # --file: half the file read from the channel, nothing stored
+    "after_blob_stored",        # --file: a blob is stored, the message not yet in the thread
+)
+SHARED = "shared"
+FETCHES_FILE = "fetches.jsonl"
+
+
+def sources(channel: str, names: list[str]) -> list[FileSource]:
+    """What the channel announces with the message."""
+    return [FileSource(via=channel, url=f"shelf:{name}", name=name,
+                       media_type="application/octet-stream") for name in names]
+
+
+class Shelf:
+    """The test channel's files, fetched from ``DIR/shared``."""
+
+    def __init__(self, workdir: Path, switch: object) -> None:
+        self.workdir = workdir
+        self.switch = switch
+
+    async def fetch(self, source: FileSource, max_bytes: int) -> bytes:
+        from tests.crash.driver import append_line
+
+        data = (self.workdir / SHARED / source.url.removeprefix("shelf:")).read_bytes()
+        half = data[:len(data) // 2]
+        self.switch.reached("in_fetch")  # type: ignore[attr-defined]
+        whole = half + data[len(half):]
+        append_line(self.workdir / FETCHES_FILE, {"name": source.name, "size": len(whole)})
+        return whole

@@ -1,0 +1,75 @@
+"""A message with files, killed while they are fetched and stored (``FILE_KILL_POINTS``)
+and at the points around them, both stores: after the restart the run goes on from where
+it stopped: each file stored once by its content, the message in the thread once with
+every file, the answer posted once — what an uninterrupted run ends with."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.crash.driver import CHANNEL_FILE
+from tests.crash.files import FETCHES_FILE, FILE_KILL_POINTS, SHARED
+from tests.samples import png
+
+ROOT = Path(__file__).resolve().parents[2]
+POINTS = ("after_queued", *FILE_KILL_POINTS, "after_user_entry", "after_final_answer")
+
+
+def _driver(root: Path, store: str, *args: str) -> subprocess.CompletedProcess[str]:
+    db = root / ("files" if store == "files" else "maiden.db")
+    return subprocess.run(
+        [sys.executable, "-m", "tests.crash.driver", "--db", str(db), "--store", store,
+         "--effect", "read_only", "--workdir", str(root), *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+
+
+def _share(root: Path) -> list[str]:
+    shared = root / SHARED
+    shared.mkdir(parents=True)
+    (shared / "shot.png").write_bytes(png(200, 100))
+    (shared / "notes.txt").write_bytes(b"remember the milk\n" * 50)
+    (shared / "copy.png").write_bytes(png(200, 100))  # the same bytes as shot.png
+    return ["--file", "shot.png", "--file", "notes.txt", "--file", "copy.png"]
+
+
+def _outcome(done: subprocess.CompletedProcess[str], root: Path) -> dict[str, Any]:
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    (run,) = summary["runs"]
+    (entries,) = summary["threads"].values()
+    users = [e for e in entries if e["kind"] == "user"]
+    return {"state": run["state"],
+            "user_entries": [[(f["name"], f["digest"], f["media_type"]) for f in e["files"]]
+                             for e in users],
+            "blobs": sorted((b["digest"], b["size"]) for b in summary["blobs"]),
+            "posted": [d["text"] for d in summary["deliveries"] if d["remote_id"]],
+            "sent": [line["text"] for line in _lines(root / CHANNEL_FILE)]}
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.parametrize("store", ["sqlite", "files"])
+@pytest.mark.parametrize("point", POINTS)
+def test_a_message_with_files_killed_mid_way(tmp_path: Path, point: str, store: str) -> None:
+    clean, killed = tmp_path / "clean", tmp_path / "killed"
+    expected = _outcome(_driver(clean, store, "--send", "t", "look", *_share(clean)), clean)
+    assert expected["state"] == "completed" and len(expected["blobs"]) == 2
+
+    files = _share(killed)
+    crashed = _driver(killed, store, "--send", "t", "look", *files, "--kill-at", point)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
+    assert _outcome(_driver(killed, store, "--recover"), killed) == expected
+    assert len(expected["sent"]) == 1  # the answer, once
+    fetched = [json.loads(line)["name"] for line in
+               (killed / FETCHES_FILE).read_text().splitlines()]
+    if point in ("after_user_entry", "after_final_answer"):
+        assert fetched == ["shot.png", "notes.txt", "copy.png"]  # never fetched again
