@@ -24,7 +24,7 @@ from .config import (
     StoreConfig,
     ToolsConfig,
 )
-from .delivery import Deliverer
+from .delivery import Deliverer, Uploader
 from .entries import ENTRY, AssistantTurn, Entry, Notice, ToolCall, ToolResult, Usage, UserMessage
 from .errors import (
     ConfigError,
@@ -78,6 +78,7 @@ from .runs import (
     ApprovalDelivery,
     Decision,
     Delivery,
+    FileDelivery,
     Origin,
     PendingApproval,
     ReplyDelivery,
@@ -106,7 +107,7 @@ from .stores import (
 )
 from .stores.base import StoreStats
 from .text import split_message
-from .tools import NOT_DONE, Effect, Tool, ToolContext, ToolSpec, tool
+from .tools import NOT_DONE, Effect, Tool, ToolContext, ToolFile, ToolSpec, tool
 from .workers import ACTIVE as ACTIVE_STATES
 
 __all__ = [
@@ -136,6 +137,7 @@ __all__ = [
     "Effect",
     "Entry",
     "FeedbackStore",
+    "FileDelivery",
     "FileFetcher",
     "FileRef",
     "FileRefused",
@@ -203,12 +205,14 @@ __all__ = [
     "ToolContext",
     "ToolDefinitionError",
     "ToolFailure",
+    "ToolFile",
     "ToolRegistry",
     "ToolResult",
     "ToolSpec",
     "ToolUpdate",
     "ToolsConfig",
     "Transition",
+    "Uploader",
     "Usage",
     "UserMessage",
     "Vote",

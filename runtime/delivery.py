@@ -12,15 +12,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-from .errors import DeliveryError
+from .errors import DeliveryError, NotFound
 from .live import LiveReplies
-from .runs import ApprovalDelivery, Delivery, ReplyDelivery, Run, StreamDelivery
+from .runs import ApprovalDelivery, Delivery, FileDelivery, ReplyDelivery, Run, StreamDelivery
 from .stores.base import Checkpoint, OutboxStore, Store
 from .text import split_message
 
-__all__ = ["Deliverer", "Outbox", "Sender", "deliver", "parts"]
+__all__ = ["Deliverer", "Outbox", "Sender", "Uploader", "deliver", "parts", "upload"]
 
 log = logging.getLogger("maiden.delivery")
 
@@ -52,6 +52,35 @@ class Deliverer(Protocol):
     async def reconcile(self, delivery: Delivery) -> str | None:
         """Look for a message already posted with ``delivery.key``; its id, or None."""
         ...
+
+
+@runtime_checkable
+class Uploader(Deliverer, Protocol):
+    """A deliverer that can send a file (``FileDelivery``) as a file: an upload into the
+    target's thread that carries the delivery's key where the platform keeps it (Slack:
+    the file's title and the thread; Discord: the message nonce), so ``reconcile`` finds
+    an upload whose answer was lost. A deliverer without it gets the file's line
+    (``FileDelivery.text``) through ``send``."""
+
+    async def upload(self, delivery: FileDelivery, data: bytes) -> str:
+        """Upload ``data`` as ``delivery.file`` to ``delivery.target``; the platform's id."""
+        ...
+
+
+async def upload(store: Store, deliverer: Uploader, delivery: FileDelivery, *,
+                 fresh: bool) -> str:
+    """Send one file (reconciled first unless ``fresh``) and record its id. A file no
+    longer in the store (pruned) is named in a message instead."""
+    remote_id = None if fresh else await deliverer.reconcile(delivery)
+    if remote_id is None:
+        try:
+            data = await store.get_blob(delivery.file.digest)
+        except NotFound:
+            remote_id = await deliverer.send(delivery)
+        else:
+            remote_id = await deliverer.upload(delivery, data)
+    await store.mark_delivered(delivery.key, remote_id, time.time())
+    return remote_id
 
 
 def parts(delivery: Delivery, max_chars: int | None) -> list[Delivery]:
@@ -155,7 +184,8 @@ class Outbox:
         if isinstance(delivery, StreamDelivery):
             return  # finished by its run's reply (or ``flush``'s tidying)
         deliverer = self._deliverers.get(delivery.channel)
-        what = "approval prompt" if isinstance(delivery, ApprovalDelivery) else "reply"
+        what = "approval prompt" if isinstance(delivery, ApprovalDelivery) else \
+            "file" if isinstance(delivery, FileDelivery) else "reply"
         if deliverer is None:
             log.warning("no %r channel to deliver run %s's %s; it stays in the outbox",
                         delivery.channel, delivery.run_id, what)
@@ -165,7 +195,9 @@ class Outbox:
         self._sending.add(delivery.key)
         why = None
         try:
-            if not await self.live.finish(delivery):  # else its stream shows it now
+            if isinstance(delivery, FileDelivery) and isinstance(deliverer, Uploader):
+                await upload(self._store, deliverer, delivery, fresh=fresh)
+            elif not await self.live.finish(delivery):  # else its stream shows it now
                 await deliver(self._store, deliverer, delivery, fresh=fresh)
         except DeliveryError as exc:
             # The channel said why (down, refused, still connecting): one line, no trace.

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Unpack
 
+from .attachments.refs import FileRef
 from .budget import Prices
 from .config import AgentConfig
 from .cursor import RunCursor, unanswered
@@ -26,6 +27,7 @@ from .runs import (
     DRIVABLE,
     ApprovalDelivery,
     Delivery,
+    FileDelivery,
     PendingApproval,
     ReplyDelivery,
     Run,
@@ -79,8 +81,12 @@ class Endings:
             await self.fail(cur, "empty_answer", "the final answer has no text")
             return
         changes["reply"] = text
+        made = _made_files(cur.own)
+        if made:
+            changes["reply_files"] = made
         await cur.commit(entries, to=S.COMPLETED, reason="answered",
-                         deliveries=self._reply(cur, len(entries), text, feedback=True),
+                         deliveries=[*self._reply(cur, len(entries), text, feedback=True),
+                                     *self._files(cur, made)],
                          **changes)
 
     async def fail(self, cur: RunCursor, reason: FailReason, message: str, *,
@@ -200,6 +206,17 @@ class Endings:
                               target=run.origin.target, text=text, answer=False,
                               created_at=self.clock())]
 
+    def _files(self, cur: RunCursor, files: Sequence[FileRef]) -> list[Delivery]:
+        """The outbox records of the files sent with the answer, after it: each keyed by
+        its place and content, so a run answering again sends none twice."""
+        run = cur.run
+        if not run.origin.target:
+            return []
+        return [FileDelivery(key=idempotency_key(run.id, f"file:{n}:{f.digest}"),
+                             run_id=run.id, thread_id=run.thread_id, channel=run.origin.channel,
+                             target=run.origin.target, file=f, created_at=self.clock())
+                for n, f in enumerate(files)]
+
     def _reply(self, cur: RunCursor, adding: int, text: str, *,
                feedback: bool = False) -> list[Delivery]:
         """The outbox record for a message that came from a channel (none for cli/http).
@@ -220,3 +237,13 @@ class Endings:
         return [ToolResult(run_id=cur.run.id, tool_call_id=c.id, name=c.name, is_error=True,
                            content=error_result(kind, message).content, at=self.clock())
                 for c in unanswered(cur.own)]
+
+
+def _made_files(entries: Sequence[Entry]) -> tuple[FileRef, ...]:
+    """The files the run's tools handed back, each (by name and content) once."""
+    seen: dict[tuple[str, str], FileRef] = {}
+    for entry in entries:
+        if isinstance(entry, ToolResult):
+            for ref in entry.files:
+                seen.setdefault((ref.name, ref.digest), ref)
+    return tuple(seen.values())

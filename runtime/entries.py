@@ -86,6 +86,8 @@ class ToolResult(_Model):
     content: Any = None
     is_error: bool = False
     at: float = Field(default_factory=time.time)
+    files: tuple[FileRef, ...] = ()
+    """Files the tool handed back, as stored: sent with the run's answer."""
 
 
 class Notice(_Model):

@@ -32,11 +32,12 @@ from .attachments import (
     to_part,
 )
 from .config import FilesConfig
-from .entries import Entry, UserMessage
+from .entries import Entry, ToolResult, UserMessage
 from .errors import FileRefused, NotFound
 from .providers.models import UNKNOWN_CONTEXT
 from .runs import Run
 from .stores.base import BlobStore, Store
+from .tools import ToolFile
 
 __all__ = ["FileFetcher", "Files", "Taken", "named_blobs", "prune_files"]
 
@@ -138,12 +139,20 @@ class Files:
         self.check(source.name, media_type_of(source.media_type, source.name), len(data))
         return await self._store(source.name, source.media_type, data)
 
-    async def _store(self, name: str, media_type: str | None, data: bytes) -> FileRef:
+    async def keep(self, files: Sequence[ToolFile]) -> tuple[FileRef, ...]:
+        """Store the files a tool handed back (no ``[files]`` limit: a tool is trusted
+        code, not a stranger's upload)."""
+        return tuple([await self._store(f.name, f.media_type, f.data, checked=False)
+                      for f in files])
+
+    async def _store(self, name: str, media_type: str | None, data: bytes, *,
+                     checked: bool = True) -> FileRef:
         digest = hashlib.sha256(data).hexdigest()
         # Opening an image or a PDF to check it is CPU work: not on the event loop.
         ref = await asyncio.to_thread(describe_blob, data, name, media_type, digest,
                                       text_tokens=UNKNOWN_CONTEXT)
-        self.check(name, ref.media_type, None)  # what the bytes are, not what was claimed
+        if checked:
+            self.check(name, ref.media_type, None)  # what the bytes are, not the claim
         await self.store.put_blob(data, ref.media_type, self.clock())
         return ref
 
@@ -190,10 +199,10 @@ async def named_blobs(store: Store) -> set[str]:
     named: set[str] = set()
     for info in await store.list_threads():
         for entry in await store.load_entries(info.id):
-            if isinstance(entry, UserMessage):
+            if isinstance(entry, UserMessage | ToolResult):
                 named.update(f.digest for f in entry.files)
     for run in await store.list_runs():
-        named.update(f.digest for f in run.files)
+        named.update(f.digest for f in (*run.files, *run.reply_files))
     return named
 
 

@@ -30,6 +30,7 @@ from .runs import (
     DRIVABLE,
     ApprovalDelivery,
     Delivery,
+    FileDelivery,
     ReplyDelivery,
     Run,
     StreamDelivery,
@@ -269,7 +270,7 @@ class LiveReplies:
         The reply is recorded before its streams are: a crash between the two leaves a
         stream that ``tidy`` records later, never a reply sent a second time."""
         streamer = self.streamer(delivery.channel)
-        if streamer is None or isinstance(delivery, StreamDelivery) \
+        if streamer is None or isinstance(delivery, StreamDelivery | FileDelivery) \
                 or (isinstance(delivery, ReplyDelivery) and not delivery.answer):
             return False
         live = await self._settle(delivery.run_id)

@@ -340,9 +340,11 @@ class RunDriver:
             output = await self._call(cur, call, index, previous, key, offered=not final)
             if isinstance(output, _Paused):
                 return
+            # A file the tool made is stored before its result names it.
+            made = await self.files.keep(output.files) if output.files else ()
             result = ToolResult(run_id=run.id, tool_call_id=call.id, name=call.name,
                                 content=output.content, is_error=output.is_error,
-                                at=self.clock())
+                                at=self.clock(), files=made)
             started = tuple(c for c in cur.run.started_calls if c != call.id)
             finished = [ToolCallFinished(
                 run_id=run.id, thread_id=run.thread_id, tool_call_id=call.id, name=call.name,

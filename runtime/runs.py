@@ -21,6 +21,7 @@ __all__ = [
     "ApprovalDelivery",
     "Decision",
     "Delivery",
+    "FileDelivery",
     "Origin",
     "PendingApproval",
     "ReplyDelivery",
@@ -176,6 +177,8 @@ class Run(BaseModel):
     started_calls: tuple[str, ...] = ()
     """non_idempotent calls begun and not yet recorded: the crash-uncertain ones."""
     reply: str | None = None
+    reply_files: tuple[FileRef, ...] = ()
+    """Files its tools handed back, sent with the reply (HTTP: ``GET /v1/files/...``)."""
     error: str | None = None
     owner: str | None = None
     """The runtime instance that last started driving this run."""
@@ -254,6 +257,19 @@ class ApprovalDelivery(_Delivery):
         return f"{self.name} {canonical_json(self.arguments)} {why}."
 
 
+class FileDelivery(_Delivery):
+    """A file a tool handed back, sent with the run's answer (after it), exactly once:
+    uploaded by a deliverer that can (``Uploader``), else named in a message."""
+
+    kind: Literal["file"] = "file"
+    file: FileRef
+
+    @property
+    def text(self) -> str:
+        """A plain rendering, for channels that cannot take files."""
+        return f"📎 {self.file.describe()}"
+
+
 StreamState = Literal["opening", "streaming", "finished"]
 
 
@@ -284,10 +300,11 @@ def _delivery_kind(value: Any) -> str:
 
 Delivery = Annotated[
     Annotated[ReplyDelivery, Tag("reply")] | Annotated[ApprovalDelivery, Tag("approval")]
-    | Annotated[StreamDelivery, Tag("stream")],
+    | Annotated[StreamDelivery, Tag("stream")] | Annotated[FileDelivery, Tag("file")],
     Discriminator(_delivery_kind),
 ]
-"""An outbox record (DESIGN §5): a reply, an approval prompt, or a reply's stream."""
+"""An outbox record (DESIGN §5): a reply, an approval prompt, a reply's stream, or a file
+sent with a reply."""
 
 DELIVERY: TypeAdapter[Delivery] = TypeAdapter(Delivery)
 """The one adapter delivery records are (de)serialised through."""
@@ -309,6 +326,7 @@ class RunChanges(TypedDict, total=False):
     first_entry: int | None
     started_calls: tuple[str, ...]
     reply: str | None
+    reply_files: tuple[FileRef, ...]
     error: str | None
     owner: str | None
     pending_approval: PendingApproval | None

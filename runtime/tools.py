@@ -91,9 +91,65 @@ class ToolSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolFile:
+    """A file a tool hands back (a CSV it built, a chart): return one, or put it anywhere
+    in the result (a list, a dict's value). It is stored once by its content and sent to
+    the person with the run's answer; the model is told its name, type and size."""
+
+    name: str
+    media_type: str
+    data: bytes
+
+    def described(self) -> dict[str, Any]:
+        """What the model sees of it in the call's result."""
+        return {"file": self.name, "media_type": self.media_type, "size": len(self.data),
+                "note": "sent to the person with your answer"}
+
+
+@dataclass(frozen=True, slots=True)
 class ToolOutput:
     content: Any
     is_error: bool = False
+    files: tuple[ToolFile, ...] = ()
+    """Files the result handed back (in ``content``, each is described instead)."""
+
+
+def jsonable(value: Any) -> Any:
+    """A tool's result as JSON, any ``ToolFile`` in it left as it is (``split_files``)."""
+    if not _has_file(value):
+        return to_jsonable_python(value)
+    if isinstance(value, ToolFile):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    return [jsonable(v) for v in value]
+
+
+def split_files(value: Any) -> tuple[Any, tuple[ToolFile, ...]]:
+    """``value`` with each ``ToolFile`` in it described, and the files, in order."""
+    files: list[ToolFile] = []
+
+    def walk(item: Any) -> Any:
+        if isinstance(item, ToolFile):
+            files.append(item)
+            return item.described()
+        if isinstance(item, dict):
+            return {k: walk(v) for k, v in item.items()}
+        if isinstance(item, list):
+            return [walk(v) for v in item]
+        return item
+
+    return walk(value), tuple(files)
+
+
+def _has_file(value: Any) -> bool:
+    if isinstance(value, ToolFile):
+        return True
+    if isinstance(value, Mapping):
+        return any(_has_file(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_has_file(v) for v in value)
+    return False
 
 
 def error_result(type_: ErrorType, message: str) -> ToolOutput:
@@ -183,7 +239,7 @@ class Tool:
             result = await asyncio.to_thread(self.fn, **kwargs)
             if inspect.isawaitable(result):
                 result = await result
-        return to_jsonable_python(result)
+        return jsonable(result)
 
     async def call(self, ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutput:
         """``invoke`` within the tool's timeout: its output, or the error the model is
@@ -192,7 +248,8 @@ class Tool:
         look."""
         try:
             async with asyncio.timeout(self.timeout_s):
-                return ToolOutput(await self.invoke(ctx, arguments))
+                content, files = split_files(await self.invoke(ctx, arguments))
+                return ToolOutput(content, files=files)
         except asyncio.CancelledError:
             ctx.cancelled.set()
             raise
@@ -270,7 +327,7 @@ class _SchemaTool(Tool):
         return checked
 
     async def invoke(self, ctx: ToolContext, arguments: dict[str, Any]) -> Any:
-        return to_jsonable_python(await self.fn(ctx, dict(arguments)))
+        return jsonable(await self.fn(ctx, dict(arguments)))
 
 
 @overload

@@ -5,6 +5,7 @@ which says what it received), refused with one reply that names the file and why
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,9 +19,14 @@ from runtime import (
     ReplyDelivery,
     RunState,
     Runtime,
+    ScriptedProvider,
     SQLiteStore,
+    ToolFile,
+    ToolRegistry,
+    ToolResult,
     UserMessage,
     prune_files,
+    tool,
 )
 from runtime.context import entry_tokens, transcript
 from tests.samples import pdf, png
@@ -161,3 +167,83 @@ async def test_prune_removes_only_old_blobs_no_message_names(tmp_path: Path) -> 
         removed = await prune_files(store, older_than=1_500.0)
         assert [b.digest for b in removed] == [orphan.digest]
         assert {b.digest for b in await store.blobs()} == {named.digest, young.digest}
+
+
+class Chat:
+    """A chat channel's deliverer that can upload: posts and uploads into lists."""
+
+    max_chars: int | None = None
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str]] = []
+        self.uploaded: list[tuple[str, str, bytes]] = []
+
+    async def send(self, delivery: Any) -> str:
+        self.sent.append((delivery.key, delivery.text))
+        return f"m{len(self.sent)}"
+
+    async def upload(self, delivery: Any, data: bytes) -> str:
+        self.uploaded.append((delivery.key, delivery.file.name, data))
+        return f"f{len(self.uploaded)}"
+
+    async def reconcile(self, delivery: Any) -> str | None:
+        return None
+
+
+@tool
+def export(rows: int) -> dict[str, Any]:
+    """Export the table as CSV."""
+    data = "n\n" + "".join(f"{i}\n" for i in range(rows))
+    return {"rows": rows, "csv": ToolFile("table.csv", "text/csv", data.encode())}
+
+
+async def test_a_file_a_tool_hands_back_goes_out_with_the_answer(tmp_path: Path) -> None:
+    script = ScriptedProvider([{"tool_calls": [{"name": "export", "arguments": {"rows": 3}}]},
+                               {"text": "Here is the table."}])
+    chat = Chat()
+    async with SQLiteStore(tmp_path / "m.db") as store, \
+            Runtime(store, script, ToolRegistry([export])) as rt:
+        rt.add_deliverer("chat", chat)
+        run = await rt.submit("t", "export it", origin=SLACK)
+        run = await rt.wait(run.id)
+        await rt.idle()
+        assert run.reply == "Here is the table."
+        (made,) = run.reply_files
+        assert (made.name, made.media_type, made.size) == ("table.csv", "text/csv", 8)
+        result = (await rt.records.entries("t"))[2]
+        assert isinstance(result, ToolResult) and result.files == (made,)
+        assert result.content["csv"] == {"file": "table.csv", "media_type": "text/csv",
+                                         "size": 8, "note": "sent to the person with your answer"}
+        assert [text for _, text in chat.sent] == ["Here is the table."]
+        assert [(name, data) for _, name, data in chat.uploaded] == [("table.csv", b"n\n0\n1\n2\n")]
+        kinds = [d.kind for d in await rt.records.deliveries(run_id=run.id)]
+        assert kinds == ["reply", "file"]  # the answer, then its file
+        assert (await rt.files.read(made.digest))[1] == b"n\n0\n1\n2\n"
+
+
+async def test_a_channel_that_cannot_upload_is_told_the_files_name(tmp_path: Path) -> None:
+    script = ScriptedProvider([{"tool_calls": [{"name": "export", "arguments": {"rows": 1}}]},
+                               {"text": "Done."}])
+    plain = Chat()
+    async with SQLiteStore(tmp_path / "m.db") as store, \
+            Runtime(store, script, ToolRegistry([export])) as rt:
+        rt.add_deliverer("chat", Plain(plain))
+        run = await rt.wait((await rt.submit("t", "go", origin=SLACK)).id)
+        await rt.idle()
+        assert [text for _, text in plain.sent] == [
+            "Done.", f"📎 {run.reply_files[0].describe()}"]
+
+
+class Plain:
+    """A deliverer without ``upload``."""
+
+    max_chars: int | None = None
+
+    def __init__(self, chat: Chat) -> None:
+        self.chat = chat
+
+    async def send(self, delivery: Any) -> str:
+        return await self.chat.send(delivery)
+
+    async def reconcile(self, delivery: Any) -> str | None:
+        return None
