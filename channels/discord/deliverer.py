@@ -14,12 +14,14 @@ handling (429, ``Retry-After``) stays on.
 from __future__ import annotations
 
 import hashlib
+import io
+import json
 from typing import Any
 
 import discord
 from discord.http import HTTPClient, Route
 
-from runtime import ApprovalDelivery, Delivery, DeliveryError, ReplyDelivery
+from runtime import ApprovalDelivery, Delivery, DeliveryError, FileDelivery, ReplyDelivery
 
 from .render import approval_components, approval_content, feedback_components
 
@@ -64,6 +66,24 @@ class DiscordDeliverer:
                                          channel_id=target["channel"]), json=payload)
         return str(message["id"])
 
+    async def upload(self, delivery: FileDelivery, data: bytes) -> str:
+        """The file as a message's attachment (a multipart create, with the delivery's
+        nonce), answering the message that asked, as a reply does; the message's id."""
+        target, name = delivery.target, delivery.file.name
+        payload: dict[str, Any] = {"nonce": nonce(delivery.key), "enforce_nonce": True,
+                                   "content": "", "attachments": [{"id": 0, "filename": name}],
+                                   "allowed_mentions": {"parse": [], "replied_user": False}}
+        if target.get("guild") and target.get("message"):
+            payload["message_reference"] = {"message_id": target["message"],
+                                            "fail_if_not_exists": False}
+        file = discord.File(io.BytesIO(data), filename=name)
+        form = [{"name": "payload_json", "value": json.dumps(payload)},
+                {"name": "files[0]", "value": file.fp, "filename": name,
+                 "content_type": delivery.file.media_type}]
+        message = await self.call(Route("POST", "/channels/{channel_id}/messages",
+                                         channel_id=target["channel"]), form=form, files=[file])
+        return str(message["id"])
+
     async def reconcile(self, delivery: Delivery) -> str | None:
         target = delivery.target
         history = await self.call(Route("GET", "/channels/{channel_id}/messages",
@@ -79,7 +99,11 @@ class DiscordDeliverer:
         author = (message.get("author") or {}).get("id")
         if self.bot and author != self.bot:
             return False
-        if message.get("content") != text:
+        if isinstance(delivery, FileDelivery):
+            if not any(a.get("filename") == delivery.file.name
+                       for a in message.get("attachments") or []):
+                return False
+        elif message.get("content") != text:
             return False
         answered = (message.get("message_reference") or {}).get("message_id")
         if delivery.target.get("guild"):

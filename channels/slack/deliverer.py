@@ -20,7 +20,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from runtime import ApprovalDelivery, Delivery, DeliveryError, ReplyDelivery
+from runtime import ApprovalDelivery, Delivery, DeliveryError, FileDelivery, ReplyDelivery
 
 from .render import approval_blocks, feedback_blocks, markdown_blocks, plain
 
@@ -84,13 +84,42 @@ class SlackDeliverer:
                 metadata=metadata, unfurl_links=False, unfurl_media=False)
         return str(response["ts"])
 
+    async def upload(self, delivery: FileDelivery, data: bytes) -> str:
+        """``files_upload_v2`` into the target's thread, titled with the file's name (what
+        ``reconcile`` looks for: an upload carries no metadata); the file's id."""
+        channel = delivery.target["channel"]
+        async with self._lock(channel):
+            await self._pace(channel)
+            response = await self.call(
+                "files.upload_v2", self.client.files_upload_v2, channel=channel,
+                thread_ts=delivery.target.get("thread_ts"), file=data,
+                filename=delivery.file.name, title=delivery.file.name)
+        return str((response.get("file") or response["files"][0])["id"])
+
     async def reconcile(self, delivery: Delivery) -> str | None:
         channel = delivery.target["channel"]
         thread_ts = delivery.target.get("thread_ts")
         oldest = max(0.0, delivery.created_at - _LOOKBACK_S)
         async for message in self.thread_messages(channel, thread_ts, oldest=oldest):
-            if self._carries(message, delivery.key):
+            if isinstance(delivery, FileDelivery):
+                found = self._shares(message, delivery)
+                if found is not None:
+                    return found
+            elif self._carries(message, delivery.key):
                 return str(message["ts"])  # the pages after it are not read
+        return None
+
+    def _shares(self, message: dict[str, Any], delivery: FileDelivery) -> str | None:
+        """The id of the bot's upload of ``delivery``'s file in ``message``: the same title,
+        shared no earlier than the delivery was written (a run's files are written with
+        its answer, and a thread's runs one after another)."""
+        if self.bot_user is not None and message.get("user") != self.bot_user:
+            return None
+        if float(message.get("ts") or 0) < delivery.created_at - 1.0:
+            return None
+        for item in message.get("files") or []:
+            if item.get("title") == delivery.file.name and item.get("id"):
+                return str(item["id"])
         return None
 
     async def thread_messages(self, channel: str, thread_ts: str | None, *,

@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from runtime import ScriptedProvider, ToolFile, tool
 from tests.channels.discord.test_channel import running
 from tests.fakes.discord import BOT_ID, GENERAL_ID, HUMAN_ID, FakeDiscord
 from tests.samples import pdf, png
@@ -51,3 +52,30 @@ async def test_an_expired_link_is_refused_and_the_message_runs(tmp_path: Path) -
         assert refusal == ("I could not read old.txt: Discord no longer has it (the link may "
                            "have expired, or the file was deleted).")
         assert answer == "echo: read"
+
+
+@tool
+def export() -> ToolFile:
+    """Export the report."""
+    return ToolFile("report.csv", "text/csv", b"a,b\n1,2\n")
+
+
+async def test_a_file_a_tool_made_is_attached_once(tmp_path: Path) -> None:
+    script = ScriptedProvider([{"tool_calls": [{"name": "export", "arguments": {}}]},
+                               {"text": "Here it is."}])
+    async with FakeDiscord() as fake, running(fake, tmp_path / "m.db", provider=script,
+                                              tools=(export,)) as d:
+        await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> export", mentions=[BOT_ID])
+        await asyncio.wait_for(d.channel.wait_handled(1), 10)
+        await d.runtime.idle()
+        mine = [m for m in fake.messages(GENERAL_ID) if str(m["author"]["id"]) == str(BOT_ID)]
+        answer, attached = mine
+        assert answer["content"] == "Here it is."
+        (item,) = attached["attachments"]
+        assert item["filename"] == "report.csv"
+        assert fake.rest.uploaded[item["id"]] == b"a,b\n1,2\n"
+        (run,) = await d.runtime.records.runs()
+        (delivery,) = [x for x in await d.runtime.records.deliveries(run_id=run.id)
+                       if x.kind == "file"]
+        assert delivery.remote_id == attached["id"]
+        assert await d.channel.deliverer.reconcile(delivery) == attached["id"]  # type: ignore[union-attr]

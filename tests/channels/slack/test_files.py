@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from runtime import ScriptedProvider, ToolFile, tool
 from tests.channels.slack.test_channel import C, running
 from tests.fakes.slack import BOT_USER, FakeSlack
 from tests.samples import png
@@ -58,3 +59,31 @@ async def test_a_file_without_words_is_a_message_too(tmp_path: Path) -> None:
         await s.runtime.idle()
         (answer,) = [m["text"] for m in fake.messages("D0DIRECT1") if m.get("user") == BOT_USER]
         assert answer.startswith("echo: \n[received notes.md (text/markdown, 7 bytes)")
+
+
+@tool
+def export() -> ToolFile:
+    """Export the report."""
+    return ToolFile("report.csv", "text/csv", b"a,b\n1,2\n")
+
+
+async def test_a_file_a_tool_made_is_uploaded_into_the_thread_once(tmp_path: Path) -> None:
+    script = ScriptedProvider([{"tool_calls": [{"name": "export", "arguments": {}}]},
+                               {"text": "Here it is."}] * 2)
+    async with FakeSlack() as fake, running(fake, tmp_path / "m.db", stream="off",
+                                            provider=script, tools=(export,)) as s:
+        sent = fake.user_event(C, "U1", f"<@{BOT_USER}> export", mention=True)
+        await fake.acked(await fake.socket_event(sent))
+        await s.runtime.idle()
+        answer, shared = [m for m in fake.messages(C) if m.get("user") == BOT_USER]
+        assert answer["text"] == "Here it is." and answer["thread_ts"] == sent["event"]["ts"]
+        assert shared["thread_ts"] == sent["event"]["ts"]  # in the same thread
+        (item,) = shared["files"]
+        assert (item["title"], fake.uploads.uploaded[item["id"]]) == ("report.csv", b"a,b\n1,2\n")
+        (run,) = await s.runtime.records.runs()
+        (delivery,) = [d for d in await s.runtime.records.deliveries(run_id=run.id)
+                       if d.kind == "file"]
+        assert delivery.remote_id == item["id"]
+        # Reconciled after a lost answer: found in the thread by its title, not sent again.
+        assert await s.channel.deliverer.reconcile(delivery) == item["id"]  # type: ignore[union-attr]
+        assert len(fake.calls("files.completeUploadExternal")) == 1

@@ -58,6 +58,8 @@ class RestAPI:
         self.echo = echo
         """Called with each MESSAGE_CREATE/UPDATE/DELETE the bot caused (Discord echoes them)."""
         self.typing: dict[str, list[float]] = {}
+        self.uploaded: dict[str, bytes] = {}
+        """The bytes of every file the bot attached, by attachment id."""
         self.interactions = Interactions(self, deadline=interaction_deadline)
 
     def table(self) -> list[tuple[str, str, Handler, bool]]:
@@ -264,10 +266,16 @@ class RestAPI:
         if "embeds" in body or not partial:
             out["embeds"] = list(body.get("embeds") or [])
         if files or not partial:
-            out["attachments"] = [_attachment(channel_id, f) for f in files or []]
+            out["attachments"] = [self._attach(channel_id, f) for f in files or []]
         if partial and "flags" in body:
             out["flags"] = body["flags"]
         return out
+
+    def _attach(self, channel_id: str, upload: JSON) -> JSON:
+        """An uploaded file as an attachment; its bytes kept in ``uploaded`` by id."""
+        shown = {k: v for k, v in upload.items() if k != "_data"}
+        self.uploaded[str(upload["id"])] = upload.get("_data", b"")
+        return _attachment(channel_id, shown)
 
     def _reference(self, channel_id: str, ref: JSON | None) -> JSON | None:
         if not ref:

@@ -231,8 +231,9 @@ async def _parse(request: web.Request) -> tuple[Any, list[JSON]]:
             if part.name == "payload_json":
                 body = json.loads(await part.text())
             elif part.filename:
-                size = len(await part.read())
-                files.append({"id": str(p.new_id()), "filename": part.filename, "size": size,
+                data = bytes(await part.read())
+                files.append({"id": str(p.new_id()), "filename": part.filename, "size": len(data),
+                              "_data": data,
                               "content_type": part.headers.get("Content-Type",
                                                                "application/octet-stream")})
         return body, files

@@ -4,14 +4,16 @@ bot token only (without it, Slack's answer is its sign-in page, an HTML page wit
 
 from __future__ import annotations
 
+import json
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from .store import JSON
+from .store import JSON, SlackError
 
-__all__ = ["SIGN_IN_PAGE", "SharedFiles"]
+__all__ = ["SIGN_IN_PAGE", "SharedFiles", "Uploads"]
 
 SIGN_IN_PAGE = (b"<!DOCTYPE html><html lang=\"en-US\"><head><title>Slack</title></head><body>"
                 b"<h1>Sign in to Maiden Test</h1><form action=\"/signin\"></form></body></html>")
@@ -36,13 +38,14 @@ class SharedFiles:
     without_files_read: bool = False
     """The app was installed without ``files:read``: every download is the sign-in page."""
 
-    def add(self, base_url: str, user: str, name: str, data: bytes, mimetype: str) -> JSON:
+    def add(self, base_url: str, user: str, name: str, data: bytes, mimetype: str, *,
+            file_id: str | None = None, title: str | None = None) -> JSON:
         """Store a file and return its object as a message event carries it."""
-        file_id = "F" + secrets.token_hex(5).upper()
+        file_id = file_id or "F" + secrets.token_hex(5).upper()
         self.files[file_id] = _File(file_id, name, mimetype, data)
         url = f"{base_url}/files-pri/{self.team}-{file_id}/{name}"
         return {"id": file_id, "created": 1700000000, "timestamp": 1700000000, "name": name,
-                "title": name, "mimetype": mimetype, "filetype": name.rsplit(".", 1)[-1],
+                "title": title or name, "mimetype": mimetype, "filetype": name.rsplit(".", 1)[-1],
                 "pretty_type": mimetype, "user": user, "user_team": self.team,
                 "editable": False, "size": len(data), "mode": "hosted", "is_external": False,
                 "external_type": "", "is_public": False, "public_url_shared": False,
@@ -62,3 +65,71 @@ class SharedFiles:
         if found is None:
             return web.Response(status=404, text="file_not_found")
         return web.Response(body=found.data, content_type=found.mimetype)
+
+
+@dataclass
+class Uploads:
+    """The bot's uploads, as ``files_upload_v2`` makes them: ``files.getUploadURLExternal``
+    (an id and a URL), the bytes POSTed to that URL, ``files.completeUploadExternal`` (the
+    file shared into a channel or thread as a message by the bot). ``uploaded``: the bytes
+    of every completed upload, by file id."""
+
+    shared: SharedFiles
+    bot_user: str
+    base_url: Callable[[], str]
+    post: Callable[[str, JSON, str | None], JSON]
+    """``(channel, fields, thread_ts)`` -> the stored message (the bot's)."""
+    pending: dict[str, JSON] = field(default_factory=dict)
+    uploaded: dict[str, bytes] = field(default_factory=dict)
+
+    def get_url(self, params: JSON) -> JSON:
+        name, length = params.get("filename"), params.get("length")
+        if not name or not str(length or "").isdigit():
+            raise SlackError("invalid_arguments")
+        file_id = "F" + secrets.token_hex(5).upper()
+        self.pending[file_id] = {"filename": str(name), "length": int(str(length))}
+        return {"upload_url": f"{self.base_url()}/upload/v1/{file_id}", "file_id": file_id}
+
+    async def receive(self, request: web.Request) -> web.StreamResponse:
+        """``POST /upload/v1/{id}``: the bytes (raw, or a multipart ``file`` part)."""
+        upload = self.pending.get(request.match_info["id"])
+        if upload is None:
+            return web.Response(status=404, text="upload_not_found")
+        if request.content_type == "multipart/form-data":
+            part = (await request.post()).get("file")
+            data = part.file.read() if isinstance(part, web.FileField) else b""
+        else:
+            data = await request.read()
+        upload["data"] = data
+        return web.Response(text=f"OK - {len(data)}")
+
+    def complete(self, params: JSON) -> JSON:
+        items = params.get("files")
+        if isinstance(items, str):
+            items = json.loads(items)
+        if not isinstance(items, list) or not items:
+            raise SlackError("invalid_arguments")
+        shared = []
+        for item in items:
+            upload = self.pending.pop(str(item.get("id")), None)
+            if upload is None or "data" not in upload:
+                raise SlackError("file_not_found")
+            data, name = upload["data"], upload["filename"]
+            if len(data) != upload["length"]:
+                raise SlackError("file_upload_size_mismatch")
+            obj = self.shared.add(self.base_url(), self.bot_user, name, data, _type_of(name),
+                                  file_id=str(item["id"]), title=item.get("title"))
+            self.uploaded[obj["id"]] = data
+            shared.append(obj)
+        channel = params.get("channel_id")
+        if channel:
+            self.post(str(channel), {"text": str(params.get("initial_comment") or ""),
+                                     "files": shared, "upload": True},
+                      str(params.get("thread_ts") or "") or None)
+        return {"files": [{"id": f["id"], "title": f["title"]} for f in shared]}
+
+
+def _type_of(name: str) -> str:
+    import mimetypes
+
+    return mimetypes.guess_type(name)[0] or "application/octet-stream"

@@ -23,7 +23,7 @@ from .store import JSON, SlackError, Store, paginate, render
 from .streams import Streams
 
 SCOPES = ("app_mentions:read", "assistant:write", "channels:history", "chat:write",
-          "files:read", "groups:history", "im:history", "im:write", "mpim:history",
+          "files:read", "files:write", "groups:history", "im:history", "im:write", "mpim:history",
           "reactions:read", "reactions:write", "users:read")
 
 _CHANNEL = re.compile(r"^[CDG][A-Z0-9]{2,}$")
@@ -118,6 +118,8 @@ def needed_scopes(method: str, params: JSON) -> tuple[str, ...]:
         "assistant.threads.setStatus": ("assistant:write", "chat:write"),
         "assistant.threads.setSuggestedPrompts": ("assistant:write",),
         "assistant.threads.setTitle": ("assistant:write",),
+        "files.getUploadURLExternal": ("files:write",),
+        "files.completeUploadExternal": ("files:write",),
     }.get(method, ())
 
 
@@ -132,7 +134,9 @@ class WebAPI:
         """Every ``assistant.threads.setSuggestedPrompts`` carried out."""
         self.titles: list[JSON] = []
         """Every ``assistant.threads.setTitle`` carried out."""
-        self.streams = Streams(store, self._bot_fields, _decoded, _channel)
+        self.streams = Streams(store, self.bot_fields, _decoded, _channel)
+        self.extra: dict[str, Callable[[JSON], JSON]] = {}
+        """More methods, kept elsewhere (the uploads)."""
         """Streaming messages (``chat.startStream`` and its siblings)."""
 
     def table(self) -> dict[str, Callable[[JSON], JSON]]:
@@ -148,6 +152,7 @@ class WebAPI:
             "assistant.threads.setSuggestedPrompts": self.set_prompts,
             "assistant.threads.setTitle": self.set_title,
             **self.streams.table(),
+            **self.extra,
         }
 
     def _content(self, params: JSON) -> JSON:
@@ -178,7 +183,7 @@ class WebAPI:
                                   "event_payload": metadata["event_payload"]}
         return fields
 
-    def _bot_fields(self) -> JSON:
+    def bot_fields(self) -> JSON:
         ws = self.workspace
         return {"user": ws.bot_user_id, "bot_id": ws.bot_id, "app_id": ws.app_id,
                 "team": ws.team_id,
@@ -187,7 +192,7 @@ class WebAPI:
 
     def post_message(self, params: JSON) -> JSON:
         channel = _channel(params)
-        fields = {**self._bot_fields(), **self._content(params)}
+        fields = {**self.bot_fields(), **self._content(params)}
         message = self.store.post(channel, fields, thread_ts=_str(params, "thread_ts") or None)
         return {"channel": channel, "ts": message["ts"], "message": render(message, metadata=True)}
 

@@ -33,7 +33,7 @@ from aiohttp import web
 
 from ..site import loopback_runner, serve_on_loopback
 from . import payloads
-from .files import SharedFiles
+from .files import SharedFiles, Uploads
 from .methods import WebAPI, Workspace, needed_scopes
 from .socket import SocketMode
 from .store import JSON, SlackError, Store, render
@@ -82,6 +82,13 @@ class FakeSlack:
         self.api = WebAPI(self.workspace, self.store)
         self.shared = SharedFiles(self.workspace.team_id, self.workspace.bot_token)
         """Files people shared, and their downloads."""
+        self.uploads = Uploads(self.shared, self.workspace.bot_user_id, lambda: self.base_url,
+                               lambda channel, fields, thread_ts: self.store.post(
+                                   channel, {**self.api.bot_fields(), **fields},
+                                   thread_ts=thread_ts))
+        """The bot's uploads (``files_upload_v2``)."""
+        self.api.extra = {"files.getUploadURLExternal": self.uploads.get_url,
+                          "files.completeUploadExternal": self.uploads.complete}
         self._changed = asyncio.Condition()
         self.socket = SocketMode(self.workspace.app_id, self._changed)
         self.requests: list[Call] = []
@@ -119,6 +126,7 @@ class FakeSlack:
         app.router.add_route("*", "/api/{method}", self._handle)
         app.router.add_get("/link/", self.socket.handle)
         app.router.add_get("/files-pri/{file}/download/{name}", self.shared.serve)
+        app.router.add_post("/upload/v1/{id}", self.uploads.receive)
         self._runner = loopback_runner(app)
         await self._runner.setup()
         self.port = await serve_on_loopback(self._runner, port=self.port)
