@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from runtime import MaidenError, Origin, RunState
+from runtime import MaidenError, Origin, Run, RunState, Runtime
 
 from ..config import LoadedConfig
 from .common import EXIT_INTERRUPTED, EXIT_OK, UsageError, report
@@ -63,6 +63,8 @@ async def _send(loaded: LoadedConfig, args: argparse.Namespace) -> int:
                 if interrupts < 2:
                     raise
                 await runtime.close(grace_s=0)  # the run is released at its checkpoint
+        if interrupts < 2 and run.reply_files:
+            await _save_files(loaded, runtime, run)
     if interrupts >= 2:
         # Leave now: a sync tool's thread cannot be stopped, and Python would wait for it
         # at exit. The store is closed; the run is where the next start carries it on.
@@ -71,6 +73,17 @@ async def _send(loaded: LoadedConfig, args: argparse.Namespace) -> int:
         os._exit(EXIT_INTERRUPTED)
     code = report(run)
     return EXIT_INTERRUPTED if interrupts and run.state is RunState.CANCELLED else code
+
+
+async def _save_files(loaded: LoadedConfig, runtime: Runtime, run: Run) -> None:
+    """The files a tool made for the reply, saved under ``data/files/{run}/`` beside the
+    config; their paths on stderr."""
+    folder = loaded.base_dir / "data" / "files" / run.id
+    folder.mkdir(parents=True, exist_ok=True)
+    for ref in run.reply_files:
+        path = folder / (Path(ref.name).name or ref.digest)
+        path.write_bytes((await runtime.files.read(ref.digest))[1])
+        print(f"maiden: saved {ref.describe()} to {path}", file=sys.stderr)
 
 
 def _read_files(paths: list[str]) -> list[tuple[Path, bytes]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any, Literal
+from urllib.parse import urlencode
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -10,6 +11,7 @@ from runtime import (
     TERMINAL,
     Decision,
     Entry,
+    FileRef,
     Origin,
     Run,
     RunState,
@@ -26,6 +28,7 @@ __all__ = [
     "EntryPage",
     "FeedbackPage",
     "FileIn",
+    "FileOut",
     "Health",
     "MessageIn",
     "Problem",
@@ -134,6 +137,21 @@ class ApprovalOut(BaseModel):
     requested_at: float
 
 
+class FileOut(BaseModel):
+    """A file that came with a reply (a tool made it): where to download it."""
+
+    name: str
+    media_type: str
+    size: int
+    digest: str
+    url: str = Field(description="GET it with the same token: /v1/files/{digest}?name=...")
+
+    @classmethod
+    def of(cls, ref: FileRef) -> FileOut:
+        return cls(name=ref.name, media_type=ref.media_type, size=ref.size, digest=ref.digest,
+                   url=f"/v1/files/{ref.digest}?{urlencode({'name': ref.name})}")
+
+
 class RunOut(BaseModel):
     """Where a run stands: its reply once it completed, or what it waits for."""
 
@@ -146,6 +164,8 @@ class RunOut(BaseModel):
     usage: Usage
     cost_usd: float
     approval: ApprovalOut | None = None
+    files: list[FileOut] = Field(default_factory=list,
+                                 description="files sent with the reply (a tool made them)")
 
     @classmethod
     def of(cls, run: Run) -> RunOut:
@@ -185,7 +205,8 @@ def _run_fields(run: Run) -> dict[str, Any]:
         requested_at=pending.requested_at)
     return {"thread_id": run.thread_id, "run_id": run.id, "state": run.state,
             "reason": run.reason, "reply": run.reply, "error": run.error, "usage": run.usage,
-            "cost_usd": run.cost_usd, "approval": approval}
+            "cost_usd": run.cost_usd, "approval": approval,
+            "files": [FileOut.of(f) for f in run.reply_files]}
 
 
 class ScheduleRunOut(BaseModel):

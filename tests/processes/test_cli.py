@@ -342,3 +342,24 @@ def test_send_with_files_shows_what_the_model_received(home: Path) -> None:
     assert "[file error.log (text/plain, 16 bytes) sha256:" in shown.stdout
     missing = maiden(home, "send", "t1", "and?", "--file", "nope.txt")
     assert missing.returncode == 2 and "--file nope.txt: No such file" in missing.stderr
+
+
+def test_a_file_a_tool_made_is_saved_beside_the_config(home: Path) -> None:
+    (home / "maketools.py").write_text(textwrap.dedent("""
+        from runtime import ToolFile, tool
+
+        @tool
+        def export() -> ToolFile:
+            \"\"\"Export the report.\"\"\"
+            return ToolFile("report.csv", "text/csv", b"a,b\\n1,2\\n")
+        """))
+    (home / "script.json").write_text(
+        '[{"tool_calls": [{"name": "export", "arguments": {}}]}, {"text": "Saved it."}]')
+    (home / "agent.toml").write_text("[provider]\nkind = 'scripted'\nscript = 'script.json'\n"
+                                     "[tools]\nmodules = ['maketools']\n")
+    sent = maiden(home, "send", "t", "export")
+    assert sent.returncode == 0, sent.stderr
+    assert sent.stdout == "Saved it.\n"
+    (saved,) = (home / "data" / "files").glob("*/report.csv")
+    assert saved.read_bytes() == b"a,b\n1,2\n"
+    assert f"saved report.csv (text/csv, 8 bytes) to {saved}" in sent.stderr

@@ -9,7 +9,16 @@ import hashlib
 import json
 from pathlib import Path
 
-from runtime import EchoProvider, FilesConfig, Runtime, SQLiteStore
+from runtime import (
+    EchoProvider,
+    FilesConfig,
+    Runtime,
+    ScriptedProvider,
+    SQLiteStore,
+    ToolFile,
+    ToolRegistry,
+    tool,
+)
 from tests.http_helpers import served
 from tests.samples import png
 
@@ -86,3 +95,26 @@ async def test_files_over_the_limits_are_refused_and_nothing_runs(tmp_path: Path
         assert no_json.status_code == 422 and "'message'" in no_json.json()["detail"]
         assert await rt.records.runs() == []
         assert len(await store.blobs()) == 0
+
+
+@tool
+def export() -> ToolFile:
+    """Export the report."""
+    return ToolFile("report.csv", "text/csv", b"a,b\n1,2\n")
+
+
+async def test_a_file_a_tool_made_is_a_download_link_on_the_run(tmp_path: Path) -> None:
+    script = ScriptedProvider([{"tool_calls": [{"name": "export", "arguments": {}}]},
+                               {"text": "Here."}])
+    async with SQLiteStore(tmp_path / "m.db") as store, \
+            Runtime(store, script, ToolRegistry([export])) as rt, \
+            served(rt, token=TOKEN) as (client, _):
+        answer = (await client.post("/v1/threads/t/messages", json={"text": "go"})).json()
+        (made,) = answer["files"]
+        assert (made["name"], made["media_type"], made["size"]) == ("report.csv", "text/csv", 8)
+        assert made["url"] == f"/v1/files/{made['digest']}?name=report.csv"
+        got = await client.get(made["url"])
+        assert got.content == b"a,b\n1,2\n"
+        assert got.headers["content-disposition"] == 'attachment; filename="report.csv"'
+        run = (await client.get(f"/v1/runs/{answer['run_id']}")).json()
+        assert run["files"] == answer["files"]
