@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import signal
@@ -65,6 +66,7 @@ from runtime import (
     Checkpoint,
     Delivery,
     Effect,
+    FileDelivery,
     FilesStore,
     ModelRequest,
     ModelResponse,
@@ -86,7 +88,7 @@ from runtime import (
     tool,
 )
 from runtime.runs import StreamState
-from tests.crash.files import FILE_KILL_POINTS, Shelf, sources
+from tests.crash.files import FILE_KILL_POINTS, MAKE_FILE_SCRIPT, Shelf, make_file, sources
 from tests.crash.streams import STREAM_KILL_POINTS, STREAM_SCRIPT, FileStreamer
 
 EFFECTS = ("read_only", "idempotent_write", "non_idempotent", "non_idempotent_reconcile")
@@ -294,6 +296,15 @@ class FileChannel:
         self.switch.reached("after_delivery_sent")
         return message_id
 
+    async def upload(self, delivery: FileDelivery, data: bytes) -> str:
+        message_id = f"file-{len(read_lines(self.path)) + 1}"
+        append_line(self.path, {"id": message_id, "kind": "file", "key": delivery.key,
+                                "run_id": delivery.run_id, "target": delivery.target,
+                                "text": delivery.file.name, "size": len(data),
+                                "sha256": hashlib.sha256(data).hexdigest()})
+        self.switch.reached("after_file_uploaded")
+        return message_id
+
     async def reconcile(self, delivery: Delivery) -> str | None:
         for line in read_lines(self.path):
             if line["key"] == delivery.key:
@@ -418,6 +429,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             script = send_message_script(args.send_message)
         if args.stream:
             script = STREAM_SCRIPT  # text in pieces, a tool call, then the answer in pieces
+        if args.make_file:
+            tools, script = [make_file], MAKE_FILE_SCRIPT
         model: Any = ScriptedProvider(script)
         agent = AgentConfig(max_recovery_attempts=MAX_RECOVERY_ATTEMPTS)
         if args.max_message_chars is not None:
@@ -552,6 +565,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-message-chars", type=int, metavar="N",
                         help="[agent] max_message_chars (a longer --send is refused, told)")
     parser.add_argument("--kill-count", type=int, default=1)
+    parser.add_argument("--make-file", action="store_true",
+                        help="the model calls make_file, whose report goes out with the answer")
     parser.add_argument("--file", action="append", default=[], metavar="NAME",
                         help="--send: the message carries DIR/shared/NAME, announced by its "
                              "channel and fetched as the run's first step (repeatable)")

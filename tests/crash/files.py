@@ -2,20 +2,36 @@
 a file its channel announced, fetched by ``Shelf`` as the run's first step. The shelf
 reads half the file, may die there (``in_fetch``), reads the rest, and notes each whole
 fetch in ``fetches.jsonl``; the store may die right after storing a blob
-(``after_blob_stored``). The summary lists the store's blobs."""
+(``after_blob_stored``). ``--make-file``: the model calls ``make_file``, whose report goes
+out after the answer; the channel may die right after taking it (``after_file_uploaded``).
+The summary lists the store's blobs."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from runtime import FileSource
+from runtime import FileSource, ToolFile, tool
 
-__all__ = ["FETCHES_FILE", "FILE_KILL_POINTS", "SHARED", "Shelf", "sources"]
+__all__ = ["FETCHES_FILE", "FILE_KILL_POINTS", "MADE", "MAKE_FILE_SCRIPT", "SHARED", "Shelf",
+           "make_file", "sources"]
 
 FILE_KILL_POINTS = (
     "in_fetch",                 # --file: half the file read from the channel, nothing stored
     "after_blob_stored",        # --file: a blob is stored, the message not yet in the thread
+    "after_file_uploaded",      # --make-file: the file is in the channel, its id not stored
 )
+MADE = ToolFile("report.csv", "text/csv", b"n,square\n" + b"".join(
+    f"{n},{n * n}\n".encode() for n in range(100)))
+"""What ``make_file`` hands back."""
+MAKE_FILE_SCRIPT: list[dict[str, Any]] = [{"tool_calls": [{"name": "make_file", "arguments": {}}]},
+                    {"text": "Here is the report."}]
+
+
+@tool(name="make_file")
+def make_file() -> ToolFile:
+    """Build the report."""
+    return MADE
 SHARED = "shared"
 FETCHES_FILE = "fetches.jsonl"
 

@@ -5,6 +5,7 @@ every file, the answer posted once — what an uninterrupted run ends with."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import signal
 import subprocess
@@ -15,11 +16,12 @@ from typing import Any
 import pytest
 
 from tests.crash.driver import CHANNEL_FILE
-from tests.crash.files import FETCHES_FILE, FILE_KILL_POINTS, SHARED
+from tests.crash.files import FETCHES_FILE, FILE_KILL_POINTS, MADE, SHARED
 from tests.samples import png
 
 ROOT = Path(__file__).resolve().parents[2]
-POINTS = ("after_queued", *FILE_KILL_POINTS, "after_user_entry", "after_final_answer")
+POINTS = ("after_queued", "in_fetch", "after_blob_stored", "after_user_entry",
+          "after_final_answer")
 
 
 def _driver(root: Path, store: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -73,3 +75,29 @@ def test_a_message_with_files_killed_mid_way(tmp_path: Path, point: str, store: 
                (killed / FETCHES_FILE).read_text().splitlines()]
     if point in ("after_user_entry", "after_final_answer"):
         assert fetched == ["shot.png", "notes.txt", "copy.png"]  # never fetched again
+
+
+UPLOAD_POINTS = [("after_final_answer", 1), ("after_delivery_sent", 1),
+                 ("before_delivery_recorded", 1), ("after_file_uploaded", 1),
+                 ("before_delivery_recorded", 2), ("after_delivery_recorded", 2)]
+"""Around the answer and its file: ``(point, count)`` (the file's record is the second
+delivery recorded)."""
+
+
+@pytest.mark.parametrize("store", ["sqlite", "files"])
+@pytest.mark.parametrize(("point", "count"), UPLOAD_POINTS)
+def test_a_file_a_tool_made_is_sent_once_whatever_the_kill(
+        tmp_path: Path, point: str, count: int, store: str) -> None:
+    crashed = _driver(tmp_path, store, "--send", "t", "report", "--make-file",
+                      "--kill-at", point, "--kill-count", str(count))
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
+    done = _driver(tmp_path, store, "--recover")
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    sent = _lines(tmp_path / CHANNEL_FILE)
+    assert [(m["kind"], m["text"]) for m in sent] == [("reply", "Here is the report."),
+                                                      ("file", "report.csv")]
+    assert sent[1]["sha256"] == hashlib.sha256(MADE.data).hexdigest()
+    assert all(d["remote_id"] for d in summary["deliveries"])
+    (blob,) = summary["blobs"]
+    assert blob["size"] == len(MADE.data)
