@@ -85,6 +85,11 @@ def _parser() -> argparse.ArgumentParser:
     sched_sub = sched.add_subparsers(dest="schedules_command", metavar="[run NAME]")
     run_one = sched_sub.add_parser("run", help="run one schedule now and print its answer")
     run_one.add_argument("name")
+    stored = command("files", "list the files the store holds (shared, or made by tools)")
+    files_sub = stored.add_subparsers(dest="files_command", metavar="[prune]")
+    prune = files_sub.add_parser("prune", help="remove files no message names, older than "
+                                 "[files] retention_days")
+    prune.add_argument("--dry-run", action="store_true", help="only say what would go")
     command("check", "validate the config and say what is configured")
     migrate = command("migrate", "copy a store into another (e.g. SQLite into PostgreSQL) "
                       "and verify the counts")

@@ -36,7 +36,7 @@ from .entries import Entry, ToolResult, UserMessage
 from .errors import FileRefused, NotFound
 from .providers.models import UNKNOWN_CONTEXT
 from .runs import Run
-from .stores.base import BlobStore, Store
+from .stores.base import Store
 from .tools import ToolFile
 
 __all__ = ["FileFetcher", "Files", "Taken", "named_blobs", "prune_files"]
@@ -71,7 +71,7 @@ class Taken:
 class Files:
     """Takes files in under ``[files]``'s limits, stores them, loads them for the model."""
 
-    def __init__(self, store: BlobStore, config: FilesConfig | None = None, *,
+    def __init__(self, store: Store, config: FilesConfig | None = None, *,
                  clock: Callable[[], float]) -> None:
         self.store = store
         self.config = config or FilesConfig()
@@ -192,6 +192,20 @@ class Files:
         if info is None:
             raise NotFound(f"no file {digest} in the store")
         return info, await self.store.get_blob(digest)
+
+    async def blobs(self) -> list[BlobInfo]:
+        """Every stored file's record, oldest first."""
+        return await self.store.blobs()
+
+    async def prune(self, *, dry_run: bool = False) -> list[BlobInfo]:
+        """Remove the blobs no message or result names, stored more than ``[files]
+        retention_days`` ago (``dry_run``: only say which)."""
+        older_than = self.clock() - self.config.retention_days * 86_400
+        if dry_run:
+            named = await named_blobs(self.store)
+            return [b for b in await self.store.blobs()
+                    if b.digest not in named and b.created_at < older_than]
+        return await prune_files(self.store, older_than=older_than)
 
 
 async def named_blobs(store: Store) -> set[str]:

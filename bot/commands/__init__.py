@@ -8,7 +8,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from ..config import LoadedConfig
-from . import control, service, show, talk
+from . import control, files, service, show, talk
 from .common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -25,4 +25,5 @@ Command = Callable[[LoadedConfig, argparse.Namespace], Coroutine[Any, Any, int]]
 
 COMMANDS: dict[str, Command] = {
     **service.COMMANDS, **talk.COMMANDS, **show.COMMANDS, **control.COMMANDS,
+    **files.COMMANDS,
 }

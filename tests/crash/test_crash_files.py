@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.crash.driver import CHANNEL_FILE
-from tests.crash.files import FETCHES_FILE, FILE_KILL_POINTS, MADE, SHARED
+from tests.crash.files import FETCHES_FILE, MADE, SHARED
 from tests.samples import png
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -363,3 +363,16 @@ def test_a_file_a_tool_made_is_saved_beside_the_config(home: Path) -> None:
     (saved,) = (home / "data" / "files").glob("*/report.csv")
     assert saved.read_bytes() == b"a,b\n1,2\n"
     assert f"saved report.csv (text/csv, 8 bytes) to {saved}" in sent.stderr
+
+
+def test_files_lists_and_prune_removes_only_what_no_message_names(home: Path) -> None:
+    (home / "a.txt").write_text("kept\n")
+    assert maiden(home, "send", "t", "read", "--file", "a.txt").returncode == 0
+    listed = maiden(home, "files")
+    assert listed.stdout.startswith("1 file(s), 5 bytes\n")
+    with (home / "agent.toml").open("a") as f:
+        f.write("\n[files]\nretention_days = 0\n")
+    kept = maiden(home, "files", "prune", "--dry-run")
+    assert kept.returncode == 0 and kept.stdout.startswith("would remove 0 file(s)"), kept.stderr
+    assert maiden(home, "files", "prune").stdout.startswith("removed 0 file(s)")
+    assert maiden(home, "files").stdout.startswith("1 file(s)")

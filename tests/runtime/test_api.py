@@ -161,7 +161,7 @@ async def test_the_runtime_surface_is_what_the_readme_lists(tmp_path: Path) -> N
             | {n for n in vars(rt) if not n.startswith("_")}
     # the types of `notes`, `feedback` and `files`, and the latter two's methods
     assert public == _listed_in_readme() - {"Notes", "Feedback", "vote", "votes", "Files",
-                                            "put", "add_fetcher", "read"}
+                                            "put", "add_fetcher", "read", "blobs", "prune"}
 
 
 async def test_a_tool_gets_only_the_services_it_declares(tmp_path: Path) -> None:
