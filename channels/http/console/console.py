@@ -13,7 +13,7 @@ from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from runtime import Runtime, ScheduleService
+from runtime import Runtime, ScheduleService, human_size
 
 from ..auth import Credentials
 from .security import COOKIE, Guard, Session, page_headers
@@ -81,6 +81,7 @@ class Console:
                                autoescape=select_autoescape(default=True),
                                trim_blocks=True, lstrip_blocks=True)
         self.env.filters.update(when=self.when, ago=self.ago, q=quote_path, money=money,
+                                filesize=human_size,
                                 num=lambda n: f"{n:,}", duration=duration,
                                 short=short_id)
 

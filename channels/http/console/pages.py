@@ -18,6 +18,7 @@ from runtime import (
     ToolResult,
 )
 
+from ..blobs import file_response
 from .console import Console, query_int
 from .spend import bar_chart, feedback_of, spend_of
 from .waiting import WAITING, queued_behind
@@ -158,6 +159,17 @@ class Pages:
                            cancellable=run.state not in TERMINAL,
                            arguments=_pretty(run.pending_approval.arguments
                                              if run.pending_approval else None))
+
+    async def file(self, request: Request) -> Response:
+        """A file a thread names, for its thumbnail or chip: served as the API serves it
+        (images in place, the rest as a download; never a page that could run)."""
+        self.c.session(request)  # signed in, as for any page
+        try:
+            info, data = await self.rt.files.read(request.path_params["digest"])
+        except NotFound:
+            return self.c.page(request, "error.html", status=404, message="No such file.")
+        return file_response(data, info.media_type,
+                             request.query_params.get("name") or info.digest)
 
     async def schedules(self, request: Request) -> Response:
         found = await self.c.options.schedules.listing() \

@@ -8,17 +8,14 @@ from fastapi.responses import Response
 
 from runtime import NotFound
 
+from ..blobs import INLINE_TYPES, file_response
 from ..deps import Api, secured
 from ..errors import ApiError, problem_responses
 from .common import DENIED
 
-__all__ = ["INLINE_TYPES", "file_response", "router"]
+__all__ = ["router"]
 
 router = APIRouter(tags=["files"])
-
-INLINE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
-"""Shown in place (the console's thumbnails); anything else is a download: a shared HTML
-or SVG file must never run as a page of this origin."""
 
 _FILE_DOC = {"description": "the file's bytes", "content": {
     "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
@@ -39,17 +36,3 @@ async def get_file(
     except NotFound as exc:
         raise ApiError(404, str(exc), "not_found") from None
     return file_response(data, info.media_type, name or digest)
-
-
-def file_response(data: bytes, media_type: str, name: str) -> Response:
-    """``data`` served so that a browser never runs it: images inline, the rest as an
-    ``application/octet-stream`` attachment; no sniffing, no scripts, no framing."""
-    inline = media_type in INLINE_TYPES
-    safe = "".join(c if c.isalnum() or c in "._- " else "_" for c in name)[:255] or "file"
-    return Response(data, media_type=media_type if inline else "application/octet-stream",
-                    headers={
-                        "Content-Disposition": f'{"inline" if inline else "attachment"}; '
-                                               f'filename="{safe}"',
-                        "X-Content-Type-Options": "nosniff",
-                        "Content-Security-Policy": "default-src 'none'; sandbox",
-                        "Cache-Control": "private, max-age=86400, immutable"})

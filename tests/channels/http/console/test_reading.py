@@ -21,6 +21,7 @@ from tests.channels.http.console.test_console import TOKEN, browser, csrf_of, de
 from tests.clock import Clock
 from tests.http_helpers import echo_runtime, scheduled
 from tests.processes.test_cli import _serve, _stop
+from tests.samples import png
 
 
 class Holder:
@@ -206,3 +207,25 @@ def test_maiden_run_refuses_an_offset_out_of_range_with_a_422(home: Path) -> Non
     assert "offset must be a whole number from 0 to 1,000,000,000" in page.text
     assert "Traceback" not in page.text
     assert api.status_code == 422
+
+
+async def test_a_thread_shows_images_as_thumbnails_and_files_as_chips(tmp_path: Path) -> None:
+    async with echo_runtime(tmp_path / "m.db") as rt:
+        shot = await rt.files.put("shot.png", "image/png", png(80, 60))
+        page_file = await rt.files.put("page.html", "text/html", b"<script>alert(1)</script>")
+        await rt.send("t", "look", files=[shot, page_file])
+        async with browser(rt) as client:
+            page = await client.get("/threads/t")
+            src = f"/console/files/{shot.digest}?name=shot.png"
+            assert f'<img src="{src}" alt="shot.png"' in page.text
+            assert f'href="/console/files/{page_file.digest}?name=page.html"' in page.text
+            assert "img-src 'self' data:" in page.headers["content-security-policy"]
+            image = await client.get(src)
+            assert image.status_code == 200 and image.headers["content-type"] == "image/png"
+            html_file = await client.get(f"/console/files/{page_file.digest}")
+            assert html_file.headers["content-type"] == "application/octet-stream"
+            assert html_file.headers["content-disposition"].startswith("attachment")
+            assert (await client.get("/console/files/" + "0" * 64)).status_code == 404
+        async with browser(rt, sign_in=False) as stranger:
+            refused = await stranger.get(src)
+            assert refused.status_code == 303 and "/sign-in" in refused.headers["location"]
