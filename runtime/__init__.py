@@ -107,7 +107,7 @@ from .stores import (
 )
 from .stores.base import StoreStats
 from .text import split_message
-from .tools import NOT_DONE, Effect, Tool, ToolContext, ToolFile, ToolSpec, tool
+from .tools import NOT_DONE, Effect, Tool, ToolContext, ToolFile, ToolImage, ToolSpec, tool
 from .workers import ACTIVE as ACTIVE_STATES
 
 __all__ = [
@@ -206,6 +206,7 @@ __all__ = [
     "ToolDefinitionError",
     "ToolFailure",
     "ToolFile",
+    "ToolImage",
     "ToolRegistry",
     "ToolResult",
     "ToolSpec",

@@ -48,6 +48,8 @@ def entry_tokens(entry: Entry) -> int:
                                     for c in entry.tool_calls)
     elif isinstance(entry, ToolResult):
         text = entry.tool_call_id + _sized(entry.content)
+        if entry.images:
+            return MESSAGE_OVERHEAD + estimate_tokens(text) + sum(i.tokens for i in entry.images)
     elif isinstance(entry, Notice):
         text = "[notice] " + entry.text
     else:

@@ -88,6 +88,8 @@ class ToolResult(_Model):
     at: float = Field(default_factory=time.time)
     files: tuple[FileRef, ...] = ()
     """Files the tool handed back, as stored: sent with the run's answer."""
+    images: tuple[FileRef, ...] = ()
+    """Images the tool showed the model, as stored: sent to the model with the result."""
 
 
 class Notice(_Model):

@@ -37,7 +37,7 @@ from .errors import FileRefused, NotFound
 from .providers.models import UNKNOWN_CONTEXT
 from .runs import Run
 from .stores.base import Store
-from .tools import ToolFile
+from .tools import ToolFile, ToolImage
 
 __all__ = ["FileFetcher", "Files", "Taken", "named_blobs", "prune_files"]
 
@@ -145,6 +145,13 @@ class Files:
         return tuple([await self._store(f.name, f.media_type, f.data, checked=False)
                       for f in files])
 
+    async def keep_images(self, tool: str, images: Sequence[ToolImage]
+                          ) -> tuple[FileRef, ...]:
+        """Store the images a tool showed the model, named after the tool."""
+        return tuple([await self._store(f"{tool}-{n}{_suffix(i.media_type)}", i.media_type,
+                                        i.data, checked=False)
+                      for n, i in enumerate(images, 1)])
+
     async def _store(self, name: str, media_type: str | None, data: bytes, *,
                      checked: bool = True) -> FileRef:
         digest = hashlib.sha256(data).hexdigest()
@@ -162,10 +169,11 @@ class Files:
         """What a request shows the model of each file its messages name, by digest."""
         found: dict[str, FilePart] = {}
         for entry in entries:
-            if isinstance(entry, UserMessage):
-                for ref in entry.files:
-                    if ref.digest not in found:
-                        found[ref.digest] = await self._part(ref, seeing)
+            shown = entry.files if isinstance(entry, UserMessage) else \
+                entry.images if isinstance(entry, ToolResult) else ()
+            for ref in shown:
+                if ref.digest not in found:
+                    found[ref.digest] = await self._part(ref, seeing)
         return found
 
     async def _part(self, ref: FileRef, seeing: Seeing) -> FilePart:
@@ -213,8 +221,10 @@ async def named_blobs(store: Store) -> set[str]:
     named: set[str] = set()
     for info in await store.list_threads():
         for entry in await store.load_entries(info.id):
-            if isinstance(entry, UserMessage | ToolResult):
+            if isinstance(entry, UserMessage):
                 named.update(f.digest for f in entry.files)
+            elif isinstance(entry, ToolResult):
+                named.update(f.digest for f in (*entry.files, *entry.images))
     for run in await store.list_runs():
         named.update(f.digest for f in (*run.files, *run.reply_files))
     return named
@@ -238,3 +248,8 @@ def _shared(refs: Sequence[FileRef], window: int, share: float) -> list[FileRef]
     each = max(200, int(window * share) // len(texts))
     return [r.model_copy(update={"tokens": min(r.size // 4 + 1, each)}) if r.kind == "text"
             else r for r in refs]
+
+
+def _suffix(media_type: str) -> str:
+    return {"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif",
+            "image/webp": ".webp"}.get(media_type, "")

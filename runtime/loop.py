@@ -298,7 +298,8 @@ class RunDriver:
 
     async def _with_files(self, request: ModelRequest) -> ModelRequest:
         """The request with what it shows the model of the files its messages name."""
-        if not any(isinstance(e, UserMessage) and e.files for e in request.entries):
+        if not any((isinstance(e, UserMessage) and e.files) or (isinstance(e, ToolResult)
+                   and e.images) for e in request.entries):
             return request
         files = await self.files.parts(request.entries, seeing(self.provider))
         return dataclasses.replace(request, files=files)
@@ -342,9 +343,11 @@ class RunDriver:
                 return
             # A file the tool made is stored before its result names it.
             made = await self.files.keep(output.files) if output.files else ()
+            shown = await self.files.keep_images(call.name, output.images) \
+                if output.images else ()
             result = ToolResult(run_id=run.id, tool_call_id=call.id, name=call.name,
                                 content=output.content, is_error=output.is_error,
-                                at=self.clock(), files=made)
+                                at=self.clock(), files=made, images=shown)
             started = tuple(c for c in cur.run.started_calls if c != call.id)
             finished = [ToolCallFinished(
                 run_id=run.id, thread_id=run.thread_id, tool_call_id=call.id, name=call.name,

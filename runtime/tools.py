@@ -107,31 +107,53 @@ class ToolFile:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolImage:
+    """An image a tool shows the model (an MCP tool's ``ImageContent``, a screenshot): put
+    it in the result like a ``ToolFile``. A model that sees images is shown it with the
+    result; it is not sent to the person."""
+
+    media_type: str
+    data: bytes
+
+    def described(self) -> dict[str, Any]:
+        return {"type": "image", "media_type": self.media_type, "size": len(self.data),
+                "note": "shown to you with this result"}
+
+
+@dataclass(frozen=True, slots=True)
 class ToolOutput:
     content: Any
     is_error: bool = False
     files: tuple[ToolFile, ...] = ()
     """Files the result handed back (in ``content``, each is described instead)."""
+    images: tuple[ToolImage, ...] = ()
+    """Images the result shows the model (described in ``content`` too)."""
 
 
 def jsonable(value: Any) -> Any:
-    """A tool's result as JSON, any ``ToolFile`` in it left as it is (``split_files``)."""
+    """A tool's result as JSON, any ``ToolFile`` or ``ToolImage`` in it left as it is
+    (``split_files``)."""
     if not _has_file(value):
         return to_jsonable_python(value)
-    if isinstance(value, ToolFile):
+    if isinstance(value, ToolFile | ToolImage):
         return value
     if isinstance(value, Mapping):
         return {str(k): jsonable(v) for k, v in value.items()}
     return [jsonable(v) for v in value]
 
 
-def split_files(value: Any) -> tuple[Any, tuple[ToolFile, ...]]:
-    """``value`` with each ``ToolFile`` in it described, and the files, in order."""
+def split_files(value: Any) -> ToolOutput:
+    """``value`` with each ``ToolFile`` and ``ToolImage`` in it described, and them, in
+    order."""
     files: list[ToolFile] = []
+    images: list[ToolImage] = []
 
     def walk(item: Any) -> Any:
         if isinstance(item, ToolFile):
             files.append(item)
+            return item.described()
+        if isinstance(item, ToolImage):
+            images.append(item)
             return item.described()
         if isinstance(item, dict):
             return {k: walk(v) for k, v in item.items()}
@@ -139,11 +161,12 @@ def split_files(value: Any) -> tuple[Any, tuple[ToolFile, ...]]:
             return [walk(v) for v in item]
         return item
 
-    return walk(value), tuple(files)
+    content = walk(value)
+    return ToolOutput(content, files=tuple(files), images=tuple(images))
 
 
 def _has_file(value: Any) -> bool:
-    if isinstance(value, ToolFile):
+    if isinstance(value, ToolFile | ToolImage):
         return True
     if isinstance(value, Mapping):
         return any(_has_file(v) for v in value.values())
@@ -248,8 +271,7 @@ class Tool:
         look."""
         try:
             async with asyncio.timeout(self.timeout_s):
-                content, files = split_files(await self.invoke(ctx, arguments))
-                return ToolOutput(content, files=files)
+                return split_files(await self.invoke(ctx, arguments))
         except asyncio.CancelledError:
             ctx.cancelled.set()
             raise

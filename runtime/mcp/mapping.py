@@ -21,12 +21,14 @@ overrides all of this.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 from collections.abc import Sequence
 from typing import Any
 
-from ..tools import Effect
+from ..attachments.refs import IMAGE_TYPES
+from ..tools import Effect, ToolImage
 from .config import McpServerConfig
 
 __all__ = ["MAX_NAME", "effect_from_hints", "effect_of", "error_text", "result_content",
@@ -108,8 +110,10 @@ def task_only(tools: Sequence[Any]) -> tuple[list[Any], str | None]:
 
 def result_content(result: Any) -> Any:
     """What a ``CallToolResult`` hands the model: its text (the blocks joined by newlines)
-    when every block is text, else each block as JSON (binary data described, not
-    copied); the structured content only when there are no blocks at all."""
+    when every block is text, else each block as JSON (audio and binary resources
+    described, not copied; an image of a type the models take as a ``ToolImage``, which a
+    model that sees images is shown); the structured content only when there are no
+    blocks at all."""
     blocks = list(result.content or [])
     if not blocks:
         return result.structured_content if result.structured_content is not None else ""
@@ -125,10 +129,15 @@ def error_text(result: Any) -> str:
     return text or "the tool reported an error without a message"
 
 
-def _block(block: Any) -> dict[str, Any]:
+def _block(block: Any) -> dict[str, Any] | ToolImage:
     kind = getattr(block, "type", "unknown")
     if kind == "text":
         return {"type": "text", "text": block.text}
+    if kind == "image" and block.mime_type in IMAGE_TYPES:
+        try:
+            return ToolImage(block.mime_type, base64.b64decode(block.data, validate=True))
+        except ValueError:
+            pass  # not base64: described below
     if kind in ("image", "audio"):
         return {"type": kind, "mime_type": block.mime_type,
                 "note": f"{len(block.data) * 3 // 4} bytes of {kind} data, not shown"}

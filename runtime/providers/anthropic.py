@@ -136,6 +136,9 @@ def to_messages(entries: Sequence[Entry], files: Mapping[str, FilePart] | None =
         elif isinstance(entry, ToolResult):
             block: dict[str, Any] = {"type": "tool_result", "tool_use_id": entry.tool_call_id,
                                      "content": result_text(entry.content)}
+            if entry.images:  # shown with the result
+                block["content"] = [_text(block["content"]), *(
+                    _file_block(part_for(ref, files)) for ref in entry.images)]
             if entry.is_error:
                 block["is_error"] = True
             add("user", [block])

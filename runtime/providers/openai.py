@@ -129,7 +129,18 @@ def to_messages(entries: Sequence[Entry], files: Mapping[str, FilePart] | None =
         last["content"] = before + (content if isinstance(content, list)
                                     else [{"type": "text", "text": content}])
 
+    shown: list[dict[str, Any]] = []  # images of the tool results just before
+
+    def show() -> None:
+        # A tool message holds text only: the images follow the turn's results, as the
+        # user's (the next message may not come between a turn's tool messages).
+        if shown:
+            user("[images the tools above returned]", shown.copy())
+            shown.clear()
+
     for entry in pair_results(entries):
+        if not isinstance(entry, ToolResult):
+            show()
         if isinstance(entry, UserMessage):
             user(entry.text or "(files only)" if entry.files else entry.text,
                  [_file_part(part_for(f, files)) for f in entry.files])
@@ -146,6 +157,8 @@ def to_messages(entries: Sequence[Entry], files: Mapping[str, FilePart] | None =
         elif isinstance(entry, ToolResult):
             messages.append({"role": "tool", "tool_call_id": entry.tool_call_id,
                              "content": result_text(entry.content)})
+            shown.extend(_file_part(part_for(ref, files)) for ref in entry.images)
+    show()
     return messages
 
 

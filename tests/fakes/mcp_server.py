@@ -9,9 +9,10 @@ Its tools cover what maiden must handle: annotations of each kind and none, a to
 reports an error, one that answers with a protocol error (``refuse``: a JSON-RPC error
 response), a slow one (``MCP_MARKS``: a folder where it notes when it started and when it
 was cancelled), one slow only the first time (``nap``, for crash recovery), one that kills
-the server mid-call, ``key`` (the idempotency key maiden sent) and ``pid`` (to tell a
-restarted server from the first one). With ``MCP_MARKS`` it also writes its pid to
-``server.pid`` as it starts (to tell when it is gone). ``MCP_LINGER``: over stdio, keep
+the server mid-call, ``key`` (the idempotency key maiden sent), ``pid`` (to tell a
+restarted server from the first one) and ``chart`` (text and an image). With
+``MCP_MARKS`` it also writes its pid to ``server.pid`` as it starts (to tell when it is
+gone). ``MCP_LINGER``: over stdio, keep
 running after stdin closes, as a server stuck in its work would (only a signal ends it).
 ``MCP_FAKE_TOOLS``: a comma-separated subset to list (default: all). ``MCP_TASKS``: speak
 the 2025-11-25 protocol (no ``server/discover``: clients fall back to ``initialize``) and also
@@ -31,6 +32,7 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.utilities.types import Image
 from mcp.shared.exceptions import MCPError
 from mcp.types import Tool, ToolAnnotations, ToolExecution
 
@@ -133,6 +135,18 @@ def die() -> str:
 def pid() -> int:
     """This server process's id."""
     return os.getpid()
+
+
+@app.tool(annotations=READ_ONLY, structured_output=False)
+def chart() -> list[Any]:
+    """A chart: a line of text and a PNG (an MCP ImageContent)."""
+    import io
+
+    from PIL import Image as Picture
+
+    out = io.BytesIO()
+    Picture.new("RGB", (120, 80), (20, 120, 200)).save(out, format="PNG")
+    return ["sales by month:", Image(data=out.getvalue(), format="png")]
 
 
 @app.tool(annotations=READ_ONLY, structured_output=False)

@@ -154,7 +154,7 @@ def test_run_starts_the_servers_before_recovering_a_run_that_was_calling_one(
         tools = next(line for line in banner.splitlines(keepends=True)
                      if line.startswith("  tools "))
         assert "srv__echo" in tools and "srv__nap" in tools
-        assert "  mcp         srv: 11 tools\n" in banner
+        assert "  mcp         srv: 12 tools\n" in banner
         assert "  mcp         broken: failed to start: command not found: ./no-such-server, " \
                "retrying\n" in banner
         assert "  recovered   1 unfinished run(s)\n" in banner
@@ -171,7 +171,7 @@ def test_a_stopped_run_leaves_no_server_process_behind(home: Path) -> None:
     it)."""
     add_servers(home, broken=False, linger=True)
     with serving(home) as (server, banner):
-        assert "  mcp         srv: 11 tools\n" in banner, banner
+        assert "  mcp         srv: 12 tools\n" in banner, banner
         pid = int((home / "server.pid").read_text())  # written as the server started
         assert _alive(pid)
         server.send_signal(signal.SIGTERM)

@@ -8,7 +8,7 @@ import mcp_types
 import pytest
 
 from bot.config import parse_config
-from runtime import ConfigError, Tool, ToolContext
+from runtime import ConfigError, Tool, ToolContext, ToolImage
 from runtime.mcp import McpServerConfig, effect_from_hints, tool_name
 from runtime.mcp.listing import argument_check, build_tools
 from runtime.mcp.mapping import MAX_NAME, error_text, result_content, select_tools
@@ -134,10 +134,11 @@ def test_results_for_the_model() -> None:
     assert result_content(text()) == ""
     mixed = mcp_types.CallToolResult(content=[
         mcp_types.TextContent(text="a chart:"),
-        mcp_types.ImageContent(data="AAAA", mime_type="image/png")])
+        mcp_types.ImageContent(data="AAAA", mime_type="image/png"),
+        mcp_types.ImageContent(data="AAAA", mime_type="image/bmp")])
     assert result_content(mixed) == [
-        {"type": "text", "text": "a chart:"},
-        {"type": "image", "mime_type": "image/png", "note": "3 bytes of image data, not shown"}]
+        {"type": "text", "text": "a chart:"}, ToolImage("image/png", b"\x00\x00\x00"),
+        {"type": "image", "mime_type": "image/bmp", "note": "3 bytes of image data, not shown"}]
     assert error_text(text("disk full", is_error=True)) == "disk full"
     assert error_text(text(is_error=True)) == "the tool reported an error without a message"
 

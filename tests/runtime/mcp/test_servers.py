@@ -13,17 +13,27 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
-from runtime import RunState, ToolContext, ToolRegistry, ToolResult, idempotency_key
+from runtime import (
+    RunState,
+    Runtime,
+    SQLiteStore,
+    ToolContext,
+    ToolRegistry,
+    ToolResult,
+    idempotency_key,
+)
 from runtime.mcp import McpServerConfig, open_servers
 from runtime.mcp.group import McpServers
 from runtime.mcp.server import McpServer, McpServerDown, McpToolError
+from tests.fakes.vendors import ANTHROPIC
 
 FAKE = Path(__file__).resolve().parents[2] / "fakes" / "mcp_server.py"
 CTX = ToolContext(run_id="r", thread_id="t", tool_call_id="c", idempotency_key="k")
-ALL_TOOLS = ["count", "die", "drop", "echo", "fail", "key", "nap", "pid", "put", "refuse",
-             "slow"]
+ALL_TOOLS = ["chart", "count", "die", "drop", "echo", "fail", "key", "nap", "pid", "put",
+             "refuse", "slow"]
 
 
 def fake(marks: Path, name: str = "srv", **settings: Any) -> McpServerConfig:
@@ -110,6 +120,28 @@ async def test_an_mcp_tool_through_the_loop(make_runtime: Any, tmp_path: Path) -
     offered = {spec.name: spec for spec in provider.calls[0].tools}
     assert offered["srv__echo"].parameters["properties"]["text"]["type"] == "string"
     provider.assert_complete()
+
+
+async def test_an_mcp_image_reaches_a_model_that_sees_as_an_image(
+        tmp_path: Path, client: httpx.AsyncClient) -> None:
+    async with served(fake(tmp_path), base=tmp_path) as servers, \
+            ANTHROPIC.server() as api, SQLiteStore(tmp_path / "m.db") as store:
+        api.queue(ANTHROPIC.stream(calls=[("toolu_1", "srv__chart", ["{}"])]),
+                  ANTHROPIC.stream(["Sales rose."]))
+        rt = Runtime(store, ANTHROPIC.provider(api, client))
+        servers.offer_to(rt.tools)
+        async with rt:
+            run = await rt.send("t", "how are sales?")
+            result = next(e for e in await rt.records.entries("t") if isinstance(e, ToolResult))
+    assert run.reply == "Sales rose.", run.error
+    (image,) = result.images
+    assert (image.name, image.media_type, image.width, image.height) == (
+        "srv__chart-1.png", "image/png", 120, 80)
+    assert result.content[1]["note"] == "shown to you with this result"
+    sent = api.requests[-1].json["messages"][-1]["content"][0]
+    assert sent["type"] == "tool_result"
+    assert [b["type"] for b in sent["content"]] == ["text", "image"]
+    assert sent["content"][1]["source"]["media_type"] == "image/png"
 
 
 async def test_tool_errors_become_the_loops_error_results(

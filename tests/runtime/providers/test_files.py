@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from runtime import Runtime, Seeing, SQLiteStore
+from runtime import Runtime, Seeing, SQLiteStore, ToolImage, ToolRegistry, tool
 from tests.fakes import anthropic, openai
 from tests.fakes.server import FakeServer
 from tests.fakes.vendors import ANTHROPIC, OPENAI, Vendor
@@ -87,3 +87,22 @@ async def test_make_provider_reads_vision_and_pdf_from_the_config() -> None:
         provider = make_provider(ProviderConfig(**options), Path("."), env)  # type: ignore[arg-type]
         assert provider.seeing == seeing, options  # type: ignore[attr-defined]
         await provider.aclose()  # type: ignore[attr-defined]
+
+
+async def test_openai_gets_a_tools_images_after_the_turns_results(
+        client: httpx.AsyncClient, store: SQLiteStore) -> None:
+    @tool
+    def snap() -> list[Any]:
+        """A screenshot."""
+        return ["the page:", ToolImage("image/png", png(50, 40))]
+
+    async with OPENAI.server() as server:
+        server.queue(OPENAI.stream(calls=[("call_1", "snap", ["{}"])]), OPENAI.stream(["ok"]))
+        async with Runtime(store, OPENAI.provider(server, client), ToolRegistry([snap])) as rt:
+            run = await rt.send("t", "what does the page show?")
+        assert run.reply == "ok", run.error
+        messages = server.requests[-1].json["messages"]
+    tool_message, shown = messages[-2:]
+    assert tool_message["role"] == "tool" and isinstance(tool_message["content"], str)
+    assert shown["role"] == "user"
+    assert [p["type"] for p in shown["content"]] == ["text", "image_url"]
