@@ -9,16 +9,19 @@ are meant to keep a request under a limit, not to bill it.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any, overload
 
+from .attachments.refs import FileRef
 from .entries import AssistantTurn, Entry, Notice, ToolResult, UserMessage
 from .tools import ToolSpec
 
 __all__ = ["SUMMARY", "Span", "SummaryScan", "Window", "entry_tokens", "estimate_tokens",
-           "fit_history", "prompt_tokens", "split_summaries", "transcript"]
+           "file_line", "file_lines", "fit_history", "prompt_tokens", "split_summaries",
+           "transcript"]
 
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD = 4
@@ -160,12 +163,13 @@ def transcript(entries: Sequence[Entry], max_chars: int) -> str:
     for entry in entries:
         if isinstance(entry, UserMessage):
             lines.append(f"user: {entry.text}")
-            lines.extend(f"[file {f.describe()} sha256:{f.digest[:12]}]" for f in entry.files)
+            lines.extend(file_line(f) for f in entry.files)
         elif isinstance(entry, AssistantTurn):
             calls = "; ".join(f"{c.name}({_json(c.arguments)})" for c in entry.tool_calls)
             lines.append("assistant: " + entry.text + (f" [calls {calls}]" if calls else ""))
         elif isinstance(entry, ToolResult):
             lines.append(f"tool {entry.name} -> {_json(entry.content)}")
+            lines.extend(file_line(f) for f in (*entry.files, *entry.images))
         else:
             lines.append(f"[{entry.code}] {entry.text}")
     text = "\n".join(lines)
@@ -173,6 +177,20 @@ def transcript(entries: Sequence[Entry], max_chars: int) -> str:
         return text
     half = max_chars // 2
     return text[:half] + "\n[...]\n" + text[-half:]
+
+
+_FILE_LINE = re.compile(r"^\[file .* sha256:[0-9a-f]{12}\]$", re.MULTILINE)
+
+
+def file_line(ref: FileRef) -> str:
+    """The one line a transcript or summary keeps of a file: ``[file report.pdf
+    (application/pdf, 3 pages, 120 KB) sha256:0123456789ab]``."""
+    return f"[file {ref.describe()} sha256:{ref.digest[:12]}]"
+
+
+def file_lines(text: str) -> list[str]:
+    """The file lines in ``text`` (a summary), in order."""
+    return _FILE_LINE.findall(text)
 
 
 def prompt_tokens(system: str, tools: Sequence[ToolSpec], entries: Sequence[Entry]) -> int:

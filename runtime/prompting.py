@@ -19,9 +19,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .budget import Prices
-from .context import Span, SummaryScan, Window, split_summaries, transcript
+from .context import (
+    Span,
+    SummaryScan,
+    Window,
+    file_line,
+    file_lines,
+    split_summaries,
+    transcript,
+)
 from .cursor import RunCursor
-from .entries import Entry, Notice, UserMessage
+from .entries import Entry, Notice, ToolResult, UserMessage
 from .errors import ProviderError
 from .history import Tidiness, model_view
 from .providers.base import ModelRequest, Provider
@@ -156,22 +164,27 @@ class Prompts:
                             run_id=run.id, thread_id=run.thread_id, final_turn=final)
 
     def compaction(self, run: Run, entries: Sequence[Entry], tools: Sequence[ToolSpec],
-                   limit: int | None) -> tuple[ModelRequest, int] | None:
+                   limit: int | None) -> tuple[ModelRequest, int, list[str]] | None:
         """When the window's cut has moved past what the thread's summary covers: the
-        request that summarises what falls out (with the summary before it), and how many
-        entries the new summary will stand for. None when nothing new falls out."""
+        request that summarises what falls out (with the summary before it), how many
+        entries the new summary will stand for, and a line for each file they (and the
+        summary before) name, which the new summary keeps whatever the model writes.
+        None when nothing new falls out."""
         cut = self.cut(run.thread_id, entries, tools, limit)
         covered = (cut.summary.covers or 0) if cut.summary is not None else 0
         if cut.limit is None or cut.dropped <= covered:
             return None
         earlier = f"Summary so far: {cut.summary.text}\n\n" if cut.summary is not None else ""
         # The driver loads a tail from where the summary stops (covered >= offset).
-        text = earlier + transcript(cut.dropped_entries[max(covered - cut.offset, 0):],
-                                    cut.limit * 2)
+        falling = cut.dropped_entries[max(covered - cut.offset, 0):]
+        text = earlier + transcript(falling, cut.limit * 2)
         request = ModelRequest(
             system=COMPACTION_PROMPT, entries=(UserMessage(run_id=run.id, text=text),),
             tools=(), run_id=run.id, thread_id=run.thread_id, final_turn=True)
-        return request, cut.dropped
+        before = file_lines(cut.summary.text) if cut.summary is not None else []
+        named = [file_line(f) for e in falling if isinstance(e, UserMessage | ToolResult)
+                 for f in (e.files if isinstance(e, UserMessage) else (*e.files, *e.images))]
+        return request, cut.dropped, list(dict.fromkeys([*before, *named]))
 
     def move_window(self, thread_id: str) -> None:
         """Forget the held cut (the model refused what it let through)."""
@@ -212,15 +225,18 @@ async def compact(cur: RunCursor, provider: Provider, prompts: Prompts,
     asked = prompts.compaction(run, cur.entries, tools, limit)
     if asked is None:
         return
-    request, covers = asked
+    request, covers, files = asked
     try:
         response = await provider.complete(request, None)
     except ProviderError as exc:
         log.warning("run %s: the summary of older entries failed (%s); they are left "
                     "out unsummarised", run.id, exc)
         return
-    summary = Notice(run_id=run.id, code="summary", text=response.text.strip(),
-                     covers=covers, at=cur.clock())
+    text = response.text.strip()
+    missing = [line for line in files if line not in text]
+    if missing:  # each file the summarised part named keeps its line
+        text += "\n\nFiles shared earlier:\n" + "\n".join(missing)
+    summary = Notice(run_id=run.id, code="summary", text=text, covers=covers, at=cur.clock())
     await cur.commit([summary], usage=run.usage + response.usage,
                      cost_usd=run.cost_usd + prices.cost(response.usage))
 

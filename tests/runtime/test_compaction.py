@@ -165,3 +165,19 @@ async def test_a_stop_in_the_middle_of_compaction(tmp_path: Path) -> None:
         entries = await rt.records.entries("t")
     assert done.state == RunState.COMPLETED and done.reply == "ok"
     assert again.summaries == 1 and len(summaries(entries)) == already + 1
+
+
+async def test_a_summary_keeps_a_line_for_each_file_it_stands_for(tmp_path: Path) -> None:
+    model = Model()  # its summaries never mention files
+    async with agent(tmp_path / "m.db", model) as rt:
+        shared = await rt.files.put("q3.csv", "text/csv", b"month,sales\n1,10\n")
+        await rt.send("t", f"message 0: {WORDS}", files=[shared])
+        for i in range(1, 12):
+            assert (await rt.send("t", f"message {i}: {WORDS}")).state == RunState.COMPLETED
+        made = summaries(await rt.records.entries("t"))
+    line = f"[file q3.csv (text/csv, 17 bytes) sha256:{shared.digest[:12]}]"
+    assert len(made) >= 2
+    for summary in made:  # the first that stands for it, and each after (from the one before)
+        assert summary.text.endswith(f"Files shared earlier:\n{line}"), summary.text
+    asked = [r for r in model.requests if r.system == COMPACTION_PROMPT]
+    assert line in asked[0].entries[0].text  # type: ignore[union-attr]
