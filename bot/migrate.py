@@ -5,7 +5,8 @@ thread with its entries (in pages), every run as it stands (state, counters, dec
 pending approval, idempotency key: a schedule slot's claim or a message's key stays
 taken) with every state change, the outbox (sent and unsent records, with their message
 ids), schedule records, memory notes and the memory calls applied (so that a call re-run
-in the new store still changes nothing more), and people's votes on replies. Requests
+in the new store still changes nothing more), people's votes on replies, and files'
+blobs (first: every message that names one finds it). Requests
 between processes and heartbeats are not: they belong to the processes of the old store.
 The target must be empty; after the copy, the counts of both are compared and any
 difference is an error.
@@ -36,6 +37,7 @@ class Counts:
     notes: int = 0
     note_calls: int = 0
     votes: int = 0
+    blobs: int = 0
 
     def differences(self, other: Counts) -> list[str]:
         return [f"{f.name}: {getattr(self, f.name):,} in the source, "
@@ -70,6 +72,7 @@ async def count_store(store: Store) -> Counts:
         counts.note_calls += len(await store.note_calls(scope))
     counts.schedules = len(await store.schedule_records())
     counts.votes = len(await store.votes())
+    counts.blobs = len(await store.blobs())
     return counts
 
 
@@ -80,6 +83,12 @@ async def copy_store(source: Store, target: Store,
     if await target.list_threads(limit=1) or await target.schedule_records():
         raise MaidenError("the target store is not empty: migrate into a new database "
                           "(or schema) only")
+    blobs = await source.blobs()
+    for blob in blobs:
+        await target.put_blob(await source.get_blob(blob.digest), blob.media_type,
+                              blob.created_at)
+    if blobs:
+        progress(f"  {len(blobs):,} files")
     threads = await source.list_threads()
     for number, thread in enumerate(reversed(threads), 1):  # oldest first
         runs = await source.list_runs(thread_id=thread.id)

@@ -86,7 +86,7 @@ async def _migrate(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     print(f"done, and the counts match: {counts.threads:,} threads, {counts.entries:,} "
           f"entries, {counts.runs:,} runs ({counts.transitions:,} state changes), "
           f"{counts.deliveries:,} outbox records, {counts.schedules:,} schedules, "
-          f"{counts.notes:,} notes")
+          f"{counts.notes:,} notes, {counts.votes:,} votes, {counts.blobs:,} files")
     return EXIT_OK
 
 

@@ -28,7 +28,8 @@ def deploy(service: str) -> str:
 async def _fill(path: Path) -> None:
     async with echo_runtime(path, [deploy]) as rt:
         await rt.send("t1", '/tool clock {"tz": "UTC"}')
-        await rt.send("t1", "hello again")
+        shared = await rt.files.put("notes.txt", None, b"a file\n")
+        await rt.send("t1", "hello again", files=[shared])
         await rt.send("team/ops", '/tool deploy {"service": "api"}')  # waits for a person
         slack = Origin(channel="slack", user="U1", target={"channel": "C1", "thread_ts": "1.2"})
         slack_run = await rt.submit("slack:T:C1:1.2", "hi", origin=slack,
@@ -49,10 +50,14 @@ async def test_sqlite_into_files_copies_everything(tmp_path: Path) -> None:
         before = await count_store(source)
         seen: list[str] = []
         copied = await copy_store(source, target, progress=seen.append)
-        assert copied == before and seen == ["  3/3 threads"]
+        assert copied == before and seen == ["  1 files", "  3/3 threads"]
         assert (before.threads, before.runs, before.deliveries, before.notes,
-                before.note_calls, before.schedules, before.votes) == (3, 4, 1, 2, 2, 1, 1)
+                before.note_calls, before.schedules, before.votes, before.blobs) == (
+                    3, 4, 1, 2, 2, 1, 1, 1)
         assert await target.votes() == await source.votes()
+        (blob,) = await source.blobs()
+        assert await target.blobs() == [blob]
+        assert await target.get_blob(blob.digest) == b"a file\n"
         for scope in ("agent", "thread:t1"):
             assert await target.notes(scope) == await source.notes(scope)
             assert await target.note_calls(scope) == await source.note_calls(scope)
