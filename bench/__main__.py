@@ -22,6 +22,7 @@ from typing import cast
 from runtime.stores.sqlite import Synchronous
 
 from .concurrency import ConcurrencyResult, run_concurrency
+from .files import files_rows, run_files
 from .memory import MemoryResult, measure, prepare_idle, prepare_long
 from .postgres import run_postgres
 from .replicas import run_replicas
@@ -45,7 +46,7 @@ from .table import Row, render
 from .thread import run_thread
 
 WORKLOADS = ("thread", "resume", "concurrency", "memory", "slack", "schedules", "postgres",
-             "replicas", "slowloris", "stream")
+             "replicas", "slowloris", "stream", "files")
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,9 @@ class Sizes:
     slowloris_idle: int
     slowloris_requests: int
     stream_replies: int
+    files_messages: int
+    files_distinct: int
+    files_bytes: int
 
 
 FULL = Sizes(threads=(300, 3000), load_entries=10_000, recover_runs=1_000, users=50,
@@ -76,13 +80,15 @@ FULL = Sizes(threads=(300, 3000), load_entries=10_000, recover_runs=1_000, users
              long_entries=(1_000, 100_000),
              slack_events=300, schedules=1000, schedules_due=100, schedule_rounds=5,
              replica_users=30, replica_messages=4, replica_counts=(1, 2, 3),
-             slowloris_idle=500, slowloris_requests=1000, stream_replies=20)
+             slowloris_idle=500, slowloris_requests=1000, stream_replies=20,
+             files_messages=100, files_distinct=10, files_bytes=1_000_000)
 QUICK = Sizes(threads=(60,), load_entries=1_000, recover_runs=50, users=5, messages=3,
               latency_s=0.02, memory_n=60, idle_threads=200, long_entries=(200, 2_000),
               slack_events=20,
               schedules=100, schedules_due=10, schedule_rounds=1,
               replica_users=4, replica_messages=2, replica_counts=(1, 2),
-              slowloris_idle=50, slowloris_requests=100, stream_replies=2)
+              slowloris_idle=50, slowloris_requests=100, stream_replies=2,
+              files_messages=10, files_distinct=3, files_bytes=200_000)
 
 
 def _progress(message: str) -> None:
@@ -152,6 +158,11 @@ async def _run(sizes: Sizes, only: set[str], workdir: Path, sync: Synchronous) -
         _progress(f"workload 11: {sizes.stream_replies} replies streamed into Slack and "
                   "Discord, and the same unstreamed")
         rows += stream_rows(await run_stream(workdir, sizes.stream_replies))
+    if "files" in only:
+        _progress(f"workload 12: {sizes.files_messages} Slack messages, each with one of "
+                  f"{sizes.files_distinct} images of {sizes.files_bytes / 1e6:g} MB")
+        rows += files_rows(await run_files(workdir, sizes.files_messages, sizes.files_distinct,
+                                           sizes.files_bytes, sync))
     return rows
 
 
