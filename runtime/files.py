@@ -25,6 +25,7 @@ from .attachments import (
     FileRef,
     FileSource,
     Seeing,
+    TextPart,
     describe_blob,
     gone_part,
     human_size,
@@ -43,7 +44,9 @@ __all__ = ["FileFetcher", "Files", "Taken", "named_blobs", "prune_files"]
 
 log = logging.getLogger("maiden.files")
 
-_CACHED_PARTS = 32
+_CACHED_BYTES = 64_000_000
+"""What the parts kept for the next request may hold (a run's turns send the same files
+again): the newest first, the oldest dropped beyond this."""
 
 
 class FileFetcher(Protocol):
@@ -188,7 +191,8 @@ class Files:
             return gone_part(ref)
         part = await asyncio.to_thread(to_part, ref, data, seeing)
         self._parts[key] = part
-        while len(self._parts) > _CACHED_PARTS:
+        while sum(_weight(p) for p in self._parts.values()) > _CACHED_BYTES \
+                and len(self._parts) > 1:
             self._parts.popitem(last=False)
         return part
 
@@ -253,3 +257,7 @@ def _shared(refs: Sequence[FileRef], window: int, share: float) -> list[FileRef]
 def _suffix(media_type: str) -> str:
     return {"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif",
             "image/webp": ".webp"}.get(media_type, "")
+
+
+def _weight(part: FilePart) -> int:
+    return len(part.text) if isinstance(part, TextPart) else len(part.data)

@@ -35,7 +35,7 @@ def test_the_commands_table_lists_every_command() -> None:
     section = README.split("## Commands", 1)[1].split("\n### ", 1)[0]
     rows = set(re.findall(r"^\| `([a-z]+)", section, re.M))
     expected = {"run", "chat", "send", "threads", "show", "runs", "approve", "resume",
-                "cancel", "usage", "schedules", "check", "migrate"}
+                "cancel", "usage", "schedules", "files", "check", "migrate"}
     assert set(commands) == expected, commands
     assert rows == expected
 
