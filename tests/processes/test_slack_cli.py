@@ -40,7 +40,8 @@ async def maiden(home: Path, environ: dict[str, str], *args: str) -> tuple[int, 
 
 
 async def test_check_verifies_the_token_and_the_scopes(home: Path) -> None:
-    lacking = replace(Workspace(), scopes=tuple(s for s in SCOPES if s != "reactions:write"))
+    lacking = replace(Workspace(), scopes=tuple(s for s in SCOPES
+                                                if s not in ("reactions:write", "files:read")))
     async with FakeSlack(lacking) as fake:
         configure(home, fake)
         code, out, _ = await maiden(home, env(fake), "check")
@@ -48,7 +49,8 @@ async def test_check_verifies_the_token_and_the_scopes(home: Path) -> None:
         assert "  rights    slack:\n              talk, approve, operate: U1 in every channel" \
             in out
         assert "workspace Maiden Test (T0FAKE0001)" in out
-        assert "missing scopes (see channels/slack/manifest.json): reactions:write" in out
+        assert "missing scopes (see channels/slack/manifest.json): reactions:write, " \
+            "files:read" in out
         assert code == 1
         assert [c for c in fake.calls("auth.test")]  # asked the fake, not slack.com
     async with FakeSlack() as fake:
