@@ -7,7 +7,17 @@ import io
 
 from PIL import Image
 
-__all__ = ["pdf", "png"]
+from runtime import ToolFile, tool
+
+__all__ = ["REPORT", "export", "pdf", "png"]
+
+REPORT = ToolFile("report.csv", "text/csv", b"a,b\n1,2\n")
+
+
+@tool
+def export() -> ToolFile:
+    """Export the report."""
+    return REPORT
 
 
 def png(width: int = 64, height: int = 48, color: tuple[int, int, int] = (200, 30, 30)) -> bytes:

@@ -17,7 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import problem
 
-__all__ = ["MultipartMessages", "is_multipart_message"]
+__all__ = ["MultipartMessages", "is_multipart_message", "replaying"]
 
 _MAX_FIELDS = 20
 
@@ -64,16 +64,22 @@ class MultipartMessages:
                    if k not in (b"content-type", b"content-length")]
         headers += [(b"content-type", b"application/json"),
                     (b"content-length", str(len(body)).encode())]
-        sent = False
+        await self.app({**scope, "headers": headers}, replaying(body, receive), send)
 
-        async def replay() -> Message:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
 
-        await self.app({**scope, "headers": headers}, replay, send)
+def replaying(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that gives the app ``body`` (read already) whole, then ``receive``'s
+    messages (a disconnect)."""
+    given = False
+
+    async def replay() -> Message:
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 async def _as_json(items: list[tuple[str, str | UploadFile]]) -> bytes:

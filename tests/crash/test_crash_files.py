@@ -9,7 +9,6 @@ import hashlib
 import json
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,19 +16,15 @@ import pytest
 
 from tests.crash.driver import CHANNEL_FILE
 from tests.crash.files import FETCHES_FILE, MADE, SHARED
+from tests.crash.outcome import run_driver
 from tests.samples import png
 
-ROOT = Path(__file__).resolve().parents[2]
 POINTS = ("after_queued", "in_fetch", "after_blob_stored", "after_user_entry",
           "after_final_answer")
 
 
 def _driver(root: Path, store: str, *args: str) -> subprocess.CompletedProcess[str]:
-    db = root / ("files" if store == "files" else "maiden.db")
-    return subprocess.run(
-        [sys.executable, "-m", "tests.crash.driver", "--db", str(db), "--store", store,
-         "--effect", "read_only", "--workdir", str(root), *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    return run_driver(root, store, *args)
 
 
 def _share(root: Path) -> list[str]:

@@ -12,28 +12,23 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.crash.driver import CALLS_FILE, CHANNEL_FILE, STREAMS_FILE, read_lines
+from tests.crash.outcome import run_driver
 from tests.crash.streams import STREAM_KILL_POINTS, STREAM_SCRIPT, read_streams
 
 pytestmark = pytest.mark.xdist_group("crash_streams")
 
-ROOT = Path(__file__).resolve().parents[2]
 ANSWER = str(STREAM_SCRIPT[-1]["text"])
 WHOLE = str(STREAM_SCRIPT[0]["text"]) + ANSWER
 
 
 def _driver(root: Path, store: str, *args: str) -> subprocess.CompletedProcess[str]:
-    db = root / ("files" if store == "files" else "maiden.db")
-    return subprocess.run(
-        [sys.executable, "-m", "tests.crash.driver", "--db", str(db), "--store", store,
-         "--effect", "read_only", "--workdir", str(root), "--stream", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    return run_driver(root, store, "--stream", *args)
 
 
 def _visible(root: Path) -> list[dict[str, Any]]:

@@ -8,23 +8,17 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.crash.driver import VOTE_KILL_POINTS
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.crash.outcome import run_driver
 
 
 def _driver(root: Path, store: str, *args: str) -> subprocess.CompletedProcess[str]:
-    db = root / ("files" if store == "files" else "maiden.db")
-    return subprocess.run(
-        [sys.executable, "-m", "tests.crash.driver", "--db", str(db), "--store", store,
-         "--effect", "read_only", "--workdir", str(root), *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    return run_driver(root, store, *args)
 
 
 def _votes(done: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:

@@ -169,25 +169,32 @@ async def test_prune_removes_only_old_blobs_no_message_names(tmp_path: Path) -> 
         assert {b.digest for b in await store.blobs()} == {named.digest, young.digest}
 
 
-class Chat:
-    """A chat channel's deliverer that can upload: posts and uploads into lists."""
+class Plain:
+    """A chat channel's deliverer that cannot upload: posts into a list."""
 
     max_chars: int | None = None
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, str]] = []
-        self.uploaded: list[tuple[str, str, bytes]] = []
 
     async def send(self, delivery: Any) -> str:
         self.sent.append((delivery.key, delivery.text))
         return f"m{len(self.sent)}"
 
+    async def reconcile(self, delivery: Any) -> str | None:
+        return None
+
+
+class Chat(Plain):
+    """One that can: uploads into a list too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.uploaded: list[tuple[str, str, bytes]] = []
+
     async def upload(self, delivery: Any, data: bytes) -> str:
         self.uploaded.append((delivery.key, delivery.file.name, data))
         return f"f{len(self.uploaded)}"
-
-    async def reconcile(self, delivery: Any) -> str | None:
-        return None
 
 
 @tool
@@ -224,26 +231,12 @@ async def test_a_file_a_tool_hands_back_goes_out_with_the_answer(tmp_path: Path)
 async def test_a_channel_that_cannot_upload_is_told_the_files_name(tmp_path: Path) -> None:
     script = ScriptedProvider([{"tool_calls": [{"name": "export", "arguments": {"rows": 1}}]},
                                {"text": "Done."}])
-    plain = Chat()
+    plain = Plain()
     async with SQLiteStore(tmp_path / "m.db") as store, \
             Runtime(store, script, ToolRegistry([export])) as rt:
-        rt.add_deliverer("chat", Plain(plain))
+        rt.add_deliverer("chat", plain)
         run = await rt.wait((await rt.submit("t", "go", origin=SLACK)).id)
         await rt.idle()
         assert [text for _, text in plain.sent] == [
             "Done.", f"📎 {run.reply_files[0].describe()}"]
 
-
-class Plain:
-    """A deliverer without ``upload``."""
-
-    max_chars: int | None = None
-
-    def __init__(self, chat: Chat) -> None:
-        self.chat = chat
-
-    async def send(self, delivery: Any) -> str:
-        return await self.chat.send(delivery)
-
-    async def reconcile(self, delivery: Any) -> str | None:
-        return None

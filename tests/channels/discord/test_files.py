@@ -8,10 +8,10 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from runtime import ScriptedProvider, ToolFile, tool
+from runtime import ScriptedProvider
 from tests.channels.discord.test_channel import running
 from tests.fakes.discord import BOT_ID, GENERAL_ID, HUMAN_ID, FakeDiscord
-from tests.samples import pdf, png
+from tests.samples import export, pdf, png
 
 
 def bot_texts(fake: FakeDiscord) -> list[str]:
@@ -53,11 +53,6 @@ async def test_an_expired_link_is_refused_and_the_message_runs(tmp_path: Path) -
                            "have expired, or the file was deleted).")
         assert answer == "echo: read"
 
-
-@tool
-def export() -> ToolFile:
-    """Export the report."""
-    return ToolFile("report.csv", "text/csv", b"a,b\n1,2\n")
 
 
 async def test_a_file_a_tool_made_is_attached_once(tmp_path: Path) -> None:

@@ -15,12 +15,10 @@ from runtime import (
     Runtime,
     ScriptedProvider,
     SQLiteStore,
-    ToolFile,
     ToolRegistry,
-    tool,
 )
 from tests.http_helpers import served
-from tests.samples import png
+from tests.samples import export, png
 
 TOKEN = "files-token-0123456789"
 
@@ -96,11 +94,6 @@ async def test_files_over_the_limits_are_refused_and_nothing_runs(tmp_path: Path
         assert await rt.records.runs() == []
         assert len(await store.blobs()) == 0
 
-
-@tool
-def export() -> ToolFile:
-    """Export the report."""
-    return ToolFile("report.csv", "text/csv", b"a,b\n1,2\n")
 
 
 async def test_a_file_a_tool_made_is_a_download_link_on_the_run(tmp_path: Path) -> None:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runtime import ScriptedProvider, ToolFile, tool
+from runtime import ScriptedProvider
 from tests.channels.slack.test_channel import C, running
 from tests.fakes.slack import BOT_USER, FakeSlack
-from tests.samples import png
+from tests.samples import export, png
 
 
 def bot_texts(fake: FakeSlack) -> list[str]:
@@ -60,11 +60,6 @@ async def test_a_file_without_words_is_a_message_too(tmp_path: Path) -> None:
         (answer,) = [m["text"] for m in fake.messages("D0DIRECT1") if m.get("user") == BOT_USER]
         assert answer.startswith("echo: \n[received notes.md (text/markdown, 7 bytes)")
 
-
-@tool
-def export() -> ToolFile:
-    """Export the report."""
-    return ToolFile("report.csv", "text/csv", b"a,b\n1,2\n")
 
 
 async def test_a_file_a_tool_made_is_uploaded_into_the_thread_once(tmp_path: Path) -> None:
