@@ -84,8 +84,11 @@ class RunCursor:
             await write  # no task to shield it: the store finishes a write once it is begun
         else:
             await asyncio.shield(write)
-        if self.start is None and any(isinstance(e, UserMessage) for e in entries):
-            self.start = len(self.entries)
+        if self.start is None:
+            # The run's message (after any earlier messages it brought, Run.context).
+            found = _run_start(entries, run.id)
+            if found is not None:
+                self.start = len(self.entries) + found
         self.entries.extend(entries)
         self.run = run
         for event in announce:

@@ -157,7 +157,7 @@ class RunDriver:
                     if run.files or run.fetch else Taken()
                 user = UserMessage(run_id=run.id, text=run.text, user=run.origin.user,
                                    at=self.clock(), files=taken.refs)
-                entries: list[Entry] = [user]
+                entries: list[Entry] = [*self._context(run), user]
                 deliveries: list[Delivery] = []
                 if taken.refused:
                     entries.append(Notice(run_id=run.id, code="files_refused",
@@ -197,6 +197,13 @@ class RunDriver:
         else:  # this process takes it up again (a decision was made here)
             self.bus.publish(started[0])
         return True
+
+    def _context(self, run: Run) -> list[Entry]:
+        """The earlier messages the run brought (``Run.context``), as the thread keeps them."""
+        at = self.clock()
+        return [UserMessage(run_id=run.id, text=said.text, user=run.origin.user, at=at)
+                if said.role == "user" else AssistantTurn(run_id=run.id, text=said.text, at=at)
+                for said in run.context]
 
     async def _step(self, cur: RunCursor) -> None:
         own = cur.own

@@ -28,6 +28,7 @@ __all__ = [
     "Run",
     "RunChanges",
     "RunState",
+    "Said",
     "Transition",
     "arriving_after",
     "changed",
@@ -101,6 +102,16 @@ def parse_target(text: str) -> Origin:
     raise ValueError(f"{text!r} is not a target: use {TARGET_FORMS}")
 
 
+class Said(BaseModel):
+    """One earlier message of a conversation a client brings along (the OpenAI wire's
+    resent history): written into the thread before the run's own message."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    role: Literal["user", "assistant"]
+    text: str
+
+
 class PendingApproval(BaseModel):
     """A tool call waiting for a person: bound to the exact call by its arguments' hash."""
 
@@ -157,6 +168,9 @@ class Run(BaseModel):
     """Files the message carried that were stored when it was taken (HTTP, the CLI)."""
     fetch: tuple[FileSource, ...] = ()
     """Files a platform announced with it, fetched and stored as the run's first step."""
+    context: tuple[Said, ...] = ()
+    """Earlier messages the sender brought (a new thread seeded with a conversation held
+    elsewhere): written before the message when the run starts."""
     created_at: float = Field(default_factory=time.time)
     updated_at: float = Field(default_factory=time.time)
     version: int = 0

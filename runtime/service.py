@@ -41,7 +41,7 @@ from .peers import Asked, Peers
 from .providers.base import Provider
 from .records import Records
 from .registry import ToolRegistry
-from .runs import Origin, Run, RunState, Transition
+from .runs import Origin, Run, RunState, Said, Transition
 from .stores.base import Checkpoint, Store
 from .upkeep import RuntimeUpkeep
 from .waiting import Waiting
@@ -217,11 +217,14 @@ class Runtime:
         idempotency_key: str | None = None,
         files: Sequence[FileRef] = (),
         fetch: Sequence[FileSource] = (),
+        context: Sequence[Said] = (),
     ) -> Run:
         """Persist a message as a queued run and schedule it; return the run.
 
         ``files`` are files already stored (``files.put``); ``fetch``, files its platform
-        announced, which the run fetches as its first step (DESIGN §2 Files).
+        announced, which the run fetches as its first step (DESIGN §2 Files). ``context``:
+        earlier messages of a conversation held elsewhere, written into the thread before
+        this one when the run starts (a thread seeded with them).
 
         With an ``idempotency_key`` already used, the original run is returned and
         nothing new happens. An empty thread id (``InvalidThreadId``) or an empty message
@@ -231,7 +234,7 @@ class Runtime:
         at once (``message_too_long``) with a reply naming the limit.
         """
         return await self._accept(self._new_run(thread_id, text, origin, idempotency_key,
-                                                files, fetch))
+                                                files, fetch, context))
 
     async def send(self, thread_id: str, text: str, *, origin: Origin | None = None,
                    files: Sequence[FileRef] = ()) -> Run:
@@ -268,12 +271,13 @@ class Runtime:
     def _new_run(
         self, thread_id: str, text: str, origin: Origin | None, idempotency_key: str | None,
         files: Sequence[FileRef] = (), fetch: Sequence[FileSource] = (),
+        context: Sequence[Said] = (),
     ) -> Run:
         if self._closing:
             raise RunError("shutting_down", "the runtime is shutting down")
         return new_run(thread_id, text, origin, idempotency_key,
                        max_chars=self.agent.max_message_chars, now=self.clock(),
-                       files=tuple(files), fetch=tuple(fetch))
+                       files=tuple(files), fetch=tuple(fetch), context=tuple(context))
 
     async def _accept(self, run: Run) -> Run:
         stored = await self._store.create_run(run)

@@ -17,6 +17,7 @@ from runtime import (
     RunEnded,
     RunState,
     Runtime,
+    Said,
     ScriptedProvider,
     SQLiteStore,
     TextDelta,
@@ -223,3 +224,15 @@ async def test_a_sync_tool_given_up_sees_its_cancelled_flag(tmp_path: Path) -> N
         assert await asyncio.to_thread(gone.wait, 10)
     (flag,) = flags
     assert flag.is_set() and run.reply == "after"
+
+
+async def test_a_message_may_bring_the_conversation_before_it(tmp_path: Path) -> None:
+    async with SQLiteStore(tmp_path / "m.db") as store, Runtime(store, EchoProvider()) as rt:
+        earlier = [Said(role="user", text="hi"), Said(role="assistant", text="hello!")]
+        run = await rt.wait((await rt.submit("t", "and now?", context=earlier)).id)
+        entries = await rt.records.entries("t")
+    assert run.reply == "echo: and now?"
+    assert [(e.kind, e.text) for e in entries] == [  # type: ignore[union-attr]
+        ("user", "hi"), ("assistant", "hello!"), ("user", "and now?"),
+        ("assistant", "echo: and now?")]
+    assert run.first_entry == 0 and run.context == tuple(earlier)
