@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from channels.discord import DiscordConfig
-from channels.http import HttpConfig
+from channels.http import HttpConfig, OpenAIApiConfig
 from channels.slack import SlackConfig
 from runtime import (
     AgentConfig,
@@ -62,6 +62,7 @@ class MaidenConfig(BaseModel):
     tools: ToolsConfig = ToolsConfig()
     files: FilesConfig = FilesConfig()
     http: HttpConfig = HttpConfig()
+    openai_api: OpenAIApiConfig = OpenAIApiConfig()
     channels: ChannelsConfig = ChannelsConfig()
     schedules: list[ScheduleConfig] = []
     schedules_limits: SchedulesLimits = SchedulesLimits()

@@ -58,7 +58,7 @@ def make_channels(loaded: LoadedConfig) -> list[ChannelFactory]:
         factories.append(lambda runtime, schedules: HttpChannel(
             runtime, cfg.http, credentials, routes=routes,
             statuses=lambda: [(c.name, c.status()) for c in made_all],
-            rules=lambda: rights_blocks(cfg), schedules=schedules))
+            rules=lambda: rights_blocks(cfg), schedules=schedules, openai=cfg.openai_api))
 
     def keep(make: ChannelFactory) -> ChannelFactory:
         def made(runtime: Runtime, schedules: ScheduleService | None) -> Channel:

@@ -6,6 +6,6 @@ imported directly (tests, tools that build the app themselves).
 """
 
 from .channel import HttpChannel
-from .config import HttpConfig, is_loopback
+from .config import HttpConfig, OpenAIApiConfig, is_loopback
 
-__all__ = ["HttpChannel", "HttpConfig", "is_loopback"]
+__all__ = ["HttpChannel", "HttpConfig", "OpenAIApiConfig", "is_loopback"]

@@ -24,7 +24,7 @@ from runtime import (
 )
 
 from .auth import Credential, Credentials
-from .config import HttpConfig
+from .config import HttpConfig, OpenAIApiConfig
 from .console import StatusSource
 from .console.live import Live
 from .errors import ApiError
@@ -42,8 +42,11 @@ class HttpApi:
 
     def __init__(self, runtime: Runtime, config: HttpConfig, credentials: Credentials,
                  statuses: StatusSource | None = None,
-                 schedules: ScheduleService | None = None) -> None:
+                 schedules: ScheduleService | None = None,
+                 openai: OpenAIApiConfig | None = None) -> None:
         self.runtime = runtime
+        self.openai = openai or OpenAIApiConfig()
+        """``[openai_api]``: the OpenAI wire's settings."""
         self.schedules = schedules
         """The schedules this process fires (None: it fires none)."""
         self.config = config

@@ -21,13 +21,14 @@ from runtime import Runtime, ScheduleService
 from . import routes
 from .api import HttpApi
 from .auth import Credentials
-from .config import HttpConfig
+from .config import HttpConfig, OpenAIApiConfig
 from .console import ConsoleOptions, RulesSource, StatusSource, mount_console
 from .errors import fix_openapi, install_error_handlers
 from .guard import HostGuard
 from .hosts import Hosts
 from .limits import BodyLimit
 from .multipart import MultipartMessages
+from .openai import router as openai_routes
 
 __all__ = ["HttpApi", "create_app"]
 
@@ -36,6 +37,7 @@ def create_app(
     runtime: Runtime, config: HttpConfig | None = None, *, token: str | None = None,
     credentials: Credentials | None = None, statuses: StatusSource | None = None,
     rules: RulesSource | None = None, schedules: ScheduleService | None = None,
+    openai: OpenAIApiConfig | None = None,
 ) -> FastAPI:
     """The HTTP API over ``runtime``, and the operator console at ``/`` (``[http]
     console``); ``app.state.maiden`` is its ``HttpApi``.
@@ -45,11 +47,12 @@ def create_app(
     ``token``: one token with every right, named ``operator``. The console signs in with
     a token once per browser session. ``statuses``: each channel's state, for the console
     (and ``rules``: who may do what on each chat channel). ``schedules``: the schedules
-    this process fires, listed and run by hand (None: it fires none).
+    this process fires, listed and run by hand (None: it fires none). ``openai``:
+    ``[openai_api]``, the OpenAI-compatible routes (on unless disabled).
     """
     config = config or HttpConfig()
     credentials = credentials if credentials is not None else Credentials.single(token)
-    api = HttpApi(runtime, config, credentials, statuses, schedules)
+    api = HttpApi(runtime, config, credentials, statuses, schedules, openai)
     # No /docs or /redoc: their pages load assets from a CDN, blank on an offline machine.
     # The schema is at /openapi.json for any viewer.
     app = FastAPI(title="maiden", version="1", lifespan=_lifespan, docs_url=None,
@@ -75,6 +78,8 @@ def create_app(
     for router in (routes.threads, routes.runs, routes.approvals, routes.schedules,
                    routes.feedback, routes.files, routes.service):
         app.include_router(router)
+    if api.openai.enabled:
+        app.include_router(openai_routes)
     _cache_openapi(app, tokens=credentials.required)
     if config.console:
         api.console = mount_console(app, runtime, credentials, ConsoleOptions(

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Self
 from runtime import Deliverer, FileFetcher, Runtime, ScheduleService
 
 from .auth import Credentials
-from .config import LEGACY_NAME, HttpConfig
+from .config import LEGACY_NAME, HttpConfig, OpenAIApiConfig
 
 if TYPE_CHECKING:
     from .app import HttpApi
@@ -33,9 +33,11 @@ class HttpChannel:
         self, runtime: Runtime, config: HttpConfig, credentials: Credentials | str | None,
         *, routes: Sequence[tuple[str, Callable[[], Endpoint]]] = (),
         statuses: StatusSource | None = None, rules: RulesSource | None = None,
-        schedules: ScheduleService | None = None,
+        schedules: ScheduleService | None = None, openai: OpenAIApiConfig | None = None,
     ) -> None:
         self.runtime = runtime
+        self.openai = openai
+        """``[openai_api]`` (None: the defaults)."""
         self.schedules = schedules
         """The schedules this process fires, for the API and the console (None: none)."""
         self.config = config
@@ -63,7 +65,7 @@ class HttpChannel:
 
         app = create_app(self.runtime, self.config, credentials=self.credentials,
                          statuses=self.statuses or (lambda: [(self.name, self.status())]),
-                         rules=self.rules, schedules=self.schedules)
+                         rules=self.rules, schedules=self.schedules, openai=self.openai)
         for path, endpoint in self.routes:
             app.add_route(path, endpoint(), methods=["POST"], include_in_schema=False)
         self._api = app.state.maiden

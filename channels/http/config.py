@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 from collections.abc import Mapping
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -14,7 +15,7 @@ from ..access import RIGHTS, Right
 from .auth import LOCAL, Credential, Credentials
 from .hosts import split_allowed
 
-__all__ = ["HttpConfig", "HttpToken", "is_loopback"]
+__all__ = ["HttpConfig", "HttpToken", "OpenAIApiConfig", "is_loopback"]
 
 LEGACY_NAME = "operator"
 """The name of the one credential ``[http] token_env`` makes (it has every right)."""
@@ -136,3 +137,17 @@ class HttpConfig(BaseModel):
         credentials = self.credentials(env, source)
         legacy = credentials.named(LEGACY_NAME)
         return legacy.token if legacy is not None else None
+
+
+class OpenAIApiConfig(BaseModel):
+    """``[openai_api]``: the OpenAI-compatible routes (``/v1/chat/completions``,
+    ``/v1/models``) of the HTTP API."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    thread_from_user: bool = Field(default=False, description=(
+        "a request's 'user' names its thread (openai:user:{user}), as X-Maiden-Thread does"))
+    client_tools: Literal["refuse", "ignore"] = Field(default="refuse", description=(
+        "a request that carries tools (maiden runs its own): refused with a 400, or its "
+        "tools and tool messages left out"))

@@ -63,6 +63,34 @@ def problem(status: int, detail: str, code: str | None = None,
                         media_type=PROBLEM, headers=headers)
 
 
+OPENAI_PATHS = ("/v1/chat/completions", "/v1/models", "/v1/responses")
+"""The OpenAI wire's routes: their errors take OpenAI's shape (the SDKs read it)."""
+
+_OPENAI_TYPES = {400: "invalid_request_error", 401: "authentication_error",
+                 403: "permission_error", 404: "not_found_error", 409: "conflict_error",
+                 413: "invalid_request_error", 415: "invalid_request_error",
+                 422: "invalid_request_error", 429: "rate_limit_error"}
+
+
+def openai_error(status: int, message: str, code: str | None = None,
+                 headers: dict[str, str] | None = None, param: str | None = None
+                 ) -> JSONResponse:
+    """OpenAI's error object: ``{"error": {"message", "type", "param", "code"}}``."""
+    body = {"error": {"message": message, "type": _OPENAI_TYPES.get(status, "server_error"),
+                      "param": param, "code": code}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _answer(request: Request, status: int, detail: str, code: str | None = None,
+            headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
+    """An error in the shape the route's clients read: OpenAI's on its wire, else a
+    problem document."""
+    if request.url.path.startswith(OPENAI_PATHS):
+        # OpenAI says 400 where maiden's own routes say 422 for a malformed request.
+        return openai_error(400 if status == 422 else status, detail, code, headers)
+    return problem(status, detail, code, headers, **extra)
+
+
 def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` for these error statuses (``openapi()`` sets the media type)."""
     return {status: {"model": Problem, "description": HTTPStatus(status).phrase}
@@ -72,14 +100,15 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 def install_error_handlers(app: FastAPI) -> None:
     async def api_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)
-        return problem(exc.status, exc.detail, exc.code, exc.headers)
+        return _answer(request, exc.status, exc.detail, exc.code, exc.headers)
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HTTPException)
         status = HTTPStatus(exc.status_code)
         detail = exc.detail if isinstance(exc.detail, str) else status.phrase
         code = status.phrase.lower().replace(" ", "_").replace("-", "_")
-        return problem(exc.status_code, detail, code, headers=dict(exc.headers or {}) or None)
+        return _answer(request, exc.status_code, detail, code,
+                       headers=dict(exc.headers or {}) or None)
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
@@ -89,24 +118,25 @@ def install_error_handlers(app: FastAPI) -> None:
         if request.method == "POST" and kind and "json" not in kind:
             detail = ("send the body as JSON with 'Content-Type: application/json' "
                       f"(got {kind!r}); {detail}")
-        return problem(422, detail, "invalid_request", errors=errors)
+        return _answer(request, 422, detail, "invalid_request", errors=errors)
 
     async def maiden_error(request: Request, exc: Exception) -> JSONResponse:
         if isinstance(exc, NotFound):
-            return problem(404, str(exc), "not_found")
+            return _answer(request, 404, str(exc), "not_found")
         if isinstance(exc, InvalidThreadId):
-            return problem(422, str(exc), "invalid_thread_id")
+            return _answer(request, 422, str(exc), "invalid_thread_id")
         if isinstance(exc, StaleWrite):
-            return problem(409, f"the run changed meanwhile; try again ({exc})", "conflict")
+            return _answer(request, 409, f"the run changed meanwhile; try again ({exc})",
+                           "conflict")
         if isinstance(exc, StoreGone):  # the reason says what happened and what to do
-            return problem(503, str(exc), "store_gone")
+            return _answer(request, 503, str(exc), "store_gone")
         if isinstance(exc, StoreError):
-            return problem(503, f"the store is unavailable: {exc}", "store_error")
+            return _answer(request, 503, f"the store is unavailable: {exc}", "store_error")
         assert isinstance(exc, RunError)
-        return problem(_RUN_ERRORS.get(exc.reason, 409), str(exc), exc.reason)
+        return _answer(request, _RUN_ERRORS.get(exc.reason, 409), str(exc), exc.reason)
 
     async def crashed(request: Request, exc: Exception) -> JSONResponse:
-        return problem(500, f"internal error: {type(exc).__name__}", "internal_error")
+        return _answer(request, 500, f"internal error: {type(exc).__name__}", "internal_error")
 
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(Exception, crashed)
@@ -141,16 +171,24 @@ def check_bearer(expected: str, authorization: str | None) -> None:
 THREAD_ID_PATTERN = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"
 
 
+def _thread_id_rule(schema: dict[str, Any], in_path: bool) -> None:
+    # A query's empty thread_id is no filter; a path's cannot be empty.
+    pattern = THREAD_ID_PATTERN if in_path else THREAD_ID_PATTERN.replace("]+$", "]*$")
+    for alternative in schema.get("anyOf", [schema]):  # an optional query parameter's string
+        if alternative.get("type") == "string":
+            alternative["pattern"] = pattern
+
+
 def fix_openapi(schema: dict[str, Any]) -> dict[str, Any]:
     """Errors are ``application/problem+json`` (FastAPI would say application/json)."""
     problem_ref = {"$ref": "#/components/schemas/Problem"}
     for path in schema.get("paths", {}).values():
         for operation in path.values():
             for parameter in operation.get("parameters", []):
-                if parameter.get("in") == "path" and parameter.get("name") == "thread_id":
+                if parameter.get("name") == "thread_id" and "schema" in parameter:
                     # The one rule for thread ids (runtime check_thread_id): no control
                     # characters.
-                    parameter["schema"]["pattern"] = THREAD_ID_PATTERN
+                    _thread_id_rule(parameter["schema"], parameter.get("in") == "path")
             for response in operation.get("responses", {}).values():
                 ref = response.get("content", {}).get("application/json", {}).get(
                     "schema", {}).get("$ref", "")

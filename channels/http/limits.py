@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .errors import problem
+from .errors import OPENAI_PATHS, openai_error, problem
 from .multipart import is_multipart_message, replaying
 
 __all__ = ["BodyLimit"]
@@ -51,8 +51,9 @@ class BodyLimit:
     async def _refuse(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
         why = "[http] max_body_bytes" if limit == self.limit else \
             "[http] max_body_bytes and [files] max_bytes * max_per_message"
-        response = problem(413, f"the request body is larger than {limit} bytes ({why})",
-                           "body_too_large")
+        detail = f"the request body is larger than {limit} bytes ({why})"
+        response = openai_error(413, detail, "body_too_large") \
+            if scope["path"].startswith(OPENAI_PATHS) else problem(413, detail, "body_too_large")
         await response(scope, receive, send)
 
 

@@ -14,6 +14,7 @@ import pytest
 import requests
 import schemathesis
 from hypothesis import HealthCheck, settings
+from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from channels.http import HttpConfig
 from channels.http.app import create_app
@@ -112,6 +113,9 @@ def _schema() -> dict[str, Any]:
 
 SCHEMA = _schema()
 schema = schemathesis.openapi.from_dict(SCHEMA)
+# Every call carries the token (AUTH): a case made "invalid" by leaving it out would be sent
+# with it. Unknown query parameters are ignored, as FastAPI does, not refused.
+schema.config.generation.update(with_security_parameters=False, allow_extra_parameters=False)
 
 
 def test_the_fuzzed_schema_is_the_served_one(api: Background) -> None:
@@ -124,4 +128,8 @@ def test_the_fuzzed_schema_is_the_served_one(api: Background) -> None:
 def test_every_operation_matches_the_schema(
     case: Any, api: Background, session: requests.Session
 ) -> None:
-    case.call_and_validate(base_url=api.url, session=session, headers=AUTH, timeout=10)
+    # What the schema cannot say is refused with a documented 4xx: a lone surrogate in a
+    # string, a body over [http] max_body_bytes. A request the schema calls valid may be
+    # refused so; never with a 500 or an answer the schema does not describe.
+    case.call_and_validate(base_url=api.url, session=session, headers=AUTH, timeout=10,
+                           excluded_checks=[positive_data_acceptance])

@@ -1,0 +1,210 @@
+"""``POST /v1/chat/completions`` and ``GET /v1/models``: the agent behind the OpenAI wire.
+
+maiden runs its own tools; the client sees the run's text (each turn's, the turns
+joined by a blank line), streamed as it is written with ``stream: true``. A run that
+waits for a person answers with a line saying what waits and how to decide; one that
+fails or is cancelled answers with why (README "OpenAI-compatible API")."""
+
+# No `from __future__ import annotations`: FastAPI reads the routes' annotations at runtime.
+import base64
+import binascii
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from runtime import (
+    AssistantTurn,
+    FileRef,
+    FileRefused,
+    Origin,
+    Run,
+    RunEnded,
+    RunState,
+    TextDelta,
+    ToolCallStarted,
+    UserMessage,
+)
+
+from ..api import HttpApi
+from ..deps import Api, Talker, secured
+from ..errors import ApiError
+from .threads import THREAD_HEADER, choose, record_tip, said_of
+from .wire import (
+    ChatMessageIn,
+    ChatRequest,
+    chunk,
+    completion,
+    error_responses,
+    model_object,
+    usage_of,
+)
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["openai"])
+
+
+_STREAM_DOC: dict[str, Any] = {
+    "description": "the completion; with `stream`, its chunks as server-sent events "
+                   "(`data: {...}`, then `data: [DONE]`)",
+    "content": {"application/json": {"schema": {"type": "object"}},
+                "text/event-stream": {"schema": {"type": "string"}}}}
+
+
+@router.get("/v1/models", dependencies=secured, responses=error_responses(401))
+async def list_models(api: Api) -> dict[str, Any]:
+    """The agent this process serves, as the one model (``id``: its name)."""
+    return {"object": "list", "data": [model_object(api.runtime.agent.name)]}
+
+
+@router.get("/v1/models/{model}", dependencies=secured, responses=error_responses(401, 404))
+async def get_model(model: str, api: Api) -> dict[str, Any]:
+    _agent(api, model)
+    return model_object(model)
+
+
+@router.post("/v1/chat/completions", response_model=None, responses={
+    200: _STREAM_DOC, **error_responses(400, 401, 403, 404, 409, 413, 415, 503)})
+async def chat_completions(
+    body: ChatRequest, request: Request, who: Talker, api: Api,
+    idempotency_key: Annotated[str | None, Header(
+        alias="Idempotency-Key", max_length=200,
+        description="a retried request with the same key is the same run")] = None,
+    thread: Annotated[str | None, Header(
+        alias=THREAD_HEADER, max_length=1000,
+        description="the maiden thread to continue (else chosen from the history)")] = None,
+) -> Response:
+    """A Chat Completions request answered by the agent (streamed with ``stream``)."""
+    model = _agent(api, body.model)
+    settings = api.openai
+    if (body.tools or body.functions) and settings.client_tools == "refuse":
+        raise ApiError(400, "maiden runs its own tools: this request's tools would never be "
+                            "called (leave them out, or set [openai_api] client_tools = "
+                            "\"ignore\")", "client_tools")
+    last = body.messages[-1]
+    if last.role != "user":
+        raise ApiError(400, f"the last message must be the user's (it is {last.role!r}): "
+                            "maiden answers a user message", "last_message")
+    said = said_of(body.messages, ignore_tools=settings.client_tools == "ignore")
+    before = said[:-1]
+    chosen = await choose(api.runtime, body, before, thread,
+                          from_user=settings.thread_from_user)
+    files = await _images(api, last)
+    run = await api.runtime.submit(
+        chosen.thread_id, said[-1].text, origin=Origin(channel="http", user=who.name),
+        idempotency_key=f"openai:{idempotency_key}" if idempotency_key else None,
+        files=files, context=chosen.context)
+    if body.stream:
+        include = bool(body.stream_options and body.stream_options.include_usage)
+        return StreamingResponse(_chunks(api, run, model, include), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no",
+                                          "X-Maiden-Thread": run.thread_id,
+                                          "X-Maiden-Run": run.id})
+    run = await api.settle(run.id)
+    content = await _answer(api, run)
+    return JSONResponse(completion(run, model, content),
+                        headers={"X-Maiden-Thread": run.thread_id, "X-Maiden-Run": run.id})
+
+
+def _agent(api: HttpApi, model: str) -> str:
+    name = api.runtime.agent.name
+    if model != name:
+        raise ApiError(404, f"The model '{model}' does not exist: this server's agent is "
+                            f"'{name}' (GET /v1/models)", "model_not_found")
+    return name
+
+
+async def _images(api: HttpApi, message: ChatMessageIn) -> list[FileRef]:
+    """The images of the last message (``image_url`` parts with data URLs), stored."""
+    parts = message.content if isinstance(message.content, list) else []
+    urls = [str((p.get("image_url") or {}).get("url") or "") for p in parts
+            if p.get("type") == "image_url"]
+    files = []
+    for n, url in enumerate(urls, 1):
+        head, _, data = url.partition(",")
+        if not head.startswith("data:") or not head.endswith(";base64"):
+            raise ApiError(400, "an image_url must be a data URL (data:image/png;base64,...): "
+                                "maiden fetches no URL a request names", "image_url")
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except binascii.Error:
+            raise ApiError(400, f"image {n}: its data URL is not base64", "image_url") from None
+        media = head[5:].removesuffix(";base64")
+        try:
+            files.append(await api.runtime.files.put(f"image-{n}", media, raw))
+        except FileRefused as exc:
+            raise ApiError(413 if exc.limit == "size" else 415, str(exc), "file_refused") \
+                from None
+    return files
+
+
+async def _answer(api: HttpApi, run: Run) -> str:
+    """What the client is answered with: the run's text, and how it stopped if it did not
+    complete. The thread is noted under its new history for the next request."""
+    text = "\n\n".join(await _turns(api, run))
+    if run.state is RunState.COMPLETED:
+        await record_tip(api.runtime, run.thread_id)
+        return text
+    return "\n\n".join(filter(None, [text, _stopped(run)]))
+
+
+async def _turns(api: HttpApi, run: Run) -> list[str]:
+    entries = await api.runtime.records.entries(run.thread_id)
+    start = max((i for i, e in enumerate(entries)
+                 if isinstance(e, UserMessage) and e.run_id == run.id), default=len(entries))
+    return [e.text for e in entries[start:]
+            if isinstance(e, AssistantTurn) and e.run_id == run.id and e.text]
+
+
+def _stopped(run: Run) -> str:
+    pending = run.pending_approval
+    if run.state is RunState.AWAITING_APPROVAL and pending is not None:
+        return (f"⏸ {pending.name} {json.dumps(pending.arguments, ensure_ascii=False)} waits "
+                f"for a person ({pending.reason}). Decide it in the console at /runs/{run.id}, "
+                f"with `maiden approve {run.id} {pending.tool_call_id}` (or --deny), or POST "
+                f"/v1/runs/{run.id}/approvals/{pending.tool_call_id}; the run goes on then.")
+    if run.state in (RunState.QUEUED, RunState.RUNNING, RunState.AWAITING_TOOL):
+        return f"(run {run.id} is still {run.state.value}: GET /v1/runs/{run.id} for its end)"
+    why = f": {run.error}" if run.error else ""
+    return f"(run {run.id} {run.state.value}: {run.reason}{why})"
+
+
+async def _chunks(api: HttpApi, run: Run, model: str, include_usage: bool
+                  ) -> AsyncIterator[bytes]:
+    """Chunks as the run writes: each turn's text, turns apart by a blank line; then the
+    way it stopped if it did not complete; ``[DONE]``."""
+    created = int(time.time())
+    yield _data(chunk(run.id, created, model, {"role": "assistant", "content": ""}))
+    wrote, between = False, False
+    async for event in api.runtime.follow(run.id):
+        if isinstance(event, TextDelta) and event.text:
+            text = ("\n\n" if between and wrote else "") + event.text
+            wrote, between = True, False
+            yield _data(chunk(run.id, created, model, {"content": text}))
+        elif isinstance(event, ToolCallStarted):
+            between = True
+        elif isinstance(event, RunEnded):
+            break
+    ended = await api.runtime.records.get_run(run.id)
+    if ended.state is RunState.COMPLETED:
+        await record_tip(api.runtime, ended.thread_id)
+        if not wrote:  # an answer from before (a retried key), or one not streamed
+            yield _data(chunk(run.id, created, model,
+                              {"content": "\n\n".join(await _turns(api, ended))}))
+    else:
+        note = _stopped(ended)
+        yield _data(chunk(run.id, created, model, {"content": ("\n\n" if wrote else "") + note}))
+    yield _data(chunk(run.id, created, model, {}, finish="stop"))
+    if include_usage:
+        yield _data(chunk(run.id, created, model, {}, usage=usage_of(ended.usage),
+                          choices=False))
+    yield b"data: [DONE]\n\n"
+
+
+def _data(payload: dict[str, Any]) -> bytes:
+    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n".encode()
+

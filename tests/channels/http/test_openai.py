@@ -1,0 +1,218 @@
+# mypy: disable-error-code="arg-type, list-item, call-overload"
+# (The SDK types its parameters as TypedDicts; these tests send plain dicts, as a chat UI.)
+"""The OpenAI wire (README "OpenAI-compatible API"), with the real ``openai`` SDK as the
+client against the API served on loopback: models, completions streamed and not, how a
+resent history picks its thread, a named thread, an idempotency key, images, approvals,
+and errors the SDK raises as its own."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from openai import AsyncOpenAI
+
+from runtime import (
+    EchoProvider,
+    Provider,
+    Runtime,
+    ScriptedProvider,
+    SQLiteStore,
+    ToolRegistry,
+    UserMessage,
+    tool,
+)
+from tests.http_helpers import served
+from tests.samples import png
+
+TOKEN = "openai-wire-token-0123456789"
+
+
+@tool(effect="non_idempotent", requires_approval=True)
+def deploy(service: str) -> str:
+    """Deploy a service."""
+    return f"deployed {service}"
+
+
+@tool
+def lookup(q: str) -> str:
+    """Look something up."""
+    return f"found {q}"
+
+
+@asynccontextmanager
+async def wire(tmp_path: Path, provider: Provider | None = None
+               ) -> AsyncIterator[tuple[AsyncOpenAI, Runtime]]:
+    async with SQLiteStore(tmp_path / "m.db") as store, \
+            Runtime(store, provider or EchoProvider(), ToolRegistry([deploy, lookup])) as rt, \
+            served(rt, token=TOKEN) as (client, _), \
+            AsyncOpenAI(base_url=f"{client.base_url}/v1", api_key=TOKEN, max_retries=0) as sdk:
+        yield sdk, rt
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def assistant(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
+
+
+async def test_models_and_a_completion(tmp_path: Path) -> None:
+    async with wire(tmp_path) as (sdk, rt):
+        models = await sdk.models.list()
+        assert [m.id for m in models.data] == ["maiden"]
+        assert models.data[0].owned_by == "maiden"
+        raw = await sdk.chat.completions.with_raw_response.create(
+            model="maiden", messages=[{"role": "system", "content": "be brief"},
+                                      user("hello")])
+        done = raw.parse()
+        assert done.choices[0].message.content == "echo: hello"
+        assert done.choices[0].finish_reason == "stop"
+        assert done.usage is not None and done.usage.total_tokens == (
+            done.usage.prompt_tokens + done.usage.completion_tokens) > 0
+        thread = raw.headers["x-maiden-thread"]
+        (run,) = await rt.records.runs(thread_id=thread)
+        assert done.id == f"chatcmpl-{run.id}" and run.origin.user == "operator"
+
+
+async def test_streamed_deltas_make_the_same_text(tmp_path: Path) -> None:
+    turns = [{"text": "Let me look.", "chunks": 3,
+              "tool_calls": [{"name": "lookup", "arguments": {"q": "x"}}]},
+             {"text": "It is x.", "chunks": 2}]
+    async with wire(tmp_path, ScriptedProvider(turns * 2)) as (sdk, _):
+        stream = await sdk.chat.completions.create(
+            model="maiden", messages=[user("what is it?")], stream=True,
+            stream_options={"include_usage": True})
+        pieces, usage, finish = [], None, None
+        async for part in stream:
+            if part.choices:
+                pieces.append(part.choices[0].delta.content or "")
+                finish = part.choices[0].finish_reason or finish
+            if part.usage is not None:
+                usage = part.usage
+        assert "".join(pieces) == "Let me look.\n\nIt is x."
+        assert finish == "stop" and usage is not None and usage.completion_tokens > 0
+        whole = await sdk.chat.completions.create(model="maiden",
+                                                  messages=[user("and again?")])
+        assert whole.choices[0].message.content == "Let me look.\n\nIt is x."
+
+
+async def test_a_resent_history_continues_one_thread_and_an_edit_branches(
+        tmp_path: Path) -> None:
+    async with wire(tmp_path) as (sdk, rt):
+        async def ask(*messages: dict[str, Any]) -> tuple[str, str]:
+            raw = await sdk.chat.completions.with_raw_response.create(
+                model="maiden", messages=list(messages))
+            return raw.headers["x-maiden-thread"], raw.parse().choices[0].message.content or ""
+
+        first, a1 = await ask(user("one"))
+        same, a2 = await ask(user("one"), assistant(a1), user("two"))
+        assert same == first and a2 == "echo: two"
+        again, _ = await ask(user("one"), assistant(a1), user("two"), assistant(a2),
+                             user("three"))
+        assert again == first
+        edited, _ = await ask(user("ONE"), assistant(a1), user("two"))  # an earlier turn edited
+        regenerated, _ = await ask(user("one"), assistant(a1), user("two"))  # asked again
+        assert len({first, edited, regenerated}) == 3
+        for thread in (first, edited, regenerated):
+            texts = [e.text for e in await rt.records.entries(thread)
+                     if isinstance(e, UserMessage)]
+            assert len(texts) == len(set(texts)), (thread, texts)  # no message twice
+        seeded = [e.text for e in await rt.records.entries(edited)]  # type: ignore[union-attr]
+        assert seeded == ["ONE", "echo: one", "two", "echo: two"]
+
+
+async def test_a_named_thread_takes_the_new_message_and_refuses_another_history(
+        tmp_path: Path) -> None:
+    async with wire(tmp_path) as (sdk, rt):
+        named = {"X-Maiden-Thread": "team/ops"}
+        await sdk.chat.completions.create(model="maiden", messages=[user("a")],
+                                          extra_headers=named)
+        await sdk.chat.completions.create(model="maiden", messages=[user("b")],
+                                          extra_headers=named)  # only the new message
+        by_metadata = await sdk.chat.completions.create(
+            model="maiden", messages=[user("a"), assistant("echo: a"), user("b"),
+                                      assistant("echo: b"), user("c")],
+            metadata={"thread_id": "team/ops"})
+        assert by_metadata.choices[0].message.content == "echo: c"
+        assert len(await rt.records.runs(thread_id="team/ops")) == 3
+        with pytest.raises(openai.ConflictError) as refused:
+            await sdk.chat.completions.create(
+                model="maiden", messages=[user("x"), assistant("y"), user("z")],
+                extra_headers=named)
+        assert "do not match thread 'team/ops'" in refused.value.message
+
+
+async def test_the_same_idempotency_key_is_the_same_run(tmp_path: Path) -> None:
+    async with wire(tmp_path) as (sdk, rt):
+        key = {"Idempotency-Key": "k-1"}
+        first = await sdk.chat.completions.create(model="maiden", messages=[user("once")],
+                                                  extra_headers=key)
+        again = await sdk.chat.completions.create(model="maiden", messages=[user("once")],
+                                                  extra_headers=key)
+        assert first.id == again.id and len(await rt.records.runs()) == 1
+        stream = await sdk.chat.completions.create(model="maiden", messages=[user("once")],
+                                                   extra_headers=key, stream=True)
+        text = "".join([p.choices[0].delta.content or "" async for p in stream if p.choices])
+        assert text == "echo: once" and len(await rt.records.runs()) == 1
+
+
+async def test_an_image_reaches_the_model_and_a_pause_says_how_to_decide(
+        tmp_path: Path) -> None:
+    async with wire(tmp_path) as (sdk, rt):
+        picture = base64.b64encode(png(30, 20)).decode()
+        seen = await sdk.chat.completions.create(model="maiden", messages=[{
+            "role": "user", "content": [
+                {"type": "text", "text": "what is this?"},
+                {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{picture}"}}]}])
+        assert "[received image-1 (image/png, 30x20, " in (seen.choices[0].message.content or "")
+        paused = await sdk.chat.completions.create(
+            model="maiden", messages=[user('/tool deploy {"service": "api"}')])
+        said = paused.choices[0].message.content or ""
+        (run,) = [r for r in await rt.records.runs() if r.pending_approval is not None]
+        assert said.startswith('⏸ deploy {"service": "api"} waits for a person')
+        assert f"maiden approve {run.id} " in said
+        with pytest.raises(openai.BadRequestError, match="data URL"):
+            await sdk.chat.completions.create(model="maiden", messages=[{
+                "role": "user", "content": [{"type": "image_url",
+                                             "image_url": {"url": "https://example.com/a.png"}}]}])
+
+
+async def test_errors_come_in_openais_shape(tmp_path: Path) -> None:
+    async with wire(tmp_path) as (sdk, rt):
+        with pytest.raises(openai.NotFoundError) as unknown:
+            await sdk.chat.completions.create(model="gpt-4o", messages=[user("hi")])
+        assert unknown.value.code == "model_not_found"
+        assert unknown.value.body["type"] == "not_found_error"  # type: ignore[index]
+        with pytest.raises(openai.BadRequestError, match="maiden runs its own tools"):
+            await sdk.chat.completions.create(
+                model="maiden", messages=[user("hi")],
+                tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}])
+        with pytest.raises(openai.BadRequestError, match="the last message must be the user's"):
+            await sdk.chat.completions.create(model="maiden", messages=[assistant("hi")])
+        with pytest.raises(openai.BadRequestError):
+            await sdk.chat.completions.create(model="maiden", messages=[])
+        async with AsyncOpenAI(base_url=str(sdk.base_url), api_key="wrong",
+                               max_retries=0) as stranger:
+            with pytest.raises(openai.AuthenticationError):
+                await stranger.models.list()
+        assert await rt.records.runs() == []
+
+
+def test_the_sync_client_works_too(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with wire(tmp_path) as (sdk, _):
+            def call() -> str:
+                with openai.OpenAI(base_url=str(sdk.base_url), api_key=TOKEN) as sync:
+                    done = sync.chat.completions.create(model="maiden", messages=[user("sync")])
+                    return done.choices[0].message.content or ""
+            assert await asyncio.to_thread(call) == "echo: sync"
+
+    asyncio.run(main())
