@@ -63,8 +63,7 @@ class FileIn(_In):
     name: str = Field(min_length=1, max_length=255, description="the file's name")
     media_type: str | None = Field(default=None, max_length=255, description=(
         "its media type (default: from the name; checked against the bytes)"))
-    data: str = Field(pattern=r"^[A-Za-z0-9+/]*={0,2}$",
-                      description="the file's bytes, base64 (standard alphabet, padded)")
+    data: str = Field(description="the file's bytes, base64 (standard alphabet, padded)")
 
     _check = field_validator("name", "media_type")(_utf8)
 

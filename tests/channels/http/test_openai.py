@@ -56,11 +56,11 @@ async def wire(tmp_path: Path, provider: Provider | None = None
         yield sdk, rt
 
 
-def user(text: str) -> dict[str, Any]:
+def user(text: str) -> Any:
     return {"role": "user", "content": text}
 
 
-def assistant(text: str) -> dict[str, Any]:
+def assistant(text: str) -> Any:
     return {"role": "assistant", "content": text}
 
 
