@@ -6,8 +6,6 @@ waits for a person answers with a line saying what waits and how to decide; one 
 fails or is cancelled answers with why (README "OpenAI-compatible API")."""
 
 # No `from __future__ import annotations`: FastAPI reads the routes' annotations at runtime.
-import base64
-import binascii
 import json
 import time
 from collections.abc import AsyncIterator
@@ -17,24 +15,20 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from runtime import (
-    AssistantTurn,
-    FileRef,
-    FileRefused,
     Origin,
     Run,
     RunEnded,
     RunState,
     TextDelta,
     ToolCallStarted,
-    UserMessage,
 )
 
 from ..api import HttpApi
 from ..deps import Api, Talker, secured
 from ..errors import ApiError
+from .answers import agent, answer, images, stopped, turns
 from .threads import THREAD_HEADER, choose, record_tip, said_of
 from .wire import (
-    ChatMessageIn,
     ChatRequest,
     chunk,
     completion,
@@ -63,7 +57,7 @@ async def list_models(api: Api) -> dict[str, Any]:
 
 @router.get("/v1/models/{model}", dependencies=secured, responses=error_responses(401, 404))
 async def get_model(model: str, api: Api) -> dict[str, Any]:
-    _agent(api, model)
+    agent(api, model)
     return model_object(model)
 
 
@@ -79,7 +73,7 @@ async def chat_completions(
         description="the maiden thread to continue (else chosen from the history)")] = None,
 ) -> Response:
     """A Chat Completions request answered by the agent (streamed with ``stream``)."""
-    model = _agent(api, body.model)
+    model = agent(api, body.model)
     settings = api.openai
     if (body.tools or body.functions) and settings.client_tools == "refuse":
         raise ApiError(400, "maiden runs its own tools: this request's tools would never be "
@@ -93,7 +87,7 @@ async def chat_completions(
     before = said[:-1]
     chosen = await choose(api.runtime, body, before, thread,
                           from_user=settings.thread_from_user)
-    files = await _images(api, last)
+    files = await images(api, last.content if isinstance(last.content, list) else [])
     run = await api.runtime.submit(
         chosen.thread_id, said[-1].text, origin=Origin(channel="http", user=who.name),
         idempotency_key=f"openai:{idempotency_key}" if idempotency_key else None,
@@ -105,72 +99,9 @@ async def chat_completions(
                                           "X-Maiden-Thread": run.thread_id,
                                           "X-Maiden-Run": run.id})
     run = await api.settle(run.id)
-    content = await _answer(api, run)
+    content = await answer(api, run)
     return JSONResponse(completion(run, model, content),
                         headers={"X-Maiden-Thread": run.thread_id, "X-Maiden-Run": run.id})
-
-
-def _agent(api: HttpApi, model: str) -> str:
-    name = api.runtime.agent.name
-    if model != name:
-        raise ApiError(404, f"The model '{model}' does not exist: this server's agent is "
-                            f"'{name}' (GET /v1/models)", "model_not_found")
-    return name
-
-
-async def _images(api: HttpApi, message: ChatMessageIn) -> list[FileRef]:
-    """The images of the last message (``image_url`` parts with data URLs), stored."""
-    parts = message.content if isinstance(message.content, list) else []
-    urls = [str((p.get("image_url") or {}).get("url") or "") for p in parts
-            if p.get("type") == "image_url"]
-    files = []
-    for n, url in enumerate(urls, 1):
-        head, _, data = url.partition(",")
-        if not head.startswith("data:") or not head.endswith(";base64"):
-            raise ApiError(400, "an image_url must be a data URL (data:image/png;base64,...): "
-                                "maiden fetches no URL a request names", "image_url")
-        try:
-            raw = base64.b64decode(data, validate=True)
-        except binascii.Error:
-            raise ApiError(400, f"image {n}: its data URL is not base64", "image_url") from None
-        media = head[5:].removesuffix(";base64")
-        try:
-            files.append(await api.runtime.files.put(f"image-{n}", media, raw))
-        except FileRefused as exc:
-            raise ApiError(413 if exc.limit == "size" else 415, str(exc), "file_refused") \
-                from None
-    return files
-
-
-async def _answer(api: HttpApi, run: Run) -> str:
-    """What the client is answered with: the run's text, and how it stopped if it did not
-    complete. The thread is noted under its new history for the next request."""
-    text = "\n\n".join(await _turns(api, run))
-    if run.state is RunState.COMPLETED:
-        await record_tip(api.runtime, run.thread_id)
-        return text
-    return "\n\n".join(filter(None, [text, _stopped(run)]))
-
-
-async def _turns(api: HttpApi, run: Run) -> list[str]:
-    entries = await api.runtime.records.entries(run.thread_id)
-    start = max((i for i, e in enumerate(entries)
-                 if isinstance(e, UserMessage) and e.run_id == run.id), default=len(entries))
-    return [e.text for e in entries[start:]
-            if isinstance(e, AssistantTurn) and e.run_id == run.id and e.text]
-
-
-def _stopped(run: Run) -> str:
-    pending = run.pending_approval
-    if run.state is RunState.AWAITING_APPROVAL and pending is not None:
-        return (f"⏸ {pending.name} {json.dumps(pending.arguments, ensure_ascii=False)} waits "
-                f"for a person ({pending.reason}). Decide it in the console at /runs/{run.id}, "
-                f"with `maiden approve {run.id} {pending.tool_call_id}` (or --deny), or POST "
-                f"/v1/runs/{run.id}/approvals/{pending.tool_call_id}; the run goes on then.")
-    if run.state in (RunState.QUEUED, RunState.RUNNING, RunState.AWAITING_TOOL):
-        return f"(run {run.id} is still {run.state.value}: GET /v1/runs/{run.id} for its end)"
-    why = f": {run.error}" if run.error else ""
-    return f"(run {run.id} {run.state.value}: {run.reason}{why})"
 
 
 async def _chunks(api: HttpApi, run: Run, model: str, include_usage: bool
@@ -194,9 +125,9 @@ async def _chunks(api: HttpApi, run: Run, model: str, include_usage: bool
         await record_tip(api.runtime, ended.thread_id)
         if not wrote:  # an answer from before (a retried key), or one not streamed
             yield _data(chunk(run.id, created, model,
-                              {"content": "\n\n".join(await _turns(api, ended))}))
+                              {"content": "\n\n".join(await turns(api, ended))}))
     else:
-        note = _stopped(ended)
+        note = stopped(ended)
         yield _data(chunk(run.id, created, model, {"content": ("\n\n" if wrote else "") + note}))
     yield _data(chunk(run.id, created, model, {}, finish="stop"))
     if include_usage:

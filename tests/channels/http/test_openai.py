@@ -216,3 +216,42 @@ def test_the_sync_client_works_too(tmp_path: Path) -> None:
             assert await asyncio.to_thread(call) == "echo: sync"
 
     asyncio.run(main())
+
+
+async def test_responses_continue_a_thread_by_the_previous_response(tmp_path: Path) -> None:
+    async with wire(tmp_path) as (sdk, rt):
+        first = await sdk.responses.create(model="maiden", input="hello")
+        assert first.status == "completed" and first.output_text == "echo: hello"
+        assert first.id.startswith("resp_") and first.usage is not None
+        second = await sdk.responses.create(model="maiden", input="again",
+                                            previous_response_id=first.id)
+        assert second.output_text == "echo: again"
+        thread = first.conversation.id if first.conversation else ""
+        assert [r.id for r in await rt.records.runs(thread_id=thread)] == [
+            first.id.removeprefix("resp_"), second.id.removeprefix("resp_")]
+        fetched = await sdk.responses.retrieve(second.id)
+        assert fetched.output_text == "echo: again"
+        named = await sdk.responses.create(model="maiden", conversation="team/notes",
+                                           input=[{"role": "user", "content": "noted?"}])
+        assert named.output_text == "echo: noted?"
+        assert len(await rt.records.runs(thread_id="team/notes")) == 1
+        with pytest.raises(openai.NotFoundError):
+            await sdk.responses.retrieve("resp_nope")
+
+
+async def test_a_streamed_response_says_the_same_as_its_deltas(tmp_path: Path) -> None:
+    turns = [{"text": "Looking.", "chunks": 2,
+              "tool_calls": [{"name": "lookup", "arguments": {"q": "x"}}]},
+             {"text": "Found x.", "chunks": 2}]
+    async with wire(tmp_path, ScriptedProvider(turns)) as (sdk, _):
+        stream = await sdk.responses.create(model="maiden", input="find x", stream=True)
+        kinds, deltas, done = [], [], None
+        async for event in stream:
+            kinds.append(event.type)
+            if event.type == "response.output_text.delta":
+                deltas.append(event.delta)
+            if event.type == "response.completed":
+                done = event.response
+        assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+        assert "".join(deltas) == "Looking.\n\nFound x."
+        assert done is not None and done.output_text == "Looking.\n\nFound x."

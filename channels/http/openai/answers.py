@@ -1,0 +1,88 @@
+"""What the OpenAI routes share: the agent a request names, the images it carries, and
+what a run says back (its turns' text, and how it stopped if it did not complete)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+from runtime import AssistantTurn, FileRef, FileRefused, Run, RunState, UserMessage
+
+from ..api import HttpApi
+from ..errors import ApiError
+from .threads import record_tip
+
+__all__ = ["agent", "answer", "images", "stopped", "turns"]
+
+
+def agent(api: HttpApi, model: str) -> str:
+    name = api.runtime.agent.name
+    if model != name:
+        raise ApiError(404, f"The model '{model}' does not exist: this server's agent is "
+                            f"'{name}' (GET /v1/models)", "model_not_found")
+    return name
+
+
+async def images(api: HttpApi, parts: list[dict[str, Any]]) -> list[FileRef]:
+    """The images of a message's content parts (``image_url`` / ``input_image``, data URLs
+    only), stored."""
+    urls = [_url(p) for p in parts if p.get("type") in ("image_url", "input_image")]
+    files = []
+    for n, url in enumerate(urls, 1):
+        head, _, data = url.partition(",")
+        if not head.startswith("data:") or not head.endswith(";base64"):
+            raise ApiError(400, "an image_url must be a data URL (data:image/png;base64,...): "
+                                "maiden fetches no URL a request names", "image_url")
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except binascii.Error:
+            raise ApiError(400, f"image {n}: its data URL is not base64", "image_url") from None
+        media = head[5:].removesuffix(";base64")
+        try:
+            files.append(await api.runtime.files.put(f"image-{n}", media, raw))
+        except FileRefused as exc:
+            raise ApiError(413 if exc.limit == "size" else 415, str(exc), "file_refused") \
+                from None
+    return files
+
+
+async def answer(api: HttpApi, run: Run) -> str:
+    """What the client is answered with: the run's text, and how it stopped if it did not
+    complete. The thread is noted under its new history for the next request."""
+    text = "\n\n".join(await turns(api, run))
+    if run.state is RunState.COMPLETED:
+        await record_tip(api.runtime, run.thread_id)
+        return text
+    return "\n\n".join(filter(None, [text, stopped(run)]))
+
+
+async def turns(api: HttpApi, run: Run) -> list[str]:
+    entries = await api.runtime.records.entries(run.thread_id)
+    start = max((i for i, e in enumerate(entries)
+                 if isinstance(e, UserMessage) and e.run_id == run.id), default=len(entries))
+    return [e.text for e in entries[start:]
+            if isinstance(e, AssistantTurn) and e.run_id == run.id and e.text]
+
+
+def stopped(run: Run) -> str:
+    pending = run.pending_approval
+    if run.state is RunState.AWAITING_APPROVAL and pending is not None:
+        return (f"⏸ {pending.name} {json.dumps(pending.arguments, ensure_ascii=False)} waits "
+                f"for a person ({pending.reason}). Decide it in the console at /runs/{run.id}, "
+                f"with `maiden approve {run.id} {pending.tool_call_id}` (or --deny), or POST "
+                f"/v1/runs/{run.id}/approvals/{pending.tool_call_id}; the run goes on then.")
+    if run.state in (RunState.QUEUED, RunState.RUNNING, RunState.AWAITING_TOOL):
+        return f"(run {run.id} is still {run.state.value}: GET /v1/runs/{run.id} for its end)"
+    why = f": {run.error}" if run.error else ""
+    return f"(run {run.id} {run.state.value}: {run.reason}{why})"
+
+
+
+
+def _url(part: dict[str, Any]) -> str:
+    found = part.get("image_url")
+    if isinstance(found, dict):
+        found = found.get("url")
+    return str(found or "")
