@@ -14,7 +14,7 @@ from ..api import HttpApi
 from ..errors import ApiError
 from .threads import record_tip
 
-__all__ = ["agent", "answer", "images", "stopped", "turns"]
+__all__ = ["agent", "answer", "console_of", "images", "stopped", "turns"]
 
 
 def agent(api: HttpApi, model: str) -> str:
@@ -48,14 +48,14 @@ async def images(api: HttpApi, parts: list[dict[str, Any]]) -> list[FileRef]:
     return files
 
 
-async def answer(api: HttpApi, run: Run) -> str:
+async def answer(api: HttpApi, run: Run, console: str) -> str:
     """What the client is answered with: the run's text, and how it stopped if it did not
     complete. The thread is noted under its new history for the next request."""
     text = "\n\n".join(await turns(api, run))
     if run.state is RunState.COMPLETED:
         await record_tip(api.runtime, run.thread_id)
         return text
-    return "\n\n".join(filter(None, [text, stopped(run)]))
+    return "\n\n".join(filter(None, [text, stopped(run, console)]))
 
 
 async def turns(api: HttpApi, run: Run) -> list[str]:
@@ -66,12 +66,18 @@ async def turns(api: HttpApi, run: Run) -> list[str]:
             if isinstance(e, AssistantTurn) and e.run_id == run.id and e.text]
 
 
-def stopped(run: Run) -> str:
+def console_of(api: HttpApi, base_url: str) -> str:
+    """Where the console is, as the client reached this server ("" without a console)."""
+    return base_url.rstrip("/") if api.config.console else ""
+
+
+def stopped(run: Run, console: str) -> str:
     pending = run.pending_approval
     if run.state is RunState.AWAITING_APPROVAL and pending is not None:
         return (f"⏸ {pending.name} {json.dumps(pending.arguments, ensure_ascii=False)} waits "
-                f"for a person ({pending.reason}). Decide it in the console at /runs/{run.id}, "
-                f"with `maiden approve {run.id} {pending.tool_call_id}` (or --deny), or POST "
+                f"for a person ({pending.reason}). Decide it "
+                + (f"in the console at {console}/runs/{run.id}, " if console else "")
+                + f"with `maiden approve {run.id} {pending.tool_call_id}` (or --deny), or POST "
                 f"/v1/runs/{run.id}/approvals/{pending.tool_call_id}; the run goes on then.")
     if run.state in (RunState.QUEUED, RunState.RUNNING, RunState.AWAITING_TOOL):
         return f"(run {run.id} is still {run.state.value}: GET /v1/runs/{run.id} for its end)"

@@ -26,7 +26,7 @@ from runtime import (
 from ..api import HttpApi
 from ..deps import Api, Talker, secured
 from ..errors import ApiError
-from .answers import agent, answer, images, stopped, turns
+from .answers import agent, answer, console_of, images, stopped, turns
 from .threads import THREAD_HEADER, choose, record_tip, said_of
 from .wire import (
     ChatRequest,
@@ -94,17 +94,19 @@ async def chat_completions(
         files=files, context=chosen.context)
     if body.stream:
         include = bool(body.stream_options and body.stream_options.include_usage)
-        return StreamingResponse(_chunks(api, run, model, include), media_type="text/event-stream",
+        console = console_of(api, str(request.base_url))
+        return StreamingResponse(_chunks(api, run, model, include, console),
+                                 media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no",
                                           "X-Maiden-Thread": run.thread_id,
                                           "X-Maiden-Run": run.id})
     run = await api.settle(run.id)
-    content = await answer(api, run)
+    content = await answer(api, run, console_of(api, str(request.base_url)))
     return JSONResponse(completion(run, model, content),
                         headers={"X-Maiden-Thread": run.thread_id, "X-Maiden-Run": run.id})
 
 
-async def _chunks(api: HttpApi, run: Run, model: str, include_usage: bool
+async def _chunks(api: HttpApi, run: Run, model: str, include_usage: bool, console: str
                   ) -> AsyncIterator[bytes]:
     """Chunks as the run writes: each turn's text, turns apart by a blank line; then the
     way it stopped if it did not complete; ``[DONE]``."""
@@ -127,7 +129,7 @@ async def _chunks(api: HttpApi, run: Run, model: str, include_usage: bool
             yield _data(chunk(run.id, created, model,
                               {"content": "\n\n".join(await turns(api, ended))}))
     else:
-        note = stopped(ended)
+        note = stopped(ended, console)
         yield _data(chunk(run.id, created, model, {"content": ("\n\n" if wrote else "") + note}))
     yield _data(chunk(run.id, created, model, {}, finish="stop"))
     if include_usage:

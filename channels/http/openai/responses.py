@@ -10,7 +10,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header
+from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,7 +19,7 @@ from runtime import NotFound, Origin, Run, RunEnded, RunState, Said, TextDelta, 
 from ..api import HttpApi
 from ..deps import Api, Talker, secured
 from ..errors import ApiError
-from .answers import agent, images, stopped, turns
+from .answers import agent, console_of, images, stopped, turns
 from .wire import error_responses
 
 __all__ = ["router"]
@@ -50,13 +50,14 @@ _STREAM_DOC: dict[str, Any] = {
 @router.post("/v1/responses", response_model=None, responses={
     200: _STREAM_DOC, **error_responses(400, 401, 403, 404, 413, 415, 503)})
 async def create_response(
-    body: ResponsesRequest, who: Talker, api: Api,
+    body: ResponsesRequest, request: Request, who: Talker, api: Api,
     idempotency_key: Annotated[str | None, Header(
         alias="Idempotency-Key", max_length=200,
         description="a retried request with the same key is the same response")] = None,
 ) -> Response:
     """A response of the agent: a run on the thread it continues (or a new one)."""
     model = agent(api, body.model)
+    console = console_of(api, str(request.base_url))
     if body.tools and api.openai.client_tools == "refuse":
         raise ApiError(400, "maiden runs its own tools: this request's tools would never be "
                             "called (leave them out, or set [openai_api] client_tools = "
@@ -69,24 +70,25 @@ async def create_response(
         idempotency_key=f"openai:{idempotency_key}" if idempotency_key else None,
         files=await images(api, parts), context=tuple(seeded))
     if body.stream:
-        return StreamingResponse(_events(api, run, model, body.previous_response_id),
+        return StreamingResponse(_events(api, run, model, body.previous_response_id, console),
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache",
                                           "X-Accel-Buffering": "no"})
     run = await api.settle(run.id)
-    return JSONResponse(await _response(api, run, model, body.previous_response_id))
+    return JSONResponse(await _response(api, run, model, body.previous_response_id, console))
 
 
 @router.get("/v1/responses/{response_id}", dependencies=secured,
             responses=error_responses(401, 404))
-async def get_response(response_id: str, api: Api) -> dict[str, Any]:
+async def get_response(response_id: str, request: Request, api: Api) -> dict[str, Any]:
     """A response by id: where its run stands (finished, paused, or still going)."""
     try:
         run = await api.runtime.records.get_run(response_id.removeprefix(PREFIX))
     except NotFound:
         raise ApiError(404, f"No response found with id '{response_id}'.", "not_found") \
             from None
-    return await _response(api, run, api.runtime.agent.name, None)
+    return await _response(api, run, api.runtime.agent.name, None,
+                           console_of(api, str(request.base_url)))
 
 
 def _input(given: str | list[dict[str, Any]]) -> tuple[list[Said], list[dict[str, Any]]]:
@@ -138,13 +140,13 @@ def _status(run: Run) -> str:
 
 
 async def _response(api: HttpApi, run: Run, model: str, previous: str | None,
-                    text: str | None = None) -> dict[str, Any]:
+                    console: str, text: str | None = None) -> dict[str, Any]:
     """The response object of a run, as it stands."""
     status = _status(run)
     if text is None:
         text = "\n\n".join(await turns(api, run))
         if run.state is not RunState.COMPLETED and status != "in_progress":
-            text = "\n\n".join(filter(None, [text, stopped(run)]))
+            text = "\n\n".join(filter(None, [text, stopped(run, console)]))
     usage = run.usage
     prompt = usage.input_tokens + usage.cache_read_tokens + usage.cache_creation_tokens
     output = [] if status == "in_progress" and not text else [_message(run, text, status)]
@@ -169,7 +171,7 @@ def _message(run: Run, text: str, status: str) -> dict[str, Any]:
             "content": [{"type": "output_text", "text": text, "annotations": []}]}
 
 
-async def _events(api: HttpApi, run: Run, model: str, previous: str | None
+async def _events(api: HttpApi, run: Run, model: str, previous: str | None, console: str
                   ) -> AsyncIterator[bytes]:
     """The Responses API's stream of events for the run, until it ends or pauses."""
     number = 0
@@ -182,7 +184,7 @@ async def _events(api: HttpApi, run: Run, model: str, previous: str | None
 
     item = f"msg_{run.id}"
     where = {"item_id": item, "output_index": 0, "content_index": 0}
-    started = await _response(api, run, model, previous, text="")
+    started = await _response(api, run, model, previous, console, text="")
     started["status"], started["output"] = "in_progress", []
     yield event("response.created", response=started)
     yield event("response.in_progress", response=started)
@@ -204,7 +206,7 @@ async def _events(api: HttpApi, run: Run, model: str, previous: str | None
     ended = await api.runtime.records.get_run(run.id)
     whole = written or "\n\n".join(await turns(api, ended))
     if ended.state is not RunState.COMPLETED:
-        whole = "\n\n".join(filter(None, [whole, stopped(ended)]))
+        whole = "\n\n".join(filter(None, [whole, stopped(ended, console)]))
     if whole != written:  # what was not streamed (a paused run's note, an earlier answer)
         yield event("response.output_text.delta", **where, delta=whole[len(written):]
                     if whole.startswith(written) else whole, logprobs=[])
@@ -213,6 +215,6 @@ async def _events(api: HttpApi, run: Run, model: str, previous: str | None
     yield event("response.content_part.done", **where, part=part)
     yield event("response.output_item.done", output_index=0,
                 item=_message(ended, whole, _status(ended)))
-    final = await _response(api, ended, model, previous, text=whole)
+    final = await _response(api, ended, model, previous, console, text=whole)
     yield event("response.failed" if final["status"] == "failed" else "response.completed",
                 response=final)

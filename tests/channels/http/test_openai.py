@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
 from openai import AsyncOpenAI
@@ -179,6 +180,8 @@ async def test_an_image_reaches_the_model_and_a_pause_says_how_to_decide(
         (run,) = [r for r in await rt.records.runs() if r.pending_approval is not None]
         assert said.startswith('⏸ deploy {"service": "api"} waits for a person')
         assert f"maiden approve {run.id} " in said
+        assert f"in the console at {str(sdk.base_url).removesuffix('/v1/')}/runs/{run.id}" \
+            in said
         with pytest.raises(openai.BadRequestError, match="data URL"):
             await sdk.chat.completions.create(model="maiden", messages=[{
                 "role": "user", "content": [{"type": "image_url",
@@ -203,6 +206,13 @@ async def test_errors_come_in_openais_shape(tmp_path: Path) -> None:
                                max_retries=0) as stranger:
             with pytest.raises(openai.AuthenticationError):
                 await stranger.models.list()
+        async with httpx.AsyncClient(base_url=str(sdk.base_url)) as plain:
+            # The same Host check as every route (a page reached by DNS rebinding).
+            rebound = await plain.post("chat/completions", json={
+                "model": "maiden", "messages": [user("hi")]}, headers={
+                    "Authorization": f"Bearer {TOKEN}",
+                    "Host": f"evil.example:{sdk.base_url.port}"})
+            assert rebound.status_code == 400
         assert await rt.records.runs() == []
 
 
