@@ -81,6 +81,12 @@ async def test_models_and_a_completion(tmp_path: Path) -> None:
         thread = raw.headers["x-maiden-thread"]
         (run,) = await rt.records.runs(thread_id=thread)
         assert done.id == f"chatcmpl-{run.id}" and run.origin.user == "operator"
+        tuned = await sdk.chat.completions.create(  # taken, and left to the agent's settings
+            model="maiden", messages=[user("tuned")], temperature=0.2, top_p=0.5, max_tokens=5,
+            max_completion_tokens=5, n=1, seed=7, stop=["x"], presence_penalty=0.1,
+            frequency_penalty=0.1, logprobs=False, response_format={"type": "text"},
+            reasoning_effort="low", parallel_tool_calls=False, store=False)
+        assert tuned.choices[0].message.content == "echo: tuned"
 
 
 async def test_streamed_deltas_make_the_same_text(tmp_path: Path) -> None:
