@@ -81,6 +81,14 @@ def openai_error(status: int, message: str, code: str | None = None,
     return JSONResponse(body, status_code=status, headers=headers)
 
 
+def early_refusal(path: str, status: int, detail: str, code: str) -> JSONResponse:
+    """A refusal before routing (a Host, a body too large), in the shape the path's
+    clients read."""
+    if path.startswith(OPENAI_PATHS):
+        return openai_error(status, detail, code)
+    return problem(status, detail, code)
+
+
 def _answer(request: Request, status: int, detail: str, code: str | None = None,
             headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
     """An error in the shape the route's clients read: OpenAI's on its wire, else a

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from starlette.datastructures import URL, Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .errors import problem
+from .errors import early_refusal
 from .hosts import HOST_CHARS, Hosts
 
 __all__ = ["HostGuard"]
@@ -49,7 +49,7 @@ class HostGuard:
             return
         status, detail, code = refusal
         log.warning("refused %s %s: %s", scope.get("method", ""), scope.get("path", ""), detail)
-        await problem(status, detail, code)(scope, receive, send)
+        await early_refusal(scope.get("path", ""), status, detail, code)(scope, receive, send)
 
     def refusal(self, scope: Scope) -> tuple[int, str, str] | None:
         hosts = self.hosts

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .errors import OPENAI_PATHS, openai_error, problem
+from .errors import early_refusal
 from .multipart import is_multipart_message, replaying
 
 __all__ = ["BodyLimit"]
@@ -52,8 +52,7 @@ class BodyLimit:
         why = "[http] max_body_bytes" if limit == self.limit else \
             "[http] max_body_bytes and [files] max_bytes * max_per_message"
         detail = f"the request body is larger than {limit} bytes ({why})"
-        response = openai_error(413, detail, "body_too_large") \
-            if scope["path"].startswith(OPENAI_PATHS) else problem(413, detail, "body_too_large")
+        response = early_refusal(scope["path"], 413, detail, "body_too_large")
         await response(scope, receive, send)
 
 

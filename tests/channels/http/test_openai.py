@@ -219,6 +219,7 @@ async def test_errors_come_in_openais_shape(tmp_path: Path) -> None:
                     "Authorization": f"Bearer {TOKEN}",
                     "Host": f"evil.example:{sdk.base_url.port}"})
             assert rebound.status_code == 400
+            assert rebound.json()["error"]["code"] == "invalid_host"  # OpenAI's shape
         assert await rt.records.runs() == []
 
 
