@@ -32,10 +32,10 @@ def make_channels(loaded: LoadedConfig) -> list[ChannelFactory]:
         secrets = slack.secrets(source=source)
         made: list[Any] = []
 
-        def make_slack(runtime: Runtime, _: ScheduleService | None) -> Channel:
+        def make_slack(runtime: Runtime, schedules: ScheduleService | None) -> Channel:
             from channels.slack.channel import SlackChannel  # slack-bolt loads only here
 
-            channel = SlackChannel(runtime, slack, secrets)
+            channel = SlackChannel(runtime, slack, secrets, schedules=schedules)
             made.append(channel)
             return channel
 

@@ -184,9 +184,10 @@ class ScheduleService(Protocol):
         """Each schedule as JSON: its definition, next fires, last slot and outcome."""
         ...
 
-    async def run_now(self, name: str) -> Run:
+    async def run_now(self, name: str, *, request: str | None = None) -> Run:
         """Submit one run of the schedule now, under its own key; ``NotFound`` if there is
-        no schedule of that name."""
+        no schedule of that name. ``request``: the identity of the asking (a chat command's
+        invocation): the same request again is the same run."""
         ...
 
     async def set_paused(self, name: str, paused: bool) -> None:

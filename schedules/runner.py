@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import uuid
 from collections.abc import Sequence
@@ -68,9 +69,12 @@ class Fired:
     run: Run
 
 
-def manual_key(name: str) -> str:
-    """``schedule:{name}:manual:{id}``: a run asked for by hand, outside the slots."""
-    return f"schedule:{name}:manual:{uuid.uuid4().hex[:12]}"
+def manual_key(name: str, request: str | None = None) -> str:
+    """``schedule:{name}:manual:{id}``: a run asked for by hand, outside the slots; its id
+    from ``request`` (the asking's identity), or new."""
+    made = hashlib.sha256(request.encode()).hexdigest()[:12] if request else \
+        uuid.uuid4().hex[:12]
+    return f"schedule:{name}:manual:{made}"
 
 
 class Scheduler:
@@ -200,11 +204,11 @@ class Scheduler:
             self._staged.clear()
             await self.book.advance(batch)
 
-    async def run_now(self, name: str) -> Run:
+    async def run_now(self, name: str, *, request: str | None = None) -> Run:
         """Run a schedule once now, outside its slots, under its own key (``NotFound``: no
-        such schedule)."""
+        such schedule); the same ``request`` (a chat command's id) again is the same run."""
         schedule = await self._named(name)
-        key = manual_key(name)
+        key = manual_key(name, request)
         return await self.runtime.submit(schedule.thread_for(key.split(":", 2)[2]),
                                          schedule.config.prompt, origin=schedule.origin,
                                          idempotency_key=key)

@@ -34,14 +34,17 @@ from runtime import (
     Run,
     RunError,
     Runtime,
+    ScheduleService,
 )
 
 from ..access import Place
+from ..commands import Commands
 from ..downloads import Downloader
 from ..prompts import refusal_text
 from ..retry import Backoff, ChannelRefused, Unreachable, keep_trying, reason_of
 from ..work import Background, is_stop, stop_thread
 from .assistant import AssistantThreads
+from .commands import COMMAND, SlashCommand
 from .config import SlackConfig, SlackSecrets
 from .deliverer import SlackDeliverer
 from .feedback import FeedbackButtons
@@ -89,6 +92,7 @@ class SlackChannel:
         secrets: SlackSecrets,
         *,
         pace_s: float = 1.0,
+        schedules: ScheduleService | None = None,
     ) -> None:
         self.runtime = runtime
         self.config = config
@@ -124,6 +128,8 @@ class SlackChannel:
         self._watching: set[str] = set()
         self.assistant = AssistantThreads(self.client, config.suggested_prompts)
         self.feedback = FeedbackButtons(runtime, config, self.client)
+        self.slash = SlashCommand(Commands(runtime, schedules), config, self.client,
+                                  self._background)
 
     # -- lifespan ------------------------------------------------------------------------------
 
@@ -141,6 +147,7 @@ class SlackChannel:
         app.action({"action_id": "maiden_approve"})(self._on_button)
         app.action({"action_id": "maiden_deny"})(self._on_button)
         app.action({"action_id": FEEDBACK})(self.feedback.clicked)
+        app.command(COMMAND)(self.slash.handle)
         self._app = app
         if self.config.access.nobody:
             log.warning("slack: serving nobody (open = false and no allow_users, "

@@ -28,6 +28,8 @@ def test_each_manifest_has_what_slack_requires(path: Any) -> None:
     # Slack refuses assistant:write unless the app has the assistant view.
     if "assistant:write" in scopes:
         assert manifest["features"]["assistant_view"]["assistant_description"]
+    (command,) = manifest["features"]["slash_commands"]  # needs the commands scope
+    assert command["command"] == "/maiden" and "commands" in scopes
     events = manifest["settings"]["event_subscriptions"]["bot_events"]
     assert {"app_mention", "message.channels", "message.im"} <= set(events)
     assert manifest["settings"]["interactivity"]["is_enabled"] is True
@@ -40,6 +42,9 @@ def test_socket_mode_and_http_mode_differ_only_in_how_slack_reaches_maiden() -> 
     assert http["settings"]["socket_mode_enabled"] is False
     assert http["settings"]["event_subscriptions"]["request_url"].endswith("/slack/events")
     assert http["settings"]["interactivity"]["request_url"].endswith("/slack/events")
+    assert "url" not in socket["features"]["slash_commands"][0]
+    assert http["features"]["slash_commands"][0]["url"].endswith("/slack/events")
+    http["features"]["slash_commands"][0].pop("url")
     for manifest in (socket, http):
         settings = manifest.pop("settings")
         settings["event_subscriptions"].pop("request_url", None)

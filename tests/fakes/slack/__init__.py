@@ -18,8 +18,10 @@ from .payloads import (
     feedback_click,
     message_event,
     sign,
+    signed_command,
     signed_event,
     signed_interaction,
+    slash_command,
     url_verification,
 )
 from .store import SlackError, make_ts
@@ -44,7 +46,9 @@ __all__ = [
     "make_ts",
     "message_event",
     "sign",
+    "signed_command",
     "signed_event",
     "signed_interaction",
+    "slash_command",
     "url_verification",
 ]

@@ -23,8 +23,8 @@ from .store import JSON, SlackError, Store, paginate, render
 from .streams import Streams
 
 SCOPES = ("app_mentions:read", "assistant:write", "channels:history", "chat:write",
-          "files:read", "files:write", "groups:history", "im:history", "im:write", "mpim:history",
-          "reactions:read", "reactions:write", "users:read")
+          "commands", "files:read", "files:write", "groups:history", "im:history",
+          "im:write", "mpim:history", "reactions:read", "reactions:write", "users:read")
 
 _CHANNEL = re.compile(r"^[CDG][A-Z0-9]{2,}$")
 

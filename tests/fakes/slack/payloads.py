@@ -218,3 +218,30 @@ def disconnect(reason: str, app_id: str, num_connections: int, host: str) -> JSO
     """Slack asking the client to reconnect (``refresh_requested``, ``warning``, ...)."""
     return {"type": "disconnect", "reason": reason, "num_connections": num_connections,
             "debug_info": {"host": host}, "connection_info": {"app_id": app_id}}
+
+
+def slash_command(team: str, channel: str, user: str, text: str, *, command: str = "/maiden",
+                  trigger_id: str | None = None, channel_name: str = "general",
+                  api_app_id: str = APP) -> JSON:
+    """A slash command's payload, as Slack sends it (form fields; Socket Mode: as JSON)."""
+    trigger = trigger_id or f"{uuid.uuid4().int % 10**13}.{uuid.uuid4().int % 10**12}." \
+        f"{uuid.uuid4().hex}"
+    return {"token": "Jhj5dZrVaK7ZwHHjRyZWjbDl", "team_id": team, "team_domain": "maiden-test",
+            "channel_id": channel, "channel_name": channel_name, "user_id": user,
+            "user_name": user.lower(), "command": command, "text": text,
+            "api_app_id": api_app_id, "is_enterprise_install": "false",
+            "response_url": f"https://hooks.slack.com/commands/{team}/1/{uuid.uuid4().hex}",
+            "trigger_id": trigger}
+
+
+def slash_commands_envelope(payload: JSON, envelope_id: str) -> JSON:
+    """A Socket Mode ``slash_commands`` envelope: the ack may carry the response."""
+    return {"envelope_id": envelope_id, "payload": payload, "type": "slash_commands",
+            "accepts_response_payload": True}
+
+
+def signed_command(payload: JSON, secret: str, *, ts: int | None = None
+                   ) -> tuple[bytes, dict[str, str]]:
+    """The body bytes and headers of a slash command POST: its fields form-encoded."""
+    raw = urlencode(payload).encode()
+    return raw, _headers(raw, secret, ts, "application/x-www-form-urlencoded")

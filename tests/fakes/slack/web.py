@@ -246,6 +246,12 @@ class FakeSlack:
         return await self.socket_event(first["payload"], retry_attempt=attempt,
                                        retry_reason=reason, to=to)
 
+    async def socket_command(self, payload: JSON) -> str:
+        """Send a ``slash_commands`` envelope (``payloads.slash_command(...)``); the same
+        payload again (its ``trigger_id``) is Slack delivering the command again."""
+        return await self._send(payloads.slash_commands_envelope(payload, str(uuid.uuid4())),
+                                None)
+
     async def socket_interactive(self, payload: JSON) -> str:
         """Send an ``interactive`` envelope (e.g. ``block_actions_payload(...)``)."""
         return await self._send(payloads.interactive_envelope(payload, str(uuid.uuid4())))

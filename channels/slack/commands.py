@@ -1,0 +1,75 @@
+"""Slack's ``/maiden`` slash command: the answers of ``channels.commands``, ephemeral to the
+one asking, within Slack's 3 seconds (one that takes longer is acknowledged at once and
+answered when ready); what changes something for everyone (a stop, a pause) is posted in
+the channel, once: a redelivered command finds nothing left to change."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from ..access import Place, Right
+from ..commands import Answer, Asked, Commands, parse
+from ..work import Background
+from .config import SlackConfig
+
+__all__ = ["ANSWER_WITHIN_S", "COMMAND", "SlashCommand"]
+
+log = logging.getLogger("maiden.slack")
+
+COMMAND = "/maiden"
+ANSWER_WITHIN_S = 2.0
+"""How long an answer may take to go in the acknowledgement itself (Slack waits 3 s)."""
+
+
+class SlashCommand:
+    """Answers ``/maiden`` for one Slack channel adapter."""
+
+    def __init__(self, commands: Commands, config: SlackConfig, client: AsyncWebClient,
+                 background: Background) -> None:
+        self.commands = commands
+        self.config = config
+        self.client = client
+        self.background = background
+
+    async def handle(self, ack: Callable[..., Awaitable[None]], command: dict[str, Any]
+                     ) -> None:
+        channel, user = str(command.get("channel_id") or ""), str(command.get("user_id") or "")
+        asked = Asked(words=parse(str(command.get("text") or "")), user=user, channel="slack",
+                      place=channel, request=f"slack:{command.get('team_id')}:"
+                                             f"{command.get('trigger_id')}")
+        place = Place.of(channel, direct=channel.startswith("D"))
+
+        def may(right: Right) -> bool:
+            return self.config.access.allows(user, place, right)
+
+        answering = asyncio.ensure_future(self.commands.answer(asked, may))
+        done, _ = await asyncio.wait({answering}, timeout=ANSWER_WITHIN_S)
+        if done:
+            answer = answering.result()
+            await ack(text=answer.text, response_type="ephemeral")
+            await self._announce(channel, answer)
+            return
+        await ack(text="⏳ On it…", response_type="ephemeral")
+        self.background.spawn(self._later(answering, channel, user))
+
+    async def _later(self, answering: asyncio.Future[Answer], channel: str, user: str) -> None:
+        answer = await answering
+        try:
+            await self.client.chat_postEphemeral(channel=channel, user=user, text=answer.text)
+        except SlackApiError as exc:
+            log.warning("slack: could not answer /maiden in %s: %s", channel, exc)
+        await self._announce(channel, answer)
+
+    async def _announce(self, channel: str, answer: Answer) -> None:
+        if answer.announce is None:
+            return
+        try:
+            await self.client.chat_postMessage(channel=channel, text=answer.announce)
+        except SlackApiError as exc:
+            log.warning("slack: could not post in %s: %s", channel, exc)
