@@ -19,7 +19,7 @@ from channels.slack import SlackConfig, SlackSecrets
 from channels.slack.channel import SlackChannel
 from runtime import EchoProvider, Runtime, RuntimeConfig, SQLiteStore, ToolRegistry, tool
 from runtime.stores.sqlite import Synchronous
-from tests.fakes.slack import BOT_USER, FakeSlack
+from tests.fakes.slack import BOT_USER, TEAM, FakeSlack, slash_command
 
 from .thread import remove_db
 
@@ -33,6 +33,8 @@ class SlackResult:
     events: int
     maiden_ms: list[float]
     baseline_ms: list[float]
+    command_ms: list[float]
+    """``/maiden status`` (it reads the store: the runs here), from sending to its ack."""
 
     @staticmethod
     def percentile(values: list[float], p: float) -> float:
@@ -76,10 +78,22 @@ async def run_slack(workdir: Path, events: int, synchronous: Synchronous) -> Sla
                 blocker = await rt.submit("bench:blocker", "/tool hold")
                 await asyncio.wait_for(holding.wait(), 30)
                 maiden = await _acks(fake, events, "while the lock is held")
+                commands = await _commands(fake, events)
                 release.set()
                 await rt.wait(blocker.id)
             await rt.close(grace_s=0)
-    return SlackResult(events=events, maiden_ms=maiden, baseline_ms=await _baseline(events))
+    return SlackResult(events=events, maiden_ms=maiden, baseline_ms=await _baseline(events),
+                       command_ms=commands)
+
+
+async def _commands(fake: FakeSlack, count: int) -> list[float]:
+    times = []
+    for _ in range(count):
+        start = time.perf_counter()
+        await fake.acked(await fake.socket_command(slash_command(TEAM, C, "U1", "status")),
+                         timeout=30)
+        times.append((time.perf_counter() - start) * 1000)
+    return times
 
 
 async def _baseline(events: int) -> list[float]:
