@@ -47,10 +47,10 @@ def make_channels(loaded: LoadedConfig) -> list[ChannelFactory]:
     if discord is not None and discord.enabled:
         discord_token = discord.token(source=source)
 
-        def make_discord(runtime: Runtime, _: ScheduleService | None) -> Channel:
+        def make_discord(runtime: Runtime, schedules: ScheduleService | None) -> Channel:
             from channels.discord.channel import DiscordChannel  # discord.py loads only here
 
-            return DiscordChannel(runtime, discord, discord_token)
+            return DiscordChannel(runtime, discord, discord_token, schedules=schedules)
 
         factories.append(make_discord)
     if cfg.http.enabled:

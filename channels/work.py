@@ -50,6 +50,9 @@ class Background:
         task = asyncio.create_task(run(), name=self._name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        # Cancelled before it began (closing at once): the step is dropped, not left
+        # "never awaited".
+        task.add_done_callback(lambda done: coro.close() if done.cancelled() else None)
 
     async def close(self) -> None:
         for task in list(self._tasks):

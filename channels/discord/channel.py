@@ -36,15 +36,18 @@ from runtime import (
     Origin,
     RunError,
     Runtime,
+    ScheduleService,
 )
 
 from ..access import Place, Right
+from ..commands import Commands
 from ..downloads import Downloader
 from ..feedback import record_vote
 from ..prompts import refusal_text
 from ..retry import Backoff, ChannelRefused, Unreachable, keep_trying, reason_of
 from ..work import Background, is_stop, stop_thread
 from .client import GatewayClient, point_at
+from .commands import GROUP, SlashCommands, make_tree, register
 from .config import DEFAULT_API_URL, DiscordConfig
 from .deliverer import DiscordDeliverer
 from .mapping import Inbound, Seen, read_message
@@ -66,7 +69,8 @@ class DiscordChannel:
     name = "discord"
 
     def __init__(self, runtime: Runtime, config: DiscordConfig, token: str, *,
-                 connector: Any = None, guild_ready_timeout: float = 2.0) -> None:
+                 connector: Any = None, guild_ready_timeout: float = 2.0,
+                 schedules: ScheduleService | None = None) -> None:
         self.runtime = runtime
         self.config = config
         self.token = token
@@ -91,6 +95,13 @@ class DiscordChannel:
         self.holder: str | None = None
         """Who holds the gateway connection, while another replica does."""
         self._background = Background(log, "maiden-discord")
+        self.tree = make_tree(self.client)
+        """``/maiden``'s definition, synced to the guilds once connected."""
+        self.slash = SlashCommands(Commands(runtime, schedules), config, self.client,
+                                   self._background.spawn)
+        self.registered: list[str] | None = None
+        """The guilds ``/maiden`` was registered in (None: not tried yet)."""
+        self.tried_registering = asyncio.Event()
         self._typing: set[str] = set()
         self.handled = 0
         """Messages from others this channel has finished handling (taken or ignored)."""
@@ -198,6 +209,8 @@ class DiscordChannel:
                                                name="maiden-discord-gateway")
         ready = asyncio.create_task(self.client.ready.wait())
         await asyncio.wait([ready, self._connecting], return_when=asyncio.FIRST_COMPLETED)
+        if ready.done():
+            self._background.spawn(self._register())
         if not ready.done():
             ready.cancel()
             await self.__aexit__()
@@ -207,6 +220,14 @@ class DiscordChannel:
                                   "the developer portal (Bot → Privileged Gateway Intents → "
                                   "Message Content Intent)") from error
             raise MaidenError(f"the Discord gateway did not connect: {error!r}") from error
+
+    async def _register(self) -> None:
+        """``/maiden`` in the allowed guilds (every guild the bot is in, without any)."""
+        guilds = self.config.allow_guilds or [str(g.id) for g in self.client.guilds]
+        try:
+            self.registered = await register(self.tree, guilds)
+        finally:
+            self.tried_registering.set()
 
     async def _stand_by(self) -> None:
         """Until this replica holds the gateway lease (its holder stopped or died); then
@@ -366,20 +387,21 @@ class DiscordChannel:
     # -- approvals -----------------------------------------------------------------------------
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
+        data: Any = interaction.data or {}
+        if interaction.type in (discord.InteractionType.application_command,
+                                discord.InteractionType.autocomplete):
+            if data.get("name") == GROUP:
+                await self.slash.handle(interaction, self._place(interaction))
+            return
         if interaction.type is not discord.InteractionType.component:
             return
-        data: Any = interaction.data or {}
         custom_id = str(data.get("custom_id", ""))
         choice = parse_custom_id(custom_id)
         vote = parse_vote_id(custom_id)
         if choice is None and vote is None:
             return
         user = str(interaction.user.id)
-        channel = str(interaction.channel_id or "")
-        guild = str(interaction.guild_id) if interaction.guild_id else None
-        parent = getattr(interaction.channel, "parent_id", None)
-        place = Place.of(channel, str(parent) if parent is not None else None, guild,
-                         direct=guild is None)
+        place = self._place(interaction)
         if vote is not None:
             message = str(interaction.message.id) if interaction.message else None
             text, _ = await record_vote(self.runtime, self.config.access, vote,
@@ -415,6 +437,13 @@ class DiscordChannel:
         verb = "Approved" if choice.approve else "Denied"
         await self._answer(interaction, UPDATE_MESSAGE, {
             "content": f"{verb} by <@{user}>: `{pending.name}`", "components": []})
+
+    def _place(self, interaction: discord.Interaction) -> Place:
+        channel = str(interaction.channel_id or "")
+        guild = str(interaction.guild_id) if interaction.guild_id else None
+        parent = getattr(interaction.channel, "parent_id", None)
+        return Place.of(channel, str(parent) if parent is not None else None, guild,
+                        direct=guild is None)
 
     async def _answer(self, interaction: discord.Interaction, kind: int,
                       data: dict[str, Any]) -> None:

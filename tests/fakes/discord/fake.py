@@ -183,6 +183,22 @@ class FakeDiscord:
         await self.dispatch("MESSAGE_CREATE", d)
         return d
 
+    async def command(self, name: str, options: Sequence[JSON] = (), *,
+                      user_id: Id = p.HUMAN_ID, channel_id: Id = p.GENERAL_ID,
+                      autocomplete: bool = False, data: JSON | None = None) -> JSON:
+        """Dispatch an application command (as registered: ``/name`` with ``options``), or
+        its autocomplete; ``data``: dispatch that interaction again (a replay)."""
+        if data is None:
+            guild_id = self.world.guild_of(channel_id)
+            registered = next((c for c in self.rest.commands.get(str(guild_id), [])
+                               if c["name"] == name), None)
+            data = p.command_interaction(name, options, user_id, channel_id, guild_id,
+                                         application_id=self.world.app_id,
+                                         command_id=registered["id"] if registered else "0",
+                                         autocomplete=autocomplete)
+        await self.dispatch("INTERACTION_CREATE", data)
+        return data
+
     async def click(self, message: JSON, custom_id: str, user_id: Id = p.HUMAN_ID) -> JSON:
         """Dispatch a button click on ``message`` (as stored); returns the interaction."""
         channel_id = message["channel_id"]

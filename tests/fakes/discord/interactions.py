@@ -22,7 +22,7 @@ from .store import DiscordError, form_error, unknown
 if TYPE_CHECKING:
     from .rest import Answer, Request, RestAPI
 
-_CALLBACK_TYPES = (4, 5, 6, 7, 9)
+_CALLBACK_TYPES = (4, 5, 6, 7, 8, 9)
 _TRUE = ("1", "true", "True")
 
 
@@ -96,6 +96,9 @@ class Interactions:
             raise form_error("type", "BASE_TYPE_CHOICES",
                              f"Value must be one of {set(_CALLBACK_TYPES)}.")
         data: JSON = body.get("data") or {}
+        if (kind == 8) != (pending.data.get("type") == 4):
+            raise DiscordError(400, 50035, "Invalid Form Body: an autocomplete interaction "
+                                           "takes choices (type 8), and only it")
         flags = int(data.get("flags", 0))
         ephemeral = bool(flags & EPHEMERAL)
         clicked = pending.data.get("message")

@@ -254,6 +254,20 @@ def interaction_token(interaction_id: Id) -> str:
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
+def command_interaction(name: str, options: Sequence[JSON], user_id: Id, channel_id: Id,
+                        guild_id: Id | None = None, *, application_id: Id = APP_ID,
+                        command_id: str = "0", autocomplete: bool = False) -> JSON:
+    """The ``d`` of an INTERACTION_CREATE for an application command (type 2), or, with
+    ``autocomplete``, for its option being typed (type 4, the focused option marked)."""
+    shell = component_interaction("", user_id, channel_id, {"id": "0"}, guild_id,
+                                  application_id=application_id)
+    shell.pop("message")
+    shell["type"] = 4 if autocomplete else 2
+    shell["data"] = {"id": command_id, "name": name, "type": 1, "options": list(options),
+                     **({} if guild_id is None else {"guild_id": str(guild_id)})}
+    return shell
+
+
 def component_interaction(custom_id: str, user_id: Id, channel_id: Id, message: JSON,
                           guild_id: Id | None = None, *, application_id: Id = APP_ID,
                           component_type: int = 2, username: str | None = None,

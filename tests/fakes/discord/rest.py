@@ -59,6 +59,8 @@ class RestAPI:
         """Called with each MESSAGE_CREATE/UPDATE/DELETE the bot caused (Discord echoes them)."""
         self.typing: dict[str, list[float]] = {}
         self.uploaded: dict[str, bytes] = {}
+        self.commands: dict[str, list[JSON]] = {}
+        """The application commands registered, by guild id (``global`` for global ones)."""
         """The bytes of every file the bot attached, by attachment id."""
         self.interactions = Interactions(self, deadline=interaction_deadline)
 
@@ -83,6 +85,12 @@ class RestAPI:
              self.react, True),
             ("DELETE", "/channels/{channel_id}/messages/{message_id}/reactions/{emoji}/@me",
              self.unreact, True),
+            ("PUT", "/applications/{application_id}/guilds/{guild_id}/commands",
+             self.put_commands, True),
+            ("GET", "/applications/{application_id}/guilds/{guild_id}/commands",
+             self.get_commands, True),
+            ("PUT", "/applications/{application_id}/commands", self.put_commands, True),
+            ("GET", "/applications/{application_id}/commands", self.get_commands, True),
             ("POST", "/interactions/{interaction_id}/{token}/callback", it.callback, False),
             ("POST", "/webhooks/{application_id}/{token}", it.follow_up, False),
             ("GET", "/webhooks/{application_id}/{token}/messages/{message_id}", it.get, False),
@@ -90,6 +98,24 @@ class RestAPI:
             ("DELETE", "/webhooks/{application_id}/{token}/messages/{message_id}", it.delete,
              False),
         ]
+
+    # -- application commands
+
+    async def put_commands(self, req: Request) -> Answer:
+        """Bulk overwrite: the application's commands in a guild (or global) become these."""
+        where = str(req.params.get("guild_id") or "global")
+        if where != "global" and where not in self.world.guild_ids:
+            raise DiscordError(404, 10004, "Unknown Guild")
+        if not isinstance(req.body, list) or len(req.body) > 100:
+            raise form_error("_root", "BASE_TYPE_MAX_LENGTH", "Must be 100 or fewer in length.")
+        made = [dict(c, id=str(p.new_id()), application_id=str(self.world.app_id), version="1",
+                     type=c.get("type", 1), **({} if where == "global" else {"guild_id": where}))
+                for c in req.body]
+        self.commands[where] = made
+        return 200, made
+
+    async def get_commands(self, req: Request) -> Answer:
+        return 200, self.commands.get(str(req.params.get("guild_id") or "global"), [])
 
     # -- identity and the gateway
 

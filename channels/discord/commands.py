@@ -1,0 +1,186 @@
+"""Discord's ``/maiden``: one command group (``status``, ``stop``, ``schedules``,
+``schedule-run``, ``schedule-pause``, ``schedule-resume``, ``usage``, ``help``; one
+top-level command, far from Discord's cap of 100), registered with discord.py's
+``app_commands.CommandTree`` and answered by the channel with the answers of
+``channels.commands``, ephemeral, inside Discord's 3 seconds (deferred, then edited, when
+an answer takes longer).
+
+The tree defines and syncs the commands; it does not dispatch them (``interaction_check``
+says no): discord.py's dispatcher answers through a webhook adapter whose base URL is one
+per process, where the channel answers through its own REST client, which follows
+``api_url`` like every other call (the approval buttons are answered the same way)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import discord
+from discord import app_commands
+from discord.http import Route
+
+from ..access import Place, Right
+from ..commands import COMMANDS, Answer, Asked, Commands
+from .config import DiscordConfig
+
+__all__ = ["GROUP", "Registry", "SlashCommands", "make_tree", "register", "words_of"]
+
+log = logging.getLogger("maiden.discord")
+
+GROUP = "maiden"
+ANSWER_WITHIN_S = 2.0
+EPHEMERAL = 64
+CHANNEL_MESSAGE, DEFERRED, AUTOCOMPLETE_RESULT = 4, 5, 8
+
+
+class Registry(app_commands.CommandTree):
+    """The commands as Discord is told of them; answered by the channel, not here."""
+
+    async def interaction_check(self, interaction: discord.Interaction, /) -> bool:
+        return False
+
+
+def make_tree(client: discord.Client) -> Registry:
+    """The ``/maiden`` group, its subcommands and their options."""
+    tree = Registry(client)
+    group = app_commands.Group(name=GROUP, description="What maiden is doing here")
+
+    async def schedule_names(interaction: discord.Interaction, current: str
+                             ) -> list[app_commands.Choice[str]]:
+        return []  # the channel answers autocomplete itself (see the module's docstring)
+
+    def plain(name: str, what: str) -> None:
+        async def callback(interaction: discord.Interaction) -> None:
+            """Answered by the channel."""
+
+        group.add_command(app_commands.Command(name=name, description=what[:100],
+                                               callback=callback))
+
+    def named(name: str, what: str) -> None:
+        @app_commands.describe(name="the schedule")
+        @app_commands.autocomplete(name=schedule_names)
+        async def callback(interaction: discord.Interaction, name: str) -> None:
+            """Answered by the channel."""
+
+        group.add_command(app_commands.Command(name=name, description=what[:100],
+                                               callback=callback))
+
+    plain("status", COMMANDS["status"])
+    plain("stop", COMMANDS["stop"])
+    plain("schedules", COMMANDS["schedules"])
+    named("schedule-run", COMMANDS["schedules run NAME"])
+    named("schedule-pause", "pause a schedule")
+    named("schedule-resume", "resume a schedule")
+
+    @app_commands.describe(period="24h, 7d, 30d… (default 7d)")
+    async def usage(interaction: discord.Interaction, period: str = "7d") -> None:
+        """Answered by the channel."""
+
+    group.add_command(app_commands.Command(name="usage", description=COMMANDS["usage [7d]"],
+                                           callback=usage))
+    plain("help", COMMANDS["help"])
+    tree.add_command(group)
+    return tree
+
+
+def words_of(data: dict[str, Any]) -> tuple[str, ...]:
+    """A ``/maiden`` interaction's subcommand and options as the words of ``Asked``."""
+    options = data.get("options") or []
+    if not options:
+        return ("help",)
+    sub = options[0]
+    values = {o.get("name"): str(o.get("value") or "") for o in sub.get("options") or []}
+    name = str(sub.get("name") or "help")
+    if name.startswith("schedule-"):
+        return ("schedules", name.removeprefix("schedule-"), values.get("name", ""))
+    if name == "usage":
+        return ("usage", values.get("period") or "7d")
+    return (name,)
+
+
+class SlashCommands:
+    """Answers ``/maiden`` interactions (and its autocomplete) for the Discord channel."""
+
+    def __init__(self, commands: Commands, config: DiscordConfig,
+                 client: discord.Client, spawn: Callable[[Any], None]) -> None:
+        self.commands = commands
+        self.config = config
+        self.client = client
+        self.spawn = spawn
+
+    async def handle(self, interaction: discord.Interaction, place: Place) -> None:
+        data: Any = interaction.data or {}
+        user = str(interaction.user.id)
+        if interaction.type is discord.InteractionType.autocomplete:
+            await self._complete(interaction, data)
+            return
+        asked = Asked(words=words_of(data), user=user, channel="discord",
+                      place=str(interaction.channel_id or ""),
+                      request=f"discord:{interaction.id}")
+
+        def may(right: Right) -> bool:
+            return self.config.access.allows(user, place, right)
+
+        answering = asyncio.ensure_future(self.commands.answer(asked, may))
+        done, _ = await asyncio.wait({answering}, timeout=ANSWER_WITHIN_S)
+        if done:
+            answer = answering.result()
+            await self._respond(interaction, CHANNEL_MESSAGE,
+                                {"content": answer.text, "flags": EPHEMERAL})
+            await self._announce(asked.place, answer)
+            return
+        await self._respond(interaction, DEFERRED, {"flags": EPHEMERAL})
+        self.spawn(self._later(interaction, answering, asked.place))
+
+    async def _later(self, interaction: discord.Interaction, answering: asyncio.Future[Answer],
+                     place: str) -> None:
+        answer = await answering
+        route = Route("PATCH", "/webhooks/{application_id}/{token}/messages/@original",
+                      application_id=interaction.application_id, token=interaction.token)
+        with contextlib.suppress(discord.DiscordException):
+            await self.client.http.request(route, json={"content": answer.text})
+        await self._announce(place, answer)
+
+    async def _complete(self, interaction: discord.Interaction, data: dict[str, Any]) -> None:
+        typed = next((str(o.get("value") or "") for sub in data.get("options") or []
+                      for o in sub.get("options") or [] if o.get("focused")), "")
+        schedules = self.commands.schedules
+        names = [str(s.get("name")) for s in await schedules.listing()] if schedules else []
+        choices = [{"name": n, "value": n} for n in names if typed.lower() in n.lower()][:25]
+        await self._respond(interaction, AUTOCOMPLETE_RESULT, {"choices": choices})
+
+    async def _respond(self, interaction: discord.Interaction, kind: int,
+                       data: dict[str, Any]) -> None:
+        route = Route("POST", "/interactions/{interaction_id}/{interaction_token}/callback",
+                      interaction_id=interaction.id, interaction_token=interaction.token)
+        with contextlib.suppress(discord.DiscordException):  # answered already (a replay)
+            await self.client.http.request(route, json={"type": kind, "data": data})
+
+    async def _announce(self, channel: str, answer: Answer) -> None:
+        if answer.announce is None:
+            return
+        route = Route("POST", "/channels/{channel_id}/messages", channel_id=channel)
+        try:
+            await self.client.http.request(route, json={
+                "content": answer.announce, "allowed_mentions": {"parse": []}})
+        except discord.DiscordException as exc:
+            log.warning("discord: could not post in %s: %s", channel, exc)
+
+
+async def register(tree: Registry, guilds: list[str]) -> list[str]:
+    """Sync the commands to each guild; the guilds it worked for."""
+    done = []
+    for guild in guilds:
+        try:
+            where = discord.Object(id=int(guild))
+            tree.copy_global_to(guild=where)  # the group is defined once, for every guild
+            await tree.sync(guild=where)
+        except (discord.DiscordException, ValueError) as exc:
+            log.warning("discord: the /maiden commands were not registered in guild %s: %s",
+                        guild, exc)
+            continue
+        done.append(guild)
+    return done

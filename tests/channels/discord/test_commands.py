@@ -1,0 +1,120 @@
+"""``/maiden`` in Discord (README "Discord", Commands): one command group registered with
+discord.py's CommandTree in the bot's guilds, answered ephemerally through the bot's own
+REST client, schedule names completed as typed, a stop posted once however often the
+interaction is seen, rights as everywhere else."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from channels.discord import DiscordConfig
+from channels.discord.channel import DiscordChannel
+from runtime import EchoProvider, RunState, Runtime, SQLiteStore, ToolRegistry, tool
+from schedules import ScheduleConfig
+from tests.channels.discord.test_channel import running
+from tests.fakes.discord import BOT_ID, GENERAL_ID, GUILD_ID, HUMAN_ID, FakeDiscord, new_id
+from tests.http_helpers import scheduled
+
+HOLD = asyncio.Event()
+
+
+@tool
+async def wait_here() -> str:
+    """Wait until let go."""
+    await HOLD.wait()
+    return "let go"
+
+
+def sub(command: str, **values: Any) -> list[dict[str, Any]]:
+    return [{"name": command, "type": 1, "options": [
+        {"name": k, "type": 3, "value": v} for k, v in values.items()]}]
+
+
+async def ask(fake: FakeDiscord, options: list[dict[str, Any]], user: Any = HUMAN_ID,
+              data: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    """Run ``/maiden ...``; its ephemeral answer and the interaction (to replay)."""
+    before = len(fake.interaction_responses())
+    sent = await fake.command("maiden", options, user_id=user, data=data)
+    await fake.until(lambda: len(fake.interaction_responses()) > before, what="an answer")
+    answer = fake.interaction_responses()[-1]
+    assert answer.type == 4 and answer.ephemeral and answer.data is not None, answer
+    return str(answer.data["content"]), sent
+
+
+async def registered(fake: FakeDiscord) -> dict[str, Any]:
+    await fake.until(lambda: bool(fake.rest.commands.get(str(GUILD_ID))),
+                     what="/maiden registered")
+    (group,) = fake.rest.commands[str(GUILD_ID)]
+    return group
+
+
+async def test_the_group_is_registered_and_answers_with_rights(tmp_path: Path) -> None:
+    HOLD.clear()
+    other = new_id()
+    rules = [{"place": "*", "users": [str(other)], "rights": ["talk"]}]
+    async with FakeDiscord() as fake, running(fake, tmp_path / "m.db", tools=(wait_here,),
+                                              rules=rules) as d:
+        fake.world.add_user(other, "other")
+        group = await registered(fake)
+        assert group["name"] == "maiden"
+        assert [o["name"] for o in group["options"]] == [
+            "status", "stop", "schedules", "schedule-run", "schedule-pause", "schedule-resume",
+            "usage", "help"]
+        run_option = group["options"][3]["options"][0]
+        assert run_option["name"] == "name" and run_option["autocomplete"] is True
+        await asyncio.wait_for(d.channel.tried_registering.wait(), 10)
+        assert d.channel.registered == [str(GUILD_ID)]
+
+        listed, _ = await ask(fake, sub("help"))
+        assert "`/maiden status`" in listed
+        assert (await ask(fake, sub("status")))[0] == "Nothing is running here."
+        await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> /tool wait_here {{}}",
+                                mentions=[BOT_ID])
+        await asyncio.wait_for(d.channel.wait_handled(1), 10)
+        (run,) = await d.runtime.records.runs()
+        while run.state is not RunState.AWAITING_TOOL:
+            await asyncio.sleep(0.01)
+            run = await d.runtime.records.get_run(run.id)
+        status, _ = await ask(fake, sub("status"), user=other)
+        assert status.startswith("1 run(s) here:")
+        refused, _ = await ask(fake, sub("stop"), user=other)  # the human's run: needs operate
+        assert "needs the 'operate' right" in refused
+        stopped, interaction = await ask(fake, sub("stop"))
+        assert stopped == "Stopped 1 run(s)."
+        # The same interaction seen again (a replay after a reconnect): nothing more.
+        await fake.command("maiden", data=interaction)
+        await d.runtime.idle()
+        posted = [m["content"] for m in fake.messages(GENERAL_ID)
+                  if str(m["author"]["id"]) == str(BOT_ID) and m["content"].startswith("⏹")]
+        assert posted == [f"⏹ <@{HUMAN_ID}> stopped 1 run(s) here."]
+        usage, _ = await ask(fake, sub("usage", period="24h"))
+        assert usage.startswith("The last 24 hours:\n• here: 1 run(s)")
+        stranger = new_id()
+        fake.world.add_user(stranger, "stranger")
+        assert (await ask(fake, sub("status"), user=stranger))[0].startswith("You may not")
+        HOLD.set()
+
+
+async def test_schedule_names_are_completed_and_a_schedule_runs_once(tmp_path: Path) -> None:
+    job = ScheduleConfig(name="standup", cron="0 9 * * 1-5", prompt="Post the standup")
+    clock = lambda: datetime(2026, 12, 4, 8, 0, tzinfo=UTC)  # noqa: E731
+    async with FakeDiscord() as fake, SQLiteStore(tmp_path / "m.db") as store, \
+            Runtime(store, EchoProvider(), ToolRegistry()) as rt, \
+            scheduled(rt, tmp_path / "m.db", [job], clock) as scheduler, \
+            DiscordChannel(rt, DiscordConfig(api_url=fake.api_url, allow_users=[str(HUMAN_ID)]),
+                           fake.token, guild_ready_timeout=0.05, schedules=scheduler):
+        await registered(fake)
+        await fake.command("maiden", [{"name": "schedule-run", "type": 1, "options": [
+            {"name": "name", "type": 3, "value": "stand", "focused": True}]}], autocomplete=True)
+        await fake.until(lambda: bool(fake.interaction_responses()), what="choices")
+        choices = fake.interaction_responses()[-1]
+        assert choices.type == 8 and choices.data == {
+            "choices": [{"name": "standup", "value": "standup"}]}
+        ran, interaction = await ask(fake, sub("schedule-run", name="standup"))
+        assert ran.startswith("Schedule `standup` started: run `")
+        await fake.command("maiden", data=interaction)  # seen again: the same run
+        await rt.idle()
+        assert len(await rt.records.runs()) == 1
