@@ -1,5 +1,6 @@
 """`maiden check` for Discord: the token works against ``api_url``, the message-content intent
-is on, and the invite URL with the permissions the bot needs."""
+is on, the invite URL with the permissions the bot needs, and whether ``/maiden`` is
+registered in the allowed guilds."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ _CONTENT_INTENT = (1 << 18) | (1 << 19)  # GATEWAY_MESSAGE_CONTENT, ..._LIMITED
 
 
 def invite_url(application_id: str) -> str:
-    return (f"https://discord.com/oauth2/authorize?client_id={application_id}&scope=bot"
-            f"&permissions={PERMISSIONS}")
+    # applications.commands: the bot may register /maiden in the guilds it joins.
+    return (f"https://discord.com/oauth2/authorize?client_id={application_id}"
+            f"&scope=bot+applications.commands&permissions={PERMISSIONS}")
 
 
 async def check_discord(config: DiscordConfig, token: str) -> tuple[bool, list[str]]:
@@ -39,6 +41,7 @@ async def check_discord(config: DiscordConfig, token: str) -> tuple[bool, list[s
         app: Any = await http.request(Route("GET", "/applications/@me"))
         lines = [f"bot {me['username']} ({me['id']})",
                  f"invite: {invite_url(str(app.get('id') or me['id']))}"]
+        lines += await _commands(http, str(app.get("id") or me["id"]), config.allow_guilds)
         if not int(app.get("flags") or 0) & _CONTENT_INTENT:
             lines.append("the message-content intent is off: the bot cannot read messages "
                          "(developer portal → Bot → Privileged Gateway Intents → Message "
@@ -47,3 +50,21 @@ async def check_discord(config: DiscordConfig, token: str) -> tuple[bool, list[s
         return True, lines
     finally:
         await http.close()
+
+
+async def _commands(http: HTTPClient, application_id: str, guilds: list[str]) -> list[str]:
+    """Where ``/maiden`` is registered (``maiden run`` registers it at start)."""
+    lines = []
+    for guild in guilds:
+        try:
+            found: Any = await http.request(Route(
+                "GET", "/applications/{application_id}/guilds/{guild_id}/commands",
+                application_id=application_id, guild_id=guild))
+        except discord.DiscordException as exc:
+            lines.append(f"/maiden in guild {guild}: cannot tell ({exc}); invite the bot "
+                         "with the applications.commands scope")
+            continue
+        there = any(c.get("name") == "maiden" for c in found or [])
+        lines.append(f"/maiden in guild {guild}: " + (
+            "registered" if there else "not registered yet (`maiden run` registers it)"))
+    return lines

@@ -8,7 +8,7 @@ import signal
 import sys
 from pathlib import Path
 
-from tests.fakes.discord import BOT_ID, GENERAL_ID, HUMAN_ID, FakeDiscord, World
+from tests.fakes.discord import BOT_ID, GENERAL_ID, GUILD_ID, HUMAN_ID, FakeDiscord, World
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,6 +39,15 @@ async def test_check_verifies_the_token_intent_and_prints_the_invite(home: Path)
         assert code == 0, out
         assert "discord   api " in out and "bot maiden" in out
         assert "invite: https://discord.com/oauth2/authorize?client_id=" in out
+        assert "&scope=bot+applications.commands&" in out
+        with (home / "agent.toml").open("a") as f:
+            f.write(f'allow_guilds = ["{GUILD_ID}"]\n')
+        code, out, _ = await maiden(home, env(fake), "check")
+        assert f"/maiden in guild {GUILD_ID}: not registered yet" in out, out
+        fake.rest.commands[str(GUILD_ID)] = [{"name": "maiden", "id": "1"}]
+        code, out, _ = await maiden(home, env(fake), "check")
+        assert f"/maiden in guild {GUILD_ID}: registered" in out, out
+        configure(home, fake)
         wrong = {**env(fake), "DISCORD_BOT_TOKEN": "not-the-token"}
         code, out, _ = await maiden(home, wrong, "check")
         assert code == 1 and "bot token refused" in out
