@@ -48,6 +48,7 @@ from .commands import COMMAND, SlashCommand
 from .config import SlackConfig, SlackSecrets
 from .deliverer import SlackDeliverer
 from .feedback import FeedbackButtons
+from .home import AppHome
 from .mapping import Inbound, read_event
 from .render import FEEDBACK, decided_blocks, parse_choice
 from .streamer import SlackStreamer
@@ -130,6 +131,8 @@ class SlackChannel:
         self.feedback = FeedbackButtons(runtime, config, self.client)
         self.slash = SlashCommand(Commands(runtime, schedules), config, self.client,
                                   self._background)
+        self.home = AppHome(runtime, config, self.client, schedules, self._background)
+        self._home_watch: asyncio.Task[None] | None = None
 
     # -- lifespan ------------------------------------------------------------------------------
 
@@ -148,7 +151,9 @@ class SlackChannel:
         app.action({"action_id": "maiden_deny"})(self._on_button)
         app.action({"action_id": FEEDBACK})(self.feedback.clicked)
         app.command(COMMAND)(self.slash.handle)
+        app.event("app_home_opened")(self.home.opened)
         self._app = app
+        self._home_watch = asyncio.create_task(self.home.watch(), name="maiden-slack-home")
         if self.config.access.nobody:
             log.warning("slack: serving nobody (open = false and no allow_users, "
                         "allow_channels or rules)")
@@ -223,9 +228,10 @@ class SlackChannel:
         log.warning("slack: %s; serving everything else, trying again in %.1f s", reason, delay)
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._connecting is not None:
-            self._connecting.cancel()
-            await asyncio.gather(self._connecting, return_exceptions=True)
+        for task in (self._connecting, self._home_watch):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         if self._socket is not None:
             with contextlib.suppress(Exception):
                 await self._socket.close_async()
@@ -400,6 +406,11 @@ class SlackChannel:
         if choice is None or not user:
             return
         approve, ids = choice
+        home = not channel  # a button on the App Home tab: the run's own place decides
+        if home:
+            with contextlib.suppress(MaidenError):
+                run = await self.runtime.records.get_run(ids["run"])
+                channel = run.origin.target.get("channel", "")
         # The channel's rules decide first; the runtime then checks ``approvers`` (or
         # [agent] approvers) again.
         place = Place.of(channel, direct=channel.startswith("D"))
@@ -418,7 +429,9 @@ class SlackChannel:
             with contextlib.suppress(SlackApiError):
                 await self.client.chat_postEphemeral(channel=channel, user=user, text=text)
             return
-        if channel and message_ts:
+        if home:
+            await self.home.publish(user)
+        elif channel and message_ts:
             with contextlib.suppress(SlackApiError):
                 await self.client.chat_update(
                     channel=channel, ts=message_ts,

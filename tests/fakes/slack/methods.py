@@ -136,6 +136,8 @@ class WebAPI:
         """Every ``assistant.threads.setTitle`` carried out."""
         self.streams = Streams(store, self.bot_fields, _decoded, _channel)
         self.extra: dict[str, Callable[[JSON], JSON]] = {}
+        self.homes: dict[str, list[JSON]] = {}
+        """Every Home tab published, by user, in order."""
         """More methods, kept elsewhere (the uploads)."""
         """Streaming messages (``chat.startStream`` and its siblings)."""
 
@@ -152,6 +154,7 @@ class WebAPI:
             "assistant.threads.setSuggestedPrompts": self.set_prompts,
             "assistant.threads.setTitle": self.set_title,
             **self.streams.table(),
+            "views.publish": self.publish_view,
             **self.extra,
         }
 
@@ -182,6 +185,16 @@ class WebAPI:
             fields["metadata"] = {"event_type": metadata["event_type"],
                                   "event_payload": metadata["event_payload"]}
         return fields
+
+    def publish_view(self, params: JSON) -> JSON:
+        user = _str(params, "user_id")
+        view = _decoded(params, "view", "invalid_arguments")
+        if not user or not isinstance(view, dict) or view.get("type") != "home":
+            raise SlackError("invalid_arguments")
+        if len(view.get("blocks") or []) > 100:
+            raise SlackError("invalid_blocks")
+        self.homes.setdefault(user, []).append(view)
+        return {"view": {"id": f"V{len(self.homes[user]):09d}", "type": "home", **view}}
 
     def bot_fields(self) -> JSON:
         ws = self.workspace

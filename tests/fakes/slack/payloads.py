@@ -245,3 +245,10 @@ def signed_command(payload: JSON, secret: str, *, ts: int | None = None
     """The body bytes and headers of a slash command POST: its fields form-encoded."""
     raw = urlencode(payload).encode()
     return raw, _headers(raw, secret, ts, "application/x-www-form-urlencoded")
+
+
+def app_home_opened(user: str, channel: str = "D0HOME0001", tab: str = "home") -> JSON:
+    """The event Slack sends when a person opens the app's Home (or Messages) tab."""
+    ts = f"{time.time():.6f}"
+    return {"type": "app_home_opened", "user": user, "channel": channel, "tab": tab,
+            "event_ts": ts}
