@@ -47,7 +47,7 @@ from ..prompts import refusal_text
 from ..retry import Backoff, ChannelRefused, Unreachable, keep_trying, reason_of
 from ..work import Background, is_stop, stop_thread
 from .client import GatewayClient, point_at
-from .commands import GROUP, SlashCommands, make_tree, register
+from .commands import GROUP, SlashCommands, make_tree, register, register_global
 from .config import DEFAULT_API_URL, DiscordConfig
 from .deliverer import DiscordDeliverer
 from .mapping import Inbound, Seen, read_message
@@ -223,9 +223,14 @@ class DiscordChannel:
 
     async def _register(self) -> None:
         """``/maiden`` in the allowed guilds (every guild the bot is in, without any)."""
-        guilds = self.config.allow_guilds or [str(g.id) for g in self.client.guilds]
+        where = self.config.commands
+        guilds = [] if where != "guilds" else \
+            self.config.allow_guilds or [str(g.id) for g in self.client.guilds]
         try:
-            self.registered = await register(self.tree, guilds)
+            if where == "global":
+                self.registered = ["global"] if await register_global(self.tree) else []
+            elif where == "guilds":
+                self.registered = await register(self.tree, guilds)
         finally:
             self.tried_registering.set()
 

@@ -26,7 +26,8 @@ from ..access import Place, Right
 from ..commands import COMMANDS, Answer, Asked, Commands
 from .config import DiscordConfig
 
-__all__ = ["GROUP", "Registry", "SlashCommands", "make_tree", "register", "words_of"]
+__all__ = ["GROUP", "Registry", "SlashCommands", "make_tree", "register", "register_global",
+           "words_of"]
 
 log = logging.getLogger("maiden.discord")
 
@@ -184,3 +185,13 @@ async def register(tree: Registry, guilds: list[str]) -> list[str]:
             continue
         done.append(guild)
     return done
+
+
+async def register_global(tree: Registry) -> bool:
+    """Sync the commands globally (every guild and DM; Discord may show them late)."""
+    try:
+        await tree.sync()
+    except discord.DiscordException as exc:
+        log.warning("discord: the /maiden commands were not registered globally: %s", exc)
+        return False
+    return True

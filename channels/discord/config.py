@@ -53,6 +53,10 @@ class DiscordConfig(BaseModel):
     edit_every_s: float = Field(
         default=1.5, gt=0, description="the least time between two edits of a streaming "
         "reply (edits share Discord's 5-per-5-seconds budget with sends)")
+    commands: Literal["guilds", "global", "off"] = Field(default="guilds", description=(
+        "where /maiden is registered at start: in the allowed guilds (every guild the bot "
+        "is in, without allow_guilds; at once), globally (Discord may take an hour to show "
+        "it), or not at all"))
     respond_in: Literal["mentions", "all"] = Field(
         default="mentions", description="mentions: in guild channels only mentions of the bot "
         "and replies to it start work (threads it is part of and DMs: every message)")

@@ -118,3 +118,15 @@ async def test_schedule_names_are_completed_and_a_schedule_runs_once(tmp_path: P
         await fake.command("maiden", data=interaction)  # seen again: the same run
         await rt.idle()
         assert len(await rt.records.runs()) == 1
+
+
+async def test_global_registration_or_none(tmp_path: Path) -> None:
+    async with FakeDiscord() as fake:
+        async with running(fake, tmp_path / "a.db", commands="global") as d:
+            await asyncio.wait_for(d.channel.tried_registering.wait(), 10)
+            assert d.channel.registered == ["global"]
+            (group,) = fake.rest.commands["global"]
+            assert group["name"] == "maiden" and str(GUILD_ID) not in fake.rest.commands
+        async with running(fake, tmp_path / "b.db", commands="off") as d:
+            await asyncio.wait_for(d.channel.tried_registering.wait(), 10)
+            assert d.channel.registered is None
