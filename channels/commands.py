@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from runtime import (
     ACTIVE_STATES,
+    ApprovalDelivery,
     MaidenError,
     NotFound,
     Run,
@@ -22,7 +23,7 @@ from runtime import (
 
 from .access import Right
 
-__all__ = ["COMMANDS", "Answer", "Asked", "Commands", "parse", "right_for"]
+__all__ = ["COMMANDS", "Answer", "Asked", "Commands", "Linker", "parse", "right_for"]
 
 COMMANDS: dict[str, str] = {
     "status": "what is running here: active and queued runs, approvals waiting",
@@ -71,14 +72,21 @@ def right_for(asked: Asked) -> Right:
     return "talk"
 
 
+Linker = Callable[[str, str], str | None]
+"""``(place, message id) -> a link to that message`` on the platform, if it can make one."""
+
+
 class Commands:
     """The answers; ``may(right)`` says whether the one asking has a right in the place."""
 
     def __init__(self, runtime: Runtime, schedules: ScheduleService | None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 link: Linker = lambda place, message: None) -> None:
         self.runtime = runtime
         self.schedules = schedules
         self.clock = clock
+        self.link = link
+        """How a status links to an approval's prompt (its message)."""
 
     async def answer(self, asked: Asked, may: Callable[[Right], bool]) -> Answer:
         if not may(right_for(asked)):
@@ -109,11 +117,22 @@ class Commands:
             line = f"• `{run.id[-8:]}` {run.state.value.replace('_', ' ')}"
             pending = run.pending_approval
             if pending is not None:
-                line += (f": `{pending.name}` waits for a person (approve it on its prompt, "
-                         f"or `maiden approve {run.id} {pending.tool_call_id}`)")
+                prompt = await self._prompt(run)
+                line += (f": `{pending.name}` waits for a person (approve it on "
+                         + (f"<{prompt}|its prompt>" if prompt else "its prompt")
+                         + f", or `maiden approve {run.id} {pending.tool_call_id}`)")
             by = f" — by <@{run.origin.user}>" if run.origin.user else ""
             lines.append(line + by + f" · {_preview(run.text)}")
         return Answer("\n".join(lines))
+
+    async def _prompt(self, run: Run) -> str | None:
+        """A link to the run's approval prompt, once it is posted."""
+        prompts = [d for d in await self.runtime.records.deliveries(run_id=run.id)
+                   if isinstance(d, ApprovalDelivery) and d.remote_id]
+        if not prompts:
+            return None
+        latest = prompts[-1]
+        return self.link(latest.target.get("channel", ""), str(latest.remote_id).split(",")[0])
 
     async def _stop(self, asked: Asked, may: Callable[[Right], bool]) -> Answer:
         active = await self._here(asked, ACTIVE_STATES)

@@ -97,8 +97,8 @@ class DiscordChannel:
         self._background = Background(log, "maiden-discord")
         self.tree = make_tree(self.client)
         """``/maiden``'s definition, synced to the guilds once connected."""
-        self.slash = SlashCommands(Commands(runtime, schedules), config, self.client,
-                                   self._background.spawn)
+        self.slash = SlashCommands(Commands(runtime, schedules, link=self._link), config,
+                                   self.client, self._background.spawn)
         self.registered: list[str] | None = None
         """The guilds ``/maiden`` was registered in (None: not tried yet)."""
         self.tried_registering = asyncio.Event()
@@ -442,6 +442,13 @@ class DiscordChannel:
         verb = "Approved" if choice.approve else "Denied"
         await self._answer(interaction, UPDATE_MESSAGE, {
             "content": f"{verb} by <@{user}>: `{pending.name}`", "components": []})
+
+    def _link(self, channel: str, message: str) -> str | None:
+        """A message's link: ``https://discord.com/channels/{guild or @me}/{channel}/{id}``."""
+        found = self.client.get_channel(int(channel)) if channel.isdigit() else None
+        guild = getattr(getattr(found, "guild", None), "id", None)
+        return f"https://discord.com/channels/{guild or '@me'}/{channel}/{message}" \
+            if channel and message else None
 
     def _place(self, interaction: discord.Interaction) -> Place:
         channel = str(interaction.channel_id or "")

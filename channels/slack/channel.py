@@ -129,8 +129,10 @@ class SlackChannel:
         self._watching: set[str] = set()
         self.assistant = AssistantThreads(self.client, config.suggested_prompts)
         self.feedback = FeedbackButtons(runtime, config, self.client)
-        self.slash = SlashCommand(Commands(runtime, schedules), config, self.client,
-                                  self._background)
+        self.workspace_url = ""
+        """``https://{domain}.slack.com/`` (from ``auth.test``): where message links go."""
+        self.slash = SlashCommand(Commands(runtime, schedules, link=self._link), config,
+                                  self.client, self._background)
         self.home = AppHome(runtime, config, self.client, schedules, self._background)
         self._home_watch: asyncio.Task[None] | None = None
 
@@ -171,6 +173,7 @@ class SlackChannel:
         auth = await self._ask("auth.test", self.client.auth_test(),
                                f"${self.config.bot_token_env}")
         self.team, self.team_name = str(auth["team_id"]), str(auth.get("team") or "")
+        self.workspace_url = str(auth.get("url") or "")
         self.bot_user, self.bot_id = str(auth["user_id"]), auth.get("bot_id")
         if isinstance(self.deliverer, SlackDeliverer):
             self.deliverer.bot_user = self.bot_user
@@ -343,6 +346,12 @@ class SlackChannel:
         if run.id not in self._watching and run.state in ACTIVE_STATES:
             self._watching.add(run.id)
             self._background.spawn(self._show_status(run, seen))
+
+    def _link(self, channel: str, ts: str) -> str | None:
+        """A message's permalink (the form Slack's own links take)."""
+        if not self.workspace_url or not channel or not ts:
+            return None
+        return f"{self.workspace_url.rstrip('/')}/archives/{channel}/p{ts.replace('.', '')}"
 
     async def _joined(self, seen: Inbound) -> bool:
         """Whether the bot is part of this Slack thread (it has a maiden thread)."""

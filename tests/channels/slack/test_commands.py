@@ -135,3 +135,16 @@ async def test_the_command_over_http_is_signed_and_answered(tmp_path: Path) -> N
         forged = dict(headers, **{"X-Slack-Signature": "v0=" + "0" * 64})
         refused = await client.post("/slack/events", content=body, headers=forged)
         assert refused.status_code == 401
+
+
+async def test_status_links_to_a_waiting_prompt(tmp_path: Path) -> None:
+    async with FakeSlack() as fake, running(fake, tmp_path / "m.db", stream="off") as s:
+        ask = fake.user_event(C, "U1", f'<@{BOT_USER}> /tool deploy {{"env": "qa"}}',
+                              mention=True)
+        await fake.acked(await fake.socket_event(ask))
+        await s.runtime.idle()
+        prompt = [m for m in fake.messages(C) if m.get("user") == BOT_USER][-1]
+        status = await command(fake, "U1", "status")
+        link = f"https://maiden-test.slack.com/archives/{C}/p{prompt['ts'].replace('.', '')}"
+        assert f"`deploy` waits for a person (approve it on <{link}|its prompt>, or " \
+               "`maiden approve " in status, status
