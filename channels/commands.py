@@ -5,6 +5,7 @@ adapter only parses its payload, checks rights with its access rules, and replie
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -87,6 +88,14 @@ class Commands:
         self.clock = clock
         self.link = link
         """How a status links to an approval's prompt (its message)."""
+
+    async def answer_within(self, asked: Asked, may: Callable[[Right], bool], seconds: float
+                            ) -> tuple[Answer | None, asyncio.Future[Answer]]:
+        """The answer if it is ready within ``seconds`` (a platform acknowledges within 3),
+        and the future that has it either way (to send when it is ready)."""
+        answering = asyncio.ensure_future(self.answer(asked, may))
+        done, _ = await asyncio.wait({answering}, timeout=seconds)
+        return (answering.result() if done else None), answering
 
     async def answer(self, asked: Asked, may: Callable[[Right], bool]) -> Answer:
         if not may(right_for(asked)):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -22,7 +23,7 @@ import discord
 from discord import app_commands
 from discord.http import Route
 
-from ..access import Place, Right
+from ..access import Place
 from ..commands import COMMANDS, Answer, Asked, Commands
 from .config import DiscordConfig
 
@@ -121,14 +122,9 @@ class SlashCommands:
         asked = Asked(words=words_of(data), user=user, channel="discord",
                       place=str(interaction.channel_id or ""),
                       request=f"discord:{interaction.id}")
-
-        def may(right: Right) -> bool:
-            return self.config.access.allows(user, place, right)
-
-        answering = asyncio.ensure_future(self.commands.answer(asked, may))
-        done, _ = await asyncio.wait({answering}, timeout=ANSWER_WITHIN_S)
-        if done:
-            answer = answering.result()
+        may = functools.partial(self.config.access.allows, user, place)
+        answer, answering = await self.commands.answer_within(asked, may, ANSWER_WITHIN_S)
+        if answer is not None:
             await self._respond(interaction, CHANNEL_MESSAGE,
                                 {"content": answer.text, "flags": EPHEMERAL})
             await self._announce(asked.place, answer)

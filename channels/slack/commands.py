@@ -6,6 +6,7 @@ the channel, once: a redelivered command finds nothing left to change."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from ..access import Place, Right
+from ..access import Place
 from ..commands import Answer, Asked, Commands, parse
 from ..work import Background
 from .config import SlackConfig
@@ -44,14 +45,9 @@ class SlashCommand:
                       place=channel, request=f"slack:{command.get('team_id')}:"
                                              f"{command.get('trigger_id')}")
         place = Place.of(channel, direct=channel.startswith("D"))
-
-        def may(right: Right) -> bool:
-            return self.config.access.allows(user, place, right)
-
-        answering = asyncio.ensure_future(self.commands.answer(asked, may))
-        done, _ = await asyncio.wait({answering}, timeout=ANSWER_WITHIN_S)
-        if done:
-            answer = answering.result()
+        may = functools.partial(self.config.access.allows, user, place)
+        answer, answering = await self.commands.answer_within(asked, may, ANSWER_WITHIN_S)
+        if answer is not None:
             await ack(text=answer.text, response_type="ephemeral")
             await self._announce(channel, answer)
             return
