@@ -206,7 +206,11 @@ def stubborn() -> str:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert proc.returncode == 130 and "left run" in err and "Traceback" not in err
+    # The second Ctrl-C comes while the run is being cancelled ("left run ...") or, when the
+    # cancellation was quick, while the process waits for the tool's thread at exit
+    # ("interrupted"): either way it leaves at once, without a traceback.
+    assert proc.returncode == 130 and "Traceback" not in err
+    assert "left run" in err or "maiden: interrupted (Ctrl-C)" in err, err
     assert took < 15  # not after the 20 s tool (a bound, not a timing assertion)
 
 

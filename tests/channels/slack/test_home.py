@@ -28,7 +28,9 @@ async def test_the_home_tab_shows_threads_and_approvals_and_takes_decisions(
                               mention=True)
         await fake.acked(await fake.socket_event(ask))
         await s.runtime.idle()
-        await fake.until(lambda: len(fake.api.homes["U1"]) >= 2, what="the tab refreshed")
+        # At most every EVERY_S (5 s) after the last publish: a longer wait than the fake's.
+        await fake.until(lambda: len(fake.api.homes["U1"]) >= 2, what="the tab refreshed",
+                         timeout=30)
         shown = fake.api.homes["U1"][-1]
         assert any("waiting for approval" in t or "awaiting approval" in t
                    for t in texts(shown)), texts(shown)
