@@ -228,8 +228,7 @@ def _days(text: str) -> float | None:
 
 
 def _sum(runs: Sequence[Run]) -> str:
-    prompt = sum(r.usage.input_tokens + r.usage.cache_read_tokens
-                 + r.usage.cache_creation_tokens for r in runs)
+    prompt = sum(r.usage.prompt_tokens for r in runs)
     output = sum(r.usage.output_tokens for r in runs)
     cost = sum(r.cost_usd for r in runs)
     return f"{len(runs)} run(s), {prompt:,} tokens in, {output:,} out, ${cost:.4f}"

@@ -42,6 +42,11 @@ class Usage(_Model):
         )
 
     @property
+    def prompt_tokens(self) -> int:
+        """What the model read: input, cache reads and cache writes."""
+        return self.input_tokens + self.cache_creation_tokens + self.cache_read_tokens
+
+    @property
     def total_tokens(self) -> int:
         return (self.input_tokens + self.output_tokens
                 + self.cache_creation_tokens + self.cache_read_tokens)

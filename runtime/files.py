@@ -212,12 +212,8 @@ class Files:
     async def prune(self, *, dry_run: bool = False) -> list[BlobInfo]:
         """Remove the blobs no message or result names, stored more than ``[files]
         retention_days`` ago (``dry_run``: only say which)."""
-        older_than = self.clock() - self.config.retention_days * 86_400
-        if dry_run:
-            named = await named_blobs(self.store)
-            return [b for b in await self.store.blobs()
-                    if b.digest not in named and b.created_at < older_than]
-        return await prune_files(self.store, older_than=older_than)
+        return await prune_files(self.store, dry_run=dry_run,
+                                 older_than=self.clock() - self.config.retention_days * 86_400)
 
 
 async def named_blobs(store: Store) -> set[str]:
@@ -234,13 +230,16 @@ async def named_blobs(store: Store) -> set[str]:
     return named
 
 
-async def prune_files(store: Store, *, older_than: float) -> list[BlobInfo]:
+async def prune_files(store: Store, *, older_than: float, dry_run: bool = False
+                      ) -> list[BlobInfo]:
     """Remove the blobs no message names that were stored before ``older_than`` (a
-    timestamp): younger ones may belong to a message being taken in right now."""
+    timestamp): younger ones may belong to a message being taken in right now. Those
+    removed (with ``dry_run``: those that would be)."""
     named = await named_blobs(store)
     unnamed = [b for b in await store.blobs() if b.digest not in named
                and b.created_at < older_than]
-    await store.delete_blobs([b.digest for b in unnamed])
+    if not dry_run:
+        await store.delete_blobs([b.digest for b in unnamed])
     return unnamed
 
 

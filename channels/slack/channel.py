@@ -134,7 +134,6 @@ class SlackChannel:
         self.slash = SlashCommand(Commands(runtime, schedules, link=self._link), config,
                                   self.client, self._background)
         self.home = AppHome(runtime, config, self.client, schedules, self._background)
-        self._home_watch: asyncio.Task[None] | None = None
 
     # -- lifespan ------------------------------------------------------------------------------
 
@@ -155,7 +154,6 @@ class SlackChannel:
         app.command(COMMAND)(self.slash.handle)
         app.event("app_home_opened")(self.home.opened)
         self._app = app
-        self._home_watch = asyncio.create_task(self.home.watch(), name="maiden-slack-home")
         if self.config.access.nobody:
             log.warning("slack: serving nobody (open = false and no allow_users, "
                         "allow_channels or rules)")
@@ -231,10 +229,9 @@ class SlackChannel:
         log.warning("slack: %s; serving everything else, trying again in %.1f s", reason, delay)
 
     async def __aexit__(self, *exc: object) -> None:
-        for task in (self._connecting, self._home_watch):
-            if task is not None:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+        if self._connecting is not None:
+            self._connecting.cancel()
+            await asyncio.gather(self._connecting, return_exceptions=True)
         if self._socket is not None:
             with contextlib.suppress(Exception):
                 await self._socket.close_async()

@@ -53,6 +53,7 @@ class AppHome:
         self._seen: dict[str, float] = {}
         """Who opened the tab, and when it was last published for them."""
         self._due: set[str] = set()
+        self._watching = False
 
     async def opened(self, event: dict[str, Any]) -> None:
         """``app_home_opened`` on the Home tab: publish it now."""
@@ -61,6 +62,9 @@ class AppHome:
         user = str(event.get("user") or "")
         if user:
             await self.publish(user)
+            if not self._watching:  # nobody's tab to keep current until one is opened
+                self._watching = True
+                self.background.spawn(self.watch())
 
     async def publish(self, user: str) -> None:
         self._seen[user] = time.monotonic()

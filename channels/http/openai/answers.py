@@ -6,15 +6,28 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from runtime import AssistantTurn, FileRef, FileRefused, Run, RunState, UserMessage
+from runtime import (
+    AssistantTurn,
+    Entry,
+    FileRef,
+    FileRefused,
+    Run,
+    RunEnded,
+    RunState,
+    TextDelta,
+    ToolCallStarted,
+    UserMessage,
+)
 
 from ..api import HttpApi
 from ..errors import ApiError
 from .threads import record_tip
 
-__all__ = ["agent", "answer", "console_of", "images", "stopped", "turns"]
+__all__ = ["agent", "answer", "console_of", "images", "refuse_client_tools", "stopped", "turns",
+           "turns_in", "written"]
 
 
 def agent(api: HttpApi, model: str) -> str:
@@ -51,15 +64,42 @@ async def images(api: HttpApi, parts: list[dict[str, Any]]) -> list[FileRef]:
 async def answer(api: HttpApi, run: Run, console: str) -> str:
     """What the client is answered with: the run's text, and how it stopped if it did not
     complete. The thread is noted under its new history for the next request."""
-    text = "\n\n".join(await turns(api, run))
+    entries = await api.runtime.records.entries(run.thread_id)
+    text = "\n\n".join(turns_in(entries, run))
     if run.state is RunState.COMPLETED:
-        await record_tip(api.runtime, run.thread_id)
+        await record_tip(api.runtime, run.thread_id, entries)
         return text
     return "\n\n".join(filter(None, [text, stopped(run, console)]))
 
 
+def refuse_client_tools(api: HttpApi, given: object) -> None:
+    """A request that brings tools: a 400 unless ``[openai_api] client_tools = "ignore"``."""
+    if given and api.openai.client_tools == "refuse":
+        raise ApiError(400, "maiden runs its own tools: this request's tools would never be "
+                            "called (leave them out, or set [openai_api] client_tools = "
+                            "\"ignore\")", "client_tools")
+
+
+async def written(api: HttpApi, run: Run) -> AsyncIterator[str]:
+    """The run's text as it is written, until it ends or pauses: each turn's deltas, the
+    turns apart by a blank line (what ``turns`` joins, once they are stored)."""
+    wrote, between = False, False
+    async for event in api.runtime.follow(run.id):
+        if isinstance(event, TextDelta) and event.text:
+            yield ("\n\n" if between and wrote else "") + event.text
+            wrote, between = True, False
+        elif isinstance(event, ToolCallStarted):
+            between = True
+        elif isinstance(event, RunEnded):
+            return
+
+
 async def turns(api: HttpApi, run: Run) -> list[str]:
-    entries = await api.runtime.records.entries(run.thread_id)
+    return turns_in(await api.runtime.records.entries(run.thread_id), run)
+
+
+def turns_in(entries: Sequence[Entry], run: Run) -> list[str]:
+    """The text of each of the run's turns, after its message."""
     start = max((i for i, e in enumerate(entries)
                  if isinstance(e, UserMessage) and e.run_id == run.id), default=len(entries))
     return [e.text for e in entries[start:]

@@ -17,16 +17,22 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from runtime import (
     Origin,
     Run,
-    RunEnded,
     RunState,
-    TextDelta,
-    ToolCallStarted,
 )
 
 from ..api import HttpApi
 from ..deps import Api, Talker, secured
 from ..errors import ApiError
-from .answers import agent, answer, console_of, images, stopped, turns
+from .answers import (
+    agent,
+    answer,
+    console_of,
+    images,
+    refuse_client_tools,
+    stopped,
+    turns_in,
+    written,
+)
 from .threads import THREAD_HEADER, choose, record_tip, said_of
 from .wire import (
     ChatRequest,
@@ -75,10 +81,7 @@ async def chat_completions(
     """A Chat Completions request answered by the agent (streamed with ``stream``)."""
     model = agent(api, body.model)
     settings = api.openai
-    if (body.tools or body.functions) and settings.client_tools == "refuse":
-        raise ApiError(400, "maiden runs its own tools: this request's tools would never be "
-                            "called (leave them out, or set [openai_api] client_tools = "
-                            "\"ignore\")", "client_tools")
+    refuse_client_tools(api, body.tools or body.functions)
     last = body.messages[-1]
     if last.role != "user":
         raise ApiError(400, f"the last message must be the user's (it is {last.role!r}): "
@@ -112,22 +115,17 @@ async def _chunks(api: HttpApi, run: Run, model: str, include_usage: bool, conso
     way it stopped if it did not complete; ``[DONE]``."""
     created = int(time.time())
     yield _data(chunk(run.id, created, model, {"role": "assistant", "content": ""}))
-    wrote, between = False, False
-    async for event in api.runtime.follow(run.id):
-        if isinstance(event, TextDelta) and event.text:
-            text = ("\n\n" if between and wrote else "") + event.text
-            wrote, between = True, False
-            yield _data(chunk(run.id, created, model, {"content": text}))
-        elif isinstance(event, ToolCallStarted):
-            between = True
-        elif isinstance(event, RunEnded):
-            break
+    wrote = False
+    async for text in written(api, run):
+        wrote = True
+        yield _data(chunk(run.id, created, model, {"content": text}))
     ended = await api.runtime.records.get_run(run.id)
     if ended.state is RunState.COMPLETED:
-        await record_tip(api.runtime, ended.thread_id)
+        entries = await api.runtime.records.entries(ended.thread_id)
+        await record_tip(api.runtime, ended.thread_id, entries)
         if not wrote:  # an answer from before (a retried key), or one not streamed
             yield _data(chunk(run.id, created, model,
-                              {"content": "\n\n".join(await turns(api, ended))}))
+                              {"content": "\n\n".join(turns_in(entries, ended))}))
     else:
         note = stopped(ended, console)
         yield _data(chunk(run.id, created, model, {"content": ("\n\n" if wrote else "") + note}))

@@ -14,12 +14,12 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from runtime import NotFound, Origin, Run, RunEnded, RunState, Said, TextDelta, ToolCallStarted
+from runtime import NotFound, Origin, Run, RunState, Said
 
 from ..api import HttpApi
 from ..deps import Api, Talker, secured
 from ..errors import ApiError
-from .answers import agent, console_of, images, stopped, turns
+from .answers import agent, console_of, images, refuse_client_tools, stopped, turns, written
 from .wire import error_responses
 
 __all__ = ["router"]
@@ -58,10 +58,7 @@ async def create_response(
     """A response of the agent: a run on the thread it continues (or a new one)."""
     model = agent(api, body.model)
     console = console_of(api, str(request.base_url))
-    if body.tools and api.openai.client_tools == "refuse":
-        raise ApiError(400, "maiden runs its own tools: this request's tools would never be "
-                            "called (leave them out, or set [openai_api] client_tools = "
-                            "\"ignore\")", "client_tools")
+    refuse_client_tools(api, body.tools)
     said, parts = _input(body.input)
     thread, seeded = await _thread(api, body), said[:-1]
     run = await api.runtime.submit(
@@ -148,7 +145,6 @@ async def _response(api: HttpApi, run: Run, model: str, previous: str | None,
         if run.state is not RunState.COMPLETED and status != "in_progress":
             text = "\n\n".join(filter(None, [text, stopped(run, console)]))
     usage = run.usage
-    prompt = usage.input_tokens + usage.cache_read_tokens + usage.cache_creation_tokens
     output = [] if status == "in_progress" and not text else [_message(run, text, status)]
     return {
         "id": PREFIX + run.id, "object": "response", "created_at": run.created_at,
@@ -159,8 +155,8 @@ async def _response(api: HttpApi, run: Run, model: str, previous: str | None,
         "incomplete_details": None, "instructions": None, "metadata": {},
         "parallel_tool_calls": False, "temperature": None, "top_p": None,
         "tool_choice": "auto", "tools": [],
-        "usage": {"input_tokens": prompt, "output_tokens": usage.output_tokens,
-                  "total_tokens": prompt + usage.output_tokens,
+        "usage": {"input_tokens": usage.prompt_tokens, "output_tokens": usage.output_tokens,
+                  "total_tokens": usage.prompt_tokens + usage.output_tokens,
                   "input_tokens_details": {"cached_tokens": usage.cache_read_tokens},
                   "output_tokens_details": {"reasoning_tokens": 0}}}
 
@@ -193,23 +189,17 @@ async def _events(api: HttpApi, run: Run, model: str, previous: str | None, cons
         "content": []})
     yield event("response.content_part.added", **where,
                 part={"type": "output_text", "text": "", "annotations": []})
-    written, between = "", False
-    async for happened in api.runtime.follow(run.id):
-        if isinstance(happened, TextDelta) and happened.text:
-            delta = ("\n\n" if between and written else "") + happened.text
-            written, between = written + delta, False
-            yield event("response.output_text.delta", **where, delta=delta, logprobs=[])
-        elif isinstance(happened, ToolCallStarted):
-            between = True
-        elif isinstance(happened, RunEnded):
-            break
+    shown = ""
+    async for delta in written(api, run):
+        shown += delta
+        yield event("response.output_text.delta", **where, delta=delta, logprobs=[])
     ended = await api.runtime.records.get_run(run.id)
-    whole = written or "\n\n".join(await turns(api, ended))
+    whole = shown or "\n\n".join(await turns(api, ended))
     if ended.state is not RunState.COMPLETED:
         whole = "\n\n".join(filter(None, [whole, stopped(ended, console)]))
-    if whole != written:  # what was not streamed (a paused run's note, an earlier answer)
-        yield event("response.output_text.delta", **where, delta=whole[len(written):]
-                    if whole.startswith(written) else whole, logprobs=[])
+    if whole != shown:  # what was not streamed (a paused run's note, an earlier answer)
+        yield event("response.output_text.delta", **where, delta=whole[len(shown):]
+                    if whole.startswith(shown) else whole, logprobs=[])
     part = {"type": "output_text", "text": whole, "annotations": []}
     yield event("response.output_text.done", **where, text=whole, logprobs=[])
     yield event("response.content_part.done", **where, part=part)

@@ -138,8 +138,11 @@ async def choose(runtime: Runtime, request: ChatRequest, before: list[Said],
     return Choice(f"openai:{uuid.uuid4().hex}", tuple(before))
 
 
-async def record_tip(runtime: Runtime, thread_id: str) -> None:
-    """Note the thread under its history now, for the request that continues it."""
-    held = conversation(await runtime.records.entries(thread_id))
+async def record_tip(runtime: Runtime, thread_id: str,
+                     entries: Sequence[Entry] | None = None) -> None:
+    """Note the thread under its history now (``entries``, if they are read already), for
+    the request that continues it."""
+    held = conversation(entries if entries is not None
+                        else await runtime.records.entries(thread_id))
     if held:
         await runtime.notes.remember(tip_scope(held), TIP_KEY, thread_id)

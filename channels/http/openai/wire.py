@@ -46,9 +46,8 @@ class ChatRequest(_Lenient):
 
 
 def usage_of(usage: Usage) -> dict[str, Any]:
-    prompt = usage.input_tokens + usage.cache_read_tokens + usage.cache_creation_tokens
-    return {"prompt_tokens": prompt, "completion_tokens": usage.output_tokens,
-            "total_tokens": prompt + usage.output_tokens,
+    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.output_tokens,
+            "total_tokens": usage.prompt_tokens + usage.output_tokens,
             "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens}}
 
 
