@@ -5,6 +5,7 @@ providers live in ``runtime.providers.anthropic`` / ``.openai`` (they import htt
 which commands that never call a model API do not pay for).
 """
 
+from .agents import Agent, Agents, ToolView
 from .attachments import BlobInfo, FileRef, FileSource, Seeing, human_size, looks_like_html
 from .budget import BudgetConfig
 from .build import (
@@ -15,6 +16,7 @@ from .build import (
     redact_dsn,
     store_versions,
 )
+from .caps import CapConfig, CapHit, Caps, period_bounds
 from .config import (
     AgentConfig,
     FilesConfig,
@@ -73,6 +75,7 @@ from .providers import (
 from .records import Records, ScheduleRecords
 from .registry import ToolRegistry
 from .requests import Lease, Note, NoteCall, ScheduleRecord, ScheduleService, SlotMark, Vote
+from .routing import RouteConfig, Where, place_key
 from .runs import (
     TERMINAL,
     ApprovalDelivery,
@@ -106,7 +109,7 @@ from .stores import (
     Store,
     ThreadInfo,
 )
-from .stores.base import StoreStats
+from .stores.base import Ledger, Spent, StoreStats
 from .text import split_message
 from .tools import NOT_DONE, Effect, Tool, ToolContext, ToolFile, ToolImage, ToolSpec, tool
 from .workers import ACTIVE as ACTIVE_STATES
@@ -118,13 +121,18 @@ __all__ = [
     "NOT_DONE",
     "RUN_CONTEXT",
     "TERMINAL",
+    "Agent",
     "AgentConfig",
+    "Agents",
     "ApprovalDelivery",
     "ApprovalRequested",
     "AssistantTurn",
     "BlobInfo",
     "BlobStore",
     "BudgetConfig",
+    "CapConfig",
+    "CapHit",
+    "Caps",
     "Checkpoint",
     "ConfigError",
     "ContextTooLong",
@@ -150,6 +158,7 @@ __all__ = [
     "InvalidThreadId",
     "Lease",
     "LeaseStore",
+    "Ledger",
     "MaidenError",
     "ModelRequest",
     "ModelResponse",
@@ -168,6 +177,7 @@ __all__ = [
     "ProviderError",
     "Records",
     "ReplyDelivery",
+    "RouteConfig",
     "Run",
     "RunEnded",
     "RunError",
@@ -188,6 +198,7 @@ __all__ = [
     "ScriptedTurn",
     "Seeing",
     "SlotMark",
+    "Spent",
     "StaleWrite",
     "StateChanged",
     "Store",
@@ -213,12 +224,14 @@ __all__ = [
     "ToolResult",
     "ToolSpec",
     "ToolUpdate",
+    "ToolView",
     "ToolsConfig",
     "Transition",
     "Uploader",
     "Usage",
     "UserMessage",
     "Vote",
+    "Where",
     "arguments_summary",
     "describe_isolation",
     "describe_store",
@@ -230,6 +243,8 @@ __all__ = [
     "make_tools",
     "make_undumpable",
     "parse_target",
+    "period_bounds",
+    "place_key",
     "prune_files",
     "redact_dsn",
     "run_process",

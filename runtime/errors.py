@@ -119,7 +119,8 @@ class NotFound(StoreError, LookupError):
 
 FailReason = Literal[
     "provider_error", "max_turns_exceeded", "budget_exceeded", "poison_run", "internal_error",
-    "replay_mismatch", "corrupt_store", "message_too_long", "empty_answer",
+    "replay_mismatch", "corrupt_store", "message_too_long", "empty_answer", "spend_cap",
+    "unknown_agent",
 ]
 """Why a run ended ``failed`` (its ``reason``)."""
 

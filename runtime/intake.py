@@ -13,7 +13,8 @@ __all__ = ["new_run"]
 
 def new_run(thread_id: str, text: str, origin: Origin | None, idempotency_key: str | None,
             *, max_chars: int, now: float, files: tuple[FileRef, ...] = (),
-            fetch: tuple[FileSource, ...] = (), context: tuple[Said, ...] = ()) -> Run:
+            fetch: tuple[FileSource, ...] = (), context: tuple[Said, ...] = (),
+            agent: str = "") -> Run:
     """The queued run of a message, or why it is refused: an empty or unsafe thread id
     (``InvalidThreadId``), an empty message (no text and no file), or one over
     ``max_chars`` when the origin has no target to answer (``RunError("invalid_message")``)."""
@@ -30,4 +31,4 @@ def new_run(thread_id: str, text: str, origin: Origin | None, idempotency_key: s
     # so: the outbox posts that notice exactly once (RunDriver._begin).
     return Run(id=new_run_id(now), thread_id=thread_id, text=text, created_at=now,
                updated_at=now, origin=origin or Origin(), idempotency_key=idempotency_key,
-               files=files, fetch=fetch, context=context)
+               files=files, fetch=fetch, context=context, agent=agent)

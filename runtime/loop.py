@@ -21,8 +21,9 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from .budget import BudgetConfig, Prices, Spend, Verdict, check_budget
-from .config import AgentConfig
+from .agents import Agent
+from .budget import Spend, Verdict, check_budget
+from .caps import Caps
 from .context import prompt_tokens
 from .cursor import RunCursor
 from .endings import DRIVABLE, Endings
@@ -33,8 +34,7 @@ from .files import Files, Taken
 from .gate import CallFacts, Pause, Reconcile, Refuse, gate_call, replay_mismatch, unique_call_ids
 from .guards import call_key, is_repeat, too_long, turn_budget
 from .prompting import Prompts, compact, load
-from .providers.base import ModelRequest, ModelResponse, Provider, TextSink, seeing
-from .registry import ToolRegistry
+from .providers.base import ModelRequest, ModelResponse, TextSink, seeing
 from .runs import Delivery, Run, RunState, idempotency_key
 from .stores.base import Store
 from .tail import first_loaded
@@ -62,45 +62,47 @@ class RunDriver:
     def __init__(
         self,
         store: Store,
-        provider: Provider,
-        tools: ToolRegistry,
-        agent: AgentConfig,
+        agent: Agent,
         bus: EventBus,
         *,
         instance_id: str,
-        budget: BudgetConfig | None = None,
-        prices: Prices | None = None,
         cancel_grace_s: float = 5.0,
         clock: Callable[[], float] = time.time,
         services: Mapping[str, Any] | None = None,
         files: Files | None = None,
+        caps: Caps | None = None,
+        cancel_reasons: dict[str, str] | None = None,
     ) -> None:
         self.store = store
-        self.provider = provider
-        self.tools = tools
-        self.agent = agent
+        self.provider = agent.provider
+        self.tools = agent.tools
+        self.agent = agent.config
         self.bus = bus
         self.instance_id = instance_id
-        self.budget = budget or BudgetConfig()
-        self.prices = prices or Prices()
+        self.budget = agent.budget
+        self.prices = agent.prices
         self.cancel_grace_s = cancel_grace_s
         self.clock = clock
         self.files = files or Files(store, clock=clock)
         """Takes a run's files in as its first step, and loads them for the model."""
+        self.caps = caps
+        """Spend caps per person, place and agent (``[[budgets]]``), shared by the agents."""
         self.services: Mapping[str, Any] = services or {}
         """What tools may ask for in their context (``Tool.needs``), by name."""
         self.stopping = False
         """Set at shutdown: runs stop at their next checkpoint and are released."""
-        self.cancel_reasons: dict[str, str] = {}
-        """Runs whose task is being cancelled on purpose, and why."""
-        self.prompts = Prompts(agent.system_prompt)
-        self.end = Endings(store, bus, agent, self.prices, instance_id=instance_id, clock=clock)
+        self.cancel_reasons: dict[str, str] = {} if cancel_reasons is None else cancel_reasons
+        """Runs whose task is being cancelled on purpose, and why (shared by the agents)."""
+        self.prompts = Prompts(agent.config.system_prompt)
+        self.end = Endings(store, bus, agent.config, self.prices, instance_id=instance_id,
+                           clock=clock)
 
     # -- one run, top to bottom ----------------------------------------------------------
 
-    async def drive(self, run_id: str) -> Run:
-        """Take the run from wherever it stands to completion, failure or a pause."""
-        run = await self.store.get_run(run_id)
+    async def drive(self, run_id: str, run: Run | None = None) -> Run:
+        """Take the run from wherever it stands to completion, failure or a pause (``run``:
+        as just read from the store, if it was)."""
+        run = run or await self.store.get_run(run_id)
         if run.state not in DRIVABLE:
             return run
         try:
@@ -148,6 +150,12 @@ class RunDriver:
                 await self.end.fail(cur, "message_too_long", f"the message has "
                                     f"{len(run.text):,} characters; [agent] max_message_chars "
                                     f"is {self.agent.max_message_chars:,}", notice=refused)
+                self.end.published(cur.run)
+                return False
+            hit = await self.caps.reached(run) if self.caps and cur.start is None else None
+            if hit is not None:
+                # Refused before it enters the thread, with one reply (the outbox's).
+                await self.end.fail(cur, "spend_cap", hit.detail, notice=hit.notice())
                 self.end.published(cur.run)
                 return False
             if cur.start is None:
@@ -229,7 +237,8 @@ class RunDriver:
         run = cur.run
         verdict = await self._budget_verdict(run)
         if verdict.action == "exceeded":
-            await self.end.fail(cur, "budget_exceeded", f"budget {verdict.detail}")
+            await self.end.fail(cur, "budget_exceeded", verdict.detail
+                                if verdict.budget == "spend_cap" else f"budget {verdict.detail}")
             return
         turns = turn_budget(run.turns, self.agent.max_turns)
         if turns == "exceeded":
@@ -320,6 +329,9 @@ class RunDriver:
         return limit
 
     async def _budget_verdict(self, run: Run) -> Verdict:
+        hit = await self.caps.reached(run) if self.caps else None
+        if hit is not None:
+            return Verdict("exceeded", "spend_cap", hit.detail)
         now, thread_day = self.clock(), 0.0
         if self.budget.needs_thread_day:
             day = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0,

@@ -84,6 +84,11 @@ class Origin(BaseModel):
     channel: str = "cli"
     target: dict[str, str] = Field(default_factory=dict)
     user: str | None = None
+    place: tuple[str, ...] = ()
+    """The ids of the place it came from, most specific first (a Slack channel; a Discord
+    channel, its parent channel, its guild): what routes and spend caps look at."""
+    direct: bool = False
+    """A direct message with the bot."""
 
 
 TARGET_FORMS = '"slack:CHANNEL", "slack:CHANNEL:THREAD_TS" or "discord:CHANNEL" (a numeric id)'
@@ -164,6 +169,9 @@ class Run(BaseModel):
     text: str
     origin: Origin = Field(default_factory=Origin)
     idempotency_key: str | None = None
+    agent: str = ""
+    """The agent that answers it: its thread's (a thread keeps the agent of its first run);
+    empty in runs stored before there were several agents (the default agent's)."""
     files: tuple[FileRef, ...] = ()
     """Files the message carried that were stored when it was taken (HTTP, the CLI)."""
     fetch: tuple[FileSource, ...] = ()

@@ -23,12 +23,15 @@ import uuid
 from collections.abc import AsyncGenerator, Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any
 
+from .agents import Agent, Agents
 from .attachments import FileRef, FileSource
 from .budget import BudgetConfig
+from .caps import CapConfig, Caps
 from .config import AgentConfig, FilesConfig, Prices, RuntimeConfig
 from .control import serve_requests
 from .decisions import approve_call, requeue
 from .delivery import Deliverer, Outbox, Sender
+from .drivers import Drivers
 from .errors import RunError, StaleWrite, StoreError
 from .events import EventBus, RunEvent, Subscription
 from .feedback import Feedback
@@ -41,6 +44,7 @@ from .peers import Asked, Peers
 from .providers.base import Provider
 from .records import Records
 from .registry import ToolRegistry
+from .routing import Where
 from .runs import Origin, Run, RunState, Said, Transition
 from .stores.base import Checkpoint, Store
 from .upkeep import RuntimeUpkeep
@@ -65,7 +69,7 @@ class Runtime:
     def __init__(
         self,
         store: Store,
-        provider: Provider,
+        provider: Provider | None = None,
         tools: ToolRegistry | None = None,
         *,
         agent: AgentConfig | None = None,
@@ -76,9 +80,22 @@ class Runtime:
         channels: Iterable[str] | None = None,
         services: Mapping[str, object] | None = None,
         files: FilesConfig | None = None,
+        agents: Agents | None = None,
+        caps: Sequence[CapConfig] = (),
     ) -> None:
-        self.tools = tools if tools is not None else ToolRegistry()
-        self.agent = agent or AgentConfig()
+        if agents is None:
+            if provider is None:
+                raise ValueError("a runtime needs a provider, or agents")
+            agents = Agents([Agent(agent or AgentConfig(), provider,
+                                   tools if tools is not None else ToolRegistry(),
+                                   budget or BudgetConfig(), prices or Prices())])
+        elif provider is not None or tools is not None or agent is not None:
+            raise ValueError("give either agents, or one agent's provider, tools and config")
+        self.agents = agents
+        """The agents, their routes and the default one."""
+        self.agent = agents.default.config
+        """The default agent's settings (also where process-wide ones are read)."""
+        self.tools = agents.default.tools
         self.settings = settings or RuntimeConfig()
         self.clock = clock
         self.instance_id = uuid.uuid4().hex[:12]
@@ -90,6 +107,9 @@ class Runtime:
         """People's votes on replies (👍 / 👎), one per person per run."""
         self.files = Files(store, files, clock=clock)
         """Files people share: stored once by content, fetched as a run's first step."""
+        self.caps = Caps(caps, store, default_agent=agents.default.name,
+                         timezone=self.agent.timezone, clock=clock)
+        """Spend caps per person, place and agent (``[[budgets]]``)."""
         self._store = store
         self._bus = EventBus()
         self._outbox = Outbox(store, born=clock(), clock=clock)
@@ -98,11 +118,15 @@ class Runtime:
             "notes": self.notes,
             "send": Sender(self._outbox, None if channels is None else frozenset(channels)),
             **(services or {})}
-        self.tools.check_needs(provided)
-        self._driver = RunDriver(store, provider, self.tools, self.agent, self._bus,
-                                 instance_id=self.instance_id, budget=budget, prices=prices,
-                                 cancel_grace_s=self.settings.cancel_grace_s, clock=clock,
-                                 services=provided, files=self.files)
+        cancel_reasons: dict[str, str] = {}
+        drivers = {}
+        for one in agents:
+            one.tools.check_needs(provided)
+            drivers[one.name] = RunDriver(
+                store, one, self._bus, instance_id=self.instance_id,
+                cancel_grace_s=self.settings.cancel_grace_s, clock=clock, services=provided,
+                files=self.files, caps=self.caps, cancel_reasons=cancel_reasons)
+        self._driver = Drivers(store, agents, drivers)
         self._leases = Leases(store, self.instance_id, self.settings.lease_ttl_s)
         self._peers = Peers(store, self.instance_id)
         self._workers = Workers(store, self._driver, self._bus, self.settings, self._leases,
@@ -111,8 +135,8 @@ class Runtime:
                                 poll_interval_s=self.settings.poll_interval_s,
                                 serving=lambda: self._serving is not None)
         self._upkeep = RuntimeUpkeep(store, self._driver, self._outbox, self._workers,
-                                     self._peers, self._leases, self.agent,
-                                     instance_id=self.instance_id, clock=clock)
+                                     self._peers, self._leases, instance_id=self.instance_id,
+                                     clock=clock)
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
         self._stop = asyncio.Event()
@@ -122,7 +146,8 @@ class Runtime:
 
     @property
     def provider(self) -> Provider:
-        return self._driver.provider
+        """The default agent's model."""
+        return self.agents.default.provider
 
     async def __aenter__(self) -> Runtime:
         await self.start()
@@ -180,7 +205,7 @@ class Runtime:
         self._closing = True
         self._workers.closing = True
         self._stop.set()
-        self._driver.stopping = True
+        self._driver.stop()
         workers = self._workers.tasks() + list(self._tasks)
         if workers:
             grace = self.settings.shutdown_grace_s if grace_s is None else grace_s
@@ -218,8 +243,14 @@ class Runtime:
         files: Sequence[FileRef] = (),
         fetch: Sequence[FileSource] = (),
         context: Sequence[Said] = (),
+        agent: str | None = None,
+        schedule: str | None = None,
     ) -> Run:
         """Persist a message as a queued run and schedule it; return the run.
+
+        The run's agent is its thread's: that of the thread's newest run, else ``agent``
+        (the schedule's, or the model an OpenAI client asked for), else where the routes
+        send a thread from ``origin`` (``schedule``: the schedule that sends it).
 
         ``files`` are files already stored (``files.put``); ``fetch``, files its platform
         announced, which the run fetches as its first step (DESIGN §2 Files). ``context``:
@@ -233,13 +264,15 @@ class Runtime:
         answer (the HTTP API, the CLI); from a chat channel it is taken, and its run fails
         at once (``message_too_long``) with a reply naming the limit.
         """
+        chosen = await self.agent_for(thread_id, origin or Origin(), agent, schedule)
         return await self._accept(self._new_run(thread_id, text, origin, idempotency_key,
-                                                files, fetch, context))
+                                                files, fetch, context, chosen))
 
     async def send(self, thread_id: str, text: str, *, origin: Origin | None = None,
-                   files: Sequence[FileRef] = ()) -> Run:
+                   files: Sequence[FileRef] = (), agent: str | None = None) -> Run:
         """Submit a message and wait for its run to end or pause."""
-        run = self._new_run(thread_id, text, origin, None, files)
+        chosen = await self.agent_for(thread_id, origin or Origin(), agent)
+        run = self._new_run(thread_id, text, origin, None, files, agent=chosen)
         async with self._bus.subscribe(run.id, ends_only=True) as events:  # before it starts
             await self._accept(run)
             return await self._waiting.until_ended(run, events)
@@ -271,13 +304,29 @@ class Runtime:
     def _new_run(
         self, thread_id: str, text: str, origin: Origin | None, idempotency_key: str | None,
         files: Sequence[FileRef] = (), fetch: Sequence[FileSource] = (),
-        context: Sequence[Said] = (),
+        context: Sequence[Said] = (), agent: str = "",
     ) -> Run:
         if self._closing:
             raise RunError("shutting_down", "the runtime is shutting down")
         return new_run(thread_id, text, origin, idempotency_key,
                        max_chars=self.agent.max_message_chars, now=self.clock(),
-                       files=tuple(files), fetch=tuple(fetch), context=tuple(context))
+                       files=tuple(files), fetch=tuple(fetch), context=tuple(context),
+                       agent=agent)
+
+    async def agent_for(self, thread_id: str, origin: Origin, agent: str | None = None,
+                        schedule: str | None = None) -> str:
+        """The agent a message to ``thread_id`` goes to (``submit`` says how); ``""``
+        where there is only one. ``RunError("unknown_agent")`` for an ``agent`` that is
+        not configured."""
+        if agent is not None and agent not in self.agents.by_name:
+            raise RunError("unknown_agent", f"no agent is called {agent!r}; the agents are "
+                           f"{', '.join(sorted(self.agents.by_name))}")
+        if len(self.agents) == 1:
+            return ""
+        newest = await self._store.list_runs(thread_id=thread_id, limit=1)
+        if newest:
+            return newest[0].agent or self.agents.default.name
+        return agent or self.agents.route(Where.of(thread_id, origin, schedule))
 
     async def _accept(self, run: Run) -> Run:
         stored = await self._store.create_run(run)
@@ -340,7 +389,13 @@ class Runtime:
         runtime that does not serve the store while another process does, the decision
         is handed to that process, which carries the run on.
         """
-        allowed = list(approvers) if approvers is not None else self.agent.approvers
+        if approvers is not None:
+            allowed = list(approvers)
+        elif len(self.agents) == 1:
+            allowed = self.agent.approvers
+        else:
+            run = await self._store.get_run(run_id)
+            allowed = (self.agents.get(run.agent) or self.agents.default).config.approvers
         if allowed and by not in allowed:
             raise RunError("not_an_approver", f"{by or 'an anonymous caller'} may not decide "
                            "approvals here")
@@ -389,7 +444,7 @@ class Runtime:
             if await self._peers.held_elsewhere(run) is not None:
                 return await self._asked("cancel", run_id, by=by)
             try:
-                run = await self._driver.end.cancel(run_id, reason, attempts=1)
+                run = await self._driver.end(run).cancel(run_id, reason, attempts=1)
             except StaleWrite:
                 await asyncio.sleep(0)  # it changed under us: maybe a worker took it up
                 continue

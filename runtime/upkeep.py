@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .config import AgentConfig
 from .control import Instance
 from .delivery import Outbox
+from .drivers import Drivers
 from .leases import Leases
-from .loop import DRIVABLE, RunDriver
+from .loop import DRIVABLE
 from .peers import Peers
 from .runs import Run, RunState
 from .stores.base import Store
@@ -22,15 +22,14 @@ __all__ = ["RuntimeUpkeep"]
 class RuntimeUpkeep:
     """The control loop's side of one runtime: its workers, outbox and store."""
 
-    def __init__(self, store: Store, driver: RunDriver, outbox: Outbox, workers: Workers,
-                 peers: Peers, leases: Leases, agent: AgentConfig, *, instance_id: str,
+    def __init__(self, store: Store, driver: Drivers, outbox: Outbox, workers: Workers,
+                 peers: Peers, leases: Leases, *, instance_id: str,
                  clock: Callable[[], float]) -> None:
         self._store = store
         self._driver = driver
         self._outbox = outbox
         self._workers = workers
         self._peers = peers
-        self._agent = agent
         self.leases = leases
         self.instance_id = instance_id
         self.clock = clock
@@ -67,10 +66,10 @@ class RuntimeUpkeep:
 
     async def expire_approvals(self) -> list[Run]:
         """Time out every approval that waited longer than ``approval_timeout_s``."""
-        if self._agent.approval_timeout_s is None:
+        if not self._driver.approval_timeouts:
             return []
         waiting = await self._store.list_runs(states=[RunState.AWAITING_APPROVAL])
-        expired = [await self._driver.end.expire(r.id) for r in waiting]
+        expired = [await self._driver.end(r).expire(r.id) for r in waiting]
         expired = [r for r in expired if r.state is RunState.TIMED_OUT]
         for run in expired:
             await self._outbox.send_stopped(run)

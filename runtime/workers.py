@@ -17,11 +17,11 @@ import logging
 
 from .config import RuntimeConfig
 from .delivery import Outbox
+from .drivers import Drivers
 from .errors import StaleWrite, StoreError, StoreGone
 from .events import EventBus, RunEnded, StateChanged
 from .leases import Leases, describe_holder
 from .logcontext import RUN_CONTEXT
-from .loop import RunDriver
 from .peers import Peers
 from .runs import Run, RunState
 from .stores.base import RunStore
@@ -46,7 +46,7 @@ class Workers:
     def __init__(
         self,
         store: RunStore,
-        driver: RunDriver,
+        driver: Drivers,
         bus: EventBus,
         settings: RuntimeConfig,
         leases: Leases,

@@ -25,9 +25,10 @@ from ..requests import (
 from ..runs import Delivery, Run, RunState, StreamState, Transition
 from ..tail import Tail
 
-__all__ = ["ENTRIES", "NOTE_CALLS_KEPT", "BlobStore", "Checkpoint", "ControlStore", "FeedbackStore",
-           "LeaseStore", "NoteStore", "OutboxStore", "RunStore", "ScheduleStore", "Store",
-           "StoreStats", "ThreadInfo", "check_digest", "check_thread_id", "parse_schedule_record"]
+__all__ = ["ENTRIES", "NOTE_CALLS_KEPT", "BlobStore", "Checkpoint", "ControlStore",
+           "FeedbackStore", "LeaseStore", "Ledger", "NoteStore", "OutboxStore", "RunStore",
+           "ScheduleStore", "Spent", "Store", "StoreStats", "ThreadInfo", "check_digest",
+           "check_thread_id", "parse_schedule_record"]
 
 ENTRIES: TypeAdapter[list[Entry]] = TypeAdapter(list[Entry])
 
@@ -52,6 +53,30 @@ class Checkpoint:
     """``False``: the store may return before this write is on disk, as long as it lands
     before (or with) the next durable write, which then covers it. For a write that is
     not a durable point: what it records is redone if a power cut loses it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Spent:
+    """What one run has spent so far, and whose it is: a row of the spend ledger."""
+
+    run_id: str
+    created_at: float
+    agent: str
+    user: str | None
+    channel: str
+    place: tuple[str, ...]
+    direct: bool
+    tokens: int
+    cost_usd: float
+
+
+@dataclass(frozen=True, slots=True)
+class Ledger:
+    """The runs created since a time, and the store's clock when they were read (None:
+    the store is this machine's, whose clock the runtime reads itself)."""
+
+    rows: list[Spent]
+    now: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +161,11 @@ class RunStore(Protocol):
 
     async def stats(self) -> StoreStats:
         """Counts for metrics and listings, without reading every row into Python."""
+
+    async def spend_since(self, since: float) -> Ledger:
+        """What each run created at or after ``since`` has spent (its usage as last
+        checkpointed), for spend caps: read from the runs, by run id (ids are ordered by
+        time), without reading their messages into Python."""
 
     async def transitions(self, run_id: str) -> list[Transition]:
         """Every state change of the run, in order, with its reason."""

@@ -16,7 +16,7 @@ from ..context import SUMMARY, entry_tokens
 from ..entries import ENTRY, Entry, Notice, ToolResult
 from ..errors import CorruptStore, NotFound, StaleWrite
 from ..runs import DELIVERY, TERMINAL, Delivery, Run, RunState, StreamState, Transition
-from .base import ENTRIES, Checkpoint, ThreadInfo
+from .base import ENTRIES, Checkpoint, Spent, ThreadInfo
 
 __all__ = ["ThreadCache", "activity", "deliveries_query", "entry_row", "parse_entries", "parse_run",
            "pending_changed", "positioned_rows", "run_json", "thread_infos", "transitions_of"]
@@ -50,6 +50,29 @@ def positioned_rows(thread_id: str, position: int, entries: Sequence[tuple[Any, 
 def run_json(run: Run) -> str:
     """A run's row: its fields that differ from the defaults (a third of the bytes)."""
     return run.model_dump_json(exclude_defaults=True)
+
+
+def since_id(since: float) -> str:
+    """The lowest run id of a run created at ``since`` (run ids begin with their time)."""
+    return f"{max(int(since * 1000), 0):012x}"
+
+
+SPENT_FIELDS = ("agent", "origin.user", "origin.channel", "origin.place", "origin.direct",
+                "usage", "cost_usd")
+"""What a ledger row reads of a run's JSON, in the order ``spent_row`` takes it."""
+
+
+def spent_row(run_id: str, created_at: float, agent: str | None, user: str | None,
+              channel: str | None, place: str | list[str] | None, direct: Any,
+              usage: str | dict[str, int] | None, cost: Any) -> Spent:
+    """A ledger row from the fields of a run's JSON (absent ones were its defaults; the
+    nested ones come as JSON text from SQL, as values from Python)."""
+    ids = json.loads(place) if isinstance(place, str) else place or []
+    used = json.loads(usage) if isinstance(usage, str) else usage or {}
+    return Spent(run_id=run_id, created_at=created_at, agent=agent or "", user=user,
+                 channel=channel or "cli", place=tuple(ids),
+                 direct=direct in (True, 1, "true"), tokens=sum(used.values()),
+                 cost_usd=float(cost or 0.0))
 
 
 def parse_run(data: str) -> Run:

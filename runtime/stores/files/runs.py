@@ -12,7 +12,8 @@ from ...entries import Entry
 from ...errors import NotFound, StaleWrite, StoreError
 from ...runs import Delivery, Run, RunState, Transition, arriving_after
 from ...tail import Tail, tail_of
-from ..base import Checkpoint, RunStore, StoreStats, ThreadInfo, check_thread_id
+from ..base import Checkpoint, Ledger, RunStore, StoreStats, ThreadInfo, check_thread_id
+from ..rows import since_id, spent_row
 from .core import FilesCore
 from .names import thread_file_name
 from .snapshot import Snapshot, select_runs
@@ -84,6 +85,13 @@ class FilesRuns(FilesCore, RunStore):
         return StoreStats(runs=dict(Counter(r.state for r in runs)),
                           threads=len(await self._disk.io(self._list_threads)),
                           deliveries_pending=pending, deliveries_sent=len(deliveries) - pending)
+
+    async def spend_since(self, since: float) -> Ledger:
+        first = since_id(since)
+        return Ledger([spent_row(r.id, r.created_at, r.agent, r.origin.user, r.origin.channel,
+                                 list(r.origin.place), r.origin.direct,
+                                 r.usage.model_dump(), r.cost_usd)
+                       for r in await self.list_runs() if r.id >= first])
 
     async def transitions(self, run_id: str) -> list[Transition]:
         return await self._disk.io(self._transitions, run_id)

@@ -21,8 +21,17 @@ from ...entries import Entry, Notice
 from ...errors import NotFound, StoreError
 from ...runs import Run, RunState, Transition, arriving_after
 from ...tail import Tail
-from ..base import Checkpoint, RunStore, StoreStats, ThreadInfo, check_thread_id
-from ..rows import parse_entries, parse_run, run_json, thread_infos, transitions_of
+from ..base import Checkpoint, Ledger, RunStore, StoreStats, ThreadInfo, check_thread_id
+from ..rows import (
+    SPENT_FIELDS,
+    parse_entries,
+    parse_run,
+    run_json,
+    since_id,
+    spent_row,
+    thread_infos,
+    transitions_of,
+)
 from .core import PostgresCore
 from .sql import LIST_THREADS, CheckpointRows, list_runs_sql, write_checkpoint
 
@@ -151,6 +160,16 @@ class PostgresRuns(PostgresCore, RunStore):
                            ) -> list[ThreadInfo]:
         rows = await self._fetch(LIST_THREADS, limit, max(offset, 0))
         return thread_infos(rows)
+
+    async def spend_since(self, since: float) -> Ledger:
+        fields = ", ".join(
+            "d #>> '{%s}'" % ",".join(f.split(".")) for f in SPENT_FIELDS)  # noqa: UP031
+        async with self._connection() as conn:
+            rows = await conn.fetch(f"SELECT id, created_at, {fields} FROM (SELECT id, "
+                                    "created_at, data::jsonb AS d FROM runs WHERE id >= $1) r",
+                                    since_id(since))
+            now = await conn.fetchval("SELECT extract(epoch FROM clock_timestamp())::float8")
+        return Ledger([spent_row(*row) for row in rows], now=now)
 
     async def stats(self) -> StoreStats:
         async with self._connection() as conn:

@@ -19,8 +19,18 @@ from ...entries import Entry
 from ...errors import NotFound, StoreError
 from ...runs import TERMINAL, Run, RunState, Transition
 from ...tail import Tail
-from ..base import Checkpoint, RunStore, StoreStats, ThreadInfo, check_thread_id
-from ..rows import activity, entry_row, parse_run, run_json, thread_infos, transitions_of
+from ..base import Checkpoint, Ledger, RunStore, StoreStats, ThreadInfo, check_thread_id
+from ..rows import (
+    SPENT_FIELDS,
+    activity,
+    entry_row,
+    parse_run,
+    run_json,
+    since_id,
+    spent_row,
+    thread_infos,
+    transitions_of,
+)
 from .reads import SQLiteReads
 from .schema import ACTIVE_SQL
 from .sql import (
@@ -159,6 +169,12 @@ class SQLiteRuns(SQLiteReads, RunStore):
                               deliveries_sent=total - pending)
 
         return await self._read(count)
+
+    async def spend_since(self, since: float) -> Ledger:
+        fields = ", ".join(f"json_extract(data, '$.{f}')" for f in SPENT_FIELDS)
+        rows = await self._fetchall(f"SELECT id, created_at, {fields} FROM runs WHERE id >= ?",
+                                    (since_id(since),))
+        return Ledger([spent_row(*row) for row in rows])
 
     async def transitions(self, run_id: str) -> list[Transition]:
         rows = await self._fetchall("SELECT transitions FROM runs WHERE id = ?", (run_id,))

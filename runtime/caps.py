@@ -1,0 +1,177 @@
+"""Spend caps: what a person, a place or an agent may spend per day or per month.
+
+    [[budgets]]
+    scope = "user"          # each person: user; each place: place; each agent: agent
+    cost_usd = 2.0          # and/or tokens
+    period = "day"          # or "month"
+
+Spend is read from the store (the runs' usage as last checkpointed, by when each run was
+created), so every replica on one store counts the same; on PostgreSQL the period is
+placed by the database's clock. A cap reached refuses the next message with one reply
+that names it and when it resets; a run already going stops at its next model turn.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+from zoneinfo import ZoneInfo
+
+from pydantic import Field, model_validator
+
+from .config import Section
+from .routing import AGENT_NAME, place_key
+from .runs import Origin, Run
+from .stores.base import RunStore, Spent
+
+__all__ = ["CapConfig", "CapHit", "Caps", "period_bounds"]
+
+Scope = Literal["user", "place", "agent"]
+Period = Literal["day", "month"]
+
+
+class CapConfig(Section):
+    """One ``[[budgets]]`` table."""
+
+    scope: Scope = Field(description="user: each person; place: each channel or DM; "
+                                     "agent: each agent")
+    period: Period = "day"
+    tokens: int | None = Field(default=None, ge=1,
+                               description="tokens (input, output and cached) in a period")
+    cost_usd: float | None = Field(default=None, gt=0,
+                                   description="USD in a period, from the provider's prices")
+    user: str | None = Field(default=None, min_length=1,
+                             description="scope user: only this person (else each)")
+    place: str | None = Field(default=None, min_length=1,
+                              description="scope place: only this channel id (else each)")
+    agent: str | None = Field(default=None, pattern=AGENT_NAME,
+                              description="scope agent: only this agent (else each)")
+    timezone: str | None = Field(default=None, description=(
+        "IANA zone where a period starts at midnight; default [agent] timezone"))
+
+    @model_validator(mode="after")
+    def _sane(self) -> CapConfig:
+        if self.tokens is None and self.cost_usd is None:
+            raise ValueError("set tokens and/or cost_usd: the cap's limit")
+        for key in ("user", "place", "agent"):
+            if getattr(self, key) is not None and key != self.scope:
+                raise ValueError(f"{key} narrows a cap of scope {key!r}, not {self.scope!r}")
+        if self.timezone is not None:
+            try:
+                ZoneInfo(self.timezone)
+            except (ValueError, KeyError) as exc:
+                raise ValueError(f"unknown timezone {self.timezone!r}") from exc
+        return self
+
+
+def period_bounds(period: Period, now: float, zone: ZoneInfo) -> tuple[float, float]:
+    """When the period holding ``now`` started and when the next one starts."""
+    at = datetime.fromtimestamp(now, zone)
+    start = at.replace(hour=0, minute=0, second=0, microsecond=0)
+    if period == "month":
+        start = start.replace(day=1)
+        nxt = (start + timedelta(days=32)).replace(day=1)
+    else:
+        nxt = start + timedelta(days=1)
+    return start.timestamp(), nxt.timestamp()
+
+
+@dataclass(frozen=True, slots=True)
+class CapHit:
+    """A cap that is reached: which, how much was spent, and when it resets."""
+
+    cap: CapConfig
+    label: str
+    """Whose cap, in words: ``you``, ``this place (slack:C1)``, ``the agent support``."""
+    measure: Literal["tokens", "cost_usd"]
+    spent: float
+    limit: float
+    resets_at: float
+    zone: str
+
+    @property
+    def detail(self) -> str:
+        """For the run's error: ``[[budgets]] user day cost_usd = 2, spent 2.1``."""
+        return (f"spend cap [[budgets]] scope {self.cap.scope}, {self.cap.period}: "
+                f"{self.measure} = {self.limit:g}, spent {self.spent:g}")
+
+    def notice(self) -> str:
+        """The one reply a refused message gets."""
+        amount = (f"${self.spent:,.2f} of ${self.limit:,.2f}" if self.measure == "cost_usd"
+                  else f"{self.spent:,.0f} of {self.limit:,.0f} tokens")
+        period = {"day": "daily", "month": "monthly"}[self.cap.period]
+        resets = datetime.fromtimestamp(self.resets_at, ZoneInfo(self.zone))
+        return (f"Sorry, the {period} spend cap for {self.label} is reached ({amount}). "
+                f"It resets {resets:%Y-%m-%d %H:%M} {self.zone}.")
+
+
+class Caps:
+    """The ``[[budgets]]`` of a runtime, checked against what the store says was spent."""
+
+    def __init__(self, caps: Sequence[CapConfig], store: RunStore, *, default_agent: str,
+                 timezone: str = "UTC", clock: Callable[[], float] = time.time) -> None:
+        self.caps = tuple(caps)
+        self.store = store
+        self.default_agent = default_agent
+        self.timezone = timezone
+        self.clock = clock
+
+    def __bool__(self) -> bool:
+        return bool(self.caps)
+
+    async def reached(self, run: Run) -> CapHit | None:
+        """The first cap that applies to ``run`` and is reached, if any (one store read)."""
+        agent = run.agent or self.default_agent
+        mine = [c for c in self.caps if _applies(c, run.origin, agent)]
+        if not mine:
+            return None
+        now = self.clock()
+        zones = {c: ZoneInfo(c.timezone or self.timezone) for c in mine}
+        # A day early, for a store whose clock is ahead of this one: placed exactly below.
+        since = min(period_bounds(c.period, now, zones[c])[0] for c in mine) - 86_400
+        ledger = await self.store.spend_since(since)
+        now = ledger.now if ledger.now is not None else now
+        for cap in mine:
+            start, resets = period_bounds(cap.period, now, zones[cap])
+            rows = [r for r in ledger.rows
+                    if r.created_at >= start and _same(cap, r, run.origin, agent,
+                                                       self.default_agent)]
+            for measure, limit in (("tokens", cap.tokens), ("cost_usd", cap.cost_usd)):
+                if limit is None:
+                    continue
+                spent = sum(getattr(r, measure) for r in rows)
+                if spent >= limit:
+                    return CapHit(cap, _label(cap, run.origin, agent), measure, spent,
+                                  limit, resets, str(zones[cap]))
+        return None
+
+
+def _applies(cap: CapConfig, origin: Origin, agent: str) -> bool:
+    if cap.scope == "user":
+        return origin.user is not None and cap.user in (None, origin.user)
+    if cap.scope == "place":
+        return cap.place is None or cap.place in origin.place
+    return cap.agent in (None, agent)
+
+
+def _same(cap: CapConfig, row: Spent, origin: Origin, agent: str, default: str) -> bool:
+    """Whether ``row`` counts toward ``cap`` for a run from ``origin`` of ``agent``."""
+    if cap.scope == "user":
+        return row.user == origin.user
+    if cap.scope == "agent":
+        return (row.agent or default) == agent
+    if cap.place is not None:
+        return cap.place in row.place
+    seen = Origin(channel=row.channel, place=row.place, direct=row.direct)
+    return place_key(seen) == place_key(origin)
+
+
+def _label(cap: CapConfig, origin: Origin, agent: str) -> str:
+    if cap.scope == "user":
+        return "you"
+    if cap.scope == "agent":
+        return f"the agent {agent}"
+    return f"this place ({cap.place or place_key(origin)})"
