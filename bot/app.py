@@ -30,15 +30,15 @@ from runtime import (
     Runtime,
     StoreError,
     describe_store,
-    make_provider,
     make_store,
     make_tools,
 )
 from schedules import ScheduleBook, Scheduler, statuses
 
+from .agents import make_agents
 from .banner import banner_head, banner_tail
 from .config import LoadedConfig
-from .jobs import make_book, schedule_lines
+from .jobs import chat_schedule_tools, make_book, schedule_lines
 from .logging import RunContext
 from .logging import log_runs as log_run_events
 from .wiring import make_channels
@@ -92,11 +92,10 @@ async def open_app(
     """
     cfg = loaded.config
     tools = make_tools(cfg.tools, loaded.base_dir)
-    provider = make_provider(cfg.provider, loaded.base_dir)
+    for made in chat_schedule_tools(loaded):
+        tools.add(made)
     async with AsyncExitStack() as stack:
-        aclose = getattr(provider, "aclose", None)
-        if aclose is not None:
-            stack.push_async_callback(aclose)
+        agents = make_agents(cfg, loaded.base_dir, tools, stack)
         try:
             store = make_store(cfg.store, loaded.base_dir)
         except ConfigError as error:
@@ -126,11 +125,8 @@ async def open_app(
             servers = await stack.enter_async_context(
                 open_servers(cfg.mcp_servers, loaded.base_dir))
             servers.offer_to(tools)
-        book, schedule_tools = make_book(loaded, store)
-        for made in schedule_tools:
-            tools.add(made)
-        runtime = Runtime(store, provider, tools, agent=cfg.agent, budget=cfg.budget,
-                          prices=cfg.provider.prices, settings=cfg.runtime,
+        book = make_book(loaded, store)
+        runtime = Runtime(store, agents=agents, caps=cfg.budgets, settings=cfg.runtime,
                           channels=cfg.chat_channels(), services={"schedules": book},
                           files=cfg.files)
         stack.push_async_callback(runtime.close)

@@ -16,13 +16,17 @@ from channels.slack import SlackConfig
 from runtime import (
     AgentConfig,
     BudgetConfig,
+    CapConfig,
     ConfigError,
     FilesConfig,
     ProviderConfig,
+    RouteConfig,
     RuntimeConfig,
     StoreConfig,
     ToolsConfig,
 )
+from runtime.agentconfig import PROCESS_WIDE, AgentEntry, ProviderEntry
+from runtime.builtins import BUILTIN_NAMES
 from runtime.mcp import McpServerConfig
 from schedules.config import Schedule, ScheduleConfig, load_schedules
 
@@ -67,6 +71,29 @@ class MaidenConfig(BaseModel):
     schedules: list[ScheduleConfig] = []
     schedules_limits: SchedulesLimits = SchedulesLimits()
     mcp_servers: list[McpServerConfig] = []
+    agents: list[AgentEntry] = []
+    providers: list[ProviderEntry] = []
+    routes: list[RouteConfig] = []
+    budgets: list[CapConfig] = []
+
+    def agent_names(self) -> list[str]:
+        """The agents, in order: ``[[agents]]``, or the one of ``[agent]``."""
+        return [a.name for a in self.agents] or [self.agent.name]
+
+    def default_agent(self) -> str:
+        """The agent that answers where no route matches."""
+        return next((a.name for a in self.agents if a.default), self.agent_names()[0])
+
+    def agent_provider(self, entry: AgentEntry) -> tuple[str, ProviderConfig]:
+        """An agent's provider and the key it is configured at."""
+        i = self.agents.index(entry)
+        if isinstance(entry.provider, ProviderConfig):
+            return f"agents.{i}.provider", entry.provider
+        if isinstance(entry.provider, str):
+            j, found = next((j, p) for j, p in enumerate(self.providers)
+                            if p.name == entry.provider)
+            return f"providers.{j}", found
+        return "provider", self.provider
 
     def chat_channels(self) -> list[str]:
         """The chat channels configured and enabled (where schedules may deliver)."""
@@ -155,12 +182,80 @@ def _cross_checks(cfg: MaidenConfig) -> list[tuple[str, str]]:
     if slack is not None and slack.enabled and slack.mode == "http" and not cfg.http.enabled:
         problems.append(("channels.slack.mode", "\"http\" needs the HTTP API ([http] "
                          "enabled = true): Slack's events arrive at POST /slack/events"))
+    problems += _agent_checks(cfg)
     first: dict[str, int] = {}
     for i, server in enumerate(cfg.mcp_servers):
         if server.name in first:
             problems.append((f"mcp_servers.{i}.name", f"{server.name!r} is already the name of "
                              f"mcp_servers.{first[server.name]}"))
         first.setdefault(server.name, i)
+    return problems
+
+
+def _agent_checks(cfg: MaidenConfig) -> list[tuple[str, str]]:
+    """``[[agents]]``, ``[[providers]]``, ``[[routes]]`` and ``[[budgets]]`` against each
+    other and the rest of the file: every name they use must exist."""
+    problems: list[tuple[str, str]] = []
+    names = cfg.agent_names()
+
+    def unique(kind: str, listed: list[str]) -> None:
+        seen: dict[str, int] = {}
+        for i, name in enumerate(listed):
+            if name in seen:
+                problems.append((f"{kind}.{i}.name", f"{name!r} is already the name of "
+                                 f"{kind}.{seen[name]}"))
+            seen.setdefault(name, i)
+
+    unique("agents", [a.name for a in cfg.agents])
+    unique("providers", [p.name for p in cfg.providers])
+    defaults = [i for i, a in enumerate(cfg.agents) if a.default]
+    for i in defaults[1:]:
+        problems.append((f"agents.{i}.default", f"agents.{defaults[0]} is already the default"))
+    servers = {s.name for s in cfg.mcp_servers}
+    providers = {p.name for p in cfg.providers}
+    for i, entry in enumerate(cfg.agents):
+        for key in PROCESS_WIDE:
+            if key in entry.model_fields_set:
+                problems.append((f"agents.{i}.{key}", f"holds for every agent: set it in "
+                                 f"[agent] {key}"))
+        if isinstance(entry.provider, str) and entry.provider not in providers:
+            listed = f" (there are: {', '.join(sorted(providers))})" if providers else ""
+            problems.append((f"agents.{i}.provider", f"no [[providers]] entry is called "
+                             f"{entry.provider!r}{listed}"))
+        for name in entry.builtins or ():
+            if name not in cfg.tools.builtins:
+                problems.append((f"agents.{i}.builtins", f"{name!r} is not in [tools] builtins "
+                                 f"({', '.join(cfg.tools.builtins) or 'none'}): an agent may "
+                                 "use only the tools that are configured"))
+        for server in entry.mcp_servers or ():
+            if server not in servers:
+                problems.append((f"agents.{i}.mcp_servers", f"no [[mcp_servers]] entry is "
+                                 f"called {server!r}"))
+        for tool in entry.tools or ():
+            if tool in BUILTIN_NAMES and tool not in cfg.tools.builtins:
+                problems.append((f"agents.{i}.tools", f"{tool!r} is a built-in that [tools] "
+                                 "builtins does not list"))
+        named = {p.name: p for p in cfg.providers}
+        provider = entry.provider if isinstance(entry.provider, ProviderConfig) else \
+            named.get(entry.provider or "", cfg.provider)
+        if provider.kind == "scripted" and entry.settings(cfg.agent).max_context_tokens is not None:
+            problems.append((f"agents.{i}.max_context_tokens", "cannot be used with the "
+                             "scripted provider"))
+    for i, route in enumerate(cfg.routes):
+        if route.agent not in names:
+            problems.append((f"routes.{i}.agent", f"no agent is called {route.agent!r} "
+                             f"(the agents: {', '.join(names)})"))
+        if route.schedule is not None and route.schedule not in {s.name for s in cfg.schedules}:
+            problems.append((f"routes.{i}.schedule", f"no [[schedules]] entry is called "
+                             f"{route.schedule!r}"))
+    for i, schedule in enumerate(cfg.schedules):
+        if schedule.agent is not None and schedule.agent not in names:
+            problems.append((f"schedules.{i} ({schedule.name}).agent", f"no agent is called "
+                             f"{schedule.agent!r} (the agents: {', '.join(names)})"))
+    for i, cap in enumerate(cfg.budgets):
+        if cap.agent is not None and cap.agent not in names:
+            problems.append((f"budgets.{i}.agent", f"no agent is called {cap.agent!r} "
+                             f"(the agents: {', '.join(names)})"))
     return problems
 
 

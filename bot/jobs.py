@@ -11,18 +11,21 @@ from schedules.status import deliver_text
 
 from .config import LoadedConfig
 
-__all__ = ["make_book", "schedule_lines", "status_lines"]
+__all__ = ["chat_schedule_tools", "make_book", "schedule_lines", "status_lines"]
 
 
-def make_book(loaded: LoadedConfig, store: Store) -> tuple[ScheduleBook, list[Tool]]:
-    """The config's schedules (checked) and the store's chat schedules, and the tools
-    the agent gets to change them from chat (none with ``[schedules_limits]
-    max_per_thread`` = 0); the book is the ``schedules`` service those tools need."""
+def make_book(loaded: LoadedConfig, store: Store) -> ScheduleBook:
+    """The config's schedules (checked) and the store's chat schedules: the ``schedules``
+    service the schedule tools need."""
     cfg = loaded.config
-    limit = cfg.schedules_limits.max_per_thread
-    book = ScheduleBook(store, cfg.read_schedules(), default_timezone=cfg.agent.timezone,
-                        max_per_thread=limit)
-    return book, schedule_tools() if limit > 0 else []
+    return ScheduleBook(store, cfg.read_schedules(), default_timezone=cfg.agent.timezone,
+                        max_per_thread=cfg.schedules_limits.max_per_thread)
+
+
+def chat_schedule_tools(loaded: LoadedConfig) -> list[Tool]:
+    """The tools agents get to change schedules from chat (none with ``[schedules_limits]
+    max_per_thread`` = 0)."""
+    return schedule_tools() if loaded.config.schedules_limits.max_per_thread > 0 else []
 
 
 def _target(status: ScheduleStatus) -> str:

@@ -22,8 +22,8 @@ from zoneinfo import ZoneInfo
 
 from pydantic import Field, model_validator
 
-from .config import Section
-from .routing import AGENT_NAME, place_key
+from .config import AGENT_NAME, Section
+from .routing import place_key
 from .runs import Origin, Run
 from .stores.base import RunStore, Spent
 
@@ -31,6 +31,7 @@ __all__ = ["CapConfig", "CapHit", "Caps", "period_bounds"]
 
 Scope = Literal["user", "place", "agent"]
 Period = Literal["day", "month"]
+Measure = Literal["tokens", "cost_usd"]
 
 
 class CapConfig(Section):
@@ -86,7 +87,7 @@ class CapHit:
     cap: CapConfig
     label: str
     """Whose cap, in words: ``you``, ``this place (slack:C1)``, ``the agent support``."""
-    measure: Literal["tokens", "cost_usd"]
+    measure: Measure
     spent: float
     limit: float
     resets_at: float
@@ -139,7 +140,9 @@ class Caps:
             rows = [r for r in ledger.rows
                     if r.created_at >= start and _same(cap, r, run.origin, agent,
                                                        self.default_agent)]
-            for measure, limit in (("tokens", cap.tokens), ("cost_usd", cap.cost_usd)):
+            limits: tuple[tuple[Measure, float | None], ...] = (
+                ("tokens", cap.tokens), ("cost_usd", cap.cost_usd))
+            for measure, limit in limits:
                 if limit is None:
                     continue
                 spent = sum(getattr(r, measure) for r in rows)

@@ -14,6 +14,7 @@ from .errors import ConfigError
 from .isolation import Sandbox
 
 __all__ = [
+    "AGENT_NAME",
     "AgentConfig",
     "BuiltinTool",
     "FilesConfig",
@@ -26,6 +27,9 @@ __all__ = [
     "StoreConfig",
     "ToolsConfig",
 ]
+
+AGENT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+"""What an agent may be called (it is also a model id on the OpenAI wire)."""
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are maiden, a careful assistant working for a team. Answer concisely. "
@@ -251,3 +255,4 @@ class ToolsConfig(Section):
     memory: MemoryConfig = MemoryConfig()
     approval: dict[str, bool] = Field(default_factory=dict,
                                       description="tool name -> requires_approval override")
+

@@ -18,13 +18,10 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from .config import Section
+from .config import AGENT_NAME, Section
 from .runs import Origin
 
-__all__ = ["AGENT_NAME", "RouteConfig", "Where", "place_key", "route"]
-
-AGENT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-"""What an agent may be called (it is also a model id on the OpenAI wire)."""
+__all__ = ["RouteConfig", "Where", "place_key", "route"]
 
 ANYWHERE = "*"
 DM = "dm"

@@ -40,6 +40,8 @@ class ScheduleConfig(BaseModel):
         'approval is skipped and recorded with why; "queue": its run waits behind it')
     max_catchup: int = Field(default=10, ge=1, le=1000)
     enabled: bool = True
+    agent: str | None = Field(default=None, description=(
+        "the agent that runs it (else where [[routes]] send it, else the default agent)"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -211,7 +211,8 @@ class Scheduler:
         key = manual_key(name, request)
         return await self.runtime.submit(schedule.thread_for(key.split(":", 2)[2]),
                                          schedule.config.prompt, origin=schedule.origin,
-                                         idempotency_key=key)
+                                         idempotency_key=key, agent=schedule.config.agent,
+                                         schedule=name)
 
     async def _fire(
         self, schedule: Schedule, now: datetime, *, on_time: bool
@@ -259,7 +260,8 @@ class Scheduler:
             try:
                 run = await self.runtime.submit(
                     schedule.thread_for(key.split(":", 2)[2]), schedule.config.prompt,
-                    origin=schedule.origin, idempotency_key=key)
+                    origin=schedule.origin, idempotency_key=key, agent=schedule.config.agent,
+                    schedule=name)
             except MaidenError as exc:
                 # Not claimed; the mark stays before it, so the next fire tries again.
                 log.error("schedule %r could not claim slot %s: %s", name,

@@ -347,7 +347,8 @@ class DiscordChannel:
         try:
             run = await self.runtime.submit(
                 found.thread_id, found.text, idempotency_key=found.key, fetch=found.files,
-                origin=Origin(channel=self.name, target=found.target, user=found.user))
+                origin=Origin(channel=self.name, target=found.target, user=found.user,
+                              place=place.ids, direct=place.direct))
         except RunError as exc:
             log.warning("discord: message %s not taken: %s", found.message, exc)
             return

@@ -339,7 +339,8 @@ class SlackChannel:
         # event again, to the next process.
         run = await self.runtime.submit(
             seen.thread_id, seen.text, idempotency_key=seen.key, fetch=seen.files,
-            origin=Origin(channel=self.name, target=seen.target, user=seen.user))
+            origin=Origin(channel=self.name, target=seen.target, user=seen.user,
+                          place=place.ids, direct=place.direct))
         if run.id not in self._watching and run.state in ACTIVE_STATES:
             self._watching.add(run.id)
             self._background.spawn(self._show_status(run, seen))

@@ -26,9 +26,15 @@ from typing import get_args
 from ..config import BuiltinTool, ToolsConfig
 from ..tools import Tool
 
-__all__ = ["BUILTIN_NAMES", "builtin_tools"]
+__all__ = ["BUILTIN_NAMES", "BUILTIN_TOOLS", "builtin_tools"]
 
 BUILTIN_NAMES: tuple[BuiltinTool, ...] = get_args(BuiltinTool)
+
+BUILTIN_TOOLS: dict[str, tuple[str, ...]] = {
+    "clock": ("clock",), "http_fetch": ("http_fetch",),
+    "memory": ("remember", "recall", "forget"), "send_message": ("send_message",),
+    "shell": ("shell",)}
+"""The tools each built-in offers, by name (``tests/runtime/builtins`` holds them to it)."""
 
 
 def builtin_tools(cfg: ToolsConfig, base_dir: Path) -> list[Tool]:

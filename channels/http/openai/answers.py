@@ -26,16 +26,23 @@ from ..api import HttpApi
 from ..errors import ApiError
 from .threads import record_tip
 
-__all__ = ["agent", "answer", "console_of", "images", "refuse_client_tools", "stopped", "turns",
+__all__ = ["agent", "answer", "answered_by", "console_of", "images", "refuse_client_tools", "stopped", "turns",
            "turns_in", "written"]
 
 
 def agent(api: HttpApi, model: str) -> str:
-    name = api.runtime.agent.name
-    if model != name:
-        raise ApiError(404, f"The model '{model}' does not exist: this server's agent is "
-                            f"'{name}' (GET /v1/models)", "model_not_found")
-    return name
+    """The agent a request names as its model (``model_not_found`` if none is called so)."""
+    names = api.runtime.agents.by_name
+    if model not in names:
+        listed = ", ".join(f"'{n}'" for n in names)
+        raise ApiError(404, f"The model '{model}' does not exist: this server's agents are "
+                            f"{listed} (GET /v1/models)", "model_not_found")
+    return model
+
+
+def answered_by(api: HttpApi, run: Run) -> str:
+    """The agent that answers a run: its thread's, which may not be the one asked for."""
+    return run.agent or api.runtime.agents.default.name
 
 
 async def images(api: HttpApi, parts: list[dict[str, Any]]) -> list[FileRef]:

@@ -26,6 +26,7 @@ from ..errors import ApiError
 from .answers import (
     agent,
     answer,
+    answered_by,
     console_of,
     images,
     refuse_client_tools,
@@ -57,8 +58,10 @@ _STREAM_DOC: dict[str, Any] = {
 
 @router.get("/v1/models", dependencies=secured, responses=error_responses(401))
 async def list_models(api: Api) -> dict[str, Any]:
-    """The agent this process serves, as the one model (``id``: its name)."""
-    return {"object": "list", "data": [model_object(api.runtime.agent.name)]}
+    """The agents this process serves, each a model (``id``: its name), the default first."""
+    agents = api.runtime.agents
+    names = dict.fromkeys([agents.default.name, *agents.by_name])
+    return {"object": "list", "data": [model_object(name) for name in names]}
 
 
 @router.get("/v1/models/{model}", dependencies=secured, responses=error_responses(401, 404))
@@ -94,7 +97,8 @@ async def chat_completions(
     run = await api.runtime.submit(
         chosen.thread_id, said[-1].text, origin=Origin(channel="http", user=who.name),
         idempotency_key=f"openai:{idempotency_key}" if idempotency_key else None,
-        files=files, context=chosen.context)
+        files=files, context=chosen.context, agent=model)
+    model = answered_by(api, run)
     if body.stream:
         include = bool(body.stream_options and body.stream_options.include_usage)
         console = console_of(api, str(request.base_url))

@@ -19,7 +19,16 @@ from runtime import NotFound, Origin, Run, RunState, Said
 from ..api import HttpApi
 from ..deps import Api, Talker, secured
 from ..errors import ApiError
-from .answers import agent, console_of, images, refuse_client_tools, stopped, turns, written
+from .answers import (
+    agent,
+    answered_by,
+    console_of,
+    images,
+    refuse_client_tools,
+    stopped,
+    turns,
+    written,
+)
 from .wire import error_responses
 
 __all__ = ["router"]
@@ -65,7 +74,8 @@ async def create_response(
         thread or f"openai:{uuid.uuid4().hex}", said[-1].text,
         origin=Origin(channel="http", user=who.name),
         idempotency_key=f"openai:{idempotency_key}" if idempotency_key else None,
-        files=await images(api, parts), context=tuple(seeded))
+        files=await images(api, parts), context=tuple(seeded), agent=model)
+    model = answered_by(api, run)
     if body.stream:
         return StreamingResponse(_events(api, run, model, body.previous_response_id, console),
                                  media_type="text/event-stream",
@@ -84,7 +94,7 @@ async def get_response(response_id: str, request: Request, api: Api) -> dict[str
     except NotFound:
         raise ApiError(404, f"No response found with id '{response_id}'.", "not_found") \
             from None
-    return await _response(api, run, api.runtime.agent.name, None,
+    return await _response(api, run, answered_by(api, run), None,
                            console_of(api, str(request.base_url)))
 
 
