@@ -26,8 +26,8 @@ from ..api import HttpApi
 from ..errors import ApiError
 from .threads import record_tip
 
-__all__ = ["agent", "answer", "answered_by", "console_of", "images", "refuse_client_tools", "stopped", "turns",
-           "turns_in", "written"]
+__all__ = ["agent", "answer", "answered_by", "console_of", "images", "refuse_client_tools",
+           "stopped", "turns", "turns_in", "written"]
 
 
 def agent(api: HttpApi, model: str) -> str:
