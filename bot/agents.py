@@ -15,8 +15,10 @@ from runtime import (
     ConfigError,
     Provider,
     ProviderConfig,
+    Store,
     ToolRegistry,
     ToolView,
+    Where,
     make_provider,
 )
 from runtime.agentconfig import AgentEntry
@@ -24,7 +26,7 @@ from runtime.builtins import BUILTIN_TOOLS
 
 from .config import MaidenConfig
 
-__all__ = ["make_agents", "may_use", "mcp_prefix"]
+__all__ = ["agent_lines", "make_agents", "may_use", "mcp_prefix", "moved_threads"]
 
 
 def mcp_prefix(server: str) -> str:
@@ -81,3 +83,53 @@ def make_agents(cfg: MaidenConfig, base_dir: Path, tools: ToolRegistry,
                             ToolView(tools, may_use(entry)), budget, config.prices,
                             entry.description))
     return Agents(agents, cfg.routes, cfg.default_agent())
+
+
+def agent_lines(cfg: MaidenConfig, agents: Agents) -> list[str]:
+    """`maiden check`'s lines: each agent, its model and the tools it may use (with their
+    effect classes), then the routes, in order."""
+    lines = [f"  agents    {len(agents)}: " + ", ".join(
+        f"{a.name} (default)" if a is agents.default else a.name for a in agents)]
+    for agent in agents:
+        _, provider = (cfg.agent_provider(next(e for e in cfg.agents if e.name == agent.name))
+                       if cfg.agents else ("provider", cfg.provider))
+        model = f" {provider.model}" if provider.model else ""
+        tools = ", ".join(f"{t.name} ({t.effect}{', asks' if t.requires_approval else ''})"
+                          for t in agent.tools) or "none"
+        entry = next((e for e in cfg.agents if e.name == agent.name), None)
+        servers = f"; MCP: {', '.join(entry.mcp_servers)}" if entry and entry.mcp_servers \
+            else ""
+        lines.append(f"    {agent.name}: {provider.kind}{model}, max_turns="
+                     f"{agent.config.max_turns}; tools {tools}{servers}")
+        if agent.description:
+            lines.append(f"      {agent.description}")
+    routes = [r.describe() for r in agents.routes]
+    lines.append("  routes    " + ("; ".join(routes) + "; " if routes else "")
+                 + f"everything else -> {agents.default.name}")
+    return lines
+
+
+async def moved_threads(store: Store, agents: Agents, *, limit: int = 1000
+                        ) -> list[tuple[str, str, str]]:
+    """Threads (of the ``limit`` most recent) whose place the routes now send to another
+    agent than theirs: (thread, its agent, where the routes would send it). Each stays
+    with its own agent; only new threads follow the routes."""
+    moved = []
+    for thread in await store.list_threads(limit=limit):
+        newest = await store.list_runs(thread_id=thread.id, limit=1)
+        if not newest:
+            continue
+        run = newest[0]
+        own = run.agent or agents.default.name
+        now = agents.route(Where.of(thread.id, run.origin,
+                                    _schedule_of(run.idempotency_key)))
+        if now != own:
+            moved.append((thread.id, own, now))
+    return moved
+
+
+def _schedule_of(key: str | None) -> str | None:
+    """The schedule whose slot a run's key names (``schedule:NAME:SLOT``), if any."""
+    if key is None or not key.startswith("schedule:"):
+        return None
+    return key.split(":", 2)[1]

@@ -18,18 +18,25 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Coroutine, Sequence
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
 from runtime import (
+    Agents,
+    CapConfig,
     ConfigError,
     MaidenError,
+    ToolRegistry,
     describe_isolation,
     describe_store,
+    make_store,
     store_versions,
 )
 
+from .agents import agent_lines, make_agents, moved_threads
 from .config import LoadedConfig, env_status
+from .jobs import chat_schedule_tools
 from .rights import rights_lines
 
 __all__ = ["check", "import_apart"]
@@ -40,20 +47,30 @@ EXIT_OK, EXIT_FAILED = 0, 1
 def check(loaded: LoadedConfig) -> int:
     """Print what the config sets up; the exit status (0: all is well, 1: something will
     not work as configured). ``ConfigError`` for an invalid config."""
-    from runtime import make_provider, make_tools
+    from runtime import make_tools
 
     cfg = loaded.config
     import_apart(cfg.tools.modules, loaded.base_dir)
     tools = make_tools(cfg.tools, loaded.base_dir)
-    make_provider(cfg.provider, loaded.base_dir)
+    for made in chat_schedule_tools(loaded):
+        tools.add(made)
+    agents = asyncio.run(_agents(loaded, tools))
     print(f"{loaded.path}: {'ok' if loaded.exists else 'not found, using defaults'}")
-    print(f"  agent     {cfg.agent.name!r}, max_turns={cfg.agent.max_turns}, "
-          f"max_tool_calls_per_turn={cfg.agent.max_tool_calls_per_turn}, "
-          f"repeat_limit={cfg.agent.repeat_limit}")
-    print(f"  provider  {cfg.provider.kind}" + (f", model {cfg.provider.model}"
-                                               if cfg.provider.model else ""))
+    if not cfg.agents:
+        print(f"  agent     {cfg.agent.name!r}, max_turns={cfg.agent.max_turns}, "
+              f"max_tool_calls_per_turn={cfg.agent.max_tool_calls_per_turn}, "
+              f"repeat_limit={cfg.agent.repeat_limit}")
+        print(f"  provider  {cfg.provider.kind}" + (f", model {cfg.provider.model}"
+                                                   if cfg.provider.model else ""))
+    if cfg.agents or cfg.routes:
+        for line in agent_lines(cfg, agents):
+            print(line)
+    if cfg.budgets:
+        print("  caps      " + "; ".join(_cap_line(c) for c in cfg.budgets))
     print(f"  store     {describe_store(cfg.store, loaded.base_dir)}")
     store_failed = _check_store(loaded)
+    if len(agents) > 1:
+        _warn_moved(loaded, agents)
     print(f"  runtime   concurrency={cfg.runtime.concurrency}")
     print(f"  tools     {', '.join(f'{t.name} ({t.effect})' for t in tools) or 'none'}")
     shell = "shell" in cfg.tools.builtins
@@ -95,6 +112,46 @@ def check(loaded: LoadedConfig) -> int:
     for var, ok in env_status(cfg).items():
         print(f"  secret    ${var}: {'set' if ok else 'NOT SET'}")
     return EXIT_FAILED if missing or failed else EXIT_OK
+
+
+async def _agents(loaded: LoadedConfig, tools: ToolRegistry) -> Agents:
+    """The agents, their providers made (a missing key is a ``ConfigError``) and closed."""
+    async with AsyncExitStack() as stack:
+        return make_agents(loaded.config, loaded.base_dir, tools, stack)
+
+
+def _cap_line(cap: CapConfig) -> str:
+    limits = [f"{cap.tokens:,} tokens" if cap.tokens else "",
+              f"${cap.cost_usd:g}" if cap.cost_usd else ""]
+    whose = cap.user or cap.place or cap.agent or f"each {cap.scope}"
+    return f"{' and '.join(x for x in limits if x)} per {cap.period} for {whose}"
+
+
+def _warn_moved(loaded: LoadedConfig, agents: Agents) -> None:
+    """Warn of threads the routes would now send to another agent (they stay with theirs).
+    Only a store that already exists is read."""
+    cfg = loaded.config.store
+    if cfg.kind != "postgres" and not (loaded.base_dir / cfg.path).exists():
+        return
+
+    async def read() -> list[tuple[str, str, str]]:
+        store = make_store(cfg, loaded.base_dir)
+        await store.open()
+        try:
+            return await moved_threads(store, agents)
+        finally:
+            await store.close()
+
+    try:
+        moved = asyncio.run(read())
+    except (MaidenError, OSError) as exc:
+        print(f"  routes    could not read the threads to compare: {exc}")
+        return
+    for thread, own, now in moved[:5]:
+        print(f"  WARNING   thread {thread} is with {own}; the routes now send its place to "
+              f"{now} (it stays with {own}: only new threads follow the routes)")
+    if len(moved) > 5:
+        print(f"  WARNING   ... and {len(moved) - 5} more threads like it")
 
 
 def _check_store(loaded: LoadedConfig) -> bool:

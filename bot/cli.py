@@ -79,8 +79,10 @@ def _parser() -> argparse.ArgumentParser:
     cancel = command("cancel", "cancel a run (wherever it is running)")
     cancel.add_argument("run")
     cancel.add_argument("--by", default="cli")
-    usage = command("usage", "tokens and cost by thread")
+    usage = command("usage", "tokens and cost by thread, agent, person or place")
     usage.add_argument("--since", help="an ISO date/time, or an age such as 24h or 7d")
+    usage.add_argument("--by", choices=["thread", "agent", "user", "place"],
+                       help="what the rows are (default: thread)")
     sched = command("schedules", "list the schedules: next fires, last slot")
     sched_sub = sched.add_subparsers(dest="schedules_command", metavar="[run NAME]")
     run_one = sched_sub.add_parser("run", help="run one schedule now and print its answer")

@@ -196,7 +196,7 @@ def _agent_checks(cfg: MaidenConfig) -> list[tuple[str, str]]:
     """``[[agents]]``, ``[[providers]]``, ``[[routes]]`` and ``[[budgets]]`` against each
     other and the rest of the file: every name they use must exist."""
     problems: list[tuple[str, str]] = []
-    names = cfg.agent_names()
+    names = list(dict.fromkeys(cfg.agent_names()))
 
     def unique(kind: str, listed: list[str]) -> None:
         seen: dict[str, int] = {}

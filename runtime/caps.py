@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from .config import AGENT_NAME, Section
 from .routing import place_key
@@ -53,18 +53,29 @@ class CapConfig(Section):
     timezone: str | None = Field(default=None, description=(
         "IANA zone where a period starts at midnight; default [agent] timezone"))
 
+    @field_validator("user", "place", "agent")
+    @classmethod
+    def _of_its_scope(cls, value: str | None, info: ValidationInfo) -> str | None:
+        scope = info.data.get("scope")
+        if value is not None and scope is not None and info.field_name != scope:
+            raise ValueError(f"only a cap of scope {info.field_name!r} names a "
+                             f"{info.field_name} (this one's scope is {scope!r})")
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _a_zone(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                ZoneInfo(value)
+            except (ValueError, KeyError):
+                raise ValueError(f"unknown timezone {value!r}") from None
+        return value
+
     @model_validator(mode="after")
-    def _sane(self) -> CapConfig:
+    def _a_limit(self) -> CapConfig:
         if self.tokens is None and self.cost_usd is None:
             raise ValueError("set tokens and/or cost_usd: the cap's limit")
-        for key in ("user", "place", "agent"):
-            if getattr(self, key) is not None and key != self.scope:
-                raise ValueError(f"{key} narrows a cap of scope {key!r}, not {self.scope!r}")
-        if self.timezone is not None:
-            try:
-                ZoneInfo(self.timezone)
-            except (ValueError, KeyError) as exc:
-                raise ValueError(f"unknown timezone {self.timezone!r}") from exc
         return self
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from runtime import CorruptStore, RunState
+from runtime import CorruptStore, Run, RunState, place_key
 
 from ..config import LoadedConfig
 from .common import EXIT_FAILED, EXIT_OK, UsageError
@@ -130,14 +130,20 @@ async def _usage(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     since = _since(args.since)
     async with open_runtime(loaded, recover=False, mcp=False) as runtime:
         runs = [r for r in await runtime.records.runs() if r.created_at >= since]
+        default = runtime.agents.default.name
+    group = args.by or "thread"
+    key: Callable[[Run], str] = {
+        "thread": lambda r: r.thread_id, "agent": lambda r: r.agent or default,
+        "user": lambda r: r.origin.user or "(nobody)", "place": lambda r: place_key(r.origin),
+    }[group]
     totals: dict[str, list[float]] = {}
     for run in runs:
-        row = totals.setdefault(run.thread_id, [0, 0, 0, 0, 0.0])
+        row = totals.setdefault(key(run), [0, 0, 0, 0, 0.0])
         u = run.usage
         for i, value in enumerate((1, run.turns, u.input_tokens + u.cache_read_tokens
                                    + u.cache_creation_tokens, u.output_tokens, run.cost_usd)):
             row[i] += value
-    print(f"{'thread':<40} {'runs':>6} {'turns':>6} {'input':>10} {'output':>10} {'cost $':>10}")
+    print(f"{group:<40} {'runs':>6} {'turns':>6} {'input':>10} {'output':>10} {'cost $':>10}")
     for thread, (n, turns, inp, out, cost) in sorted(totals.items(), key=lambda kv: -kv[1][4]):
         print(f"{thread[:40]:<40} {n:>6.0f} {turns:>6.0f} {inp:>10.0f} {out:>10.0f} "
               f"{cost:>10.4f}")

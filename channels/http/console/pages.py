@@ -192,7 +192,7 @@ class Pages:
         days = 30 if request.query_params.get("days") == "30" else 7
         runs = await self.rt.records.runs(limit=SPEND_RUNS)
         now = self.c.options.clock()
-        spend = spend_of(runs, days=days, now=now)
+        spend = spend_of(runs, days=days, now=now, default_agent=self.rt.agents.default.name)
         votes = await self.rt.feedback.votes(since=now - days * 86_400)
         labels = [d.day.strftime("%m-%d") for d in spend.days]
         return self.c.page(

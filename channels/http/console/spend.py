@@ -5,13 +5,13 @@ answers (👍 / 👎) per day and per thread beside them."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
 from markupsafe import Markup, escape
 
-from runtime import Run, Vote
+from runtime import Run, Vote, place_key
 
 __all__ = ["Day", "Feedback", "Spend", "bar_chart", "feedback_of", "spend_of"]
 
@@ -29,6 +29,8 @@ class Spend:
     days: list[Day]
     threads: list[tuple[str, int, float, int]] = field(default_factory=list)
     """(thread id, tokens, cost, runs), the costliest first."""
+    groups: dict[str, list[tuple[str, int, float, int]]] = field(default_factory=dict)
+    """The same by agent, by person and by place ("agent", "user", "place")."""
 
     @property
     def tokens(self) -> int:
@@ -43,12 +45,18 @@ class Spend:
         return sum(d.runs for d in self.days)
 
 
-def spend_of(runs: Sequence[Run], *, days: int, now: float, top: int = 20) -> Spend:
-    """What the runs created in the last ``days`` days (UTC days, today included) cost."""
+def spend_of(runs: Sequence[Run], *, days: int, now: float, top: int = 20,
+             default_agent: str = "") -> Spend:
+    """What the runs created in the last ``days`` days (UTC days, today included) cost, in
+    all and by thread, agent, person and place."""
     today = datetime.fromtimestamp(now, UTC).date()
     first = today - timedelta(days=days - 1)
     by_day = {first + timedelta(days=i): Day(first + timedelta(days=i)) for i in range(days)}
-    by_thread: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0])
+    keys: dict[str, Callable[[Run], str]] = {
+        "thread": lambda r: r.thread_id, "agent": lambda r: r.agent or default_agent,
+        "user": lambda r: r.origin.user or "(nobody)", "place": lambda r: place_key(r.origin)}
+    sums: dict[str, dict[str, list[float]]] = {k: defaultdict(lambda: [0, 0.0, 0])
+                                               for k in keys}
     for run in runs:
         day = by_day.get(datetime.fromtimestamp(run.created_at, UTC).date())
         if day is None:
@@ -57,13 +65,15 @@ def spend_of(runs: Sequence[Run], *, days: int, now: float, top: int = 20) -> Sp
         day.tokens += tokens
         day.cost_usd += run.cost_usd
         day.runs += 1
-        sums = by_thread[run.thread_id]
-        sums[0] += tokens
-        sums[1] += run.cost_usd
-        sums[2] += 1
-    threads = sorted(((t, int(s[0]), s[1], int(s[2])) for t, s in by_thread.items()),
-                     key=lambda row: (-row[2], -row[1], row[0]))
-    return Spend(list(by_day.values()), threads[:top])
+        for group, key in keys.items():
+            row = sums[group][key(run)]
+            row[0] += tokens
+            row[1] += run.cost_usd
+            row[2] += 1
+    groups = {group: sorted(((k, int(s[0]), s[1], int(s[2])) for k, s in rows.items()),
+                            key=lambda row: (-row[2], -row[1], row[0]))[:top]
+              for group, rows in sums.items()}
+    return Spend(list(by_day.values()), groups.pop("thread"), groups)
 
 
 @dataclass
