@@ -10,10 +10,10 @@ from typing import Generic, Protocol
 
 import pytest
 
-from runtime.entries import UserMessage
+from runtime.entries import Usage, UserMessage
 from runtime.errors import NotFound, StoreError
-from runtime.runs import ReplyDelivery, Run, new_run_id
-from runtime.stores.base import Checkpoint, Store
+from runtime.runs import Origin, ReplyDelivery, Run, new_run_id
+from runtime.stores.base import Checkpoint, Spent, Store
 from runtime.stores.files import FilesStore
 from runtime.stores.postgres import PostgresStore
 from runtime.stores.sqlite import SQLiteStore
@@ -203,3 +203,32 @@ async def test_reopen_sees_everything(
         assert await reopened.create_run(make_run("t", key="k")) == done
     with pytest.raises(StoreError):
         await store.get_run(run.id)  # closed
+
+
+# -- the spend ledger (spend caps)
+
+
+async def test_the_ledger_holds_what_each_run_since_a_time_has_spent(store: AnyStore) -> None:
+    day = 1_764_806_400.0  # 2025-12-04 00:00 UTC
+    before = make_run("old", at=day - 1, run_id=new_run_id(day - 1))
+    plain = make_run("t1", at=day, run_id=new_run_id(day))
+    rich = Run(id=new_run_id(day + 60), thread_id="t2", text="x" * 10_000, created_at=day + 60,
+               updated_at=day + 60, agent="eng",
+               origin=Origin(channel="discord", target={"channel": "TH"}, user="U9",
+                             place=("TH", "C1", "G1"), direct=False))
+    for run in (before, plain, rich):
+        await store.create_run(run)
+    moved, step = advance(rich, S.RUNNING, "started",
+                          usage=Usage(input_tokens=10, output_tokens=5, cache_read_tokens=2,
+                                      cache_creation_tokens=1), cost_usd=0.25)
+    await store.commit(Checkpoint("t2", None, run=moved, transitions=[step]))
+    ledger = await store.spend_since(day)
+    rows = sorted(ledger.rows, key=lambda r: r.created_at)
+    assert [r.run_id for r in rows] == [plain.id, rich.id]
+    assert rows[0] == Spent(run_id=plain.id, created_at=day, agent="", user="U1",
+                            channel="slack", place=(), direct=False, tokens=0, cost_usd=0.0)
+    assert rows[1] == Spent(run_id=rich.id, created_at=day + 60, agent="eng", user="U9",
+                            channel="discord", place=("TH", "C1", "G1"), direct=False,
+                            tokens=18, cost_usd=0.25)
+    assert (ledger.now is not None) == isinstance(store, PostgresStore)
+    assert (await store.spend_since(day + 61)).rows == []
