@@ -27,6 +27,7 @@ from runtime import (
     RunError,
     RunState,
     Runtime,
+    RuntimeConfig,
     SQLiteStore,
     ToolCall,
     ToolRegistry,
@@ -35,6 +36,8 @@ from runtime import (
     tool,
 )
 from runtime.providers.base import TextSink
+from runtime.stores.postgres import PostgresStore
+from tests.postgres import PG_DSN, fresh_schema
 
 
 @tool
@@ -249,3 +252,26 @@ async def test_concurrent_messages_each_see_the_store(tmp_path: Path) -> None:
                 for i in range(3)]
         ended = await asyncio.gather(*(rt.wait(r.id) for r in runs))
     assert [r.state for r in ended] == [RunState.COMPLETED, RunState.FAILED, RunState.FAILED]
+
+
+async def test_caps_count_every_replicas_runs_on_postgres() -> None:
+    """Two processes on one PostgreSQL store: each counts what the other's runs spent
+    (read from the runs, placed by the database's clock), not only its own."""
+    async with fresh_schema() as schema:
+        caps = [CapConfig(scope="user", tokens=400, period="month")]
+        async with PostgresStore(PG_DSN, schema=schema, pool_size=4) as a_store, \
+                PostgresStore(PG_DSN, schema=schema, pool_size=4) as b_store, \
+                Runtime(a_store, agents=two_agents(Model("a"), Model("b")), caps=caps,
+                        settings=RuntimeConfig(poll_interval_s=0.1)) as a, \
+                Runtime(b_store, agents=two_agents(Model("a"), Model("b")), caps=caps,
+                        settings=RuntimeConfig(poll_interval_s=0.1)) as b:
+            origin = slack("C_SUP", user="U1")
+            ran = [await rt.send(f"slack:T:C_SUP:{n}", "hi", origin=origin)
+                   for n, rt in enumerate((a, b, a))]
+            refused = [await rt.send(f"slack:T:C_SUP:{n}", "hi", origin=origin)
+                       for n, rt in ((3, b), (4, a))]
+            other = await b.send("slack:T:C_SUP:5", "hi", origin=slack("C_SUP", user="U2"))
+    # 150 tokens a run: the third starts at 300 (two runs, one on each replica).
+    assert [r.state for r in ran] == [RunState.COMPLETED] * 3
+    assert [(r.state, r.reason) for r in refused] == [(RunState.FAILED, "spend_cap")] * 2
+    assert other.state is RunState.COMPLETED
