@@ -8,6 +8,7 @@
     python -m tests.crash.driver ... --approve RUN CALL | --deny RUN CALL
     python -m tests.crash.driver ... --vote USER up|down
     python -m tests.crash.driver ... --send THREAD TEXT --file NAME  (tests/crash/files.py)
+    python -m tests.crash.driver ... --send THREAD TEXT --cap-tokens N  (a spend cap)
     (any of them with --slack API_URL TOKEN CHANNEL THREAD_TS, or --discord ...;
     --send-message CHANNEL: the model posts to that Slack channel with the built-in)
 
@@ -63,6 +64,7 @@ from runtime import (
     AgentConfig,
     ApprovalDelivery,
     AssistantTurn,
+    CapConfig,
     Checkpoint,
     Delivery,
     Effect,
@@ -439,7 +441,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             # A model with a tiny context that answers plainly: long threads get summaries.
             model = CompactingModel(switch)
             agent = agent.model_copy(update={"compaction": "summary"})
-        runtime = Runtime(store, model, ToolRegistry(tools), agent=agent)
+        caps = [CapConfig(scope="user", tokens=args.cap_tokens)] if args.cap_tokens else []
+        runtime = Runtime(store, model, ToolRegistry(tools), agent=agent, caps=caps)
         origin = ORIGIN
         deliver: str | None = None
         chat = FileChannel(workdir / CHANNEL_FILE, switch)
@@ -564,6 +567,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                                            + VOTE_KILL_POINTS + FILE_KILL_POINTS)))
     parser.add_argument("--max-message-chars", type=int, metavar="N",
                         help="[agent] max_message_chars (a longer --send is refused, told)")
+    parser.add_argument("--cap-tokens", type=int, metavar="N",
+                        help="a [[budgets]] cap: each person N tokens a day (a --send past it "
+                             "is refused, told)")
     parser.add_argument("--kill-count", type=int, default=1)
     parser.add_argument("--make-file", action="store_true",
                         help="the model calls make_file, whose report goes out with the answer")
