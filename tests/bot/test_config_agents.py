@@ -142,3 +142,36 @@ def test_a_providers_missing_key_names_the_agents_key(tmp_path: Path,
         agents_of(toml, tmp_path)
     ((key, reason),) = caught.value.problems
     assert key == "agents.1.provider.api_key_env" and "ANTHROPIC_API_KEY" in reason
+
+
+def test_the_readmes_worked_example_is_a_valid_config(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Agents and routes", 1)[1]
+    example = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "tickets.py").write_text(textwrap.dedent('''
+        from runtime import tool
+
+        @tool
+        def lookup_ticket(number: int) -> str:
+            """A ticket."""
+            return "open"
+
+        @tool(effect="idempotent_write")
+        def close_ticket(number: int) -> str:
+            """Close a ticket."""
+            return "closed"
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    cfg = parse_config(example + "\n[channels.slack]\n")  # where the schedule delivers
+
+    async def made() -> Agents:
+        async with AsyncExitStack() as stack:
+            return make_agents(cfg, tmp_path, make_tools(cfg.tools, tmp_path), stack)
+
+    support, eng = asyncio.run(made())
+    assert [t.name for t in support.tools] == ["clock", "http_fetch", "lookup_ticket"]
+    assert "close_ticket" in [t.name for t in eng.tools] and support.budget.max_cost_usd == 0.05
+    assert [r.agent for r in cfg.routes] == ["support"] * 3 and cfg.default_agent() == "eng"
