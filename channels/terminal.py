@@ -74,8 +74,9 @@ def render_entry(index: int, entry: Entry) -> str:
 def render_run(run: Run) -> str:
     """One line per run, as in `maiden runs`."""
     usage = run.usage
+    agent = f"agent={run.agent}  " if run.agent else ""  # with several agents
     line = (f"{run.id}  {run.state:<17} {run.reason:<40.40}  thread={run.thread_id!r}  "
-            f"turns={run.turns} tools={run.tool_calls} "
+            f"{agent}turns={run.turns} tools={run.tool_calls} "
             f"tokens={usage.input_tokens}/{usage.output_tokens} cost=${run.cost_usd:.4f}  "
             f"{_when(run.created_at)}")
     if run.recovery_attempts:

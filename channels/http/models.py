@@ -177,6 +177,8 @@ class RunDetail(RunOut):
 
     text: str
     origin: Origin
+    agent: str = Field(description="the agent that answers it (its thread's); empty: the "
+                       "default agent (a run from before there were several)")
     created_at: float
     updated_at: float
     started_at: float | None = None
@@ -190,7 +192,7 @@ class RunDetail(RunOut):
 
     @classmethod
     def detail(cls, run: Run, transitions: list[Transition] | None) -> RunDetail:
-        return cls(**_run_fields(run), text=run.text, origin=run.origin,
+        return cls(**_run_fields(run), text=run.text, origin=run.origin, agent=run.agent,
                    created_at=run.created_at, updated_at=run.updated_at,
                    started_at=run.started_at, turns=run.turns, tool_calls=run.tool_calls,
                    recovery_attempts=run.recovery_attempts, terminal=run.state in TERMINAL,
