@@ -15,7 +15,7 @@ import pytest
 
 from channels.http.console import spend
 from channels.http.console.waiting import queued_behind
-from runtime import Run, RunState, Runtime, Tool, tool
+from runtime import Origin, Run, RunState, Runtime, Tool, Usage, tool
 from schedules import ScheduleConfig
 from tests.channels.http.console.test_console import TOKEN, browser, csrf_of, deploy
 from tests.clock import Clock
@@ -229,3 +229,21 @@ async def test_a_thread_shows_images_as_thumbnails_and_files_as_chips(tmp_path: 
         async with browser(rt, sign_in=False) as stranger:
             refused = await stranger.get(src)
             assert refused.status_code == 303 and "/sign-in" in refused.headers["location"]
+
+
+def test_spend_adds_up_by_agent_person_and_place() -> None:
+    now = 1_764_849_600.0
+
+    def run(n: int, agent: str, user: str | None, place: tuple[str, ...], cost: float) -> Run:
+        return Run(id=f"{n:032x}", thread_id=f"t{n}", text="x", created_at=now - n, agent=agent,
+                   origin=Origin(channel="slack" if place else "http", user=user, place=place),
+                   usage=Usage(input_tokens=100, output_tokens=n), cost_usd=cost)
+
+    found = spend.spend_of([run(1, "", "U1", ("C1",), 0.5), run(2, "eng", "U1", ("C2",), 1.0),
+                            run(3, "eng", None, (), 0.25)],
+                           days=7, now=now, default_agent="support")
+    assert found.groups["agent"] == [("eng", 205, 1.25, 2), ("support", 101, 0.5, 1)]
+    assert found.groups["user"] == [("U1", 203, 1.5, 2), ("(nobody)", 103, 0.25, 1)]
+    assert found.groups["place"] == [("slack:C2", 102, 1.0, 1), ("slack:C1", 101, 0.5, 1),
+                                     ("http", 103, 0.25, 1)]
+    assert [t[0] for t in found.threads] == ["t2", "t1", "t3"]
