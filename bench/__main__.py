@@ -21,6 +21,7 @@ from typing import cast
 
 from runtime.stores.sqlite import Synchronous
 
+from .agents import agents_rows, run_agents
 from .concurrency import ConcurrencyResult, run_concurrency
 from .files import files_rows, run_files
 from .memory import MemoryResult, measure, prepare_idle, prepare_long
@@ -46,7 +47,7 @@ from .table import Row, render
 from .thread import run_thread
 
 WORKLOADS = ("thread", "resume", "concurrency", "memory", "slack", "schedules", "postgres",
-             "replicas", "slowloris", "stream", "files")
+             "replicas", "slowloris", "stream", "files", "agents")
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,8 @@ class Sizes:
     files_messages: int
     files_distinct: int
     files_bytes: int
+    agents_messages: int
+    agents_prior: int
 
 
 FULL = Sizes(threads=(300, 3000), load_entries=10_000, recover_runs=1_000, users=50,
@@ -81,14 +84,16 @@ FULL = Sizes(threads=(300, 3000), load_entries=10_000, recover_runs=1_000, users
              slack_events=300, schedules=1000, schedules_due=100, schedule_rounds=5,
              replica_users=30, replica_messages=4, replica_counts=(1, 2, 3),
              slowloris_idle=500, slowloris_requests=1000, stream_replies=20,
-             files_messages=100, files_distinct=10, files_bytes=1_000_000)
+             files_messages=100, files_distinct=10, files_bytes=1_000_000,
+             agents_messages=600, agents_prior=20_000)
 QUICK = Sizes(threads=(60,), load_entries=1_000, recover_runs=50, users=5, messages=3,
               latency_s=0.02, memory_n=60, idle_threads=200, long_entries=(200, 2_000),
               slack_events=20,
               schedules=100, schedules_due=10, schedule_rounds=1,
               replica_users=4, replica_messages=2, replica_counts=(1, 2),
               slowloris_idle=50, slowloris_requests=100, stream_replies=2,
-              files_messages=10, files_distinct=3, files_bytes=200_000)
+              files_messages=10, files_distinct=3, files_bytes=200_000,
+              agents_messages=30, agents_prior=2_000)
 
 
 def _progress(message: str) -> None:
@@ -163,6 +168,11 @@ async def _run(sizes: Sizes, only: set[str], workdir: Path, sync: Synchronous) -
                   f"{sizes.files_distinct} images of {sizes.files_bytes / 1e6:g} MB")
         rows += files_rows(await run_files(workdir, sizes.files_messages, sizes.files_distinct,
                                            sizes.files_bytes, sync))
+    if "agents" in only:
+        _progress(f"workload 13: {sizes.agents_messages} messages, one agent against two with "
+                  f"routes, and with spend caps over {sizes.agents_prior:,} runs")
+        rows += agents_rows(await run_agents(workdir, sizes.agents_messages,
+                                             sizes.agents_prior, sync))
     return rows
 
 

@@ -109,7 +109,7 @@ from .stores import (
     Store,
     ThreadInfo,
 )
-from .stores.base import Ledger, Spent, StoreStats
+from .stores.base import Spending, StoreStats
 from .text import split_message
 from .tools import NOT_DONE, Effect, Tool, ToolContext, ToolFile, ToolImage, ToolSpec, tool
 from .workers import ACTIVE as ACTIVE_STATES
@@ -158,7 +158,6 @@ __all__ = [
     "InvalidThreadId",
     "Lease",
     "LeaseStore",
-    "Ledger",
     "MaidenError",
     "ModelRequest",
     "ModelResponse",
@@ -198,7 +197,7 @@ __all__ = [
     "ScriptedTurn",
     "Seeing",
     "SlotMark",
-    "Spent",
+    "Spending",
     "StaleWrite",
     "StateChanged",
     "Store",

@@ -25,7 +25,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from .config import AGENT_NAME, Section
 from .routing import place_key
 from .runs import Origin, Run
-from .stores.base import RunStore, Spent
+from .stores.base import RunStore
 
 __all__ = ["CapConfig", "CapHit", "Caps", "period_bounds"]
 
@@ -135,31 +135,26 @@ class Caps:
         return bool(self.caps)
 
     async def reached(self, run: Run) -> CapHit | None:
-        """The first cap that applies to ``run`` and is reached, if any (one store read)."""
+        """The first cap that applies to ``run`` and is reached, if any: one sum read from
+        the store per cap that applies (by an index of whose the spend is)."""
         agent = run.agent or self.default_agent
-        mine = [c for c in self.caps if _applies(c, run.origin, agent)]
-        if not mine:
-            return None
-        now = self.clock()
-        zones = {c: ZoneInfo(c.timezone or self.timezone) for c in mine}
-        # A day early, for a store whose clock is ahead of this one: placed exactly below.
-        since = min(period_bounds(c.period, now, zones[c])[0] for c in mine) - 86_400
-        ledger = await self.store.spend_since(since)
-        now = ledger.now if ledger.now is not None else now
-        for cap in mine:
-            start, resets = period_bounds(cap.period, now, zones[cap])
-            rows = [r for r in ledger.rows
-                    if r.created_at >= start and _same(cap, r, run.origin, agent,
-                                                       self.default_agent)]
-            limits: tuple[tuple[Measure, float | None], ...] = (
-                ("tokens", cap.tokens), ("cost_usd", cap.cost_usd))
-            for measure, limit in limits:
-                if limit is None:
-                    continue
-                spent = sum(getattr(r, measure) for r in rows)
-                if spent >= limit:
-                    return CapHit(cap, _label(cap, run.origin, agent), measure, spent,
-                                  limit, resets, str(zones[cap]))
+        for cap in self.caps:
+            if not _applies(cap, run.origin, agent):
+                continue
+            zone = ZoneInfo(cap.timezone or self.timezone)
+            start, resets = period_bounds(cap.period, self.clock(), zone)
+            keys = _keys(cap, run.origin, agent, self.default_agent)
+            spent = await self.store.spent(start, cap.scope, keys)
+            if spent.now is not None and not start <= spent.now < resets:
+                # The store's clock is in another period than ours: it decides.
+                start, resets = period_bounds(cap.period, spent.now, zone)
+                spent = await self.store.spent(start, cap.scope, keys)
+            limits: tuple[tuple[Measure, float, float | None], ...] = (
+                ("tokens", spent.tokens, cap.tokens), ("cost_usd", spent.cost_usd, cap.cost_usd))
+            for measure, used, limit in limits:
+                if limit is not None and used >= limit:
+                    return CapHit(cap, _label(cap, run.origin, agent), measure, used, limit,
+                                  resets, str(zone))
         return None
 
 
@@ -167,20 +162,18 @@ def _applies(cap: CapConfig, origin: Origin, agent: str) -> bool:
     if cap.scope == "user":
         return origin.user is not None and cap.user in (None, origin.user)
     if cap.scope == "place":
-        return cap.place is None or cap.place in origin.place
+        return cap.place is None or place_key(origin).partition(":")[2] == cap.place
     return cap.agent in (None, agent)
 
 
-def _same(cap: CapConfig, row: Spent, origin: Origin, agent: str, default: str) -> bool:
-    """Whether ``row`` counts toward ``cap`` for a run from ``origin`` of ``agent``."""
+def _keys(cap: CapConfig, origin: Origin, agent: str, default: str) -> list[str]:
+    """The store's keys of the spend that counts toward ``cap`` for a run from ``origin``
+    of ``agent`` (the default agent's runs from before there were several have none)."""
     if cap.scope == "user":
-        return row.user == origin.user
+        return [origin.user or ""]
     if cap.scope == "agent":
-        return (row.agent or default) == agent
-    if cap.place is not None:
-        return cap.place in row.place
-    seen = Origin(channel=row.channel, place=row.place, direct=row.direct)
-    return place_key(seen) == place_key(origin)
+        return [agent, ""] if agent == default else [agent]
+    return [place_key(origin)]
 
 
 def _label(cap: CapConfig, origin: Origin, agent: str) -> str:
@@ -188,4 +181,4 @@ def _label(cap: CapConfig, origin: Origin, agent: str) -> str:
         return "you"
     if cap.scope == "agent":
         return f"the agent {agent}"
-    return f"this place ({cap.place or place_key(origin)})"
+    return f"this place ({place_key(origin)})"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, Self
+from typing import Literal, Protocol, Self
 
 from pydantic import TypeAdapter
 
@@ -26,9 +26,9 @@ from ..runs import Delivery, Run, RunState, StreamState, Transition
 from ..tail import Tail
 
 __all__ = ["ENTRIES", "NOTE_CALLS_KEPT", "BlobStore", "Checkpoint", "ControlStore",
-           "FeedbackStore", "LeaseStore", "Ledger", "NoteStore", "OutboxStore", "RunStore",
-           "ScheduleStore", "Spent", "Store", "StoreStats", "ThreadInfo", "check_digest",
-           "check_thread_id", "parse_schedule_record"]
+           "FeedbackStore", "LeaseStore", "NoteStore", "OutboxStore", "RunStore",
+           "ScheduleStore", "SpendScope", "Spending", "Store", "StoreStats", "ThreadInfo",
+           "check_digest", "check_thread_id", "parse_schedule_record"]
 
 ENTRIES: TypeAdapter[list[Entry]] = TypeAdapter(list[Entry])
 
@@ -55,27 +55,16 @@ class Checkpoint:
     not a durable point: what it records is redone if a power cut loses it."""
 
 
-@dataclass(frozen=True, slots=True)
-class Spent:
-    """What one run has spent so far, and whose it is: a row of the spend ledger."""
-
-    run_id: str
-    created_at: float
-    agent: str
-    user: str | None
-    channel: str
-    place: tuple[str, ...]
-    direct: bool
-    tokens: int
-    cost_usd: float
+SpendScope = Literal["user", "agent", "place"]
 
 
 @dataclass(frozen=True, slots=True)
-class Ledger:
-    """The runs created since a time, and the store's clock when they were read (None:
-    the store is this machine's, whose clock the runtime reads itself)."""
+class Spending:
+    """What runs spent, summed, and the store's clock when it was read (None: the store is
+    this machine's, whose clock the runtime reads itself)."""
 
-    rows: list[Spent]
+    tokens: int = 0
+    cost_usd: float = 0.0
     now: float | None = None
 
 
@@ -162,10 +151,10 @@ class RunStore(Protocol):
     async def stats(self) -> StoreStats:
         """Counts for metrics and listings, without reading every row into Python."""
 
-    async def spend_since(self, since: float) -> Ledger:
-        """What each run created at or after ``since`` has spent (its usage as last
-        checkpointed), for spend caps: read from the runs, by run id (ids are ordered by
-        time), without reading their messages into Python."""
+    async def spent(self, since: float, scope: SpendScope, keys: Sequence[str]) -> Spending:
+        """What the runs created at or after ``since`` whose ``scope`` (their person, agent
+        or place key: ``spend_keys``) is one of ``keys`` have spent, as last checkpointed:
+        summed by the store from columns of their own (spend caps read it before each turn)."""
 
     async def transitions(self, run_id: str) -> list[Transition]:
         """Every state change of the run, in order, with its reason."""

@@ -15,8 +15,9 @@ from typing import Any
 from ..context import SUMMARY, entry_tokens
 from ..entries import ENTRY, Entry, Notice, ToolResult
 from ..errors import CorruptStore, NotFound, StaleWrite
+from ..routing import place_key
 from ..runs import DELIVERY, TERMINAL, Delivery, Run, RunState, StreamState, Transition
-from .base import ENTRIES, Checkpoint, Spent, ThreadInfo
+from .base import ENTRIES, Checkpoint, ThreadInfo
 
 __all__ = ["ThreadCache", "activity", "deliveries_query", "entry_row", "parse_entries", "parse_run",
            "pending_changed", "positioned_rows", "run_json", "thread_infos", "transitions_of"]
@@ -57,22 +58,19 @@ def since_id(since: float) -> str:
     return f"{max(int(since * 1000), 0):012x}"
 
 
-SPENT_FIELDS = ("agent", "origin.user", "origin.channel", "origin.place", "origin.direct",
-                "usage", "cost_usd")
-"""What a ledger row reads of a run's JSON, in the order ``spent_row`` takes it."""
+SPEND_COLUMNS = {"agent": "spend_agent", "user": "spend_user", "place": "spend_place"}
+"""The runs' column of each spend scope (SQLite and PostgreSQL alike)."""
 
 
-def spent_row(run_id: str, created_at: float, agent: str | None, user: str | None,
-              channel: str | None, place: str | list[str] | None, direct: Any,
-              usage: str | dict[str, int] | None, cost: Any) -> Spent:
-    """A ledger row from the fields of a run's JSON (absent ones were its defaults; the
-    nested ones come as JSON text from SQL, as values from Python)."""
-    ids = json.loads(place) if isinstance(place, str) else place or []
-    used = json.loads(usage) if isinstance(usage, str) else usage or {}
-    return Spent(run_id=run_id, created_at=created_at, agent=agent or "", user=user,
-                 channel=channel or "cli", place=tuple(ids),
-                 direct=direct in (True, 1, "true"), tokens=sum(used.values()),
-                 cost_usd=float(cost or 0.0))
+def spend_keys(run: Run) -> tuple[str, str | None, str]:
+    """Whose a run's spend is, as spend caps ask: its agent (empty: the default), its
+    person (None: nobody said), its place key (``routing.place_key``)."""
+    return run.agent, run.origin.user, place_key(run.origin)
+
+
+def spend_of(run: Run) -> tuple[int, float]:
+    """What a run has spent so far: tokens (input, output, cached), USD."""
+    return run.usage.total_tokens, run.cost_usd
 
 
 def parse_run(data: str) -> Run:

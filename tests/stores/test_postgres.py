@@ -13,13 +13,14 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped]
 import pytest
 
-from runtime.entries import Notice, UserMessage
+from runtime.entries import Notice, Usage, UserMessage
 from runtime.errors import CorruptStore, StoreError
-from runtime.runs import Origin, Run, RunState
-from runtime.stores.base import Checkpoint
+from runtime.runs import Origin, Run, RunState, new_run_id
+from runtime.stores.base import Checkpoint, SpendScope
 from runtime.stores.postgres import PostgresStore
 from runtime.stores.postgres.schema import MIGRATIONS, SCHEMA_VERSION
 from runtime.stores.postgres.sql import CheckpointRows, list_runs_sql, write_checkpoint
+from runtime.stores.rows import run_json
 from runtime.stores.sqlite import SQLiteStore
 from tests.postgres import PG_DSN, fresh_schema
 
@@ -60,6 +61,39 @@ async def _started(store: PostgresStore | SQLiteStore, thread_id: str = "t",
 
 
 # -- migrations
+
+
+async def test_a_version_5_schema_gains_the_spend_columns_filled_from_its_runs(
+        schema: str) -> None:
+    day = 1_764_806_400.0
+    runs = [Run(id=new_run_id(day + n), thread_id=f"t{n}", text="x", created_at=day + n,
+                updated_at=day + n, agent="eng" if n == 2 else "",
+                origin=Origin(channel="slack", target={"channel": "C1"}, user="U1"),
+                usage=Usage(input_tokens=n, cache_read_tokens=1), cost_usd=n / 100)
+           for n in (1, 2)]
+    conn = await asyncpg.connect(PG_DSN)
+    try:
+        await conn.execute(f'CREATE SCHEMA "{schema}"')
+        await conn.execute(f'SET search_path TO "{schema}"')
+        for version, statements in MIGRATIONS:
+            if version <= 5:
+                for statement in statements:
+                    await conn.execute(statement)
+        await conn.execute("INSERT INTO meta VALUES ('schema_version', '5')")
+        for run in runs:
+            await conn.execute("INSERT INTO runs (id, thread_id, state, active, version, "
+                               "created_at, data) VALUES ($1, $2, 'queued', true, 0, $3, $4)",
+                               run.id, run.thread_id, run.created_at, run_json(run))
+    finally:
+        await conn.close()
+    async with PostgresStore(PG_DSN, schema=schema, pool_size=1) as store:
+        assert store.applied == [6]
+        assert await store.list_runs() == runs
+        asks: list[tuple[SpendScope, str, int, float]] = [
+            ("user", "U1", 2 + 3, 0.03), ("agent", "eng", 3, 0.02), ("place", "slack", 5, 0.03)]
+        for scope, key, tokens, cost in asks:
+            spent = await store.spent(day, scope, [key])
+            assert spent.tokens == tokens and spent.cost_usd == pytest.approx(cost)
 
 
 async def test_stores_opening_a_fresh_schema_at_once_migrate_it_once(schema: str) -> None:

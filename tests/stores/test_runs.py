@@ -13,7 +13,7 @@ import pytest
 from runtime.entries import Usage, UserMessage
 from runtime.errors import NotFound, StoreError
 from runtime.runs import Origin, ReplyDelivery, Run, new_run_id
-from runtime.stores.base import Checkpoint, Spent, Store
+from runtime.stores.base import Checkpoint, SpendScope, Store
 from runtime.stores.files import FilesStore
 from runtime.stores.postgres import PostgresStore
 from runtime.stores.sqlite import SQLiteStore
@@ -208,27 +208,38 @@ async def test_reopen_sees_everything(
 # -- the spend ledger (spend caps)
 
 
-async def test_the_ledger_holds_what_each_run_since_a_time_has_spent(store: AnyStore) -> None:
+async def test_spent_sums_the_runs_since_a_time_by_whose_they_are(store: AnyStore) -> None:
     day = 1_764_806_400.0  # 2025-12-04 00:00 UTC
-    before = make_run("old", at=day - 1, run_id=new_run_id(day - 1))
-    plain = make_run("t1", at=day, run_id=new_run_id(day))
-    rich = Run(id=new_run_id(day + 60), thread_id="t2", text="x" * 10_000, created_at=day + 60,
-               updated_at=day + 60, agent="eng",
-               origin=Origin(channel="discord", target={"channel": "TH"}, user="U9",
-                             place=("TH", "C1", "G1"), direct=False))
-    for run in (before, plain, rich):
+
+    def made(n: int, at: float, agent: str, user: str | None, place: tuple[str, ...]) -> Run:
+        return Run(id=new_run_id(at), thread_id=f"t{n}", text="x" * 10_000, created_at=at,
+                   updated_at=at, agent=agent, usage=Usage(input_tokens=n),
+                   origin=Origin(channel="discord", target={"channel": "C"}, user=user,
+                                 place=place))
+
+    thread = ("TH", "C1", "G1")  # a Discord thread under C1: its place is C1
+    runs = [made(1, day - 1, "eng", "U1", ("C1", "G1")),  # the day before: not counted
+            made(2, day, "eng", "U1", ("C1", "G1")),
+            made(4, day + 60, "", "U1", thread),
+            made(8, day + 120, "eng", None, ("C2", "G1"))]
+    for run in runs:
         await store.create_run(run)
-    moved, step = advance(rich, S.RUNNING, "started",
+    # A checkpoint moves the amounts on: what the run has spent so far.
+    moved, step = advance(runs[2], S.RUNNING, "started",
                           usage=Usage(input_tokens=10, output_tokens=5, cache_read_tokens=2,
                                       cache_creation_tokens=1), cost_usd=0.25)
-    await store.commit(Checkpoint("t2", None, run=moved, transitions=[step]))
-    ledger = await store.spend_since(day)
-    rows = sorted(ledger.rows, key=lambda r: r.created_at)
-    assert [r.run_id for r in rows] == [plain.id, rich.id]
-    assert rows[0] == Spent(run_id=plain.id, created_at=day, agent="", user="U1",
-                            channel="slack", place=(), direct=False, tokens=0, cost_usd=0.0)
-    assert rows[1] == Spent(run_id=rich.id, created_at=day + 60, agent="eng", user="U9",
-                            channel="discord", place=("TH", "C1", "G1"), direct=False,
-                            tokens=18, cost_usd=0.25)
-    assert (ledger.now is not None) == isinstance(store, PostgresStore)
-    assert (await store.spend_since(day + 61)).rows == []
+    await store.commit(Checkpoint("t4", None, run=moved, transitions=[step]))
+
+    async def spent(scope: SpendScope, *keys: str, since: float = day) -> tuple[int, float]:
+        found = await store.spent(since, scope, keys)
+        assert (found.now is not None) == isinstance(store, PostgresStore)
+        return found.tokens, found.cost_usd
+
+    assert await spent("user", "U1") == (2 + 18, 0.25)
+    assert await spent("user", "U1", since=day - 1) == (1 + 2 + 18, 0.25)
+    assert await spent("agent", "eng") == (2 + 8, 0.0)
+    assert await spent("agent", "eng", "") == (2 + 18 + 8, 0.25)
+    assert await spent("place", "discord:C1") == (2 + 18, 0.25)
+    assert await spent("place", "discord:C2", "discord:C9") == (8, 0.0)
+    assert await spent("user", "nobody") == (0, 0.0)
+    assert await spent("agent", "eng", since=day + 121) == (0, 0.0)

@@ -1,13 +1,16 @@
-"""A database written by the first schema (version 1) opens under version 2 with nothing lost."""
+"""A database written by an older schema (version 1, version 2) opens under the current one
+with nothing lost."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
 
-from runtime.entries import AssistantTurn, UserMessage
-from runtime.runs import Run, RunState, Transition
-from runtime.stores.base import Checkpoint
+import pytest
+
+from runtime.entries import AssistantTurn, Usage, UserMessage
+from runtime.runs import Origin, Run, RunState, Transition, new_run_id
+from runtime.stores.base import Checkpoint, Spending, SpendScope
 from runtime.stores.sqlite import SQLiteStore
 
 S = RunState
@@ -85,12 +88,43 @@ async def test_a_version_1_database_is_migrated_in_place(tmp_path: Path) -> None
                                       run=started))
         assert await store.list_runs(thread_id="t", states=[S.QUEUED, S.RUNNING]) == [started]
     db = sqlite3.connect(path)
-    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
     tokens = [row[0] for row in db.execute("SELECT tokens FROM entries ORDER BY seq")]
     assert 0 < tokens[0] < tokens[1] < tokens[2]  # running sums, estimated for the old rows
     names = {row[0] for row in db.execute("SELECT name FROM sqlite_schema")}
     assert not names & {"runs_v1", "threads_v1", "transitions_v1", "transitions", "runs_state",
                         "runs_thread_state", "transitions_run"}
     db.close()
-    async with SQLiteStore(path) as store:  # a second open finds version 2: nothing to do
+    async with SQLiteStore(path) as store:  # a second open finds version 3: nothing to do
         assert len(await store.list_runs()) == 2
+        assert await store.spent(0.0, "place", ["cli"]) == Spending(0, 0.0)
+
+
+async def test_a_version_2_database_gains_the_spend_columns_filled_from_its_runs(
+        tmp_path: Path) -> None:
+    path = tmp_path / "maiden.db"
+    day = 1_764_806_400.0
+    slack = Origin(channel="slack", target={"channel": "C1"}, user="U1")
+    runs = [Run(id=new_run_id(day + n), thread_id=f"t{n}", text="x", created_at=day + n,
+                updated_at=day + n, origin=slack, usage=Usage(input_tokens=n, output_tokens=1),
+                cost_usd=n / 100) for n in (1, 2)]
+    async with SQLiteStore(path) as store:
+        for run in runs:
+            await store.create_run(run)
+    # Version 2 as it was: the runs without the spend columns (added at the end since).
+    db = sqlite3.connect(path)
+    for index in ("runs_spend_user", "runs_spend_agent", "runs_spend_place"):
+        db.execute(f"DROP INDEX {index}")
+    for column in ("spend_agent", "spend_user", "spend_place", "spend_tokens", "spend_cost"):
+        db.execute(f"ALTER TABLE runs DROP COLUMN {column}")
+    db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    db.commit()
+    db.close()
+    async with SQLiteStore(path) as store:
+        assert await store.list_runs() == runs
+        asks: list[tuple[float, SpendScope, str, int, float]] = [
+            (day, "user", "U1", 2 + 3, 0.03), (day + 2, "place", "slack", 3, 0.02),
+            (day, "agent", "", 5, 0.03)]
+        for since, scope, key, tokens, cost in asks:
+            spent = await store.spent(since, scope, [key])
+            assert spent.tokens == tokens and spent.cost_usd == pytest.approx(cost)

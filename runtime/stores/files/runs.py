@@ -12,8 +12,16 @@ from ...entries import Entry
 from ...errors import NotFound, StaleWrite, StoreError
 from ...runs import Delivery, Run, RunState, Transition, arriving_after
 from ...tail import Tail, tail_of
-from ..base import Checkpoint, Ledger, RunStore, StoreStats, ThreadInfo, check_thread_id
-from ..rows import since_id, spent_row
+from ..base import (
+    Checkpoint,
+    RunStore,
+    Spending,
+    SpendScope,
+    StoreStats,
+    ThreadInfo,
+    check_thread_id,
+)
+from ..rows import since_id, spend_keys, spend_of
 from .core import FilesCore
 from .names import thread_file_name
 from .snapshot import Snapshot, select_runs
@@ -86,12 +94,11 @@ class FilesRuns(FilesCore, RunStore):
                           threads=len(await self._disk.io(self._list_threads)),
                           deliveries_pending=pending, deliveries_sent=len(deliveries) - pending)
 
-    async def spend_since(self, since: float) -> Ledger:
-        first = since_id(since)
-        return Ledger([spent_row(r.id, r.created_at, r.agent, r.origin.user, r.origin.channel,
-                                 list(r.origin.place), r.origin.direct,
-                                 r.usage.model_dump(), r.cost_usd)
-                       for r in await self.list_runs() if r.id >= first])
+    async def spent(self, since: float, scope: SpendScope, keys: Sequence[str]) -> Spending:
+        first, wanted, index = since_id(since), set(keys), ("agent", "user", "place").index(scope)
+        found = [spend_of(r) for r in await self.list_runs()
+                 if r.id >= first and spend_keys(r)[index] in wanted]
+        return Spending(sum(t for t, _ in found), sum(c for _, c in found))
 
     async def transitions(self, run_id: str) -> list[Transition]:
         return await self._disk.io(self._transitions, run_id)

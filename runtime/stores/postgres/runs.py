@@ -21,14 +21,23 @@ from ...entries import Entry, Notice
 from ...errors import NotFound, StoreError
 from ...runs import Run, RunState, Transition, arriving_after
 from ...tail import Tail
-from ..base import Checkpoint, Ledger, RunStore, StoreStats, ThreadInfo, check_thread_id
+from ..base import (
+    Checkpoint,
+    RunStore,
+    Spending,
+    SpendScope,
+    StoreStats,
+    ThreadInfo,
+    check_thread_id,
+)
 from ..rows import (
-    SPENT_FIELDS,
+    SPEND_COLUMNS,
     parse_entries,
     parse_run,
     run_json,
     since_id,
-    spent_row,
+    spend_keys,
+    spend_of,
     thread_infos,
     transitions_of,
 )
@@ -55,11 +64,13 @@ class PostgresRuns(PostgresCore, RunStore):
             # committed is read (each statement sees what is committed when it starts).
             created = await conn.fetchval(
                 "INSERT INTO runs (id, thread_id, state, active, version, created_at, "
-                "idempotency_key, data) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
+                "idempotency_key, data, spend_agent, spend_user, spend_place, spend_tokens, "
+                "spend_cost) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) "
                 "ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING "
                 "RETURNING true",
                 run.id, run.thread_id, run.state, not run.terminal, run.version,
-                run.created_at, run.idempotency_key, run_json(run))
+                run.created_at, run.idempotency_key, run_json(run), *spend_keys(run),
+                *spend_of(run))
             if created:
                 await conn.execute("INSERT INTO threads VALUES ($1, $2) ON CONFLICT DO NOTHING",
                                    run.thread_id, run.created_at)
@@ -161,15 +172,13 @@ class PostgresRuns(PostgresCore, RunStore):
         rows = await self._fetch(LIST_THREADS, limit, max(offset, 0))
         return thread_infos(rows)
 
-    async def spend_since(self, since: float) -> Ledger:
-        fields = ", ".join(
-            "d #>> '{%s}'" % ",".join(f.split(".")) for f in SPENT_FIELDS)  # noqa: UP031
-        async with self._connection() as conn:
-            rows = await conn.fetch(f"SELECT id, created_at, {fields} FROM (SELECT id, "
-                                    "created_at, data::jsonb AS d FROM runs WHERE id >= $1) r",
-                                    since_id(since))
-            now = await conn.fetchval("SELECT extract(epoch FROM clock_timestamp())::float8")
-        return Ledger([spent_row(*row) for row in rows], now=now)
+    async def spent(self, since: float, scope: SpendScope, keys: Sequence[str]) -> Spending:
+        (row,) = await self._fetch(
+            "SELECT coalesce(sum(spend_tokens), 0)::bigint, coalesce(sum(spend_cost), 0.0), "
+            f"extract(epoch FROM clock_timestamp())::float8 FROM runs "
+            f"WHERE {SPEND_COLUMNS[scope]} = ANY($1::text[]) AND id >= $2",
+            list(keys), since_id(since))
+        return Spending(int(row[0]), float(row[1]), float(row[2]))
 
     async def stats(self) -> StoreStats:
         async with self._connection() as conn:

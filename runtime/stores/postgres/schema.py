@@ -140,7 +140,31 @@ _V5 = [
     )""",
 ]
 
-MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5)]
+# Runs gain what spend caps sum, in columns of their own (updated with the run's row,
+# indexed by whose: no index covers the amounts, so a checkpoint stays a HOT update).
+# Runs from before have no place ids: their place key is their channel.
+_V6 = [
+    "ALTER TABLE runs ADD COLUMN spend_agent text COLLATE \"C\" NOT NULL DEFAULT ''",
+    "ALTER TABLE runs ADD COLUMN spend_user text COLLATE \"C\"",
+    "ALTER TABLE runs ADD COLUMN spend_place text COLLATE \"C\" NOT NULL DEFAULT ''",
+    "ALTER TABLE runs ADD COLUMN spend_tokens bigint NOT NULL DEFAULT 0",
+    "ALTER TABLE runs ADD COLUMN spend_cost double precision NOT NULL DEFAULT 0",
+    """UPDATE runs SET
+        spend_agent = coalesce(data::jsonb ->> 'agent', ''),
+        spend_user = data::jsonb #>> '{origin,user}',
+        spend_place = coalesce(data::jsonb #>> '{origin,channel}', 'cli'),
+        spend_tokens = coalesce((data::jsonb #>> '{usage,input_tokens}')::bigint, 0)
+            + coalesce((data::jsonb #>> '{usage,output_tokens}')::bigint, 0)
+            + coalesce((data::jsonb #>> '{usage,cache_creation_tokens}')::bigint, 0)
+            + coalesce((data::jsonb #>> '{usage,cache_read_tokens}')::bigint, 0),
+        spend_cost = coalesce((data::jsonb ->> 'cost_usd')::double precision, 0)""",
+    "CREATE INDEX runs_spend_user ON runs (spend_user, id) WHERE spend_user IS NOT NULL",
+    "CREATE INDEX runs_spend_agent ON runs (spend_agent, id)",
+    "CREATE INDEX runs_spend_place ON runs (spend_place, id)",
+]
+
+MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5),
+                                           (6, _V6)]
 """``(version, statements)``, in order: what brings a schema at ``version - 1`` to
 ``version`` (0: no tables yet). A new version is a new item; applied ones never change."""
 

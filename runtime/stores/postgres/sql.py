@@ -23,7 +23,7 @@ import asyncpg  # type: ignore[import-untyped]
 from ...errors import StaleWrite
 from ...runs import TERMINAL, Delivery, RunState
 from ..base import Checkpoint
-from ..rows import activity, entry_row, pending_changed, positioned_rows, run_json
+from ..rows import activity, entry_row, pending_changed, positioned_rows, run_json, spend_of
 
 __all__ = ["ERRORS", "LIST_THREADS", "CheckpointRows", "configure", "decode_text", "encode_text",
            "keep", "list_runs_sql", "update_pending", "write_checkpoint"]
@@ -87,7 +87,7 @@ class CheckpointRows:
         run = None
         if cp.run is not None:
             run = (cp.run.state, cp.run.version, run_json(cp.run), activity(cp), cp.run.id,
-                   cp.run.version - 1)
+                   cp.run.version - 1, *spend_of(cp.run))
         return cls(
             thread_id=cp.thread_id,
             position=cp.position,
@@ -109,7 +109,8 @@ def _appended(param: str) -> str:
 
 _UPDATE_RUN = (
     "UPDATE runs SET state = $1, version = $2, data = $3, active = coalesce($4, active), "
-    f"transitions = CASE WHEN $7::text IS NULL THEN transitions ELSE {_appended('$7')} END "
+    "spend_tokens = $7, spend_cost = $8, "
+    f"transitions = CASE WHEN $9::text IS NULL THEN transitions ELSE {_appended('$9')} END "
     "WHERE id = $5 AND version = $6 RETURNING true")
 
 

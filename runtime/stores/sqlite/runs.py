@@ -19,15 +19,23 @@ from ...entries import Entry
 from ...errors import NotFound, StoreError
 from ...runs import TERMINAL, Run, RunState, Transition
 from ...tail import Tail
-from ..base import Checkpoint, Ledger, RunStore, StoreStats, ThreadInfo, check_thread_id
+from ..base import (
+    Checkpoint,
+    RunStore,
+    Spending,
+    SpendScope,
+    StoreStats,
+    ThreadInfo,
+    check_thread_id,
+)
 from ..rows import (
-    SPENT_FIELDS,
+    SPEND_COLUMNS,
     activity,
     entry_row,
     parse_run,
     run_json,
     since_id,
-    spent_row,
+    spend_of,
     thread_infos,
     transitions_of,
 )
@@ -69,7 +77,7 @@ class SQLiteRuns(SQLiteReads, RunStore):
                      for i, entry in enumerate(cp.entries)],
             run=None if cp.run is None else (cp.run.state, cp.run.version, run_json(cp.run),
                                              cp.run.id, cp.run.version - 1,
-                                             activity(cp)),
+                                             activity(cp), *spend_of(cp.run)),
             transitions=[(t.run_id, f"[{_text(t.source)},{_text(t.target)},{_text(t.reason)},"
                                     f"{t.at!r}]") for t in cp.transitions],
             deliveries=[(d.key, d.run_id, d.remote_id, d.created_at, d.model_dump_json())
@@ -170,11 +178,13 @@ class SQLiteRuns(SQLiteReads, RunStore):
 
         return await self._read(count)
 
-    async def spend_since(self, since: float) -> Ledger:
-        fields = ", ".join(f"json_extract(data, '$.{f}')" for f in SPENT_FIELDS)
-        rows = await self._fetchall(f"SELECT id, created_at, {fields} FROM runs WHERE id >= ?",
-                                    (since_id(since),))
-        return Ledger([spent_row(*row) for row in rows])
+    async def spent(self, since: float, scope: SpendScope, keys: Sequence[str]) -> Spending:
+        column = SPEND_COLUMNS[scope]
+        marks = ", ".join("?" * len(keys))
+        rows = await self._fetchall(
+            f"SELECT coalesce(sum(spend_tokens), 0), coalesce(sum(spend_cost), 0.0) FROM runs "
+            f"WHERE {column} IN ({marks}) AND id >= ?", (*keys, since_id(since)))
+        return Spending(int(rows[0][0]), float(rows[0][1]))
 
     async def transitions(self, run_id: str) -> list[Transition]:
         rows = await self._fetchall("SELECT transitions FROM runs WHERE id = ?", (run_id,))

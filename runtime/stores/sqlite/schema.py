@@ -10,7 +10,7 @@ from ...runs import TERMINAL
 
 __all__ = ["ACTIVE_SQL", "SCHEMA_VERSION", "migrate"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 ACTIVE_SQL = "active = 1"
 """The runs that have not ended: the term (text for text) of ``runs_active``'s WHERE, which
@@ -55,9 +55,17 @@ CREATE TABLE IF NOT EXISTS runs (
     created_at REAL NOT NULL,
     idempotency_key TEXT,
     data TEXT NOT NULL,
-    transitions TEXT NOT NULL DEFAULT '[]'
+    transitions TEXT NOT NULL DEFAULT '[]',
+    spend_agent TEXT NOT NULL DEFAULT '',
+    spend_user TEXT,
+    spend_place TEXT NOT NULL DEFAULT '',
+    spend_tokens INTEGER NOT NULL DEFAULT 0,
+    spend_cost REAL NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS runs_thread ON runs (thread_id, created_at);
+CREATE INDEX IF NOT EXISTS runs_spend_user ON runs (spend_user, id) WHERE spend_user IS NOT NULL;
+CREATE INDEX IF NOT EXISTS runs_spend_agent ON runs (spend_agent, id);
+CREATE INDEX IF NOT EXISTS runs_spend_place ON runs (spend_place, id);
 CREATE INDEX IF NOT EXISTS runs_active ON runs (thread_id, created_at) WHERE {ACTIVE_SQL};
 CREATE UNIQUE INDEX IF NOT EXISTS runs_key ON runs (idempotency_key)
     WHERE idempotency_key IS NOT NULL;
@@ -129,7 +137,8 @@ DROP INDEX IF EXISTS transitions_run;
 _ENDED = ", ".join(sorted(repr(state.value) for state in TERMINAL))
 COPY_1_TO_2 = f"""
 INSERT INTO threads SELECT id, created_at FROM threads_v1;
-INSERT INTO runs
+INSERT INTO runs (id, thread_id, state, active, version, created_at, idempotency_key, data,
+                  transitions)
     SELECT id, thread_id, state, state NOT IN ({_ENDED}),
            version, created_at, idempotency_key, data,
            coalesce((SELECT json_group_array(json_array(
@@ -150,6 +159,28 @@ DROP TABLE runs_v1;
 DROP TABLE transitions_v1;
 """
 
+# Version 2 -> 3: runs gain what spend caps sum (whose the spend is, and how much), in
+# columns of their own and indexed by whose, so that a cap's check reads no run's JSON.
+# Runs from before have no place ids: their place key is their channel.
+MIGRATE_2_TO_3 = """
+ALTER TABLE runs ADD COLUMN spend_agent TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN spend_user TEXT;
+ALTER TABLE runs ADD COLUMN spend_place TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN spend_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN spend_cost REAL NOT NULL DEFAULT 0
+"""
+FILL_3 = """
+UPDATE runs SET
+    spend_agent = coalesce(json_extract(data, '$.agent'), ''),
+    spend_user = json_extract(data, '$.origin.user'),
+    spend_place = coalesce(json_extract(data, '$.origin.channel'), 'cli'),
+    spend_tokens = coalesce(json_extract(data, '$.usage.input_tokens'), 0)
+        + coalesce(json_extract(data, '$.usage.output_tokens'), 0)
+        + coalesce(json_extract(data, '$.usage.cache_creation_tokens'), 0)
+        + coalesce(json_extract(data, '$.usage.cache_read_tokens'), 0),
+    spend_cost = coalesce(json_extract(data, '$.cost_usd'), 0)
+"""
+
 
 def migrate(db: sqlite3.Connection, path: Path) -> None:
     """Bring the database to ``SCHEMA_VERSION`` (inside the caller's transaction)."""
@@ -157,14 +188,18 @@ def migrate(db: sqlite3.Connection, path: Path) -> None:
     version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
         if exists else None
     found = str(SCHEMA_VERSION) if version is None else version[0]
-    if found not in ("1", str(SCHEMA_VERSION)):
+    if found not in ("1", "2", str(SCHEMA_VERSION)):
         raise StoreError(f"{path} has schema version {found}; this maiden reads versions 1 "
-                         f"and {SCHEMA_VERSION} (a newer maiden may have written it)")
+                         f"to {SCHEMA_VERSION} (a newer maiden may have written it)")
     if found == "1":
         _script(db, MIGRATE_1_TO_2)
+    if found == "2":
+        _script(db, MIGRATE_2_TO_3)
     _script(db, SCHEMA)
     if found == "1":
         _script(db, COPY_1_TO_2)
+    if found in ("1", "2"):
+        _script(db, FILL_3)
     db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
                (str(SCHEMA_VERSION),))
 

@@ -13,7 +13,7 @@ from ...errors import StaleWrite
 from ...requests import Note, NoteCall
 from ...runs import Delivery, Run, arriving_after
 from ..base import NOTE_CALLS_KEPT
-from ..rows import pending_changed, positioned_rows, run_json
+from ..rows import pending_changed, positioned_rows, run_json, spend_keys, spend_of
 
 __all__ = ["CheckpointRows", "commit_rows", "create_run_row", "delete_note_row", "fetchall",
            "put_note_row", "record_note_calls", "run_row", "scalar", "update_pending_row"]
@@ -46,16 +46,17 @@ def commit_rows(db: sqlite3.Connection, cp: CheckpointRows) -> None:
             raise StaleWrite(f"a result for that tool call is already recorded: {exc}") from exc
     steps = list(cp.transitions)
     if cp.run is not None:
-        state, version, data, run_id, before, active = cp.run
+        state, version, data, run_id, before, active, tokens, cost = cp.run
         mine = [step for step in steps if step[0] == run_id]
         steps = [step for step in steps if step[0] != run_id]
         cursor = db.execute(
             "UPDATE runs SET state = :state, version = :version, data = :data, transitions = "
             "  CASE WHEN :step IS NULL THEN transitions"
-            "  ELSE json_insert(transitions, '$[#]', json(:step)) END "
+            "  ELSE json_insert(transitions, '$[#]', json(:step)) END, "
+            "spend_tokens = :tokens, spend_cost = :cost "
             "WHERE id = :id AND version = :before",
             {"state": state, "version": version, "data": data, "id": run_id, "before": before,
-             "step": mine[0][1] if mine else None})
+             "step": mine[0][1] if mine else None, "tokens": tokens, "cost": cost})
         if cursor.rowcount != 1:
             raise StaleWrite(f"run {run_id} is not at version {before}")
         steps += mine[1:]
@@ -74,7 +75,8 @@ def commit_rows(db: sqlite3.Connection, cp: CheckpointRows) -> None:
 def run_row(run: Run) -> tuple[Any, ...]:
     """A new run's row, as ``create_run_row`` inserts it."""
     return (run.id, run.thread_id, run.state, not run.terminal, run.version,
-            run.created_at, run.idempotency_key, run_json(run))
+            run.created_at, run.idempotency_key, run_json(run), *spend_keys(run),
+            *spend_of(run))
 
 
 def create_run_row(db: sqlite3.Connection, run: Run, row: tuple[Any, ...]
@@ -93,7 +95,9 @@ def create_run_row(db: sqlite3.Connection, run: Run, row: tuple[Any, ...]
     if stamped is not run:
         row = run_row(stamped)
     db.execute("INSERT OR IGNORE INTO threads VALUES (?, ?)", (run.thread_id, run.created_at))
-    db.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, '[]')", row)
+    db.execute("INSERT INTO runs (id, thread_id, state, active, version, created_at, "
+               "idempotency_key, data, spend_agent, spend_user, spend_place, spend_tokens, "
+               "spend_cost) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
     return None, stamped
 
 
