@@ -25,7 +25,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from .config import AGENT_NAME, Section
 from .routing import place_key
 from .runs import Origin, Run
-from .stores.base import RunStore
+from .stores.base import RunStore, SpendAsk
 
 __all__ = ["CapConfig", "CapHit", "Caps", "period_bounds"]
 
@@ -135,27 +135,37 @@ class Caps:
         return bool(self.caps)
 
     async def reached(self, run: Run) -> CapHit | None:
-        """The first cap that applies to ``run`` and is reached, if any: one sum read from
-        the store per cap that applies (by an index of whose the spend is)."""
+        """The first cap that applies to ``run`` and is reached, if any: what each cap that
+        applies counts, summed by the store in one read (by indexes of whose it is)."""
         agent = run.agent or self.default_agent
-        for cap in self.caps:
-            if not _applies(cap, run.origin, agent):
-                continue
-            zone = ZoneInfo(cap.timezone or self.timezone)
-            start, resets = period_bounds(cap.period, self.clock(), zone)
-            keys = _keys(cap, run.origin, agent, self.default_agent)
-            spent = await self.store.spent(start, cap.scope, keys)
-            if spent.now is not None and not start <= spent.now < resets:
-                # The store's clock is in another period than ours: it decides.
-                start, resets = period_bounds(cap.period, spent.now, zone)
-                spent = await self.store.spent(start, cap.scope, keys)
+        mine = [(cap, ZoneInfo(cap.timezone or self.timezone)) for cap in self.caps
+                if _applies(cap, run.origin, agent)]
+        if not mine:
+            return None
+        now = self.clock()
+        spent = await self.store.spent(self._asks(mine, run, agent, now))
+        if spent.now is not None and any(
+                period_bounds(cap.period, now, zone) != period_bounds(cap.period, spent.now,
+                                                                      zone)
+                for cap, zone in mine):
+            # The store's clock is in another period than ours: it decides.
+            now = spent.now
+            spent = await self.store.spent(self._asks(mine, run, agent, now))
+        now = spent.now if spent.now is not None else now
+        for (cap, zone), (tokens, cost) in zip(mine, spent.sums, strict=True):
             limits: tuple[tuple[Measure, float, float | None], ...] = (
-                ("tokens", spent.tokens, cap.tokens), ("cost_usd", spent.cost_usd, cap.cost_usd))
+                ("tokens", tokens, cap.tokens), ("cost_usd", cost, cap.cost_usd))
             for measure, used, limit in limits:
                 if limit is not None and used >= limit:
                     return CapHit(cap, _label(cap, run.origin, agent), measure, used, limit,
-                                  resets, str(zone))
+                                  period_bounds(cap.period, now, zone)[1], str(zone))
         return None
+
+    def _asks(self, caps: list[tuple[CapConfig, ZoneInfo]], run: Run, agent: str,
+              now: float) -> list[SpendAsk]:
+        return [SpendAsk(period_bounds(cap.period, now, zone)[0], cap.scope,
+                         _keys(cap, run.origin, agent, self.default_agent))
+                for cap, zone in caps]
 
 
 def _applies(cap: CapConfig, origin: Origin, agent: str) -> bool:
@@ -166,14 +176,14 @@ def _applies(cap: CapConfig, origin: Origin, agent: str) -> bool:
     return cap.agent in (None, agent)
 
 
-def _keys(cap: CapConfig, origin: Origin, agent: str, default: str) -> list[str]:
+def _keys(cap: CapConfig, origin: Origin, agent: str, default: str) -> tuple[str, ...]:
     """The store's keys of the spend that counts toward ``cap`` for a run from ``origin``
     of ``agent`` (the default agent's runs from before there were several have none)."""
     if cap.scope == "user":
-        return [origin.user or ""]
+        return (origin.user or "",)
     if cap.scope == "agent":
-        return [agent, ""] if agent == default else [agent]
-    return [place_key(origin)]
+        return (agent, "") if agent == default else (agent,)
+    return (place_key(origin),)
 
 
 def _label(cap: CapConfig, origin: Origin, agent: str) -> str:

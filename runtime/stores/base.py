@@ -27,8 +27,8 @@ from ..tail import Tail
 
 __all__ = ["ENTRIES", "NOTE_CALLS_KEPT", "BlobStore", "Checkpoint", "ControlStore",
            "FeedbackStore", "LeaseStore", "NoteStore", "OutboxStore", "RunStore",
-           "ScheduleStore", "SpendScope", "Spending", "Store", "StoreStats", "ThreadInfo",
-           "check_digest", "check_thread_id", "parse_schedule_record"]
+           "ScheduleStore", "SpendAsk", "SpendScope", "Spending", "Store", "StoreStats",
+           "ThreadInfo", "check_digest", "check_thread_id", "parse_schedule_record"]
 
 ENTRIES: TypeAdapter[list[Entry]] = TypeAdapter(list[Entry])
 
@@ -59,12 +59,22 @@ SpendScope = Literal["user", "agent", "place"]
 
 
 @dataclass(frozen=True, slots=True)
-class Spending:
-    """What runs spent, summed, and the store's clock when it was read (None: the store is
-    this machine's, whose clock the runtime reads itself)."""
+class SpendAsk:
+    """What the runs created at or after ``since`` whose ``scope`` (their person, agent or
+    place key) is one of ``keys`` have spent."""
 
-    tokens: int = 0
-    cost_usd: float = 0.0
+    since: float
+    scope: SpendScope
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Spending:
+    """The answers to ``SpendAsk``s, in order: ``(tokens, cost_usd)`` each; and the store's
+    clock when it read them (None: the store is this machine's, whose clock the runtime
+    reads itself)."""
+
+    sums: list[tuple[int, float]]
     now: float | None = None
 
 
@@ -151,10 +161,10 @@ class RunStore(Protocol):
     async def stats(self) -> StoreStats:
         """Counts for metrics and listings, without reading every row into Python."""
 
-    async def spent(self, since: float, scope: SpendScope, keys: Sequence[str]) -> Spending:
-        """What the runs created at or after ``since`` whose ``scope`` (their person, agent
-        or place key: ``spend_keys``) is one of ``keys`` have spent, as last checkpointed:
-        summed by the store from columns of their own (spend caps read it before each turn)."""
+    async def spent(self, asks: Sequence[SpendAsk]) -> Spending:
+        """What runs have spent, as last checkpointed, for each ask (a run's keys are
+        ``rows.spend_keys``): summed by the store from columns of their own, in one read
+        (spend caps ask before each turn)."""
 
     async def transitions(self, run_id: str) -> list[Transition]:
         """Every state change of the run, in order, with its reason."""

@@ -17,7 +17,7 @@ from ..entries import ENTRY, Entry, Notice, ToolResult
 from ..errors import CorruptStore, NotFound, StaleWrite
 from ..routing import place_key
 from ..runs import DELIVERY, TERMINAL, Delivery, Run, RunState, StreamState, Transition
-from .base import ENTRIES, Checkpoint, ThreadInfo
+from .base import ENTRIES, Checkpoint, SpendAsk, ThreadInfo
 
 __all__ = ["ThreadCache", "activity", "deliveries_query", "entry_row", "parse_entries", "parse_run",
            "pending_changed", "positioned_rows", "run_json", "thread_infos", "transitions_of"]
@@ -60,6 +60,26 @@ def since_id(since: float) -> str:
 
 SPEND_COLUMNS = {"agent": "spend_agent", "user": "spend_user", "place": "spend_place"}
 """The runs' column of each spend scope (SQLite and PostgreSQL alike)."""
+
+
+def spend_sql(asks: Sequence[SpendAsk], mark: Callable[[int], str]) -> tuple[str, list[Any]]:
+    """One statement answering every ask, a row each (its index, tokens, cost), and its
+    parameters; ``mark(n)`` is the n-th parameter's placeholder (``?``, ``$n``)."""
+    parts: list[str] = []
+    params: list[Any] = []
+    for i, ask in enumerate(asks):
+        marks = [mark(len(params) + k + 1) for k in range(len(ask.keys) + 1)]
+        parts.append(f"SELECT {i}, coalesce(sum(spend_tokens), 0), coalesce(sum(spend_cost), "
+                     f"0.0) FROM runs WHERE {SPEND_COLUMNS[ask.scope]} IN "
+                     f"({', '.join(marks[:-1])}) AND id >= {marks[-1]}")
+        params += [*ask.keys, since_id(ask.since)]
+    return " UNION ALL ".join(parts), params
+
+
+def spend_sums(rows: Sequence[Sequence[Any]], count: int) -> list[tuple[int, float]]:
+    """``spend_sql``'s rows, in the asks' order."""
+    sums = {int(row[0]): (int(row[1]), float(row[2])) for row in rows}
+    return [sums.get(i, (0, 0.0)) for i in range(count)]
 
 
 def spend_keys(run: Run) -> tuple[str, str | None, str]:

@@ -16,7 +16,7 @@ import pytest
 from runtime.entries import Notice, Usage, UserMessage
 from runtime.errors import CorruptStore, StoreError
 from runtime.runs import Origin, Run, RunState, new_run_id
-from runtime.stores.base import Checkpoint, SpendScope
+from runtime.stores.base import Checkpoint, SpendAsk, SpendScope
 from runtime.stores.postgres import PostgresStore
 from runtime.stores.postgres.schema import MIGRATIONS, SCHEMA_VERSION
 from runtime.stores.postgres.sql import CheckpointRows, list_runs_sql, write_checkpoint
@@ -92,8 +92,8 @@ async def test_a_version_5_schema_gains_the_spend_columns_filled_from_its_runs(
         asks: list[tuple[SpendScope, str, int, float]] = [
             ("user", "U1", 2 + 3, 0.03), ("agent", "eng", 3, 0.02), ("place", "slack", 5, 0.03)]
         for scope, key, tokens, cost in asks:
-            spent = await store.spent(day, scope, [key])
-            assert spent.tokens == tokens and spent.cost_usd == pytest.approx(cost)
+            ((spent_tokens, spent_cost),) = (await store.spent([SpendAsk(day, scope, (key,))])).sums
+            assert spent_tokens == tokens and spent_cost == pytest.approx(cost)
 
 
 async def test_stores_opening_a_fresh_schema_at_once_migrate_it_once(schema: str) -> None:

@@ -13,7 +13,7 @@ import pytest
 from runtime.entries import Usage, UserMessage
 from runtime.errors import NotFound, StoreError
 from runtime.runs import Origin, ReplyDelivery, Run, new_run_id
-from runtime.stores.base import Checkpoint, SpendScope, Store
+from runtime.stores.base import Checkpoint, SpendAsk, SpendScope, Store
 from runtime.stores.files import FilesStore
 from runtime.stores.postgres import PostgresStore
 from runtime.stores.sqlite import SQLiteStore
@@ -231,9 +231,10 @@ async def test_spent_sums_the_runs_since_a_time_by_whose_they_are(store: AnyStor
     await store.commit(Checkpoint("t4", None, run=moved, transitions=[step]))
 
     async def spent(scope: SpendScope, *keys: str, since: float = day) -> tuple[int, float]:
-        found = await store.spent(since, scope, keys)
+        found = await store.spent([SpendAsk(since, scope, keys)])
         assert (found.now is not None) == isinstance(store, PostgresStore)
-        return found.tokens, found.cost_usd
+        (sums,) = found.sums
+        return sums
 
     assert await spent("user", "U1") == (2 + 18, 0.25)
     assert await spent("user", "U1", since=day - 1) == (1 + 2 + 18, 0.25)
@@ -243,3 +244,8 @@ async def test_spent_sums_the_runs_since_a_time_by_whose_they_are(store: AnyStor
     assert await spent("place", "discord:C2", "discord:C9") == (8, 0.0)
     assert await spent("user", "nobody") == (0, 0.0)
     assert await spent("agent", "eng", since=day + 121) == (0, 0.0)
+    # Every ask in one read, answered in order.
+    many = await store.spent([SpendAsk(day, "user", ("U1",)), SpendAsk(day, "user", ("U7",)),
+                              SpendAsk(day - 1, "place", ("discord:C1", "discord:C2"))])
+    assert many.sums == [(20, 0.25), (0, 0.0), (1 + 2 + 18 + 8, 0.25)]
+    assert (await store.spent([])).sums == []

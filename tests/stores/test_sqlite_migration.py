@@ -10,7 +10,7 @@ import pytest
 
 from runtime.entries import AssistantTurn, Usage, UserMessage
 from runtime.runs import Origin, Run, RunState, Transition, new_run_id
-from runtime.stores.base import Checkpoint, Spending, SpendScope
+from runtime.stores.base import Checkpoint, SpendAsk, Spending, SpendScope
 from runtime.stores.sqlite import SQLiteStore
 
 S = RunState
@@ -97,7 +97,7 @@ async def test_a_version_1_database_is_migrated_in_place(tmp_path: Path) -> None
     db.close()
     async with SQLiteStore(path) as store:  # a second open finds version 3: nothing to do
         assert len(await store.list_runs()) == 2
-        assert await store.spent(0.0, "place", ["cli"]) == Spending(0, 0.0)
+        assert await store.spent([SpendAsk(0.0, "place", ("cli",))]) == Spending([(0, 0.0)])
 
 
 async def test_a_version_2_database_gains_the_spend_columns_filled_from_its_runs(
@@ -126,5 +126,6 @@ async def test_a_version_2_database_gains_the_spend_columns_filled_from_its_runs
             (day, "user", "U1", 2 + 3, 0.03), (day + 2, "place", "slack", 3, 0.02),
             (day, "agent", "", 5, 0.03)]
         for since, scope, key, tokens, cost in asks:
-            spent = await store.spent(since, scope, [key])
-            assert spent.tokens == tokens and spent.cost_usd == pytest.approx(cost)
+            found = await store.spent([SpendAsk(since, scope, (key,))])
+            ((spent_tokens, spent_cost),) = found.sums
+            assert spent_tokens == tokens and spent_cost == pytest.approx(cost)

@@ -15,8 +15,8 @@ from ...tail import Tail, tail_of
 from ..base import (
     Checkpoint,
     RunStore,
+    SpendAsk,
     Spending,
-    SpendScope,
     StoreStats,
     ThreadInfo,
     check_thread_id,
@@ -94,11 +94,15 @@ class FilesRuns(FilesCore, RunStore):
                           threads=len(await self._disk.io(self._list_threads)),
                           deliveries_pending=pending, deliveries_sent=len(deliveries) - pending)
 
-    async def spent(self, since: float, scope: SpendScope, keys: Sequence[str]) -> Spending:
-        first, wanted, index = since_id(since), set(keys), ("agent", "user", "place").index(scope)
-        found = [spend_of(r) for r in await self.list_runs()
-                 if r.id >= first and spend_keys(r)[index] in wanted]
-        return Spending(sum(t for t, _ in found), sum(c for _, c in found))
+    async def spent(self, asks: Sequence[SpendAsk]) -> Spending:
+        runs = await self.list_runs() if asks else []
+        sums = []
+        for ask in asks:
+            first, index = since_id(ask.since), ("agent", "user", "place").index(ask.scope)
+            found = [spend_of(r) for r in runs
+                     if r.id >= first and spend_keys(r)[index] in ask.keys]
+            sums.append((sum(t for t, _ in found), sum(c for _, c in found)))
+        return Spending(sums)
 
     async def transitions(self, run_id: str) -> list[Transition]:
         return await self._disk.io(self._transitions, run_id)

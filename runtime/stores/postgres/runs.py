@@ -24,20 +24,20 @@ from ...tail import Tail
 from ..base import (
     Checkpoint,
     RunStore,
+    SpendAsk,
     Spending,
-    SpendScope,
     StoreStats,
     ThreadInfo,
     check_thread_id,
 )
 from ..rows import (
-    SPEND_COLUMNS,
     parse_entries,
     parse_run,
     run_json,
-    since_id,
     spend_keys,
     spend_of,
+    spend_sql,
+    spend_sums,
     thread_infos,
     transitions_of,
 )
@@ -172,13 +172,12 @@ class PostgresRuns(PostgresCore, RunStore):
         rows = await self._fetch(LIST_THREADS, limit, max(offset, 0))
         return thread_infos(rows)
 
-    async def spent(self, since: float, scope: SpendScope, keys: Sequence[str]) -> Spending:
-        (row,) = await self._fetch(
-            "SELECT coalesce(sum(spend_tokens), 0)::bigint, coalesce(sum(spend_cost), 0.0), "
-            f"extract(epoch FROM clock_timestamp())::float8 FROM runs "
-            f"WHERE {SPEND_COLUMNS[scope]} = ANY($1::text[]) AND id >= $2",
-            list(keys), since_id(since))
-        return Spending(int(row[0]), float(row[1]), float(row[2]))
+    async def spent(self, asks: Sequence[SpendAsk]) -> Spending:
+        sql, params = spend_sql(asks, lambda n: f"${n}")
+        async with self._connection() as conn:
+            rows = await conn.fetch(sql, *params) if asks else []
+            now = await conn.fetchval("SELECT extract(epoch FROM clock_timestamp())::float8")
+        return Spending(spend_sums(rows, len(asks)), float(now))
 
     async def stats(self) -> StoreStats:
         async with self._connection() as conn:

@@ -22,20 +22,20 @@ from ...tail import Tail
 from ..base import (
     Checkpoint,
     RunStore,
+    SpendAsk,
     Spending,
-    SpendScope,
     StoreStats,
     ThreadInfo,
     check_thread_id,
 )
 from ..rows import (
-    SPEND_COLUMNS,
     activity,
     entry_row,
     parse_run,
     run_json,
-    since_id,
     spend_of,
+    spend_sql,
+    spend_sums,
     thread_infos,
     transitions_of,
 )
@@ -178,13 +178,11 @@ class SQLiteRuns(SQLiteReads, RunStore):
 
         return await self._read(count)
 
-    async def spent(self, since: float, scope: SpendScope, keys: Sequence[str]) -> Spending:
-        column = SPEND_COLUMNS[scope]
-        marks = ", ".join("?" * len(keys))
-        rows = await self._fetchall(
-            f"SELECT coalesce(sum(spend_tokens), 0), coalesce(sum(spend_cost), 0.0) FROM runs "
-            f"WHERE {column} IN ({marks}) AND id >= ?", (*keys, since_id(since)))
-        return Spending(int(rows[0][0]), float(rows[0][1]))
+    async def spent(self, asks: Sequence[SpendAsk]) -> Spending:
+        if not asks:
+            return Spending([])
+        sql, params = spend_sql(asks, lambda n: "?")
+        return Spending(spend_sums(await self._fetchall(sql, params), len(asks)))
 
     async def transitions(self, run_id: str) -> list[Transition]:
         rows = await self._fetchall("SELECT transitions FROM runs WHERE id = ?", (run_id,))
