@@ -87,6 +87,8 @@ class RunDriver:
         """Takes a run's files in as its first step, and loads them for the model."""
         self.caps = caps
         """Spend caps per person, place and agent (``[[budgets]]``), shared by the agents."""
+        self._capped_at_start: set[str] = set()
+        """Runs whose caps were read as they started: their first turn need not again."""
         self.services: Mapping[str, Any] = services or {}
         """What tools may ask for in their context (``Tool.needs``), by name."""
         self.stopping = False
@@ -102,6 +104,12 @@ class RunDriver:
     async def drive(self, run_id: str, run: Run | None = None) -> Run:
         """Take the run from wherever it stands to completion, failure or a pause (``run``:
         as just read from the store, if it was)."""
+        try:
+            return await self._drive(run_id, run)
+        finally:
+            self._capped_at_start.discard(run_id)
+
+    async def _drive(self, run_id: str, run: Run | None) -> Run:
         run = run or await self.store.get_run(run_id)
         if run.state not in DRIVABLE:
             return run
@@ -152,12 +160,14 @@ class RunDriver:
                                     f"is {self.agent.max_message_chars:,}", notice=refused)
                 self.end.published(cur.run)
                 return False
-            hit = await self.caps.reached(run) if self.caps and cur.start is None else None
-            if hit is not None:
-                # Refused before it enters the thread, with one reply (the outbox's).
-                await self.end.fail(cur, "spend_cap", hit.detail, notice=hit.notice())
-                self.end.published(cur.run)
-                return False
+            if self.caps and cur.start is None:
+                hit = await self.caps.reached(run)
+                if hit is not None:
+                    # Refused before it enters the thread, with one reply (the outbox's).
+                    await self.end.fail(cur, "spend_cap", hit.detail, notice=hit.notice())
+                    self.end.published(cur.run)
+                    return False
+                self._capped_at_start.add(run.id)
             if cur.start is None:
                 # The files first: fetched and stored before the message enters the thread
                 # (a crash before that fetches again; storing a blob twice writes it once).
@@ -329,9 +339,11 @@ class RunDriver:
         return limit
 
     async def _budget_verdict(self, run: Run) -> Verdict:
-        hit = await self.caps.reached(run) if self.caps else None
-        if hit is not None:
-            return Verdict("exceeded", "spend_cap", hit.detail)
+        if self.caps and run.id not in self._capped_at_start:
+            hit = await self.caps.reached(run)
+            if hit is not None:
+                return Verdict("exceeded", "spend_cap", hit.detail)
+        self._capped_at_start.discard(run.id)
         now, thread_day = self.clock(), 0.0
         if self.budget.needs_thread_day:
             day = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0,
