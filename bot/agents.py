@@ -9,7 +9,9 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 from runtime import (
+    BUILTIN_TOOLS,
     Agent,
+    AgentEntry,
     Agents,
     BudgetConfig,
     ConfigError,
@@ -21,8 +23,6 @@ from runtime import (
     Where,
     make_provider,
 )
-from runtime.agentconfig import AgentEntry
-from runtime.builtins import BUILTIN_TOOLS
 
 from .config import MaidenConfig
 

@@ -14,19 +14,21 @@ from channels.discord import DiscordConfig
 from channels.http import HttpConfig, OpenAIApiConfig
 from channels.slack import SlackConfig
 from runtime import (
+    BUILTIN_NAMES,
+    PROCESS_WIDE,
     AgentConfig,
+    AgentEntry,
     BudgetConfig,
     CapConfig,
     ConfigError,
     FilesConfig,
     ProviderConfig,
+    ProviderEntry,
     RouteConfig,
     RuntimeConfig,
     StoreConfig,
     ToolsConfig,
 )
-from runtime.agentconfig import PROCESS_WIDE, AgentEntry, ProviderEntry
-from runtime.builtins import BUILTIN_NAMES
 from runtime.mcp import McpServerConfig
 from schedules.config import Schedule, ScheduleConfig, load_schedules
 

@@ -5,6 +5,7 @@ providers live in ``runtime.providers.anthropic`` / ``.openai`` (they import htt
 which commands that never call a model API do not pay for).
 """
 
+from .agentconfig import PROCESS_WIDE, AgentEntry, ProviderEntry
 from .agents import Agent, Agents, ToolView
 from .attachments import BlobInfo, FileRef, FileSource, Seeing, human_size, looks_like_html
 from .budget import BudgetConfig
@@ -16,6 +17,7 @@ from .build import (
     redact_dsn,
     store_versions,
 )
+from .builtins import BUILTIN_NAMES, BUILTIN_TOOLS
 from .caps import CapConfig, CapHit, Caps, period_bounds
 from .config import (
     AgentConfig,
@@ -116,13 +118,17 @@ from .workers import ACTIVE as ACTIVE_STATES
 
 __all__ = [
     "ACTIVE_STATES",
+    "BUILTIN_NAMES",
+    "BUILTIN_TOOLS",
     "DRIVABLE_STATES",
     "ENTRY",
     "NOT_DONE",
+    "PROCESS_WIDE",
     "RUN_CONTEXT",
     "TERMINAL",
     "Agent",
     "AgentConfig",
+    "AgentEntry",
     "Agents",
     "ApprovalDelivery",
     "ApprovalRequested",
@@ -173,6 +179,7 @@ __all__ = [
     "ProcessResult",
     "Provider",
     "ProviderConfig",
+    "ProviderEntry",
     "ProviderError",
     "Records",
     "ReplyDelivery",
