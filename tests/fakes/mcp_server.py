@@ -202,6 +202,9 @@ async def _serve_http(token: str) -> None:
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
+    # Listening before the port is told: a client that connects before uvicorn has started
+    # waits in the backlog instead of being refused.
+    sock.listen(128)
     print(f"port {sock.getsockname()[1]}", flush=True)
     server = uvicorn.Server(uvicorn.Config(guarded, log_level="warning", lifespan="on"))
     await server.serve(sockets=[sock])
