@@ -37,6 +37,10 @@ def _x(ratio: float) -> str:
     return f"{ratio:.2f}x"
 
 
+TRANSACTIONS = 3.0
+"""Transactions a message may take on the standard workload (issue 31's target)."""
+
+
 def thread_rows(r: ThreadResult) -> list[Row]:
     """Workloads 1 and 2: per-block cost against the floor, growth, size, load."""
     name = f"1+2 thread, N={r.n:,}"
@@ -64,6 +68,13 @@ def thread_rows(r: ThreadResult) -> list[Row]:
         Row(name, f"cold load of the thread ({4 * r.n:,} entries), ms",
             f"{r.maiden_load_ms:.1f}", f"{r.floor_load_ms:.1f}",
             _x(r.maiden_load_ms / r.floor_load_ms)),
+        Row(name, "transactions/message (the store's count)", f"{r.transactions:.2f}",
+            f"{r.floor_transactions:.2f}", _x(r.transactions / r.floor_transactions),
+            f"<= {TRANSACTIONS:g}", verdict(r.transactions, at_most=TRANSACTIONS),
+            why="each step of a run is its own commit: accept, lease, start, model turn, tool "
+                "result, answer, release (folding them is Speed II's work)"),
+        Row(name, "  of them with a disk flush; synchronous switches", f"{r.synced:.2f}",
+            f"{r.floor_transactions:.2f}", f"{r.switches:.2f} switches"),
     ]
     return rows
 

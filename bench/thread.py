@@ -16,7 +16,7 @@ import aiosqlite
 from runtime import Runtime, SQLiteStore
 from runtime.stores.sqlite import Synchronous
 
-from .workload import bench_runtime, expect_completed, floor_rows, user_text
+from .workload import expect_completed, floor_rows, user_text, workload_runtime
 
 __all__ = ["BLOCKS", "Floor", "ThreadResult", "db_size", "remove_db", "run_thread"]
 
@@ -37,6 +37,14 @@ class ThreadResult:
     maiden_load_ms: float = 0.0
     """A cold load of the whole thread (a freshly opened store) at the end."""
     floor_load_ms: float = 0.0
+    transactions: float = 0.0
+    """Per message, from the store's own count: transactions committed..."""
+    synced: float = 0.0
+    """...of them with a disk flush..."""
+    switches: float = 0.0
+    """...and ``PRAGMA synchronous`` changes."""
+    floor_transactions: float = 2.0
+    """The floor commits twice a message, each with a flush."""
 
 
 class Floor:
@@ -114,8 +122,9 @@ async def run_thread(workdir: Path, n: int, synchronous: Synchronous) -> ThreadR
     remove_db(floor_path)
     result = ThreadResult(n=n)
     bounds = [round(b * n / BLOCKS) for b in range(BLOCKS + 1)]
-    async with bench_runtime(maiden_path, synchronous=synchronous) as rt, \
-            Floor(floor_path, synchronous) as floor:
+    async with SQLiteStore(maiden_path, synchronous=synchronous) as store, \
+            workload_runtime(store) as rt, Floor(floor_path, synchronous) as floor:
+        before = store.write_counts()
         for b in range(BLOCKS):
             block = range(bounds[b], bounds[b + 1])
             m = f = 0.0
@@ -130,6 +139,10 @@ async def run_thread(workdir: Path, n: int, synchronous: Synchronous) -> ThreadR
             result.floor_ms.append(f * 1000 / max(1, len(block)))
             result.maiden_total_s += m
             result.floor_total_s += f
+        after = store.write_counts()
+        result.transactions = (after.transactions - before.transactions) / n
+        result.synced = (after.synced - before.synced) / n
+        result.switches = (after.switches - before.switches) / n
     result.maiden_db, result.floor_db = db_size(maiden_path), db_size(floor_path)
 
     async with SQLiteStore(maiden_path, synchronous=synchronous) as store:

@@ -39,6 +39,7 @@ __all__ = [
     "floor_rows",
     "message_entries",
     "user_text",
+    "workload_runtime",
 ]
 
 RESULT = {"result": "x" * 200}
@@ -111,11 +112,25 @@ async def bench_runtime(
     context_window: int | None = None,
 ) -> AsyncIterator[Runtime]:
     """A started runtime on a SQLite store at ``path`` with the workload's model and tool."""
-    async with SQLiteStore(path, synchronous=synchronous) as store:
-        rt = Runtime(store, LookupModel(latency_s, context_window), ToolRegistry([lookup]),
-                     settings=RuntimeConfig(concurrency=concurrency))
-        async with rt:
-            yield rt
+    async with SQLiteStore(path, synchronous=synchronous) as store, \
+            workload_runtime(store, latency_s=latency_s, concurrency=concurrency,
+                             context_window=context_window) as rt:
+        yield rt
+
+
+@asynccontextmanager
+async def workload_runtime(
+    store: SQLiteStore,
+    *,
+    latency_s: float = 0.0,
+    concurrency: Literal["global", "thread"] = "global",
+    context_window: int | None = None,
+) -> AsyncIterator[Runtime]:
+    """A started runtime on ``store`` with the workload's model and tool."""
+    rt = Runtime(store, LookupModel(latency_s, context_window), ToolRegistry([lookup]),
+                 settings=RuntimeConfig(concurrency=concurrency))
+    async with rt:
+        yield rt
 
 
 def expect_completed(run: Run) -> None:

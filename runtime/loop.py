@@ -87,6 +87,9 @@ class RunDriver:
         """Takes a run's files in as its first step, and loads them for the model."""
         self.caps = caps
         """Spend caps per person, place and agent (``[[budgets]]``), shared by the agents."""
+        self._file_scan: dict[str, tuple[int, bool]] = {}
+        """Per thread: how many of its entries were looked at for files, and whether one
+        names any (most recently asked last)."""
         self._capped_at_start: set[str] = set()
         """Runs whose caps were read as they started: their first turn need not again."""
         self.services: Mapping[str, Any] = services or {}
@@ -268,7 +271,7 @@ class RunDriver:
         if self.agent.compaction == "summary":
             await compact(cur, self.provider, self.prompts, self._tool_specs(final),
                           limit=self._limit(), prices=self.prices)
-        request = await self._with_files(self._request(cur, final))
+        request = await self._with_files(cur, self._request(cur, final))
         response = await self._ask(cur, final, request, on_text)
         spent = response.usage
         if _empty(response):
@@ -312,7 +315,7 @@ class RunDriver:
             log.warning("run %s: the model refused %d estimated tokens as too long (%s); "
                         "trimming to %d and trying again", run.id, sent, exc, sent // 2)
             self.prompts.move_window(run.thread_id)
-            request = await self._with_files(self._request(cur, final, limit=sent // 2))
+            request = await self._with_files(cur, self._request(cur, final, limit=sent // 2))
             return await self.provider.complete(request, on_text)
 
     def _request(self, cur: RunCursor, final: bool, *, limit: int | None = None) -> ModelRequest:
@@ -322,13 +325,28 @@ class RunDriver:
         return self.prompts.request(cur.run, cur.entries, self._tool_specs(final), final=final,
                                     limit=limit or self._limit(), now=self.clock())
 
-    async def _with_files(self, request: ModelRequest) -> ModelRequest:
+    async def _with_files(self, cur: RunCursor, request: ModelRequest) -> ModelRequest:
         """The request with what it shows the model of the files its messages name."""
-        if not any((isinstance(e, UserMessage) and e.files) or (isinstance(e, ToolResult)
-                   and e.images) for e in request.entries):
+        if not self._may_name_files(cur) or not any(_names_files(e) for e in request.entries):
             return request
         files = await self.files.parts(request.entries, seeing(self.provider))
         return dataclasses.replace(request, files=files)
+
+    def _may_name_files(self, cur: RunCursor) -> bool:
+        """Whether any loaded entry of the run's thread names a file: each entry looked at
+        once (a long thread without files costs nothing per turn), a thread that has one
+        looked at whole, per request, by ``_with_files``."""
+        thread, entries = cur.run.thread_id, cur.entries
+        seen, found = self._file_scan.pop(thread, (0, False))
+        if seen > len(entries):  # loaded anew, shorter: look again
+            seen, found = 0, False
+        if not found:
+            start = max(seen, first_loaded(entries))
+            found = any(_names_files(e) for e in entries[start:])
+        self._file_scan[thread] = (len(entries), found)
+        if len(self._file_scan) > _FILE_SCANS_KEPT:
+            del self._file_scan[next(iter(self._file_scan))]  # the least recently asked
+        return found
 
     def _tool_specs(self, final: bool) -> tuple[ToolSpec, ...]:
         return () if final else tuple(self.tools.specs())
@@ -454,6 +472,15 @@ class RunDriver:
         return await tool.call(ctx, arguments)
 
     # -- the ways a run ends are in endings.py (``self.end``) --------------------------------
+
+
+_FILE_SCANS_KEPT = 4096
+"""Threads whose file scan is remembered (a thread forgotten is looked at whole again)."""
+
+
+def _names_files(entry: Entry) -> bool:
+    return (isinstance(entry, UserMessage) and bool(entry.files)) or (
+        isinstance(entry, ToolResult) and bool(entry.images))
 
 
 def _empty(response: ModelResponse) -> bool:

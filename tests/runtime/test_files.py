@@ -14,6 +14,8 @@ from runtime import (
     FileRefused,
     FilesConfig,
     FileSource,
+    ModelRequest,
+    ModelResponse,
     Notice,
     Origin,
     ReplyDelivery,
@@ -67,6 +69,36 @@ async def test_a_file_given_with_its_bytes_is_stored_once_and_shown(tmp_path: Pa
         assert isinstance(user, UserMessage) and user.files == (notes,)
         assert [b.digest for b in await store.blobs()] == [notes.digest]  # once
         assert (await rt.files.read(notes.digest))[1] == b"the build is red\n"
+
+
+class Seen(EchoProvider):
+    """The echo model, keeping the files each request showed (by digest)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shown: list[set[str]] = []
+
+    async def complete(self, request: ModelRequest, on_text: Any = None) -> ModelResponse:
+        self.shown.append(set(request.files))
+        return await super().complete(request, on_text)
+
+
+async def test_a_file_later_in_a_long_thread_is_shown_and_so_are_earlier_ones(
+        tmp_path: Path) -> None:
+    """Threads are looked at for files once per entry (long threads without any cost
+    nothing per turn): a file that comes after many plain messages is still shown, in
+    that run and in the next, and after a restart."""
+    db = tmp_path / "m.db"
+    model = Seen()
+    async with SQLiteStore(db) as store, Runtime(store, model) as rt:
+        for i in range(5):
+            assert (await rt.send("t", f"plain {i}")).reply == f"echo: plain {i}"
+        notes = await rt.files.put("notes.txt", "text/plain", b"the build is red\n")
+        await rt.send("t", "and this?", files=[notes])
+        await rt.send("t", "still there?")
+    async with SQLiteStore(db) as store, Runtime(store, model) as rt:
+        await rt.send("t", "and now?")
+    assert model.shown == [set()] * 5 + [{notes.digest}] * 3
 
 
 async def test_images_and_pdfs_reach_a_model_without_vision_as_notes_and_text(

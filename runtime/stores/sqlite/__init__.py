@@ -3,6 +3,7 @@ role over ``SQLiteCore`` (``core``: the connections): ``runs`` (with ``reads``),
 ``control``, ``leases``, ``schedules``, ``notes``; ``thread`` and ``commit`` are the
 connections' threads and the group commit, ``schema`` and ``sql`` the tables and rows."""
 
+from .commit import WriteCounts
 from .store import SHORT_THREAD, SQLiteStore, Synchronous
 
-__all__ = ["SHORT_THREAD", "SQLiteStore", "Synchronous"]
+__all__ = ["SHORT_THREAD", "SQLiteStore", "Synchronous", "WriteCounts"]

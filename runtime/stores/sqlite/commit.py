@@ -27,12 +27,25 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 from ...errors import StoreError
 from .thread import SQLiteThread, store_error
 
-__all__ = ["GroupCommit"]
+__all__ = ["GroupCommit", "WriteCounts"]
 
 log = logging.getLogger("maiden.store")
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class WriteCounts:
+    """What the writing connection has done since it opened (for ``bench/``: the store's
+    own count, not an estimate)."""
+
+    transactions: int = 0
+    """Transactions committed."""
+    synced: int = 0
+    """Of those, the ones committed with ``synchronous`` FULL or EXTRA: a disk flush each."""
+    switches: int = 0
+    """``PRAGMA synchronous`` changes between them."""
 
 
 class GroupCommit:
@@ -53,7 +66,9 @@ class GroupCommit:
         """Whether a write that finds the connection idle is done on the loop's thread."""
         # The connection's own busy timeout is 0: it waits for another process's write lock
         # here, on its thread only (the loop's thread never waits for one).
-        level = _Level(synchronous.upper())
+        self.counts = WriteCounts()
+        """Transactions, flushes and level changes so far."""
+        level = _Level(synchronous.upper(), self.counts)
         self._waits = _Target(conn.path, busy_timeout_s, level)
         self._no_wait = _Target(conn.path, 0.0, level)
         # What a group of only non-durable writes commits with: no fsync of its own (in
@@ -199,15 +214,22 @@ class _Level:
     """The connection's ``synchronous`` as last set: it stays until a write needs another
     (a message's non-durable writes come in a row, then the durable one)."""
 
-    __slots__ = ("now",)
+    __slots__ = ("counts", "now")
 
-    def __init__(self, now: str) -> None:
+    def __init__(self, now: str, counts: WriteCounts) -> None:
         self.now = now
+        self.counts = counts
 
     def set(self, db: sqlite3.Connection, level: str) -> None:
         if level != self.now:
             db.execute(f"PRAGMA synchronous={level}")
             self.now = level
+            self.counts.switches += 1
+
+    def committed(self) -> None:
+        self.counts.transactions += 1
+        if self.now in ("FULL", "EXTRA"):
+            self.counts.synced += 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +287,7 @@ def _transaction(
     try:
         result = fn(db, *args, **kwargs)
         db.execute("COMMIT")
+        target.level.committed()
     except BaseException:
         if db.in_transaction:
             db.execute("ROLLBACK")

@@ -22,7 +22,7 @@ from ...errors import StoreError
 from ..base import Opens
 from ..identity import FileIdentity
 from ..rows import ThreadCache
-from .commit import GroupCommit
+from .commit import GroupCommit, WriteCounts
 from .schema import migrate
 from .sql import fetchall
 from .thread import SQLiteThread
@@ -84,6 +84,14 @@ class SQLiteCore(Opens):
         except BaseException:
             await self.close()
             raise
+
+    def write_counts(self) -> WriteCounts:
+        """The transactions the writing connection committed since the store opened, how
+        many with a disk flush, and its ``synchronous`` changes (a copy)."""
+        if self._writer is None:
+            return WriteCounts()
+        counts = self._writer.counts
+        return WriteCounts(counts.transactions, counts.synced, counts.switches)
 
     async def close(self) -> None:
         """Let writes already handed in land, then close both connections (and threads)."""
