@@ -22,12 +22,13 @@ from typing import cast
 from runtime.stores.sqlite import Synchronous
 
 from .agents import agents_rows, run_agents
-from .concurrency import ConcurrencyResult, run_concurrency
+from .concurrency import ConcurrencyResult, run_burst, run_concurrency
 from .files import files_rows, run_files
 from .memory import MemoryResult, measure, prepare_idle, prepare_long
 from .postgres import run_postgres
 from .replicas import run_replicas
 from .report import (
+    burst_rows,
     concurrency_rows,
     memory_rows,
     postgres_rows,
@@ -120,6 +121,9 @@ async def _run(sizes: Sizes, only: set[str], workdir: Path, sync: Synchronous) -
                 workdir, mode, threads=sizes.users, messages=sizes.messages,
                 latency_s=sizes.latency_s, synchronous=sync))
         rows += concurrency_rows(results)
+        _progress(f"workload 4: {sizes.users} threads at once against one, zero-latency model")
+        rows += burst_rows(await run_burst(workdir, threads=sizes.users,
+                                           messages=sizes.messages, synchronous=sync))
     if "memory" in only:
         _progress(f"workload 5: peak RSS (a subprocess per case; preparing "
                   f"{sizes.idle_threads:,} idle threads)")

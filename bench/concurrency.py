@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from runtime import Runtime
+from runtime import Runtime, SQLiteStore
 from runtime.stores.sqlite import Synchronous
 
 from .thread import remove_db
-from .workload import bench_runtime, expect_completed, user_text
+from .workload import bench_runtime, expect_completed, user_text, workload_runtime
 
-__all__ = ["ConcurrencyResult", "run_concurrency"]
+__all__ = ["BurstResult", "ConcurrencyResult", "run_burst", "run_concurrency"]
 
 
 @dataclass
@@ -68,3 +68,37 @@ async def run_concurrency(
         elapsed = time.perf_counter() - start
     return ConcurrencyResult(mode=mode, threads=threads, messages=messages,
                              latency_s=latency_s, elapsed_s=elapsed)
+
+
+@dataclass
+class BurstResult:
+    """50 threads at once against one, both with a zero-latency model in thread mode."""
+
+    threads: int
+    messages: int
+    """Per thread."""
+    one_per_second: float
+    many_per_second: float
+    messages_per_flush: float
+    """Messages committed per disk flush while the threads ran: what group commit shares."""
+
+
+async def run_burst(workdir: Path, *, threads: int, messages: int,
+                    synchronous: Synchronous) -> BurstResult:
+    """Issue 31's "50 threads at once": messages/s of ``threads`` users at once, each
+    waiting for its reply before the next, against one user alone (a fresh store each)."""
+    rates = []
+    flushes = 0
+    for count in (1, threads):
+        path = workdir / f"burst-{count}.db"
+        remove_db(path)
+        async with SQLiteStore(path, synchronous=synchronous) as store, \
+                workload_runtime(store, concurrency="thread") as rt:
+            before = store.write_counts()
+            start = time.perf_counter()
+            await asyncio.gather(*(_user(rt, f"bench:b{t}", messages) for t in range(count)))
+            rates.append(count * messages / (time.perf_counter() - start))
+            flushes = store.write_counts().synced - before.synced
+    return BurstResult(threads=threads, messages=messages, one_per_second=rates[0],
+                       many_per_second=rates[1],
+                       messages_per_flush=threads * messages / max(flushes, 1))
