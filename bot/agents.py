@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -23,15 +22,11 @@ from runtime import (
     Where,
     make_provider,
 )
+from runtime.mcp import tool_prefix
 
 from .config import MaidenConfig
 
-__all__ = ["agent_lines", "make_agents", "may_use", "mcp_prefix", "moved_threads"]
-
-
-def mcp_prefix(server: str) -> str:
-    """How the names of an MCP server's tools begin (``runtime.mcp.mapping.tool_name``)."""
-    return re.sub(r"[^A-Za-z0-9_-]", "_", f"{server}__")
+__all__ = ["agent_lines", "make_agents", "may_use", "moved_threads"]
 
 
 def may_use(entry: AgentEntry) -> Callable[[str], bool]:
@@ -42,7 +37,7 @@ def may_use(entry: AgentEntry) -> Callable[[str], bool]:
     names = set(entry.tools or ())
     for builtin in entry.builtins or ():
         names.update(BUILTIN_TOOLS[builtin])
-    prefixes = tuple(mcp_prefix(s) for s in entry.mcp_servers or ())
+    prefixes = tuple(tool_prefix(s) for s in entry.mcp_servers or ())
     return lambda name: name in names or (bool(prefixes) and name.startswith(prefixes))
 
 
@@ -69,7 +64,7 @@ def make_agents(cfg: MaidenConfig, base_dir: Path, tools: ToolRegistry,
     if not cfg.agents:
         return Agents([Agent(cfg.agent, provider("provider", cfg.provider), tools, cfg.budget,
                              cfg.provider.prices)], cfg.routes)
-    servers = tuple(mcp_prefix(s.name) for s in cfg.mcp_servers)
+    servers = tuple(tool_prefix(s.name) for s in cfg.mcp_servers)
     agents = []
     for i, entry in enumerate(cfg.agents):
         for name in entry.tools or ():
@@ -91,12 +86,11 @@ def agent_lines(cfg: MaidenConfig, agents: Agents) -> list[str]:
     lines = [f"  agents    {len(agents)}: " + ", ".join(
         f"{a.name} (default)" if a is agents.default else a.name for a in agents)]
     for agent in agents:
-        _, provider = (cfg.agent_provider(next(e for e in cfg.agents if e.name == agent.name))
-                       if cfg.agents else ("provider", cfg.provider))
+        entry = next((e for e in cfg.agents if e.name == agent.name), None)
+        provider = cfg.agent_provider(entry)[1] if entry else cfg.provider
         model = f" {provider.model}" if provider.model else ""
         tools = ", ".join(f"{t.name} ({t.effect}{', asks' if t.requires_approval else ''})"
                           for t in agent.tools) or "none"
-        entry = next((e for e in cfg.agents if e.name == agent.name), None)
         servers = f"; MCP: {', '.join(entry.mcp_servers)}" if entry and entry.mcp_servers \
             else ""
         lines.append(f"    {agent.name}: {provider.kind}{model}, max_turns="

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .config import McpServerConfig
-from .mapping import effect_from_hints, tool_name
+from .mapping import effect_from_hints, tool_name, tool_prefix
 
 if TYPE_CHECKING:
     from .group import CheckReport, McpServers
 
 __all__ = ["McpServerConfig", "check_servers", "effect_from_hints", "open_servers",
-           "tool_name"]
+           "tool_name", "tool_prefix"]
 
 
 def open_servers(

@@ -32,17 +32,26 @@ from ..tools import Effect, ToolImage
 from .config import McpServerConfig
 
 __all__ = ["MAX_NAME", "effect_from_hints", "effect_of", "error_text", "result_content",
-           "select_tools", "task_only", "tool_name"]
+           "select_tools", "task_only", "tool_name", "tool_prefix"]
 
 MAX_NAME = 64
 """The longest tool name every provider accepts (OpenAI's limit)."""
+
+
+def tool_prefix(server: str) -> str:
+    """How the names of a server's tools begin: ``{server}__``, made safe (``tool_name``)."""
+    return _safe(f"{server}__")
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", text)
 
 
 def tool_name(server: str, tool: str) -> str:
     """``{server}__{tool}``, made safe for every provider: characters outside letters,
     digits, ``_`` and ``-`` become ``_``; a name over 64 characters is cut and given a
     hash of the whole, so two long names stay apart."""
-    name = re.sub(r"[^A-Za-z0-9_-]", "_", f"{server}__{tool}")
+    name = tool_prefix(server) + _safe(tool)
     if len(name) <= MAX_NAME:
         return name
     digest = hashlib.sha256(f"{server}__{tool}".encode()).hexdigest()[:8]

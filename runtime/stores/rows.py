@@ -17,7 +17,7 @@ from ..entries import ENTRY, Entry, Notice, ToolResult
 from ..errors import CorruptStore, NotFound, StaleWrite
 from ..routing import place_key
 from ..runs import DELIVERY, TERMINAL, Delivery, Run, RunState, StreamState, Transition
-from .base import ENTRIES, Checkpoint, SpendAsk, ThreadInfo
+from .base import ENTRIES, Checkpoint, SpendAsk, SpendScope, ThreadInfo
 
 __all__ = ["ThreadCache", "activity", "deliveries_query", "entry_row", "parse_entries", "parse_run",
            "pending_changed", "positioned_rows", "run_json", "thread_infos", "transitions_of"]
@@ -62,15 +62,18 @@ SPEND_COLUMNS = {"agent": "spend_agent", "user": "spend_user", "place": "spend_p
 """The runs' column of each spend scope (SQLite and PostgreSQL alike)."""
 
 
-def spend_sql(asks: Sequence[SpendAsk], mark: Callable[[int], str]) -> tuple[str, list[Any]]:
-    """One statement answering every ask, a row each (its index, tokens, cost), and its
-    parameters; ``mark(n)`` is the n-th parameter's placeholder (``?``, ``$n``)."""
+def spend_sql(asks: Sequence[SpendAsk], mark: Callable[[int], str], also: str = ""
+              ) -> tuple[str, list[Any]]:
+    """One statement answering every ask, a row each (its index, tokens, cost, then
+    ``also``: an expression each row carries), and its parameters; ``mark(n)`` is the
+    n-th parameter's placeholder (``?``, ``$n``)."""
     parts: list[str] = []
     params: list[Any] = []
+    extra = f", {also}" if also else ""
     for i, ask in enumerate(asks):
         marks = [mark(len(params) + k + 1) for k in range(len(ask.keys) + 1)]
         parts.append(f"SELECT {i}, coalesce(sum(spend_tokens), 0), coalesce(sum(spend_cost), "
-                     f"0.0) FROM runs WHERE {SPEND_COLUMNS[ask.scope]} IN "
+                     f"0.0){extra} FROM runs WHERE {SPEND_COLUMNS[ask.scope]} IN "
                      f"({', '.join(marks[:-1])}) AND id >= {marks[-1]}")
         params += [*ask.keys, since_id(ask.since)]
     return " UNION ALL ".join(parts), params
@@ -86,6 +89,11 @@ def spend_keys(run: Run) -> tuple[str, str | None, str]:
     """Whose a run's spend is, as spend caps ask: its agent (empty: the default), its
     person (None: nobody said), its place key (``routing.place_key``)."""
     return run.agent, run.origin.user, place_key(run.origin)
+
+
+def spend_key(run: Run, scope: SpendScope) -> str | None:
+    """One of ``spend_keys``: the run's key in ``scope``."""
+    return spend_keys(run)[("agent", "user", "place").index(scope)]
 
 
 def spend_of(run: Run) -> tuple[int, float]:

@@ -21,7 +21,7 @@ from ..base import (
     ThreadInfo,
     check_thread_id,
 )
-from ..rows import since_id, spend_keys, spend_of
+from ..rows import since_id, spend_key, spend_of
 from .core import FilesCore
 from .names import thread_file_name
 from .snapshot import Snapshot, select_runs
@@ -98,9 +98,9 @@ class FilesRuns(FilesCore, RunStore):
         runs = await self.list_runs() if asks else []
         sums = []
         for ask in asks:
-            first, index = since_id(ask.since), ("agent", "user", "place").index(ask.scope)
+            first = since_id(ask.since)
             found = [spend_of(r) for r in runs
-                     if r.id >= first and spend_keys(r)[index] in ask.keys]
+                     if r.id >= first and spend_key(r, ask.scope) in ask.keys]
             sums.append((sum(t for t, _ in found), sum(c for _, c in found)))
         return Spending(sums)
 

@@ -173,11 +173,12 @@ class PostgresRuns(PostgresCore, RunStore):
         return thread_infos(rows)
 
     async def spent(self, asks: Sequence[SpendAsk]) -> Spending:
-        sql, params = spend_sql(asks, lambda n: f"${n}")
-        async with self._connection() as conn:
-            rows = await conn.fetch(sql, *params) if asks else []
-            now = await conn.fetchval("SELECT extract(epoch FROM clock_timestamp())::float8")
-        return Spending(spend_sums(rows, len(asks)), float(now))
+        clock = "extract(epoch FROM clock_timestamp())::float8"
+        if not asks:
+            return Spending([], float((await self._fetch(f"SELECT {clock}"))[0][0]))
+        sql, params = spend_sql(asks, lambda n: f"${n}", also=clock)
+        rows = await self._fetch(sql, *params)
+        return Spending(spend_sums(rows, len(asks)), float(rows[0][3]))
 
     async def stats(self) -> StoreStats:
         async with self._connection() as conn:
