@@ -56,6 +56,9 @@ class Upkeep(Protocol):
     def report_store(self, problem: str | None) -> None:
         """What the last attempt to write the store found: None when it worked."""
 
+    def report_peers(self, others: int) -> None:
+        """How many other runtimes serve the store, as last found."""
+
 
 FLUSH_EVERY_S = 5.0
 """How often a serving runtime retries replies that failed to send."""
@@ -132,6 +135,7 @@ async def serve_requests(
                     log.warning("the store can be written again")
                 rt.report_store(None)
                 live = {i.id for i in await live_instances(store)}
+                rt.report_peers(len(live - {me.id}))
                 for request in await store.requests():
                     await _handle(verbs, rt, store, request, live)
                 await rt.expire_approvals()

@@ -1,4 +1,15 @@
-"""A run and its thread as loaded, kept in step with every checkpoint the loop writes."""
+"""A run and its thread as loaded, kept in step with every checkpoint the loop writes.
+
+A checkpoint that is not a durable point (``durable=False``: a start, a read-only call's
+turn or result) is held in memory and written with the next one, in one transaction: a
+message whose model asks one read-only tool then answers costs three commits (its
+acceptance, the turn before the tool runs, the answer), not five. What is held is lost
+to a crash exactly as an unsynced write is lost to a power cut, and recovery already
+redoes it (a start is started again, a read-only call is run again). It is written
+anyway before a tool runs (``flush``: a crash inside a tool is then counted towards a
+poison run), and after ``hold_s`` without a next checkpoint (a slow model: the store
+shows the run running, as a person looking at it expects).
+"""
 
 from __future__ import annotations
 
@@ -26,12 +37,23 @@ class RunCursor:
         run: Run,
         entries: list[Entry] | Tail,
         clock: Callable[[], float] = time.time,
+        *,
+        hold_s: float = 0.0,
     ) -> None:
         self.store = store
         self.bus = bus
         self.run = run
         self.entries = entries
         self.clock = clock
+        self.hold_s = hold_s
+        """How long a checkpoint that is not a durable point may wait for the next one."""
+        self._stored = run.version
+        """The run's version as written (held checkpoints all carry the next one)."""
+        self._held: list[Checkpoint] = []
+        self._later: asyncio.Task[None] | None = None
+        """Writes what is held after ``hold_s``, unless a checkpoint comes first."""
+        self._writing = False
+        """Whether ``_later`` has begun its write (it is then waited for, not cancelled)."""
         # A run that never started has no entries yet: don't search the thread for them.
         fresh = run.state is RunState.QUEUED and run.started_at is None
         self.start = None if fresh else _run_start(entries, run.id)
@@ -65,25 +87,26 @@ class RunCursor:
         thread that cannot be read, so its position is unknown; the run's version is
         still checked). ``durable=False`` for a write that is not a durable point (see
         ``Checkpoint.durable``)."""
+        await self._settle_later()
         now = self.clock()
         transitions = []
-        changes["version"] = self.run.version + 1
+        changes["version"] = self._stored + 1
         if to is not None:
             run, moved = transition(self.run, to, reason, now=now, **changes)
             transitions.append(moved)
         else:
             run = changed(self.run, now, **changes)
-        # Shielded: a cancellation arriving mid-write must not leave the cursor unsure
-        # whether the checkpoint landed. The write finishes; whoever handles the
-        # cancellation reads the store afresh.
-        write = self.store.commit(Checkpoint(
+        checkpoint = Checkpoint(
             thread_id=run.thread_id, position=len(self.entries) if checked else None,
-            entries=entries, run=run,
-            transitions=transitions, deliveries=deliveries, durable=durable))
-        if getattr(self.store, "commit_survives_cancel", False):
-            await write  # no task to shield it: the store finishes a write once it is begun
+            entries=entries, run=run, transitions=transitions, deliveries=deliveries,
+            durable=durable)
+        if not durable and not deliveries and checked and self.hold_s > 0:
+            self._held.append(checkpoint)
+            if self._later is None:
+                self._later = asyncio.create_task(self._write_later(),
+                                                  name=f"maiden-hold:{run.id}")
         else:
-            await asyncio.shield(write)
+            await self._write([checkpoint])
         if self.start is None:
             # The run's message (after any earlier messages it brought, Run.context).
             found = _run_start(entries, run.id)
@@ -96,6 +119,75 @@ class RunCursor:
         if to is not None:
             self.bus.publish(StateChanged(run_id=run.id, thread_id=run.thread_id, state=to,
                                           reason=reason))
+
+    async def flush(self) -> None:
+        """Write what is held now (before a tool runs)."""
+        await self._settle_later()
+        if self._held:
+            await self._write([])
+
+    async def drop(self) -> None:
+        """Forget what is held (the run was cut off: what handles that reads the store),
+        letting a write already begun land first."""
+        self._held.clear()
+        later, self._later = self._later, None
+        if later is not None:
+            if not self._writing:
+                later.cancel()
+            await asyncio.gather(later, return_exceptions=True)
+
+    async def _settle_later(self) -> None:
+        """Stop ``_later`` before it writes, or wait for the write it began (whose error,
+        if it failed, is this write's)."""
+        later, self._later = self._later, None
+        if later is None:
+            return
+        if not self._writing:
+            later.cancel()
+        (outcome,) = await asyncio.gather(later, return_exceptions=True)
+        if isinstance(outcome, Exception):
+            raise outcome
+
+    async def _write_later(self) -> None:
+        await asyncio.sleep(self.hold_s)
+        self._writing = True
+        try:
+            await self._write([])
+        finally:
+            self._writing = False
+
+    async def _write(self, new: list[Checkpoint]) -> None:
+        """What is held and then ``new`` (a checkpoint or none), in one write."""
+        parts, self._held = [*self._held, *new], []
+        if len(parts) > 1 and parts[-1].position is None:
+            # Written unchecked (the thread's position is unknown): what is held goes first.
+            await self._write_one(_merged(parts[:-1]))
+            parts = parts[-1:]
+        await self._write_one(_merged(parts))
+
+    async def _write_one(self, checkpoint: Checkpoint) -> None:
+        write = self.store.commit(checkpoint)
+        # Shielded: a cancellation arriving mid-write must not leave the cursor unsure
+        # whether the checkpoint landed. The write finishes; whoever handles the
+        # cancellation reads the store afresh.
+        if getattr(self.store, "commit_survives_cancel", False):
+            await write  # no task to shield it: the store finishes a write once it is begun
+        else:
+            await asyncio.shield(write)
+        assert checkpoint.run is not None
+        self._stored = checkpoint.run.version
+
+
+def _merged(parts: list[Checkpoint]) -> Checkpoint:
+    """Checkpoints of one run, in order, as one: the entries of each, the last run."""
+    if len(parts) == 1:
+        return parts[0]
+    first, last = parts[0], parts[-1]
+    return Checkpoint(thread_id=last.thread_id, position=first.position,
+                      entries=[e for p in parts for e in p.entries], run=last.run,
+                      transitions=[t for p in parts for t in p.transitions],
+                      deliveries=[d for p in parts for d in p.deliveries],
+                      durable=any(p.durable for p in parts))
 
 
 def _run_start(entries: Sequence[Entry], run_id: str) -> int | None:

@@ -68,8 +68,9 @@ class Endings:
         self.instance_id = instance_id
         self.clock = clock
 
-    def cursor(self, run: Run, entries: list[Entry] | Tail) -> RunCursor:
-        return RunCursor(self.store, self.bus, run, entries, self.clock)
+    def cursor(self, run: Run, entries: list[Entry] | Tail, *, hold_s: float = 0.0
+               ) -> RunCursor:
+        return RunCursor(self.store, self.bus, run, entries, self.clock, hold_s=hold_s)
 
     async def complete(
         self, cur: RunCursor, text: str, entries: Sequence[Entry] = (),

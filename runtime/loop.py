@@ -14,6 +14,7 @@ cut from and the summary of what falls out of it are ``prompting.py``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
@@ -72,6 +73,7 @@ class RunDriver:
         files: Files | None = None,
         caps: Caps | None = None,
         cancel_reasons: dict[str, str] | None = None,
+        hold_s: float = 0.0,
     ) -> None:
         self.store = store
         self.provider = agent.provider
@@ -98,6 +100,9 @@ class RunDriver:
         """Set at shutdown: runs stop at their next checkpoint and are released."""
         self.cancel_reasons: dict[str, str] = {} if cancel_reasons is None else cancel_reasons
         """Runs whose task is being cancelled on purpose, and why (shared by the agents)."""
+        self.hold_s = hold_s
+        """How long a checkpoint that is not a durable point may wait for the next one
+        (``RunCursor``)."""
         self.prompts = Prompts(agent.config.system_prompt)
         self.end = Endings(store, bus, agent.config, self.prices, instance_id=instance_id,
                            clock=clock)
@@ -121,7 +126,7 @@ class RunDriver:
                                  summary=self.agent.compaction == "summary")
         except CorruptStore as exc:
             return await self.end.unreadable(run, exc)
-        cur = self.end.cursor(run, entries)
+        cur = self.end.cursor(run, entries, hold_s=self.hold_s)
         try:
             if not await self._begin(cur):
                 return cur.run
@@ -130,6 +135,10 @@ class RunDriver:
                     return await self.end.release(cur)
                 await self._step(cur)
         except asyncio.CancelledError:
+            # A stop, not a crash: what is held is written (the person's message stays in
+            # the thread), and what follows reads the store anew.
+            with contextlib.suppress(StaleWrite, StoreError):
+                await cur.flush()
             reason = self.cancel_reasons.pop(run_id, None)
             if reason is None:
                 # Shutdown, not a cancellation: the run stays for the next start. Cut off
@@ -142,6 +151,7 @@ class RunDriver:
         except ProviderError as exc:
             await self.end.fail(cur, "provider_error", str(exc))
         except (StaleWrite, StoreError):
+            await cur.drop()
             raise
         except Exception as exc:
             log.exception("run %s failed on an internal error", run_id)
@@ -457,6 +467,9 @@ class RunDriver:
                           cancel_grace_s=self.cancel_grace_s,
                           services={n: self.services[n] for n in tool.needs
                                     if n in self.services})
+        # What is held is written before the tool runs: a crash inside one then counts
+        # towards a poison run (its start is on record).
+        await cur.flush()
         if isinstance(verdict, Reconcile):
             found = await tool.run_reconcile(ctx)
             if found is not NOT_DONE:

@@ -125,7 +125,8 @@ class Runtime:
             drivers[one.name] = RunDriver(
                 store, one, self._bus, instance_id=self.instance_id,
                 cancel_grace_s=self.settings.cancel_grace_s, clock=clock, services=provided,
-                files=self.files, caps=self.caps, cancel_reasons=cancel_reasons)
+                files=self.files, caps=self.caps, cancel_reasons=cancel_reasons,
+                hold_s=self.settings.hold_s)
         self._driver = Drivers(store, agents, drivers)
         self._leases = Leases(store, self.instance_id, self.settings.lease_ttl_s)
         self._peers = Peers(store, self.instance_id)
@@ -204,6 +205,7 @@ class Runtime:
         """
         self._closing = True
         self._workers.closing = True
+        self._workers.stop_lingering()
         self._stop.set()
         self._driver.stop()
         workers = self._workers.tasks() + list(self._tasks)

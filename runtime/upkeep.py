@@ -50,6 +50,9 @@ class RuntimeUpkeep:
     def report_store(self, problem: str | None) -> None:
         self.problem = problem
 
+    def report_peers(self, others: int) -> None:
+        self._workers.crowded = others > 0
+
     def holds(self, run_id: str) -> bool:
         """True while this process is driving the run."""
         return self._workers.driving(run_id) is not None

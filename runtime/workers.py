@@ -7,6 +7,13 @@ side by side. A worker drives only while it holds the thread's lease in the stor
 (``thread:{id}``), so a thread is driven by one process at a time, in any number of
 processes and machines; and a run that another live process is driving is never taken
 over.
+
+A worker that runs out of runs keeps the thread's lease for ``lease_linger_s`` (parked):
+the thread's next message, if it comes soon, finds it held, which saves the two writes
+of giving it up and taking it again. When the time is up, the thread's worker runs once
+more to let go of it (and to look for a run another process queued meanwhile). Not while
+other runtimes serve the store: the thread's next message may reach one of them, which
+then drives it at once.
 """
 
 from __future__ import annotations
@@ -70,11 +77,22 @@ class Workers:
         self.driven: set[str] | None = None
         """While not None, the id of every run this process starts driving is added."""
         self.closing = False
+        self._linger_s = min(settings.lease_linger_s, settings.lease_ttl_s / 3)
+        self._parked: dict[str, asyncio.TimerHandle] = {}
+        """Threads whose lease is kept after their last run, and when it is given up."""
+        self._lingered: set[str] = set()
+        """Threads whose lease was kept long enough: their worker gives it up."""
+        self.crowded = False
+        """Whether other runtimes serve the store (as the control loop last found): then a
+        lease is given up at once."""
 
     def kick(self, thread_id: str) -> None:
         """Make sure the thread's worker runs (and looks again if it is running now)."""
         if self.closing:
             return
+        parked = self._parked.pop(thread_id, None)
+        if parked is not None:
+            parked.cancel()
         self._dirty.add(thread_id)
         if thread_id not in self._tasks:
             token = RUN_CONTEXT.set((thread_id, None))
@@ -84,6 +102,17 @@ class Workers:
             finally:
                 RUN_CONTEXT.reset(token)
             self._tasks[thread_id] = task
+
+    def stop_lingering(self) -> None:
+        """Shutdown: no parked lease is given up later (closing the leases gives them up)."""
+        for handle in self._parked.values():
+            handle.cancel()
+        self._parked.clear()
+
+    def _unpark(self, thread_id: str) -> None:
+        if self._parked.pop(thread_id, None) is not None:
+            self._lingered.add(thread_id)
+            self.kick(thread_id)
 
     def busy(self, thread_id: str) -> bool:
         return thread_id in self._tasks
@@ -150,8 +179,9 @@ class Workers:
             failed = True
             log.exception("the worker for thread %r stopped", thread_id)
         finally:
-            with contextlib.suppress(StoreError):
-                await self._leases.release(thread_lease(thread_id))
+            if thread_id not in self._parked:
+                with contextlib.suppress(StoreError):
+                    await self._leases.release(thread_lease(thread_id))
             self._tasks.pop(thread_id, None)
             if failed and thread_id in self._dirty and not self.closing:
                 # Someone asked for this thread after the failed attempt began: look again.
@@ -164,6 +194,12 @@ class Workers:
         lease = thread_lease(thread_id)
         if not self._leases.holds(lease):
             return False
+        if self._linger_s > 0 and thread_id not in self._lingered and not self.closing \
+                and not self.crowded:
+            self._parked[thread_id] = asyncio.get_running_loop().call_later(
+                self._linger_s, self._unpark, thread_id)
+            return False
+        self._lingered.discard(thread_id)
         await self._leases.release(lease)
         active = await self._store.list_runs(thread_id=thread_id, states=ACTIVE)
         return bool(active) and active[0].state is not S.AWAITING_APPROVAL
@@ -179,6 +215,7 @@ class Workers:
             other = await self._leases.take(thread_lease(run.thread_id))
             if other is not None:
                 return describe_holder(other)
+            self._lingered.discard(run.thread_id)
             # The run is read again inside: it may have changed while we waited for the lock.
             token = RUN_CONTEXT.set((run.thread_id, run.id))
             try:

@@ -99,6 +99,7 @@ KILL_POINTS = (
     "after_queued",             # create_run: the inbound message is durable, nothing else
     "after_user_entry",         # the commit holding the UserMessage
     "after_intent",             # the commit holding the AssistantTurn with tool calls
+    "in_model_call",            # the model is asked: what the run held in memory is lost
     "after_claim",              # non_idempotent only: the call is claimed, not yet run
     "in_tool_after_effect",     # inside the tool, its effect fsynced, before it returns
     "after_tool_result",        # the commit holding a ToolResult
@@ -276,6 +277,24 @@ class CompactingModel:
         return ModelResponse(text=f"answer with {users} messages in view")
 
 
+class AskedModel:
+    """The model, reaching ``in_model_call`` each time it is asked: a kill there loses
+    what the run holds in memory since its last write (its start before the first turn;
+    a read-only call's result before the answer)."""
+
+    def __init__(self, model: Any, switch: KillSwitch) -> None:
+        self.model = model
+        self.switch = switch
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+    async def complete(self, request: ModelRequest, on_text: Any = None) -> ModelResponse:
+        self.switch.reached("in_model_call")
+        response: ModelResponse = await self.model.complete(request, on_text)
+        return response
+
+
 class FileChannel:
     """A chat channel whose messages are lines in a file; each carries the delivery key."""
 
@@ -442,7 +461,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             model = CompactingModel(switch)
             agent = agent.model_copy(update={"compaction": "summary"})
         caps = [CapConfig(scope="user", tokens=args.cap_tokens)] if args.cap_tokens else []
-        runtime = Runtime(store, model, ToolRegistry(tools), agent=agent, caps=caps)
+        runtime = Runtime(store, AskedModel(model, switch), ToolRegistry(tools), agent=agent,
+                          caps=caps)
         origin = ORIGIN
         deliver: str | None = None
         chat = FileChannel(workdir / CHANNEL_FILE, switch)

@@ -70,9 +70,12 @@ def _applies(effect: str, point: str) -> bool:
 def _cases() -> list[Case]:
     cases = [(effect, point, 1) for effect in EFFECTS for point in KILL_POINTS
              if _applies(effect, point)]
-    # The turn has two calls: also die on the second one, the first one's result recorded.
+    # The turn has two calls: also die on the second one, the first one's result recorded;
+    # and as the model is asked for the answer, both results recorded (or, read-only, the
+    # second one only held in memory).
     cases += [(effect, point, 2) for effect in EFFECTS
-              for point in ("after_claim", "in_tool_after_effect", "after_tool_result")
+              for point in ("after_claim", "in_tool_after_effect", "after_tool_result",
+                            "in_model_call")
               if _applies(effect, point)]
     return cases
 
@@ -165,7 +168,8 @@ def _crash_and_recover(root: Path, case: Case, store: str = "sqlite") -> Steps:
 def _chain(effect: str) -> list[str]:
     """Kill points for successive processes: each restart dies somewhere further on."""
     if effect == "non_idempotent":  # dying inside its call would hand it to a person
-        return ["after_user_entry", "after_intent", "after_tool_result", "after_final_answer",
+        # (Its start is written with its intent: one commit, so one point of the two.)
+        return ["after_intent", "after_tool_result", "after_tool_result", "after_final_answer",
                 "after_delivery_sent"]
     return ["after_intent", "in_tool_after_effect", "after_tool_result", "after_final_answer",
             "after_delivery_sent"]
@@ -386,6 +390,19 @@ def test_crash_matrix_on_the_files_store(
     check_recovered(case, outcome, baseline)
 
 
+def _mid_run(effect: str, point: str, count: int) -> bool:
+    """Whether the run is unfinished in the store when the process dies at ``point``. A
+    read-only call's result is held for the next write: the second one (the last) lands
+    with the answer, so dying after it is dying after the answer. Asked the first time,
+    the model finds the run's start still held: the run is started afresh, not
+    recovered."""
+    if point == "in_model_call":
+        return count == 2
+    if effect == "read_only" and point == "after_tool_result" and count == 2:
+        return False
+    return point in MID_RUN
+
+
 def check_recovered(case: Case, outcome: Outcome, baseline: Outcome) -> None:
     effect, point, count = case
     run = outcome.run
@@ -395,7 +412,7 @@ def check_recovered(case: Case, outcome: Outcome, baseline: Outcome) -> None:
     # No inbound message is lost, whenever the process died.
     assert outcome.entries[0]["kind"] == "user" and outcome.entries[0]["text"] == TEXT
 
-    if point in MID_RUN:
+    if _mid_run(effect, point, count):
         assert run["recovery_attempts"] == 1
         assert reasons(run).count("recovered after crash (attempt 1)") == 1, reasons(run)
     else:
@@ -423,6 +440,8 @@ def check_recovered(case: Case, outcome: Outcome, baseline: Outcome) -> None:
     assert_delivered_once(outcome)
 
     rerun = Counter({keys[cut]: 1}) if point == "in_tool_after_effect" else Counter()
+    if effect == "read_only" and point == "in_model_call" and count == 2:
+        rerun = Counter({keys[1]: 1})  # its result was held for the answer's write: lost
     if effect == "read_only":
         # Re-running a read is allowed; its result is still recorded once (entries above).
         assert outcome.invocations == Counter(keys) + rerun

@@ -55,10 +55,12 @@ async def _message(tmp_path: Path, effect: Effect) -> list[tuple[str, str]]:
 
 async def test_a_read_only_call_syncs_only_the_message_and_the_answer(tmp_path: Path) -> None:
     commits = await _message(tmp_path, "read_only")
-    assert [level for level, _ in commits] == ["FULL", "NORMAL", "NORMAL", "NORMAL", "FULL"]
-    # The synced ones: the queued message (before it is acknowledged) and the answer with
-    # its outbox record (before it is delivered).
-    assert [what for _, what in commits] == ["runs threads", *["entries runs"] * 4]
+    # Three commits: the queued message; its start with the model's turn, written before
+    # the call runs; the call's result with the answer (held in memory in between: not a
+    # durable point). The synced ones: the queued message (before it is acknowledged) and
+    # the answer with its outbox record (before it is delivered).
+    assert [level for level, _ in commits] == ["FULL", "NORMAL", "FULL"]
+    assert [what for _, what in commits] == ["runs threads", *["entries runs"] * 2]
 
 
 @pytest.mark.parametrize("effect", ["idempotent_write", "non_idempotent"])
@@ -66,9 +68,10 @@ async def test_a_call_with_an_effect_syncs_its_intent_and_its_result(
     tmp_path: Path, effect: Effect
 ) -> None:
     commits = await _message(tmp_path, effect)
-    # Only the start is not a durable point: the call is recorded (and, non-idempotent,
-    # claimed) on disk before it runs, and its result on disk once it is done.
-    expected = ["FULL", "NORMAL", "FULL", "FULL", "FULL"]
+    # Only the start is not a durable point, and it is held for the intent's commit: the
+    # call is recorded (and, non-idempotent, claimed) on disk before it runs, and its
+    # result on disk once it is done.
+    expected = ["FULL", "FULL", "FULL", "FULL"]
     if effect == "non_idempotent":
-        expected.insert(3, "FULL")  # the claim before the effect
+        expected.insert(2, "FULL")  # the claim before the effect
     assert [level for level, _ in commits] == expected

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -164,3 +164,45 @@ async def test_a_cancel_reaches_the_replica_holding_the_run_at_once() -> None:
             results = [e for e in await b.records.entries("t") if e.kind == "tool_result"]
             assert [r.tool_call_id for r in results] == ["echo_0"]
             assert "cancelled" in str(results[0].model_dump())
+
+
+class ReleaseWatched(SQLiteStore):
+    """The real store, telling a test when leases are given up."""
+
+    released: asyncio.Event
+
+    async def release_leases(self, holder: str, names: Sequence[str] | None = None) -> None:
+        await super().release_leases(holder, names)
+        self.released.set()
+
+
+async def test_a_thread_lease_lingers_after_its_last_run_then_is_given_up(
+        tmp_path: Path) -> None:
+    """Kept for ``lease_linger_s`` after the thread's last run: its next message finds it
+    held (no lease writes: the message is its acceptance and its answer); then given up."""
+    settings = RuntimeConfig(lease_linger_s=0.3)
+    ReleaseWatched.released = asyncio.Event()
+    async with ReleaseWatched(tmp_path / "maiden.db") as store, \
+            Runtime(store, EchoProvider(), ToolRegistry([]), settings=settings) as rt:
+        await rt.send("t", "one")
+        await rt.idle()
+        assert thread_lease("t") in {lease.name for lease in await store.leases()}
+        before = store.write_counts().transactions
+        await rt.send("t", "two")
+        await rt.idle()
+        assert store.write_counts().transactions - before == 2
+        assert not store.released.is_set()
+        await asyncio.wait_for(store.released.wait(), 10)
+        assert thread_lease("t") not in {lease.name for lease in await store.leases()}
+        # Given up, the next message takes it again.
+        assert (await rt.send("t", "three")).reply == "echo: three"
+
+
+async def test_without_lingering_a_thread_lease_is_given_up_with_its_last_run(
+        tmp_path: Path) -> None:
+    settings = RuntimeConfig(lease_linger_s=0)
+    async with SQLiteStore(tmp_path / "maiden.db") as store, \
+            Runtime(store, EchoProvider(), ToolRegistry([]), settings=settings) as rt:
+        await rt.send("t", "one")
+        await rt.idle()
+        assert thread_lease("t") not in {lease.name for lease in await store.leases()}
