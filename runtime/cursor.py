@@ -14,11 +14,13 @@ shows the run running, as a person looking at it expects).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Unpack
 
 from .entries import AssistantTurn, Entry, ToolCall, ToolResult, UserMessage
+from .errors import StaleWrite, StoreError
 from .events import EventBus, RunEvent, StateChanged
 from .runs import Delivery, Run, RunChanges, RunState, changed, transition
 from .stores.base import Checkpoint, Store
@@ -50,10 +52,10 @@ class RunCursor:
         self._stored = run.version
         """The run's version as written (held checkpoints all carry the next one)."""
         self._held: list[Checkpoint] = []
+        self._timer: asyncio.TimerHandle | None = None
+        """Starts ``_later`` after ``hold_s``, unless a checkpoint comes first."""
         self._later: asyncio.Task[None] | None = None
-        """Writes what is held after ``hold_s``, unless a checkpoint comes first."""
-        self._writing = False
-        """Whether ``_later`` has begun its write (it is then waited for, not cancelled)."""
+        """Writes what is held, begun by ``_timer``."""
         # A run that never started has no entries yet: don't search the thread for them.
         fresh = run.state is RunState.QUEUED and run.started_at is None
         self.start = None if fresh else _run_start(entries, run.id)
@@ -102,9 +104,8 @@ class RunCursor:
             durable=durable)
         if not durable and not deliveries and checked and self.hold_s > 0:
             self._held.append(checkpoint)
-            if self._later is None:
-                self._later = asyncio.create_task(self._write_later(),
-                                                  name=f"maiden-hold:{run.id}")
+            if self._timer is None:
+                self._timer = asyncio.get_running_loop().call_later(self.hold_s, self._begin_later)
         else:
             await self._write([checkpoint])
         if self.start is None:
@@ -130,31 +131,24 @@ class RunCursor:
         """Forget what is held (the run was cut off: what handles that reads the store),
         letting a write already begun land first."""
         self._held.clear()
-        later, self._later = self._later, None
-        if later is not None:
-            if not self._writing:
-                later.cancel()
-            await asyncio.gather(later, return_exceptions=True)
+        with contextlib.suppress(StaleWrite, StoreError):
+            await self._settle_later()
+
+    def _begin_later(self) -> None:
+        self._timer = None
+        self._later = asyncio.create_task(self._write([]), name=f"maiden-hold:{self.run.id}")
 
     async def _settle_later(self) -> None:
-        """Stop ``_later`` before it writes, or wait for the write it began (whose error,
-        if it failed, is this write's)."""
+        """Stop ``_timer``, or wait for the write it began (whose error, if it failed, is
+        this write's)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         later, self._later = self._later, None
-        if later is None:
-            return
-        if not self._writing:
-            later.cancel()
-        (outcome,) = await asyncio.gather(later, return_exceptions=True)
-        if isinstance(outcome, Exception):
-            raise outcome
-
-    async def _write_later(self) -> None:
-        await asyncio.sleep(self.hold_s)
-        self._writing = True
-        try:
-            await self._write([])
-        finally:
-            self._writing = False
+        if later is not None:
+            (outcome,) = await asyncio.gather(later, return_exceptions=True)
+            if isinstance(outcome, Exception):
+                raise outcome
 
     async def _write(self, new: list[Checkpoint]) -> None:
         """What is held and then ``new`` (a checkpoint or none), in one write."""

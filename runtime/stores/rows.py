@@ -109,11 +109,11 @@ def parse_run(data: str) -> Run:
 
 
 def activity(cp: Checkpoint) -> bool | None:
-    """The run's ``active`` to write: None where its transitions show it unchanged (a run
-    moving between unfinished states, or between ended ones)."""
+    """The run's ``active`` to write: None where its transitions show it unchanged (none, or
+    a run moving between unfinished states, or between ended ones)."""
     assert cp.run is not None
     steps = [t for t in cp.transitions if t.run_id == cp.run.id]
-    if steps and all((t.source in TERMINAL) == (t.target in TERMINAL) for t in steps):
+    if all((t.source in TERMINAL) == (t.target in TERMINAL) for t in steps):
         return None
     return not cp.run.terminal
 

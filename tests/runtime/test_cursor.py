@@ -41,6 +41,10 @@ async def _cursor(store: WatchedStore, hold_s: float) -> RunCursor:
     return RunCursor(store, EventBus(), run, [], hold_s=hold_s)
 
 
+async def _texts(store: SQLiteStore) -> list[str | None]:
+    return [getattr(e, "text", None) for e in await store.load_entries("t")]
+
+
 def _said(run_id: str, text: str) -> UserMessage:
     return UserMessage(run_id=run_id, text=text, at=1.0)
 
@@ -62,7 +66,7 @@ async def test_held_checkpoints_land_with_the_next_one_in_one_transaction(
     assert store.write_counts().transactions == before + 1
     landed = await store.get_run(run_id)
     assert landed.state is S.COMPLETED and landed.version == cur.run.version == 1
-    assert [getattr(e, "text", None) for e in await store.load_entries("t")] == ["hi", "thinking", "done"]
+    assert await _texts(store) == ["hi", "thinking", "done"]
     assert [t.reason for t in await store.transitions(run_id)] == ["started", "answered"]
 
 
@@ -87,7 +91,7 @@ async def test_flush_writes_what_is_held_and_drop_forgets_it(store: WatchedStore
     await cur.commit([AssistantTurn(run_id=cur.run.id, text="lost", at=2.0)], durable=False)
     await cur.drop()
     await cur.flush()  # nothing left to write
-    assert [getattr(e, "text", None) for e in await store.load_entries("t")] == ["hi"]
+    assert await _texts(store) == ["hi"]
 
 
 async def test_a_held_write_that_cannot_land_fails_the_next_one(store: WatchedStore) -> None:

@@ -47,29 +47,29 @@ def commit_rows(db: sqlite3.Connection, cp: CheckpointRows) -> None:
     steps = list(cp.transitions)
     if cp.run is not None:
         state, version, data, run_id, before, active, tokens, cost = cp.run
-        mine = [step for step in steps if step[0] == run_id]
+        mine = [step[1] for step in steps if step[0] == run_id]
         steps = [step for step in steps if step[0] != run_id]
+        # One statement: the run's new row, its transitions appended, and ``active`` only
+        # where it changes (naming it rewrites the run's entry in runs_active, a page).
         cursor = db.execute(
-            "UPDATE runs SET state = :state, version = :version, data = :data, transitions = "
-            "  CASE WHEN :step IS NULL THEN transitions"
-            "  ELSE json_insert(transitions, '$[#]', json(:step)) END, "
-            "spend_tokens = :tokens, spend_cost = :cost "
-            "WHERE id = :id AND version = :before",
-            {"state": state, "version": version, "data": data, "id": run_id, "before": before,
-             "step": mine[0][1] if mine else None, "tokens": tokens, "cost": cost})
+            "UPDATE runs SET state = ?, version = ?, data = ?, "
+            f"transitions = {_appended(len(mine))}, spend_tokens = ?, spend_cost = ?"
+            f"{'' if active is None else ', active = ?'} WHERE id = ? AND version = ?",
+            (state, version, data, *mine, tokens, cost,
+             *(() if active is None else (active,)), run_id, before))
         if cursor.rowcount != 1:
             raise StaleWrite(f"run {run_id} is not at version {before}")
-        steps += mine[1:]
-        # Apart, and only where it changes: an UPDATE naming ``active`` rewrites the run's
-        # entry in runs_active (a page) even when the value stays the same.
-        if active is not None:
-            db.execute("UPDATE runs SET active = ? WHERE id = ? AND active != ?",
-                       (active, run_id, active))
     if steps:
         db.executemany("UPDATE runs SET transitions = json_insert(transitions, '$[#]', json(?)) "
                        "WHERE id = ?", [(step[1], step[0]) for step in steps])
     if cp.deliveries:
         db.executemany("INSERT OR IGNORE INTO deliveries VALUES (?, ?, ?, ?, ?)", cp.deliveries)
+
+
+def _appended(steps: int) -> str:
+    """The runs' ``transitions`` with ``steps`` more appended (a JSON parameter each)."""
+    return "transitions" if not steps else \
+        "json_insert(transitions" + ", '$[#]', json(?)" * steps + ")"
 
 
 def run_row(run: Run) -> tuple[Any, ...]:
