@@ -30,6 +30,8 @@ from .replicas import run_replicas
 from .report import (
     burst_rows,
     concurrency_rows,
+    cpu_rows,
+    flush_way_rows,
     memory_rows,
     postgres_rows,
     replicas_rows,
@@ -45,7 +47,7 @@ from .slack import run_slack
 from .slowloris import run_slowloris, slowloris_rows
 from .stream import run_stream
 from .table import Row, render
-from .thread import run_thread
+from .thread import run_flush_ways, run_rounds
 
 WORKLOADS = ("thread", "resume", "concurrency", "memory", "slack", "schedules", "postgres",
              "replicas", "slowloris", "stream", "files", "agents")
@@ -77,6 +79,10 @@ class Sizes:
     files_bytes: int
     agents_messages: int
     agents_prior: int
+    rounds: int
+    """Interleaved rounds of each comparison of workload 1 (median and range printed)."""
+    few_users: int
+    """Workload 4's smaller thread-mode case."""
 
 
 FULL = Sizes(threads=(300, 3000), load_entries=10_000, recover_runs=1_000, users=50,
@@ -86,7 +92,7 @@ FULL = Sizes(threads=(300, 3000), load_entries=10_000, recover_runs=1_000, users
              replica_users=30, replica_messages=4, replica_counts=(1, 2, 3),
              slowloris_idle=500, slowloris_requests=1000, stream_replies=20,
              files_messages=100, files_distinct=10, files_bytes=1_000_000,
-             agents_messages=600, agents_prior=20_000)
+             agents_messages=600, agents_prior=20_000, rounds=3, few_users=8)
 QUICK = Sizes(threads=(60,), load_entries=1_000, recover_runs=50, users=5, messages=3,
               latency_s=0.02, memory_n=60, idle_threads=200, long_entries=(200, 2_000),
               slack_events=20,
@@ -94,7 +100,7 @@ QUICK = Sizes(threads=(60,), load_entries=1_000, recover_runs=50, users=5, messa
               replica_users=4, replica_messages=2, replica_counts=(1, 2),
               slowloris_idle=50, slowloris_requests=100, stream_replies=2,
               files_messages=10, files_distinct=3, files_bytes=200_000,
-              agents_messages=30, agents_prior=2_000)
+              agents_messages=30, agents_prior=2_000, rounds=1, few_users=3)
 
 
 def _progress(message: str) -> None:
@@ -105,8 +111,17 @@ async def _run(sizes: Sizes, only: set[str], workdir: Path, sync: Synchronous) -
     rows: list[Row] = []
     if "thread" in only:
         for n in sizes.threads:
-            _progress(f"workloads 1+2: a thread of {n:,} messages, maiden and the floor")
-            rows += thread_rows(await run_thread(workdir, n, sync))
+            _progress(f"workloads 1+2: a thread of {n:,} messages, maiden and the floor, "
+                      f"{sizes.rounds} rounds")
+            rows += thread_rows(await run_rounds(workdir, n, sync, sizes.rounds))
+        n = sizes.threads[0]
+        _progress(f"workloads 1+2 without flushes (synchronous=off): the CPU, {sizes.rounds} "
+                  "rounds")
+        rows += cpu_rows(await run_rounds(workdir, n, "off", sizes.rounds))
+        if sync in ("full", "extra"):
+            _progress("workloads 1+2 with durable commits on the loop's thread, then the "
+                      "writer's, interleaved")
+            rows += flush_way_rows(await run_flush_ways(workdir, n, sync, sizes.rounds))
     if "resume" in only:
         _progress(f"workload 3: load {sizes.load_entries:,} entries, "
                   f"recover {sizes.recover_runs:,} runs")
@@ -114,6 +129,11 @@ async def _run(sizes: Sizes, only: set[str], workdir: Path, sync: Synchronous) -
                                              sync))
     if "concurrency" in only:
         results: list[ConcurrencyResult] = []
+        _progress(f"workload 4: {sizes.few_users} threads x {sizes.messages} messages, "
+                  'concurrency="thread"')
+        results.append(await run_concurrency(
+            workdir, "thread", threads=sizes.few_users, messages=sizes.messages,
+            latency_s=sizes.latency_s, synchronous=sync))
         for mode in ("thread", "global"):
             _progress(f"workload 4: {sizes.users} threads x {sizes.messages} messages, "
                       f'concurrency="{mode}"')

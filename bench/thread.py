@@ -15,10 +15,12 @@ import aiosqlite
 
 from runtime import Runtime, SQLiteStore
 from runtime.stores.sqlite import Synchronous
+from runtime.stores.sqlite.commit import SLOW_FLUSH_S, WriteCounts
 
 from .workload import expect_completed, floor_rows, user_text, workload_runtime
 
-__all__ = ["BLOCKS", "Floor", "ThreadResult", "db_size", "remove_db", "run_thread"]
+__all__ = ["BLOCKS", "Floor", "ThreadResult", "db_size", "median_range", "remove_db",
+           "run_flush_ways", "run_rounds", "run_thread"]
 
 BLOCKS = 6
 THREAD = "bench:standard"
@@ -45,6 +47,13 @@ class ThreadResult:
     """...and ``PRAGMA synchronous`` changes."""
     floor_transactions: float = 2.0
     """The floor commits twice a message, each with a flush."""
+    counts: WriteCounts = field(default_factory=WriteCounts)
+    """The store's counts over the messages after the first (whose thread lease is new)."""
+
+    @property
+    def ratio(self) -> float:
+        """maiden's ms per message over the floor's."""
+        return self.maiden_total_s / self.floor_total_s
 
 
 class Floor:
@@ -115,14 +124,16 @@ async def _floor_message(floor: Floor, i: int) -> float:
     return time.perf_counter() - start
 
 
-async def run_thread(workdir: Path, n: int, synchronous: Synchronous) -> ThreadResult:
+async def run_thread(workdir: Path, n: int, synchronous: Synchronous, *,
+                     slow_flush_s: float = SLOW_FLUSH_S) -> ThreadResult:
     """Workloads 1 and 2 at ``n`` messages, in fresh databases under ``workdir``."""
     maiden_path, floor_path = workdir / f"maiden-{n}.db", workdir / f"floor-{n}.db"
     remove_db(maiden_path)
     remove_db(floor_path)
     result = ThreadResult(n=n)
     bounds = [round(b * n / BLOCKS) for b in range(BLOCKS + 1)]
-    async with SQLiteStore(maiden_path, synchronous=synchronous) as store, \
+    async with SQLiteStore(maiden_path, synchronous=synchronous,
+                           slow_flush_s=slow_flush_s) as store, \
             workload_runtime(store) as rt, Floor(floor_path, synchronous) as floor:
         before = store.write_counts()
         for b in range(BLOCKS):
@@ -135,14 +146,22 @@ async def run_thread(workdir: Path, n: int, synchronous: Synchronous) -> ThreadR
                 else:
                     m += await _maiden_message(rt, i)
                     f += await _floor_message(floor, i)
+                if i == 0:
+                    before = store.write_counts()
             result.maiden_ms.append(m * 1000 / max(1, len(block)))
             result.floor_ms.append(f * 1000 / max(1, len(block)))
             result.maiden_total_s += m
             result.floor_total_s += f
         after = store.write_counts()
-        result.transactions = (after.transactions - before.transactions) / n
-        result.synced = (after.synced - before.synced) / n
-        result.switches = (after.switches - before.switches) / n
+        result.counts = WriteCounts(**{k: getattr(after, k) - getattr(before, k)
+                                       for k in ("transactions", "synced", "switches",
+                                                 "flushed_here", "flushed_here_s",
+                                                 "flushed_there")},
+                                    flushed_here_max_s=after.flushed_here_max_s)
+        warm = max(1, n - 1)
+        result.transactions = result.counts.transactions / warm
+        result.synced = result.counts.synced / warm
+        result.switches = result.counts.switches / warm
     result.maiden_db, result.floor_db = db_size(maiden_path), db_size(floor_path)
 
     async with SQLiteStore(maiden_path, synchronous=synchronous) as store:
@@ -156,3 +175,33 @@ async def run_thread(workdir: Path, n: int, synchronous: Synchronous) -> ThreadR
         raise RuntimeError(f"expected {4 * n} entries, maiden has {len(entries)}, "
                            f"the floor {len(rows)}")
     return result
+
+
+async def run_rounds(workdir: Path, n: int, synchronous: Synchronous, rounds: int
+                     ) -> list[ThreadResult]:
+    """``run_thread`` ``rounds`` times (each round interleaves maiden and the floor)."""
+    return [await run_thread(workdir, n, synchronous) for _ in range(rounds)]
+
+
+FLUSH_WAYS = {"loop": float("inf"), "writer": 0.0}
+"""Where durable commits are made: always on the event loop's thread, or always on the
+writer's (``SQLiteStore(slow_flush_s=...)``; maiden chooses by the disk's speed)."""
+
+
+async def run_flush_ways(workdir: Path, n: int, synchronous: Synchronous, rounds: int
+                         ) -> dict[str, list[ThreadResult]]:
+    """The thread both ways, interleaved (loop, writer, loop, writer, ...)."""
+    results: dict[str, list[ThreadResult]] = {way: [] for way in FLUSH_WAYS}
+    for _ in range(rounds):
+        for way, threshold in FLUSH_WAYS.items():
+            results[way].append(await run_thread(workdir, n, synchronous,
+                                                 slow_flush_s=threshold))
+    return results
+
+
+def median_range(values: list[float]) -> tuple[float, float, float]:
+    """(median, lowest, highest)."""
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+    return median, ordered[0], ordered[-1]

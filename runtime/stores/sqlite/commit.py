@@ -11,6 +11,12 @@ at once on the event loop's thread: the trip to the connection's thread and back
 more than a small transaction. It does not wait for another process's lock there (if
 the database is busy, it goes to the thread, which waits). WAL checkpoints, which copy
 the log into the database and can take milliseconds, always run on the thread.
+
+A durable write's commit waits for the disk's flush, which the loop must not wait for
+when the disk is slow: the commits that flush are timed (a moving average), and while
+they take longer than ``SLOW_FLUSH_S`` durable writes go to the connection's thread,
+where the writes that come meanwhile share the next flush. On a fast disk the trip
+costs more than the flush, so they stay on the loop (``bench/`` measures both).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 from ...errors import StoreError
 from .thread import SQLiteThread, store_error
 
-__all__ = ["GroupCommit", "WriteCounts"]
+__all__ = ["SLOW_FLUSH_S", "GroupCommit", "WriteCounts"]
 
 log = logging.getLogger("maiden.store")
 
@@ -46,6 +52,18 @@ class WriteCounts:
     """Of those, the ones committed with ``synchronous`` FULL or EXTRA: a disk flush each."""
     switches: int = 0
     """``PRAGMA synchronous`` changes between them."""
+    flushed_here: int = 0
+    """Flushing commits made on the event loop's thread (the disk was fast)..."""
+    flushed_here_s: float = 0.0
+    """...and how long they held it up, in all..."""
+    flushed_here_max_s: float = 0.0
+    """...and at most."""
+    flushed_there: int = 0
+    """Durable writes sent to the connection's thread because the disk was slow."""
+
+
+SLOW_FLUSH_S = 0.001
+"""A flushing commit slower than this (on average) is not made on the event loop's thread."""
 
 
 class GroupCommit:
@@ -80,6 +98,11 @@ class GroupCommit:
         self._flusher: asyncio.Task[None] | None = None
         self._commits = 0
         self._checkpointer: asyncio.Task[None] | None = None
+        self._flush_s = 0.0
+        """A moving average of how long a flushing commit takes."""
+        self.flush_threshold_s = SLOW_FLUSH_S
+        """Durable writes go to the connection's thread while ``_flush_s`` is above this
+        (0: always; ``inf``: never)."""
 
     async def transaction(
         self,
@@ -120,17 +143,33 @@ class GroupCommit:
 
     async def _join(self, write: _Write) -> Any:
         if self.inline and self._flusher is None and not self._pending and self.conn.idle:
-            try:
-                outcome = self.conn.here(_write_here, self._no_wait, write,
-                                         self._level_for([write]))
-            finally:
-                self._committed(1)
-            if outcome is not _BUSY:
-                return outcome
+            level = self._level_for([write])
+            flushes = level in ("FULL", "EXTRA")
+            if flushes and self._flush_s > self.flush_threshold_s:
+                self.counts.flushed_there += 1
+            else:
+                began = time.perf_counter()
+                try:
+                    outcome = self.conn.here(_write_here, self._no_wait, write, level)
+                finally:
+                    self._committed(1)
+                if flushes:
+                    self._timed(time.perf_counter() - began, here=True)
+                if outcome is not _BUSY:
+                    return outcome
         self._pending.append(write)
         if self._flusher is None:
             self._flusher = asyncio.create_task(self._flush(), name="maiden-sqlite-commit")
         return await write.future
+
+    def _timed(self, took: float, *, here: bool) -> None:
+        """A flushing commit took ``took`` seconds (``here``: on the loop's thread)."""
+        self._flush_s = took if not self._flush_s else 0.8 * self._flush_s + 0.2 * took
+        if here:
+            counts = self.counts
+            counts.flushed_here += 1
+            counts.flushed_here_s += took
+            counts.flushed_here_max_s = max(counts.flushed_here_max_s, took)
 
     async def close(self) -> None:
         """Let the writes already handed in land, then close the connection."""
@@ -166,11 +205,15 @@ class GroupCommit:
         try:
             while self._pending:
                 group, self._pending = self._pending, []
+                level = self._level_for(group)
+                began = time.perf_counter()
                 try:
-                    outcomes = await self.conn.call(_write_group, self._waits, group,
-                                                    self._level_for(group))
+                    outcomes = await self.conn.call(_write_group, self._waits, group, level)
                 except Exception as exc:  # the transaction as a whole failed
                     outcomes = [exc] * len(group)
+                else:
+                    if level in ("FULL", "EXTRA"):  # (with the trip: a little slower)
+                        self._timed(time.perf_counter() - began, here=False)
                 self._committed(1)
                 for write, outcome in zip(group, outcomes, strict=True):
                     if write.future.done():

@@ -13,6 +13,7 @@ Checkpoints that arrive together share a transaction and its fsync
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,7 +23,7 @@ from ...errors import StoreError
 from ..base import Opens
 from ..identity import FileIdentity
 from ..rows import ThreadCache
-from .commit import GroupCommit, WriteCounts
+from .commit import SLOW_FLUSH_S, GroupCommit, WriteCounts
 from .schema import migrate
 from .sql import fetchall
 from .thread import SQLiteThread
@@ -49,8 +50,12 @@ class SQLiteCore(Opens):
         synchronous: Synchronous = "full",
         busy_timeout_s: float = 10.0,
         cached_entries: int = 200_000,
+        slow_flush_s: float = SLOW_FLUSH_S,
     ) -> None:
         self.path = Path(path)
+        self.slow_flush_s = slow_flush_s
+        """Durable commits are made on the writer's thread, not the event loop's, while a
+        disk flush takes longer than this on average (0: always; ``inf``: never)."""
         self.synchronous = synchronous
         self.busy_timeout_s = busy_timeout_s
         # Every write goes through one connection. Each trip to its thread is a whole
@@ -74,6 +79,7 @@ class SQLiteCore(Opens):
         writer = self._writer = GroupCommit(await SQLiteThread.open(
             self.path, busy_timeout_s=self.busy_timeout_s, name="maiden-sqlite-writer"),
             synchronous=self.synchronous, busy_timeout_s=self.busy_timeout_s)
+        writer.flush_threshold_s = self.slow_flush_s
         try:
             await writer.conn.call(self._configure)
             await writer.transaction(self._migrate)
@@ -90,8 +96,7 @@ class SQLiteCore(Opens):
         many with a disk flush, and its ``synchronous`` changes (a copy)."""
         if self._writer is None:
             return WriteCounts()
-        counts = self._writer.counts
-        return WriteCounts(counts.transactions, counts.synced, counts.switches)
+        return dataclasses.replace(self._writer.counts)
 
     async def close(self) -> None:
         """Let writes already handed in land, then close both connections (and threads)."""
