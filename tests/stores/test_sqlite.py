@@ -289,6 +289,37 @@ async def test_a_write_on_an_idle_connection_is_done_at_once_on_the_loop(tmp_pat
         await writer.close()
 
 
+async def test_while_flushes_are_slow_durable_writes_go_to_the_thread(tmp_path: Path
+                                                                     ) -> None:
+    """A durable write's flush is timed; while flushes take longer than the threshold, the
+    next durable writes are made on the connection's thread (where those that come
+    meanwhile share a flush), never on the loop's. A lazy write, which does not flush,
+    stays on the loop."""
+    writer, _ = await _writer(tmp_path / "g.db", inline=True)
+    try:
+        loop_thread = threading.get_ident()
+
+        def where(db: sqlite3.Connection) -> int:
+            db.execute("INSERT INTO t VALUES (1)")
+            return threading.get_ident()
+
+        assert await writer.write(where) == loop_thread  # the first is timed where it is
+        assert writer.counts.flushed_here == 1
+        assert writer.counts.flushed_here_max_s > 0
+        writer.flush_threshold_s = 0.0  # every flush is slow now
+        assert await writer.write(where) != loop_thread
+        assert await writer.write_lazily(where) == loop_thread
+        assert (writer.counts.flushed_here, writer.counts.flushed_there) == (1, 1)
+        # Together on the thread: durable writes that arrive at once share its flushes.
+        before = writer.counts.synced
+        await asyncio.gather(*(writer.write(_insert, i) for i in range(20)))
+        assert writer.counts.synced - before < 20
+        writer.flush_threshold_s = float("inf")  # never slow: on the loop again
+        assert await writer.write(where) == loop_thread
+    finally:
+        await writer.close()
+
+
 async def test_a_write_that_finds_the_database_locked_waits_on_the_thread(tmp_path: Path
                                                                        ) -> None:
     path = tmp_path / "g.db"
