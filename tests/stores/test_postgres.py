@@ -19,7 +19,7 @@ from runtime.runs import Origin, Run, RunState, new_run_id
 from runtime.stores.base import Checkpoint, SpendAsk, SpendScope
 from runtime.stores.postgres import PostgresStore
 from runtime.stores.postgres.schema import MIGRATIONS, SCHEMA_VERSION
-from runtime.stores.postgres.sql import CheckpointRows, list_runs_sql, write_checkpoint
+from runtime.stores.postgres.sql import CHECKPOINT, checkpoint_args, list_runs_sql
 from runtime.stores.rows import run_json
 from runtime.stores.sqlite import SQLiteStore
 from tests.postgres import PG_DSN, fresh_schema
@@ -87,7 +87,7 @@ async def test_a_version_5_schema_gains_the_spend_columns_filled_from_its_runs(
     finally:
         await conn.close()
     async with PostgresStore(PG_DSN, schema=schema, pool_size=1) as store:
-        assert store.applied == [6]
+        assert store.applied == [6, 7]  # and the one-call checkpoint
         assert await store.list_runs() == runs
         asks: list[tuple[SpendScope, str, int, float]] = [
             ("user", "U1", 2 + 3, 0.03), ("agent", "eng", 3, 0.02), ("place", "slack", 5, 0.03)]
@@ -165,23 +165,22 @@ async def test_a_failed_connection_names_the_server_not_the_password() -> None:
 
 
 async def test_a_non_durable_commit_is_committed_in_order(
-    store: PostgresStore, schema: str, monkeypatch: pytest.MonkeyPatch
+    store: PostgresStore, schema: str
 ) -> None:
-    levels: list[str] = []
-    async def watched(conn: Any, rows: CheckpointRows) -> None:
-        levels.append(await conn.fetchval("SHOW synchronous_commit"))
-        await write_checkpoint(conn, rows)
-
-    monkeypatch.setattr("runtime.stores.postgres.runs.write_checkpoint", watched)
+    """A checkpoint is one call of ``maiden_checkpoint``: a lazy one commits with
+    synchronous_commit off (for its own transaction only), a durable one with it on."""
     run = await _started(store)
-    await store.commit(Checkpoint("t", 1, [Notice(run_id=run.id, code="n", text="lazy")],
+    lazy = Checkpoint("t", 1, [Notice(run_id=run.id, code="n", text="lazy")], durable=False)
+    durable = Checkpoint("t", 2, [Notice(run_id=run.id, code="n", text="durable")])
+    levels = [(await _sql(schema, CHECKPOINT, *checkpoint_args(cp)))[0][0]
+              for cp in (lazy, durable)]
+    assert levels == ["off", "on"]
+    await store.commit(Checkpoint("t", 3, [Notice(run_id=run.id, code="n", text="again")],
                                   durable=False))
-    await store.commit(Checkpoint("t", 2, [Notice(run_id=run.id, code="n", text="durable")]))
-    assert levels == ["on", "off", "on"]  # SET LOCAL: for that transaction only
-    async with PostgresStore(PG_DSN, schema=schema) as other:  # another process sees both
+    async with PostgresStore(PG_DSN, schema=schema) as other:  # another process sees all
         texts = [e.text for e in await other.load_entries("t")
                  if isinstance(e, UserMessage | Notice)]
-    assert texts == ["hello", "lazy", "durable"]
+    assert texts == ["hello", "lazy", "durable", "again"]
 
 
 async def test_an_unreadable_entry_names_its_thread_and_row(

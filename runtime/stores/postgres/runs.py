@@ -1,10 +1,11 @@
 """The PostgreSQL store's runs and threads.
 
-A checkpoint is one transaction: it locks its thread's row (so two writers on one thread
-take turns, in any process), checks the position against the thread's last entry and the
-run's version, appends the entry rows with their running token sums, updates the run,
-appends transitions and inserts deliveries (``sql``). A checkpoint that is not durable
-commits with ``synchronous_commit = off``: committed and visible at once, ordered before
+A checkpoint is one call of the schema's ``maiden_checkpoint``, its own transaction and one
+round trip: it locks its thread's row (so two writers on one thread take turns, in any
+process), checks the position against the thread's last entry and the run's version,
+appends the entry rows with their running token sums, updates the run, appends transitions
+and inserts deliveries (``schema``, version 7). A checkpoint that is not durable commits
+with ``synchronous_commit = off``: committed and visible at once, ordered before
 every later commit, and lost only if the server itself crashes before its WAL writer
 flushes it (within a few hundred milliseconds).
 
@@ -42,9 +43,33 @@ from ..rows import (
     transitions_of,
 )
 from .core import PostgresCore
-from .sql import LIST_THREADS, CheckpointRows, list_runs_sql, write_checkpoint
+from .sql import LIST_THREADS, list_runs_sql, write_checkpoint
 
 __all__ = ["PostgresRuns"]
+
+_INSERT_RUN = (
+    "INSERT INTO runs (id, thread_id, state, active, version, created_at, idempotency_key, "
+    "data, spend_agent, spend_user, spend_place, spend_tokens, spend_cost) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) "
+    "ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING")
+
+_CREATE_RUN = """
+WITH newest AS (SELECT max(created_at) AS at FROM runs WHERE thread_id = $2),
+made AS (
+    INSERT INTO runs (id, thread_id, state, active, version, created_at, idempotency_key,
+                      data, spend_agent, spend_user, spend_place, spend_tokens, spend_cost)
+    SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13
+    WHERE coalesce((SELECT at FROM newest), $6) <= $6
+    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING true AS made),
+thread AS (
+    INSERT INTO threads SELECT $2, $6 WHERE EXISTS (SELECT 1 FROM made)
+    ON CONFLICT DO NOTHING)
+SELECT (SELECT made FROM made), (SELECT at FROM newest)
+"""
+"""A new run (and its thread) in one statement, unless it would go before its thread's
+latest arrival or its idempotency key is taken: then whether it was made (NULL: not) and
+the thread's latest arrival."""
 
 
 class PostgresRuns(PostgresCore, RunStore):
@@ -55,6 +80,17 @@ class PostgresRuns(PostgresCore, RunStore):
 
     async def create_run(self, run: Run) -> Run:
         check_thread_id(run.thread_id)
+        row = (run.id, run.thread_id, run.state, not run.terminal, run.version,
+               run.created_at, run.idempotency_key, run_json(run), *spend_keys(run),
+               *spend_of(run))
+        # The usual case in one round trip: the run is inserted unless it would go before
+        # the thread's latest arrival (then it is stamped first, below) or its key is taken.
+        async with self._connection() as conn:
+            made, newest = await conn.fetchrow(_CREATE_RUN, *row)
+        if made:
+            return run
+        if newest is None or newest <= run.created_at:
+            return await self._run_for_taken_key(run)
         async with self._transaction() as conn:
             # Stamped no earlier than the thread's latest arrival: a replica whose clock is
             # behind does not put its run before runs that came in earlier.
@@ -63,20 +99,18 @@ class PostgresRuns(PostgresCore, RunStore):
             # ON CONFLICT waits for a transaction inserting the same key: then the run it
             # committed is read (each statement sees what is committed when it starts).
             created = await conn.fetchval(
-                "INSERT INTO runs (id, thread_id, state, active, version, created_at, "
-                "idempotency_key, data, spend_agent, spend_user, spend_place, spend_tokens, "
-                "spend_cost) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) "
-                "ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING "
-                "RETURNING true",
-                run.id, run.thread_id, run.state, not run.terminal, run.version,
-                run.created_at, run.idempotency_key, run_json(run), *spend_keys(run),
-                *spend_of(run))
+                _INSERT_RUN + " RETURNING true", run.id, run.thread_id, run.state,
+                not run.terminal, run.version, run.created_at, run.idempotency_key,
+                run_json(run), *spend_keys(run), *spend_of(run))
             if created:
                 await conn.execute("INSERT INTO threads VALUES ($1, $2) ON CONFLICT DO NOTHING",
                                    run.thread_id, run.created_at)
                 return run
-            existing = await conn.fetchval("SELECT data FROM runs WHERE idempotency_key = $1",
-                                           run.idempotency_key)
+        return await self._run_for_taken_key(run)
+
+    async def _run_for_taken_key(self, run: Run) -> Run:
+        existing = await self._value("SELECT data FROM runs WHERE idempotency_key = $1",
+                                     run.idempotency_key)
         if existing is None:  # cannot happen: the key's holder committed before us
             raise StoreError(f"idempotency key {run.idempotency_key!r} is taken, by no run")
         return parse_run(existing)
@@ -85,9 +119,8 @@ class PostgresRuns(PostgresCore, RunStore):
         cp = checkpoint
         if cp.entries and cp.position is None:
             raise StoreError("a checkpoint with entries needs a position")
-        rows = CheckpointRows.of(cp)
-        async with self._transaction(durable=cp.durable) as conn:
-            await write_checkpoint(conn, rows)
+        async with self._connection() as conn:
+            await write_checkpoint(conn, cp)
 
     async def load_entries(self, thread_id: str, *, offset: int = 0,
                            limit: int | None = None) -> list[Entry]:

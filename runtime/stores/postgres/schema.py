@@ -163,8 +163,79 @@ _V6 = [
     "CREATE INDEX runs_spend_place ON runs (spend_place, id)",
 ]
 
+# Version 7: a checkpoint is one call of this function, so one round trip to the server
+# (autocommit: the call is its own transaction). It does what ``write_checkpoint`` did in
+# several: lock the thread's row (two writers on one thread take turns; each statement
+# after sees what the other committed), check the position, append the entries with their
+# running token sums, update the run (its version checked) and append its transitions,
+# append other runs' transitions, insert deliveries. A stale write raises MDN01 and leaves
+# nothing. ``lazy``: committed with synchronous_commit off (not a durable point); the level
+# it commits with is returned.
+_V7 = [
+    """CREATE FUNCTION maiden_checkpoint(
+        p_thread text, p_position integer,
+        e_run text[], e_kind text[], e_call text[], e_data text[], e_tokens bigint[],
+        r_id text, r_before integer, r_state text, r_version integer, r_data text,
+        r_active boolean, r_tokens bigint, r_cost double precision, r_steps text,
+        s_runs text[], s_steps text[],
+        d_key text[], d_run text[], d_remote text[], d_at double precision[], d_data text[],
+        lazy boolean
+    ) RETURNS text LANGUAGE plpgsql AS $$
+    DECLARE
+        last_seq integer;
+        last_tokens bigint;
+    BEGIN
+        IF lazy THEN
+            PERFORM set_config('synchronous_commit', 'off', true);
+        END IF;
+        IF p_position IS NOT NULL THEN
+            PERFORM 1 FROM threads WHERE id = p_thread FOR UPDATE;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION USING ERRCODE = 'MDN01',
+                    MESSAGE = format('thread %L moved past position %s', p_thread, p_position);
+            END IF;
+            SELECT seq, tokens INTO last_seq, last_tokens FROM entries
+                WHERE thread_id = p_thread ORDER BY seq DESC LIMIT 1;
+            IF coalesce(last_seq, -1) + 1 <> p_position THEN
+                RAISE EXCEPTION USING ERRCODE = 'MDN01',
+                    MESSAGE = format('thread %L moved past position %s', p_thread, p_position);
+            END IF;
+            INSERT INTO entries
+                SELECT p_thread, p_position + u.o - 1, u.r, u.k, u.c, u.d,
+                       coalesce(last_tokens, 0) + sum(u.t) OVER (ORDER BY u.o)
+                FROM unnest(e_run, e_kind, e_call, e_data, e_tokens)
+                    WITH ORDINALITY AS u(r, k, c, d, t, o);
+        END IF;
+        IF r_id IS NOT NULL THEN
+            UPDATE runs SET state = r_state, version = r_version, data = r_data,
+                active = coalesce(r_active, active), spend_tokens = r_tokens,
+                spend_cost = r_cost,
+                transitions = CASE WHEN r_steps IS NULL THEN transitions
+                    WHEN transitions = '[]' THEN '[' || r_steps || ']'
+                    ELSE left(transitions, -1) || ',' || r_steps || ']' END
+                WHERE id = r_id AND version = r_before;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION USING ERRCODE = 'MDN01',
+                    MESSAGE = format('run %s is not at version %s', r_id, r_before);
+            END IF;
+        END IF;
+        IF s_runs IS NOT NULL THEN
+            UPDATE runs SET transitions = CASE WHEN transitions = '[]' THEN '[' || s.steps || ']'
+                    ELSE left(transitions, -1) || ',' || s.steps || ']' END
+                FROM unnest(s_runs, s_steps) AS s(id, steps) WHERE runs.id = s.id;
+        END IF;
+        IF d_key IS NOT NULL THEN
+            INSERT INTO deliveries (key, run_id, remote_id, created_at, data)
+                SELECT * FROM unnest(d_key, d_run, d_remote, d_at, d_data)
+                ON CONFLICT (key) DO NOTHING;
+        END IF;
+        RETURN current_setting('synchronous_commit');
+    END
+    $$""",
+]
+
 MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5),
-                                           (6, _V6)]
+                                           (6, _V6), (7, _V7)]
 """``(version, statements)``, in order: what brings a schema at ``version - 1`` to
 ``version`` (0: no tables yet). A new version is a new item; applied ones never change."""
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from json.encoder import encode_basestring as _text
 from typing import Any
 
@@ -23,10 +22,11 @@ import asyncpg  # type: ignore[import-untyped]
 from ...errors import StaleWrite
 from ...runs import TERMINAL, Delivery, RunState
 from ..base import Checkpoint
-from ..rows import activity, entry_row, pending_changed, positioned_rows, run_json, spend_of
+from ..rows import activity, entry_row, pending_changed, run_json, spend_of
 
-__all__ = ["ERRORS", "LIST_THREADS", "CheckpointRows", "configure", "decode_text", "encode_text",
-           "keep", "list_runs_sql", "update_pending", "write_checkpoint"]
+__all__ = ["CHECKPOINT", "ERRORS", "LIST_THREADS", "checkpoint_args", "configure",
+           "decode_text", "encode_text", "keep", "list_runs_sql", "update_pending",
+           "write_checkpoint"]
 
 ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
 """What asyncpg raises: the server's errors, a misused or lost connection, the network, a
@@ -63,86 +63,58 @@ async def keep(conn: Any) -> None:
 # -- checkpoints
 
 
-@dataclass(frozen=True, slots=True)
-class CheckpointRows:
-    """A checkpoint turned into SQL parameters. ``entries`` end with each entry's own
-    tokens (made the thread's running sums once its last row is known); ``steps`` are each
-    run's transitions as JSON arrays' items, joined, ``mine`` those of ``run``'s run."""
+CHECKPOINT = "SELECT maiden_checkpoint(" + ", ".join(f"${i}" for i in range(1, 25)) + ")"
+"""A checkpoint, in one round trip (the schema's ``maiden_checkpoint``, version 7)."""
 
-    thread_id: str
-    position: int | None
-    entries: list[tuple[Any, ...]]
-    run: tuple[Any, ...] | None
-    mine: str | None
-    steps: dict[str, str]
-    deliveries: list[tuple[Any, ...]]
-
-    @classmethod
-    def of(cls, cp: Checkpoint) -> CheckpointRows:
-        steps: dict[str, list[str]] = {}
-        for t in cp.transitions:
-            steps.setdefault(t.run_id, []).append(
-                f"[{_text(t.source)},{_text(t.target)},{_text(t.reason)},{t.at!r}]")
-        joined = {run_id: ",".join(items) for run_id, items in steps.items()}
-        run = None
-        if cp.run is not None:
-            run = (cp.run.state, cp.run.version, run_json(cp.run), activity(cp), cp.run.id,
-                   cp.run.version - 1, *spend_of(cp.run))
-        return cls(
-            thread_id=cp.thread_id,
-            position=cp.position,
-            entries=[entry_row(cp.thread_id, (cp.position or 0) + i, entry)
-                     for i, entry in enumerate(cp.entries)],
-            run=run,
-            mine=None if cp.run is None else joined.pop(cp.run.id, None),
-            steps=joined,
-            deliveries=[(d.key, d.run_id, d.remote_id, d.created_at, d.model_dump_json())
-                        for d in cp.deliveries],
-        )
+STALE = "MDN01"
+"""The SQLSTATE ``maiden_checkpoint`` raises for a stale write."""
 
 
-def _appended(param: str) -> str:
-    """``transitions`` with the items in ``param`` (JSON text) appended."""
-    return (f"CASE WHEN transitions = '[]' THEN '[' || {param} || ']' "
-            f"ELSE left(transitions, -1) || ',' || {param} || ']' END")
+def checkpoint_args(cp: Checkpoint) -> tuple[Any, ...]:
+    """``CHECKPOINT``'s parameters: the thread and position, the entries as arrays (each
+    entry's own tokens: the function sums them), the run, every run's transitions as JSON
+    arrays' items joined, the deliveries as arrays. Array elements are encoded here (the
+    codec does not reach into arrays)."""
+    steps: dict[str, list[str]] = {}
+    for t in cp.transitions:
+        steps.setdefault(t.run_id, []).append(
+            f"[{_text(t.source)},{_text(t.target)},{_text(t.reason)},{t.at!r}]")
+    joined = {run_id: ",".join(items) for run_id, items in steps.items()}
+    rows = [entry_row(cp.thread_id, (cp.position or 0) + i, entry)
+            for i, entry in enumerate(cp.entries)]
+    run: tuple[Any, ...] = (None,) * 9
+    if cp.run is not None:
+        run = (cp.run.id, cp.run.version - 1, cp.run.state, cp.run.version, run_json(cp.run),
+               activity(cp), *spend_of(cp.run), joined.pop(cp.run.id, None))
+    deliveries = [(d.key, d.run_id, d.remote_id, d.created_at, d.model_dump_json())
+                  for d in cp.deliveries]
+    return (
+        cp.thread_id, cp.position,
+        [encode_text(r[2]) for r in rows], [r[3] for r in rows],
+        [None if r[4] is None else encode_text(r[4]) for r in rows],
+        [encode_text(r[5]) for r in rows], [r[6] for r in rows],
+        *run,
+        [encode_text(k) for k in joined] or None, list(joined.values()) or None,
+        [encode_text(d[0]) for d in deliveries] or None,
+        [encode_text(d[1]) for d in deliveries] or None,
+        [None if d[2] is None else encode_text(d[2]) for d in deliveries] or None,
+        [d[3] for d in deliveries] or None,
+        [encode_text(d[4]) for d in deliveries] or None,
+        not cp.durable,
+    )
 
 
-_UPDATE_RUN = (
-    "UPDATE runs SET state = $1, version = $2, data = $3, active = coalesce($4, active), "
-    "spend_tokens = $7, spend_cost = $8, "
-    f"transitions = CASE WHEN $9::text IS NULL THEN transitions ELSE {_appended('$9')} END "
-    "WHERE id = $5 AND version = $6 RETURNING true")
-
-
-async def write_checkpoint(conn: Any, cp: CheckpointRows) -> None:
-    """The checkpoint's writes, in the caller's transaction: all of them, or ``StaleWrite``
-    (or another error) and the caller rolls back."""
-    if cp.position is not None:
-        # The thread's row is locked first, so two writers on one thread take turns; the
-        # second then sees the first's rows (each statement reads what is committed).
-        known = await conn.fetchval("SELECT true FROM threads WHERE id = $1 FOR UPDATE",
-                                    cp.thread_id)
-        last = await conn.fetchrow("SELECT seq, tokens FROM entries WHERE thread_id = $1 "
-                                   "ORDER BY seq DESC LIMIT 1", cp.thread_id)
-        rows = positioned_rows(cp.thread_id, cp.position, cp.entries,
-                               None if last is None else (last["seq"], last["tokens"]),
-                               bool(known))
-        if rows:
-            try:
-                await conn.executemany("INSERT INTO entries VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                                       rows)
-            except asyncpg.UniqueViolationError as exc:
-                raise StaleWrite(f"a result for that tool call is already recorded: "
-                                 f"{exc}") from exc
-    if cp.run is not None and await conn.fetchval(_UPDATE_RUN, *cp.run, cp.mine) is None:
-        raise StaleWrite(f"run {cp.run[4]} is not at version {cp.run[5]}")
-    if cp.steps:
-        await conn.executemany(f"UPDATE runs SET transitions = {_appended('$1')} WHERE id = $2",
-                               [(items, run_id) for run_id, items in cp.steps.items()])
-    if cp.deliveries:
-        await conn.executemany("INSERT INTO deliveries (key, run_id, remote_id, created_at, "
-                               "data) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (key) DO NOTHING",
-                               cp.deliveries)
+async def write_checkpoint(conn: Any, cp: Checkpoint) -> None:
+    """The checkpoint, in one call (its own transaction): all of it, or ``StaleWrite`` (or
+    another error) and nothing."""
+    try:
+        await conn.execute(CHECKPOINT, *checkpoint_args(cp))
+    except asyncpg.UniqueViolationError as exc:
+        raise StaleWrite(f"a result for that tool call is already recorded: {exc}") from exc
+    except asyncpg.PostgresError as exc:
+        if getattr(exc, "sqlstate", None) == STALE:
+            raise StaleWrite(str(getattr(exc, "message", exc))) from exc
+        raise
 
 
 async def update_pending(conn: Any, key: str,
