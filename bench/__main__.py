@@ -142,8 +142,10 @@ async def _run(sizes: Sizes, only: set[str], workdir: Path, sync: Synchronous) -
                 latency_s=sizes.latency_s, synchronous=sync))
         rows += concurrency_rows(results)
         _progress(f"workload 4: {sizes.users} threads at once against one, zero-latency model")
-        rows += burst_rows(await run_burst(workdir, threads=sizes.users,
-                                           messages=sizes.messages, synchronous=sync))
+        rows += burst_rows([await run_burst(workdir, threads=sizes.users,
+                                            messages=sizes.messages, synchronous=sync,
+                                            on_writer=on_writer)
+                            for on_writer in (False, True)])
     if "memory" in only:
         _progress(f"workload 5: peak RSS (a subprocess per case; preparing "
                   f"{sizes.idle_threads:,} idle threads)")

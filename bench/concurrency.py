@@ -15,6 +15,7 @@ from typing import Literal
 
 from runtime import Runtime, SQLiteStore
 from runtime.stores.sqlite import Synchronous
+from runtime.stores.sqlite.commit import SLOW_FLUSH_S
 
 from .thread import remove_db
 from .workload import bench_runtime, expect_completed, user_text, workload_runtime
@@ -81,10 +82,12 @@ class BurstResult:
     many_per_second: float
     messages_per_flush: float
     """Messages committed per disk flush while the threads ran: what group commit shares."""
+    on_writer: bool = False
+    """Whether durable commits were all made on the writer's thread (as on a slow disk)."""
 
 
 async def run_burst(workdir: Path, *, threads: int, messages: int,
-                    synchronous: Synchronous) -> BurstResult:
+                    synchronous: Synchronous, on_writer: bool = False) -> BurstResult:
     """Issue 31's "50 threads at once": messages/s of ``threads`` users at once, each
     waiting for its reply before the next, against one user alone (a fresh store each)."""
     rates = []
@@ -92,7 +95,8 @@ async def run_burst(workdir: Path, *, threads: int, messages: int,
     for count in (1, threads):
         path = workdir / f"burst-{count}.db"
         remove_db(path)
-        async with SQLiteStore(path, synchronous=synchronous) as store, \
+        async with SQLiteStore(path, synchronous=synchronous,
+                               slow_flush_s=0.0 if on_writer else SLOW_FLUSH_S) as store, \
                 workload_runtime(store, concurrency="thread") as rt:
             before = store.write_counts()
             start = time.perf_counter()
@@ -101,4 +105,5 @@ async def run_burst(workdir: Path, *, threads: int, messages: int,
             flushes = store.write_counts().synced - before.synced
     return BurstResult(threads=threads, messages=messages, one_per_second=rates[0],
                        many_per_second=rates[1],
-                       messages_per_flush=threads * messages / max(flushes, 1))
+                       messages_per_flush=threads * messages / max(flushes, 1),
+                       on_writer=on_writer)
