@@ -76,6 +76,7 @@ class RunCursor:
         deliveries: Sequence[Delivery] = (),
         checked: bool = True,
         durable: bool = True,
+        hold: bool = True,
         announce: Sequence[RunEvent] = (),
         **changes: Unpack[RunChanges],
     ) -> None:
@@ -88,7 +89,8 @@ class RunCursor:
         ``checked=False`` writes the run without checking the thread's position (for a
         thread that cannot be read, so its position is unknown; the run's version is
         still checked). ``durable=False`` for a write that is not a durable point (see
-        ``Checkpoint.durable``)."""
+        ``Checkpoint.durable``); such a write is held for the next one unless ``hold`` is
+        False."""
         await self._settle_later()
         now = self.clock()
         transitions = []
@@ -102,7 +104,7 @@ class RunCursor:
             thread_id=run.thread_id, position=len(self.entries) if checked else None,
             entries=entries, run=run, transitions=transitions, deliveries=deliveries,
             durable=durable)
-        if not durable and not deliveries and checked and self.hold_s > 0:
+        if hold and not durable and not deliveries and checked and self.hold_s > 0:
             self._held.append(checkpoint)
             if self._timer is None:
                 self._timer = asyncio.get_running_loop().call_later(self.hold_s, self._begin_later)

@@ -103,6 +103,9 @@ class RunDriver:
         self.hold_s = hold_s
         """How long a checkpoint that is not a durable point may wait for the next one
         (``RunCursor``)."""
+        self.began_at = clock()
+        """Runs created before this are another process's (or a crash's) to have started:
+        their start is written at once, not held."""
         self.prompts = Prompts(agent.config.system_prompt)
         self.end = Endings(store, bus, agent.config, self.prices, instance_id=instance_id,
                            clock=clock)
@@ -195,11 +198,15 @@ class RunDriver:
                                           text=taken.notice, at=self.clock()))
                     deliveries = self.end.notice(cur, "files_refused", taken.notice)
                 # Not a durable point: the message is safe in the queued run, and a start
-                # lost to a power cut is started again. The next checkpoint's fsync covers it.
+                # lost to a power cut is started again. The next checkpoint's fsync covers
+                # it, and it is held for that checkpoint; but not the start of a run from
+                # before this process (left queued by one that died, perhaps in this very
+                # run): that start is on record before the run goes on, so a run that
+                # kills every process still ends as a poison run.
                 await cur.commit(entries, to=S.RUNNING, reason="started",
                                  started_at=started_at, owner=me, announce=started,
-                                 durable=False, first_entry=len(cur.entries),
-                                 deliveries=deliveries)
+                                 durable=False, hold=run.created_at >= self.began_at,
+                                 first_entry=len(cur.entries), deliveries=deliveries)
             else:  # an explicitly resumed run: its message is already in the thread
                 await cur.commit(to=S.RUNNING, reason="resumed", stalled_recoveries=0,
                                  started_at=started_at, owner=me, announce=started)
@@ -395,6 +402,10 @@ class RunDriver:
             keys.append(key := call_key(call.name, call.arguments))
             if call.id in done:
                 continue
+            # What is held is written before a call starts: a crash inside a tool then
+            # counts towards a poison run, and whoever hears of the call finds the run
+            # running in the store.
+            await cur.flush()
             run = cur.run
             self.bus.publish(ToolCallStarted(run_id=run.id, thread_id=run.thread_id, call=call))
             output = await self._call(cur, call, index, previous, key, offered=not final)
@@ -467,9 +478,6 @@ class RunDriver:
                           cancel_grace_s=self.cancel_grace_s,
                           services={n: self.services[n] for n in tool.needs
                                     if n in self.services})
-        # What is held is written before the tool runs: a crash inside one then counts
-        # towards a poison run (its start is on record).
-        await cur.flush()
         if isinstance(verdict, Reconcile):
             found = await tool.run_reconcile(ctx)
             if found is not NOT_DONE:

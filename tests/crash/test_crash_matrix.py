@@ -202,6 +202,15 @@ def _poison(root: Path, effect: str) -> Steps:
     return [drill.run("--recover", *kill)]
 
 
+def _poison_in_the_model(root: Path, effect: str) -> Steps:
+    drill = Drill(root, effect)
+    kill = ("--kill-at", "in_model_call")
+    drill.kill("--send", THREAD, TEXT, *kill)  # its start was held: lost with the process
+    for _ in range(1 + MAX_RECOVERY_ATTEMPTS):  # the next start is written, then recovered
+        drill.kill("--recover", *kill)
+    return [drill.run("--recover", *kill)]
+
+
 def _redelivered(root: Path, effect: str) -> Steps:
     drill = Drill(root, effect)
     drill.kill("--send", THREAD, TEXT, "--key", "event-1", "--kill-at", "after_queued")
@@ -241,6 +250,7 @@ SCENARIOS: dict[str, Callable[[Path, Any], Steps]] = {
     "test_crash_again_during_recovery": _crash_again_and_again,
     "test_a_person_decides_an_uncertain_call": _person_decides,
     "test_a_run_that_kills_every_process_becomes_poison": _poison,
+    "test_a_run_that_dies_as_the_model_is_asked_becomes_poison": _poison_in_the_model,
     "test_a_redelivered_inbound_message_is_one_run": _redelivered,
     "test_an_approved_call_cut_off_asks_again": _approved_then_cut_off,
     "test_a_call_that_needed_approval_is_not_rerun_after_a_crash": _approval_then_crash,
@@ -533,6 +543,22 @@ def test_a_run_that_kills_every_process_becomes_poison(case: str, scenario: Futu
         (c, "cancelled") for c in CALL_IDS]
     assert run["started_calls"] == []
     # The person who asked is told, once, that it did not work out.
+    (notice,) = ended.replies
+    assert notice["text"] == "Sorry, I could not finish this (it kept crashing)."
+
+
+@pytest.mark.parametrize("case", ["read_only"])
+def test_a_run_that_dies_as_the_model_is_asked_becomes_poison(
+        case: str, scenario: Future[Steps]) -> None:
+    """Killed every time the model is asked: the first process held the run's start (lost
+    with it), the next one writes its start before asking, so the run is recovered from
+    then on and ends poison; nothing ran, no model call was paid for in a loop."""
+    (ended,) = finished(scenario)
+    run = ended.run
+    assert run["state"] == "failed" and run["reason"] == "poison_run", run
+    assert run["recovery_attempts"] == MAX_RECOVERY_ATTEMPTS
+    assert reasons(run)[0] == "started"
+    assert ended.invocations == Counter()
     (notice,) = ended.replies
     assert notice["text"] == "Sorry, I could not finish this (it kept crashing)."
 
