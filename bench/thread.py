@@ -156,7 +156,7 @@ async def run_thread(workdir: Path, n: int, synchronous: Synchronous, *,
         result.counts = WriteCounts(**{k: getattr(after, k) - getattr(before, k)
                                        for k in ("transactions", "synced", "switches",
                                                  "flushed_here", "flushed_here_s",
-                                                 "flushed_there")},
+                                                 "flushed_here_slow", "flushed_there")},
                                     flushed_here_max_s=after.flushed_here_max_s)
         warm = max(1, n - 1)
         result.transactions = result.counts.transactions / warm

@@ -57,7 +57,9 @@ class WriteCounts:
     flushed_here_s: float = 0.0
     """...and how long they held it up, in all..."""
     flushed_here_max_s: float = 0.0
-    """...and at most."""
+    """...and at most..."""
+    flushed_here_slow: int = 0
+    """...and how many of them took longer than ``SLOW_FLUSH_S``."""
     flushed_there: int = 0
     """Durable writes sent to the connection's thread because the disk was slow."""
 
@@ -170,6 +172,7 @@ class GroupCommit:
             counts.flushed_here += 1
             counts.flushed_here_s += took
             counts.flushed_here_max_s = max(counts.flushed_here_max_s, took)
+            counts.flushed_here_slow += took > SLOW_FLUSH_S
 
     async def close(self) -> None:
         """Let the writes already handed in land, then close the connection."""
