@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Sequence
-from typing import Unpack
+from typing import Unpack, cast
 
 from .entries import AssistantTurn, Entry, ToolCall, ToolResult, UserMessage
 from .errors import StaleWrite, StoreError
@@ -146,11 +146,14 @@ class RunCursor:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        later, self._later = self._later, None
+        later = self._later
         if later is not None:
-            (outcome,) = await asyncio.gather(later, return_exceptions=True)
-            if isinstance(outcome, Exception):
-                raise outcome
+            # Kept until it is done: a cancellation of this task does not reach it, and
+            # whoever handles that cancellation waits for it here again.
+            await asyncio.wait([later])
+            self._later = None
+            if not later.cancelled() and later.exception() is not None:
+                raise cast(BaseException, later.exception())
 
     async def _write(self, new: list[Checkpoint]) -> None:
         """What is held and then ``new`` (a checkpoint or none), in one write."""
