@@ -144,7 +144,7 @@ async def _run(sizes: Sizes, only: set[str], workdir: Path, sync: Synchronous) -
         _progress(f"workload 4: {sizes.users} threads at once against one, zero-latency model")
         rows += burst_rows([await run_burst(workdir, threads=sizes.users,
                                             messages=sizes.messages, synchronous=sync,
-                                            on_writer=on_writer)
+                                            on_writer=on_writer, rounds=sizes.rounds)
                             for on_writer in (False, True)])
     if "memory" in only:
         _progress(f"workload 5: peak RSS (a subprocess per case; preparing "

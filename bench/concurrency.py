@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -17,7 +17,7 @@ from runtime import Runtime, SQLiteStore
 from runtime.stores.sqlite import Synchronous
 from runtime.stores.sqlite.commit import SLOW_FLUSH_S
 
-from .thread import remove_db
+from .thread import median_range, remove_db
 from .workload import bench_runtime, expect_completed, user_text, workload_runtime
 
 __all__ = ["BurstResult", "ConcurrencyResult", "run_burst", "run_concurrency"]
@@ -84,26 +84,42 @@ class BurstResult:
     """Messages committed per disk flush while the threads ran: what group commit shares."""
     on_writer: bool = False
     """Whether durable commits were all made on the writer's thread (as on a slow disk)."""
+    ratios: list[float] = field(default_factory=list)
+    """Many against one, per round."""
 
 
 async def run_burst(workdir: Path, *, threads: int, messages: int,
-                    synchronous: Synchronous, on_writer: bool = False) -> BurstResult:
+                    synchronous: Synchronous, on_writer: bool = False,
+                    rounds: int = 1) -> BurstResult:
     """Issue 31's "50 threads at once": messages/s of ``threads`` users at once, each
-    waiting for its reply before the next, against one user alone (a fresh store each)."""
-    rates = []
+    waiting for its reply before the next, against one user alone (a fresh store each),
+    in ``rounds`` interleaved rounds (each round's order the other way round)."""
+    rates: dict[int, list[float]] = {1: [], threads: []}
     flushes = 0
-    for count in (1, threads):
-        path = workdir / f"burst-{count}.db"
-        remove_db(path)
-        async with SQLiteStore(path, synchronous=synchronous,
-                               slow_flush_s=0.0 if on_writer else SLOW_FLUSH_S) as store, \
-                workload_runtime(store, concurrency="thread") as rt:
-            before = store.write_counts()
-            start = time.perf_counter()
-            await asyncio.gather(*(_user(rt, f"bench:b{t}", messages) for t in range(count)))
-            rates.append(count * messages / (time.perf_counter() - start))
-            flushes = store.write_counts().synced - before.synced
-    return BurstResult(threads=threads, messages=messages, one_per_second=rates[0],
-                       many_per_second=rates[1],
+    for r in range(rounds):
+        for count in (1, threads) if r % 2 == 0 else (threads, 1):
+            rate, synced = await _burst(workdir, count, messages, synchronous, on_writer)
+            rates[count].append(rate)
+            if count == threads:
+                flushes = synced
+    ratios = [many / one for many, one in zip(rates[threads], rates[1], strict=True)]
+    return BurstResult(threads=threads, messages=messages,
+                       one_per_second=median_range(rates[1])[0],
+                       many_per_second=median_range(rates[threads])[0],
                        messages_per_flush=threads * messages / max(flushes, 1),
-                       on_writer=on_writer)
+                       on_writer=on_writer, ratios=ratios)
+
+
+async def _burst(workdir: Path, count: int, messages: int, synchronous: Synchronous,
+                 on_writer: bool) -> tuple[float, int]:
+    """Messages/s of ``count`` users at once, and the disk flushes they took."""
+    path = workdir / f"burst-{count}.db"
+    remove_db(path)
+    async with SQLiteStore(path, synchronous=synchronous,
+                           slow_flush_s=0.0 if on_writer else SLOW_FLUSH_S) as store, \
+            workload_runtime(store, concurrency="thread") as rt:
+        before = store.write_counts()
+        start = time.perf_counter()
+        await asyncio.gather(*(_user(rt, f"bench:b{t}", messages) for t in range(count)))
+        rate = count * messages / (time.perf_counter() - start)
+        return rate, store.write_counts().synced - before.synced
