@@ -194,6 +194,22 @@ async def test_a_tool_result_is_recorded_once(store: AnyStore) -> None:
     await store.commit(Checkpoint("u", 1, [result.model_copy(update={"run_id": other.id})]))
 
 
+async def test_a_call_id_with_control_characters_is_kept_and_still_recorded_once(
+        store: AnyStore) -> None:
+    """A model's call id is any string: NUL and U+0001 included (PostgreSQL passes a
+    checkpoint's entries as arrays, which its text codec does not reach)."""
+    run = await started(store)
+    odd = "c\x00d\x01e"
+    call = ToolCall(id=odd, name="echo", arguments={})
+    result = ToolResult(run_id=run.id, tool_call_id=odd, name="echo", content="one")
+    await store.commit(Checkpoint("t", 1, [AssistantTurn(run_id=run.id, tool_calls=(call,)),
+                                           result]))
+    with pytest.raises(StaleWrite):
+        await store.commit(Checkpoint("t", 3, [result.model_copy(update={"content": "two"})]))
+    entries = await store.load_entries("t")
+    assert entries[-1] == result and len(entries) == 3
+
+
 async def test_transitions_are_recorded_in_order(store: AnyStore) -> None:
     run = await store.create_run(make_run("t"))
     steps = []
