@@ -32,6 +32,7 @@ from runtime import (
     describe_store,
     make_store,
     make_tools,
+    make_tracing,
 )
 from schedules import ScheduleBook, Scheduler, statuses
 
@@ -126,9 +127,11 @@ async def open_app(
                 open_servers(cfg.mcp_servers, loaded.base_dir))
             servers.offer_to(tools)
         book = make_book(loaded, store)
+        tracing = make_tracing(cfg.otel)
+        stack.callback(tracing.close)  # what is buffered goes out at the end
         runtime = Runtime(store, agents=agents, caps=cfg.budgets, settings=cfg.runtime,
                           channels=cfg.chat_channels(), services={"schedules": book},
-                          files=cfg.files)
+                          files=cfg.files, tracing=tracing)
         stack.push_async_callback(runtime.close)
         if writable:
             try:

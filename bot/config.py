@@ -22,6 +22,7 @@ from runtime import (
     CapConfig,
     ConfigError,
     FilesConfig,
+    OtelConfig,
     ProviderConfig,
     ProviderEntry,
     RouteConfig,
@@ -69,6 +70,7 @@ class MaidenConfig(BaseModel):
     files: FilesConfig = FilesConfig()
     http: HttpConfig = HttpConfig()
     openai_api: OpenAIApiConfig = OpenAIApiConfig()
+    otel: OtelConfig = OtelConfig()
     channels: ChannelsConfig = ChannelsConfig()
     schedules: list[ScheduleConfig] = []
     schedules_limits: SchedulesLimits = SchedulesLimits()

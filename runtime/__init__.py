@@ -22,6 +22,7 @@ from .caps import CapConfig, CapHit, Caps, period_bounds
 from .config import (
     AgentConfig,
     FilesConfig,
+    OtelConfig,
     Prices,
     ProviderConfig,
     RuntimeConfig,
@@ -114,6 +115,7 @@ from .stores import (
 from .stores.base import Spending, StoreStats
 from .text import split_message
 from .tools import NOT_DONE, Effect, Tool, ToolContext, ToolFile, ToolImage, ToolSpec, tool
+from .tracing import NO_TRACING, OtelTracing, Tracing, make_tracing
 from .workers import ACTIVE as ACTIVE_STATES
 
 __all__ = [
@@ -123,6 +125,7 @@ __all__ = [
     "DRIVABLE_STATES",
     "ENTRY",
     "NOT_DONE",
+    "NO_TRACING",
     "PROCESS_WIDE",
     "RUN_CONTEXT",
     "TERMINAL",
@@ -173,6 +176,8 @@ __all__ = [
     "NoteStore",
     "Notice",
     "Origin",
+    "OtelConfig",
+    "OtelTracing",
     "OutboxStore",
     "PendingApproval",
     "Prices",
@@ -232,6 +237,7 @@ __all__ = [
     "ToolUpdate",
     "ToolView",
     "ToolsConfig",
+    "Tracing",
     "Transition",
     "Uploader",
     "Usage",
@@ -247,6 +253,7 @@ __all__ = [
     "make_provider",
     "make_store",
     "make_tools",
+    "make_tracing",
     "make_undumpable",
     "parse_target",
     "period_bounds",

@@ -253,6 +253,35 @@ class MemoryConfig(Section):
 BuiltinTool = Literal["clock", "http_fetch", "memory", "send_message", "shell"]
 
 
+class OtelConfig(Section):
+    """``[otel]``: traces over OTLP/HTTP (off without an endpoint)."""
+
+    endpoint: str = Field(default="", description=(
+        "the OTLP/HTTP collector, e.g. http://127.0.0.1:4318 (traces go to /v1/traces); "
+        "empty: no traces"))
+    headers_env: str | None = Field(default=None, description=(
+        "an environment variable holding the exporter's headers, key=value,key2=value2 "
+        "(an API key: never in the file)"))
+    service_name: str = Field(default="maiden", min_length=1)
+    sample_ratio: float = Field(default=1.0, ge=0, le=1,
+                                description="the share of runs traced (a run's spans all or none)")
+    capture_content: bool = Field(default=False, description=(
+        "true: messages, answers and tool arguments and results go into spans too"))
+    timeout_s: float = Field(default=10.0, gt=0, le=120)
+
+    @field_validator("endpoint")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if value and urlsplit(value).scheme not in ("http", "https"):
+            raise ValueError("an http:// or https:// URL, e.g. http://127.0.0.1:4318")
+        return value.rstrip("/")
+
+    def traces_url(self) -> str:
+        """Where spans are posted: the endpoint's ``/v1/traces`` unless it names a path."""
+        return self.endpoint if urlsplit(self.endpoint).path not in ("", "/") \
+            else f"{self.endpoint}/v1/traces"
+
+
 class ToolsConfig(Section):
     modules: list[str] = Field(default_factory=list,
                                description="modules next to the config with @tool functions")

@@ -40,6 +40,7 @@ from .runs import Delivery, Run, RunState, idempotency_key
 from .stores.base import Store
 from .tail import first_loaded
 from .tools import NOT_DONE, ToolContext, ToolOutput, ToolSpec, error_result
+from .tracing import NO_TRACING, Span, Tracing
 
 __all__ = ["DRIVABLE", "FINAL_TURN_NOTICE", "RunDriver"]
 
@@ -74,6 +75,7 @@ class RunDriver:
         caps: Caps | None = None,
         cancel_reasons: dict[str, str] | None = None,
         hold_s: float = 0.0,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         self.store = store
         self.provider = agent.provider
@@ -103,6 +105,8 @@ class RunDriver:
         self.hold_s = hold_s
         """How long a checkpoint that is not a durable point may wait for the next one
         (``RunCursor``)."""
+        self.tracing = tracing
+        """Spans of runs, model calls and tool calls (``[otel]``; a no-op when off)."""
         self.began_at = clock()
         """Runs created before this are another process's (or a crash's) to have started:
         their start is written at once, not held."""
@@ -124,6 +128,12 @@ class RunDriver:
         run = run or await self.store.get_run(run_id)
         if run.state not in DRIVABLE:
             return run
+        with self.tracing.run(run_id, self.agent.name) as span:
+            ended = await self._drive_run(run_id, run)
+            span.ended(ended)
+            return ended
+
+    async def _drive_run(self, run_id: str, run: Run) -> Run:
         try:
             entries = await load(self.store, self.prompts, run, limit=self._limit(),
                                  summary=self.agent.compaction == "summary")
@@ -321,6 +331,13 @@ class RunDriver:
     async def _ask(self, cur: RunCursor, final: bool, request: ModelRequest,
                    on_text: TextSink) -> ModelResponse:
         """The provider's next turn for ``request``."""
+        with self.tracing.model(_model_name(self.provider)) as span:
+            response = await self._complete(cur, final, request, on_text, span)
+            span.answered(response)
+            return response
+
+    async def _complete(self, cur: RunCursor, final: bool, request: ModelRequest,
+                        on_text: TextSink, span: Span) -> ModelResponse:
         try:
             return await self.provider.complete(request, on_text)
         except ContextTooLong as exc:
@@ -331,6 +348,7 @@ class RunDriver:
             sent = prompt_tokens(request.system, request.tools, request.entries)
             log.warning("run %s: the model refused %d estimated tokens as too long (%s); "
                         "trimming to %d and trying again", run.id, sent, exc, sent // 2)
+            span.retried("context too long")
             self.prompts.move_window(run.thread_id)
             request = await self._with_files(cur, self._request(cur, final, limit=sent // 2))
             return await self.provider.complete(request, on_text)
@@ -408,7 +426,10 @@ class RunDriver:
             await cur.flush()
             run = cur.run
             self.bus.publish(ToolCallStarted(run_id=run.id, thread_id=run.thread_id, call=call))
-            output = await self._call(cur, call, index, previous, key, offered=not final)
+            tool = self.tools.get(call.name)
+            with self.tracing.tool(call, tool.effect if tool is not None else None) as span:
+                output = await self._call(cur, call, index, previous, key, offered=not final)
+                span.returned(None if isinstance(output, _Paused) else output)
             if isinstance(output, _Paused):
                 return
             # A file the tool made is stored before its result names it.
@@ -493,6 +514,10 @@ class RunDriver:
         return await tool.call(ctx, arguments)
 
     # -- the ways a run ends are in endings.py (``self.end``) --------------------------------
+
+
+def _model_name(provider: object) -> str:
+    return str(getattr(provider, "model", "") or type(provider).__name__)
 
 
 _FILE_SCANS_KEPT = 4096

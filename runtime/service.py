@@ -47,6 +47,7 @@ from .registry import ToolRegistry
 from .routing import Where
 from .runs import Origin, Run, RunState, Said, Transition
 from .stores.base import Checkpoint, Store
+from .tracing import NO_TRACING, Tracing
 from .upkeep import RuntimeUpkeep
 from .waiting import Waiting
 from .workers import ACTIVE, Workers
@@ -82,6 +83,7 @@ class Runtime:
         files: FilesConfig | None = None,
         agents: Agents | None = None,
         caps: Sequence[CapConfig] = (),
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         if agents is None:
             if provider is None:
@@ -126,7 +128,7 @@ class Runtime:
                 store, one, self._bus, instance_id=self.instance_id,
                 cancel_grace_s=self.settings.cancel_grace_s, clock=clock, services=provided,
                 files=self.files, caps=self.caps, cancel_reasons=cancel_reasons,
-                hold_s=self.settings.hold_s)
+                hold_s=self.settings.hold_s, tracing=tracing)
         self._driver = Drivers(store, agents, drivers)
         self._leases = Leases(store, self.instance_id, self.settings.lease_ttl_s)
         self._peers = Peers(store, self.instance_id)

@@ -1,0 +1,220 @@
+"""Traces of runs, model calls and tool calls: OpenTelemetry spans in the GenAI semantic
+conventions, exported over OTLP/HTTP when ``[otel] endpoint`` is set.
+
+One span per stretch of a run this process drives (``invoke_agent {agent}``), a child per
+model call (``chat {model}``) and one per tool call (``execute_tool {name}``). What people
+wrote, what the model answered and what tools returned are left out unless ``[otel]
+capture_content`` is true; ids, models, token counts, effects and outcomes are always in.
+
+Off (the default), ``NO_TRACING`` hands out one shared no-op context manager: the loop
+pays an attribute look-up and a ``with`` per span, and OpenTelemetry is never imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+from .config import OtelConfig
+from .entries import ToolCall
+from .errors import ConfigError
+from .providers.base import ModelResponse
+from .runs import Run
+from .tools import ToolOutput
+
+__all__ = ["NO_TRACING", "OtelTracing", "Span", "Tracing", "make_tracing"]
+
+
+class Span:
+    """What the loop tells a span (nothing, when tracing is off)."""
+
+    def ended(self, run: Run) -> None:
+        """The run as this stretch of it left it."""
+
+    def answered(self, response: ModelResponse) -> None:
+        """The model's answer (its model, tokens and why it stopped)."""
+
+    def retried(self, reason: str) -> None:
+        """The model was asked again (``reason``)."""
+
+    def returned(self, output: ToolOutput | None) -> None:
+        """The call's output (None: it paused for a person)."""
+
+
+class Tracing:
+    """Tracing off: every span is the same no-op."""
+
+    enabled = False
+
+    def run(self, run_id: str, agent: str) -> AbstractContextManager[Span]:
+        return _OFF
+
+    def model(self, model: str) -> AbstractContextManager[Span]:
+        return _OFF
+
+    def tool(self, call: ToolCall, effect: str | None) -> AbstractContextManager[Span]:
+        return _OFF
+
+    def close(self) -> None:
+        """Send what is buffered and stop (nothing, when off)."""
+
+
+class _Off(AbstractContextManager[Span]):
+    __slots__ = ()
+
+    def __enter__(self) -> Span:
+        return _NO_SPAN
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_SPAN = Span()
+_OFF = _Off()
+NO_TRACING = Tracing()
+"""Tracing off."""
+
+
+class OtelTracing(Tracing):
+    """Spans of an OpenTelemetry ``TracerProvider`` (its processors decide where they go)."""
+
+    enabled = True
+
+    def __init__(self, provider: Any, *, capture_content: bool = False) -> None:
+        self.provider = provider
+        self.capture_content = capture_content
+        self._tracer = provider.get_tracer("maiden")
+
+    def run(self, run_id: str, agent: str) -> AbstractContextManager[Span]:
+        return self._span(f"invoke_agent {agent}", {
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent,
+            "maiden.run.id": run_id}, _RunSpan)
+
+    def model(self, model: str) -> AbstractContextManager[Span]:
+        return self._span(f"chat {model}", {
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": model}, _ModelSpan)
+
+    def tool(self, call: ToolCall, effect: str | None) -> AbstractContextManager[Span]:
+        attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,
+                      "gen_ai.tool.call.id": call.id, "maiden.tool.effect": effect or "none"}
+        if self.capture_content:
+            attributes["gen_ai.tool.call.arguments"] = _json(call.arguments)
+        return self._span(f"execute_tool {call.name}", attributes, _ToolSpan)
+
+    def close(self) -> None:
+        self.provider.shutdown()
+
+    @contextmanager
+    def _span(self, name: str, attributes: Mapping[str, Any], kind: type[_Recording]
+              ) -> Iterator[Span]:
+        with self._tracer.start_as_current_span(name, attributes=attributes) as span:
+            yield kind(span, self.capture_content)
+
+
+class _Recording(Span):
+    def __init__(self, span: Any, capture_content: bool) -> None:
+        self.span = span
+        self.capture_content = capture_content
+
+
+class _RunSpan(_Recording):
+    def ended(self, run: Run) -> None:
+        origin = run.origin
+        attributes: dict[str, Any] = {
+            "gen_ai.conversation.id": run.thread_id, "maiden.run.state": str(run.state),
+            "maiden.run.reason": run.reason, "maiden.channel": origin.channel,
+            "maiden.run.turns": run.turns, "maiden.run.tool_calls": run.tool_calls,
+            "gen_ai.usage.input_tokens": run.usage.input_tokens,
+            "gen_ai.usage.output_tokens": run.usage.output_tokens,
+            "maiden.run.cost_usd": run.cost_usd}
+        if origin.place:
+            attributes["maiden.place"] = list(origin.place)
+        if origin.user:
+            attributes["maiden.user"] = origin.user
+        if run.recovery_attempts:
+            attributes["maiden.run.recovery_attempts"] = run.recovery_attempts
+        if self.capture_content:
+            attributes["maiden.run.text"] = run.text
+            if run.reply is not None:
+                attributes["maiden.run.reply"] = run.reply
+        self.span.set_attributes(attributes)
+
+
+class _ModelSpan(_Recording):
+    def answered(self, response: ModelResponse) -> None:
+        attributes: dict[str, Any] = {
+            "gen_ai.usage.input_tokens": response.usage.input_tokens,
+            "gen_ai.usage.output_tokens": response.usage.output_tokens}
+        if response.model:
+            attributes["gen_ai.response.model"] = response.model
+        if response.stop_reason:
+            attributes["gen_ai.response.finish_reasons"] = [response.stop_reason]
+        if self.capture_content and response.text:
+            attributes["maiden.response.text"] = response.text
+        self.span.set_attributes(attributes)
+
+    def retried(self, reason: str) -> None:
+        self.span.add_event("retry", {"maiden.reason": reason})
+
+
+class _ToolSpan(_Recording):
+    def returned(self, output: ToolOutput | None) -> None:
+        if output is None:
+            self.span.set_attribute("maiden.tool.outcome", "paused")
+            return
+        outcome = "ok"
+        if output.is_error:
+            error = output.content.get("error") if isinstance(output.content, dict) else None
+            kind = error.get("type") if isinstance(error, dict) else None
+            outcome = f"error: {kind}" if kind else "error"
+        self.span.set_attribute("maiden.tool.outcome", outcome)
+        if self.capture_content:
+            self.span.set_attribute("gen_ai.tool.call.result", _json(output.content))
+
+
+def _json(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def make_tracing(cfg: OtelConfig, env: Mapping[str, str] | None = None) -> Tracing:
+    """Tracing as ``[otel]`` says: off without an endpoint; else spans batched to it over
+    OTLP/HTTP (``ConfigError`` naming the key when the SDK is missing or a key is wrong)."""
+    if not cfg.endpoint:
+        return NO_TRACING
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+    except ImportError:
+        raise ConfigError([("otel.endpoint", "traces need the OpenTelemetry SDK: pip install "
+                            "'maiden[otel]'")]) from None
+    headers = _headers(cfg, os.environ if env is None else env)
+    provider = TracerProvider(resource=Resource.create({"service.name": cfg.service_name}),
+                              sampler=ParentBased(TraceIdRatioBased(cfg.sample_ratio)))
+    exporter = OTLPSpanExporter(endpoint=cfg.traces_url(), headers=headers,
+                                timeout=cfg.timeout_s)
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    return OtelTracing(provider, capture_content=cfg.capture_content)
+
+
+def _headers(cfg: OtelConfig, env: Mapping[str, str]) -> dict[str, str]:
+    """``k=v,k2=v2`` from the variable ``headers_env`` names (an API key, say)."""
+    if not cfg.headers_env:
+        return {}
+    raw = env.get(cfg.headers_env, "").strip()
+    if not raw:
+        raise ConfigError([("otel.headers_env", f"${cfg.headers_env} is not set (it holds "
+                            "the exporter's headers: key=value,key2=value2)")])
+    headers = {}
+    for part in raw.split(","):
+        key, eq, value = part.partition("=")
+        if not eq or not key.strip():
+            raise ConfigError([("otel.headers_env", f"${cfg.headers_env} is not "
+                                "key=value,key2=value2")])
+        headers[key.strip()] = value.strip()
+    return headers

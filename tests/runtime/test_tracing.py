@@ -1,0 +1,175 @@
+"""Traces (``[otel]``): a run's spans in the GenAI conventions, through the real
+OpenTelemetry SDK, into its in-memory exporter and over OTLP/HTTP to a receiver on
+loopback that decodes the protobuf payloads."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic import ValidationError
+
+from runtime import (
+    NO_TRACING,
+    ConfigError,
+    Origin,
+    OtelConfig,
+    OtelTracing,
+    Runtime,
+    ScriptedProvider,
+    SQLiteStore,
+    ToolRegistry,
+    make_tracing,
+    tool,
+)
+
+SECRET = "my card number is 4111"
+
+
+@tool
+def lookup(query: str) -> dict[str, str]:
+    """Look something up."""
+    return {"found": query.upper()}
+
+
+SCRIPT: list[dict[str, Any]] = [
+    {"tool_calls": [{"name": "lookup", "arguments": {"query": "x"}}]}, {"text": "the answer"}]
+
+
+async def _one_message(tmp_path: Path, tracing: Any) -> None:
+    async with SQLiteStore(tmp_path / "m.db") as store, \
+            Runtime(store, ScriptedProvider(SCRIPT), ToolRegistry([lookup]),
+                    tracing=tracing) as rt:
+        run = await rt.send("slack:T1:C1:1.0", SECRET,
+                            origin=Origin(channel="slack", user="U42", place=("C1", "T1")))
+    assert run.reply == "the answer"
+
+
+@pytest.fixture
+def exported() -> Iterator[tuple[OtelTracing, InMemorySpanExporter]]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield OtelTracing(provider), exporter
+    provider.shutdown()
+
+
+async def test_a_run_is_one_span_with_its_model_and_tool_calls_beneath(
+        tmp_path: Path, exported: tuple[OtelTracing, InMemorySpanExporter]) -> None:
+    tracing, exporter = exported
+    await _one_message(tmp_path, tracing)
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    names = [s.name for s in exporter.get_finished_spans()]
+    assert sorted(names) == ["chat scripted", "chat scripted", "execute_tool lookup",
+                             "invoke_agent maiden"]
+    root = spans["invoke_agent maiden"]
+    assert root.parent is None
+    assert all(s.parent is not None and s.parent.span_id == root.context.span_id
+               and s.context.trace_id == root.context.trace_id
+               for s in exporter.get_finished_spans() if s is not root)
+    attributes = dict(root.attributes or {})
+    assert attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert attributes["gen_ai.agent.name"] == "maiden"
+    assert attributes["gen_ai.conversation.id"] == "slack:T1:C1:1.0"
+    assert attributes["maiden.run.state"] == "completed"
+    assert attributes["maiden.channel"] == "slack" and attributes["maiden.user"] == "U42"
+    assert attributes["maiden.place"] == ("C1", "T1")
+    assert attributes["maiden.run.turns"] == 2 and attributes["maiden.run.tool_calls"] == 1
+    chat = [s for s in exporter.get_finished_spans() if s.name == "chat scripted"]
+    assert [dict(s.attributes or {})["gen_ai.request.model"] for s in chat] == ["scripted"] * 2
+    assert all("gen_ai.usage.input_tokens" in (s.attributes or {}) for s in chat)
+    call = dict(spans["execute_tool lookup"].attributes or {})
+    assert call["gen_ai.tool.name"] == "lookup" and call["gen_ai.tool.call.id"]
+    assert call["maiden.tool.effect"] == "read_only" and call["maiden.tool.outcome"] == "ok"
+    # What people wrote, the answer and the tool's result stay out by default.
+    everything = " ".join(str(v) for s in exporter.get_finished_spans()
+                          for v in (s.attributes or {}).values())
+    assert SECRET not in everything and "the answer" not in everything
+    assert "gen_ai.tool.call.result" not in call
+
+
+async def test_content_is_captured_only_when_asked(
+        tmp_path: Path, exported: tuple[OtelTracing, InMemorySpanExporter]) -> None:
+    tracing, exporter = exported
+    tracing.capture_content = True
+    await _one_message(tmp_path, tracing)
+    spans = {s.name: dict(s.attributes or {}) for s in exporter.get_finished_spans()}
+    assert spans["invoke_agent maiden"]["maiden.run.text"] == SECRET
+    assert spans["invoke_agent maiden"]["maiden.run.reply"] == "the answer"
+    assert spans["execute_tool lookup"]["gen_ai.tool.call.arguments"] == '{"query": "x"}'
+    assert spans["execute_tool lookup"]["gen_ai.tool.call.result"] == '{"found": "X"}'
+
+
+def test_without_an_endpoint_tracing_is_off() -> None:
+    assert make_tracing(OtelConfig()) is NO_TRACING
+    assert not NO_TRACING.enabled
+
+
+def test_a_bad_otel_config_names_its_key() -> None:
+    with pytest.raises(ValidationError, match="http:// or https://"):
+        OtelConfig(endpoint="127.0.0.1:4318")
+    with pytest.raises(ConfigError, match=r"otel\.headers_env"):
+        make_tracing(OtelConfig(endpoint="http://127.0.0.1:4318", headers_env="NOPE"), env={})
+    with pytest.raises(ConfigError, match=r"otel\.headers_env"):
+        make_tracing(OtelConfig(endpoint="http://127.0.0.1:4318", headers_env="H"),
+                     env={"H": "no equals sign"})
+    assert OtelConfig(endpoint="http://h:4318/").traces_url() == "http://h:4318/v1/traces"
+    assert OtelConfig(endpoint="http://h/otlp/v1/traces").traces_url() == \
+        "http://h/otlp/v1/traces"
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    """An OTLP/HTTP collector's trace endpoint: keeps each decoded request."""
+
+    received: list[tuple[str, dict[str, str], ExportTraceServiceRequest]]
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        self.received.append((self.path, dict(self.headers), request))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+async def test_spans_go_to_an_otlp_http_collector(tmp_path: Path) -> None:
+    _Receiver.received = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    try:
+        cfg = OtelConfig(endpoint=f"http://127.0.0.1:{server.server_port}",
+                         headers_env="OTEL_H", service_name="maiden-test")
+        tracing = make_tracing(cfg, env={"OTEL_H": "x-api-key=k1"})
+        assert tracing.enabled
+        await _one_message(tmp_path, tracing)
+        tracing.close()  # what the batch holds is sent now
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert _Receiver.received
+    assert {path for path, _, _ in _Receiver.received} == {"/v1/traces"}
+    assert all(headers.get("x-api-key") == "k1" for _, headers, _ in _Receiver.received)
+    names, services = [], set()
+    for _, _, request in _Receiver.received:
+        for resource_spans in request.resource_spans:
+            services |= {a.value.string_value for a in resource_spans.resource.attributes
+                         if a.key == "service.name"}
+            for scope in resource_spans.scope_spans:
+                names += [span.name for span in scope.spans]
+    assert sorted(names) == ["chat scripted", "chat scripted", "execute_tool lookup",
+                             "invoke_agent maiden"]
+    assert services == {"maiden-test"}
