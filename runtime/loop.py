@@ -128,12 +128,12 @@ class RunDriver:
         run = run or await self.store.get_run(run_id)
         if run.state not in DRIVABLE:
             return run
-        with self.tracing.run(run_id, self.agent.name) as span:
-            ended = await self._drive_run(run_id, run)
+        with self.tracing.run(run_id, self.agent.name, run.trace) as span:
+            ended = await self._drive_run(run_id, run, span)
             span.ended(ended)
             return ended
 
-    async def _drive_run(self, run_id: str, run: Run) -> Run:
+    async def _drive_run(self, run_id: str, run: Run, span: Span) -> Run:
         try:
             entries = await load(self.store, self.prompts, run, limit=self._limit(),
                                  summary=self.agent.compaction == "summary")
@@ -141,7 +141,7 @@ class RunDriver:
             return await self.end.unreadable(run, exc)
         cur = self.end.cursor(run, entries, hold_s=self.hold_s)
         try:
-            if not await self._begin(cur):
+            if not await self._begin(cur, span):
                 return cur.run
             while cur.run.state in (S.RUNNING, S.AWAITING_TOOL):
                 if self.stopping:
@@ -172,7 +172,7 @@ class RunDriver:
         self.end.published(cur.run)
         return cur.run
 
-    async def _begin(self, cur: RunCursor) -> bool:
+    async def _begin(self, cur: RunCursor, span: Span) -> bool:
         run = cur.run
         started_at, me = run.started_at or self.clock(), self.instance_id
         started = [RunStarted(run_id=run.id, thread_id=run.thread_id)]
@@ -216,14 +216,17 @@ class RunDriver:
                 await cur.commit(entries, to=S.RUNNING, reason="started",
                                  started_at=started_at, owner=me, announce=started,
                                  durable=False, hold=run.created_at >= self.began_at,
-                                 first_entry=len(cur.entries), deliveries=deliveries)
+                                 first_entry=len(cur.entries), deliveries=deliveries,
+                                 trace=run.trace or span.traceparent())
             else:  # an explicitly resumed run: its message is already in the thread
                 await cur.commit(to=S.RUNNING, reason="resumed", stalled_recoveries=0,
-                                 started_at=started_at, owner=me, announce=started)
+                                 started_at=started_at, owner=me, announce=started,
+                                 trace=run.trace or span.traceparent())
         elif run.owner is None:
             # Released at a clean shutdown: carrying on is not a crash recovery.
             await cur.commit(to=S.RUNNING, reason="continued after restart",
-                             started_at=started_at, owner=me, announce=started)
+                             started_at=started_at, owner=me, announce=started,
+                             trace=run.trace or span.traceparent())
         elif run.owner != self.instance_id:
             # Only crashes in a row with no progress in between make a run poison: a long
             # run interrupted by unrelated restarts keeps going.
@@ -237,9 +240,11 @@ class RunDriver:
                 return False
             attempt = run.recovery_attempts + 1
             log.warning("recovering run %s (attempt %d) from %s", run.id, attempt, run.state)
+            span.recovered(attempt)
             await cur.commit(to=S.RUNNING, reason=f"recovered after crash (attempt {attempt})",
                              recovery_attempts=attempt, stalled_recoveries=stalled,
                              recovered_at=len(cur.entries), started_at=started_at, owner=me,
+                             trace=run.trace or span.traceparent(),
                              announce=[RunStarted(run_id=run.id, thread_id=run.thread_id,
                                                   recovered=True)])
         else:  # this process takes it up again (a decision was made here)

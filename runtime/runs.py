@@ -206,6 +206,9 @@ class Run(BaseModel):
     """The runtime instance that last started driving this run."""
     pending_approval: PendingApproval | None = None
     decisions: tuple[Decision, ...] = ()
+    trace: str = ""
+    """The W3C ``traceparent`` every stretch of this run is traced under (``[otel]``): the
+    request's that brought it, else its first stretch's own span; empty when untraced."""
 
     def decision_for(self, tool_call_id: str) -> Decision | None:
         """The standing (unconsumed) decision on a call, if any."""
@@ -353,6 +356,7 @@ class RunChanges(TypedDict, total=False):
     owner: str | None
     pending_approval: PendingApproval | None
     decisions: tuple[Decision, ...]
+    trace: str
 
 
 _CHANGEABLE = frozenset(RunChanges.__annotations__)

@@ -2,7 +2,9 @@
 conventions, exported over OTLP/HTTP when ``[otel] endpoint`` is set.
 
 One span per stretch of a run this process drives (``invoke_agent {agent}``), a child per
-model call (``chat {model}``) and one per tool call (``execute_tool {name}``). What people
+model call (``chat {model}``) and one per tool call (``execute_tool {name}``). A run keeps
+one trace across crashes, replicas and pauses: its first stretch records its own span as
+the run's ``trace`` (with its start), and every later stretch is traced under it. What people
 wrote, what the model answered and what tools returned are left out unless ``[otel]
 capture_content`` is true; ids, models, token counts, effects and outcomes are always in.
 
@@ -43,13 +45,21 @@ class Span:
     def returned(self, output: ToolOutput | None) -> None:
         """The call's output (None: it paused for a person)."""
 
+    def recovered(self, attempt: int) -> None:
+        """This stretch takes the run up after a crash (its ``attempt``-th recovery)."""
+
+    def traceparent(self) -> str:
+        """This span as a W3C ``traceparent`` ('' when not traced)."""
+        return ""
+
 
 class Tracing:
     """Tracing off: every span is the same no-op."""
 
     enabled = False
 
-    def run(self, run_id: str, agent: str) -> AbstractContextManager[Span]:
+    def run(self, run_id: str, agent: str, parent: str = "") -> AbstractContextManager[Span]:
+        """A stretch of the run, under ``parent`` (a ``traceparent``) if given."""
         return _OFF
 
     def model(self, model: str) -> AbstractContextManager[Span]:
@@ -88,10 +98,10 @@ class OtelTracing(Tracing):
         self.capture_content = capture_content
         self._tracer = provider.get_tracer("maiden")
 
-    def run(self, run_id: str, agent: str) -> AbstractContextManager[Span]:
+    def run(self, run_id: str, agent: str, parent: str = "") -> AbstractContextManager[Span]:
         return self._span(f"invoke_agent {agent}", {
             "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent,
-            "maiden.run.id": run_id}, _RunSpan)
+            "maiden.run.id": run_id}, _RunSpan, parent=parent)
 
     def model(self, model: str) -> AbstractContextManager[Span]:
         return self._span(f"chat {model}", {
@@ -108,9 +118,11 @@ class OtelTracing(Tracing):
         self.provider.shutdown()
 
     @contextmanager
-    def _span(self, name: str, attributes: Mapping[str, Any], kind: type[_Recording]
-              ) -> Iterator[Span]:
-        with self._tracer.start_as_current_span(name, attributes=attributes) as span:
+    def _span(self, name: str, attributes: Mapping[str, Any], kind: type[_Recording], *,
+              parent: str = "") -> Iterator[Span]:
+        context = _propagator().extract({"traceparent": parent}) if parent else None
+        with self._tracer.start_as_current_span(name, context=context,
+                                                attributes=attributes) as span:
             yield kind(span, self.capture_content)
 
 
@@ -119,8 +131,18 @@ class _Recording(Span):
         self.span = span
         self.capture_content = capture_content
 
+    def traceparent(self) -> str:
+        from opentelemetry import trace
+
+        carrier: dict[str, str] = {}
+        _propagator().inject(carrier, context=trace.set_span_in_context(self.span))
+        return carrier.get("traceparent", "")
+
 
 class _RunSpan(_Recording):
+    def recovered(self, attempt: int) -> None:
+        self.span.add_event("recovered", {"maiden.run.recovery_attempt": attempt})
+
     def ended(self, run: Run) -> None:
         origin = run.origin
         attributes: dict[str, Any] = {
@@ -141,6 +163,12 @@ class _RunSpan(_Recording):
             if run.reply is not None:
                 attributes["maiden.run.reply"] = run.reply
         self.span.set_attributes(attributes)
+
+
+def _propagator() -> Any:
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    return TraceContextTextMapPropagator()
 
 
 class _ModelSpan(_Recording):

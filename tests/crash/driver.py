@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from runtime import (
+    NO_TRACING,
     NOT_DONE,
     AgentConfig,
     ApprovalDelivery,
@@ -74,6 +75,7 @@ from runtime import (
     ModelResponse,
     Notice,
     Origin,
+    OtelTracing,
     ReplyDelivery,
     Run,
     RunState,
@@ -277,6 +279,19 @@ class CompactingModel:
         return ModelResponse(text=f"answer with {users} messages in view")
 
 
+def traced(path: Path) -> OtelTracing:
+    """Tracing whose spans are each appended to ``path`` as they end, one JSON line each,
+    written at once (a kill -9 loses only the spans that had not ended)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+
+    out = path.open("a", buffering=1)
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(
+        out=out, formatter=lambda span: span.to_json(indent=None) + "\n")))
+    return OtelTracing(provider)
+
+
 class AskedModel:
     """The model, reaching ``in_model_call`` each time it is asked: a kill there loses
     what the run holds in memory since its last write (its start before the first turn;
@@ -461,8 +476,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             model = CompactingModel(switch)
             agent = agent.model_copy(update={"compaction": "summary"})
         caps = [CapConfig(scope="user", tokens=args.cap_tokens)] if args.cap_tokens else []
+        tracing = traced(Path(args.trace_file)) if args.trace_file else NO_TRACING
         runtime = Runtime(store, AskedModel(model, switch), ToolRegistry(tools), agent=agent,
-                          caps=caps)
+                          caps=caps, tracing=tracing)
         origin = ORIGIN
         deliver: str | None = None
         chat = FileChannel(workdir / CHANNEL_FILE, switch)
@@ -591,6 +607,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                         help="a [[budgets]] cap: each person N tokens a day (a --send past it "
                              "is refused, told)")
     parser.add_argument("--kill-count", type=int, default=1)
+    parser.add_argument("--trace-file", metavar="PATH",
+                        help="traced: each finished span appended to PATH as a JSON line")
     parser.add_argument("--make-file", action="store_true",
                         help="the model calls make_file, whose report goes out with the answer")
     parser.add_argument("--file", action="append", default=[], metavar="NAME",

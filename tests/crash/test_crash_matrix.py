@@ -24,7 +24,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -211,6 +211,23 @@ def _poison_in_the_model(root: Path, effect: str) -> Steps:
     return [drill.run("--recover", *kill)]
 
 
+@dataclass(frozen=True)
+class Traced(Outcome):
+    """An outcome with the spans every process of the drill exported (one JSON each)."""
+
+    spans: tuple[dict[str, Any], ...] = ()
+
+
+def _traced(root: Path, effect: str) -> Steps:
+    drill = Drill(root, effect)
+    path = root / "spans.jsonl"
+    drill.kill("--send", THREAD, TEXT, "--kill-at", "in_tool_after_effect",
+               "--trace-file", str(path))
+    ended = drill.run("--recover", "--trace-file", str(path))
+    spans = tuple(json.loads(line) for line in path.read_text().splitlines())
+    return [Traced(**{f.name: getattr(ended, f.name) for f in fields(ended)}, spans=spans)]
+
+
 def _redelivered(root: Path, effect: str) -> Steps:
     drill = Drill(root, effect)
     drill.kill("--send", THREAD, TEXT, "--key", "event-1", "--kill-at", "after_queued")
@@ -251,6 +268,7 @@ SCENARIOS: dict[str, Callable[[Path, Any], Steps]] = {
     "test_a_person_decides_an_uncertain_call": _person_decides,
     "test_a_run_that_kills_every_process_becomes_poison": _poison,
     "test_a_run_that_dies_as_the_model_is_asked_becomes_poison": _poison_in_the_model,
+    "test_a_run_recovered_after_a_kill_keeps_its_trace": _traced,
     "test_a_redelivered_inbound_message_is_one_run": _redelivered,
     "test_an_approved_call_cut_off_asks_again": _approved_then_cut_off,
     "test_a_call_that_needed_approval_is_not_rerun_after_a_crash": _approval_then_crash,
@@ -561,6 +579,27 @@ def test_a_run_that_dies_as_the_model_is_asked_becomes_poison(
     assert ended.invocations == Counter()
     (notice,) = ended.replies
     assert notice["text"] == "Sorry, I could not finish this (it kept crashing)."
+
+
+@pytest.mark.parametrize("case", ["idempotent_write"])
+def test_a_run_recovered_after_a_kill_keeps_its_trace(
+        case: str, scenario: Future[Steps]) -> None:
+    """Traced ([otel]), killed inside its tool call, recovered by the next process: every
+    span of both processes is in the one trace the run recorded with its start, and the
+    recovering stretch says it recovered."""
+    (ended,) = finished(scenario)
+    assert isinstance(ended, Traced)
+    run = ended.run
+    assert run["state"] == "completed" and run["recovery_attempts"] == 1
+    trace_id = run["trace"].split("-")[1]
+    spans = ended.spans
+    assert {s["context"]["trace_id"] for s in spans} == {f"0x{trace_id}"}
+    stretches = [s for s in spans if s["name"].startswith("invoke_agent")]
+    # The killed process's stretch never ended (nor was exported); its model call was.
+    assert len(stretches) == 1
+    assert [e["name"] for e in stretches[0]["events"]] == ["recovered"]
+    assert stretches[0]["parent_id"] is not None  # beneath the first stretch's span
+    assert sum(s["name"].startswith("chat") for s in spans) == 2
 
 
 @pytest.mark.parametrize("case", ["idempotent_write"])

@@ -173,3 +173,41 @@ async def test_spans_go_to_an_otlp_http_collector(tmp_path: Path) -> None:
     assert sorted(names) == ["chat scripted", "chat scripted", "execute_tool lookup",
                              "invoke_agent maiden"]
     assert services == {"maiden-test"}
+
+
+@tool(requires_approval=True)
+def deploy(env: str) -> str:
+    """Deploy somewhere."""
+    return f"deployed to {env}"
+
+
+async def test_a_run_keeps_one_trace_across_a_pause(
+        tmp_path: Path, exported: tuple[OtelTracing, InMemorySpanExporter]) -> None:
+    """Paused for a person, then approved: the second stretch is in the first one's trace,
+    beneath its span (the run's ``trace``, recorded with its start)."""
+    tracing, exporter = exported
+    script: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "deploy", "arguments": {"env": "prod"}}]}, {"text": "deployed"}]
+    async with SQLiteStore(tmp_path / "m.db") as store, \
+            Runtime(store, ScriptedProvider(script), ToolRegistry([deploy]),
+                    tracing=tracing) as rt:
+        run = await rt.send("t", "ship it")
+        assert run.pending_approval is not None and run.trace
+        await rt.decide(run.id, run.pending_approval.tool_call_id, approve=True, by="ops")
+        done = await rt.wait(run.id)
+    assert done.reply == "deployed" and done.trace == run.trace
+    first, second = [s for s in exporter.get_finished_spans()
+                     if s.name == "invoke_agent maiden"]
+    assert first.parent is None
+    assert second.context.trace_id == first.context.trace_id
+    assert second.parent is not None and second.parent.span_id == first.context.span_id
+    assert run.trace.split("-")[1] == f"{first.context.trace_id:032x}"
+    paused = [s for s in exporter.get_finished_spans() if s.name == "execute_tool deploy"]
+    assert [dict(s.attributes or {})["maiden.tool.outcome"] for s in paused] == ["paused", "ok"]
+
+
+async def test_untraced_runs_record_no_trace(tmp_path: Path) -> None:
+    await _one_message(tmp_path, NO_TRACING)
+    async with SQLiteStore(tmp_path / "m.db") as store:
+        (run,) = await store.list_runs()
+    assert run.trace == ""
