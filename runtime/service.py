@@ -47,7 +47,7 @@ from .registry import ToolRegistry
 from .routing import Where
 from .runs import Origin, Run, RunState, Said, Transition
 from .stores.base import Checkpoint, Store
-from .tracing import NO_TRACING, Tracing
+from .tracing import NO_TRACING, Tracing, traceparent_of
 from .upkeep import RuntimeUpkeep
 from .waiting import Waiting
 from .workers import ACTIVE, Workers
@@ -249,6 +249,7 @@ class Runtime:
         context: Sequence[Said] = (),
         agent: str | None = None,
         schedule: str | None = None,
+        trace: str = "",
     ) -> Run:
         """Persist a message as a queued run and schedule it; return the run.
 
@@ -259,7 +260,9 @@ class Runtime:
         ``files`` are files already stored (``files.put``); ``fetch``, files its platform
         announced, which the run fetches as its first step (DESIGN §2 Files). ``context``:
         earlier messages of a conversation held elsewhere, written into the thread before
-        this one when the run starts (a thread seeded with them).
+        this one when the run starts (a thread seeded with them). ``trace``: the W3C
+        ``traceparent`` of the request that brought it (``[otel]``: the run is traced
+        beneath it; anything else is ignored).
 
         With an ``idempotency_key`` already used, the original run is returned and
         nothing new happens. An empty thread id (``InvalidThreadId``) or an empty message
@@ -269,8 +272,11 @@ class Runtime:
         at once (``message_too_long``) with a reply naming the limit.
         """
         chosen = await self.agent_for(thread_id, origin or Origin(), agent, schedule)
-        return await self._accept(self._new_run(thread_id, text, origin, idempotency_key,
-                                                files, fetch, context, chosen))
+        run = self._new_run(thread_id, text, origin, idempotency_key, files, fetch, context,
+                            chosen)
+        if traced := traceparent_of(trace):
+            run = run.model_copy(update={"trace": traced})
+        return await self._accept(run)
 
     async def send(self, thread_id: str, text: str, *, origin: Origin | None = None,
                    files: Sequence[FileRef] = (), agent: str | None = None) -> Run:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
@@ -27,7 +28,15 @@ from .providers.base import ModelResponse
 from .runs import Run
 from .tools import ToolOutput
 
-__all__ = ["NO_TRACING", "OtelTracing", "Span", "Tracing", "make_tracing"]
+__all__ = ["NO_TRACING", "OtelTracing", "Span", "Tracing", "make_tracing", "traceparent_of"]
+
+_TRACEPARENT = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
+
+
+def traceparent_of(value: str | None) -> str:
+    """``value`` if it is a W3C ``traceparent`` (version 00, ids not zero), else ''."""
+    value = (value or "").strip().lower()
+    return value if _TRACEPARENT.fullmatch(value) else ""
 
 
 class Span:

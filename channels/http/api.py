@@ -69,14 +69,15 @@ class HttpApi:
             self.console.stopping.set()
 
     async def submit(self, thread_id: str, body: MessageIn, key: str | None,
-                     who: Credential) -> Run:
+                     who: Credential, trace: str = "") -> Run:
         if self.closing:
             raise ApiError(503, "the server is shutting down; send the message again later",
                            "shutting_down", {"Retry-After": "5"})
         files = await self._files(body.files)
         run = await self.runtime.submit(
             thread_id, body.text, origin=Origin(channel="http", user=claimed(who, body.user)),
-            idempotency_key=f"http:{key}" if key is not None else None, files=files)
+            idempotency_key=f"http:{key}" if key is not None else None, files=files,
+            trace=trace)
         if key is not None and (run.thread_id != thread_id or run.text != body.text
                                 or [f.digest for f in run.files] != [f.digest for f in files]):
             raise ApiError(409, f"Idempotency-Key {key!r} was already used for another "

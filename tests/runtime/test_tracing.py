@@ -211,3 +211,18 @@ async def test_untraced_runs_record_no_trace(tmp_path: Path) -> None:
     async with SQLiteStore(tmp_path / "m.db") as store:
         (run,) = await store.list_runs()
     assert run.trace == ""
+
+
+async def test_a_run_is_traced_beneath_the_request_that_brought_it(
+        tmp_path: Path, exported: tuple[OtelTracing, InMemorySpanExporter]) -> None:
+    tracing, exporter = exported
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    async with SQLiteStore(tmp_path / "m.db") as store, \
+            Runtime(store, ScriptedProvider(SCRIPT), ToolRegistry([lookup]),
+                    tracing=tracing) as rt:
+        run = await rt.submit("t", "go", trace=parent)
+        done = await rt.wait(run.id)
+    assert done.trace == parent
+    (root,) = [s for s in exporter.get_finished_spans() if s.name.startswith("invoke_agent")]
+    assert f"{root.context.trace_id:032x}" == "0af7651916cd43dd8448eb211c80319c"
+    assert root.parent is not None and f"{root.parent.span_id:016x}" == "b7ad6b7169203331"

@@ -97,7 +97,8 @@ async def chat_completions(
     run = await api.runtime.submit(
         chosen.thread_id, said[-1].text, origin=Origin(channel="http", user=who.name),
         idempotency_key=f"openai:{idempotency_key}" if idempotency_key else None,
-        files=files, context=chosen.context, agent=model)
+        files=files, context=chosen.context, agent=model,
+        trace=request.headers.get("traceparent", ""))
     model = answered_by(api, run)
     if body.stream:
         include = bool(body.stream_options and body.stream_options.include_usage)

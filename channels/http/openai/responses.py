@@ -74,7 +74,8 @@ async def create_response(
         thread or f"openai:{uuid.uuid4().hex}", said[-1].text,
         origin=Origin(channel="http", user=who.name),
         idempotency_key=f"openai:{idempotency_key}" if idempotency_key else None,
-        files=await images(api, parts), context=tuple(seeded), agent=model)
+        files=await images(api, parts), context=tuple(seeded), agent=model,
+        trace=request.headers.get("traceparent", ""))
     model = answered_by(api, run)
     if body.stream:
         return StreamingResponse(_events(api, run, model, body.previous_response_id, console),

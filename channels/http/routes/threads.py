@@ -51,7 +51,8 @@ def message_router(max_chars: int) -> APIRouter:
         Files go in ``files`` (base64), or the body is ``multipart/form-data``: a part
         named ``message`` holding this JSON object, and a part per file."""
         message: MessageIn = body
-        run = await api.submit(thread_id, message, idempotency_key, who)
+        run = await api.submit(thread_id, message, idempotency_key, who,
+                               trace=request.headers.get("traceparent", ""))
         if SSE in request.headers.get("accept", ""):
             return api.event_stream(run, first="run.accepted")
         if message.wait:

@@ -405,3 +405,17 @@ async def test_every_problem_has_a_code(tmp_path: Path) -> None:
         # No pages that load their assets from a CDN (blank offline); the schema is served.
         assert (await client.get("/docs")).status_code == 404
         assert (await client.get("/openapi.json")).status_code == 200
+
+
+async def test_a_requests_traceparent_becomes_the_runs_trace(tmp_path: Path) -> None:
+    """W3C trace context: a message's ``traceparent`` is the parent its run is traced
+    under ([otel]); a malformed one is ignored."""
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    async with echo_runtime(tmp_path / "m.db") as rt, served(rt) as (client, _):
+        traced = await client.post(thread_url("t1", "/messages"), json={"text": "hello"},
+                                   headers={"traceparent": parent})
+        broken = await client.post(thread_url("t1", "/messages"), json={"text": "again"},
+                                   headers={"traceparent": "00-zz-not-a-trace"})
+        plain = await client.post(thread_url("t2", "/messages"), json={"text": "hi"})
+        runs = [await rt.records.get_run(r.json()["run_id"]) for r in (traced, broken, plain)]
+    assert [r.trace for r in runs] == [parent, "", ""]
