@@ -2,7 +2,8 @@
 
 Every record logged while a run is driven carries its ``thread_id`` and ``run_id``:
 passed with ``extra=``, or found from the asyncio task the runtime drives the run in
-(``maiden-run:<id>``, ``maiden-thread:<id>``). Known secret values never reach a log.
+(``maiden-run:<id>``, ``maiden-thread:<id>``); and, when it is traced (``[otel]``), the
+``trace_id`` of its span. Known secret values never reach a log.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from runtime import (
     Runtime,
     ToolCallFinished,
     ToolCallStarted,
+    current_trace_id,
 )
 
 __all__ = ["JsonFormatter", "LogFormat", "Redactor", "RunContext", "TextFormatter", "configure",
@@ -69,6 +71,9 @@ class RunContext(logging.Filter):
             thread_id = self._threads.get(run_id)
         record.run_id = run_id
         record.thread_id = thread_id
+        trace_id = current_trace_id()
+        if trace_id:
+            record.trace_id = trace_id
         return True
 
 

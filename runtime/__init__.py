@@ -115,7 +115,7 @@ from .stores import (
 from .stores.base import Spending, StoreStats
 from .text import split_message
 from .tools import NOT_DONE, Effect, Tool, ToolContext, ToolFile, ToolImage, ToolSpec, tool
-from .tracing import NO_TRACING, OtelTracing, Tracing, make_tracing
+from .tracing import NO_TRACING, OtelTracing, Tracing, current_trace_id, make_tracing
 from .workers import ACTIVE as ACTIVE_STATES
 
 __all__ = [
@@ -245,6 +245,7 @@ __all__ = [
     "Vote",
     "Where",
     "arguments_summary",
+    "current_trace_id",
     "describe_isolation",
     "describe_store",
     "human_size",

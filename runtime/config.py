@@ -268,6 +268,18 @@ class OtelConfig(Section):
     capture_content: bool = Field(default=False, description=(
         "true: messages, answers and tool arguments and results go into spans too"))
     timeout_s: float = Field(default=10.0, gt=0, le=120)
+    trace_url: str = Field(default="", description=(
+        "where a trace is shown, with {trace_id} in it, e.g. "
+        "https://tempo.example/trace/{trace_id}: the console's run page links to it"))
+
+    @field_validator("trace_url")
+    @classmethod
+    def _link(cls, value: str) -> str:
+        if value and ("{trace_id}" not in value
+                      or urlsplit(value).scheme not in ("http", "https")):
+            raise ValueError("an http(s) URL with {trace_id} in it, e.g. "
+                             "https://tempo.example/trace/{trace_id}")
+        return value
 
     @field_validator("endpoint")
     @classmethod

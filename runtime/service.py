@@ -95,6 +95,7 @@ class Runtime:
             raise ValueError("give either agents, or one agent's provider, tools and config")
         self.agents = agents
         """The agents, their routes and the default one."""
+        self._tracing = tracing
         self.agent = agents.default.config
         """The default agent's settings (also where process-wide ones are read)."""
         self.tools = agents.default.tools
@@ -277,6 +278,10 @@ class Runtime:
         if traced := traceparent_of(trace):
             run = run.model_copy(update={"trace": traced})
         return await self._accept(run)
+
+    def trace_link(self, run: Run) -> str | None:
+        """Where the run's trace is shown (``[otel] trace_url``), if anywhere."""
+        return self._tracing.link(run.trace) if run.trace else None
 
     async def send(self, thread_id: str, text: str, *, origin: Origin | None = None,
                    files: Sequence[FileRef] = (), agent: str | None = None) -> Run:

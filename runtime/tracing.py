@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
@@ -28,9 +29,20 @@ from .providers.base import ModelResponse
 from .runs import Run
 from .tools import ToolOutput
 
-__all__ = ["NO_TRACING", "OtelTracing", "Span", "Tracing", "make_tracing", "traceparent_of"]
+__all__ = ["NO_TRACING", "OtelTracing", "Span", "Tracing", "current_trace_id", "make_tracing",
+           "traceparent_of"]
 
 _TRACEPARENT = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
+
+
+def current_trace_id() -> str:
+    """The trace id of the span current where this is called ('' when there is none; no
+    import of OpenTelemetry when tracing never started)."""
+    api = sys.modules.get("opentelemetry.trace")
+    if api is None:
+        return ""
+    context = api.get_current_span().get_span_context()
+    return f"{context.trace_id:032x}" if context.is_valid else ""
 
 
 def traceparent_of(value: str | None) -> str:
@@ -80,6 +92,10 @@ class Tracing:
     def close(self) -> None:
         """Send what is buffered and stop (nothing, when off)."""
 
+    def link(self, trace: str) -> str | None:
+        """Where the trace of a run whose ``trace`` is this is shown, if configured."""
+        return None
+
 
 class _Off(AbstractContextManager[Span]):
     __slots__ = ()
@@ -102,10 +118,19 @@ class OtelTracing(Tracing):
 
     enabled = True
 
-    def __init__(self, provider: Any, *, capture_content: bool = False) -> None:
+    def __init__(self, provider: Any, *, capture_content: bool = False,
+                 trace_url: str = "") -> None:
         self.provider = provider
         self.capture_content = capture_content
+        self.trace_url = trace_url
+        """``[otel] trace_url``: a trace's page, ``{trace_id}`` in it."""
         self._tracer = provider.get_tracer("maiden")
+
+    def link(self, trace: str) -> str | None:
+        parts = traceparent_of(trace).split("-")
+        if not self.trace_url or len(parts) != 4:
+            return None
+        return self.trace_url.replace("{trace_id}", parts[1])
 
     def run(self, run_id: str, agent: str, parent: str = "") -> AbstractContextManager[Span]:
         return self._span(f"invoke_agent {agent}", {
@@ -236,7 +261,8 @@ def make_tracing(cfg: OtelConfig, env: Mapping[str, str] | None = None) -> Traci
     exporter = OTLPSpanExporter(endpoint=cfg.traces_url(), headers=headers,
                                 timeout=cfg.timeout_s)
     provider.add_span_processor(BatchSpanProcessor(exporter))
-    return OtelTracing(provider, capture_content=cfg.capture_content)
+    return OtelTracing(provider, capture_content=cfg.capture_content,
+                       trace_url=cfg.trace_url)
 
 
 def _headers(cfg: OtelConfig, env: Mapping[str, str]) -> dict[str, str]:

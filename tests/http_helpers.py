@@ -18,6 +18,7 @@ from channels.http.app import HttpApi, create_app
 from channels.http.auth import Credential, Credentials
 from channels.http.server import HttpServer
 from runtime import (
+    NO_TRACING,
     AgentConfig,
     EchoProvider,
     Provider,
@@ -27,6 +28,7 @@ from runtime import (
     SQLiteStore,
     Tool,
     ToolsConfig,
+    Tracing,
     make_tools,
 )
 from runtime.stores.sqlite import Synchronous
@@ -44,6 +46,7 @@ async def echo_runtime(
     concurrency: Concurrency = "global",
     shutdown_grace_s: float = 10.0,
     synchronous: Synchronous = "full",
+    tracing: Tracing = NO_TRACING,
     **agent: Any,
 ) -> AsyncIterator[Runtime]:
     """A runtime over a real SQLite store with the clock tool and ``tools``; the echo model
@@ -55,7 +58,7 @@ async def echo_runtime(
         registry.add(extra)
     store = SQLiteStore(db, synchronous=synchronous)
     runtime = Runtime(store, provider or EchoProvider(), registry, agent=AgentConfig(**agent),
-                      settings=settings)
+                      settings=settings, tracing=tracing)
     async with store, runtime:
         yield runtime
 

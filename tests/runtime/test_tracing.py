@@ -121,6 +121,8 @@ def test_a_bad_otel_config_names_its_key() -> None:
     with pytest.raises(ConfigError, match=r"otel\.headers_env"):
         make_tracing(OtelConfig(endpoint="http://127.0.0.1:4318", headers_env="H"),
                      env={"H": "no equals sign"})
+    with pytest.raises(ValidationError, match="trace_id"):
+        OtelConfig(trace_url="https://tempo.example/trace/")
     assert OtelConfig(endpoint="http://h:4318/").traces_url() == "http://h:4318/v1/traces"
     assert OtelConfig(endpoint="http://h/otlp/v1/traces").traces_url() == \
         "http://h/otlp/v1/traces"

@@ -153,6 +153,7 @@ class Pages:
                                message=f"There is no run {run_id!r}.")
         waits = await self._behind_of(run.id) if run.state in WAITING else None
         return self.c.page(request, "run.html", run=run, waits=waits,
+                           trace_link=self.rt.trace_link(run),
                            transitions=await self.rt.records.transitions(run_id),
                            votes=await self.rt.feedback.votes(run_id=run_id),
                            resumable=run.state in RESUMABLE,

@@ -310,3 +310,25 @@ async def test_votes_show_on_the_run_and_on_the_spend_page(tmp_path: Path) -> No
             '<td>1</td>' in spend
         quiet = (await client.get(f"/runs/{(await rt.send('t', 'hi')).id}")).text
         assert 'id="feedback"' not in quiet
+
+
+async def test_the_run_page_links_to_the_runs_trace(tmp_path: Path) -> None:
+    """``[otel] trace_url``: the run page links to the run's trace, by its trace id."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from runtime import OtelTracing
+
+    tracing = OtelTracing(TracerProvider(), trace_url="https://tempo.example/trace/{trace_id}")
+    async with echo_runtime(tmp_path / "m.db", tracing=tracing) as rt, browser(rt) as client:
+        run = await rt.send("t", "hello")
+        page = await client.get(f"/runs/{run.id}")
+    trace_id = run.trace.split("-")[1]
+    assert f'href="https://tempo.example/trace/{trace_id}"' in page.text
+    tracing.close()
+
+
+async def test_an_untraced_run_page_has_no_trace_link(tmp_path: Path) -> None:
+    async with echo_runtime(tmp_path / "m.db") as rt, browser(rt) as client:
+        run = await rt.send("t", "hello")
+        page = await client.get(f"/runs/{run.id}")
+    assert 'id="run-trace"' not in page.text
