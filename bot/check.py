@@ -3,7 +3,8 @@
 Each part gets a line (or a few): the agent, the provider, the store (PostgreSQL is
 reached and migrated), the tools with their effect classes, who may do what on each
 channel (Slack and Discord tokens are verified), each MCP server started and its tools
-listed, the schedules, and which secret variables are unset.
+listed, where traces go (the collector is asked), the schedules, and which secret
+variables are unset.
 
 The ``[tools] modules`` are imported in a child process first: a module that ends the
 process while it is imported (``os._exit``, a crash in native code) would otherwise end
@@ -31,6 +32,7 @@ from runtime import (
     describe_isolation,
     describe_store,
     make_store,
+    probe_collector,
     store_versions,
 )
 
@@ -101,6 +103,7 @@ def check(loaded: LoadedConfig) -> int:
     for line in rights_lines(cfg, 9):
         print(line)
     failed |= _check_mcp(loaded)
+    failed |= _check_otel(loaded)
     defined = cfg.read_schedules()
     chat = cfg.schedules_limits.max_per_thread
     print(f"  schedules {len(defined)} in the config"
@@ -152,6 +155,23 @@ def _warn_moved(loaded: LoadedConfig, agents: Agents) -> None:
               f"{now} (it stays with {own}: only new threads follow the routes)")
     if len(moved) > 5:
         print(f"  WARNING   ... and {len(moved) - 5} more threads like it")
+
+
+def _check_otel(loaded: LoadedConfig) -> bool:
+    """Where traces go, and whether the collector takes them; True if it does not."""
+    otel = loaded.config.otel
+    if not otel.endpoint:
+        print("  traces    off (no [otel] endpoint)")
+        return False
+    print(f"  traces    OTLP/HTTP to {otel.traces_url()}, service {otel.service_name!r}, "
+          f"sampling {otel.sample_ratio:g}"
+          + (", with content (capture_content)" if otel.capture_content else ""))
+    try:
+        ok, said = asyncio.run(probe_collector(otel))
+    except ConfigError:
+        return True  # its unset variable is listed with the secrets
+    print(f"            {said}")
+    return not ok
 
 
 def _check_store(loaded: LoadedConfig) -> bool:

@@ -115,7 +115,14 @@ from .stores import (
 from .stores.base import Spending, StoreStats
 from .text import split_message
 from .tools import NOT_DONE, Effect, Tool, ToolContext, ToolFile, ToolImage, ToolSpec, tool
-from .tracing import NO_TRACING, OtelTracing, Tracing, current_trace_id, make_tracing
+from .tracing import (
+    NO_TRACING,
+    OtelTracing,
+    Tracing,
+    current_trace_id,
+    make_tracing,
+    probe_collector,
+)
 from .workers import ACTIVE as ACTIVE_STATES
 
 __all__ = [
@@ -259,6 +266,7 @@ __all__ = [
     "parse_target",
     "period_bounds",
     "place_key",
+    "probe_collector",
     "prune_files",
     "redact_dsn",
     "run_process",

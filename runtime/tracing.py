@@ -30,7 +30,7 @@ from .runs import Run
 from .tools import ToolOutput
 
 __all__ = ["NO_TRACING", "OtelTracing", "Span", "Tracing", "current_trace_id", "make_tracing",
-           "traceparent_of"]
+           "probe_collector", "traceparent_of"]
 
 _TRACEPARENT = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
 
@@ -281,3 +281,21 @@ def _headers(cfg: OtelConfig, env: Mapping[str, str]) -> dict[str, str]:
                                 "key=value,key2=value2")])
         headers[key.strip()] = value.strip()
     return headers
+
+
+async def probe_collector(cfg: OtelConfig, env: Mapping[str, str] | None = None
+                          ) -> tuple[bool, str]:
+    """Whether the collector at ``[otel] endpoint`` takes spans: an empty export request
+    (no spans) posted as the exporter would post one; ``(ok, what it said)``."""
+    import httpx
+
+    headers = {"Content-Type": "application/x-protobuf",
+               **_headers(cfg, os.environ if env is None else env)}
+    try:
+        async with httpx.AsyncClient(timeout=min(cfg.timeout_s, 5.0)) as client:
+            answer = await client.post(cfg.traces_url(), content=b"", headers=headers)
+    except httpx.HTTPError as exc:
+        return False, f"does not answer: {type(exc).__name__}: {exc}"
+    if answer.is_success:
+        return True, f"answers (HTTP {answer.status_code})"
+    return False, f"refuses spans: HTTP {answer.status_code} {answer.text[:200]}"

@@ -28,6 +28,7 @@ from runtime import (
     SQLiteStore,
     ToolRegistry,
     make_tracing,
+    probe_collector,
     tool,
 )
 
@@ -228,3 +229,21 @@ async def test_a_run_is_traced_beneath_the_request_that_brought_it(
     (root,) = [s for s in exporter.get_finished_spans() if s.name.startswith("invoke_agent")]
     assert f"{root.context.trace_id:032x}" == "0af7651916cd43dd8448eb211c80319c"
     assert root.parent is not None and f"{root.parent.span_id:016x}" == "b7ad6b7169203331"
+
+
+async def test_the_collector_is_asked_whether_it_takes_spans() -> None:
+    _Receiver.received = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    port = server.server_port
+    try:
+        ok, said = await probe_collector(OtelConfig(endpoint=f"http://127.0.0.1:{port}"))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert ok and said == "answers (HTTP 200)"
+    assert [(path, len(request.resource_spans)) for path, _, request in _Receiver.received] \
+        == [("/v1/traces", 0)]  # an empty export: no span made up
+    ok, said = await probe_collector(OtelConfig(endpoint=f"http://127.0.0.1:{port}"))
+    assert not ok and said.startswith("does not answer: ConnectError")
