@@ -25,6 +25,7 @@ from .events import EventBus, RunEvent, StateChanged
 from .runs import Delivery, Run, RunChanges, RunState, changed, transition
 from .stores.base import Checkpoint, Store
 from .tail import Tail, first_loaded
+from .tracing import NO_TRACING, Tracing
 
 __all__ = ["RunCursor", "unanswered"]
 
@@ -41,12 +42,15 @@ class RunCursor:
         clock: Callable[[], float] = time.time,
         *,
         hold_s: float = 0.0,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         self.store = store
         self.bus = bus
         self.run = run
         self.entries = entries
         self.clock = clock
+        self.tracing = tracing
+        """Durable checkpoints get a span each (``[otel]``)."""
         self.hold_s = hold_s
         """How long a checkpoint that is not a durable point may wait for the next one."""
         self._stored = run.version
@@ -165,6 +169,13 @@ class RunCursor:
         await self._write_one(_merged(parts))
 
     async def _write_one(self, checkpoint: Checkpoint) -> None:
+        if checkpoint.durable:
+            with self.tracing.checkpoint(len(checkpoint.entries)):
+                await self._commit(checkpoint)
+        else:
+            await self._commit(checkpoint)
+
+    async def _commit(self, checkpoint: Checkpoint) -> None:
         write = self.store.commit(checkpoint)
         # Shielded: a cancellation arriving mid-write must not leave the cursor unsure
         # whether the checkpoint landed. The write finishes; whoever handles the

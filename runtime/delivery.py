@@ -19,6 +19,7 @@ from .live import LiveReplies
 from .runs import ApprovalDelivery, Delivery, FileDelivery, ReplyDelivery, Run, StreamDelivery
 from .stores.base import Checkpoint, OutboxStore, Store
 from .text import split_message
+from .tracing import NO_TRACING, Tracing
 
 __all__ = ["Deliverer", "Outbox", "Sender", "Uploader", "deliver", "parts", "upload"]
 
@@ -120,9 +121,11 @@ class Outbox:
     """The runtime's deliverers and the sending of what runs left in the outbox."""
 
     def __init__(self, store: Store, born: float,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, *,
+                 tracing: Tracing = NO_TRACING) -> None:
         self._store = store
         self._born = born
+        self._tracing = tracing
         self._deliverers: dict[str, Deliverer] = {}
         self._sending: set[str] = set()
         self.live = LiveReplies(store, self._deliverers, clock)
@@ -165,7 +168,8 @@ class Outbox:
             return
         for delivery in await self._store.deliveries(run_id=run.id, pending=True):
             # Written since this runtime started: by it, and never tried before.
-            await self._send(delivery, fresh=delivery.created_at >= self._born)
+            await self._send(delivery, fresh=delivery.created_at >= self._born,
+                             trace=run.trace)
 
     async def flush(self, skip: Callable[[str], Awaitable[bool]]) -> None:
         """Send every record with no message id yet, reconciling first: those a crash or a
@@ -175,12 +179,20 @@ class Outbox:
                 continue
             if await skip(delivery.run_id):
                 continue
+            run = await self._store.get_run(delivery.run_id)
             if isinstance(delivery, StreamDelivery):
-                await self.live.tidy(delivery, await self._store.get_run(delivery.run_id))
+                await self.live.tidy(delivery, run)
                 continue
-            await self._send(delivery, fresh=False)
+            await self._send(delivery, fresh=False, trace=run.trace)
 
-    async def _send(self, delivery: Delivery, *, fresh: bool) -> None:
+    async def _deliver(self, deliverer: Deliverer, delivery: Delivery, *, fresh: bool
+                       ) -> None:
+        if isinstance(delivery, FileDelivery) and isinstance(deliverer, Uploader):
+            await upload(self._store, deliverer, delivery, fresh=fresh)
+        elif not await self.live.finish(delivery):  # else its stream shows it now
+            await deliver(self._store, deliverer, delivery, fresh=fresh)
+
+    async def _send(self, delivery: Delivery, *, fresh: bool, trace: str = "") -> None:
         if isinstance(delivery, StreamDelivery):
             return  # finished by its run's reply (or ``flush``'s tidying)
         deliverer = self._deliverers.get(delivery.channel)
@@ -194,11 +206,14 @@ class Outbox:
             return  # already on its way
         self._sending.add(delivery.key)
         why = None
+        span = self._tracing.delivery(delivery, what, fresh=fresh, parent=trace)
         try:
-            if isinstance(delivery, FileDelivery) and isinstance(deliverer, Uploader):
-                await upload(self._store, deliverer, delivery, fresh=fresh)
-            elif not await self.live.finish(delivery):  # else its stream shows it now
-                await deliver(self._store, deliverer, delivery, fresh=fresh)
+            with span as traced:
+                try:
+                    await self._deliver(deliverer, delivery, fresh=fresh)
+                except Exception as exc:
+                    traced.failed(f"{type(exc).__name__}: {exc}")
+                    raise
         except DeliveryError as exc:
             # The channel said why (down, refused, still connecting): one line, no trace.
             log.warning("delivering run %s's %s failed (%s); it stays in the outbox and is "

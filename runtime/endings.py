@@ -38,6 +38,7 @@ from .runs import (
 from .stores.base import Store
 from .tail import Tail
 from .tools import error_result
+from .tracing import NO_TRACING, Tracing
 
 __all__ = ["DRIVABLE", "Endings"]
 
@@ -68,9 +69,10 @@ class Endings:
         self.instance_id = instance_id
         self.clock = clock
 
-    def cursor(self, run: Run, entries: list[Entry] | Tail, *, hold_s: float = 0.0
-               ) -> RunCursor:
-        return RunCursor(self.store, self.bus, run, entries, self.clock, hold_s=hold_s)
+    def cursor(self, run: Run, entries: list[Entry] | Tail, *, hold_s: float = 0.0,
+               tracing: Tracing = NO_TRACING) -> RunCursor:
+        return RunCursor(self.store, self.bus, run, entries, self.clock, hold_s=hold_s,
+                         tracing=tracing)
 
     async def complete(
         self, cur: RunCursor, text: str, entries: Sequence[Entry] = (),

@@ -139,7 +139,7 @@ class RunDriver:
                                  summary=self.agent.compaction == "summary")
         except CorruptStore as exc:
             return await self.end.unreadable(run, exc)
-        cur = self.end.cursor(run, entries, hold_s=self.hold_s)
+        cur = self.end.cursor(run, entries, hold_s=self.hold_s, tracing=self.tracing)
         try:
             if not await self._begin(cur, span):
                 return cur.run

@@ -115,7 +115,7 @@ class Runtime:
         """Spend caps per person, place and agent (``[[budgets]]``)."""
         self._store = store
         self._bus = EventBus()
-        self._outbox = Outbox(store, born=clock(), clock=clock)
+        self._outbox = Outbox(store, born=clock(), clock=clock, tracing=tracing)
         self._bus.listen(self._outbox.live.on_event)
         provided: dict[str, object] = {
             "notes": self.notes,
@@ -423,6 +423,8 @@ class Runtime:
                                    arguments_hash=arguments_hash, now=self.clock(),
                                    owner=self.instance_id)
         await self._write_run(moved, step)
+        if run.pending_approval is not None and moved.decisions:
+            self._tracing.waited(run, run.pending_approval, moved.decisions[-1])
         self._workers.kick(run.thread_id)
         return moved
 

@@ -26,7 +26,7 @@ from .config import OtelConfig
 from .entries import ToolCall
 from .errors import ConfigError
 from .providers.base import ModelResponse
-from .runs import Run
+from .runs import Decision, Delivery, PendingApproval, Run
 from .tools import ToolOutput
 
 __all__ = ["NO_TRACING", "OtelTracing", "Span", "Tracing", "current_trace_id", "make_tracing",
@@ -69,6 +69,9 @@ class Span:
     def recovered(self, attempt: int) -> None:
         """This stretch takes the run up after a crash (its ``attempt``-th recovery)."""
 
+    def failed(self, why: str) -> None:
+        """What was tried did not work (it is tried again)."""
+
     def traceparent(self) -> str:
         """This span as a W3C ``traceparent`` ('' when not traced)."""
         return ""
@@ -88,6 +91,20 @@ class Tracing:
 
     def tool(self, call: ToolCall, effect: str | None) -> AbstractContextManager[Span]:
         return _OFF
+
+    def checkpoint(self, entries: int) -> AbstractContextManager[Span]:
+        """A durable checkpoint's commit (``entries`` new entries in it)."""
+        return _OFF
+
+    def delivery(self, delivery: Delivery, what: str, *, fresh: bool, parent: str = ""
+                 ) -> AbstractContextManager[Span]:
+        """Sending one outbox record (``what``: reply, approval prompt, file); ``fresh``:
+        never tried before (else the channel is asked first whether it was sent)."""
+        return _OFF
+
+    def waited(self, run: Run, pending: PendingApproval, decided: Decision) -> None:
+        """A span for the time the run waited for a person, from the request to the
+        decision, in the run's trace (nothing, when off)."""
 
     def close(self) -> None:
         """Send what is buffered and stop (nothing, when off)."""
@@ -151,6 +168,29 @@ class OtelTracing(Tracing):
     def close(self) -> None:
         self.provider.shutdown()
 
+    def checkpoint(self, entries: int) -> AbstractContextManager[Span]:
+        return self._span("checkpoint", {"maiden.checkpoint.entries": entries,
+                                         "maiden.checkpoint.durable": True}, _Recording)
+
+    def delivery(self, delivery: Delivery, what: str, *, fresh: bool, parent: str = ""
+                 ) -> AbstractContextManager[Span]:
+        return self._span(f"deliver {what}", {
+            "maiden.run.id": delivery.run_id, "maiden.channel": delivery.channel,
+            "maiden.delivery.kind": what, "maiden.delivery.reconciled": not fresh,
+            "maiden.delivery.failed_before": delivery.attempts_failed}, _DeliverySpan,
+            parent=parent)
+
+    def waited(self, run: Run, pending: PendingApproval, decided: Decision) -> None:
+        context = _propagator().extract({"traceparent": run.trace}) if run.trace else None
+        span = self._tracer.start_span(
+            f"await_approval {pending.name}", context=context,
+            start_time=int(pending.requested_at * 1e9), attributes={
+                "maiden.run.id": run.id, "gen_ai.tool.name": pending.name,
+                "gen_ai.tool.call.id": pending.tool_call_id, "maiden.approval.reason":
+                pending.reason, "maiden.approval.approved": decided.approve,
+                "maiden.approval.by": decided.by})
+        span.end(end_time=int(max(decided.at, pending.requested_at) * 1e9))
+
     @contextmanager
     def _span(self, name: str, attributes: Mapping[str, Any], kind: type[_Recording], *,
               parent: str = "") -> Iterator[Span]:
@@ -197,6 +237,13 @@ class _RunSpan(_Recording):
             if run.reply is not None:
                 attributes["maiden.run.reply"] = run.reply
         self.span.set_attributes(attributes)
+
+
+class _DeliverySpan(_Recording):
+    def failed(self, why: str) -> None:
+        from opentelemetry.trace import Status, StatusCode
+
+        self.span.set_status(Status(StatusCode.ERROR, why))
 
 
 def _propagator() -> Any:

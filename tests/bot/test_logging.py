@@ -46,4 +46,4 @@ async def test_a_record_logged_in_a_traced_run_carries_its_trace_id(tmp_path: Pa
     assert inside.trace_id == run.trace.split("-")[1]  # type: ignore[attr-defined]
     assert json.loads(fmt.format(inside))["trace_id"] == run.trace.split("-")[1]
     assert "trace_id" not in json.loads(fmt.format(outside))
-    assert len(exporter.get_finished_spans()) == 4
+    assert len(exporter.get_finished_spans()) == 5  # with the answer's checkpoint

@@ -69,8 +69,9 @@ async def test_a_run_is_one_span_with_its_model_and_tool_calls_beneath(
     await _one_message(tmp_path, tracing)
     spans = {s.name: s for s in exporter.get_finished_spans()}
     names = [s.name for s in exporter.get_finished_spans()]
-    assert sorted(names) == ["chat scripted", "chat scripted", "execute_tool lookup",
-                             "invoke_agent maiden"]
+    # The answer's commit is the run's one durable checkpoint (the rest is read-only).
+    assert sorted(names) == ["chat scripted", "chat scripted", "checkpoint",
+                             "execute_tool lookup", "invoke_agent maiden"]
     root = spans["invoke_agent maiden"]
     assert root.parent is None
     assert all(s.parent is not None and s.parent.span_id == root.context.span_id
@@ -173,8 +174,8 @@ async def test_spans_go_to_an_otlp_http_collector(tmp_path: Path) -> None:
                          if a.key == "service.name"}
             for scope in resource_spans.scope_spans:
                 names += [span.name for span in scope.spans]
-    assert sorted(names) == ["chat scripted", "chat scripted", "execute_tool lookup",
-                             "invoke_agent maiden"]
+    assert sorted(names) == ["chat scripted", "chat scripted", "checkpoint",
+                             "execute_tool lookup", "invoke_agent maiden"]
     assert services == {"maiden-test"}
 
 
@@ -207,6 +208,58 @@ async def test_a_run_keeps_one_trace_across_a_pause(
     assert run.trace.split("-")[1] == f"{first.context.trace_id:032x}"
     paused = [s for s in exporter.get_finished_spans() if s.name == "execute_tool deploy"]
     assert [dict(s.attributes or {})["maiden.tool.outcome"] for s in paused] == ["paused", "ok"]
+    # The wait for the person is a span of its own, from the request to the decision.
+    (waited,) = [s for s in exporter.get_finished_spans() if s.name == "await_approval deploy"]
+    assert waited.context.trace_id == first.context.trace_id
+    assert waited.parent is not None and waited.parent.span_id == first.context.span_id
+    assert dict(waited.attributes or {})["maiden.approval.approved"] is True
+    assert dict(waited.attributes or {})["maiden.approval.by"] == "ops"
+    assert waited.start_time is not None and waited.end_time is not None
+    assert waited.start_time <= waited.end_time
+
+
+class Chat:
+    """A channel that keeps what it is sent (and fails the first send when told to)."""
+
+    max_chars: int | None = None
+
+    def __init__(self, fail_first: bool = False) -> None:
+        self.sent: list[str] = []
+        self.fail_first = fail_first
+
+    async def send(self, delivery: Any) -> str:
+        if self.fail_first:
+            self.fail_first = False
+            raise RuntimeError("the platform is down")
+        self.sent.append(delivery.key)
+        return f"m{len(self.sent)}"
+
+    async def reconcile(self, delivery: Any) -> str | None:
+        return None
+
+
+async def test_a_reply_sent_is_a_span_in_the_runs_trace(
+        tmp_path: Path, exported: tuple[OtelTracing, InMemorySpanExporter]) -> None:
+    tracing, exporter = exported
+    chat = Chat(fail_first=True)
+    async with SQLiteStore(tmp_path / "m.db") as store, \
+            Runtime(store, ScriptedProvider([{"text": "hi"}]), ToolRegistry([]),
+                    tracing=tracing) as rt:
+        rt.add_deliverer("chat", chat)
+        run = await rt.send("t", "hello", origin=Origin(channel="chat", target={"room": "r"}))
+        await rt.idle()  # its worker has tried to send the reply
+        await rt.flush_deliveries()  # the failed send, tried again
+    assert len(chat.sent) == 1
+    sends = [s for s in exporter.get_finished_spans() if s.name == "deliver reply"]
+    assert len(sends) == 2
+    first, again = sends
+    trace_id = int(run.trace.split("-")[1], 16)
+    assert first.context.trace_id == again.context.trace_id == trace_id  # the run's
+    assert first.status.status_code.name == "ERROR" and "down" in (first.status.description
+                                                                  or "")
+    assert dict(again.attributes or {})["maiden.delivery.reconciled"] is True
+    assert dict(again.attributes or {})["maiden.delivery.failed_before"] == 1
+    assert again.status.status_code.name == "UNSET"
 
 
 async def test_untraced_runs_record_no_trace(tmp_path: Path) -> None:
