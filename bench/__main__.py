@@ -40,6 +40,7 @@ from .report import (
     slack_rows,
     stream_rows,
     thread_rows,
+    traced_rows,
 )
 from .resume import run_resume
 from .schedules import run_schedules
@@ -47,7 +48,7 @@ from .slack import run_slack
 from .slowloris import run_slowloris, slowloris_rows
 from .stream import run_stream
 from .table import Row, render
-from .thread import run_flush_ways, run_rounds
+from .thread import run_flush_ways, run_rounds, run_traced
 
 WORKLOADS = ("thread", "resume", "concurrency", "memory", "slack", "schedules", "postgres",
              "replicas", "slowloris", "stream", "files", "agents")
@@ -122,6 +123,8 @@ async def _run(sizes: Sizes, only: set[str], workdir: Path, sync: Synchronous) -
             _progress("workloads 1+2 with durable commits on the loop's thread, then the "
                       "writer's, interleaved")
             rows += flush_way_rows(await run_flush_ways(workdir, n, sync, sizes.rounds))
+        _progress("workloads 1+2 untraced, then traced ([otel]), interleaved")
+        rows += traced_rows(await run_traced(workdir, n, sync, sizes.rounds))
     if "resume" in only:
         _progress(f"workload 3: load {sizes.load_entries:,} entries, "
                   f"recover {sizes.recover_runs:,} runs")

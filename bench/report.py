@@ -13,9 +13,21 @@ from .stream import BLOCK_S, StreamResult
 from .table import Row, verdict
 from .thread import BLOCKS, ThreadResult, median_range
 
-__all__ = ["burst_rows", "concurrency_rows", "cpu_rows", "flush_way_rows", "memory_rows",
-           "postgres_rows", "replicas_rows", "resume_rows", "schedules_rows", "slack_rows",
-           "stream_rows", "thread_rows"]
+__all__ = [
+    "burst_rows",
+    "concurrency_rows",
+    "cpu_rows",
+    "flush_way_rows",
+    "memory_rows",
+    "postgres_rows",
+    "replicas_rows",
+    "resume_rows",
+    "schedules_rows",
+    "slack_rows",
+    "stream_rows",
+    "thread_rows",
+    "traced_rows",
+]
 
 PER_MESSAGE = 1.5
 GROWTH = 1.1
@@ -113,6 +125,18 @@ def cpu_rows(results: list[ThreadResult]) -> list[Row]:
                 f"<= {CPU_MS:g} ms", verdict(ms, at_most=CPU_MS),
                 why="the loop's Python: a run is still a pydantic model written whole as JSON "
                     "at each checkpoint (writing only its changed columns is left to do)")]
+
+
+def traced_rows(results: dict[str, list[ThreadResult]]) -> list[Row]:
+    """The thread with ``[otel]`` tracing on against off (issue 32: off costs nothing, on is
+    reported)."""
+    off, on = results["off"], results["on"]
+    name = f"1+2 thread, N={off[0].n:,}, traces"
+    off_ms, _, _ = median_range([x.maiden_total_s * 1000 / x.n for x in off])
+    on_ms, low, high = median_range([x.maiden_total_s * 1000 / x.n for x in on])
+    return [Row(name, f"ms/message, tracing on (5 spans a message, batched; median of "
+                f"{len(on)}, {low:.2f}-{high:.2f})", f"{on_ms:.2f}", f"{off_ms:.2f}",
+                _x(on_ms / off_ms))]
 
 
 def flush_way_rows(ways: dict[str, list[ThreadResult]]) -> list[Row]:

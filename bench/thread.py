@@ -13,14 +13,14 @@ from pathlib import Path
 
 import aiosqlite
 
-from runtime import Runtime, SQLiteStore
+from runtime import NO_TRACING, Runtime, SQLiteStore, Tracing
 from runtime.stores.sqlite import Synchronous
 from runtime.stores.sqlite.commit import SLOW_FLUSH_S, WriteCounts
 
 from .workload import expect_completed, floor_rows, user_text, workload_runtime
 
 __all__ = ["BLOCKS", "Floor", "ThreadResult", "db_size", "median_range", "remove_db",
-           "run_flush_ways", "run_rounds", "run_thread"]
+           "run_flush_ways", "run_rounds", "run_thread", "run_traced"]
 
 BLOCKS = 6
 THREAD = "bench:standard"
@@ -125,7 +125,8 @@ async def _floor_message(floor: Floor, i: int) -> float:
 
 
 async def run_thread(workdir: Path, n: int, synchronous: Synchronous, *,
-                     slow_flush_s: float = SLOW_FLUSH_S) -> ThreadResult:
+                     slow_flush_s: float = SLOW_FLUSH_S,
+                     tracing: Tracing = NO_TRACING) -> ThreadResult:
     """Workloads 1 and 2 at ``n`` messages, in fresh databases under ``workdir``."""
     maiden_path, floor_path = workdir / f"maiden-{n}.db", workdir / f"floor-{n}.db"
     remove_db(maiden_path)
@@ -134,7 +135,8 @@ async def run_thread(workdir: Path, n: int, synchronous: Synchronous, *,
     bounds = [round(b * n / BLOCKS) for b in range(BLOCKS + 1)]
     async with SQLiteStore(maiden_path, synchronous=synchronous,
                            slow_flush_s=slow_flush_s) as store, \
-            workload_runtime(store) as rt, Floor(floor_path, synchronous) as floor:
+            workload_runtime(store, tracing=tracing) as rt, \
+            Floor(floor_path, synchronous) as floor:
         before = store.write_counts()
         for b in range(BLOCKS):
             block = range(bounds[b], bounds[b + 1])
@@ -205,3 +207,37 @@ def median_range(values: list[float]) -> tuple[float, float, float]:
     middle = len(ordered) // 2
     median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
     return median, ordered[0], ordered[-1]
+
+
+async def run_traced(workdir: Path, n: int, synchronous: Synchronous, rounds: int
+                     ) -> dict[str, list[ThreadResult]]:
+    """The thread untraced and traced (``[otel]``'s spans, batched to an exporter that drops
+    them: what making them costs), interleaved."""
+    results: dict[str, list[ThreadResult]] = {"off": [], "on": []}
+    for _ in range(rounds):
+        results["off"].append(await run_thread(workdir, n, synchronous))
+        tracing = _dropping_tracing()
+        try:
+            results["on"].append(await run_thread(workdir, n, synchronous, tracing=tracing))
+        finally:
+            tracing.close()
+    return results
+
+
+def _dropping_tracing() -> Tracing:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        SpanExporter,
+        SpanExportResult,
+    )
+
+    from runtime import OtelTracing
+
+    class Dropped(SpanExporter):
+        def export(self, spans: object) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Dropped()))
+    return OtelTracing(provider)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from runtime import (
+    NO_TRACING,
     AssistantTurn,
     Entry,
     ModelRequest,
@@ -22,6 +23,7 @@ from runtime import (
     ToolCall,
     ToolRegistry,
     ToolResult,
+    Tracing,
     Usage,
     UserMessage,
     tool,
@@ -125,10 +127,11 @@ async def workload_runtime(
     latency_s: float = 0.0,
     concurrency: Literal["global", "thread"] = "global",
     context_window: int | None = None,
+    tracing: Tracing = NO_TRACING,
 ) -> AsyncIterator[Runtime]:
     """A started runtime on ``store`` with the workload's model and tool."""
     rt = Runtime(store, LookupModel(latency_s, context_window), ToolRegistry([lookup]),
-                 settings=RuntimeConfig(concurrency=concurrency))
+                 settings=RuntimeConfig(concurrency=concurrency), tracing=tracing)
     async with rt:
         yield rt
 
