@@ -2,9 +2,12 @@
 conventions, exported over OTLP/HTTP when ``[otel] endpoint`` is set.
 
 One span per stretch of a run this process drives (``invoke_agent {agent}``), a child per
-model call (``chat {model}``) and one per tool call (``execute_tool {name}``). A run keeps
-one trace across crashes, replicas and pauses: its first stretch records its own span as
-the run's ``trace`` (with its start), and every later stretch is traced under it. What people
+model call (``chat {model}``), per tool call (``execute_tool {name}``) and per durable
+checkpoint (``checkpoint``); beside them, each outbox send (``deliver {what}``) and the
+wait for a person (``await_approval {tool}``). A run keeps one trace across crashes,
+replicas and pauses: its first stretch records its own span as the run's ``trace`` (with
+its start; or the ``traceparent`` of the request that brought it is), and every later
+stretch is traced under it. What people
 wrote, what the model answered and what tools returned are left out unless ``[otel]
 capture_content`` is true; ids, models, token counts, effects and outcomes are always in.
 
