@@ -52,6 +52,7 @@ from .errors import (
 )
 from .events import (
     ApprovalRequested,
+    ModelAnswered,
     RunEnded,
     RunEvent,
     RunStarted,
@@ -175,6 +176,7 @@ __all__ = [
     "Lease",
     "LeaseStore",
     "MaidenError",
+    "ModelAnswered",
     "ModelRequest",
     "ModelResponse",
     "NotFound",

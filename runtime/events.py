@@ -16,6 +16,7 @@ from .runs import Run, RunState
 __all__ = [
     "ApprovalRequested",
     "EventBus",
+    "ModelAnswered",
     "RunEnded",
     "RunEvent",
     "RunStarted",
@@ -42,6 +43,18 @@ class RunStarted(_Event):
 class TextDelta(_Event):
     kind: Literal["text.delta"] = "text.delta"
     text: str
+
+
+class ModelAnswered(_Event):
+    """A model call came back: which model, its tokens, how long it took and, when it
+    streamed, how long until its first text (the GenAI metrics are made of these)."""
+
+    kind: Literal["model.answered"] = "model.answered"
+    model: str
+    input_tokens: int
+    output_tokens: int
+    seconds: float
+    first_token_s: float | None = None
 
 
 class ToolCallStarted(_Event):
@@ -114,8 +127,8 @@ _ENDED_KIND: dict[RunState, Any] = {
 
 
 RunEvent = Annotated[
-    RunStarted | TextDelta | ToolCallStarted | ToolCallFinished | ApprovalRequested
-    | StateChanged | RunEnded,
+    RunStarted | TextDelta | ModelAnswered | ToolCallStarted | ToolCallFinished
+    | ApprovalRequested | StateChanged | RunEnded,
     Field(discriminator="kind"),
 ]
 

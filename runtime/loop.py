@@ -30,7 +30,14 @@ from .cursor import RunCursor
 from .endings import DRIVABLE, Endings
 from .entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, UserMessage
 from .errors import ContextTooLong, CorruptStore, ProviderError, StaleWrite, StoreError
-from .events import EventBus, RunStarted, TextDelta, ToolCallFinished, ToolCallStarted
+from .events import (
+    EventBus,
+    ModelAnswered,
+    RunStarted,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+)
 from .files import Files, Taken
 from .gate import CallFacts, Pause, Reconcile, Refuse, gate_call, replay_mismatch, unique_call_ids
 from .guards import call_key, is_repeat, too_long, turn_budget
@@ -336,10 +343,25 @@ class RunDriver:
     async def _ask(self, cur: RunCursor, final: bool, request: ModelRequest,
                    on_text: TextSink) -> ModelResponse:
         """The provider's next turn for ``request``."""
+        began, first = time.perf_counter(), 0.0
+
+        async def timed(delta: str) -> None:
+            nonlocal first
+            if not first:
+                first = time.perf_counter()
+            await on_text(delta)
+
         with self.tracing.model(_model_name(self.provider)) as span:
-            response = await self._complete(cur, final, request, on_text, span)
+            response = await self._complete(cur, final, request, timed, span)
             span.answered(response)
-            return response
+        run = cur.run
+        self.bus.publish(ModelAnswered(
+            run_id=run.id, thread_id=run.thread_id,
+            model=response.model or _model_name(self.provider),
+            input_tokens=response.usage.input_tokens,
+            output_tokens=response.usage.output_tokens,
+            seconds=time.perf_counter() - began, first_token_s=first - began if first else None))
+        return response
 
     async def _complete(self, cur: RunCursor, final: bool, request: ModelRequest,
                         on_text: TextSink, span: Span) -> ModelResponse:

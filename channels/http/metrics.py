@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from runtime import (
+    ModelAnswered,
     RunEnded,
     RunEvent,
     RunStarted,
@@ -32,6 +33,8 @@ log = logging.getLogger("maiden.http.metrics")
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 _LATENCY = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+_TOKENS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304)
+"""The GenAI conventions' recommended buckets for token counts."""
 _REMEMBERED = 10_000  # runs whose usage so far is kept, so a resumed run is not counted twice
 
 
@@ -61,6 +64,17 @@ class Metrics:
                               ["kind"], registry=r)
         self.cost = Counter("maiden_cost_usd", "Cost of runs in this process, in USD",
                             registry=r)
+        # The OpenTelemetry GenAI client metrics, by their names (dots as underscores).
+        self.operation_seconds = Histogram(
+            "gen_ai_client_operation_duration_seconds", "Model calls, by model",
+            ["gen_ai_operation_name", "gen_ai_request_model"], buckets=_LATENCY, registry=r)
+        self.token_usage = Histogram(
+            "gen_ai_client_token_usage", "Tokens a model call used, by model and type",
+            ["gen_ai_request_model", "gen_ai_token_type"], buckets=_TOKENS, registry=r)
+        self.first_token_seconds = Histogram(
+            "gen_ai_server_time_to_first_token_seconds",
+            "Streamed model calls: until their first text, by model",
+            ["gen_ai_request_model"], buckets=_LATENCY, registry=r)
         for state in RunState:
             self.runs.labels(state.value)
         for kind in Usage.model_fields:
@@ -88,6 +102,12 @@ class Metrics:
             elif started is not None and event.state in (RunState.AWAITING_TOOL,
                                                          RunState.COMPLETED):
                 self.turn_seconds.observe(at - started)
+        elif isinstance(event, ModelAnswered):
+            self.operation_seconds.labels("chat", event.model).observe(event.seconds)
+            self.token_usage.labels(event.model, "input").observe(event.input_tokens)
+            self.token_usage.labels(event.model, "output").observe(event.output_tokens)
+            if event.first_token_s is not None:
+                self.first_token_seconds.labels(event.model).observe(event.first_token_s)
         elif isinstance(event, ToolCallStarted):
             self._tools[(event.run_id, event.call.id)] = (event.call.name, at)
         elif isinstance(event, ToolCallFinished):

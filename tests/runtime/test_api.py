@@ -130,8 +130,8 @@ async def test_a_follower_after_submit_misses_nothing(make_runtime: Any) -> None
         run = await rt.submit("t", "hi")
         await asyncio.sleep(0)  # the worker may start before the follower subscribes
         events = [e async for e in rt.follow(run.id)]
-    assert [e.kind for e in events] == ["run.started", "run.state", "text.delta", "run.state",
-                                        "run.completed"]
+    assert [e.kind for e in events] == ["run.started", "run.state", "text.delta",
+                                        "model.answered", "run.state", "run.completed"]
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "streamed words"
 
 

@@ -297,8 +297,9 @@ async def test_events_stream_the_run(make_runtime: Any) -> None:
             seen.append(await asyncio.wait_for(events.next(), 5))
     kinds_seen = [e.kind for e in seen]
     # What happened comes before the state it led to (the order the README shows).
-    assert kinds_seen == ["run.started", "run.state", "run.state", "tool.call", "tool.result",
-                          "run.state", "text.delta", "run.state", "run.completed"]
+    assert kinds_seen == ["run.started", "run.state", "model.answered", "run.state",
+                          "tool.call", "tool.result", "run.state", "text.delta",
+                          "model.answered", "run.state", "run.completed"]
     assert all(e.run_id == run.id for e in seen)
 
 

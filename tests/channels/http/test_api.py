@@ -309,6 +309,11 @@ async def test_health_and_metrics(tmp_path: Path) -> None:
         assert 'maiden_tool_seconds_count{outcome="ok",tool="clock"} 1.0' in text
         assert 'maiden_tool_seconds_count{outcome="error",tool="nosuch"} 1.0' in text
         assert "maiden_turn_seconds_count 4.0" in text
+        # The GenAI client metrics: one model call a turn.
+        assert ('gen_ai_client_operation_duration_seconds_count{gen_ai_operation_name="chat",'
+                'gen_ai_request_model="echo"} 4.0') in text
+        assert ('gen_ai_client_token_usage_count{gen_ai_request_model="echo",'
+                'gen_ai_token_type="input"} 4.0') in text
         input_tokens = next(float(line.split()[-1]) for line in text.splitlines()
                             if line.startswith('maiden_tokens_total{kind="input"}'))
         runs = (await client.get("/v1/runs")).json()["runs"]
