@@ -33,7 +33,7 @@ from .runs import Decision, Delivery, PendingApproval, Run
 from .tools import ToolOutput
 
 __all__ = ["NO_TRACING", "OtelTracing", "Span", "Tracing", "current_trace_id", "make_tracing",
-           "probe_collector", "traceparent_of"]
+           "note_retry", "probe_collector", "traceparent_of"]
 
 _TRACEPARENT = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
 
@@ -46,6 +46,17 @@ def current_trace_id() -> str:
         return ""
     context = api.get_current_span().get_span_context()
     return f"{context.trace_id:032x}" if context.is_valid else ""
+
+
+def note_retry(attempt: int, reason: str) -> None:
+    """A retry of what the current span does (a provider's request sent again), as an
+    event on it; nothing when untraced."""
+    api = sys.modules.get("opentelemetry.trace")
+    if api is None:
+        return
+    span = api.get_current_span()
+    if span.is_recording():
+        span.add_event("retry", {"maiden.retry.attempt": attempt, "maiden.reason": reason})
 
 
 def traceparent_of(value: str | None) -> str:

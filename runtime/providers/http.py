@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 
 from ..errors import ContextTooLong, ProviderError
+from ..tracing import note_retry
 
 __all__ = [
     "HttpTransport",
@@ -198,6 +199,7 @@ class HttpTransport:
                     raise error
             if attempt + 1 == attempts:
                 raise error
+            note_retry(attempt + 1, str(error))
             await self.retry.sleep(self.retry.delay(attempt, retry_after))
         raise AssertionError("unreachable")  # pragma: no cover
 

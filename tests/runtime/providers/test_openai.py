@@ -147,6 +147,30 @@ async def test_retry_after_ms_wins_over_retry_after(server: OpenAIServer,
     assert response.text == "ok" and sleeps == [0.576]
 
 
+async def test_a_retry_is_an_event_of_the_traced_model_call(
+        server: OpenAIServer, client: httpx.AsyncClient) -> None:
+    """Traced ([otel]): the request sent again after a 429 is a ``retry`` event of its
+    model call's span."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from runtime import OtelTracing
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    server.queue(Reply(status=429, json=load_json("openai/error_429.json"),
+                       headers={"retry-after-ms": "5"}), stream(["ok"]))
+    with OtelTracing(provider).model("gpt-4.1"):
+        await OPENAI.provider(server, client, Sleeps()).complete(ask(), Deltas())
+    (span,) = exporter.get_finished_spans()
+    (event,) = span.events
+    assert event.name == "retry" and dict(event.attributes or {})["maiden.retry.attempt"] == 1
+    assert "429" in str(dict(event.attributes or {})["maiden.reason"])
+    provider.shutdown()
+
+
 async def test_streamed_refusal(server: OpenAIServer, client: httpx.AsyncClient) -> None:
     refusal = {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m",
                "choices": [{"index": 0, "delta": {"refusal": "I can't."}, "finish_reason": None}]}
