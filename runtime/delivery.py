@@ -179,11 +179,19 @@ class Outbox:
                 continue
             if await skip(delivery.run_id):
                 continue
-            run = await self._store.get_run(delivery.run_id)
             if isinstance(delivery, StreamDelivery):
-                await self.live.tidy(delivery, run)
+                await self.live.tidy(delivery, await self._store.get_run(delivery.run_id))
                 continue
-            await self._send(delivery, fresh=False, trace=run.trace)
+            await self._send(delivery, fresh=False, trace=await self._trace_of(delivery))
+
+    async def _trace_of(self, delivery: Delivery) -> str:
+        """The trace of the delivery's run, when traces are made ('' when not)."""
+        if not self._tracing.enabled:
+            return ""
+        try:
+            return (await self._store.get_run(delivery.run_id)).trace
+        except NotFound:
+            return ""
 
     async def _deliver(self, deliverer: Deliverer, delivery: Delivery, *, fresh: bool
                        ) -> None:
