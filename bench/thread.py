@@ -155,11 +155,7 @@ async def run_thread(workdir: Path, n: int, synchronous: Synchronous, *,
             result.maiden_total_s += m
             result.floor_total_s += f
         after = store.write_counts()
-        result.counts = WriteCounts(**{k: getattr(after, k) - getattr(before, k)
-                                       for k in ("transactions", "synced", "switches",
-                                                 "flushed_here", "flushed_here_s",
-                                                 "flushed_here_slow", "flushed_there")},
-                                    flushed_here_max_s=after.flushed_here_max_s)
+        result.counts = after.since(before)
         warm = max(1, n - 1)
         result.transactions = result.counts.transactions / warm
         result.synced = result.counts.synced / warm

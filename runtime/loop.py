@@ -182,6 +182,7 @@ class RunDriver:
     async def _begin(self, cur: RunCursor, span: Span) -> bool:
         run = cur.run
         started_at, me = run.started_at or self.clock(), self.instance_id
+        trace = run.trace or span.traceparent()  # the run's trace, else this stretch's
         started = [RunStarted(run_id=run.id, thread_id=run.thread_id)]
         if run.state is S.QUEUED:
             refused = too_long(len(run.text), self.agent.max_message_chars)
@@ -224,16 +225,16 @@ class RunDriver:
                                  started_at=started_at, owner=me, announce=started,
                                  durable=False, hold=run.created_at >= self.began_at,
                                  first_entry=len(cur.entries), deliveries=deliveries,
-                                 trace=run.trace or span.traceparent())
+                                 trace=trace)
             else:  # an explicitly resumed run: its message is already in the thread
                 await cur.commit(to=S.RUNNING, reason="resumed", stalled_recoveries=0,
                                  started_at=started_at, owner=me, announce=started,
-                                 trace=run.trace or span.traceparent())
+                                 trace=trace)
         elif run.owner is None:
             # Released at a clean shutdown: carrying on is not a crash recovery.
             await cur.commit(to=S.RUNNING, reason="continued after restart",
                              started_at=started_at, owner=me, announce=started,
-                             trace=run.trace or span.traceparent())
+                             trace=trace)
         elif run.owner != self.instance_id:
             # Only crashes in a row with no progress in between make a run poison: a long
             # run interrupted by unrelated restarts keeps going.
@@ -251,7 +252,7 @@ class RunDriver:
             await cur.commit(to=S.RUNNING, reason=f"recovered after crash (attempt {attempt})",
                              recovery_attempts=attempt, stalled_recoveries=stalled,
                              recovered_at=len(cur.entries), started_at=started_at, owner=me,
-                             trace=run.trace or span.traceparent(),
+                             trace=trace,
                              announce=[RunStarted(run_id=run.id, thread_id=run.thread_id,
                                                   recovered=True)])
         else:  # this process takes it up again (a decision was made here)
@@ -472,7 +473,7 @@ class RunDriver:
                 content=output.content, is_error=output.is_error)]
             # A read-only call's result is not a durable point either: lost to a power
             # cut, the call is run again, as recovery does with any read-only call.
-            durable = self._has_effect(call.name)
+            durable = tool is not None and tool.effect != "read_only"
             if call is pending[-1]:
                 await cur.commit([result], to=S.RUNNING, reason="tool results recorded",
                                  started_calls=started, announce=finished, durable=durable)

@@ -26,7 +26,7 @@ import logging
 import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
@@ -63,6 +63,15 @@ class WriteCounts:
     flushed_there: int = 0
     """Durable writes sent to the connection's thread because the disk was slow."""
 
+    def since(self, before: WriteCounts) -> WriteCounts:
+        """What was done after ``before`` was taken (the longest flush: of all)."""
+        return WriteCounts(**{f.name: getattr(self, f.name) - getattr(before, f.name)
+                              for f in fields(self) if f.name != "flushed_here_max_s"},
+                           flushed_here_max_s=self.flushed_here_max_s)
+
+
+_FLUSHING = ("FULL", "EXTRA")
+"""The ``synchronous`` levels whose commit flushes the disk."""
 
 SLOW_FLUSH_S = 0.001
 """A flushing commit slower than this (on average) is not made on the event loop's thread."""
@@ -94,7 +103,7 @@ class GroupCommit:
         # What a group of only non-durable writes commits with: no fsync of its own (in
         # WAL mode, NORMAL syncs at checkpoints only); the next durable commit's fsync
         # covers its frames, which precede it in the log.
-        self._lazy = "NORMAL" if synchronous.lower() in ("full", "extra") else None
+        self._lazy = "NORMAL" if synchronous.upper() in _FLUSHING else None
         self._synchronous = synchronous.upper()
         self._pending: list[_Write] = []
         self._flusher: asyncio.Task[None] | None = None
@@ -146,7 +155,7 @@ class GroupCommit:
     async def _join(self, write: _Write) -> Any:
         if self.inline and self._flusher is None and not self._pending and self.conn.idle:
             level = self._level_for([write])
-            flushes = level in ("FULL", "EXTRA")
+            flushes = level in _FLUSHING
             if flushes and self._flush_s > self.flush_threshold_s:
                 self.counts.flushed_there += 1
             else:
@@ -215,7 +224,7 @@ class GroupCommit:
                 except Exception as exc:  # the transaction as a whole failed
                     outcomes = [exc] * len(group)
                 else:
-                    if level in ("FULL", "EXTRA"):  # (with the trip: a little slower)
+                    if level in _FLUSHING:  # (with the trip: a little slower)
                         self._timed(time.perf_counter() - began, here=False)
                 self._committed(1)
                 for write, outcome in zip(group, outcomes, strict=True):
@@ -274,7 +283,7 @@ class _Level:
 
     def committed(self) -> None:
         self.counts.transactions += 1
-        if self.now in ("FULL", "EXTRA"):
+        if self.now in _FLUSHING:
             self.counts.synced += 1
 
 
