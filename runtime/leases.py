@@ -23,14 +23,31 @@ from collections.abc import Callable
 from .errors import StoreError
 from .stores.base import LeaseStore
 
-__all__ = ["Leases", "describe_holder", "holder_name", "is_gone_here"]
+__all__ = [
+    "Leases",
+    "describe_holder",
+    "holder_instance",
+    "holder_name",
+    "is_gone_here",
+    "thread_lease",
+]
 
 log = logging.getLogger("maiden.leases")
+
+
+def thread_lease(thread_id: str) -> str:
+    """The name of the lease a process holds while it drives the thread."""
+    return f"thread:{thread_id}"
 
 
 def holder_name(instance_id: str) -> str:
     """``{instance}/{pid}@{host}``: this process, as a lease holder."""
     return f"{instance_id}/{os.getpid()}@{socket.gethostname()}"
+
+
+def holder_instance(holder: str) -> str:
+    """The runtime instance a lease holder's name stands for."""
+    return _parts(holder)[0]
 
 
 def _parts(holder: str) -> tuple[str, int | None, str]:

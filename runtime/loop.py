@@ -288,7 +288,7 @@ class RunDriver:
 
     async def _model_turn(self, cur: RunCursor) -> None:
         run = cur.run
-        verdict = await self._budget_verdict(run)
+        verdict = await self._budget_verdict(cur)
         if verdict.action == "exceeded":
             await self.end.fail(cur, "budget_exceeded", verdict.detail
                                 if verdict.budget == "spend_cap" else f"budget {verdict.detail}")
@@ -419,8 +419,10 @@ class RunDriver:
             self.provider, "context_window", None)
         return limit
 
-    async def _budget_verdict(self, run: Run) -> Verdict:
+    async def _budget_verdict(self, cur: RunCursor) -> Verdict:
+        run = cur.run
         if self.caps and run.id not in self._capped_at_start:
+            await cur.flush()  # the store sums the spend: this run's as it is now
             hit = await self.caps.reached(run)
             if hit is not None:
                 return Verdict("exceeded", "spend_cap", hit.detail)
@@ -448,13 +450,17 @@ class RunDriver:
             keys.append(key := call_key(call.name, call.arguments))
             if call.id in done:
                 continue
-            # What is held is written before a call starts: a crash inside a tool then
-            # counts towards a poison run, and whoever hears of the call finds the run
-            # running in the store.
-            await cur.flush()
+            tool = self.tools.get(call.name)
+            if tool is not None and tool.effect != "read_only":
+                # What is held is written before a call with an effect starts. A read-only
+                # call's turn stays held (written with its answer, or after ``hold_s``):
+                # lost to a crash, the call is run again, as recovery does with any
+                # read-only call; and a run that a tool kills every time still ends as a
+                # poison run, since the start of a run left by a dead process is written
+                # at once (``_begin``).
+                await cur.flush()
             run = cur.run
             self.bus.publish(ToolCallStarted(run_id=run.id, thread_id=run.thread_id, call=call))
-            tool = self.tools.get(call.name)
             with self.tracing.tool(call, tool.effect if tool is not None else None) as span:
                 output = await self._call(cur, call, index, previous, key, offered=not final)
                 span.returned(None if isinstance(output, _Paused) else output)

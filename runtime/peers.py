@@ -6,6 +6,7 @@ from typing import Any, Literal, get_args
 
 from .control import ControlRequest, Instance, ask, live_instances
 from .errors import RunError, RunErrorReason
+from .leases import holder_instance, thread_lease
 from .loop import DRIVABLE
 from .runs import Run, RunState
 from .stores.base import Store
@@ -36,6 +37,23 @@ class Peers:
             return None
         for instance in await self.servers():
             if instance.id == run.owner:
+                return f"process {instance.pid} on {instance.host}"
+        return None
+
+    async def driving_elsewhere(self, run: Run) -> str | None:
+        """As ``held_elsewhere``, and for a queued run the live process whose worker holds
+        its thread: it may be driving the run before its start is written (the cursor
+        holds a start until the next checkpoint)."""
+        found = await self.held_elsewhere(run)
+        if found is not None or run.state is not RunState.QUEUED:
+            return found
+        name = thread_lease(run.thread_id)
+        holder = next((lease.holder for lease in await self._store.leases()
+                       if lease.name == name), None)
+        if holder is None or holder_instance(holder) == self._me:
+            return None
+        for instance in await self.servers():
+            if instance.id == holder_instance(holder):
                 return f"process {instance.pid} on {instance.host}"
         return None
 

@@ -458,7 +458,7 @@ class Runtime:
                 return run
             if run.terminal:
                 raise RunError("already_ended", f"run {run_id} already ended {run.state}")
-            if await self._peers.held_elsewhere(run) is not None:
+            if await self._peers.driving_elsewhere(run) is not None:
                 return await self._asked("cancel", run_id, by=by)
             try:
                 run = await self._driver.end(run).cancel(run_id, reason, attempts=1)

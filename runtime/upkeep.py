@@ -51,7 +51,7 @@ class RuntimeUpkeep:
         self.problem = problem
 
     def report_peers(self, others: int) -> None:
-        self._workers.crowded = others > 0
+        self._workers.report_peers(others)
 
     def holds(self, run_id: str) -> bool:
         """True while this process is driving the run."""

@@ -27,24 +27,19 @@ from .delivery import Outbox
 from .drivers import Drivers
 from .errors import StaleWrite, StoreError, StoreGone
 from .events import EventBus, RunEnded, StateChanged
-from .leases import Leases, describe_holder
+from .leases import Leases, describe_holder, thread_lease
 from .logcontext import RUN_CONTEXT
 from .peers import Peers
 from .runs import Run, RunState
 from .stores.base import RunStore
 
-__all__ = ["ACTIVE", "Workers", "thread_lease"]
+__all__ = ["ACTIVE", "Workers"]
 
 log = logging.getLogger("maiden.runtime")
 S = RunState
 
 ACTIVE = (S.QUEUED, S.RUNNING, S.AWAITING_TOOL, S.AWAITING_APPROVAL)
 """States of a run that has not ended: it holds up the runs queued behind it."""
-
-
-def thread_lease(thread_id: str) -> str:
-    """The name of the lease a process holds while it drives the thread."""
-    return f"thread:{thread_id}"
 
 
 class Workers:
@@ -102,6 +97,15 @@ class Workers:
             finally:
                 RUN_CONTEXT.reset(token)
             self._tasks[thread_id] = task
+
+    def report_peers(self, others: int) -> None:
+        """How many other runtimes serve the store (the control loop found): once there are
+        any, no lease lingers, and the ones lingering now are given up."""
+        self.crowded = others > 0
+        if self.crowded:
+            for thread_id in list(self._parked):
+                self._parked[thread_id].cancel()
+                self._unpark(thread_id)
 
     def stop_lingering(self) -> None:
         """Shutdown: no parked lease is given up later (closing the leases gives them up)."""

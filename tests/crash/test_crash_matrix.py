@@ -71,12 +71,14 @@ def _cases() -> list[Case]:
     cases = [(effect, point, 1) for effect in EFFECTS for point in KILL_POINTS
              if _applies(effect, point)]
     # The turn has two calls: also die on the second one, the first one's result recorded;
-    # and as the model is asked for the answer, both results recorded (or, read-only, the
-    # second one only held in memory).
+    # and as the model is asked for the answer, both results recorded (read-only: both
+    # only held in memory).
     cases += [(effect, point, 2) for effect in EFFECTS
               for point in ("after_claim", "in_tool_after_effect", "after_tool_result",
                             "in_model_call")
-              if _applies(effect, point)]
+              if _applies(effect, point)
+              # (A read-only call's results are both written with the answer: one commit.)
+              and not (effect == "read_only" and point == "after_tool_result")]
     return cases
 
 
@@ -171,6 +173,12 @@ def _chain(effect: str) -> list[str]:
         # (Its start is written with its intent: one commit, so one point of the two.)
         return ["after_intent", "after_tool_result", "after_tool_result", "after_final_answer",
                 "after_delivery_sent"]
+    if effect == "read_only":
+        # Nothing is written between its acceptance and its answer: each restart dies in the
+        # call (the first leaves it queued; the next writes its start, then recovers it
+        # until the last recovery allowed), then after the answer, then as it is posted.
+        return ["in_tool_after_effect"] * (1 + MAX_RECOVERY_ATTEMPTS) + [
+            "after_final_answer", "after_delivery_sent"]
     return ["after_intent", "in_tool_after_effect", "after_tool_result", "after_final_answer",
             "after_delivery_sent"]
 
@@ -197,7 +205,9 @@ def _poison(root: Path, effect: str) -> Steps:
     drill = Drill(root, effect)
     kill = ("--kill-at", "in_tool_after_effect")
     drill.kill("--send", THREAD, TEXT, *kill)
-    for _ in range(MAX_RECOVERY_ATTEMPTS):
+    # A read-only call's start is held: the first process leaves the run queued, and the
+    # next one starts it afresh (its start written before it goes on) before recoveries.
+    for _ in range(MAX_RECOVERY_ATTEMPTS + (effect == "read_only")):
         drill.kill("--recover", *kill)
     return [drill.run("--recover", *kill)]
 
@@ -419,15 +429,16 @@ def test_crash_matrix_on_the_files_store(
 
 
 def _mid_run(effect: str, point: str, count: int) -> bool:
-    """Whether the run is unfinished in the store when the process dies at ``point``. A
-    read-only call's result is held for the next write: the second one (the last) lands
-    with the answer, so dying after it is dying after the answer. Asked the first time,
-    the model finds the run's start still held: the run is started afresh, not
-    recovered."""
+    """Whether the run is unfinished in the store when the process dies at ``point`` (and
+    so is recovered, not started afresh). Asked the first time, the model finds the run's
+    start still held: the run is started afresh, not recovered."""
+    if effect == "read_only":
+        # Nothing of a read-only call is a durable point: the start, the turn and both
+        # results are held in memory and written with the answer, so every commit point
+        # is the answer's, and a kill before it leaves the run queued (started afresh).
+        return False
     if point == "in_model_call":
         return count == 2
-    if effect == "read_only" and point == "after_tool_result" and count == 2:
-        return False
     return point in MID_RUN
 
 
@@ -468,8 +479,10 @@ def check_recovered(case: Case, outcome: Outcome, baseline: Outcome) -> None:
     assert_delivered_once(outcome)
 
     rerun = Counter({keys[cut]: 1}) if point == "in_tool_after_effect" else Counter()
+    if effect == "read_only" and point == "in_tool_after_effect":
+        rerun = Counter(keys[:count])  # the results before it were held too: lost
     if effect == "read_only" and point == "in_model_call" and count == 2:
-        rerun = Counter({keys[1]: 1})  # its result was held for the answer's write: lost
+        rerun = Counter(keys)  # both results were held for the answer's write: lost
     if effect == "read_only":
         # Re-running a read is allowed; its result is still recorded once (entries above).
         assert outcome.invocations == Counter(keys) + rerun
@@ -499,7 +512,8 @@ def test_crash_again_during_recovery(case: str, scenario: Future[Steps], baselin
     assert run["recovery_attempts"] == MAX_RECOVERY_ATTEMPTS
     assert_delivered_once(outcome)
     keys = outcome.keys()
-    rerun = Counter({keys[0]: 1}) if effect in ("read_only", "idempotent_write") else Counter()
+    reruns = effect in ("read_only", "idempotent_write")  # the others are never re-run
+    rerun = Counter({keys[0]: _chain(effect).count("in_tool_after_effect") if reruns else 0})
     assert outcome.invocations == Counter(keys) + rerun
     assert outcome.effects == (Counter() if effect == "read_only" else Counter(keys))
 
@@ -552,13 +566,16 @@ def test_a_run_that_kills_every_process_becomes_poison(case: str, scenario: Futu
     assert [r for r in reasons(run) if r.startswith("recovered")] == [
         f"recovered after crash (attempt {i})" for i in range(1, MAX_RECOVERY_ATTEMPTS + 1)]
     first, _ = ended.keys()
-    # One start with the message, three recoveries; the restart after them ran nothing.
-    assert ended.invocations == Counter({first: 1 + MAX_RECOVERY_ATTEMPTS})
+    # One start with the message (read-only: two, the first's lost with it), three
+    # recoveries; the restart after them ran nothing.
+    starts = 2 if effect == "read_only" else 1
+    assert ended.invocations == Counter({first: starts + MAX_RECOVERY_ATTEMPTS})
     assert ended.effects == (Counter() if effect == "read_only" else Counter({first: 1}))
-    # The history stays valid: every call of the turn has a result.
+    # The history stays valid: every call of the turn has a result (a read-only call's
+    # turn was held in memory each time, so none is on record).
     results = [e for e in ended.entries if e["kind"] == "tool_result"]
     assert [(r["tool_call_id"], r["content"]["error"]["type"]) for r in results] == [
-        (c, "cancelled") for c in CALL_IDS]
+        (c, "cancelled") for c in CALL_IDS if effect != "read_only"]
     assert run["started_calls"] == []
     # The person who asked is told, once, that it did not work out.
     (notice,) = ended.replies

@@ -25,12 +25,11 @@ from runtime import (
     tool,
 )
 from runtime.control import instance_lease, live_instances
-from runtime.leases import describe_holder, holder_name, is_gone_here
+from runtime.leases import describe_holder, holder_name, is_gone_here, thread_lease
 from runtime.requests import Instance
 from runtime.runs import RunState, new_run_id, transition
 from runtime.stores.base import Checkpoint
 from runtime.stores.postgres import PostgresStore
-from runtime.workers import thread_lease
 from tests.postgres import PG_DSN, fresh_schema
 
 S = RunState
@@ -196,6 +195,23 @@ async def test_a_thread_lease_lingers_after_its_last_run_then_is_given_up(
         assert thread_lease("t") not in {lease.name for lease in await store.leases()}
         # Given up, the next message takes it again.
         assert (await rt.send("t", "three")).reply == "echo: three"
+
+
+async def test_a_lingering_lease_is_given_up_once_another_runtime_serves_the_store(
+        tmp_path: Path) -> None:
+    """Lingering is for a runtime alone on its store: one that starts beside it finds the
+    thread free as soon as the control loop has seen it."""
+    settings = RuntimeConfig(lease_linger_s=60, lease_ttl_s=600, poll_interval_s=0.05)
+    ReleaseWatched.released = asyncio.Event()
+    async with ReleaseWatched(tmp_path / "maiden.db") as store, \
+            Runtime(store, EchoProvider(), ToolRegistry([]), settings=settings) as rt:
+        await rt.send("t", "one")
+        await rt.idle()
+        assert thread_lease("t") in {lease.name for lease in await store.leases()}
+        async with SQLiteStore(tmp_path / "maiden.db") as other_store, \
+                Runtime(other_store, EchoProvider(), ToolRegistry([]), settings=settings):
+            await asyncio.wait_for(store.released.wait(), 10)
+            assert thread_lease("t") not in {lease.name for lease in await store.leases()}
 
 
 async def test_without_lingering_a_thread_lease_is_given_up_with_its_last_run(

@@ -297,7 +297,7 @@ async def test_a_retry_on_the_other_connection_is_one_run(tmp_path: Path) -> Non
         retry = await fake.socket_redeliver(first, to=b.connection)  # retry_attempt 1
         await fake.acked(retry)
         (working,) = await b.runtime.records.runs()
-        assert working.state in ("running", "awaiting_tool")
+        assert not working.terminal  # (its start may still be held in a's memory)
         gate.release.set()
         run = await one_run(fake, (a, b), sent)
         late = await fake.socket_redeliver(retry, to=b.connection)  # retry_attempt 2, late

@@ -25,12 +25,14 @@ from tests.samples import png
 
 
 class Holder:
-    """A tool that holds the runtime's lock until the test lets it go."""
+    """A tool that holds the runtime's lock until the test lets it go (a write: its call
+    is on record before it runs, so the store shows its run in its tool at once; a
+    read-only call's would be held in memory for ``hold_s``)."""
 
     def __init__(self) -> None:
         self.started = asyncio.Event()
         self.release = asyncio.Event()
-        self.tool: Tool = tool(name="hold", effect="read_only", timeout_s=60)(self.hold)
+        self.tool: Tool = tool(name="hold", effect="idempotent_write", timeout_s=60)(self.hold)
 
     async def hold(self, what: str) -> str:
         """Hold on to something until released."""
