@@ -15,12 +15,15 @@ from typing import Literal
 
 from runtime import Runtime, SQLiteStore
 from runtime.stores.sqlite import Synchronous
-from runtime.stores.sqlite.commit import SLOW_FLUSH_S
+from runtime.stores.sqlite.commit import FlushWay
 
 from .thread import median_range, remove_db
 from .workload import bench_runtime, expect_completed, user_text, workload_runtime
 
-__all__ = ["BurstResult", "ConcurrencyResult", "run_burst", "run_concurrency"]
+__all__ = ["BURST_WAYS", "BurstResult", "ConcurrencyResult", "run_burst", "run_concurrency"]
+
+BURST_WAYS: tuple[FlushWay, ...] = ("apart", "loop", "writer")
+"""Where durable writes wait for the disk, in "50 threads at once" (maiden's first)."""
 
 
 @dataclass
@@ -82,14 +85,14 @@ class BurstResult:
     many_per_second: float
     messages_per_flush: float
     """Messages committed per disk flush while the threads ran: what group commit shares."""
-    on_writer: bool = False
-    """Whether durable commits were all made on the writer's thread (as on a slow disk)."""
+    flush: FlushWay = "apart"
+    """Where durable writes waited for the disk (``SQLiteStore(flush=...)``)."""
     ratios: list[float] = field(default_factory=list)
     """Many against one, per round."""
 
 
 async def run_burst(workdir: Path, *, threads: int, messages: int,
-                    synchronous: Synchronous, on_writer: bool = False,
+                    synchronous: Synchronous, flush: FlushWay = "apart",
                     rounds: int = 1) -> BurstResult:
     """Issue 31's "50 threads at once": messages/s of ``threads`` users at once, each
     waiting for its reply before the next, against one user alone (a fresh store each),
@@ -98,7 +101,7 @@ async def run_burst(workdir: Path, *, threads: int, messages: int,
     flushes = 0
     for r in range(rounds):
         for count in (1, threads) if r % 2 == 0 else (threads, 1):
-            rate, synced = await _burst(workdir, count, messages, synchronous, on_writer)
+            rate, synced = await _burst(workdir, count, messages, synchronous, flush)
             rates[count].append(rate)
             if count == threads:
                 flushes = synced
@@ -107,16 +110,15 @@ async def run_burst(workdir: Path, *, threads: int, messages: int,
                        one_per_second=median_range(rates[1])[0],
                        many_per_second=median_range(rates[threads])[0],
                        messages_per_flush=threads * messages / max(flushes, 1),
-                       on_writer=on_writer, ratios=ratios)
+                       flush=flush, ratios=ratios)
 
 
 async def _burst(workdir: Path, count: int, messages: int, synchronous: Synchronous,
-                 on_writer: bool) -> tuple[float, int]:
+                 flush: FlushWay) -> tuple[float, int]:
     """Messages/s of ``count`` users at once, and the disk flushes they took."""
     path = workdir / f"burst-{count}.db"
     remove_db(path)
-    async with SQLiteStore(path, synchronous=synchronous,
-                           slow_flush_s=0.0 if on_writer else SLOW_FLUSH_S) as store, \
+    async with SQLiteStore(path, synchronous=synchronous, flush=flush) as store, \
             workload_runtime(store, concurrency="thread") as rt:
         before = store.write_counts()
         start = time.perf_counter()

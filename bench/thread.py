@@ -15,11 +15,11 @@ import aiosqlite
 
 from runtime import NO_TRACING, Runtime, SQLiteStore, Tracing
 from runtime.stores.sqlite import Synchronous
-from runtime.stores.sqlite.commit import SLOW_FLUSH_S, WriteCounts
+from runtime.stores.sqlite.commit import FlushWay, WriteCounts
 
 from .workload import expect_completed, floor_rows, user_text, workload_runtime
 
-__all__ = ["BLOCKS", "Floor", "ThreadResult", "db_size", "median_range", "remove_db",
+__all__ = ["BLOCKS", "FLUSH_WAYS", "Floor", "ThreadResult", "db_size", "median_range", "remove_db",
            "run_flush_ways", "run_rounds", "run_thread", "run_traced"]
 
 BLOCKS = 6
@@ -125,7 +125,7 @@ async def _floor_message(floor: Floor, i: int) -> float:
 
 
 async def run_thread(workdir: Path, n: int, synchronous: Synchronous, *,
-                     slow_flush_s: float = SLOW_FLUSH_S,
+                     flush: FlushWay = "apart",
                      tracing: Tracing = NO_TRACING) -> ThreadResult:
     """Workloads 1 and 2 at ``n`` messages, in fresh databases under ``workdir``."""
     maiden_path, floor_path = workdir / f"maiden-{n}.db", workdir / f"floor-{n}.db"
@@ -133,8 +133,7 @@ async def run_thread(workdir: Path, n: int, synchronous: Synchronous, *,
     remove_db(floor_path)
     result = ThreadResult(n=n)
     bounds = [round(b * n / BLOCKS) for b in range(BLOCKS + 1)]
-    async with SQLiteStore(maiden_path, synchronous=synchronous,
-                           slow_flush_s=slow_flush_s) as store, \
+    async with SQLiteStore(maiden_path, synchronous=synchronous, flush=flush) as store, \
             workload_runtime(store, tracing=tracing) as rt, \
             Floor(floor_path, synchronous) as floor:
         before = store.write_counts()
@@ -181,19 +180,19 @@ async def run_rounds(workdir: Path, n: int, synchronous: Synchronous, rounds: in
     return [await run_thread(workdir, n, synchronous) for _ in range(rounds)]
 
 
-FLUSH_WAYS = {"loop": float("inf"), "writer": 0.0}
-"""Where durable commits are made: always on the event loop's thread, or always on the
-writer's (``SQLiteStore(slow_flush_s=...)``; maiden chooses by the disk's speed)."""
+FLUSH_WAYS: tuple[FlushWay, ...] = ("apart", "loop", "writer")
+"""Where durable writes wait for the disk (``SQLiteStore(flush=...)``): the log flushed on a
+thread of its own (maiden's), the commit's flush on the event loop's thread, or the whole
+write on the writer's thread."""
 
 
 async def run_flush_ways(workdir: Path, n: int, synchronous: Synchronous, rounds: int
-                         ) -> dict[str, list[ThreadResult]]:
-    """The thread both ways, interleaved (loop, writer, loop, writer, ...)."""
-    results: dict[str, list[ThreadResult]] = {way: [] for way in FLUSH_WAYS}
+                         ) -> dict[FlushWay, list[ThreadResult]]:
+    """The thread each way, interleaved (apart, loop, writer, apart, ...)."""
+    results: dict[FlushWay, list[ThreadResult]] = {way: [] for way in FLUSH_WAYS}
     for _ in range(rounds):
-        for way, threshold in FLUSH_WAYS.items():
-            results[way].append(await run_thread(workdir, n, synchronous,
-                                                 slow_flush_s=threshold))
+        for way in FLUSH_WAYS:
+            results[way].append(await run_thread(workdir, n, synchronous, flush=way))
     return results
 
 

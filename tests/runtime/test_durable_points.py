@@ -2,7 +2,9 @@
 
 A statement trace of the store's writing connection shows, for every transaction, the
 ``synchronous`` level it commits with: ``FULL`` syncs the log (a durable point), ``NORMAL``
-does not, and the next ``FULL`` commit's sync covers it."""
+does not, and the next ``FULL`` commit's sync covers it. (The store flushes on the loop's
+thread here, ``flush="loop"``, so that SQLite's own level says it; by default a durable
+commit is ``NORMAL`` and the log is flushed apart, which ``tests/stores`` shows.)"""
 
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ async def _message(tmp_path: Path, effect: Effect) -> list[tuple[str, str]]:
     provider = ScriptedProvider([
         {"tool_calls": [{"name": "lookup", "arguments": {"q": "x"}}]}, {"text": "done"}])
     statements: list[str] = []
-    async with SQLiteStore(tmp_path / "d.db", synchronous="full") as store, \
+    async with SQLiteStore(tmp_path / "d.db", synchronous="full", flush="loop") as store, \
             Runtime(store, provider, ToolRegistry([lookup])) as rt:
         await store.db.call(sqlite3.Connection.set_trace_callback, statements.append)
         run = await rt.send("t", "hello")
@@ -75,3 +77,25 @@ async def test_a_call_with_an_effect_syncs_its_intent_and_its_result(
     if effect == "non_idempotent":
         expected.insert(2, "FULL")  # the claim before the effect
     assert [level for level, _ in commits] == expected
+
+
+async def test_by_default_the_durable_points_are_flushed_apart_from_the_loop(
+        tmp_path: Path) -> None:
+    """The same two durable points, each committed on the event loop's thread without a
+    flush and then flushed on the store's flushing thread (the store's own count)."""
+    @tool(effect="read_only")
+    def lookup(q: str) -> dict[str, str]:
+        """Look something up."""
+        return {"answer": q.upper()}
+
+    turn = [{"tool_calls": [{"name": "lookup", "arguments": {"q": "x"}}]}, {"text": "done"}]
+    async with SQLiteStore(tmp_path / "d.db", synchronous="full") as store, \
+            Runtime(store, ScriptedProvider(turn * 2), ToolRegistry([lookup])) as rt:
+        await rt.send("t", "warm")  # (the start-up's writes and the thread's lease)
+        await rt.idle()
+        before = store.write_counts()
+        run = await rt.send("t", "hello")
+        await rt.idle()
+        done = store.write_counts().since(before)
+    assert run.state is RunState.COMPLETED
+    assert (done.transactions, done.synced, done.here, done.sent_there) == (2, 2, 2, 0)

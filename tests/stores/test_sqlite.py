@@ -16,8 +16,8 @@ from runtime import Checkpoint, UserMessage
 from runtime.control import Instance
 from runtime.errors import StaleWrite, StoreError
 from runtime.runs import Run
-from runtime.stores.sqlite import SHORT_THREAD, SQLiteStore
-from runtime.stores.sqlite.commit import GroupCommit
+from runtime.stores.sqlite import SHORT_THREAD, SQLiteStore, walsync
+from runtime.stores.sqlite.commit import FlushWay, GroupCommit
 from runtime.stores.sqlite.thread import SQLiteThread
 
 
@@ -210,9 +210,15 @@ def _stale(db: sqlite3.Connection) -> None:
     raise StaleWrite("moved on")
 
 
-async def _writer(path: Path, *, inline: bool = False) -> tuple[GroupCommit, list[str]]:
+async def _writer(path: Path, *, inline: bool = False, flush: FlushWay = "writer"
+                  ) -> tuple[GroupCommit, list[str]]:
     # As the store opens it: the group commit waits for another's lock, not SQLite.
-    writer = GroupCommit(await SQLiteThread.open(path, busy_timeout_s=0), inline=inline)
+    conn = await SQLiteThread.open(path, busy_timeout_s=0)
+    wal = None
+    if flush == "apart":
+        await conn.call(lambda db: db.execute("PRAGMA journal_mode=WAL").fetchall())
+        wal = Path(f"{path}-wal")
+    writer = GroupCommit(conn, inline=inline, flush=flush, wal=wal)
     await writer.transaction(lambda db: db.execute("CREATE TABLE t (x INTEGER)"))
     statements: list[str] = []
     await writer.conn.call(sqlite3.Connection.set_trace_callback, statements.append)
@@ -275,7 +281,7 @@ async def test_an_interrupted_flusher_fails_the_pending_writes(tmp_path: Path) -
 
 
 async def test_a_write_on_an_idle_connection_is_done_at_once_on_the_loop(tmp_path: Path) -> None:
-    writer, statements = await _writer(tmp_path / "g.db", inline=True)
+    writer, statements = await _writer(tmp_path / "g.db", inline=True, flush="loop")
     try:
         loop_thread = threading.get_ident()
 
@@ -289,33 +295,119 @@ async def test_a_write_on_an_idle_connection_is_done_at_once_on_the_loop(tmp_pat
         await writer.close()
 
 
-async def test_while_flushes_are_slow_durable_writes_go_to_the_thread(tmp_path: Path
-                                                                     ) -> None:
-    """A durable write's flush is timed; while flushes take longer than the threshold, the
-    next durable writes are made on the connection's thread (where those that come
-    meanwhile share a flush), never on the loop's. A lazy write, which does not flush,
-    stays on the loop."""
-    writer, _ = await _writer(tmp_path / "g.db", inline=True)
+def _where(db: sqlite3.Connection) -> int:
+    db.execute("INSERT INTO t VALUES (1)")
+    return threading.get_ident()
+
+
+class _Disk:
+    """The log's flush, held until the test lets it go: a slow disk, in the OS call only."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.flushing = asyncio.Event()
+        self.go = threading.Event()
+        self.flushes = 0
+        self.real = walsync._datasync
+
+    def __call__(self, fd: int) -> None:
+        self.flushes += 1
+        self.loop.call_soon_threadsafe(self.flushing.set)
+        if not self.go.wait(10):
+            raise OSError("the test never let the flush go")
+        self.real(fd)
+
+
+async def test_a_durable_write_waits_for_its_flush_apart_and_the_loop_does_not(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``flush="apart"``: committed on the loop's thread without a flush, then the log is
+    flushed on a thread of its own while the loop goes on; the writes committed meanwhile
+    share the next flush."""
+    disk = _Disk()
+    monkeypatch.setattr(walsync, "_datasync", disk)
+    writer, statements = await _writer(tmp_path / "g.db", inline=True, flush="apart")
+    try:
+        assert writer.flush == "apart"
+        before = writer.counts.synced
+        first = asyncio.ensure_future(writer.write(_where))
+        await asyncio.wait_for(disk.flushing.wait(), 10)  # (on the flushing thread)
+        assert not first.done()  # not told before it is on disk...
+        assert statements[-3:] == ["BEGIN IMMEDIATE", "INSERT INTO t VALUES (1)", "COMMIT"]
+        assert "PRAGMA synchronous=NORMAL" in statements  # ...nor flushed by SQLite
+        # The loop is not held: more durable writes are committed on it meanwhile.
+        committed = asyncio.Event()
+
+        def counted(db: sqlite3.Connection) -> int:
+            where = _where(db)
+            if statements.count("INSERT INTO t VALUES (1)") == 4:
+                committed.set()
+            return where
+
+        rest = [asyncio.ensure_future(writer.write(counted)) for _ in range(3)]
+        await asyncio.wait_for(committed.wait(), 10)
+        assert not any(r.done() for r in rest)
+        disk.go.set()
+        assert await first == threading.get_ident()
+        assert await asyncio.gather(*rest) == [threading.get_ident()] * 3
+        assert disk.flushes == 2  # one for the first, one shared by the three after it
+        assert writer.counts.synced - before == 2 and writer.counts.here == 4
+        assert await writer.write_lazily(_where) == threading.get_ident()
+        assert disk.flushes == 2  # a lazy write waits for no flush
+    finally:
+        disk.go.set()
+        await writer.close()
+
+
+async def test_a_failed_flush_fails_the_write(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(walsync, "_datasync", broken)
+    writer, _ = await _writer(tmp_path / "g.db", inline=True, flush="apart")
+    try:
+        with pytest.raises(StoreError, match="cannot flush the write-ahead log"):
+            await writer.write(_where)
+    finally:
+        await writer.close()
+
+
+async def test_without_a_write_ahead_log_durable_writes_go_to_the_thread(tmp_path: Path
+                                                                        ) -> None:
+    """``flush="apart"`` needs a WAL to flush: without one (a journal SQLite could not
+    make a WAL), durable writes go to the connection's thread, never held on the loop."""
+    conn = await SQLiteThread.open(tmp_path / "g.db", busy_timeout_s=0)
+    writer = GroupCommit(conn, inline=True, flush="apart", wal=None)
+    try:
+        assert writer.flush == "writer"
+    finally:
+        await writer.close()
+
+
+async def test_flushes_on_the_writers_thread_are_shared(tmp_path: Path) -> None:
+    """``flush="writer"``: durable writes are made on the connection's thread, where those
+    that come meanwhile share a flush; a lazy write, which does not flush, stays on the
+    loop's."""
+    writer, _ = await _writer(tmp_path / "g.db", inline=True, flush="writer")
     try:
         loop_thread = threading.get_ident()
-
-        def where(db: sqlite3.Connection) -> int:
-            db.execute("INSERT INTO t VALUES (1)")
-            return threading.get_ident()
-
-        assert await writer.write(where) == loop_thread  # the first is timed where it is
-        assert writer.counts.flushed_here == 1
-        assert writer.counts.flushed_here_max_s > 0
-        writer.flush_threshold_s = 0.0  # every flush is slow now
-        assert await writer.write(where) != loop_thread
-        assert await writer.write_lazily(where) == loop_thread
-        assert (writer.counts.flushed_here, writer.counts.flushed_there) == (1, 1)
-        # Together on the thread: durable writes that arrive at once share its flushes.
+        assert await writer.write(_where) != loop_thread
+        assert await writer.write_lazily(_where) == loop_thread
+        assert (writer.counts.here, writer.counts.sent_there) == (1, 1)
         before = writer.counts.synced
         await asyncio.gather(*(writer.write(_insert, i) for i in range(20)))
         assert writer.counts.synced - before < 20
-        writer.flush_threshold_s = float("inf")  # never slow: on the loop again
-        assert await writer.write(where) == loop_thread
+    finally:
+        await writer.close()
+
+
+async def test_flushes_on_the_loop_are_timed(tmp_path: Path) -> None:
+    writer, _ = await _writer(tmp_path / "g.db", inline=True, flush="loop")
+    try:
+        before = writer.counts.synced
+        assert await writer.write(_where) == threading.get_ident()
+        assert writer.counts.here == 1 and writer.counts.synced - before == 1
+        assert writer.counts.here_max_s > 0
     finally:
         await writer.close()
 

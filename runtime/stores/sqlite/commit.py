@@ -12,11 +12,11 @@ more than a small transaction. It does not wait for another process's lock there
 the database is busy, it goes to the thread, which waits). WAL checkpoints, which copy
 the log into the database and can take milliseconds, always run on the thread.
 
-A durable write's commit waits for the disk's flush, which the loop must not wait for
-when the disk is slow: the commits that flush are timed (a moving average), and while
-they take longer than ``SLOW_FLUSH_S`` durable writes go to the connection's thread,
-where the writes that come meanwhile share the next flush. On a fast disk the trip
-costs more than the flush, so they stay on the loop (``bench/`` measures both).
+A durable write's commit must reach the disk, which the loop must not wait for: by default
+(``flush="apart"``) it is committed on the loop's thread without a flush and its caller
+waits for a flush of the log on a thread of its own, shared by the commits made meanwhile
+(``WalSync``). ``flush="loop"`` commits with the flush on the loop's thread, ``"writer"``
+sends the whole write to the connection's thread; ``bench/`` measures all three.
 """
 
 from __future__ import annotations
@@ -28,12 +28,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec, TypeVar, cast
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, cast
 
 from ...errors import StoreError
 from .thread import SQLiteThread, store_error
+from .walsync import WalSync
 
-__all__ = ["SLOW_FLUSH_S", "GroupCommit", "WriteCounts"]
+__all__ = ["SLOW_S", "FlushWay", "GroupCommit", "WriteCounts"]
 
 log = logging.getLogger("maiden.store")
 
@@ -49,32 +50,39 @@ class WriteCounts:
     transactions: int = 0
     """Transactions committed."""
     synced: int = 0
-    """Of those, the ones committed with ``synchronous`` FULL or EXTRA: a disk flush each."""
+    """Disk flushes: commits made with ``synchronous`` FULL or EXTRA, and flushes of the log
+    made apart (``WalSync``), each of which may cover several commits."""
     switches: int = 0
     """``PRAGMA synchronous`` changes between them."""
-    flushed_here: int = 0
-    """Flushing commits made on the event loop's thread (the disk was fast)..."""
-    flushed_here_s: float = 0.0
+    here: int = 0
+    """Writes committed on the event loop's thread..."""
+    here_s: float = 0.0
     """...and how long they held it up, in all..."""
-    flushed_here_max_s: float = 0.0
+    here_max_s: float = 0.0
     """...and at most..."""
-    flushed_here_slow: int = 0
-    """...and how many of them took longer than ``SLOW_FLUSH_S``."""
-    flushed_there: int = 0
-    """Durable writes sent to the connection's thread because the disk was slow."""
+    here_slow: int = 0
+    """...and how many of them held it up longer than ``SLOW_S``."""
+    sent_there: int = 0
+    """Durable writes sent to the connection's thread (``flush="writer"``)."""
 
     def since(self, before: WriteCounts) -> WriteCounts:
-        """What was done after ``before`` was taken (the longest flush: of all)."""
+        """What was done after ``before`` was taken (the longest hold: of all)."""
         return WriteCounts(**{f.name: getattr(self, f.name) - getattr(before, f.name)
-                              for f in fields(self) if f.name != "flushed_here_max_s"},
-                           flushed_here_max_s=self.flushed_here_max_s)
+                              for f in fields(self) if f.name != "here_max_s"},
+                           here_max_s=self.here_max_s)
 
 
 _FLUSHING = ("FULL", "EXTRA")
 """The ``synchronous`` levels whose commit flushes the disk."""
 
-SLOW_FLUSH_S = 0.001
-"""A flushing commit slower than this (on average) is not made on the event loop's thread."""
+SLOW_S = 0.001
+"""A commit on the event loop's thread that holds it up longer than this is counted slow."""
+
+FlushWay = Literal["apart", "loop", "writer"]
+"""Where a durable write waits for the disk: ``apart`` (committed on the loop's thread
+without a flush, then the log flushed on a thread of its own, shared; falls back to
+``writer`` where the journal is not a WAL), ``loop`` (the flush on the loop's thread), or
+``writer`` (the whole write on the connection's thread)."""
 
 
 class GroupCommit:
@@ -89,7 +97,8 @@ class GroupCommit:
     they would run inside a commit, on whichever thread made it)."""
 
     def __init__(self, conn: SQLiteThread, *, synchronous: str = "full",
-                 busy_timeout_s: float = 10.0, inline: bool = True) -> None:
+                 busy_timeout_s: float = 10.0, inline: bool = True,
+                 flush: FlushWay = "writer", wal: Path | None = None) -> None:
         self.conn = conn
         self.inline = inline
         """Whether a write that finds the connection idle is done on the loop's thread."""
@@ -105,15 +114,15 @@ class GroupCommit:
         # covers its frames, which precede it in the log.
         self._lazy = "NORMAL" if synchronous.upper() in _FLUSHING else None
         self._synchronous = synchronous.upper()
+        self._apart = WalSync(wal, self._flushed_apart) if flush == "apart" \
+            and wal is not None and self._lazy is not None else None
+        self.flush: FlushWay = "apart" if self._apart is not None else \
+            "writer" if flush == "apart" else flush
+        """Where durable writes wait for the disk (``apart`` only on a WAL: ``wal``)."""
         self._pending: list[_Write] = []
         self._flusher: asyncio.Task[None] | None = None
         self._commits = 0
         self._checkpointer: asyncio.Task[None] | None = None
-        self._flush_s = 0.0
-        """A moving average of how long a flushing commit takes."""
-        self.flush_threshold_s = SLOW_FLUSH_S
-        """Durable writes go to the connection's thread while ``_flush_s`` is above this
-        (0: always; ``inf``: never)."""
 
     async def transaction(
         self,
@@ -156,32 +165,37 @@ class GroupCommit:
         if self.inline and self._flusher is None and not self._pending and self.conn.idle:
             level = self._level_for([write])
             flushes = level in _FLUSHING
-            if flushes and self._flush_s > self.flush_threshold_s:
-                self.counts.flushed_there += 1
+            if flushes and self.flush == "writer":
+                self.counts.sent_there += 1
             else:
+                apart = flushes and self._apart is not None
                 began = time.perf_counter()
                 try:
-                    outcome = self.conn.here(_write_here, self._no_wait, write, level)
+                    outcome = self.conn.here(_write_here, self._no_wait, write,
+                                             self._lazy if apart and self._lazy else level)
                 finally:
                     self._committed(1)
-                if flushes:
-                    self._timed(time.perf_counter() - began, here=True)
+                    self._held(time.perf_counter() - began)
                 if outcome is not _BUSY:
+                    if apart:
+                        assert self._apart is not None
+                        await self._apart.durable()
                     return outcome
         self._pending.append(write)
         if self._flusher is None:
             self._flusher = asyncio.create_task(self._flush(), name="maiden-sqlite-commit")
         return await write.future
 
-    def _timed(self, took: float, *, here: bool) -> None:
-        """A flushing commit took ``took`` seconds (``here``: on the loop's thread)."""
-        self._flush_s = took if not self._flush_s else 0.8 * self._flush_s + 0.2 * took
-        if here:
-            counts = self.counts
-            counts.flushed_here += 1
-            counts.flushed_here_s += took
-            counts.flushed_here_max_s = max(counts.flushed_here_max_s, took)
-            counts.flushed_here_slow += took > SLOW_FLUSH_S
+    def _flushed_apart(self) -> None:
+        self.counts.synced += 1
+
+    def _held(self, took: float) -> None:
+        """A commit on the loop's thread held it up for ``took`` seconds."""
+        counts = self.counts
+        counts.here += 1
+        counts.here_s += took
+        counts.here_max_s = max(counts.here_max_s, took)
+        counts.here_slow += took > SLOW_S
 
     async def close(self) -> None:
         """Let the writes already handed in land, then close the connection."""
@@ -189,7 +203,11 @@ class GroupCommit:
             await asyncio.wait([self._flusher])
         if self._checkpointer is not None:
             await asyncio.wait([self._checkpointer])
-        await self.conn.close()
+        try:
+            await self.conn.close()
+        finally:
+            if self._apart is not None:
+                self._apart.close()
 
     def _level_for(self, group: list[_Write]) -> str:
         """The ``synchronous`` level the group commits with."""
@@ -218,14 +236,10 @@ class GroupCommit:
             while self._pending:
                 group, self._pending = self._pending, []
                 level = self._level_for(group)
-                began = time.perf_counter()
                 try:
                     outcomes = await self.conn.call(_write_group, self._waits, group, level)
                 except Exception as exc:  # the transaction as a whole failed
                     outcomes = [exc] * len(group)
-                else:
-                    if level in _FLUSHING:  # (with the trip: a little slower)
-                        self._timed(time.perf_counter() - began, here=False)
                 self._committed(1)
                 for write, outcome in zip(group, outcomes, strict=True):
                     if write.future.done():

@@ -23,7 +23,7 @@ from ...errors import StoreError
 from ..base import Opens
 from ..identity import FileIdentity
 from ..rows import ThreadCache
-from .commit import SLOW_FLUSH_S, GroupCommit, WriteCounts
+from .commit import FlushWay, GroupCommit, WriteCounts
 from .schema import migrate
 from .sql import fetchall
 from .thread import SQLiteThread
@@ -50,12 +50,12 @@ class SQLiteCore(Opens):
         synchronous: Synchronous = "full",
         busy_timeout_s: float = 10.0,
         cached_entries: int = 200_000,
-        slow_flush_s: float = SLOW_FLUSH_S,
+        flush: FlushWay = "apart",
     ) -> None:
         self.path = Path(path)
-        self.slow_flush_s = slow_flush_s
-        """Durable commits are made on the writer's thread, not the event loop's, while a
-        disk flush takes longer than this on average (0: always; ``inf``: never)."""
+        self.flush = flush
+        """Where a durable write waits for the disk (``FlushWay``): by default on a thread
+        of its own, so the event loop never waits for it."""
         self.synchronous = synchronous
         self.busy_timeout_s = busy_timeout_s
         # Every write goes through one connection. Each trip to its thread is a whole
@@ -76,12 +76,17 @@ class SQLiteCore(Opens):
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from exc
-        writer = self._writer = GroupCommit(await SQLiteThread.open(
-            self.path, busy_timeout_s=self.busy_timeout_s, name="maiden-sqlite-writer"),
-            synchronous=self.synchronous, busy_timeout_s=self.busy_timeout_s)
-        writer.flush_threshold_s = self.slow_flush_s
+        conn = await SQLiteThread.open(self.path, busy_timeout_s=self.busy_timeout_s,
+                                       name="maiden-sqlite-writer")
         try:
-            await writer.conn.call(self._configure)
+            journal = await conn.call(self._configure)
+        except BaseException:
+            await conn.close()
+            raise
+        writer = self._writer = GroupCommit(
+            conn, synchronous=self.synchronous, busy_timeout_s=self.busy_timeout_s,
+            flush=self.flush, wal=Path(f"{self.path}-wal") if journal == "wal" else None)
+        try:
             await writer.transaction(self._migrate)
             self._reader = await SQLiteThread.open(
                 self.path, busy_timeout_s=self.busy_timeout_s, name="maiden-sqlite-reader")
@@ -192,11 +197,14 @@ class SQLiteCore(Opens):
 
     # -- synchronous work, on the connection's thread
 
-    def _configure(self, db: sqlite3.Connection) -> None:
-        db.execute("PRAGMA journal_mode=WAL")
+    def _configure(self, db: sqlite3.Connection) -> str:
+        """Set the connection up; the journal mode it got (``wal``, unless the file system
+        cannot share memory between processes)."""
+        journal = str(db.execute("PRAGMA journal_mode=WAL").fetchone()[0]).lower()
         db.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
         db.execute("PRAGMA wal_autocheckpoint=0")  # GroupCommit runs them, on the thread
         db.execute("PRAGMA busy_timeout=0")  # GroupCommit waits for the lock itself
+        return journal
 
     def _migrate(self, db: sqlite3.Connection) -> None:
         migrate(db, self.path)

@@ -1,0 +1,98 @@
+"""Durable commits that the event loop never waits on the disk for.
+
+In WAL mode, ``synchronous=FULL`` is ``NORMAL`` plus a flush of the log after each commit
+(https://sqlite.org/pragma.html#pragma_synchronous): the commit's frames are appended to
+the log, then the log is flushed. So a durable write is committed on the loop's thread
+with ``NORMAL`` (its frames reach the OS in microseconds), and its caller then waits,
+without the loop waiting, for ``fdatasync`` of the log on a thread of its own
+(``WalSync.durable``). Commits made while a flush is under way share the next one: the
+answers of many threads, one flush.
+
+Until its flush returns, a commit is visible to readers but not yet on disk: a power cut in
+that fraction of a millisecond loses it, and everything after it in the log with it (the
+log's frames are checksummed in a chain: a later one never survives an earlier one). Its
+writer is not told it landed before it is on disk, so nothing that follows from it (a
+reply sent, a message acknowledged) happens before. A kill -9 loses nothing either way:
+the frames are in the OS's cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from ...errors import StoreError
+
+__all__ = ["WalSync"]
+
+_datasync = getattr(os, "fdatasync", os.fsync)  # (macOS has no fdatasync)
+
+
+class WalSync:
+    """Flushes of one database's write-ahead log, on a thread of their own, shared."""
+
+    def __init__(self, wal: Path, flushed: Callable[[], None] = lambda: None) -> None:
+        self.wal = wal
+        self._flushed = flushed
+        """Called on the loop after each flush (to count them)."""
+        self._fd: int | None = None
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="maiden-sqlite-sync")
+        self._written = 0
+        """Commits made that must be flushed..."""
+        self._synced = 0
+        """...and how many of them are on disk."""
+        self._flush: tuple[asyncio.Future[None], int] | None = None
+        """The flush under way, and how many commits it covers."""
+
+    async def durable(self) -> None:
+        """Wait until the commit just made (and every one before it) is on disk: a flush
+        begun before it was made does not count; one begun after covers it and every
+        other commit made meanwhile."""
+        self._written += 1
+        target = self._written
+        while self._synced < target:
+            # Begun at once, not in a task of its own: the disk works while the loop goes
+            # on with whatever else it has.
+            flush, upto = self._flush or self._begin()
+            try:
+                # Shielded: a caller cancelled meanwhile leaves the flush to the others.
+                await asyncio.shield(flush)
+            except OSError as exc:
+                raise StoreError(f"{self.wal}: cannot flush the write-ahead log to disk: "
+                                 f"{exc}") from exc
+            finally:
+                self._settle(flush, upto)
+
+    def _begin(self) -> tuple[asyncio.Future[None], int]:
+        flush = asyncio.get_running_loop().run_in_executor(self._executor, self._flush_log)
+        self._flush = flush, self._written
+        return self._flush
+
+    def _settle(self, flush: asyncio.Future[None], upto: int) -> None:
+        """The flush is over (whichever of its waiters sees it first says so)."""
+        if flush.done() and self._flush is not None and self._flush[0] is flush:
+            self._flush = None
+            if not flush.cancelled() and flush.exception() is None:
+                self._synced = max(self._synced, upto)
+                self._flushed()
+
+    def _flush_log(self) -> None:
+        """On the sync thread. The log is opened once and kept: SQLite keeps it (same file)
+        while its connection is open; one that was removed is opened anew."""
+        if self._fd is not None and os.fstat(self._fd).st_nlink == 0:
+            os.close(self._fd)
+            self._fd = None
+        if self._fd is None:
+            self._fd = os.open(self.wal, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        _datasync(self._fd)
+
+    def close(self) -> None:
+        """After the last flush. (Closing a file drops the POSIX locks this process holds
+        on it: SQLite locks the database file and the shared-memory index, not the log.)"""
+        self._executor.shutdown(wait=True)
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
