@@ -358,6 +358,25 @@ async def test_a_durable_write_waits_for_its_flush_apart_and_the_loop_does_not(
         await writer.close()
 
 
+async def test_the_write_that_starts_the_log_again_is_made_on_the_writers_thread(
+        tmp_path: Path) -> None:
+    """After a checkpoint that copied the whole log, the next write starts the log again
+    and SQLite flushes its header then, whatever ``synchronous`` says: that write goes to
+    the writer's thread, and the ones after it are made on the loop's again."""
+    writer, _ = await _writer(tmp_path / "g.db", inline=True, flush="apart")
+    writer.checkpoint_every = 3
+    try:
+        loop_thread = threading.get_ident()
+        for _ in range(3):
+            assert await writer.write_lazily(_where) == loop_thread
+        assert writer._checkpointer is not None
+        await asyncio.wait([writer._checkpointer])  # (a task of its own, on the thread)
+        assert await writer.write(_where) != loop_thread
+        assert await writer.write(_where) == loop_thread
+    finally:
+        await writer.close()
+
+
 async def test_a_failed_flush_fails_the_write(tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(fd: int) -> None:

@@ -123,6 +123,8 @@ class GroupCommit:
         self._flusher: asyncio.Task[None] | None = None
         self._commits = 0
         self._checkpointer: asyncio.Task[None] | None = None
+        self._restarts = False
+        """The next write starts the log again (and flushes its header): not on the loop."""
 
     async def transaction(
         self,
@@ -133,8 +135,10 @@ class GroupCommit:
     ) -> T:
         """``fn(connection, ...)`` in a transaction of its own: all of it or none of it."""
         try:
-            return await self.conn.call(_durable_transaction, self._waits, self._synchronous,
+            done = await self.conn.call(_durable_transaction, self._waits, self._synchronous,
                                         fn, *args, **kwargs)
+            self._restarts = False
+            return done
         finally:
             self._committed(1)
 
@@ -162,7 +166,8 @@ class GroupCommit:
                                                asyncio.get_running_loop().create_future())))
 
     async def _join(self, write: _Write) -> Any:
-        if self.inline and self._flusher is None and not self._pending and self.conn.idle:
+        if self.inline and self._flusher is None and not self._pending and self.conn.idle \
+                and not self._restarts:
             level = self._level_for([write])
             flushes = level in _FLUSHING
             if flushes and self.flush == "writer":
@@ -224,7 +229,11 @@ class GroupCommit:
 
     async def _checkpoint(self) -> None:
         try:
-            await self.conn.call(_wal_checkpoint)
+            if await self.conn.call(_wal_checkpoint):
+                # The log is all in the database now: the next write starts it again from
+                # its beginning, and SQLite flushes the log's new header with that write,
+                # whatever ``synchronous`` says. That flush is made on the writer's thread.
+                self._restarts = True
         except StoreError as exc:  # the next one tries again; the log only grows meanwhile
             log.warning("WAL checkpoint failed: %s", exc)
         finally:
@@ -240,6 +249,8 @@ class GroupCommit:
                     outcomes = await self.conn.call(_write_group, self._waits, group, level)
                 except Exception as exc:  # the transaction as a whole failed
                     outcomes = [exc] * len(group)
+                else:
+                    self._restarts = False
                 self._committed(1)
                 for write, outcome in zip(group, outcomes, strict=True):
                     if write.future.done():
@@ -319,8 +330,10 @@ def _write_here(db: sqlite3.Connection, target: _Target, write: _Write, level: s
         return _BUSY
 
 
-def _wal_checkpoint(db: sqlite3.Connection) -> None:
-    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+def _wal_checkpoint(db: sqlite3.Connection) -> bool:
+    """A passive checkpoint; whether it copied the whole log into the database."""
+    busy, frames, copied = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    return not busy and frames > 0 and frames == copied
 
 
 def _begin(db: sqlite3.Connection, target: _Target) -> None:
