@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -88,7 +89,8 @@ async def test_by_default_the_durable_points_are_flushed_apart_from_the_loop(
         """Look something up."""
         return {"answer": q.upper()}
 
-    turn = [{"tool_calls": [{"name": "lookup", "arguments": {"q": "x"}}]}, {"text": "done"}]
+    turn: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "lookup", "arguments": {"q": "x"}}]}, {"text": "done"}]
     async with SQLiteStore(tmp_path / "d.db", synchronous="full") as store, \
             Runtime(store, ScriptedProvider(turn * 2), ToolRegistry([lookup])) as rt:
         await rt.send("t", "warm")  # (the start-up's writes and the thread's lease)
