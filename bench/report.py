@@ -229,9 +229,10 @@ def burst_rows(results: list[BurstResult]) -> list[Row]:
                 f"median of {len(r.ratios)}, {low:.2f}-{high:.2f}x)",
                 f"{r.many_per_second:.1f}", f"{r.one_per_second:.1f}", f"{ratio:.2f}x",
                 f">= {BURST:g}x", verdict(ratio, at_least=BURST),
-                why="the event loop's Python (~1.2 ms a message) is paid once per message "
-                    "however many threads share a flush: on this fast disk one thread is "
-                    "already mostly CPU, so many cannot go three times as fast"),
+                why="the event loop's Python (~0.55 ms a message) is paid once per message "
+                    "however many threads share a flush: on this fast disk (a flush takes "
+                    "~0.15 ms) one thread is already mostly CPU, so many cannot go three "
+                    "times as fast"),
             Row(name, "  messages per disk flush (the store's count)",
                 f"{r.messages_per_flush:.2f}"),
         ]

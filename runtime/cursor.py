@@ -2,13 +2,13 @@
 
 A checkpoint that is not a durable point (``durable=False``: a start, a read-only call's
 turn or result) is held in memory and written with the next one, in one transaction: a
-message whose model asks one read-only tool then answers costs three commits (its
-acceptance, the turn before the tool runs, the answer), not five. What is held is lost
-to a crash exactly as an unsynced write is lost to a power cut, and recovery already
-redoes it (a start is started again, a read-only call is run again). It is written
-anyway before a tool runs (``flush``: a crash inside a tool is then counted towards a
-poison run), and after ``hold_s`` without a next checkpoint (a slow model: the store
-shows the run running, as a person looking at it expects).
+message whose model asks one read-only tool then answers costs two commits (its
+acceptance, then everything else with the answer), not five. What is held is lost to a
+crash exactly as an unsynced write is lost to a power cut, and recovery already redoes
+it (a start is started again, a read-only call is run again). It is written anyway
+before a tool with an effect runs (``flush``), before a spend cap sums the store's
+spend, and after ``hold_s`` without a next checkpoint (a slow model or a slow read-only
+tool: the store shows the run running, as a person looking at it expects).
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ class RunCursor:
                                           reason=reason))
 
     async def flush(self) -> None:
-        """Write what is held now (before a tool runs)."""
+        """Write what is held now (before a tool with an effect runs)."""
         await self._settle_later()
         if self._held:
             await self._write([])
