@@ -377,6 +377,21 @@ async def test_the_write_that_starts_the_log_again_is_made_on_the_writers_thread
         await writer.close()
 
 
+async def test_closing_waits_for_the_flushes_of_what_was_committed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    disk = _Disk()
+    monkeypatch.setattr(walsync, "_datasync", disk)
+    writer, _ = await _writer(tmp_path / "g.db", inline=True, flush="apart")
+    write = asyncio.ensure_future(writer.write(_where))
+    await asyncio.wait_for(disk.flushing.wait(), 10)
+    closing = asyncio.ensure_future(writer.close())
+    await asyncio.sleep(0)  # (let it begin: it must wait for the flush)
+    assert not closing.done() and not write.done()
+    disk.go.set()
+    await asyncio.wait_for(closing, 10)
+    assert await write == threading.get_ident() and disk.flushes == 1
+
+
 async def test_a_failed_flush_fails_the_write(tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(fd: int) -> None:

@@ -208,6 +208,8 @@ class GroupCommit:
             await asyncio.wait([self._flusher])
         if self._checkpointer is not None:
             await asyncio.wait([self._checkpointer])
+        if self._apart is not None:
+            await self._apart.settled()  # what was committed on the loop is on disk
         try:
             await self.conn.close()
         finally:

@@ -19,6 +19,7 @@ the frames are in the OS's cache.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +45,7 @@ class WalSync:
         """Commits made that must be flushed..."""
         self._synced = 0
         """...and how many of them are on disk."""
+        self._closed = False
         self._flush: tuple[asyncio.Future[None], int] | None = None
         """The flush under way, and how many commits it covers."""
 
@@ -52,7 +54,15 @@ class WalSync:
         begun before it was made does not count; one begun after covers it and every
         other commit made meanwhile."""
         self._written += 1
-        target = self._written
+        await self._until(self._written)
+
+    async def settled(self) -> None:
+        """Wait until every commit made so far is on disk (before the store closes); a
+        failed flush is left to the writers waiting for it."""
+        with contextlib.suppress(StoreError):
+            await self._until(self._written)
+
+    async def _until(self, target: int) -> None:
         while self._synced < target:
             # Begun at once, not in a task of its own: the disk works while the loop goes
             # on with whatever else it has.
@@ -67,6 +77,8 @@ class WalSync:
                 self._settle(flush, upto)
 
     def _begin(self) -> tuple[asyncio.Future[None], int]:
+        if self._closed:
+            raise StoreError(f"{self.wal}: the store is closed")
         flush = asyncio.get_running_loop().run_in_executor(self._executor, self._flush_log)
         self._flush = flush, self._written
         return self._flush
@@ -92,6 +104,7 @@ class WalSync:
     def close(self) -> None:
         """After the last flush. (Closing a file drops the POSIX locks this process holds
         on it: SQLite locks the database file and the shared-memory index, not the log.)"""
+        self._closed = True
         self._executor.shutdown(wait=True)
         if self._fd is not None:
             os.close(self._fd)
