@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -175,17 +176,24 @@ class ReleaseWatched(SQLiteStore):
         self.released.set()
 
 
-async def test_a_thread_lease_lingers_after_its_last_run_then_is_given_up(
-        tmp_path: Path) -> None:
-    """Kept for ``lease_linger_s`` after the thread's last run: its next message finds it
-    held (no lease writes: the message is its acceptance and its answer); then given up."""
-    settings = RuntimeConfig(lease_linger_s=0.3)
+@asynccontextmanager
+async def _lingering(tmp_path: Path, settings: RuntimeConfig
+                     ) -> AsyncIterator[tuple[ReleaseWatched, Runtime]]:
+    """A runtime whose thread ``t`` had a run and whose lease lingers now."""
     ReleaseWatched.released = asyncio.Event()
     async with ReleaseWatched(tmp_path / "maiden.db") as store, \
             Runtime(store, EchoProvider(), ToolRegistry([]), settings=settings) as rt:
         await rt.send("t", "one")
         await rt.idle()
         assert thread_lease("t") in {lease.name for lease in await store.leases()}
+        yield store, rt
+
+
+async def test_a_thread_lease_lingers_after_its_last_run_then_is_given_up(
+        tmp_path: Path) -> None:
+    """Kept for ``lease_linger_s`` after the thread's last run: its next message finds it
+    held (no lease writes: the message is its acceptance and its answer); then given up."""
+    async with _lingering(tmp_path, RuntimeConfig(lease_linger_s=0.3)) as (store, rt):
         before = store.write_counts().transactions
         await rt.send("t", "two")
         await rt.idle()
@@ -202,16 +210,11 @@ async def test_a_lingering_lease_is_given_up_once_another_runtime_serves_the_sto
     """Lingering is for a runtime alone on its store: one that starts beside it finds the
     thread free as soon as the control loop has seen it."""
     settings = RuntimeConfig(lease_linger_s=60, lease_ttl_s=600, poll_interval_s=0.05)
-    ReleaseWatched.released = asyncio.Event()
-    async with ReleaseWatched(tmp_path / "maiden.db") as store, \
-            Runtime(store, EchoProvider(), ToolRegistry([]), settings=settings) as rt:
-        await rt.send("t", "one")
-        await rt.idle()
-        assert thread_lease("t") in {lease.name for lease in await store.leases()}
-        async with SQLiteStore(tmp_path / "maiden.db") as other_store, \
-                Runtime(other_store, EchoProvider(), ToolRegistry([]), settings=settings):
-            await asyncio.wait_for(store.released.wait(), 10)
-            assert thread_lease("t") not in {lease.name for lease in await store.leases()}
+    async with _lingering(tmp_path, settings) as (store, _), \
+            SQLiteStore(tmp_path / "maiden.db") as other_store, \
+            Runtime(other_store, EchoProvider(), ToolRegistry([]), settings=settings):
+        await asyncio.wait_for(store.released.wait(), 10)
+        assert thread_lease("t") not in {lease.name for lease in await store.leases()}
 
 
 async def test_without_lingering_a_thread_lease_is_given_up_with_its_last_run(
