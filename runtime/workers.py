@@ -151,7 +151,11 @@ class Workers:
                         continue
                     return
                 holder = await self._peers.held_elsewhere(active[0])
-                if holder is None:
+                if holder is not None:
+                    # Its owner drives it (a decision made there, say): the thread's lease,
+                    # if this worker still has it, is the owner's to take.
+                    await self._give_up(thread_id)
+                else:
                     holder = await self._drive(active[0])
                 if holder is not None:
                     # Another live process is driving this thread's current run: never
@@ -190,6 +194,16 @@ class Workers:
             if failed and thread_id in self._dirty and not self.closing:
                 # Someone asked for this thread after the failed attempt began: look again.
                 self.kick(thread_id)
+
+    async def _give_up(self, thread_id: str) -> None:
+        """Release the thread's lease now, lingering or not."""
+        parked = self._parked.pop(thread_id, None)
+        if parked is not None:
+            parked.cancel()
+        self._lingered.discard(thread_id)
+        lease = thread_lease(thread_id)
+        if self._leases.holds(lease):
+            await self._leases.release(lease)
 
     async def _let_go(self, thread_id: str) -> bool:
         """Give up the thread's lease, if this worker has it; then whether a run came in
