@@ -451,7 +451,9 @@ class RunDriver:
             if call.id in done:
                 continue
             tool = self.tools.get(call.name)
-            if tool is not None and tool.effect != "read_only":
+            # A read-only call's turn and result are not durable points (see below).
+            durable = tool is not None and tool.effect != "read_only"
+            if durable:
                 # What is held is written before a call with an effect starts. A read-only
                 # call's turn stays held (written with its answer, or after ``hold_s``):
                 # lost to a crash, the call is run again, as recovery does with any
@@ -479,7 +481,6 @@ class RunDriver:
                 content=output.content, is_error=output.is_error)]
             # A read-only call's result is not a durable point either: lost to a power
             # cut, the call is run again, as recovery does with any read-only call.
-            durable = tool is not None and tool.effect != "read_only"
             if call is pending[-1]:
                 await cur.commit([result], to=S.RUNNING, reason="tool results recorded",
                                  started_calls=started, announce=finished, durable=durable)

@@ -35,10 +35,7 @@ class Peers:
         if run.state not in DRIVABLE or run.state is RunState.QUEUED \
                 or run.owner in (None, self._me):
             return None
-        for instance in await self.servers():
-            if instance.id == run.owner:
-                return f"process {instance.pid} on {instance.host}"
-        return None
+        return await self._live(run.owner)
 
     async def driving_elsewhere(self, run: Run) -> str | None:
         """As ``held_elsewhere``, and for a queued run the live process whose worker holds
@@ -52,8 +49,12 @@ class Peers:
                        if lease.name == name), None)
         if holder is None or holder_instance(holder) == self._me:
             return None
+        return await self._live(holder_instance(holder))
+
+    async def _live(self, instance_id: str) -> str | None:
+        """``process 12 on host-a`` if ``instance_id`` serves the store now, else None."""
         for instance in await self.servers():
-            if instance.id == holder_instance(holder):
+            if instance.id == instance_id:
                 return f"process {instance.pid} on {instance.host}"
         return None
 
