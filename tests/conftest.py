@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -25,6 +26,13 @@ from runtime import (
 )
 
 RuntimeFactory = Callable[..., Any]
+
+# The suite spawns about a thousand processes (crash drivers, servers, CLIs) from xdist
+# workers with other threads running. On this CI's VM, CPython's vfork path (the GIL is
+# released while the child shares the worker's memory) has twice failed one spawn with
+# "OSError: [Errno 14] Bad address" from execve, before the child ran a line of ours; a
+# plain fork gives the child its own copy. The bot's own spawning is left as it is.
+subprocess._USE_VFORK = False  # type: ignore[misc]
 
 
 @pytest.fixture
