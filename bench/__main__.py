@@ -22,7 +22,7 @@ from typing import cast
 from runtime.stores.sqlite import Synchronous
 
 from .agents import agents_rows, run_agents
-from .concurrency import BURST_WAYS, ConcurrencyResult, run_burst, run_concurrency
+from .concurrency import BURST_WAYS, SLOW_DISK_S, ConcurrencyResult, run_burst, run_concurrency
 from .files import files_rows, run_files
 from .memory import MemoryResult, measure, prepare_idle, prepare_long
 from .postgres import run_postgres
@@ -120,8 +120,8 @@ async def _run(sizes: Sizes, only: set[str], workdir: Path, sync: Synchronous) -
                   "rounds")
         rows += cpu_rows(await run_rounds(workdir, n, "off", sizes.rounds))
         if sync in ("full", "extra"):
-            _progress("workloads 1+2 with durable commits flushed apart, on the loop's "
-                      "thread, on the writer's, interleaved")
+            _progress("workloads 1+2 with durable commits flushed by maiden's rule, always "
+                      "apart, on the loop's thread, on the writer's, interleaved")
             rows += flush_way_rows(await run_flush_ways(workdir, n, sync, sizes.rounds))
         _progress("workloads 1+2 untraced, then traced ([otel]), interleaved")
         rows += traced_rows(await run_traced(workdir, n, sync, sizes.rounds))
@@ -145,10 +145,16 @@ async def _run(sizes: Sizes, only: set[str], workdir: Path, sync: Synchronous) -
                 latency_s=sizes.latency_s, synchronous=sync))
         rows += concurrency_rows(results)
         _progress(f"workload 4: {sizes.users} threads at once against one, zero-latency model")
-        rows += burst_rows([await run_burst(workdir, threads=sizes.users,
-                                            messages=sizes.messages, synchronous=sync,
-                                            flush=flush, rounds=sizes.rounds)
-                            for flush in BURST_WAYS])
+        bursts = [await run_burst(workdir, threads=sizes.users, messages=sizes.messages,
+                                  synchronous=sync, flush=flush, rounds=sizes.rounds)
+                  for flush in BURST_WAYS]
+        if sync in ("full", "extra"):
+            _progress(f"workload 4: the same on a slower disk (each flush of the log "
+                      f"{SLOW_DISK_S * 1000:g} ms longer)")
+            bursts.append(await run_burst(workdir, threads=sizes.users,
+                                          messages=sizes.messages, synchronous=sync,
+                                          rounds=sizes.rounds, slow_disk_s=SLOW_DISK_S))
+        rows += burst_rows(bursts)
     if "memory" in only:
         _progress(f"workload 5: peak RSS (a subprocess per case; preparing "
                   f"{sizes.idle_threads:,} idle threads)")

@@ -9,21 +9,28 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from runtime import Runtime, SQLiteStore
-from runtime.stores.sqlite import Synchronous
+from runtime.stores.sqlite import Synchronous, walsync
 from runtime.stores.sqlite.commit import FlushWay
 
 from .thread import median_range, remove_db
 from .workload import bench_runtime, expect_completed, user_text, workload_runtime
 
-__all__ = ["BURST_WAYS", "BurstResult", "ConcurrencyResult", "run_burst", "run_concurrency"]
+__all__ = ["BURST_WAYS", "SLOW_DISK_S", "BurstResult", "ConcurrencyResult", "run_burst",
+           "run_concurrency"]
 
-BURST_WAYS: tuple[FlushWay, ...] = ("apart", "loop", "writer")
+BURST_WAYS: tuple[FlushWay, ...] = ("auto", "apart", "loop", "writer")
 """Where durable writes wait for the disk, in "50 threads at once" (maiden's first)."""
+
+SLOW_DISK_S = 0.002
+"""A slower disk's flush, for "50 threads at once" on it: each flush of the log is made
+this much longer (on the flushing thread: ``walsync._datasync`` wrapped)."""
 
 
 @dataclass
@@ -85,18 +92,49 @@ class BurstResult:
     many_per_second: float
     messages_per_flush: float
     """Messages committed per disk flush while the threads ran: what group commit shares."""
-    flush: FlushWay = "apart"
+    flush: FlushWay = "auto"
     """Where durable writes waited for the disk (``SQLiteStore(flush=...)``)."""
+    slow_disk_s: float = 0.0
+    """What each flush of the log was made longer by (a slower disk), if anything."""
     ratios: list[float] = field(default_factory=list)
     """Many against one, per round."""
 
 
 async def run_burst(workdir: Path, *, threads: int, messages: int,
-                    synchronous: Synchronous, flush: FlushWay = "apart",
-                    rounds: int = 1) -> BurstResult:
+                    synchronous: Synchronous, flush: FlushWay = "auto",
+                    rounds: int = 1, slow_disk_s: float = 0.0) -> BurstResult:
     """Issue 31's "50 threads at once": messages/s of ``threads`` users at once, each
     waiting for its reply before the next, against one user alone (a fresh store each),
-    in ``rounds`` interleaved rounds (each round's order the other way round)."""
+    in ``rounds`` interleaved rounds (each round's order the other way round). With
+    ``slow_disk_s``, each flush of the log (``auto`` and ``apart`` only) takes that much
+    longer: a slower disk than this machine's."""
+    if slow_disk_s and flush not in ("auto", "apart"):
+        raise ValueError("a slower disk is simulated for the log's own flushes only")
+    with _slower_disk(slow_disk_s):
+        return await _bursts(workdir, threads, messages, synchronous, flush, rounds,
+                             slow_disk_s)
+
+
+@contextmanager
+def _slower_disk(extra_s: float) -> Iterator[None]:
+    if not extra_s:
+        yield
+        return
+    real = walsync._datasync
+
+    def slower(fd: int) -> None:
+        real(fd)
+        time.sleep(extra_s)
+
+    walsync._datasync = slower
+    try:
+        yield
+    finally:
+        walsync._datasync = real
+
+
+async def _bursts(workdir: Path, threads: int, messages: int, synchronous: Synchronous,
+                  flush: FlushWay, rounds: int, slow_disk_s: float) -> BurstResult:
     rates: dict[int, list[float]] = {1: [], threads: []}
     flushes = 0
     for r in range(rounds):
@@ -110,7 +148,7 @@ async def run_burst(workdir: Path, *, threads: int, messages: int,
                        one_per_second=median_range(rates[1])[0],
                        many_per_second=median_range(rates[threads])[0],
                        messages_per_flush=threads * messages / max(flushes, 1),
-                       flush=flush, ratios=ratios)
+                       flush=flush, slow_disk_s=slow_disk_s, ratios=ratios)
 
 
 async def _burst(workdir: Path, count: int, messages: int, synchronous: Synchronous,

@@ -125,7 +125,7 @@ async def _floor_message(floor: Floor, i: int) -> float:
 
 
 async def run_thread(workdir: Path, n: int, synchronous: Synchronous, *,
-                     flush: FlushWay = "apart",
+                     flush: FlushWay = "auto",
                      tracing: Tracing = NO_TRACING) -> ThreadResult:
     """Workloads 1 and 2 at ``n`` messages, in fresh databases under ``workdir``."""
     maiden_path, floor_path = workdir / f"maiden-{n}.db", workdir / f"floor-{n}.db"
@@ -180,15 +180,16 @@ async def run_rounds(workdir: Path, n: int, synchronous: Synchronous, rounds: in
     return [await run_thread(workdir, n, synchronous) for _ in range(rounds)]
 
 
-FLUSH_WAYS: tuple[FlushWay, ...] = ("apart", "loop", "writer")
-"""Where durable writes wait for the disk (``SQLiteStore(flush=...)``): the log flushed on a
-thread of its own (maiden's), the commit's flush on the event loop's thread, or the whole
-write on the writer's thread."""
+FLUSH_WAYS: tuple[FlushWay, ...] = ("auto", "apart", "loop", "writer")
+"""Where durable writes wait for the disk (``SQLiteStore(flush=...)``): the log flushed on
+the event loop's thread when it has nothing else ready and the disk is quick, else on a
+thread of its own (maiden's); always on that thread; the commit's flush on the event loop's
+thread; or the whole write on the writer's thread."""
 
 
 async def run_flush_ways(workdir: Path, n: int, synchronous: Synchronous, rounds: int
                          ) -> dict[FlushWay, list[ThreadResult]]:
-    """The thread each way, interleaved (apart, loop, writer, apart, ...)."""
+    """The thread each way, interleaved (auto, apart, loop, writer, auto, ...)."""
     results: dict[FlushWay, list[ThreadResult]] = {way: [] for way in FLUSH_WAYS}
     for _ in range(rounds):
         for way in FLUSH_WAYS:

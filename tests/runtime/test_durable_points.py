@@ -4,7 +4,8 @@ A statement trace of the store's writing connection shows, for every transaction
 ``synchronous`` level it commits with: ``FULL`` syncs the log (a durable point), ``NORMAL``
 does not, and the next ``FULL`` commit's sync covers it. (The store flushes on the loop's
 thread here, ``flush="loop"``, so that SQLite's own level says it; by default a durable
-commit is ``NORMAL`` and the log is flushed apart, which ``tests/stores`` shows.)"""
+commit is ``NORMAL`` and the log is flushed after it by the store, which ``tests/stores``
+shows.)"""
 
 from __future__ import annotations
 
@@ -80,10 +81,11 @@ async def test_a_call_with_an_effect_syncs_its_intent_and_its_result(
     assert [level for level, _ in commits] == expected
 
 
-async def test_by_default_the_durable_points_are_flushed_apart_from_the_loop(
+async def test_by_default_the_durable_points_are_committed_then_flushed_by_the_store(
         tmp_path: Path) -> None:
     """The same two durable points, each committed on the event loop's thread without a
-    flush and then flushed on the store's flushing thread (the store's own count)."""
+    flush and then flushed by the store: on its flushing thread, or, when the disk is quick
+    and the loop has nothing else to do, on the loop's (the store's own count)."""
     @tool(effect="read_only")
     def lookup(q: str) -> dict[str, str]:
         """Look something up."""

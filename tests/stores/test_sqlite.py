@@ -7,6 +7,7 @@ import os
 import sqlite3
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -215,7 +216,7 @@ async def _writer(path: Path, *, inline: bool = False, flush: FlushWay = "writer
     # As the store opens it: the group commit waits for another's lock, not SQLite.
     conn = await SQLiteThread.open(path, busy_timeout_s=0)
     wal = None
-    if flush == "apart":
+    if flush in ("apart", "auto"):
         await conn.call(lambda db: db.execute("PRAGMA journal_mode=WAL").fetchall())
         wal = Path(f"{path}-wal")
     writer = GroupCommit(conn, inline=inline, flush=flush, wal=wal)
@@ -355,6 +356,94 @@ async def test_a_durable_write_waits_for_its_flush_apart_and_the_loop_does_not(
         assert disk.flushes == 2  # a lazy write waits for no flush
     finally:
         disk.go.set()
+        await writer.close()
+
+
+class _Timed:
+    """A disk whose flushes are quick (they do nothing), or take ``slow_s``, or fail with
+    ``error``; it notes the thread each is made on. Its quick is far below ``QUICK_S`` and
+    its slow far above, whatever the machine's own disk or load."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.threads: list[int] = []
+        self.slow_s = 0.0
+        self.error: OSError | None = None
+        monkeypatch.setattr(walsync, "_datasync", self)
+        monkeypatch.setattr(walsync, "QUICK_S", 0.05)
+
+    def __call__(self, fd: int) -> None:
+        self.threads.append(threading.get_ident())
+        if self.error is not None:
+            raise self.error
+        if self.slow_s:
+            time.sleep(self.slow_s)
+
+
+async def test_a_quick_flush_is_made_on_the_loop_when_it_has_nothing_else_to_do(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``flush="auto"``, the store's default: the first flush goes to the flushing thread
+    (the disk's speed is not known yet); once flushes are quick, a durable write made while
+    the loop has nothing else ready is flushed on the loop's thread."""
+    disk = _Timed(monkeypatch)
+    writer, _ = await _writer(tmp_path / "g.db", inline=True, flush="auto")
+    try:
+        loop_thread = threading.get_ident()
+        before = writer.counts.synced
+        for _ in range(3):
+            assert await writer.write(_where) == loop_thread
+        assert disk.threads[0] != loop_thread
+        assert disk.threads[1:] == [loop_thread, loop_thread]
+        assert writer.counts.synced - before == 3 and writer.counts.flushed_here == 2
+        assert writer.counts.flushed_here_max_s > 0
+    finally:
+        await writer.close()
+
+
+async def test_with_other_work_ready_the_flush_goes_to_its_thread(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    disk = _Timed(monkeypatch)
+    writer, _ = await _writer(tmp_path / "g.db", inline=True, flush="auto")
+    try:
+        loop_thread = threading.get_ident()
+        for _ in range(2):
+            await writer.write(_where)
+        assert disk.threads[-1] == loop_thread  # quick, and the loop was idle
+        ran = asyncio.Event()
+        asyncio.get_running_loop().call_soon(ran.set)  # something else is ready to run
+        await writer.write(_where)
+        assert ran.is_set()
+        assert disk.threads[-1] != loop_thread and writer.counts.flushed_here == 1
+    finally:
+        await writer.close()
+
+
+async def test_a_slow_or_failed_flush_sends_the_next_ones_to_the_thread(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    disk = _Timed(monkeypatch)
+    writer, _ = await _writer(tmp_path / "g.db", inline=True, flush="auto")
+    try:
+        loop_thread = threading.get_ident()
+        for _ in range(2):
+            await writer.write(_where)
+        assert disk.threads[-1] == loop_thread
+        disk.slow_s = 0.25  # the disk turns slow: this one holds the loop...
+        await writer.write(_where)
+        assert disk.threads[-1] == loop_thread
+        await writer.write(_where)  # ...the next does not
+        assert disk.threads[-1] != loop_thread
+        # Quick again: back on the loop once the recent flushes are quick again.
+        disk.slow_s = 0.0
+        for _ in range(20):
+            await writer.write(_where)
+        assert disk.threads[-1] == loop_thread
+        disk.error = OSError(5, "Input/output error")
+        with pytest.raises(StoreError, match="cannot flush the write-ahead log"):
+            await writer.write(_where)
+        assert disk.threads[-1] == loop_thread
+        disk.error = None
+        await writer.write(_where)  # after a failure the next one is made on the thread
+        assert disk.threads[-1] != loop_thread
+    finally:
         await writer.close()
 
 

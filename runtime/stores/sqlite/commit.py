@@ -12,11 +12,14 @@ more than a small transaction. It does not wait for another process's lock there
 the database is busy, it goes to the thread, which waits). WAL checkpoints, which copy
 the log into the database and can take milliseconds, always run on the thread.
 
-A durable write's commit must reach the disk, which the loop must not wait for: by default
-(``flush="apart"``) it is committed on the loop's thread without a flush and its caller
+A durable write's commit must reach the disk, which the loop must not wait for: with
+``flush="apart"`` it is committed on the loop's thread without a flush and its caller
 waits for a flush of the log on a thread of its own, shared by the commits made meanwhile
-(``WalSync``). ``flush="loop"`` commits with the flush on the loop's thread, ``"writer"``
-sends the whole write to the connection's thread; ``bench/`` measures all three.
+(``WalSync``). By default (``flush="auto"``) the same, except that a quick flush is made on
+the loop's thread when the loop has nothing else ready to run (the trip to the thread
+costs as much as such a flush). ``flush="loop"`` commits with the flush on the loop's
+thread, ``"writer"`` sends the whole write to the connection's thread; ``bench/`` measures
+all four.
 """
 
 from __future__ import annotations
@@ -64,12 +67,17 @@ class WriteCounts:
     """...and how many of them held it up longer than ``SLOW_S``."""
     sent_there: int = 0
     """Durable writes sent to the connection's thread (``flush="writer"``)."""
+    flushed_here: int = 0
+    """Flushes of the log made on the loop's thread (``flush="auto"``)..."""
+    flushed_here_max_s: float = 0.0
+    """...and the longest of them."""
 
     def since(self, before: WriteCounts) -> WriteCounts:
-        """What was done after ``before`` was taken (the longest hold: of all)."""
+        """What was done after ``before`` was taken (the longest holds: of all)."""
         return WriteCounts(**{f.name: getattr(self, f.name) - getattr(before, f.name)
-                              for f in fields(self) if f.name != "here_max_s"},
-                           here_max_s=self.here_max_s)
+                              for f in fields(self) if not f.name.endswith("_max_s")},
+                           here_max_s=self.here_max_s,
+                           flushed_here_max_s=self.flushed_here_max_s)
 
 
 _FLUSHING = ("FULL", "EXTRA")
@@ -78,11 +86,12 @@ _FLUSHING = ("FULL", "EXTRA")
 SLOW_S = 0.001
 """A commit on the event loop's thread that holds it up longer than this is counted slow."""
 
-FlushWay = Literal["apart", "loop", "writer"]
+FlushWay = Literal["auto", "apart", "loop", "writer"]
 """Where a durable write waits for the disk: ``apart`` (committed on the loop's thread
 without a flush, then the log flushed on a thread of its own, shared; falls back to
-``writer`` where the journal is not a WAL), ``loop`` (the flush on the loop's thread), or
-``writer`` (the whole write on the connection's thread)."""
+``writer`` where the journal is not a WAL), ``auto`` (as ``apart``, but a quick flush is
+made on the loop's thread when it has nothing else ready to run), ``loop`` (the flush on
+the loop's thread), or ``writer`` (the whole write on the connection's thread)."""
 
 
 class GroupCommit:
@@ -114,11 +123,13 @@ class GroupCommit:
         # covers its frames, which precede it in the log.
         self._lazy = "NORMAL" if synchronous.upper() in _FLUSHING else None
         self._synchronous = synchronous.upper()
-        self._apart = WalSync(wal, self._flushed_apart) if flush == "apart" \
-            and wal is not None and self._lazy is not None else None
-        self.flush: FlushWay = "apart" if self._apart is not None else \
-            "writer" if flush == "apart" else flush
-        """Where durable writes wait for the disk (``apart`` only on a WAL: ``wal``)."""
+        apart = flush in ("auto", "apart")
+        self._apart = WalSync(wal, self._flushed_apart, here=flush == "auto") \
+            if apart and wal is not None and self._lazy is not None else None
+        self.flush: FlushWay = flush if self._apart is not None else \
+            "writer" if apart else flush
+        """Where durable writes wait for the disk (``auto`` and ``apart`` only on a WAL:
+        ``wal``)."""
         self._pending: list[_Write] = []
         self._flusher: asyncio.Task[None] | None = None
         self._commits = 0
@@ -191,8 +202,12 @@ class GroupCommit:
             self._flusher = asyncio.create_task(self._flush(), name="maiden-sqlite-commit")
         return await write.future
 
-    def _flushed_apart(self) -> None:
-        self.counts.synced += 1
+    def _flushed_apart(self, here: bool, took: float) -> None:
+        counts = self.counts
+        counts.synced += 1
+        if here:
+            counts.flushed_here += 1
+            counts.flushed_here_max_s = max(counts.flushed_here_max_s, took)
 
     def _held(self, took: float) -> None:
         """A commit on the loop's thread held it up for ``took`` seconds."""

@@ -50,12 +50,13 @@ class SQLiteCore(Opens):
         synchronous: Synchronous = "full",
         busy_timeout_s: float = 10.0,
         cached_entries: int = 200_000,
-        flush: FlushWay = "apart",
+        flush: FlushWay = "auto",
     ) -> None:
         self.path = Path(path)
         self.flush = flush
         """Where a durable write waits for the disk (``FlushWay``): by default on a thread
-        of its own, so the event loop never waits for it."""
+        of its own, so the event loop does not wait for it; or, when the disk is quick and
+        the loop has nothing else ready to run, on the loop's thread."""
         self.synchronous = synchronous
         self.busy_timeout_s = busy_timeout_s
         # Every write goes through one connection. Each trip to its thread is a whole
