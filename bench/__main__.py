@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
+from bot.app import settle_heap
 from runtime.stores.sqlite import Synchronous
 
 from .agents import agents_rows, run_agents
@@ -235,6 +236,7 @@ def main() -> None:
     sync = cast(Synchronous, args.synchronous)
 
     started = time.perf_counter()
+    settle_heap()  # what the imports made, out of the collector's way, as `maiden run` does
     with tempfile.TemporaryDirectory(prefix="maiden-bench-") as tmp:
         workdir = args.dir or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)

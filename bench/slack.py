@@ -11,12 +11,10 @@ the same Socket Mode round trip to a bolt listener that stores nothing.
 from __future__ import annotations
 
 import asyncio
-import gc
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.app import settle_heap
 from channels.slack import SlackConfig, SlackSecrets
 from channels.slack.channel import SlackChannel
 from runtime import EchoProvider, Runtime, RuntimeConfig, SQLiteStore, ToolRegistry, tool
@@ -79,17 +77,13 @@ async def run_slack(workdir: Path, events: int, synchronous: Synchronous) -> Sla
             rt.add_deliverer(channel.name, channel.deliverer)  # (as `maiden run` does)
             async with channel:
                 await fake.wait_connected()
-                settle_heap()  # as `maiden run` does once it is ready
-                try:
-                    blocker = await rt.submit("bench:blocker", "/tool hold")
-                    await asyncio.wait_for(holding.wait(), 30)
-                    maiden = await _acks(fake, events, "while the lock is held")
-                    commands = await _commands(fake, events)
-                    release.set()
-                    await rt.wait(blocker.id)
-                    await rt.idle()  # the mentions' replies, before the channel closes
-                finally:
-                    gc.unfreeze()  # (the workloads after this one measure without it)
+                blocker = await rt.submit("bench:blocker", "/tool hold")
+                await asyncio.wait_for(holding.wait(), 30)
+                maiden = await _acks(fake, events, "while the lock is held")
+                commands = await _commands(fake, events)
+                release.set()
+                await rt.wait(blocker.id)
+                await rt.idle()  # the mentions' replies, before the channel closes
             await rt.close(grace_s=0)
     return SlackResult(events=events, maiden_ms=maiden, baseline_ms=await _baseline(events),
                        command_ms=commands)
