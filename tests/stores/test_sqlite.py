@@ -8,7 +8,8 @@ import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -399,33 +400,36 @@ async def test_a_quick_flush_is_made_on_the_loop_when_it_has_nothing_else_to_do(
         await writer.close()
 
 
-async def test_with_other_work_ready_the_flush_goes_to_its_thread(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@asynccontextmanager
+async def _warmed(path: Path, monkeypatch: pytest.MonkeyPatch
+                  ) -> AsyncIterator[tuple[GroupCommit, _Timed]]:
+    """A ``flush="auto"`` writer over a quick disk, its second flush made on the loop."""
     disk = _Timed(monkeypatch)
-    writer, _ = await _writer(tmp_path / "g.db", inline=True, flush="auto")
+    writer, _ = await _writer(path, inline=True, flush="auto")
     try:
-        loop_thread = threading.get_ident()
         for _ in range(2):
             await writer.write(_where)
-        assert disk.threads[-1] == loop_thread  # quick, and the loop was idle
-        ran = asyncio.Event()
-        asyncio.get_running_loop().call_soon(ran.set)  # something else is ready to run
-        await writer.write(_where)
-        assert ran.is_set()
-        assert disk.threads[-1] != loop_thread and writer.counts.flushed_here == 1
+        assert disk.threads[-1] == threading.get_ident()  # quick, and the loop was idle
+        yield writer, disk
     finally:
         await writer.close()
 
 
+async def test_with_other_work_ready_the_flush_goes_to_its_thread(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with _warmed(tmp_path / "g.db", monkeypatch) as (writer, disk):
+        ran = asyncio.Event()
+        asyncio.get_running_loop().call_soon(ran.set)  # something else is ready to run
+        await writer.write(_where)
+        assert ran.is_set()
+        assert disk.threads[-1] != threading.get_ident()
+        assert writer.counts.flushed_here == 1
+
+
 async def test_a_slow_or_failed_flush_sends_the_next_ones_to_the_thread(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    disk = _Timed(monkeypatch)
-    writer, _ = await _writer(tmp_path / "g.db", inline=True, flush="auto")
-    try:
+    async with _warmed(tmp_path / "g.db", monkeypatch) as (writer, disk):
         loop_thread = threading.get_ident()
-        for _ in range(2):
-            await writer.write(_where)
-        assert disk.threads[-1] == loop_thread
         disk.slow_s = 0.25  # the disk turns slow: this one holds the loop...
         await writer.write(_where)
         assert disk.threads[-1] == loop_thread
@@ -443,8 +447,6 @@ async def test_a_slow_or_failed_flush_sends_the_next_ones_to_the_thread(
         disk.error = None
         await writer.write(_where)  # after a failure the next one is made on the thread
         assert disk.threads[-1] != loop_thread
-    finally:
-        await writer.close()
 
 
 async def test_the_write_that_starts_the_log_again_is_made_on_the_writers_thread(
