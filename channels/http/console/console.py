@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -111,19 +112,26 @@ class Console:
             request=request, session=session, signed_in=session is not None,
             needs_sign_in=self.guard.needs_sign_in,
             csrf=self.guard.csrf(session) if session else "", path=request.url.path,
-            may_approve=self.may_approve(session), approvers=self.runtime.agent.approvers,
-            approvals_allowed=self.options.approvals, **values)
+            may_decide=functools.partial(self.may_approve, session),
+            approvers_of=self.approvers_of, approvals_allowed=self.options.approvals,
+            **values)
         response = HTMLResponse(html, status_code=status, headers=page_headers())
         if cookie is not None:
             set_session_cookie(response, request, cookie)
         return response
 
-    def may_approve(self, session: Session | None) -> bool:
-        """The console may decide, the session's token has the ``approve`` right, and
-        ``[agent] approvers`` (if set) names its holder."""
-        approvers = self.runtime.agent.approvers
+    def may_approve(self, session: Session | None, agent: str | None = None) -> bool:
+        """The console may decide, the session's token has the ``approve`` right, and the
+        approvers of the run's agent (its ``approvers``, if set) name its holder."""
+        approvers = self.approvers_of(agent)
         return (self.options.approvals and session is not None and session.may("approve")
                 and (not approvers or session.operator in approvers))
+
+    def approvers_of(self, agent: str | None) -> list[str]:
+        """Who may decide the approvals of ``agent``'s runs (the default agent's for a run
+        without one, or of an agent no longer configured, as the runtime decides)."""
+        agents = self.runtime.agents
+        return list((agents.get(agent or "") or agents.default).config.approvers)
 
     def fragment(self, template: str, **values: Any) -> str:
         return self.env.get_template(template).render(**values)

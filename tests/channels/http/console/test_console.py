@@ -13,7 +13,20 @@ from urllib.parse import quote
 
 import httpx
 
-from runtime import Origin, RunState, Runtime, tool
+from runtime import (
+    Agent,
+    AgentConfig,
+    Agents,
+    EchoProvider,
+    Origin,
+    RouteConfig,
+    RunState,
+    Runtime,
+    RuntimeConfig,
+    SQLiteStore,
+    ToolRegistry,
+    tool,
+)
 from schedules import ScheduleConfig
 from tests.clock import Clock
 from tests.http_helpers import echo_runtime, scheduled, served, tokens
@@ -161,6 +174,33 @@ async def test_an_operator_not_among_the_approvers_sees_no_buttons(tmp_path: Pat
             "csrf": csrf_of(inbox.text), "run_id": run.id, "decision": "approve",
             "tool_call_id": pending.tool_call_id, "arguments_hash": pending.arguments_hash})
         assert refused.status_code == 409 and "may not decide" in refused.text
+
+
+async def test_each_run_shows_the_buttons_its_own_agents_approvers_allow(tmp_path: Path
+                                                                         ) -> None:
+    """Two agents, two lists of approvers: alice may decide the engineers' run, not the
+    support run (carol's), on the approvals page and on each run's page."""
+    tools = ToolRegistry([deploy])
+    agents = Agents([
+        Agent(AgentConfig(name="support", approvers=["carol"]), EchoProvider(), tools),
+        Agent(AgentConfig(name="eng", approvers=["alice"]), EchoProvider(), tools),
+    ], (RouteConfig(thread_prefix="eng-", agent="eng"),))
+    async with SQLiteStore(tmp_path / "m.db") as store, \
+            Runtime(store, agents=agents, settings=RuntimeConfig(concurrency="thread")) as rt, \
+            browser(rt) as client:
+        support = await rt.send("help-1", '/tool deploy {"service": "api"}')
+        eng = await rt.send("eng-1", '/tool deploy {"service": "db"}')
+        assert (support.agent, eng.agent) == ("support", "eng")
+        inbox = await client.get("/approvals")
+        articles = {run_id: body for run_id, body in re.findall(
+            r'<article class="approval" data-run="([0-9a-f]+)">(.*?)</article>', inbox.text,
+            re.S)}
+        assert "Approve</button>" in articles[eng.id]
+        assert "Approve</button>" not in articles[support.id]
+        assert "Only carol may decide this one" in articles[support.id]
+        assert "may decide this one" not in articles[eng.id]
+        assert "Approve</button>" in (await client.get(f"/runs/{eng.id}")).text
+        assert "Approve</button>" not in (await client.get(f"/runs/{support.id}")).text
 
 
 async def test_cancel_and_resume_from_the_run_page(tmp_path: Path) -> None:
