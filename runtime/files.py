@@ -81,6 +81,8 @@ class Files:
         self.clock = clock
         self._fetchers: dict[str, FileFetcher] = {}
         self._parts: OrderedDict[tuple[str, Seeing, int], FilePart] = OrderedDict()
+        self._ahead: dict[str, list[FileRef | FileRefused]] = {}
+        """What ``prefetch`` fetched, by run, until ``take`` (or ``forget``) has it."""
 
     def add_fetcher(self, channel: str, fetcher: FileFetcher) -> None:
         """Where files announced by ``channel``'s platform are downloaded from."""
@@ -117,20 +119,51 @@ class Files:
         text file's share of the window (``window``) is what it may fill of a request."""
         refs: list[FileRef] = list(run.files)
         refused: list[FileRefused] = []
-        room = self.config.max_per_message - len(refs)
-        for n, source in enumerate(run.fetch):
-            if n >= room:
-                refused.append(FileRefused(source.name, f"at most {self.config.max_per_message}"
-                                           " files are read from one message ([files] "
-                                           "max_per_message)", "count"))
-                continue
-            try:
-                refs.append(await self._fetch(source))
-            except FileRefused as exc:
-                log.info("run %s: file refused: %s", run.id, exc)
-                refused.append(exc)
+        fetched = self._ahead.pop(run.id, None)
+        for outcome in await self._fetch_all(run) if fetched is None else fetched:
+            if isinstance(outcome, FileRefused):
+                log.info("run %s: file refused: %s", run.id, outcome)
+                refused.append(outcome)
+            else:
+                refs.append(outcome)
         return Taken(tuple(_shared(refs, window or UNKNOWN_CONTEXT, self.config.text_share)),
                      tuple(refused))
+
+    async def prefetch(self, run: Run) -> None:
+        """Fetch and store now the files a queued run's platform announced, for ``take``:
+        called before the run waits for the runtime's lock (global concurrency), so a slow
+        download holds up no other thread. A run that never gets to ``take`` (refused,
+        cancelled, driven elsewhere) leaves its blobs stored, as a crash there would; a
+        failure other than a refusal is left for ``take`` to meet again."""
+        if not run.fetch or run.started_at is not None or run.id in self._ahead:
+            return
+        try:
+            self._ahead[run.id] = await self._fetch_all(run)
+        except Exception as exc:
+            log.warning("run %s: fetching its files ahead failed (%s); they are fetched "
+                        "when it starts", run.id, exc)
+
+    def forget(self, run_id: str) -> None:
+        """Drop what was fetched ahead for a run that did not take it."""
+        self._ahead.pop(run_id, None)
+
+    async def _fetch_all(self, run: Run) -> list[FileRef | FileRefused]:
+        """Each announced file, stored, or why it is not (at most ``max_per_message`` with
+        the files the run was given)."""
+        room = self.config.max_per_message - len(run.files)
+        outcomes: list[FileRef | FileRefused] = []
+        for n, source in enumerate(run.fetch):
+            if n >= room:
+                outcomes.append(FileRefused(source.name, f"at most "
+                                            f"{self.config.max_per_message} files are read "
+                                            "from one message ([files] max_per_message)",
+                                            "count"))
+                continue
+            try:
+                outcomes.append(await self._fetch(source))
+            except FileRefused as exc:
+                outcomes.append(exc)
+        return outcomes
 
     async def _fetch(self, source: FileSource) -> FileRef:
         self.check(source.name, media_type_of(source.media_type, source.name), source.size)

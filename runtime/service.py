@@ -134,7 +134,7 @@ class Runtime:
         self._leases = Leases(store, self.instance_id, self.settings.lease_ttl_s)
         self._peers = Peers(store, self.instance_id)
         self._workers = Workers(store, self._driver, self._bus, self.settings, self._leases,
-                                peers=self._peers, outbox=self._outbox)
+                                peers=self._peers, outbox=self._outbox, files=self.files)
         self._waiting = Waiting(store, self._bus, self._workers, self._peers,
                                 poll_interval_s=self.settings.poll_interval_s,
                                 serving=lambda: self._serving is not None)

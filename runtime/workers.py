@@ -27,6 +27,7 @@ from .delivery import Outbox
 from .drivers import Drivers
 from .errors import StaleWrite, StoreError, StoreGone
 from .events import EventBus, RunEnded, StateChanged
+from .files import Files
 from .leases import Leases, describe_holder, thread_lease
 from .logcontext import RUN_CONTEXT
 from .peers import Peers
@@ -55,8 +56,11 @@ class Workers:
         *,
         peers: Peers,
         outbox: Outbox,
+        files: Files | None = None,
     ) -> None:
         self._store = store
+        self._files = files
+        """Fetches a run's announced files before it waits for the global lock."""
         self._driver = driver
         self._bus = bus
         self._settings = settings
@@ -226,6 +230,16 @@ class Workers:
         """Drive the run here; or, if another process holds its thread's lease, who."""
         lock = self._lock if self._settings.concurrency == "global" \
             else contextlib.nullcontext()
+        if self._files is not None and lock is self._lock and run.fetch and not self.closing:
+            await self._files.prefetch(run)  # not while the lock keeps the others waiting
+        try:
+            return await self._drive_locked(run, lock)
+        finally:
+            if self._files is not None:
+                self._files.forget(run.id)
+
+    async def _drive_locked(self, run: Run,
+                            lock: asyncio.Lock | contextlib.nullcontext[None]) -> str | None:
         async with lock:
             if self.closing:
                 self.publish_waiting(run, "shutting down")
