@@ -7,6 +7,7 @@
     python -m tests.crash.driver --db DB --effect EFFECT --workdir DIR [--recover]
     python -m tests.crash.driver ... --approve RUN CALL | --deny RUN CALL
     python -m tests.crash.driver ... --vote USER up|down
+    python -m tests.crash.driver ... --command WORDS  (``/maiden WORDS`` by u1 in room r1)
     python -m tests.crash.driver ... --send THREAD TEXT --file NAME  (tests/crash/files.py)
     python -m tests.crash.driver ... --send THREAD TEXT --cap-tokens N  (a spend cap)
     (any of them with --slack API_URL TOKEN CHANNEL THREAD_TS, or --discord ...;
@@ -37,7 +38,8 @@ named by ``--effect`` and leaves countable traces in DIR:
 - ``calls.jsonl``: one line per invocation of the tool (every effect class);
 - ``effects.jsonl``: one line per *applied* effect (not for ``read_only``; an
   ``idempotent_write`` applies a key once, like a real idempotent API would);
-- ``channel.jsonl``: one line per message posted to the fake "testchat" channel.
+- ``channel.jsonl``: one line per message posted to the fake "testchat" channel;
+- ``commands.jsonl``: one line per answer to ``--command`` (what the person was told).
 
 Kill points live here only, never in production code: a ``SQLiteStore``
 subclass, the tool and the channel call ``SIGKILL`` on themselves right after
@@ -126,8 +128,17 @@ VOTE_KILL_POINTS = (
     "after_vote_recorded",      # --vote: the vote is written, the click not yet answered
 )
 
+COMMAND_KILL_POINTS = (
+    "after_run_cancelled",      # --command stop: the run is cancelled, its notice unsent
+    "after_delivery_sent",      # the notice is posted, its id not yet recorded
+    "after_delivery_recorded",  # the notice's id is stored, the command not yet answered
+)
+
 CHANNEL = "testchat"
 ORIGIN = Origin(channel=CHANNEL, target={"room": "r1"}, user="u1")
+PLACED = Origin(channel=CHANNEL, target={"room": "r1", "channel": "r1"}, user="u1")
+"""``--placed``: the room is also the place a command is typed in (``channels.commands``
+finds a place's runs by ``target["channel"]``)."""
 TOOL_NAME = "effect_tool"
 SCRIPT: list[dict[str, Any]] = [
     {"tool_calls": [{"name": TOOL_NAME, "arguments": {"n": 1}},
@@ -153,6 +164,7 @@ FIRE_LEAD = timedelta(seconds=5)
 CALLS_FILE = "calls.jsonl"
 EFFECTS_FILE = "effects.jsonl"
 CHANNEL_FILE = "channel.jsonl"
+COMMANDS_FILE = "commands.jsonl"
 STREAMS_FILE = "streams.json"
 
 
@@ -217,6 +229,8 @@ class _Crashing:
             self.switch.reached("after_final_answer")
         if any(t.target is RunState.FAILED for t in cp.transitions):
             self.switch.reached("after_run_failed")
+        if any(t.target is RunState.CANCELLED for t in cp.transitions):
+            self.switch.reached("after_run_cancelled")
         if any(isinstance(e, Notice) and e.code == "summary" for e in cp.entries):
             self.switch.reached("after_summary")
         if any(isinstance(d, StreamDelivery) for d in cp.deliveries):
@@ -382,6 +396,17 @@ def make_tool(
     return effect_tool
 
 
+async def command(runtime: Runtime, words: str, workdir: Path) -> None:
+    """``/maiden WORDS`` asked by u1 in room r1, as a platform's adapter asks it (with every
+    right); what the person is told is appended to ``commands.jsonl``."""
+    from channels.commands import Asked, Commands, parse
+
+    asked = Asked(words=parse(words), user="u1", channel=CHANNEL, place="r1",
+                  request=f"drill:{words}")
+    answer = await Commands(runtime, None).answer(asked, lambda right: True)
+    append_line(workdir / COMMANDS_FILE, {"text": answer.text, "announce": answer.announce})
+
+
 async def summarise(store: SQLiteStore | FilesStore) -> dict[str, Any]:
     """What ``maiden runs`` / ``maiden show`` would tell: runs, transitions, threads, outbox."""
     runs = []
@@ -479,7 +504,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         tracing = traced(Path(args.trace_file)) if args.trace_file else NO_TRACING
         runtime = Runtime(store, AskedModel(model, switch), ToolRegistry(tools), agent=agent,
                           caps=caps, tracing=tracing)
-        origin = ORIGIN
+        origin = PLACED if args.placed else ORIGIN
         deliver: str | None = None
         chat = FileChannel(workdir / CHANNEL_FILE, switch)
         if args.stream:
@@ -542,6 +567,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 user, value = args.vote
                 (voted,) = await store.list_runs()
                 await runtime.feedback.vote(voted.id, value, user=user, channel=origin.channel)
+            if args.command:
+                await command(runtime, args.command, workdir)
             await runtime.idle()
         if args.discord:
             await http.close()
@@ -579,6 +606,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     action.add_argument("--deny", nargs=2, metavar=("RUN", "CALL"))
     action.add_argument("--vote", nargs=2, metavar=("USER", "up|down"),
                         help="a person's click on the 👍 / 👎 of the store's one run")
+    action.add_argument("--command", metavar="WORDS",
+                        help="/maiden WORDS, by u1 in room r1 (channels.commands)")
+    parser.add_argument("--placed", action="store_true",
+                        help="--send from room r1 as a place, where --command looks")
     parser.add_argument("--key", help="--send: the inbound message's idempotency key")
     parser.add_argument("--late", type=float, default=5.0, metavar="SECONDS",
                         help="--fire: how long after the slot the alarm goes off, or a "
@@ -600,7 +631,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--kill-at",
                         choices=sorted(set(KILL_POINTS + COMPACTION_KILL_POINTS
                                            + FAILED_KILL_POINTS + STREAM_KILL_POINTS
-                                           + VOTE_KILL_POINTS + FILE_KILL_POINTS)))
+                                           + VOTE_KILL_POINTS + FILE_KILL_POINTS
+                                           + COMMAND_KILL_POINTS)))
     parser.add_argument("--max-message-chars", type=int, metavar="N",
                         help="[agent] max_message_chars (a longer --send is refused, told)")
     parser.add_argument("--cap-tokens", type=int, metavar="N",

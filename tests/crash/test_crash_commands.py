@@ -1,0 +1,85 @@
+"""``/maiden stop``, killed around its effect (``COMMAND_KILL_POINTS``), both stores: the run
+waits for an approval, the person stops it, the process dies; after the restart the person,
+who was told nothing, asks again. The run is cancelled once, its "Stopped" notice is in the
+channel once, and the second ask finds nothing left to stop — what an uninterrupted stop
+and a second ask end with.
+
+The command's answer and its line for everyone (``Answer.announce``, which a platform's
+adapter posts directly, not through the outbox) are lost with the process: the person
+asks again and is told there is nothing left to stop, and the channel has the run's own
+notice. At most once, never twice; the test says which."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.crash.driver import CHANNEL_FILE, COMMAND_KILL_POINTS, COMMANDS_FILE, read_lines
+from tests.crash.outcome import run_driver
+
+
+def _driver(root: Path, store: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_driver(root, store, "--requires-approval", *args)
+
+
+def _done(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary: dict[str, Any] = json.loads(proc.stdout)
+    return summary
+
+
+def _ending(root: Path, summary: dict[str, Any]) -> dict[str, Any]:
+    """What the people see and the store holds, without ids and times."""
+    (run,) = summary["runs"]
+    return {
+        "run": (run["state"], run["reason"]),
+        "channel": [(m["kind"], m.get("text")) for m in read_lines(root / CHANNEL_FILE)],
+        "outbox": [(d["kind"], d["remote_id"] is not None) for d in summary["deliveries"]],
+        "told": [line["text"] for line in read_lines(root / COMMANDS_FILE)],
+    }
+
+
+def _asked_to_wait(root: Path, store: str) -> None:
+    _done(_driver(root, store, "--send", "t", "go", "--placed"))
+
+
+@pytest.mark.parametrize("store", ["sqlite", "files"])
+def test_an_uninterrupted_stop_and_a_second_ask(tmp_path: Path, store: str) -> None:
+    _asked_to_wait(tmp_path, store)
+    _done(_driver(tmp_path, store, "--command", "stop"))
+    ending = _ending(tmp_path, _done(_driver(tmp_path, store, "--command", "stop")))
+    assert ending == {
+        "run": ("cancelled", "cancelled by testchat:u1"),
+        "channel": [("approval", 'effect_tool {"n":1} needs approval.'),
+                    ("reply", "Stopped (cancelled by testchat:u1).")],
+        "outbox": [("approval", True), ("reply", True)],
+        "told": ["Stopped 1 run(s).", "Nothing is running here."],
+    }
+    assert [line["announce"] for line in read_lines(tmp_path / COMMANDS_FILE)] == [
+        "⏹ <@u1> stopped 1 run(s) here.", None]
+
+
+@pytest.mark.parametrize("store", ["sqlite", "files"])
+@pytest.mark.parametrize("point", COMMAND_KILL_POINTS)
+def test_a_stop_killed_midway_ends_as_one_uninterrupted(tmp_path: Path, store: str,
+                                                        point: str) -> None:
+    _asked_to_wait(tmp_path, store)
+    killed = _driver(tmp_path, store, "--command", "stop", "--kill-at", point)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    assert read_lines(tmp_path / COMMANDS_FILE) == []  # the person was told nothing
+    _done(_driver(tmp_path, store, "--recover"))  # the restart sends what is owed
+    ending = _ending(tmp_path, _done(_driver(tmp_path, store, "--command", "stop")))
+    assert ending == {
+        "run": ("cancelled", "cancelled by testchat:u1"),
+        "channel": [("approval", 'effect_tool {"n":1} needs approval.'),
+                    ("reply", "Stopped (cancelled by testchat:u1).")],
+        "outbox": [("approval", True), ("reply", True)],
+        "told": ["Nothing is running here."],  # asked again: nothing left to stop
+    }
+    # The line for everyone went with the killed process; the second ask has none to post.
+    assert [line["announce"] for line in read_lines(tmp_path / COMMANDS_FILE)] == [None]
