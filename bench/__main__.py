@@ -154,7 +154,8 @@ async def _run(sizes: Sizes, only: set[str], workdir: Path, sync: Synchronous) -
                       f"{SLOW_DISK_S * 1000:g} ms longer)")
             bursts.append(await run_burst(workdir, threads=sizes.users,
                                           messages=sizes.messages, synchronous=sync,
-                                          rounds=sizes.rounds, slow_disk_s=SLOW_DISK_S))
+                                          flush="apart", rounds=sizes.rounds,
+                                          slow_disk_s=SLOW_DISK_S))
         rows += burst_rows(bursts)
     if "memory" in only:
         _progress(f"workload 5: peak RSS (a subprocess per case; preparing "

@@ -157,8 +157,8 @@ def flush_way_rows(ways: dict[FlushWay, list[ThreadResult]]) -> list[Row]:
     loop = ways["loop"]
     name = f"1+2 thread, N={loop[0].n:,}, where flushes are made"
     base, _, _ = median_range([x.maiden_total_s * 1000 / x.n for x in loop])
-    what = {"auto": "flushed on the loop when it is idle and the disk quick, else on their "
-                    "own thread (maiden's)",
+    what = {"auto": "by maiden's rule (on the loop when it is idle and the disk quick, else "
+                    "apart; the writer's thread while others are ready)",
             "apart": "always flushed on a thread of their own",
             "loop": "flushed on the loop's thread", "writer": "written on the writer's thread"}
     for way, results in ways.items():

@@ -415,15 +415,19 @@ async def _warmed(path: Path, monkeypatch: pytest.MonkeyPatch
         await writer.close()
 
 
-async def test_with_other_work_ready_the_flush_goes_to_its_thread(
+async def test_with_other_work_ready_a_durable_write_goes_to_the_writers_thread(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Others ready to run: the write is committed and flushed (by SQLite) on the writer's
+    thread, where those that come meanwhile would share it; the loop goes on."""
     async with _warmed(tmp_path / "g.db", monkeypatch) as (writer, disk):
+        flushes = len(disk.threads)
         ran = asyncio.Event()
         asyncio.get_running_loop().call_soon(ran.set)  # something else is ready to run
-        await writer.write(_where)
+        assert await writer.write(_where) != threading.get_ident()
         assert ran.is_set()
-        assert disk.threads[-1] != threading.get_ident()
-        assert writer.counts.flushed_here == 1
+        assert len(disk.threads) == flushes  # not the log's flush apart: SQLite's own
+        assert writer.counts.sent_there == 1 and writer.counts.flushed_here == 1
+        assert await writer.write_lazily(_where) == threading.get_ident()  # (no flush)
 
 
 async def test_a_slow_or_failed_flush_sends_the_next_ones_to_the_thread(

@@ -15,11 +15,12 @@ the log into the database and can take milliseconds, always run on the thread.
 A durable write's commit must reach the disk, which the loop must not wait for: with
 ``flush="apart"`` it is committed on the loop's thread without a flush and its caller
 waits for a flush of the log on a thread of its own, shared by the commits made meanwhile
-(``WalSync``). By default (``flush="auto"``) the same, except that a quick flush is made on
-the loop's thread when the loop has nothing else ready to run (the trip to the thread
-costs as much as such a flush). ``flush="loop"`` commits with the flush on the loop's
-thread, ``"writer"`` sends the whole write to the connection's thread; ``bench/`` measures
-all four.
+(``WalSync``). ``flush="writer"`` sends the whole write to the connection's thread, where
+the writes that come meanwhile share its commit and flush; ``flush="loop"`` commits with the
+flush on the loop's thread. By default (``flush="auto"``) a durable write made while the
+loop has other work ready goes to the writer's thread; one made while the loop has nothing
+else ready is committed on it and flushed there too if the disk is quick (the trip to a
+thread costs as much as such a flush), else apart. ``bench/`` measures all four.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, cast
 
 from ...errors import StoreError
 from .thread import SQLiteThread, store_error
-from .walsync import WalSync
+from .walsync import WalSync, loop_idle
 
 __all__ = ["SLOW_S", "FlushWay", "GroupCommit", "WriteCounts"]
 
@@ -66,7 +67,8 @@ class WriteCounts:
     here_slow: int = 0
     """...and how many of them held it up longer than ``SLOW_S``."""
     sent_there: int = 0
-    """Durable writes sent to the connection's thread (``flush="writer"``)."""
+    """Durable writes sent to the connection's thread (``flush="writer"``, or ``"auto"``
+    with other work ready)."""
     flushed_here: int = 0
     """Flushes of the log made on the loop's thread (``flush="auto"``)..."""
     flushed_here_max_s: float = 0.0
@@ -89,9 +91,10 @@ SLOW_S = 0.001
 FlushWay = Literal["auto", "apart", "loop", "writer"]
 """Where a durable write waits for the disk: ``apart`` (committed on the loop's thread
 without a flush, then the log flushed on a thread of its own, shared; falls back to
-``writer`` where the journal is not a WAL), ``auto`` (as ``apart``, but a quick flush is
-made on the loop's thread when it has nothing else ready to run), ``loop`` (the flush on
-the loop's thread), or ``writer`` (the whole write on the connection's thread)."""
+``writer`` where the journal is not a WAL), ``writer`` (the whole write on the connection's
+thread), ``loop`` (the flush on the loop's thread), or ``auto``: ``writer`` while the loop
+has other work ready, else committed on the loop and flushed there when the disk is quick,
+apart when it is not."""
 
 
 class GroupCommit:
@@ -181,7 +184,7 @@ class GroupCommit:
                 and not self._restarts:
             level = self._level_for([write])
             flushes = level in _FLUSHING
-            if flushes and self.flush == "writer":
+            if flushes and self._to_writer():
                 self.counts.sent_there += 1
             else:
                 apart = flushes and self._apart is not None
@@ -201,6 +204,13 @@ class GroupCommit:
         if self._flusher is None:
             self._flusher = asyncio.create_task(self._flush(), name="maiden-sqlite-commit")
         return await write.future
+
+    def _to_writer(self) -> bool:
+        """Whether a durable write goes to the writer's thread whole: always with
+        ``flush="writer"``; with ``"auto"`` while the loop has other work ready (there the
+        writes that come meanwhile share its commit and flush, and SQLite works while the
+        loop's Python goes on)."""
+        return self.flush == "writer" or (self.flush == "auto" and not loop_idle())
 
     def _flushed_apart(self, here: bool, took: float) -> None:
         counts = self.counts

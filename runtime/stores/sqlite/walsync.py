@@ -20,7 +20,8 @@ disk. So with ``here=True`` (``flush="auto"``, the store's default) a commit is 
 the loop's thread instead when the loop has nothing else ready to run (no one waits for
 it) and the log's recent flushes were quick (``QUICK_S``): the loop is then held for a
 fraction of a millisecond that nobody was waiting for. A slow flush sends the next ones to
-the thread again until the disk is quick again.
+the thread again until the disk is quick again. (With other work ready on the loop,
+``GroupCommit`` does not come here: it sends the whole write to the writer's thread.)
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from pathlib import Path
 
 from ...errors import StoreError
 
-__all__ = ["QUICK_S", "WalSync"]
+__all__ = ["QUICK_S", "WalSync", "loop_idle"]
 
 QUICK_S = 0.0005
 """A flush of the log this quick (its recent average) may be made on the loop's thread."""
@@ -72,7 +73,7 @@ class WalSync:
         begun before it was made does not count; one begun after covers it and every
         other commit made meanwhile."""
         self._written += 1
-        if self.here and self._flush is None and self._quick() and _loop_idle():
+        if self.here and self._flush is None and self._quick() and loop_idle():
             self._flush_here()
             return
         await self._until(self._written)
@@ -157,7 +158,7 @@ class WalSync:
             self._fd = None
 
 
-def _loop_idle() -> bool:
+def loop_idle() -> bool:
     """Whether the running loop has nothing else ready to run (asyncio's own loop keeps its
     ready callbacks in ``_ready``; another loop, without it, is never taken for idle)."""
     ready = getattr(asyncio.get_running_loop(), "_ready", None)
