@@ -44,6 +44,18 @@ def _ending(root: Path, summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _stopped(*told: str) -> dict[str, Any]:
+    """The ending of a stopped run: cancelled once, its prompt and its notice posted once
+    each; the person told ``told``."""
+    return {
+        "run": ("cancelled", "cancelled by testchat:u1"),
+        "channel": [("approval", 'effect_tool {"n":1} needs approval.'),
+                    ("reply", "Stopped (cancelled by testchat:u1).")],
+        "outbox": [("approval", True), ("reply", True)],
+        "told": list(told),
+    }
+
+
 def _asked_to_wait(root: Path, store: str) -> None:
     _done(_driver(root, store, "--send", "t", "go", "--placed"))
 
@@ -53,13 +65,7 @@ def test_an_uninterrupted_stop_and_a_second_ask(tmp_path: Path, store: str) -> N
     _asked_to_wait(tmp_path, store)
     _done(_driver(tmp_path, store, "--command", "stop"))
     ending = _ending(tmp_path, _done(_driver(tmp_path, store, "--command", "stop")))
-    assert ending == {
-        "run": ("cancelled", "cancelled by testchat:u1"),
-        "channel": [("approval", 'effect_tool {"n":1} needs approval.'),
-                    ("reply", "Stopped (cancelled by testchat:u1).")],
-        "outbox": [("approval", True), ("reply", True)],
-        "told": ["Stopped 1 run(s).", "Nothing is running here."],
-    }
+    assert ending == _stopped("Stopped 1 run(s).", "Nothing is running here.")
     assert [line["announce"] for line in read_lines(tmp_path / COMMANDS_FILE)] == [
         "⏹ <@u1> stopped 1 run(s) here.", None]
 
@@ -74,12 +80,6 @@ def test_a_stop_killed_midway_ends_as_one_uninterrupted(tmp_path: Path, store: s
     assert read_lines(tmp_path / COMMANDS_FILE) == []  # the person was told nothing
     _done(_driver(tmp_path, store, "--recover"))  # the restart sends what is owed
     ending = _ending(tmp_path, _done(_driver(tmp_path, store, "--command", "stop")))
-    assert ending == {
-        "run": ("cancelled", "cancelled by testchat:u1"),
-        "channel": [("approval", 'effect_tool {"n":1} needs approval.'),
-                    ("reply", "Stopped (cancelled by testchat:u1).")],
-        "outbox": [("approval", True), ("reply", True)],
-        "told": ["Nothing is running here."],  # asked again: nothing left to stop
-    }
+    assert ending == _stopped("Nothing is running here.")  # asked again: nothing to stop
     # The line for everyone went with the killed process; the second ask has none to post.
     assert [line["announce"] for line in read_lines(tmp_path / COMMANDS_FILE)] == [None]
