@@ -98,6 +98,11 @@ class Agents:
         there were several agents)."""
         return self.default if not name else self.by_name.get(name)
 
+    def answering(self, name: str | None) -> Agent:
+        """The agent that answers a run stored with agent ``name``: the default one for a
+        run without one, or of an agent no longer configured."""
+        return self.get(name or "") or self.default
+
     def route(self, where: Where) -> str:
         """The agent a new thread from ``where`` goes to."""
         return route(self.routes, where, self.default.name)

@@ -410,7 +410,7 @@ class Runtime:
             allowed = self.agent.approvers
         else:
             run = await self._store.get_run(run_id)
-            allowed = (self.agents.get(run.agent) or self.agents.default).config.approvers
+            allowed = self.agents.answering(run.agent).config.approvers
         if allowed and by not in allowed:
             raise RunError("not_an_approver", f"{by or 'an anonymous caller'} may not decide "
                            "approvals here")

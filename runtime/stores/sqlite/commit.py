@@ -36,7 +36,7 @@ from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, cast
 
 from ...errors import StoreError
 from .thread import SQLiteThread, store_error
-from .walsync import WalSync, loop_idle
+from .walsync import WalSync
 
 __all__ = ["SLOW_S", "FlushWay", "GroupCommit", "WriteCounts"]
 
@@ -127,7 +127,7 @@ class GroupCommit:
         self._lazy = "NORMAL" if synchronous.upper() in _FLUSHING else None
         self._synchronous = synchronous.upper()
         apart = flush in ("auto", "apart")
-        self._apart = WalSync(wal, self._flushed_apart, here=flush == "auto") \
+        self._apart = WalSync(wal, self._flushed_apart) \
             if apart and wal is not None and self._lazy is not None else None
         self.flush: FlushWay = flush if self._apart is not None else \
             "writer" if apart else flush
@@ -198,7 +198,7 @@ class GroupCommit:
                 if outcome is not _BUSY:
                     if apart:
                         assert self._apart is not None
-                        await self._apart.durable()
+                        await self._apart.durable(idle=self.flush == "auto")
                     return outcome
         self._pending.append(write)
         if self._flusher is None:
@@ -210,7 +210,7 @@ class GroupCommit:
         ``flush="writer"``; with ``"auto"`` while the loop has other work ready (there the
         writes that come meanwhile share its commit and flush, and SQLite works while the
         loop's Python goes on)."""
-        return self.flush == "writer" or (self.flush == "auto" and not loop_idle())
+        return self.flush == "writer" or (self.flush == "auto" and not _loop_idle())
 
     def _flushed_apart(self, here: bool, took: float) -> None:
         counts = self.counts
@@ -294,6 +294,13 @@ class GroupCommit:
                 if not write.future.done():
                     write.future.set_exception(StoreError(f"{self.conn.path}: the write was "
                                                           "interrupted"))
+
+
+def _loop_idle() -> bool:
+    """Whether the running loop has nothing else ready to run (asyncio's own loop keeps its
+    ready callbacks in ``_ready``; another loop, without it, is never taken for idle)."""
+    ready = getattr(asyncio.get_running_loop(), "_ready", None)
+    return ready is not None and not ready
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,12 +16,13 @@ reply sent, a message acknowledged) happens before. A kill -9 loses nothing eith
 the frames are in the OS's cache.
 
 The trip to the flushing thread and back costs about as much as the flush itself on a fast
-disk. So with ``here=True`` (``flush="auto"``, the store's default) a commit is flushed on
-the loop's thread instead when the loop has nothing else ready to run (no one waits for
-it) and the log's recent flushes were quick (``QUICK_S``): the loop is then held for a
-fraction of a millisecond that nobody was waiting for. A slow flush sends the next ones to
-the thread again until the disk is quick again. (With other work ready on the loop,
-``GroupCommit`` does not come here: it sends the whole write to the writer's thread.)
+disk. So a commit whose caller found the loop with nothing else ready to run
+(``durable(idle=True)``: ``flush="auto"``, the store's default) is flushed on the loop's
+thread instead when the log's recent flushes were quick (``QUICK_S``): the loop is then
+held for a fraction of a millisecond that nobody was waiting for. A slow flush sends the
+next ones to the thread again until the disk is quick again. (With other work ready on the
+loop, ``GroupCommit`` does not come here: it sends the whole write to the writer's
+thread.)
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from pathlib import Path
 
 from ...errors import StoreError
 
-__all__ = ["QUICK_S", "WalSync", "loop_idle"]
+__all__ = ["QUICK_S", "WalSync"]
 
 QUICK_S = 0.0005
 """A flush of the log this quick (its recent average) may be made on the loop's thread."""
@@ -47,15 +48,12 @@ _datasync = getattr(os, "fdatasync", os.fsync)  # (macOS has no fdatasync)
 class WalSync:
     """Flushes of one database's write-ahead log, on a thread of their own, shared."""
 
-    def __init__(self, wal: Path, flushed: Callable[[bool, float], None] = lambda here, s: None,
-                 *, here: bool = False) -> None:
+    def __init__(self, wal: Path, flushed: Callable[[bool, float], None] = lambda here, s: None
+                 ) -> None:
         self.wal = wal
         self._flushed = flushed
         """Called on the loop after each flush, with whether it was made on the loop's thread
         and how long it took (to count them)."""
-        self.here = here
-        """Whether a quick flush may be made on the loop's thread when it has nothing else
-        ready to run."""
         self._recent_s: float | None = None
         """How long the log's recent flushes took (a moving average; none made yet)."""
         self._fd: int | None = None
@@ -68,12 +66,13 @@ class WalSync:
         self._flush: tuple[asyncio.Future[float], int] | None = None
         """The flush under way, and how many commits it covers."""
 
-    async def durable(self) -> None:
+    async def durable(self, *, idle: bool = False) -> None:
         """Wait until the commit just made (and every one before it) is on disk: a flush
         begun before it was made does not count; one begun after covers it and every
-        other commit made meanwhile."""
+        other commit made meanwhile. ``idle``: the caller found the loop with nothing else
+        ready to run, so a quick flush may be made on the loop's thread."""
         self._written += 1
-        if self.here and self._flush is None and self._quick() and loop_idle():
+        if idle and self._flush is None and self._quick():
             self._flush_here()
             return
         await self._until(self._written)
@@ -157,9 +156,3 @@ class WalSync:
             os.close(self._fd)
             self._fd = None
 
-
-def loop_idle() -> bool:
-    """Whether the running loop has nothing else ready to run (asyncio's own loop keeps its
-    ready callbacks in ``_ready``; another loop, without it, is never taken for idle)."""
-    ready = getattr(asyncio.get_running_loop(), "_ready", None)
-    return ready is not None and not ready
