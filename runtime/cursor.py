@@ -57,7 +57,10 @@ class RunCursor:
         """The run's version as written (held checkpoints all carry the next one)."""
         self._held: list[Checkpoint] = []
         self._timer: asyncio.TimerHandle | None = None
-        """Starts ``_later`` after ``hold_s``, unless a checkpoint comes first."""
+        """Starts ``_later`` once ``_due``, unless a write takes what is held first."""
+        self._due = 0.0
+        """When what is held is to be written (the loop's time ``hold_s`` after the last
+        held checkpoint): one timer a stretch of them, moved on when it fires early."""
         self._later: asyncio.Task[None] | None = None
         """Writes what is held, begun by ``_timer``."""
         # A run that never started has no entries yet: don't search the thread for them.
@@ -110,8 +113,10 @@ class RunCursor:
             durable=durable)
         if hold and not durable and not deliveries and checked and self.hold_s > 0:
             self._held.append(checkpoint)
+            loop = asyncio.get_running_loop()
+            self._due = loop.time() + self.hold_s
             if self._timer is None:
-                self._timer = asyncio.get_running_loop().call_later(self.hold_s, self._begin_later)
+                self._timer = loop.call_later(self.hold_s, self._begin_later)
         else:
             await self._write([checkpoint])
         if self.start is None:
@@ -127,6 +132,12 @@ class RunCursor:
             self.bus.publish(StateChanged(run_id=run.id, thread_id=run.thread_id, state=to,
                                           reason=reason))
 
+    def written(self) -> bool:
+        """Whether every entry held here is in the store, at its place: nothing is held
+        and the last write landed (a list of them may then stand for the thread's start)."""
+        return not self._held and (self._later is None or self._later.done()) \
+            and self._stored == self.run.version
+
     async def flush(self) -> None:
         """Write what is held now (before a tool with an effect runs)."""
         await self._settle_later()
@@ -137,19 +148,28 @@ class RunCursor:
         """Forget what is held (the run was cut off: what handles that reads the store),
         letting a write already begun land first."""
         self._held.clear()
+        self._disarm()
         with contextlib.suppress(StaleWrite, StoreError):
             await self._settle_later()
 
     def _begin_later(self) -> None:
         self._timer = None
+        if not self._held:
+            return
+        loop = asyncio.get_running_loop()
+        if (left := self._due - loop.time()) > 0:  # held again since the timer was set
+            self._timer = loop.call_later(left, self._begin_later)
+            return
         self._later = asyncio.create_task(self._write([]), name=f"maiden-hold:{self.run.id}")
 
-    async def _settle_later(self) -> None:
-        """Stop ``_timer``, or wait for the write it began (whose error, if it failed, is
-        this write's)."""
+    def _disarm(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+    async def _settle_later(self) -> None:
+        """Wait for the write ``_timer`` began, if it has (whose error, if it failed, is
+        this write's)."""
         later = self._later
         if later is not None:
             # Kept until it is done: a cancellation of this task does not reach it, and
@@ -162,6 +182,7 @@ class RunCursor:
     async def _write(self, new: list[Checkpoint]) -> None:
         """What is held and then ``new`` (a checkpoint or none), in one write."""
         parts, self._held = [*self._held, *new], []
+        self._disarm()
         if len(parts) > 1 and parts[-1].position is None:
             # Written unchecked (the thread's position is unknown): what is held goes first.
             await self._write_one(_merged(parts[:-1]))

@@ -45,7 +45,7 @@ from .prompting import Prompts, compact, load
 from .providers.base import ModelRequest, ModelResponse, TextSink, seeing
 from .runs import Delivery, Run, RunState, idempotency_key
 from .stores.base import Store
-from .tail import first_loaded
+from .tail import ThreadCache, first_loaded
 from .tools import NOT_DONE, ToolContext, ToolOutput, ToolSpec, error_result
 from .tracing import NO_TRACING, Span, Tracing
 
@@ -98,6 +98,9 @@ class RunDriver:
         """Takes a run's files in as its first step, and loads them for the model."""
         self.caps = caps
         """Spend caps per person, place and agent (``[[budgets]]``), shared by the agents."""
+        self._threads = ThreadCache(KEPT_ENTRIES)
+        """Per thread, the entries the last run here left in memory, each in the store at
+        its place (``RunCursor.written``): the next run reads only the entries since."""
         self._file_scan: dict[str, tuple[int, bool]] = {}
         """Per thread: how many of its entries were looked at for files, and whether one
         names any (most recently asked last)."""
@@ -143,7 +146,7 @@ class RunDriver:
     async def _drive_run(self, run_id: str, run: Run, span: Span) -> Run:
         try:
             entries = await load(self.store, self.prompts, run, limit=self._limit(),
-                                 summary=self.agent.compaction == "summary")
+                                 summary=self.agent.compaction == "summary", kept=self._threads)
         except CorruptStore as exc:
             return await self.end.unreadable(run, exc)
         cur = self.end.cursor(run, entries, hold_s=self.hold_s, tracing=self.tracing)
@@ -176,6 +179,9 @@ class RunDriver:
         except Exception as exc:
             log.exception("run %s failed on an internal error", run_id)
             await self.end.fail(cur, "internal_error", f"{type(exc).__name__}: {exc}")
+        finally:
+            if isinstance(cur.entries, list) and cur.written():
+                self._threads.put(run.thread_id, 0, cur.entries)
         self.end.published(cur.run)
         return cur.run
 
@@ -557,6 +563,9 @@ def _model_name(provider: object) -> str:
 
 _FILE_SCANS_KEPT = 4096
 """Threads whose file scan is remembered (a thread forgotten is looked at whole again)."""
+KEPT_ENTRIES = 100_000
+"""Entries the driver keeps of the threads its runs left (``RunDriver._threads``); they
+are mostly the store's cached ones, so what this costs is mostly a pointer each."""
 
 
 def _names_files(entry: Entry) -> bool:

@@ -35,7 +35,7 @@ from .history import Tidiness, model_view
 from .providers.base import ModelRequest, Provider
 from .runs import Run, RunState
 from .stores.base import Store
-from .tail import Tail, is_summary
+from .tail import Tail, ThreadCache, is_summary
 from .tools import ToolSpec
 
 __all__ = ["COMPACTION_PROMPT", "Cut", "Prompts", "compact", "load"]
@@ -194,13 +194,18 @@ class Prompts:
 
 
 async def load(store: Store, prompts: Prompts, run: Run, *, limit: int | None,
-               summary: bool) -> list[Entry] | Tail:
+               summary: bool, kept: ThreadCache | None = None) -> list[Entry] | Tail:
     """What the run needs of its thread: with a context window (``limit``), only the tail
     the window holds (from where it is held, and from the run's own message on); else all
-    of it. With ``summary`` compaction, also what falls out of the window since the newest
+    of it (of a thread ``kept`` holds, only the entries since: it is taken from there).
+    With ``summary`` compaction, also what falls out of the window since the newest
     summary, for ``compact`` to summarise."""
     fresh = run.state is RunState.QUEUED and run.started_at is None
     if limit is None or (not fresh and run.first_entry is None):
+        held = kept.pop(run.thread_id)[1] if kept is not None else []
+        if held:  # entries are only ever appended: what is held is still the thread's start
+            held.extend(await store.load_entries(run.thread_id, offset=len(held)))
+            return held
         return await store.load_entries(run.thread_id)
     starts = [prompts.held_start(run.thread_id), None if fresh else run.first_entry]
     start = min((s for s in starts if s is not None), default=None)

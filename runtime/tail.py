@@ -9,6 +9,7 @@ the dropped start of the thread is the same as with the whole thread loaded.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import pairwise
 from typing import overload
@@ -16,7 +17,7 @@ from typing import overload
 from .context import SUMMARY, entry_tokens
 from .entries import Entry, Notice, UserMessage
 
-__all__ = ["Tail", "first_loaded", "is_summary", "tail_of"]
+__all__ = ["Tail", "ThreadCache", "first_loaded", "is_summary", "tail_of"]
 
 
 class Tail(Sequence[Entry]):
@@ -97,3 +98,48 @@ def tail_of(entries: list[Entry], tokens: int, start: int | None = None) -> Tail
     assert newest is None or isinstance(newest, Notice)
     return Tail(base, entries[base:], summaries_before=len(summaries), summary_before=newest,
                 tokens=[now - then for then, now in pairwise([0, *sums])][base:])
+
+
+class ThreadCache:
+    """Validated entries of the threads loaded last, each from some entry on (a tail, or
+    the whole thread from 0), up to ``limit`` entries in all (LRU)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._threads: OrderedDict[str, tuple[int, list[Entry]]] = OrderedDict()
+        self._size = 0
+
+    def __contains__(self, thread_id: str) -> bool:
+        return thread_id in self._threads
+
+    def pop(self, thread_id: str) -> tuple[int, list[Entry]]:
+        """``(base, entries from base on)``; ``(0, [])`` for a thread not held."""
+        base, entries = self._threads.pop(thread_id, (0, []))
+        self._size -= len(entries)
+        return base, entries
+
+    def put(self, thread_id: str, base: int, entries: list[Entry]) -> None:
+        self.pop(thread_id)  # a concurrent load may have put it back meanwhile
+        if len(entries) > self.limit:
+            return
+        self._threads[thread_id] = (base, entries)
+        self._size += len(entries)
+        while self._size > self.limit:
+            _, (_, dropped) = self._threads.popitem(last=False)
+            self._size -= len(dropped)
+
+    def extend(self, thread_id: str, position: int, entries: Sequence[Entry]) -> None:
+        """``entries`` were just committed at ``position``: a thread held up to there holds
+        them too (what the next load would read back), any other is left as it is."""
+        held = self._threads.get(thread_id)
+        if held is None or not entries or held[0] + len(held[1]) != position:
+            return
+        held[1].extend(entries)
+        self._size += len(entries)
+        while self._size > self.limit:
+            _, (_, dropped) = self._threads.popitem(last=False)
+            self._size -= len(dropped)
+
+    def clear(self) -> None:
+        self._threads.clear()
+        self._size = 0

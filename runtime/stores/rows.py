@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gc
 import json
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -19,7 +18,7 @@ from ..routing import place_key
 from ..runs import DELIVERY, TERMINAL, Delivery, Run, RunState, StreamState, Transition
 from .base import ENTRIES, Checkpoint, SpendAsk, SpendScope, ThreadInfo
 
-__all__ = ["ThreadCache", "activity", "deliveries_query", "entry_row", "parse_entries", "parse_run",
+__all__ = ["activity", "deliveries_query", "entry_row", "parse_entries", "parse_run",
            "pending_changed", "positioned_rows", "run_json", "thread_infos", "transitions_of"]
 
 
@@ -207,36 +206,3 @@ def no_cycle_collection(pause: bool) -> Iterator[None]:
         yield
     finally:
         gc.enable()
-
-
-class ThreadCache:
-    """Validated entries of the threads loaded last, each from some entry on (a tail, or
-    the whole thread from 0), up to ``limit`` entries in all (LRU)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._threads: OrderedDict[str, tuple[int, list[Entry]]] = OrderedDict()
-        self._size = 0
-
-    def __contains__(self, thread_id: str) -> bool:
-        return thread_id in self._threads
-
-    def pop(self, thread_id: str) -> tuple[int, list[Entry]]:
-        """``(base, entries from base on)``; ``(0, [])`` for a thread not held."""
-        base, entries = self._threads.pop(thread_id, (0, []))
-        self._size -= len(entries)
-        return base, entries
-
-    def put(self, thread_id: str, base: int, entries: list[Entry]) -> None:
-        self.pop(thread_id)  # a concurrent load may have put it back meanwhile
-        if len(entries) > self.limit:
-            return
-        self._threads[thread_id] = (base, entries)
-        self._size += len(entries)
-        while self._size > self.limit:
-            _, (_, dropped) = self._threads.popitem(last=False)
-            self._size -= len(dropped)
-
-    def clear(self) -> None:
-        self._threads.clear()
-        self._size = 0

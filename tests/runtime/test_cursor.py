@@ -57,6 +57,7 @@ async def test_held_checkpoints_land_with_the_next_one_in_one_transaction(
     await cur.commit([_said(run_id, "hi")], to=S.RUNNING, reason="started", durable=False)
     await cur.commit([AssistantTurn(run_id=run_id, text="thinking", at=2.0)], durable=False)
     assert cur.run.state is S.RUNNING and len(cur.entries) == 2  # the cursor moved on
+    assert not cur.written()  # its entries are not the thread's yet
     assert (await store.get_run(run_id)).state is S.QUEUED  # the store did not
     assert await store.load_entries("t") == []
     assert store.write_counts().transactions == before
@@ -66,6 +67,7 @@ async def test_held_checkpoints_land_with_the_next_one_in_one_transaction(
     assert store.write_counts().transactions == before + 1
     landed = await store.get_run(run_id)
     assert landed.state is S.COMPLETED and landed.version == cur.run.version == 1
+    assert cur.written()
     assert await _texts(store) == ["hi", "thinking", "done"]
     assert [t.reason for t in await store.transitions(run_id)] == ["started", "answered"]
 
@@ -88,10 +90,13 @@ async def test_flush_writes_what_is_held_and_drop_forgets_it(store: WatchedStore
                      durable=False)
     await cur.flush()
     assert (await store.get_run(cur.run.id)).state is S.RUNNING
+    assert cur.written()
     await cur.commit([AssistantTurn(run_id=cur.run.id, text="lost", at=2.0)], durable=False)
     await cur.drop()
     await cur.flush()  # nothing left to write
     assert await _texts(store) == ["hi"]
+    assert [getattr(e, "text", None) for e in cur.entries] == ["hi", "lost"]
+    assert not cur.written()  # what it holds is not the thread's
 
 
 async def test_a_held_write_that_cannot_land_fails_the_next_one(store: WatchedStore) -> None:
@@ -102,6 +107,7 @@ async def test_a_held_write_that_cannot_land_fails_the_next_one(store: WatchedSt
                      durable=False)
     with pytest.raises(StaleWrite):
         await asyncio.wait_for(cur.commit(to=S.COMPLETED, reason="answered"), 10)
+    assert not cur.written()
 
 
 async def test_nothing_is_held_with_hold_s_zero(

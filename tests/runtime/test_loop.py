@@ -26,6 +26,7 @@ from runtime import (
 )
 from runtime.loop import FINAL_TURN_NOTICE
 from runtime.providers.openai import OpenAIProvider
+from runtime.stores.base import Checkpoint
 from tests.fakes import openai
 from tests.fakes.openai import OpenAIServer
 
@@ -275,6 +276,21 @@ async def test_messages_on_one_thread_run_in_order(make_runtime: Any) -> None:
     assert users == [f"m{i}" for i in range(5)]
     assert kinds(entries) == ["user", "assistant"] * 5
 
+
+async def test_a_run_sees_what_another_writer_added_to_its_thread_since_the_last_run(
+        make_runtime: Any, tmp_path: Path) -> None:
+    """The driver keeps the thread its last run left; the next run reads only the entries
+    since, and so also what another process wrote meanwhile."""
+    async with make_runtime([{"text": "first"}, {"text": "second"}],
+                            db=tmp_path / "d.db") as (rt, provider):
+        await rt.send("t", "one")
+        async with SQLiteStore(tmp_path / "d.db") as other:
+            await other.commit(Checkpoint("t", 2, [Notice(run_id="r", code="note",
+                                                         text="written elsewhere")]))
+        await rt.send("t", "two")
+        entries = await rt.records.entries("t")
+    assert kinds(entries) == ["user", "assistant", "notice", "user", "assistant"]
+    assert list(provider.calls[1].entries) == entries[:4]
 
 async def test_idempotent_submission_returns_the_same_run(make_runtime: Any) -> None:
     async with make_runtime([{"text": "once"}]) as (rt, provider):

@@ -243,6 +243,23 @@ async def test_two_writers_one_wins(store: AnyStore, new_store: Callable[[], Any
             assert len(await other.load_entries("t")) == position + 1
 
 
+
+async def test_a_writer_reads_its_own_commits_and_the_others_in_order(
+        store: AnyStore, new_store: Callable[[], AnyStore]) -> None:
+    """What a store holds of a thread after its own commit (it keeps what it wrote) is still
+    the thread, in order, when another writer appended before that commit."""
+    run = await started(store)
+    said = [*(await store.load_entries("t")),  # held from here
+            *(Notice(run_id=run.id, code="w", text=str(i)) for i in range(5))]
+    await store.commit(Checkpoint("t", 1, said[1:2]))
+    async with new_store() as other:
+        await other.commit(Checkpoint("t", 2, said[2:4]))  # unseen by ``store`` so far
+    await store.commit(Checkpoint("t", 4, said[4:5]))
+    await store.commit(Checkpoint("t", 5, said[5:]))
+    assert await store.load_entries("t") == said
+    assert await store.load_entries("t", offset=3) == said[3:]
+    assert await store.thread_length("t") == 6
+
 _WRITER = textwrap.dedent("""
     import asyncio, sys
     from runtime.entries import Notice

@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 import asyncpg  # type: ignore[import-untyped]
 
 from ...errors import StoreError
+from ...tail import ThreadCache
 from ..base import Opens
 from ..dsn import redact_dsn
-from ..rows import ThreadCache
 from .schema import check_schema_name, migrate
 from .sql import ERRORS, configure, keep
 

@@ -121,6 +121,8 @@ class PostgresRuns(PostgresCore, RunStore):
             raise StoreError("a checkpoint with entries needs a position")
         async with self._connection() as conn:
             await write_checkpoint(conn, cp)
+        if cp.position is not None:
+            self._threads.extend(cp.thread_id, cp.position, cp.entries)
 
     async def load_entries(self, thread_id: str, *, offset: int = 0,
                            limit: int | None = None) -> list[Entry]:

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, cast
 
 from ...errors import StoreError
+from ...tail import ThreadCache
 from ..base import Opens
 from ..identity import FileIdentity
-from ..rows import ThreadCache
 from .commit import FlushWay, GroupCommit, WriteCounts
 from .schema import migrate
 from .sql import fetchall

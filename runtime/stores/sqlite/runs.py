@@ -87,10 +87,15 @@ class SQLiteRuns(SQLiteReads, RunStore):
             await self._grouped(commit_rows, rows)
         else:
             await self._write_side().write_lazily(commit_rows, rows)
+        if cp.position is not None:
+            self._threads.extend(cp.thread_id, cp.position, cp.entries)
 
     async def load_entries(self, thread_id: str, *, offset: int = 0,
                            limit: int | None = None) -> list[Entry]:
         check_thread_id(thread_id)
+        if offset and limit is None and thread_id in self._threads:
+            # The rest of a thread held here (a run's driver has its start): a few rows.
+            return await self._read_small(self._page, thread_id, offset, limit)
         if offset or limit is not None:  # a page, for a reader of the history: not cached
             return await self._read(self._page, thread_id, offset, limit)
         return await self._read_thread(self._load_from, thread_id, 0)
