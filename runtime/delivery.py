@@ -9,6 +9,7 @@ only if it is really missing.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -127,7 +128,8 @@ class Outbox:
         self._born = born
         self._tracing = tracing
         self._deliverers: dict[str, Deliverer] = {}
-        self._sending: set[str] = set()
+        self._sending: dict[str, asyncio.Future[None]] = {}
+        """Deliveries being sent now, each done when its send is."""
         self.live = LiveReplies(store, self._deliverers, clock)
         """The streams of runs driven here (channels whose deliverer has a ``streamer``):
         fed by the event bus, finished by the run's reply."""
@@ -167,6 +169,8 @@ class Outbox:
         if not run.origin.target:
             return
         for delivery in await self._store.deliveries(run_id=run.id, pending=True):
+            if await self._sent_meanwhile(delivery.key):
+                continue  # and the next ones after it, in order
             # Written since this runtime started: by it, and never tried before.
             await self._send(delivery, fresh=delivery.created_at >= self._born,
                              trace=run.trace)
@@ -175,7 +179,8 @@ class Outbox:
         """Send every record with no message id yet, reconciling first: those a crash or a
         failed send left behind; except the runs ``skip`` says another process holds."""
         for delivery in await self._store.deliveries(pending=True):
-            if delivery.key in self._sending or delivery.channel not in self._deliverers:
+            if delivery.channel not in self._deliverers or \
+                    await self._sent_meanwhile(delivery.key):
                 continue
             if await skip(delivery.run_id):
                 continue
@@ -183,6 +188,16 @@ class Outbox:
                 await self.live.tidy(delivery, await self._store.get_run(delivery.run_id))
                 continue
             await self._send(delivery, fresh=False, trace=await self._trace_of(delivery))
+
+    async def _sent_meanwhile(self, key: str) -> bool:
+        """Whether another send of ``key`` is under way; if so, once it is over (so that a
+        run's messages are posted in their order: its answer after a notice that a
+        retry of the outbox is posting)."""
+        busy = self._sending.get(key)
+        if busy is None:
+            return False
+        await asyncio.wait([busy])
+        return True
 
     async def _trace_of(self, delivery: Delivery) -> str:
         """The trace of the delivery's run, when traces are made ('' when not)."""
@@ -212,7 +227,7 @@ class Outbox:
             return
         if delivery.key in self._sending:
             return  # already on its way
-        self._sending.add(delivery.key)
+        self._sending[delivery.key] = asyncio.get_running_loop().create_future()
         why = None
         span = self._tracing.delivery(delivery, what, fresh=fresh, parent=trace)
         try:
@@ -232,7 +247,7 @@ class Outbox:
                           "tried again", delivery.run_id, what)
             why = f"{type(exc).__name__}: {exc}"
         finally:
-            self._sending.discard(delivery.key)
+            self._sending.pop(delivery.key).set_result(None)
         if why is not None:
             # After letting go of the key: a retry may start meanwhile; if it posts first,
             # the store leaves the sent record alone.
