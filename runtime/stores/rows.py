@@ -48,8 +48,11 @@ def positioned_rows(thread_id: str, position: int, entries: Sequence[tuple[Any, 
 
 
 def run_json(run: Run) -> str:
-    """A run's row: its fields that differ from the defaults (a third of the bytes)."""
-    return run.model_dump_json(exclude_defaults=True)
+    """A run's row: its fields that differ from the defaults (a third of the bytes). A
+    read of that row in this process (``parse_run``) gets ``run`` back without parsing."""
+    data = run.model_dump_json(exclude_defaults=True)
+    _remember(data, run)
+    return data
 
 
 def since_id(since: float) -> str:
@@ -101,10 +104,29 @@ def spend_of(run: Run) -> tuple[int, float]:
 
 
 def parse_run(data: str) -> Run:
+    known = _RUNS.get(data)
+    if known is not None:
+        return known
     try:
-        return Run.model_validate_json(data)
+        run = Run.model_validate_json(data)
     except ValueError as exc:
         raise CorruptStore(f"unreadable run row: {exc}") from exc
+    _remember(data, run)
+    return run
+
+
+_RUNS: dict[str, Run] = {}
+"""Run rows written or read last in this process, and their (frozen) runs: a run's row
+is read soon after it is written (the worker finds the new run, the driver reads it
+again), and a row's text decides its run. Plain dict operations only: the reader's
+thread parses too."""
+_RUNS_KEPT = 256
+
+
+def _remember(data: str, run: Run) -> None:
+    if len(_RUNS) >= _RUNS_KEPT:
+        _RUNS.clear()
+    _RUNS[data] = run
 
 
 def activity(cp: Checkpoint) -> bool | None:
