@@ -5,6 +5,11 @@ entry ``i``) but holds only the entries from ``base`` on; asking for one before 
 is an error rather than a silent wrong answer. Summary notices before ``base`` are
 described by the store (how many, and the newest), so that what the model is told about
 the dropped start of the thread is the same as with the whole thread loaded.
+
+A ``ThreadCache`` keeps the entries of the threads loaded last, each from some entry
+on: entries are only ever appended, so what it holds stays true and only the entries
+since need reading (the SQL stores' caches; the driver's lists of the threads its runs
+left).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What the two SQL stores (SQLite and PostgreSQL) share: their rows' formats (an entry's,
-a run's, a delivery's, a thread's listing, a run's transitions) and the cache of the
-entries of the threads loaded last. Entry rows are validated in one call per read, not
-one per row; a row that does not validate is found, and named, only on that error path."""
+a run's, a delivery's, a thread's listing, a run's transitions), and the runs whose rows
+were written or read last. Entry rows are validated in one call per read, not one per
+row; a row that does not validate is found, and named, only on that error path."""
 
 from __future__ import annotations
 
