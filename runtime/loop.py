@@ -66,7 +66,8 @@ class _Paused:
 
 
 class RunDriver:
-    """Drives runs through the loop. Holds no run state between calls: the store does."""
+    """Drives runs through the loop. Holds no run state between calls, the store does;
+    only what it keeps of threads the store holds too (``_threads``)."""
 
     def __init__(
         self,
