@@ -117,6 +117,11 @@ class ThreadCache:
     def __contains__(self, thread_id: str) -> bool:
         return thread_id in self._threads
 
+    def start(self, thread_id: str) -> int | None:
+        """Where what is held of the thread starts; None for a thread not held."""
+        held = self._threads.get(thread_id)
+        return None if held is None else held[0]
+
     def pop(self, thread_id: str) -> tuple[int, list[Entry]]:
         """``(base, entries from base on)``; ``(0, [])`` for a thread not held."""
         base, entries = self._threads.pop(thread_id, (0, []))

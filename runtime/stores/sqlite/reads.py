@@ -46,6 +46,17 @@ class SQLiteReads(SQLiteCore):
     def _load_from(self, db: sqlite3.Connection, thread_id: str, base: int) -> list[Entry]:
         """The thread's entries from ``base`` on; of those already held, only the rows since
         are read (rows are append-only). What is held after is the same tail."""
+        return list(self._held_from(db, thread_id, base))
+
+    def _since(self, db: sqlite3.Connection, thread_id: str, base: int, offset: int
+               ) -> list[Entry]:
+        """The entries from ``offset`` on of a thread held from ``base`` (at most
+        ``offset``): only the rows since what is held are read."""
+        return self._held_from(db, thread_id, base)[offset - base:]
+
+    def _held_from(self, db: sqlite3.Connection, thread_id: str, base: int) -> list[Entry]:
+        """What is held of the thread from ``base`` on, brought up to date: the cache's own
+        list (not to be changed)."""
         held_from, known = self._threads.pop(thread_id)
         if held_from > base or not known:
             held_from, known = base, []
@@ -56,7 +67,7 @@ class SQLiteReads(SQLiteCore):
         if base > held_from:
             known = known[base - held_from:]
         self._threads.put(thread_id, base, known)
-        return list(known)
+        return known
 
     def _load_tail(self, db: sqlite3.Connection, thread_id: str, tokens: int,
                    start: int | None) -> Tail:

@@ -93,9 +93,11 @@ class SQLiteRuns(SQLiteReads, RunStore):
     async def load_entries(self, thread_id: str, *, offset: int = 0,
                            limit: int | None = None) -> list[Entry]:
         check_thread_id(thread_id)
-        if offset and limit is None and thread_id in self._threads:
-            # The rest of a thread held here (a run's driver has its start): a few rows.
-            return await self._read_small(self._page, thread_id, offset, limit)
+        held_from = self._threads.start(thread_id)
+        if offset and limit is None and held_from is not None and held_from <= offset:
+            # The rest of a thread held here (a run's driver has its start): what is held,
+            # and the few rows since.
+            return await self._read_small(self._since, thread_id, held_from, offset)
         if offset or limit is not None:  # a page, for a reader of the history: not cached
             return await self._read(self._page, thread_id, offset, limit)
         return await self._read_thread(self._load_from, thread_id, 0)
