@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
@@ -140,7 +141,17 @@ class SlackChannel:
     async def __aenter__(self) -> Self:
         """Connect, or, if Slack cannot be reached, keep trying in the background while
         everything else serves (``ChannelRefused`` if Slack refuses a token)."""
-        app = AsyncApp(client=self.client, process_before_response=True,
+        # Bolt's own authorization of a single workspace asks auth.test at every request
+        # until one answers, so an event that came while the Web API could not be reached
+        # failed before any handler saw it. Who the bot is comes from this channel's own
+        # auth.test instead (or, before it, from the event: ``_on_message``); bolt's client
+        # holds no token (the request's gets the bot token from ``_authorized``).
+        async def authorize(enterprise_id: str | None, team_id: str | None
+                            ) -> AuthorizeResult:  # bolt passes what its parameters name
+            return self._authorized(enterprise_id, team_id)
+
+        app = AsyncApp(client=AsyncWebClient(base_url=self.config.api_url),
+                       authorize=authorize, process_before_response=True,
                        signing_secret=self.secrets.signing_secret,
                        request_verification_enabled=self.config.mode == "http",
                        logger=log)
@@ -164,6 +175,13 @@ class SlackChannel:
             self._connecting = asyncio.create_task(self._keep_connecting(exc),
                                                    name="maiden-slack-connect")
         return self
+
+    def _authorized(self, enterprise_id: str | None, team_id: str | None) -> AuthorizeResult:
+        """Bolt's authorization of a request: the bot token, and who the bot is once the
+        Web API has said (``_connect``)."""
+        return AuthorizeResult(enterprise_id=enterprise_id, team_id=team_id or self.team,
+                               bot_token=self.secrets.bot_token, bot_user_id=self.bot_user or None,
+                               bot_id=self.bot_id)
 
     async def _connect(self) -> None:
         """One attempt: who the bot is, then (Socket Mode) the socket. ``Unreachable`` if
@@ -308,12 +326,15 @@ class SlackChannel:
     # -- inbound -------------------------------------------------------------------------------
 
     async def _on_message(self, event: dict[str, Any], body: dict[str, Any]) -> None:
-        if not self.bot_user:
-            # Events API while the Web API is not reached yet: without knowing who the bot
-            # is, its own messages would look like people's. Failing, Slack sends it again.
+        # Events API while the Web API is not reached yet: who the bot is comes with the
+        # event (its ``authorizations``), so the message is taken and its answer waits in
+        # the outbox. Without that, the bot's own messages would look like people's:
+        # failing, Slack sends it again.
+        bot_user = self.bot_user or _authorized_bot(body)
+        if not bot_user:
             raise MaidenError("Slack event before the Web API was reached; not taken yet")
         seen = read_event(event, team=str(body.get("team_id") or self.team),
-                          bot_user=self.bot_user, bot_id=self.bot_id,
+                          bot_user=bot_user, bot_id=self.bot_id,
                           reply_to_bots=self.config.reply_to_bots)
         if not isinstance(seen, Inbound):
             return
@@ -341,7 +362,8 @@ class SlackChannel:
             seen.thread_id, seen.text, idempotency_key=seen.key, fetch=seen.files,
             origin=Origin(channel=self.name, target=seen.target, user=seen.user,
                           place=place.ids, direct=place.direct))
-        if run.id not in self._watching and run.state in ACTIVE_STATES:
+        if run.id not in self._watching and run.state in ACTIVE_STATES \
+                and self._problem is None:  # a status is shown only where Slack is reached
             self._watching.add(run.id)
             self._background.spawn(self._show_status(run, seen))
 
@@ -449,3 +471,12 @@ class SlackChannel:
 
 async def _ignored(event: dict[str, Any]) -> None:
     """An event the manifest subscribes to that needs no answer (acked by bolt)."""
+
+
+def _authorized_bot(body: dict[str, Any]) -> str:
+    """The bot's user id, as an Events API request names the installation it is for; ''
+    if it does not."""
+    for grant in body.get("authorizations") or ():
+        if isinstance(grant, dict) and grant.get("is_bot") and grant.get("user_id"):
+            return str(grant["user_id"])
+    return ""
