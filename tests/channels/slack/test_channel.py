@@ -417,39 +417,30 @@ async def test_http_mode_takes_a_message_while_the_web_api_is_not_reached_yet(
         fake: FakeSlack, tmp_path: Path) -> None:
     """Who the bot is comes with the event: the message is stored and answered, and the
     answer waits in the outbox (it was a 500 for each of Slack's tries, then lost)."""
-    down = config(fake, mode="http", api_url=f"http://127.0.0.1:{free_port()}/api/")
-    async with SQLiteStore(tmp_path / "maiden.db") as store, \
-            Runtime(store, EchoProvider(), ToolRegistry([deploy]),
-                    settings=RuntimeConfig(poll_interval_s=0.1)) as rt:
-        channel = SlackChannel(rt, down, secrets(fake), pace_s=0)
-        async with channel:
-            assert channel.banner().startswith("connecting: ")
-            assert channel.deliverer is not None
-            rt.add_deliverer("slack", channel.deliverer)
-            http = HttpChannel(rt, HttpConfig(port=0), None,
-                               routes=[("/slack/events", channel.http_endpoint)])
-            async with http, httpx.AsyncClient(base_url=http.url) as client:
-                sent = fake.user_event(C, "U1", f"<@{BOT_USER}> while down", mention=True)
-                for retry in (None, 1):  # the first delivery and a retry of Slack's
-                    body, headers = signed_event(sent, SECRET, retry_num=retry)
-                    ok = await client.post("/slack/events", content=body, headers=headers)
-                    assert ok.status_code == 200
-                await rt.idle()
-                (run,) = await rt.records.runs()
-                assert run.state is RunState.COMPLETED and run.reply == "echo: while down"
-                (reply,) = [d for d in await rt.records.deliveries(run_id=run.id)
-                            if d.kind == "reply"]
-                assert reply.remote_id is None  # waiting for Slack, not lost
+    async with over_http(fake, tmp_path / "maiden.db",
+                         api_url=f"http://127.0.0.1:{free_port()}/api/") as (rt, client):
+        sent = fake.user_event(C, "U1", f"<@{BOT_USER}> while down", mention=True)
+        for retry in (None, 1):  # the first delivery and a retry of Slack's
+            body, headers = signed_event(sent, SECRET, retry_num=retry)
+            ok = await client.post("/slack/events", content=body, headers=headers)
+            assert ok.status_code == 200
+        await rt.idle()
+        (run,) = await rt.records.runs()
+        assert run.state is RunState.COMPLETED and run.reply == "echo: while down"
+        (reply,) = [d for d in await rt.records.deliveries(run_id=run.id) if d.kind == "reply"]
+        assert reply.remote_id is None  # waiting for Slack, not lost
 
 
 @asynccontextmanager
-async def over_http(fake: FakeSlack, db: Path, agent: AgentConfig | None = None
-                    ) -> AsyncIterator[tuple[Runtime, httpx.AsyncClient]]:
-    """The Slack channel in ``mode = "http"`` behind the HTTP API, and a client for it."""
+async def over_http(fake: FakeSlack, db: Path, agent: AgentConfig | None = None,
+                    **overrides: Any) -> AsyncIterator[tuple[Runtime, httpx.AsyncClient]]:
+    """The Slack channel in ``mode = "http"`` behind the HTTP API, and a client for it
+    (``overrides``: of the channel's config)."""
     async with SQLiteStore(db) as store, \
             Runtime(store, EchoProvider(), ToolRegistry([deploy]), agent=agent,
                     settings=RuntimeConfig(poll_interval_s=0.1)) as rt:
-        channel = SlackChannel(rt, config(fake, mode="http"), secrets(fake), pace_s=0)
+        channel = SlackChannel(rt, config(fake, mode="http", **overrides), secrets(fake),
+                               pace_s=0)
         async with channel:
             assert channel.deliverer is not None
             rt.add_deliverer("slack", channel.deliverer)
