@@ -133,10 +133,7 @@ class ThreadCache:
         if len(entries) > self.limit:
             return
         self._threads[thread_id] = (base, entries)
-        self._size += len(entries)
-        while self._size > self.limit:
-            _, (_, dropped) = self._threads.popitem(last=False)
-            self._size -= len(dropped)
+        self._grown(len(entries))
 
     def extend(self, thread_id: str, position: int, entries: Sequence[Entry]) -> None:
         """``entries`` were just committed at ``position``: a thread held up to there holds
@@ -145,7 +142,11 @@ class ThreadCache:
         if held is None or not entries or held[0] + len(held[1]) != position:
             return
         held[1].extend(entries)
-        self._size += len(entries)
+        self._grown(len(entries))
+
+    def _grown(self, by: int) -> None:
+        """``by`` more entries are held: over the limit, the least recent threads go."""
+        self._size += by
         while self._size > self.limit:
             _, (_, dropped) = self._threads.popitem(last=False)
             self._size -= len(dropped)

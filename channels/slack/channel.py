@@ -61,8 +61,8 @@ log = logging.getLogger("maiden.slack")
 
 class _TokenNote(logging.Filter):
     """Drops slack-bolt's warning that the token it read from ``$SLACK_BOT_TOKEN`` itself
-    is unused: maiden always hands it a client holding that token, so the note says
-    nothing an operator could act on, at every start."""
+    is unused: maiden always hands it a client of its own (and the bot token through
+    ``_authorized``), so the note says nothing an operator could act on, at every start."""
 
     note = warning_client_prioritized_and_token_skipped()
 
