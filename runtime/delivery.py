@@ -164,8 +164,10 @@ class Outbox:
         return next((d for d in await self._store.deliveries(run_id=run_id) if d.key == key),
                     None)
 
-    async def send_stopped(self, run: Run) -> None:
-        """Send what a run that just ended or paused put in the outbox."""
+    async def send_pending(self, run: Run) -> None:
+        """Send what a run put in the outbox and is not sent yet, in order: when it ends or
+        pauses, and as it starts or is taken up again (a notice written at its start goes
+        out before its answer begins)."""
         if not run.origin.target:
             return
         for delivery in await self._store.deliveries(run_id=run.id, pending=True):

@@ -18,7 +18,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -84,6 +84,7 @@ class RunDriver:
         cancel_reasons: dict[str, str] | None = None,
         hold_s: float = 0.0,
         tracing: Tracing = NO_TRACING,
+        send_pending: Callable[[Run], Awaitable[None]] | None = None,
     ) -> None:
         self.store = store
         self.provider = agent.provider
@@ -116,6 +117,9 @@ class RunDriver:
         self.hold_s = hold_s
         """How long a checkpoint that is not a durable point may wait for the next one
         (``RunCursor``)."""
+        self.send_pending = send_pending
+        """Sends what a run put in the outbox and is not sent yet (the outbox's): a notice
+        written as the run starts goes out then, before its answer begins."""
         self.tracing = tracing
         """Spans of runs, model calls and tool calls (``[otel]``; a no-op when off)."""
         self.began_at = clock()
@@ -227,12 +231,18 @@ class RunDriver:
                 # it, and it is held for that checkpoint; but not the start of a run from
                 # before this process (left queued by one that died, perhaps in this very
                 # run): that start is on record before the run goes on, so a run that
-                # kills every process still ends as a poison run.
+                # kills every process still ends as a poison run. A start with a notice to
+                # send is a durable point: the notice goes out now, before the answer
+                # begins (a streamed answer's message opens as the model starts writing),
+                # and a notice sent is never lost from the outbox to be sent again.
                 await cur.commit(entries, to=S.RUNNING, reason="started",
                                  started_at=started_at, owner=me, announce=started,
-                                 durable=False, hold=run.created_at >= self.began_at,
+                                 durable=bool(deliveries),
+                                 hold=run.created_at >= self.began_at,
                                  first_entry=len(cur.entries), deliveries=deliveries,
                                  trace=trace)
+                if deliveries:
+                    await self._send_pending(cur.run)
             else:  # an explicitly resumed run: its message is already in the thread
                 await cur.commit(to=S.RUNNING, reason="resumed", stalled_recoveries=0,
                                  started_at=started_at, owner=me, announce=started,
@@ -242,6 +252,7 @@ class RunDriver:
             await cur.commit(to=S.RUNNING, reason="continued after restart",
                              started_at=started_at, owner=me, announce=started,
                              trace=trace)
+            await self._send_pending(cur.run)  # what it left unsent goes before its answer
         elif run.owner != self.instance_id:
             # Only crashes in a row with no progress in between make a run poison: a long
             # run interrupted by unrelated restarts keeps going.
@@ -262,9 +273,14 @@ class RunDriver:
                              trace=trace,
                              announce=[RunStarted(run_id=run.id, thread_id=run.thread_id,
                                                   recovered=True)])
+            await self._send_pending(cur.run)  # what it left unsent goes before its answer
         else:  # this process takes it up again (a decision was made here)
             self.bus.publish(started[0])
         return True
+
+    async def _send_pending(self, run: Run) -> None:
+        if self.send_pending is not None and run.origin.target:
+            await self.send_pending(run)
 
     def _context(self, run: Run) -> list[Entry]:
         """The earlier messages the run brought (``Run.context``), as the thread keeps them."""

@@ -129,7 +129,8 @@ class Runtime:
                 store, one, self._bus, instance_id=self.instance_id,
                 cancel_grace_s=self.settings.cancel_grace_s, clock=clock, services=provided,
                 files=self.files, caps=self.caps, cancel_reasons=cancel_reasons,
-                hold_s=self.settings.hold_s, tracing=tracing)
+                hold_s=self.settings.hold_s, tracing=tracing,
+                send_pending=self._outbox.send_pending)
         self._driver = Drivers(store, agents, drivers)
         self._leases = Leases(store, self.instance_id, self.settings.lease_ttl_s)
         self._peers = Peers(store, self.instance_id)
@@ -465,7 +466,7 @@ class Runtime:
             except StaleWrite:
                 await asyncio.sleep(0)  # it changed under us: maybe a worker took it up
                 continue
-            await self._outbox.send_stopped(run)
+            await self._outbox.send_pending(run)
             self._workers.kick(run.thread_id)  # runs queued behind it may go now
             return run
         raise RunError("cancel_failed", f"run {run_id} kept changing; try again")

@@ -75,7 +75,7 @@ class RuntimeUpkeep:
         expired = [await self._driver.end(r).expire(r.id) for r in waiting]
         expired = [r for r in expired if r.state is RunState.TIMED_OUT]
         for run in expired:
-            await self._outbox.send_stopped(run)
+            await self._outbox.send_pending(run)
             self._workers.kick(run.thread_id)
         return expired
 

@@ -272,7 +272,7 @@ class Workers:
                 raise
             finally:
                 self._driving.pop(run.id, None)
-            await self._outbox.send_stopped(ended)
+            await self._outbox.send_pending(ended)
             return None
 
     def publish_waiting(self, run: Run, reason: str, failure: StoreError | None = None

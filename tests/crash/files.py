@@ -2,8 +2,10 @@
 a file its channel announced, fetched by ``Shelf`` as the run's first step. The shelf
 reads half the file, may die there (``in_fetch``), reads the rest, and notes each whole
 fetch in ``fetches.jsonl``; the store may die right after storing a blob
-(``after_blob_stored``). ``--make-file``: the model calls ``make_file``, whose report goes
-out after the answer; the channel may die right after taking it (``after_file_uploaded``).
+(``after_blob_stored``). A ``--file`` the shelf does not have is refused: the person is
+told so as the run starts, before its answer. ``--make-file``: the model calls
+``make_file``, whose report goes out after the answer; the channel may die right after
+taking it (``after_file_uploaded``).
 The summary lists the store's blobs."""
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from runtime import FileSource, ToolFile, tool
+from runtime import FileRefused, FileSource, ToolFile, tool
 
 __all__ = ["FETCHES_FILE", "FILE_KILL_POINTS", "MADE", "MAKE_FILE_SCRIPT", "SHARED", "Shelf",
            "make_file", "sources"]
@@ -52,7 +54,10 @@ class Shelf:
     async def fetch(self, source: FileSource, max_bytes: int) -> bytes:
         from tests.crash.driver import append_line
 
-        data = (self.workdir / SHARED / source.url.removeprefix("shelf:")).read_bytes()
+        path = self.workdir / SHARED / source.url.removeprefix("shelf:")
+        if not path.exists():  # a file the person shared is gone: refused, and told so
+            raise FileRefused(source.name, "the shelf no longer has it")
+        data = path.read_bytes()
         half = data[:len(data) // 2]
         self.switch.reached("in_fetch")  # type: ignore[attr-defined]
         whole = half + data[len(half):]

@@ -96,3 +96,28 @@ def test_a_file_a_tool_made_is_sent_once_whatever_the_kill(
     assert all(d["remote_id"] for d in summary["deliveries"])
     (blob,) = summary["blobs"]
     assert blob["size"] == len(MADE.data)
+
+
+REFUSED_POINTS = [("after_user_entry", 1), ("after_delivery_sent", 1),
+                  ("before_delivery_recorded", 1), ("after_delivery_recorded", 1),
+                  ("after_final_answer", 1), ("after_delivery_sent", 2)]
+"""Around the notice of a file that could not be read, sent as the run starts (recorded
+with the start, then posted: the first delivery), and around the answer after it."""
+
+
+@pytest.mark.parametrize("store", ["sqlite", "files"])
+@pytest.mark.parametrize(("point", "count"), REFUSED_POINTS)
+def test_a_refused_file_is_told_once_before_the_answer_whatever_the_kill(
+        tmp_path: Path, point: str, count: int, store: str) -> None:
+    clean, killed = tmp_path / "clean", tmp_path / "killed"
+    message = ["--send", "t", "look", "--file", "notes.txt", "--file", "gone.txt"]
+    _share(clean)
+    expected = _outcome(_driver(clean, store, *message), clean)
+    assert expected["state"] == "completed"
+    assert expected["sent"] == ["I could not read gone.txt: the shelf no longer has it.",
+                                "done"]  # the notice first, then the answer, once each
+
+    _share(killed)
+    crashed = _driver(killed, store, *message, "--kill-at", point, "--kill-count", str(count))
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
+    assert _outcome(_driver(killed, store, "--recover"), killed) == expected

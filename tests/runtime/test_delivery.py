@@ -49,7 +49,7 @@ async def test_a_runs_answer_waits_for_its_notice_that_a_retry_is_posting(
         retry = asyncio.create_task(outbox.flush(elsewhere))  # posting the notice, slowly
         async with asyncio.timeout(10):
             await chat.sending.wait()
-            ended = asyncio.create_task(outbox.send_stopped(run))  # the run has ended
+            ended = asyncio.create_task(outbox.send_pending(run))  # the run has ended
             # It waits for the notice: nothing is posted meanwhile (a bound, not a wait for
             # something to happen: posting the answer first took a few milliseconds).
             done, _ = await asyncio.wait([ended], timeout=0.3)
