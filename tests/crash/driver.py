@@ -82,6 +82,7 @@ from runtime import (
     Run,
     RunState,
     Runtime,
+    ScheduleRecord,
     ScriptedProvider,
     SQLiteStore,
     StreamDelivery,
@@ -132,6 +133,12 @@ COMMAND_KILL_POINTS = (
     "after_run_cancelled",      # --command stop: the run is cancelled, its notice unsent
     "after_delivery_sent",      # the notice is posted, its id not yet recorded
     "after_delivery_recorded",  # the notice's id is stored, the command not yet answered
+)
+
+SCHEDULE_COMMAND_KILL_POINTS = (
+    "after_queued",             # --command "schedules run job": its run is queued, unanswered
+    "after_final_answer",       # its run has answered, the command is not answered yet
+    "after_schedule_saved",     # --command "schedules pause job": the pause is stored, unsaid
 )
 
 CHANNEL = "testchat"
@@ -253,6 +260,10 @@ class _Crashing:
         written: bool = await super().put_vote(vote)  # type: ignore[misc]
         self.switch.reached("after_vote_recorded")
         return written
+
+    async def save_schedules(self, records: Sequence[ScheduleRecord]) -> None:
+        await super().save_schedules(records)  # type: ignore[misc]
+        self.switch.reached("after_schedule_saved")
 
     async def mark_delivered(self, key: str, remote_id: str, at: float) -> None:
         self.switch.reached("before_delivery_recorded")
@@ -396,14 +407,30 @@ def make_tool(
     return effect_tool
 
 
-async def command(runtime: Runtime, words: str, workdir: Path) -> None:
+async def command(store: SQLiteStore | FilesStore, runtime: Runtime, words: str,
+                  workdir: Path) -> None:
     """``/maiden WORDS`` asked by u1 in room r1, as a platform's adapter asks it (with every
-    right); what the person is told is appended to ``commands.jsonl``."""
+    right; the same words are the same request, as a platform's retry of it is); what the
+    person is told is appended to ``commands.jsonl``. ``schedules`` commands see one
+    schedule, ``job`` (daily at 09:00 UTC, the prompt ``go``, delivered nowhere), on a
+    clock standing at 08:00 (its run of ``schedules run job`` is waited for)."""
     from channels.commands import Asked, Commands, parse
+    from schedules import ScheduleBook, ScheduleConfig, Scheduler, load_schedules
 
     asked = Asked(words=parse(words), user="u1", channel=CHANNEL, place="r1",
                   request=f"drill:{words}")
-    answer = await Commands(runtime, None).answer(asked, lambda right: True)
+    defined = load_schedules([ScheduleConfig(name=JOB, cron="0 9 * * *", prompt=JOB_PROMPT)],
+                             default_timezone="UTC", channels=[])
+    clock = FixedClock(datetime(2026, 1, 5, 8, 0, tzinfo=UTC))
+    scheduler = Scheduler(ScheduleBook(store, defined, clock=clock), runtime, clock=clock,
+                          timers=False)
+    try:
+        await scheduler.start()
+        answer = await Commands(runtime, scheduler).answer(asked, lambda right: True)
+        for run in await store.list_runs():
+            await runtime.wait(run.id)
+    finally:
+        await scheduler.close()
     append_line(workdir / COMMANDS_FILE, {"text": answer.text, "announce": answer.announce})
 
 
@@ -568,7 +595,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 (voted,) = await store.list_runs()
                 await runtime.feedback.vote(voted.id, value, user=user, channel=origin.channel)
             if args.command:
-                await command(runtime, args.command, workdir)
+                await command(store, runtime, args.command, workdir)
             await runtime.idle()
         if args.discord:
             await http.close()
@@ -632,7 +659,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                         choices=sorted(set(KILL_POINTS + COMPACTION_KILL_POINTS
                                            + FAILED_KILL_POINTS + STREAM_KILL_POINTS
                                            + VOTE_KILL_POINTS + FILE_KILL_POINTS
-                                           + COMMAND_KILL_POINTS)))
+                                           + COMMAND_KILL_POINTS
+                                           + SCHEDULE_COMMAND_KILL_POINTS)))
     parser.add_argument("--max-message-chars", type=int, metavar="N",
                         help="[agent] max_message_chars (a longer --send is refused, told)")
     parser.add_argument("--cap-tokens", type=int, metavar="N",
