@@ -105,8 +105,9 @@ class CorruptStore(StoreError):
 
 class StoreGone(StoreError):
     """The database this process has open is no longer the one at its path (the file was
-    deleted, or another file put there): what is written to it now would be read by nobody,
-    so nothing more is accepted until the process starts again."""
+    deleted, or another file put there), or a flush of it to disk failed (what the disk
+    holds of what was written before is then unknown, and a later flush that succeeds
+    would not say so): nothing more is accepted until the process starts again."""
 
 
 class InvalidThreadId(StoreError, ValueError):

@@ -7,7 +7,8 @@ writes to the old one, the next start reads the new one. SQLite cannot tell (``P
 data_version`` sees other connections' commits, not an unlink), so the store compares
 the path's device and inode with those it opened, with one ``os.stat``: once per
 accepted message and per heartbeat, never per checkpoint. Once lost, always lost: the
-process must start again on the store that is there now.
+process must start again on the store that is there now. A failed flush to disk loses the
+store the same way (``lose``): what the disk holds of the writes before it is unknown.
 """
 
 from __future__ import annotations
@@ -66,6 +67,13 @@ class FileIdentity:
                       "it): restart maiden")
         log.error("store lost: %s", self._lost)
         return self._lost
+
+    def lose(self, why: str) -> None:
+        """The store is not to be trusted any more for another reason (a flush of its log
+        failed): from now on it is lost as if its file had gone, said in one log line."""
+        if self._lost is None:
+            self._lost = why
+            log.error("store lost: %s", why)
 
     def check(self) -> None:
         """Raise ``StoreGone`` if ``gone``."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import sqlite3
 import stat
@@ -16,7 +17,7 @@ import pytest
 
 from runtime import Checkpoint, UserMessage
 from runtime.control import Instance
-from runtime.errors import StaleWrite, StoreError
+from runtime.errors import StaleWrite, StoreError, StoreGone
 from runtime.runs import Run
 from runtime.stores.sqlite import SHORT_THREAD, SQLiteStore, walsync
 from runtime.stores.sqlite.commit import FlushWay, GroupCommit
@@ -361,21 +362,18 @@ async def test_a_durable_write_waits_for_its_flush_apart_and_the_loop_does_not(
 
 
 class _Timed:
-    """A disk whose flushes are quick (they do nothing), or take ``slow_s``, or fail with
-    ``error``; it notes the thread each is made on. Its quick is far below ``QUICK_S`` and
-    its slow far above, whatever the machine's own disk or load."""
+    """A disk whose flushes are quick (they do nothing) or take ``slow_s``; it notes the
+    thread each is made on. Its quick is far below ``QUICK_S`` and its slow far above,
+    whatever the machine's own disk or load."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.threads: list[int] = []
         self.slow_s = 0.0
-        self.error: OSError | None = None
         monkeypatch.setattr(walsync, "_datasync", self)
         monkeypatch.setattr(walsync, "QUICK_S", 0.05)
 
     def __call__(self, fd: int) -> None:
         self.threads.append(threading.get_ident())
-        if self.error is not None:
-            raise self.error
         if self.slow_s:
             time.sleep(self.slow_s)
 
@@ -430,7 +428,7 @@ async def test_with_other_work_ready_a_durable_write_goes_to_the_writers_thread(
         assert await writer.write_lazily(_where) == threading.get_ident()  # (no flush)
 
 
-async def test_a_slow_or_failed_flush_sends_the_next_ones_to_the_thread(
+async def test_a_slow_flush_sends_the_next_ones_to_the_thread(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     async with _warmed(tmp_path / "g.db", monkeypatch) as (writer, disk):
         loop_thread = threading.get_ident()
@@ -444,13 +442,6 @@ async def test_a_slow_or_failed_flush_sends_the_next_ones_to_the_thread(
         for _ in range(20):
             await writer.write(_where)
         assert disk.threads[-1] == loop_thread
-        disk.error = OSError(5, "Input/output error")
-        with pytest.raises(StoreError, match="cannot flush the write-ahead log"):
-            await writer.write(_where)
-        assert disk.threads[-1] == loop_thread
-        disk.error = None
-        await writer.write(_where)  # after a failure the next one is made on the thread
-        assert disk.threads[-1] != loop_thread
 
 
 async def test_the_write_that_starts_the_log_again_is_made_on_the_writers_thread(
@@ -485,20 +476,6 @@ async def test_closing_waits_for_the_flushes_of_what_was_committed(
     disk.go.set()
     await asyncio.wait_for(closing, 10)
     assert await write == threading.get_ident() and disk.flushes == 1
-
-
-async def test_a_failed_flush_fails_the_write(tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(fd: int) -> None:
-        raise OSError(5, "Input/output error")
-
-    monkeypatch.setattr(walsync, "_datasync", broken)
-    writer, _ = await _writer(tmp_path / "g.db", inline=True, flush="apart")
-    try:
-        with pytest.raises(StoreError, match="cannot flush the write-ahead log"):
-            await writer.write(_where)
-    finally:
-        await writer.close()
 
 
 async def test_without_a_write_ahead_log_durable_writes_go_to_the_thread(tmp_path: Path
@@ -537,6 +514,70 @@ async def test_flushes_on_the_loop_are_timed(tmp_path: Path) -> None:
         assert await writer.write(_where) == threading.get_ident()
         assert writer.counts.here == 1 and writer.counts.synced - before == 1
         assert writer.counts.here_max_s > 0
+    finally:
+        await writer.close()
+
+
+class _FailingDisk:
+    """The OS's flush of the log, as scripted: ``ok`` (instant) or ``fail`` (EIO, the disk
+    could not write), then each one real."""
+
+    def __init__(self, *script: str) -> None:
+        self.script = list(script)
+        self.real = walsync._datasync
+        self.flushes = 0
+
+    def __call__(self, fd: int) -> None:
+        self.flushes += 1
+        step = self.script.pop(0) if self.script else "real"
+        if step == "fail":
+            raise OSError(errno.EIO, "Input/output error")
+        if step == "real":
+            self.real(fd)
+
+
+@pytest.mark.parametrize(("flush", "script"), [
+    ("apart", ["fail"]),       # on the flushing thread
+    ("auto", ["ok", "fail"]),  # the first one quick: the second is made on the loop's thread
+])
+async def test_a_failed_flush_of_the_log_loses_the_store(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flush: FlushWay, script: list[str]
+) -> None:
+    """A flush is not tried again after it failed: the OS may have dropped what it could
+    not write, and a later flush that succeeds would not say so. The store is lost, as for
+    a deleted file: that write and every durable one after fail, and ``gone`` says why."""
+    disk = _FailingDisk(*script)
+    monkeypatch.setattr(walsync, "_datasync", disk)
+    monkeypatch.setattr(walsync, "QUICK_S", 0.05)  # an instant flush is quick, however loaded
+    async with SQLiteStore(tmp_path / "m.db", flush=flush) as store:
+        if script[0] == "ok":
+            await store.create_run(Run(id="1".ljust(32, "0"), thread_id="t", text="first"))
+        with pytest.raises(StoreGone, match="a flush of the write-ahead log to disk failed"):
+            await store.create_run(Run(id="2".ljust(32, "0"), thread_id="t", text="lost"))
+        flushes = disk.flushes
+        assert "restart maiden" in (store.gone() or "")
+        with pytest.raises(StoreGone):  # the disk works again: refused all the same
+            await store.create_run(Run(id="3".ljust(32, "0"), thread_id="t", text="after"))
+        assert disk.flushes == flushes  # and not flushed again
+
+
+async def test_a_flush_sqlite_makes_that_fails_loses_the_store(tmp_path: Path) -> None:
+    """SQLite's own flush at a durable commit (``synchronous=FULL``, on the writer's
+    thread), failing: SQLite says so with ``SQLITE_IOERR_FSYNC``, raised here as it would
+    come out of the COMMIT; the store is told it is lost."""
+    writer, _ = await _writer(tmp_path / "g.db", inline=True, flush="writer")
+    lost: list[str] = []
+    writer.conn.lost = lost.append
+
+    def failing_commit(db: sqlite3.Connection) -> None:
+        error = sqlite3.OperationalError("disk I/O error")
+        error.sqlite_errorcode = sqlite3.SQLITE_IOERR_FSYNC  # as SQLite's COMMIT sets it
+        raise error
+
+    try:
+        with pytest.raises(StoreGone, match="a flush to disk failed"):
+            await writer.write(failing_commit)
+        assert len(lost) == 1 and "restart maiden" in lost[0]
     finally:
         await writer.close()
 

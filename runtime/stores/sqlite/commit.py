@@ -110,8 +110,10 @@ class GroupCommit:
 
     def __init__(self, conn: SQLiteThread, *, synchronous: str = "full",
                  busy_timeout_s: float = 10.0, inline: bool = True,
-                 flush: FlushWay = "writer", wal: Path | None = None) -> None:
+                 flush: FlushWay = "writer", wal: Path | None = None,
+                 lost: Callable[[str], None] = lambda why: None) -> None:
         self.conn = conn
+        conn.lost = lost  # a flush SQLite made failed
         self.inline = inline
         """Whether a write that finds the connection idle is done on the loop's thread."""
         # The connection's own busy timeout is 0: it waits for another process's write lock
@@ -127,7 +129,7 @@ class GroupCommit:
         self._lazy = "NORMAL" if synchronous.upper() in _FLUSHING else None
         self._synchronous = synchronous.upper()
         apart = flush in ("auto", "apart")
-        self._apart = WalSync(wal, self._flushed_apart) \
+        self._apart = WalSync(wal, self._flushed_apart, lost) \
             if apart and wal is not None and self._lazy is not None else None
         self.flush: FlushWay = flush if self._apart is not None else \
             "writer" if apart else flush

@@ -86,7 +86,8 @@ class SQLiteCore(Opens):
             raise
         writer = self._writer = GroupCommit(
             conn, synchronous=self.synchronous, busy_timeout_s=self.busy_timeout_s,
-            flush=self.flush, wal=Path(f"{self.path}-wal") if journal == "wal" else None)
+            flush=self.flush, wal=Path(f"{self.path}-wal") if journal == "wal" else None,
+            lost=self._identity.lose)
         try:
             await writer.transaction(self._migrate)
             self._reader = await SQLiteThread.open(

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from ...errors import CorruptStore, StoreError
+from ...errors import CorruptStore, StoreError, StoreGone
 
 __all__ = ["SQLiteThread", "store_error"]
 
@@ -58,6 +58,9 @@ class SQLiteThread:
         self._db = db
         self._queued = queued
         self._open = True
+        self.lost: Callable[[str], None] = lambda why: None
+        """Called with why when an error means the store is lost (a flush to disk failed:
+        ``store_error`` makes it ``StoreGone``)."""
 
     @classmethod
     async def open(cls, path: str | Path, *, busy_timeout_s: float = 5.0,
@@ -108,7 +111,7 @@ class SQLiteThread:
         try:
             return fn(self._db, *args, **kwargs)
         except sqlite3.Error as exc:
-            raise store_error(self.path, exc) from exc
+            raise self._error(exc) from exc
 
     async def call(
         self,
@@ -131,7 +134,13 @@ class SQLiteThread:
         try:
             return await future
         except sqlite3.Error as exc:
-            raise store_error(self.path, exc) from exc
+            raise self._error(exc) from exc
+
+    def _error(self, exc: sqlite3.Error) -> StoreError:
+        error = store_error(self.path, exc)
+        if isinstance(error, StoreGone):
+            self.lost(str(error))
+        return error
 
     async def close(self) -> None:
         """Close the connection on its thread, after every call made before; stop the thread.
@@ -155,12 +164,14 @@ class SQLiteThread:
 
 
 _CORRUPT = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+_FLUSH_FAILED = (sqlite3.SQLITE_IOERR_FSYNC, sqlite3.SQLITE_IOERR_DIR_FSYNC)
 
 
 def store_error(path: Path, exc: sqlite3.Error, doing: str = "") -> StoreError:
     """``exc`` as maiden's error, in one short line naming the database: ``CorruptStore``
     when the file's pages or a row's bytes are damaged (a run on that thread then fails
-    ``corrupt_store`` instead of waiting forever), else ``StoreError``."""
+    ``corrupt_store`` instead of waiting forever), ``StoreGone`` when a flush to disk
+    failed, else ``StoreError``."""
     where = f"{path}: {doing}: " if doing else f"{path}: "
     text = str(exc)
     if text.startswith("Could not decode to UTF-8"):
@@ -169,8 +180,14 @@ def store_error(path: Path, exc: sqlite3.Error, doing: str = "") -> StoreError:
         column = text.split("'")[1] if text.count("'") >= 2 else "?"
         return CorruptStore(f"{where}a stored row is damaged (its {column!r} is not valid "
                             "UTF-8 text)")
-    if getattr(exc, "sqlite_errorcode", None) in _CORRUPT:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code in _CORRUPT:
         return CorruptStore(f"{where}the database file is damaged ({text})")
+    if code in _FLUSH_FAILED:
+        return StoreGone(f"{where}a flush to disk failed ({text}); what was written before "
+                         "it may not be on disk, and a later flush would not say so: nothing "
+                         "more is accepted, restart maiden (the log is then recovered from "
+                         "what the disk holds)")
     return StoreError(where + text.splitlines()[0] if text else where + type(exc).__name__)
 
 

@@ -15,6 +15,12 @@ writer is not told it landed before it is on disk, so nothing that follows from 
 reply sent, a message acknowledged) happens before. A kill -9 loses nothing either way:
 the frames are in the OS's cache.
 
+A flush that fails is not tried again: the OS may have dropped the pages it could not
+write, and a later flush that succeeds would say nothing of them, so the commits after
+would be told they are on disk behind a hole in the log's chain. The store is lost instead
+(``failed``, as for a deleted file): every durable write after it fails, and a restart
+recovers the log from what the disk holds.
+
 The trip to the flushing thread and back costs about as much as the flush itself on a fast
 disk. So a commit whose caller found the loop with nothing else ready to run
 (``durable(idle=True)``: ``flush="auto"``, the store's default) is flushed on the loop's
@@ -35,7 +41,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ...errors import StoreError
+from ...errors import StoreError, StoreGone
 
 __all__ = ["QUICK_S", "WalSync"]
 
@@ -48,12 +54,16 @@ _datasync = getattr(os, "fdatasync", os.fsync)  # (macOS has no fdatasync)
 class WalSync:
     """Flushes of one database's write-ahead log, on a thread of their own, shared."""
 
-    def __init__(self, wal: Path, flushed: Callable[[bool, float], None] = lambda here, s: None
-                 ) -> None:
+    def __init__(self, wal: Path, flushed: Callable[[bool, float], None] = lambda here, s: None,
+                 failed: Callable[[str], None] = lambda why: None) -> None:
         self.wal = wal
         self._flushed = flushed
         """Called on the loop after each flush, with whether it was made on the loop's thread
         and how long it took (to count them)."""
+        self._failed = failed
+        """Called once, with why, when a flush fails: the store is lost."""
+        self._failure: str | None = None
+        """Why the log can no longer be said to be on disk (a flush failed), if it can't."""
         self._recent_s: float | None = None
         """How long the log's recent flushes took (a moving average; none made yet)."""
         self._fd: int | None = None
@@ -71,6 +81,8 @@ class WalSync:
         begun before it was made does not count; one begun after covers it and every
         other commit made meanwhile. ``idle``: the caller found the loop with nothing else
         ready to run, so a quick flush may be made on the loop's thread."""
+        if self._failure is not None:
+            raise StoreGone(self._failure)
         self._written += 1
         if idle and self._flush is None and self._quick():
             self._flush_here()
@@ -92,14 +104,17 @@ class WalSync:
                 # Shielded: a caller cancelled meanwhile leaves the flush to the others.
                 await asyncio.shield(flush)
             except OSError as exc:
-                raise StoreError(f"{self.wal}: cannot flush the write-ahead log to disk: "
-                                 f"{exc}") from exc
+                raise self._lost(exc) from exc
             finally:
                 self._settle(flush, upto)
+            if self._failure is not None:  # another waiter's flush failed meanwhile
+                raise StoreGone(self._failure)
 
     def _begin(self) -> tuple[asyncio.Future[float], int]:
         if self._closed:
             raise StoreError(f"{self.wal}: the store is closed")
+        if self._failure is not None:
+            raise StoreGone(self._failure)
         flush = asyncio.get_running_loop().run_in_executor(self._executor, self._flush_log)
         self._flush = flush, self._written
         return self._flush
@@ -120,11 +135,19 @@ class WalSync:
         try:
             took = self._flush_log()
         except OSError as exc:
-            self._recent_s = None  # the next ones go to the thread, and try again there
-            raise StoreError(f"{self.wal}: cannot flush the write-ahead log to disk: "
-                             f"{exc}") from exc
+            raise self._lost(exc) from exc
         self._synced = max(self._synced, upto)
         self._took(True, took)
+
+    def _lost(self, exc: OSError) -> StoreGone:
+        """A flush failed: the error to raise, now and for every durable write after."""
+        if self._failure is None:
+            self._failure = (f"{self.wal}: a flush of the write-ahead log to disk failed "
+                             f"({exc}); what it held may not be on disk, and a later flush "
+                             "would not say so: nothing more is accepted, restart maiden "
+                             "(the log is then recovered from what the disk holds)")
+            self._failed(self._failure)
+        return StoreGone(self._failure)
 
     def _quick(self) -> bool:
         return self._recent_s is not None and self._recent_s < QUICK_S
