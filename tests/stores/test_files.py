@@ -8,6 +8,7 @@ import json
 import os
 import random
 import re
+import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 
 from runtime.control import ControlRequest
 from runtime.entries import Notice
-from runtime.errors import CorruptStore, InvalidThreadId, StoreError
+from runtime.errors import CorruptStore, InvalidThreadId, StoreError, StoreGone
 from runtime.stores.base import Checkpoint
 from runtime.stores.files import FilesStore, thread_file_name
 from tests.stores.contract import started
@@ -80,6 +81,33 @@ async def test_a_crash_before_the_rename_keeps_the_old_snapshot(
         assert len(await reopened.load_entries("t")) == 1
         await reopened.commit(Checkpoint("t", 1, [Notice(run_id=run.id, code="x", text="ok")]))
         assert len(await reopened.load_entries("t")) == 2
+
+
+async def test_a_failed_flush_of_a_folder_loses_the_store(
+    files: FilesStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a rename, the folder is flushed; if that fails (EIO), readers see the new file
+    but whether the disk has it is unknown, and a later flush that succeeds would not say
+    so. Not tried again: the store is lost, as for a deleted folder."""
+    run = await started(files)
+    real = os.fsync
+    failures: list[int] = []
+
+    def fsync(fd: int) -> None:
+        if stat.S_ISDIR(os.fstat(fd).st_mode) and not failures:
+            failures.append(fd)
+            raise OSError(5, "Input/output error")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(StoreGone, match="a flush of the folder to disk failed"):
+        await files.commit(Checkpoint("t", 1, [Notice(run_id=run.id, code="x", text="one")]))
+    assert "restart maiden" in (files.gone() or "")
+    with pytest.raises(StoreGone):  # the disk answers again: refused all the same
+        await files.commit(Checkpoint("t", 2, [Notice(run_id=run.id, code="x", text="two")]))
+    with pytest.raises(StoreGone):
+        await started(files, "u")
+    assert len(failures) == 1
 
 
 @pytest.mark.parametrize("content", [b"", b"{", b"[]", b'{"format": 2}', b"\xff\xfe",

@@ -71,6 +71,7 @@ class FilesCore(Opens):
         self._delivery_pointers = Pointers(self._disk, "deliveries", "key", key_file_name)
         self._last_stamp = 0
         self._identity = FileIdentity(self.root.absolute(), "the store folder")
+        self._disk.lost = self._identity.lose
         # In-process locks keep concurrent tasks from queueing up worker threads on a
         # flock; the flock is what makes writers of other processes wait.
         self._create_lock = asyncio.Lock()

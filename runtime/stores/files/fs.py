@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
-from ...errors import StoreError
+from ...errors import StoreError, StoreGone
 
 __all__ = ["Disk", "flock", "read_or_none", "remove_stale_temp_files", "write_atomic"]
 
@@ -58,6 +58,12 @@ def write_atomic(path: Path, data: bytes, *, fsync: bool) -> None:
         fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
         try:
             os.fsync(fd)
+        except OSError as exc:
+            # Readers see the new file already; whether the disk has it is unknown, and a
+            # later flush that succeeds would not say: not a write to try again.
+            raise StoreGone(f"{path.parent}: a flush of the folder to disk failed ({exc}) "
+                            f"after {path.name} was replaced; what the disk holds of it is "
+                            "unknown: nothing more is accepted, restart maiden") from exc
         finally:
             os.close(fd)
 
@@ -106,12 +112,23 @@ class Disk:
         self.fsync = fsync
         self.lock_timeout_s = lock_timeout_s
         self.is_open = False
+        self.lost: Callable[[str], None] = lambda why: None
+        """Called with why when a flush of the folder failed (the store is lost)."""
+        self._failed: str | None = None
 
     def lock(self, path: Path) -> contextlib.AbstractContextManager[None]:
         return flock(path, self.lock_timeout_s)
 
     def write(self, path: Path, data: bytes) -> None:
-        write_atomic(path, data, fsync=self.fsync)
+        """``write_atomic``; after a failed flush of a folder, ``StoreGone`` for every write."""
+        if self._failed is not None:
+            raise StoreGone(self._failed)
+        try:
+            write_atomic(path, data, fsync=self.fsync)
+        except StoreGone as exc:
+            self._failed = str(exc)
+            self.lost(self._failed)
+            raise
 
     async def open(self, prepare: Callable[[], None]) -> None:
         """Run ``prepare`` (folders, format check) once; from then on ``io`` is allowed."""
