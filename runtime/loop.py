@@ -84,7 +84,7 @@ class RunDriver:
         cancel_reasons: dict[str, str] | None = None,
         hold_s: float = 0.0,
         tracing: Tracing = NO_TRACING,
-        send_pending: Callable[[Run], Awaitable[None]] | None = None,
+        send_pending: Callable[[Run], Awaitable[None]] = lambda run: _nothing(),
     ) -> None:
         self.store = store
         self.provider = agent.provider
@@ -242,7 +242,7 @@ class RunDriver:
                                  first_entry=len(cur.entries), deliveries=deliveries,
                                  trace=trace)
                 if deliveries:
-                    await self._send_pending(cur.run)
+                    await self.send_pending(cur.run)
             else:  # an explicitly resumed run: its message is already in the thread
                 await cur.commit(to=S.RUNNING, reason="resumed", stalled_recoveries=0,
                                  started_at=started_at, owner=me, announce=started,
@@ -252,7 +252,7 @@ class RunDriver:
             await cur.commit(to=S.RUNNING, reason="continued after restart",
                              started_at=started_at, owner=me, announce=started,
                              trace=trace)
-            await self._send_pending(cur.run)  # what it left unsent goes before its answer
+            await self.send_pending(cur.run)  # what it left unsent goes before its answer
         elif run.owner != self.instance_id:
             # Only crashes in a row with no progress in between make a run poison: a long
             # run interrupted by unrelated restarts keeps going.
@@ -273,14 +273,10 @@ class RunDriver:
                              trace=trace,
                              announce=[RunStarted(run_id=run.id, thread_id=run.thread_id,
                                                   recovered=True)])
-            await self._send_pending(cur.run)  # what it left unsent goes before its answer
+            await self.send_pending(cur.run)  # what it left unsent goes before its answer
         else:  # this process takes it up again (a decision was made here)
             self.bus.publish(started[0])
         return True
-
-    async def _send_pending(self, run: Run) -> None:
-        if self.send_pending is not None and run.origin.target:
-            await self.send_pending(run)
 
     def _context(self, run: Run) -> list[Entry]:
         """The earlier messages the run brought (``Run.context``), as the thread keeps them."""
@@ -572,6 +568,10 @@ class RunDriver:
         return await tool.call(ctx, arguments)
 
     # -- the ways a run ends are in endings.py (``self.end``) --------------------------------
+
+
+async def _nothing() -> None:
+    """No outbox: nothing to send."""
 
 
 def _model_name(provider: object) -> str:

@@ -19,9 +19,16 @@ from pathlib import Path
 
 from ..errors import StoreGone
 
-__all__ = ["FileIdentity"]
+__all__ = ["FileIdentity", "flush_failed"]
 
 log = logging.getLogger("maiden.store")
+
+
+def flush_failed(what: str, error: object) -> str:
+    """Why a store is lost after a failed flush to disk: ``what`` (``…-wal: a flush of the
+    write-ahead log``) failed with ``error``."""
+    return (f"{what} to disk failed ({error}); what it held may not be on disk, and a later "
+            "flush would not say so: nothing more is accepted, restart maiden")
 
 
 class FileIdentity:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 from ...errors import StoreError, StoreGone
+from ..identity import flush_failed
 
 __all__ = ["Disk", "flock", "read_or_none", "remove_stale_temp_files", "write_atomic"]
 
@@ -61,9 +62,8 @@ def write_atomic(path: Path, data: bytes, *, fsync: bool) -> None:
         except OSError as exc:
             # Readers see the new file already; whether the disk has it is unknown, and a
             # later flush that succeeds would not say: not a write to try again.
-            raise StoreGone(f"{path.parent}: a flush of the folder to disk failed ({exc}) "
-                            f"after {path.name} was replaced; what the disk holds of it is "
-                            "unknown: nothing more is accepted, restart maiden") from exc
+            raise StoreGone(flush_failed(f"{path.parent}: a flush of the folder",
+                                         f"{exc}, {path.name} replaced")) from exc
         finally:
             os.close(fd)
 

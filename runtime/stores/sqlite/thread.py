@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from ...errors import CorruptStore, StoreError, StoreGone
+from ..identity import flush_failed
 
 __all__ = ["SQLiteThread", "store_error"]
 
@@ -184,10 +185,7 @@ def store_error(path: Path, exc: sqlite3.Error, doing: str = "") -> StoreError:
     if code in _CORRUPT:
         return CorruptStore(f"{where}the database file is damaged ({text})")
     if code in _FLUSH_FAILED:
-        return StoreGone(f"{where}a flush to disk failed ({text}); what was written before "
-                         "it may not be on disk, and a later flush would not say so: nothing "
-                         "more is accepted, restart maiden (the log is then recovered from "
-                         "what the disk holds)")
+        return StoreGone(flush_failed(f"{where}a flush", text))
     return StoreError(where + text.splitlines()[0] if text else where + type(exc).__name__)
 
 

@@ -42,6 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ...errors import StoreError, StoreGone
+from ..identity import flush_failed
 
 __all__ = ["QUICK_S", "WalSync"]
 
@@ -142,10 +143,7 @@ class WalSync:
     def _lost(self, exc: OSError) -> StoreGone:
         """A flush failed: the error to raise, now and for every durable write after."""
         if self._failure is None:
-            self._failure = (f"{self.wal}: a flush of the write-ahead log to disk failed "
-                             f"({exc}); what it held may not be on disk, and a later flush "
-                             "would not say so: nothing more is accepted, restart maiden "
-                             "(the log is then recovered from what the disk holds)")
+            self._failure = flush_failed(f"{self.wal}: a flush of the write-ahead log", exc)
             self._failed(self._failure)
         return StoreGone(self._failure)
 
