@@ -10,7 +10,7 @@ from pydantic import Field
 from .config import Prices, Section
 from .runs import Run
 
-__all__ = ["BudgetConfig", "Prices", "Spend", "Verdict", "check_budget"]
+__all__ = ["OK", "BudgetConfig", "Prices", "Spend", "Verdict", "check_budget", "limits_of"]
 
 
 class BudgetConfig(Section):
@@ -62,6 +62,9 @@ class Verdict:
     detail: str = ""
 
 
+OK = Verdict("ok")
+"""Within every budget."""
+
 _LIMITS = (
     ("max_input_tokens", "input_tokens"),
     ("max_output_tokens", "output_tokens"),
@@ -73,13 +76,18 @@ _LIMITS = (
 )
 
 
-def check_budget(cfg: BudgetConfig, spend: Spend) -> Verdict:
-    """``exceeded`` if any limit is reached, ``final`` if one is past ``final_turn_at``."""
+def limits_of(cfg: BudgetConfig) -> tuple[tuple[str, str, float], ...]:
+    """The limits ``cfg`` sets: each one's key, the ``Spend`` field it bounds, its value."""
+    return tuple((key, field, limit) for key, field in _LIMITS
+                 if (limit := getattr(cfg, key)) is not None)
+
+
+def check_budget(cfg: BudgetConfig, spend: Spend,
+                 limits: tuple[tuple[str, str, float], ...] | None = None) -> Verdict:
+    """``exceeded`` if any limit is reached, ``final`` if one is past ``final_turn_at``
+    (``limits``: ``limits_of(cfg)``, if the caller keeps it)."""
     near: Verdict | None = None
-    for key, field in _LIMITS:
-        limit = getattr(cfg, key)
-        if limit is None:
-            continue
+    for key, field, limit in limits_of(cfg) if limits is None else limits:
         used = getattr(spend, field)
         # Calls past max_tool_calls are refused one by one where they are dispatched, and
         # the model still gets a tool-less turn to answer in; every other budget is spent
@@ -88,4 +96,4 @@ def check_budget(cfg: BudgetConfig, spend: Spend) -> Verdict:
             return Verdict("exceeded", key, f"{key} = {limit:g}, spent {used:g}")
         if near is None and used >= limit * cfg.final_turn_at:
             near = Verdict("final", key, f"{key} = {limit:g}, spent {used:g}")
-    return near or Verdict("ok")
+    return near or OK

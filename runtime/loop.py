@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .agents import Agent
-from .budget import Spend, Verdict, check_budget
+from .budget import OK, Spend, Verdict, check_budget, limits_of
 from .caps import Caps
 from .context import prompt_tokens
 from .cursor import RunCursor
@@ -93,6 +93,8 @@ class RunDriver:
         self.bus = bus
         self.instance_id = instance_id
         self.budget = agent.budget
+        self._limits = limits_of(agent.budget)
+        """The per-run budgets set (most agents set none: nothing to add up per turn)."""
         self.prices = agent.prices
         self.cancel_grace_s = cancel_grace_s
         self.clock = clock
@@ -446,6 +448,8 @@ class RunDriver:
             if hit is not None:
                 return Verdict("exceeded", "spend_cap", hit.detail)
         self._capped_at_start.discard(run.id)
+        if not self._limits:
+            return OK
         now, thread_day = self.clock(), 0.0
         if self.budget.needs_thread_day:
             day = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0,
@@ -453,7 +457,7 @@ class RunDriver:
             others = await self.store.list_runs(thread_id=run.thread_id)
             thread_day = run.cost_usd + sum(r.cost_usd for r in others
                                             if r.created_at >= day and r.id != run.id)
-        return check_budget(self.budget, Spend.of(run, now, thread_day))
+        return check_budget(self.budget, Spend.of(run, now, thread_day), self._limits)
 
     async def _run_calls(
         self, cur: RunCursor, turn: AssistantTurn, done: dict[str, ToolResult]
