@@ -140,7 +140,8 @@ class Subscription:
         self.run_id = run_id
         self.ends_only = ends_only
         """Only the run's ``RunEnded`` (a caller that waits for the end, not a follower)."""
-        self._queue: asyncio.Queue[RunEvent] = asyncio.Queue()
+        self._queue: asyncio.Queue[RunEvent | None] = asyncio.Queue()
+        """The events, and None for each ``nudge``."""
 
     def _offer(self, event: RunEvent) -> None:
         if self.ends_only and not isinstance(event, RunEnded):
@@ -148,24 +149,38 @@ class Subscription:
         if self.run_id is None or event.run_id == self.run_id:
             self._queue.put_nowait(event)
 
+    def nudge(self) -> None:
+        """Wake ``next_or_nudge`` with None, as if an event had come (a waiter's turn to
+        look at the store: one timer for every waiter, not one each)."""
+        self._queue.put_nowait(None)
+
     def __aiter__(self) -> AsyncIterator[RunEvent]:
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[RunEvent]:
         while True:
-            event = await self._queue.get()
+            event = await self.next()
             yield event
             if self.run_id is not None and isinstance(event, RunEnded):
                 return
 
     async def next(self) -> RunEvent:
+        event = await self._queue.get()
+        while event is None:  # a nudge (nobody nudges a subscription read this way)
+            event = await self._queue.get()
+        return event
+
+    async def next_or_nudge(self) -> RunEvent | None:
+        """The next event, or None if ``nudge`` came first."""
         return await self._queue.get()
 
     def ready(self) -> list[RunEvent]:
         """The events that have arrived and not been taken yet, without waiting."""
         found = []
         while not self._queue.empty():
-            found.append(self._queue.get_nowait())
+            event = self._queue.get_nowait()
+            if event is not None:
+                found.append(event)
         return found
 
 

@@ -5,7 +5,8 @@ nobody drives is taken up here."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Iterator
+from contextlib import contextmanager
 
 from .events import EventBus, RunEnded, RunEvent, Subscription
 from .loop import DRIVABLE
@@ -28,6 +29,10 @@ class Waiting:
         self._peers = peers
         self._every = 4 * poll_interval_s
         self._serving = serving
+        self._waiters: set[Subscription] = set()
+        """The subscriptions of those waiting now: each is nudged every ``_every`` seconds
+        (one timer for all), to look at the store in case another process drives its run."""
+        self._ticker: asyncio.TimerHandle | None = None
 
     async def wait(self, run_id: str) -> Run:
         """Until the run is completed, failed, cancelled, timed out or paused."""
@@ -46,37 +51,60 @@ class Waiting:
                 yield RunEnded.of(run)
                 return
             await self.take_up(run)
-            while True:
-                try:
-                    event = await asyncio.wait_for(events.next(), self._every)
-                except TimeoutError:
-                    run = await self._store.get_run(run_id)
-                    if run.state not in DRIVABLE:
-                        yield RunEnded.of(run)
+            with self._nudged(events):
+                heard = False  # since the last nudge: a run whose events flow is not read
+                while True:
+                    event = await events.next_or_nudge()
+                    if event is None and heard:
+                        heard = False
+                        continue
+                    if event is None:
+                        run = await self._store.get_run(run_id)
+                        if run.state not in DRIVABLE:
+                            yield RunEnded.of(run)
+                            return
+                        await self.take_up(run)
+                        continue
+                    heard = True
+                    yield event
+                    if isinstance(event, RunEnded):
                         return
-                    await self.take_up(run)
-                    continue
-                yield event
-                if isinstance(event, RunEnded):
-                    return
 
     async def until_ended(self, run: Run, events: Subscription) -> Run:
         """The run as it ends or pauses, from ``events`` (subscribed before it could end)
         or, when they stay silent, from the store."""
-        while True:
-            try:
-                async with asyncio.timeout(self._every):
-                    event = await events.next()
-            except TimeoutError:
-                run = await self._store.get_run(run.id)
-                if run.state not in DRIVABLE:
-                    return run
-                await self.take_up(run)
-                continue
-            if isinstance(event, RunEnded):
-                if event.failure is not None:
-                    raise event.failure
-                return event.run or await self._store.get_run(run.id)
+        with self._nudged(events):
+            while True:
+                event = await events.next_or_nudge()
+                if event is None:
+                    run = await self._store.get_run(run.id)
+                    if run.state not in DRIVABLE:
+                        return run
+                    await self.take_up(run)
+                    continue
+                if isinstance(event, RunEnded):
+                    if event.failure is not None:
+                        raise event.failure
+                    return event.run or await self._store.get_run(run.id)
+
+    @contextmanager
+    def _nudged(self, events: Subscription) -> Iterator[None]:
+        """``events`` nudged every ``_every`` seconds while the block runs: its first look
+        at the store comes within that time, and one every that time after."""
+        self._waiters.add(events)
+        if self._ticker is None:
+            self._ticker = asyncio.get_running_loop().call_later(self._every, self._tick)
+        try:
+            yield
+        finally:
+            self._waiters.discard(events)
+
+    def _tick(self) -> None:
+        self._ticker = None
+        for events in self._waiters:
+            events.nudge()
+        if self._waiters:
+            self._ticker = asyncio.get_running_loop().call_later(self._every, self._tick)
 
     async def take_up(self, run: Run) -> None:
         """Drive the run's thread here, unless a live process that serves the store will
