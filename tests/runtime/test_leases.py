@@ -205,6 +205,46 @@ async def test_a_thread_lease_lingers_after_its_last_run_then_is_given_up(
         assert (await rt.send("t", "three")).reply == "echo: three"
 
 
+class ReleaseTimed(SQLiteStore):
+    """The real store, noting when (the loop's time) each thread's lease is given up."""
+
+    released_at: dict[str, float]
+    both: asyncio.Event
+
+    async def release_leases(self, holder: str, names: Sequence[str] | None = None) -> None:
+        await super().release_leases(holder, names)
+        for name in names or ():
+            self.released_at.setdefault(name, asyncio.get_running_loop().time())
+        if {thread_lease("a"), thread_lease("b")} <= set(self.released_at):
+            self.both.set()
+
+
+async def test_each_lingering_lease_is_given_up_linger_s_after_its_own_last_run(
+        tmp_path: Path) -> None:
+    """One timer serves every lingering thread: a thread whose lease lingers again after a
+    later run keeps it for the whole linger from that run, though the timer was set for an
+    earlier one, and each thread's lease ends at its own time."""
+    linger = 0.4
+    ReleaseTimed.released_at, ReleaseTimed.both = {}, asyncio.Event()
+    async with ReleaseTimed(tmp_path / "maiden.db") as store, \
+            Runtime(store, EchoProvider(), ToolRegistry([]),
+                    settings=RuntimeConfig(lease_linger_s=linger)) as rt:
+        loop = asyncio.get_running_loop()
+        await rt.send("a", "one")
+        await rt.idle()
+        await rt.send("b", "one")  # b's linger is due after a's: the timer is set for a's
+        await rt.idle()
+        # Not a wait for something to happen: the time between a's two runs is what is
+        # tested (the timer, set for a's first linger, fires before a's second ends).
+        await asyncio.sleep(linger / 2)
+        await rt.send("a", "two")  # a lingers again, from now
+        await rt.idle()
+        a_parked = loop.time()
+        await asyncio.wait_for(store.both.wait(), 10)
+    assert store.released_at[thread_lease("a")] >= a_parked + linger - 0.01
+    assert store.released_at[thread_lease("b")] <= store.released_at[thread_lease("a")]
+
+
 async def test_a_lingering_lease_is_given_up_once_another_runtime_serves_the_store(
         tmp_path: Path) -> None:
     """Lingering is for a runtime alone on its store: one that starts beside it finds the

@@ -231,3 +231,46 @@ async def test_cancel_from_any_caller_is_routed_to_the_owner(
             assert ended.state is S.CANCELLED and ended.reason == "cancelled by ops"
             assert not caller.holds(run.id)
         await caller.close()
+
+
+async def test_waiters_on_runs_another_runtime_drives_learn_their_ends_from_the_store(
+        tmp_path: Path) -> None:
+    """A run another process drives sends this one no events: whoever waits on it here
+    (``wait``, ``follow``) looks at the store now and then, all of them on one timer, and
+    sees it end there."""
+    go = asyncio.Event()
+
+    @tool
+    async def hold() -> str:
+        await go.wait()
+        return "held"
+
+    script = [call("hold"), {"text": "done"}]
+    first, second = two_stores("sqlite", tmp_path)
+    async with first as store_a, second as store_b:
+        server = Runtime(store_a, ScriptedProvider(script), ToolRegistry([hold]),
+                         settings=RuntimeConfig(poll_interval_s=0.05, concurrency="thread"))
+        cli = Runtime(store_b, ScriptedProvider(script), settings=FAST)
+        async with server:
+            await cli.start(recover=False, serve=False)
+            async with server.subscribe() as events:
+                runs = [await server.submit(f"t{i}", "go") for i in range(2)]
+                started = 0
+                while started < 2:
+                    started += isinstance(await asyncio.wait_for(events.next(), 5),
+                                          ToolCallStarted)
+            waits = [asyncio.create_task(cli.wait(run.id)) for run in runs]
+            followed = asyncio.create_task(_kinds(cli, runs[0].id))
+            go.set()
+            async with asyncio.timeout(10):
+                ended = await asyncio.gather(*waits)
+                kinds = await followed
+            assert [run.state for run in ended] == [S.COMPLETED, S.COMPLETED]
+            assert [run.reply for run in ended] == ["done", "done"]
+            assert kinds[-1] == "run.completed"
+            assert not cli.holds(runs[0].id)
+        await cli.close()
+
+
+async def _kinds(rt: Runtime, run_id: str) -> list[str]:
+    return [event.kind async for event in rt.follow(run_id)]
