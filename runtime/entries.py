@@ -34,12 +34,13 @@ class Usage(_Model):
     cache_read_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cache_creation_tokens=self.cache_creation_tokens + other.cache_creation_tokens,
-            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
-        )
+        # The counts that are not 0 only: a run's row keeps the fields set (``run_json``).
+        sums = {"input_tokens": self.input_tokens + other.input_tokens,
+                "output_tokens": self.output_tokens + other.output_tokens,
+                "cache_creation_tokens": self.cache_creation_tokens
+                + other.cache_creation_tokens,
+                "cache_read_tokens": self.cache_read_tokens + other.cache_read_tokens}
+        return Usage(**{name: count for name, count in sums.items() if count})
 
     @property
     def prompt_tokens(self) -> int:

@@ -29,6 +29,10 @@ def new_run(thread_id: str, text: str, origin: Origin | None, idempotency_key: s
     # A too long message from a chat channel is stored like any other (so Slack gets its
     # ack and its retries find the run) and its run fails at once with a reply that says
     # so: the outbox posts that notice exactly once (RunDriver._begin).
+    # Only what differs from the defaults is set: a run's row holds the fields set
+    # (``run_json``), and the message's are most of them.
+    given = {name: value for name, value in (
+        ("origin", origin), ("idempotency_key", idempotency_key), ("files", files),
+        ("fetch", fetch), ("context", context), ("agent", agent)) if value}
     return Run(id=new_run_id(now), thread_id=thread_id, text=text, created_at=now,
-               updated_at=now, origin=origin or Origin(), idempotency_key=idempotency_key,
-               files=files, fetch=fetch, context=context, agent=agent)
+               updated_at=now, **given)

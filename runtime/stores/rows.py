@@ -48,9 +48,12 @@ def positioned_rows(thread_id: str, position: int, entries: Sequence[tuple[Any, 
 
 
 def run_json(run: Run) -> str:
-    """A run's row: its fields that differ from the defaults (a third of the bytes). A
-    read of that row in this process (``parse_run``) gets ``run`` back without parsing."""
-    data = run.model_dump_json(exclude_defaults=True)
+    """A run's row: the fields set on it (made with a value, changed since, or read from a
+    row that had them): most are left at their defaults, and leaving those out takes a
+    third of the bytes (telling set fields is cheaper than comparing each with its
+    default). A read of that row in this process (``parse_run``) gets ``run`` back
+    without parsing."""
+    data = run.model_dump_json(exclude_unset=True)
     _remember(data, run)
     return data
 
