@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 from pydantic import Field
@@ -10,7 +11,7 @@ from pydantic import Field
 from .config import Prices, Section
 from .runs import Run
 
-__all__ = ["OK", "BudgetConfig", "Prices", "Spend", "Verdict", "check_budget", "limits_of"]
+__all__ = ["OK", "BudgetConfig", "Prices", "Spend", "Verdict", "check_budget"]
 
 
 class BudgetConfig(Section):
@@ -29,6 +30,13 @@ class BudgetConfig(Section):
     @property
     def needs_thread_day(self) -> bool:
         return self.max_cost_usd_per_thread_day is not None
+
+    @cached_property
+    def limits(self) -> tuple[tuple[str, str, float], ...]:
+        """The limits set: each one's key, the ``Spend`` field it bounds, its value (most
+        agents set none: then a turn has nothing to add up)."""
+        return tuple((key, field, limit) for key, field in _LIMITS
+                     if (limit := getattr(self, key)) is not None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,18 +84,10 @@ _LIMITS = (
 )
 
 
-def limits_of(cfg: BudgetConfig) -> tuple[tuple[str, str, float], ...]:
-    """The limits ``cfg`` sets: each one's key, the ``Spend`` field it bounds, its value."""
-    return tuple((key, field, limit) for key, field in _LIMITS
-                 if (limit := getattr(cfg, key)) is not None)
-
-
-def check_budget(cfg: BudgetConfig, spend: Spend,
-                 limits: tuple[tuple[str, str, float], ...] | None = None) -> Verdict:
-    """``exceeded`` if any limit is reached, ``final`` if one is past ``final_turn_at``
-    (``limits``: ``limits_of(cfg)``, if the caller keeps it)."""
+def check_budget(cfg: BudgetConfig, spend: Spend) -> Verdict:
+    """``exceeded`` if any limit is reached, ``final`` if one is past ``final_turn_at``."""
     near: Verdict | None = None
-    for key, field, limit in limits_of(cfg) if limits is None else limits:
+    for key, field, limit in cfg.limits:
         used = getattr(spend, field)
         # Calls past max_tool_calls are refused one by one where they are dispatched, and
         # the model still gets a tool-less turn to answer in; every other budget is spent

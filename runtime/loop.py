@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .agents import Agent
-from .budget import OK, Spend, Verdict, check_budget, limits_of
+from .budget import OK, Spend, Verdict, check_budget
 from .caps import Caps
 from .context import prompt_tokens
 from .cursor import RunCursor
@@ -93,8 +93,6 @@ class RunDriver:
         self.bus = bus
         self.instance_id = instance_id
         self.budget = agent.budget
-        self._limits = limits_of(agent.budget)
-        """The per-run budgets set (most agents set none: nothing to add up per turn)."""
         self.prices = agent.prices
         self.cancel_grace_s = cancel_grace_s
         self.clock = clock
@@ -448,7 +446,7 @@ class RunDriver:
             if hit is not None:
                 return Verdict("exceeded", "spend_cap", hit.detail)
         self._capped_at_start.discard(run.id)
-        if not self._limits:
+        if not self.budget.limits:
             return OK
         now, thread_day = self.clock(), 0.0
         if self.budget.needs_thread_day:
@@ -457,7 +455,7 @@ class RunDriver:
             others = await self.store.list_runs(thread_id=run.thread_id)
             thread_day = run.cost_usd + sum(r.cost_usd for r in others
                                             if r.created_at >= day and r.id != run.id)
-        return check_budget(self.budget, Spend.of(run, now, thread_day), self._limits)
+        return check_budget(self.budget, Spend.of(run, now, thread_day))
 
     async def _run_calls(
         self, cur: RunCursor, turn: AssistantTurn, done: dict[str, ToolResult]
