@@ -144,10 +144,8 @@ class Subscription:
         """The events, and None for each ``nudge``."""
 
     def _offer(self, event: RunEvent) -> None:
-        if self.ends_only and not isinstance(event, RunEnded):
-            return
-        if self.run_id is None or event.run_id == self.run_id:
-            self._queue.put_nowait(event)
+        """(The bus offers only the events asked for: of this run, or only its end.)"""
+        self._queue.put_nowait(event)
 
     def nudge(self) -> None:
         """Wake ``next_or_nudge`` with None, as if an event had come (a waiter's turn to
@@ -196,6 +194,9 @@ class EventBus:
     def __init__(self, keep: int = 10_000, runs: int = 1_000) -> None:
         self._everything: set[Subscription] = set()
         self._by_run: dict[str, set[Subscription]] = {}
+        self._ends: dict[str | None, set[Subscription]] = {}
+        """The ``ends_only`` subscriptions, by run (None: of every run): offered only a
+        ``RunEnded``, so the other events do not look at them."""
         # Oldest first; bounded, for runs that never end here (another process drives them).
         self._kept: dict[str, list[RunEvent]] = {}
         self._keep = keep
@@ -207,24 +208,32 @@ class EventBus:
         self._listeners.append(listener)
 
     def publish(self, event: RunEvent) -> None:
-        if isinstance(event, RunEnded):
-            self._kept.pop(event.run_id, None)
+        run_id = event.run_id
+        ended = type(event) is RunEnded
+        if ended:
+            self._kept.pop(run_id, None)
         else:
-            kept = self._kept.get(event.run_id)
+            kept = self._kept.get(run_id)
             if kept is None:
                 if len(self._kept) >= self._runs:
                     del self._kept[next(iter(self._kept))]
-                kept = self._kept[event.run_id] = []
+                kept = self._kept[run_id] = []
             if len(kept) < self._keep:
                 kept.append(event)
         for listener in self._listeners:
             listener(event)
-        for sub in (*self._everything, *self._by_run.get(event.run_id, ())):
+        # (Offering never changes these sets: a subscriber's wake-up runs later.)
+        for sub in self._everything:
             sub._offer(event)
+        for sub in self._by_run.get(run_id, ()):
+            sub._offer(event)
+        if ended:
+            for sub in (*self._ends.get(run_id, ()), *self._ends.get(None, ())):
+                sub._offer(event)
 
     def watched(self) -> list[str]:
         """The runs someone is waiting on."""
-        return list(self._by_run)
+        return [*self._by_run, *(r for r in self._ends if r is not None)]
 
     @asynccontextmanager
     async def subscribe(
@@ -236,14 +245,22 @@ class EventBus:
         with ``ends_only``, it gets only ``RunEnded`` (a wait, not a follow).
         """
         sub = Subscription(run_id, ends_only=ends_only)
-        if replay and run_id is not None:
+        if replay and run_id is not None and not ends_only:
             for event in self._kept.get(run_id, ()):
                 sub._offer(event)
-        group = self._everything if run_id is None else self._by_run.setdefault(run_id, set())
+        if ends_only:
+            group = self._ends.setdefault(run_id, set())
+        elif run_id is None:
+            group = self._everything
+        else:
+            group = self._by_run.setdefault(run_id, set())
         group.add(sub)
         try:
             yield sub
         finally:
             group.discard(sub)
-            if run_id is not None and not group:
-                self._by_run.pop(run_id, None)
+            if not group:
+                if ends_only:
+                    self._ends.pop(run_id, None)
+                elif run_id is not None:
+                    self._by_run.pop(run_id, None)

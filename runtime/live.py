@@ -151,7 +151,8 @@ class LiveReplies:
 
     def on_event(self, event: RunEvent) -> None:
         live = self._live.get(event.run_id)
-        if isinstance(event, RunStarted):
+        if event.kind == "run.started":
+            assert isinstance(event, RunStarted)
             if live is not None and live.task is not None and not live.task.done():
                 return
             if event.recovered or not any(getattr(d, "streamer", None) is not None
