@@ -15,6 +15,7 @@ A tool described elsewhere (an MCP server's) comes with its JSON schema instead:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import inspect
 import threading
@@ -30,6 +31,7 @@ from .runs import Origin
 
 __all__ = [
     "NOT_DONE",
+    "CancelFlag",
     "Effect",
     "Tool",
     "ToolContext",
@@ -53,6 +55,36 @@ NOT_DONE: Any = _NotDone()
 """What a ``reconcile`` hook returns when the effect did not happen (so the call runs)."""
 
 
+class CancelFlag:
+    """Whether a call was given up: ``threading.Event``'s ``is_set``, ``wait`` and ``set``,
+    on one lock, held until it is set. (An ``Event`` builds a ``Condition``, whose making
+    raises and catches three ``AttributeError``s: the most of a fast call's cost.)"""
+
+    __slots__ = ("_flag", "_unset")
+
+    def __init__(self) -> None:
+        self._flag = False
+        self._unset = threading.Lock()
+        self._unset.acquire()
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def set(self) -> None:
+        if not self._flag:
+            self._flag = True
+            with contextlib.suppress(RuntimeError):  # a second setter, at the same instant
+                self._unset.release()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the flag is set (at most ``timeout`` s); whether it is."""
+        if self._flag:
+            return True
+        if self._unset.acquire(timeout=-1 if timeout is None else max(timeout, 0.0)):
+            self._unset.release()  # for the next waiter
+        return self._flag
+
+
 @dataclass(frozen=True, slots=True)
 class ToolContext:
     """What a tool knows about the call it serves."""
@@ -65,7 +97,7 @@ class ToolContext:
     origin: Origin = field(default_factory=Origin)
     cancel_grace_s: float = 5.0
     """How long a cancelled subprocess gets between SIGTERM and SIGKILL."""
-    cancelled: threading.Event = field(default_factory=threading.Event)
+    cancelled: CancelFlag = field(default_factory=CancelFlag)
     """Set when the call is given up (the run is cancelled or stops, the call timed out):
     a sync tool, which runs on in its worker thread, looks at it to stop early."""
     services: Mapping[str, Any] = field(default_factory=dict)

@@ -28,6 +28,7 @@ from runtime import (
     ToolResult,
     tool,
 )
+from runtime.tools import CancelFlag
 from tests.fakes.chat import MemoryChat
 
 S = RunState
@@ -207,7 +208,7 @@ async def test_a_runtime_is_not_built_without_a_service_a_tool_needs(tmp_path: P
 
 
 async def test_a_sync_tool_given_up_sees_its_cancelled_flag(tmp_path: Path) -> None:
-    flags: list[threading.Event] = []
+    flags: list[CancelFlag] = []
     gone = threading.Event()
 
     @tool(timeout_s=0.2)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Annotated, Any
 
 import pytest
 from pydantic import Field
 
 from runtime import ToolContext, ToolDefinitionError, ToolRegistry, tool
+from runtime.tools import CancelFlag
 
 
 def test_tool_schema_from_type_hints() -> None:
@@ -58,3 +60,17 @@ def test_bad_tool_definitions() -> None:
 
     with pytest.raises(ToolDefinitionError, match="two tools"):
         ToolRegistry([clock, other])
+
+
+def test_a_cancel_flag_waits_until_it_is_set_and_wakes_every_waiter() -> None:
+    flag = CancelFlag()
+    assert not flag.is_set() and flag.wait(0) is False and flag.wait(0.01) is False
+    woke: list[bool] = []
+    waiters = [threading.Thread(target=lambda: woke.append(flag.wait(10))) for _ in range(3)]
+    for waiter in waiters:
+        waiter.start()
+    flag.set()
+    flag.set()  # a second set changes nothing
+    for waiter in waiters:
+        waiter.join(10)
+    assert woke == [True, True, True] and flag.is_set() and flag.wait() is True
