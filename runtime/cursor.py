@@ -66,13 +66,17 @@ class RunCursor:
         # A run that never started has no entries yet: don't search the thread for them.
         fresh = run.state is RunState.QUEUED and run.started_at is None
         self.start = None if fresh else _run_start(entries, run.id)
+        self._own: list[Entry] | None = None
+        """``own`` once looked for, grown by each commit (entries only ever grow)."""
 
     @property
-    def own(self) -> list[Entry]:
+    def own(self) -> Sequence[Entry]:
         """This run's entries (normally the thread's tail)."""
         if self.start is None:
-            return []
-        return [e for e in self.entries[self.start:] if e.run_id == self.run.id]
+            return ()
+        if self._own is None:
+            self._own = [e for e in self.entries[self.start:] if e.run_id == self.run.id]
+        return self._own
 
     async def commit(
         self,
@@ -124,6 +128,8 @@ class RunCursor:
             found = _run_start(entries, run.id)
             if found is not None:
                 self.start = len(self.entries) + found
+        elif self._own is not None:
+            self._own.extend(e for e in entries if e.run_id == run.id)
         self.entries.extend(entries)
         self.run = run
         for event in announce:
