@@ -8,7 +8,8 @@ crash exactly as an unsynced write is lost to a power cut, and recovery already 
 it (a start is started again, a read-only call is run again). It is written anyway
 before a tool with an effect runs (``flush``), before a spend cap sums the store's
 spend, and after ``hold_s`` without a next checkpoint (a slow model or a slow read-only
-tool: the store shows the run running, as a person looking at it expects).
+tool: the store shows the run running, as a person looking at it expects): ``Holds``,
+one timer for the cursors of a driver.
 """
 
 from __future__ import annotations
@@ -27,7 +28,42 @@ from .stores.base import Checkpoint, Store
 from .tail import Tail, first_loaded
 from .tracing import NO_TRACING, Tracing
 
-__all__ = ["RunCursor", "unanswered"]
+__all__ = ["Holds", "RunCursor", "unanswered"]
+
+
+class Holds:
+    """When what cursors hold is to be written: ``hold_s`` after each one's last held
+    checkpoint, on one timer for them all, due when the first is (a timer per run was set
+    and cancelled at every message)."""
+
+    def __init__(self, hold_s: float) -> None:
+        self.hold_s = hold_s
+        """How long a checkpoint that is not a durable point may wait for the next one."""
+        self._due: dict[RunCursor, float] = {}
+        """The loop's time each cursor's held checkpoints are to be written at."""
+        self._timer: asyncio.TimerHandle | None = None
+
+    def hold(self, cursor: RunCursor) -> None:
+        """``cursor`` held a checkpoint: what it holds is written ``hold_s`` from now."""
+        loop = asyncio.get_running_loop()
+        due = self._due[cursor] = loop.time() + self.hold_s
+        if self._timer is None:
+            self._timer = loop.call_at(due, self._sweep)
+
+    def release(self, cursor: RunCursor) -> None:
+        """``cursor`` holds nothing now (it wrote it, or dropped it)."""
+        self._due.pop(cursor, None)
+
+    def _sweep(self) -> None:
+        self._timer = None
+        loop = asyncio.get_running_loop()
+        now = loop.time() + 0.001  # (the loop may run a timer a hair early)
+        for cursor, due in list(self._due.items()):
+            if due <= now:
+                del self._due[cursor]
+                cursor._begin_later()
+        if self._due:
+            self._timer = loop.call_at(min(self._due.values()), self._sweep)
 
 
 class RunCursor:
@@ -41,7 +77,7 @@ class RunCursor:
         entries: list[Entry] | Tail,
         clock: Callable[[], float] = time.time,
         *,
-        hold_s: float = 0.0,
+        holds: Holds | None = None,
         tracing: Tracing = NO_TRACING,
     ) -> None:
         self.store = store
@@ -51,18 +87,14 @@ class RunCursor:
         self.clock = clock
         self.tracing = tracing
         """Durable checkpoints get a span each (``[otel]``)."""
-        self.hold_s = hold_s
-        """How long a checkpoint that is not a durable point may wait for the next one."""
+        self.holds = holds
+        """When a checkpoint that is not a durable point is written if no next one comes
+        first (None: none is held)."""
         self._stored = run.version
         """The run's version as written (held checkpoints all carry the next one)."""
         self._held: list[Checkpoint] = []
-        self._timer: asyncio.TimerHandle | None = None
-        """Starts ``_later`` once ``_due``, unless a write takes what is held first."""
-        self._due = 0.0
-        """When what is held is to be written (the loop's time ``hold_s`` after the last
-        held checkpoint): one timer a stretch of them, moved on when it fires early."""
         self._later: asyncio.Task[None] | None = None
-        """Writes what is held, begun by ``_timer``."""
+        """Writes what is held, begun by ``holds`` when it is due."""
         # A run that never started has no entries yet: don't search the thread for them.
         fresh = run.state is RunState.QUEUED and run.started_at is None
         self.start = None if fresh else _run_start(entries, run.id)
@@ -115,12 +147,9 @@ class RunCursor:
             thread_id=run.thread_id, position=len(self.entries) if checked else None,
             entries=entries, run=run, transitions=transitions, deliveries=deliveries,
             durable=durable)
-        if hold and not durable and not deliveries and checked and self.hold_s > 0:
+        if hold and not durable and not deliveries and checked and self.holds is not None:
             self._held.append(checkpoint)
-            loop = asyncio.get_running_loop()
-            self._due = loop.time() + self.hold_s
-            if self._timer is None:
-                self._timer = loop.call_later(self.hold_s, self._begin_later)
+            self.holds.hold(self)
         else:
             await self._write([checkpoint])
         if self.start is None:
@@ -159,19 +188,14 @@ class RunCursor:
             await self._settle_later()
 
     def _begin_later(self) -> None:
-        self._timer = None
-        if not self._held:
-            return
-        loop = asyncio.get_running_loop()
-        if (left := self._due - loop.time()) > 0:  # held again since the timer was set
-            self._timer = loop.call_later(left, self._begin_later)
-            return
-        self._later = asyncio.create_task(self._write([]), name=f"maiden-hold:{self.run.id}")
+        """What is held is due (``holds``): write it."""
+        if self._held:
+            self._later = asyncio.create_task(self._write([]),
+                                              name=f"maiden-hold:{self.run.id}")
 
     def _disarm(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        if self.holds is not None:
+            self.holds.release(self)
 
     async def _settle_later(self) -> None:
         """Wait for the write ``_timer`` began, if it has (whose error, if it failed, is

@@ -18,7 +18,7 @@ from typing import Any, Unpack
 from .attachments.refs import FileRef
 from .budget import Prices
 from .config import AgentConfig
-from .cursor import RunCursor, unanswered
+from .cursor import Holds, RunCursor, unanswered
 from .entries import Entry, ToolCall, ToolResult, Usage
 from .errors import CorruptStore, FailReason, StaleWrite, StoreError
 from .events import ApprovalRequested, EventBus, RunEnded
@@ -69,9 +69,9 @@ class Endings:
         self.instance_id = instance_id
         self.clock = clock
 
-    def cursor(self, run: Run, entries: list[Entry] | Tail, *, hold_s: float = 0.0,
+    def cursor(self, run: Run, entries: list[Entry] | Tail, *, holds: Holds | None = None,
                tracing: Tracing = NO_TRACING) -> RunCursor:
-        return RunCursor(self.store, self.bus, run, entries, self.clock, hold_s=hold_s,
+        return RunCursor(self.store, self.bus, run, entries, self.clock, holds=holds,
                          tracing=tracing)
 
     async def complete(

@@ -26,7 +26,7 @@ from .agents import Agent
 from .budget import OK, Spend, Verdict, check_budget
 from .caps import Caps
 from .context import prompt_tokens
-from .cursor import RunCursor
+from .cursor import Holds, RunCursor
 from .endings import DRIVABLE, Endings
 from .entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, UserMessage
 from .errors import ContextTooLong, CorruptStore, ProviderError, StaleWrite, StoreError
@@ -114,9 +114,9 @@ class RunDriver:
         """Set at shutdown: runs stop at their next checkpoint and are released."""
         self.cancel_reasons: dict[str, str] = {} if cancel_reasons is None else cancel_reasons
         """Runs whose task is being cancelled on purpose, and why (shared by the agents)."""
-        self.hold_s = hold_s
-        """How long a checkpoint that is not a durable point may wait for the next one
-        (``RunCursor``)."""
+        self.holds = Holds(hold_s) if hold_s > 0 else None
+        """When a checkpoint that is not a durable point is written if no next one comes
+        first: ``hold_s`` after it (``RunCursor``)."""
         self.send_pending = send_pending
         """Sends what a run put in the outbox and is not sent yet (the outbox's): a notice
         written as the run starts goes out then, before its answer begins."""
@@ -154,7 +154,7 @@ class RunDriver:
                                  summary=self.agent.compaction == "summary", kept=self._threads)
         except CorruptStore as exc:
             return await self.end.unreadable(run, exc)
-        cur = self.end.cursor(run, entries, hold_s=self.hold_s, tracing=self.tracing)
+        cur = self.end.cursor(run, entries, holds=self.holds, tracing=self.tracing)
         try:
             if not await self._begin(cur, span):
                 return cur.run

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from runtime import AssistantTurn, Run, RunState, SQLiteStore, StaleWrite, UserMessage
-from runtime.cursor import RunCursor
+from runtime.cursor import Holds, RunCursor
 from runtime.events import EventBus
 from runtime.stores.base import Checkpoint
 
@@ -38,7 +38,7 @@ async def store(tmp_path: Path) -> AsyncIterator[WatchedStore]:
 
 async def _cursor(store: WatchedStore, hold_s: float) -> RunCursor:
     run = await store.create_run(Run(id="0" * 12 + "a" * 20, thread_id="t", text="hi"))
-    return RunCursor(store, EventBus(), run, [], hold_s=hold_s)
+    return RunCursor(store, EventBus(), run, [], holds=Holds(hold_s) if hold_s > 0 else None)
 
 
 async def _texts(store: SQLiteStore) -> list[str | None]:
@@ -116,3 +116,30 @@ async def test_nothing_is_held_with_hold_s_zero(
     await cur.commit([_said(cur.run.id, "hi")], to=S.RUNNING, reason="started",
                      durable=False)
     assert (await store.get_run(cur.run.id)).state is S.RUNNING
+
+
+async def test_cursors_sharing_holds_each_land_hold_s_after_their_own_last_hold(
+        store: WatchedStore) -> None:
+    holds, loop = Holds(0.2), asyncio.get_running_loop()
+    cursors = []
+    for thread in ("t", "u"):
+        run = await store.create_run(Run(id=f"{thread}" * 32, thread_id=thread, text="hi"))
+        cursors.append(RunCursor(store, EventBus(), run, [], holds=holds))
+    first, second = cursors
+    held_at = {}
+    await first.commit([_said(first.run.id, "hi")], to=S.RUNNING, reason="started",
+                       durable=False)
+    held_at[first.run.id] = loop.time()
+    await asyncio.sleep(0.1)  # (the gap between the two holds is what is tested)
+    await second.commit([_said(second.run.id, "hi")], to=S.RUNNING, reason="started",
+                        durable=False)
+    held_at[second.run.id] = loop.time()
+    landed_at = {}
+    for _ in cursors:
+        landed = await asyncio.wait_for(store.landed.get(), 10)
+        assert landed.run is not None
+        landed_at[landed.run.id] = loop.time()
+    # The one timer was due at the first's time: the second was not written then.
+    assert all(landed_at[r] >= held_at[r] + 0.2 - 0.002 for r in held_at), (held_at,
+                                                                             landed_at)
+    assert first.written() and second.written()
