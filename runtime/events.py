@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -133,15 +133,28 @@ RunEvent = Annotated[
 ]
 
 
-class Subscription:
-    """An async iterator over the events one subscriber asked for."""
+class Subscription(AbstractAsyncContextManager["Subscription"]):
+    """An async iterator over the events one subscriber asked for, from the bus's
+    ``subscribe``: the events come while its ``async with`` block runs."""
 
-    def __init__(self, run_id: str | None, *, ends_only: bool = False) -> None:
+    def __init__(self, bus: EventBus, run_id: str | None, *, replay: bool = False,
+                 ends_only: bool = False) -> None:
         self.run_id = run_id
         self.ends_only = ends_only
         """Only the run's ``RunEnded`` (a caller that waits for the end, not a follower)."""
+        self._bus = bus
+        self._replay = replay
         self._queue: asyncio.Queue[RunEvent | None] = asyncio.Queue()
         """The events, and None for each ``nudge``."""
+        self._group: set[Subscription] = set()
+        """The bus's set it is in, while it is."""
+
+    async def __aenter__(self) -> Subscription:
+        self._group = self._bus._join(self, self._replay)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._bus._leave(self, self._group)
 
     def _offer(self, event: RunEvent) -> None:
         """(The bus offers only the events asked for: of this run, or only its end.)"""
@@ -235,32 +248,36 @@ class EventBus:
         """The runs someone is waiting on."""
         return [*self._by_run, *(r for r in self._ends if r is not None)]
 
-    @asynccontextmanager
-    async def subscribe(
+    def subscribe(
         self, run_id: str | None = None, *, replay: bool = False, ends_only: bool = False
-    ) -> AsyncIterator[Subscription]:
-        """Events of one run (the iterator ends with its ``RunEnded``), or of every run.
+    ) -> Subscription:
+        """Events of one run (the iterator ends with its ``RunEnded``), or of every run,
+        while its ``async with`` block runs.
 
         With ``replay``, a run's subscription starts with the events the run has had so far;
         with ``ends_only``, it gets only ``RunEnded`` (a wait, not a follow).
         """
-        sub = Subscription(run_id, ends_only=ends_only)
-        if replay and run_id is not None and not ends_only:
+        return Subscription(self, run_id, replay=replay, ends_only=ends_only)
+
+    def _join(self, sub: Subscription, replay: bool) -> set[Subscription]:
+        """Offer ``sub`` what it asked for from now on; the set it is in."""
+        run_id = sub.run_id
+        if replay and run_id is not None and not sub.ends_only:
             for event in self._kept.get(run_id, ()):
                 sub._offer(event)
-        if ends_only:
+        if sub.ends_only:
             group = self._ends.setdefault(run_id, set())
         elif run_id is None:
             group = self._everything
         else:
             group = self._by_run.setdefault(run_id, set())
         group.add(sub)
-        try:
-            yield sub
-        finally:
-            group.discard(sub)
-            if not group:
-                if ends_only:
-                    self._ends.pop(run_id, None)
-                elif run_id is not None:
-                    self._by_run.pop(run_id, None)
+        return group
+
+    def _leave(self, sub: Subscription, group: set[Subscription]) -> None:
+        group.discard(sub)
+        if not group and group is not self._everything:
+            if sub.ends_only:
+                self._ends.pop(sub.run_id, None)
+            elif sub.run_id is not None:
+                self._by_run.pop(sub.run_id, None)

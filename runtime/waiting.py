@@ -5,8 +5,7 @@ nobody drives is taken up here."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncGenerator, Callable
 
 from .events import EventBus, RunEnded, RunEvent, Subscription
 from .loop import DRIVABLE
@@ -51,7 +50,8 @@ class Waiting:
                 yield RunEnded.of(run)
                 return
             await self.take_up(run)
-            with self._nudged(events):
+            self._nudge(events)
+            try:
                 heard = False  # since the last nudge: a run whose events flow is not read
                 while True:
                     event = await events.next_or_nudge()
@@ -69,11 +69,14 @@ class Waiting:
                     yield event
                     if isinstance(event, RunEnded):
                         return
+            finally:
+                self._waiters.discard(events)
 
     async def until_ended(self, run: Run, events: Subscription) -> Run:
         """The run as it ends or pauses, from ``events`` (subscribed before it could end)
         or, when they stay silent, from the store."""
-        with self._nudged(events):
+        self._nudge(events)
+        try:
             while True:
                 event = await events.next_or_nudge()
                 if event is None:
@@ -86,18 +89,15 @@ class Waiting:
                     if event.failure is not None:
                         raise event.failure
                     return event.run or await self._store.get_run(run.id)
+        finally:
+            self._waiters.discard(events)
 
-    @contextmanager
-    def _nudged(self, events: Subscription) -> Iterator[None]:
-        """``events`` nudged every ``_every`` seconds while the block runs: its first look
-        at the store comes within that time, and one every that time after."""
+    def _nudge(self, events: Subscription) -> None:
+        """``events`` nudged every ``_every`` seconds until taken out of ``_waiters``: its
+        first look at the store comes within that time, and one every that time after."""
         self._waiters.add(events)
         if self._ticker is None:
             self._ticker = asyncio.get_running_loop().call_later(self._every, self._tick)
-        try:
-            yield
-        finally:
-            self._waiters.discard(events)
 
     def _tick(self) -> None:
         self._ticker = None
