@@ -33,7 +33,7 @@ class Verbs(Protocol):
                      reason: str = "", arguments_hash: str | None = None,
                      approvers: Sequence[str] | None = None) -> Any: ...
 
-    async def cancel(self, run_id: str, *, by: str = "") -> Any: ...
+    async def cancel(self, run_id: str, *, by: str = "", forward: bool = True) -> Any: ...
 
     async def resume(self, run_id: str) -> Any: ...
 
@@ -178,6 +178,7 @@ async def _handle(
             and not rt.holds(run.id):
         return False  # the process driving it will cancel it: its tools stop for real
     p = request.payload
+    error: str | None
     try:
         if request.kind == "decide":
             await verbs.decide(request.run_id, str(p["tool_call_id"]), approve=bool(p["approve"]),
@@ -185,13 +186,18 @@ async def _handle(
                             arguments_hash=p.get("arguments_hash"),
                             approvers=p.get("approvers"))
         elif request.kind == "cancel":
-            await verbs.cancel(request.run_id, by=str(p.get("by", "")))
+            # Never asked of another process from here: a request's answer waiting on a
+            # request of its own stalls this loop (up to its timeout, if that one is gone).
+            await verbs.cancel(request.run_id, by=str(p.get("by", "")), forward=False)
         else:
             await verbs.resume(request.run_id)
         ok, result, error = True, "done", None
+    except RunError as exc:
+        if exc.reason == "driven_elsewhere":
+            return False  # it came alive after all (the round's view was stale): its own
+        ok, result, error = False, str(exc), exc.reason
     except MaidenError as exc:
-        ok, result = False, str(exc)
-        error = exc.reason if isinstance(exc, RunError) else type(exc).__name__
+        ok, result, error = False, str(exc), type(exc).__name__
     await store.finish_request(request.model_copy(update={
         "handled_at": rt.clock(), "handled_by": rt.instance_id, "ok": ok, "result": result,
         "error": error}))

@@ -439,12 +439,14 @@ class Runtime:
         self._workers.kick(run.thread_id)
         return moved
 
-    async def cancel(self, run_id: str, *, by: str = "") -> Run:
+    async def cancel(self, run_id: str, *, by: str = "", forward: bool = True) -> Run:
         """Cancel a run: its model stream and running tools are cut off, every unanswered
         call gets a ``cancelled`` result, and the run ends ``cancelled``.
 
         A run that another live process is driving is cancelled by that process, so
-        its tools stop where they run. Cancelling a cancelled run returns it as it is.
+        its tools stop where they run; with ``forward=False`` (answering that process's
+        own request) it is not asked, and ``RunError("driven_elsewhere")`` says so.
+        Cancelling a cancelled run returns it as it is.
         """
         reason = f"cancelled by {by}" if by else "cancelled"
         for _ in range(5):
@@ -459,7 +461,9 @@ class Runtime:
                 return run
             if run.terminal:
                 raise RunError("already_ended", f"run {run_id} already ended {run.state}")
-            if await self._peers.driving_elsewhere(run) is not None:
+            if (holder := await self._peers.driving_elsewhere(run)) is not None:
+                if not forward:
+                    raise RunError("driven_elsewhere", f"run {run_id} is driven by {holder}")
                 return await self._asked("cancel", run_id, by=by)
             try:
                 run = await self._driver.end(run).cancel(run_id, reason, attempts=1)

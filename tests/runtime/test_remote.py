@@ -13,6 +13,7 @@ from runtime import (
     AgentConfig,
     FilesStore,
     Origin,
+    RunError,
     RunState,
     Runtime,
     RuntimeConfig,
@@ -230,6 +231,44 @@ async def test_cancel_from_any_caller_is_routed_to_the_owner(
             assert stopped.is_set()  # the tool stopped where it ran
             assert ended.state is S.CANCELLED and ended.reason == "cancelled by ops"
             assert not caller.holds(run.id)
+        await caller.close()
+
+
+async def test_a_cancel_answering_a_request_is_never_forwarded(tmp_path: Path) -> None:
+    """The control loop answers a cancel request with ``cancel(forward=False)``: a run
+    that another live process drives is left to it (its own request; the loop's view of
+    who is alive may be a round old), rather than asked of it again while this request
+    waits for that one (up to its timeout, if that process is on its way out)."""
+    stopped = asyncio.Event()
+
+    @tool
+    async def forever() -> str:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            stopped.set()
+        return "never"
+
+    script = [call("forever"), {"text": "after"}]
+    db = tmp_path / "m.db"
+    async with SQLiteStore(db) as store_a, SQLiteStore(db) as store_b:
+        owner = Runtime(store_a, ScriptedProvider(script), ToolRegistry([forever]),
+                        settings=FAST)
+        caller = Runtime(store_b, ScriptedProvider(script), settings=FAST)
+        async with owner:
+            await caller.start(recover=False, serve=True)
+            async with owner.subscribe() as events:
+                run = await owner.submit("t", "go")
+                while not isinstance(await asyncio.wait_for(events.next(), 5), ToolCallStarted):
+                    pass
+            with pytest.raises(RunError) as refused:
+                await asyncio.wait_for(caller.cancel(run.id, by="ops", forward=False), 5)
+            assert refused.value.reason == "driven_elsewhere"
+            assert not stopped.is_set()
+            assert not (await store_b.get_run(run.id)).terminal  # (its start is held there)
+            assert await store_b.requests() == []  # nothing was asked of the owner
+            ended = await caller.cancel(run.id, by="ops")  # forwarded, as usual
+            assert ended.state is S.CANCELLED and stopped.is_set()
         await caller.close()
 
 
