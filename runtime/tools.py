@@ -26,6 +26,7 @@ from typing import Any, Literal, get_type_hints, overload
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
+from .eager import within
 from .errors import ToolDefinitionError, ToolFailure
 from .runs import Origin
 
@@ -302,8 +303,7 @@ class Tool:
         task cancelled) sets ``ctx.cancelled``: a sync tool's thread runs on, and may
         look."""
         try:
-            async with asyncio.timeout(self.timeout_s):
-                return split_files(await self.invoke(ctx, arguments))
+            return split_files(await within(self.invoke(ctx, arguments), self.timeout_s))
         except asyncio.CancelledError:
             ctx.cancelled.set()
             raise
