@@ -94,7 +94,9 @@ def create_run_row(db: sqlite3.Connection, run: Run, row: tuple[Any, ...]
     stamped = arriving_after(run, newest)
     if stamped is not run:
         row = run_row(stamped)
-    db.execute("INSERT OR IGNORE INTO threads VALUES (?, ?)", (run.thread_id, run.created_at))
+    if newest is None:  # its first run (every run's thread has its row: none is deleted)
+        db.execute("INSERT OR IGNORE INTO threads VALUES (?, ?)",
+                   (run.thread_id, run.created_at))
     db.execute("INSERT INTO runs (id, thread_id, state, active, version, created_at, "
                "idempotency_key, data, spend_agent, spend_user, spend_place, spend_tokens, "
                "spend_cost) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
