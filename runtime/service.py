@@ -450,11 +450,7 @@ class Runtime:
         """
         reason = f"cancelled by {by}" if by else "cancelled"
         for _ in range(5):
-            task = self._workers.driving(run_id)
-            if task is not None:
-                self._driver.cancel_reasons[run_id] = reason
-                task.cancel()
-                await asyncio.wait([task])
+            if await self._workers.cut_off(run_id, reason):
                 return await self._store.get_run(run_id)
             run = await self._store.get_run(run_id)
             if run.state is S.CANCELLED:

@@ -72,7 +72,8 @@ class Workers:
         self._lock = asyncio.Lock()
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._dirty: set[str] = set()
-        self._driving: dict[str, asyncio.Task[Run]] = {}
+        self._driving: dict[str, tuple[asyncio.Task[Run], asyncio.Future[None]]] = {}
+        """The task driving each run here, and when the worker is done with it."""
         self.driven: set[str] | None = None
         """While not None, the id of every run this process starts driving is added."""
         self.closing = False
@@ -146,7 +147,20 @@ class Workers:
 
     def driving(self, run_id: str) -> asyncio.Task[Run] | None:
         """The task driving ``run_id`` in this process, if any."""
-        return self._driving.get(run_id)
+        driving = self._driving.get(run_id)
+        return None if driving is None else driving[0]
+
+    async def cut_off(self, run_id: str, reason: str) -> bool:
+        """Cancel the run this process drives, for ``reason``, and wait until its worker
+        is done with it (it ends ``cancelled``); False if no worker here drives it."""
+        driving = self._driving.get(run_id)
+        if driving is None:
+            return False
+        task, settled = driving
+        self._driver.cancel_reasons[run_id] = reason
+        task.cancel()
+        await asyncio.wait([settled])
+        return True
 
     def tasks(self) -> list[asyncio.Task[None]]:
         return list(self._tasks.values())
@@ -271,11 +285,23 @@ class Workers:
                                            name=f"maiden-run:{run.id}")
             finally:
                 RUN_CONTEXT.reset(token)
-            self._driving[run.id] = task
+            settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._driving[run.id] = task, settled
             if self.driven is not None:
                 self.driven.add(run.id)
             try:
-                ended = await task
+                try:
+                    ended = await task
+                except asyncio.CancelledError:
+                    me = asyncio.current_task()
+                    if not task.cancelled() or (me is not None and me.cancelling()):
+                        raise  # this worker is stopping (shutdown)
+                    reason = self._driver.cancel_reasons.pop(run.id, None)
+                    if reason is None:
+                        raise
+                    # Cancelled before its driver could take it (before the task's first
+                    # step, or while it read the run and its thread): ended here.
+                    ended = await self._driver.end(run).cancel(run.id, reason)
             except StaleWrite as exc:
                 # Not an end for whoever waits here: the run goes on in the other writer,
                 # and a waiter keeps waiting (reading the store) as for a thread held
@@ -288,6 +314,7 @@ class Workers:
                 raise
             finally:
                 self._driving.pop(run.id, None)
+                settled.set_result(None)
             await self._outbox.send_pending(ended)
             return None
 

@@ -335,6 +335,25 @@ async def test_cancel_a_queued_run_and_one_awaiting_approval(make_runtime: Any) 
     assert result.content["error"]["type"] == "cancelled"
 
 
+async def test_a_cancel_as_the_worker_takes_the_run_up_ends_it(make_runtime: Any) -> None:
+    """A cancel that comes once the worker has the run but before its driver begins (its
+    task not yet stepped, or reading the thread) ends it cancelled all the same: the task's
+    cancellation never reached the driver, so the worker ends it (the cancel was lost:
+    the run stayed queued, the cancel answered with it queued)."""
+    script = [{"text": "first"}, {"text": "second"}]
+    async with make_runtime(script, []) as (rt, _):
+        run = await rt.submit("t", "stop this")
+        for _ in range(1_000):  # until the worker has it, not a step later
+            if rt.holds(run.id):
+                break
+            await asyncio.sleep(0)
+        assert rt.holds(run.id)
+        cancelled = await rt.cancel(run.id, by="ops")  # (at once: not from a new task)
+        assert cancelled.state is S.CANCELLED and cancelled.reason == "cancelled by ops"
+        assert (await rt.records.get_run(run.id)).state is S.CANCELLED
+        assert (await asyncio.wait_for(rt.send("t", "and this"), 10)).reply == "first"
+
+
 async def test_shutdown_is_not_cancellation(make_runtime: Any, tmp_path: Path) -> None:
     gate = asyncio.Event()
 
