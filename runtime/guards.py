@@ -7,6 +7,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from .entries import ToolCall
+
 __all__ = ["call_key", "canonical_json", "is_repeat", "too_long", "turn_budget"]
 
 
@@ -21,11 +23,13 @@ def call_key(name: str, arguments: Any) -> str:
     return hashlib.sha256(f"{name}\x00{canonical_json(arguments)}".encode()).hexdigest()
 
 
-def is_repeat(previous: Sequence[str], key: str, limit: int) -> bool:
-    """True when ``key`` would be the ``limit``-th identical call in a row."""
+def is_repeat(previous: Sequence[ToolCall], call: ToolCall, limit: int) -> bool:
+    """True when ``call`` would be the ``limit``-th identical call in a row (the same
+    ``call_key``: worked out only once there are that many calls)."""
     if limit < 2 or len(previous) < limit - 1:
         return False
-    return all(k == key for k in previous[-(limit - 1):])
+    key = call_key(call.name, call.arguments)
+    return all(call_key(c.name, c.arguments) == key for c in previous[-(limit - 1):])
 
 
 def turn_budget(turns_taken: int, max_turns: int) -> str:

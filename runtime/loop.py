@@ -40,7 +40,7 @@ from .events import (
 )
 from .files import Files, Taken
 from .gate import CallFacts, Pause, Reconcile, Refuse, gate_call, replay_mismatch, unique_call_ids
-from .guards import call_key, is_repeat, too_long, turn_budget
+from .guards import is_repeat, too_long, turn_budget
 from .prompting import Prompts, compact, load
 from .providers.base import ModelRequest, ModelResponse, TextSink, seeing
 from .runs import Delivery, Run, RunState, idempotency_key
@@ -460,15 +460,13 @@ class RunDriver:
     async def _run_calls(
         self, cur: RunCursor, turn: AssistantTurn, done: dict[str, ToolResult]
     ) -> None:
-        keys = [call_key(c.name, c.arguments)
-                for e in cur.own if isinstance(e, AssistantTurn) and e is not turn
-                for c in e.tool_calls]
+        earlier = [c for e in cur.own if isinstance(e, AssistantTurn) and e is not turn
+                   for c in e.tool_calls]
         pending = [c for c in turn.tool_calls if c.id not in done]
         before = _before(cur.entries, turn)
         final = isinstance(before, Notice) and before.code == "final_turn"
         for index, call in enumerate(turn.tool_calls):
-            previous = list(keys)
-            keys.append(key := call_key(call.name, call.arguments))
+            previous = [*earlier, *turn.tool_calls[:index]]
             if call.id in done:
                 continue
             tool = self.tools.get(call.name)
@@ -485,7 +483,7 @@ class RunDriver:
             run = cur.run
             self.bus.publish(ToolCallStarted(run_id=run.id, thread_id=run.thread_id, call=call))
             with self.tracing.tool(call, tool.effect if tool is not None else None) as span:
-                output = await self._call(cur, call, index, previous, key, offered=not final)
+                output = await self._call(cur, call, index, previous, offered=not final)
                 span.returned(None if isinstance(output, _Paused) else output)
             if isinstance(output, _Paused):
                 return
@@ -518,7 +516,7 @@ class RunDriver:
         return tool is not None and tool.effect != "read_only"
 
     async def _call(
-        self, cur: RunCursor, call: ToolCall, index: int, previous: list[str], key: str, *,
+        self, cur: RunCursor, call: ToolCall, index: int, previous: list[ToolCall], *,
         offered: bool,
     ) -> ToolOutput | _Paused:
         """Decide whether and how a call runs (``gate_call``); return its output, or pause."""
@@ -535,7 +533,7 @@ class RunDriver:
         facts = CallFacts(
             name=call.name, index=index, calls_before=len(previous), tool=tool,
             offered=offered, invalid=invalid,
-            repeat=is_repeat(previous, key, self.agent.repeat_limit),
+            repeat=is_repeat(previous, call, self.agent.repeat_limit),
             decision=None if decision is None else decision.approve,
             decided_by=decision.by if decision else "",
             decision_reason=decision.reason if decision else "",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import idempotency_key
+from runtime import ToolCall, idempotency_key
 from runtime.guards import call_key, canonical_json, is_repeat, too_long, turn_budget
 
 
@@ -24,7 +24,14 @@ from runtime.guards import call_key, canonical_json, is_repeat, too_long, turn_b
     ],
 )
 def test_is_repeat(previous: list[str], limit: int, expected: bool) -> None:
-    assert is_repeat(previous, "a", limit) is expected
+    def made(name: str, i: int) -> ToolCall:  # the same name and arguments: the same call
+        return ToolCall(id=f"call_{i}", name=name, arguments={"q": 1})
+
+    calls = [made(name, i) for i, name in enumerate(previous)]
+    assert is_repeat(calls, made("a", len(previous)), limit) is expected
+    # Arguments tell calls apart too.
+    other = ToolCall(id="call_x", name="a", arguments={"q": 2})
+    assert not is_repeat(calls, other, limit)
 
 
 @pytest.mark.parametrize(
