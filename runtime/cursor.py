@@ -198,7 +198,7 @@ class RunCursor:
             self.holds.release(self)
 
     async def _settle_later(self) -> None:
-        """Wait for the write ``_timer`` began, if it has (whose error, if it failed, is
+        """Wait for the write ``holds`` began, if it has (whose error, if it failed, is
         this write's)."""
         later = self._later
         if later is not None:
