@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Unpack, cast
 
+from .deadlines import Deadlines
 from .entries import AssistantTurn, Entry, ToolCall, ToolResult, UserMessage
 from .errors import StaleWrite, StoreError
 from .events import EventBus, RunEvent, StateChanged
@@ -33,37 +34,20 @@ __all__ = ["Holds", "RunCursor", "unanswered"]
 
 class Holds:
     """When what cursors hold is to be written: ``hold_s`` after each one's last held
-    checkpoint, on one timer for them all, due when the first is (a timer per run was set
-    and cancelled at every message)."""
+    checkpoint, on one timer for them all (``Deadlines``)."""
 
     def __init__(self, hold_s: float) -> None:
         self.hold_s = hold_s
         """How long a checkpoint that is not a durable point may wait for the next one."""
-        self._due: dict[RunCursor, float] = {}
-        """The loop's time each cursor's held checkpoints are to be written at."""
-        self._timer: asyncio.TimerHandle | None = None
+        self._due: Deadlines[RunCursor] = Deadlines(RunCursor._begin_later)
 
     def hold(self, cursor: RunCursor) -> None:
         """``cursor`` held a checkpoint: what it holds is written ``hold_s`` from now."""
-        loop = asyncio.get_running_loop()
-        due = self._due[cursor] = loop.time() + self.hold_s
-        if self._timer is None:
-            self._timer = loop.call_at(due, self._sweep)
+        self._due.set(cursor, self.hold_s)
 
     def release(self, cursor: RunCursor) -> None:
         """``cursor`` holds nothing now (it wrote it, or dropped it)."""
-        self._due.pop(cursor, None)
-
-    def _sweep(self) -> None:
-        self._timer = None
-        loop = asyncio.get_running_loop()
-        now = loop.time() + 0.001  # (the loop may run a timer a hair early)
-        for cursor, due in list(self._due.items()):
-            if due <= now:
-                del self._due[cursor]
-                cursor._begin_later()
-        if self._due:
-            self._timer = loop.call_at(min(self._due.values()), self._sweep)
+        self._due.pop(cursor)
 
 
 class RunCursor:

@@ -23,6 +23,7 @@ import contextlib
 import logging
 
 from .config import RuntimeConfig
+from .deadlines import Deadlines
 from .delivery import Outbox
 from .drivers import Drivers
 from .errors import StaleWrite, StoreError, StoreGone
@@ -78,11 +79,8 @@ class Workers:
         """While not None, the id of every run this process starts driving is added."""
         self.closing = False
         self._linger_s = min(settings.lease_linger_s, settings.lease_ttl_s / 3)
-        self._parked: dict[str, float] = {}
-        """Threads whose lease is kept after their last run, and when (the loop's time) it
-        is given up..."""
-        self._sweeper: asyncio.TimerHandle | None = None
-        """...by this timer, due when the first of them is (one for all, not one a run)."""
+        self._parked: Deadlines[str] = Deadlines(self._lingered_enough)
+        """Threads whose lease is kept after their last run, until it is given up."""
         self._lingered: set[str] = set()
         """Threads whose lease was kept long enough: their worker gives it up."""
         self.crowded = False
@@ -93,7 +91,7 @@ class Workers:
         """Make sure the thread's worker runs (and looks again if it is running now)."""
         if self.closing:
             return
-        self._parked.pop(thread_id, None)
+        self._parked.pop(thread_id)
         self._dirty.add(thread_id)
         if thread_id not in self._tasks:
             token = RUN_CONTEXT.set((thread_id, None))
@@ -109,38 +107,25 @@ class Workers:
         any, no lease lingers, and the ones lingering now are given up."""
         self.crowded = others > 0
         if self.crowded:
-            for thread_id in list(self._parked):
+            for thread_id in self._parked:
                 self._unpark(thread_id)
 
     def stop_lingering(self) -> None:
         """Shutdown: no parked lease is given up later (closing the leases gives them up)."""
         self._parked.clear()
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            self._sweeper = None
 
     def _unpark(self, thread_id: str) -> None:
-        if self._parked.pop(thread_id, None) is not None:
-            self._lingered.add(thread_id)
-            self.kick(thread_id)
+        if self._parked.pop(thread_id):
+            self._lingered_enough(thread_id)
+
+    def _lingered_enough(self, thread_id: str) -> None:
+        """The thread's lease was kept long enough: its worker gives it up."""
+        self._lingered.add(thread_id)
+        self.kick(thread_id)
 
     def _park(self, thread_id: str) -> None:
-        """Keep the thread's lease ``_linger_s`` longer (a later park is never due first)."""
-        loop = asyncio.get_running_loop()
-        self._parked[thread_id] = loop.time() + self._linger_s
-        if self._sweeper is None:
-            self._sweeper = loop.call_at(self._parked[thread_id], self._sweep)
-
-    def _sweep(self) -> None:
-        """Give up the leases whose time is up; wait for the next one's."""
-        self._sweeper = None
-        loop = asyncio.get_running_loop()
-        now = loop.time() + 0.001  # (the loop may run a timer a hair early)
-        for thread_id, due in list(self._parked.items()):
-            if due <= now:
-                self._unpark(thread_id)
-        if self._parked:
-            self._sweeper = loop.call_at(min(self._parked.values()), self._sweep)
+        """Keep the thread's lease ``_linger_s`` longer."""
+        self._parked.set(thread_id, self._linger_s)
 
     def busy(self, thread_id: str) -> bool:
         return thread_id in self._tasks
@@ -234,7 +219,7 @@ class Workers:
 
     async def _give_up(self, thread_id: str) -> None:
         """Release the thread's lease now, lingering or not."""
-        self._parked.pop(thread_id, None)
+        self._parked.pop(thread_id)
         self._lingered.discard(thread_id)
         lease = thread_lease(thread_id)
         if self._leases.holds(lease):

@@ -343,9 +343,9 @@ async def test_a_cancel_as_the_worker_takes_the_run_up_ends_it(make_runtime: Any
     script = [{"text": "first"}, {"text": "second"}]
     async with make_runtime(script, []) as (rt, _):
         run = await rt.submit("t", "stop this")
-        for _ in range(1_000):  # until the worker has it, not a step later
-            if rt.holds(run.id):
-                break
+        for _ in range(200_000):  # until the worker has it, not a step later (it may wait
+            if rt.holds(run.id):  # for a thread to take the thread's lease: no event says
+                break  # it has the run before the run's task begins)
             await asyncio.sleep(0)
         assert rt.holds(run.id)
         cancelled = await rt.cancel(run.id, by="ops")  # (at once: not from a new task)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -13,6 +15,7 @@ from runtime import (
     AgentConfig,
     FilesStore,
     Origin,
+    Run,
     RunError,
     RunState,
     Runtime,
@@ -24,6 +27,7 @@ from runtime import (
     tool,
 )
 from runtime.control import ControlRequest, ask, live_instances
+from tests.fakes.tools import until_cut_off
 
 S = RunState
 FAST = RuntimeConfig(poll_interval_s=0.05)
@@ -50,16 +54,7 @@ def two_stores(kind: str, tmp_path: Path) -> tuple[Any, Any]:
 async def test_cancel_from_another_runtime_stops_the_tool_where_it_runs(
     tmp_path: Path, kind: str
 ) -> None:
-    stopped = asyncio.Event()
-
-    @tool
-    async def forever() -> str:
-        try:
-            await asyncio.Event().wait()
-        finally:
-            stopped.set()
-        return "never"
-
+    forever, stopped = until_cut_off()
     script = [call("forever"), {"text": "after"}]
     first, second = two_stores(kind, tmp_path)
     async with first as store_a, second as store_b:
@@ -199,39 +194,45 @@ async def test_a_reply_that_failed_to_send_is_retried_once(tmp_path: Path, fail:
     assert channel.posted == [(pending.key, "hello")]
 
 
-@pytest.mark.parametrize("serving", [False, True])
-async def test_cancel_from_any_caller_is_routed_to_the_owner(
-    tmp_path: Path, serving: bool
-) -> None:
-    """``Runtime.cancel`` itself finds the live process driving the run and asks it, whether
-    the caller serves the store too (a second `maiden run`, a Slack button) or not (the CLI)."""
-    stopped = asyncio.Event()
-
-    @tool
-    async def forever() -> str:
-        try:
-            await asyncio.Event().wait()
-        finally:
-            stopped.set()
-        return "never"
-
+@asynccontextmanager
+async def _a_run_driven_elsewhere(
+    tmp_path: Path, *, serving: bool
+) -> AsyncIterator[tuple[Runtime, SQLiteStore, Run, asyncio.Event]]:
+    """Two runtimes on one store: the owner drives a run whose tool waits until it is
+    cut off (the event says it was); the other, serving the store or not, is handed out
+    (the caller, with its store), with the run."""
+    forever, stopped = until_cut_off()
     script = [call("forever"), {"text": "after"}]
     db = tmp_path / "m.db"
     async with SQLiteStore(db) as store_a, SQLiteStore(db) as store_b:
         owner = Runtime(store_a, ScriptedProvider(script), ToolRegistry([forever]),
                         settings=FAST)
         caller = Runtime(store_b, ScriptedProvider(script), settings=FAST)
-        async with owner:
-            await caller.start(recover=False, serve=serving)
-            async with owner.subscribe() as events:
-                run = await owner.submit("t", "go")
-                while not isinstance(await asyncio.wait_for(events.next(), 5), ToolCallStarted):
-                    pass
-            ended = await caller.cancel(run.id, by="ops")
-            assert stopped.is_set()  # the tool stopped where it ran
-            assert ended.state is S.CANCELLED and ended.reason == "cancelled by ops"
-            assert not caller.holds(run.id)
-        await caller.close()
+        try:
+            async with owner:
+                await caller.start(recover=False, serve=serving)
+                async with owner.subscribe() as events:
+                    run = await owner.submit("t", "go")
+                    while not isinstance(await asyncio.wait_for(events.next(), 5),
+                                         ToolCallStarted):
+                        pass
+                yield caller, store_b, run, stopped
+        finally:
+            await caller.close()
+
+
+@pytest.mark.parametrize("serving", [False, True])
+async def test_cancel_from_any_caller_is_routed_to_the_owner(
+    tmp_path: Path, serving: bool
+) -> None:
+    """``Runtime.cancel`` itself finds the live process driving the run and asks it, whether
+    the caller serves the store too (a second `maiden run`, a Slack button) or not (the CLI)."""
+    async with _a_run_driven_elsewhere(tmp_path, serving=serving) as (caller, _, run,
+                                                                      stopped):
+        ended = await caller.cancel(run.id, by="ops")
+        assert stopped.is_set()  # the tool stopped where it ran
+        assert ended.state is S.CANCELLED and ended.reason == "cancelled by ops"
+        assert not caller.holds(run.id)
 
 
 async def test_a_cancel_answering_a_request_is_never_forwarded(tmp_path: Path) -> None:
@@ -239,37 +240,16 @@ async def test_a_cancel_answering_a_request_is_never_forwarded(tmp_path: Path) -
     that another live process drives is left to it (its own request; the loop's view of
     who is alive may be a round old), rather than asked of it again while this request
     waits for that one (up to its timeout, if that process is on its way out)."""
-    stopped = asyncio.Event()
-
-    @tool
-    async def forever() -> str:
-        try:
-            await asyncio.Event().wait()
-        finally:
-            stopped.set()
-        return "never"
-
-    script = [call("forever"), {"text": "after"}]
-    db = tmp_path / "m.db"
-    async with SQLiteStore(db) as store_a, SQLiteStore(db) as store_b:
-        owner = Runtime(store_a, ScriptedProvider(script), ToolRegistry([forever]),
-                        settings=FAST)
-        caller = Runtime(store_b, ScriptedProvider(script), settings=FAST)
-        async with owner:
-            await caller.start(recover=False, serve=True)
-            async with owner.subscribe() as events:
-                run = await owner.submit("t", "go")
-                while not isinstance(await asyncio.wait_for(events.next(), 5), ToolCallStarted):
-                    pass
-            with pytest.raises(RunError) as refused:
-                await asyncio.wait_for(caller.cancel(run.id, by="ops", forward=False), 5)
-            assert refused.value.reason == "driven_elsewhere"
-            assert not stopped.is_set()
-            assert not (await store_b.get_run(run.id)).terminal  # (its start is held there)
-            assert await store_b.requests() == []  # nothing was asked of the owner
-            ended = await caller.cancel(run.id, by="ops")  # forwarded, as usual
-            assert ended.state is S.CANCELLED and stopped.is_set()
-        await caller.close()
+    async with _a_run_driven_elsewhere(tmp_path, serving=True) as (caller, store, run,
+                                                                   stopped):
+        with pytest.raises(RunError) as refused:
+            await asyncio.wait_for(caller.cancel(run.id, by="ops", forward=False), 5)
+        assert refused.value.reason == "driven_elsewhere"
+        assert not stopped.is_set()
+        assert not (await store.get_run(run.id)).terminal  # (its start is held there)
+        assert await store.requests() == []  # nothing was asked of the owner
+        ended = await caller.cancel(run.id, by="ops")  # forwarded, as usual
+        assert ended.state is S.CANCELLED and stopped.is_set()
 
 
 async def test_waiters_on_runs_another_runtime_drives_learn_their_ends_from_the_store(

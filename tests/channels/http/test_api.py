@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime import RunState, ToolCallStarted, tool
+from tests.fakes.tools import until_cut_off
 from tests.http_helpers import STREAM, echo_runtime, served, sse, thread_url, tokens
 
 S = RunState
@@ -176,17 +177,7 @@ async def test_approvals_over_http(tmp_path: Path) -> None:
 
 
 async def test_cancel_and_resume_over_http(tmp_path: Path) -> None:
-    stopped = asyncio.Event()
-
-    @tool
-    async def forever() -> str:
-        """Wait until cancelled."""
-        try:
-            await asyncio.Event().wait()
-        finally:
-            stopped.set()
-        return "never"
-
+    forever, stopped = until_cut_off()
     ops = tokens(("ops", "t-ops"))
     async with echo_runtime(tmp_path / "m.db", [forever]) as rt, \
             served(rt, credentials=ops) as (client, _):
