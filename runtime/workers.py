@@ -275,18 +275,7 @@ class Workers:
             if self.driven is not None:
                 self.driven.add(run.id)
             try:
-                try:
-                    ended = await task
-                except asyncio.CancelledError:
-                    me = asyncio.current_task()
-                    if not task.cancelled() or (me is not None and me.cancelling()):
-                        raise  # this worker is stopping (shutdown)
-                    reason = self._driver.cancel_reasons.pop(run.id, None)
-                    if reason is None:
-                        raise
-                    # Cancelled before its driver could take it (before the task's first
-                    # step, or while it read the run and its thread): ended here.
-                    ended = await self._driver.end(run).cancel(run.id, reason)
+                ended = await self._ended(run, task)
             except StaleWrite as exc:
                 # Not an end for whoever waits here: the run goes on in the other writer,
                 # and a waiter keeps waiting (reading the store) as for a thread held
@@ -302,6 +291,21 @@ class Workers:
                 settled.set_result(None)
             await self._outbox.send_pending(ended)
             return None
+
+    async def _ended(self, run: Run, task: asyncio.Task[Run]) -> Run:
+        """The run as its task left it; one whose task was cancelled (``cut_off``) before
+        its driver could take the cancellation (before the task's first step, or while it
+        read the run and its thread) is ended cancelled here."""
+        try:
+            return await task
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if not task.cancelled() or (me is not None and me.cancelling()):
+                raise  # this worker is stopping (shutdown)
+            reason = self._driver.cancel_reasons.pop(run.id, None)
+            if reason is None:
+                raise
+            return await self._driver.end(run).cancel(run.id, reason)
 
     def publish_waiting(self, run: Run, reason: str, failure: StoreError | None = None
                         ) -> None:
