@@ -134,6 +134,11 @@ class Caps:
     def __bool__(self) -> bool:
         return bool(self.caps)
 
+    @property
+    def scopes(self) -> frozenset[Scope]:
+        """The scopes caps are configured for (the store indexes their spend)."""
+        return frozenset(cap.scope for cap in self.caps)
+
     async def reached(self, run: Run) -> CapHit | None:
         """The first cap that applies to ``run`` and is reached, if any: what each cap that
         applies counts, summed by the store in one read (by indexes of whose it is)."""

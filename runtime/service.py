@@ -172,6 +172,8 @@ class Runtime:
         (`maiden approve`, `maiden cancel`), time out stale approvals and retry failed
         sends, in the background.
         """
+        if self.caps:  # made once; a cap's check reads a period's runs by its index
+            await self._store.index_spend(self.caps.scopes)
         if serve and self._serving is None:
             self._serving = self.spawn(
                 serve_requests(self, self._upkeep, self._store,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, Self
 
@@ -165,6 +165,11 @@ class RunStore(Protocol):
         """What runs have spent, as last checkpointed, for each ask (a run's keys are
         ``rows.spend_keys``): summed by the store from columns of their own, in one read
         (spend caps ask before each turn)."""
+
+    async def index_spend(self, scopes: Collection[SpendScope]) -> None:
+        """Make ``spent`` quick in ``scopes`` (those spend caps are configured for), if it
+        is not already: an index of the runs by whose they are in each. ``spent`` answers
+        for every scope either way; without its index it reads the period's runs."""
 
     async def transitions(self, run_id: str) -> list[Transition]:
         """Every state change of the run, in order, with its reason."""

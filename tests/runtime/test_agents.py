@@ -5,6 +5,7 @@ store refuse the next message once, or stop a run at its next turn."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -239,6 +240,26 @@ async def test_a_place_cap_counts_only_that_place(tmp_path: Path) -> None:
     assert [r.state for r in runs] == [RunState.COMPLETED, RunState.COMPLETED,
                                        RunState.FAILED]
     assert elsewhere.state is RunState.COMPLETED
+
+
+async def test_a_runtime_indexes_the_spend_of_the_scopes_its_caps_name(
+        tmp_path: Path) -> None:
+    """An index is a page written for every new run: a store has one per scope capped."""
+    def spend_indexes() -> set[str]:
+        db = sqlite3.connect(tmp_path / "m.db")
+        try:
+            return {row[0] for row in db.execute(
+                "SELECT name FROM sqlite_schema WHERE name LIKE 'runs_spend%'")}
+        finally:
+            db.close()
+
+    async with SQLiteStore(tmp_path / "m.db") as store:
+        async with Runtime(store, agents=two_agents(Model("a"), Model("b"))) as rt:
+            await rt.send("t", "hi")
+        assert spend_indexes() == set()
+        caps = [CapConfig(scope="place", tokens=200), CapConfig(scope="user", tokens=300)]
+        async with Runtime(store, agents=two_agents(Model("a"), Model("b")), caps=caps):
+            assert spend_indexes() == {"runs_spend_place", "runs_spend_user"}
 
 
 async def test_concurrent_messages_each_see_the_store(tmp_path: Path) -> None:

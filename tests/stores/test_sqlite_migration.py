@@ -1,5 +1,5 @@
-"""A database written by an older schema (version 1, version 2) opens under the current one
-with nothing lost."""
+"""A database written by an older schema (versions 1 to 3) opens under the current one with
+nothing lost."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from runtime.entries import AssistantTurn, Usage, UserMessage
 from runtime.runs import Origin, Run, RunState, Transition, new_run_id
 from runtime.stores.base import Checkpoint, SpendAsk, Spending, SpendScope
 from runtime.stores.sqlite import SQLiteStore
+from runtime.stores.sqlite.schema import SCHEMA_VERSION, SPEND_INDEXES
 
 S = RunState
 
@@ -88,14 +89,15 @@ async def test_a_version_1_database_is_migrated_in_place(tmp_path: Path) -> None
                                       run=started))
         assert await store.list_runs(thread_id="t", states=[S.QUEUED, S.RUNNING]) == [started]
     db = sqlite3.connect(path)
-    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
+    version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    assert version == (str(SCHEMA_VERSION),)
     tokens = [row[0] for row in db.execute("SELECT tokens FROM entries ORDER BY seq")]
     assert 0 < tokens[0] < tokens[1] < tokens[2]  # running sums, estimated for the old rows
     names = {row[0] for row in db.execute("SELECT name FROM sqlite_schema")}
     assert not names & {"runs_v1", "threads_v1", "transitions_v1", "transitions", "runs_state",
                         "runs_thread_state", "transitions_run"}
     db.close()
-    async with SQLiteStore(path) as store:  # a second open finds version 3: nothing to do
+    async with SQLiteStore(path) as store:  # a second open finds its version: nothing to do
         assert len(await store.list_runs()) == 2
         assert await store.spent([SpendAsk(0.0, "place", ("cli",))]) == Spending([(0, 0.0)])
 
@@ -113,8 +115,6 @@ async def test_a_version_2_database_gains_the_spend_columns_filled_from_its_runs
             await store.create_run(run)
     # Version 2 as it was: the runs without the spend columns (added at the end since).
     db = sqlite3.connect(path)
-    for index in ("runs_spend_user", "runs_spend_agent", "runs_spend_place"):
-        db.execute(f"DROP INDEX {index}")
     for column in ("spend_agent", "spend_user", "spend_place", "spend_tokens", "spend_cost"):
         db.execute(f"ALTER TABLE runs DROP COLUMN {column}")
     db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
@@ -129,3 +129,43 @@ async def test_a_version_2_database_gains_the_spend_columns_filled_from_its_runs
             found = await store.spent([SpendAsk(since, scope, (key,))])
             ((spent_tokens, spent_cost),) = found.sums
             assert spent_tokens == tokens and spent_cost == pytest.approx(cost)
+
+
+def _indexes(path: Path) -> set[str]:
+    db = sqlite3.connect(path)
+    try:
+        return {row[0] for row in db.execute(
+            "SELECT name FROM sqlite_schema WHERE type = 'index' AND name LIKE 'runs_spend%'")}
+    finally:
+        db.close()
+
+
+async def test_a_version_3_database_loses_its_spend_indexes_until_a_cap_asks_for_one(
+        tmp_path: Path) -> None:
+    path = tmp_path / "maiden.db"
+    day = 1_764_806_400.0
+    slack = Origin(channel="slack", target={"channel": "C1"}, user="U1")
+    run = Run(id=new_run_id(day), thread_id="t", text="x", created_at=day, updated_at=day,
+              origin=slack, usage=Usage(input_tokens=4, output_tokens=1), cost_usd=0.5)
+    async with SQLiteStore(path) as store:
+        await store.create_run(run)
+    # Version 3 as it was: an index of the runs by whose they are, for each spend scope.
+    db = sqlite3.connect(path)
+    for statement in SPEND_INDEXES.values():
+        db.execute(statement)
+    db.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    db.commit()
+    db.close()
+    async with SQLiteStore(path) as store:
+        assert _indexes(path) == set()
+        # Without its index a cap's check reads the period's runs: the same sums.
+        ask = SpendAsk(day, "user", ("U1",))
+        assert (await store.spent([ask])).sums == [(5, 0.5)]
+        await store.index_spend(["user", "place"])
+        await store.index_spend(["user"])  # made already: nothing to do
+        assert _indexes(path) == {"runs_spend_user", "runs_spend_place"}
+        assert (await store.spent([ask, SpendAsk(day, "place", ("slack",))])).sums == [
+            (5, 0.5), (5, 0.5)]
+    async with SQLiteStore(path) as store:  # what a cap asked for stays
+        assert _indexes(path) == {"runs_spend_user", "runs_spend_place"}
+        assert await store.list_runs() == [run]

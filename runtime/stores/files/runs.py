@@ -6,7 +6,7 @@ thread's length."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from ...entries import Entry
 from ...errors import NotFound, StaleWrite, StoreError
@@ -17,6 +17,7 @@ from ..base import (
     RunStore,
     SpendAsk,
     Spending,
+    SpendScope,
     StoreStats,
     ThreadInfo,
     check_thread_id,
@@ -103,6 +104,9 @@ class FilesRuns(FilesCore, RunStore):
                      if r.id >= first and spend_key(r, ask.scope) in ask.keys]
             sums.append((sum(t for t, _ in found), sum(c for _, c in found)))
         return Spending(sums)
+
+    async def index_spend(self, scopes: Collection[SpendScope]) -> None:
+        """Nothing to index: ``spent`` reads every run."""
 
     async def transitions(self, run_id: str) -> list[Transition]:
         return await self._disk.io(self._transitions, run_id)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from ...entries import Entry
 from ...errors import NotFound, StoreError
@@ -24,6 +24,7 @@ from ..base import (
     RunStore,
     SpendAsk,
     Spending,
+    SpendScope,
     StoreStats,
     ThreadInfo,
     check_thread_id,
@@ -40,7 +41,7 @@ from ..rows import (
     transitions_of,
 )
 from .reads import SQLiteReads
-from .schema import ACTIVE_SQL
+from .schema import ACTIVE_SQL, SPEND_INDEXES
 from .sql import (
     CheckpointRows,
     commit_rows,
@@ -191,6 +192,11 @@ class SQLiteRuns(SQLiteReads, RunStore):
         sql, params = spend_sql(asks, lambda n: "?")
         return Spending(spend_sums(await self._fetchall(sql, params), len(asks)))
 
+    async def index_spend(self, scopes: Collection[SpendScope]) -> None:
+        missing = [SPEND_INDEXES[scope] for scope in sorted(set(scopes))]
+        if missing:
+            await self._write(_run_each, missing)
+
     async def transitions(self, run_id: str) -> list[Transition]:
         rows = await self._fetchall("SELECT transitions FROM runs WHERE id = ?", (run_id,))
         return transitions_of(run_id, rows[0][0] if rows else None)
@@ -198,3 +204,8 @@ class SQLiteRuns(SQLiteReads, RunStore):
 
 _text = json.encoder.encode_basestring
 """A string as a JSON string (what ``json.dumps`` does to one, without its machinery)."""
+
+
+def _run_each(db: sqlite3.Connection, statements: Sequence[str]) -> None:
+    for statement in statements:
+        db.execute(statement)

@@ -7,10 +7,11 @@ from pathlib import Path
 
 from ...errors import StoreError
 from ...runs import TERMINAL
+from ..base import SpendScope
 
-__all__ = ["ACTIVE_SQL", "SCHEMA_VERSION", "migrate"]
+__all__ = ["ACTIVE_SQL", "SCHEMA_VERSION", "SPEND_INDEXES", "migrate"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 ACTIVE_SQL = "active = 1"
 """The runs that have not ended: the term (text for text) of ``runs_active``'s WHERE, which
@@ -63,9 +64,6 @@ CREATE TABLE IF NOT EXISTS runs (
     spend_cost REAL NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS runs_thread ON runs (thread_id, created_at);
-CREATE INDEX IF NOT EXISTS runs_spend_user ON runs (spend_user, id) WHERE spend_user IS NOT NULL;
-CREATE INDEX IF NOT EXISTS runs_spend_agent ON runs (spend_agent, id);
-CREATE INDEX IF NOT EXISTS runs_spend_place ON runs (spend_place, id);
 CREATE INDEX IF NOT EXISTS runs_active ON runs (thread_id, created_at) WHERE {ACTIVE_SQL};
 CREATE UNIQUE INDEX IF NOT EXISTS runs_key ON runs (idempotency_key)
     WHERE idempotency_key IS NOT NULL;
@@ -160,8 +158,8 @@ DROP TABLE transitions_v1;
 """
 
 # Version 2 -> 3: runs gain what spend caps sum (whose the spend is, and how much), in
-# columns of their own and indexed by whose, so that a cap's check reads no run's JSON.
-# Runs from before have no place ids: their place key is their channel.
+# columns of their own, so that a cap's check reads no run's JSON. Runs from before have no
+# place ids: their place key is their channel.
 MIGRATE_2_TO_3 = """
 ALTER TABLE runs ADD COLUMN spend_agent TEXT NOT NULL DEFAULT '';
 ALTER TABLE runs ADD COLUMN spend_user TEXT;
@@ -181,6 +179,23 @@ UPDATE runs SET
     spend_cost = coalesce(json_extract(data, '$.cost_usd'), 0)
 """
 
+# Version 3 -> 4: the spend columns are indexed by whose only for the scopes a spend cap is
+# configured for (``SPEND_INDEXES``, made by ``SQLiteStore.index_spend``): an index is a page
+# written for each new run, and without caps nothing reads it.
+MIGRATE_3_TO_4 = """
+DROP INDEX IF EXISTS runs_spend_user;
+DROP INDEX IF EXISTS runs_spend_agent;
+DROP INDEX IF EXISTS runs_spend_place
+"""
+
+SPEND_INDEXES: dict[SpendScope, str] = {
+    "user": "CREATE INDEX IF NOT EXISTS runs_spend_user ON runs (spend_user, id) "
+            "WHERE spend_user IS NOT NULL",
+    "agent": "CREATE INDEX IF NOT EXISTS runs_spend_agent ON runs (spend_agent, id)",
+    "place": "CREATE INDEX IF NOT EXISTS runs_spend_place ON runs (spend_place, id)",
+}
+"""Each spend scope's index (whose, then run id: a period's runs are a range of it)."""
+
 
 def migrate(db: sqlite3.Connection, path: Path) -> None:
     """Bring the database to ``SCHEMA_VERSION`` (inside the caller's transaction)."""
@@ -188,13 +203,15 @@ def migrate(db: sqlite3.Connection, path: Path) -> None:
     version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
         if exists else None
     found = str(SCHEMA_VERSION) if version is None else version[0]
-    if found not in ("1", "2", str(SCHEMA_VERSION)):
+    if found not in ("1", "2", "3", str(SCHEMA_VERSION)):
         raise StoreError(f"{path} has schema version {found}; this maiden reads versions 1 "
                          f"to {SCHEMA_VERSION} (a newer maiden may have written it)")
     if found == "1":
         _script(db, MIGRATE_1_TO_2)
     if found == "2":
         _script(db, MIGRATE_2_TO_3)
+    if found == "3":
+        _script(db, MIGRATE_3_TO_4)
     _script(db, SCHEMA)
     if found == "1":
         _script(db, COPY_1_TO_2)
