@@ -8,6 +8,7 @@ calls per message, so ``messages x 2 x latency`` per thread.
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -162,6 +163,7 @@ async def _burst(workdir: Path, count: int, messages: int, synchronous: Synchron
     async with SQLiteStore(path, synchronous=synchronous, flush=flush) as store, \
             workload_runtime(store, concurrency="thread") as rt:
         before = store.write_counts()
+        gc.collect()  # the rounds before (closed runtimes are cycles): not this round's work
         start = time.perf_counter()
         await asyncio.gather(*(_user(rt, f"bench:b{t}", messages) for t in range(count)))
         rate = count * messages / (time.perf_counter() - start)

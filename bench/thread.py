@@ -6,6 +6,7 @@ a neighbour's load on a shared machine hits both sides of every ratio alike.
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 from dataclasses import dataclass, field
@@ -137,6 +138,7 @@ async def run_thread(workdir: Path, n: int, synchronous: Synchronous, *,
             workload_runtime(store, tracing=tracing) as rt, \
             Floor(floor_path, synchronous) as floor:
         before = store.write_counts()
+        gc.collect()  # the rounds before (closed runtimes are cycles): not this round's work
         for b in range(BLOCKS):
             block = range(bounds[b], bounds[b + 1])
             m = f = 0.0

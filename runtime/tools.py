@@ -180,22 +180,24 @@ def split_files(value: Any) -> ToolOutput:
     order."""
     files: list[ToolFile] = []
     images: list[ToolImage] = []
-
-    def walk(item: Any) -> Any:
-        if isinstance(item, ToolFile):
-            files.append(item)
-            return item.described()
-        if isinstance(item, ToolImage):
-            images.append(item)
-            return item.described()
-        if isinstance(item, dict):
-            return {k: walk(v) for k, v in item.items()}
-        if isinstance(item, list):
-            return [walk(v) for v in item]
-        return item
-
-    content = walk(value)
+    content = _described(value, files, images)
     return ToolOutput(content, files=tuple(files), images=tuple(images))
+
+
+def _described(item: Any, files: list[ToolFile], images: list[ToolImage]) -> Any:
+    # A function of its own, not a closure: a closure that calls itself is a reference
+    # cycle, left to the garbage collector at every tool call.
+    if isinstance(item, ToolFile):
+        files.append(item)
+        return item.described()
+    if isinstance(item, ToolImage):
+        images.append(item)
+        return item.described()
+    if isinstance(item, dict):
+        return {k: _described(v, files, images) for k, v in item.items()}
+    if isinstance(item, list):
+        return [_described(v, files, images) for v in item]
+    return item
 
 
 def _has_file(value: Any) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 from typing import Annotated, Any
 
@@ -9,7 +10,7 @@ import pytest
 from pydantic import Field
 
 from runtime import ToolContext, ToolDefinitionError, ToolRegistry, tool
-from runtime.tools import CancelFlag
+from runtime.tools import CancelFlag, ToolFile, split_files
 
 
 def test_tool_schema_from_type_hints() -> None:
@@ -74,3 +75,20 @@ def test_a_cancel_flag_waits_until_it_is_set_and_wakes_every_waiter() -> None:
     for waiter in waiters:
         waiter.join(10)
     assert woke == [True, True, True] and flag.is_set() and flag.wait() is True
+
+
+def test_files_are_split_out_of_a_result_without_leaving_a_reference_cycle() -> None:
+    """A result is walked at every call: what the walk makes dies with it, not at the
+    garbage collector's next pass (a closure that calls itself is a cycle)."""
+    report = ToolFile(name="report.txt", data=b"hi", media_type="text/plain")
+    value = {"found": [1, {"file": report}], "note": "x"}
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(10):
+            output = split_files(value)
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+    assert output.files == (report,)
+    assert output.content == {"found": [1, {"file": report.described()}], "note": "x"}
