@@ -48,7 +48,8 @@ from .wiring import make_channels
 if TYPE_CHECKING:
     from runtime.mcp.group import McpServers
 
-__all__ = ["App", "open_app", "open_channels", "open_runtime", "serve", "settle_heap"]
+__all__ = ["YOUNG_OBJECTS", "App", "open_app", "open_channels", "open_runtime", "serve",
+           "settle_heap"]
 
 log = logging.getLogger("maiden.app")
 
@@ -212,6 +213,13 @@ async def open_channels(
         await stack.enter_async_context(channel)
 
 
+YOUNG_OBJECTS = 10_000
+"""Objects made (less those freed) between two collections of the youngest generation:
+Python's 700 suits a script; a server with many runs going at once collects their objects
+while they are still in use, and each collection that finds them alive moves them to an
+older generation, whose collections walk them again."""
+
+
 def settle_heap() -> None:
     """Once ready: what start-up made (modules, schemas, the config, the channels) lives as
     long as the process, so it is taken out of the cycle collector's way (``gc.freeze``,
@@ -219,9 +227,16 @@ def settle_heap() -> None:
     serving makes: on the development VM, 10-20 ms instead of 60-80 ms, a pause that every
     ack and reply in flight waited for (bench workload 6). The price: an object made by
     then that later falls into a garbage cycle (a reconnected client's old one) is not
-    freed; at most once each, so bounded by what start-up made."""
+    freed; at most once each, so bounded by what start-up made.
+
+    And the youngest generation is collected every ``YOUNG_OBJECTS``: with 50 threads at
+    once (bench workload 4) the collector's time halves (30 collections of 3 ms at most
+    for 500 messages, against 1,050 of the youngest and 90 of the middle one, up to 4
+    ms), for +8% messages a second."""
     gc.collect()
     gc.freeze()
+    _, middle, oldest = gc.get_threshold()
+    gc.set_threshold(YOUNG_OBJECTS, middle, oldest)
 
 
 def _say(out: TextIO, text: str) -> None:

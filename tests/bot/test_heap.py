@@ -1,5 +1,6 @@
 """``settle_heap``: what start-up made is taken out of the cycle collector's way once the
-process is ready, and no garbage is kept with it."""
+process is ready, and no garbage is kept with it; the youngest objects are collected less
+often."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.app import settle_heap
+from bot.app import YOUNG_OBJECTS, settle_heap
 
 
 class _Node:
@@ -20,10 +21,12 @@ class _Node:
 @pytest.fixture
 def unfrozen() -> Iterator[None]:
     gc.unfreeze()
+    thresholds = gc.get_threshold()
     try:
         yield
     finally:
         gc.unfreeze()  # (the other tests run with the collector as it was)
+        gc.set_threshold(*thresholds)
 
 
 @pytest.mark.usefixtures("unfrozen")
@@ -36,3 +39,10 @@ def test_settling_freezes_what_lives_and_frees_the_garbage_first() -> None:
     assert gone() is None  # collected before the freeze, not kept for good
     assert gc.get_freeze_count() > 0
     assert live not in gc.get_objects()  # frozen: no collection walks it any more
+
+
+@pytest.mark.usefixtures("unfrozen")
+def test_settling_collects_the_young_less_often_and_the_older_as_before() -> None:
+    gc.set_threshold(700, 10, 10)
+    settle_heap()
+    assert gc.get_threshold() == (YOUNG_OBJECTS, 10, 10)
