@@ -85,6 +85,9 @@ class Sizes:
     """Interleaved rounds of each comparison of workload 1 (median and range printed)."""
     few_users: int
     """Workload 4's smaller thread-mode case."""
+    burst_rounds: int
+    """Interleaved rounds of "50 threads at once" against one thread, each way: a round
+    is short (one thread's ten messages take ~15 ms), so more of them."""
 
 
 FULL = Sizes(threads=(300, 3000), load_entries=10_000, recover_runs=1_000, users=50,
@@ -94,7 +97,8 @@ FULL = Sizes(threads=(300, 3000), load_entries=10_000, recover_runs=1_000, users
              replica_users=30, replica_messages=4, replica_counts=(1, 2, 3),
              slowloris_idle=500, slowloris_requests=1000, stream_replies=20,
              files_messages=100, files_distinct=10, files_bytes=1_000_000,
-             agents_messages=600, agents_prior=20_000, rounds=3, few_users=8)
+             agents_messages=600, agents_prior=20_000, rounds=3, few_users=8,
+             burst_rounds=9)
 QUICK = Sizes(threads=(60,), load_entries=1_000, recover_runs=50, users=5, messages=3,
               latency_s=0.02, memory_n=60, idle_threads=200, long_entries=(200, 2_000),
               slack_events=20,
@@ -102,7 +106,8 @@ QUICK = Sizes(threads=(60,), load_entries=1_000, recover_runs=50, users=5, messa
               replica_users=4, replica_messages=2, replica_counts=(1, 2),
               slowloris_idle=50, slowloris_requests=100, stream_replies=2,
               files_messages=10, files_distinct=3, files_bytes=200_000,
-              agents_messages=30, agents_prior=2_000, rounds=1, few_users=3)
+              agents_messages=30, agents_prior=2_000, rounds=1, few_users=3,
+              burst_rounds=1)
 
 
 def _progress(message: str) -> None:
@@ -147,14 +152,14 @@ async def _run(sizes: Sizes, only: set[str], workdir: Path, sync: Synchronous) -
         rows += concurrency_rows(results)
         _progress(f"workload 4: {sizes.users} threads at once against one, zero-latency model")
         bursts = [await run_burst(workdir, threads=sizes.users, messages=sizes.messages,
-                                  synchronous=sync, flush=flush, rounds=sizes.rounds)
+                                  synchronous=sync, flush=flush, rounds=sizes.burst_rounds)
                   for flush in BURST_WAYS]
         if sync in ("full", "extra"):
             _progress(f"workload 4: the same on a slower disk (each flush of the log "
                       f"{SLOW_DISK_S * 1000:g} ms longer)")
             bursts.append(await run_burst(workdir, threads=sizes.users,
                                           messages=sizes.messages, synchronous=sync,
-                                          flush="apart", rounds=sizes.rounds,
+                                          flush="apart", rounds=sizes.burst_rounds,
                                           slow_disk_s=SLOW_DISK_S))
         rows += burst_rows(bursts)
     if "memory" in only:
