@@ -230,8 +230,8 @@ def settle_heap() -> None:
     freed; at most once each, so bounded by what start-up made.
 
     And the youngest generation is collected every ``YOUNG_OBJECTS``: with 50 threads at
-    once (bench workload 4) the collector's time halves (30 collections of 3 ms at most
-    for 500 messages, against 1,050 of the youngest and 90 of the middle one, up to 4
+    once (bench workload 4) the collector's time halves (for 500 messages, 30 collections
+    of ~3 ms, 5 at most, against 1,050 of the youngest and 90 of the middle one, up to 4
     ms), for +8% messages a second."""
     gc.collect()
     gc.freeze()

@@ -193,9 +193,10 @@ class SQLiteRuns(SQLiteReads, RunStore):
         return Spending(spend_sums(await self._fetchall(sql, params), len(asks)))
 
     async def index_spend(self, scopes: Collection[SpendScope]) -> None:
-        missing = [SPEND_INDEXES[scope] for scope in sorted(set(scopes))]
-        if missing:
-            await self._write(_run_each, missing)
+        # Each ``IF NOT EXISTS``: once made, asking again writes nothing.
+        statements = [SPEND_INDEXES[scope] for scope in sorted(set(scopes))]
+        if statements:
+            await self._write(_run_each, statements)
 
     async def transitions(self, run_id: str) -> list[Transition]:
         rows = await self._fetchall("SELECT transitions FROM runs WHERE id = ?", (run_id,))
