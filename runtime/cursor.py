@@ -49,6 +49,11 @@ class Holds:
         """``cursor`` holds nothing now (it wrote it, or dropped it)."""
         self._due.pop(cursor)
 
+    def close(self) -> None:
+        """Shutdown, once the runs have stopped (each wrote what it held): no timer is left
+        on the loop."""
+        self._due.clear()
+
 
 class RunCursor:
     """The in-memory image of one run's thread; ``commit`` writes and advances it."""

@@ -231,6 +231,9 @@ class Runtime:
                 run = await self._store.get_run(run_id)
                 if run.state in DRIVABLE:
                     self._workers.publish_waiting(run, "shutting down")
+        # No timer of this runtime is left on the loop (nor keeps it alive).
+        self._driver.close()
+        self._waiting.close()
 
     def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         """Start a background task the runtime keeps a reference to and awaits on close."""

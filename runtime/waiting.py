@@ -99,6 +99,12 @@ class Waiting:
         if self._ticker is None:
             self._ticker = asyncio.get_running_loop().call_later(self._every, self._tick)
 
+    def close(self) -> None:
+        """Shutdown, once the waiters have been told: the nudges' timer goes."""
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
+
     def _tick(self) -> None:
         self._ticker = None
         for events in self._waiters:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import sys
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +16,13 @@ from runtime import (
     Notice,
     RunError,
     RunState,
+    Runtime,
+    ScriptedProvider,
+    SQLiteStore,
     TextDelta,
     ToolCallStarted,
     ToolContext,
+    ToolRegistry,
     ToolResult,
     run_process,
     tool,
@@ -410,6 +416,28 @@ async def test_a_run_cut_off_at_shutdown_is_not_counted_as_a_crash(
         reasons = [t.reason for t in await rt2.records.transitions(run.id)]
     assert done.state is S.COMPLETED and done.recovery_attempts == 0
     assert "continued after restart" in reasons
+
+
+async def test_a_closed_runtime_leaves_no_timer_and_is_freed_at_once(
+        tmp_path: Path) -> None:
+    """Its held checkpoints' timer and its waiters' nudges go with it: nothing of it runs
+    on the loop afterwards, and nothing there keeps it (and the threads it read) alive."""
+    script = [call("step", n=1), {"text": "done"}]
+
+    @tool
+    async def step(n: int) -> int:
+        return n
+
+    async with SQLiteStore(tmp_path / "m.db") as store:
+        rt = Runtime(store, ScriptedProvider(script), ToolRegistry([step]))
+        async with rt:
+            # A read-only call's turn and result are held for the answer's commit: the
+            # held checkpoints' timer is set; the wait nudges on a timer of its own.
+            assert (await rt.send("t", "go")).state is S.COMPLETED
+        closed = weakref.ref(rt)
+        del rt
+        gc.collect()
+        assert closed() is None
 
 
 async def test_run_context_reaches_sync_tools(make_runtime: Any) -> None:
