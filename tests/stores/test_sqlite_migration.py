@@ -3,6 +3,7 @@ nothing lost."""
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from pathlib import Path
 
@@ -141,7 +142,7 @@ def _indexes(path: Path) -> set[str]:
 
 
 async def test_a_version_3_database_loses_its_spend_indexes_until_a_cap_asks_for_one(
-        tmp_path: Path) -> None:
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "maiden.db"
     day = 1_764_806_400.0
     slack = Origin(channel="slack", target={"channel": "C1"}, user="U1")
@@ -151,8 +152,8 @@ async def test_a_version_3_database_loses_its_spend_indexes_until_a_cap_asks_for
         await store.create_run(run)
     # Version 3 as it was: an index of the runs by whose they are, for each spend scope.
     db = sqlite3.connect(path)
-    for statement in SPEND_INDEXES.values():
-        db.execute(statement)
+    for name, on in SPEND_INDEXES.values():
+        db.execute(f"CREATE INDEX {name} {on}")
     db.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
     db.commit()
     db.close()
@@ -161,9 +162,13 @@ async def test_a_version_3_database_loses_its_spend_indexes_until_a_cap_asks_for
         # Without its index a cap's check reads the period's runs: the same sums.
         ask = SpendAsk(day, "user", ("U1",))
         assert (await store.spent([ask])).sums == [(5, 0.5)]
-        await store.index_spend(["user", "place"])
-        await store.index_spend(["user"])  # made already: nothing to do
+        with caplog.at_level(logging.INFO, logger="maiden.store"):
+            await store.index_spend(["user", "place"])
+            await store.index_spend(["user"])  # made already: nothing to do
         assert _indexes(path) == {"runs_spend_user", "runs_spend_place"}
+        said = [r.getMessage() for r in caplog.records if "indexed" in r.getMessage()]
+        assert [line.split(" (")[0] for line in said] == [
+            "runs indexed by the spend of each place", "runs indexed by the spend of each user"]
         assert (await store.spent([ask, SpendAsk(day, "place", ("slack",))])).sums == [
             (5, 0.5), (5, 0.5)]
     async with SQLiteStore(path) as store:  # what a cap asked for stays

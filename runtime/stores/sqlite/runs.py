@@ -12,6 +12,7 @@ since (``reads``); ``commit`` is the group commit, ``sql`` the rows.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 from collections.abc import Collection, Sequence
 
@@ -51,6 +52,8 @@ from .sql import (
 )
 
 __all__ = ["SQLiteRuns"]
+
+log = logging.getLogger("maiden.store")
 
 
 class SQLiteRuns(SQLiteReads, RunStore):
@@ -193,10 +196,10 @@ class SQLiteRuns(SQLiteReads, RunStore):
         return Spending(spend_sums(await self._fetchall(sql, params), len(asks)))
 
     async def index_spend(self, scopes: Collection[SpendScope]) -> None:
-        # Each ``IF NOT EXISTS``: once made, asking again writes nothing.
-        statements = [SPEND_INDEXES[scope] for scope in sorted(set(scopes))]
-        if statements:
-            await self._write(_run_each, statements)
+        if scopes:
+            for scope in await self._write(_index_spend, sorted(set(scopes))):
+                log.info("runs indexed by the spend of each %s (a spend cap of that scope "
+                         "is configured)", scope)
 
     async def transitions(self, run_id: str) -> list[Transition]:
         rows = await self._fetchall("SELECT transitions FROM runs WHERE id = ?", (run_id,))
@@ -207,6 +210,14 @@ _text = json.encoder.encode_basestring
 """A string as a JSON string (what ``json.dumps`` does to one, without its machinery)."""
 
 
-def _run_each(db: sqlite3.Connection, statements: Sequence[str]) -> None:
-    for statement in statements:
-        db.execute(statement)
+def _index_spend(db: sqlite3.Connection, scopes: Sequence[SpendScope]) -> list[SpendScope]:
+    """Make the scopes' spend indexes that are missing; the scopes whose index was made (a
+    walk of every run: once)."""
+    made = []
+    for scope in scopes:
+        name, on = SPEND_INDEXES[scope]
+        if db.execute("SELECT 1 FROM sqlite_schema WHERE type = 'index' AND name = ?",
+                      (name,)).fetchone() is None:
+            db.execute(f"CREATE INDEX {name} {on}")
+            made.append(scope)
+    return made

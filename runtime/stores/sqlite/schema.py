@@ -188,13 +188,13 @@ DROP INDEX IF EXISTS runs_spend_agent;
 DROP INDEX IF EXISTS runs_spend_place
 """
 
-SPEND_INDEXES: dict[SpendScope, str] = {
-    "user": "CREATE INDEX IF NOT EXISTS runs_spend_user ON runs (spend_user, id) "
-            "WHERE spend_user IS NOT NULL",
-    "agent": "CREATE INDEX IF NOT EXISTS runs_spend_agent ON runs (spend_agent, id)",
-    "place": "CREATE INDEX IF NOT EXISTS runs_spend_place ON runs (spend_place, id)",
+SPEND_INDEXES: dict[SpendScope, tuple[str, str]] = {
+    "user": ("runs_spend_user", "ON runs (spend_user, id) WHERE spend_user IS NOT NULL"),
+    "agent": ("runs_spend_agent", "ON runs (spend_agent, id)"),
+    "place": ("runs_spend_place", "ON runs (spend_place, id)"),
 }
-"""Each spend scope's index (whose, then run id: a period's runs are a range of it)."""
+"""Each spend scope's index, its name and what it indexes (whose, then run id: a period's
+runs are a range of it)."""
 
 
 def migrate(db: sqlite3.Connection, path: Path) -> None:
