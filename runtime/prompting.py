@@ -116,7 +116,7 @@ class Prompts:
         """Where the window of ``limit`` tokens cuts the thread now (summaries set aside).
         ``entries`` is the whole thread or a ``Tail`` of it."""
         loaded: Sequence[Entry]
-        if isinstance(entries, Tail):
+        if type(entries) is Tail:
             loaded, base, earlier = entries.loaded, entries.base, entries.summary_before
             offset = base - entries.summaries_before
         else:

@@ -80,7 +80,7 @@ class Tail(Sequence[Entry]):
 
 def first_loaded(entries: Sequence[Entry]) -> int:
     """The index of the first entry held: a tail's base, 0 for a whole thread."""
-    return entries.base if isinstance(entries, Tail) else 0
+    return entries.base if type(entries) is Tail else 0
 
 
 def is_summary(entry: Entry) -> bool:

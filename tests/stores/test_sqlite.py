@@ -378,22 +378,31 @@ class _Timed:
             time.sleep(self.slow_s)
 
 
+def _level(db: sqlite3.Connection) -> int:
+    return int(db.execute("PRAGMA synchronous").fetchone()[0])
+
+
 async def test_a_quick_flush_is_made_on_the_loop_when_it_has_nothing_else_to_do(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``flush="auto"``, the store's default: the first flush goes to the flushing thread
     (the disk's speed is not known yet); once flushes are quick, a durable write made while
-    the loop has nothing else ready is flushed on the loop's thread."""
+    the loop has nothing else ready is committed on the loop's thread with its flush
+    within (SQLite's own: ``synchronous=FULL``), not flushed apart after."""
     disk = _Timed(monkeypatch)
     writer, _ = await _writer(tmp_path / "g.db", inline=True, flush="auto")
     try:
         loop_thread = threading.get_ident()
         before = writer.counts.synced
-        for _ in range(3):
+        assert await writer.write(_where) == loop_thread
+        assert disk.threads == [disk.threads[0]] and disk.threads[0] != loop_thread
+        assert writer.conn.here(_level) == 1  # NORMAL: flushed apart
+        for _ in range(2):
             assert await writer.write(_where) == loop_thread
-        assert disk.threads[0] != loop_thread
-        assert disk.threads[1:] == [loop_thread, loop_thread]
+        assert len(disk.threads) == 1  # no flush apart: the commits' own
+        assert writer.conn.here(_level) == 2  # FULL
         assert writer.counts.synced - before == 3 and writer.counts.flushed_here == 2
         assert writer.counts.flushed_here_max_s > 0
+        assert writer.counts.here_max_s < writer.counts.flushed_here_max_s  # not counted twice
     finally:
         await writer.close()
 
@@ -407,7 +416,7 @@ async def _warmed(path: Path, monkeypatch: pytest.MonkeyPatch
     try:
         for _ in range(2):
             await writer.write(_where)
-        assert disk.threads[-1] == threading.get_ident()  # quick, and the loop was idle
+        assert writer.counts.flushed_here == 1  # quick, and the loop was idle
         yield writer, disk
     finally:
         await writer.close()
@@ -428,20 +437,27 @@ async def test_with_other_work_ready_a_durable_write_goes_to_the_writers_thread(
         assert await writer.write_lazily(_where) == threading.get_ident()  # (no flush)
 
 
+def _slow_where(db: sqlite3.Connection) -> int:
+    time.sleep(0.25)  # a commit that meets a spike of the disk (SQLite's flush within)
+    return _where(db)
+
+
 async def test_a_slow_flush_sends_the_next_ones_to_the_thread(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     async with _warmed(tmp_path / "g.db", monkeypatch) as (writer, disk):
         loop_thread = threading.get_ident()
-        disk.slow_s = 0.25  # the disk turns slow: this one holds the loop...
-        await writer.write(_where)
-        assert disk.threads[-1] == loop_thread
-        await writer.write(_where)  # ...the next does not
-        assert disk.threads[-1] != loop_thread
+        flushes = len(disk.threads)
+        assert await writer.write(_slow_where) == loop_thread  # this one holds the loop...
+        assert writer.counts.flushed_here == 2 and writer.counts.flushed_here_max_s >= 0.25
+        await writer.write(_where)  # ...the next is flushed apart
+        assert len(disk.threads) == flushes + 1 and disk.threads[-1] != loop_thread
         # Quick again: back on the loop once the recent flushes are quick again.
-        disk.slow_s = 0.0
         for _ in range(20):
             await writer.write(_where)
-        assert disk.threads[-1] == loop_thread
+        assert writer.counts.flushed_here > 2
+        flushes = len(disk.threads)
+        await writer.write(_where)
+        assert len(disk.threads) == flushes and writer.counts.flushed_here > 3
 
 
 async def test_the_write_that_starts_the_log_again_is_made_on_the_writers_thread(
@@ -538,7 +554,7 @@ class _FailingDisk:
 
 @pytest.mark.parametrize(("flush", "script"), [
     ("apart", ["fail"]),       # on the flushing thread
-    ("auto", ["ok", "fail"]),  # the first one quick: the second is made on the loop's thread
+    ("auto", ["fail"]),        # the first one: the disk's speed is not known yet
 ])
 async def test_a_failed_flush_of_the_log_loses_the_store(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flush: FlushWay, script: list[str]
@@ -561,23 +577,32 @@ async def test_a_failed_flush_of_the_log_loses_the_store(
         assert disk.flushes == flushes  # and not flushed again
 
 
-async def test_a_flush_sqlite_makes_that_fails_loses_the_store(tmp_path: Path) -> None:
-    """SQLite's own flush at a durable commit (``synchronous=FULL``, on the writer's
-    thread), failing: SQLite says so with ``SQLITE_IOERR_FSYNC``, raised here as it would
-    come out of the COMMIT; the store is told it is lost."""
-    writer, _ = await _writer(tmp_path / "g.db", inline=True, flush="writer")
+@pytest.mark.parametrize("flush", ["writer", "auto"])
+async def test_a_flush_sqlite_makes_that_fails_loses_the_store(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flush: FlushWay) -> None:
+    """SQLite's own flush at a durable commit (``synchronous=FULL``: on the writer's thread,
+    or on the loop's with ``auto`` and a quick disk), failing: SQLite says so with
+    ``SQLITE_IOERR_FSYNC``, raised here as it would come out of the COMMIT; the store is
+    told it is lost."""
+    _Timed(monkeypatch)  # the flushes apart: quick
+    writer, _ = await _writer(tmp_path / "g.db", inline=True, flush=flush)
     lost: list[str] = []
     writer.conn.lost = lost.append
+    where: list[int] = []
 
     def failing_commit(db: sqlite3.Connection) -> None:
+        where.append(threading.get_ident())
         error = sqlite3.OperationalError("disk I/O error")
         error.sqlite_errorcode = sqlite3.SQLITE_IOERR_FSYNC  # as SQLite's COMMIT sets it
         raise error
 
     try:
+        if flush == "auto":
+            await writer.write(_where)  # the disk found quick
         with pytest.raises(StoreGone, match="a flush to disk failed"):
             await writer.write(failing_commit)
         assert len(lost) == 1 and "restart maiden" in lost[0]
+        assert (where == [threading.get_ident()]) == (flush == "auto")
     finally:
         await writer.close()
 

@@ -19,8 +19,8 @@ waits for a flush of the log on a thread of its own, shared by the commits made 
 the writes that come meanwhile share its commit and flush; ``flush="loop"`` commits with the
 flush on the loop's thread. By default (``flush="auto"``) a durable write made while the
 loop has other work ready goes to the writer's thread; one made while the loop has nothing
-else ready is committed on it and flushed there too if the disk is quick (the trip to a
-thread costs as much as such a flush), else apart. ``bench/`` measures all four.
+else ready is committed on it with its flush (SQLite's own) if the disk is quick (the
+trip to a thread costs as much as such a flush), else apart. ``bench/`` measures all four.
 """
 
 from __future__ import annotations
@@ -70,9 +70,9 @@ class WriteCounts:
     """Durable writes sent to the connection's thread (``flush="writer"``, or ``"auto"``
     with other work ready)."""
     flushed_here: int = 0
-    """Flushes of the log made on the loop's thread (``flush="auto"``)..."""
+    """Commits made on the loop's thread with their flush of the log (``flush="auto"``)..."""
     flushed_here_max_s: float = 0.0
-    """...and the longest of them."""
+    """...and the longest of them (the commit with its flush)."""
 
     def since(self, before: WriteCounts) -> WriteCounts:
         """What was done after ``before`` was taken (the longest holds: of all)."""
@@ -93,7 +93,7 @@ FlushWay = Literal["auto", "apart", "loop", "writer"]
 without a flush, then the log flushed on a thread of its own, shared; falls back to
 ``writer`` where the journal is not a WAL), ``writer`` (the whole write on the connection's
 thread), ``loop`` (the flush on the loop's thread), or ``auto``: ``writer`` while the loop
-has other work ready, else committed on the loop and flushed there when the disk is quick,
+has other work ready, else committed on the loop with its flush when the disk is quick,
 apart when it is not."""
 
 
@@ -190,17 +190,24 @@ class GroupCommit:
                 self.counts.sent_there += 1
             else:
                 apart = flushes and self._apart is not None
+                # Nothing else ready and the disk quick: the commit flushes the log itself
+                # (SQLite's own flush, within it), cheaper than a commit and a flush after.
+                within = apart and self.flush == "auto" and self._quick()
+                apart = apart and not within
+                if apart and self._lazy:
+                    level = self._lazy
+                outcome: object = _BUSY
                 began = time.perf_counter()
                 try:
-                    outcome = self.conn.here(_write_here, self._no_wait, write,
-                                             self._lazy if apart and self._lazy else level)
+                    outcome = self.conn.here(_write_here, self._no_wait, write, level)
                 finally:
                     self._committed(1)
-                    self._held(time.perf_counter() - began)
+                    self._held(time.perf_counter() - began,
+                               flushed=within and outcome is not _BUSY)
                 if outcome is not _BUSY:
                     if apart:
                         assert self._apart is not None
-                        await self._apart.durable(idle=self.flush == "auto")
+                        await self._apart.durable()
                     return outcome
         self._pending.append(write)
         if self._flusher is None:
@@ -214,17 +221,24 @@ class GroupCommit:
         loop's Python goes on)."""
         return self.flush == "writer" or (self.flush == "auto" and not _loop_idle())
 
-    def _flushed_apart(self, here: bool, took: float) -> None:
-        counts = self.counts
-        counts.synced += 1
-        if here:
-            counts.flushed_here += 1
-            counts.flushed_here_max_s = max(counts.flushed_here_max_s, took)
+    def _quick(self) -> bool:
+        """Whether the log's recent flushes were quick and none is under way."""
+        return self._apart is not None and self._apart.quick()
 
-    def _held(self, took: float) -> None:
-        """A commit on the loop's thread held it up for ``took`` seconds."""
+    def _flushed_apart(self, took: float) -> None:
+        self.counts.synced += 1
+
+    def _held(self, took: float, *, flushed: bool = False) -> None:
+        """A commit on the loop's thread held it up for ``took`` seconds (``flushed``:
+        its flush of the log within, which is counted as a flush made on the loop)."""
         counts = self.counts
         counts.here += 1
+        if flushed:
+            assert self._apart is not None
+            self._apart.flushed_within(took)
+            counts.flushed_here += 1
+            counts.flushed_here_max_s = max(counts.flushed_here_max_s, took)
+            return
         counts.here_s += took
         counts.here_max_s = max(counts.here_max_s, took)
         counts.here_slow += took > SLOW_S

@@ -22,12 +22,14 @@ would be told they are on disk behind a hole in the log's chain. The store is lo
 recovers the log from what the disk holds.
 
 The trip to the flushing thread and back costs about as much as the flush itself on a fast
-disk. So a commit whose caller found the loop with nothing else ready to run
-(``durable(idle=True)``: ``flush="auto"``, the store's default) is flushed on the loop's
-thread instead when the log's recent flushes were quick (``QUICK_S``): the loop is then
-held for a fraction of a millisecond that nobody was waiting for. A slow flush sends the
-next ones to the thread again until the disk is quick again. (With other work ready on the
-loop, ``GroupCommit`` does not come here: it sends the whole write to the writer's
+disk. So a commit made while the loop has nothing else ready to run (``flush="auto"``, the
+store's default) flushes the log itself when the log's recent flushes were quick
+(``quick``: ``QUICK_S``): SQLite's own flush, within the commit (``synchronous=FULL``),
+which on the development VM costs ~0.1 ms a message less than the same commit with
+``NORMAL`` and a flush of the log right after it (``bench/README.md``). The loop is then
+held for a fraction of a millisecond that nobody was waiting for. A slow one
+(``flushed_within``) sends the next commits here again until the disk is quick again.
+(With other work ready on the loop, ``GroupCommit`` sends the whole write to the writer's
 thread.)
 """
 
@@ -55,12 +57,12 @@ _datasync = getattr(os, "fdatasync", os.fsync)  # (macOS has no fdatasync)
 class WalSync:
     """Flushes of one database's write-ahead log, on a thread of their own, shared."""
 
-    def __init__(self, wal: Path, flushed: Callable[[bool, float], None] = lambda here, s: None,
+    def __init__(self, wal: Path, flushed: Callable[[float], None] = lambda s: None,
                  failed: Callable[[str], None] = lambda why: None) -> None:
         self.wal = wal
         self._flushed = flushed
-        """Called on the loop after each flush, with whether it was made on the loop's thread
-        and how long it took (to count them)."""
+        """Called on the loop after each flush it made, with how long it took (to count
+        them)."""
         self._failed = failed
         """Called once, with why, when a flush fails: the store is lost."""
         self._failure: str | None = None
@@ -77,18 +79,28 @@ class WalSync:
         self._flush: tuple[asyncio.Future[float], int] | None = None
         """The flush under way, and how many commits it covers."""
 
-    async def durable(self, *, idle: bool = False) -> None:
+    async def durable(self) -> None:
         """Wait until the commit just made (and every one before it) is on disk: a flush
         begun before it was made does not count; one begun after covers it and every
-        other commit made meanwhile. ``idle``: the caller found the loop with nothing else
-        ready to run, so a quick flush may be made on the loop's thread."""
+        other commit made meanwhile."""
         if self._failure is not None:
             raise StoreGone(self._failure)
         self._written += 1
-        if idle and self._flush is None and self._quick():
-            self._flush_here()
-            return
         await self._until(self._written)
+
+    def quick(self) -> bool:
+        """Whether the log's recent flushes were quick (``QUICK_S``) and none is under way:
+        a commit may then flush the log itself, on the loop's thread."""
+        recent = self._recent_s
+        return recent is not None and recent < QUICK_S and self._flush is None \
+            and self._failure is None
+
+    def flushed_within(self, took: float) -> None:
+        """A commit just flushed the log itself (SQLite's own flush, ``synchronous=FULL``),
+        in ``took`` with its flush: every commit made so far is on disk, and ``took`` counts
+        toward the disk's recent speed (a little over the flush's own)."""
+        self._synced = self._written
+        self._recent(took)
 
     async def settled(self) -> None:
         """Wait until every commit made so far is on disk (before the store closes); a
@@ -126,19 +138,8 @@ class WalSync:
             self._flush = None
             if not flush.cancelled() and flush.exception() is None:
                 self._synced = max(self._synced, upto)
-                self._took(False, flush.result())
-
-    def _flush_here(self) -> None:
-        """Every commit made so far flushed on the loop's thread (no flush is under way)."""
-        if self._closed:
-            raise StoreError(f"{self.wal}: the store is closed")
-        upto = self._written
-        try:
-            took = self._flush_log()
-        except OSError as exc:
-            raise self._lost(exc) from exc
-        self._synced = max(self._synced, upto)
-        self._took(True, took)
+                self._recent(flush.result())
+                self._flushed(flush.result())
 
     def _lost(self, exc: OSError) -> StoreGone:
         """A flush failed: the error to raise, now and for every durable write after."""
@@ -147,16 +148,12 @@ class WalSync:
             self._failed(self._failure)
         return StoreGone(self._failure)
 
-    def _quick(self) -> bool:
-        return self._recent_s is not None and self._recent_s < QUICK_S
-
-    def _took(self, here: bool, took: float) -> None:
+    def _recent(self, took: float) -> None:
         recent = self._recent_s
         self._recent_s = took if recent is None else recent + (took - recent) / 4
-        self._flushed(here, took)
 
     def _flush_log(self) -> float:
-        """On the sync thread, or the loop's (``_flush_here``); how long the flush took. The
+        """On the sync thread; how long the flush took. The
         log is opened once and kept: SQLite keeps it (same file) while its connection is
         open; one that was removed is opened anew."""
         if self._fd is not None and os.fstat(self._fd).st_nlink == 0:
