@@ -54,10 +54,11 @@ class Drivers:
         """Whether any agent times out approvals."""
         return any(d.agent.approval_timeout_s is not None for d in self)
 
-    async def drive(self, run_id: str) -> Run:
-        """Drive the run with its agent's driver. A run of an agent that is no longer
-        configured fails, resumable once the agent is back (``unknown_agent``)."""
-        run = await self.store.get_run(run_id)
+    async def drive(self, run_id: str, run: Run | None = None) -> Run:
+        """Drive the run with its agent's driver (``run``: as just read from the store, if
+        it was). A run of an agent that is no longer configured fails, resumable once the
+        agent is back (``unknown_agent``)."""
+        run = run or await self.store.get_run(run_id)
         driver = self.of(run)
         if driver is not None:
             return await driver.drive(run_id, run)

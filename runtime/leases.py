@@ -94,12 +94,18 @@ class Leases:
     def holds(self, name: str) -> bool:
         return self._held.get(name, 0.0) > self._clock()
 
+    def kept(self, name: str, now: float | None = None) -> bool:
+        """Whether the lease is ours for a while yet (nobody else can take it before then):
+        ``take`` then answers without asking the store."""
+        return self._held.get(name, 0.0) - (self._clock() if now is None else now) \
+            > self.ttl_s / 2
+
     async def take(self, name: str, *, lost: Callable[[], None] | None = None) -> str | None:
         """Take (or keep) the lease: None when this runtime has it now, else its holder.
         ``lost`` is called if it cannot be renewed in time."""
         asked = self._clock()
-        if self._held.get(name, 0.0) - asked > self.ttl_s / 2:
-            return None  # ours for a while yet: nobody else can take it before then
+        if self.kept(name, asked):
+            return None
         other = await self._store.take_lease(name, self.holder, self.ttl_s)
         if other is not None and is_gone_here(other):
             log.info("lease %s: its holder %s is gone; taking it", name,

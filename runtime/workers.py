@@ -245,28 +245,41 @@ class Workers:
         """Drive the run here; or, if another process holds its thread's lease, who."""
         lock = self._lock if self._settings.concurrency == "global" \
             else contextlib.nullcontext()
+        # A queued run as listed a moment ago, if nothing is waited for before its task is
+        # made (``_drive_locked``): then it need not be read again.
+        listed: Run | None = run if run.state is S.QUEUED else None
         if self._files is not None and lock is self._lock and run.fetch and not self.closing:
             await self._files.prefetch(run)  # not while the lock keeps the others waiting
+            listed = None
+        if lock is self._lock and self._lock.locked():
+            listed = None
         try:
-            return await self._drive_locked(run, lock)
+            return await self._drive_locked(run, lock, listed)
         finally:
             if self._files is not None:
                 self._files.forget(run.id)
 
-    async def _drive_locked(self, run: Run,
-                            lock: asyncio.Lock | contextlib.nullcontext[None]) -> str | None:
+    async def _drive_locked(self, run: Run, lock: asyncio.Lock | contextlib.nullcontext[None],
+                            listed: Run | None) -> str | None:
         async with lock:
             if self.closing:
                 self.publish_waiting(run, "shutting down")
                 return None
-            other = await self._leases.take(thread_lease(run.thread_id))
+            lease = thread_lease(run.thread_id)
+            if not self._leases.kept(lease):
+                listed = None  # the store is asked for the lease: time passes
+            other = await self._leases.take(lease)
             if other is not None:
                 return describe_holder(other)
             self._lingered.discard(run.thread_id)
-            # The run is read again inside: it may have changed while we waited for the lock.
+            # The run is read again inside if it may have changed since it was listed (a
+            # wait for the lock, a prefetch, a trip to the store for the lease). Else it is
+            # driven as listed: once its task is registered below, a cancellation reaches
+            # the task, and a change another process makes meanwhile fails the run's first
+            # write (its version), as one made a moment later would.
             token = RUN_CONTEXT.set((run.thread_id, run.id))
             try:
-                task = asyncio.create_task(self._driver.drive(run.id),
+                task = asyncio.create_task(self._driver.drive(run.id, listed),
                                            name=f"maiden-run:{run.id}")
             finally:
                 RUN_CONTEXT.reset(token)
