@@ -350,8 +350,8 @@ class Runtime:
         return agent or self.agents.route(Where.of(thread_id, origin, schedule))
 
     async def _accept(self, run: Run) -> Run:
-        stored = await self._store.create_run(run)
-        self._workers.kick(run.thread_id)
+        stored, active = await self._store.create_run_listed(run)
+        self._workers.kick(run.thread_id, active)
         return stored
 
     # -- roles shared among processes

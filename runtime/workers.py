@@ -73,6 +73,8 @@ class Workers:
         self._lock = asyncio.Lock()
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._dirty: set[str] = set()
+        self._listed: dict[str, list[Run]] = {}
+        """Threads whose worker has yet to start, and their runs as its kick found them."""
         self._driving: dict[str, tuple[asyncio.Task[Run], asyncio.Future[None]]] = {}
         """The task driving each run here, and when the worker is done with it."""
         self.driven: set[str] | None = None
@@ -87,12 +89,18 @@ class Workers:
         """Whether other runtimes serve the store (as the control loop last found): then a
         lease is given up at once."""
 
-    def kick(self, thread_id: str) -> None:
-        """Make sure the thread's worker runs (and looks again if it is running now)."""
+    def kick(self, thread_id: str, active: list[Run] | None = None) -> None:
+        """Make sure the thread's worker runs (and looks again if it is running now).
+        ``active``: the thread's runs that have not ended, as a write just left them (a
+        worker started now begins with them instead of reading them again)."""
         if self.closing:
             return
         self._parked.pop(thread_id)
         self._dirty.add(thread_id)
+        if active is None or thread_id in self._tasks:
+            self._listed.pop(thread_id, None)  # whatever was listed may have changed
+        else:
+            self._listed[thread_id] = active
         if thread_id not in self._tasks:
             token = RUN_CONTEXT.set((thread_id, None))
             try:
@@ -161,7 +169,9 @@ class Workers:
         try:
             while not self.closing:
                 self._dirty.discard(thread_id)
-                active = await self._store.list_runs(thread_id=thread_id, states=ACTIVE)
+                active = self._listed.pop(thread_id, None)
+                if active is None:
+                    active = await self._store.list_runs(thread_id=thread_id, states=ACTIVE)
                 if active and active[0].state is S.AWAITING_APPROVAL:
                     # A run waiting for a person holds up the runs queued behind it.
                     for blocked in active[1:]:
@@ -212,6 +222,7 @@ class Workers:
             if thread_id not in self._parked:
                 with contextlib.suppress(StoreError):
                     await self._leases.release(thread_lease(thread_id))
+            self._listed.pop(thread_id, None)
             self._tasks.pop(thread_id, None)
             if failed and thread_id in self._dirty and not self.closing:
                 # Someone asked for this thread after the failed attempt began: look again.

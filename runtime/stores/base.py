@@ -117,6 +117,12 @@ class RunStore(Protocol):
         that holds the key is returned instead.
         """
 
+    async def create_run_listed(self, run: Run) -> tuple[Run, list[Run] | None]:
+        """``create_run``, and the thread's runs that have not ended as that write left
+        them (oldest first, as ``list_runs`` gives them) where the store reads them with
+        the write at little cost; else None (ask ``list_runs``)."""
+        return await self.create_run(run), None
+
     async def commit(self, checkpoint: Checkpoint) -> None:
         """Write a checkpoint atomically, or raise ``StaleWrite`` and write nothing."""
 

@@ -63,10 +63,18 @@ class SQLiteRuns(SQLiteReads, RunStore):
         return self._identity.gone() if self._writer is not None else None
 
     async def create_run(self, run: Run) -> Run:
+        return (await self._create_run(run))[0]
+
+    async def create_run_listed(self, run: Run) -> tuple[Run, list[Run] | None]:
+        return await self._create_run(run)
+
+    async def _create_run(self, run: Run) -> tuple[Run, list[Run] | None]:
         check_thread_id(run.thread_id)
         self._identity.check()  # one stat per accepted message: never into a deleted file
-        existing, stored = await self._grouped(create_run_row, run, run_row(run))
-        return stored if existing is None else parse_run(existing)
+        existing, stored, active = await self._grouped(create_run_row, run, run_row(run))
+        if existing is not None:
+            return parse_run(existing), None
+        return stored, [parse_run(data) for data in active]
 
     async def commit(self, checkpoint: Checkpoint) -> None:
         cp = checkpoint

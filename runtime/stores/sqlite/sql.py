@@ -11,9 +11,10 @@ from typing import Any
 
 from ...errors import StaleWrite
 from ...requests import Note, NoteCall
-from ...runs import Delivery, Run, arriving_after
+from ...runs import TERMINAL, Delivery, Run, RunState, arriving_after
 from ..base import NOTE_CALLS_KEPT
 from ..rows import pending_changed, positioned_rows, run_json, spend_keys, spend_of
+from .schema import ACTIVE_SQL
 
 __all__ = ["CheckpointRows", "commit_rows", "create_run_row", "delete_note_row", "fetchall",
            "put_note_row", "record_note_calls", "run_row", "scalar", "update_pending_row"]
@@ -79,16 +80,25 @@ def run_row(run: Run) -> tuple[Any, ...]:
             *spend_of(run))
 
 
+_NOT_ENDED = tuple(state for state in RunState if state not in TERMINAL)
+_ACTIVE_IN_THREAD = ("SELECT data FROM runs INDEXED BY runs_active WHERE thread_id = ? AND "
+                     f"state IN ({', '.join('?' * len(_NOT_ENDED))}) AND {ACTIVE_SQL} "
+                     "ORDER BY created_at DESC, rowid DESC")
+"""The thread's runs that have not ended, newest first (by their small partial index), as
+``list_runs`` asks for them."""
+
+
 def create_run_row(db: sqlite3.Connection, run: Run, row: tuple[Any, ...]
-                   ) -> tuple[str | None, Run]:
+                   ) -> tuple[str | None, Run, list[str]]:
     """Insert the run (and its thread, if new), stamped no earlier than its thread's latest
-    (``arriving_after``); return the data of a run that holds its key, or None, and the run
-    as inserted."""
+    (``arriving_after``); return the data of a run that holds its key, or None, the run as
+    inserted, and the data of the thread's runs that have not ended, oldest first (read in
+    the same transaction: its locks are taken already)."""
     if run.idempotency_key is not None:
         existing: str | None = scalar(
             db, "SELECT data FROM runs WHERE idempotency_key = ?", (run.idempotency_key,))
         if existing is not None:
-            return existing, run
+            return existing, run, []
     newest = scalar(db, "SELECT max(created_at) FROM runs WHERE thread_id = ?",
                     (run.thread_id,))
     stamped = arriving_after(run, newest)
@@ -100,7 +110,9 @@ def create_run_row(db: sqlite3.Connection, run: Run, row: tuple[Any, ...]
     db.execute("INSERT INTO runs (id, thread_id, state, active, version, created_at, "
                "idempotency_key, data, spend_agent, spend_user, spend_place, spend_tokens, "
                "spend_cost) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
-    return None, stamped
+    active = [data for (data,) in db.execute(_ACTIVE_IN_THREAD, (run.thread_id, *_NOT_ENDED))]
+    active.reverse()
+    return None, stamped, active
 
 
 def update_pending_row(db: sqlite3.Connection, key: str,
