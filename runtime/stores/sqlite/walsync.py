@@ -27,10 +27,10 @@ store's default) flushes the log itself when the log's recent flushes were quick
 (``quick``: ``QUICK_S``): SQLite's own flush, within the commit (``synchronous=FULL``),
 which on the development VM costs ~0.1 ms a message less than the same commit with
 ``NORMAL`` and a flush of the log right after it (``bench/README.md``). The loop is then
-held for a fraction of a millisecond that nobody was waiting for. A slow one
-(``flushed_within``) sends the next commits here again until the disk is quick again.
-(With other work ready on the loop, ``GroupCommit`` sends the whole write to the writer's
-thread.)
+held for a fraction of a millisecond that nobody was waiting for. A slow one (its time is
+given to ``flushed_within``) sends the next ones to the flushing thread until the disk is
+quick again. (With other work ready on the loop, ``GroupCommit`` sends the whole write to
+the writer's thread.)
 """
 
 from __future__ import annotations
@@ -153,9 +153,9 @@ class WalSync:
         self._recent_s = took if recent is None else recent + (took - recent) / 4
 
     def _flush_log(self) -> float:
-        """On the sync thread; how long the flush took. The
-        log is opened once and kept: SQLite keeps it (same file) while its connection is
-        open; one that was removed is opened anew."""
+        """On the sync thread; how long the flush took. The log is opened once and kept:
+        SQLite keeps it (same file) while its connection is open; one that was removed is
+        opened anew."""
         if self._fd is not None and os.fstat(self._fd).st_nlink == 0:
             os.close(self._fd)
             self._fd = None
