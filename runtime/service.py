@@ -350,9 +350,14 @@ class Runtime:
         return agent or self.agents.route(Where.of(thread_id, origin, schedule))
 
     async def _accept(self, run: Run) -> Run:
-        stored, active = await self._store.create_run_listed(run)
-        self._workers.kick(run.thread_id, active)
-        return stored
+        accepted = await self._store.accept_run(run)
+        self._workers.kick(run.thread_id, accepted.listed)
+        if accepted.on_disk is not None:
+            # Committed: its worker starts while the disk works (nothing it does before its
+            # own first durable write leaves the process but the model's request); the
+            # message is acknowledged once on disk.
+            await accepted.on_disk
+        return accepted.run
 
     # -- roles shared among processes
 

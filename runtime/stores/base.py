@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, Self
+from typing import Any, Literal, Protocol, Self
 
 from pydantic import TypeAdapter
 
@@ -25,7 +25,7 @@ from ..requests import (
 from ..runs import Delivery, Run, RunState, StreamState, Transition
 from ..tail import Tail
 
-__all__ = ["ENTRIES", "NOTE_CALLS_KEPT", "BlobStore", "Checkpoint", "ControlStore",
+__all__ = ["ENTRIES", "NOTE_CALLS_KEPT", "Accepted", "BlobStore", "Checkpoint", "ControlStore",
            "FeedbackStore", "LeaseStore", "NoteStore", "OutboxStore", "RunStore",
            "ScheduleStore", "SpendAsk", "SpendScope", "Spending", "Store", "StoreStats",
            "ThreadInfo", "check_digest", "check_thread_id", "parse_schedule_record"]
@@ -53,6 +53,22 @@ class Checkpoint:
     """``False``: the store may return before this write is on disk, as long as it lands
     before (or with) the next durable write, which then covers it. For a write that is
     not a durable point: what it records is redone if a power cut loses it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """A queued run as ``RunStore.accept_run`` stored it."""
+
+    run: Run
+    """The run as stored (stamped), or the one that already held its idempotency key."""
+    listed: list[Run] | None = None
+    """Its thread's runs that have not ended, as that write left them (oldest first, as
+    ``list_runs`` gives them), where the store read them with the write at little cost;
+    else None (ask ``list_runs``)."""
+    on_disk: Coroutine[Any, Any, None] | None = None
+    """Where the write is committed but its flush still under way: what to await (once)
+    for it to be on disk; ``StoreGone`` if the flush fails. Every durable write made
+    after it is on disk only after it too. None: on disk already."""
 
 
 SpendScope = Literal["user", "agent", "place"]
@@ -117,11 +133,12 @@ class RunStore(Protocol):
         that holds the key is returned instead.
         """
 
-    async def create_run_listed(self, run: Run) -> tuple[Run, list[Run] | None]:
-        """``create_run``, and the thread's runs that have not ended as that write left
-        them (oldest first, as ``list_runs`` gives them) where the store reads them with
-        the write at little cost; else None (ask ``list_runs``)."""
-        return await self.create_run(run), None
+    async def accept_run(self, run: Run) -> Accepted:
+        """``create_run`` for a message being taken in: a store may return as soon as the
+        run is committed (visible to every reader, safe from a kill -9) and its flush to
+        the disk is under way (``Accepted.on_disk``), so that its worker starts while the
+        disk works; the message is acknowledged only once that flush is done."""
+        return Accepted(await self.create_run(run))
 
     async def commit(self, checkpoint: Checkpoint) -> None:
         """Write a checkpoint atomically, or raise ``StaleWrite`` and write nothing."""

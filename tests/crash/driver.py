@@ -95,7 +95,7 @@ from runtime import (
     tool,
 )
 from runtime.runs import StreamState
-from runtime.stores.base import RunStore
+from runtime.stores.base import Accepted, RunStore
 from tests.crash.files import FILE_KILL_POINTS, MAKE_FILE_SCRIPT, Shelf, make_file, sources
 from tests.crash.streams import STREAM_KILL_POINTS, STREAM_SCRIPT, FileStreamer
 
@@ -219,13 +219,13 @@ class _Crashing:
         self.switch.reached("after_queued")
         return stored
 
-    async def create_run_listed(self, run: Run) -> tuple[Run, list[Run] | None]:
-        made: tuple[Run, list[Run] | None] = \
-            await super().create_run_listed(run)  # type: ignore[misc]
-        inherited = super().create_run_listed.__func__  # type: ignore[misc]
-        if inherited is not RunStore.create_run_listed:  # (else its create_run said so)
+    async def accept_run(self, run: Run) -> Accepted:
+        # Committed (its flush perhaps still under way: a kill -9 loses nothing of it).
+        accepted: Accepted = await super().accept_run(run)  # type: ignore[misc]
+        inherited = super().accept_run.__func__  # type: ignore[misc]
+        if inherited is not RunStore.accept_run:  # (else its create_run said so)
             self.switch.reached("after_queued")
-        return made
+        return accepted
 
     async def commit(self, checkpoint: Checkpoint) -> None:
         await super().commit(checkpoint)  # type: ignore[misc]

@@ -9,14 +9,29 @@ shows.)"""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from runtime import Effect, RunState, Runtime, ScriptedProvider, SQLiteStore, ToolRegistry, tool
+from runtime import (
+    Effect,
+    ModelRequest,
+    ModelResponse,
+    RunState,
+    Runtime,
+    RuntimeConfig,
+    ScriptedProvider,
+    SQLiteStore,
+    ToolRegistry,
+    tool,
+)
+from runtime.providers.base import TextSink
+from runtime.stores.sqlite import walsync
 
 
 def _commits(statements: list[str]) -> list[tuple[str, str]]:
@@ -103,3 +118,76 @@ async def test_by_default_the_durable_points_are_committed_then_flushed_by_the_s
         done = store.write_counts().since(before)
     assert run.state is RunState.COMPLETED
     assert (done.transactions, done.synced, done.here + done.sent_there) == (2, 2, 2)
+
+
+class _HeldDisk:
+    """The log's flushes, held until the test lets them go (the OS call only)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.flushing = asyncio.Event()
+        self.go = threading.Event()
+        self.real = walsync._datasync
+
+    def __call__(self, fd: int) -> None:
+        self.loop.call_soon_threadsafe(self.flushing.set)
+        if not self.go.wait(10):
+            raise OSError("the test never let the flush go")
+        self.real(fd)
+
+
+class _Asked:
+    """The workload's model, noting when it is first asked."""
+
+    def __init__(self, provider: ScriptedProvider) -> None:
+        self.provider = provider
+        self.model = provider.model
+        self.asked = asyncio.Event()
+
+    async def complete(self, request: ModelRequest, on_text: TextSink | None = None
+                       ) -> ModelResponse:
+        self.asked.set()
+        return await self.provider.complete(request, on_text)
+
+
+async def test_a_message_is_worked_on_while_its_flush_is_under_way_and_acknowledged_after(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The queued run is committed, then its worker starts while the disk flushes it: the
+    model is asked meanwhile, but the message is acknowledged (``submit`` returns) only
+    once it is on disk, and the call with an effect runs only after its intent's flush,
+    which comes after the message's in the log."""
+    ran: list[bool] = []
+    disk = _HeldDisk()
+
+    @tool(effect="idempotent_write")
+    def record(q: str) -> dict[str, str]:
+        """Record something."""
+        ran.append(disk.go.is_set())
+        return {"recorded": q}
+
+    model = _Asked(ScriptedProvider([
+        {"tool_calls": [{"name": "record", "arguments": {"q": "x"}}]}, {"text": "done"}]))
+    async with SQLiteStore(tmp_path / "d.db", synchronous="full", flush="apart") as store, \
+            Runtime(store, model, ToolRegistry([record]),
+                    # (no sweep for queued runs in the test's time: only the kick starts it)
+                    settings=RuntimeConfig(poll_interval_s=3600)) as rt:
+        monkeypatch.setattr(walsync, "_datasync", disk)
+        intent = asyncio.Event()
+
+        def traced(statement: str) -> None:
+            if statement.startswith("INSERT INTO entries"):
+                disk.loop.call_soon_threadsafe(intent.set)
+
+        await store.db.call(sqlite3.Connection.set_trace_callback, traced)
+        submitted = asyncio.ensure_future(rt.submit("t", "hello"))
+        try:
+            await asyncio.wait_for(disk.flushing.wait(), 10)
+            await asyncio.wait_for(model.asked.wait(), 10)  # the worker started meanwhile
+            await asyncio.wait_for(intent.wait(), 10)  # and committed its intent
+            assert not submitted.done() and not ran
+        finally:
+            disk.go.set()
+        run = await asyncio.wait_for(submitted, 10)
+        await rt.idle()
+        assert (await store.get_run(run.id)).state is RunState.COMPLETED
+        assert ran == [True]

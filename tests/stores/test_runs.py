@@ -116,17 +116,21 @@ async def test_a_threads_runs_keep_their_order_of_arrival(
     assert (await store.create_run(other)).created_at == 10.0
 
 
-async def test_a_run_created_with_its_threads_runs_listed(store: AnyStore) -> None:
-    """``create_run_listed``: the run as ``create_run`` gives it and, where the store reads
-    them with the write, the thread's runs that have not ended, as ``list_runs`` would
-    list them then (what a worker that starts on the message begins with)."""
+async def test_an_accepted_run_with_its_threads_runs_listed(store: AnyStore) -> None:
+    """``accept_run``: the run as ``create_run`` gives it, on disk once ``on_disk`` is
+    awaited, and, where the store reads them with the write, the thread's runs that have
+    not ended, as ``list_runs`` would list them then (what a worker that starts on the
+    message begins with)."""
     done = await store.create_run(make_run("t", at=1000.0))
     ended, step = advance(done, S.CANCELLED)
     await store.commit(Checkpoint("t", None, run=ended, transitions=[step]))
     waiting = await store.create_run(make_run("t", at=2000.0))
     await store.create_run(make_run("u", at=2500.0))
-    run, listed = await store.create_run_listed(make_run("t", key="k", at=3000.0))
-    assert await store.get_run(run.id) == run
+    accepted = await store.accept_run(make_run("t", key="k", at=3000.0))
+    run, listed = accepted.run, accepted.listed
+    assert await store.get_run(run.id) == run  # committed: read back before its flush
+    if accepted.on_disk is not None:
+        await accepted.on_disk
     active = await store.list_runs(thread_id="t", states=[S.QUEUED, S.RUNNING,
                                                           S.AWAITING_TOOL, S.AWAITING_APPROVAL])
     assert [r.id for r in active] == [waiting.id, run.id]
@@ -134,8 +138,11 @@ async def test_a_run_created_with_its_threads_runs_listed(store: AnyStore) -> No
         assert listed == active
     else:
         assert listed is None or listed == active
-    again, listed = await store.create_run_listed(make_run("t", key="k", at=4000.0))
-    assert again == run and listed is None  # the key's run: nothing written, nothing listed
+    again = await store.accept_run(make_run("t", key="k", at=4000.0))
+    if again.on_disk is not None:
+        await again.on_disk
+    # The key's run: nothing written, nothing listed.
+    assert again.run == run and again.listed is None
 
 
 # -- listing

@@ -361,6 +361,45 @@ async def test_a_durable_write_waits_for_its_flush_apart_and_the_loop_does_not(
         await writer.close()
 
 
+async def test_a_write_committed_returns_before_its_flush_and_the_next_durable_waits(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``write_committed`` (an accepted message's write): committed on the loop's thread
+    without a flush, and returned at once with its flush to await; a durable write made
+    after it waits for a flush begun after its own commit, which covers both."""
+    disk = _Disk()
+    monkeypatch.setattr(walsync, "_datasync", disk)
+    writer, statements = await _writer(tmp_path / "g.db", inline=True, flush="apart")
+    try:
+        here, on_disk = await writer.write_committed(_where)
+        assert here == threading.get_ident() and on_disk is not None
+        assert statements[-1] == "COMMIT" and disk.flushes == 0  # nothing flushed yet
+        with sqlite3.connect(tmp_path / "g.db") as other:  # committed: another sees it
+            assert other.execute("SELECT count(*) FROM t").fetchone() == (1,)
+        flushed = asyncio.ensure_future(on_disk)
+        await asyncio.wait_for(disk.flushing.wait(), 10)
+        committed = asyncio.Event()
+
+        def noted(db: sqlite3.Connection) -> int:
+            committed.set()
+            return _where(db)
+
+        after = asyncio.ensure_future(writer.write(noted))
+        await asyncio.wait_for(committed.wait(), 10)  # committed meanwhile, on the loop
+        assert statements.count("INSERT INTO t VALUES (1)") == 2
+        assert not flushed.done() and not after.done()
+        disk.go.set()
+        await asyncio.wait_for(flushed, 10)
+        await asyncio.wait_for(after, 10)
+        assert disk.flushes == 2  # the second begun after the write that came after
+        # Where the flush is the commit's or the writer thread's: on disk already.
+        writer.flush = "writer"
+        _, none = await writer.write_committed(_where)
+        assert none is None
+    finally:
+        disk.go.set()
+        await writer.close()
+
+
 class _Timed:
     """A disk whose flushes are quick (they do nothing) or take ``slow_s``; it notes the
     thread each is made on. Its quick is far below ``QUICK_S`` and its slow far above,

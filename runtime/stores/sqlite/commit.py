@@ -21,6 +21,9 @@ flush on the loop's thread. By default (``flush="auto"``) a durable write made w
 loop has other work ready goes to the writer's thread; one made while the loop has nothing
 else ready is committed on it with its flush (SQLite's own) if the disk is quick (the
 trip to a thread costs as much as such a flush), else apart. ``bench/`` measures all four.
+``write_committed`` (an accepted message's write) is never flushed within its commit: made
+on the loop's thread, it returns once committed, with its flush apart to await, so that
+its caller goes on while the disk works.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import asyncio
 import logging
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, cast
@@ -181,7 +184,28 @@ class GroupCommit:
         return cast(T, await self._join(_Write(fn, args, kwargs, False,
                                                asyncio.get_running_loop().create_future())))
 
-    async def _join(self, write: _Write) -> Any:
+    async def write_committed(
+        self,
+        fn: Callable[Concatenate[sqlite3.Connection, P], T],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> tuple[T, Coroutine[Any, Any, None] | None]:
+        """As ``write``, but a write committed on the loop's thread with its flush apart
+        returns as soon as it is committed, with that flush to await (once); else with None,
+        on disk already. The flush is counted now: every durable write after it waits for
+        a flush that covers it too (the log is flushed in order)."""
+        later: list[Coroutine[Any, Any, None]] = []
+        done = await self._join(_Write(fn, args, kwargs, True,
+                                       asyncio.get_running_loop().create_future()), later)
+        return cast(T, done), (later[0] if later else None)
+
+    async def _join(self, write: _Write,
+                    later: list[Coroutine[Any, Any, None]] | None = None) -> Any:
+        """``write`` done: here, on the loop's thread, when the connection is idle (its
+        flush, if durable, within the commit or apart), else in the next group commit on the
+        connection's thread. ``later``: where a flush apart is put for the caller to await,
+        instead of being waited for here."""
         if self.inline and self._flusher is None and not self._pending and self.conn.idle \
                 and not self._restarts:
             level = self._level_for([write])
@@ -192,7 +216,8 @@ class GroupCommit:
                 apart = flushes and self._apart is not None
                 # Nothing else ready and the disk quick: the commit flushes the log itself
                 # (SQLite's own flush, within it), cheaper than a commit and a flush after.
-                within = apart and self.flush == "auto" and self._quick()
+                # (Not for a write whose caller goes on while the disk works: ``later``.)
+                within = apart and self.flush == "auto" and later is None and self._quick()
                 apart = apart and not within
                 if apart and self._lazy:
                     level = self._lazy
@@ -207,6 +232,9 @@ class GroupCommit:
                 if outcome is not _BUSY:
                     if apart:
                         assert self._apart is not None
+                        if later is not None:
+                            later.append(self._apart.after())
+                            return outcome
                         await self._apart.durable()
                     return outcome
         self._pending.append(write)

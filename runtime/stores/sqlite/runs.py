@@ -21,6 +21,7 @@ from ...errors import NotFound, StoreError
 from ...runs import TERMINAL, Run, RunState, Transition
 from ...tail import Tail
 from ..base import (
+    Accepted,
     Checkpoint,
     RunStore,
     SpendAsk,
@@ -63,18 +64,23 @@ class SQLiteRuns(SQLiteReads, RunStore):
         return self._identity.gone() if self._writer is not None else None
 
     async def create_run(self, run: Run) -> Run:
-        return (await self._create_run(run))[0]
+        accepted = await self._accept_run(run)
+        if accepted.on_disk is not None:
+            await accepted.on_disk
+        return accepted.run
 
-    async def create_run_listed(self, run: Run) -> tuple[Run, list[Run] | None]:
-        return await self._create_run(run)
+    async def accept_run(self, run: Run) -> Accepted:
+        return await self._accept_run(run)
 
-    async def _create_run(self, run: Run) -> tuple[Run, list[Run] | None]:
+    async def _accept_run(self, run: Run) -> Accepted:
         check_thread_id(run.thread_id)
         self._identity.check()  # one stat per accepted message: never into a deleted file
-        existing, stored, active = await self._grouped(create_run_row, run, run_row(run))
+        # The thread's unfinished runs are read in the same transaction (its locks taken).
+        (existing, stored, active), on_disk = await self._write_side().write_committed(
+            create_run_row, run, run_row(run))
         if existing is not None:
-            return parse_run(existing), None
-        return stored, [parse_run(data) for data in active]
+            return Accepted(parse_run(existing), None, on_disk)
+        return Accepted(stored, [parse_run(data) for data in active], on_disk)
 
     async def commit(self, checkpoint: Checkpoint) -> None:
         cp = checkpoint

@@ -13,7 +13,11 @@ that fraction of a millisecond loses it, and everything after it in the log with
 log's frames are checksummed in a chain: a later one never survives an earlier one). Its
 writer is not told it landed before it is on disk, so nothing that follows from it (a
 reply sent, a message acknowledged) happens before. A kill -9 loses nothing either way:
-the frames are in the OS's cache.
+the frames are in the OS's cache. An accepted message's writer is told at once, with the
+flush to wait for (``after``): its worker starts while the disk works, and the message
+is acknowledged once that flush is done; anything of the run's that leaves the process
+(a call with an effect, a reply) waits for a durable write of its own, whose flush comes
+after (the log is flushed in order).
 
 A flush that fails is not tried again: the OS may have dropped the pages it could not
 write, and a later flush that succeeds would say nothing of them, so the commits after
@@ -39,9 +43,10 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from ...errors import StoreError, StoreGone
 from ..identity import flush_failed
@@ -83,10 +88,16 @@ class WalSync:
         """Wait until the commit just made (and every one before it) is on disk: a flush
         begun before it was made does not count; one begun after covers it and every
         other commit made meanwhile."""
+        await self.after()
+
+    def after(self) -> Coroutine[Any, Any, None]:
+        """``durable`` for the commit just made, to await later: the commit is counted
+        now (a flush begun from now on covers it), the flush begun when it is awaited
+        unless one is by then."""
         if self._failure is not None:
             raise StoreGone(self._failure)
         self._written += 1
-        await self._until(self._written)
+        return self._until(self._written)
 
     def quick(self) -> bool:
         """Whether the log's recent flushes were quick (``QUICK_S``) and none is under way:
