@@ -179,7 +179,8 @@ async def chat(
             continue
         run = await runtime.submit(thread_id, line, origin=Origin(channel="cli"))
         with _cancel_on_interrupt(runtime, run.id):
-            await _follow_to_the_end(runtime, run.id, out)
+            await _follow_to_the_end(runtime, run.id, out,
+                                     accepted=run.state is RunState.QUEUED)
 
 
 @contextlib.contextmanager
@@ -217,11 +218,14 @@ WAITING = (RunState.AWAITING_APPROVAL, RunState.QUEUED)
 of the run it is queued behind."""
 
 
-async def _follow_to_the_end(runtime: Runtime, run_id: str, out: TextIO) -> None:
+async def _follow_to_the_end(runtime: Runtime, run_id: str, out: TextIO, *,
+                             accepted: bool = False) -> None:
     """Show the run until it ends, through its pauses: after an approval prompt, wait for
-    the decision wherever it is made, then show the rest (Ctrl-C cancels the run)."""
+    the decision wherever it is made, then show the rest (Ctrl-C cancels the run).
+    ``accepted``: just submitted (``Runtime.follow``)."""
     while True:
-        ended = await _follow(runtime, run_id, out)
+        ended = await _follow(runtime, run_id, out, accepted=accepted)
+        accepted = False
         if ended is None or ended.state not in WAITING:
             return
         out.write("  [waiting for that; Ctrl-C cancels the run]\n")
@@ -241,11 +245,12 @@ async def _moved(runtime: Runtime, run_id: str, state: RunState) -> None:
                     return
 
 
-async def _follow(runtime: Runtime, run_id: str, out: TextIO) -> RunEnded | None:
+async def _follow(runtime: Runtime, run_id: str, out: TextIO, *, accepted: bool = False
+                  ) -> RunEnded | None:
     """Show the run's events until it ends or pauses; the ``RunEnded`` that said so."""
     streaming = False
     ended: RunEnded | None = None
-    async for event in runtime.follow(run_id):
+    async for event in runtime.follow(run_id, accepted=accepted):
         if isinstance(event, TextDelta):
             if not streaming:
                 out.write("bot> ")

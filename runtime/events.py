@@ -198,13 +198,15 @@ class Subscription(AbstractAsyncContextManager["Subscription"]):
 class EventBus:
     """Fan-out of run events to in-process subscribers; publishing never blocks.
 
-    The events of each run in progress are also kept (up to ``keep`` per run) until it
-    ends or pauses, so a subscriber that comes late (an HTTP stream opened after the
-    message was accepted, a reconnecting client) still sees the run from its start in
-    this process.
+    The events of each run in progress are also kept (up to ``keep`` per run), so a
+    subscriber that comes late (an HTTP stream opened after the message was accepted, a
+    reconnecting client) still sees the run from its start in this process; and those of
+    the ``ended`` runs that ended or paused last (``kept_to_the_end``), for the follower
+    of a message just accepted, which its worker may have answered by then (it starts
+    while the message is flushed).
     """
 
-    def __init__(self, keep: int = 10_000, runs: int = 1_000) -> None:
+    def __init__(self, keep: int = 10_000, runs: int = 1_000, ended: int = 100) -> None:
         self._everything: set[Subscription] = set()
         self._by_run: dict[str, set[Subscription]] = {}
         self._ends: dict[str | None, set[Subscription]] = {}
@@ -212,8 +214,12 @@ class EventBus:
         ``RunEnded``, so the other events do not look at them."""
         # Oldest first; bounded, for runs that never end here (another process drives them).
         self._kept: dict[str, list[RunEvent]] = {}
+        self._done: dict[str, list[RunEvent]] = {}
+        """The kept events of the runs that ended or paused last (their end the last one),
+        oldest first."""
         self._keep = keep
         self._runs = runs
+        self._ended = ended
         self._listeners: list[Callable[[RunEvent], None]] = []
 
     def listen(self, listener: Callable[[RunEvent], None]) -> None:
@@ -224,10 +230,16 @@ class EventBus:
         run_id = event.run_id
         ended = type(event) is RunEnded
         if ended:
-            self._kept.pop(run_id, None)
+            kept = self._kept.pop(run_id, None)
+            if kept is not None and self._ended:
+                kept.append(event)
+                if len(self._done) >= self._ended:
+                    del self._done[next(iter(self._done))]
+                self._done[run_id] = kept
         else:
             kept = self._kept.get(run_id)
             if kept is None:
+                self._done.pop(run_id, None)  # a run resumed: a life of its own
                 if len(self._kept) >= self._runs:
                     del self._kept[next(iter(self._kept))]
                 kept = self._kept[run_id] = []
@@ -243,6 +255,11 @@ class EventBus:
         if ended:
             for sub in (*self._ends.get(run_id, ()), *self._ends.get(None, ())):
                 sub._offer(event)
+
+    def kept_to_the_end(self, run_id: str) -> list[RunEvent] | None:
+        """The events of a run that stopped a moment ago (the last one its ``RunEnded``),
+        if they are still kept."""
+        return self._done.get(run_id)
 
     def watched(self) -> list[str]:
         """The runs someone is waiting on."""

@@ -364,15 +364,33 @@ _CHANGEABLE = frozenset(RunChanges.__annotations__)
 
 def _checked(changes: RunChanges) -> RunChanges:
     # Also at run time: callers that build the dict dynamically.
-    if not _CHANGEABLE.issuperset(changes):
+    if changes and not _CHANGEABLE.issuperset(changes):
         unknown = sorted(set(changes) - _CHANGEABLE)
         raise TypeError(f"not a field a checkpoint may change: {', '.join(unknown)}")
     return changes
 
 
+_new, _set = object.__new__, object.__setattr__
+
+
+def _updated(run: Run, update: dict[str, Any]) -> Run:
+    """``run.model_copy(update=update)``, made directly: pydantic's copies each of a model's
+    dicts through ``copy.copy`` and looks for extra and private fields, of which a ``Run``
+    has none (``extra="forbid"``). The same run, fields set and all (a test holds them
+    equal), in a third less time: a checkpoint makes one or two."""
+    moved = _new(Run)
+    values = run.__dict__.copy()
+    values.update(update)
+    _set(moved, "__dict__", values)
+    _set(moved, "__pydantic_fields_set__", run.__pydantic_fields_set__ | update.keys())
+    _set(moved, "__pydantic_extra__", None)
+    _set(moved, "__pydantic_private__", None)
+    return moved
+
+
 def changed(run: Run, now: float, **changes: Unpack[RunChanges]) -> Run:
     """``run`` with ``changes`` applied (its state unchanged)."""
-    return run.model_copy(update={**_checked(changes), "updated_at": now})
+    return _updated(run, {**_checked(changes), "updated_at": now})
 
 
 def transition(
@@ -383,8 +401,8 @@ def transition(
     if target not in _ALLOWED[run.state]:
         raise IllegalTransition(run.id, run.state, target)
     at = time.time() if now is None else now
-    moved = run.model_copy(update={**_checked(changes), "state": target, "reason": reason,
-                                   "updated_at": at})
+    moved = _updated(run, {**_checked(changes), "state": target, "reason": reason,
+                           "updated_at": at})
     return moved, Transition(run_id=run.id, source=run.state, target=target, reason=reason, at=at)
 
 

@@ -306,15 +306,19 @@ class Runtime:
         """
         return await self._waiting.wait(run_id)
 
-    def follow(self, run_id: str) -> AsyncGenerator[RunEvent, None]:
+    def follow(self, run_id: str, *, accepted: bool = False
+               ) -> AsyncGenerator[RunEvent, None]:
         """A run's events until it ends or pauses: for a run in progress here, from its
         start (or its last resumption) in this process; for one that has stopped, only
-        its end.
+        its end. ``accepted``: the run was just submitted here (``submit`` gave it back
+        queued), so it is followed from its start even if it stopped meanwhile (its
+        worker starts while the message is flushed, and may be done before the follower
+        comes; the bus keeps the events of the runs that stopped last).
 
         The last event is always a ``RunEnded``: the run's own, or one made from the
         store when the run had already stopped, or when it ends in another process.
         """
-        return self._waiting.follow(run_id)
+        return self._waiting.follow(run_id, accepted=accepted)
 
     def subscribe(
         self, run_id: str | None = None

@@ -42,12 +42,18 @@ class Waiting:
             await self.take_up(run)
             return await self.until_ended(run, events)
 
-    async def follow(self, run_id: str) -> AsyncGenerator[RunEvent, None]:
-        """A run's events until it ends or pauses, the last one always a ``RunEnded``."""
+    async def follow(self, run_id: str, *, accepted: bool = False
+                     ) -> AsyncGenerator[RunEvent, None]:
+        """A run's events until it ends or pauses, the last one always a ``RunEnded``
+        (``Runtime.follow``)."""
         async with self._bus.subscribe(run_id, replay=True) as events:
             run = await self._store.get_run(run_id)
             if run.state not in DRIVABLE:
-                yield RunEnded.of(run)
+                # Just submitted, and stopped here a moment ago (even during that read):
+                # its kept events, from its start.
+                done = self._bus.kept_to_the_end(run_id) if accepted else None
+                for kept in done or (RunEnded.of(run),):
+                    yield kept
                 return
             await self.take_up(run)
             self._nudge(events)

@@ -19,6 +19,7 @@ from runtime import (
     Run,
     RunEnded,
     RunEvent,
+    RunState,
     Runtime,
     ScheduleService,
 )
@@ -142,7 +143,9 @@ class HttpApi:
         """
         if first:
             yield _sse(first, RunOut.of(run).model_dump(mode="json"))
-        events = self.runtime.follow(run.id)
+        # A message just accepted (its first event "run.accepted", the run queued): its
+        # events from its start, even if its worker answered it before this stream began.
+        events = self.runtime.follow(run.id, accepted=bool(first) and run.state is RunState.QUEUED)
         released: asyncio.Future[Any] = asyncio.ensure_future(self.released.wait())
         upcoming: asyncio.Future[RunEvent] | None = None
         try:

@@ -20,6 +20,7 @@ from runtime import (
     Said,
     ScriptedProvider,
     SQLiteStore,
+    StateChanged,
     TextDelta,
     ToolCallStarted,
     ToolContext,
@@ -28,6 +29,7 @@ from runtime import (
     ToolResult,
     tool,
 )
+from runtime.events import EventBus
 from runtime.tools import CancelFlag
 from tests.fakes.chat import MemoryChat
 
@@ -110,6 +112,33 @@ async def test_follow_streams_a_run_from_its_start_and_ends_with_its_end(
         assert any(isinstance(e, ToolCallStarted) for e in [first, *rest])
         # A run that has ended: only its end.
         assert [e.kind async for e in rt.follow(run.id)] == ["run.completed"]
+
+
+async def test_a_run_just_accepted_is_followed_from_its_start_even_once_it_ended(
+    make_runtime: Any,
+) -> None:
+    """Its worker starts while the message is flushed, so a run may be answered before
+    whoever submitted it begins to follow it (an HTTP stream, the OpenAI wire): followed
+    as ``accepted``, it is still shown from its start; followed otherwise, only its end."""
+    async with make_runtime([{"text": "one"}, {"text": "two"}]) as (rt, _):
+        run = await rt.submit("t", "hi")
+        await rt.wait(run.id)
+        kinds = [e.kind async for e in rt.follow(run.id, accepted=True)]
+        assert kinds[0] == "run.started" and kinds[-1] == "run.completed" and len(kinds) > 2
+        assert [e.kind async for e in rt.follow(run.id)] == ["run.completed"]
+
+
+def test_the_bus_keeps_the_events_of_the_runs_that_ended_last() -> None:
+    bus = EventBus(ended=2)
+    for n in range(3):
+        bus.publish(StateChanged(run_id=f"r{n}", thread_id="t", state=S.RUNNING, reason="x"))
+        bus.publish(RunEnded(kind="run.completed", run_id=f"r{n}", thread_id="t",
+                             state=S.COMPLETED, reason="done"))
+    assert bus.kept_to_the_end("r0") is None  # the oldest gone
+    assert [e.kind for e in bus.kept_to_the_end("r2") or []] == ["run.state", "run.completed"]
+    # A run resumed: a new life, whose events are kept anew until it ends again.
+    bus.publish(StateChanged(run_id="r2", thread_id="t", state=S.QUEUED, reason="resumed"))
+    assert bus.kept_to_the_end("r2") is None
 
 
 async def test_reads_cover_what_adapters_show(make_runtime: Any) -> None:

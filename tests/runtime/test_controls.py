@@ -345,9 +345,11 @@ async def test_a_cancel_as_the_worker_takes_the_run_up_ends_it(make_runtime: Any
     """A cancel that comes once the worker has the run but before its driver begins (its
     task not yet stepped, or reading the thread) ends it cancelled all the same: the task's
     cancellation never reached the driver, so the worker ends it (the cancel was lost:
-    the run stayed queued, the cancel answered with it queued)."""
+    the run stayed queued, the cancel answered with it queued). On the files store, whose
+    accepted message is on disk before ``submit`` kicks its worker: SQLite's worker starts
+    while the message is flushed, and may be done before ``submit`` returns."""
     script = [{"text": "first"}, {"text": "second"}]
-    async with make_runtime(script, []) as (rt, _):
+    async with make_runtime(script, [], store="files") as (rt, _):
         run = await rt.submit("t", "stop this")
         for _ in range(200_000):  # until the worker has it, not a step later (it may wait
             if rt.holds(run.id):  # for a thread to take the thread's lease: no event says

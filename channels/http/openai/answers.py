@@ -91,7 +91,7 @@ async def written(api: HttpApi, run: Run) -> AsyncIterator[str]:
     """The run's text as it is written, until it ends or pauses: each turn's deltas, the
     turns apart by a blank line (what ``turns`` joins, once they are stored)."""
     wrote, between = False, False
-    async for event in api.runtime.follow(run.id):
+    async for event in api.runtime.follow(run.id, accepted=run.state is RunState.QUEUED):
         if isinstance(event, TextDelta) and event.text:
             yield ("\n\n" if between and wrote else "") + event.text
             wrote, between = True, False
