@@ -261,6 +261,11 @@ class EventBus:
         if they are still kept."""
         return self._done.get(run_id)
 
+    def telling(self, run_id: str) -> bool:
+        """Whether the run's events are being kept and its end is not told yet (it may
+        have committed that end: it is told after the checkpoint)."""
+        return run_id in self._kept
+
     def watched(self) -> list[str]:
         """The runs someone is waiting on."""
         return [*self._by_run, *(r for r in self._ends if r is not None)]

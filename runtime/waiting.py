@@ -48,14 +48,17 @@ class Waiting:
         (``Runtime.follow``)."""
         async with self._bus.subscribe(run_id, replay=True) as events:
             run = await self._store.get_run(run_id)
-            if run.state not in DRIVABLE:
+            if run.state in DRIVABLE:
+                await self.take_up(run)
+            elif not accepted or not self._bus.telling(run_id):
                 # Just submitted, and stopped here a moment ago (even during that read):
                 # its kept events, from its start.
                 done = self._bus.kept_to_the_end(run_id) if accepted else None
                 for kept in done or (RunEnded.of(run),):
                     yield kept
                 return
-            await self.take_up(run)
+            # (Else just submitted, its end committed and not yet told: it comes on events,
+            # after what was replayed.)
             self._nudge(events)
             try:
                 heard = False  # since the last nudge: a run whose events flow is not read

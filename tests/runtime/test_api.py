@@ -132,9 +132,11 @@ def test_the_bus_keeps_the_events_of_the_runs_that_ended_last() -> None:
     bus = EventBus(ended=2)
     for n in range(3):
         bus.publish(StateChanged(run_id=f"r{n}", thread_id="t", state=S.RUNNING, reason="x"))
+        assert bus.telling(f"r{n}")  # its end not told yet
         bus.publish(RunEnded(kind="run.completed", run_id=f"r{n}", thread_id="t",
                              state=S.COMPLETED, reason="done"))
     assert bus.kept_to_the_end("r0") is None  # the oldest gone
+    assert not bus.telling("r2")
     assert [e.kind for e in bus.kept_to_the_end("r2") or []] == ["run.state", "run.completed"]
     # A run resumed: a new life, whose events are kept anew until it ends again.
     bus.publish(StateChanged(run_id="r2", thread_id="t", state=S.QUEUED, reason="resumed"))
@@ -158,8 +160,8 @@ async def test_reads_cover_what_adapters_show(make_runtime: Any) -> None:
 async def test_a_follower_after_submit_misses_nothing(make_runtime: Any) -> None:
     async with make_runtime([{"text": "streamed words"}]) as (rt, _):
         run = await rt.submit("t", "hi")
-        await asyncio.sleep(0)  # the worker may start before the follower subscribes
-        events = [e async for e in rt.follow(run.id)]
+        await asyncio.sleep(0)  # the worker may start, even end, before the follower subscribes
+        events = [e async for e in rt.follow(run.id, accepted=True)]
     assert [e.kind for e in events] == ["run.started", "run.state", "text.delta",
                                         "model.answered", "run.state", "run.completed"]
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "streamed words"

@@ -10,9 +10,11 @@ shows.)"""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import sqlite3
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +122,18 @@ async def test_by_default_the_durable_points_are_committed_then_flushed_by_the_s
     assert (done.transactions, done.synced, done.here + done.sent_there) == (2, 2, 2)
 
 
+@contextlib.asynccontextmanager
+async def _quiet(rt: Runtime) -> AsyncIterator[Runtime]:
+    """A runtime that writes nothing of its own accord (its heartbeat, the requests of
+    other processes): the tests' writes find the store idle, so they are committed on the
+    loop's thread and flushed apart, where ``_HeldDisk`` holds them."""
+    await rt.start(serve=False)
+    try:
+        yield rt
+    finally:
+        await rt.close()
+
+
 class _HeldDisk:
     """The log's flushes, held until the test lets them go (the OS call only)."""
 
@@ -128,8 +142,12 @@ class _HeldDisk:
         self.flushing = asyncio.Event()
         self.go = threading.Event()
         self.real = walsync._datasync
+        self.hold = True
 
     def __call__(self, fd: int) -> None:
+        if not self.hold:
+            self.real(fd)
+            return
         self.loop.call_soon_threadsafe(self.flushing.set)
         if not self.go.wait(10):
             raise OSError("the test never let the flush go")
@@ -168,9 +186,9 @@ async def test_a_message_is_worked_on_while_its_flush_is_under_way_and_acknowled
     model = _Asked(ScriptedProvider([
         {"tool_calls": [{"name": "record", "arguments": {"q": "x"}}]}, {"text": "done"}]))
     async with SQLiteStore(tmp_path / "d.db", synchronous="full", flush="apart") as store, \
-            Runtime(store, model, ToolRegistry([record]),
-                    # (no sweep for queued runs in the test's time: only the kick starts it)
-                    settings=RuntimeConfig(poll_interval_s=3600)) as rt:
+            _quiet(Runtime(store, model, ToolRegistry([record]),
+                           # (no sweep for queued runs in the test's time: the kick starts it)
+                           settings=RuntimeConfig(poll_interval_s=3600))) as rt:
         monkeypatch.setattr(walsync, "_datasync", disk)
         intent = asyncio.Event()
 
@@ -191,3 +209,40 @@ async def test_a_message_is_worked_on_while_its_flush_is_under_way_and_acknowled
         await rt.idle()
         assert (await store.get_run(run.id)).state is RunState.COMPLETED
         assert ran == [True]
+
+
+async def test_a_run_followed_as_accepted_while_its_end_is_flushed_is_shown_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its end is committed (the store reads it ended) and told only after its flush: a
+    follower of the message just accepted that starts in between sees the run from its
+    start, not only its end."""
+    disk = _HeldDisk()
+    disk.hold = False
+    gate = asyncio.Event()
+
+    class Gated(_Asked):
+        async def complete(self, request: ModelRequest, on_text: TextSink | None = None
+                           ) -> ModelResponse:
+            await gate.wait()
+            return await super().complete(request, on_text)
+
+    async with SQLiteStore(tmp_path / "d.db", synchronous="full", flush="apart") as store, \
+            _quiet(Runtime(store, Gated(ScriptedProvider([{"text": "done"}])))) as rt:
+        monkeypatch.setattr(walsync, "_datasync", disk)
+        run = await rt.submit("t", "hello")
+        disk.hold = True
+        gate.set()
+        try:
+            await asyncio.wait_for(disk.flushing.wait(), 10)  # the end's, held
+            assert (await store.get_run(run.id)).state is RunState.COMPLETED
+            events = rt.follow(run.id, accepted=True)
+            first = await asyncio.wait_for(anext(events), 10)
+        finally:
+            disk.go.set()
+        kinds = [first.kind, *await asyncio.wait_for(_kinds(events), 10)]
+    assert kinds[0] == "run.started" and kinds[-1] == "run.completed", kinds
+    assert "model.answered" in kinds
+
+
+async def _kinds(events: Any) -> list[str]:
+    return [event.kind async for event in events]
