@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import os
 import sqlite3
@@ -571,6 +572,73 @@ async def test_flushes_on_the_loop_are_timed(tmp_path: Path) -> None:
         assert writer.counts.here_max_s > 0
     finally:
         await writer.close()
+
+
+class _Behind:
+    """A quick disk (its flushes instant) whose next flush apart is held, then made or
+    failed as the test says."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.hold = False
+        self.flushing = asyncio.Event()
+        self.go = threading.Event()
+        self.fails = False
+        monkeypatch.setattr(walsync, "_datasync", self)
+        monkeypatch.setattr(walsync, "QUICK_S", 0.05)
+
+    def __call__(self, fd: int) -> None:
+        if self.hold:
+            self.loop.call_soon_threadsafe(self.flushing.set)
+            if not self.go.wait(10):
+                raise OSError("the test never let the flush go")
+            if self.fails:
+                raise OSError(errno.EIO, "Input/output error")
+
+
+@pytest.mark.parametrize("fails", [False, True])
+async def test_a_commit_flushed_within_is_told_only_after_the_flush_under_way(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: bool) -> None:
+    """A quick disk: a durable commit on the loop's thread flushes the log itself even while
+    a flush apart is under way (the flushing thread may be done with the disk and only wait
+    for the interpreter's lock), but its writer is told only once that flush is over, and
+    fails with it: a later flush that succeeds says nothing of pages an earlier one lost."""
+    disk = _Behind(monkeypatch)
+    writer, statements = await _writer(tmp_path / "g.db", inline=True, flush="auto")
+    try:
+        await writer.write(_where)  # the first flush apart: the disk found quick
+        writer.flush, disk.hold = "apart", True
+        first = asyncio.ensure_future(writer.write(_where))
+        await asyncio.wait_for(disk.flushing.wait(), 10)  # under way, held
+        writer.flush = "auto"
+        flushed_here = writer.counts.flushed_here
+        committed = asyncio.Event()
+
+        def noted(db: sqlite3.Connection) -> int:
+            committed.set()
+            return _where(db)
+
+        second = asyncio.ensure_future(writer.write(noted))
+        # (Not in a task of wait_for's, which would be ready beside it: the loop not idle.)
+        await committed.wait()  # its commit is done when this wakes
+        assert not second.done() and writer.counts.flushed_here == flushed_here + 1
+        assert statements.count("INSERT INTO t VALUES (1)") == 3  # committed, FULL
+        disk.fails = fails
+        disk.go.set()
+        if fails:
+            for write in (first, second):
+                with pytest.raises(StoreGone):
+                    await asyncio.wait_for(write, 10)
+        else:
+            assert [await asyncio.wait_for(w, 10) for w in (first, second)] == \
+                [threading.get_ident()] * 2
+            # An accepted message's write, the disk quick: flushed within, on disk already.
+            _, on_disk = await writer.write_committed(_where)
+            assert on_disk is None
+    finally:
+        disk.go.set()
+        with contextlib.suppress(StoreError):
+            await writer.close()
 
 
 class _FailingDisk:

@@ -20,10 +20,10 @@ the writes that come meanwhile share its commit and flush; ``flush="loop"`` comm
 flush on the loop's thread. By default (``flush="auto"``) a durable write made while the
 loop has other work ready goes to the writer's thread; one made while the loop has nothing
 else ready is committed on it with its flush (SQLite's own) if the disk is quick (the
-trip to a thread costs as much as such a flush), else apart. ``bench/`` measures all four.
-``write_committed`` (an accepted message's write) is never flushed within its commit: made
-on the loop's thread, it returns once committed, with its flush apart to await, so that
-its caller goes on while the disk works.
+trip to a thread costs as much as such a flush), even while a flush is under way on the
+flushing thread, else apart. ``bench/`` measures all four. ``write_committed`` (an
+accepted message's write) committed on the loop's thread with its flush apart returns once
+committed, with that flush to await, so that its caller goes on while the (slow) disk works.
 """
 
 from __future__ import annotations
@@ -215,9 +215,10 @@ class GroupCommit:
             else:
                 apart = flushes and self._apart is not None
                 # Nothing else ready and the disk quick: the commit flushes the log itself
-                # (SQLite's own flush, within it), cheaper than a commit and a flush after.
-                # (Not for a write whose caller goes on while the disk works: ``later``.)
-                within = apart and self.flush == "auto" and later is None and self._quick()
+                # (SQLite's own flush, within it), cheaper than a commit and a flush after,
+                # and than going on while the disk works (``later``: that pays a trip to
+                # the flushing thread, which only a slow flush repays).
+                within = apart and self.flush == "auto" and self._quick()
                 apart = apart and not within
                 if apart and self._lazy:
                     level = self._lazy
@@ -230,7 +231,10 @@ class GroupCommit:
                     self._held(time.perf_counter() - began,
                                flushed=within and outcome is not _BUSY)
                 if outcome is not _BUSY:
-                    if apart:
+                    if within:
+                        assert self._apart is not None
+                        await self._apart.behind()
+                    elif apart:
                         assert self._apart is not None
                         if later is not None:
                             later.append(self._apart.after())

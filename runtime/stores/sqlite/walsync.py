@@ -13,8 +13,9 @@ that fraction of a millisecond loses it, and everything after it in the log with
 log's frames are checksummed in a chain: a later one never survives an earlier one). Its
 writer is not told it landed before it is on disk, so nothing that follows from it (a
 reply sent, a message acknowledged) happens before. A kill -9 loses nothing either way:
-the frames are in the OS's cache. An accepted message's writer is told at once, with the
-flush to wait for (``after``): its worker starts while the disk works, and the message
+the frames are in the OS's cache. An accepted message's writer, its flush apart (the disk
+slow), is told at once, with the flush to wait for (``after``): its worker starts while the
+disk works, and the message
 is acknowledged once that flush is done; anything of the run's that leaves the process
 (a call with an effect, a reply) waits for a durable write of its own, whose flush comes
 after (the log is flushed in order).
@@ -33,8 +34,10 @@ which on the development VM costs ~0.1 ms a message less than the same commit wi
 ``NORMAL`` and a flush of the log right after it (``bench/README.md``). The loop is then
 held for a fraction of a millisecond that nobody was waiting for. A slow one (its time is
 given to ``flushed_within``) sends the next ones to the flushing thread until the disk is
-quick again. (With other work ready on the loop, ``GroupCommit`` sends the whole write to
-the writer's thread.)
+quick again. Such a commit does not wait for a flush under way on the flushing thread
+(that thread, done with the disk, may still wait for the interpreter's lock), but its
+writer is told only once that flush is over too (``behind``). (With other work ready on
+the loop, ``GroupCommit`` sends the whole write to the writer's thread.)
 """
 
 from __future__ import annotations
@@ -100,11 +103,25 @@ class WalSync:
         return self._until(self._written)
 
     def quick(self) -> bool:
-        """Whether the log's recent flushes were quick (``QUICK_S``) and none is under way:
-        a commit may then flush the log itself, on the loop's thread."""
+        """Whether the log's recent flushes were quick (``QUICK_S``): a commit may then
+        flush the log itself, on the loop's thread (also while a flush is under way on the
+        flushing thread: then ``behind`` before its writer is told)."""
         recent = self._recent_s
-        return recent is not None and recent < QUICK_S and self._flush is None \
-            and self._failure is None
+        return recent is not None and recent < QUICK_S and self._failure is None
+
+    async def behind(self) -> None:
+        """After a commit flushed the log itself: wait for the flush that was under way
+        meanwhile, if one was, so that its failure fails this writer too (the pages it could
+        not write may be dropped, and a later flush that succeeds says nothing of them)."""
+        if self._flush is None:
+            return
+        flush, upto = self._flush
+        try:
+            await asyncio.shield(flush)
+        except OSError as exc:
+            raise self._lost(exc) from exc
+        finally:
+            self._settle(flush, upto)
 
     def flushed_within(self, took: float) -> None:
         """A commit just flushed the log itself (SQLite's own flush, ``synchronous=FULL``),
