@@ -15,10 +15,9 @@ writer is not told it landed before it is on disk, so nothing that follows from 
 reply sent, a message acknowledged) happens before. A kill -9 loses nothing either way:
 the frames are in the OS's cache. An accepted message's writer, its flush apart (the disk
 slow), is told at once, with the flush to wait for (``after``): its worker starts while the
-disk works, and the message
-is acknowledged once that flush is done; anything of the run's that leaves the process
-(a call with an effect, a reply) waits for a durable write of its own, whose flush comes
-after (the log is flushed in order).
+disk works, and the message is acknowledged once that flush is done; anything of the run's
+that leaves the process (a call with an effect, a reply) waits for a durable write of its
+own, whose flush comes after (the log is flushed in order).
 
 A flush that fails is not tried again: the OS may have dropped the pages it could not
 write, and a later flush that succeeds would say nothing of them, so the commits after
