@@ -112,15 +112,8 @@ class WalSync:
         """After a commit flushed the log itself: wait for the flush that was under way
         meanwhile, if one was, so that its failure fails this writer too (the pages it could
         not write may be dropped, and a later flush that succeeds says nothing of them)."""
-        if self._flush is None:
-            return
-        flush, upto = self._flush
-        try:
-            await asyncio.shield(flush)
-        except OSError as exc:
-            raise self._lost(exc) from exc
-        finally:
-            self._settle(flush, upto)
+        if self._flush is not None:
+            await self._over(*self._flush)
 
     def flushed_within(self, took: float) -> None:
         """A commit just flushed the log itself (SQLite's own flush, ``synchronous=FULL``),
@@ -139,16 +132,19 @@ class WalSync:
         while self._synced < target:
             # Begun at once, not in a task of its own: the disk works while the loop goes
             # on with whatever else it has.
-            flush, upto = self._flush or self._begin()
-            try:
-                # Shielded: a caller cancelled meanwhile leaves the flush to the others.
-                await asyncio.shield(flush)
-            except OSError as exc:
-                raise self._lost(exc) from exc
-            finally:
-                self._settle(flush, upto)
-            if self._failure is not None:  # another waiter's flush failed meanwhile
-                raise StoreGone(self._failure)
+            await self._over(*(self._flush or self._begin()))
+
+    async def _over(self, flush: asyncio.Future[float], upto: int) -> None:
+        """Until ``flush`` is over; raises if it failed, or another did meanwhile."""
+        try:
+            # Shielded: a caller cancelled meanwhile leaves the flush to the others.
+            await asyncio.shield(flush)
+        except OSError as exc:
+            raise self._lost(exc) from exc
+        finally:
+            self._settle(flush, upto)
+        if self._failure is not None:  # another waiter's flush failed meanwhile
+            raise StoreGone(self._failure)
 
     def _begin(self) -> tuple[asyncio.Future[float], int]:
         if self._closed:
