@@ -79,6 +79,8 @@ def thread_rows(results: list[ThreadResult]) -> list[Row]:
     rounds = len(results)
     block_ms = r.counts.here_max_s * 1000
     flush_ms = r.counts.flushed_here_max_s * 1000
+    gc_ms = max(r.collections, default=0.0) * 1000
+    gc_slow = sum(took > 0.001 for took in r.collections)
     rows += [
         Row(name, f"ms/message, all (median of {rounds}, {low:.2f}-{high:.2f}x)",
             f"{mean_m:.2f}", f"{mean_f:.2f}", _x(ratio),
@@ -105,15 +107,20 @@ def thread_rows(results: list[ThreadResult]) -> list[Row]:
                 "result with the answer; a thread's first message also takes its lease"),
         Row(name, "  of them with a disk flush; synchronous switches", f"{r.synced:.2f}",
             f"{r.floor_transactions:.2f}", f"{r.switches:.2f} switches"),
-        Row(name, "longest a commit held the event loop, ms (without its flush)",
+        Row(name, "longest a write held the event loop, ms (without its flush)",
             f"{block_ms:.2f}", "", "", f"<= {LOOP_BLOCK_MS:g} ms",
             verdict(block_ms, at_most=LOOP_BLOCK_MS),
-            why=f"{r.counts.here_slow} of {r.counts.here} commits on the loop took over 1 ms "
-                "without a flush: the OS was slow to take the log's pages (the shared "
-                "disk's spikes reach writes too)"),
+            why=f"{r.counts.here_slow} of {r.counts.here} writes on the loop took over 1 ms "
+                f"without a flush; the longest collection of garbage in these messages took "
+                f"{gc_ms:.2f} ms ({gc_slow} over 1 ms): one set off in a write's Python "
+                "pauses the loop there (`maiden run` settles its heap at start, as the "
+                "bench does; the collections are of what serving made)"),
         Row(name, "  commits on the loop (over 1 ms) / durable writes sent to the writer",
             f"{r.counts.here}", f"{r.counts.here_slow}", f"{r.counts.sent_there}"),
-        Row(name, "longest flush made on the event loop, ms (when idle, the disk quick)",
+        Row(name, "  collections of garbage (over 1 ms) / the longest, ms",
+            f"{len(r.collections)}", f"{gc_slow}", f"{gc_ms:.2f} ms"),
+        Row(name, "longest flush made on the event loop, ms (the COMMIT; when idle, the disk "
+                  "quick)",
             f"{flush_ms:.2f}", "", "", f"<= {LOOP_BLOCK_MS:g} ms",
             verdict(flush_ms, at_most=LOOP_BLOCK_MS),
             why="the disk turned slow during that flush: the ones after it went to the "

@@ -9,6 +9,8 @@ from __future__ import annotations
 import gc
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,6 +52,10 @@ class ThreadResult:
     """The floor commits twice a message, each with a flush."""
     counts: WriteCounts = field(default_factory=WriteCounts)
     """The store's counts over the messages after the first (whose thread lease is new)."""
+    collections: list[float] = field(default_factory=list)
+    """How long each collection of garbage took, in seconds, over the messages (maiden's
+    and the floor's): a pause of the loop wherever it is set off, a commit's Python
+    among them."""
 
     @property
     def ratio(self) -> float:
@@ -112,6 +118,25 @@ def remove_db(path: Path) -> None:
         p.unlink(missing_ok=True)
 
 
+@contextmanager
+def _timed_collections(into: list[float]) -> Iterator[None]:
+    """Each collection of garbage made meanwhile, timed, appended to ``into``."""
+    began = 0.0
+
+    def timed(phase: str, info: dict[str, int]) -> None:
+        nonlocal began
+        if phase == "start":
+            began = time.perf_counter()
+        else:
+            into.append(time.perf_counter() - began)
+
+    gc.callbacks.append(timed)
+    try:
+        yield
+    finally:
+        gc.callbacks.remove(timed)
+
+
 async def _maiden_message(rt: Runtime, i: int) -> float:
     start = time.perf_counter()
     expect_completed(await rt.send(THREAD, user_text(i)))
@@ -139,22 +164,23 @@ async def run_thread(workdir: Path, n: int, synchronous: Synchronous, *,
             Floor(floor_path, synchronous) as floor:
         before = store.write_counts()
         gc.collect()  # the rounds before (closed runtimes are cycles): not this round's work
-        for b in range(BLOCKS):
-            block = range(bounds[b], bounds[b + 1])
-            m = f = 0.0
-            for i in block:  # message by message, alternating who goes first
-                if i % 2:
-                    f += await _floor_message(floor, i)
-                    m += await _maiden_message(rt, i)
-                else:
-                    m += await _maiden_message(rt, i)
-                    f += await _floor_message(floor, i)
-                if i == 0:
-                    before = store.write_counts()
-            result.maiden_ms.append(m * 1000 / max(1, len(block)))
-            result.floor_ms.append(f * 1000 / max(1, len(block)))
-            result.maiden_total_s += m
-            result.floor_total_s += f
+        with _timed_collections(result.collections):
+            for b in range(BLOCKS):
+                block = range(bounds[b], bounds[b + 1])
+                m = f = 0.0
+                for i in block:  # message by message, alternating who goes first
+                    if i % 2:
+                        f += await _floor_message(floor, i)
+                        m += await _maiden_message(rt, i)
+                    else:
+                        m += await _maiden_message(rt, i)
+                        f += await _floor_message(floor, i)
+                    if i == 0:
+                        before = store.write_counts()
+                result.maiden_ms.append(m * 1000 / max(1, len(block)))
+                result.floor_ms.append(f * 1000 / max(1, len(block)))
+                result.maiden_total_s += m
+                result.floor_total_s += f
         after = store.write_counts()
         result.counts = after.since(before)
         warm = max(1, n - 1)

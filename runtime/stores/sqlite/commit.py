@@ -64,7 +64,7 @@ class WriteCounts:
     here: int = 0
     """Writes committed on the event loop's thread..."""
     here_s: float = 0.0
-    """...and how long they held it up, in all..."""
+    """...and how long they held it up, in all (less the flushes made within them)..."""
     here_max_s: float = 0.0
     """...and at most..."""
     here_slow: int = 0
@@ -75,7 +75,7 @@ class WriteCounts:
     flushed_here: int = 0
     """Commits made on the loop's thread with their flush of the log (``flush="auto"``)..."""
     flushed_here_max_s: float = 0.0
-    """...and the longest of them (the commit with its flush)."""
+    """...and the longest of those flushes (the ``COMMIT`` alone, its flush within)."""
 
     def since(self, before: WriteCounts) -> WriteCounts:
         """What was done after ``before`` was taken (the longest holds: of all)."""
@@ -261,16 +261,19 @@ class GroupCommit:
         self.counts.synced += 1
 
     def _held(self, took: float, *, flushed: bool = False) -> None:
-        """A commit on the loop's thread held it up for ``took`` seconds (``flushed``:
-        its flush of the log within, which is counted as a flush made on the loop)."""
+        """A write on the loop's thread held it up for ``took`` seconds (``flushed``: its
+        ``COMMIT`` flushed the log, which is counted as a flush made on the loop, timed
+        alone: the disk's time, not the write's Python, nor a collection of the garbage
+        that the write's objects set off)."""
         counts = self.counts
         counts.here += 1
         if flushed:
             assert self._apart is not None
-            self._apart.flushed_within(took)
+            flush_s = self._no_wait.level.commit_s
+            self._apart.flushed_within(flush_s)
             counts.flushed_here += 1
-            counts.flushed_here_max_s = max(counts.flushed_here_max_s, took)
-            return
+            counts.flushed_here_max_s = max(counts.flushed_here_max_s, flush_s)
+            took -= flush_s
         counts.here_s += took
         counts.here_max_s = max(counts.here_max_s, took)
         counts.here_slow += took > SLOW_S
@@ -376,11 +379,13 @@ class _Level:
     """The connection's ``synchronous`` as last set: it stays until a write needs another
     (a message's non-durable writes come in a row, then the durable one)."""
 
-    __slots__ = ("counts", "now")
+    __slots__ = ("commit_s", "counts", "now")
 
     def __init__(self, now: str, counts: WriteCounts) -> None:
         self.now = now
         self.counts = counts
+        self.commit_s = 0.0
+        """How long the last ``COMMIT`` took (its flush within, if it made one)."""
 
     def set(self, db: sqlite3.Connection, level: str) -> None:
         if level != self.now:
@@ -388,7 +393,8 @@ class _Level:
             self.now = level
             self.counts.switches += 1
 
-    def committed(self) -> None:
+    def committed(self, took: float) -> None:
+        self.commit_s = took
         self.counts.transactions += 1
         if self.now in _FLUSHING:
             self.counts.synced += 1
@@ -450,8 +456,9 @@ def _transaction(
     _begin(db, target)
     try:
         result = fn(db, *args, **kwargs)
+        began = time.perf_counter()
         db.execute("COMMIT")
-        target.level.committed()
+        target.level.committed(time.perf_counter() - began)
     except BaseException:
         if db.in_transaction:
             db.execute("ROLLBACK")

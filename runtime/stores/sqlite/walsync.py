@@ -117,8 +117,8 @@ class WalSync:
 
     def flushed_within(self, took: float) -> None:
         """A commit just flushed the log itself (SQLite's own flush, ``synchronous=FULL``),
-        in ``took`` with its flush: every commit made so far is on disk, and ``took`` counts
-        toward the disk's recent speed (a little over the flush's own)."""
+        its ``COMMIT`` taking ``took``: every commit made so far is on disk, and ``took``
+        counts toward the disk's recent speed (a little over the flush's own)."""
         self._synced = self._written
         self._recent(took)
 
