@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import re
 import sqlite3
-import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from runtime import (
 )
 from runtime.providers.base import TextSink
 from runtime.stores.sqlite import walsync
+from tests.fakes.disk import HeldDisk
 
 
 def _commits(statements: list[str]) -> list[tuple[str, str]]:
@@ -126,32 +126,12 @@ async def test_by_default_the_durable_points_are_committed_then_flushed_by_the_s
 async def _quiet(rt: Runtime) -> AsyncIterator[Runtime]:
     """A runtime that writes nothing of its own accord (its heartbeat, the requests of
     other processes): the tests' writes find the store idle, so they are committed on the
-    loop's thread and flushed apart, where ``_HeldDisk`` holds them."""
+    loop's thread and flushed apart, where ``HeldDisk`` holds them."""
     await rt.start(serve=False)
     try:
         yield rt
     finally:
         await rt.close()
-
-
-class _HeldDisk:
-    """The log's flushes, held until the test lets them go (the OS call only)."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.get_running_loop()
-        self.flushing = asyncio.Event()
-        self.go = threading.Event()
-        self.real = walsync._datasync
-        self.hold = True
-
-    def __call__(self, fd: int) -> None:
-        if not self.hold:
-            self.real(fd)
-            return
-        self.loop.call_soon_threadsafe(self.flushing.set)
-        if not self.go.wait(10):
-            raise OSError("the test never let the flush go")
-        self.real(fd)
 
 
 class _Asked:
@@ -175,7 +155,7 @@ async def test_a_message_is_worked_on_while_its_flush_is_under_way_and_acknowled
     once it is on disk, and the call with an effect runs only after its intent's flush,
     which comes after the message's in the log."""
     ran: list[bool] = []
-    disk = _HeldDisk()
+    disk = HeldDisk()
 
     @tool(effect="idempotent_write")
     def record(q: str) -> dict[str, str]:
@@ -216,8 +196,7 @@ async def test_a_run_followed_as_accepted_while_its_end_is_flushed_is_shown_whol
     """Its end is committed (the store reads it ended) and told only after its flush: a
     follower of the message just accepted that starts in between sees the run from its
     start, not only its end."""
-    disk = _HeldDisk()
-    disk.hold = False
+    disk = HeldDisk(hold=False)
     gate = asyncio.Event()
 
     class Gated(_Asked):

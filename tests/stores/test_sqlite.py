@@ -23,6 +23,7 @@ from runtime.runs import Run
 from runtime.stores.sqlite import SHORT_THREAD, SQLiteStore, walsync
 from runtime.stores.sqlite.commit import FlushWay, GroupCommit
 from runtime.stores.sqlite.thread import SQLiteThread
+from tests.fakes.disk import HeldDisk
 
 
 def _folder(tmp_path: Path) -> Path:
@@ -304,30 +305,12 @@ def _where(db: sqlite3.Connection) -> int:
     return threading.get_ident()
 
 
-class _Disk:
-    """The log's flush, held until the test lets it go: a slow disk, in the OS call only."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.get_running_loop()
-        self.flushing = asyncio.Event()
-        self.go = threading.Event()
-        self.flushes = 0
-        self.real = walsync._datasync
-
-    def __call__(self, fd: int) -> None:
-        self.flushes += 1
-        self.loop.call_soon_threadsafe(self.flushing.set)
-        if not self.go.wait(10):
-            raise OSError("the test never let the flush go")
-        self.real(fd)
-
-
 async def test_a_durable_write_waits_for_its_flush_apart_and_the_loop_does_not(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``flush="apart"``: committed on the loop's thread without a flush, then the log is
     flushed on a thread of its own while the loop goes on; the writes committed meanwhile
     share the next flush."""
-    disk = _Disk()
+    disk = HeldDisk()
     monkeypatch.setattr(walsync, "_datasync", disk)
     writer, statements = await _writer(tmp_path / "g.db", inline=True, flush="apart")
     try:
@@ -367,7 +350,7 @@ async def test_a_write_committed_returns_before_its_flush_and_the_next_durable_w
     """``write_committed`` (an accepted message's write): committed on the loop's thread
     without a flush, and returned at once with its flush to await; a durable write made
     after it waits for a flush begun after its own commit, which covers both."""
-    disk = _Disk()
+    disk = HeldDisk()
     monkeypatch.setattr(walsync, "_datasync", disk)
     writer, statements = await _writer(tmp_path / "g.db", inline=True, flush="apart")
     try:
@@ -542,7 +525,7 @@ async def test_the_write_that_starts_the_log_again_is_made_on_the_writers_thread
 
 async def test_closing_waits_for_the_flushes_of_what_was_committed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    disk = _Disk()
+    disk = HeldDisk()
     monkeypatch.setattr(walsync, "_datasync", disk)
     writer, _ = await _writer(tmp_path / "g.db", inline=True, flush="apart")
     write = asyncio.ensure_future(writer.write(_where))
@@ -595,28 +578,6 @@ async def test_flushes_on_the_loop_are_timed(tmp_path: Path) -> None:
         await writer.close()
 
 
-class _Behind:
-    """A quick disk (its flushes instant) whose next flush apart is held, then made or
-    failed as the test says."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.loop = asyncio.get_running_loop()
-        self.hold = False
-        self.flushing = asyncio.Event()
-        self.go = threading.Event()
-        self.fails = False
-        monkeypatch.setattr(walsync, "_datasync", self)
-        monkeypatch.setattr(walsync, "QUICK_S", 0.05)
-
-    def __call__(self, fd: int) -> None:
-        if self.hold:
-            self.loop.call_soon_threadsafe(self.flushing.set)
-            if not self.go.wait(10):
-                raise OSError("the test never let the flush go")
-            if self.fails:
-                raise OSError(errno.EIO, "Input/output error")
-
-
 @pytest.mark.parametrize("fails", [False, True])
 async def test_a_commit_flushed_within_is_told_only_after_the_flush_under_way(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: bool) -> None:
@@ -624,7 +585,9 @@ async def test_a_commit_flushed_within_is_told_only_after_the_flush_under_way(
     a flush apart is under way (the flushing thread may be done with the disk and only wait
     for the interpreter's lock), but its writer is told only once that flush is over, and
     fails with it: a later flush that succeeds says nothing of pages an earlier one lost."""
-    disk = _Behind(monkeypatch)
+    disk = HeldDisk(hold=False)  # quick (0.05 s, however loaded), until held
+    monkeypatch.setattr(walsync, "_datasync", disk)
+    monkeypatch.setattr(walsync, "QUICK_S", 0.05)
     writer, statements = await _writer(tmp_path / "g.db", inline=True, flush="auto")
     try:
         await writer.write(_where)  # the first flush apart: the disk found quick
