@@ -164,10 +164,6 @@ class RuntimeConfig(Section):
     lease_ttl_s: float = Field(default=10.0, gt=0, description=(
         "how long a thread's lease outlives a process that stopped renewing it (a machine "
         "that died); a process of this machine that died is noticed at once"))
-    hold_s: float = Field(default=0.2, ge=0, le=5, description=(
-        "how long a checkpoint that is not a durable point (a run's start, a read-only "
-        "call's turn and result) may wait in memory to share the next one's commit; 0: "
-        "every checkpoint is its own commit"))
     lease_linger_s: float = Field(default=1.0, ge=0, le=60, description=(
         "how long a thread's lease is kept after its last run, for the thread's next "
         "message (0: given up at once)"))

@@ -1,58 +1,26 @@
 """A run and its thread as loaded, kept in step with every checkpoint the loop writes.
 
-A checkpoint that is not a durable point (``durable=False``: a start, a read-only call's
-turn or result) is held in memory and written with the next one, in one transaction: a
-message whose model asks one read-only tool then answers costs two commits (its
-acceptance, then everything else with the answer), not five. What is held is lost to a
-crash exactly as an unsynced write is lost to a power cut, and recovery already redoes
-it (a start is started again, a read-only call is run again). It is written anyway
-before a tool with an effect runs (``flush``), before a spend cap sums the store's
-spend, and after ``hold_s`` without a next checkpoint (a slow model or a slow read-only
-tool: the store shows the run running, as a person looking at it expects): ``Holds``,
-one timer for the cursors of a driver.
+Every checkpoint is written when it is made, before the loop goes on: nothing is held in
+memory to be written later. Whether a write is also flushed to disk is the one rule of
+``durability.py``, asked here for each write by its kind.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable, Sequence
-from typing import Unpack, cast
+from typing import Unpack
 
-from .deadlines import Deadlines
+from .durability import Write, durability
 from .entries import AssistantTurn, Entry, ToolCall, ToolResult, UserMessage
-from .errors import StaleWrite, StoreError
 from .events import EventBus, RunEvent, StateChanged
 from .runs import Delivery, Run, RunChanges, RunState, changed, transition
 from .stores.base import Checkpoint, Store
 from .tail import Tail, first_loaded
 from .tracing import NO_TRACING, Tracing
 
-__all__ = ["Holds", "RunCursor", "unanswered"]
-
-
-class Holds:
-    """When what cursors hold is to be written: ``hold_s`` after each one's last held
-    checkpoint, on one timer for them all (``Deadlines``)."""
-
-    def __init__(self, hold_s: float) -> None:
-        self.hold_s = hold_s
-        """How long a checkpoint that is not a durable point may wait for the next one."""
-        self._due: Deadlines[RunCursor] = Deadlines(RunCursor._begin_later)
-
-    def hold(self, cursor: RunCursor) -> None:
-        """``cursor`` held a checkpoint: what it holds is written ``hold_s`` from now."""
-        self._due.set(cursor, self.hold_s)
-
-    def release(self, cursor: RunCursor) -> None:
-        """``cursor`` holds nothing now (it wrote it, or dropped it)."""
-        self._due.pop(cursor)
-
-    def close(self) -> None:
-        """Shutdown, once the runs have stopped (each wrote what it held): no timer is left
-        on the loop."""
-        self._due.clear()
+__all__ = ["RunCursor", "unanswered"]
 
 
 class RunCursor:
@@ -66,7 +34,6 @@ class RunCursor:
         entries: list[Entry] | Tail,
         clock: Callable[[], float] = time.time,
         *,
-        holds: Holds | None = None,
         tracing: Tracing = NO_TRACING,
     ) -> None:
         self.store = store
@@ -76,14 +43,10 @@ class RunCursor:
         self.clock = clock
         self.tracing = tracing
         """Durable checkpoints get a span each (``[otel]``)."""
-        self.holds = holds
-        """When a checkpoint that is not a durable point is written if no next one comes
-        first (None: none is held)."""
         self._stored = run.version
-        """The run's version as written (held checkpoints all carry the next one)."""
-        self._held: list[Checkpoint] = []
-        self._later: asyncio.Task[None] | None = None
-        """Writes what is held, begun by ``holds`` when it is due."""
+        """The run's version as written."""
+        self._failed = False
+        """A write failed (or was cut off): the store may hold more than ``entries``."""
         # A run that never started has no entries yet: don't search the thread for them.
         fresh = run.state is RunState.QUEUED and run.started_at is None
         self.start = None if fresh else _run_start(entries, run.id)
@@ -103,27 +66,26 @@ class RunCursor:
         self,
         entries: Sequence[Entry] = (),
         *,
+        write: Write,
+        effect: bool = False,
         to: RunState | None = None,
         reason: str = "",
         deliveries: Sequence[Delivery] = (),
         checked: bool = True,
-        durable: bool = True,
-        hold: bool = True,
         announce: Sequence[RunEvent] = (),
         **changes: Unpack[RunChanges],
     ) -> None:
-        """One checkpoint: new entries plus the run's new state, atomically.
+        """One checkpoint: new entries plus the run's new state, atomically, written now.
 
-        Once it is written, ``announce`` is published, then the state change: what
-        happened comes before the state it led to (``run.started`` before ``run.state
-        running``, ``tool.result`` before ``run.state running``).
+        ``write`` is its kind and ``effect`` whether it is of a call with an effect: with
+        whether it holds an outbox record, they say whether it is flushed to disk before
+        this returns (``durability``). Once it is written, ``announce`` is published, then
+        the state change: what happened comes before the state it led to (``run.started``
+        before ``run.state running``, ``tool.result`` before ``run.state running``).
 
         ``checked=False`` writes the run without checking the thread's position (for a
         thread that cannot be read, so its position is unknown; the run's version is
-        still checked). ``durable=False`` for a write that is not a durable point (see
-        ``Checkpoint.durable``); such a write is held for the next one unless ``hold`` is
-        False."""
-        await self._settle_later()
+        still checked)."""
         now = self.clock()
         transitions = []
         changes["version"] = self._stored + 1
@@ -132,15 +94,16 @@ class RunCursor:
             transitions.append(moved)
         else:
             run = changed(self.run, now, **changes)
+        fsync = durability(write, effect=effect, sends=bool(deliveries)).fsync
         checkpoint = Checkpoint(
             thread_id=run.thread_id, position=len(self.entries) if checked else None,
             entries=entries, run=run, transitions=transitions, deliveries=deliveries,
-            durable=durable)
-        if hold and not durable and not deliveries and checked and self.holds is not None:
-            self._held.append(checkpoint)
-            self.holds.hold(self)
+            durable=fsync)
+        if fsync:
+            with self.tracing.checkpoint(len(entries)):
+                await self._commit(checkpoint)
         else:
-            await self._write([checkpoint])
+            await self._commit(checkpoint)
         if self.start is None:
             # The run's message (after any earlier messages it brought, Run.context).
             found = _run_start(entries, run.id)
@@ -157,65 +120,12 @@ class RunCursor:
                                           reason=reason))
 
     def written(self) -> bool:
-        """Whether every entry held here is in the store, at its place: nothing is held
-        and the last write landed (a list of them may then stand for the thread's start)."""
-        return not self._held and (self._later is None or self._later.done()) \
-            and self._stored == self.run.version
-
-    async def flush(self) -> None:
-        """Write what is held now (before a tool with an effect runs)."""
-        await self._settle_later()
-        if self._held:
-            await self._write([])
-
-    async def drop(self) -> None:
-        """Forget what is held (the run was cut off: what handles that reads the store),
-        letting a write already begun land first."""
-        self._held.clear()
-        self._disarm()
-        with contextlib.suppress(StaleWrite, StoreError):
-            await self._settle_later()
-
-    def _begin_later(self) -> None:
-        """What is held is due (``holds``): write it."""
-        if self._held:
-            self._later = asyncio.create_task(self._write([]),
-                                              name=f"maiden-hold:{self.run.id}")
-
-    def _disarm(self) -> None:
-        if self.holds is not None:
-            self.holds.release(self)
-
-    async def _settle_later(self) -> None:
-        """Wait for the write ``holds`` began, if it has (whose error, if it failed, is
-        this write's)."""
-        later = self._later
-        if later is not None:
-            # Kept until it is done: a cancellation of this task does not reach it, and
-            # whoever handles that cancellation waits for it here again.
-            await asyncio.wait([later])
-            self._later = None
-            if not later.cancelled() and later.exception() is not None:
-                raise cast(BaseException, later.exception())
-
-    async def _write(self, new: list[Checkpoint]) -> None:
-        """What is held and then ``new`` (a checkpoint or none), in one write."""
-        parts, self._held = [*self._held, *new], []
-        self._disarm()
-        if len(parts) > 1 and parts[-1].position is None:
-            # Written unchecked (the thread's position is unknown): what is held goes first.
-            await self._write_one(_merged(parts[:-1]))
-            parts = parts[-1:]
-        await self._write_one(_merged(parts))
-
-    async def _write_one(self, checkpoint: Checkpoint) -> None:
-        if checkpoint.durable:
-            with self.tracing.checkpoint(len(checkpoint.entries)):
-                await self._commit(checkpoint)
-        else:
-            await self._commit(checkpoint)
+        """Whether every write landed: the entries here are the store's, at their place
+        (a list of them may then stand for the thread's start)."""
+        return not self._failed
 
     async def _commit(self, checkpoint: Checkpoint) -> None:
+        self._failed = True
         write = self.store.commit(checkpoint)
         # Shielded: a cancellation arriving mid-write must not leave the cursor unsure
         # whether the checkpoint landed. The write finishes; whoever handles the
@@ -226,18 +136,7 @@ class RunCursor:
             await asyncio.shield(write)
         assert checkpoint.run is not None
         self._stored = checkpoint.run.version
-
-
-def _merged(parts: list[Checkpoint]) -> Checkpoint:
-    """Checkpoints of one run, in order, as one: the entries of each, the last run."""
-    if len(parts) == 1:
-        return parts[0]
-    first, last = parts[0], parts[-1]
-    return Checkpoint(thread_id=last.thread_id, position=first.position,
-                      entries=[e for p in parts for e in p.entries], run=last.run,
-                      transitions=[t for p in parts for t in p.transitions],
-                      deliveries=[d for p in parts for d in p.deliveries],
-                      durable=any(p.durable for p in parts))
+        self._failed = False
 
 
 def _run_start(entries: Sequence[Entry], run_id: str) -> int | None:

@@ -35,12 +35,6 @@ class Drivers:
         for driver in self:
             driver.stopping = True
 
-    def close(self) -> None:
-        """Shutdown, once the runs have stopped: the held checkpoints' timers go."""
-        for driver in self:
-            if driver.holds is not None:
-                driver.holds.close()
-
     def of(self, run: Run) -> RunDriver | None:
         """The driver of the run's agent; None when no agent has that name any more."""
         return self.by_agent.get(run.agent) if run.agent else self.default

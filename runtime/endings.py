@@ -18,7 +18,8 @@ from typing import Any, Unpack
 from .attachments.refs import FileRef
 from .budget import Prices
 from .config import AgentConfig
-from .cursor import Holds, RunCursor, unanswered
+from .cursor import RunCursor, unanswered
+from .durability import Write
 from .entries import Entry, ToolCall, ToolResult, Usage
 from .errors import CorruptStore, FailReason, StaleWrite, StoreError
 from .events import ApprovalRequested, EventBus, RunEnded
@@ -69,10 +70,9 @@ class Endings:
         self.instance_id = instance_id
         self.clock = clock
 
-    def cursor(self, run: Run, entries: list[Entry] | Tail, *, holds: Holds | None = None,
+    def cursor(self, run: Run, entries: list[Entry] | Tail, *,
                tracing: Tracing = NO_TRACING) -> RunCursor:
-        return RunCursor(self.store, self.bus, run, entries, self.clock, holds=holds,
-                         tracing=tracing)
+        return RunCursor(self.store, self.bus, run, entries, self.clock, tracing=tracing)
 
     async def complete(
         self, cur: RunCursor, text: str, entries: Sequence[Entry] = (),
@@ -87,7 +87,7 @@ class Endings:
         made = _made_files(cur.own)
         if made:
             changes["reply_files"] = made
-        await cur.commit(entries, to=S.COMPLETED, reason="answered",
+        await cur.commit(entries, write=Write.ANSWER, to=S.COMPLETED, reason="answered",
                          deliveries=[*self._reply(cur, len(entries), text, feedback=True),
                                      *self._files(cur, made)],
                          **changes)
@@ -100,7 +100,8 @@ class Endings:
         log.warning("run %s failed: %s: %s", cur.run.id, reason, message)
         closing = self._closing_results(cur, "cancelled", f"not run: the run failed ({reason})")
         notice = notice or f"Sorry, I could not finish this ({_PLAIN.get(reason, reason)})."
-        await cur.commit(closing, to=S.FAILED, reason=reason, error=message, started_calls=(),
+        await cur.commit(closing, write=Write.END, to=S.FAILED, reason=reason, error=message,
+                         started_calls=(),
                          deliveries=self._reply(cur, len(closing), notice),
                          usage=cur.run.usage + (spent or Usage()),
                          cost_usd=cur.run.cost_usd + (self.prices.cost(spent) if spent else 0.0))
@@ -116,7 +117,7 @@ class Endings:
             key=idempotency_key(run.id, f"reply@corrupt:{run.version}"), run_id=run.id,
             thread_id=run.thread_id, channel=run.origin.channel, target=run.origin.target,
             text=notice, created_at=self.clock())]
-        await cur.commit(to=S.FAILED, reason="corrupt_store", error=str(exc),
+        await cur.commit(write=Write.END, to=S.FAILED, reason="corrupt_store", error=str(exc),
                          deliveries=deliveries, checked=False)
         self.published(cur.run)
         return cur.run
@@ -139,7 +140,8 @@ class Endings:
                 channel=run.origin.channel, target=run.origin.target, tool_call_id=call.id,
                 name=call.name, arguments=call.arguments, arguments_hash=pending.arguments_hash,
                 reason=reason, asked_by=run.origin.user, created_at=self.clock()))
-        await cur.commit(to=S.AWAITING_APPROVAL, reason=reason, pending_approval=pending,
+        await cur.commit(write=Write.PAUSE, to=S.AWAITING_APPROVAL, reason=reason,
+                         pending_approval=pending,
                          deliveries=prompts)
         self.bus.publish(ApprovalRequested(
             run_id=run.id, thread_id=run.thread_id, tool_call_id=call.id, name=call.name,
@@ -155,7 +157,8 @@ class Endings:
             cur = self.cursor(run, await self.store.load_entries(run.thread_id))
             closing = self._closing_results(cur, "cancelled", f"cancelled: {reason}")
             try:
-                await cur.commit(closing, to=S.CANCELLED, reason=reason, started_calls=(),
+                await cur.commit(closing, write=Write.END, to=S.CANCELLED, reason=reason,
+                                 started_calls=(),
                                  pending_approval=None,
                                  deliveries=self._reply(cur, len(closing), f"Stopped ({reason})."))
             except StaleWrite:
@@ -173,7 +176,7 @@ class Endings:
                 or self.clock() < pending.requested_at + timeout):
             return run
         cur = self.cursor(run, await self.store.load_entries(run.thread_id))
-        await cur.commit(to=S.TIMED_OUT, reason="approval_timeout",
+        await cur.commit(write=Write.END, to=S.TIMED_OUT, reason="approval_timeout",
                          error=f"no decision on {pending.name} within {timeout:g} s",
                          deliveries=self._reply(cur, 0, f"Nobody approved {pending.name} in "
                                                 f"time, so I stopped here."))
@@ -182,7 +185,7 @@ class Endings:
 
     async def release(self, cur: RunCursor) -> Run:
         """Shutdown: leave the run at its checkpoint, marked as nobody's."""
-        await cur.commit(owner=None)
+        await cur.commit(write=Write.RELEASE, owner=None)
         self.bus.publish(RunEnded.of(cur.run, "shutting down"))
         return cur.run
 

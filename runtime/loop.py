@@ -14,7 +14,6 @@ cut from and the summary of what falls out of it are ``prompting.py``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import time
@@ -26,7 +25,8 @@ from .agents import Agent
 from .budget import OK, Spend, Verdict, check_budget
 from .caps import Caps
 from .context import prompt_tokens
-from .cursor import Holds, RunCursor
+from .cursor import RunCursor
+from .durability import Write
 from .endings import DRIVABLE, Endings
 from .entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, UserMessage
 from .errors import ContextTooLong, CorruptStore, ProviderError, StaleWrite, StoreError
@@ -82,7 +82,6 @@ class RunDriver:
         files: Files | None = None,
         caps: Caps | None = None,
         cancel_reasons: dict[str, str] | None = None,
-        hold_s: float = 0.0,
         tracing: Tracing = NO_TRACING,
         send_pending: Callable[[Run], Awaitable[None]] = lambda run: _nothing(),
     ) -> None:
@@ -114,17 +113,11 @@ class RunDriver:
         """Set at shutdown: runs stop at their next checkpoint and are released."""
         self.cancel_reasons: dict[str, str] = {} if cancel_reasons is None else cancel_reasons
         """Runs whose task is being cancelled on purpose, and why (shared by the agents)."""
-        self.holds = Holds(hold_s) if hold_s > 0 else None
-        """When a checkpoint that is not a durable point is written if no next one comes
-        first: ``hold_s`` after it (``RunCursor``)."""
         self.send_pending = send_pending
         """Sends what a run put in the outbox and is not sent yet (the outbox's): a notice
         written as the run starts goes out then, before its answer begins."""
         self.tracing = tracing
         """Spans of runs, model calls and tool calls (``[otel]``; a no-op when off)."""
-        self.began_at = clock()
-        """Runs created before this are another process's (or a crash's) to have started:
-        their start is written at once, not held."""
         self.prompts = Prompts(agent.config.system_prompt)
         self.end = Endings(store, bus, agent.config, self.prices, instance_id=instance_id,
                            clock=clock)
@@ -154,7 +147,7 @@ class RunDriver:
                                  summary=self.agent.compaction == "summary", kept=self._threads)
         except CorruptStore as exc:
             return await self.end.unreadable(run, exc)
-        cur = self.end.cursor(run, entries, holds=self.holds, tracing=self.tracing)
+        cur = self.end.cursor(run, entries, tracing=self.tracing)
         try:
             if not await self._begin(cur, span):
                 return cur.run
@@ -163,10 +156,7 @@ class RunDriver:
                     return await self.end.release(cur)
                 await self._step(cur)
         except asyncio.CancelledError:
-            # A stop, not a crash: what is held is written (the person's message stays in
-            # the thread), and what follows reads the store anew.
-            with contextlib.suppress(StaleWrite, StoreError):
-                await cur.flush()
+            # A stop, not a crash: what follows reads the store anew.
             reason = self.cancel_reasons.pop(run_id, None)
             if reason is None:
                 # Shutdown, not a cancellation: the run stays for the next start. Cut off
@@ -179,7 +169,6 @@ class RunDriver:
         except ProviderError as exc:
             await self.end.fail(cur, "provider_error", str(exc))
         except (StaleWrite, StoreError):
-            await cur.drop()
             raise
         except Exception as exc:
             log.exception("run %s failed on an internal error", run_id)
@@ -226,30 +215,24 @@ class RunDriver:
                     entries.append(Notice(run_id=run.id, code="files_refused",
                                           text=taken.notice, at=self.clock()))
                     deliveries = self.end.notice(cur, "files_refused", taken.notice)
-                # Not a durable point: the message is safe in the queued run, and a start
-                # lost to a power cut is started again. The next checkpoint's fsync covers
-                # it, and it is held for that checkpoint; but not the start of a run from
-                # before this process (left queued by one that died, perhaps in this very
-                # run): that start is on record before the run goes on, so a run that
-                # kills every process still ends as a poison run. A start with a notice to
-                # send is a durable point: the notice goes out now, before the answer
-                # begins (a streamed answer's message opens as the model starts writing),
-                # and a notice sent is never lost from the outbox to be sent again.
-                await cur.commit(entries, to=S.RUNNING, reason="started",
+                # Committed before the model is asked (a run that kills every process
+                # then ends as a poison run, its message in the thread); flushed only
+                # with a notice to send (``durability``).
+                await cur.commit(entries, write=Write.START, to=S.RUNNING, reason="started",
                                  started_at=started_at, owner=me, announce=started,
-                                 durable=bool(deliveries),
-                                 hold=run.created_at >= self.began_at,
                                  first_entry=len(cur.entries), deliveries=deliveries,
                                  trace=trace)
                 if deliveries:
                     await self.send_pending(cur.run)
             else:  # an explicitly resumed run: its message is already in the thread
-                await cur.commit(to=S.RUNNING, reason="resumed", stalled_recoveries=0,
-                                 started_at=started_at, owner=me, announce=started,
+                await cur.commit(write=Write.RESUME, to=S.RUNNING, reason="resumed",
+                                 stalled_recoveries=0, started_at=started_at, owner=me,
+                                 announce=started,
                                  trace=trace)
         elif run.owner is None:
             # Released at a clean shutdown: carrying on is not a crash recovery.
-            await cur.commit(to=S.RUNNING, reason="continued after restart",
+            await cur.commit(write=Write.RESUME, to=S.RUNNING,
+                             reason="continued after restart",
                              started_at=started_at, owner=me, announce=started,
                              trace=trace)
             await self.send_pending(cur.run)  # what it left unsent goes before its answer
@@ -267,7 +250,8 @@ class RunDriver:
             attempt = run.recovery_attempts + 1
             log.warning("recovering run %s (attempt %d) from %s", run.id, attempt, run.state)
             span.recovered(attempt)
-            await cur.commit(to=S.RUNNING, reason=f"recovered after crash (attempt {attempt})",
+            await cur.commit(write=Write.RESUME, to=S.RUNNING,
+                             reason=f"recovered after crash (attempt {attempt})",
                              recovery_attempts=attempt, stalled_recoveries=stalled,
                              recovered_at=len(cur.entries), started_at=started_at, owner=me,
                              trace=trace,
@@ -322,7 +306,7 @@ class RunDriver:
         last = cur.entries[-1] if cur.entries else None
         if final and not (isinstance(last, Notice) and last.code == "final_turn"):
             await cur.commit([Notice(run_id=run.id, code="final_turn", text=FINAL_TURN_NOTICE,
-                                     at=self.clock())])
+                                     at=self.clock())], write=Write.NOTICE)
 
         async def on_text(delta: str) -> None:
             self.bus.publish(TextDelta(run_id=run.id, thread_id=run.thread_id, text=delta))
@@ -350,12 +334,13 @@ class RunDriver:
         taken, usage = run.turns + 1, run.usage + spent
         cost = run.cost_usd + self.prices.cost(spent)
         if response.tool_calls:
-            # The write-ahead intent is a durable point only for calls with an effect: a
-            # power cut that loses read-only calls at worst asks the model again.
-            await cur.commit([turn], to=S.AWAITING_TOOL, reason="tool calls requested",
+            # The write-ahead intent, before any call runs; flushed for calls with an
+            # effect only (``durability``).
+            await cur.commit([turn], write=Write.INTENT, to=S.AWAITING_TOOL,
+                             reason="tool calls requested",
+                             effect=any(self._has_effect(c.name) for c in calls),
                              tool_calls=run.tool_calls + len(response.tool_calls),
-                             turns=taken, usage=usage, cost_usd=cost,
-                             durable=any(self._has_effect(c.name) for c in calls))
+                             turns=taken, usage=usage, cost_usd=cost)
         else:
             await self.end.complete(cur, response.text, [turn], turns=taken, usage=usage,
                                     cost_usd=cost)
@@ -441,7 +426,6 @@ class RunDriver:
     async def _budget_verdict(self, cur: RunCursor) -> Verdict:
         run = cur.run
         if self.caps and run.id not in self._capped_at_start:
-            await cur.flush()  # the store sums the spend: this run's as it is now
             hit = await self.caps.reached(run)
             if hit is not None:
                 return Verdict("exceeded", "spend_cap", hit.detail)
@@ -470,16 +454,6 @@ class RunDriver:
             if call.id in done:
                 continue
             tool = self.tools.get(call.name)
-            # A read-only call's turn and result are not durable points (see below).
-            durable = tool is not None and tool.effect != "read_only"
-            if durable:
-                # What is held is written before a call with an effect starts. A read-only
-                # call's turn stays held (written with its answer, or after ``hold_s``):
-                # lost to a crash, the call is run again, as recovery does with any
-                # read-only call; and a run that a tool kills every time still ends as a
-                # poison run, since the start of a run left by a dead process is written
-                # at once (``_begin``).
-                await cur.flush()
             run = cur.run
             self.bus.publish(ToolCallStarted(run_id=run.id, thread_id=run.thread_id, call=call))
             with self.tracing.tool(call, tool.effect if tool is not None else None) as span:
@@ -498,14 +472,15 @@ class RunDriver:
             finished = [ToolCallFinished(
                 run_id=run.id, thread_id=run.thread_id, tool_call_id=call.id, name=call.name,
                 content=output.content, is_error=output.is_error)]
-            # A read-only call's result is not a durable point either: lost to a power
-            # cut, the call is run again, as recovery does with any read-only call.
+            # Each result is committed as it comes, before the next call or request.
+            effect = self._has_effect(call.name)
             if call is pending[-1]:
-                await cur.commit([result], to=S.RUNNING, reason="tool results recorded",
-                                 started_calls=started, announce=finished, durable=durable)
+                await cur.commit([result], write=Write.RESULT, effect=effect, to=S.RUNNING,
+                                 reason="tool results recorded", started_calls=started,
+                                 announce=finished)
             else:
-                await cur.commit([result], started_calls=started, announce=finished,
-                                 durable=durable)
+                await cur.commit([result], write=Write.RESULT, effect=effect,
+                                 started_calls=started, announce=finished)
             if self.stopping:
                 return
 
@@ -562,6 +537,7 @@ class RunDriver:
             # and use up the approval it runs on.
             started = cur.run.started_calls
             await cur.commit(
+                write=Write.CLAIM,
                 started_calls=started if call.id in started else (*started, call.id),
                 decisions=tuple(d.model_copy(update={"consumed": True}) if d is decision else d
                                 for d in cur.run.decisions))

@@ -29,6 +29,7 @@ from .context import (
     transcript,
 )
 from .cursor import RunCursor
+from .durability import Write
 from .entries import Entry, Notice, ToolResult, UserMessage
 from .errors import ProviderError
 from .history import Tidiness, model_view
@@ -242,7 +243,7 @@ async def compact(cur: RunCursor, provider: Provider, prompts: Prompts,
     if missing:  # each file the summarised part named keeps its line
         text += "\n\nFiles shared earlier:\n" + "\n".join(missing)
     summary = Notice(run_id=run.id, code="summary", text=text, covers=covers, at=cur.clock())
-    await cur.commit([summary], usage=run.usage + response.usage,
+    await cur.commit([summary], write=Write.NOTICE, usage=run.usage + response.usage,
                      cost_usd=run.cost_usd + prices.cost(response.usage))
 
 

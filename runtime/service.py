@@ -129,7 +129,7 @@ class Runtime:
                 store, one, self._bus, instance_id=self.instance_id,
                 cancel_grace_s=self.settings.cancel_grace_s, clock=clock, services=provided,
                 files=self.files, caps=self.caps, cancel_reasons=cancel_reasons,
-                hold_s=self.settings.hold_s, tracing=tracing,
+                tracing=tracing,
                 send_pending=self._outbox.send_pending)
         self._driver = Drivers(store, agents, drivers)
         self._leases = Leases(store, self.instance_id, self.settings.lease_ttl_s)
@@ -232,7 +232,6 @@ class Runtime:
                 if run.state in DRIVABLE:
                     self._workers.publish_waiting(run, "shutting down")
         # No timer of this runtime is left on the loop (nor keeps it alive).
-        self._driver.close()
         self._waiting.close()
 
     def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:

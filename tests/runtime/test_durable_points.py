@@ -76,12 +76,13 @@ async def _message(tmp_path: Path, effect: Effect) -> list[tuple[str, str]]:
 
 async def test_a_read_only_call_syncs_only_the_message_and_the_answer(tmp_path: Path) -> None:
     commits = await _message(tmp_path, "read_only")
-    # Two commits, both synced: the queued message (before it is acknowledged); then its
-    # start, the model's turn and the call's result with the answer and its outbox record
-    # (before it is delivered). In between nothing is a durable point: it is held in
-    # memory, and a crash runs the read-only call again.
-    assert [level for level, _ in commits] == ["FULL", "FULL"]
-    assert [what for _, what in commits] == ["runs threads", "entries runs"]
+    # Every round committed, two of them synced: the queued message (before it is
+    # acknowledged); its start, the model's turn and the call's result, each committed
+    # before the loop goes on, not synced; the answer with its outbox record (before it is
+    # delivered), synced.
+    assert [level for level, _ in commits] == ["FULL", "NORMAL", "NORMAL", "NORMAL", "FULL"]
+    assert [what for _, what in commits] == ["runs threads", "entries runs", "entries runs",
+                                             "entries runs", "entries runs"]
 
 
 @pytest.mark.parametrize("effect", ["idempotent_write", "non_idempotent"])
@@ -89,20 +90,20 @@ async def test_a_call_with_an_effect_syncs_its_intent_and_its_result(
     tmp_path: Path, effect: Effect
 ) -> None:
     commits = await _message(tmp_path, effect)
-    # Only the start is not a durable point, and it is held for the intent's commit: the
-    # call is recorded (and, non-idempotent, claimed) on disk before it runs, and its
-    # result on disk once it is done.
-    expected = ["FULL", "FULL", "FULL", "FULL"]
+    # The start is committed, not synced; the call is recorded (and, non-idempotent,
+    # claimed) on disk before it runs, and its result on disk once it is done.
+    expected = ["FULL", "NORMAL", "FULL", "FULL", "FULL"]
     if effect == "non_idempotent":
-        expected.insert(2, "FULL")  # the claim before the effect
+        expected.insert(3, "FULL")  # the claim before the effect
     assert [level for level, _ in commits] == expected
 
 
 async def test_by_default_the_durable_points_are_committed_then_flushed_by_the_store(
         tmp_path: Path) -> None:
-    """The same two durable points, each flushed by the store (its own count): committed
-    on the event loop's thread and then flushed there or on the flushing thread, or, with
-    other work ready on the loop, committed and flushed on the writer's thread."""
+    """The same five commits and two durable points, each flushed by the store (its own
+    count): committed on the event loop's thread and then flushed there or on the flushing
+    thread, or, with other work ready on the loop, committed and flushed on the writer's
+    thread."""
     @tool(effect="read_only")
     def lookup(q: str) -> dict[str, str]:
         """Look something up."""
@@ -119,7 +120,7 @@ async def test_by_default_the_durable_points_are_committed_then_flushed_by_the_s
         await rt.idle()
         done = store.write_counts().since(before)
     assert run.state is RunState.COMPLETED
-    assert (done.transactions, done.synced, done.here + done.sent_there) == (2, 2, 2)
+    assert (done.transactions, done.synced) == (5, 2)
 
 
 @contextlib.asynccontextmanager

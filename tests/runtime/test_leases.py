@@ -192,12 +192,13 @@ async def _lingering(tmp_path: Path, settings: RuntimeConfig
 async def test_a_thread_lease_lingers_after_its_last_run_then_is_given_up(
         tmp_path: Path) -> None:
     """Kept for ``lease_linger_s`` after the thread's last run: its next message finds it
-    held (no lease writes: the message is its acceptance and its answer); then given up."""
+    held (no lease writes: the message is its acceptance, its start and its answer); then
+    given up."""
     async with _lingering(tmp_path, RuntimeConfig(lease_linger_s=0.3)) as (store, rt):
         before = store.write_counts().transactions
         await rt.send("t", "two")
         await rt.idle()
-        assert store.write_counts().transactions - before == 2
+        assert store.write_counts().transactions - before == 3
         assert not store.released.is_set()
         await asyncio.wait_for(store.released.wait(), 10)
         assert thread_lease("t") not in {lease.name for lease in await store.leases()}

@@ -25,9 +25,8 @@ from tests.samples import png
 
 
 class Holder:
-    """A tool that holds the runtime's lock until the test lets it go (a write: its call
-    is on record before it runs, so the store shows its run in its tool at once; a
-    read-only call's would be held in memory for ``hold_s``)."""
+    """A tool that holds the runtime's lock until the test lets it go (its call is on
+    record before it runs, so the store shows its run in its tool at once)."""
 
     def __init__(self) -> None:
         self.started = asyncio.Event()
