@@ -8,7 +8,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal, TextIO
 
@@ -71,8 +71,9 @@ def render_entry(index: int, entry: Entry) -> str:
     return f"{head} notice ({entry.code}):\n    {entry.text}"
 
 
-def render_run(run: Run) -> str:
-    """One line per run, as in `maiden runs`."""
+def render_run(run: Run, steps: Sequence[Transition] = ()) -> str:
+    """One line per run, as in `maiden runs`; with its transitions (``steps``), each
+    recovery after a crash also says what the run was doing when its process died."""
     usage = run.usage
     agent = f"agent={run.agent}  " if run.agent else ""  # with several agents
     line = (f"{run.id}  {run.state:<17} {run.reason:<40.40}  thread={run.thread_id!r}  "
@@ -81,6 +82,10 @@ def render_run(run: Run) -> str:
             f"{_when(run.created_at)}")
     if run.recovery_attempts:
         line += f"\n    recovered after crash x{run.recovery_attempts}"
+        for t in steps:
+            if t.reason.startswith("recovered after crash"):
+                line += f"\n      {_when(t.at)}  {t.reason}: its process died with the " \
+                        f"run {t.source}"
     if run.pending_approval is not None:
         p = run.pending_approval
         line += f"\n    waiting for approval of {p.name} {_json(p.arguments)} " \

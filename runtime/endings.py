@@ -20,7 +20,7 @@ from .budget import Prices
 from .config import AgentConfig
 from .cursor import RunCursor, unanswered
 from .durability import Write
-from .entries import Entry, ToolCall, ToolResult, Usage
+from .entries import RUN_FAILED, Entry, Notice, ToolCall, ToolResult, Usage
 from .errors import CorruptStore, FailReason, StaleWrite, StoreError
 from .events import ApprovalRequested, EventBus, RunEnded
 from .guards import call_key
@@ -100,6 +100,11 @@ class Endings:
         log.warning("run %s failed: %s: %s", cur.run.id, reason, message)
         closing = self._closing_results(cur, "cancelled", f"not run: the run failed ({reason})")
         notice = notice or f"Sorry, I could not finish this ({_PLAIN.get(reason, reason)})."
+        if cur.start is not None:
+            # Its message stays in the thread, closed, as a failed run's message.
+            closing.append(Notice(run_id=cur.run.id, code=RUN_FAILED, at=self.clock(),
+                                  text=f"This request failed ({reason}); the person was "
+                                       f"told: {notice}"))
         await cur.commit(closing, write=Write.END, to=S.FAILED, reason=reason, error=message,
                          started_calls=(),
                          deliveries=self._reply(cur, len(closing), notice),

@@ -11,6 +11,7 @@ from .attachments.refs import FileRef
 
 __all__ = [
     "ENTRY",
+    "RUN_FAILED",
     "AssistantTurn",
     "Entry",
     "Notice",
@@ -108,6 +109,12 @@ class Notice(_Model):
     at: float = Field(default_factory=time.time)
     covers: int | None = None
     """A ``summary``: how many of the thread's entries (summaries aside) it stands for."""
+
+
+RUN_FAILED = "run_failed"
+"""The code of the ``Notice`` that closes a failed run's part of its thread: the model sees
+it as its own turn, so the next message is a new user turn, never joined to the failed
+run's message (and a request that ends with it leaves it out: the run was resumed)."""
 
 
 Entry = Annotated[UserMessage | AssistantTurn | ToolResult | Notice, Field(discriminator="kind")]

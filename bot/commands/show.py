@@ -103,10 +103,12 @@ async def _runs(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     states = [RunState(s) for s in args.state] if args.state else None
     async with open_runtime(loaded, recover=False, mcp=False) as runtime:
         runs = await runtime.records.runs(thread_id=args.thread, states=states, limit=args.limit)
+        steps = {run.id: await runtime.records.transitions(run.id) for run in runs
+                 if run.recovery_attempts}  # why each was recovered
     if not runs:
         print("no runs")
     for run in runs:
-        print(render_run(run))
+        print(render_run(run, steps.get(run.id, ())))
     return EXIT_OK
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..attachments.parts import FilePart, TextPart
 from ..attachments.refs import FileRef
-from ..entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult
+from ..entries import RUN_FAILED, AssistantTurn, Entry, Notice, ToolCall, ToolResult
 
 __all__ = ["notice_text", "pair_results", "part_for", "result_text", "tool_arguments"]
 
@@ -51,7 +51,9 @@ def pair_results(entries: Sequence[Entry]) -> list[Entry]:
 
     Empty assistant turns are left out; a notice among the results moves after
     them; a call with no result gets a ``cancelled`` error result; a result
-    whose call is not in the history becomes a notice.
+    whose call is not in the history becomes a notice. A failed run's closing notice
+    (``RUN_FAILED``) is an assistant turn, so the next message is a turn of its own;
+    at the very end (the failed run was resumed) it is left out.
     """
     out: list[Entry] = []
     turn: AssistantTurn | None = None
@@ -89,6 +91,11 @@ def pair_results(entries: Sequence[Entry]) -> list[Entry]:
                 open_calls = {c.id: c for c in entry.tool_calls}
         elif isinstance(entry, Notice) and open_calls:
             held.append(entry)
+        elif isinstance(entry, Notice) and entry.code == RUN_FAILED:
+            close()
+            if entry is not entries[-1]:
+                out.append(AssistantTurn(run_id=entry.run_id, text=notice_text(entry),
+                                         at=entry.at))
         else:
             close()
             out.append(entry)

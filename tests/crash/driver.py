@@ -39,7 +39,8 @@ named by ``--effect`` and leaves countable traces in DIR:
 - ``effects.jsonl``: one line per *applied* effect (not for ``read_only``; an
   ``idempotent_write`` applies a key once, like a real idempotent API would);
 - ``channel.jsonl``: one line per message posted to the fake "testchat" channel;
-- ``commands.jsonl``: one line per answer to ``--command`` (what the person was told).
+- ``commands.jsonl``: one line per answer to ``--command`` (what the person was told);
+- ``requests.jsonl``: one line per model request, its messages as the OpenAI wire sends them.
 
 Kill points live here only, never in production code: a ``SQLiteStore``
 subclass, the tool and the channel call ``SIGKILL`` on themselves right after
@@ -173,6 +174,7 @@ CALLS_FILE = "calls.jsonl"
 EFFECTS_FILE = "effects.jsonl"
 CHANNEL_FILE = "channel.jsonl"
 COMMANDS_FILE = "commands.jsonl"
+REQUESTS_FILE = "requests.jsonl"
 STREAMS_FILE = "streams.json"
 
 
@@ -327,18 +329,24 @@ def traced(path: Path) -> OtelTracing:
 
 
 class AskedModel:
-    """The model, reaching ``in_model_call`` each time it is asked: a kill there loses
-    what the run holds in memory since its last write (its start before the first turn;
-    a read-only call's result before the answer)."""
+    """The model, reaching ``in_model_call`` each time it is asked (every round before it
+    is committed: a kill there loses nothing). Each request is written to ``requests``
+    as the OpenAI wire would send it (its messages' roles and contents)."""
 
-    def __init__(self, model: Any, switch: KillSwitch) -> None:
+    def __init__(self, model: Any, switch: KillSwitch, requests: Path) -> None:
         self.model = model
         self.switch = switch
+        self.requests = requests
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.model, name)
 
     async def complete(self, request: ModelRequest, on_text: Any = None) -> ModelResponse:
+        from runtime.providers.openai import to_messages
+
+        append_line(self.requests, {"messages": [
+            {"role": m["role"], "content": m.get("content")}
+            for m in to_messages(request.entries)]})
         self.switch.reached("in_model_call")
         response: ModelResponse = await self.model.complete(request, on_text)
         return response
@@ -538,7 +546,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             agent = agent.model_copy(update={"compaction": "summary"})
         caps = [CapConfig(scope="user", tokens=args.cap_tokens)] if args.cap_tokens else []
         tracing = traced(Path(args.trace_file)) if args.trace_file else NO_TRACING
-        runtime = Runtime(store, AskedModel(model, switch), ToolRegistry(tools), agent=agent,
+        runtime = Runtime(store, AskedModel(model, switch, workdir / REQUESTS_FILE),
+                          ToolRegistry(tools), agent=agent,
                           caps=caps, tracing=tracing)
         origin = PLACED if args.placed else ORIGIN
         deliver: str | None = None

@@ -36,6 +36,7 @@ from tests.crash.driver import (
     EFFECTS,
     KILL_POINTS,
     MAX_RECOVERY_ATTEMPTS,
+    REQUESTS_FILE,
     read_lines,
 )
 from tests.crash.outcome import CALL_IDS, Traces, normalise, tail
@@ -48,10 +49,12 @@ ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 60
 THREAD = "crash:room-1"
 TEXT = "please do the thing"
+AFTER_POISON = "and now something else"
 
-MID_RUN = ("after_user_entry", "after_intent", "after_claim", "in_tool_after_effect",
-           "after_tool_result")
-"""Points where the run is unfinished when the process dies: the restart recovers it."""
+MID_RUN = ("after_user_entry", "after_intent", "in_model_call", "after_claim",
+           "in_tool_after_effect", "after_tool_result")
+"""Points where the run is unfinished when the process dies: the restart recovers it (its
+start is committed before the model is first asked, DESIGN §3)."""
 
 RUN_FIELDS = ("state", "reason", "text", "origin", "reply", "error", "turns", "tool_calls",
               "usage", "started_calls", "pending_approval", "decisions")
@@ -70,15 +73,13 @@ def _applies(effect: str, point: str) -> bool:
 def _cases() -> list[Case]:
     cases = [(effect, point, 1) for effect in EFFECTS for point in KILL_POINTS
              if _applies(effect, point)]
-    # The turn has two calls: also die on the second one, the first one's result recorded;
-    # and as the model is asked for the answer, both results recorded (read-only: both
-    # only held in memory).
+    # Every model request of the run (the turn, then the answer with both results
+    # recorded) and every tool result: the turn has two calls, so also die on the second
+    # one, the first one's result recorded.
     cases += [(effect, point, 2) for effect in EFFECTS
               for point in ("after_claim", "in_tool_after_effect", "after_tool_result",
                             "in_model_call")
-              if _applies(effect, point)
-              # (A read-only call's results are both written with the answer: one commit.)
-              and not (effect == "read_only" and point == "after_tool_result")]
+              if _applies(effect, point)]
     return cases
 
 
@@ -104,6 +105,8 @@ class Outcome(Traces):
 
     channel: list[dict[str, Any]]
     """Every message posted to the test channel."""
+    requests: list[dict[str, Any]]
+    """Every request made of the model, as the OpenAI wire sends it."""
 
     @property
     def replies(self) -> list[dict[str, Any]]:
@@ -130,7 +133,8 @@ class Drill:
             f"{tail(proc.stderr)}"
         traces = self.root / "traces"
         return Outcome(**Traces.read(json.loads(proc.stdout), traces),
-                       channel=read_lines(traces / CHANNEL_FILE))
+                       channel=read_lines(traces / CHANNEL_FILE),
+                       requests=read_lines(traces / REQUESTS_FILE))
 
     def kill(self, *args: str) -> None:
         """Run the driver; it must die of SIGKILL at the kill point it was given."""
@@ -173,12 +177,6 @@ def _chain(effect: str) -> list[str]:
         # (Its start is written with its intent: one commit, so one point of the two.)
         return ["after_intent", "after_tool_result", "after_tool_result", "after_final_answer",
                 "after_delivery_sent"]
-    if effect == "read_only":
-        # Nothing is written between its acceptance and its answer: each restart dies in the
-        # call (the first leaves it queued; the next writes its start, then recovers it
-        # until the last recovery allowed), then after the answer, then as it is posted.
-        return ["in_tool_after_effect"] * (1 + MAX_RECOVERY_ATTEMPTS) + [
-            "after_final_answer", "after_delivery_sent"]
     return ["after_intent", "in_tool_after_effect", "after_tool_result", "after_final_answer",
             "after_delivery_sent"]
 
@@ -205,20 +203,20 @@ def _poison(root: Path, effect: str) -> Steps:
     drill = Drill(root, effect)
     kill = ("--kill-at", "in_tool_after_effect")
     drill.kill("--send", THREAD, TEXT, *kill)
-    # A read-only call's start is held: the first process leaves the run queued, and the
-    # next one starts it afresh (its start written before it goes on) before recoveries.
-    for _ in range(MAX_RECOVERY_ATTEMPTS + (effect == "read_only")):
+    for _ in range(MAX_RECOVERY_ATTEMPTS):
         drill.kill("--recover", *kill)
-    return [drill.run("--recover", *kill)]
+    ended = drill.run("--recover", *kill)
+    return [ended, drill.run("--send", THREAD, AFTER_POISON)]
 
 
 def _poison_in_the_model(root: Path, effect: str) -> Steps:
     drill = Drill(root, effect)
     kill = ("--kill-at", "in_model_call")
-    drill.kill("--send", THREAD, TEXT, *kill)  # its start was held: lost with the process
-    for _ in range(1 + MAX_RECOVERY_ATTEMPTS):  # the next start is written, then recovered
+    drill.kill("--send", THREAD, TEXT, *kill)  # its start is on record: recovered from then
+    for _ in range(MAX_RECOVERY_ATTEMPTS):
         drill.kill("--recover", *kill)
-    return [drill.run("--recover", *kill)]
+    ended = drill.run("--recover", *kill)
+    return [ended, drill.run("--send", THREAD, AFTER_POISON)]
 
 
 @dataclass(frozen=True)
@@ -415,8 +413,7 @@ def test_crash_matrix(case: Case, scenario: Future[Steps], baseline: Outcome) ->
     check_recovered(case, outcome, baseline)
 
 
-FILES_CASES = [(effect, point, 1) for effect in ("idempotent_write", "non_idempotent")
-               for point in KILL_POINTS if _applies(effect, point)]
+FILES_CASES = CASES
 
 
 @pytest.mark.parametrize("case", FILES_CASES, ids=[_case_id(c) for c in FILES_CASES])
@@ -428,17 +425,9 @@ def test_crash_matrix_on_the_files_store(
     check_recovered(case, outcome, baseline)
 
 
-def _mid_run(effect: str, point: str, count: int) -> bool:
+def _mid_run(point: str) -> bool:
     """Whether the run is unfinished in the store when the process dies at ``point`` (and
-    so is recovered, not started afresh). Asked the first time, the model finds the run's
-    start still held: the run is started afresh, not recovered."""
-    if effect == "read_only":
-        # Nothing of a read-only call is a durable point: the start, the turn and both
-        # results are held in memory and written with the answer, so every commit point
-        # is the answer's, and a kill before it leaves the run queued (started afresh).
-        return False
-    if point == "in_model_call":
-        return count == 2
+    so is recovered, not started afresh)."""
     return point in MID_RUN
 
 
@@ -451,7 +440,7 @@ def check_recovered(case: Case, outcome: Outcome, baseline: Outcome) -> None:
     # No inbound message is lost, whenever the process died.
     assert outcome.entries[0]["kind"] == "user" and outcome.entries[0]["text"] == TEXT
 
-    if _mid_run(effect, point, count):
+    if _mid_run(point):
         assert run["recovery_attempts"] == 1
         assert reasons(run).count("recovered after crash (attempt 1)") == 1, reasons(run)
     else:
@@ -478,13 +467,10 @@ def check_recovered(case: Case, outcome: Outcome, baseline: Outcome) -> None:
     assert reasons(run)[-1] == "answered"
     assert_delivered_once(outcome)
 
+    # Only the call cut off inside the tool, with no result recorded, runs again; a call
+    # whose result was committed never does, whatever its effect class.
     rerun = Counter({keys[cut]: 1}) if point == "in_tool_after_effect" else Counter()
-    if effect == "read_only" and point == "in_tool_after_effect":
-        rerun = Counter(keys[:count])  # the results before it were held too: lost
-    if effect == "read_only" and point == "in_model_call" and count == 2:
-        rerun = Counter(keys)  # both results were held for the answer's write: lost
     if effect == "read_only":
-        # Re-running a read is allowed; its result is still recorded once (entries above).
         assert outcome.invocations == Counter(keys) + rerun
         assert outcome.effects == Counter()
     elif effect == "idempotent_write":
@@ -558,7 +544,7 @@ def test_a_person_decides_an_uncertain_call(
 def test_a_run_that_kills_every_process_becomes_poison(case: str, scenario: Future[Steps]) -> None:
     """A run that takes the process down on every start is failed, not crash-looped."""
     effect = case
-    (ended,) = finished(scenario)
+    ended, after = finished(scenario)
     run = ended.run
     assert run["state"] == "failed" and run["reason"] == "poison_run", run
     assert run["recovery_attempts"] == MAX_RECOVERY_ATTEMPTS
@@ -566,36 +552,54 @@ def test_a_run_that_kills_every_process_becomes_poison(case: str, scenario: Futu
     assert [r for r in reasons(run) if r.startswith("recovered")] == [
         f"recovered after crash (attempt {i})" for i in range(1, MAX_RECOVERY_ATTEMPTS + 1)]
     first, _ = ended.keys()
-    # One start with the message (read-only: two, the first's lost with it), three
-    # recoveries; the restart after them ran nothing.
-    starts = 2 if effect == "read_only" else 1
-    assert ended.invocations == Counter({first: starts + MAX_RECOVERY_ATTEMPTS})
+    # One start with the message, three recoveries; the restart after them ran nothing.
+    assert ended.invocations == Counter({first: 1 + MAX_RECOVERY_ATTEMPTS})
     assert ended.effects == (Counter() if effect == "read_only" else Counter({first: 1}))
-    # The history stays valid: every call of the turn has a result (a read-only call's
-    # turn was held in memory each time, so none is on record).
+    # The history stays valid: every call of the turn has a result; the failed run's
+    # message is closed by a notice.
+    assert [e["kind"] for e in ended.entries] == [
+        "user", "assistant", "tool_result", "tool_result", "notice"]
     results = [e for e in ended.entries if e["kind"] == "tool_result"]
     assert [(r["tool_call_id"], r["content"]["error"]["type"]) for r in results] == [
-        (c, "cancelled") for c in CALL_IDS if effect != "read_only"]
+        (c, "cancelled") for c in CALL_IDS]
+    assert ended.entries[-1]["code"] == "run_failed"
     assert run["started_calls"] == []
     # The person who asked is told, once, that it did not work out.
     (notice,) = ended.replies
     assert notice["text"] == "Sorry, I could not finish this (it kept crashing)."
+    assert_answered_after_poison(after)
 
 
-@pytest.mark.parametrize("case", ["read_only"])
+def assert_answered_after_poison(after: Outcome) -> None:
+    """The thread's next message is a turn of its own, answered as usual."""
+    poisoned, nxt = after.summary["runs"]
+    assert poisoned["reason"] == "poison_run"
+    assert nxt["state"] == "completed" and nxt["reply"] == "done"
+    # Its first request: the poisoned message stays a turn of its own, answered by the
+    # failure's notice; the new message is its own user turn, never joined to it.
+    first = next(r["messages"] for r in after.requests
+                 if any(m["content"] == AFTER_POISON for m in r["messages"]))
+    users = [m["content"] for m in first if m["role"] == "user"]
+    assert users[0] == TEXT and users[-1] == AFTER_POISON, first
+    assert first[-2]["role"] == "assistant" and "poison_run" in first[-2]["content"]
+
+
+@pytest.mark.parametrize("case", EFFECTS)
 def test_a_run_that_dies_as_the_model_is_asked_becomes_poison(
         case: str, scenario: Future[Steps]) -> None:
-    """Killed every time the model is asked: the first process held the run's start (lost
-    with it), the next one writes its start before asking, so the run is recovered from
-    then on and ends poison; nothing ran, no model call was paid for in a loop."""
-    (ended,) = finished(scenario)
+    """Killed every time the model is asked: the run's start is on record before it asks,
+    so it is recovered each time and ends poison; nothing ran, no model call was paid for
+    in a loop; the thread answers its next message."""
+    ended, after = finished(scenario)
     run = ended.run
     assert run["state"] == "failed" and run["reason"] == "poison_run", run
     assert run["recovery_attempts"] == MAX_RECOVERY_ATTEMPTS
     assert reasons(run)[0] == "started"
     assert ended.invocations == Counter()
+    assert [e["kind"] for e in ended.entries] == ["user", "notice"]
     (notice,) = ended.replies
     assert notice["text"] == "Sorry, I could not finish this (it kept crashing)."
+    assert_answered_after_poison(after)
 
 
 @pytest.mark.parametrize("case", ["idempotent_write"])

@@ -27,6 +27,7 @@ from runtime import (
     run_process,
     tool,
 )
+from runtime.entries import RUN_FAILED
 
 S = RunState
 
@@ -168,9 +169,11 @@ async def test_each_budget_stops_the_run_before_the_next_turn(
     assert run.state is S.FAILED and run.reason == "budget_exceeded"
     assert which in (run.error or "")
     assert len(provider.calls) == turns_run == run.turns
-    # Nothing half-written: every call of every turn has its result, the last is a result.
+    # Nothing half-written: every call of every turn has its result, the last is a result,
+    # then the notice that closes the failed run.
     results = [e for e in entries if isinstance(e, ToolResult)]
-    assert len(results) == turns_run and isinstance(entries[-1], ToolResult)
+    assert len(results) == turns_run and isinstance(entries[-2], ToolResult)
+    assert isinstance(entries[-1], Notice) and entries[-1].code == RUN_FAILED
     # At 80% of the budget the last turn was announced and offered no tools.
     assert any(isinstance(e, Notice) and e.code == "final_turn" for e in entries)
     assert provider.calls[-1].tools == ()

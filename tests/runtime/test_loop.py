@@ -24,8 +24,10 @@ from runtime import (
     UserMessage,
     tool,
 )
+from runtime.entries import RUN_FAILED
 from runtime.loop import FINAL_TURN_NOTICE
 from runtime.providers.openai import OpenAIProvider
+from runtime.providers.wire import pair_results
 from runtime.stores.base import Checkpoint
 from tests.fakes import openai
 from tests.fakes.openai import OpenAIServer
@@ -94,7 +96,7 @@ async def test_final_turn_notice_then_max_turns_exceeded(make_runtime: Any) -> N
         entries = await rt.records.entries("t")
     assert run.state is RunState.FAILED and run.reason == "max_turns_exceeded"
     assert kinds(entries) == ["user", "assistant", "tool_result", "assistant", "tool_result",
-                              "notice", "assistant", "tool_result"]
+                              "notice", "assistant", "tool_result", "notice"]
     notice = entries[5]
     assert isinstance(notice, Notice) and notice.text == FINAL_TURN_NOTICE
     # The last turn offered no tools, so the call it made anyway was not run.
@@ -240,7 +242,10 @@ async def test_provider_error_fails_run_and_thread_stays_usable(make_runtime: An
         ok = await rt.send("t", "second")
         entries = await rt.records.entries("t")
     assert ok.state is RunState.COMPLETED
-    assert kinds(entries) == ["user", "user", "assistant"]
+    # The failed run's message is closed by a notice: the next message is a turn of its own.
+    assert kinds(entries) == ["user", "notice", "user", "assistant"]
+    assert isinstance(entries[1], Notice) and entries[1].code == RUN_FAILED
+    assert "upstream said 500" not in entries[1].text and "provider_error" in entries[1].text
 
 
 async def test_script_exhausted_fails_with_reason(make_runtime: Any) -> None:
@@ -261,7 +266,10 @@ async def test_resume_failed_run_continues_from_checkpoint(make_runtime: Any) ->
         run = await rt.wait(run.id)
         entries = await rt.records.entries("t")
     assert run.state is RunState.COMPLETED and run.reply == "A"
-    assert kinds(entries) == ["user", "assistant", "tool_result", "assistant"]
+    assert kinds(entries) == ["user", "assistant", "tool_result", "notice", "assistant"]
+    # Resumed, the run's own closing notice is not sent to the model (it ends the request).
+    sent = pair_results(provider.calls[-1].entries)
+    assert [e.kind for e in sent] == ["user", "assistant", "tool_result"]
     assert seen == [{"q": "a"}]
 
 
@@ -540,7 +548,8 @@ async def test_an_empty_answer_twice_fails_the_run_and_posts_no_empty_message(
         (notice,) = await rt.records.deliveries(run_id=run.id)
         assert isinstance(notice, ReplyDelivery) and notice.text == (
             "Sorry, I could not finish this (the model gave an empty answer twice).")
-        assert kinds(await rt.records.entries("t")) == ["user"]  # nothing empty in the history
+        # Nothing empty in the history: the message, closed by the failure's notice.
+        assert kinds(await rt.records.entries("t")) == ["user", "notice"]
         # The thread goes on: the run can be resumed (the model answers this time).
         provider.turns[0] = provider.turns[0].model_copy(update={"text": "later"})
         await rt.resume(run.id)

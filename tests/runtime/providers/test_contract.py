@@ -8,6 +8,7 @@ What a vendor brings (its server, its wire format, its recordings) is in
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from runtime import (
     make_provider,
     tool,
 )
+from runtime.entries import RUN_FAILED, Notice, UserMessage
 from tests.fakes.recorders import WEATHER, Deltas, Sleeps, ask, untidy_history
 from tests.fakes.server import FakeServer, Reply, load, load_json
 from tests.fakes.vendors import VENDORS, Failure, Vendor
@@ -76,6 +78,23 @@ async def test_untidy_histories_make_requests_the_api_accepts(
     response = await vendor.provider(server, client).complete(
         ModelRequest(system="s", entries=untidy_history(), tools=[WEATHER]))
     assert response.text == "ok"
+
+
+async def test_a_failed_runs_message_and_the_next_are_turns_of_their_own(
+        vendor: Vendor, server: FakeServer, client: httpx.AsyncClient) -> None:
+    """A failed run's message, closed by its notice, then the next message: the model is
+    sent the notice as its own turn between them, never one user turn joining both."""
+    server.queue(vendor.reply("ok"))
+    entries = [UserMessage(run_id="r1", text="go poison"),
+               Notice(run_id="r1", code=RUN_FAILED, text="This request failed (poison_run)"),
+               UserMessage(run_id="r2", text="after poison")]
+    await vendor.provider(server, client).complete(ModelRequest(system="s", entries=entries))
+    body = server.requests[-1].json
+    sent = json.dumps(body)
+    assert sent.count("go poison") == 1 and sent.count("after poison") == 1
+    turns = [m for m in body["messages"] if m["role"] != "system"]
+    assert [m["role"] for m in turns] == ["user", "assistant", "user"]
+    assert "poison_run" in json.dumps(turns[1])
 
 
 # -- streaming ----------------------------------------------------------------------------------
