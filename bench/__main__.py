@@ -40,6 +40,7 @@ from .report import (
     schedules_rows,
     slack_rows,
     stream_rows,
+    sync_rows,
     thread_rows,
     traced_rows,
 )
@@ -48,6 +49,7 @@ from .schedules import run_schedules
 from .slack import run_slack
 from .slowloris import run_slowloris, slowloris_rows
 from .stream import run_stream
+from .syncs import count_syncs
 from .table import Row, render
 from .thread import run_flush_ways, run_rounds, run_traced
 
@@ -118,10 +120,13 @@ async def _run(sizes: Sizes, only: set[str], workdir: Path, sync: Synchronous) -
     rows: list[Row] = []
     if "thread" in only:
         for n in sizes.threads:
-            _progress(f"workloads 1+2: a thread of {n:,} messages, maiden and the floor, "
-                      f"{sizes.rounds} rounds")
-            rows += thread_rows(await run_rounds(workdir, n, sync, sizes.rounds))
+            _progress(f"workloads 1+2: a thread of {n:,} messages, maiden, the floor and the "
+                      f"earlier (aiosqlite) floor, {sizes.rounds} rounds")
+            rows += thread_rows(await run_rounds(workdir, n, sync, sizes.rounds,
+                                                 earlier_floor=True))
         n = sizes.threads[0]
+        _progress(f"workloads 1+2: the fsync calls of {n:,} messages each, under strace")
+        rows += sync_rows(count_syncs(workdir, n, sync))
         _progress(f"workloads 1+2 without flushes (synchronous=off): the CPU, {sizes.rounds} "
                   "rounds")
         rows += cpu_rows(await run_rounds(workdir, n, "off", sizes.rounds))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from runtime.stores.sqlite.commit import FlushWay
-
 from .concurrency import BurstResult, ConcurrencyResult
 from .memory import LONG_MESSAGES, MemoryResult
 from .postgres import PostgresResult
@@ -13,7 +11,8 @@ from .schedules import FIRE_WAYS, NEXT, SchedulesResult, StartupResult
 from .slack import SlackResult
 from .stream import BLOCK_S, StreamResult
 from .table import Row, verdict
-from .thread import BLOCKS, ThreadResult, median_range
+from .thread import median_range
+from .thread_report import cpu_rows, flush_way_rows, sync_rows, thread_rows, traced_rows
 
 __all__ = [
     "burst_rows",
@@ -27,27 +26,16 @@ __all__ = [
     "schedules_rows",
     "slack_rows",
     "stream_rows",
+    "sync_rows",
     "thread_rows",
     "traced_rows",
 ]
 
-PER_MESSAGE = 1.5
-GROWTH = 1.1
-DB_SIZE = 2.5
 RESUME_MS = 5.0
 RECOVER_S = 2.0
 RECOVER_RUNS = 1_000
 THREAD_MODE = 0.9
 FLAT = 1.1
-PER_MESSAGE_WHY = (
-    "the disk flushes and the commits are the floor's (2 a message), so what is left is the "
-    "loop's Python (the CPU row) and a trip to the flushing thread and back per durable "
-    "commit (the flush rows; bench/README.md)")
-CPU_MS = 1.2
-"""Issue 31: maiden's ms per message with synchronous=off (no flushes: the CPU)."""
-LOOP_BLOCK_MS = 1.0
-"""Issue 31: the longest the event loop may wait for a disk flush (here: for any commit made
-on it)."""
 SLACK_ACK_MS = 100.0
 STARTUP_S = 1.0
 STARTUP_SCHEDULES = 1_000
@@ -55,130 +43,6 @@ STARTUP_SCHEDULES = 1_000
 
 def _x(ratio: float) -> str:
     return f"{ratio:.2f}x"
-
-
-TRANSACTIONS = 3.0
-"""Transactions a message may take on the standard workload (issue 31's target)."""
-
-
-def thread_rows(results: list[ThreadResult]) -> list[Row]:
-    """Workloads 1 and 2: per-block cost against the floor (the first round), every round's
-    ratio (median and range), growth, size, load, transactions."""
-    r = results[0]
-    name = f"1+2 thread, N={r.n:,}"
-    rows = []
-    bounds = [round(b * r.n / BLOCKS) for b in range(BLOCKS + 1)]
-    for b, (m, f) in enumerate(zip(r.maiden_ms, r.floor_ms, strict=True)):
-        rows.append(Row(name, f"ms/message, msgs {bounds[b] + 1}-{bounds[b + 1]}", f"{m:.2f}",
-                        f"{f:.2f}", _x(m / f), f"<= {PER_MESSAGE:g}x floor",
-                        verdict(m / f, at_most=PER_MESSAGE), why=PER_MESSAGE_WHY))
-    ratio, low, high = median_range([x.ratio for x in results])
-    mean_m, _, _ = median_range([x.maiden_total_s * 1000 / x.n for x in results])
-    mean_f, _, _ = median_range([x.floor_total_s * 1000 / x.n for x in results])
-    growth_m, growth_f = r.maiden_ms[-1] / r.maiden_ms[0], r.floor_ms[-1] / r.floor_ms[0]
-    rounds = len(results)
-    block_ms = r.counts.here_max_s * 1000
-    flush_ms = r.counts.flushed_here_max_s * 1000
-    gc_ms = max(r.collections, default=0.0) * 1000
-    gc_slow = sum(took > 0.001 for took in r.collections)
-    rows += [
-        Row(name, f"ms/message, all (median of {rounds}, {low:.2f}-{high:.2f}x)",
-            f"{mean_m:.2f}", f"{mean_f:.2f}", _x(ratio),
-            f"<= {PER_MESSAGE:g}x floor", verdict(ratio, at_most=PER_MESSAGE),
-            why=PER_MESSAGE_WHY),
-        Row(name, "last block / first block", _x(growth_m), _x(growth_f), "",
-            f"<= {GROWTH:g}x", verdict(growth_m, at_most=GROWTH)),
-        Row(name, "total s", f"{r.maiden_total_s:.1f}", f"{r.floor_total_s:.1f}",
-            _x(r.maiden_total_s / r.floor_total_s)),
-        Row(name, "database MB", f"{r.maiden_db / 1e6:.2f}", f"{r.floor_db / 1e6:.2f}",
-            _x(r.maiden_db / r.floor_db), f"<= {DB_SIZE:g}x floor",
-            verdict(r.maiden_db / r.floor_db, at_most=DB_SIZE),
-            why="maiden keeps runs (each with its transitions) and indexes beside the entries; "
-                "in a small database their fixed pages weigh more"),
-        Row(name, f"cold load of the thread ({4 * r.n:,} entries), ms",
-            f"{r.maiden_load_ms:.1f}", f"{r.floor_load_ms:.1f}",
-            _x(r.maiden_load_ms / r.floor_load_ms)),
-        # Judged as printed: a renewal of the thread's lease every few seconds is not a
-        # message's (3,000 messages take 1 or 2 of them).
-        Row(name, "transactions/message, warm (the store's count)", f"{r.transactions:.2f}",
-            f"{r.floor_transactions:.2f}", _x(r.transactions / r.floor_transactions),
-            f"<= {TRANSACTIONS:g}", verdict(round(r.transactions, 2), at_most=TRANSACTIONS),
-            why="accept, then the start, the model's turns, the read-only call and its "
-                "result with the answer; a thread's first message also takes its lease"),
-        Row(name, "  of them with a disk flush; synchronous switches", f"{r.synced:.2f}",
-            f"{r.floor_transactions:.2f}", f"{r.switches:.2f} switches"),
-        Row(name, "longest a write held the event loop, ms (without its flush)",
-            f"{block_ms:.2f}", "", "", f"<= {LOOP_BLOCK_MS:g} ms",
-            verdict(block_ms, at_most=LOOP_BLOCK_MS),
-            why=f"{r.counts.here_slow} of {r.counts.here} writes on the loop took over 1 ms "
-                f"without a flush; the longest collection of garbage in these messages took "
-                f"{gc_ms:.2f} ms ({gc_slow} over 1 ms): one set off in a write's Python "
-                "pauses the loop there (`maiden run` settles its heap at start, as the "
-                "bench does; the collections are of what serving made)"),
-        Row(name, "  commits on the loop (over 1 ms) / durable writes sent to the writer",
-            f"{r.counts.here}", f"{r.counts.here_slow}", f"{r.counts.sent_there}"),
-        Row(name, "  collections of garbage (over 1 ms) / the longest, ms",
-            f"{len(r.collections)}", f"{gc_slow}", f"{gc_ms:.2f} ms"),
-        Row(name, "longest flush made on the event loop, ms (the COMMIT; when idle, the disk "
-                  "quick)",
-            f"{flush_ms:.2f}", "", "", f"<= {LOOP_BLOCK_MS:g} ms",
-            verdict(flush_ms, at_most=LOOP_BLOCK_MS),
-            why="the disk turned slow during that flush: the ones after it went to the "
-                "flushing thread until the disk was quick again"),
-        Row(name, "  flushes made on the loop / of all the disk flushes",
-            f"{r.counts.flushed_here}", f"{r.counts.synced}"),
-    ]
-    return rows
-
-
-def cpu_rows(results: list[ThreadResult]) -> list[Row]:
-    """The thread with ``synchronous=off``: no flushes, so what is left is the CPU."""
-    r = results[0]
-    name = f"1+2 thread, N={r.n:,}, CPU"
-    ms, low, high = median_range([x.maiden_total_s * 1000 / x.n for x in results])
-    floor, _, _ = median_range([x.floor_total_s * 1000 / x.n for x in results])
-    return [Row(name, f"ms/message, synchronous=off (median of {len(results)}, "
-                f"{low:.2f}-{high:.2f})", f"{ms:.2f}", f"{floor:.2f}", _x(ms / floor),
-                f"<= {CPU_MS:g} ms", verdict(ms, at_most=CPU_MS),
-                why="the loop's Python: a run is still a pydantic model written whole as JSON "
-                    "at each checkpoint (writing only its changed columns is left to do)")]
-
-
-def traced_rows(results: dict[str, list[ThreadResult]]) -> list[Row]:
-    """The thread with ``[otel]`` tracing on against off (issue 32: off costs nothing, on is
-    reported)."""
-    off, on = results["off"], results["on"]
-    name = f"1+2 thread, N={off[0].n:,}, traces"
-    off_ms, _, _ = median_range([x.maiden_total_s * 1000 / x.n for x in off])
-    on_ms, low, high = median_range([x.maiden_total_s * 1000 / x.n for x in on])
-    return [Row(name, f"ms/message, tracing on (5 spans a message, batched; median of "
-                f"{len(on)}, {low:.2f}-{high:.2f})", f"{on_ms:.2f}", f"{off_ms:.2f}",
-                _x(on_ms / off_ms))]
-
-
-def flush_way_rows(ways: dict[FlushWay, list[ThreadResult]]) -> list[Row]:
-    """Durable writes flushed by maiden's rule (on the loop when it is idle and the disk
-    quick, else apart), always apart, on the event loop's thread, and on the writer's
-    thread, interleaved; each against the loop's (the fastest, on a fast disk)."""
-    rows = []
-    loop = ways["loop"]
-    name = f"1+2 thread, N={loop[0].n:,}, where flushes are made"
-    base, _, _ = median_range([x.maiden_total_s * 1000 / x.n for x in loop])
-    what = {"auto": "by maiden's rule (on the loop when it is idle and the disk quick, else "
-                    "apart; the writer's thread while others are ready)",
-            "apart": "always flushed on a thread of their own",
-            "loop": "flushed on the loop's thread", "writer": "written on the writer's thread"}
-    for way, results in ways.items():
-        ms, low, high = median_range([x.maiden_total_s * 1000 / x.n for x in results])
-        longest = max(max(x.counts.here_max_s, x.counts.flushed_here_max_s)
-                      for x in results) * 1000
-        rows += [
-            Row(name, f"ms/message, durable writes {what[way]} (median of {len(results)}, "
-                f"{low:.2f}-{high:.2f})", f"{ms:.2f}", f"{base:.2f}" if way != "loop" else "",
-                _x(ms / base) if way != "loop" else ""),
-            Row(name, "  longest a commit (or its flush) held the loop, ms", f"{longest:.2f}"),
-        ]
-    return rows
 
 
 def resume_rows(r: ResumeResult) -> list[Row]:

@@ -1,32 +1,29 @@
-"""Workloads 1 and 2: one long thread through maiden, and the bare-SQLite floor beside it.
+"""Workloads 1 and 2: one long thread through maiden, and the bare-SQLite floors beside it.
 
-The two run interleaved message by message (alternating which goes first), so
-a neighbour's load on a shared machine hits both sides of every ratio alike.
+They run interleaved message by message (each going first in turn), so a neighbour's load
+on a shared machine hits every side of every ratio alike.
 """
 
 from __future__ import annotations
 
 import gc
-import json
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import aiosqlite
 
 from runtime import NO_TRACING, Runtime, SQLiteStore, Tracing
 from runtime.stores.sqlite import Synchronous
 from runtime.stores.sqlite.commit import FlushWay, WriteCounts
 
-from .workload import expect_completed, floor_rows, user_text, workload_runtime
+from .floor import THREAD, AioFloor, Floor
+from .workload import expect_completed, user_text, workload_runtime
 
-__all__ = ["BLOCKS", "FLUSH_WAYS", "Floor", "ThreadResult", "db_size", "median_range", "remove_db",
-           "run_flush_ways", "run_rounds", "run_thread", "run_traced"]
+__all__ = ["BLOCKS", "FLUSH_WAYS", "THREAD", "ThreadResult", "db_size", "median_range",
+           "remove_db", "run_flush_ways", "run_rounds", "run_thread", "run_traced"]
 
 BLOCKS = 6
-THREAD = "bench:standard"
 
 
 @dataclass
@@ -35,8 +32,11 @@ class ThreadResult:
     maiden_ms: list[float] = field(default_factory=list)
     """Mean ms per user message, per block of n/6 messages."""
     floor_ms: list[float] = field(default_factory=list)
+    """The same for the rule's floor (``Floor``)."""
     maiden_total_s: float = 0.0
     floor_total_s: float = 0.0
+    aio_total_s: float = 0.0
+    """The earlier floor's (``AioFloor``), when it ran (0 when not)."""
     maiden_db: int = 0
     floor_db: int = 0
     maiden_load_ms: float = 0.0
@@ -48,8 +48,10 @@ class ThreadResult:
     """...of them with a disk flush..."""
     switches: float = 0.0
     """...and ``PRAGMA synchronous`` changes."""
-    floor_transactions: float = 2.0
-    """The floor commits twice a message, each with a flush."""
+    floor_transactions: float = 0.0
+    """The floor's commits per message, as it counted them as it made them..."""
+    floor_synced: float = 0.0
+    """...and its flushes of the log."""
     counts: WriteCounts = field(default_factory=WriteCounts)
     """The store's counts over the messages after the first (whose thread lease is new)."""
     collections: list[float] = field(default_factory=list)
@@ -62,48 +64,10 @@ class ThreadResult:
         """maiden's ms per message over the floor's."""
         return self.maiden_total_s / self.floor_total_s
 
-
-class Floor:
-    """What SQLite itself costs: the same entries as JSON rows, two commits per message."""
-
-    def __init__(self, path: Path, synchronous: Synchronous) -> None:
-        self.path = path
-        self.synchronous = synchronous
-        self.seq = 0
-        self._db: aiosqlite.Connection | None = None
-
-    async def __aenter__(self) -> Floor:
-        db = await aiosqlite.connect(self.path)
-        await db.execute("PRAGMA journal_mode=WAL")
-        await db.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
-        await db.execute(
-            "CREATE TABLE IF NOT EXISTS entries (thread_id TEXT NOT NULL, seq INTEGER NOT NULL, "
-            "data TEXT NOT NULL, PRIMARY KEY (thread_id, seq)) WITHOUT ROWID")
-        await db.commit()
-        self._db = db
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._db is not None:
-            await self._db.close()
-
-    async def message(self, i: int) -> None:
-        """Append one message's entries: user + tool call + result, then the answer."""
-        assert self._db is not None
-        rows = [(THREAD, self.seq + k, json.dumps(row))
-                for k, row in enumerate(floor_rows(f"run{i:029d}", i))]
-        self.seq += len(rows)
-        await self._db.executemany("INSERT INTO entries VALUES (?, ?, ?)", rows[:3])
-        await self._db.commit()
-        await self._db.execute("INSERT INTO entries VALUES (?, ?, ?)", rows[3])
-        await self._db.commit()
-
-    async def load(self) -> list[object]:
-        """The floor's cold load: a new connection, one SELECT, json.loads per row."""
-        async with aiosqlite.connect(self.path) as db:
-            rows = await db.execute_fetchall(
-                "SELECT data FROM entries WHERE thread_id = ? ORDER BY seq", (THREAD,))
-            return [json.loads(row[0]) for row in rows]
+    @property
+    def aio_ratio(self) -> float:
+        """maiden's ms per message over the earlier (aiosqlite) floor's."""
+        return self.maiden_total_s / self.aio_total_s if self.aio_total_s else 0.0
 
 
 def db_size(path: Path) -> int:
@@ -144,46 +108,62 @@ async def _maiden_message(rt: Runtime, i: int) -> float:
     return time.perf_counter() - start
 
 
-async def _floor_message(floor: Floor, i: int) -> float:
+def _floor_message(floor: Floor, i: int) -> float:
+    start = time.perf_counter()
+    floor.message(i)  # on this thread: the event loop waits, as a plain sqlite3 client would
+    return time.perf_counter() - start
+
+
+async def _aio_message(floor: AioFloor, i: int) -> float:
     start = time.perf_counter()
     await floor.message(i)
     return time.perf_counter() - start
 
 
 async def run_thread(workdir: Path, n: int, synchronous: Synchronous, *,
-                     flush: FlushWay = "auto",
-                     tracing: Tracing = NO_TRACING) -> ThreadResult:
-    """Workloads 1 and 2 at ``n`` messages, in fresh databases under ``workdir``."""
+                     flush: FlushWay = "auto", tracing: Tracing = NO_TRACING,
+                     earlier_floor: bool = False) -> ThreadResult:
+    """Workloads 1 and 2 at ``n`` messages, in fresh databases under ``workdir``; with
+    ``earlier_floor``, the aiosqlite floor too, interleaved."""
     maiden_path, floor_path = workdir / f"maiden-{n}.db", workdir / f"floor-{n}.db"
-    remove_db(maiden_path)
-    remove_db(floor_path)
+    aio_path = workdir / f"floor-aiosqlite-{n}.db"
+    for path in (maiden_path, floor_path, aio_path):
+        remove_db(path)
     result = ThreadResult(n=n)
     bounds = [round(b * n / BLOCKS) for b in range(BLOCKS + 1)]
+    sides = 3 if earlier_floor else 2
     async with SQLiteStore(maiden_path, synchronous=synchronous, flush=flush) as store, \
-            workload_runtime(store, tracing=tracing) as rt, \
-            Floor(floor_path, synchronous) as floor:
-        before = store.write_counts()
-        gc.collect()  # the rounds before (closed runtimes are cycles): not this round's work
-        with _timed_collections(result.collections):
-            for b in range(BLOCKS):
-                block = range(bounds[b], bounds[b + 1])
-                m = f = 0.0
-                for i in block:  # message by message, alternating who goes first
-                    if i % 2:
-                        f += await _floor_message(floor, i)
-                        m += await _maiden_message(rt, i)
-                    else:
-                        m += await _maiden_message(rt, i)
-                        f += await _floor_message(floor, i)
-                    if i == 0:
-                        before = store.write_counts()
-                result.maiden_ms.append(m * 1000 / max(1, len(block)))
-                result.floor_ms.append(f * 1000 / max(1, len(block)))
-                result.maiden_total_s += m
-                result.floor_total_s += f
-        after = store.write_counts()
+            workload_runtime(store, tracing=tracing) as rt, AsyncExitStack() as stack:
+        aio = await stack.enter_async_context(AioFloor(aio_path, synchronous)) \
+            if earlier_floor else None
+        with Floor(floor_path, synchronous) as floor:
+            before, floor_before = store.write_counts(), (0, 0)
+            gc.collect()  # the rounds before (closed runtimes are cycles): not this round's
+            with _timed_collections(result.collections):
+                for b in range(BLOCKS):
+                    block = range(bounds[b], bounds[b + 1])
+                    m = f = a = 0.0
+                    for i in block:  # message by message, each side going first in turn
+                        for side in ((i + k) % sides for k in range(sides)):
+                            if side == 0:
+                                m += await _maiden_message(rt, i)
+                            elif side == 1:
+                                f += _floor_message(floor, i)
+                            elif aio is not None:
+                                a += await _aio_message(aio, i)
+                        if i == 0:
+                            before = store.write_counts()
+                            floor_before = (floor.transactions, floor.synced)
+                    result.maiden_ms.append(m * 1000 / max(1, len(block)))
+                    result.floor_ms.append(f * 1000 / max(1, len(block)))
+                    result.maiden_total_s += m
+                    result.floor_total_s += f
+                    result.aio_total_s += a
+            after = store.write_counts()
+            warm = max(1, n - 1)
+            result.floor_transactions = (floor.transactions - floor_before[0]) / warm
+            result.floor_synced = (floor.synced - floor_before[1]) / warm
         result.counts = after.since(before)
-        warm = max(1, n - 1)
         result.transactions = result.counts.transactions / warm
         result.synced = result.counts.synced / warm
         result.switches = result.counts.switches / warm
@@ -194,7 +174,7 @@ async def run_thread(workdir: Path, n: int, synchronous: Synchronous, *,
         entries = await store.load_entries(THREAD)
         result.maiden_load_ms = (time.perf_counter() - start) * 1000
     start = time.perf_counter()
-    rows = await floor.load()
+    rows = floor.load()
     result.floor_load_ms = (time.perf_counter() - start) * 1000
     if len(entries) != 4 * n or len(rows) != 4 * n:
         raise RuntimeError(f"expected {4 * n} entries, maiden has {len(entries)}, "
@@ -202,10 +182,11 @@ async def run_thread(workdir: Path, n: int, synchronous: Synchronous, *,
     return result
 
 
-async def run_rounds(workdir: Path, n: int, synchronous: Synchronous, rounds: int
-                     ) -> list[ThreadResult]:
-    """``run_thread`` ``rounds`` times (each round interleaves maiden and the floor)."""
-    return [await run_thread(workdir, n, synchronous) for _ in range(rounds)]
+async def run_rounds(workdir: Path, n: int, synchronous: Synchronous, rounds: int, *,
+                     earlier_floor: bool = False) -> list[ThreadResult]:
+    """``run_thread`` ``rounds`` times (each round interleaves maiden and the floors)."""
+    return [await run_thread(workdir, n, synchronous, earlier_floor=earlier_floor)
+            for _ in range(rounds)]
 
 
 FLUSH_WAYS: tuple[FlushWay, ...] = ("auto", "apart", "loop", "writer")

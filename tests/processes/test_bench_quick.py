@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -30,3 +31,13 @@ def test_quick_benchmark_runs_and_prints_the_table(tmp_path: Path) -> None:
                     'concurrency="thread"', 'concurrency="global"', "peak RSS",
                     "load + start()", "ms to RunStarted"):
         assert measure in done.stdout, done.stdout
+
+    # The commits and fsyncs a message are counted (the store's count beside the floor's,
+    # and the system calls under strace where it can trace): printed as numbers.
+    for measure in ("transactions a message", "fsyncs a message"):
+        counted = [line for line in lines if measure in line]
+        assert counted, done.stdout
+        assert re.search(r"\)\s+\d+\.\d\d\s+\d+\.\d\d\s", counted[0]), counted[0]
+    assert "fsync/fdatasync calls a message" in done.stdout or \
+        "skipped: strace" in done.stdout, done.stdout
+    assert "the same against the earlier floor (aiosqlite" in done.stdout, done.stdout
