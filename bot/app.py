@@ -29,6 +29,7 @@ from runtime import (
     Run,
     RunEnded,
     Runtime,
+    StateChanged,
     StoreError,
     describe_store,
     make_store,
@@ -263,11 +264,14 @@ async def _recover(
         _say(out, f"  recovering  {len(unfinished)} unfinished run(s)...")
     found = {run.id for run in unfinished}
     why: dict[str, str] = {}  # run id -> why it stopped short of an end, if it did
+    waits: dict[str, str] = {}  # run id -> what it waits for (its channel's file fetcher)
     async with runtime.subscribe() as events:
         starting = asyncio.create_task(runtime.start(recover=True, serve=True))
         stopping = asyncio.create_task(stop.wait())
 
         def ended(event: object) -> None:
+            if isinstance(event, StateChanged) and event.run_id in found:
+                waits[event.run_id] = event.reason
             if not isinstance(event, RunEnded) or event.run_id not in found:
                 return
             why[event.run_id] = event.reason
@@ -293,7 +297,8 @@ async def _recover(
         for run in unfinished:
             if run.id not in taken:
                 now = await runtime.records.get_run(run.id)
-                left.append((now, why.get(run.id) or _not_taken(runtime, now)))
+                left.append((now, why.get(run.id) or waits.get(run.id)
+                             or _not_taken(runtime, now)))
         return _Recovery(recovered, left)
     log.info("stopping during recovery")
     await runtime.close()

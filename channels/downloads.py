@@ -1,7 +1,9 @@
 """Downloading a file a platform announced (``FileFetcher`` for Slack and Discord): only
 from the platform's own file hosts (its token goes nowhere else), streamed and cut off
 at the size limit, and never a web page taken for the file: a sign-in page served, or a
-redirect to one, instead of the bytes is refused with the reason."""
+redirect to one, instead of the bytes is refused with the reason. A platform out of reach
+(no connection, a timeout, a 5xx or a 429) is ``FileUnreachable``: the runtime tries
+again later."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
-from runtime import FileRefused, FileSource, human_size, looks_like_html
+from runtime import FileRefused, FileSource, FileUnreachable, human_size, looks_like_html
 
 __all__ = ["Downloader"]
 
@@ -49,6 +51,9 @@ class Downloader:
                             raise FileRefused(source.name, self.no_access)
                         continue
                     return await self._body(source, response, max_bytes)
+            except httpx.TransportError as exc:  # no connection, a timeout, cut off
+                raise FileUnreachable(source.name, f"{self.platform} could not be reached "
+                                                   f"({type(exc).__name__})") from exc
             except httpx.HTTPError as exc:
                 raise FileRefused(source.name, f"it could not be downloaded from "
                                                f"{self.platform} ({type(exc).__name__})") from exc
@@ -66,6 +71,10 @@ class Downloader:
         if response.status_code in (404, 410):
             raise FileRefused(source.name, f"{self.platform} no longer has it (the link may "
                                            "have expired, or the file was deleted)")
+        if response.status_code == 429 or response.status_code >= 500:
+            raise FileUnreachable(source.name, f"{self.platform} answered "
+                                               f"{response.status_code} to its download",
+                                  _seconds(response.headers.get("retry-after")))
         if response.status_code != 200:
             raise FileRefused(source.name, f"{self.platform} answered "
                                            f"{response.status_code} to its download")
@@ -85,6 +94,14 @@ class Downloader:
         if not wants_html and looks_like_html(bytes(data[:512])):
             raise FileRefused(source.name, self.no_access)
         return bytes(data)
+
+
+def _seconds(value: str | None) -> float | None:
+    """A ``Retry-After`` in seconds (an HTTP date is not worth parsing here: None)."""
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None
 
 
 def _too_big(source: FileSource, size: int, limit: int, *, more: bool = False) -> FileRefused:

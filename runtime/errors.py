@@ -17,6 +17,7 @@
     ├── DeliveryError             a channel could not post or look up a message (retried)
     ├── FileRefused               a shared file not taken in (too big, a type not allowed,
     │                             a sign-in page instead of the file), and why
+    ├── FileUnreachable           a shared file's platform did not answer (tried again)
     ├── ToolDefinitionError       a tool function the registry cannot describe
     └── ToolFailure               a tool's own words to the model on why a call failed
 
@@ -35,6 +36,7 @@ __all__ = [
     "DeliveryError",
     "FailReason",
     "FileRefused",
+    "FileUnreachable",
     "IllegalTransition",
     "InvalidThreadId",
     "MaidenError",
@@ -167,6 +169,18 @@ class FileRefused(MaidenError):
         self.why = why
         self.limit = limit
         """The ``[files]`` limit it broke, if one did (else it could not be fetched)."""
+
+
+class FileUnreachable(MaidenError):
+    """A shared file's platform could not be reached to download it (no connection, a
+    5xx, "try later"): not a refusal, the download is tried again (``retry_after``: the
+    seconds the platform asked for, if it did)."""
+
+    def __init__(self, name: str, why: str, retry_after: float | None = None) -> None:
+        super().__init__(f"{name}: {why}")
+        self.name = name
+        self.why = why
+        self.retry_after = retry_after
 
 
 class ToolDefinitionError(MaidenError, TypeError):

@@ -5,8 +5,11 @@ limits and stores it before the run is queued, and the run names it. Announced b
 platform (Slack, Discord): the run carries where to get it (``FileSource``), and ``take``
 fetches and stores it as the run's first step, before its message enters the thread, so a
 run never starts with half a file and a crash mid-download fetches again (a blob is named
-by its sha256: storing it twice writes it once). ``parts`` loads what a request shows the
-model; ``prune`` removes blobs no message names any more.
+by its sha256: storing it twice writes it once). A run whose files come from a channel
+that is configured here but has not registered its fetcher yet (`maiden run` opens its
+channels after recovery) waits for it, and a platform out of reach is tried again
+(``fetching``). ``parts`` loads what a request shows the model; ``prune`` removes blobs no
+message names any more.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import asyncio
 import hashlib
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -34,7 +37,8 @@ from .attachments import (
 )
 from .config import FilesConfig
 from .entries import Entry, ToolResult, UserMessage
-from .errors import FileRefused, NotFound
+from .errors import FileRefused, FileUnreachable, NotFound
+from .fetching import Patience, fetcher_awaited
 from .providers.models import UNKNOWN_CONTEXT
 from .runs import Run
 from .stores.base import Store
@@ -52,7 +56,8 @@ again): the newest first, the oldest dropped beyond this."""
 class FileFetcher(Protocol):
     """How a channel downloads a file its platform announced (Slack with the bot token,
     Discord from its CDN): the bytes, at most ``max_bytes`` of them, or ``FileRefused``
-    saying why not (too big once counted, a sign-in page instead of the file, gone)."""
+    saying why not (too big once counted, a sign-in page instead of the file, gone), or
+    ``FileUnreachable`` if the platform cannot be reached now (tried again)."""
 
     async def fetch(self, source: FileSource, max_bytes: int) -> bytes: ...
 
@@ -72,21 +77,40 @@ class Taken:
 
 
 class Files:
-    """Takes files in under ``[files]``'s limits, stores them, loads them for the model."""
+    """Takes files in under ``[files]``'s limits, stores them, loads them for the model.
+
+    ``expected``: the channels configured here, whose fetchers are registered as they
+    open; a queued run whose files come from one that has not yet waits (``awaits``), and
+    ``arrived(channel)`` is called once it has. ``patience``: how a download is tried
+    again while its platform cannot be reached.
+    """
 
     def __init__(self, store: Store, config: FilesConfig | None = None, *,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], expected: Collection[str] = (),
+                 arrived: Callable[[str], None] | None = None,
+                 patience: Patience | None = None) -> None:
         self.store = store
         self.config = config or FilesConfig()
         self.clock = clock
         self._fetchers: dict[str, FileFetcher] = {}
+        self._expected = frozenset(expected)
+        self._arrived = arrived
+        self._patience = patience or Patience()
         self._parts: OrderedDict[tuple[str, Seeing, int], FilePart] = OrderedDict()
         self._ahead: dict[str, list[FileRef | FileRefused]] = {}
         """What ``prefetch`` fetched, by run, until ``take`` (or ``forget``) has it."""
 
     def add_fetcher(self, channel: str, fetcher: FileFetcher) -> None:
-        """Where files announced by ``channel``'s platform are downloaded from."""
+        """Where files announced by ``channel``'s platform are downloaded from; the runs
+        that waited for it go on."""
         self._fetchers[channel] = fetcher
+        if self._arrived is not None:
+            self._arrived(channel)
+
+    def awaits(self, run: Run) -> str | None:
+        """The channel whose fetcher a queued run waits for before it may start (it is
+        configured here and has not registered one yet), or None."""
+        return fetcher_awaited(run, self._fetchers, self._expected)
 
     # -- taking files in
 
@@ -171,9 +195,26 @@ class Files:
         if fetcher is None:
             raise FileRefused(source.name, f"the {source.via} channel is not running here to "
                                            "download it")
-        data = await fetcher.fetch(source, self.config.max_bytes)
+        data = await self._download(fetcher, source)
         self.check(source.name, media_type_of(source.media_type, source.name), len(data))
         return await self._store(source.name, source.media_type, data)
+
+    async def _download(self, fetcher: FileFetcher, source: FileSource) -> bytes:
+        """The file's bytes, tried again while its platform cannot be reached, for as long
+        as ``patience`` allows; then refused, saying so."""
+        waited, attempt = 0.0, 0
+        while True:
+            try:
+                return await fetcher.fetch(source, self.config.max_bytes)
+            except FileUnreachable as exc:
+                delay = self._patience.delay(attempt, waited, exc.retry_after)
+                if delay is None:
+                    raise FileRefused(source.name, f"{exc.why}, tried again for "
+                                      f"{_duration(waited)}") from exc
+                log.warning("%s: %s; trying again in %.1fs", source.name, exc.why, delay)
+                await self._patience.sleep(delay)
+                waited += delay
+                attempt += 1
 
     async def keep(self, files: Sequence[ToolFile]) -> tuple[FileRef, ...]:
         """Store the files a tool handed back (no ``[files]`` limit: a tool is trusted
@@ -284,6 +325,15 @@ def _shared(refs: Sequence[FileRef], window: int, share: float) -> list[FileRef]
     each = max(200, int(window * share) // len(texts))
     return [r.model_copy(update={"tokens": min(r.size // 4 + 1, each)}) if r.kind == "text"
             else r for r in refs]
+
+
+def _duration(seconds: float) -> str:
+    """``45 seconds``, ``12 minutes``, ``2.0 hours``."""
+    if seconds < 120:
+        return f"{seconds:.0f} seconds"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} minutes"
+    return f"{seconds / 3600:.1f} hours"
 
 
 def _suffix(media_type: str) -> str:

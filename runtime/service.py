@@ -64,7 +64,9 @@ class Runtime:
     Built whole: what its tools may ask for in their context (``Tool.needs``) comes in
     as arguments. ``notes`` and ``send`` are its own; ``services`` adds the app's (the
     ``schedules`` book). ``channels`` names the chat channels the agent is configured
-    for: where ``send`` may post (None: any).
+    for: where ``send`` may post (None: any), and whose file fetchers a run waits for
+    rather than have its files refused, until the channel registers one
+    (``files.add_fetcher``; `maiden run` opens its channels after recovery).
     """
 
     def __init__(
@@ -95,6 +97,7 @@ class Runtime:
             raise ValueError("give either agents, or one agent's provider, tools and config")
         self.agents = agents
         """The agents, their routes and the default one."""
+        chat = None if channels is None else frozenset(channels)
         self._tracing = tracing
         self.agent = agents.default.config
         """The default agent's settings (also where process-wide ones are read)."""
@@ -108,7 +111,8 @@ class Runtime:
         """Notes kept in the store by key, written once per call (the ``notes`` service)."""
         self.feedback = Feedback(store, store, clock)
         """People's votes on replies (👍 / 👎), one per person per run."""
-        self.files = Files(store, files, clock=clock)
+        self.files = Files(store, files, clock=clock, expected=chat or (),
+                           arrived=self._fetcher_arrived)
         """Files people share: stored once by content, fetched as a run's first step."""
         self.caps = Caps(caps, store, default_agent=agents.default.name,
                          timezone=self.agent.timezone, clock=clock)
@@ -119,7 +123,7 @@ class Runtime:
         self._bus.listen(self._outbox.live.on_event)
         provided: dict[str, object] = {
             "notes": self.notes,
-            "send": Sender(self._outbox, None if channels is None else frozenset(channels)),
+            "send": Sender(self._outbox, chat),
             **(services or {})}
         cancel_reasons: dict[str, str] = {}
         drivers = {}
@@ -212,6 +216,7 @@ class Runtime:
         self._closing = True
         self._workers.closing = True
         self._workers.stop_lingering()
+        self._workers.stop_fetching()  # a download under way is made again at the next start
         self._stop.set()
         self._driver.stop()
         workers = self._workers.tasks() + list(self._tasks)
@@ -233,6 +238,11 @@ class Runtime:
                     self._workers.publish_waiting(run, "shutting down")
         # No timer of this runtime is left on the loop (nor keeps it alive).
         self._waiting.close()
+
+    def _fetcher_arrived(self, channel: str) -> None:
+        """A channel registered its file fetcher: the threads whose runs waited for it go
+        on."""
+        self._workers.fetcher_arrived(channel)
 
     def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         """Start a background task the runtime keeps a reference to and awaits on close."""

@@ -14,6 +14,11 @@ of giving it up and taking it again. When the time is up, the thread's worker ru
 more to let go of it (and to look for a run another process queued meanwhile). Not while
 other runtimes serve the store: the thread's next message may reach one of them, which
 then drives it at once.
+
+A thread whose next run waits for a channel's file fetcher (``Files.awaits``: the channel
+opens after startup recovery) is left, its lease given up, until the channel registers it
+(``fetcher_arrived``); a download under way at shutdown is cut off (``stop_fetching``),
+and made again at the next start.
 """
 
 from __future__ import annotations
@@ -88,6 +93,10 @@ class Workers:
         self.crowded = False
         """Whether other runtimes serve the store (as the control loop last found): then a
         lease is given up at once."""
+        self._awaiting: dict[str, dict[str, str]] = {}
+        """Per channel, the threads whose next run waits for its fetcher (and that run)."""
+        self._fetching: set[asyncio.Task[None]] = set()
+        """The downloads made ahead of the lock now (``prefetch``)."""
 
     def kick(self, thread_id: str, active: list[Run] | None = None) -> None:
         """Make sure the thread's worker runs (and looks again if it is running now).
@@ -117,6 +126,17 @@ class Workers:
         if self.crowded:
             for thread_id in self._parked:
                 self._unpark(thread_id)
+
+    def fetcher_arrived(self, channel: str) -> None:
+        """``channel`` registered its file fetcher: the threads that waited for it go on."""
+        for thread_id in self._awaiting.pop(channel, {}):
+            self.kick(thread_id)
+
+    def stop_fetching(self) -> None:
+        """Shutdown: cut off the downloads made ahead of the lock (the run has not started;
+        the next start fetches its files again, and stores each blob once)."""
+        for task in self._fetching:
+            task.cancel()
 
     def stop_lingering(self) -> None:
         """Shutdown: no parked lease is given up later (closing the leases gives them up)."""
@@ -182,6 +202,15 @@ class Workers:
                     if thread_id in self._dirty or await self._let_go(thread_id):
                         continue
                     return
+                if self._files is not None and \
+                        (channel := self._files.awaits(active[0])) is not None:
+                    # Not driven (nor refused) before its channel can fetch its files:
+                    # looked at again when the channel registers its fetcher.
+                    self._await_fetcher(active[0], channel)
+                    await self._give_up(thread_id)
+                    if thread_id in self._dirty:
+                        continue
+                    return
                 holder = await self._peers.held_elsewhere(active[0])
                 if holder is not None:
                     # Its owner drives it (a decision made there, say): the thread's lease,
@@ -228,6 +257,17 @@ class Workers:
                 # Someone asked for this thread after the failed attempt began: look again.
                 self.kick(thread_id)
 
+    def _await_fetcher(self, run: Run, channel: str) -> None:
+        """Leave the run's thread until ``channel`` registers its fetcher; say so once."""
+        waiting = self._awaiting.setdefault(channel, {})
+        if waiting.get(run.thread_id) == run.id:
+            return
+        waiting[run.thread_id] = run.id
+        reason = f"waiting for the {channel} channel to download its files"
+        log.info("run %s: %s", run.id, reason)
+        self._bus.publish(StateChanged(run_id=run.id, thread_id=run.thread_id,
+                                       state=run.state, reason=reason))
+
     async def _give_up(self, thread_id: str) -> None:
         """Release the thread's lease now, lingering or not."""
         self._parked.pop(thread_id)
@@ -260,7 +300,7 @@ class Workers:
         # made (``_drive_locked``): then it need not be read again.
         listed: Run | None = run if run.state is S.QUEUED else None
         if self._files is not None and lock is self._lock and run.fetch and not self.closing:
-            await self._files.prefetch(run)  # not while the lock keeps the others waiting
+            await self._prefetch(run, self._files)  # not while the lock keeps others waiting
             listed = None
         if lock is self._lock and self._lock.locked():
             listed = None
@@ -269,6 +309,20 @@ class Workers:
         finally:
             if self._files is not None:
                 self._files.forget(run.id)
+
+    async def _prefetch(self, run: Run, files: Files) -> None:
+        """``files.prefetch(run)``, cut off by ``stop_fetching`` (then the run is left as
+        it is: ``_drive_locked`` finds the runtime closing)."""
+        task = asyncio.create_task(files.prefetch(run), name=f"maiden-fetch:{run.id}")
+        self._fetching.add(task)
+        try:
+            await task
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if not task.cancelled() or (me is not None and me.cancelling()):
+                raise
+        finally:
+            self._fetching.discard(task)
 
     async def _drive_locked(self, run: Run, lock: asyncio.Lock | contextlib.nullcontext[None],
                             listed: Run | None) -> str | None:

@@ -9,6 +9,7 @@
     python -m tests.crash.driver ... --vote USER up|down
     python -m tests.crash.driver ... --command WORDS  (``/maiden WORDS`` by u1 in room r1)
     python -m tests.crash.driver ... --send THREAD TEXT --file NAME  (tests/crash/files.py)
+    python -m tests.crash.driver ... --recover --late-fetcher  (tests/crash/files.py)
     python -m tests.crash.driver ... --send THREAD TEXT --cap-tokens N  (a spend cap)
     (any of them with --slack API_URL TOKEN CHANNEL THREAD_TS, or --discord ...;
     --send-message CHANNEL: the model posts to that Slack channel with the built-in)
@@ -63,6 +64,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from runtime import (
+    DRIVABLE_STATES,
     NO_TRACING,
     NOT_DONE,
     AgentConfig,
@@ -548,14 +550,17 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         tracing = traced(Path(args.trace_file)) if args.trace_file else NO_TRACING
         runtime = Runtime(store, AskedModel(model, switch, workdir / REQUESTS_FILE),
                           ToolRegistry(tools), agent=agent,
-                          caps=caps, tracing=tracing)
+                          caps=caps, tracing=tracing,
+                          channels=[CHANNEL] if args.late_fetcher else None)
         origin = PLACED if args.placed else ORIGIN
         deliver: str | None = None
         chat = FileChannel(workdir / CHANNEL_FILE, switch)
         if args.stream:
             chat.streamer = FileStreamer(workdir / STREAMS_FILE, switch)
         runtime.add_deliverer(CHANNEL, chat)
-        runtime.files.add_fetcher(CHANNEL, Shelf(workdir, switch))
+        shelf = Shelf(workdir, switch, down=1 if args.late_fetcher else 0)
+        if not args.late_fetcher:
+            runtime.files.add_fetcher(CHANNEL, shelf)
         if args.slack:
             # Slack as the origin: the real deliverer against a fake Slack the test runs.
             from slack_sdk.web.async_client import AsyncWebClient
@@ -594,6 +599,11 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                                                        "guild": guild}, user="U1")
         fired: list[dict[str, Any]] | None = None
         async with runtime:  # start(): recovers unfinished runs, flushes the outbox
+            if args.late_fetcher:
+                # The channel opens once recovery is done; its runs left waiting go on.
+                runtime.files.add_fetcher(CHANNEL, shelf)
+                for left in await store.list_runs(states=list(DRIVABLE_STATES)):
+                    await runtime.wait(left.id)
             if args.fire:
                 fired = await fire(store, runtime, args.fire, timedelta(seconds=args.late), deliver)
             if args.send:
@@ -692,6 +702,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--file", action="append", default=[], metavar="NAME",
                         help="--send: the message carries DIR/shared/NAME, announced by its "
                              "channel and fetched as the run's first step (repeatable)")
+    parser.add_argument("--late-fetcher", action="store_true",
+                        help="the testchat channel registers its file fetcher after startup "
+                             "recovery, and its first download finds it out of reach")
     parser.add_argument("--stream", action="store_true",
                         help="the testchat channel streams replies (tests/crash/streams.py)")
     return parser.parse_args(argv)

@@ -3,7 +3,10 @@ a file its channel announced, fetched by ``Shelf`` as the run's first step. The 
 reads half the file, may die there (``in_fetch``), reads the rest, and notes each whole
 fetch in ``fetches.jsonl``; the store may die right after storing a blob
 (``after_blob_stored``). A ``--file`` the shelf does not have is refused: the person is
-told so as the run starts, before its answer. ``--make-file``: the model calls
+told so as the run starts, before its answer. ``--late-fetcher``: the channel registers
+the shelf only once startup recovery is done (as `maiden run` opens its channels after
+it), and the shelf's first download finds it out of reach (``FileUnreachable``, tried
+again). ``--make-file``: the model calls
 ``make_file``, whose report goes out after the answer; the channel may die right after
 taking it (``after_file_uploaded``).
 The summary lists the store's blobs."""
@@ -13,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from runtime import FileRefused, FileSource, ToolFile, tool
+from runtime import FileRefused, FileSource, FileUnreachable, ToolFile, tool
 
 __all__ = ["FETCHES_FILE", "FILE_KILL_POINTS", "MADE", "MAKE_FILE_SCRIPT", "SHARED", "Shelf",
            "make_file", "sources"]
@@ -47,12 +50,18 @@ def sources(channel: str, names: list[str]) -> list[FileSource]:
 class Shelf:
     """The test channel's files, fetched from ``DIR/shared``."""
 
-    def __init__(self, workdir: Path, switch: object) -> None:
+    def __init__(self, workdir: Path, switch: object, *, down: int = 0) -> None:
         self.workdir = workdir
         self.switch = switch
+        self.down = down
+        """How many downloads find the shelf out of reach first."""
 
     async def fetch(self, source: FileSource, max_bytes: int) -> bytes:
         from tests.crash.driver import append_line
+
+        if self.down:
+            self.down -= 1
+            raise FileUnreachable(source.name, "the shelf could not be reached")
 
         path = self.workdir / SHARED / source.url.removeprefix("shelf:")
         if not path.exists():  # a file the person shared is gone: refused, and told so

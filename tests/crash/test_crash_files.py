@@ -72,6 +72,25 @@ def test_a_message_with_files_killed_mid_way(tmp_path: Path, point: str, store: 
         assert fetched == ["shot.png", "notes.txt", "copy.png"]  # never fetched again
 
 
+@pytest.mark.parametrize("store", ["sqlite", "files"])
+@pytest.mark.parametrize("point", ["in_fetch", "after_blob_stored"])
+def test_files_cut_off_are_fetched_once_the_channel_opens_after_recovery(
+        tmp_path: Path, point: str, store: str) -> None:
+    """The restart's channel registers its fetcher only after recovery, and its platform
+    is out of reach at first: the run waits for it, is never refused, and ends as an
+    uninterrupted run does."""
+    clean, killed = tmp_path / "clean", tmp_path / "killed"
+    expected = _outcome(_driver(clean, store, "--send", "t", "look", *_share(clean)), clean)
+
+    files = _share(killed)
+    crashed = _driver(killed, store, "--send", "t", "look", *files, "--kill-at", point)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
+    restarted = _driver(killed, store, "--recover", "--late-fetcher")
+    assert _outcome(restarted, killed) == expected
+    assert "not running here" not in restarted.stdout
+    assert "could not be reached; trying again" in restarted.stderr
+
+
 UPLOAD_POINTS = [("after_final_answer", 1), ("after_delivery_sent", 1),
                  ("before_delivery_recorded", 1), ("after_file_uploaded", 1),
                  ("before_delivery_recorded", 2), ("after_delivery_recorded", 2)]

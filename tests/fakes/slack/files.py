@@ -1,9 +1,11 @@
 """The fake Slack's files: what people share, served at ``url_private_download`` to the
 bot token only (without it, Slack's answer is its sign-in page, an HTML page with status
-200, which is what a client that does not check would save as the file)."""
+200, which is what a client that does not check would save as the file). A download can be
+held half-way (``hold``): a process killed or stopped in the middle of one."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 from collections.abc import Callable
@@ -37,6 +39,15 @@ class SharedFiles:
     downloads: list[tuple[str, bool]] = field(default_factory=list)
     without_files_read: bool = False
     """The app was installed without ``files:read``: every download is the sign-in page."""
+    held: dict[str, asyncio.Event] = field(default_factory=dict)
+    """File id -> set once its held download has sent half the file (``hold``)."""
+
+    def hold(self, file_id: str) -> asyncio.Event:
+        """The next download of ``file_id`` sends its headers and half the file, then waits
+        until the client goes away (or the fake stops): a download under way. The event
+        returned is set once the half is sent."""
+        self.held[file_id] = asyncio.Event()
+        return self.held[file_id]
 
     def add(self, base_url: str, user: str, name: str, data: bytes, mimetype: str, *,
             file_id: str | None = None, title: str | None = None) -> JSON:
@@ -64,7 +75,16 @@ class SharedFiles:
             return web.Response(body=SIGN_IN_PAGE, content_type="text/html", charset="utf-8")
         if found is None:
             return web.Response(status=404, text="file_not_found")
-        return web.Response(body=found.data, content_type=found.mimetype)
+        held = self.held.pop(file_id, None)
+        if held is None:
+            return web.Response(body=found.data, content_type=found.mimetype)
+        response = web.StreamResponse(headers={"Content-Type": found.mimetype})
+        response.content_length = len(found.data)
+        await response.prepare(request)
+        await response.write(found.data[:len(found.data) // 2])
+        held.set()
+        await asyncio.Event().wait()  # cancelled when the client goes (handler_cancellation)
+        return response
 
 
 @dataclass

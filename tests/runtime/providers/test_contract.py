@@ -33,7 +33,7 @@ from runtime import (
     make_provider,
     tool,
 )
-from runtime.entries import RUN_FAILED, Notice, UserMessage
+from runtime.entries import RUN_FAILED, Entry, Notice, UserMessage
 from tests.fakes.recorders import WEATHER, Deltas, Sleeps, ask, untidy_history
 from tests.fakes.server import FakeServer, Reply, load, load_json
 from tests.fakes.vendors import VENDORS, Failure, Vendor
@@ -85,7 +85,7 @@ async def test_a_failed_runs_message_and_the_next_are_turns_of_their_own(
     """A failed run's message, closed by its notice, then the next message: the model is
     sent the notice as its own turn between them, never one user turn joining both."""
     server.queue(vendor.reply("ok"))
-    entries = [UserMessage(run_id="r1", text="go poison"),
+    entries: list[Entry] = [UserMessage(run_id="r1", text="go poison"),
                Notice(run_id="r1", code=RUN_FAILED, text="This request failed (poison_run)"),
                UserMessage(run_id="r2", text="after poison")]
     await vendor.provider(server, client).complete(ModelRequest(system="s", entries=entries))

@@ -1,0 +1,90 @@
+"""A Slack file being downloaded when `maiden run` is killed (or stopped), restarted while
+Slack is still out of reach: the file is fetched again once Slack can be reached, never
+refused because recovery ran before the channel opened.
+
+Real `maiden run` processes against the fake Slack. The fake holds a download half-way
+(``SharedFiles.hold``); the process is killed there: in the first file's download
+(``in_fetch``), or in the second's, the first one's blob stored (``after_blob_stored``); or
+stopped there with SIGTERM. The restart finds Slack down (a port nothing listens on):
+recovery runs, the channel opens and keeps trying, and only then does the fake come up
+where it was. The message is answered once, the model having received each file once (the
+echo model says what it received), and each file is stored once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from runtime import SQLiteStore, UserMessage
+from tests.fakes.site import free_port
+from tests.fakes.slack import BOT_USER, FakeSlack, Workspace
+from tests.processes.test_channels_down_at_boot import maiden_run, stopped
+from tests.samples import png
+
+ROOT = Path(__file__).resolve().parents[2]
+C = "C0GENERAL01"
+SHOT = png(320, 200)
+DATA = b"city,rain_mm\n" + b"".join(f"town{n},{n * 3}\n".encode() for n in range(400))
+
+
+def agent_toml(home: Path, api_url: str) -> None:
+    (home / "agent.toml").write_text(
+        (ROOT / "agent.toml").read_text() + "\n[http]\nport = 0\n\n[channels.slack]\n"
+        f'api_url = "{api_url}"\nallow_users = ["U1"]\nreconnect_max_s = 1\nstream = "off"\n')
+
+
+@pytest.mark.parametrize(("held", "stop"), [
+    (0, signal.SIGKILL),  # in_fetch: half of the first file read, nothing stored
+    (1, signal.SIGKILL),  # after_blob_stored: the first file stored, the second half-read
+    (0, signal.SIGTERM),  # stopped mid-download: the run is left queued, as it was
+])
+async def test_a_file_cut_off_by_a_restart_is_fetched_when_slack_is_back(
+        home: Path, held: int, stop: signal.Signals) -> None:
+    port, workspace = free_port(), Workspace()
+    fake = FakeSlack(workspace, port=port)
+    agent_toml(home, f"http://127.0.0.1:{port}/api/")
+    environ = {**os.environ, "PYTHONPATH": str(ROOT), "SLACK_BOT_TOKEN": workspace.bot_token,
+               "SLACK_APP_TOKEN": workspace.app_token}
+    async with asyncio.timeout(120):
+        async with fake, maiden_run(home, environ) as (proc, out, err):
+            await out.wait_for("Ctrl-C stops.")
+            await fake.wait_connected()
+            sent = fake.share_file(C, "U1", f"<@{BOT_USER}> what do these say?", [
+                ("shot.png", SHOT, "image/png"), ("data.csv", DATA, "text/csv")])
+            under_way = fake.shared.hold(sent["event"]["files"][held]["id"])
+            await fake.acked(await fake.socket_event(sent), timeout=30)
+            await under_way.wait()
+            proc.send_signal(stop)
+            code = await proc.wait()
+            assert code == (0 if stop == signal.SIGTERM else -signal.SIGKILL), err.text()
+        assert not [m for m in fake.messages(C) if m.get("user") == BOT_USER]
+
+        # Slack is down at the restart: recovery runs, the channel opens, keeps trying.
+        async with maiden_run(home, environ) as (proc, out, err):
+            await out.wait_for("Ctrl-C stops.")
+            assert "slack       connecting: cannot reach" in out.text()
+            assert "queued (waiting for the slack channel to download its files)" \
+                in out.text()  # left by recovery, neither refused nor waited for
+            async with fake:
+                await fake.wait_messages(C, 2, timeout=60)  # the person's, and the answer
+                await stopped(proc, err)
+    replies = [m["text"] for m in fake.messages(C) if m.get("user") == BOT_USER]
+    assert len(replies) == 1, replies
+    lines = replies[0].splitlines()
+    assert lines[0] == "echo: what do these say?"
+    assert lines[1].startswith("[received shot.png (image/png, 320x200, ")
+    assert lines[2].startswith("[received data.csv (text/csv, ")
+    assert len(lines) == 3
+    assert "not running here" not in err.text() + out.text()
+    async with SQLiteStore(home / "data" / "maiden.db") as store:
+        (run,) = await store.list_runs()
+        assert run.state.value == "completed"
+        users = [e for e in await store.load_entries(run.thread_id)
+                 if isinstance(e, UserMessage)]
+        assert [[f.name for f in u.files] for u in users] == [["shot.png", "data.csv"]]
+        assert sorted(b.size for b in await store.blobs()) == sorted([len(SHOT), len(DATA)])
