@@ -108,7 +108,7 @@ KILL_POINTS = (
     "after_queued",             # create_run: the inbound message is durable, nothing else
     "after_user_entry",         # the commit holding the UserMessage
     "after_intent",             # the commit holding the AssistantTurn with tool calls
-    "in_model_call",            # the model is asked: what the run held in memory is lost
+    "in_model_call",            # the model is asked (every round before it is committed)
     "after_claim",              # non_idempotent only: the call is claimed, not yet run
     "in_tool_after_effect",     # inside the tool, its effect fsynced, before it returns
     "after_tool_result",        # the commit holding a ToolResult

@@ -54,8 +54,8 @@ SLOT = "2026-03-02T09:00:00+00:00"
 KEY = f"schedule:{JOB}:{SLOT}"
 THREAD = f"schedule:{JOB}"
 
-MID_RUN = ("after_user_entry", "after_intent", "after_claim", "in_tool_after_effect",
-           "after_tool_result")
+MID_RUN = ("after_user_entry", "after_intent", "in_model_call", "after_claim",
+           "in_tool_after_effect", "after_tool_result")
 """Points where the run is unfinished when the process dies: the restart recovers it."""
 
 RUN_FIELDS = ("state", "reason", "text", "origin", "reply", "error", "turns", "tool_calls",
@@ -355,9 +355,9 @@ def check_recovered(effect: str, kills: tuple[str, ...], outcome: Outcome,
     assert comparable_entries(outcome) == comparable_entries(baseline)
     assert comparable_run(outcome) == comparable_run(baseline)
     assert reasons(run)[-1] == "answered"
-    # A read-only call's turn is held in memory until the answer's write: killed in the
-    # call, the run is left queued, and the restart starts it afresh (not a recovery).
-    attempts = 0 if effect == "read_only" else sum(point in MID_RUN for point in kills)
+    # Every round is committed before going on: killed mid-run, whatever the tool's effect,
+    # the restart recovers the run.
+    attempts = sum(point in MID_RUN for point in kills)
     assert run["recovery_attempts"] == attempts
     assert reasons(run).count("recovered after crash (attempt 1)") == min(attempts, 1)
     assert_delivered_once(outcome)

@@ -425,8 +425,8 @@ async def test_a_run_cut_off_at_shutdown_is_not_counted_as_a_crash(
 
 async def test_a_closed_runtime_leaves_no_timer_and_is_freed_at_once(
         tmp_path: Path) -> None:
-    """Its held checkpoints' timer and its waiters' nudges go with it: nothing of it runs
-    on the loop afterwards, and nothing there keeps it (and the threads it read) alive."""
+    """Its waiters' nudges go with it: nothing of it runs on the loop afterwards, and
+    nothing there keeps it (and the threads it read) alive."""
     script = [call("step", n=1), {"text": "done"}]
 
     @tool
@@ -436,8 +436,7 @@ async def test_a_closed_runtime_leaves_no_timer_and_is_freed_at_once(
     async with SQLiteStore(tmp_path / "m.db") as store:
         rt = Runtime(store, ScriptedProvider(script), ToolRegistry([step]))
         async with rt:
-            # A read-only call's turn and result are held for the answer's commit: the
-            # held checkpoints' timer is set; the wait nudges on a timer of its own.
+            # The wait nudges on a timer of its own.
             assert (await rt.send("t", "go")).state is S.COMPLETED
         closed = weakref.ref(rt)
         del rt
