@@ -7,7 +7,7 @@ import asyncio
 import base64
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from fastapi.responses import StreamingResponse
@@ -32,7 +32,7 @@ from .errors import ApiError
 from .metrics import Metrics
 from .models import FileIn, MessageIn, RunOut
 
-__all__ = ["SSE", "HttpApi", "claimed"]
+__all__ = ["SSE", "HttpApi", "caller_key", "check_reuse", "claimed"]
 
 log = logging.getLogger("maiden.http")
 SSE = "text/event-stream"
@@ -77,13 +77,8 @@ class HttpApi:
         files = await self._files(body.files)
         run = await self.runtime.submit(
             thread_id, body.text, origin=Origin(channel="http", user=claimed(who, body.user)),
-            idempotency_key=f"http:{key}" if key is not None else None, files=files,
-            trace=trace)
-        if key is not None and (run.thread_id != thread_id or run.text != body.text
-                                or [f.digest for f in run.files] != [f.digest for f in files]):
-            raise ApiError(409, f"Idempotency-Key {key!r} was already used for another "
-                           f"message (run {run.id}); use a new key for a new message",
-                           "idempotency_key_reused")
+            idempotency_key=caller_key("http", who, key), files=files, trace=trace)
+        check_reuse(key, run, body.text, files, thread_id)
         log.info("message accepted as run %s", run.id,
                  extra={"thread_id": run.thread_id, "run_id": run.id})
         return run
@@ -171,6 +166,25 @@ class HttpApi:
             await asyncio.gather(*(t for t in (released, upcoming) if t is not None),
                                  return_exceptions=True)
             await events.aclose()
+
+
+def caller_key(prefix: str, who: Credential, key: str | None) -> str | None:
+    """An ``Idempotency-Key`` as the run holds it: the caller's own, so the same key from
+    another caller is another request (a token's name has no ``:``)."""
+    return None if key is None else f"{prefix}:{who.name}:{key}"
+
+
+def check_reuse(key: str | None, run: Run, text: str, files: Sequence[FileRef],
+                thread_id: str | None = None) -> None:
+    """409 if ``run`` came back for ``key`` but is another message: another text, other
+    files, or (where the request names one) another thread."""
+    if key is None:
+        return
+    if run.text != text or [f.digest for f in run.files] != [f.digest for f in files] \
+            or (thread_id is not None and run.thread_id != thread_id):
+        raise ApiError(409, f"Idempotency-Key {key!r} was already used for another "
+                       f"message (run {run.id}); use a new key for a new message",
+                       "idempotency_key_reused")
 
 
 def claimed(who: Credential, named: str | None) -> str:

@@ -20,7 +20,7 @@ from runtime import (
     RunState,
 )
 
-from ..api import HttpApi
+from ..api import HttpApi, caller_key, check_reuse
 from ..deps import Api, Talker, secured
 from ..errors import ApiError
 from .answers import (
@@ -96,9 +96,10 @@ async def chat_completions(
     files = await images(api, last.content if isinstance(last.content, list) else [])
     run = await api.runtime.submit(
         chosen.thread_id, said[-1].text, origin=Origin(channel="http", user=who.name),
-        idempotency_key=f"openai:{idempotency_key}" if idempotency_key else None,
+        idempotency_key=caller_key("openai", who, idempotency_key),
         files=files, context=chosen.context, agent=model,
         trace=request.headers.get("traceparent", ""))
+    check_reuse(idempotency_key, run, said[-1].text, files, thread)
     model = answered_by(api, run)
     if body.stream:
         include = bool(body.stream_options and body.stream_options.include_usage)

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from runtime import NotFound, Origin, Run, RunState, Said
 
-from ..api import HttpApi
+from ..api import HttpApi, caller_key, check_reuse
 from ..deps import Api, Talker, secured
 from ..errors import ApiError
 from .answers import (
@@ -57,7 +57,7 @@ _STREAM_DOC: dict[str, Any] = {
 
 
 @router.post("/v1/responses", response_model=None, responses={
-    200: _STREAM_DOC, **error_responses(400, 401, 403, 404, 413, 415, 503)})
+    200: _STREAM_DOC, **error_responses(400, 401, 403, 404, 409, 413, 415, 503)})
 async def create_response(
     body: ResponsesRequest, request: Request, who: Talker, api: Api,
     idempotency_key: Annotated[str | None, Header(
@@ -70,12 +70,14 @@ async def create_response(
     refuse_client_tools(api, body.tools)
     said, parts = _input(body.input)
     thread, seeded = await _thread(api, body), said[:-1]
+    files = await images(api, parts)
     run = await api.runtime.submit(
         thread or f"openai:{uuid.uuid4().hex}", said[-1].text,
         origin=Origin(channel="http", user=who.name),
-        idempotency_key=f"openai:{idempotency_key}" if idempotency_key else None,
-        files=await images(api, parts), context=tuple(seeded), agent=model,
+        idempotency_key=caller_key("openai", who, idempotency_key),
+        files=files, context=tuple(seeded), agent=model,
         trace=request.headers.get("traceparent", ""))
+    check_reuse(idempotency_key, run, said[-1].text, files, thread)
     model = answered_by(api, run)
     if body.stream:
         return StreamingResponse(_events(api, run, model, body.previous_response_id, console),
