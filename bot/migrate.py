@@ -8,8 +8,9 @@ ids), schedule records, memory notes and the memory calls applied (so that a cal
 in the new store still changes nothing more), people's votes on replies, and files'
 blobs (first: every message that names one finds it). Requests
 between processes and heartbeats are not: they belong to the processes of the old store.
-The target must be empty; after the copy, the counts of both are compared and any
-difference is an error.
+The source must exist (opening a ``sqlite:`` or ``files:`` path that is not there would
+create an empty store, and copy nothing) and the target must be empty; after the copy, the
+counts of both are compared and any difference is an error.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from runtime import Checkpoint, MaidenError, Store, StoreConfig, make_store
 
-__all__ = ["Counts", "copy_store", "count_store", "open_spec"]
+__all__ = ["Counts", "copy_store", "count_store", "missing_source", "open_spec"]
 
 PAGE = 2_000
 """Entries per checkpoint written to the target."""
@@ -54,6 +55,19 @@ def open_spec(spec: str, configured: StoreConfig, base_dir: Path) -> Store:
     if kind in ("sqlite", "files") and path:
         return make_store(StoreConfig(kind=kind, path=path), base_dir)
     raise MaidenError(f"{spec!r} is not a store: use sqlite:PATH, files:PATH or postgres")
+
+
+def missing_source(spec: str, base_dir: Path) -> str | None:
+    """Why ``spec`` cannot be copied from: its ``sqlite:`` file or ``files:`` folder is not
+    there (opening it would create an empty one). None if it is there, and for anything
+    else (``open_spec`` judges the form; a PostgreSQL schema is opened to be read)."""
+    kind, _, path = spec.partition(":")
+    if kind not in ("sqlite", "files") or not path:
+        return None
+    where = base_dir / Path(path).expanduser()  # an absolute path stays as it is
+    if where.exists():
+        return None
+    return f"there is no {'database file' if kind == 'sqlite' else 'store folder'} at {where}"
 
 
 async def count_store(store: Store) -> Counts:

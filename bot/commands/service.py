@@ -73,9 +73,12 @@ async def _run_schedule(loaded: LoadedConfig, args: argparse.Namespace) -> int:
 
 
 async def _migrate(loaded: LoadedConfig, args: argparse.Namespace) -> int:
-    from ..migrate import copy_store, open_spec
+    from ..migrate import copy_store, missing_source, open_spec
 
     cfg, base = loaded.config.store, loaded.base_dir
+    missing = missing_source(args.source, base)
+    if missing is not None:  # checked before either store is opened: nothing is created
+        raise UsageError(f"--from {args.source}: {missing}")
     source, target = open_spec(args.source, cfg, base), open_spec(args.target, cfg, base)
     async with contextlib.AsyncExitStack() as stack:
         for store in (source, target):

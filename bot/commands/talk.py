@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from runtime import MaidenError, Origin, Run, RunState, Runtime
+from runtime import FileRef, FileRefused, MaidenError, Origin, Run, RunState, Runtime
 
 from ..config import LoadedConfig
 from .common import EXIT_INTERRUPTED, EXIT_OK, UsageError, report
@@ -35,10 +35,10 @@ async def _send(loaded: LoadedConfig, args: argparse.Namespace) -> int:
 
     from ..app import open_runtime
 
+    given = _read_files(args.file)
     async with open_runtime(loaded, recover=False, serve=True, writable=True,
                             log_runs=args.verbose) as runtime:
-        files = [await runtime.files.put(path.name, None, data)
-                 for path, data in _read_files(args.file)]
+        files = await _store_files(runtime, given)
         run = await runtime.submit(args.thread, args.text, origin=Origin(channel="cli"),
                                    files=files)
         waiting = asyncio.ensure_future(runtime.wait(run.id))
@@ -96,6 +96,22 @@ def _read_files(paths: list[str]) -> list[tuple[Path, bytes]]:
         except OSError as exc:
             raise UsageError(f"--file {given}: {exc.strerror or exc}") from None
     return read
+
+
+async def _store_files(runtime: Runtime, given: list[tuple[Path, bytes]]) -> list[FileRef]:
+    """The ``--file`` files, stored; ``UsageError`` naming the ``[files]`` limit one breaks
+    (as the HTTP API refuses the message, the command is refused: the person can fix it)."""
+    try:
+        runtime.files.too_many(len(given))
+    except FileRefused as exc:
+        raise UsageError(f"--file given {len(given)} times: {exc.why}") from None
+    stored = []
+    for path, data in given:
+        try:
+            stored.append(await runtime.files.put(path.name, None, data))
+        except FileRefused as exc:
+            raise UsageError(f"--file {path}: {exc.why}") from None
+    return stored
 
 
 async def _cancel_run(runtime: Any, run_id: str) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.migrate import copy_store, count_store
+from bot.migrate import copy_store, count_store, missing_source
 from runtime import (
     FilesStore,
     MaidenError,
@@ -95,3 +95,20 @@ async def test_the_migrated_store_carries_on(tmp_path: Path) -> None:
         assert await rt.notes.remember("agent", "team", "again", call="call-1") is None
         assert [n.text for n in await rt.records.notes("agent")] == ["the team's note"]
         assert len(await rt.records.entries("t1")) == 8
+
+
+@pytest.mark.parametrize(("spec", "missing"), [
+    ("sqlite:old.db", None),
+    ("files:old", None),
+    ("sqlite:nope.db", "there is no database file at {tmp}/nope.db"),
+    ("files:nope", "there is no store folder at {tmp}/nope"),
+    ("sqlite:{tmp}/abs.db", "there is no database file at {tmp}/abs.db"),
+    ("postgres", None),   # a schema is opened to be read
+    ("sqlite", None),     # not a store at all: open_spec says so
+])
+def test_a_source_that_is_not_there_is_named(tmp_path: Path, spec: str,
+                                             missing: str | None) -> None:
+    (tmp_path / "old.db").touch()
+    (tmp_path / "old").mkdir()
+    found = missing_source(spec.format(tmp=tmp_path), tmp_path)
+    assert found == (missing.format(tmp=tmp_path) if missing else None)

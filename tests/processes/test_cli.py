@@ -376,3 +376,30 @@ def test_files_lists_and_prune_removes_only_what_no_message_names(home: Path) ->
     assert kept.returncode == 0 and kept.stdout.startswith("would remove 0 file(s)"), kept.stderr
     assert maiden(home, "files", "prune").stdout.startswith("removed 0 file(s)")
     assert maiden(home, "files").stdout.startswith("1 file(s)")
+
+
+def test_a_file_over_a_files_limit_is_a_usage_error(home: Path) -> None:
+    (home / "big.log").write_bytes(b"x" * 2_000)
+    with (home / "agent.toml").open("a") as f:
+        f.write("\n[files]\nmax_bytes = 1000\nmax_per_message = 2\n")
+    big = maiden(home, "send", "t1", "why?", "--file", "big.log")
+    assert big.returncode == 2, big.stderr
+    assert big.stderr == \
+        "maiden: --file big.log: it is 2 KB; at most 1 KB are read ([files] max_bytes)\n"
+    (home / "a.txt").write_text("a\n")
+    many = maiden(home, "send", "t1", "why?", *["--file", "a.txt"] * 3)
+    assert many.returncode == 2, many.stderr
+    assert many.stderr == "maiden: --file given 3 times: at most 2 are read from one message " \
+                          "([files] max_per_message)\n"
+    assert "'t1'" not in maiden(home, "threads").stdout  # no message was sent
+
+
+def test_migrate_from_a_store_that_is_not_there_creates_nothing(home: Path) -> None:
+    for source in ("sqlite:data/nonexist.db", "files:data/nonexist"):
+        moved = maiden(home, "migrate", "--from", source, "--to", "files:data/x")
+        assert moved.returncode == 2, moved.stdout + moved.stderr
+        kind = "database file" if source.startswith("sqlite") else "store folder"
+        where = home / "data" / source.split(":data/")[1]
+        assert moved.stderr == f"maiden: --from {source}: there is no {kind} at {where}\n"
+        assert moved.stdout == ""
+        assert sorted(p.name for p in home.iterdir()) == ["agent.toml"]
