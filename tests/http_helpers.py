@@ -16,6 +16,7 @@ from channels.access import RIGHTS, Right
 from channels.http import HttpConfig
 from channels.http.app import HttpApi, create_app
 from channels.http.auth import Credential, Credentials
+from channels.http.config import OpenAIApiConfig
 from channels.http.server import HttpServer
 from runtime import (
     NO_TRACING,
@@ -78,14 +79,15 @@ async def scheduled(runtime: Runtime, db: Path, configs: Sequence[ScheduleConfig
 @asynccontextmanager
 async def served(
     runtime: Runtime, *, token: str | None = None, credentials: Credentials | None = None,
-    schedules: ScheduleService | None = None, **settings: Any
+    schedules: ScheduleService | None = None, openai: OpenAIApiConfig | None = None,
+    **settings: Any
 ) -> AsyncIterator[tuple[httpx.AsyncClient, HttpApi]]:
     """The app under uvicorn on 127.0.0.1:<free port>, and a client pointed at it (with
     ``token``, or else the first of ``credentials``, as its bearer token); ``schedules``:
     what it lists and runs (as `maiden run` gives it its scheduler)."""
     config = HttpConfig(**settings)
     app = create_app(runtime, config, token=token, credentials=credentials,
-                     schedules=schedules)
+                     schedules=schedules, openai=openai)
     server = HttpServer(app, "127.0.0.1", 0, grace_s=2, header_timeout_s=config.header_timeout_s,
                         max_connections=config.max_connections)
     await server.start()
@@ -101,10 +103,13 @@ async def served(
         await server.stop()
 
 
-def tokens(*named: tuple[str, str] | tuple[str, str, Sequence[Right]]) -> Credentials:
-    """``tokens(("alice", "t-a"), ("bob", "t-b", ["talk"]))``: named tokens (every right
-    unless listed)."""
-    return Credentials([Credential(n[0], n[1], frozenset(n[2] if len(n) > 2 else RIGHTS))
+def tokens(*named: tuple[str, str] | tuple[str, str, Sequence[Right]]
+           | tuple[str, str, Sequence[Right], Sequence[str]]) -> Credentials:
+    """``tokens(("alice", "t-a"), ("bob", "t-b", ["talk"]), ("eve", "t-e", ["talk"],
+    ["support/*"]))``: named tokens (every right unless listed; the thread patterns they
+    may see besides their own)."""
+    return Credentials([Credential(n[0], n[1], frozenset(n[2] if len(n) > 2 else RIGHTS),
+                                   tuple(n[3]) if len(n) > 3 else ())  # type: ignore[misc]
                         for n in named])
 
 

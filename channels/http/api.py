@@ -31,6 +31,7 @@ from .console.live import Live
 from .errors import ApiError
 from .metrics import Metrics
 from .models import FileIn, MessageIn, RunOut
+from .owners import Owners
 
 __all__ = ["SSE", "HttpApi", "caller_key", "check_reuse", "claimed"]
 
@@ -54,6 +55,8 @@ class HttpApi:
         self.credentials = credentials
         self.statuses: StatusSource = statuses or (lambda: [("http", "serving")])
         self.metrics = Metrics(runtime)
+        self.owners = Owners(runtime)
+        """Whose each thread is: what a caller may see (``seen_thread``, ``seen_run``)."""
         self.closing = False
         self.released = asyncio.Event()
         self.console: Live | None = None
@@ -69,11 +72,27 @@ class HttpApi:
         if self.console is not None:
             self.console.stopping.set()
 
+    async def seen_thread(self, who: Credential, thread_id: str, *,
+                          write: bool = False) -> None:
+        """404 unless ``who`` may see ``thread_id`` (``write``: send a message into it,
+        which makes a new thread the caller's own): a thread the caller may not see
+        does not exist for it."""
+        if not await self.owners.may_see(who, thread_id, write=write):
+            raise ApiError(404, f"no thread {thread_id!r}", "not_found")
+
+    async def seen_run(self, who: Credential, run_id: str) -> Run:
+        """The run, if ``who`` may see its thread; else the same 404 as no run at all."""
+        run = await self.runtime.records.get_run(run_id)
+        if not await self.owners.may_see(who, run.thread_id):
+            raise ApiError(404, f"no run {run_id!r}", "not_found")
+        return run
+
     async def submit(self, thread_id: str, body: MessageIn, key: str | None,
                      who: Credential, trace: str = "") -> Run:
         if self.closing:
             raise ApiError(503, "the server is shutting down; send the message again later",
                            "shutting_down", {"Retry-After": "5"})
+        await self.seen_thread(who, thread_id, write=True)
         files = await self._files(body.files)
         run = await self.runtime.submit(
             thread_id, body.text, origin=Origin(channel="http", user=claimed(who, body.user)),

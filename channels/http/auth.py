@@ -27,6 +27,9 @@ class Credential:
     name: str
     token: str
     rights: frozenset[Right]
+    threads: tuple[str, ...] = ()
+    """Patterns (``support/*``) of the threads made over HTTP it may see besides its own
+    (``owners.may_see``)."""
 
     def may(self, right: Right) -> bool:
         return right in self.rights

@@ -42,6 +42,9 @@ class HttpToken(BaseModel):
     token_env: str = Field(min_length=1, description="the variable holding the token")
     rights: list[Right] = Field(min_length=1, description=(
         "talk (send messages), approve (decide calls), operate (cancel, resume, schedules)"))
+    threads: list[str] = Field(default_factory=list, description=(
+        "patterns of the threads made over HTTP it may read and write besides its own, "
+        "e.g. 'support/*' (operate covers every thread)"))
 
 
 class HttpConfig(BaseModel):
@@ -112,7 +115,8 @@ class HttpConfig(BaseModel):
                 missing.append((f"http.tokens.{i}.token_env",
                                 f"${named.token_env} is not set (the token of {named.name!r})"))
             else:
-                found.append(Credential(named.name, value, frozenset(named.rights)))
+                found.append(Credential(named.name, value, frozenset(named.rights),
+                                        tuple(named.threads)))
         if missing:
             raise ConfigError(missing, source)
         legacy = env.get(self.token_env) if self.token_env else None

@@ -92,7 +92,8 @@ async def chat_completions(
     said = said_of(body.messages, ignore_tools=settings.client_tools == "ignore")
     before = said[:-1]
     chosen = await choose(api.runtime, body, before, thread,
-                          from_user=settings.thread_from_user)
+                          from_user=settings.thread_from_user, caller=who.name,
+                          visible=lambda t, write: api.owners.may_see(who, t, write=write))
     files = await images(api, last.content if isinstance(last.content, list) else [])
     run = await api.runtime.submit(
         chosen.thread_id, said[-1].text, origin=Origin(channel="http", user=who.name),

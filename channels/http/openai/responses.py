@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from runtime import NotFound, Origin, Run, RunState, Said
 
 from ..api import HttpApi, caller_key, check_reuse
-from ..deps import Api, Talker, secured
+from ..auth import Credential
+from ..deps import Api, Caller, Talker, secured
 from ..errors import ApiError
 from .answers import (
     agent,
@@ -69,7 +70,7 @@ async def create_response(
     console = console_of(api, str(request.base_url))
     refuse_client_tools(api, body.tools)
     said, parts = _input(body.input)
-    thread, seeded = await _thread(api, body), said[:-1]
+    thread, seeded = await _thread(api, body, who), said[:-1]
     files = await images(api, parts)
     run = await api.runtime.submit(
         thread or f"openai:{uuid.uuid4().hex}", said[-1].text,
@@ -90,10 +91,13 @@ async def create_response(
 
 @router.get("/v1/responses/{response_id}", dependencies=secured,
             responses=error_responses(401, 404))
-async def get_response(response_id: str, request: Request, api: Api) -> dict[str, Any]:
+async def get_response(response_id: str, request: Request, api: Api,
+                       who: Caller) -> dict[str, Any]:
     """A response by id: where its run stands (finished, paused, or still going)."""
     try:
         run = await api.runtime.records.get_run(response_id.removeprefix(PREFIX))
+        if not await api.owners.may_see(who, run.thread_id):
+            raise NotFound(response_id)
     except NotFound:
         raise ApiError(404, f"No response found with id '{response_id}'.", "not_found") \
             from None
@@ -125,11 +129,15 @@ def _input(given: str | list[dict[str, Any]]) -> tuple[list[Said], list[dict[str
     return said, parts
 
 
-async def _thread(api: HttpApi, body: ResponsesRequest) -> str | None:
+async def _thread(api: HttpApi, body: ResponsesRequest, who: Credential) -> str | None:
+    """The thread a response continues: its previous response's, or the conversation it
+    names; one the caller may not see is as missing as one that does not exist."""
     if body.previous_response_id:
         try:
             earlier = await api.runtime.records.get_run(
                 body.previous_response_id.removeprefix(PREFIX))
+            if not await api.owners.may_see(who, earlier.thread_id):
+                raise NotFound(body.previous_response_id)
         except NotFound:
             raise ApiError(404, f"Previous response with id '{body.previous_response_id}' "
                                 "not found.", "previous_response_not_found",
@@ -138,6 +146,8 @@ async def _thread(api: HttpApi, body: ResponsesRequest) -> str | None:
     conversation = body.conversation
     if isinstance(conversation, dict):
         conversation = str(conversation.get("id") or "") or None
+    if conversation and not await api.owners.may_see(who, conversation, write=True):
+        raise ApiError(404, f"Conversation with id '{conversation}' not found.", "not_found")
     return conversation or None
 
 

@@ -16,11 +16,12 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from runtime import AssistantTurn, Entry, Runtime, Said, UserMessage
 
+from ..auth import LOCAL
 from ..errors import ApiError
 from .wire import ChatMessageIn, ChatRequest
 
@@ -105,20 +106,34 @@ def tip_scope(said: Sequence[Said]) -> str:
     return "openai:tip:" + hashlib.sha256(data.encode()).hexdigest()
 
 
-def named(request: ChatRequest, header: str | None, from_user: bool) -> str | None:
+def named(request: ChatRequest, header: str | None, from_user: bool,
+          caller: str = LOCAL) -> str | None:
+    """The thread a request names, if it names one; a ``user`` names one of the caller's
+    own (``openai:user:CALLER:USER``; without tokens, ``openai:user:USER``)."""
     if header:
         return header
     if request.metadata and request.metadata.get("thread_id"):
         return request.metadata["thread_id"]
     if from_user and request.user:
-        return f"openai:user:{request.user}"
+        mine = "" if caller == LOCAL else f"{caller}:"
+        return f"openai:user:{mine}{request.user}"
     return None
 
 
+Visible = Callable[[str, bool], Awaitable[bool]]
+"""Whether the caller may see a thread (``True``: to write into it, which makes a new one
+its own)."""
+
+
 async def choose(runtime: Runtime, request: ChatRequest, before: list[Said],
-                 header: str | None, *, from_user: bool) -> Choice:
-    """The thread the request's last message goes to, and what to seed a new one with."""
-    name = named(request, header, from_user)
+                 header: str | None, *, from_user: bool, caller: str = LOCAL,
+                 visible: Visible | None = None) -> Choice:
+    """The thread the request's last message goes to, and what to seed a new one with: a
+    named thread the caller may see (else 404, as if it did not exist), or one of the
+    caller's own threads whose history is what the request sends."""
+    name = named(request, header, from_user, caller)
+    if name is not None and visible is not None and not await visible(name, True):
+        raise ApiError(404, f"no thread {name!r}", "not_found")
     if name is not None:
         held = conversation(await runtime.records.entries(name))
         if not before or _joined(before) == held:
@@ -132,6 +147,8 @@ async def choose(runtime: Runtime, request: ChatRequest, before: list[Said],
     if before:
         notes = await runtime.notes.notes(tip_scope(before))
         for note in notes:
+            if visible is not None and not await visible(note.text, False):
+                continue  # another caller's thread with the same history: not this one
             held = conversation(await runtime.records.entries(note.text))
             if held == _joined(before):
                 return Choice(note.text)

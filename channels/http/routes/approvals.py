@@ -24,6 +24,7 @@ async def decide(run_id: str, tool_call_id: str, body: ApprovalIn, who: Approver
     """Approve or deny the tool call a run waits for; the run then goes on. The decision
     is recorded under the token's name (``local`` without tokens)."""
     by = claimed(who, body.by)
+    await api.seen_run(who, run_id)
     run = await api.runtime.decide(run_id, tool_call_id, approve=body.approve, by=by,
                                    reason=body.reason, arguments_hash=body.arguments_hash)
     log.info("call %s %s by %s", tool_call_id, "approved" if body.approve else "denied",

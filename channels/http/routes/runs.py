@@ -9,7 +9,7 @@ from fastapi.responses import StreamingResponse
 from runtime import RunState
 
 from ..api import claimed
-from ..deps import Api, Operator, needs, secured
+from ..deps import Api, Caller, Operator, needs, secured
 from ..errors import problem_responses
 from ..models import CancelIn, RunDetail, RunOut, RunPage
 from .common import DENIED, FOLLOW_DOC, MAX_OFFSET
@@ -22,14 +22,20 @@ router = APIRouter(tags=["runs"])
 @router.get("/v1/runs", dependencies=secured, responses=problem_responses(*DENIED, 422))
 async def list_runs(
     api: Api,
+    who: Caller,
     state: Annotated[list[RunState] | None, Query(description="any of these")] = None,
     thread_id: str | None = None,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> RunPage:
-    """Runs, newest first, optionally of some states or one thread."""
+    """Runs the caller may see, newest first, optionally of some states or one thread."""
+    if thread_id is not None:
+        await api.seen_thread(who, thread_id)
+    everyone = who.may("operate") or thread_id is not None
     newest = await api.runtime.records.runs(thread_id=thread_id, states=state or None,
-                                    limit=offset + limit + 1)
+                                            limit=offset + limit + 1 if everyone else None)
+    if not everyone:
+        newest = [r for r in newest if await api.owners.may_see(who, r.thread_id)]
     newest.reverse()
     page = newest[offset:offset + limit]
     return RunPage(runs=[RunDetail.detail(r, None) for r in page],
@@ -38,18 +44,18 @@ async def list_runs(
 
 @router.get("/v1/runs/{run_id}", dependencies=secured,
             responses=problem_responses(*DENIED, 404))
-async def get_run(run_id: str, api: Api) -> RunDetail:
+async def get_run(run_id: str, api: Api, who: Caller) -> RunDetail:
     """A run with its state changes and decisions."""
-    run = await api.runtime.records.get_run(run_id)
+    run = await api.seen_run(who, run_id)
     return RunDetail.detail(run, await api.runtime.records.transitions(run_id))
 
 
 @router.get("/v1/runs/{run_id}/events", dependencies=secured,
             response_class=StreamingResponse,
             responses={200: FOLLOW_DOC, **problem_responses(*DENIED, 404)})
-async def follow_run(run_id: str, api: Api) -> StreamingResponse:
+async def follow_run(run_id: str, api: Api, who: Caller) -> StreamingResponse:
     """Follow a run's events from now on, as server-sent events, until it ends or pauses."""
-    return api.event_stream(await api.runtime.records.get_run(run_id), first=None)
+    return api.event_stream(await api.seen_run(who, run_id), first=None)
 
 
 @router.post("/v1/runs/{run_id}/cancel",

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from runtime import TERMINAL, Run, RunState
 
 from ..api import SSE
-from ..deps import Api, Talker, secured, thread_path
+from ..deps import Api, Caller, Talker, secured, thread_path
 from ..errors import ApiError, problem_responses
 from ..models import (
     EntryPage,
@@ -72,12 +72,20 @@ def _answer(run: Run) -> JSONResponse:
 @router.get("/v1/threads", dependencies=secured, responses=problem_responses(*DENIED, 422))
 async def list_threads(
     api: Api,
+    who: Caller,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> ThreadPage:
-    """Threads, most recently updated first."""
-    page = await api.runtime.records.threads(offset=offset, limit=limit)
-    total = (await api.runtime.records.stats()).threads
+    """Threads the caller may see, most recently updated first."""
+    if who.may("operate"):
+        page = await api.runtime.records.threads(offset=offset, limit=limit)
+        total = (await api.runtime.records.stats()).threads
+    else:
+        # Each thread's owner is read once and kept: the walk reads the list, then only
+        # the threads not seen before.
+        seen = [t for t in await api.runtime.records.threads()
+                if await api.owners.may_see(who, t.id)]
+        page, total = seen[offset:offset + limit], len(seen)
     return ThreadPage(threads=[ThreadOut.of(t) for t in page], total=total,
                       next_offset=next_offset(offset, limit, total))
 
@@ -88,11 +96,13 @@ async def list_threads(
 async def get_thread(
     thread_id: str,
     api: Api,
+    who: Caller,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="first entry")] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     runs_limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> ThreadDetail:
     """A thread's entries (a page, oldest first) and its newest runs."""
+    await api.seen_thread(who, thread_id)
     runtime = api.runtime
     # One page of the history is read, not the whole thread.
     total = await runtime.records.thread_length(thread_id)

@@ -113,8 +113,9 @@ async def test_cors_origins_are_let_in_and_told_so(tmp_path: Path) -> None:
 
 async def test_the_identity_is_the_tokens_name_and_rights_are_per_token(
         tmp_path: Path) -> None:
+    # Carol approves in the threads named ops* (besides her own): bob's "ops" is one.
     named = tokens(("alice", "t-alice"), ("bob", "t-bob", ["talk"]),
-                   ("carol", "t-carol", ["approve"]))
+                   ("carol", "t-carol", ["approve"], ["ops*"]))
     bob = {"Authorization": "Bearer t-bob"}
     carol = {"Authorization": "Bearer t-carol"}
     async with echo_runtime(tmp_path / "m.db", [deploy]) as rt, \

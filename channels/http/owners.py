@@ -1,0 +1,101 @@
+"""Who may see which thread over HTTP (DESIGN §6): every thread has an owner scope,
+recorded when it is made; a caller reads or writes a thread, its runs and responses only
+if it owns it or holds a right that covers it. A thread the caller may not see is a 404,
+so its existence does not leak.
+
+The owner is what made the thread: a Slack or Discord place (its id says so, and so does
+its first run's origin), a schedule, or the HTTP identity (token name; ``local`` without
+tokens) that sent its first message — read from the thread's first run, which never
+changes. ``operate`` covers every thread; a token's ``threads`` patterns (``support/*``)
+cover the threads made over HTTP whose ids match; nothing else does. A Slack, Discord or
+schedule thread is never covered but by ``operate``: writing into a platform's thread over
+HTTP is an operator's act, even before it exists.
+
+``may_see`` is the whole decision, a pure function with a table test; ``Owners`` reads
+each thread's owner once (it never changes) for the routes.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Literal
+
+from runtime import Origin, Runtime
+
+from .auth import Credential
+
+__all__ = ["PLATFORM_PREFIXES", "Owner", "Owners", "may_see", "owner_of"]
+
+PLATFORM_PREFIXES = ("slack:", "discord:", "schedule:")
+"""Thread ids the adapters and the scheduler make: never an HTTP caller's own."""
+
+Kind = Literal["place", "schedule", "caller"]
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """A thread's owner scope: a chat ``place`` (Slack, Discord), a ``schedule``, or an
+    HTTP ``caller`` (by name)."""
+
+    kind: Kind
+    name: str
+
+
+def owner_of(thread_id: str, first: Origin | None) -> Owner | None:
+    """The owner of ``thread_id`` whose first run came from ``first`` (None: no run yet,
+    so no owner but what its id claims)."""
+    if thread_id.startswith("schedule:"):
+        return Owner("schedule", thread_id)
+    if thread_id.startswith(("slack:", "discord:")):
+        return Owner("place", thread_id)
+    if first is None:
+        return None
+    if first.channel in ("slack", "discord"):
+        return Owner("place", first.channel)
+    if first.channel == "schedule":
+        return Owner("schedule", thread_id)
+    # The HTTP API, the OpenAI wire, and the CLI on this machine (its identity is local).
+    return Owner("caller", first.user or "local")
+
+
+def may_see(who: Credential, thread_id: str, owner: Owner | None, *,
+            write: bool = False) -> bool:
+    """Whether ``who`` may read (or, ``write``, send a message into) ``thread_id`` owned by
+    ``owner`` (None: the thread does not exist; writing makes it the caller's own)."""
+    if who.may("operate"):
+        return True
+    if owner is None:
+        return write and not thread_id.startswith(PLATFORM_PREFIXES)
+    if owner.kind != "caller":
+        return False
+    return owner.name == who.name or any(fnmatchcase(thread_id, p) for p in who.threads)
+
+
+class Owners:
+    """Each thread's owner, read from its first run once and kept (it never changes)."""
+
+    KEPT = 10_000
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self._known: OrderedDict[str, Owner] = OrderedDict()
+
+    async def of(self, thread_id: str) -> Owner | None:
+        known = self._known.get(thread_id)
+        if known is not None:
+            self._known.move_to_end(thread_id)
+            return known
+        runs = await self.runtime.records.runs(thread_id=thread_id)
+        owner = owner_of(thread_id, runs[0].origin if runs else None)
+        if owner is not None and runs:
+            self._known[thread_id] = owner
+            if len(self._known) > self.KEPT:
+                self._known.popitem(last=False)
+        return owner
+
+    async def may_see(self, who: Credential, thread_id: str, *, write: bool = False) -> bool:
+        if who.may("operate"):
+            return True  # no read
+        return may_see(who, thread_id, await self.of(thread_id), write=write)
