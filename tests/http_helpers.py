@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 import httpx
 
-from channels.access import RIGHTS, Right
+from channels.access import RIGHTS
 from channels.http import HttpConfig
 from channels.http.app import HttpApi, create_app
 from channels.http.auth import Credential, Credentials
@@ -103,13 +103,12 @@ async def served(
         await server.stop()
 
 
-def tokens(*named: tuple[str, str] | tuple[str, str, Sequence[Right]]
-           | tuple[str, str, Sequence[Right], Sequence[str]]) -> Credentials:
+def tokens(*named: tuple[Any, ...]) -> Credentials:
     """``tokens(("alice", "t-a"), ("bob", "t-b", ["talk"]), ("eve", "t-e", ["talk"],
     ["support/*"]))``: named tokens (every right unless listed; the thread patterns they
     may see besides their own)."""
     return Credentials([Credential(n[0], n[1], frozenset(n[2] if len(n) > 2 else RIGHTS),
-                                   tuple(n[3]) if len(n) > 3 else ())  # type: ignore[misc]
+                                   tuple(n[3]) if len(n) > 3 else ())
                         for n in named])
 
 

@@ -87,6 +87,13 @@ class HttpApi:
             raise ApiError(404, f"no run {run_id!r}", "not_found")
         return run
 
+    async def seen_file(self, who: Credential, digest: str) -> None:
+        """404 unless ``who`` may see a thread that names the file (``operate``: any file).
+        Without ``operate`` the caller's threads are read through until one names it:
+        what a caller may fetch is what its own conversations hold."""
+        if not await self.owners.may_fetch(who, digest):
+            raise ApiError(404, f"no file {digest} in the store", "not_found")
+
     async def submit(self, thread_id: str, body: MessageIn, key: str | None,
                      who: Credential, trace: str = "") -> Run:
         if self.closing:

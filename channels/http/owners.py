@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Literal
 
-from runtime import Origin, Runtime
+from runtime import Entry, Origin, Runtime
 
 from .auth import Credential
 
@@ -99,3 +99,21 @@ class Owners:
         if who.may("operate"):
             return True  # no read
         return may_see(who, thread_id, await self.of(thread_id), write=write)
+
+    async def may_fetch(self, who: Credential, digest: str) -> bool:
+        """Whether a thread ``who`` may see names the file ``digest`` (``operate``: any).
+        Without ``operate`` the caller's threads are read through until one names it."""
+        if who.may("operate"):
+            return True
+        records = self.runtime.records
+        for thread in await records.threads():
+            if await self.may_see(who, thread.id) and any(
+                    digest in _digests(e) for e in await records.entries(thread.id)):
+                return True
+        return False
+
+
+def _digests(entry: Entry) -> set[str]:
+    """The files an entry names (a message's; a tool's made and shown files)."""
+    refs = [*getattr(entry, "files", ()), *getattr(entry, "images", ())]
+    return {ref.digest for ref in refs}

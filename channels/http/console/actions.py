@@ -63,6 +63,8 @@ class Actions:
 
     async def send(self, request: Request, form: FormData, session: Session) -> Response:
         thread_id, text = _field(form, "thread"), _field(form, "text")
+        if not await self.c.sees(request, thread_id, write=True):
+            raise NotFound(f"no thread {thread_id!r}")
         run = await self.rt.submit(thread_id, text,
                                    origin=Origin(channel="console", user=session.operator))
         if request.headers.get("HX-Request"):
@@ -78,6 +80,8 @@ class Actions:
         # The operator's name decides: with [agent] approvers set, the runtime refuses
         # anyone not on that list, as it does for every channel.
         run_id = _field(form, "run_id")
+        if not await self.c.sees(request, (await self.rt.records.get_run(run_id)).thread_id):
+            raise NotFound(f"no run {run_id!r}")
         approve = _field(form, "decision") == "approve"
         await self.rt.decide(run_id, _field(form, "tool_call_id"), approve=approve,
                              by=self.by(session), reason=_field(form, "reason", ""),

@@ -14,9 +14,10 @@ from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from runtime import Runtime, ScheduleService, human_size
+from runtime import Run, Runtime, ScheduleService, human_size
 
 from ..auth import Credentials
+from ..owners import Owners
 from .security import COOKIE, Guard, Session, page_headers
 
 __all__ = ["BadQuery", "Console", "ConsoleOptions", "NotSignedIn", "RulesSource", "StatusSource",
@@ -76,6 +77,8 @@ class Console:
     def __init__(self, runtime: Runtime, credentials: Credentials,
                  options: ConsoleOptions) -> None:
         self.runtime = runtime
+        self.owners = Owners(runtime)
+        """Whose each thread is: a page shows a signed-in caller only what it may see."""
         self.guard = Guard(credentials)
         self.options = options
         self.env = Environment(loader=PackageLoader("channels.http.console", "templates"),
@@ -100,6 +103,18 @@ class Console:
         return made, cookie
 
     # -- rendering
+
+    async def sees(self, request: Request, thread_id: str, *, write: bool = False) -> bool:
+        """Whether the request's caller may see ``thread_id`` (``owners.may_see``)."""
+        session, _ = self.session(request)
+        return await self.owners.may_see(session.caller, thread_id, write=write)
+
+    async def seen(self, request: Request, runs: list[Run]) -> list[Run]:
+        """Those of ``runs`` whose thread the request's caller may see."""
+        session, _ = self.session(request)
+        if session.may("operate"):
+            return runs
+        return [r for r in runs if await self.owners.may_see(session.caller, r.thread_id)]
 
     def page(self, request: Request, template: str, *, status: int = 200,
              **values: Any) -> HTMLResponse:

@@ -60,7 +60,7 @@ class Live:
         async def body() -> AsyncIterator[bytes]:
             async with self.rt.subscribe() as events:
                 while not self.stopping.is_set():
-                    values = await self.pages.now_values()
+                    values = await self.pages.now_values(request)
                     yield sse("now", self.c.fragment("_now.html", **values, csrf=csrf))
                     await self._next_change(events)
 
@@ -83,8 +83,11 @@ class Live:
 
     async def run(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
+        if self.c.guard.session(request) is None and self.c.guard.needs_sign_in:
+            return Response("sign in first", status_code=401, headers=page_headers())
         try:
-            await self.rt.records.get_run(run_id)
+            if not await self.c.sees(request, (await self.rt.records.get_run(run_id)).thread_id):
+                raise NotFound(run_id)
         except NotFound:
             return Response("no such run", status_code=404, headers=page_headers())
 

@@ -42,11 +42,13 @@ class Pages:
         self.rt = console.runtime
 
     async def now(self, request: Request) -> Response:
-        return self.c.page(request, "now.html", **await self.now_values())
+        return self.c.page(request, "now.html", **await self.now_values(request))
 
-    async def now_values(self) -> dict[str, Any]:
-        """Runs in progress (with the tool each runs now), the queue by thread, channels."""
-        active = await self.rt.records.runs(states=list(ACTIVE_STATES))
+    async def now_values(self, request: Request) -> dict[str, Any]:
+        """Runs in progress (with the tool each runs now), the queue by thread, channels:
+        those the caller may see."""
+        active = await self.c.seen(request,
+                                   await self.rt.records.runs(states=list(ACTIVE_STATES)))
         behind = self._behind(active)
         now = self.c.options.clock()
         moving: list[dict[str, Any]] = []
@@ -61,7 +63,8 @@ class Pages:
         return {"moving": moving, "queued": queued,
                 "statuses": list(self.c.options.statuses()),
                 "rules": list(self.c.options.rules()),
-                "pending": len(await self.rt.records.pending_approvals())}
+                "pending": len(await self.c.seen(request,
+                                                 await self.rt.records.pending_approvals()))}
 
     def _behind(self, active: list[Run]) -> dict[str, Run]:
         """Each unfinished run that waits for its turn, and the run it waits behind."""
@@ -90,7 +93,7 @@ class Pages:
         return ", ".join(calls) or None
 
     async def approvals(self, request: Request) -> Response:
-        waiting = await self.rt.records.pending_approvals()
+        waiting = await self.c.seen(request, await self.rt.records.pending_approvals())
         items = [{"run": r, "approval": r.pending_approval,
                   "arguments": _pretty(r.pending_approval.arguments if r.pending_approval
                                        else None)} for r in waiting]
@@ -101,9 +104,11 @@ class Pages:
     async def threads(self, request: Request) -> Response:
         q = request.query_params.get("q", "").strip()
         offset = query_int(request, "offset", 0)
-        if q:
-            scanned = await self.rt.records.threads(limit=SEARCH_SCAN)
-            matching = [t for t in scanned if q.lower() in t.id.lower()]
+        everyone = self.c.session(request)[0].may("operate")
+        if q or not everyone:
+            scanned = await self.rt.records.threads(limit=SEARCH_SCAN if q else None)
+            matching = [t for t in scanned if q.lower() in t.id.lower()
+                        and (everyone or await self.c.sees(request, t.id))]
             page = matching[offset:offset + THREADS_PAGE]
             total = len(matching)
         else:
@@ -114,6 +119,10 @@ class Pages:
 
     async def thread(self, request: Request) -> Response:
         thread_id = request.path_params["thread_id"]
+        if not await self.c.sees(request, thread_id):
+            return self.c.page(request, "error.html", status=404,
+                               message=f"There is no thread {thread_id!r} yet.",
+                               new_thread=thread_id)
         total = await self.rt.records.thread_length(thread_id)
         last_page = max(0, total - ENTRIES_PAGE)
         offset = min(query_int(request, "offset", last_page), last_page)
@@ -137,7 +146,8 @@ class Pages:
             states = [RunState(state)] if state else None
         except ValueError:
             states = None
-        found = await self.rt.records.runs(thread_id=thread, states=states, limit=RUNS_SHOWN)
+        found = await self.c.seen(request, await self.rt.records.runs(
+            thread_id=thread, states=states, limit=RUNS_SHOWN))
         cutoff = self.c.options.clock() - SINCE[since] if since in SINCE else None
         shown = [r for r in reversed(found) if cutoff is None or r.created_at >= cutoff]
         return self.c.page(request, "runs.html", runs=shown, state=state or "",
@@ -148,6 +158,8 @@ class Pages:
         run_id = request.path_params["run_id"]
         try:
             run = await self.rt.records.get_run(run_id)
+            if not await self.c.sees(request, run.thread_id):
+                raise NotFound(run_id)
         except NotFound:
             return self.c.page(request, "error.html", status=404,
                                message=f"There is no run {run_id!r}.")
@@ -164,8 +176,10 @@ class Pages:
     async def file(self, request: Request) -> Response:
         """A file a thread names, for its thumbnail or chip: served as the API serves it
         (images in place, the rest as a download; never a page that could run)."""
-        self.c.session(request)  # signed in, as for any page
+        session, _ = self.c.session(request)  # signed in, as for any page
         try:
+            if not await self.c.owners.may_fetch(session.caller, request.path_params["digest"]):
+                raise NotFound("no such file")
             info, data = await self.rt.files.read(request.path_params["digest"])
         except NotFound:
             return self.c.page(request, "error.html", status=404, message="No such file.")
@@ -191,10 +205,11 @@ class Pages:
 
     async def spend(self, request: Request) -> Response:
         days = 30 if request.query_params.get("days") == "30" else 7
-        runs = await self.rt.records.runs(limit=SPEND_RUNS)
+        runs = await self.c.seen(request, await self.rt.records.runs(limit=SPEND_RUNS))
         now = self.c.options.clock()
         spend = spend_of(runs, days=days, now=now, default_agent=self.rt.agents.default.name)
-        votes = await self.rt.feedback.votes(since=now - days * 86_400)
+        votes = [v for v in await self.rt.feedback.votes(since=now - days * 86_400)
+                 if await self.c.sees(request, v.thread_id)]
         labels = [d.day.strftime("%m-%d") for d in spend.days]
         return self.c.page(
             request, "spend.html", spend=spend, days=days,

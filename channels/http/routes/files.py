@@ -9,7 +9,7 @@ from fastapi.responses import Response
 from runtime import NotFound
 
 from ..blobs import INLINE_TYPES, file_response
-from ..deps import Api, secured
+from ..deps import Api, Caller, secured
 from ..errors import ApiError, problem_responses
 from .common import DENIED
 
@@ -26,11 +26,14 @@ _FILE_DOC = {"description": "the file's bytes", "content": {
             responses={200: _FILE_DOC, **problem_responses(*DENIED, 404, 422)})
 async def get_file(
     api: Api,
+    who: Caller,
     digest: Annotated[str, Path(description="the file's sha256, 64 lowercase hex digits")],
     name: Annotated[str | None, Query(max_length=255, description=(
         "the name to save it under (a file is stored by content, not by name)"))] = None,
 ) -> Response:
-    """A stored file's bytes: images as themselves, anything else as a download."""
+    """A stored file's bytes: images as themselves, anything else as a download (a file
+    a thread the caller may see names)."""
+    await api.seen_file(who, digest)
     try:
         info, data = await api.runtime.files.read(digest)
     except NotFound as exc:

@@ -7,6 +7,7 @@ caller reads, continues or finds a thread outside its scope, on every route."""
 
 from __future__ import annotations
 
+import base64
 import string
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -130,6 +131,36 @@ async def test_bob_cannot_reach_anas_threads_on_any_route(tmp_path: Path) -> Non
         assert slack.status_code == 404
         texts = [r.text for r in await rt.records.runs(thread_id="ana-notes")]
         assert texts == ["my secret"]
+
+
+async def test_files_and_the_console_show_a_caller_only_its_own(tmp_path: Path) -> None:
+    """A file is fetched by who may see a thread that names it; the console signed in
+    with Bob's token lists, shows and takes nothing of Ana's."""
+    named = tokens(("ana", "t-ana", ["talk", "approve"]), ("bob", "t-bob", ["talk"]),
+                   ("op", "t-op"))
+    shared = base64.b64encode(b"ana's numbers\n").decode()
+    async with echo_runtime(tmp_path / "m.db") as rt, \
+            served(rt, credentials=named) as (client, _):
+        sent = await client.post(thread_url("ana-notes", "/messages"), headers=ANA, json={
+            "text": "see this", "files": [{"name": "n.txt", "media_type": "text/plain",
+                                           "data": shared}]})
+        assert sent.status_code == 200, sent.text
+        (entry, *_) = await rt.records.entries("ana-notes")
+        digest = entry.files[0].digest  # type: ignore[union-attr]
+        assert (await client.get(f"/v1/files/{digest}", headers=ANA)).status_code == 200
+        assert (await client.get(f"/v1/files/{digest}", headers=BOB)).status_code == 404
+        assert (await client.get(f"/v1/files/{digest}", headers={
+            "Authorization": "Bearer t-op"})).status_code == 200
+        run_id = sent.json()["run_id"]
+        async with httpx.AsyncClient(base_url=str(client.base_url), timeout=10) as browser:
+            signed = await browser.post("/sign-in", data={"token": "t-bob"})
+            assert signed.status_code == 303
+            assert "ana-notes" not in (await browser.get("/threads")).text
+            assert (await browser.get(thread_url("ana-notes").replace("/v1", ""))
+                    ).status_code == 404
+            assert (await browser.get(f"/runs/{run_id}")).status_code == 404
+            assert run_id not in (await browser.get("/runs")).text
+            assert (await browser.get(f"/files/{digest}")).status_code == 404
 
 
 # -- the property ---------------------------------------------------------------------------
