@@ -123,8 +123,9 @@ class RunStore(Protocol):
     def gone(self) -> str | None:
         """Why the storage this store opened is no longer where it was (its database file
         or folder deleted, or another one put in its place), or None. Once so, ``create_run``
-        and ``commit`` raise ``StoreGone``. Cheap (at most one ``stat``): asked per accepted
-        message and per heartbeat."""
+        and ``commit`` raise ``StoreGone``. Cheap (one ``stat``, and a read of the store's
+        identity only when its file was written since the last): asked per accepted message
+        and per heartbeat."""
 
     async def create_run(self, run: Run) -> Run:
         """Persist a queued run (and its thread, if new).

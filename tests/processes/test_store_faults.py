@@ -1,8 +1,8 @@
 """A store that goes away or is damaged under maiden, and thread ids with control characters.
 
-Through real `maiden` processes, where the faults were seen: the database deleted or
-replaced while `maiden run` serves (the next message is refused, /healthz says so, one log
-line), random bytes written into a thread's pages (that thread's run fails
+Through real `maiden` processes, where the faults were seen: the database deleted,
+replaced or overwritten in place while `maiden run` serves (the next message is refused,
+/healthz says so, one log line), random bytes written into a thread's pages (that thread's run fails
 ``corrupt_store`` in one line, the others go on, `maiden show` shows what it can read), and
 ids with a NUL or a newline (refused by every entry point, with the rule named).
 """
@@ -102,6 +102,43 @@ def test_a_database_that_goes_away_is_noticed_by_maiden_run(home: Path, change: 
         assert health.status_code == 503
         assert said in health.json()["store"]
     lines = [line for line in log.read_text().splitlines() if said in line]
+    assert len(lines) == 1 and "ERROR maiden.store" in lines[0], log.read_text()
+    assert "Traceback" not in log.read_text()
+
+
+@pytest.mark.parametrize(("source", "said"), [
+    ("backup", "it holds a copy of this store from before this process opened it"),
+    ("other", "it holds another store"),
+])
+def test_a_database_overwritten_in_place_is_noticed_by_maiden_run(home: Path, source: str,
+                                                                  said: str) -> None:
+    """``cp backup.db data/maiden.db`` while serving: the same inode, other bytes."""
+    db = home / "data" / "maiden.db"
+    sent = maiden(home, "send", "t", "before the backup")
+    assert sent.returncode == 0, sent.stderr
+    backup = home / "backup.db"
+    if source == "backup":
+        shutil.copyfile(db, backup)
+    else:  # another maiden's database
+        other = home / "other"
+        shutil.copytree(home, other, ignore=shutil.ignore_patterns("data", "other"))
+        assert maiden(other, "send", "t", "elsewhere").returncode == 0
+        shutil.copyfile(other / "data" / "maiden.db", backup)
+    with serving(home) as (client, log):
+        for text in ("one", "two", "three"):
+            kept = client.post(thread_url(text, "/messages"), json={"text": text})
+            assert kept.status_code == 200, kept.text
+        inode = db.stat().st_ino
+        subprocess.run(["cp", str(backup), str(db)], check=True)
+        assert db.stat().st_ino == inode
+        refused = client.post(thread_url("t", "/messages"), json={"text": "lost"})
+        assert refused.status_code == 503, refused.text
+        assert refused.json()["code"] == "store_gone"
+        detail = refused.json()["detail"]
+        assert "was overwritten" in detail and said in detail and "restart" in detail
+        health = client.get("/healthz")
+        assert health.status_code == 503 and said in health.json()["store"]
+    lines = [line for line in log.read_text().splitlines() if "was overwritten" in line]
     assert len(lines) == 1 and "ERROR maiden.store" in lines[0], log.read_text()
     assert "Traceback" not in log.read_text()
 

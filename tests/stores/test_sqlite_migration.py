@@ -174,3 +174,27 @@ async def test_a_version_3_database_loses_its_spend_indexes_until_a_cap_asks_for
     async with SQLiteStore(path) as store:  # what a cap asked for stays
         assert _indexes(path) == {"runs_spend_user", "runs_spend_place"}
         assert await store.list_runs() == [run]
+
+
+async def test_version_4_gains_an_identity_kept_from_then_on(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    run = Run(id=new_run_id(1.0), thread_id="t", text="hi", created_at=1.0, updated_at=1.0)
+    async with SQLiteStore(path) as store:
+        await store.create_run(run)
+    # Version 4 as it was: no identity.
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE identity")
+    db.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    db.commit()
+    db.close()
+    async with SQLiteStore(path) as store:
+        assert await store.list_runs() == [run]
+    with sqlite3.connect(path) as db:
+        made = db.execute("SELECT one, id FROM identity").fetchall()
+    assert len(made) == 1 and made[0][0] == 1 and len(made[0][1]) == 32
+    async with SQLiteStore(path):
+        pass
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT one, id FROM identity").fetchall() == made
+        # Each open's mark is taken back at its close.
+        assert db.execute("SELECT key FROM meta").fetchall() == [("schema_version",)]

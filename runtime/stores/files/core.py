@@ -3,7 +3,7 @@ thread, replaced atomically, and small files beside them.
 
 Layout under ``root``::
 
-    store.json                  {"format": 1, "kind": "maiden-files"}
+    store.json                  {"format": 1, "kind": "maiden-files", "id": random id}
     create.lock                 flock'd by every create_run (idempotency keys, run ids)
     threads/{name}.json         a thread's snapshot: entries, runs, transitions, deliveries
     threads/{name}.lock         flock'd around every read-modify-write of that snapshot
@@ -31,6 +31,7 @@ Its parts, each on the one ``Disk`` (``fs``: atomic writes, locks, the worker th
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 import weakref
 from pathlib import Path
@@ -38,14 +39,14 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-from ...errors import CorruptStore
+from ...errors import CorruptStore, StoreError
 from ...runs import Delivery
 from ..base import Opens
-from ..identity import FileIdentity
+from ..identity import FileIdentity, Unsure
 from .folders import Pointers, Threads
 from .fs import Disk, read_or_none, remove_stale_temp_files
 from .names import key_file_name, run_file_name
-from .snapshot import MARKER, check_marker
+from .snapshot import check_marker, marker
 
 __all__ = ["FilesCore", "parse_file"]
 
@@ -70,7 +71,11 @@ class FilesCore(Opens):
         self._key_pointers = Pointers(self._disk, "idempotency", "key", key_file_name)
         self._delivery_pointers = Pointers(self._disk, "deliveries", "key", key_file_name)
         self._last_stamp = 0
-        self._identity = FileIdentity(self.root.absolute(), "the store folder")
+        root = self.root.absolute()
+        self._identity = FileIdentity(root, "the store folder", watched=root / "store.json",
+                                      verify=self._verify)
+        self._store_id: str | None = None
+        """The store's identity, read (or written) at open."""
         self._disk.lost = self._identity.lose
         # In-process locks keep concurrent tasks from queueing up worker threads on a
         # flock; the flock is what makes writers of other processes wait.
@@ -103,13 +108,35 @@ class FilesCore(Opens):
                    self._delivery_pointers.folder]
         for folder in folders:
             folder.mkdir(parents=True, exist_ok=True)
-        marker = self.root / "store.json"
-        data = read_or_none(marker)
-        if data is None:
-            self._disk.write(marker, MARKER)
-        else:
-            check_marker(marker, data)
+        path = self.root / "store.json"
+        with self._disk.lock(self.root / "create.lock"):  # one identity, whoever opens first
+            data = read_or_none(path)
+            store_id = None if data is None else check_marker(path, data)
+            if store_id is None:  # a new store, or one made before identities
+                store_id = secrets.token_hex(16)
+                self._disk.write(path, marker(store_id))
+        self._store_id = store_id
         remove_stale_temp_files([self.root, *folders])
+
+    def _verify(self) -> str | None:
+        """Why ``store.json`` no longer says this is the store opened, or None. Asked when
+        that file was written since the open (two ``stat``s per accepted message: the
+        folder's and its): nothing writes it after the open, so a write at all is a copy of
+        a store put over this one, another or this one's (a backup put back)."""
+        path = self._identity.watched
+        assert path is not None
+        try:
+            found = check_marker(path, path.read_bytes())
+        except FileNotFoundError:
+            return f"{path.name} was deleted"
+        except OSError as exc:
+            raise Unsure from exc
+        except StoreError as exc:
+            return f"{path.name} is not this store's any more: {exc}"
+        if found != self._store_id:
+            return f"{path.name} names another store, identity {found}, not {self._store_id}"
+        return (f"{path.name} was written again: a copy of this store was put over it "
+                "(a backup put back?), without what was written since")
 
     def _delivery_thread(self, key: str) -> str | None:
         pointer = self._delivery_pointers.get(key)

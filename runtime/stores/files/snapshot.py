@@ -21,13 +21,17 @@ from ...errors import CorruptStore, NotFound, StaleWrite, StoreError
 from ...runs import DELIVERY, Delivery, Run, RunState, Transition
 from ..base import ENTRIES, ThreadInfo
 
-__all__ = ["FORMAT", "MARKER", "Snapshot", "check_marker", "parse_snapshot", "select_runs"]
+__all__ = ["FORMAT", "Snapshot", "check_marker", "marker", "parse_snapshot", "select_runs"]
 
 FORMAT = 1
 """The version of the layout, in ``store.json`` and in every snapshot."""
 
-MARKER = json.dumps({"format": FORMAT, "kind": "maiden-files"}).encode()
-"""The content of a new store's ``store.json``."""
+
+
+def marker(store_id: str) -> bytes:
+    """The content of ``store.json`` for the store of that identity (a random id, written
+    once: ``FileIdentity`` reads it again if the file changes)."""
+    return json.dumps({"format": FORMAT, "kind": "maiden-files", "id": store_id}).encode()
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -154,14 +158,18 @@ def parse_snapshot(path: Path, data: bytes, thread_id: str | None) -> Snapshot:
     return snap
 
 
-def check_marker(path: Path, data: bytes) -> None:
-    """``store.json`` must name the format this code reads (``MARKER`` is what a new store gets)."""
+def check_marker(path: Path, data: bytes) -> str | None:
+    """``store.json`` must name the format this code reads (``marker`` is what a new store
+    gets); the store's identity, or None if it has none yet (made before identities)."""
     try:
-        found = json.loads(data).get("format")
+        found = json.loads(data)
+        format_ = found.get("format")
     except (ValueError, AttributeError) as exc:
         raise CorruptStore(f"{path}: unreadable: {exc}") from exc
-    if found != FORMAT:
-        raise StoreError(f"{path.parent} has format {found!r}; this maiden reads format {FORMAT}")
+    if format_ != FORMAT:
+        raise StoreError(f"{path.parent} has format {format_!r}; this maiden reads format {FORMAT}")
+    store_id = found.get("id")
+    return store_id if isinstance(store_id, str) else None
 
 
 def select_runs(

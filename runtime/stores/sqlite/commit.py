@@ -307,15 +307,21 @@ class GroupCommit:
 
     async def _checkpoint(self) -> None:
         try:
+            await self.checkpoint()
+        finally:
+            self._checkpointer = None
+
+    async def checkpoint(self) -> None:
+        """Copy the WAL into the database, as far as no reader holds it back (a failure is
+        logged: the next one tries again, the log only grows meanwhile)."""
+        try:
             if await self.conn.call(_wal_checkpoint):
                 # The log is all in the database now: the next write starts it again from
                 # its beginning, and SQLite flushes the log's new header with that write,
                 # whatever ``synchronous`` says. That flush is made on the writer's thread.
                 self._restarts = True
-        except StoreError as exc:  # the next one tries again; the log only grows meanwhile
+        except StoreError as exc:
             log.warning("WAL checkpoint failed: %s", exc)
-        finally:
-            self._checkpointer = None
 
     async def _flush(self) -> None:
         group: list[_Write] = []

@@ -14,15 +14,18 @@ Checkpoints that arrive together share a transaction and its fsync
 from __future__ import annotations
 
 import dataclasses
+import secrets
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
+from contextlib import closing, suppress
 from pathlib import Path
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, cast
 
 from ...errors import StoreError
 from ...tail import ThreadCache
 from ..base import Opens
-from ..identity import FileIdentity
+from ..identity import FileIdentity, Unsure
 from .commit import FlushWay, GroupCommit, WriteCounts
 from .schema import migrate
 from .sql import fetchall
@@ -68,7 +71,15 @@ class SQLiteCore(Opens):
         # Touched only by functions running on the reader's connection (on its thread, or on
         # the loop's while it is idle), one at a time.
         self._threads = ThreadCache(cached_entries)
-        self._identity = FileIdentity(self.path.absolute(), "the database file")
+        path = self.path.absolute()
+        self._identity = FileIdentity(path, "the database file", watched=path,
+                                      verify=self._verify)
+        self._store_id: str | None = None
+        """The database's identity (``schema``), read at open."""
+        # This process's mark, a row of ``meta`` written at open and deleted at close (a
+        # killed process leaves its row behind: a few bytes). A copy of the file from before
+        # the open lacks it, even one with the same identity (a backup of this store).
+        self._mark = f"open {secrets.token_hex(8)}"
 
     async def open(self) -> None:
         if self._writer is not None:
@@ -89,7 +100,10 @@ class SQLiteCore(Opens):
             flush=self.flush, wal=Path(f"{self.path}-wal") if journal == "wal" else None,
             lost=self._identity.lose)
         try:
-            await writer.transaction(self._migrate)
+            self._store_id = await writer.transaction(self._migrate)
+            # The identity and the mark into the file itself, not just the log: a copy of
+            # the file put over it loses them there, where ``_verify`` reads them.
+            await writer.checkpoint()
             self._reader = await SQLiteThread.open(
                 self.path, busy_timeout_s=self.busy_timeout_s, name="maiden-sqlite-reader")
             await self._reader.call(_configure_reader, int(self.busy_timeout_s * 1000))
@@ -110,6 +124,9 @@ class SQLiteCore(Opens):
         writer, reader = self._writer, self._reader
         try:
             if writer is not None:  # the store stays open for writes handed in meanwhile
+                if self._store_id is not None and self._identity.lost is None:
+                    with suppress(StoreError):  # else left behind, as a killed process's is
+                        await writer.transaction(_unmark, self._mark)
                 await writer.close()
         finally:
             self._writer = self._reader = None
@@ -208,8 +225,40 @@ class SQLiteCore(Opens):
         db.execute("PRAGMA busy_timeout=0")  # GroupCommit waits for the lock itself
         return journal
 
-    def _migrate(self, db: sqlite3.Connection) -> None:
-        migrate(db, self.path)
+    def _migrate(self, db: sqlite3.Connection) -> str:
+        store_id = migrate(db, self.path)
+        db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (self._mark, repr(time.time())))
+        return store_id
+
+    def _verify(self) -> str | None:
+        """Why the file no longer holds the database this process opened, or None: read
+        when the file was written since it was last verified (``FileIdentity``), on the
+        loop's thread, through a connection of its own (the open ones' page caches answer
+        from memory: SQLite watches the log for changes, not the file). An open and two
+        reads by key: once per WAL checkpoint, not per message."""
+        try:
+            with closing(sqlite3.connect(f"{self._identity.path.as_uri()}?mode=ro", uri=True,
+                                         timeout=0.2)) as db:
+                found = db.execute("SELECT id FROM identity").fetchone()
+                marked = db.execute("SELECT 1 FROM meta WHERE key = ?",
+                                    (self._mark,)).fetchone()
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise Unsure from exc
+            return f"it is no longer a maiden database: {exc}"
+        except sqlite3.DatabaseError as exc:
+            return f"it is no longer a maiden database: {exc}"
+        if found is None or found[0] != self._store_id:
+            return (f"it holds another store, identity {found[0] if found else None}, "
+                    f"not {self._store_id}")
+        if marked is None:
+            return ("it holds a copy of this store from before this process opened it: "
+                    "what was written since is not in it")
+        return None
+
+
+def _unmark(db: sqlite3.Connection, mark: str) -> None:
+    db.execute("DELETE FROM meta WHERE key = ?", (mark,))
 
 
 def _configure_reader(db: sqlite3.Connection, busy_timeout_ms: int) -> None:

@@ -74,7 +74,9 @@ class SQLiteRuns(SQLiteReads, RunStore):
 
     async def _accept_run(self, run: Run) -> Accepted:
         check_thread_id(run.thread_id)
-        self._identity.check()  # one stat per accepted message: never into a deleted file
+        # One stat per accepted message (never into a deleted or overwritten file); the
+        # identity is read again only when the file was written since (a checkpoint).
+        self._identity.check()
         # The thread's unfinished runs are read in the same transaction (its locks taken).
         (existing, stored, active), on_disk = await self._write_side().write_committed(
             create_run_row, run, run_row(run))

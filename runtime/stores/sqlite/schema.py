@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from ..base import SpendScope
 
 __all__ = ["ACTIVE_SQL", "SCHEMA_VERSION", "SPEND_INDEXES", "migrate"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 ACTIVE_SQL = "active = 1"
 """The runs that have not ended: the term (text for text) of ``runs_active``'s WHERE, which
@@ -29,6 +30,10 @@ a query repeats so that SQLite may use that index."""
 # entries; summary notices are kind 'summary', in an index of their own.
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS identity (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    id TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS threads (
     id TEXT PRIMARY KEY,
     created_at REAL NOT NULL
@@ -188,6 +193,10 @@ DROP INDEX IF EXISTS runs_spend_agent;
 DROP INDEX IF EXISTS runs_spend_place
 """
 
+# Version 4 -> 5: the database gains its identity, a random id in a one-row table written
+# once (SCHEMA creates the table, ``migrate`` the row): a file copied over the open one
+# (``FileIdentity``) holds another id, or the same one without this process's mark.
+
 SPEND_INDEXES: dict[SpendScope, tuple[str, str]] = {
     "user": ("runs_spend_user", "ON runs (spend_user, id) WHERE spend_user IS NOT NULL"),
     "agent": ("runs_spend_agent", "ON runs (spend_agent, id)"),
@@ -197,13 +206,14 @@ SPEND_INDEXES: dict[SpendScope, tuple[str, str]] = {
 runs are a range of it)."""
 
 
-def migrate(db: sqlite3.Connection, path: Path) -> None:
-    """Bring the database to ``SCHEMA_VERSION`` (inside the caller's transaction)."""
+def migrate(db: sqlite3.Connection, path: Path) -> str:
+    """Bring the database to ``SCHEMA_VERSION`` (inside the caller's transaction); its
+    identity."""
     exists = db.execute("SELECT 1 FROM sqlite_schema WHERE name = 'meta'").fetchone()
     version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
         if exists else None
     found = str(SCHEMA_VERSION) if version is None else version[0]
-    if found not in ("1", "2", "3", str(SCHEMA_VERSION)):
+    if found not in ("1", "2", "3", "4", str(SCHEMA_VERSION)):
         raise StoreError(f"{path} has schema version {found}; this maiden reads versions 1 "
                          f"to {SCHEMA_VERSION} (a newer maiden may have written it)")
     if found == "1":
@@ -217,8 +227,10 @@ def migrate(db: sqlite3.Connection, path: Path) -> None:
         _script(db, COPY_1_TO_2)
     if found in ("1", "2"):
         _script(db, FILL_3)
+    db.execute("INSERT OR IGNORE INTO identity VALUES (1, ?)", (secrets.token_hex(16),))
     db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
                (str(SCHEMA_VERSION),))
+    return str(db.execute("SELECT id FROM identity").fetchone()[0])
 
 
 def _script(db: sqlite3.Connection, script: str) -> None:
