@@ -90,7 +90,8 @@ async def run_files(workdir: Path, messages: int, distinct: int, image_bytes: in
         path = workdir / f"files-{with_files}.db"
         remove_db(path)
         async with FakeSlack() as fake:
-            config = SlackConfig(api_url=fake.api_url, open=True, stream="off")
+            config = SlackConfig(api_url=fake.api_url, file_hosts=[fake.base_url], open=True,
+                                 stream="off")
             secrets = SlackSecrets(bot_token=fake.bot_token, app_token=fake.app_token,
                                    signing_secret=None)
             async with SQLiteStore(path, synchronous=synchronous) as store, \

@@ -1,18 +1,20 @@
 """Downloading a file a platform announced (``FileFetcher`` for Slack and Discord): only
-from the platform's own file hosts (its token goes nowhere else), streamed and cut off
-at the size limit, and never a web page taken for the file: a sign-in page served, or a
-redirect to one, instead of the bytes is refused with the reason. A platform out of reach
-(no connection, a timeout, a 5xx or a 429) is ``FileUnreachable``: the runtime tries
-again later."""
+from the platform's own file hosts, each origin matched exactly before any request, a
+redirect's too (``origins.py``: its token goes nowhere else), streamed and cut off at the
+size limit, and never a web page taken for the file: a sign-in page served, or a redirect
+to one, instead of the bytes is refused with the reason. A platform out of reach (no
+connection, a timeout, a 5xx or a 429) is ``FileUnreachable``: the runtime tries again
+later."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from urllib.parse import urljoin, urlsplit
 
 import httpx
 
 from runtime import FileRefused, FileSource, FileUnreachable, human_size, looks_like_html
+
+from .origins import allowed_file_url, origin_of, shown_origin
 
 __all__ = ["Downloader"]
 
@@ -20,34 +22,37 @@ _REDIRECTS = 3
 
 
 class Downloader:
-    """Fetches ``FileSource`` URLs on ``hosts`` with ``headers`` (a bearer token)."""
+    """Fetches ``FileSource`` URLs on ``origins`` (``https://files.slack.com``: scheme, host
+    and port exact) with ``headers`` (a bearer token)."""
 
-    def __init__(self, platform: str, hosts: Collection[str], *, no_access: str,
+    def __init__(self, platform: str, origins: Collection[str], *, no_access: str,
                  headers: Mapping[str, str] | None = None,
                  client: httpx.AsyncClient | None = None, timeout_s: float = 60.0) -> None:
         self.platform = platform
-        self.hosts = frozenset(h.lower() for h in hosts)
+        self.origins = tuple(origins)
         self.no_access = no_access
         """What a sign-in page instead of the file means, and what to do about it."""
         self._headers = dict(headers or {})
         self._own = client is None
-        self._client = client or httpx.AsyncClient(timeout=httpx.Timeout(timeout_s))
+        # Redirects are followed by hand below, each hop checked before it is requested.
+        self._client = client or httpx.AsyncClient(timeout=httpx.Timeout(timeout_s),
+                                                   follow_redirects=False)
 
     async def aclose(self) -> None:
         if self._own:
             await self._client.aclose()
 
     async def fetch(self, source: FileSource, max_bytes: int) -> bytes:
-        url = source.url
+        if not allowed_file_url(source.url, self.origins):
+            raise FileRefused(source.name, self._elsewhere(source.url))
+        url = httpx.URL(source.url)
         for _ in range(_REDIRECTS + 1):
-            if not self._ours(url):
-                raise FileRefused(source.name, f"its address is not a {self.platform} file "
-                                               "address")
             try:
-                async with self._client.stream("GET", url, headers=self._headers) as response:
+                async with self._client.stream("GET", url, headers=self._headers,
+                                               follow_redirects=False) as response:
                     if response.is_redirect:
-                        url = urljoin(url, response.headers.get("location", ""))
-                        if not self._ours(url):  # to a sign-in page, say
+                        url = url.join(response.headers.get("location", ""))
+                        if not allowed_file_url(str(url), self.origins):  # a sign-in page
                             raise FileRefused(source.name, self.no_access)
                         continue
                     return await self._body(source, response, max_bytes)
@@ -59,10 +64,12 @@ class Downloader:
                                                f"{self.platform} ({type(exc).__name__})") from exc
         raise FileRefused(source.name, f"{self.platform} redirected it too often")
 
-    def _ours(self, url: str) -> bool:
-        parts = urlsplit(url)
-        return parts.scheme in ("https", "http") and (parts.hostname or "") in self.hosts \
-            and (parts.scheme == "https" or parts.hostname in ("127.0.0.1", "localhost"))
+    def _elsewhere(self, url: str) -> str:
+        found = origin_of(url)
+        where = "not an http(s) address" if found is None else shown_origin(found)
+        hosts = "host" if len(self.origins) == 1 else "hosts"
+        return (f"its address ({where}) is not on {self.platform}'s file {hosts} "
+                f"({', '.join(self.origins)}), so it was not fetched")
 
     async def _body(self, source: FileSource, response: httpx.Response, max_bytes: int
                     ) -> bytes:

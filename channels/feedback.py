@@ -1,8 +1,9 @@
-"""A click on the 👍 / 👎 under an answer, for every chat channel: the channel's rules
-decide whether the person may rate answers there (``talk``), then the runtime records the
-vote once per person per run (a change of mind replaces it). Who clicked is the platform's
-word (a signed or gateway-delivered interaction), never the button's: a button names only
-its run, and a run that did not answer in this channel cannot be voted on from it."""
+"""A click on the 👍 / 👎 under an answer, for every chat channel: the click counts only on
+the run's own answer (``clicks.bind``), the channel's rules decide whether the person may
+rate answers at the run's place (``talk``), then the runtime records the vote once per
+person per run (a change of mind replaces it). Who clicked is the platform's word (a
+signed or gateway-delivered interaction), never the button's: a button names only its
+run, and a run's value on another message votes nothing."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from typing import Literal
 
 from runtime import RunError, Runtime
 
-from .access import Access, Place
-from .prompts import refusal_text
+from .access import Access
+from .clicks import Click, bind
 
 __all__ = ["THANKS", "record_vote"]
 
@@ -23,18 +24,19 @@ THANKS = {"up": "Thanks, noted: 👍 this answer helped.",
 
 
 async def record_vote(runtime: Runtime, access: Access,
-                      vote: tuple[Literal["up", "down"], str], *, channel: str, user: str,
-                      place: Place, message: str | None) -> tuple[str, bool]:
+                      vote: tuple[Literal["up", "down"], str], click: Click
+                      ) -> tuple[str, bool]:
     """The line to tell the person, and whether it is news to them (False: the same vote
     again, already recorded)."""
     value, run_id = vote
-    if not access.allows(user, place, "talk"):
-        return refusal_text("rate answers"), True
+    bound = await bind(runtime, access, click, run_id, right="talk")
+    if isinstance(bound, str):
+        return bound, True
     try:
         _, changed = await runtime.feedback.vote(
-            run_id, value, user=user, channel=channel,
-            place=place.ids[0] if place.ids else None, message=message)
+            run_id, value, user=click.user, channel=click.via,
+            place=bound.place.ids[0] if bound.place.ids else None, message=click.message)
     except RunError as exc:
-        log.info("%s: a vote from %s was refused: %s", channel, user, exc)
+        log.info("%s: a vote from %s was refused: %s", click.via, click.user, exc)
         return f"That did not work: {exc}", True
     return THANKS[value], changed

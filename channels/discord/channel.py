@@ -4,7 +4,8 @@ Inbound: each message is stored as a queued run keyed by its id before anything 
 (a duplicate MESSAGE_CREATE, or the replay after a RESUME, makes one run). Outbound
 goes through the outbox and ``DiscordDeliverer``. Approval buttons carry the run, the
 call and the arguments' hash in their ``custom_id`` and are answered from
-``on_interaction``, so buttons posted before a restart work after it. The response to
+``on_interaction``, so buttons posted before a restart work after it; a click counts
+only on that run's own prompt (``clicks``). The response to
 a click goes through the bot's own HTTP client (``UPDATE_MESSAGE``, or an ephemeral
 refusal), so it follows ``api_url`` like every other call: discord.py's interaction
 helpers (and ``DynamicItem``) answer through a webhook adapter whose base URL is one
@@ -21,7 +22,6 @@ import asyncio
 import contextlib
 import logging
 from typing import Any, Self
-from urllib.parse import urlsplit
 
 import aiohttp
 import discord
@@ -40,9 +40,11 @@ from runtime import (
 )
 
 from ..access import Place, Right
+from ..clicks import Click, bind
 from ..commands import Commands
 from ..downloads import Downloader
 from ..feedback import record_vote
+from ..origins import DISCORD_FILE_ORIGINS
 from ..prompts import refusal_text
 from ..retry import Backoff, ChannelRefused, Unreachable, keep_trying, reason_of
 from ..work import Background, is_stop, stop_thread
@@ -85,8 +87,7 @@ class DiscordChannel:
             deliverer.streamer = DiscordStreamer(deliverer, edit_every_s=config.edit_every_s)
         self.deliverer: Deliverer | None = deliverer
         self.downloads = Downloader(
-            "Discord", {"cdn.discordapp.com", "media.discordapp.net",
-                        urlsplit(config.api_url).hostname or "discord.com"},
+            "Discord", (*DISCORD_FILE_ORIGINS, *config.file_hosts),
             no_access="Discord would not hand it over (the link may have expired)")
         self.fetcher: FileFetcher | None = self.downloads
         self.bot = ""
@@ -407,25 +408,26 @@ class DiscordChannel:
         if choice is None and vote is None:
             return
         user = str(interaction.user.id)
-        place = self._place(interaction)
+        if interaction.message is None:
+            return  # a button is always on a message
+        click = Click(via=self.name, user=user, channel=str(interaction.channel_id or ""),
+                      message=str(interaction.message.id), place=self._place(interaction))
         if vote is not None:
-            message = str(interaction.message.id) if interaction.message else None
-            text, _ = await record_vote(self.runtime, self.config.access, vote,
-                                        channel="discord", user=user, place=place,
-                                        message=message)
+            text, _ = await record_vote(self.runtime, self.config.access, vote, click)
             await self._answer(interaction, CHANNEL_MESSAGE, {"content": text,
                                                               "flags": EPHEMERAL})
             return
         assert choice is not None
-        # The channel's rules decide first; the runtime then checks ``approvers`` (or
-        # [agent] approvers) again.
-        if not self.config.access.allows(user, place, "approve"):
-            await self._answer(interaction, CHANNEL_MESSAGE,
-                               {"content": refusal_text("decide approvals"),
-                                "flags": EPHEMERAL})
+        # Only the run's own prompt decides, by the rules at the run's place; the runtime
+        # then checks ``approvers`` (or [agent] approvers) again.
+        bound = await bind(self.runtime, self.config.access, click, choice.run_id,
+                           right="approve", call=choice.call_id or None)
+        if isinstance(bound, str):
+            await self._answer(interaction, CHANNEL_MESSAGE, {"content": bound,
+                                                              "flags": EPHEMERAL})
             return
+        run = bound.run
         try:
-            run = await self.runtime.records.get_run(choice.run_id)
             pending = run.pending_approval
             if pending is None or not pending.arguments_hash.startswith(choice.hash_prefix) \
                     or (choice.call_id and choice.call_id != pending.tool_call_id):

@@ -6,11 +6,12 @@ import os
 from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runtime import ConfigError
 
 from ..access import Access, RuleConfig, access_of, shorthand
+from ..origins import file_origin
 
 __all__ = ["DEFAULT_API_URL", "DiscordConfig"]
 
@@ -27,6 +28,12 @@ class DiscordConfig(BaseModel):
     api_url: str = Field(default=DEFAULT_API_URL,
                          description="the REST base (a proxy or a test server); the gateway "
                          "is found from it (GET /gateway/bot)")
+    file_hosts: list[str] = Field(
+        default_factory=list, description="origins besides Discord's CDN "
+        "(https://cdn.discordapp.com, https://media.discordapp.net) that attachments may be "
+        "downloaded from ('http://127.0.0.1:8123': scheme, host and port, matched exactly; "
+        "plain http on loopback only): a test server; api_url's origin is not one unless "
+        "listed")
     open: bool = Field(default=False, description="true: everyone the bot can see is served")
     allow_guilds: list[str] = Field(
         default_factory=list, description="only in these guilds (with allow_channels: or "
@@ -60,6 +67,11 @@ class DiscordConfig(BaseModel):
     respond_in: Literal["mentions", "all"] = Field(
         default="mentions", description="mentions: in guild channels only mentions of the bot "
         "and replies to it start work (threads it is part of and DMs: every message)")
+
+    @field_validator("file_hosts")
+    @classmethod
+    def _file_hosts(cls, value: list[str]) -> list[str]:
+        return [file_origin(entry) for entry in value]  # ValueError: pydantic names the key
 
     @property
     def access(self) -> Access:

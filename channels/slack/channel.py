@@ -5,8 +5,9 @@ its acknowledgement (``process_before_response``), keyed by the message, so Slac
 retries, a retry after a restart and the same message as ``app_mention`` and
 ``message.*`` make one run; the run happens after the ack. Outbound goes through
 the runtime's outbox and ``SlackDeliverer``. Buttons on an approval prompt decide
-the call (only ``approvers``); ``stop`` in a thread cancels its running run; the
-👍 / 👎 under an answer record the person's vote (``feedback``).
+the call (only ``approvers``, and only on that run's own prompt: ``clicks``); ``stop``
+in a thread cancels its running run; the 👍 / 👎 under an answer record the person's
+vote (``feedback``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Self
-from urllib.parse import urlsplit
 
 import aiohttp
 from slack_bolt.async_app import AsyncApp
@@ -39,8 +39,10 @@ from runtime import (
 )
 
 from ..access import Place
+from ..clicks import FOREIGN, Bound, bind, run_place
 from ..commands import Commands
 from ..downloads import Downloader
+from ..origins import SLACK_FILE_ORIGINS
 from ..prompts import refusal_text
 from ..retry import Backoff, ChannelRefused, Unreachable, keep_trying, reason_of
 from ..work import Background, is_stop, stop_thread
@@ -50,7 +52,7 @@ from .config import SlackConfig, SlackSecrets
 from .deliverer import SlackDeliverer
 from .feedback import FeedbackButtons
 from .home import AppHome
-from .mapping import Inbound, read_event
+from .mapping import Inbound, read_click, read_event
 from .render import FEEDBACK, decided_blocks, parse_choice
 from .streamer import SlackStreamer
 
@@ -110,7 +112,7 @@ class SlackChannel:
                                                edit_every_s=config.edit_every_s)
         self.deliverer: Deliverer | None = deliverer
         self.downloads = Downloader(
-            "Slack", {"files.slack.com", urlsplit(config.api_url).hostname or "slack.com"},
+            "Slack", (*SLACK_FILE_ORIGINS, *config.file_hosts),
             headers={"Authorization": f"Bearer {secrets.bot_token}"}, no_access=NO_ACCESS)
         self.fetcher: FileFetcher | None = self.downloads
         self.team = ""
@@ -429,44 +431,62 @@ class SlackChannel:
         await ack()
         choice = parse_choice(action)
         user = str((body.get("user") or {}).get("id") or "")
-        channel = str((body.get("channel") or {}).get("id") or "")
-        message_ts = str((body.get("message") or body.get("container") or {}).get("ts") or
-                         (body.get("container") or {}).get("message_ts") or "")
         if choice is None or not user:
             return
         approve, ids = choice
-        home = not channel  # a button on the App Home tab: the run's own place decides
-        if home:
-            with contextlib.suppress(MaidenError):
-                run = await self.runtime.records.get_run(ids["run"])
-                channel = run.origin.target.get("channel", "")
-        # The channel's rules decide first; the runtime then checks ``approvers`` (or
-        # [agent] approvers) again.
-        place = Place.of(channel, direct=channel.startswith("D"))
-        if not self.config.access.allows(user, place, "approve"):
-            with contextlib.suppress(SlackApiError):
-                await self.client.chat_postEphemeral(channel=channel, user=user,
-                                                     text=refusal_text("decide approvals"))
+        click = read_click(body)
+        home = (body.get("container") or {}).get("type") == "view"
+        if home:  # the App Home tab: buttons of approvals the person may decide
+            bound = await self._from_home(user, ids["run"])
+        elif click is None:
             return
+        else:  # on a message: only that run's own prompt for that call decides it
+            bound = await bind(self.runtime, self.config.access, click, ids["run"],
+                               right="approve", call=ids["call"])
+        channel = click.channel if click else \
+            bound.run.origin.target.get("channel", "") if isinstance(bound, Bound) else ""
+        if isinstance(bound, str):
+            await self._tell(channel, user, bound)
+            return
+        # The rules at the run's place decided first; the runtime then checks
+        # ``approvers`` (or [agent] approvers) again.
         approvers = self.config.approvers or None
         try:
-            await self.runtime.decide(ids["run"], ids["call"], approve=approve, by=user,
+            await self.runtime.decide(bound.run.id, ids["call"], approve=approve, by=user,
                                       arguments_hash=ids["hash"], approvers=approvers)
         except RunError as exc:
             what = "decide approvals" if exc.reason == "not_an_approver" else None
-            text = refusal_text(what) if what else f"That did not work: {exc}"
-            with contextlib.suppress(SlackApiError):
-                await self.client.chat_postEphemeral(channel=channel, user=user, text=text)
+            await self._tell(channel, user,
+                             refusal_text(what) if what else f"That did not work: {exc}")
             return
         if home:
             await self.home.publish(user)
-        elif channel and message_ts:
+        elif click is not None:
             with contextlib.suppress(SlackApiError):
                 await self.client.chat_update(
-                    channel=channel, ts=message_ts,
+                    channel=click.channel, ts=click.message,
                     text=f"{'Approved' if approve else 'Denied'}: {ids.get('name', '')}",
                     blocks=decided_blocks(ids.get("name", "the call"), approve, user))
 
+    async def _from_home(self, user: str, run_id: str) -> Bound | str:
+        """A decision from the App Home tab (no message to bind it to): the tab lists only
+        what the person may decide, and the rights are judged again at the run's place."""
+        try:
+            run = await self.runtime.records.get_run(run_id)
+        except MaidenError:
+            return FOREIGN
+        channel = run.origin.target.get("channel", "")
+        place = run_place(run, Place.of(channel, direct=channel.startswith("D")))
+        if run.origin.channel != self.name or \
+                not self.config.access.allows(user, place, "approve"):
+            return refusal_text("decide approvals")
+        return Bound(run, place)
+
+    async def _tell(self, channel: str, user: str, text: str) -> None:
+        """An ephemeral line in ``channel`` (none for a refused click on the App Home tab)."""
+        if channel:
+            with contextlib.suppress(SlackApiError):
+                await self.client.chat_postEphemeral(channel=channel, user=user, text=text)
 
 
 async def _ignored(event: dict[str, Any]) -> None:

@@ -7,11 +7,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runtime import ConfigError
 
 from ..access import Access, RuleConfig, access_of, shorthand
+from ..origins import file_origin
 
 __all__ = ["DEFAULT_API_URL", "SlackConfig", "SlackSecrets"]
 
@@ -39,6 +40,11 @@ class SlackConfig(BaseModel):
     signing_secret_env: str = "SLACK_SIGNING_SECRET"
     api_url: str = Field(default=DEFAULT_API_URL,
                          description="the Web API base (a proxy, GovSlack, a test server)")
+    file_hosts: list[str] = Field(
+        default_factory=list, description="origins besides https://files.slack.com that "
+        "shared files may be downloaded from with the bot token ('http://127.0.0.1:8123': "
+        "scheme, host and port, matched exactly; plain http on loopback only): a test "
+        "server; api_url's origin is not one unless listed")
     open: bool = Field(default=False, description="true: everyone in the workspace is served")
     allow_users: list[str] = Field(
         default_factory=list, description="only these users (in allow_channels, if listed)")
@@ -70,6 +76,11 @@ class SlackConfig(BaseModel):
     reconnect_max_s: float = Field(
         default=60.0, gt=0, description="while Slack cannot be reached at start, the longest "
         "wait between attempts (they back off from 1 s, with jitter)")
+
+    @field_validator("file_hosts")
+    @classmethod
+    def _file_hosts(cls, value: list[str]) -> list[str]:
+        return [file_origin(entry) for entry in value]  # ValueError: pydantic names the key
 
     @property
     def access(self) -> Access:

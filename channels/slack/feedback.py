@@ -12,9 +12,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from runtime import Runtime
 
-from ..access import Place
 from ..feedback import record_vote
 from .config import SlackConfig
+from .mapping import read_click
 from .render import parse_vote
 
 __all__ = ["FeedbackButtons"]
@@ -32,16 +32,12 @@ class FeedbackButtons:
                       action: dict[str, Any]) -> None:
         await ack()
         vote = parse_vote(action)
-        user = str((body.get("user") or {}).get("id") or "")
-        channel = str((body.get("channel") or {}).get("id") or
-                      (body.get("container") or {}).get("channel_id") or "")
-        message_ts = str((body.get("container") or {}).get("message_ts") or
-                         (body.get("message") or {}).get("ts") or "")
-        if vote is None or not user or not channel:
+        click = read_click(body)
+        if vote is None or click is None:
             return
-        text, news = await record_vote(
-            self.runtime, self.config.access, vote, channel="slack", user=user,
-            place=Place.of(channel, direct=channel.startswith("D")), message=message_ts or None)
+        user, channel = click.user, click.channel
+        text, news = await record_vote(self.runtime, self.config.access, vote, click)
         if news:
             with contextlib.suppress(SlackApiError):
                 await self.client.chat_postEphemeral(channel=channel, user=user, text=text)
+

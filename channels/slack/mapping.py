@@ -18,7 +18,10 @@ from typing import Any
 
 from runtime import FileSource
 
-__all__ = ["Ignored", "Inbound", "read_event", "read_files", "strip_mentions"]
+from ..access import Place
+from ..clicks import Click
+
+__all__ = ["Ignored", "Inbound", "read_click", "read_event", "read_files", "strip_mentions"]
 
 # Messages that are a person saying something; every other subtype (edits, deletions,
 # joins, topic changes, bot_message...) is not a message to answer.
@@ -127,3 +130,17 @@ def read_files(files: Any) -> tuple[FileSource, ...]:
             media_type=str(item.get("mimetype") or "application/octet-stream"),
             size=size if isinstance(size, int) else None))
     return tuple(found)
+
+
+def read_click(body: Mapping[str, Any]) -> Click | None:
+    """Who clicked a button on which message, from a ``block_actions`` payload (signed by
+    Slack, so its user and container are Slack's word); None for a click that is not on a
+    message (the App Home tab's)."""
+    container = body.get("container") or {}
+    user = str((body.get("user") or {}).get("id") or "")
+    channel = str(container.get("channel_id") or (body.get("channel") or {}).get("id") or "")
+    message = str(container.get("message_ts") or (body.get("message") or {}).get("ts") or "")
+    if container.get("type", "message") != "message" or not (user and channel and message):
+        return None
+    return Click(via="slack", user=user, channel=channel, message=message,
+                 place=Place.of(channel, direct=channel.startswith("D")))

@@ -19,7 +19,7 @@ def downloader(answer: httpx.Response | Exception) -> Downloader:
             raise answer
         return answer
 
-    return Downloader("Slack", {"files.slack.com"}, no_access="no access",
+    return Downloader("Slack", ["https://files.slack.com"], no_access="no access",
                       client=httpx.AsyncClient(transport=httpx.MockTransport(handle)))
 
 
@@ -56,3 +56,53 @@ async def test_a_file_is_downloaded() -> None:
                                           headers={"Content-Type": "text/csv"})
                            ).fetch(SOURCE, 1000)
     assert got == b"a,b\n1,2\n"
+
+
+def recording(answers: dict[str, httpx.Response]) -> tuple[Downloader, list[httpx.Request]]:
+    """A downloader with the bot token over a transport that answers by URL and records
+    every request."""
+    seen: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return answers.get(str(request.url), httpx.Response(200, content=b"secret"))
+
+    return Downloader("Slack", ["https://files.slack.com"], no_access="no access",
+                      headers={"Authorization": "Bearer xoxb-1"},
+                      client=httpx.AsyncClient(transport=httpx.MockTransport(handle))), seen
+
+
+@pytest.mark.parametrize(("url", "where"), [
+    ("http://127.0.0.1:52501/steal-private", "http://127.0.0.1:52501"),
+    ("https://files.slack.com:8443/files-pri/T1-F1/a.csv", "https://files.slack.com:8443"),
+    ("https://slack.com/api/conversations.history?channel=C1", "https://slack.com"),
+    ("file:///etc/passwd", "not an http(s) address"),
+])
+async def test_a_url_off_the_file_host_is_refused_before_any_request(url: str, where: str
+                                                                      ) -> None:
+    fetcher, seen = recording({})
+    with pytest.raises(FileRefused) as caught:
+        await fetcher.fetch(FileSource(via="slack", url=url, name="a.csv"), 1000)
+    assert caught.value.why == (f"its address ({where}) is not on Slack's file host "
+                                "(https://files.slack.com), so it was not fetched")
+    assert seen == []
+
+
+async def test_a_redirect_off_the_file_host_is_not_followed() -> None:
+    fetcher, seen = recording({URL: httpx.Response(
+        302, headers={"Location": "http://127.0.0.1:52501/steal-private"})})
+    with pytest.raises(FileRefused) as caught:
+        await fetcher.fetch(SOURCE, 1000)
+    assert caught.value.why == "no access"
+    assert [str(r.url) for r in seen] == [URL]  # the other origin got no request, no token
+
+
+async def test_a_redirect_on_the_file_host_is_followed_with_the_token() -> None:
+    moved = "https://files.slack.com/files-pri/T1-F1/data.csv?origin_team=T1"
+    fetcher, seen = recording({URL: httpx.Response(302, headers={"Location": moved}),
+                               moved: httpx.Response(200, content=b"a,b\n",
+                                                     headers={"Content-Type": "text/csv"})})
+    assert await fetcher.fetch(SOURCE, 1000) == b"a,b\n"
+    assert [(str(r.url), r.headers["Authorization"]) for r in seen] == [
+        (URL, "Bearer xoxb-1"), (moved, "Bearer xoxb-1")]
+

@@ -32,10 +32,11 @@ SHOT = png(320, 200)
 DATA = b"city,rain_mm\n" + b"".join(f"town{n},{n * 3}\n".encode() for n in range(400))
 
 
-def agent_toml(home: Path, api_url: str) -> None:
+def agent_toml(home: Path, base_url: str) -> None:
     (home / "agent.toml").write_text(
         (ROOT / "agent.toml").read_text() + "\n[http]\nport = 0\n\n[channels.slack]\n"
-        f'api_url = "{api_url}"\nallow_users = ["U1"]\nreconnect_max_s = 1\nstream = "off"\n')
+        f'api_url = "{base_url}/api/"\nfile_hosts = ["{base_url}"]\nallow_users = ["U1"]\n'
+        'reconnect_max_s = 1\nstream = "off"\n')
 
 
 @pytest.mark.parametrize(("held", "stop"), [
@@ -47,7 +48,7 @@ async def test_a_file_cut_off_by_a_restart_is_fetched_when_slack_is_back(
         home: Path, held: int, stop: signal.Signals) -> None:
     port, workspace = free_port(), Workspace()
     fake = FakeSlack(workspace, port=port)
-    agent_toml(home, f"http://127.0.0.1:{port}/api/")
+    agent_toml(home, f"http://127.0.0.1:{port}")
     environ = {**os.environ, "PYTHONPATH": str(ROOT), "SLACK_BOT_TOKEN": workspace.bot_token,
                "SLACK_APP_TOKEN": workspace.app_token}
     async with asyncio.timeout(120):

@@ -60,7 +60,8 @@ class Discord:
 async def running(fake: FakeDiscord, db: Path, *, provider: Provider | None = None,
                   tools: tuple[Tool, ...] = (deploy,), agent: AgentConfig | None = None,
                   **overrides: Any) -> AsyncIterator[Discord]:
-    fields: dict[str, Any] = {"api_url": fake.api_url, "allow_users": [str(HUMAN_ID)]}
+    fields: dict[str, Any] = {"api_url": fake.api_url, "file_hosts": [fake.cdn_url],
+                              "allow_users": [str(HUMAN_ID)]}
     fields.update(overrides)
     async with SQLiteStore(db) as store:
         runtime = Runtime(store, provider or EchoProvider(), ToolRegistry(tools), agent=agent,

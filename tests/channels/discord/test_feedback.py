@@ -65,7 +65,7 @@ async def test_votes_on_a_streamed_answer_once_per_person(tmp_path: Path) -> Non
             fake.world.add_user(stranger, "stranger")
             assert "may not rate answers" in await click(fake, answer, up, stranger, 5)
             forged = await click(fake, answer, "maiden:f:up:0123abcd", HUMAN_ID, 6)
-            assert "no run 0123abcd" in forged
+            assert "does not belong to this message" in forged
             assert len(await d.runtime.feedback.votes()) == 2
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from runtime import ScriptedProvider
 from tests.channels.discord.test_channel import running
+from tests.fakes.bystander import bystander
 from tests.fakes.discord import BOT_ID, GENERAL_ID, HUMAN_ID, FakeDiscord
 from tests.samples import export, pdf, png
 
@@ -54,6 +55,26 @@ async def test_an_expired_link_is_refused_and_the_message_runs(tmp_path: Path) -
             "I could not read old.txt: Discord no longer has it (the link may have expired, "
             "or the file was deleted).", "echo: read"]
 
+
+
+async def test_an_attachment_on_another_port_is_refused_and_never_fetched(
+        tmp_path: Path) -> None:
+    async with FakeDiscord() as fake, bystander() as elsewhere, \
+            running(fake, tmp_path / "m.db") as d:
+        posted = fake.post_as_user(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> read", mentions=[BOT_ID],
+                                   files=[("steal.txt", b"hello\n", "text/plain")])
+        for attachment in posted["attachments"]:  # the same host as the CDN, another port
+            for key in ("url", "proxy_url"):
+                attachment[key] = attachment[key].replace(fake.cdn_url, elsewhere.origin)
+        await fake.dispatch("MESSAGE_CREATE", posted)
+        await asyncio.wait_for(d.channel.wait_handled(1), 10)
+        await d.runtime.idle()
+        assert elsewhere.hits == []
+        assert bot_texts(fake) == [
+            f"I could not read steal.txt: its address ({elsewhere.origin}) is not on "
+            "Discord's file hosts (https://cdn.discordapp.com, https://media.discordapp.net, "
+            f"{fake.cdn_url}), so it was not fetched.", "echo: read"]
+        assert fake.cdn.downloads == []
 
 
 async def test_a_file_a_tool_made_is_attached_once(tmp_path: Path) -> None:

@@ -64,7 +64,8 @@ class Slack:
 
 
 def config(fake: FakeSlack, **overrides: Any) -> SlackConfig:
-    fields: dict[str, Any] = {"api_url": fake.api_url, "allow_users": ["U1", "U2"]}
+    fields: dict[str, Any] = {"api_url": fake.api_url, "file_hosts": [fake.base_url],
+                              "allow_users": ["U1", "U2"]}
     fields.update(overrides)
     return SlackConfig(**fields)
 

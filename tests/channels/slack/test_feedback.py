@@ -96,12 +96,12 @@ async def test_no_buttons_without_an_answer_and_no_vote_on_a_forged_button(
                                            f"up:{other.id}", message=answer)
             await fake.acked(await fake.socket_interactive(forged))
             await fake.until(lambda: len(fake.ephemerals(C)) == 1, what="a refusal")
-            assert "did not answer in slack" in fake.ephemerals(C)[0]["text"]
+            assert "does not belong to this message" in fake.ephemerals(C)[0]["text"]
             forged = block_actions_payload("U1", C, answer["ts"], "maiden_feedback",
                                            "up:0123456789abcdef", message=answer)
             await fake.acked(await fake.socket_interactive(forged))
             await fake.until(lambda: len(fake.ephemerals(C)) == 2, what="a refusal")
-            assert "no run 0123456789abcdef" in fake.ephemerals(C)[1]["text"]
+            assert "does not belong to this message" in fake.ephemerals(C)[1]["text"]
             assert await s.runtime.feedback.votes() == []
         # A failed run's notice carries no buttons.
         async with running(fake, tmp_path / "m.db", stream="off",

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from runtime import ScriptedProvider
 from tests.channels.slack.test_channel import C, running
+from tests.fakes.bystander import bystander
 from tests.fakes.slack import BOT_USER, FakeSlack
 from tests.samples import export, png
 
@@ -49,6 +50,41 @@ async def test_the_sign_in_page_is_refused_with_the_reason_and_the_message_runs(
                            "files:read scope; add it and reinstall the app).")
         assert answer == "echo: read this"
         assert await s.runtime.files.store.blobs() == []  # the page was not kept as the file
+
+
+async def test_a_file_on_another_port_is_refused_and_never_fetched(tmp_path: Path) -> None:
+    async with FakeSlack() as fake, bystander() as elsewhere, \
+            running(fake, tmp_path / "m.db", stream="off") as s:
+        sent = fake.share_file(C, "U1", f"<@{BOT_USER}> read this", [
+            ("steal.txt", b"hello\n", "text/plain")])
+        for item in sent["event"]["files"]:  # the same host as the fake, another port
+            item["url_private"] = item["url_private_download"] = \
+                f"{elsewhere.origin}/steal-private"
+        await fake.acked(await fake.socket_event(sent))
+        await s.runtime.idle()
+        assert elsewhere.hits == []  # no request, so no token
+        refusal, answer = bot_texts(fake)
+        assert refusal == (f"I could not read steal.txt: its address ({elsewhere.origin}) is "
+                           "not on Slack's file hosts (https://files.slack.com, "
+                           f"{fake.base_url}), so it was not fetched.")
+        assert answer == "echo: read this"
+        assert fake.shared.downloads == []
+        assert await s.runtime.files.store.blobs() == []
+
+
+async def test_api_urls_own_origin_is_no_file_host_unless_listed(tmp_path: Path) -> None:
+    async with FakeSlack() as fake, running(fake, tmp_path / "m.db", stream="off",
+                                            file_hosts=[]) as s:
+        sent = fake.share_file(C, "U1", f"<@{BOT_USER}> read this", [
+            ("notes.txt", b"hello\n", "text/plain")])
+        await fake.acked(await fake.socket_event(sent))
+        await s.runtime.idle()
+        refusal, answer = bot_texts(fake)
+        assert refusal == (f"I could not read notes.txt: its address ({fake.base_url}) is not "
+                           "on Slack's file host (https://files.slack.com), so it was not "
+                           "fetched.")
+        assert answer == "echo: read this"
+        assert fake.shared.downloads == []
 
 
 async def test_a_file_without_words_is_a_message_too(tmp_path: Path) -> None:

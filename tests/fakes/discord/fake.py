@@ -80,6 +80,11 @@ class FakeDiscord:
         return f"http://127.0.0.1:{self.port}{PREFIX}"
 
     @property
+    def cdn_url(self) -> str:
+        """The origin attachments are served from (for ``file_hosts``)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
     def gateway_url(self) -> str:
         return f"ws://127.0.0.1:{self.port}/gateway"
 
@@ -165,7 +170,7 @@ class FakeDiscord:
         served by the CDN); return its MESSAGE_CREATE ``d``."""
         channel = self.rest.channel(str(channel_id))
         author = self.world.user(author_id)
-        attachments = [self.cdn.add(f"http://127.0.0.1:{self.port}", channel["id"], *f)
+        attachments = [self.cdn.add(self.cdn_url, channel["id"], *f)
                        for f in files]
         msg = p.message(p.new_id(), channel["id"], author, content,
                         mentions=[self.world.user(m) for m in mentions], referenced=reply_to,
