@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from channels import Channel
 from channels.http import HttpChannel
-from runtime import Run, Runtime, describe_store
+from runtime import Run, Runtime, describe_isolation, describe_store
 
 from .config import LoadedConfig
 from .rights import rights_lines
@@ -18,6 +18,7 @@ def banner_head(loaded: LoadedConfig, runtime: Runtime) -> str:
     """The banner's first lines, printed at once: what this process runs, from where."""
     cfg = loaded.config
     source = str(loaded.path) if loaded.exists else f"{loaded.path} (not found: defaults)"
+    shell = cfg.tools.shell
     return "\n".join([
         f"maiden: agent {cfg.agent.name!r}",
         f"  config      {source}",
@@ -26,6 +27,8 @@ def banner_head(loaded: LoadedConfig, runtime: Runtime) -> str:
         f"  store       {describe_store(cfg.store, loaded.base_dir)}",
         f"  concurrency {cfg.runtime.concurrency}",
         f"  tools       {', '.join(t.name for t in runtime.tools) or 'none'}",
+        *([f"  isolation   {describe_isolation(shell.sandbox, shell.run_as)}"]
+          if "shell" in cfg.tools.builtins else []),
     ])
 
 

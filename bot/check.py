@@ -76,8 +76,8 @@ def check(loaded: LoadedConfig) -> int:
     print(f"  runtime   concurrency={cfg.runtime.concurrency}")
     print(f"  tools     {', '.join(f'{t.name} ({t.effect})' for t in tools) or 'none'}")
     shell = "shell" in cfg.tools.builtins
-    print("  isolation " + (describe_isolation(cfg.tools.shell.sandbox) if shell
-                             else "no shell tool"))
+    print("  isolation " + (describe_isolation(cfg.tools.shell.sandbox, cfg.tools.shell.run_as)
+                             if shell else "no shell tool"))
     asks = [t.name for t in tools if t.requires_approval]
     if asks:
         who = ", ".join(cfg.agent.approvers) or "anyone who can reach maiden"

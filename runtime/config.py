@@ -205,6 +205,10 @@ class ShellConfig(Section):
         "auto: run each command under bubblewrap (own PID namespace and /proc, so it cannot "
         "read maiden's environment) when bwrap works here; bwrap: refuse commands without "
         "it; off: never (own session and a non-dumpable maiden only)"))
+    run_as: str = Field(default="nobody", min_length=1, description=(
+        "when maiden runs as root: the unprivileged user (name or uid) each command runs "
+        "as, so it cannot read maiden's /proc or files; it must be able to enter workdir. "
+        "Ignored when maiden is not root"))
 
 
 class FilesConfig(Section):

@@ -50,6 +50,8 @@ async def run_process(
     new_session: bool = True,
     timeout_s: float | None = None,
     max_output_bytes: int | None = None,
+    user: int | None = None,
+    group: int | None = None,
 ) -> ProcessResult:
     """Run ``argv`` and return its output.
 
@@ -60,10 +62,14 @@ async def run_process(
     awaiting task is cancelled, the same happens before the cancellation goes on (a
     second cancellation during the grace period sends SIGKILL at once). Each of stdout
     and stderr is kept up to ``max_output_bytes``. Without ``stdin`` the child reads
-    an empty input (never the agent's terminal).
+    an empty input (never the agent's terminal). With ``user`` and ``group`` the child
+    drops to them, with no supplementary groups, before it runs ``argv`` (this process
+    must be root for that).
     """
+    drop: dict[str, Any] = {} if user is None else {
+        "user": user, "group": group, "extra_groups": []}
     proc, held = await _start(
-        *argv, cwd=cwd, env=env,
+        *argv, cwd=cwd, env=env, **drop,
         stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         start_new_session=new_session)

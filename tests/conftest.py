@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import AsyncIterator, Callable, Sequence
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,18 @@ RuntimeFactory = Callable[..., Any]
 # "OSError: [Errno 14] Bad address" from execve, before the child ran a line of ours; a
 # plain fork gives the child its own copy. The bot's own spawning is left as it is.
 subprocess._USE_VFORK = False  # type: ignore[misc]
+
+
+@pytest.fixture
+def shared_tmp() -> Iterator[Path]:
+    """A folder the shell tool may work in: as root, maiden runs commands as ``[tools.shell]
+    run_as`` (nobody), who cannot enter pytest's ``tmp_path`` (private to root)."""
+    path = Path(tempfile.mkdtemp(prefix="maiden-shared-"))
+    path.chmod(0o777)
+    try:
+        yield path.resolve()
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

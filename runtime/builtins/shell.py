@@ -26,9 +26,11 @@ sees only the environment variables ``pass_env`` names (``PATH``, ``HOME``, the 
 the agent's API keys and tokens stay out of reach of ``env``. Nor can it read them from
 maiden's process (``cat /proc/$PPID/environ``): under bubblewrap when it works here
 (``[tools.shell] sandbox``; a PID namespace and ``/proc`` of its own), else in a session
-of its own under a non-dumpable maiden (``runtime.isolation`` says what each covers).
-The working directory is where it starts, not a file sandbox: the command can write
-what maiden's user can.
+of its own under a non-dumpable maiden; and when maiden is root, always as the
+unprivileged ``[tools.shell] run_as`` user, since root reads any process (``runtime.isolation``
+says what each covers). If that user does not exist, is root, or cannot be switched to
+or cannot enter the working directory, the tool is refused at start. The working
+directory is where it starts, not a file sandbox: the command can write what its user can.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from typing import Any
 
 from ..config import ShellConfig
 from ..errors import ConfigError
-from ..isolation import bwrap_argv, bwrap_usable
+from ..isolation import bwrap_argv, bwrap_usable, check_drop, choose_user, euid
 from ..process import run_process
 from ..tools import Tool, ToolContext
 
@@ -59,8 +61,13 @@ def make_shell(cfg: ShellConfig, base_dir: Path) -> Tool:
     if not workdir.is_dir():
         raise ConfigError([("tools.shell.workdir", f"{workdir} is not a directory")])
     prefixes = [_allowed(entry) for entry in cfg.allow]
+    user = choose_user(euid(), cfg.run_as)
+    if user is not None:
+        check_drop(user, str(workdir))
+    # Passed on as they are, HOME, USER and LOGNAME would name root, whom it no longer is.
+    who = {} if user is None else {"HOME": user.home, "USER": user.name, "LOGNAME": user.name}
     # Tried once, here at start-up rather than on the first command: the answer is cached.
-    no_bwrap = bwrap_usable() if cfg.sandbox != "off" else "off"
+    no_bwrap = bwrap_usable(user) if cfg.sandbox != "off" else "off"
     if cfg.sandbox == "bwrap" and no_bwrap is not None:
         raise ConfigError([("tools.shell.sandbox", f"\"bwrap\" is required but {no_bwrap}")])
 
@@ -72,7 +79,7 @@ def make_shell(cfg: ShellConfig, base_dir: Path) -> Tool:
             raise FileNotFoundError(f"the working directory {workdir} ([tools.shell] "
                                     "workdir) does not exist")
         env = {name: value for name in cfg.pass_env
-               if (value := os.environ.get(name)) is not None}
+               if (value := who.get(name, os.environ.get(name))) is not None}
         if no_bwrap is None:
             # bwrap reports a missing command as its own failure (exit 1): look first.
             if not _runnable(argv[0], workdir, env.get("PATH", os.defpath)):
@@ -81,7 +88,9 @@ def make_shell(cfg: ShellConfig, base_dir: Path) -> Tool:
         try:
             result = await run_process(
                 *argv, cwd=str(workdir), env=env, grace_s=ctx.cancel_grace_s,
-                timeout_s=cfg.timeout_s, max_output_bytes=cfg.max_output_bytes)
+                timeout_s=cfg.timeout_s, max_output_bytes=cfg.max_output_bytes,
+                user=None if user is None else user.uid,
+                group=None if user is None else user.gid)
         except FileNotFoundError:
             raise FileNotFoundError(f"command not found: {argv[0]}") from None
         return {"exit_code": result.returncode, "stdout": result.stdout,
@@ -90,7 +99,8 @@ def make_shell(cfg: ShellConfig, base_dir: Path) -> Tool:
 
     return Tool(shell, name="shell",
                 description=_describe(cfg, workdir, prefixes, signal_code=(
-                    "-N or 128+N" if no_bwrap is None else "-N")),
+                    "-N or 128+N" if no_bwrap is None else "-N"),
+                    user=None if user is None else user.name),
                 effect="non_idempotent", requires_approval=cfg.requires_approval,
                 timeout_s=cfg.timeout_s + _BACKSTOP_S)
 
@@ -158,12 +168,13 @@ def _shell_syntax(command: str) -> str | None:
 
 
 def _describe(cfg: ShellConfig, workdir: Path, prefixes: list[list[str]],
-              signal_code: str) -> str:
+              signal_code: str, user: str | None) -> str:
     # Under bwrap the command is its child, and bwrap reports a signal as a shell does.
     limits = (f"It is stopped after {cfg.timeout_s:g} s; stdout and stderr are each cut at "
               f"{cfg.max_output_bytes:,} bytes. Returns exit_code ({signal_code}: ended by "
               "signal N), "
-              "stdout, stderr, truncated and timed_out.")
+              "stdout, stderr, truncated and timed_out."
+              + (f" It runs as the user {user}." if user is not None else ""))
     if not prefixes:
         return f"Run a shell command (/bin/sh -c) in {workdir}. {limits}"
     allowed = ", ".join(repr(" ".join(p)) for p in prefixes)

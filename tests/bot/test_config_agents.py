@@ -56,18 +56,20 @@ agent = "support"
 """
 
 
-def agents_of(toml: str, tmp_path: Path) -> Agents:
+def agents_of(toml: str, folder: Path) -> Agents:
+    """The agents of ``toml``, with tools whose folder is ``folder`` (the shell tool's
+    workdir: ``shared_tmp``, which the shell's user can enter when the suite runs as root)."""
     cfg = parse_config(textwrap.dedent(toml))
 
     async def made() -> Agents:
         async with AsyncExitStack() as stack:
-            return make_agents(cfg, tmp_path, make_tools(cfg.tools, tmp_path), stack)
+            return make_agents(cfg, folder, make_tools(cfg.tools, folder), stack)
 
     return asyncio.run(made())
 
 
-def test_each_agent_takes_agent_keys_it_leaves_out(tmp_path: Path) -> None:
-    agents = agents_of(TWO, tmp_path)
+def test_each_agent_takes_agent_keys_it_leaves_out(shared_tmp: Path) -> None:
+    agents = agents_of(TWO, shared_tmp)
     support, eng = agents
     assert agents.default is eng
     assert support.config.system_prompt == "You are careful support."
@@ -126,30 +128,30 @@ def test_a_name_that_does_not_exist_is_an_error_naming_its_key(
     assert reason in problems[key]
 
 
-def test_a_tool_an_agent_names_must_be_configured(tmp_path: Path) -> None:
+def test_a_tool_an_agent_names_must_be_configured(shared_tmp: Path) -> None:
     with pytest.raises(ConfigError) as caught:
-        agents_of(TWO.replace('tools = ["recall"]', 'tools = ["deploy"]'), tmp_path)
+        agents_of(TWO.replace('tools = ["recall"]', 'tools = ["deploy"]'), shared_tmp)
     ((key, reason),) = caught.value.problems
     assert key == "agents.0.tools" and "no tool is called 'deploy'" in reason
 
 
-def test_a_providers_missing_key_names_the_agents_key(tmp_path: Path,
+def test_a_providers_missing_key_names_the_agents_key(shared_tmp: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     toml = TWO.replace('[agents.provider]\nkind = "echo"',
                        '[agents.provider]\nkind = "anthropic"\nmodel = "claude-sonnet-4-5"')
     with pytest.raises(ConfigError) as caught:
-        agents_of(toml, tmp_path)
+        agents_of(toml, shared_tmp)
     ((key, reason),) = caught.value.problems
     assert key == "agents.1.provider.api_key_env" and "ANTHROPIC_API_KEY" in reason
 
 
-def test_the_readmes_worked_example_is_a_valid_config(tmp_path: Path,
+def test_the_readmes_worked_example_is_a_valid_config(shared_tmp: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = readme.split("## Agents and routes", 1)[1]
     example = section.split("```toml\n", 1)[1].split("```", 1)[0]
-    (tmp_path / "tickets.py").write_text(textwrap.dedent('''
+    (shared_tmp / "tickets.py").write_text(textwrap.dedent('''
         from runtime import tool
 
         @tool
@@ -162,14 +164,14 @@ def test_the_readmes_worked_example_is_a_valid_config(tmp_path: Path,
             """Close a ticket."""
             return "closed"
     '''))
-    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(shared_tmp))
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     cfg = parse_config(example + "\n[channels.slack]\n")  # where the schedule delivers
 
     async def made() -> Agents:
         async with AsyncExitStack() as stack:
-            return make_agents(cfg, tmp_path, make_tools(cfg.tools, tmp_path), stack)
+            return make_agents(cfg, shared_tmp, make_tools(cfg.tools, shared_tmp), stack)
 
     support, eng = asyncio.run(made())
     assert [t.name for t in support.tools] == ["clock", "http_fetch", "lookup_ticket"]

@@ -34,9 +34,9 @@ cost_usd = 2.5
 """
 
 
-def test_check_send_and_usage_with_two_agents(tmp_path: Path) -> None:
-    (tmp_path / "agent.toml").write_text(textwrap.dedent(TWO))
-    checked = maiden(tmp_path, "check")
+def test_check_send_and_usage_with_two_agents(shared_tmp: Path) -> None:
+    (shared_tmp / "agent.toml").write_text(textwrap.dedent(TWO))
+    checked = maiden(shared_tmp, "check")
     assert checked.returncode == 0, checked.stdout + checked.stderr
     out = checked.stdout
     assert "  agents    2: support (default), eng\n" in out
@@ -49,23 +49,23 @@ def test_check_send_and_usage_with_two_agents(tmp_path: Path) -> None:
     assert "WARNING" not in out
 
     for thread in ("eng-1", "help-1"):
-        sent = maiden(tmp_path, "send", thread, "hi")
+        sent = maiden(shared_tmp, "send", thread, "hi")
         assert sent.returncode == 0 and sent.stdout == "echo: hi\n", sent.stderr
-    usage = maiden(tmp_path, "usage", "--by", "agent")
+    usage = maiden(shared_tmp, "usage", "--by", "agent")
     assert usage.returncode == 0, usage.stderr
     rows = [line.split()[:2] for line in usage.stdout.splitlines()[1:-1]]
     assert sorted(rows) == [["eng", "1"], ["support", "1"]]
 
     # eng- threads now go to support: the thread begun with eng stays with it, and check
     # says so.
-    (tmp_path / "agent.toml").write_text(textwrap.dedent(TWO).replace('agent = "eng"',
+    (shared_tmp / "agent.toml").write_text(textwrap.dedent(TWO).replace('agent = "eng"',
                                                                       'agent = "support"'))
-    moved = maiden(tmp_path, "check")
+    moved = maiden(shared_tmp, "check")
     assert moved.returncode == 0
     assert ("  WARNING   thread eng-1 is with eng; the routes now send its place to support "
             "(it stays with eng: only new threads follow the routes)") in moved.stdout
-    assert maiden(tmp_path, "send", "eng-1", "again").returncode == 0
-    usage = maiden(tmp_path, "usage", "--by", "agent")
+    assert maiden(shared_tmp, "send", "eng-1", "again").returncode == 0
+    usage = maiden(shared_tmp, "usage", "--by", "agent")
     assert ["eng", "2"] in [line.split()[:2] for line in usage.stdout.splitlines()]
 
 

@@ -1,5 +1,6 @@
 """A shell command cannot read maiden's secrets through /proc (``cat /proc/$PPID/environ``),
-under bubblewrap or, without it, because maiden is non-dumpable; and under bubblewrap a
+under bubblewrap or, without it, because maiden is non-dumpable; as root, because the
+command runs as ``[tools.shell] run_as`` (nobody), either way; and under bubblewrap a
 cancelled command's whole tree still dies."""
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ import secrets
 import shutil
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,34 +28,26 @@ from runtime import (
 )
 from runtime.builtins.shell import make_shell
 from runtime.config import ShellConfig
-from runtime.isolation import bwrap_usable
+from runtime.isolation import bwrap_usable, choose_user, euid
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")
 
 ROOT = Path(__file__).resolve().parents[2]
 PEEK = "cat /proc/$PPID/environ"
 SETPRIV = shutil.which("setpriv")
+COMMANDS_AS = choose_user(euid(), "nobody")
+"""Whom a maiden of this process's uid runs commands as (None: its own user)."""
 
 
 def needs_bwrap() -> None:
-    why_not = bwrap_usable()
+    why_not = bwrap_usable(COMMANDS_AS)
     if why_not is not None:
         pytest.skip(f"bubblewrap is not usable here: {why_not}")
 
 
-@pytest.fixture
-def shared_home() -> Iterator[Path]:
-    """A folder another user can work in too (pytest's tmp_path is private to root)."""
-    path = Path(tempfile.mkdtemp(prefix="maiden-iso-", dir="/tmp"))
-    path.chmod(0o777)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def peek_through_send(home: Path, sandbox: str, as_user: list[str]) -> tuple[str, str]:
-    """`maiden send` runs the shell tool with ``PEEK`` while a secret is in maiden's
+def peek_through_send(home: Path, sandbox: str, as_user: list[str],
+                      command: str = PEEK) -> tuple[str, str]:
+    """`maiden send` runs the shell tool with ``command`` while a secret is in maiden's
     environment; the secret and what the tool answered."""
     (home / "agent.toml").write_text(
         '[tools]\nbuiltins = ["shell"]\n'
@@ -64,8 +55,8 @@ def peek_through_send(home: Path, sandbox: str, as_user: list[str]) -> tuple[str
         '[store]\npath = "maiden.db"\n')
     secret = "sk-ant-" + secrets.token_hex(16)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "ANTHROPIC_API_KEY": secret,
-           "HOME": str(home)}
-    message = "/tool shell " + json.dumps({"command": PEEK})
+           "MAIDEN_TEST_SECRET": secret, "HOME": str(home)}
+    message = "/tool shell " + json.dumps({"command": command})
     sent = subprocess.run([*as_user, sys.executable, "-m", "bot", "send", "t", message],
                           cwd=home, capture_output=True, text=True, timeout=60, env=env)
     assert sent.returncode == 0, sent.stderr
@@ -73,26 +64,53 @@ def peek_through_send(home: Path, sandbox: str, as_user: list[str]) -> tuple[str
     return secret, sent.stdout + sent.stderr
 
 
-def test_under_bwrap_the_command_cannot_read_maidens_environment(shared_home: Path) -> None:
+def test_under_bwrap_the_command_cannot_read_maidens_environment(shared_tmp: Path) -> None:
     needs_bwrap()
-    secret, said = peek_through_send(shared_home, "auto", [])
+    secret, said = peek_through_send(shared_tmp, "auto", [])
     assert secret not in said
     # What it read was bwrap's init (pid 1 of its namespace), with the scrubbed environment.
     assert "PATH=" in said
 
 
 def test_without_bwrap_a_non_root_command_cannot_read_maidens_environment(
-        shared_home: Path) -> None:
+        shared_tmp: Path) -> None:
     if os.geteuid() != 0:
         as_user: list[str] = []  # already a user without CAP_SYS_PTRACE
     elif SETPRIV is not None:
-        shutil.chown(shared_home, "nobody")
+        shutil.chown(shared_tmp, "nobody")
         as_user = [SETPRIV, "--reuid", "nobody", "--regid", "nogroup", "--clear-groups"]
     else:
         pytest.skip("running as root without setpriv: root reads any /proc environ")
-    secret, said = peek_through_send(shared_home, "off", as_user)
+    secret, said = peek_through_send(shared_tmp, "off", as_user)
     assert secret not in said
     assert "Permission denied" in said
+
+
+@pytest.mark.parametrize("sandbox", ["auto", "off"])
+def test_as_root_the_command_runs_as_nobody_and_cannot_read_maidens_environment(
+        shared_tmp: Path, sandbox: str) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("not root: commands run as maiden's own user")
+    # Under bwrap (auto, when it works here) $PPID is bwrap's init; off, it is maiden.
+    secret, said = peek_through_send(shared_tmp, sandbox, [], command=f"id -u; {PEEK}")
+    assert secret not in said
+    assert '"stdout": "65534\\n' in said, said  # nobody
+    if sandbox == "off" or bwrap_usable(COMMANDS_AS) is not None:
+        assert "Permission denied" in said, said
+
+
+def test_as_root_an_unknown_run_as_user_refuses_the_shell_tool_at_start(
+        shared_tmp: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("not root: run_as is not used")
+    (shared_tmp / "agent.toml").write_text(
+        '[tools]\nbuiltins = ["shell"]\n[tools.shell]\nrun_as = "no-such-user-here"\n')
+    checked = subprocess.run([sys.executable, "-m", "bot", "check"], cwd=shared_tmp,
+                             capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert checked.returncode == 2, checked.stdout + checked.stderr
+    [problem] = [ln for ln in checked.stderr.splitlines() if "tools.shell.run_as" in ln]
+    assert "no user 'no-such-user-here'" in problem, checked.stderr
 
 
 def host_processes(token: str) -> list[int]:
@@ -112,15 +130,15 @@ def host_processes(token: str) -> list[int]:
     return found
 
 
-async def test_bwrap_cancellation_kills_the_whole_tree(tmp_path: Path) -> None:
+async def test_bwrap_cancellation_kills_the_whole_tree(shared_tmp: Path) -> None:
     needs_bwrap()
     naps = str(100_000 + secrets.randbelow(800_000))  # a sleep no one else is running
     # SIGTERM ignored by the shell and its children: SIGKILL after the grace.
     command = f"trap '' TERM; sleep {naps} & sleep {naps} & echo > started; wait"
     call = {"name": "shell", "arguments": {"command": command}}
     script: list[dict[str, Any]] = [{"tool_calls": [call]}, {"text": "next"}]
-    tool = make_shell(ShellConfig(requires_approval=False), tmp_path)
-    async with SQLiteStore(tmp_path / "maiden.db") as store:
+    tool = make_shell(ShellConfig(requires_approval=False), shared_tmp)
+    async with SQLiteStore(shared_tmp / "maiden.db") as store:
         rt = Runtime(store, ScriptedProvider(script), ToolRegistry([tool]),
                      settings=RuntimeConfig(cancel_grace_s=0.3))
         async with rt:
@@ -136,18 +154,23 @@ async def test_bwrap_cancellation_kills_the_whole_tree(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("sandbox", ["auto", "off"])
-def test_check_says_which_isolation_is_in_effect(tmp_path: Path, sandbox: str) -> None:
-    (tmp_path / "agent.toml").write_text(
+def test_check_says_which_isolation_is_in_effect(shared_tmp: Path, sandbox: str) -> None:
+    (shared_tmp / "agent.toml").write_text(
         f'[tools]\nbuiltins = ["shell"]\n[tools.shell]\nsandbox = "{sandbox}"\n')
-    checked = subprocess.run([sys.executable, "-m", "bot", "check"], cwd=tmp_path,
+    checked = subprocess.run([sys.executable, "-m", "bot", "check"], cwd=shared_tmp,
                              capture_output=True, text=True, timeout=60,
                              env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert checked.returncode == 0, checked.stderr
     line = next(ln for ln in checked.stdout.splitlines() if ln.startswith("  isolation "))
-    if sandbox == "auto" and bwrap_usable() is None:
-        assert line.startswith("  isolation bwrap: own PID namespace and /proc"), line
+    if sandbox == "auto" and bwrap_usable(COMMANDS_AS) is None:
+        assert line.startswith("  isolation bubblewrap sandbox (own PID namespace and /proc)")
     else:
-        assert line.startswith("  isolation own session, a non-dumpable parent"), line
+        assert line.startswith("  isolation no sandbox ("), line
+        assert "maiden's environment is not readable to it" in line
+    if os.geteuid() == 0:
+        assert ", as nobody (uid 65534)" in line, line
+    else:
+        assert ", as maiden's own user" in line, line
 
 
 def hello_script(folder: Path) -> str:
@@ -158,10 +181,10 @@ def hello_script(folder: Path) -> str:
     return str(folder.resolve())
 
 
-async def test_under_bwrap_an_allowed_script_runs_from_the_workdir(tmp_path: Path) -> None:
+async def test_under_bwrap_an_allowed_script_runs_from_the_workdir(shared_tmp: Path) -> None:
     needs_bwrap()
-    workdir = hello_script(tmp_path)
-    tool = make_shell(ShellConfig(requires_approval=False, allow=["./hello.sh"]), tmp_path)
+    workdir = hello_script(shared_tmp)
+    tool = make_shell(ShellConfig(requires_approval=False, allow=["./hello.sh"]), shared_tmp)
     ctx = ToolContext(run_id="r", thread_id="t", tool_call_id="c", idempotency_key="k")
     out = await asyncio.wait_for(tool.invoke(ctx, {"command": "./hello.sh"}), 30)
     assert out["stdout"] == f"hello from {workdir}\n", out

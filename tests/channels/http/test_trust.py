@@ -169,14 +169,14 @@ async def test_without_tokens_http_decisions_are_local_and_approvers_must_say_so
             assert posing.status_code == 403
 
 
-def test_the_dns_rebinding_requests_do_not_reach_maiden_run(tmp_path: Path) -> None:
+def test_the_dns_rebinding_requests_do_not_reach_maiden_run(shared_tmp: Path) -> None:
     """The exact requests of the attack, against `maiden run` on the default config with the
     shell tool on: refused, and the command never runs."""
-    shutil.copy(ROOT / "agent.toml", tmp_path / "agent.toml")
-    text = (tmp_path / "agent.toml").read_text().replace(
+    shutil.copy(ROOT / "agent.toml", shared_tmp / "agent.toml")
+    text = (shared_tmp / "agent.toml").read_text().replace(
         'builtins = ["clock"]', 'builtins = ["clock", "shell"]')
-    (tmp_path / "agent.toml").write_text(text + "\n[http]\nport = 0\n")
-    proc = subprocess.Popen([sys.executable, "-m", "bot", "run"], cwd=tmp_path,
+    (shared_tmp / "agent.toml").write_text(text + "\n[http]\nport = 0\n")
+    proc = subprocess.Popen([sys.executable, "-m", "bot", "run"], cwd=shared_tmp,
                             env={**os.environ, "PYTHONPATH": str(ROOT)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -204,7 +204,7 @@ def test_the_dns_rebinding_requests_do_not_reach_maiden_run(tmp_path: Path) -> N
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
-    assert not (tmp_path / "marker.txt").exists()
+    assert not (shared_tmp / "marker.txt").exists()
 
 
 @pytest.mark.parametrize("entry", ["*x.example", "a b", "http://x", "x:99999", "u@x"])

@@ -128,8 +128,8 @@ async def gone(pid: int) -> bool:
 # -- through the loop ------------------------------------------------------------------------
 
 
-async def test_a_command_runs_through_the_loop(make_runtime: Any, tmp_path: Path) -> None:
-    async with make_runtime([call("echo hi"), {"text": "done"}], [shell(tmp_path)]) as (rt, p):
+async def test_a_command_runs_through_the_loop(make_runtime: Any, shared_tmp: Path) -> None:
+    async with make_runtime([call("echo hi"), {"text": "done"}], [shell(shared_tmp)]) as (rt, p):
         run = await asyncio.wait_for(rt.send("t", "say hi"), 10)
         entries = await rt.records.entries("t")
     assert run.state is S.COMPLETED and run.reply == "done"
@@ -141,41 +141,83 @@ async def test_a_command_runs_through_the_loop(make_runtime: Any, tmp_path: Path
 
 
 async def test_the_command_runs_in_the_workdir_with_its_status_and_stderr(
-        tmp_path: Path) -> None:
-    (tmp_path / "work").mkdir()
-    tool = shell(tmp_path, workdir="work")
+        shared_tmp: Path) -> None:
+    (shared_tmp / "work").mkdir()
+    tool = shell(shared_tmp, workdir="work")
     out = await tool.invoke(ctx(), {"command": "pwd; echo oops >&2; exit 3"})
-    assert out == {"exit_code": 3, "stdout": f"{(tmp_path / 'work').resolve()}\n",
+    assert out == {"exit_code": 3, "stdout": f"{(shared_tmp / 'work').resolve()}\n",
                    "stderr": "oops\n", "truncated": False, "timed_out": False}
 
 
-async def test_a_command_waits_for_approval_by_default(make_runtime: Any, tmp_path: Path) -> None:
-    tool = make_shell(ShellConfig(), tmp_path)
+async def test_a_command_waits_for_approval_by_default(make_runtime: Any, shared_tmp: Path) -> None:
+    tool = make_shell(ShellConfig(), shared_tmp)
     assert (tool.name, tool.effect, tool.requires_approval) == ("shell", "non_idempotent", True)
     async with make_runtime([call("touch made"), {"text": "done"}], [tool]) as (rt, _):
         paused = await asyncio.wait_for(rt.send("t", "make it"), 10)
         assert paused.state is S.AWAITING_APPROVAL and paused.pending_approval is not None
         assert paused.pending_approval.name == "shell"
         assert paused.pending_approval.arguments == {"command": "touch made"}
-        assert not (tmp_path / "made").exists()
+        assert not (shared_tmp / "made").exists()
         await rt.decide(paused.id, paused.pending_approval.tool_call_id, approve=True, by="ann")
         run = await asyncio.wait_for(rt.wait(paused.id), 10)
-    assert run.state is S.COMPLETED and (tmp_path / "made").exists()
+    assert run.state is S.COMPLETED and (shared_tmp / "made").exists()
 
 
-def test_the_builtin_is_made_from_its_settings(tmp_path: Path) -> None:
+def test_the_builtin_is_made_from_its_settings(shared_tmp: Path) -> None:
     cfg = ToolsConfig(builtins=["shell"], shell=ShellConfig(timeout_s=20))
-    [tool] = builtin_tools(cfg, tmp_path)
+    [tool] = builtin_tools(cfg, shared_tmp)
     assert (tool.name, tool.effect, tool.requires_approval) == ("shell", "non_idempotent", True)
     assert tool.timeout_s > 20  # the tool stops the command itself; the loop's is a backstop
     assert list(tool.spec.parameters["properties"]) == ["command"]
 
 
-def test_a_missing_workdir_or_an_empty_prefix_is_a_config_error(tmp_path: Path) -> None:
+def test_a_missing_workdir_or_an_empty_prefix_is_a_config_error(shared_tmp: Path) -> None:
     with pytest.raises(ConfigError, match=r"tools\.shell\.workdir: .*nowhere"):
-        make_shell(ShellConfig(workdir="nowhere"), tmp_path)
+        make_shell(ShellConfig(workdir="nowhere"), shared_tmp)
     with pytest.raises(ConfigError, match=r"tools\.shell\.allow: an empty entry"):
-        make_shell(ShellConfig(allow=["ls", " "]), tmp_path)
+        make_shell(ShellConfig(allow=["ls", " "]), shared_tmp)
+
+
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="run_as applies when maiden is root")
+
+
+@root_only
+@pytest.mark.parametrize(("run_as", "reason"), [
+    ("no-such-user-here", "no user 'no-such-user-here' on this machine"),
+    ("root", "'root' is root (uid 0)"),
+    ("0", "'0' is root (uid 0)"),
+])
+def test_as_root_an_unusable_run_as_refuses_the_tool(shared_tmp: Path, run_as: str,
+                                                     reason: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        make_shell(ShellConfig(run_as=run_as), shared_tmp)
+    [(key, said)] = caught.value.problems
+    assert key == "tools.shell.run_as" and said.startswith(reason), said
+    assert "\n" not in str(caught.value)  # one line
+
+
+@root_only
+def test_as_root_a_workdir_the_user_cannot_enter_refuses_the_tool(tmp_path: Path) -> None:
+    # pytest's tmp_path is private to root (0700 above it).
+    with pytest.raises(ConfigError) as caught:
+        make_shell(ShellConfig(), tmp_path)
+    [(key, said)] = caught.value.problems
+    assert key == "tools.shell.workdir" and said.startswith("'nobody' (uid 65534)"), said
+    assert f"cannot enter {tmp_path.resolve()}" in said
+
+
+@root_only
+async def test_as_root_a_command_runs_as_run_as_with_its_home(shared_tmp: Path) -> None:
+    out = await shell(shared_tmp, sandbox="off").invoke(
+        ctx(), {"command": "id -u; id -g; id -G; echo $HOME $USER; touch made"})
+    assert out["stdout"] == "65534\n65534\n65534\n/nonexistent nobody\n", out
+    assert (shared_tmp / "made").stat().st_uid == 65534
+
+
+def test_not_root_run_as_is_not_used(shared_tmp: Path) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("as root run_as is used")
+    make_shell(ShellConfig(run_as="no-such-user-here"), shared_tmp)
 
 
 # -- the allowlist ---------------------------------------------------------------------------
@@ -194,39 +236,39 @@ def test_a_missing_workdir_or_an_empty_prefix_is_a_config_error(tmp_path: Path) 
     "ls; id",
     "ls $HOME",
 ])
-async def test_the_allowlist_refuses_shell_syntax(tmp_path: Path, command: str) -> None:
-    (tmp_path / "x").mkdir()
-    tool = shell(tmp_path, allow=["git status", "ls"])
+async def test_the_allowlist_refuses_shell_syntax(shared_tmp: Path, command: str) -> None:
+    (shared_tmp / "x").mkdir()
+    tool = shell(shared_tmp, allow=["git status", "ls"])
     with pytest.raises(PermissionError, match=r"^refused: .*\[tools\.shell\] allow") as err:
         await tool.invoke(ctx(), {"command": command})
     assert "without a shell" in str(err.value)
-    assert (tmp_path / "x").exists()
+    assert (shared_tmp / "x").exists()
 
 
 @pytest.mark.parametrize("command", [
     "git stash", "git statusx", "gitstatus", "id", "rm -rf x", "/bin/ls", "sh -c ls"])
-async def test_the_allowlist_refuses_other_commands(tmp_path: Path, command: str) -> None:
-    tool = shell(tmp_path, allow=["git status", "ls"])
+async def test_the_allowlist_refuses_other_commands(shared_tmp: Path, command: str) -> None:
+    tool = shell(shared_tmp, allow=["git status", "ls"])
     with pytest.raises(PermissionError, match=r"^refused: .*\[tools\.shell\] allow "
                                               r"\('git status', 'ls'\)"):
         await tool.invoke(ctx(), {"command": command})
 
 
-async def test_the_allowlist_runs_allowed_commands_without_a_shell(tmp_path: Path) -> None:
-    (tmp_path / "a file").write_text("")
-    tool = shell(tmp_path, allow=["ls", "echo"])
+async def test_the_allowlist_runs_allowed_commands_without_a_shell(shared_tmp: Path) -> None:
+    (shared_tmp / "a file").write_text("")
+    tool = shell(shared_tmp, allow=["ls", "echo"])
     listed = await tool.invoke(ctx(), {"command": "ls -la"})
     assert listed["exit_code"] == 0 and "a file" in listed["stdout"]
     # Quoted, the characters are plain arguments, as the words say.
     echoed = await tool.invoke(ctx(), {"command": "echo 'a;b' \"c|d\" e\\&f '$HOME'"})
     assert echoed["stdout"] == "a;b c|d e&f $HOME\n"
     with pytest.raises(FileNotFoundError, match="command not found"):
-        await make_shell(ShellConfig(allow=["no-such-program-here"]), tmp_path).invoke(
+        await make_shell(ShellConfig(allow=["no-such-program-here"]), shared_tmp).invoke(
             ctx(), {"command": "no-such-program-here"})
 
 
-async def test_a_refusal_reaches_the_model(make_runtime: Any, tmp_path: Path) -> None:
-    tool = shell(tmp_path, allow=["ls"])
+async def test_a_refusal_reaches_the_model(make_runtime: Any, shared_tmp: Path) -> None:
+    tool = shell(shared_tmp, allow=["ls"])
     async with make_runtime([call("ls && id"), {"text": "ok"}], [tool]) as (rt, _):
         await asyncio.wait_for(rt.send("t", "go"), 10)
         result = result_of(await rt.records.entries("t"))
@@ -252,8 +294,8 @@ def test_shell_syntax_is_found_outside_quotes(command: str, found: str | None) -
 # -- output, timeout, cancellation -----------------------------------------------------------
 
 
-async def test_output_is_capped_per_stream(tmp_path: Path) -> None:
-    tool = shell(tmp_path, max_output_bytes=100)
+async def test_output_is_capped_per_stream(shared_tmp: Path) -> None:
+    tool = shell(shared_tmp, max_output_bytes=100)
     # 10 MB through a 100-byte cap: the rest is read and dropped, so the command never
     # blocks on a full pipe.
     out = await asyncio.wait_for(tool.invoke(ctx(), {"command": (
@@ -268,8 +310,8 @@ TREE = "sleep 300 & echo $! > child.pid; echo $$ > shell.pid; echo started; "
 # test_bwrap_cancellation_kills_the_whole_tree finds the tree from outside instead.
 
 
-async def test_a_timeout_kills_the_whole_tree(make_runtime: Any, tmp_path: Path) -> None:
-    tool = shell(tmp_path, timeout_s=2, sandbox="off")
+async def test_a_timeout_kills_the_whole_tree(make_runtime: Any, shared_tmp: Path) -> None:
+    tool = shell(shared_tmp, timeout_s=2, sandbox="off")
     script = [call(TREE + "sleep 300"), {"text": "done"}]
     async with make_runtime(script, [tool]) as (rt, _):
         run = await asyncio.wait_for(rt.send("t", "go"), 30)
@@ -280,8 +322,8 @@ async def test_a_timeout_kills_the_whole_tree(make_runtime: Any, tmp_path: Path)
     assert result.content["timed_out"] is True
     assert result.content["exit_code"] == -15  # the shell ended by the SIGTERM
     assert result.content["stdout"] == "started\n"
-    shell_pid = await pid_in(tmp_path / "shell.pid")
-    child_pid = await pid_in(tmp_path / "child.pid")
+    shell_pid = await pid_in(shared_tmp / "shell.pid")
+    child_pid = await pid_in(shared_tmp / "child.pid")
     with pytest.raises(ProcessLookupError):
         os.kill(shell_pid, 0)  # ended and reaped
     assert await gone(child_pid)
@@ -294,13 +336,13 @@ async def test_a_timeout_kills_the_whole_tree(make_runtime: Any, tmp_path: Path)
     ("trap '' TERM; ", 0.3),
 ])
 async def test_cancelling_the_run_kills_the_whole_tree(
-        tmp_path: Path, trap: str, grace_s: float) -> None:
+        shared_tmp: Path, trap: str, grace_s: float) -> None:
     script = [call(trap + TREE + "sleep 300"), {"text": "next"}]
-    tools = [shell(tmp_path, sandbox="off")]
-    async with runtime_with_grace(tmp_path, script, tools, grace_s) as rt:
+    tools = [shell(shared_tmp, sandbox="off")]
+    async with runtime_with_grace(shared_tmp, script, tools, grace_s) as rt:
         run = await rt.submit("t", "go")
-        shell_pid = await pid_in(tmp_path / "shell.pid")
-        child_pid = await pid_in(tmp_path / "child.pid")
+        shell_pid = await pid_in(shared_tmp / "shell.pid")
+        child_pid = await pid_in(shared_tmp / "child.pid")
         # Both sleeps exec'd: a SIGTERM between a fork and its exec would run the shell's
         # trap in the child instead, and that sleep would outlive the grace.
         if sys.platform == "linux":
@@ -312,7 +354,7 @@ async def test_cancelling_the_run_kills_the_whole_tree(
     with pytest.raises(ProcessLookupError):
         os.kill(shell_pid, 0)
     assert await gone(child_pid)
-    assert (tmp_path / "got-term").exists() == (grace_s > 1)
+    assert (shared_tmp / "got-term").exists() == (grace_s > 1)
 
 
 # -- run_process -----------------------------------------------------------------------------
@@ -420,12 +462,12 @@ async def test_a_cancellation_while_starting_still_stops_the_tree(tmp_path: Path
 
 
 async def test_a_command_sees_only_the_passed_environment(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        shared_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The agent's secrets are not in a command's environment: only ``pass_env``."""
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-secret")
     monkeypatch.setenv("MAIDEN_TEST_VISIBLE", "yes")
     shell = make_shell(ShellConfig(requires_approval=False,
-                                   pass_env=["PATH", "MAIDEN_TEST_VISIBLE"]), tmp_path)
+                                   pass_env=["PATH", "MAIDEN_TEST_VISIBLE"]), shared_tmp)
     ctx = ToolContext(run_id="r", thread_id="t", tool_call_id="c", idempotency_key="k")
     result = await shell.invoke(ctx, {"command": "env"})
     seen = dict(line.split("=", 1) for line in result["stdout"].splitlines() if "=" in line)
