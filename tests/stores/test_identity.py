@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -63,6 +65,56 @@ async def test_a_database_overwritten_in_place_refuses_the_next_message(
             await store.commit(Checkpoint("a", None, run=first.model_copy(
                 update={"version": first.version + 1})))
         assert said in (store.gone() or "")
+
+
+def _file_copy(db: Path, copy: Path) -> None:
+    shutil.copyfile(db, copy)  # after a checkpoint that copied the whole log: all of it
+
+
+def _backup(db: Path, copy: Path) -> None:
+    with closing(sqlite3.connect(db)) as source, closing(sqlite3.connect(copy)) as target:
+        source.backup(target)  # SQLite's online backup: the log's rows too
+
+
+@pytest.mark.parametrize("take", [_file_copy, _backup])
+async def test_a_copy_taken_while_open_put_back_after_a_checkpoint_refuses_the_next_message(
+        tmp_path: Path, take: object) -> None:
+    db, copy = tmp_path / "m.db", tmp_path / "copy.db"
+    assert callable(take)
+    async with SQLiteStore(db) as store:
+        await store.create_run(_run("a", "r1"))
+        await store._write_side().checkpoint()
+        take(db, copy)  # holds this process's mark
+        for i in range(300):  # a periodic checkpoint among them
+            await store.create_run(_run(f"t{i}", f"r{i:04}"))
+        await store._write_side().checkpoint()
+        await store.create_run(_run("b", "r2"))  # the log starts again
+        assert store.gone() is None
+        _copy_over(copy, db)  # what the checkpoints copied into the file is lost
+        with pytest.raises(StoreGone, match=r"was overwritten \(it holds an older copy of "
+                                            r"this store, taken while this process had it"):
+            await store.create_run(_run("c", "r3"))
+
+
+async def test_a_checkpoint_held_back_by_a_reader_is_not_an_overwrite(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    async with SQLiteStore(db) as store:
+        await store.create_run(_run("a", "r1"))
+        with closing(sqlite3.connect(db, isolation_level=None)) as reader:
+            reader.execute("BEGIN")
+            reader.execute("SELECT count(*) FROM runs").fetchone()  # holds its snapshot
+            for i in range(300):  # checkpoints that copy only up to the reader's snapshot
+                await store.create_run(_run(f"t{i}", f"r{i:04}"))
+            await store._write_side().checkpoint()
+            mark = store._mark
+            assert mark.copied < mark.written  # the file may hold either: both are taken
+            await store.create_run(_run("b", "r2"))
+            assert store.gone() is None
+            reader.execute("COMMIT")
+        await store._write_side().checkpoint()
+        assert mark.copied == mark.written
+        await store.create_run(_run("c", "r3"))
+        assert store.gone() is None
 
 
 async def test_checkpoints_that_write_the_database_are_not_an_overwrite(tmp_path: Path) -> None:

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, cast
 
 from ...errors import StoreError
+from .mark import Mark
 from .thread import SQLiteThread, store_error
 from .walsync import WalSync
 
@@ -114,8 +115,11 @@ class GroupCommit:
     def __init__(self, conn: SQLiteThread, *, synchronous: str = "full",
                  busy_timeout_s: float = 10.0, inline: bool = True,
                  flush: FlushWay = "writer", wal: Path | None = None,
-                 lost: Callable[[str], None] = lambda why: None) -> None:
+                 lost: Callable[[str], None] = lambda why: None,
+                 mark: Mark | None = None) -> None:
         self.conn = conn
+        self.mark = mark
+        """This process's mark, moved on before each checkpoint (``mark``), or None."""
         conn.lost = lost  # a flush SQLite made failed
         self.inline = inline
         """Whether a write that finds the connection idle is done on the loop's thread."""
@@ -312,16 +316,25 @@ class GroupCommit:
             self._checkpointer = None
 
     async def checkpoint(self) -> None:
-        """Copy the WAL into the database, as far as no reader holds it back (a failure is
-        logged: the next one tries again, the log only grows meanwhile)."""
+        """Copy the WAL into the database, as far as no reader holds it back, the mark
+        moved on first (a failure is logged: the next one tries again, the log only grows
+        meanwhile)."""
+        mark, value = self.mark, 0
+        if mark is not None:
+            value = mark.next()
         try:
-            if await self.conn.call(_wal_checkpoint):
-                # The log is all in the database now: the next write starts it again from
-                # its beginning, and SQLite flushes the log's new header with that write,
-                # whatever ``synchronous`` says. That flush is made on the writer's thread.
-                self._restarts = True
+            # The mark's commit is not flushed by itself: the checkpoint flushes the log.
+            full = await self.conn.call(_mark_and_checkpoint, self._waits,
+                                        self._lazy or self._synchronous, mark, value)
         except StoreError as exc:
             log.warning("WAL checkpoint failed: %s", exc)
+            return
+        # Whole, the log is in the database now: the next write starts it again from its
+        # beginning, and SQLite flushes the log's new header with that write, whatever
+        # ``synchronous`` says. That flush is made on the writer's thread.
+        self._restarts = full or (self._restarts and mark is None)
+        if full and mark is not None:
+            mark.checkpointed(value)
 
     async def _flush(self) -> None:
         group: list[_Write] = []
@@ -424,10 +437,14 @@ def _write_here(db: sqlite3.Connection, target: _Target, write: _Write, level: s
         return _BUSY
 
 
-def _wal_checkpoint(db: sqlite3.Connection) -> bool:
-    """A passive checkpoint; whether it copied the whole log into the database."""
+def _mark_and_checkpoint(db: sqlite3.Connection, target: _Target, level: str,
+                         mark: Mark | None, value: int) -> bool:
+    """The mark moved on to ``value`` (committed), then a passive checkpoint; whether it
+    copied the whole log into the database."""
+    if mark is not None:
+        _durable_transaction(db, target, level, mark.move, value)
     busy, frames, copied = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-    return not busy and frames > 0 and frames == copied
+    return bool(not busy and frames > 0 and frames == copied)
 
 
 def _begin(db: sqlite3.Connection, target: _Target) -> None:

@@ -14,9 +14,7 @@ Checkpoints that arrive together share a transaction and its fsync
 from __future__ import annotations
 
 import dataclasses
-import secrets
 import sqlite3
-import time
 from collections.abc import Callable, Sequence
 from contextlib import closing, suppress
 from pathlib import Path
@@ -27,6 +25,7 @@ from ...tail import ThreadCache
 from ..base import Opens
 from ..identity import FileIdentity, Unsure
 from .commit import FlushWay, GroupCommit, WriteCounts
+from .mark import Mark
 from .schema import migrate
 from .sql import fetchall
 from .thread import SQLiteThread
@@ -76,10 +75,9 @@ class SQLiteCore(Opens):
                                       verify=self._verify)
         self._store_id: str | None = None
         """The database's identity (``schema``), read at open."""
-        # This process's mark, a row of ``meta`` written at open and deleted at close (a
-        # killed process leaves its row behind: a few bytes). A copy of the file from before
-        # the open lacks it, even one with the same identity (a backup of this store).
-        self._mark = f"open {secrets.token_hex(8)}"
+        # A copy of the file from before the open lacks this process's mark, even one with
+        # the same identity (a backup of this store); one taken since holds an old value.
+        self._mark = Mark()
 
     async def open(self) -> None:
         if self._writer is not None:
@@ -98,7 +96,7 @@ class SQLiteCore(Opens):
         writer = self._writer = GroupCommit(
             conn, synchronous=self.synchronous, busy_timeout_s=self.busy_timeout_s,
             flush=self.flush, wal=Path(f"{self.path}-wal") if journal == "wal" else None,
-            lost=self._identity.lose)
+            lost=self._identity.lose, mark=self._mark)
         try:
             self._store_id = await writer.transaction(self._migrate)
             # The identity and the mark into the file itself, not just the log: a copy of
@@ -126,7 +124,7 @@ class SQLiteCore(Opens):
             if writer is not None:  # the store stays open for writes handed in meanwhile
                 if self._store_id is not None and self._identity.lost is None:
                     with suppress(StoreError):  # else left behind, as a killed process's is
-                        await writer.transaction(_unmark, self._mark)
+                        await writer.transaction(self._mark.take_back)
                 await writer.close()
         finally:
             self._writer = self._reader = None
@@ -227,7 +225,7 @@ class SQLiteCore(Opens):
 
     def _migrate(self, db: sqlite3.Connection) -> str:
         store_id = migrate(db, self.path)
-        db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (self._mark, repr(time.time())))
+        self._mark.put(db)
         return store_id
 
     def _verify(self) -> str | None:
@@ -235,13 +233,15 @@ class SQLiteCore(Opens):
         when the file was written since it was last verified (``FileIdentity``), on the
         loop's thread, through a connection of its own (the open ones' page caches answer
         from memory: SQLite watches the log for changes, not the file). An open and two
-        reads by key: once per WAL checkpoint, not per message."""
+        reads by key: once per WAL checkpoint, not per message. The mark's value (``Mark``)
+        read through the log is the last one committed; the file's own shows where the log
+        holds no newer one (after a whole checkpoint)."""
         try:
             with closing(sqlite3.connect(f"{self._identity.path.as_uri()}?mode=ro", uri=True,
                                          timeout=0.2)) as db:
                 found = db.execute("SELECT id FROM identity").fetchone()
-                marked = db.execute("SELECT 1 FROM meta WHERE key = ?",
-                                    (self._mark,)).fetchone()
+                marked = db.execute("SELECT value FROM meta WHERE key = ?",
+                                    (self._mark.key,)).fetchone()
         except sqlite3.OperationalError as exc:
             if "locked" in str(exc) or "busy" in str(exc):
                 raise Unsure from exc
@@ -254,11 +254,10 @@ class SQLiteCore(Opens):
         if marked is None:
             return ("it holds a copy of this store from before this process opened it: "
                     "what was written since is not in it")
+        if self._mark.behind(str(marked[0])):
+            return ("it holds an older copy of this store, taken while this process had it "
+                    "open: what was written since is not in it")
         return None
-
-
-def _unmark(db: sqlite3.Connection, mark: str) -> None:
-    db.execute("DELETE FROM meta WHERE key = ?", (mark,))
 
 
 def _configure_reader(db: sqlite3.Connection, busy_timeout_ms: int) -> None:

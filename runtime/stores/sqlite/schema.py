@@ -195,7 +195,8 @@ DROP INDEX IF EXISTS runs_spend_place
 
 # Version 4 -> 5: the database gains its identity, a random id in a one-row table written
 # once (SCHEMA creates the table, ``migrate`` the row): a file copied over the open one
-# (``FileIdentity``) holds another id, or the same one without this process's mark.
+# (``FileIdentity``) holds another id, or the same one without this process's mark or
+# with an older value of it (``mark``).
 
 SPEND_INDEXES: dict[SpendScope, tuple[str, str]] = {
     "user": ("runs_spend_user", "ON runs (spend_user, id) WHERE spend_user IS NOT NULL"),
