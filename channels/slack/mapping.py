@@ -56,7 +56,8 @@ class Inbound:
 
     @property
     def target(self) -> dict[str, str]:
-        target = {"team": self.team, "channel": self.channel, "message_ts": self.ts}
+        target = {"team": self.team, "channel": self.channel, "message_ts": self.ts,
+                  "user": self.user}  # whom a stream in a channel goes to
         if self.reply_in is not None:
             target["thread_ts"] = self.reply_in
         return target

@@ -3,10 +3,16 @@
 Native streaming (``[channels.slack] stream = "native"``, the default): ``chat.startStream``
 opens the reply in its thread, ``chat.appendStream`` adds markdown text and the tool calls
 as tasks (``task_update`` chunks; a ``plan_update`` when a turn asks for several), and
-``chat.stopStream`` ends it, carrying the delivery key in its metadata. Where Slack refuses
-(``not_allowed``, ``method_not_supported``: a channel type or a workspace without it) or
-with ``stream = "edit"``, the reply is posted once, with its key in the metadata, and
-``chat.update`` rewrites it as it grows, at the edit pace (about once a second).
+``chat.stopStream`` ends it, carrying the delivery key in its metadata. Outside a DM Slack
+streams to one person: ``recipient_user_id`` and ``recipient_team_id`` name the one who
+asked (a reply with nobody to stream to, a schedule's, is edited instead). With
+``stream = "edit"``, or once Slack answers a stream method with an error (a refusal,
+``not_allowed`` or ``method_not_supported``, marks the channel for good; any other error
+only that reply), the reply is posted once, with its key in the metadata, and
+``chat.update`` rewrites it as it grows, at the edit pace (about once a second); the
+first fallback in a channel is logged with Slack's reason. A call that got no answer at
+all (the connection dropped) is not a refusal: it fails, and the outbox finds the stream
+again.
 
 Exactly once: the runtime records the message's ``ts`` as soon as Slack returns it. A
 stream opened by a process that died before recording it is found again in its thread:
@@ -17,6 +23,7 @@ run answers in a thread at a time, so that message is this stream's.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -59,6 +66,8 @@ class SlackStreamer:
         self.edit_every_s = edit_every_s
         self._refused: set[str] = set()
         """Channels where Slack refused native streaming: they get edits."""
+        self._logged: set[str] = set()
+        """Channels where a fallback to edits was logged (once each)."""
         self._edited: dict[str, str] = {}
         """The text so far of each stream shown by edits, by delivery key."""
         self._current: dict[str, str] = {}
@@ -80,20 +89,16 @@ class SlackStreamer:
         channel, thread_ts = stream.target["channel"], stream.target.get("thread_ts")
         if self.deliverer.offline is not None:
             return []  # not connected yet: the reply goes out whole once it is
-        if self._native(channel) and thread_ts:
+        if self._native(channel) and thread_ts and _recipient(stream.target) is not None:
             head, rest = self._fit(stream.key, text)
             try:
-                response = await self.deliverer.call(
-                    "chat.startStream", self.deliverer.client.chat_startStream,
-                    channel=channel, thread_ts=thread_ts, chunks=_chunks(head, tools) or None,
-                    task_display_mode="timeline")
-                return await self._go_on(stream, [str(response["ts"])], rest)
+                ts = await self._start(stream, _chunks(head, tools) or None)
+                return await self._go_on(stream, [ts], rest)
             except SlackCallError as exc:
-                if exc.slack_error not in REFUSALS:
-                    raise
-                log.info("slack: streaming is not allowed in %s (%s); editing a message "
-                         "there instead", channel, exc.slack_error)
-                self._refused.add(channel)
+                if exc.slack_error is None:
+                    raise  # no answer: the stream may be open; the outbox finds it
+                self._fell_back(channel, "chat.startStream", exc.slack_error)
+                self._current.pop(stream.key, None)
         self._edited[stream.key] = text
         response = await self.deliverer.call(
             "chat.postMessage", self.deliverer.client.chat_postMessage, channel=channel,
@@ -111,12 +116,59 @@ class SlackStreamer:
                 "chat.update", self.deliverer.client.chat_update, channel=channel,
                 ts=ids[-1], text=_shown(whole, tools), blocks=_blocks(whole, tools))
             return ids
-        head, rest = self._fit(stream.key, text)
-        if head or tools:
+        before, opened = self._current.get(stream.key, ""), len(ids)
+        try:
+            head, rest = self._fit(stream.key, text)
+            if head or tools:
+                await self.deliverer.call(
+                    "chat.appendStream", self.deliverer.client.chat_appendStream,
+                    channel=channel, ts=ids[-1], chunks=_chunks(head, tools))
+            return await self._go_on(stream, ids, rest)
+        except SlackCallError as exc:
+            if exc.slack_error is None:
+                raise
+            self._fell_back(channel, "chat.appendStream", exc.slack_error)
+            # What the last message shows from now on: its text so far and the new text.
+            shown = before + text if len(ids) == opened else self._current.get(stream.key, "")
+            return await self._to_edits(stream, ids, shown, tools)
+
+    async def _to_edits(self, stream: StreamDelivery, ids: list[str], shown: str,
+                        tools: Sequence[ToolUpdate]) -> list[str]:
+        """The rest of this reply by edits: its stream stopped (if Slack still lets it be),
+        its last message rewritten with what it shows."""
+        channel = stream.target["channel"]
+        self._current.pop(stream.key, None)
+        with contextlib.suppress(SlackCallError):
             await self.deliverer.call(
-                "chat.appendStream", self.deliverer.client.chat_appendStream,
-                channel=channel, ts=ids[-1], chunks=_chunks(head, tools))
-        return await self._go_on(stream, ids, rest)
+                "chat.stopStream", self.deliverer.client.chat_stopStream, channel=channel,
+                ts=ids[-1], metadata=_metadata(stream.key))
+        self._edited[stream.key] = shown
+        await self.deliverer.call(
+            "chat.update", self.deliverer.client.chat_update, channel=channel, ts=ids[-1],
+            text=_shown(shown, tools), blocks=_blocks(shown, tools))
+        return ids
+
+    def _fell_back(self, channel: str, method: str, error: str) -> None:
+        """Slack answered a stream method with ``error``: this reply goes on by edits (and
+        every later one in ``channel``, for a refusal); said once per channel."""
+        if error in REFUSALS:
+            self._refused.add(channel)
+        if channel not in self._logged:
+            self._logged.add(channel)
+            log.warning("slack: %s answered %s in %s; the reply is edited there instead%s",
+                        method, error, channel,
+                        " (and every reply after it)" if error in REFUSALS else "")
+
+    async def _start(self, stream: StreamDelivery, chunks: list[Chunk] | None) -> str:
+        """``chat.startStream`` in the stream's thread, to the person who asked (outside a
+        DM Slack requires them); the new message's ``ts``."""
+        target = stream.target
+        user, team = _recipient(target) or (None, None)
+        response = await self.deliverer.call(
+            "chat.startStream", self.deliverer.client.chat_startStream,
+            channel=target["channel"], thread_ts=target.get("thread_ts"), chunks=chunks,
+            recipient_user_id=user, recipient_team_id=team, task_display_mode="timeline")
+        return str(response["ts"])
 
     async def _go_on(self, stream: StreamDelivery, ids: list[str],
                      pieces: Sequence[str]) -> list[str]:
@@ -126,11 +178,7 @@ class SlackStreamer:
             await self.deliverer.call(
                 "chat.stopStream", self.deliverer.client.chat_stopStream, channel=channel,
                 ts=ids[-1], metadata=_metadata(stream.key))
-            response = await self.deliverer.call(
-                "chat.startStream", self.deliverer.client.chat_startStream, channel=channel,
-                thread_ts=stream.target.get("thread_ts"), chunks=_chunks(piece, ()),
-                task_display_mode="timeline")
-            ids.append(str(response["ts"]))
+            ids.append(await self._start(stream, _chunks(piece, ())))
         return ids
 
     def _fit(self, key: str, text: str) -> tuple[str, list[str]]:
@@ -154,7 +202,7 @@ class SlackStreamer:
                             ) -> list[str]:
         channel, ids = stream.target["channel"], list(stream.remote_ids)
         buttons = feedback_blocks(feedback) if feedback else []
-        self._current.pop(stream.key, None)
+        current = self._current.pop(stream.key, None)
         edited = self._edited.pop(stream.key, None)
         if edited is not None or not self._native(channel):
             final = replace if replace is not None else \
@@ -168,8 +216,13 @@ class SlackStreamer:
                 ts=ids[-1], chunks=[MarkdownTextChunk(text=f"\n\n{note}")] if note else None,
                 blocks=buttons or None, metadata=_metadata(key))
         except SlackCallError as exc:
-            if exc.slack_error != _NOT_STREAMING:
-                raise  # stopped already (a crash after stopStream): nothing to stop
+            if exc.slack_error is None:
+                raise
+            if exc.slack_error != _NOT_STREAMING and replace is None:
+                # Slack refused to end it: the final text goes in by an edit.
+                self._fell_back(channel, "chat.stopStream", exc.slack_error)
+                replace = (current or "") + (f"\n\n{note}" if note else "")
+            # (not streaming: stopped already, by a crash after stopStream or the stop button)
         if replace is None:
             return ids
         pieces = split_message(replace, self.max_chars) or [replace]
@@ -213,6 +266,16 @@ class SlackStreamer:
         await self.deliverer.call(
             "chat.update", self.deliverer.client.chat_update, channel=channel, ts=ts,
             text=text, blocks=markdown_blocks(text) + buttons, metadata=_metadata(key))
+
+
+def _recipient(target: dict[str, str]) -> tuple[str | None, str | None] | None:
+    """Whom a stream in ``target`` goes to: nobody to name in a DM (``(None, None)``); the
+    person who asked and their team elsewhere; None when a channel's reply has no person
+    (Slack streams only to one)."""
+    if target["channel"].startswith("D"):
+        return None, None
+    user, team = target.get("user"), target.get("team")
+    return (user, team) if user and team else None
 
 
 def _metadata(key: str) -> dict[str, Any]:

@@ -93,6 +93,7 @@ from runtime import (
     ToolContext,
     ToolRegistry,
     ToolResult,
+    UploadStarted,
     UserMessage,
     Vote,
     tool,
@@ -376,7 +377,8 @@ class FileChannel:
         self.switch.reached("after_delivery_sent")
         return message_id
 
-    async def upload(self, delivery: FileDelivery, data: bytes) -> str:
+    async def upload(self, delivery: FileDelivery, data: bytes, started: UploadStarted
+                     ) -> str:
         message_id = f"file-{len(read_lines(self.path)) + 1}"
         append_line(self.path, {"id": message_id, "kind": "file", "key": delivery.key,
                                 "run_id": delivery.run_id, "target": delivery.target,
@@ -575,8 +577,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 
                 slack.streamer = SlackStreamer(slack, append_every_s=0.05)
             runtime.add_deliverer("slack", slack)
-            origin = Origin(channel="slack", target={"channel": channel,
-                                                     "thread_ts": thread_ts}, user="U1")
+            from tests.fakes.slack.payloads import TEAM
+
+            # As the Slack channel makes it: outside a DM a stream goes to the one who asked.
+            origin = Origin(channel="slack", target={"team": TEAM, "channel": channel,
+                                                     "thread_ts": thread_ts, "user": "U1"},
+                            user="U1")
             deliver = f"slack:{channel}:{thread_ts}"
         if args.discord:
             # Discord as the origin: the real deliverer against a fake Discord the test runs.

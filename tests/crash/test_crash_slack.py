@@ -24,16 +24,17 @@ from tests.fakes.slack import BOT_USER, FakeSlack
 
 ROOT = Path(__file__).resolve().parents[2]
 C = "C0GENERAL01"
+DM = "D0PERSON001"
 STREAM_ANSWER = str(STREAM_SCRIPT[-1]["text"])
 STREAM_WHOLE = str(STREAM_SCRIPT[0]["text"]) + STREAM_ANSWER
 
 
-async def spawn(root: Path, fake: FakeSlack, thread_ts: str, *args: str
+async def spawn(root: Path, fake: FakeSlack, thread_ts: str, *args: str, where: str = C
                 ) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         sys.executable, "-m", "tests.crash.driver", "--db", str(root / "maiden.db"),
         "--effect", EFFECTS[0], "--workdir", str(root / "traces"),
-        "--slack", fake.api_url, fake.bot_token, C, thread_ts, *args,
+        "--slack", fake.api_url, fake.bot_token, where, thread_ts, *args,
         cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
 
 
@@ -43,8 +44,9 @@ async def finished(proc: asyncio.subprocess.Process) -> tuple[int, str]:
     return proc.returncode, out.decode()
 
 
-async def drive(root: Path, fake: FakeSlack, thread_ts: str, *args: str) -> tuple[int, str]:
-    return await finished(await spawn(root, fake, thread_ts, *args))
+async def drive(root: Path, fake: FakeSlack, thread_ts: str, *args: str, where: str = C
+                ) -> tuple[int, str]:
+    return await finished(await spawn(root, fake, thread_ts, *args, where=where))
 
 
 @pytest.mark.parametrize("point", ["after_final_answer", "before_delivery_recorded",
@@ -129,32 +131,36 @@ async def test_the_too_long_notice_is_posted_once_across_a_kill(
 SLACK_STREAM_POINTS = [p for p in STREAM_KILL_POINTS if p != "mid_stream"] + ["mid_append"]
 
 
+@pytest.mark.parametrize("where", [C, DM])
 @pytest.mark.parametrize("point", SLACK_STREAM_POINTS)
 async def test_a_streamed_slack_reply_is_one_message_across_a_kill(
-        tmp_path: Path, point: str) -> None:
+        tmp_path: Path, point: str, where: str) -> None:
     """Native streaming (chat.startStream / appendStream / stopStream) killed at each point
     of the stream's life (``mid_append``: by the fake Slack, once the first append has been
-    carried out): after the restart the thread holds one bot message, stopped, showing the
-    final answer, and the reply is recorded as that message."""
+    carried out), in a channel (the stream names the person it goes to) and in a DM's
+    thread: after the restart the thread holds one bot message, stopped, showing the final
+    answer, and the reply is recorded as that message."""
     (tmp_path / "traces").mkdir()
     async with FakeSlack() as fake:
-        root = fake.post_as_user(C, "U1", "how did the deploy go?")
+        root = fake.post_as_user(where, "U1", "how did the deploy go?")
         args = ["--stream", "--send", "slack:t", "go"]
         if point == "mid_append":
-            proc = await spawn(tmp_path, fake, root["ts"], *args)
+            proc = await spawn(tmp_path, fake, root["ts"], *args, where=where)
             fake.after_call["chat.appendStream"] = \
                 lambda n: os.kill(proc.pid, signal.SIGKILL) if n == 1 else None
             code, _ = await finished(proc)
             del fake.after_call["chat.appendStream"]
         else:
-            code, _ = await drive(tmp_path, fake, root["ts"], *args, "--kill-at", point)
+            code, _ = await drive(tmp_path, fake, root["ts"], *args, "--kill-at", point,
+                                  where=where)
         assert code == -signal.SIGKILL
-        code, out = await drive(tmp_path, fake, root["ts"], "--stream", "--recover")
+        code, out = await drive(tmp_path, fake, root["ts"], "--stream", "--recover",
+                                where=where)
         assert code == 0
         summary: dict[str, Any] = json.loads(out)
         (run,) = summary["runs"]
         assert run["state"] == "completed" and run["reply"] == STREAM_ANSWER
-        (message,) = [m for m in fake.messages(C) if m.get("user") == BOT_USER]
+        (message,) = [m for m in fake.messages(where) if m.get("user") == BOT_USER]
         assert message["thread_ts"] == root["ts"]
         assert message["text"] in (STREAM_ANSWER, STREAM_WHOLE)
         assert fake.api.streams.streaming == set()  # nothing left streaming

@@ -5,15 +5,27 @@ fallback where Slack refuses, `stream = "edit"` and `"off"`."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from runtime import ScriptedProvider, tool
 from tests.channels.slack.test_channel import C, running
 from tests.fakes.slack import BOT_USER, FakeSlack
+from tests.fakes.slack.payloads import TEAM
 
 ANSWER = "The deploy went out at 09:14; every check is green."
 released = asyncio.Event()
+"""Lets ``lookup`` finish; made anew by each test (``hold``): an event is bound to the
+loop it was first awaited on, and each test has its own."""
+
+
+def hold() -> None:
+    """``lookup`` waits from now until ``released`` is set."""
+    global released
+    released = asyncio.Event()
 
 
 @tool
@@ -38,7 +50,7 @@ async def ask(fake: FakeSlack, tmp_path: Path, **config: Any) -> tuple[list[dict
                                                                         dict[str, Any]]:
     """A mention answered by the scripted model; the bot's messages, and what was seen of
     the stream while its tool ran."""
-    released.clear()
+    hold()
     seen: dict[str, Any] = {}
     async with running(fake, tmp_path / "m.db", provider=scripted(), tools=(lookup,),
                        **config) as s:
@@ -64,9 +76,58 @@ async def test_a_reply_streams_natively_with_its_tool_as_a_task(tmp_path: Path) 
         assert where not in streams.streaming  # stopped
         (task,) = streams.tasks[where].values()
         assert task["status"] == "complete" and task["title"] == "lookup(service=api)"
-        assert len(fake.calls("chat.startStream")) == 1
+        (start,) = fake.calls("chat.startStream")
+        # In a channel Slack streams to one person: the one who asked, and their team.
+        assert (start["recipient_user_id"], start["recipient_team_id"]) == ("U1", TEAM)
         assert not fake.calls("chat.postMessage")
         assert message["metadata"]["event_type"] == "maiden_delivery"
+
+
+async def test_a_stream_slack_stops_taking_goes_on_by_edits_and_the_next_streams(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """An error answered to ``chat.appendStream`` (not a refusal): that reply goes on by
+    ``chat.update`` in the same message, never posted whole at the end; said once for the
+    channel; the channel's next reply streams natively again."""
+    caplog.set_level(logging.WARNING, "maiden.slack")
+    hold()
+    async with FakeSlack() as fake:
+        fake.fail("chat.appendStream", error="streaming_state_conflict")
+        async with running(fake, tmp_path / "m.db", provider=scripted(), tools=(lookup,)) as s:
+            sent = fake.user_event(C, "U1", f"<@{BOT_USER}> how did the deploy go?",
+                                   mention=True)
+            await fake.acked(await fake.socket_event(sent))
+            await fake.until(lambda: bool(fake.calls("chat.startStream")), what="the stream")
+            released.set()  # the answer comes in appends: the first is refused
+            await fake.until(lambda: bool(fake.calls("chat.update")), what="an edit")
+            await s.runtime.idle()
+            (message,) = bot_messages(fake)
+            assert message["text"] == "Let me look that up. " + ANSWER
+            assert (C, message["ts"]) not in fake.api.streams.streaming
+            assert not fake.calls("chat.postMessage")
+            assert [r.message for r in caplog.records].count(next(
+                r.message for r in caplog.records if "streaming_state_conflict" in r.message)) \
+                == 1
+            sent = fake.user_event(C, "U1", f"<@{BOT_USER}> and now?", mention=True)
+            await fake.acked(await fake.socket_event(sent))
+            await fake.wait_messages(C, 4)
+            await s.runtime.idle()
+        assert len(fake.calls("chat.startStream")) == 2
+        assert len(bot_messages(fake)) == 2 and not fake.calls("chat.postMessage")
+
+
+async def test_a_refused_start_is_edited_in_place_and_said_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Any error Slack answers to ``chat.startStream`` posts the reply and edits it (not a
+    whole post at the end), with one log line naming Slack's reason."""
+    caplog.set_level(logging.WARNING, "maiden.slack")
+    async with FakeSlack() as fake:
+        fake.fail("chat.startStream", error="missing_recipient_user_id")
+        messages, seen = await ask(fake, tmp_path)
+        (message,) = messages
+        assert "⏳ lookup(service=api)…" in seen["while"][0]["text"]  # edited while it ran
+        assert message["text"] == "Let me look that up. " + ANSWER
+        assert len([r for r in caplog.records
+                    if "missing_recipient_user_id" in r.message]) == 1
 
 
 async def test_where_slack_refuses_to_stream_the_reply_is_posted_and_edited(
@@ -87,6 +148,7 @@ async def test_stream_edit_and_stream_off(tmp_path: Path) -> None:
         assert [m["text"] for m in messages] == ["Let me look that up. " + ANSWER]
         assert not fake.calls("chat.startStream") and fake.calls("chat.update")
     async with FakeSlack() as fake:
+        hold()
         released.set()
         async with running(fake, tmp_path / "off.db", provider=scripted(), tools=(lookup,),
                            stream="off") as s:
