@@ -44,6 +44,7 @@ from .guards import is_repeat, too_long, turn_budget
 from .prompting import Prompts, compact, load
 from .providers.base import ModelRequest, ModelResponse, TextSink, seeing
 from .runs import Delivery, Run, RunState, idempotency_key
+from .stops import stop_requested
 from .stores.base import Store
 from .tail import ThreadCache, first_loaded
 from .tools import NOT_DONE, ToolContext, ToolOutput, ToolSpec, error_result
@@ -119,6 +120,8 @@ class RunDriver:
         self.tracing = tracing
         """Spans of runs, model calls and tool calls (``[otel]``; a no-op when off)."""
         self.prompts = Prompts(agent.config.system_prompt)
+        self._born = clock()
+        """When this driver was made: a queued run older than that may have a stop."""
         self.end = Endings(store, bus, agent.config, self.prices, instance_id=instance_id,
                            clock=clock)
 
@@ -147,6 +150,8 @@ class RunDriver:
                                  summary=self.agent.compaction == "summary", kept=self._threads)
         except CorruptStore as exc:
             return await self.end.unreadable(run, exc)
+        if (by := await self._stopped(run)) is not None:
+            return await self.end.cancel(run_id, f"cancelled by {by}" if by else "cancelled")
         cur = self.end.cursor(run, entries, tracing=self.tracing)
         try:
             if not await self._begin(cur, span):
@@ -178,6 +183,14 @@ class RunDriver:
                 self._threads.put(run.thread_id, 0, cur.entries)
         self.end.published(cur.run)
         return cur.run
+
+    async def _stopped(self, run: Run) -> str | None:
+        """Who asked to stop a run that an earlier process had (recovered, continued, or
+        queued before this one started) and may not have cancelled before it died
+        (``stops``); None for the rest, which are not looked up."""
+        earlier = run.owner != self.instance_id if run.state is not S.QUEUED \
+            else run.created_at < self._born
+        return await stop_requested(self.store, run.id) if earlier else None
 
     async def _begin(self, cur: RunCursor, span: Span) -> bool:
         run = cur.run

@@ -32,7 +32,7 @@ from .control import serve_requests
 from .decisions import approve_call, requeue
 from .delivery import Deliverer, Outbox, Sender
 from .drivers import Drivers
-from .errors import RunError, StaleWrite, StoreError
+from .errors import MaidenError, RunError, StaleWrite, StoreError
 from .events import EventBus, RunEvent, Subscription
 from .feedback import Feedback
 from .files import Files
@@ -46,6 +46,7 @@ from .records import Records
 from .registry import ToolRegistry
 from .routing import Where
 from .runs import Origin, Run, RunState, Said, Transition
+from .stops import record_stop
 from .stores.base import Checkpoint, Store
 from .tracing import NO_TRACING, Tracing, traceparent_of
 from .upkeep import RuntimeUpkeep
@@ -493,6 +494,25 @@ class Runtime:
             self._workers.kick(run.thread_id)  # runs queued behind it may go now
             return run
         raise RunError("cancel_failed", f"run {run_id} kept changing; try again")
+
+    async def stop(self, run_id: str, *, by: str, key: str) -> bool:
+        """A person's stop of a run, made to outlive a crash: written (``stops``), then
+        the run is cancelled in the background as by ``cancel``, so that the caller may
+        acknowledge the request at once (a platform waits a few seconds at most; a
+        cancellation waits up to ``cancel_grace_s`` for tools). ``key`` names the request:
+        one written before (a platform's retry) does nothing more, and False is returned.
+        A process killed before the cancellation leaves the stop written: the run ends
+        ``cancelled`` when it is taken up again."""
+        if not await record_stop(self._store, run_id, by=by, key=key, at=self.clock()):
+            return False
+        self.spawn(self._cancel_stopped(run_id, by), name=f"maiden-stop:{run_id}")
+        return True
+
+    async def _cancel_stopped(self, run_id: str, by: str) -> None:
+        try:
+            await self.cancel(run_id, by=by)
+        except MaidenError as exc:
+            log.warning("stop of run %s from %s: %s", run_id, by or "someone", exc)
 
     async def _forward(self) -> bool:
         """Whether control goes to another process: this runtime does not serve the store,

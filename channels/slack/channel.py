@@ -54,6 +54,7 @@ from .feedback import FeedbackButtons
 from .home import AppHome
 from .mapping import Inbound, read_click, read_event
 from .render import FEEDBACK, decided_blocks, parse_choice
+from .sessions import Sessions, title_of
 from .streamer import SlackStreamer
 
 __all__ = ["SlackChannel"]
@@ -131,6 +132,8 @@ class SlackChannel:
         self._told: set[str] = set()
         self._watching: set[str] = set()
         self.assistant = AssistantThreads(self.client, config.suggested_prompts)
+        self.sessions = Sessions(self.client, runtime)
+        """Slack's agent sessions of the threads answered here, and its stop button."""
         self.feedback = FeedbackButtons(runtime, config, self.client)
         self.workspace_url = ""
         """``https://{domain}.slack.com/`` (from ``auth.test``): where message links go."""
@@ -161,6 +164,7 @@ class SlackChannel:
         app.event("message")(self._on_message)
         app.event("assistant_thread_started")(self.assistant.started)
         app.event("assistant_thread_context_changed")(_ignored)
+        app.event("agent_session_stopped")(self._on_session_stopped)
         app.action({"action_id": "maiden_approve"})(self._on_button)
         app.action({"action_id": "maiden_deny"})(self._on_button)
         app.action({"action_id": FEEDBACK})(self.feedback.clicked)
@@ -381,30 +385,43 @@ class SlackChannel:
                                                                limit=1))
 
     async def _show_status(self, run: Run, seen: Inbound) -> None:
-        """A status while the run works: the assistant thread status where the app has it,
-        else a reaction on the person's message; gone at the end."""
+        """While the run works: its thread's agent session (``sessions``) where Slack keeps
+        them, else the assistant thread's status, else a reaction on the person's message;
+        gone at the end."""
         thread_ts = seen.reply_in or seen.ts
         try:
-            await self.client.assistant_threads_setStatus(channel_id=seen.channel,
-                                                          thread_ts=thread_ts, status=STATUS)
-            status = True
-        except SlackApiError:
-            status = False
-            with contextlib.suppress(SlackApiError):
-                await self.client.reactions_add(channel=seen.channel, timestamp=seen.ts,
-                                                name=REACTION)
-        try:
-            async for _ in self.runtime.follow(run.id):
-                pass
+            if await self.sessions.set(seen.channel, thread_ts, "processing",
+                                       title=title_of(seen.text), user=seen.user):
+                await self.sessions.follow(run, seen.channel, thread_ts)
+                return
+            try:
+                await self.client.assistant_threads_setStatus(
+                    channel_id=seen.channel, thread_ts=thread_ts, status=STATUS)
+                status = True
+            except SlackApiError:
+                status = False
+                with contextlib.suppress(SlackApiError):
+                    await self.client.reactions_add(channel=seen.channel, timestamp=seen.ts,
+                                                    name=REACTION)
+            try:
+                async for _ in self.runtime.follow(run.id):
+                    pass
+            finally:
+                with contextlib.suppress(SlackApiError):
+                    if status:
+                        await self.client.assistant_threads_setStatus(
+                            channel_id=seen.channel, thread_ts=thread_ts, status="")
+                    else:
+                        await self.client.reactions_remove(channel=seen.channel,
+                                                           timestamp=seen.ts, name=REACTION)
         finally:
             self._watching.discard(run.id)
-            with contextlib.suppress(SlackApiError):
-                if status:
-                    await self.client.assistant_threads_setStatus(
-                        channel_id=seen.channel, thread_ts=thread_ts, status="")
-                else:
-                    await self.client.reactions_remove(channel=seen.channel,
-                                                       timestamp=seen.ts, name=REACTION)
+
+    async def _on_session_stopped(self, event: dict[str, Any], body: dict[str, Any]) -> None:
+        """Slack's stop button (``sessions``): the stop is written before the ack."""
+        team = str(body.get("team_id") or self.team)
+        key = f"slack:{team}:stopped:{body.get('event_id') or event.get('event_ts')}"
+        await self.sessions.stopped(event, team=team, key=key, access=self.config.access)
 
     async def _tell_once(self, channel: str, user: str, what: str) -> None:
         """One notice per person, across every replica on the store: the store keeps who was

@@ -47,4 +47,8 @@ async def check_slack(config: SlackConfig, bot_token: str) -> tuple[bool, list[s
         manifest = MANIFEST if config.mode == "socket" else MANIFEST_HTTP
         lines.append(f"missing scopes (see channels/slack/{manifest.name}): "
                      f"{', '.join(missing)}")
+        if "assistant:write" in missing:
+            lines.append("no assistant:write: the app is not declared an agent (app settings, "
+                         "Agents & AI Apps), so Slack keeps no agent sessions for it and shows "
+                         "no stop button; maiden shows a reaction while it works instead")
     return not missing, lines

@@ -32,6 +32,9 @@ def test_each_manifest_has_what_slack_requires(path: Any) -> None:
     assert command["command"] == "/maiden" and "commands" in scopes
     events = manifest["settings"]["event_subscriptions"]["bot_events"]
     assert {"app_mention", "message.channels", "message.im"} <= set(events)
+    # Slack's stop button on an agent session sends this; unsubscribed, the button is a
+    # spinner (docs.slack.dev/reference/events/agent_session_stopped).
+    assert "agent_session_stopped" in events
     assert manifest["settings"]["interactivity"]["is_enabled"] is True
 
 
