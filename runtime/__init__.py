@@ -29,7 +29,7 @@ from .config import (
     StoreConfig,
     ToolsConfig,
 )
-from .delivery import Deliverer, Uploader
+from .delivery import Deliverer, Uploader, UploadStarted
 from .entries import ENTRY, AssistantTurn, Entry, Notice, ToolCall, ToolResult, Usage, UserMessage
 from .errors import (
     ConfigError,
@@ -250,6 +250,7 @@ __all__ = [
     "ToolsConfig",
     "Tracing",
     "Transition",
+    "UploadStarted",
     "Uploader",
     "Usage",
     "UserMessage",

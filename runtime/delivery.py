@@ -10,6 +10,7 @@ only if it is really missing.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -22,7 +23,8 @@ from .stores.base import Checkpoint, OutboxStore, Store
 from .text import split_message
 from .tracing import NO_TRACING, Tracing
 
-__all__ = ["Deliverer", "Outbox", "Sender", "Uploader", "deliver", "parts", "upload"]
+__all__ = ["Deliverer", "Outbox", "Sender", "UploadStarted", "Uploader", "deliver", "parts",
+           "upload"]
 
 log = logging.getLogger("maiden.delivery")
 
@@ -56,15 +58,29 @@ class Deliverer(Protocol):
         ...
 
 
+UploadStarted = Callable[[str], Awaitable[None]]
+"""What an ``Uploader`` awaits with the platform's id for an upload before completing it:
+the outbox records the id (``FileDelivery.upload_id``) and flushes it to disk."""
+
+
 @runtime_checkable
 class Uploader(Deliverer, Protocol):
-    """A deliverer that can send a file (``FileDelivery``) as a file: an upload into the
-    target's thread that carries the delivery's key where the platform keeps it (Slack:
-    the file's title and the thread; Discord: the message nonce), so ``reconcile`` finds
-    an upload whose answer was lost. A deliverer without it gets the file's line
-    (``FileDelivery.text``) through ``send``."""
+    """A deliverer that can send a file (``FileDelivery``) as a file, into the target's
+    thread. A deliverer without it gets the file's line (``FileDelivery.text``) through
+    ``send``.
 
-    async def upload(self, delivery: FileDelivery, data: bytes) -> str:
+    A platform that uploads in steps (Slack: an id and an upload URL, the bytes, then
+    completing the upload, which shares it) awaits ``started`` with the upload's id before
+    completing it, as a stream's ids are recorded as soon as the platform returns them.
+    After a crash ``reconcile`` asks the platform about ``delivery.upload_id`` (Slack: is
+    that file shared in the target?), never by time; if it is not there, ``upload`` is
+    called with the id still in ``delivery.upload_id`` and completes that upload rather
+    than making another. A one-step platform carries the delivery's key instead (Discord:
+    the message nonce) and ignores ``started``.
+    """
+
+    async def upload(self, delivery: FileDelivery, data: bytes, started: UploadStarted
+                     ) -> str:
         """Upload ``data`` as ``delivery.file`` to ``delivery.target``; the platform's id."""
         ...
 
@@ -80,7 +96,11 @@ async def upload(store: Store, deliverer: Uploader, delivery: FileDelivery, *,
         except NotFound:
             remote_id = await deliverer.send(delivery)
         else:
-            remote_id = await deliverer.upload(delivery, data)
+            remote_id = await deliverer.upload(delivery, data,
+                                               functools.partial(store.upload_started,
+                                                                 delivery.key))
+    else:
+        log.info("file %s was already uploaded as %s", delivery.key[:14], remote_id)
     await store.mark_delivered(delivery.key, remote_id, time.time())
     return remote_id
 

@@ -288,6 +288,11 @@ class FileDelivery(_Delivery):
 
     kind: Literal["file"] = "file"
     file: FileRef
+    upload_id: str | None = None
+    """The platform's id for the upload, recorded as soon as the platform gives it and
+    before the upload is completed (Slack: the file id ``files.getUploadURLExternal``
+    returns; a file is invisible until completed). After a crash the upload is looked for,
+    or completed, by this id; with none recorded nothing was shown, so it is uploaded."""
 
     @property
     def text(self) -> str:

@@ -21,7 +21,14 @@ from typing import Any
 import discord
 from discord.http import HTTPClient, Route
 
-from runtime import ApprovalDelivery, Delivery, DeliveryError, FileDelivery, ReplyDelivery
+from runtime import (
+    ApprovalDelivery,
+    Delivery,
+    DeliveryError,
+    FileDelivery,
+    ReplyDelivery,
+    UploadStarted,
+)
 
 from .render import approval_components, approval_content, feedback_components
 
@@ -66,9 +73,11 @@ class DiscordDeliverer:
                                          channel_id=target["channel"]), json=payload)
         return str(message["id"])
 
-    async def upload(self, delivery: FileDelivery, data: bytes) -> str:
+    async def upload(self, delivery: FileDelivery, data: bytes, started: UploadStarted
+                     ) -> str:
         """The file as a message's attachment (a multipart create, with the delivery's
-        nonce), answering the message that asked, as a reply does; the message's id."""
+        nonce), answering the message that asked, as a reply does; the message's id. One
+        request: there is no upload id to record first (``started`` is not needed)."""
         target, name = delivery.target, delivery.file.name
         payload: dict[str, Any] = {"nonce": nonce(delivery.key), "enforce_nonce": True,
                                    "content": "", "attachments": [{"id": 0, "filename": name}],

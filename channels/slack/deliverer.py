@@ -7,24 +7,39 @@ API client retries rate limits (429: Slack did not post) but never a connection
 error: a post whose response was lost may have been stored, and blindly sending
 it again is how bots answer twice. The outbox reconciles such a post instead.
 Posts are paced to about one per second per channel, as Slack asks.
+
+A file goes up in Slack's three steps: ``files.getUploadURLExternal`` (the file's id and
+an upload URL), the bytes POSTed to that URL, ``files.completeUploadExternal`` (which
+shares it into the thread). Until completed a file is invisible, so its id is recorded in
+the outbox before completing (``Uploader``), and a crash is reconciled by that id alone:
+``files.info`` shows it shared in the target, or it is completed now. No clock is
+compared, so a Slack clock behind or ahead of the host's changes nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from runtime import ApprovalDelivery, Delivery, DeliveryError, FileDelivery, ReplyDelivery
+from runtime import (
+    ApprovalDelivery,
+    Delivery,
+    DeliveryError,
+    FileDelivery,
+    ReplyDelivery,
+    UploadStarted,
+)
 
 from .render import approval_blocks, feedback_blocks, markdown_blocks, plain
 
-__all__ = ["EVENT_TYPE", "SlackCallError", "SlackDeliverer"]
+__all__ = ["EVENT_TYPE", "SlackCallError", "SlackDeliverer", "shared_in"]
 
 EVENT_TYPE = "maiden_delivery"
 _LOOKBACK_S = 600.0
@@ -84,42 +99,107 @@ class SlackDeliverer:
                 metadata=metadata, unfurl_links=False, unfurl_media=False)
         return str(response["ts"])
 
-    async def upload(self, delivery: FileDelivery, data: bytes) -> str:
-        """``files_upload_v2`` into the target's thread, titled with the file's name (what
-        ``reconcile`` looks for: an upload carries no metadata); the file's id."""
+    async def upload(self, delivery: FileDelivery, data: bytes, started: UploadStarted
+                     ) -> str:
+        """Into the target's thread, titled with the file's name, in Slack's three steps;
+        the file's id goes to ``started`` (the outbox records it) before the upload is
+        completed. With an id recorded already (``reconcile`` did not find it shared),
+        that upload is completed instead, unless Slack has discarded it. The file's id."""
         channel = delivery.target["channel"]
         async with self._lock(channel):
             await self._pace(channel)
-            response = await self.call(
-                "files.upload_v2", self.client.files_upload_v2, channel=channel,
-                thread_ts=delivery.target.get("thread_ts"), file=data,
-                filename=delivery.file.name, title=delivery.file.name)
-        return str((response.get("file") or response["files"][0])["id"])
+            if delivery.upload_id is not None:
+                resumed = await self._resume(delivery, delivery.upload_id)
+                if resumed is not None:
+                    return resumed
+            ticket = await self.call(
+                "files.getUploadURLExternal", self.client.files_getUploadURLExternal,
+                filename=delivery.file.name, length=len(data))
+            file_id = str(ticket["file_id"])
+            await self._send_bytes(str(ticket["upload_url"]), data, delivery.file.name)
+            await started(file_id)
+            await self._complete(delivery, file_id)
+        return file_id
+
+    async def _complete(self, delivery: FileDelivery, file_id: str) -> None:
+        await self.call(
+            "files.completeUploadExternal", self.client.files_completeUploadExternal,
+            files=[{"id": file_id, "title": delivery.file.name}],
+            channel_id=delivery.target["channel"], thread_ts=delivery.target.get("thread_ts"))
+
+    async def _resume(self, delivery: FileDelivery, file_id: str) -> str | None:
+        """Complete a recorded upload; its id, or None if Slack no longer has its ticket (an
+        upload left uncompleted is discarded: it is made anew). Slack completes an upload
+        once and answers ``file_not_found`` after: a file that exists then was completed
+        before (its share in the thread not yet shown by ``files.info``)."""
+        try:
+            await self._complete(delivery, file_id)
+        except SlackCallError as exc:
+            if exc.slack_error != "file_not_found":
+                raise
+            return None if await self._file(file_id) is None else file_id
+        return file_id
+
+    async def _file(self, file_id: str) -> dict[str, Any] | None:
+        """``files.info``'s file: None if Slack has no file by that id (an upload that was
+        never completed); for one a person deleted (so it was shared), a tombstone, as
+        messages show a deleted file."""
+        try:
+            info = await self.call("files.info", self.client.files_info, file=file_id)
+        except SlackCallError as exc:
+            if exc.slack_error == "file_not_found":
+                return None
+            if exc.slack_error == "file_deleted":
+                return {"id": file_id, "mode": "tombstone"}
+            raise
+        return dict(info.get("file") or {"id": file_id})
+
+    async def _send_bytes(self, url: str, data: bytes, name: str) -> None:
+        """The bytes to the upload URL, with the client's own session, timeout, proxy and
+        TLS settings. Nothing shows until the upload is completed, so a failure here leaves
+        nothing to find."""
+        if self.offline is not None:
+            raise SlackCallError(f"Slack upload of {name} not tried: {self.offline}")
+        client = self.client
+        timeout = aiohttp.ClientTimeout(total=client.timeout)
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                session = client.session
+                if session is None:  # as the client itself does: one for this request
+                    session = await stack.enter_async_context(
+                        aiohttp.ClientSession(timeout=timeout))
+                async with session.post(url, data=data, timeout=timeout, proxy=client.proxy,
+                                        ssl=True if client.ssl is None else client.ssl
+                                        ) as response:
+                    status, body = response.status, await response.text()
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise SlackCallError(f"Slack upload of {name} failed: {type(exc).__name__}: "
+                                 f"{exc}") from exc
+        if status != 200:
+            raise SlackCallError(f"Slack upload of {name} failed: HTTP {status}: {body[:200]}")
 
     async def reconcile(self, delivery: Delivery) -> str | None:
+        if isinstance(delivery, FileDelivery):
+            return await self._uploaded(delivery)
         channel = delivery.target["channel"]
         thread_ts = delivery.target.get("thread_ts")
         oldest = max(0.0, delivery.created_at - _LOOKBACK_S)
         async for message in self.thread_messages(channel, thread_ts, oldest=oldest):
-            if isinstance(delivery, FileDelivery):
-                found = self._shares(message, delivery)
-                if found is not None:
-                    return found
-            elif self._carries(message, delivery.key):
+            if self._carries(message, delivery.key):
                 return str(message["ts"])  # the pages after it are not read
         return None
 
-    def _shares(self, message: dict[str, Any], delivery: FileDelivery) -> str | None:
-        """The id of the bot's upload of ``delivery``'s file in ``message``: the same title,
-        shared no earlier than the delivery was written (a run's files are written with
-        its answer, and a thread's runs one after another)."""
-        if self.bot_user is not None and message.get("user") != self.bot_user:
+    async def _uploaded(self, delivery: FileDelivery) -> str | None:
+        """The recorded upload's file id if ``files.info`` shows it shared in the target (or
+        deleted since); None if nothing was recorded (nothing was completed: an upload is
+        recorded before it is completed) or it is not shared there."""
+        if delivery.upload_id is None:
             return None
-        if float(message.get("ts") or 0) < delivery.created_at - 1.0:
+        found = await self._file(delivery.upload_id)
+        if found is None:
             return None
-        for item in message.get("files") or []:
-            if item.get("title") == delivery.file.name and item.get("id"):
-                return str(item["id"])
+        if found.get("mode") == "tombstone" or shared_in(found, delivery.target):
+            return delivery.upload_id
         return None
 
     async def thread_messages(self, channel: str, thread_ts: str | None, *,
@@ -176,3 +256,16 @@ class SlackDeliverer:
         except (SlackClientError, aiohttp.ClientError, OSError, TimeoutError) as exc:
             raise SlackCallError(f"Slack {method} failed: {type(exc).__name__}: {exc}") \
                 from exc
+
+
+def shared_in(file: Mapping[str, Any], target: Mapping[str, str]) -> bool:
+    """Whether a file object (``files.info``) is shared in ``target``: in its channel, in
+    its thread when it names one, at the top level (perhaps a thread's root since) when
+    not. ``shares`` maps ``public`` / ``private`` to channel ids to their shares."""
+    thread = target.get("thread_ts")
+    for kind in ("public", "private"):
+        for share in ((file.get("shares") or {}).get(kind) or {}).get(target["channel"]) or []:
+            parent = share.get("thread_ts")
+            if parent == thread if thread else parent in (None, share.get("ts")):
+                return True
+    return False

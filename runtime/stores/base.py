@@ -221,6 +221,11 @@ class OutboxStore(Protocol):
         messages it opened; ``finished`` also records it as delivered (``remote_id``: the
         ids, comma-separated). Nothing once it is finished."""
 
+    async def upload_started(self, key: str, upload_id: str) -> None:
+        """Record the platform's id for the upload of the file delivery ``key``
+        (``FileDelivery.upload_id``), flushed to disk before the upload is completed;
+        nothing once it is sent."""
+
 
 
 class ControlStore(Protocol):

@@ -15,7 +15,16 @@ from ..context import SUMMARY, entry_tokens
 from ..entries import ENTRY, Entry, Notice, ToolResult
 from ..errors import CorruptStore, NotFound, StaleWrite
 from ..routing import place_key
-from ..runs import DELIVERY, TERMINAL, Delivery, Run, RunState, StreamState, Transition
+from ..runs import (
+    DELIVERY,
+    TERMINAL,
+    Delivery,
+    FileDelivery,
+    Run,
+    RunState,
+    StreamState,
+    Transition,
+)
 from .base import ENTRIES, Checkpoint, SpendAsk, SpendScope, ThreadInfo
 
 __all__ = ["activity", "deliveries_query", "entry_row", "parse_entries", "parse_run",
@@ -162,6 +171,15 @@ def stream_change(state: StreamState, remote_ids: Sequence[str], at: float
     if state == "finished":
         changes |= {"remote_id": ",".join(remote_ids) or "-", "delivered_at": at}
     return lambda _: changes
+
+
+def upload_change(key: str, upload_id: str) -> Callable[[Delivery], dict[str, Any]]:
+    """``upload_started``'s change to a file delivery; ``NotFound`` for another kind."""
+    def change(delivery: Delivery) -> dict[str, Any]:
+        if not isinstance(delivery, FileDelivery):
+            raise NotFound(f"no file delivery {key!r}")
+        return {"upload_id": upload_id}
+    return change
 
 
 def deliveries_query(run_id: str | None, pending: bool | None, *, param: str, order: str

@@ -279,7 +279,16 @@ class _Crashing:
         await super().save_schedules(records)  # type: ignore[misc]
         self.switch.reached("after_schedule_saved")
 
+    async def upload_started(self, key: str, upload_id: str) -> None:
+        self.switch.reached("before_upload_recorded")
+        await super().upload_started(key, upload_id)  # type: ignore[misc]
+        self.switch.reached("after_upload_recorded")
+
     async def mark_delivered(self, key: str, remote_id: str, at: float) -> None:
+        if self.switch.point == "after_upload_completed":
+            pending: list[Delivery] = await super().deliveries(pending=True)  # type: ignore[misc]
+            if any(d.key == key and isinstance(d, FileDelivery) for d in pending):
+                self.switch.reached("after_upload_completed")
         self.switch.reached("before_delivery_recorded")
         await super().mark_delivered(key, remote_id, at)  # type: ignore[misc]
         self.switch.reached("after_delivery_recorded")

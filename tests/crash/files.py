@@ -8,7 +8,9 @@ the shelf only once startup recovery is done (as `maiden run` opens its channels
 it), and the shelf's first download finds it out of reach (``FileUnreachable``, tried
 again). ``--make-file``: the model calls
 ``make_file``, whose report goes out after the answer; the channel may die right after
-taking it (``after_file_uploaded``).
+taking it (``after_file_uploaded``). Uploaded to Slack (``--slack``), in steps, the store
+may die around recording the upload's id and before the delivered file is recorded
+(``before_upload_recorded``, ``after_upload_recorded``, ``after_upload_completed``).
 The summary lists the store's blobs."""
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ FILE_KILL_POINTS = (
     "in_fetch",                 # --file: half the file read from the channel, nothing stored
     "after_blob_stored",        # --file: a blob is stored, the message not yet in the thread
     "after_file_uploaded",      # --make-file: the file is in the channel, its id not stored
+    "before_upload_recorded",   # --make-file --slack: Slack gave the upload its id and has
+                                # the bytes; the id is not stored
+    "after_upload_recorded",    # --make-file --slack: the id stored, the upload not completed
+    "after_upload_completed",   # --make-file --slack: completed (shared in the thread), the
+                                # file's delivery not recorded
 )
 MADE = ToolFile("report.csv", "text/csv", b"n,square\n" + b"".join(
     f"{n},{n * n}\n".encode() for n in range(100)))

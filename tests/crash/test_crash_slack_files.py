@@ -9,18 +9,28 @@ stopped there with SIGTERM. The restart finds Slack down (a port nothing listens
 recovery runs, the channel opens and keeps trying, and only then does the fake come up
 where it was. The message is answered once, the model having received each file once (the
 echo model says what it received), and each file is stored once.
+
+A file a tool made, uploaded into the thread (the crash driver with ``--slack
+--make-file``), killed around its upload's steps with the fake Slack's clock 30 s behind
+the host's: after the restart the file is in the thread once. The upload's id is recorded
+before it is completed and reconciled by that id (``files.info``), never by comparing
+Slack's timestamps with the host's clock.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from runtime import SQLiteStore, UserMessage
+from tests.crash.files import MADE
+from tests.crash.test_crash_slack import drive, finished, spawn
 from tests.fakes.site import free_port
 from tests.fakes.slack import BOT_USER, FakeSlack, Workspace
 from tests.processes.test_channels_down_at_boot import maiden_run, stopped
@@ -89,3 +99,53 @@ async def test_a_file_cut_off_by_a_restart_is_fetched_when_slack_is_back(
                  if isinstance(e, UserMessage)]
         assert [[f.name for f in u.files] for u in users] == [["shot.png", "data.csv"]]
         assert sorted(b.size for b in await store.blobs()) == sorted([len(SHOT), len(DATA)])
+
+
+SKEW_S = -30.0
+"""The fake Slack's clock against the host's."""
+UPLOAD_POINTS = [
+    "mid_get_upload_url",      # by the fake: the ticket made, its answer never received
+    "before_upload_recorded",  # the ticket and the bytes are Slack's, the id not stored
+    "after_upload_recorded",   # the id stored, the upload not completed
+    "after_upload_completed",  # shared in the thread, the delivery not recorded
+]
+
+
+@pytest.mark.parametrize("point", UPLOAD_POINTS)
+async def test_a_file_uploaded_to_slack_is_in_the_thread_once_across_a_kill(
+        tmp_path: Path, point: str) -> None:
+    """Killed between the upload's steps, restarted: the file is shared into the thread
+    once, the answer before it. An upload whose id was not recorded was never completed
+    (so never shown) and is made anew; one whose id was recorded is completed, or found
+    shared by that id, though every time Slack shows is 30 s before the records'."""
+    (tmp_path / "traces").mkdir()
+    async with FakeSlack() as fake:
+        fake.store.skew_s = SKEW_S
+        root = fake.post_as_user(C, "U1", "the report, please")
+        args = ["--make-file", "--send", "slack:t", "report"]
+        if point == "mid_get_upload_url":
+            proc = await spawn(tmp_path, fake, root["ts"], *args)
+            fake.after_call["files.getUploadURLExternal"] = \
+                lambda n: os.kill(proc.pid, signal.SIGKILL)
+            code, _ = await finished(proc)
+            del fake.after_call["files.getUploadURLExternal"]
+        else:
+            code, _ = await drive(tmp_path, fake, root["ts"], *args, "--kill-at", point)
+        assert code == -signal.SIGKILL
+        code, out = await drive(tmp_path, fake, root["ts"], "--make-file", "--recover")
+        assert code == 0
+        summary: dict[str, Any] = json.loads(out)
+    answer, shared = [m for m in fake.messages(C) if m.get("user") == BOT_USER]
+    assert answer["text"] == "Here is the report."
+    assert shared["thread_ts"] == root["ts"]
+    (item,) = shared["files"]
+    assert (item["title"], fake.uploads.uploaded[item["id"]]) == ("report.csv", MADE.data)
+    assert list(fake.uploads.uploaded) == [item["id"]]  # completed once
+    (record,) = [d for d in summary["deliveries"] if d["kind"] == "file"]
+    assert record["remote_id"] == record["upload_id"] == item["id"]
+    assert float(shared["ts"]) < record["created_at"] - 20  # Slack's clock is behind
+    # A ticket whose id was not recorded is left to expire, and another one taken.
+    anew = point in ("mid_get_upload_url", "before_upload_recorded")
+    assert len(fake.calls("files.getUploadURLExternal")) == (2 if anew else 1)
+    assert len(fake.calls("files.completeUploadExternal")) == 1
+    assert len(fake.uploads.pending) == (1 if anew else 0)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from runtime import (
+    DeliveryError,
     EchoProvider,
     FileRefused,
     FilesConfig,
@@ -273,7 +274,7 @@ class Chat(Plain):
         super().__init__()
         self.uploaded: list[tuple[str, str, bytes]] = []
 
-    async def upload(self, delivery: Any, data: bytes) -> str:
+    async def upload(self, delivery: Any, data: bytes, started: Any) -> str:
         self.uploaded.append((delivery.key, delivery.file.name, data))
         return f"f{len(self.uploaded)}"
 
@@ -321,3 +322,47 @@ async def test_a_channel_that_cannot_upload_is_told_the_files_name(tmp_path: Pat
         assert [text for _, text in plain.sent] == [
             "Done.", f"📎 {run.reply_files[0].describe()}"]
 
+
+
+class Steps(Plain):
+    """One that uploads in steps: the platform's id first (handed to ``started``), then
+    completing the upload, whose answer is lost the first time."""
+
+    def __init__(self, records: Any) -> None:
+        super().__init__()
+        self.records = records
+        self.seen: list[tuple[str | None, str | None]] = []
+        """Each upload: (the id it was given, the id on record as it completes)."""
+        self.reconciled: list[str | None] = []
+
+    async def upload(self, delivery: Any, data: bytes, started: Any) -> str:
+        if delivery.upload_id is None:
+            await started("u1")
+        (on_record,) = [d.upload_id for d in await self.records.deliveries() if d.kind == "file"]
+        self.seen.append((delivery.upload_id, on_record))
+        if len(self.seen) == 1:
+            raise DeliveryError("the answer to completing it was lost")
+        return "u1"
+
+    async def reconcile(self, delivery: Any) -> str | None:
+        if delivery.kind == "file":
+            self.reconciled.append(delivery.upload_id)
+        return None
+
+
+async def test_an_upload_id_is_recorded_before_completing_and_handed_back(
+        tmp_path: Path) -> None:
+    script = ScriptedProvider([{"tool_calls": [{"name": "export", "arguments": {"rows": 1}}]},
+                               {"text": "Done."}])
+    async with SQLiteStore(tmp_path / "m.db") as store, \
+            Runtime(store, script, ToolRegistry([export])) as rt:
+        steps = Steps(rt.records)
+        rt.add_deliverer("chat", steps)
+        run = await rt.wait((await rt.submit("t", "go", origin=SLACK)).id)
+        await rt.idle()
+        assert steps.seen == [(None, "u1")]  # on record before the upload was completed
+        await rt.flush_deliveries()
+        assert steps.reconciled == ["u1"]  # looked for by that id, then completed by it
+        assert steps.seen == [(None, "u1"), ("u1", "u1")]
+        (sent,) = [d for d in await rt.records.deliveries(run_id=run.id) if d.kind == "file"]
+        assert sent.remote_id == "u1"

@@ -6,9 +6,16 @@ import json
 
 import pytest
 
+from runtime.attachments.refs import FileRef
 from runtime.entries import AssistantTurn
 from runtime.errors import NotFound
-from runtime.runs import DELIVERY, ApprovalDelivery, ReplyDelivery, StreamDelivery
+from runtime.runs import (
+    DELIVERY,
+    ApprovalDelivery,
+    FileDelivery,
+    ReplyDelivery,
+    StreamDelivery,
+)
 from runtime.stores.base import Checkpoint
 from tests.stores.contract import AnyStore, S, advance, started
 
@@ -97,3 +104,26 @@ async def test_a_stream_records_its_messages_then_finishes(store: AnyStore) -> N
         "delivered_at": 6.0})
     with pytest.raises(NotFound):
         await store.stream_progress("nope", "streaming", [], at=1.0)
+
+
+async def test_a_file_records_its_upload_id_until_it_is_sent(store: AnyStore) -> None:
+    run = await started(store, thread_id="t")
+    report = FileRef(name="report.csv", media_type="text/csv", size=8, digest="ab" * 32)
+    upload = FileDelivery(key="f1", run_id=run.id, thread_id="t", channel="slack",
+                          target={"channel": "C1", "thread_ts": "1.2"}, file=report,
+                          created_at=3.0)
+    reply = ReplyDelivery(key="r1", run_id=run.id, thread_id="t", channel="slack", text="hi")
+    await store.commit(Checkpoint("t", None, deliveries=[reply, upload]))
+    await store.upload_started("f1", "F0AAA")
+    await store.upload_started("f1", "F0BBB")  # a ticket Slack discarded, replaced
+    (pending,) = [d for d in await store.deliveries(pending=True) if d.key == "f1"]
+    assert pending == upload.model_copy(update={"upload_id": "F0BBB"})
+    await store.mark_delivered("f1", "F0BBB", at=5.0)
+    await store.upload_started("f1", "F0CCC")  # sent: left alone
+    (sent,) = await store.deliveries(pending=False)
+    assert sent == upload.model_copy(update={"upload_id": "F0BBB", "remote_id": "F0BBB",
+                                             "delivered_at": 5.0})
+    with pytest.raises(NotFound):
+        await store.upload_started("nope", "F0AAA")
+    with pytest.raises(NotFound):
+        await store.upload_started("r1", "F0AAA")  # a reply has no upload

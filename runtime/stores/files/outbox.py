@@ -9,7 +9,7 @@ from typing import Any
 from ...errors import NotFound
 from ...runs import Delivery, StreamState
 from ..base import OutboxStore
-from ..rows import stream_change
+from ..rows import stream_change, upload_change
 from .core import FilesCore
 from .names import thread_stem
 
@@ -34,6 +34,9 @@ class FilesOutbox(FilesCore, OutboxStore):
     async def stream_progress(self, key: str, state: StreamState, remote_ids: Sequence[str],
                               at: float) -> None:
         await self._update_pending(key, stream_change(state, remote_ids, at))
+
+    async def upload_started(self, key: str, upload_id: str) -> None:
+        await self._update_pending(key, upload_change(key, upload_id))
 
     async def _update_pending(self, key: str,
                               change: Callable[[Delivery], dict[str, Any]]) -> None:

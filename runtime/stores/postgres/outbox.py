@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from ...runs import DELIVERY, Delivery, StreamState
 from ..base import OutboxStore
-from ..rows import deliveries_query, stream_change
+from ..rows import deliveries_query, stream_change, upload_change
 from .core import PostgresCore
 from .sql import update_pending
 
@@ -38,3 +38,7 @@ class PostgresOutbox(PostgresCore, OutboxStore):
                               at: float) -> None:
         async with self._transaction() as conn:
             await update_pending(conn, key, stream_change(state, remote_ids, at))
+
+    async def upload_started(self, key: str, upload_id: str) -> None:
+        async with self._transaction() as conn:
+            await update_pending(conn, key, upload_change(key, upload_id))

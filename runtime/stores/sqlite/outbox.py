@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from ...runs import DELIVERY, Delivery, StreamState
 from ..base import OutboxStore
-from ..rows import deliveries_query, stream_change
+from ..rows import deliveries_query, stream_change, upload_change
 from .core import SQLiteCore
 from .sql import update_pending_row
 
@@ -35,3 +35,6 @@ class SQLiteOutbox(SQLiteCore, OutboxStore):
     async def stream_progress(self, key: str, state: StreamState, remote_ids: Sequence[str],
                               at: float) -> None:
         await self._write(update_pending_row, key, stream_change(state, remote_ids, at))
+
+    async def upload_started(self, key: str, upload_id: str) -> None:
+        await self._write(update_pending_row, key, upload_change(key, upload_id))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runtime import ScriptedProvider
+from runtime import FileDelivery, ScriptedProvider
 from tests.channels.slack.test_channel import C, running
 from tests.fakes.bystander import bystander
 from tests.fakes.slack import BOT_USER, FakeSlack
@@ -113,8 +113,8 @@ async def test_a_file_a_tool_made_is_uploaded_into_the_thread_once(tmp_path: Pat
         assert (item["title"], fake.uploads.uploaded[item["id"]]) == ("report.csv", b"a,b\n1,2\n")
         (run,) = await s.runtime.records.runs()
         (delivery,) = [d for d in await s.runtime.records.deliveries(run_id=run.id)
-                       if d.kind == "file"]
-        assert delivery.remote_id == item["id"]
-        # Reconciled after a lost answer: found in the thread by its title, not sent again.
+                       if isinstance(d, FileDelivery)]
+        assert delivery.remote_id == delivery.upload_id == item["id"]
+        # Reconciled after a lost answer: found shared by its id, not sent again.
         assert await s.channel.deliverer.reconcile(delivery) == item["id"]  # type: ignore[union-attr]
         assert len(fake.calls("files.completeUploadExternal")) == 1

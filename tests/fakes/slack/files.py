@@ -6,6 +6,7 @@ held half-way (``hold``): a process killed or stopped in the middle of one."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import secrets
 from collections.abc import Callable
@@ -27,6 +28,8 @@ class _File:
     name: str
     mimetype: str
     data: bytes
+    object: JSON = field(default_factory=dict)
+    """The file object as Slack shows it (``shares`` aside)."""
 
 
 @dataclass
@@ -53,9 +56,8 @@ class SharedFiles:
             file_id: str | None = None, title: str | None = None) -> JSON:
         """Store a file and return its object as a message event carries it."""
         file_id = file_id or "F" + secrets.token_hex(5).upper()
-        self.files[file_id] = _File(file_id, name, mimetype, data)
         url = f"{base_url}/files-pri/{self.team}-{file_id}/{name}"
-        return {"id": file_id, "created": 1700000000, "timestamp": 1700000000, "name": name,
+        obj: JSON = {"id": file_id, "created": 1700000000, "timestamp": 1700000000, "name": name,
                 "title": title or name, "mimetype": mimetype, "filetype": name.rsplit(".", 1)[-1],
                 "pretty_type": mimetype, "user": user, "user_team": self.team,
                 "editable": False, "size": len(data), "mode": "hosted", "is_external": False,
@@ -64,6 +66,8 @@ class SharedFiles:
                 "url_private_download": url.replace(f"/{name}", f"/download/{name}"),
                 "permalink": f"https://maiden-test.slack.com/files/{user}/{file_id}/{name}",
                 "file_access": "visible"}
+        self.files[file_id] = _File(file_id, name, mimetype, data, obj)
+        return dict(obj)
 
     async def serve(self, request: web.Request) -> web.StreamResponse:
         """``GET /files-pri/{team}-{id}/download/{name}``."""
@@ -89,10 +93,21 @@ class SharedFiles:
 
 @dataclass
 class Uploads:
-    """The bot's uploads, as ``files_upload_v2`` makes them: ``files.getUploadURLExternal``
-    (an id and a URL), the bytes POSTed to that URL, ``files.completeUploadExternal`` (the
-    file shared into a channel or thread as a message by the bot). ``uploaded``: the bytes
-    of every completed upload, by file id."""
+    """The bot's uploads, in Slack's three steps: ``files.getUploadURLExternal`` (an id and a
+    URL), the bytes POSTed to that URL, ``files.completeUploadExternal`` (the file shared
+    into a channel or thread as a message by the bot); and ``files.info`` on any file.
+    ``uploaded``: the bytes of every completed upload, by file id.
+
+    From the reference (docs.slack.dev/reference/methods/...):
+    ``files.completeUploadExternal`` "can only be called once"; after that, as for an id
+    it never issued, it answers ``file_not_found`` ("Could not find the file from the upload
+    ticket"). An upload never completed is discarded: it is no file, so ``files.info``
+    answers ``file_not_found`` for it (the reference does not say; the stricter reading).
+    ``files.info`` requires ``file``, answers ``file_not_found`` / ``file_deleted``, and
+    gives the file object with its ``shares``: ``{"public" | "private": {channel: [{"ts",
+    "thread_ts" (in a thread), ...}]}}`` (public for ``C…`` channels, private for the
+    rest). Shares are recorded for the bot's uploads; a person's shared file shows none.
+    """
 
     shared: SharedFiles
     bot_user: str
@@ -100,7 +115,12 @@ class Uploads:
     post: Callable[[str, JSON, str | None], JSON]
     """``(channel, fields, thread_ts)`` -> the stored message (the bot's)."""
     pending: dict[str, JSON] = field(default_factory=dict)
+    """Upload tickets handed out and not completed, by file id (``discard`` one: Slack
+    dropped it, as it does with one left uncompleted)."""
     uploaded: dict[str, bytes] = field(default_factory=dict)
+    shares: dict[str, JSON] = field(default_factory=dict)
+    """File id -> its ``shares``."""
+    deleted: set[str] = field(default_factory=set)
 
     def get_url(self, params: JSON) -> JSON:
         name, length = params.get("filename"), params.get("length")
@@ -140,13 +160,48 @@ class Uploads:
             obj = self.shared.add(self.base_url(), self.bot_user, name, data, _type_of(name),
                                   file_id=str(item["id"]), title=item.get("title"))
             self.uploaded[obj["id"]] = data
+            self.shares[obj["id"]] = {}
             shared.append(obj)
         channel = params.get("channel_id")
         if channel:
-            self.post(str(channel), {"text": str(params.get("initial_comment") or ""),
-                                     "files": shared, "upload": True},
-                      str(params.get("thread_ts") or "") or None)
+            message = self.post(str(channel), {"text": str(params.get("initial_comment") or ""),
+                                               "files": shared, "upload": True},
+                                str(params.get("thread_ts") or "") or None)
+            share: JSON = {"ts": message["ts"], "share_user_id": self.bot_user}
+            if message.get("thread_ts"):
+                share["thread_ts"] = message["thread_ts"]
+            kind = "public" if str(channel).startswith("C") else "private"
+            for obj in shared:
+                self.shares[obj["id"]].setdefault(kind, {}).setdefault(str(channel), []) \
+                    .append(dict(share))
         return {"files": [{"id": f["id"], "title": f["title"]} for f in shared]}
+
+    def info(self, params: JSON) -> JSON:
+        """``files.info``: the file object with its shares."""
+        file_id = str(params.get("file") or "")
+        if not file_id:
+            raise SlackError("invalid_arguments", response_metadata={
+                "messages": ["[ERROR] missing required field: file"]})
+        if file_id in self.deleted:
+            raise SlackError("file_deleted")
+        found = self.shared.files.get(file_id)
+        if found is None:  # never made, or a ticket not completed
+            raise SlackError("file_not_found")
+        shares = self.shares.get(file_id, {})
+        public, private = list(shares.get("public", {})), list(shares.get("private", {}))
+        return {"file": {**found.object, "shares": copy.deepcopy(shares), "channels": public,
+                         "groups": [c for c in private if c.startswith("G")],
+                         "ims": [c for c in private if c.startswith("D")]},
+                "comments": [], "response_metadata": {"next_cursor": ""}}
+
+    def delete(self, file_id: str) -> None:
+        """A person deletes the file (its message keeps a tombstone in Slack)."""
+        self.shared.files.pop(file_id)
+        self.deleted.add(file_id)
+
+    def discard(self, file_id: str) -> None:
+        """Slack drops an upload ticket never completed (it expired)."""
+        del self.pending[file_id]
 
 
 def _type_of(name: str) -> str:

@@ -6,7 +6,8 @@ are ``SlackError`` with the Web API's error code, which the web layer answers wi
 
 Timestamps are one workspace-wide sequence, as Slack's are: the posting time in epoch seconds
 with microseconds, strictly increasing, so a message's ``ts`` orders it against every other
-message, whoever posted it, and a client may page history by time (``oldest``).
+message, whoever posted it, and a client may page history by time (``oldest``). Slack's clock
+is not the host's: ``Store.skew_s`` sets it off by that many seconds (negative: behind).
 """
 
 from __future__ import annotations
@@ -82,13 +83,16 @@ def render(message: JSON, *, metadata: bool) -> JSON:
 class Store:
     """Channels of messages, keyed by ``ts`` in posting order."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, skew_s: float = 0.0) -> None:
         self._channels: dict[str, dict[str, JSON]] = {}
         self._last_us = 0
         self.ephemerals: dict[str, list[JSON]] = {}
+        self.skew_s = skew_s
+        """How far the workspace's clock is from the host's, in seconds (negative: behind,
+        as a drill sets it to show that nothing is reconciled by comparing the two)."""
 
     def next_ts(self) -> str:
-        now = time.time_ns() // 1_000 // _STEP_US * _STEP_US
+        now = (time.time_ns() // 1_000 + round(self.skew_s * 1_000_000)) // _STEP_US * _STEP_US
         self._last_us = max(now, self._last_us + _STEP_US)
         return make_ts(self._last_us)
 
