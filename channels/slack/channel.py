@@ -390,8 +390,10 @@ class SlackChannel:
         gone at the end."""
         thread_ts = seen.reply_in or seen.ts
         try:
-            if await self.sessions.set(seen.channel, thread_ts, "processing",
-                                       title=title_of(seen.text), user=seen.user):
+            # A session is a thread's: a DM's top level (answered there) has none.
+            if seen.reply_in is not None and await self.sessions.set(
+                    seen.channel, thread_ts, "processing", title=title_of(seen.text),
+                    user=seen.user):
                 await self.sessions.follow(run, seen.channel, thread_ts)
                 return
             try:

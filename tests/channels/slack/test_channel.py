@@ -98,7 +98,9 @@ async def running(
 
 @pytest.fixture
 async def fake() -> AsyncIterator[FakeSlack]:
-    async with FakeSlack() as started:
+    """Slack for an app not declared as an agent: the thread's status shows the work (agent
+    sessions: test_sessions.py)."""
+    async with FakeSlack(agent=False) as started:
         yield started
 
 

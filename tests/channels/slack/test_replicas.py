@@ -239,7 +239,8 @@ async def one_run(fake: FakeSlack, replicas: Sequence[Replica], payload: JSON) -
 
 async def status_cleared(fake: FakeSlack, root: str) -> None:
     """The Slack thread shows no status at the end: each replica that showed one (both may,
-    when both got the event while the run worked) took its own away."""
+    when both got the event while the run worked) took its own away (an app that is not an
+    agent, ``FakeSlack(agent=False)``: the thread's status, not a session)."""
 
     def cleared() -> bool:
         shown = [s["status"] for s in fake.statuses() if s["thread_ts"] == root]
@@ -257,7 +258,8 @@ async def test_an_event_on_both_connections_is_one_run(
 ) -> None:
     """Slack hands the message to both replicas at once: as the same envelope payload (one
     event_id) or as its two event types, one each; both ack, one run, one reply."""
-    async with FakeSlack() as fake, socket_replicas(fake, tmp_path / "maiden.db") as (a, b):
+    async with FakeSlack(agent=False) as fake, \
+            socket_replicas(fake, tmp_path / "maiden.db") as (a, b):
         sent = mention(fake, "hello both")
         other = sent if twice == "same event" else fake.event_callback(
             dict(sent["event"], type="message", channel_type="channel"))
@@ -288,7 +290,7 @@ async def test_a_retry_on_the_other_connection_is_one_run(tmp_path: Path) -> Non
     other: while the run works there, and once more after it ended. One run, one tool call,
     one reply."""
     gate = Gate()
-    async with FakeSlack() as fake, \
+    async with FakeSlack(agent=False) as fake, \
             socket_replicas(fake, tmp_path / "maiden.db", tools=[gate.tool()]) as (a, b):
         sent = mention(fake, "/tool hold")
         first = await to(fake, a, sent)

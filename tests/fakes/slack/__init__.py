@@ -1,8 +1,10 @@
 """A fake Slack that the real slack-sdk and slack-bolt clients talk to.
 
 ``FakeSlack`` serves the Web API and Socket Mode on 127.0.0.1 (``web.py``, ``socket.py``)
-over an in-memory workspace (``store.py``, ``methods.py``); ``payloads.py`` builds what Slack
-sends an app — events, interactions, envelopes — and signs HTTP deliveries.
+over an in-memory workspace (``store.py``, ``methods.py``, ``streams.py``, ``sessions.py``,
+``files.py``), holding every call to Slack's documented contract first (``contract.py``,
+``rules.py``, ``blockkit.py``); ``payloads.py`` builds what Slack sends an app — events,
+interactions, envelopes — and signs HTTP deliveries.
 """
 
 from .methods import SCOPES, Workspace
@@ -12,6 +14,7 @@ from .payloads import (
     BOT_USER,
     TEAM,
     ChannelType,
+    agent_session_stopped_event,
     app_home_opened,
     app_mention_event,
     block_actions_payload,
@@ -26,7 +29,8 @@ from .payloads import (
     url_verification,
 )
 from .store import SlackError, make_ts
-from .web import Call, FakeSlack, Fault
+from .web import FakeSlack
+from .wire import Call, Fault
 
 __all__ = [
     "APP",
@@ -40,6 +44,7 @@ __all__ = [
     "Fault",
     "SlackError",
     "Workspace",
+    "agent_session_stopped_event",
     "app_home_opened",
     "app_mention_event",
     "block_actions_payload",

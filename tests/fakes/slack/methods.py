@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .payloads import APP, BOT, BOT_USER, TEAM
+from .sessions import Sessions
 from .store import JSON, SlackError, Store, paginate, render
 from .streams import Streams
 
@@ -120,6 +121,11 @@ def needed_scopes(method: str, params: JSON) -> tuple[str, ...]:
         "assistant.threads.setTitle": ("assistant:write",),
         "files.getUploadURLExternal": ("files:write",),
         "files.completeUploadExternal": ("files:write",),
+        "files.info": ("files:read",),
+        # docs.slack.dev/ai/agent-sessions: "The chat:write scope is required to manage
+        # thread-based sessions" (assistant:write comes with declaring the app an agent)
+        "agents.sessions.setStatus": ("chat:write",),
+        "agents.sessions.rename": ("chat:write",),
     }.get(method, ())
 
 
@@ -135,11 +141,13 @@ class WebAPI:
         self.titles: list[JSON] = []
         """Every ``assistant.threads.setTitle`` carried out."""
         self.streams = Streams(store, self.bot_fields, _decoded, _channel)
+        """Streaming messages (``chat.startStream`` and its siblings)."""
+        self.sessions = Sessions(store, self.streams)
+        """Agent sessions (``agents.sessions.*``)."""
         self.extra: dict[str, Callable[[JSON], JSON]] = {}
+        """More methods, kept elsewhere (the uploads)."""
         self.homes: dict[str, list[JSON]] = {}
         """Every Home tab published, by user, in order."""
-        """More methods, kept elsewhere (the uploads)."""
-        """Streaming messages (``chat.startStream`` and its siblings)."""
 
     def table(self) -> dict[str, Callable[[JSON], JSON]]:
         return {
@@ -154,6 +162,7 @@ class WebAPI:
             "assistant.threads.setSuggestedPrompts": self.set_prompts,
             "assistant.threads.setTitle": self.set_title,
             **self.streams.table(),
+            **self.sessions.table(),
             "views.publish": self.publish_view,
             **self.extra,
         }
@@ -191,8 +200,6 @@ class WebAPI:
         view = _decoded(params, "view", "invalid_arguments")
         if not user or not isinstance(view, dict) or view.get("type") != "home":
             raise SlackError("invalid_arguments")
-        if len(view.get("blocks") or []) > 100:
-            raise SlackError("invalid_blocks")
         self.homes.setdefault(user, []).append(view)
         return {"view": {"id": f"V{len(self.homes[user]):09d}", "type": "home", **view}}
 
@@ -213,6 +220,8 @@ class WebAPI:
         channel = _channel(params)
         _require(params, "ts")
         ts = str(params["ts"])
+        if (channel, ts) in self.streams.streaming:
+            raise SlackError("streaming_state_conflict")
         message = self.store.update(channel, ts, self._content(params),
                                     editor=self.workspace.bot_user_id)
         return {"channel": channel, "ts": ts, "text": message["text"],
@@ -275,12 +284,11 @@ class WebAPI:
 
     def set_prompts(self, params: JSON) -> JSON:
         channel = _channel(params, "channel_id")
-        _require(params, "thread_ts")
         prompts = _decoded(params, "prompts", "invalid_arguments")
         if not isinstance(prompts, list) or not prompts or len(prompts) > 4 or not all(
                 isinstance(p, dict) and p.get("title") and p.get("message") for p in prompts):
             raise SlackError("invalid_arguments")
-        self.suggested.append({"channel_id": channel, "thread_ts": str(params["thread_ts"]),
+        self.suggested.append({"channel_id": channel, "thread_ts": _str(params, "thread_ts"),
                                "prompts": prompts})
         return {}
 

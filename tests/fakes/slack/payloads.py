@@ -109,6 +109,16 @@ def app_mention_event(team: str, channel: str, user: str, text: str, ts: str,
     return event
 
 
+def agent_session_stopped_event(channel: str, thread_ts: str, user: str,
+                                streaming_message_ts: list[str], event_ts: str) -> JSON:
+    """``agent_session_stopped`` (docs.slack.dev/reference/events/agent_session_stopped):
+    ``user`` clicked stop; ``streaming_message_ts`` lists the app's streams Slack stopped
+    (empty when none was running)."""
+    return {"type": "agent_session_stopped", "channel": channel, "thread_ts": thread_ts,
+            "user": user, "streaming_message_ts": list(streaming_message_ts),
+            "event_ts": event_ts}
+
+
 def _rich_text(text: str) -> list[JSON]:
     return [{"type": "rich_text", "block_id": "Fake1",
              "elements": [{"type": "rich_text_section",

@@ -1,13 +1,17 @@
 """Slack's message streaming, faked: ``chat.startStream``, ``chat.appendStream`` and
 ``chat.stopStream`` (docs.slack.dev/reference/methods/chat.startStream and its siblings).
 
-A stream is a bot message in a thread that grows: ``startStream`` needs the thread
-(``thread_ts``) and opens it, with optional first ``markdown_text`` or ``chunks``;
+A stream is a bot message that grows, a reply in a thread (``thread_ts``) or, in a
+channel, a top-level message: ``startStream`` opens it, with optional first ``markdown_text``
+or ``chunks``;
 ``appendStream`` adds ``markdown_text`` (and ``markdown_text`` chunks) to its text and
 keeps the latest state of each ``task_update`` chunk by id and the last ``plan_update``
 title; ``stopStream`` adds the last text, ``blocks`` and ``metadata`` and ends it, after
 which it is an ordinary message (``chat.update`` works on it). Appending to or stopping a
-message that is not streaming answers ``message_not_in_streaming_state``.
+message that is not streaming answers ``message_not_in_streaming_state``. A stream a person
+stopped (the stop button of an agent session, ``stopped_by_user``) takes no more appends
+(``stopped_by_user``) but may still be stopped by the app. The arguments are checked against
+the contract (``contract.py``) before these run.
 
 What the docs leave open is assumed as the fake does it: a streaming message has no
 metadata until it is stopped (``startStream`` takes none); ``refuse`` makes
@@ -46,12 +50,19 @@ class Streams:
         self._channel_of = channel_of
         self.streaming: set[tuple[str, str]] = set()
         """(channel, ts) of every message still streaming."""
+        self.halted: set[tuple[str, str]] = set()
+        """(channel, ts) of every stream a person stopped, not yet stopped by the app."""
         self.tasks: dict[tuple[str, str], dict[str, JSON]] = {}
         """Each message's tasks, by task id: its latest ``task_update`` chunk."""
         self.plans: dict[tuple[str, str], str] = {}
         self.appends: Counter[tuple[str, str]] = Counter()
         self.refused: dict[str | None, str] = {}
         """channel (None: every channel) -> the error ``startStream`` answers there."""
+
+    def stopped_by_user(self, where: tuple[str, str]) -> None:
+        """A person stopped this stream (the agent session's stop button)."""
+        self.streaming.discard(where)
+        self.halted.add(where)
 
     def refuse(self, error: str = "not_allowed", channel: str | None = None) -> None:
         """Make ``startStream`` answer ``error`` in ``channel`` (every channel: None)."""
@@ -83,17 +94,14 @@ class Streams:
 
     def start(self, params: JSON) -> JSON:
         channel = self._channel_of(params)
-        thread_ts = params.get("thread_ts")
-        if not thread_ts:
-            raise SlackError("invalid_arguments", response_metadata={
-                "messages": ["[ERROR] missing required field: thread_ts"]})
+        thread_ts = params.get("thread_ts") or None
         refused = self.refused.get(channel) or self.refused.get(None)
         if refused:
             raise SlackError(refused)
         chunks = self._chunks(params)
         message = self.store.post(channel, {**self._bot_fields(),
                                             "text": _text(params, chunks)},
-                                  thread_ts=str(thread_ts))
+                                  thread_ts=None if thread_ts is None else str(thread_ts))
         where = (channel, message["ts"])
         self.streaming.add(where)
         self._keep(where, chunks)
@@ -108,6 +116,7 @@ class Streams:
             raise SlackError("cant_delete_message")
         del self.store.channel(channel)[ts]
         self.streaming.discard((channel, ts))
+        self.halted.discard((channel, ts))
         return {"channel": channel, "ts": ts}
 
     def _streaming(self, params: JSON) -> tuple[tuple[str, str], JSON]:
@@ -115,12 +124,14 @@ class Streams:
         ts = str(params.get("ts") or "")
         message = self.store.get(channel, ts)  # message_not_found
         where = (channel, ts)
-        if where not in self.streaming:
+        if where not in self.streaming | self.halted:
             raise SlackError("message_not_in_streaming_state")
         return where, message
 
     def append(self, params: JSON) -> JSON:
         where, message = self._streaming(params)
+        if where in self.halted:
+            raise SlackError("stopped_by_user")
         chunks = self._chunks(params)
         message["text"] = str(message.get("text") or "") + _text(params, chunks)
         self._keep(where, chunks)
@@ -142,4 +153,5 @@ class Streams:
             message["metadata"] = {"event_type": metadata["event_type"],
                                    "event_payload": metadata.get("event_payload") or {}}
         self.streaming.discard(where)
+        self.halted.discard(where)
         return {"channel": where[0], "ts": where[1]}

@@ -4,7 +4,9 @@ It serves the Web API at ``/api/<method>`` the way Slack does: GET query strings
 or JSON POST bodies; a ``Bearer`` token (or ``token`` in a form body, never in a JSON body);
 every answer HTTP 200 with ``{"ok": ...}`` unless a fault says otherwise; ``x-oauth-scopes`` on
 bot-token answers. ``apps.connections.open`` hands out a URL of the fake's own Socket Mode
-endpoint (``socket.py``).
+endpoint (``socket.py``). After the token and the scopes, every call is held to Slack's
+documented contract (``contract.py``, ``rules.py``) before its handler runs; a method the fake
+serves without a contract entry answers ``unknown_method`` and is named in ``uncovered``.
 
 Faults are queued per method and consumed in order: a status (429 with ``Retry-After``, which
 slack-sdk's ``AsyncRateLimitErrorRetryHandler`` honours; 500/503, which its
@@ -17,51 +19,29 @@ that once, so a dropped ``chat.postMessage`` is posted twice unless the client o
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
-import json
 import time
 import uuid
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Any, Self
-from urllib.parse import parse_qsl
+from typing import Self
 
 from aiohttp import web
 
 from ..site import loopback_runner, serve_on_loopback
 from . import payloads
+from .contract import CONTRACT
 from .files import SharedFiles, Uploads
 from .methods import WebAPI, Workspace, needed_scopes
+from .rules import enforce
 from .socket import SocketMode
 from .store import JSON, SlackError, Store, render
+from .wire import Call, Fault, parse
 
 _APP_METHODS = frozenset({"apps.connections.open"})
 _STATUS_ERRORS = {429: "ratelimited", 500: "fatal_error", 502: "bad_gateway",
                   503: "service_unavailable", 504: "request_timeout"}
-
-
-@dataclass(frozen=True)
-class Fault:
-    """One planned failure of a method (see ``FakeSlack.fail``)."""
-
-    status: int | None = None
-    retry_after: int | None = None
-    drop: bool = False
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class Call:
-    """One request as the fake received it."""
-
-    method: str
-    http_method: str
-    params: JSON
-    headers: dict[str, str]
-    at: float
 
 
 class FakeSlack:
@@ -72,12 +52,15 @@ class FakeSlack:
     """
 
     def __init__(self, workspace: Workspace | None = None, *, assistant: bool = True,
-                 wait: float = 5.0, port: int = 0) -> None:
+                 agent: bool | None = None, wait: float = 5.0, port: int = 0) -> None:
         self.workspace = workspace or Workspace()
         self.wait = wait
         """Default deadline (seconds) of every wait: connections, acks, messages, ``until``."""
         self.assistant = assistant
         """False: ``assistant.threads.setStatus`` answers ``unknown_method``."""
+        self.agent = assistant if agent is None else agent
+        """False: the app is not an agent, or the workspace lacks the feature:
+        ``agents.sessions.*`` answer ``feature_disabled`` (as without ``assistant``)."""
         self.store = Store()
         self.api = WebAPI(self.workspace, self.store)
         self.shared = SharedFiles(self.workspace.team_id, self.workspace.bot_token)
@@ -88,10 +71,14 @@ class FakeSlack:
                                    thread_ts=thread_ts))
         """The bot's uploads (``files_upload_v2``)."""
         self.api.extra = {"files.getUploadURLExternal": self.uploads.get_url,
-                          "files.completeUploadExternal": self.uploads.complete}
+                          "files.completeUploadExternal": self.uploads.complete,
+                          "files.info": self.uploads.info}
         self._changed = asyncio.Condition()
         self.socket = SocketMode(self.workspace.app_id, self._changed)
         self.requests: list[Call] = []
+        self.uncovered: set[str] = set()
+        """Methods called that the fake serves but its contract (``contract.py``) has no
+        entry for: each answered ``unknown_method``."""
         self.after_call: dict[str, Callable[[int], None]] = {}
         """method -> called with how many calls of it there have been, each time one has
         been carried out, before it is answered (e.g. to kill a process mid-stream)."""
@@ -159,6 +146,22 @@ class FakeSlack:
 
     def ephemerals(self, channel: str) -> list[JSON]:
         return copy.deepcopy(self.store.ephemerals.get(channel, []))
+
+    def served(self) -> set[str]:
+        """Every Web API method the fake answers."""
+        return {*self.api.table(), "auth.test", *_APP_METHODS}
+
+    def sessions(self) -> dict[tuple[str, str], JSON]:
+        """Each agent session by (channel, thread_ts): its status and title, each with its
+        history, and who started it."""
+        return {where: session.view() for where, session in self.api.sessions.by_thread.items()}
+
+    def session_stopped(self, channel: str, thread_ts: str, user: str) -> JSON:
+        """A person clicks stop on the agent session in the thread: the app's streams there
+        stop, and this is the ``agent_session_stopped`` event_callback Slack delivers."""
+        stopped = self.api.sessions.stop(channel, thread_ts)
+        return self.event_callback(payloads.agent_session_stopped_event(
+            channel, thread_ts, user, stopped, self.store.next_ts()))
 
     def statuses(self) -> list[JSON]:
         """Every ``assistant.threads.setStatus`` carried out."""
@@ -307,7 +310,7 @@ class FakeSlack:
     async def _answer(self, request: web.Request) -> web.StreamResponse:
         method = request.match_info["method"]
         try:
-            params, token, warnings = await _parse(request)
+            params, token, warnings = await parse(request)
         except SlackError as error:
             return web.json_response(error.body())
         self.requests.append(Call(method, request.method, params,
@@ -342,6 +345,9 @@ class FakeSlack:
             known = handler is not None or method in ("auth.test", *_APP_METHODS)
             if not known or (method == "assistant.threads.setStatus" and not self.assistant):
                 raise SlackError("unknown_method", req_method=method)
+            if method not in CONTRACT:
+                self.uncovered.add(method)
+                raise SlackError("unknown_method", req_method=method)
             kind = self._token_kind(token)
             if kind == "bot":
                 headers["x-oauth-scopes"] = ",".join(self.workspace.scopes)
@@ -353,6 +359,9 @@ class FakeSlack:
                 if not set(needed) & set(self.workspace.scopes):
                     raise SlackError("missing_scope", needed=needed[0],
                                      provided=",".join(self.workspace.scopes))
+            if method.startswith("agents.sessions.") and not self.agent:
+                raise SlackError("feature_disabled")
+            enforce(method, params)
             if method == "auth.test":
                 result = self._auth_test()
             elif method == "apps.connections.open":
@@ -380,48 +389,3 @@ class FakeSlack:
         return {"url": f"https://{ws.domain}.slack.com/", "team": ws.team, "user": ws.bot_name,
                 "team_id": ws.team_id, "user_id": ws.bot_user_id, "bot_id": ws.bot_id,
                 "is_enterprise_install": False}
-
-
-_JSON_FIELDS = ("blocks", "attachments", "metadata", "loading_messages")
-
-
-async def _parse(request: web.Request) -> tuple[JSON, str | None, list[str]]:
-    """Parameters (query and body), the token, and Slack's warnings for this request."""
-    params: JSON = dict(request.query)
-    params.pop("token", None)  # Slack no longer reads tokens from query strings
-    token: str | None = None
-    warnings: list[str] = []
-    auth = request.headers.get("Authorization", "")
-    if auth.startswith("Bearer "):
-        token = auth.removeprefix("Bearer ").strip()
-    ctype = request.content_type
-    if ctype == "multipart/form-data":
-        form: dict[str, Any] = {k: v for k, v in (await request.post()).items()
-                                if isinstance(v, str)}
-        token = token or form.get("token")
-        form.pop("token", None)
-        params.update(form)
-    elif raw := await request.read():
-        if ctype == "application/json":
-            if request.charset is None:
-                warnings.append("missing_charset")
-            try:
-                body = json.loads(raw)
-            except ValueError as exc:
-                raise SlackError("invalid_json") from exc
-            if not isinstance(body, dict):
-                raise SlackError("json_not_object")
-            body.pop("token", None)  # a JSON body's token is ignored: it must be the header
-            params.update(body)
-        elif ctype == "application/x-www-form-urlencoded":
-            form = dict(parse_qsl(raw.decode(), keep_blank_values=True))
-            token = token or form.get("token")
-            form.pop("token", None)
-            params.update(form)
-        else:
-            raise SlackError("invalid_form_data")
-    for name in _JSON_FIELDS:
-        if isinstance(params.get(name), str):
-            with contextlib.suppress(ValueError):  # the method answers for bad JSON
-                params[name] = json.loads(params[name])
-    return params, token, warnings

@@ -1,0 +1,137 @@
+"""Slack's agent sessions and their stop button (README "Slack: sessions and the stop
+button"; ``channels.slack.sessions``): the real channel and bolt app against the fake
+Slack, which keeps sessions as ``agents.sessions.setStatus`` documents them and sends
+``agent_session_stopped`` when a person clicks stop."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from runtime import EchoProvider, tool
+from tests.channels.slack.test_channel import C, Slack, running
+from tests.channels.slack.test_clicks import approve_button, bot_messages, click, shell
+from tests.fakes.slack import BOT_USER, FakeSlack
+
+started = asyncio.Event()
+released = asyncio.Event()
+
+
+def hold() -> None:
+    """``wait`` blocks from now until ``released`` (events are made per test: each test
+    has its own loop)."""
+    global started, released
+    started, released = asyncio.Event(), asyncio.Event()
+
+
+@tool
+async def wait(what: str) -> str:
+    """Wait for something (until the test lets it go)."""
+    started.set()
+    await released.wait()
+    return f"{what}: done"
+
+
+def statuses(fake: FakeSlack, thread_ts: str) -> list[str]:
+    return [str(c["status"]) for c in fake.calls("agents.sessions.setStatus")
+            if c.get("thread_ts") == thread_ts]
+
+
+async def mention(fake: FakeSlack, text: str, user: str = "U1") -> dict[str, Any]:
+    """``user`` mentions the bot in C; the message (its ``ts`` is the thread's)."""
+    sent = fake.user_event(C, user, f"<@{BOT_USER}> {text}", mention=True)
+    await fake.acked(await fake.socket_event(sent))
+    return dict(sent["event"])
+
+
+async def settled(s: Slack, fake: FakeSlack, thread_ts: str, last: str) -> None:
+    await s.runtime.idle()
+    await fake.until(lambda: statuses(fake, thread_ts)[-1:] == [last],
+                     what=f"the session {last}")
+
+
+async def test_a_run_is_a_session_processing_then_active_titled_by_its_message(
+        tmp_path: Path) -> None:
+    async with FakeSlack() as fake, running(fake, tmp_path / "m.db") as s:
+        asked = await mention(fake, "how did   the deploy go this morning, and what broke "
+                                    "after it went out?")
+        await settled(s, fake, asked["ts"], "active")
+        first, *_ = [c for c in fake.calls("agents.sessions.setStatus")]
+        assert statuses(fake, asked["ts"]) == ["processing", "active"]
+        assert first["channel_id"] == C and first["initiator_user_id"] == "U1"
+        assert first["title"].startswith("how did the deploy go") and len(first["title"]) <= 60
+        # Sessions replace the assistant thread's status (kept only where Slack has none).
+        assert not fake.calls("assistant.threads.setStatus")
+
+
+async def test_a_run_waiting_for_an_approval_is_suspended_then_processing_again(
+        tmp_path: Path) -> None:
+    async with FakeSlack() as fake, running(fake, tmp_path / "m.db", tools=(shell,),
+                                            approvers=["U1"]) as s:
+        asked = await mention(fake, '/tool shell {"command": "ls"}')
+        await settled(s, fake, asked["ts"], "suspended")
+        prompt = bot_messages(fake, C)[-1]
+        await click(fake, "U1", C, prompt, approve_button(prompt)["value"])
+        await settled(s, fake, asked["ts"], "active")
+        assert statuses(fake, asked["ts"]) == ["processing", "suspended", "processing",
+                                                "active"]
+
+
+async def test_the_stop_button_cancels_the_run_once_and_closes_the_session(
+        tmp_path: Path) -> None:
+    hold()
+    async with FakeSlack() as fake, running(fake, tmp_path / "m.db", tools=(wait,),
+                                            provider=EchoProvider()) as s:
+        asked = await mention(fake, '/tool wait {"what": "the build"}')
+        await asyncio.wait_for(started.wait(), 10)
+        (run,) = await s.runtime.records.runs(thread_id=f"slack:{asked['team']}:{C}:"
+                                                        f"{asked['ts']}")
+        envelope = await fake.socket_event(fake.session_stopped(C, asked["ts"], "U1"))
+        await fake.acked(envelope)
+        await settled(s, fake, asked["ts"], "closed")
+        ended = await s.runtime.records.get_run(run.id)
+        assert ended.state == "cancelled" and ended.reason == "cancelled by U1"
+        # Slack's retry of that event, a second click, and a click after the end: nothing.
+        await fake.acked(await fake.socket_redeliver(envelope))
+        await fake.acked(await fake.socket_event(fake.session_stopped(C, asked["ts"], "U1")))
+        await s.runtime.idle()
+        after = await s.runtime.records.get_run(run.id)
+        assert after.version == ended.version and after.state == "cancelled"
+        stopped = [m for m in bot_messages(fake, C) if m["text"].startswith("Stopped")]
+        assert len(stopped) == 1
+        released.set()
+
+
+async def test_only_the_asker_or_an_operator_may_stop_a_run(tmp_path: Path) -> None:
+    """U2 may talk in C but did not ask: their click stops nothing; U1 (who asked) may."""
+    hold()
+    rules = [{"place": C, "users": ["U1", "U2"], "rights": ["talk"]}]
+    async with FakeSlack() as fake, running(fake, tmp_path / "m.db", tools=(wait,),
+                                            allow_users=[], rules=rules) as s:
+        asked = await mention(fake, '/tool wait {"what": "the build"}')
+        await asyncio.wait_for(started.wait(), 10)
+        thread = f"slack:{asked['team']}:{C}:{asked['ts']}"
+        await fake.acked(await fake.socket_event(fake.session_stopped(C, asked["ts"], "U2")))
+        (run,) = await s.runtime.records.runs(thread_id=thread)
+        assert run.state == "awaiting_tool"
+        assert statuses(fake, asked["ts"])[-1] == "processing"
+        await fake.acked(await fake.socket_event(fake.session_stopped(C, asked["ts"], "U1")))
+        await settled(s, fake, asked["ts"], "closed")
+        assert (await s.runtime.records.get_run(run.id)).state == "cancelled"
+        released.set()
+
+
+async def test_without_sessions_the_assistant_status_is_shown(tmp_path: Path) -> None:
+    """An app Slack keeps no sessions for (not declared an agent): the assistant thread's
+    status, as before; said once, not asked again for the next run."""
+    async with FakeSlack() as fake, running(fake, tmp_path / "m.db") as s:
+        fake.fail("agents.sessions.setStatus", error="not_allowed_token_type")
+        asked = await mention(fake, "hello")
+        await s.runtime.idle()
+        await fake.until(lambda: len(fake.calls("assistant.threads.setStatus")) == 2,
+                         what="the status set and cleared")
+        await mention(fake, "again")
+        await s.runtime.idle()
+        assert len(fake.calls("agents.sessions.setStatus")) == 1
+        assert asked["ts"]
