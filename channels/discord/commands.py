@@ -23,6 +23,8 @@ import discord
 from discord import app_commands
 from discord.http import Route
 
+from runtime import split_message
+
 from ..access import Place
 from ..commands import COMMANDS, Answer, Asked, Commands
 from .config import DiscordConfig
@@ -36,6 +38,17 @@ GROUP = "maiden"
 ANSWER_WITHIN_S = 2.0
 EPHEMERAL = 64
 CHANNEL_MESSAGE, DEFERRED, AUTOCOMPLETE_RESULT = 4, 5, 8
+MESSAGE_LIMIT = 2_000
+"""Discord refuses content past 2,000 characters (resources/message#create-message), in an
+interaction's response too, and the person then hears nothing."""
+
+
+def _fit(text: str) -> str:
+    """``text``, or its first part within Discord's limit (cut where ``split_message``
+    cuts) and a line saying there was more."""
+    if len(text) <= MESSAGE_LIMIT:
+        return text
+    return split_message(text, MESSAGE_LIMIT - 2)[0] + "\n…"
 
 
 class Registry(app_commands.CommandTree):
@@ -126,7 +139,7 @@ class SlashCommands:
         answer, answering = await self.commands.answer_within(asked, may, ANSWER_WITHIN_S)
         if answer is not None:
             await self._respond(interaction, CHANNEL_MESSAGE,
-                                {"content": answer.text, "flags": EPHEMERAL})
+                                {"content": _fit(answer.text), "flags": EPHEMERAL})
             await self._announce(asked.place, answer)
             return
         await self._respond(interaction, DEFERRED, {"flags": EPHEMERAL})
@@ -138,7 +151,7 @@ class SlashCommands:
         route = Route("PATCH", "/webhooks/{application_id}/{token}/messages/@original",
                       application_id=interaction.application_id, token=interaction.token)
         with contextlib.suppress(discord.DiscordException):
-            await self.client.http.request(route, json={"content": answer.text})
+            await self.client.http.request(route, json={"content": _fit(answer.text)})
         await self._announce(place, answer)
 
     async def _complete(self, interaction: discord.Interaction, data: dict[str, Any]) -> None:
@@ -162,7 +175,7 @@ class SlashCommands:
         route = Route("POST", "/channels/{channel_id}/messages", channel_id=channel)
         try:
             await self.client.http.request(route, json={
-                "content": answer.announce, "allowed_mentions": {"parse": []}})
+                "content": _fit(answer.announce), "allowed_mentions": {"parse": []}})
         except discord.DiscordException as exc:
             log.warning("discord: could not post in %s: %s", channel, exc)
 

@@ -67,6 +67,7 @@ async def test_a_discord_reply_is_sent_once_across_a_kill(tmp_path: Path, point:
         assert replies[0]["message_reference"]["message_id"] == str(asked["id"])
         (record,) = summary["deliveries"]
         assert record["remote_id"] == str(replies[0]["id"])
+        assert fake.uncovered == set()  # recovery too kept to Discord's documented routes
 
 
 EDIT = "PATCH /channels/{channel_id}/messages/{message_id}"
@@ -109,3 +110,4 @@ async def test_a_streamed_discord_reply_is_one_message_across_a_kill(
         assert reply["remote_id"] == str(message["id"])
         assert all(d["state"] == "finished" for d in summary["deliveries"]
                    if d["kind"] == "stream")
+        assert fake.uncovered == set()

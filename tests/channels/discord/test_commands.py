@@ -130,3 +130,20 @@ async def test_global_registration_or_none(tmp_path: Path) -> None:
         async with running(fake, tmp_path / "b.db", commands="off") as d:
             await asyncio.wait_for(d.channel.tried_registering.wait(), 10)
             assert d.channel.registered is None
+
+
+async def test_an_answer_past_2000_characters_is_cut_to_discords_limit(tmp_path: Path) -> None:
+    """Discord refuses a response whose content passes 2,000 characters (50035), and the
+    person would hear nothing: a long ``/maiden status`` is cut at a line, ending in "…"."""
+    HOLD.clear()
+    async with FakeDiscord() as fake, running(fake, tmp_path / "m.db", tools=(wait_here,)) as d:
+        await registered(fake)
+        for i in range(24):  # one runs, the others queue behind it: a line each
+            await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> /tool wait_here {{}} "
+                                    f"{i:02d} " + "and a long question " * 4, mentions=[BOT_ID])
+        await asyncio.wait_for(d.channel.wait_handled(24), 10)
+        status, _ = await ask(fake, sub("status"))
+        assert status.startswith("24 run(s) here:") and status.endswith("\n…")
+        assert len(status) <= 2_000
+        assert fake.uncovered == set() and fake.calls()[-1].status == 204
+        HOLD.set()

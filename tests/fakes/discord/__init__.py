@@ -3,8 +3,11 @@
 ``FakeDiscord`` (``fake.py``) serves the REST API and the gateway on 127.0.0.1 over an
 in-memory world (``world.py``: the bot, guilds, channels, people) and its messages
 (``store.py``); ``payloads.py`` builds what Discord sends — users, channels, messages,
-MESSAGE_CREATE and INTERACTION_CREATE data, snowflakes. ``net.py`` is how discord.py is pointed
-here without touching its globals: ``discord.Client(connector=fake.connector())``.
+MESSAGE_CREATE and INTERACTION_CREATE data, snowflakes. Every request is held to Discord's
+documented contract first: ``contract.py`` is the table, a route each, built from the
+shapes in ``shapes.py`` and ``appshapes.py`` (written in ``schema.py``'s small language).
+``net.py`` is how discord.py is pointed here without touching its globals:
+``discord.Client(connector=fake.connector())``.
 """
 
 from .fake import FakeDiscord

@@ -3,9 +3,9 @@
 One aiohttp app on two ports: TLS, reached through ``connector()`` under Discord's own host
 names (``net.py``: the per-client way to point discord.py here), and plain HTTP (``api_url``,
 ``gateway_url``) for code that takes base URLs. The REST API lives under ``/api/v10``
-(``routes.py`` matches, authenticates, records and plays faults; ``rest.py`` and
-``interactions.py`` carry requests out); the gateway (``gateway.py``) at ``/``, ``/gateway``
-and ``/resume``.
+(``routes.py`` matches, holds each request to Discord's documented contract
+(``contract.py``), records and plays faults; ``rest.py`` and ``interactions.py`` carry
+requests out); the gateway (``gateway.py``) at ``/``, ``/gateway`` and ``/resume``.
 
 Faults are queued per route and consumed in order: a status (429 with Discord's body and
 headers, which discord.py sleeps on and retries; 500/502/504, which it retries after 1s, 3s..;
@@ -32,7 +32,7 @@ from .interactions import InteractionResponse
 from .net import Certificates, discord_py_pointed_at
 from .payloads import JSON, Id
 from .rest import RestAPI
-from .routes import PREFIX, Call, Fault, Router, Scope
+from .routes import PREFIX, REQUEST_LIMIT, Call, Fault, Router, Scope
 from .store import Store
 from .world import World
 
@@ -103,7 +103,7 @@ class FakeDiscord:
     # -- lifecycle
 
     async def __aenter__(self) -> Self:
-        app = web.Application()
+        app = web.Application(client_max_size=REQUEST_LIMIT)
         app.router.add_route("*", PREFIX + "/{tail:.*}", self._handle)
         for path in ("/", "/gateway", "/resume"):
             app.router.add_get(path, self.gateway.handle)
@@ -136,6 +136,17 @@ class FakeDiscord:
     def calls(self, route: str | None = None) -> list[Call]:
         """Every REST request (to ``route``, matched like ``fail``'s), in order."""
         return self.router.calls(route)
+
+    @property
+    def served(self) -> set[tuple[str, str]]:
+        """Every (method, route template) answered, as discord.py's ``Route`` names it."""
+        return set(self.router.served)
+
+    @property
+    def uncovered(self) -> set[tuple[str, str]]:
+        """Requests that found no contract entry (answered 404): what the fake cannot vouch
+        for. Empty after a flow: everything it sent was held to Discord's documented rules."""
+        return set(self.router.uncovered)
 
     def messages(self, channel_id: Id) -> list[JSON]:
         """Every (non-ephemeral) message of the channel, oldest first, as the API shows it."""

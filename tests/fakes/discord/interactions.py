@@ -1,11 +1,14 @@
 """Answers to interactions: the callback, the original response, follow-ups; components.
 
 An interaction is known once the fake has dispatched its INTERACTION_CREATE (``remember``);
-its callback must name that id and token, and may be made once (a second gets ``40060``). The
-callback types a bot uses for buttons are carried out: 4 posts a message, 5 posts a "thinking"
-one (flag LOADING), 6 acknowledges silently, 7 edits the clicked message; ``flags`` 64 makes a
-posted message ephemeral (kept apart from the channel's history). The original response and
-follow-ups are then reached with the interaction token under ``/webhooks/{application_id}``.
+its callback must name that id and token, come within the deadline (else ``10062``), be made
+once (a second gets ``40060``) and be of a type that interaction takes (``_TAKES``). The body's
+shape is the contract's (``appshapes.py``). Carried out: 4 posts a message, 5 posts a
+"thinking" one (flag LOADING), 6 acknowledges silently, 7 edits the clicked message, 8 (the
+choices) and 9 (a modal) are recorded; ``flags`` 64 makes a posted message ephemeral (kept
+apart from the channel's history). The original response and follow-ups are then reached
+with the interaction token under ``/webhooks/{application_id}``; a follow-up to a deferred
+response edits its "thinking" message instead, as Discord does for backwards compatibility.
 """
 
 from __future__ import annotations
@@ -22,8 +25,12 @@ from .store import DiscordError, form_error, unknown
 if TYPE_CHECKING:
     from .rest import Answer, Request, RestAPI
 
-_CALLBACK_TYPES = (4, 5, 6, 7, 8, 9)
 _TRUE = ("1", "true", "True")
+_TAKES = {2: (4, 5, 9), 3: (4, 5, 6, 7, 9), 4: (8,), 5: (4, 5, 6, 7)}
+"""The callback types each interaction type takes (receiving-and-responding#interaction-
+response-object-interaction-callback-type: 6 and 7 "Only valid for component-based
+interactions", 8 answers autocomplete, 9 "Not available for MODAL_SUBMIT and PING"); 10 and 12
+want monetization or an Activity, which the fake's app has not."""
 
 
 @dataclass(frozen=True)
@@ -83,22 +90,20 @@ class Interactions:
         return msg
 
     async def callback(self, req: Request) -> Answer:
-        pending = self._pending.get(req.params["interaction_id"])
-        if pending is None or pending.data["token"] != req.params["token"]:
+        pending = self._pending.get(req.params["webhook_id"])
+        if pending is None or pending.data["token"] != req.params["webhook_token"]:
             raise unknown("interaction")
         if pending.response is None and time.monotonic() - pending.at > self.deadline:
             raise unknown("interaction")
         if pending.response is not None:
             raise DiscordError(400, 40060, "Interaction has already been acknowledged.")
         body = req.body or {}
-        kind = body.get("type")
-        if kind not in _CALLBACK_TYPES:
-            raise form_error("type", "BASE_TYPE_CHOICES",
-                             f"Value must be one of {set(_CALLBACK_TYPES)}.")
+        kind = body["type"]
+        takes = _TAKES.get(pending.data["type"], ())
+        if kind not in takes:
+            raise form_error("type", "BASE_TYPE_CHOICES", "Value must be one of "
+                             f"({', '.join(map(str, takes))}) for this interaction.")
         data: JSON = body.get("data") or {}
-        if (kind == 8) != (pending.data.get("type") == 4):
-            raise DiscordError(400, 50035, "Invalid Form Body: an autocomplete interaction "
-                                           "takes choices (type 8), and only it")
         flags = int(data.get("flags", 0))
         ephemeral = bool(flags & EPHEMERAL)
         clicked = pending.data.get("message")
@@ -125,6 +130,7 @@ class Interactions:
             "response_message_loading": kind == 5, "response_message_ephemeral": ephemeral}}
         if message is not None and kind in (4, 5, 7):
             out["interaction"]["response_message_id"] = message["id"]
+        if message is not None and kind in (4, 7):  # "Only present if type is" 4 or 7
             out["resource"] = {"type": kind, "message": message}
         return 200, out
 
@@ -154,9 +160,9 @@ class Interactions:
     # -- /webhooks/{application_id}/{token}: the original response and follow-ups
 
     def _by_token(self, req: Request) -> _Pending:
-        if req.params["application_id"] == self.rest.world.app_id:
+        if req.params["webhook_id"] == self.rest.world.app_id:
             for pending in self._pending.values():
-                if pending.data["token"] == req.params["token"]:
+                if pending.data["token"] == req.params["webhook_token"]:
                     return pending
         raise unknown("Webhook")
 
@@ -174,26 +180,40 @@ class Interactions:
         if pending.response is None:
             raise unknown("Webhook")
         body = req.body or {}
+        thinking = self._thinking_message(pending)
+        if thinking is not None:  # acts as an edit of the original; its flags stay
+            return 200, await self._edit(*thinking, {k: v for k, v in body.items()
+                                                     if k != "flags"})
         msg = await self._post(pending, body, req.files, flags=int(body.get("flags", 0)))
         pending.follow_ups.add(msg["id"])
         if pending.original is None:
             pending.original = (msg["channel_id"], msg["id"])
-        return (200, msg) if req.query.get("wait") in _TRUE else (204, None)
+        return 200, msg  # "Functions the same as Execute Webhook, but wait is always true"
 
     async def get(self, req: Request) -> Answer:
         _, channel_id, message_id = self._target(req)
         return 200, self.rest.store.get(channel_id, message_id, ephemeral=True)
 
+    def _thinking_message(self, pending: _Pending) -> tuple[str, str] | None:
+        """The deferred response's message while it is still "thinking"."""
+        if pending.response != 5 or pending.original is None:
+            return None
+        found = self.rest.store.find(*pending.original, ephemeral=True)
+        return pending.original if found is not None and found["flags"] & LOADING else None
+
     async def edit(self, req: Request) -> Answer:
         _, channel_id, message_id = self._target(req)
+        return 200, await self._edit(channel_id, message_id, req.body or {})
+
+    async def _edit(self, channel_id: str, message_id: str, change: JSON) -> JSON:
         stored = self.rest.store.get(channel_id, message_id, ephemeral=True)
-        body = dict(req.body or {})
+        body = dict(change)
         if stored["flags"] & LOADING:  # the "thinking" message becomes the answer
             body["flags"] = stored["flags"] & ~LOADING
         edited = self.rest.edit_message(channel_id, message_id, body, ephemeral=True)
         if not edited["flags"] & EPHEMERAL:
             await self.rest.echo("MESSAGE_UPDATE", self.rest.for_gateway(edited))
-        return 200, edited
+        return edited
 
     async def delete(self, req: Request) -> Answer:
         _, channel_id, message_id = self._target(req)
@@ -204,43 +224,27 @@ class Interactions:
         return 204, None
 
 
-def check_components(rows: list[Any]) -> list[JSON]:
-    """Check action rows of buttons and selects as Discord does; number components (``id``)."""
-    if len(rows) > 5:
-        raise form_error("components", "BASE_TYPE_MAX_LENGTH", "Must be 5 or fewer in length.")
-    out = copy.deepcopy(rows)
+def numbered(components: list[Any]) -> list[JSON]:
+    """Components as Discord stores them: each (nested ones too) with an ``id``, "generated
+    sequentially if left empty" and never one the message already uses; 0 counts as empty
+    (components/reference#anatomy-of-a-component)."""
+    out = copy.deepcopy(components)
+    every = _every(out)
+    used = {c["id"] for c in every if c.get("id")}
     counter = 0
-    for r, row in enumerate(out):
-        counter += 1
-        row.setdefault("id", counter)
-        if row.get("type") != 1:
-            continue  # components v2 layouts: taken as they are
-        children = row.get("components") or []
-        if not 1 <= len(children) <= 5:
-            raise form_error(f"components.{r}.components", "BASE_TYPE_BAD_LENGTH",
-                             "Must be between 1 and 5 in length.")
-        for c, child in enumerate(children):
+    for c in every:
+        if not c.get("id"):
             counter += 1
-            child.setdefault("id", counter)
-            _check_child(child, f"components.{r}.components.{c}")
+            while counter in used:
+                counter += 1
+            c["id"] = counter
     return out
 
 
-def _check_child(child: JSON, where: str) -> None:
-    link = child.get("type") == 2 and child.get("style") == 5
-    custom_id = child.get("custom_id")
-    if child.get("type") == 2 and child.get("style") not in (1, 2, 3, 4, 5, 6):
-        raise form_error(f"{where}.style", "BASE_TYPE_CHOICES",
-                         "Value must be one of {1, 2, 3, 4, 5, 6}.")
-    if link and not child.get("url"):
-        raise form_error(f"{where}.url", "BASE_TYPE_REQUIRED", "This field is required")
-    if not link and child.get("style") != 6:
-        if not custom_id:
-            raise form_error(f"{where}.custom_id", "BASE_TYPE_REQUIRED",
-                             "This field is required")
-        if len(str(custom_id)) > 100:
-            raise form_error(f"{where}.custom_id", "BASE_TYPE_MAX_LENGTH",
-                             "Must be 100 or fewer in length.")
-    if len(str(child.get("label") or "")) > 80:
-        raise form_error(f"{where}.label", "BASE_TYPE_MAX_LENGTH",
-                         "Must be 80 or fewer in length.")
+def _every(components: list[Any]) -> list[JSON]:
+    found = []
+    for c in components:
+        found.append(c)
+        inner = c.get("accessory")
+        found += _every([inner] if isinstance(inner, dict) else c.get("components") or [])
+    return found

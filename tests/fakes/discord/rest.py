@@ -1,11 +1,12 @@
 """The REST API's routes, each a method over the world and the store.
 
-Routes are Discord's own templates (``/channels/{channel_id}/messages``); ``routes.py`` matches
-a request to one, checks the bot token where Discord wants it, plays queued faults, and calls
-the handler with a ``Request``. Handlers answer ``(status, body)`` — ``None`` for 204 — or raise
-``DiscordError``. What Discord checks is checked here too: empty and over-long messages,
-unknown channels, messages and interactions, editing someone else's message, answering an
-interaction twice, malformed components.
+Routes are Discord's own templates as discord.py names them (``/channels/{channel_id}/
+messages``); ``routes.py`` matches a request to one and holds it to its entry in
+``contract.py`` (the token, the body's shape and limits, an empty message) before calling the
+handler with a ``Request``. Handlers answer ``(status, body)`` — ``None`` for 204 — or raise
+``DiscordError`` for what needs the fake's state: unknown channels, messages and
+interactions, editing someone else's message, a reply to a message that is not there,
+answering an interaction twice.
 """
 
 from __future__ import annotations
@@ -20,16 +21,13 @@ from . import interactions
 from . import payloads as p
 from .interactions import Interactions
 from .payloads import JSON
-from .store import DiscordError, Store, form_error, parse_int, unknown
+from .store import DiscordError, Store, form_error, unknown
 from .world import World
 
 Answer = tuple[int, Any]
 Echo = Callable[[str, JSON], Awaitable[None]]
 
 _MENTION = re.compile(r"<@!?(\d{15,21})>")
-# SUPPRESS_EMBEDS, SUPPRESS_NOTIFICATIONS, IS_VOICE_MESSAGE, IS_COMPONENTS_V2: what a bot may
-# set on a message it creates (EPHEMERAL only in an interaction response)
-_SEND_FLAGS = (1 << 2) | (1 << 12) | (1 << 13) | (1 << 15)
 
 
 @dataclass
@@ -49,7 +47,7 @@ Handler = Callable[[Request], Awaitable[Answer]]
 
 
 class RestAPI:
-    """Every route the fake serves; ``table()`` lists them with whether a bot token is needed."""
+    """Every route the fake serves; ``table()`` lists them (``contract.py`` says the rest)."""
 
     def __init__(self, world: World, store: Store, echo: Echo, *,
                  interaction_deadline: float = 3.0) -> None:
@@ -64,39 +62,37 @@ class RestAPI:
         """The bytes of every file the bot attached, by attachment id."""
         self.interactions = Interactions(self, deadline=interaction_deadline)
 
-    def table(self) -> list[tuple[str, str, Handler, bool]]:
+    def table(self) -> list[tuple[str, str, Handler]]:
         it = self.interactions
+        message = "/channels/{channel_id}/messages/{message_id}"
+        hooked = "/webhooks/{webhook_id}/{webhook_token}/messages/{message_id}"
         return [
-            ("GET", "/users/@me", self.me, True),
-            ("GET", "/users/{user_id}", self.get_user, True),
-            ("POST", "/users/@me/channels", self.open_dm, True),
-            ("GET", "/gateway", self.gateway, False),
-            ("GET", "/gateway/bot", self.gateway_bot, True),
-            ("GET", "/oauth2/applications/@me", self.application, True),
-            ("GET", "/applications/@me", self.application, True),
-            ("GET", "/channels/{channel_id}", self.get_channel, True),
-            ("POST", "/channels/{channel_id}/typing", self.send_typing, True),
-            ("GET", "/channels/{channel_id}/messages", self.history, True),
-            ("POST", "/channels/{channel_id}/messages", self.send, True),
-            ("GET", "/channels/{channel_id}/messages/{message_id}", self.get_message, True),
-            ("PATCH", "/channels/{channel_id}/messages/{message_id}", self.edit, True),
-            ("DELETE", "/channels/{channel_id}/messages/{message_id}", self.delete, True),
-            ("PUT", "/channels/{channel_id}/messages/{message_id}/reactions/{emoji}/@me",
-             self.react, True),
-            ("DELETE", "/channels/{channel_id}/messages/{message_id}/reactions/{emoji}/@me",
-             self.unreact, True),
+            ("GET", "/users/@me", self.me),
+            ("GET", "/users/{user_id}", self.get_user),
+            ("POST", "/users/@me/channels", self.open_dm),
+            ("GET", "/gateway/bot", self.gateway_bot),
+            ("GET", "/oauth2/applications/@me", self.application),
+            ("GET", "/applications/@me", self.application),
+            ("GET", "/channels/{channel_id}", self.get_channel),
+            ("POST", "/channels/{channel_id}/typing", self.send_typing),
+            ("GET", "/channels/{channel_id}/messages", self.history),
+            ("POST", "/channels/{channel_id}/messages", self.send),
+            ("GET", message, self.get_message),
+            ("PATCH", message, self.edit),
+            ("DELETE", message, self.delete),
+            ("PUT", message + "/reactions/{emoji}/@me", self.react),
+            ("DELETE", message + "/reactions/{emoji}/@me", self.unreact),
             ("PUT", "/applications/{application_id}/guilds/{guild_id}/commands",
-             self.put_commands, True),
+             self.put_commands),
             ("GET", "/applications/{application_id}/guilds/{guild_id}/commands",
-             self.get_commands, True),
-            ("PUT", "/applications/{application_id}/commands", self.put_commands, True),
-            ("GET", "/applications/{application_id}/commands", self.get_commands, True),
-            ("POST", "/interactions/{interaction_id}/{token}/callback", it.callback, False),
-            ("POST", "/webhooks/{application_id}/{token}", it.follow_up, False),
-            ("GET", "/webhooks/{application_id}/{token}/messages/{message_id}", it.get, False),
-            ("PATCH", "/webhooks/{application_id}/{token}/messages/{message_id}", it.edit, False),
-            ("DELETE", "/webhooks/{application_id}/{token}/messages/{message_id}", it.delete,
-             False),
+             self.get_commands),
+            ("PUT", "/applications/{application_id}/commands", self.put_commands),
+            ("GET", "/applications/{application_id}/commands", self.get_commands),
+            ("POST", "/interactions/{webhook_id}/{webhook_token}/callback", it.callback),
+            ("POST", "/webhooks/{webhook_id}/{webhook_token}", it.follow_up),
+            ("GET", hooked, it.get),
+            ("PATCH", hooked, it.edit),
+            ("DELETE", hooked, it.delete),
         ]
 
     # -- application commands
@@ -106,8 +102,7 @@ class RestAPI:
         where = str(req.params.get("guild_id") or "global")
         if where != "global" and where not in self.world.guild_ids:
             raise DiscordError(404, 10004, "Unknown Guild")
-        if not isinstance(req.body, list) or len(req.body) > 100:
-            raise form_error("_root", "BASE_TYPE_MAX_LENGTH", "Must be 100 or fewer in length.")
+        assert isinstance(req.body, list)  # the contract saw to it
         made = [dict(c, id=str(p.new_id()), application_id=str(self.world.app_id), version="1",
                      type=c.get("type", 1), **({} if where == "global" else {"guild_id": where}))
                 for c in req.body]
@@ -129,9 +124,6 @@ class RestAPI:
         if user is None:
             raise unknown("User")
         return 200, user
-
-    async def gateway(self, req: Request) -> Answer:
-        return 200, {"url": req.gateway}
 
     async def gateway_bot(self, req: Request) -> Answer:
         return 200, {"url": req.gateway, "shards": 1, "session_start_limit": {
@@ -167,7 +159,7 @@ class RestAPI:
     async def history(self, req: Request) -> Answer:
         channel_id = self.channel(req.params["channel_id"])["id"]
         q = req.query
-        limit = parse_int(q.get("limit", "50"), "limit")
+        limit = int(q.get("limit", "50"))  # 1-100, as the contract saw to
         found = self.store.history(channel_id, limit=limit, before=q.get("before"),
                                    after=q.get("after"), around=q.get("around"))
         # Discord gives a message's nonce back only when it is created, never in history.
@@ -180,8 +172,6 @@ class RestAPI:
     async def send(self, req: Request) -> Answer:
         channel_id = self.channel(req.params["channel_id"])["id"]
         body = req.body or {}
-        if body.get("flags", 0) & ~_SEND_FLAGS:
-            raise form_error("flags", "MESSAGE_FLAGS_INVALID", "Invalid message flags.")
         msg = self.bot_message(channel_id, body, req.files)
         stored, created = self.store.create(msg, enforce_nonce=bool(body.get("enforce_nonce")))
         if created:
@@ -206,7 +196,10 @@ class RestAPI:
 
     def edit_message(self, channel_id: str, message_id: str, body: JSON, *,
                      ephemeral: bool = False) -> JSON:
-        fields = self.message_fields(body, partial=True, channel_id=channel_id)
+        """Edit a message (``ephemeral``: through an interaction's webhook, which reaches
+        ephemeral messages too and parses mentions as webhooks do)."""
+        fields = self.message_fields(body, partial=True, channel_id=channel_id,
+                                     webhook=ephemeral)
         after = dict(self.store.get(channel_id, message_id, ephemeral=ephemeral), **fields)
         if not (after["content"] or after["embeds"] or after["components"]
                 or after["attachments"]):
@@ -257,14 +250,11 @@ class RestAPI:
 
     def bot_message(self, channel_id: str, body: JSON, files: list[JSON], *,
                     flags: int | None = None, extra: JSON | None = None) -> JSON:
-        """A new message by the bot from a create-message body (checked as Discord does)."""
-        fields = self.message_fields(body, partial=False, channel_id=channel_id, files=files)
-        if not (fields["content"] or fields["embeds"] or fields["components"]
-                or fields["attachments"] or body.get("sticker_ids") or body.get("poll")):
-            raise DiscordError(400, 50006, "Cannot send an empty message")
+        """A new message by the bot from a create-message body the contract let through (with
+        ``extra``: an interaction's, so sent through its webhook)."""
+        fields = self.message_fields(body, partial=False, channel_id=channel_id, files=files,
+                                     webhook=extra is not None)
         nonce = body.get("nonce")
-        if nonce is not None and len(str(nonce)) > 25:
-            raise form_error("nonce", "BASE_TYPE_MAX_LENGTH", "Must be 25 or fewer in length.")
         referenced = self._reference(channel_id, body.get("message_reference"))
         msg = p.message(p.new_id(), channel_id, self.world.user(self.world.bot_id),
                         fields["content"], referenced=referenced, nonce=nonce,
@@ -276,19 +266,16 @@ class RestAPI:
         return dict(msg, **(extra or {}))
 
     def message_fields(self, body: JSON, *, partial: bool, channel_id: str,
-                       files: list[JSON] | None = None) -> JSON:
+                       files: list[JSON] | None = None, webhook: bool = False) -> JSON:
         """The fields a create or edit body sets (an edit sets only those present)."""
         out: JSON = {}
         if "content" in body or not partial:
             content = body.get("content") or ""
-            if len(content) > 2000:
-                raise form_error("content", "BASE_TYPE_MAX_LENGTH",
-                                 "Must be 2000 or fewer in length.")
             out["content"] = content
             out["mentions"], out["mention_everyone"] = self.mentions(
-                content, body.get("allowed_mentions"), None)
+                content, body.get("allowed_mentions"), None, webhook=webhook)
         if "components" in body or not partial:
-            out["components"] = interactions.check_components(body.get("components") or [])
+            out["components"] = interactions.numbered(body.get("components") or [])
         if "embeds" in body or not partial:
             out["embeds"] = list(body.get("embeds") or [])
         if files or not partial:
@@ -299,7 +286,7 @@ class RestAPI:
 
     def _attach(self, channel_id: str, upload: JSON) -> JSON:
         """An uploaded file as an attachment; its bytes kept in ``uploaded`` by id."""
-        shown = {k: v for k, v in upload.items() if k != "_data"}
+        shown = {k: v for k, v in upload.items() if not k.startswith("_")}
         self.uploaded[str(upload["id"])] = upload.get("_data", b"")
         return _attachment(channel_id, shown)
 
@@ -316,11 +303,13 @@ class RestAPI:
         # a referenced message is shown without its own reference's message
         return {k: v for k, v in found.items() if k != "referenced_message"}
 
-    def mentions(self, content: str, allowed: JSON | None, replied: JSON | None
-                 ) -> tuple[list[JSON], bool]:
-        """Users pinged by ``content`` as ``allowed_mentions`` permits (Discord's defaults:
-        everything, and the replied-to author, when it is absent)."""
-        parse = {"users", "roles", "everyone"} if allowed is None else set(allowed.get("parse", []))
+    def mentions(self, content: str, allowed: JSON | None, replied: JSON | None, *,
+                 webhook: bool = False) -> tuple[list[JSON], bool]:
+        """Users pinged by ``content`` as ``allowed_mentions`` permits. Without it, Discord
+        parses everything in a message, users only in an interaction's or a webhook's, and
+        pings the replied-to author (resources/message#allowed-mentions-object)."""
+        default = {"users"} if webhook else {"users", "roles", "everyone"}
+        parse = default if allowed is None else set(allowed.get("parse", []))
         listed = {str(u) for u in (allowed or {}).get("users", [])}
         ids = list(dict.fromkeys(_MENTION.findall(content)))
         users = [self.world.user(i) for i in ids if "users" in parse or i in listed]

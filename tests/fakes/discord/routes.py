@@ -1,12 +1,22 @@
-"""The REST side's plumbing: match a request to a route, check the token, play faults.
+"""The REST side's plumbing: match a request to a route, hold it to the contract, play faults.
 
 Every request is recorded as a ``Call`` (with the status answered). A route is Discord's
-template (``/channels/{channel_id}/messages``); a fault or ``calls`` filter names one as
-``"METHOD /path"`` where a ``{...}`` segment matches any id and a literal id only itself.
-Every answer has ``Via`` (discord.py takes a 429 without it for a Cloudflare ban) and, on known
-routes, ``X-RateLimit-*`` headers of a bucket that is never exhausted: the fake rate-limits only
-when a 429 is queued, and then answers as Discord does (body ``retry_after`` and ``global``,
-``Retry-After``, ``X-RateLimit-Reset-After``, ``X-RateLimit-Scope``).
+template as discord.py names it (``/channels/{channel_id}/messages``); a fault or ``calls``
+filter names one as ``"METHOD /path"`` where a ``{...}`` segment matches any id and a literal
+id only itself. Each route the fake serves is answered only under its entry in
+``contract.CONTRACT``: the entry says whether it wants the bot token, and its body, query and
+files are checked (``contract.check``) before the handler runs. ``served`` notes every route
+answered; ``uncovered`` every request that found no entry (a route served without one, or a
+path the fake does not serve at all), answered 404; ``undocumented`` an error code a handler
+gave that its entry does not list.
+
+Every answer has ``Via`` (discord.py takes a 429 without it for a Cloudflare ban) and, on
+known routes, ``X-RateLimit-*`` headers of a bucket that is never exhausted: the fake
+rate-limits only when a 429 is queued or ``message_limit`` is passed, and then answers as
+https://discord.com/developers/docs/topics/rate-limits#exceeding-a-rate-limit shows: body
+``message``, ``retry_after`` (seconds, a float) and ``global``; ``Retry-After`` (whole
+seconds, rounded up), ``X-RateLimit-Scope`` (``user``, ``global`` or ``shared``), and for a
+global limit ``X-RateLimit-Global`` without the route's bucket headers.
 """
 
 from __future__ import annotations
@@ -24,12 +34,16 @@ from typing import Any, Literal
 import aiohttp
 from aiohttp import web
 
+from . import contract
 from . import payloads as p
 from .payloads import JSON
 from .rest import Handler, Request, RestAPI
 from .store import DiscordError
 
 PREFIX = "/api/v10"
+REQUEST_LIMIT = 25 * 1024 * 1024
+"""resources/message#create-message-limitations: "The maximum request size when sending a
+message is 25 MiB" (each file within it at most 10 MiB: ``contract.FILE_LIMIT``)."""
 Scope = Literal["user", "global", "shared"]
 
 
@@ -57,6 +71,8 @@ class Call:
     headers: dict[str, str]
     at: float
     status: int = 0
+    answer: Any = None
+    """The JSON answered (None for 204, or a dropped answer's)."""
     dropped: bool = False
 
 
@@ -96,10 +112,24 @@ class Router:
         out, before it is answered (e.g. to kill a process mid-stream)."""
         self.limited: dict[str, int] = {}
         """How many 429s the limit answered, per channel id."""
-        self._routes = [(m, _template(t), t, h, auth) for m, t, h, auth in rest.table()]
+        self._routes = [(m, _template(t), t, h) for m, t, h in rest.table()]
+        self.served: set[tuple[str, str]] = set()
+        """Every (method, route template) the fake answered under its contract entry."""
+        self.uncovered: set[tuple[str, str]] = set()
+        """(method, template) of a served route without a contract entry, or (method, path)
+        of a request no route matched: each answered 404."""
+        self.undocumented: set[tuple[str, str, int]] = set()
+        """(method, template, code): an error a handler answered that its entry omits."""
 
     def fail(self, route: str, fault: Fault) -> None:
         key = route.strip()
+        if fault.status == 429 and fault.scope == "global":
+            method, pattern = route_pattern(key)
+            exempt = [e.path for e in contract.CONTRACT
+                      if e.method == method and pattern.match(e.path) and not e.global_limit]
+            if exempt:
+                raise ValueError(f"{exempt[0]} is not bound by the global rate limit "
+                                 "(topics/rate-limits#global-rate-limit)")
         self._faults.setdefault(key, (*route_pattern(key), deque()))[2].append(fault)
 
     def pending_faults(self, route: str) -> int:
@@ -124,22 +154,30 @@ class Router:
             return self._reply(call, error.status, error.body())
         call.json = body
         found = self._route(request.method, path)
-        if found is None:
+        endpoint = None if found is None else contract.entry(request.method, found[0])
+        if found is None or endpoint is None:
+            self.uncovered.add((request.method, path if found is None else found[0]))
             return self._reply(call, 404, {"message": "404: Not Found", "code": 0})
-        template, params, handler, auth = found
+        template, params, handler = found
         call.route = template
-        if auth and headers.get("authorization") != f"Bot {self.rest.world.token}":
+        if endpoint.auth and headers.get("authorization") != f"Bot {self.rest.world.token}":
             return self._reply(call, 401, {"message": "401: Unauthorized", "code": 0})
+        self.served.add((request.method, template))
         fault = self._take_fault(request.method, path) \
             or self._over_limit(request.method, template, params)
         if fault is not None and fault.status is not None:
             return self._fault_reply(call, fault, template)
+        refused = contract.check(endpoint, body, files, dict(request.query))
+        if refused is not None:
+            return self._reply(call, refused.status, refused.body(), template)
         gateway = "wss://gateway.discord.gg" if request.secure else self.gateway_url()
         try:
             status, answer = await handler(Request(request.method, params, dict(request.query),
                                                    body, files, gateway))
         except DiscordError as error:
             status, answer = error.status, error.body()
+            if error.code not in contract.COMMON + endpoint.errors:
+                self.undocumented.add((request.method, template, error.code))
         hook = self.after_call.get(f"{request.method} {template}")
         if hook is not None:
             hook(sum(c.route == template and c.method == request.method
@@ -150,12 +188,11 @@ class Router:
             request.transport.abort()  # carried out; the client never hears back
         return self._reply(call, status, answer, template)
 
-    def _route(self, method: str, path: str
-               ) -> tuple[str, dict[str, str], Handler, bool] | None:
-        for m, pattern, template, handler, auth in self._routes:
+    def _route(self, method: str, path: str) -> tuple[str, dict[str, str], Handler] | None:
+        for m, pattern, template, handler in self._routes:
             match = pattern.match(path)
             if m == method and match:
-                return template, match.groupdict(), handler, auth
+                return template, match.groupdict(), handler
         return None
 
     def _over_limit(self, method: str, template: str, params: dict[str, str]) -> Fault | None:
@@ -185,6 +222,8 @@ class Router:
     def _reply(self, call: Call, status: int, body: Any, template: str | None = None,
                extra: dict[str, str] | None = None) -> web.Response:
         call.status = call.status or status
+        if call.answer is None:
+            call.answer = body
         headers = {"Via": "1.1 google", **_ratelimit_headers(call.method, template),
                    **(extra or {})}
         if body is None:
@@ -199,15 +238,20 @@ class Router:
             return self._reply(call, fault.status,
                                {"message": f"{fault.status}: Server Error", "code": 0})
         wait = fault.retry_after
-        extra = {"Retry-After": str(max(1, math.ceil(wait))), "X-RateLimit-Remaining": "0",
-                 "X-RateLimit-Reset-After": f"{wait:.3f}",
-                 "X-RateLimit-Reset": f"{time.time() + wait:.3f}",
-                 "X-RateLimit-Scope": fault.scope}
+        extra = {"Retry-After": str(max(1, math.ceil(wait))), "X-RateLimit-Scope": fault.scope}
+        bucket: str | None = template
         if fault.scope == "global":
             extra["X-RateLimit-Global"] = "true"
-        return self._reply(call, 429, {"message": "You are being rate limited.",
-                                       "retry_after": wait, "global": fault.scope == "global"},
-                           template, extra)
+            bucket = None  # a global limit is no route's bucket
+        else:
+            extra.update({"X-RateLimit-Reset-After": f"{wait:.3f}",
+                          "X-RateLimit-Reset": f"{time.time() + wait:.3f}",
+                          # a shared (per-resource) limit leaves the bot's own bucket as is
+                          "X-RateLimit-Remaining": "4" if fault.scope == "shared" else "0"})
+        said = "The resource is being rate limited." if fault.scope == "shared" \
+            else "You are being rate limited."
+        return self._reply(call, 429, {"message": said, "retry_after": wait,
+                                       "global": fault.scope == "global"}, bucket, extra)
 
 
 def _ratelimit_headers(method: str, template: str | None) -> dict[str, str]:
@@ -221,6 +265,13 @@ def _ratelimit_headers(method: str, template: str | None) -> dict[str, str]:
 
 async def _parse(request: web.Request) -> tuple[Any, list[JSON]]:
     """The JSON body (or a multipart's ``payload_json``) and any uploaded files."""
+    try:
+        return await _read(request)
+    except web.HTTPRequestEntityTooLarge:
+        raise DiscordError(413, 40005, "Request entity too large") from None
+
+
+async def _read(request: web.Request) -> tuple[Any, list[JSON]]:
     if request.content_type == "multipart/form-data":
         body: Any = None
         files: list[JSON] = []
@@ -233,7 +284,7 @@ async def _parse(request: web.Request) -> tuple[Any, list[JSON]]:
             elif part.filename:
                 data = bytes(await part.read())
                 files.append({"id": str(p.new_id()), "filename": part.filename, "size": len(data),
-                              "_data": data,
+                              "_data": data, "_field": part.name or "",
                               "content_type": part.headers.get("Content-Type",
                                                                "application/octet-stream")})
         return body, files

@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable
-from typing import Any
 
 from .payloads import EPHEMERAL, JSON, Id, now_iso
 
@@ -133,8 +132,6 @@ class Store:
         ``after`` takes the oldest ``limit`` after it (still answered newest first), as
         Discord does; discord.py pages forward from the first (newest) of each answer.
         """
-        if not 1 <= limit <= 100:
-            raise form_error("limit", "NUMBER_TYPE_MAX", "Int value should be between 1 and 100.")
         ordered = self.all(channel_id)
         if around is not None:
             pivot = int(around)
@@ -148,11 +145,3 @@ class Store:
             ordered = [m for m in ordered if int(m["id"]) > int(after)]
             return list(reversed(ordered[:limit]))
         return list(reversed(ordered[-limit:]))
-
-
-def parse_int(value: Any, field: str) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise form_error(field, "NUMBER_TYPE_COERCE",
-                         f"Value \"{value}\" is not int.") from None
