@@ -37,6 +37,11 @@ log = logging.getLogger("maiden.slack")
 EVERY_S = 5.0
 """The least time between two publishes of one person's Home tab."""
 RECENT = 5
+APPROVALS_SHOWN = 20
+"""Approvals listed (two blocks each); the rest are counted. A Home tab takes at most 100
+blocks (docs.slack.dev/reference/block-kit/blocks): with the threads, the schedules and the
+headers, the tab stays under it however much waits."""
+SCHEDULES_SHOWN = 30
 WEEK_S = 7 * 86_400
 
 
@@ -122,7 +127,7 @@ class AppHome:
         return blocks
 
     async def _approvals(self, user: str) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+        out: list[list[dict[str, Any]]] = []
         for run in await self.runtime.records.pending_approvals(channel="slack"):
             pending = run.pending_approval
             channel = run.origin.target.get("channel", "")
@@ -134,14 +139,18 @@ class AppHome:
                 target=run.origin.target, tool_call_id=pending.tool_call_id, name=pending.name,
                 arguments=pending.arguments, arguments_hash=pending.arguments_hash,
                 reason=pending.reason, asked_by=pending.asked_by)
-            out.append(_text(f"*{pending.name}* in <#{channel}> waits for a person"))
-            out.append(approval_blocks(prompt)[-1])  # the same Approve / Deny buttons
-        return [_header("Approvals you may decide"), *out] if out else []
+            out.append([_text(f"*{pending.name}* in <#{channel}> waits for a person"),
+                        approval_blocks(prompt)[-1]])  # the same Approve / Deny buttons
+        if not out:
+            return []
+        shown = [block for pair in out[:APPROVALS_SHOWN] for block in pair]
+        return [_header("Approvals you may decide"), *shown,
+                *_more(len(out) - APPROVALS_SHOWN, "on the console's approvals page")]
 
     async def _schedules(self, user: str) -> list[dict[str, Any]]:
         if self.schedules is None:
             return []
-        lines = []
+        lines: list[dict[str, Any]] = []
         for schedule in await self.schedules.listing():
             target = str(schedule.get("deliver") or "")
             channel = target.split(":")[1] if target.startswith("slack:") else "dm"
@@ -152,7 +161,15 @@ class AppHome:
                 lines.append(_text(f"`{schedule.get('name')}`{paused} · next "
                                    f"{fires[0] if fires else '-'} · last "
                                    f"{schedule.get('outcome') or '-'}"))
-        return [_header("Schedules you may operate"), *lines] if lines else []
+        if not lines:
+            return []
+        return [_header("Schedules you may operate"), *lines[:SCHEDULES_SHOWN],
+                *_more(len(lines) - SCHEDULES_SHOWN, "with `/maiden schedules`")]
+
+
+def _more(hidden: int, where: str) -> list[dict[str, Any]]:
+    """A line saying how many were left out, and where they are all listed."""
+    return [_text(f"_… and {hidden} more, {where}_")] if hidden > 0 else []
 
 
 def _header(text: str) -> dict[str, Any]:

@@ -110,12 +110,7 @@ class SlackStreamer:
                             tools: Sequence[ToolUpdate]) -> list[str]:
         channel, ids = stream.target["channel"], list(stream.remote_ids)
         if stream.key in self._edited:
-            self._edited[stream.key] += text
-            whole = self._edited[stream.key]
-            await self.deliverer.call(
-                "chat.update", self.deliverer.client.chat_update, channel=channel,
-                ts=ids[-1], text=_shown(whole, tools), blocks=_blocks(whole, tools))
-            return ids
+            return await self._edit(stream, ids, self._edited[stream.key] + text, tools)
         before, opened = self._current.get(stream.key, ""), len(ids)
         try:
             head, rest = self._fit(stream.key, text)
@@ -132,6 +127,31 @@ class SlackStreamer:
             shown = before + text if len(ids) == opened else self._current.get(stream.key, "")
             return await self._to_edits(stream, ids, shown, tools)
 
+    async def _edit(self, stream: StreamDelivery, ids: list[str], shown: str,
+                    tools: Sequence[ToolUpdate]) -> list[str]:
+        """The last message shows ``shown`` (and the running tools); past Slack's length
+        (``chat.update`` takes 4,000 characters) it ends where long replies are cut and the
+        rest goes on in new messages."""
+        channel = stream.target["channel"]
+        limit = self.max_chars - len(_status_line(tools))
+        pieces = split_message(shown, limit) if len(shown) > limit else [shown]
+        for i, piece in enumerate(pieces):
+            now = tools if i == len(pieces) - 1 else ()
+            if i == 0:
+                await self.deliverer.call(
+                    "chat.update", self.deliverer.client.chat_update, channel=channel,
+                    ts=ids[-1], text=_shown(piece, now), blocks=_blocks(piece, now))
+            else:
+                response = await self.deliverer.call(
+                    "chat.postMessage", self.deliverer.client.chat_postMessage,
+                    channel=channel, thread_ts=stream.target.get("thread_ts"),
+                    text=_shown(piece, now), blocks=_blocks(piece, now),
+                    metadata=_metadata(f"{stream.key}:{len(ids)}"), unfurl_links=False,
+                    unfurl_media=False)
+                ids.append(str(response["ts"]))
+        self._edited[stream.key] = pieces[-1]
+        return ids
+
     async def _to_edits(self, stream: StreamDelivery, ids: list[str], shown: str,
                         tools: Sequence[ToolUpdate]) -> list[str]:
         """The rest of this reply by edits: its stream stopped (if Slack still lets it be),
@@ -142,11 +162,7 @@ class SlackStreamer:
             await self.deliverer.call(
                 "chat.stopStream", self.deliverer.client.chat_stopStream, channel=channel,
                 ts=ids[-1], metadata=_metadata(stream.key))
-        self._edited[stream.key] = shown
-        await self.deliverer.call(
-            "chat.update", self.deliverer.client.chat_update, channel=channel, ts=ids[-1],
-            text=_shown(shown, tools), blocks=_blocks(shown, tools))
-        return ids
+        return await self._edit(stream, ids, shown, tools)
 
     def _fell_back(self, channel: str, method: str, error: str) -> None:
         """Slack answered a stream method with ``error``: this reply goes on by edits (and
@@ -204,25 +220,26 @@ class SlackStreamer:
         buttons = feedback_blocks(feedback) if feedback else []
         current = self._current.pop(stream.key, None)
         edited = self._edited.pop(stream.key, None)
-        if edited is not None or not self._native(channel):
-            final = replace if replace is not None else \
-                None if edited is None else edited + (f"\n\n{note}" if note else "")
-            if final is not None:
-                await self._update(channel, ids[-1], final, key, buttons)
-            return ids
-        try:
-            await self.deliverer.call(
-                "chat.stopStream", self.deliverer.client.chat_stopStream, channel=channel,
-                ts=ids[-1], chunks=[MarkdownTextChunk(text=f"\n\n{note}")] if note else None,
-                blocks=buttons or None, metadata=_metadata(key))
-        except SlackCallError as exc:
-            if exc.slack_error is None:
-                raise
-            if exc.slack_error != _NOT_STREAMING and replace is None:
-                # Slack refused to end it: the final text goes in by an edit.
-                self._fell_back(channel, "chat.stopStream", exc.slack_error)
-                replace = (current or "") + (f"\n\n{note}" if note else "")
-            # (not streaming: stopped already, by a crash after stopStream or the stop button)
+        native = edited is None and self._native(channel)
+        if not native and replace is None:
+            if edited is None:
+                return ids
+            return await self._end_edits(stream, ids, edited + (f"\n\n{note}" if note else ""),
+                                         key, buttons)
+        if native:
+            try:
+                await self.deliverer.call(
+                    "chat.stopStream", self.deliverer.client.chat_stopStream, channel=channel,
+                    ts=ids[-1], chunks=[MarkdownTextChunk(text=f"\n\n{note}")] if note else None,
+                    blocks=buttons or None, metadata=_metadata(key))
+            except SlackCallError as exc:
+                if exc.slack_error is None:
+                    raise
+                if exc.slack_error != _NOT_STREAMING and replace is None:
+                    # Slack refused to end it: the final text goes in by an edit.
+                    self._fell_back(channel, "chat.stopStream", exc.slack_error)
+                    replace = (current or "") + (f"\n\n{note}" if note else "")
+                # (not streaming: stopped already, by a crash after stopStream or the stop button)
         if replace is None:
             return ids
         pieces = split_message(replace, self.max_chars) or [replace]
@@ -241,6 +258,27 @@ class SlackStreamer:
             await self.deliverer.call("chat.delete", self.deliverer.client.chat_delete,
                                       channel=channel, ts=extra)
         return ids[:len(pieces)]
+
+    async def _end_edits(self, stream: StreamDelivery, ids: list[str], final: str, key: str,
+                         buttons: list[dict[str, Any]]) -> list[str]:
+        """An edited reply's last message ends with ``final`` (cut as long replies are, the
+        rest in new messages, keyed as the reply's pieces are); its buttons on the last."""
+        pieces = split_message(final, self.max_chars) if len(final) > self.max_chars \
+            else [final]
+        for i, piece in enumerate(pieces):
+            last = i == len(pieces) - 1
+            mark = key if i == 0 else f"{key}:{len(ids)}"
+            if i == 0:
+                await self._update(stream.target["channel"], ids[-1], piece, mark,
+                                   buttons if last else [])
+            else:
+                response = await self.deliverer.call(
+                    "chat.postMessage", self.deliverer.client.chat_postMessage,
+                    channel=stream.target["channel"], thread_ts=stream.target.get("thread_ts"),
+                    text=piece, blocks=markdown_blocks(piece) + (buttons if last else []),
+                    metadata=_metadata(mark))
+                ids.append(str(response["ts"]))
+        return ids
 
     async def find_stream(self, stream: StreamDelivery) -> list[str]:
         found = await self.deliverer.reconcile(stream)

@@ -47,3 +47,23 @@ async def test_the_home_tab_shows_threads_and_approvals_and_takes_decisions(
         last = fake.api.homes["U1"][-1]
         assert not any(b["type"] == "actions" for b in last["blocks"])
         assert "This week" in texts(last)
+
+
+async def test_the_home_tab_stays_within_slacks_hundred_blocks(tmp_path: Path) -> None:
+    """More approvals than the tab lists: the first 20, and a line counting the rest (a
+    Home tab takes at most 100 blocks: docs.slack.dev/reference/block-kit/blocks; the fake
+    refuses more)."""
+    async with FakeSlack() as fake, running(fake, tmp_path / "m.db", stream="off") as s:
+        for i in range(25):
+            ask = fake.user_event(C, "U1", f'<@{BOT_USER}> /tool deploy {{"env": "e{i}"}}',
+                                  mention=True)
+            await fake.acked(await fake.socket_event(ask))
+        await s.runtime.idle()
+        assert len(await s.runtime.records.pending_approvals()) == 25
+        before = len(fake.api.homes.get("U1", []))
+        await fake.acked(await fake.socket_event(app_home_opened("U1")))
+        await fake.until(lambda: len(fake.api.homes.get("U1", [])) > before, what="the tab")
+        shown = fake.api.homes["U1"][-1]
+        assert len(shown["blocks"]) <= 100
+        assert sum(b["type"] == "actions" for b in shown["blocks"]) == 20
+        assert "_… and 5 more, on the console's approvals page_" in texts(shown)

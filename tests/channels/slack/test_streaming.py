@@ -158,3 +158,22 @@ async def test_stream_edit_and_stream_off(tmp_path: Path) -> None:
             await s.runtime.idle()
         assert [m["text"] for m in bot_messages(fake)] == [ANSWER]
         assert not fake.calls("chat.startStream") and not fake.calls("chat.update")
+
+
+async def test_a_long_reply_edited_goes_on_in_new_messages(tmp_path: Path) -> None:
+    """Edit mode past Slack's length (``chat.update`` takes 4,000 characters: the fake
+    refuses more, ``msg_too_long``): the reply goes on in new messages, all of it shown."""
+    long = " ".join(f"line {i} of the report, with its figures." for i in range(160))
+    provider = ScriptedProvider([{"text": long, "chunks": 8}])
+    async with FakeSlack() as fake:
+        async with running(fake, tmp_path / "m.db", provider=provider, stream="edit") as s:
+            sent = fake.user_event(C, "U1", f"<@{BOT_USER}> the report?", mention=True)
+            await fake.acked(await fake.socket_event(sent))
+            await s.runtime.idle()
+            (run,) = await s.runtime.records.runs()
+            assert run.state == "completed"
+        messages = bot_messages(fake)
+        assert len(messages) >= 2 and all(len(m["text"]) <= 4_000 for m in messages)
+        assert " ".join(m["text"] for m in messages).split() == long.split()
+        assert not [c for c in fake.requests if c.method == "chat.update"
+                    and len(str(c.params.get("text"))) > 4_000]
