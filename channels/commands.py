@@ -76,18 +76,33 @@ def right_for(asked: Asked) -> Right:
 Linker = Callable[[str, str], str | None]
 """``(place, message id) -> a link to that message`` on the platform, if it can make one."""
 
+Labeller = Callable[[str, str], str]
+"""``(url, text) -> a link labelled with text`` in the platform's markup."""
+
+
+def slack_label(url: str, text: str) -> str:
+    return f"<{url}|{text}>"
+
+
+def markdown_label(url: str, text: str) -> str:
+    """Discord's (markdown) link; Slack's ``<url|text>`` shows there as written."""
+    return f"[{text}]({url})"
+
 
 class Commands:
     """The answers; ``may(right)`` says whether the one asking has a right in the place."""
 
     def __init__(self, runtime: Runtime, schedules: ScheduleService | None,
                  clock: Callable[[], float] = time.time,
-                 link: Linker = lambda place, message: None) -> None:
+                 link: Linker = lambda place, message: None,
+                 label: Labeller = slack_label) -> None:
         self.runtime = runtime
         self.schedules = schedules
         self.clock = clock
         self.link = link
         """How a status links to an approval's prompt (its message)."""
+        self.label = label
+        """How a link is written on the platform."""
 
     async def answer_within(self, asked: Asked, may: Callable[[Right], bool], seconds: float
                             ) -> tuple[Answer | None, asyncio.Future[Answer]]:
@@ -128,7 +143,7 @@ class Commands:
             if pending is not None:
                 prompt = await self._prompt(run)
                 line += (f": `{pending.name}` waits for a person (approve it on "
-                         + (f"<{prompt}|its prompt>" if prompt else "its prompt")
+                         + (self.label(prompt, "its prompt") if prompt else "its prompt")
                          + f", or `maiden approve {run.id} {pending.tool_call_id}`)")
             by = f" — by <@{run.origin.user}>" if run.origin.user else ""
             lines.append(line + by + f" · {_preview(run.text)}")

@@ -41,7 +41,7 @@ from runtime import (
 
 from ..access import Place, Right
 from ..clicks import Click, bind
-from ..commands import Commands
+from ..commands import Commands, markdown_label
 from ..downloads import Downloader
 from ..feedback import record_vote
 from ..origins import DISCORD_FILE_ORIGINS
@@ -98,7 +98,8 @@ class DiscordChannel:
         self._background = Background(log, "maiden-discord")
         self.tree = make_tree(self.client)
         """``/maiden``'s definition, synced to the guilds once connected."""
-        self.slash = SlashCommands(Commands(runtime, schedules, link=self._link), config,
+        self.slash = SlashCommands(Commands(runtime, schedules, link=self._link,
+                                                   label=markdown_label), config,
                                    self.client, self._background.spawn)
         self.registered: list[str] | None = None
         """The guilds ``/maiden`` was registered in (None: not tried yet)."""

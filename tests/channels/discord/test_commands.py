@@ -147,3 +147,23 @@ async def test_an_answer_past_2000_characters_is_cut_to_discords_limit(tmp_path:
         assert len(status) <= 2_000
         assert fake.uncovered == set() and fake.calls()[-1].status == 204
         HOLD.set()
+
+
+@tool(requires_approval=True)
+def deploy(env: str) -> str:
+    """Deploy."""
+    return f"deployed to {env}"
+
+
+async def test_a_status_links_to_the_prompt_in_discords_markup(tmp_path: Path) -> None:
+    """The approval's prompt is linked as Discord writes links (``[text](url)``), not as
+    Slack does (``<url|text>``, which Discord shows as written)."""
+    async with FakeDiscord() as fake, running(fake, tmp_path / "m.db", tools=(deploy,)) as d:
+        await registered(fake)
+        await fake.user_message(GENERAL_ID, HUMAN_ID, f'<@{BOT_ID}> /tool deploy {{"env": "qa"}}',
+                                mentions=[BOT_ID])
+        await asyncio.wait_for(d.channel.wait_handled(1), 10)
+        await d.runtime.idle()
+        status, _ = await ask(fake, sub("status"))
+        assert "waits for a person (approve it on [its prompt](https://" in status, status
+        assert "|its prompt>" not in status
