@@ -19,6 +19,13 @@ from tests.fakes.discord import BOT_ID, GENERAL_ID, GUILD_ID, HUMAN_ID, FakeDisc
 from tests.http_helpers import scheduled
 
 HOLD = asyncio.Event()
+"""Lets ``wait_here`` finish; made anew by each test that holds it (``hold``): an event is
+bound to the loop it is first awaited on, and each test has its own."""
+
+
+def hold() -> None:
+    global HOLD
+    HOLD = asyncio.Event()
 
 
 @tool
@@ -52,7 +59,7 @@ async def registered(fake: FakeDiscord) -> dict[str, Any]:
 
 
 async def test_the_group_is_registered_and_answers_with_rights(tmp_path: Path) -> None:
-    HOLD.clear()
+    hold()
     other = new_id()
     rules = [{"place": "*", "users": [str(other)], "rights": ["talk"]}]
     async with FakeDiscord() as fake, running(fake, tmp_path / "m.db", tools=(wait_here,),
@@ -135,12 +142,15 @@ async def test_global_registration_or_none(tmp_path: Path) -> None:
 async def test_an_answer_past_2000_characters_is_cut_to_discords_limit(tmp_path: Path) -> None:
     """Discord refuses a response whose content passes 2,000 characters (50035), and the
     person would hear nothing: a long ``/maiden status`` is cut at a line, ending in "…"."""
-    HOLD.clear()
+    hold()
     async with FakeDiscord() as fake, running(fake, tmp_path / "m.db", tools=(wait_here,)) as d:
         await registered(fake)
-        for i in range(24):  # one runs, the others queue behind it: a line each
-            await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> /tool wait_here {{}} "
-                                    f"{i:02d} " + "and a long question " * 4, mentions=[BOT_ID])
+        # One waits in its tool, the others queue behind it: a line each.
+        await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> /tool wait_here {{}}",
+                                mentions=[BOT_ID])
+        for i in range(1, 24):
+            await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> question {i:02d} "
+                                    + "and a long question " * 4, mentions=[BOT_ID])
         await asyncio.wait_for(d.channel.wait_handled(24), 10)
         status, _ = await ask(fake, sub("status"))
         assert status.startswith("24 run(s) here:") and status.endswith("\n…")

@@ -14,6 +14,8 @@ from tests.fakes.discord import BOT_ID, GENERAL_ID, HUMAN_ID, FakeDiscord
 
 ANSWER = "The deploy went out at 09:14; every check is green."
 released = asyncio.Event()
+"""Lets the held tool finish; made anew by each ``ask`` (an event is bound to the loop it
+is first awaited on, and each test has its own)."""
 
 
 @tool
@@ -28,7 +30,8 @@ def bot_messages(fake: FakeDiscord) -> list[dict[str, Any]]:
 
 
 async def test_a_reply_is_edited_as_it_grows_its_tool_on_a_last_line(tmp_path: Path) -> None:
-    released.clear()
+    global released
+    released = asyncio.Event()
     script = ScriptedProvider([
         {"text": "Let me look that up. ", "chunks": 2,
          "tool_calls": [{"name": "lookup", "arguments": {"service": "api"}}]},

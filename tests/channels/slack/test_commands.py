@@ -19,6 +19,13 @@ from tests.fakes.slack.payloads import TEAM
 from tests.http_helpers import scheduled
 
 HOLD = asyncio.Event()
+"""Lets the held tool finish; made anew by each test that holds it (``hold``): an event is
+bound to the loop it is first awaited on, and each test has its own."""
+
+
+def hold() -> None:
+    global HOLD
+    HOLD = asyncio.Event()
 
 
 @tool
@@ -68,7 +75,7 @@ async def test_help_status_and_usage_for_anyone_who_may_talk(tmp_path: Path) -> 
 
 
 async def test_stop_is_posted_once_however_often_slack_delivers_it(tmp_path: Path) -> None:
-    HOLD.clear()
+    hold()
     async with FakeSlack() as fake, running(fake, tmp_path / "m.db", stream="off",
                                             tools=(wait_here,), allow_users=[],
                                             rules=RULES) as s:
