@@ -137,25 +137,32 @@ class Sessions:
             if status == "processing":
                 return  # this process stopped driving it: where it goes on, it is said
             await self.set(channel, thread_ts, status)
-            if status != "suspended" or not await self._went_on(run.id):
+            if status != "suspended":
                 return
-            await self.set(channel, thread_ts, "processing")
+            now = await self._went_on(run.id)
+            if now is None:
+                return
+            # Taken up again (processing), or ended while nobody here watched it.
+            await self.set(channel, thread_ts, session_status(now))
+            if now in (S.COMPLETED, S.FAILED, S.CANCELLED, S.TIMED_OUT):
+                return
 
-    async def _went_on(self, run_id: str) -> bool:
-        """Wait until a run paused for a person is taken up again (True) or ends (False)."""
+    async def _went_on(self, run_id: str) -> RunState | None:
+        """Wait until a run paused for a person is taken up again or ends: its state then
+        (running, or how it ended); None if it cannot be read."""
         async with self.runtime.subscribe(run_id) as events:
             try:
                 now = await self.runtime.records.get_run(run_id)
             except MaidenError:
-                return False
+                return None
             if now.state is not S.AWAITING_APPROVAL:
-                return not now.terminal
+                return now.state
             async for event in events:
                 if isinstance(event, RunStarted):
-                    return True
+                    return S.RUNNING
                 if isinstance(event, RunEnded) and event.state is not S.AWAITING_APPROVAL:
-                    return False
-        return False
+                    return event.state
+        return None
 
 
 def stopped_where(event: Mapping[str, Any]) -> tuple[str, str, str] | None:

@@ -80,10 +80,11 @@ def make_shell(cfg: ShellConfig, base_dir: Path) -> Tool:
                                     "workdir) does not exist")
         env = {name: value for name in cfg.pass_env
                if (value := who.get(name, os.environ.get(name))) is not None}
+        # Looked for first: bwrap reports a missing command as its own failure (exit 1), and
+        # exec as another user reports a PATH folder it may not search as EACCES.
+        if not _runnable(argv[0], workdir, env.get("PATH", os.defpath)):
+            raise FileNotFoundError(f"command not found: {argv[0]}")
         if no_bwrap is None:
-            # bwrap reports a missing command as its own failure (exit 1): look first.
-            if not _runnable(argv[0], workdir, env.get("PATH", os.defpath)):
-                raise FileNotFoundError(f"command not found: {argv[0]}")
             argv = bwrap_argv(argv, str(workdir))
         try:
             result = await run_process(

@@ -74,8 +74,10 @@ async def test_a_run_waiting_for_an_approval_is_suspended_then_processing_again(
         prompt = bot_messages(fake, C)[-1]
         await click(fake, "U1", C, prompt, approve_button(prompt)["value"])
         await settled(s, fake, asked["ts"], "active")
-        assert statuses(fake, asked["ts"]) == ["processing", "suspended", "processing",
-                                                "active"]
+        # (``processing`` again between, unless the run ended before it was seen going on)
+        assert statuses(fake, asked["ts"]) in (
+            ["processing", "suspended", "processing", "active"],
+            ["processing", "suspended", "active"])
 
 
 async def test_the_stop_button_cancels_the_run_once_and_closes_the_session(
