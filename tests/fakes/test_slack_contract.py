@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from channels.slack.render import approval_blocks, decided_blocks, feedback_bloc
 from runtime import ApprovalDelivery
 from tests.fakes.slack import FakeSlack
 from tests.fakes.slack.contract import COMMON_ERRORS, CONTRACT, page
+from tests.fakes.slack_clients import web
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -29,14 +29,6 @@ CHANNEL, DM, HUMAN, TEAM = "C0GENERAL1", "D0DIRECT01", "U0HUMAN001", "T0FAKE0001
 PRODUCT = Path(__file__).resolve().parents[2] / "channels" / "slack"
 
 
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeSlack]:
-    async with FakeSlack() as server:
-        yield server
-
-
-def web(fake: FakeSlack) -> AsyncWebClient:
-    return AsyncWebClient(token=fake.bot_token, base_url=fake.api_url)
 
 
 async def refused(fake: FakeSlack, method: str, body: dict[str, Any]) -> dict[str, Any]:

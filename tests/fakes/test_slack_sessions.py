@@ -4,7 +4,6 @@ client and, for the stop button's ``agent_session_stopped``, bolt over Socket Mo
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -14,20 +13,11 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from tests.fakes.slack import TEAM, FakeSlack, Workspace
+from tests.fakes.slack_clients import web
 
 pytestmark = pytest.mark.timeout(20)
 
 CHANNEL, DM, HUMAN = "C0GENERAL1", "D0DIRECT01", "U0HUMAN001"
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeSlack]:
-    async with FakeSlack() as server:
-        yield server
-
-
-def web(fake: FakeSlack) -> AsyncWebClient:
-    return AsyncWebClient(token=fake.bot_token, base_url=fake.api_url)
 
 
 async def error_of(call: Any) -> str:
