@@ -54,7 +54,7 @@ from .feedback import FeedbackButtons
 from .home import AppHome
 from .mapping import Inbound, read_click, read_event
 from .render import FEEDBACK, decided_blocks, parse_choice
-from .sessions import Sessions, title_of
+from .sessions import Sessions
 from .streamer import SlackStreamer
 
 __all__ = ["SlackChannel"]
@@ -81,8 +81,6 @@ _TRY_LATER = frozenset({"ratelimited", "fatal_error", "internal_error", "service
 
 NO_ACCESS = ("Slack sent its sign-in page instead of the file: the bot token may not read "
              "it (the app needs the files:read scope; add it and reinstall the app)")
-STATUS = "is working on it…"
-REACTION = "hourglass_flowing_sand"
 
 
 class SlackChannel:
@@ -385,37 +383,8 @@ class SlackChannel:
                                                                limit=1))
 
     async def _show_status(self, run: Run, seen: Inbound) -> None:
-        """While the run works: its thread's agent session (``sessions``) where Slack keeps
-        them, else the assistant thread's status, else a reaction on the person's message;
-        gone at the end."""
-        thread_ts = seen.reply_in or seen.ts
         try:
-            # A session is a thread's: a DM's top level (answered there) has none.
-            if seen.reply_in is not None and await self.sessions.set(
-                    seen.channel, thread_ts, "processing", title=title_of(seen.text),
-                    user=seen.user):
-                await self.sessions.follow(run, seen.channel, thread_ts)
-                return
-            try:
-                await self.client.assistant_threads_setStatus(
-                    channel_id=seen.channel, thread_ts=thread_ts, status=STATUS)
-                status = True
-            except SlackApiError:
-                status = False
-                with contextlib.suppress(SlackApiError):
-                    await self.client.reactions_add(channel=seen.channel, timestamp=seen.ts,
-                                                    name=REACTION)
-            try:
-                async for _ in self.runtime.follow(run.id):
-                    pass
-            finally:
-                with contextlib.suppress(SlackApiError):
-                    if status:
-                        await self.client.assistant_threads_setStatus(
-                            channel_id=seen.channel, thread_ts=thread_ts, status="")
-                    else:
-                        await self.client.reactions_remove(channel=seen.channel,
-                                                           timestamp=seen.ts, name=REACTION)
+            await self.sessions.show(run, seen)
         finally:
             self._watching.discard(run.id)
 

@@ -24,6 +24,7 @@ started the run.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -34,12 +35,17 @@ from slack_sdk.web.async_client import AsyncWebClient
 from runtime import MaidenError, Run, RunEnded, RunStarted, RunState, Runtime
 
 from ..access import Access, Place
+from .mapping import Inbound
 
-__all__ = ["SessionStatus", "Sessions", "may_stop", "session_status"]
+__all__ = ["REACTION", "STATUS", "SessionStatus", "Sessions", "may_stop", "session_status"]
 
 log = logging.getLogger("maiden.slack")
 
 SessionStatus = Literal["processing", "active", "suspended", "closed"]
+STATUS = "is working on it…"
+"""The assistant thread's status where Slack keeps no sessions."""
+REACTION = "hourglass_flowing_sand"
+"""On the person's message where the app has no assistant status either."""
 _TITLE_CHARS = 60
 S = RunState
 
@@ -122,6 +128,38 @@ class Sessions:
             return
         # Written before this returns (and Slack gets its ack); cancelled right after.
         await self.runtime.stop(run.id, by=user, key=key)
+
+    async def show(self, run: Run, seen: Inbound) -> None:
+        """While ``run`` works: its thread's session where Slack keeps them, else the
+        assistant thread's status, else a reaction on the person's message; gone at the
+        end."""
+        thread_ts = seen.reply_in or seen.ts
+        # A session is a thread's: a DM's top level (answered there) has none.
+        if seen.reply_in is not None and await self.set(
+                seen.channel, thread_ts, "processing", title=title_of(seen.text),
+                user=seen.user):
+            await self.follow(run, seen.channel, thread_ts)
+            return
+        try:
+            await self.client.assistant_threads_setStatus(
+                channel_id=seen.channel, thread_ts=thread_ts, status=STATUS)
+            status = True
+        except SlackApiError:
+            status = False
+            with contextlib.suppress(SlackApiError):
+                await self.client.reactions_add(channel=seen.channel, timestamp=seen.ts,
+                                                name=REACTION)
+        try:
+            async for _ in self.runtime.follow(run.id):
+                pass
+        finally:
+            with contextlib.suppress(SlackApiError):
+                if status:
+                    await self.client.assistant_threads_setStatus(
+                        channel_id=seen.channel, thread_ts=thread_ts, status="")
+                else:
+                    await self.client.reactions_remove(channel=seen.channel,
+                                                       timestamp=seen.ts, name=REACTION)
 
     async def follow(self, run: Run, channel: str, thread_ts: str) -> None:
         """Keep the thread's session in step with ``run`` until it stops for good (its
