@@ -25,7 +25,7 @@ from .commands import COMMANDS, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, Usage
 from .config import LoadedConfig, load_config
 from .logging import configure as configure_logging
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
 
 def _positive(text: str) -> int:
@@ -38,9 +38,11 @@ def _positive(text: str) -> int:
     return value
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: every command and its arguments (the docs' CLI reference is
+    generated from it)."""
     p = argparse.ArgumentParser(prog="maiden", description="A durable, self-hosted AI agent.")
-    p.add_argument("--config", default="agent.toml",
+    p.add_argument("--config", default="agent.toml", metavar="PATH",
                    help="path to agent.toml (default: %(default)s)")
     p.add_argument("-v", "--verbose", action="store_true", help="log more")
     p.add_argument("--log-format", choices=["text", "json"], default="text",
@@ -54,39 +56,45 @@ def _parser() -> argparse.ArgumentParser:
     command("run", "recover unfinished runs, then serve everything configured: the HTTP "
             "API and console, Slack, Discord, schedules (until SIGINT/SIGTERM)")
     chat = command("chat", "talk to the agent in the terminal")
-    chat.add_argument("--thread", default="terminal", help="thread id (default: %(default)s)")
+    chat.add_argument("--thread", default="terminal", metavar="ID",
+                      help="thread id (default: %(default)s)")
     send = command("send", "send one message and print the reply")
-    send.add_argument("thread")
-    send.add_argument("text")
+    send.add_argument("thread", help="the thread id (any string without control characters)")
+    send.add_argument("text", help="the message")
     send.add_argument("--file", action="append", default=[], metavar="PATH",
                       help="a file for the agent to read (repeatable; [files] limits apply)")
     command("threads", "list threads")
     show = command("show", "show a thread's entries and runs")
-    show.add_argument("thread")
+    show.add_argument("thread", help="the thread id")
     runs = command("runs", "list runs")
-    runs.add_argument("--state", choices=[s.value for s in RunState], action="append")
-    runs.add_argument("--thread")
-    runs.add_argument("--limit", type=_positive, default=50,
+    runs.add_argument("--state", choices=[s.value for s in RunState], action="append",
+                      metavar="STATE", help="only runs in this state (repeatable)")
+    runs.add_argument("--thread", metavar="ID", help="only the runs of this thread")
+    runs.add_argument("--limit", type=_positive, default=50, metavar="N",
                       help="show the newest N runs (default: %(default)s)")
     approve = command("approve", "approve (or --deny) a call waiting for a person")
-    approve.add_argument("run")
-    approve.add_argument("call")
-    approve.add_argument("--deny", action="store_true")
-    approve.add_argument("--by", default="cli")
-    approve.add_argument("--reason", default="")
+    approve.add_argument("run", help="the run's id")
+    approve.add_argument("call", help="the tool call's id (as `maiden send` and `maiden runs` "
+                         "print it)")
+    approve.add_argument("--deny", action="store_true", help="deny the call instead")
+    approve.add_argument("--by", default="cli", metavar="NAME",
+                         help="who decides, as recorded (default: %(default)s)")
+    approve.add_argument("--reason", default="", metavar="TEXT", help="why, as recorded")
     resume = command("resume", "run a failed, cancelled or timed-out run again")
-    resume.add_argument("run")
+    resume.add_argument("run", help="the run's id")
     cancel = command("cancel", "cancel a run (wherever it is running)")
-    cancel.add_argument("run")
-    cancel.add_argument("--by", default="cli")
+    cancel.add_argument("run", help="the run's id")
+    cancel.add_argument("--by", default="cli", metavar="NAME",
+                        help="who cancels, as recorded (default: %(default)s)")
     usage = command("usage", "tokens and cost by thread, agent, person or place")
-    usage.add_argument("--since", help="an ISO date/time, or an age such as 24h or 7d")
+    usage.add_argument("--since", metavar="AGE_OR_DATE",
+                       help="an ISO date/time, or an age such as 24h or 7d")
     usage.add_argument("--by", choices=["thread", "agent", "user", "place"],
                        help="what the rows are (default: thread)")
     sched = command("schedules", "list the schedules: next fires, last slot")
     sched_sub = sched.add_subparsers(dest="schedules_command", metavar="[run NAME]")
     run_one = sched_sub.add_parser("run", help="run one schedule now and print its answer")
-    run_one.add_argument("name")
+    run_one.add_argument("name", help="the schedule's name")
     stored = command("files", "list the files the store holds (shared, or made by tools)")
     files_sub = stored.add_subparsers(dest="files_command", metavar="[prune]")
     prune = files_sub.add_parser("prune", help="remove files no message names, older than "
@@ -117,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     level = logging.INFO if args.verbose or args.command == "run" else logging.ERROR
     configure_logging(args.log_format, level)
     try:

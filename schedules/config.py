@@ -27,19 +27,22 @@ class ScheduleConfig(BaseModel):
     name: str = Field(description="unique; letters, digits, _ . - (the slot keys use it)")
     cron: str = Field(description="5-field crontab: minute hour day-of-month month weekday")
     timezone: str | None = Field(default=None, description="IANA; default [agent] timezone")
-    prompt: str
+    prompt: str = Field(description="the message the agent is sent at each slot")
     thread: str | None = Field(default=None, description="default schedule:{name}")
     fresh_thread: bool = Field(default=False,
                                description="true: each slot its own thread schedule:{name}:{slot}")
     deliver: str | None = Field(
         default=None, description='"slack:CHANNEL", "slack:CHANNEL:THREAD_TS", "discord:CHANNEL"'
         ", or absent: the answer stays in the thread (maiden show)")
-    misfire: Literal["skip", "once", "all"] = "once"
+    misfire: Literal["skip", "once", "all"] = Field(
+        default="once", description="slots missed while maiden was down: skip them, run the "
+        "newest once, or run all of them (at most max_catchup), oldest first")
     overlap: Literal["skip", "queue"] = Field(
         default="skip", description='"skip": a slot whose previous run still waits for an '
         'approval is skipped and recorded with why; "queue": its run waits behind it')
-    max_catchup: int = Field(default=10, ge=1, le=1000)
-    enabled: bool = True
+    max_catchup: int = Field(default=10, ge=1, le=1000,
+                             description='misfire = "all": at most this many missed slots run')
+    enabled: bool = Field(default=True, description="false: listed, but never fired")
     agent: str | None = Field(default=None, description=(
         "the agent that runs it (else where [[routes]] send it, else the default agent)"))
 
