@@ -75,6 +75,10 @@ class Sizes:
     replica_users: int
     replica_messages: int
     replica_counts: tuple[int, ...]
+    replica_thread_messages: int
+    """Workload 9's messages per thread in thread mode (short phases: more of them)."""
+    replica_slow_latency_s: float
+    """Workload 9's thread-mode variant with a slow model (1 and 2 replicas)."""
     slowloris_idle: int
     slowloris_requests: int
     stream_replies: int
@@ -97,6 +101,7 @@ FULL = Sizes(threads=(300, 3000), load_entries=10_000, recover_runs=1_000, users
              long_entries=(1_000, 100_000),
              slack_events=300, schedules=1000, schedules_due=100, schedule_rounds=5,
              replica_users=30, replica_messages=4, replica_counts=(1, 2, 3),
+             replica_thread_messages=8, replica_slow_latency_s=1.0,
              slowloris_idle=500, slowloris_requests=1000, stream_replies=20,
              files_messages=100, files_distinct=10, files_bytes=1_000_000,
              agents_messages=600, agents_prior=20_000, rounds=3, few_users=8,
@@ -106,6 +111,7 @@ QUICK = Sizes(threads=(60,), load_entries=1_000, recover_runs=50, users=5, messa
               slack_events=20,
               schedules=100, schedules_due=10, schedule_rounds=1,
               replica_users=4, replica_messages=2, replica_counts=(1, 2),
+              replica_thread_messages=2, replica_slow_latency_s=0.2,
               slowloris_idle=50, slowloris_requests=100, stream_replies=2,
               files_messages=10, files_distinct=3, files_bytes=200_000,
               agents_messages=30, agents_prior=2_000, rounds=1, few_users=3,
@@ -197,10 +203,13 @@ async def _run(sizes: Sizes, only: set[str], workdir: Path, sync: Synchronous) -
     if "replicas" in only:
         _progress(f"workload 9: {sizes.replica_users} threads x {sizes.replica_messages} "
                   f"messages through {', '.join(map(str, sizes.replica_counts))} `maiden run` "
-                  "replicas on PostgreSQL")
+                  "replicas on PostgreSQL, global then thread mode, then thread mode with a "
+                  f"{sizes.replica_slow_latency_s:g} s model")
         rows += replicas_rows(await run_replicas(
             workdir, threads=sizes.replica_users, messages=sizes.replica_messages,
-            latency_s=sizes.latency_s, counts=sizes.replica_counts))
+            latency_s=sizes.latency_s, counts=sizes.replica_counts,
+            thread_messages=sizes.replica_thread_messages,
+            slow_latency_s=sizes.replica_slow_latency_s))
     if "slowloris" in only:
         _progress(f"workload 10: /healthz with {sizes.slowloris_idle} half-sent requests "
                   "held open")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import MaidenError, RunError, StoreError
 from .leases import Leases, is_gone_here
-from .requests import ControlRequest, Instance
+from .requests import ControlRequest, Instance, News
 from .stores.base import unlistened
 
 if TYPE_CHECKING:
@@ -58,6 +58,9 @@ class Upkeep(Protocol):
 
     def report_peers(self, others: int) -> None:
         """How many other runtimes serve the store, as last found."""
+
+    def heard(self, news: News, key: str) -> None:
+        """What the store told of a thread (``LeaseStore.listen_threads``)."""
 
 
 FLUSH_EVERY_S = 5.0
@@ -109,6 +112,7 @@ async def serve_requests(
     stopper = asyncio.ensure_future(stop.wait())
     stopper.add_done_callback(lambda _: wake.set())
     unlisten: Callable[[], Awaitable[None]] = unlistened
+    unhear: Callable[[], Awaitable[None]] = unlistened
     try:
         while not stop.is_set():
             wake.clear()
@@ -123,6 +127,8 @@ async def serve_requests(
                     await rt.leases.take(instance_lease(me.id))
                     if unlisten is unlistened:
                         unlisten = await store.listen_requests(wake.set)
+                    if unhear is unlistened:
+                        unhear = await store.listen_threads(rt.heard)
                 except StoreError as exc:
                     rt.report_store(str(exc))
                     if reported is None or now - reported >= REPORT_EVERY_S:
@@ -155,8 +161,9 @@ async def serve_requests(
                 await asyncio.wait_for(wake.wait(), poll_interval_s)
     finally:
         stopper.cancel()
-        with contextlib.suppress(Exception):
-            await unlisten()
+        for stop_listening in (unlisten, unhear):
+            with contextlib.suppress(Exception):
+                await stop_listening()
         with contextlib.suppress(Exception):
             await store.beat(me, gone=True)
         with contextlib.suppress(Exception):

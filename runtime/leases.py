@@ -119,6 +119,12 @@ class Leases:
             self._keep()
         return other
 
+    async def ask_for_thread(self, thread_id: str) -> None:
+        """Ask whichever process holds the thread's lease to drive its next run now
+        (``LeaseStore.ask_for_thread``): it may be keeping the lease idle (lingering)."""
+        with contextlib.suppress(StoreError):  # only sooner: the lease ends in time anyway
+            await self._store.ask_for_thread(thread_id)
+
     async def release(self, name: str) -> None:
         """Give the lease up (nothing if this runtime does not have it)."""
         self._on_lost.pop(name, None)

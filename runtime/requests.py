@@ -3,6 +3,7 @@ leases, and the state of schedules."""
 
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -11,8 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 if TYPE_CHECKING:
     from .runs import Run
 
-__all__ = ["ControlRequest", "Instance", "Lease", "Note", "NoteCall", "ScheduleRecord",
-           "ScheduleService", "SlotMark", "Vote"]
+__all__ = ["ControlRequest", "Instance", "Lease", "News", "Note", "NoteCall", "ScheduleRecord",
+           "ScheduleService", "SlotMark", "Vote", "thread_key"]
 
 
 class ControlRequest(BaseModel):
@@ -57,6 +58,19 @@ class Lease(BaseModel):
     holder: str
     expires_in: float
     """Seconds left when it was read."""
+
+
+News = Literal["ended", "asked"]
+"""What one process tells the others of a thread (``LeaseStore.listen_threads``): one of its
+runs ended or paused (its waiters in other processes look at the store), or a process found
+the thread's lease held while it has a run of the thread to drive (the holder drives it now
+instead of keeping the lease idle)."""
+
+
+def thread_key(thread_id: str) -> str:
+    """A thread's name in news between processes: short, plain ASCII and of one length
+    (an id may be of any length and hold any character)."""
+    return hashlib.sha256(thread_id.encode()).hexdigest()[:24]
 
 
 class ScheduleRecord(BaseModel):

@@ -145,8 +145,8 @@ class Runtime:
                                 poll_interval_s=self.settings.poll_interval_s,
                                 serving=lambda: self._serving is not None)
         self._upkeep = RuntimeUpkeep(store, self._driver, self._outbox, self._workers,
-                                     self._peers, self._leases, instance_id=self.instance_id,
-                                     clock=clock)
+                                     self._peers, self._leases, waiting=self._waiting,
+                                     instance_id=self.instance_id, clock=clock)
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
         self._stop = asyncio.Event()

@@ -12,8 +12,10 @@ from .drivers import Drivers
 from .leases import Leases
 from .loop import DRIVABLE
 from .peers import Peers
+from .requests import News
 from .runs import Run, RunState
 from .stores.base import Store
+from .waiting import Waiting
 from .workers import Workers
 
 __all__ = ["RuntimeUpkeep"]
@@ -23,12 +25,13 @@ class RuntimeUpkeep:
     """The control loop's side of one runtime: its workers, outbox and store."""
 
     def __init__(self, store: Store, driver: Drivers, outbox: Outbox, workers: Workers,
-                 peers: Peers, leases: Leases, *, instance_id: str,
+                 peers: Peers, leases: Leases, *, waiting: Waiting, instance_id: str,
                  clock: Callable[[], float]) -> None:
         self._store = store
         self._driver = driver
         self._outbox = outbox
         self._workers = workers
+        self._waiting = waiting
         self._peers = peers
         self.leases = leases
         self.instance_id = instance_id
@@ -52,6 +55,10 @@ class RuntimeUpkeep:
 
     def report_peers(self, others: int) -> None:
         self._workers.report_peers(others)
+
+    def heard(self, news: News, key: str) -> None:
+        self._workers.heard(news, key)
+        self._waiting.heard(news, key)
 
     def holds(self, run_id: str) -> bool:
         """True while this process is driving the run."""

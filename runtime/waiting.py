@@ -1,6 +1,7 @@
 """How a caller waits on a run (``Runtime.wait``, ``send``, ``follow``): the events of a run
-driven here, and the store read now and then for one that another process took up; a run
-nobody drives is taken up here."""
+driven here, and the store read for one that another process took up — as soon as the store
+tells that a run of its thread ended or paused (``heard``: PostgreSQL's notifications), and
+now and then in any case; a run nobody drives is taken up here."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import AsyncGenerator, Callable
 from .events import EventBus, RunEnded, RunEvent, Subscription
 from .loop import DRIVABLE
 from .peers import Peers
+from .requests import News, thread_key
 from .runs import Run
 from .stores.base import RunStore
 from .workers import Workers
@@ -28,9 +30,10 @@ class Waiting:
         self._peers = peers
         self._every = 4 * poll_interval_s
         self._serving = serving
-        self._waiters: set[Subscription] = set()
-        """The subscriptions of those waiting now: each is nudged every ``_every`` seconds
-        (one timer for all), to look at the store in case another process drives its run."""
+        self._waiters: dict[Subscription, str] = {}
+        """The subscriptions of those waiting now, with their run's ``thread_key``: each is
+        nudged every ``_every`` seconds (one timer for all), and when the store tells of
+        its thread, to look at the store in case another process drives its run."""
         self._ticker: asyncio.TimerHandle | None = None
 
     async def wait(self, run_id: str) -> Run:
@@ -59,7 +62,7 @@ class Waiting:
                 return
             # (Else just submitted, its end committed and not yet told: it comes on events,
             # after what was replayed.)
-            self._nudge(events)
+            self._nudge(events, run)
             try:
                 heard = False  # since the last nudge: a run whose events flow is not read
                 while True:
@@ -79,12 +82,12 @@ class Waiting:
                     if isinstance(event, RunEnded):
                         return
             finally:
-                self._waiters.discard(events)
+                self._waiters.pop(events, None)
 
     async def until_ended(self, run: Run, events: Subscription) -> Run:
         """The run as it ends or pauses, from ``events`` (subscribed before it could end)
         or, when they stay silent, from the store."""
-        self._nudge(events)
+        self._nudge(events, run)
         try:
             while True:
                 event = await events.next_or_nudge()
@@ -99,12 +102,20 @@ class Waiting:
                         raise event.failure
                     return event.run or await self._store.get_run(run.id)
         finally:
-            self._waiters.discard(events)
+            self._waiters.pop(events, None)
 
-    def _nudge(self, events: Subscription) -> None:
+    def heard(self, news: News, key: str) -> None:
+        """A run of the thread ``key`` names ended or paused (``ended``), maybe in another
+        process: whoever waits here on a run of that thread looks at the store now."""
+        if news == "ended":
+            for events, thread in self._waiters.items():
+                if thread == key:
+                    events.nudge()
+
+    def _nudge(self, events: Subscription, run: Run) -> None:
         """``events`` nudged every ``_every`` seconds until taken out of ``_waiters``: its
         first look at the store comes within that time, and one every that time after."""
-        self._waiters.add(events)
+        self._waiters[events] = thread_key(run.thread_id)
         if self._ticker is None:
             self._ticker = asyncio.get_running_loop().call_later(self._every, self._tick)
 

@@ -15,6 +15,13 @@ more to let go of it (and to look for a run another process queued meanwhile). N
 other runtimes serve the store: the thread's next message may reach one of them, which
 then drives it at once.
 
+A process that finds a thread's lease held while it has a run of the thread to drive asks
+for the thread (``Leases.ask_for_thread``): where the store carries the news (PostgreSQL),
+the holder's worker looks at the thread at once (``heard``) and drives that run, whether its
+lease lingered (it had not yet seen the other process: a replica that just started, a
+terminal's ``maiden chat``) or its worker was finishing the run before. So a thread's next
+message that lands on another replica waits for neither the linger nor a poll.
+
 A thread whose next run waits for a channel's file fetcher (``Files.awaits``: the channel
 opens after startup recovery) is left, its lease given up, until the channel registers it
 (``fetcher_arrived``); a download under way at shutdown is cut off (``stop_fetching``),
@@ -37,6 +44,7 @@ from .files import Files
 from .leases import Leases, describe_holder, thread_lease
 from .logcontext import RUN_CONTEXT
 from .peers import Peers
+from .requests import News, thread_key
 from .runs import Run, RunState
 from .stores.base import RunStore
 
@@ -97,6 +105,8 @@ class Workers:
         """Per channel, the threads whose next run waits for its fetcher (and that run)."""
         self._fetching: set[asyncio.Task[None]] = set()
         """The downloads made ahead of the lock now (``prefetch``)."""
+        self._woken: dict[str, asyncio.Event] = {}
+        """Threads whose worker waits for another process (``_look_again``)."""
 
     def kick(self, thread_id: str, active: list[Run] | None = None) -> None:
         """Make sure the thread's worker runs (and looks again if it is running now).
@@ -106,6 +116,8 @@ class Workers:
             return
         self._parked.pop(thread_id)
         self._dirty.add(thread_id)
+        if (woken := self._woken.get(thread_id)) is not None:
+            woken.set()
         if active is None or thread_id in self._tasks:
             self._listed.pop(thread_id, None)  # whatever was listed may have changed
         else:
@@ -118,6 +130,17 @@ class Workers:
             finally:
                 RUN_CONTEXT.reset(token)
             self._tasks[thread_id] = task
+
+    def heard(self, news: News, key: str) -> None:
+        """A process asked for a thread (``asked``): if this runtime holds its lease
+        (lingering, or its worker finishing a run), its worker looks at the thread now.
+        (Only the holder: the asker hears itself too, and must not wake itself to ask
+        again.)"""
+        if news == "asked":
+            for thread_id in [*self._parked, *self._tasks]:
+                if thread_key(thread_id) == key and \
+                        self._leases.holds(thread_lease(thread_id)):
+                    self.kick(thread_id)
 
     def report_peers(self, others: int) -> None:
         """How many other runtimes serve the store (the control loop found): once there are
@@ -231,8 +254,7 @@ class Workers:
                             self._bus.publish(StateChanged(
                                 run_id=run.id, thread_id=run.thread_id, state=run.state,
                                 reason=f"waiting for {holder} to finish run {active[0].id}"))
-                    await asyncio.sleep(self._settings.poll_interval_s)
-                    self._dirty.add(thread_id)
+                    await self._look_again(thread_id)
                     continue
                 if len(active) == 1 and thread_id not in self._dirty \
                         and not await self._let_go(thread_id):
@@ -256,6 +278,18 @@ class Workers:
             if failed and thread_id in self._dirty and not self.closing:
                 # Someone asked for this thread after the failed attempt began: look again.
                 self.kick(thread_id)
+
+    async def _look_again(self, thread_id: str) -> None:
+        """Wait ``poll_interval_s`` before the worker looks at its thread again, held by
+        another process, or less: until a message here ``kick``s it (its next run must not
+        wait for the poll)."""
+        woken = self._woken[thread_id] = asyncio.Event()
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(woken.wait(), self._settings.poll_interval_s)
+        finally:
+            self._woken.pop(thread_id, None)
+        self._dirty.add(thread_id)
 
     def _await_fetcher(self, run: Run, channel: str) -> None:
         """Leave the run's thread until ``channel`` registers its fetcher; say so once."""
@@ -335,6 +369,7 @@ class Workers:
                 listed = None  # the store is asked for the lease: time passes
             other = await self._leases.take(lease)
             if other is not None:
+                await self._leases.ask_for_thread(run.thread_id)
                 return describe_holder(other)
             self._lingered.discard(run.thread_id)
             # The run is read again inside if it may have changed since it was listed (a

@@ -16,6 +16,7 @@ from ..requests import (
     ControlRequest,
     Instance,
     Lease,
+    News,
     Note,
     NoteCall,
     ScheduleRecord,
@@ -275,6 +276,14 @@ class LeaseStore(Protocol):
 
     async def leases(self) -> list[Lease]:
         """Every unexpired lease, by name."""
+
+    async def listen_threads(self, heard: Callable[[News, str], None]
+                             ) -> Callable[[], Awaitable[None]]:
+        """Call ``heard(news, thread_key(thread_id))`` soon after any process ends or pauses
+        a run or asks for a thread (``News``); what stops it. A no-op where none can tell."""
+
+    async def ask_for_thread(self, thread_id: str) -> None:
+        """Tell the listeners (``asked``) that this process has a run of a held thread."""
 
 
 class ScheduleStore(Protocol):

@@ -1,12 +1,14 @@
 """The store contract, leases (DESIGN §3): one holder at a time, by the store's clock, on every
-backend."""
+backend; and the threads' news between processes, where the store can tell it."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
 
-from tests.stores.contract import AnyStore
+from runtime.requests import thread_key
+from runtime.stores.base import Checkpoint
+from tests.stores.contract import AnyStore, S, advance, started
 
 
 async def test_leases(store: AnyStore, new_store: Callable[[], AnyStore]) -> None:
@@ -50,3 +52,31 @@ async def test_two_takers_of_one_lease_one_wins(new_store: Callable[[], AnyStore
             got = await asyncio.gather(one.take_lease(name, "a", 30),
                                        two.take_lease(name, "b", 30))
             assert sorted(map(str, got)) in (["None", "a"], ["None", "b"]), got
+
+
+async def test_the_threads_news(store: AnyStore, backend: str,
+                                new_store: Callable[[], AnyStore]) -> None:
+    """PostgreSQL tells every listener, in any process, of a thread asked for and of a run
+    that stops being driven (its checkpoint, once committed); the others cannot tell, and
+    their readers poll."""
+    heard: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+    stop = await store.listen_threads(lambda news, key: heard.put_nowait((news, key)))
+    try:
+        async with new_store() as other:
+            await other.ask_for_thread("a/b\u2028" + "x" * 10_000)
+            running = await started(other, "t1")
+            await other.commit(Checkpoint("t1", None, run=running.model_copy(
+                update={"version": running.version + 1})))  # still driven: no news
+            ended, step = advance(running.model_copy(update={"version": running.version + 1}),
+                                  S.COMPLETED, "answered")
+            await other.commit(Checkpoint("t1", None, run=ended, transitions=[step]))
+        if backend != "postgres":
+            assert heard.empty()
+            return
+        async with asyncio.timeout(10):
+            assert await heard.get() == ("asked", thread_key("a/b\u2028" + "x" * 10_000))
+            assert await heard.get() == ("ended", thread_key("t1"))
+        assert heard.empty()
+    finally:
+        await stop()
+    await stop()  # stopping twice is fine

@@ -1,9 +1,11 @@
 """The PostgreSQL store's own guarantees (the contract suite covers the rest): migrations
-under an advisory lock, versions, non-durable commits, schema names, errors."""
+under an advisory lock, versions, non-durable commits, schema names, errors, a listening
+connection made again when it is lost."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
 import secrets
 from collections.abc import AsyncIterator
@@ -15,6 +17,7 @@ import pytest
 
 from runtime.entries import Notice, Usage, UserMessage
 from runtime.errors import CorruptStore, StoreError
+from runtime.requests import ControlRequest, thread_key
 from runtime.runs import Origin, Run, RunState, new_run_id
 from runtime.stores.base import Checkpoint, SpendAsk, SpendScope
 from runtime.stores.postgres import PostgresStore
@@ -256,3 +259,29 @@ async def test_a_thread_held_reads_only_its_new_rows_whoever_wrote_them(
     async with PostgresStore(PG_DSN, schema=schema, pool_size=1) as fresh:
         with pytest.raises(CorruptStore, match="unreadable entry at row 0"):
             await fresh.load_entries("held")  # a store that holds nothing reads it all
+
+
+async def test_a_lost_listening_connection_is_made_again(store: PostgresStore,
+                                                          schema: str) -> None:
+    """Cut (the server ends its backend, as a restart or a proxy would), the connection the
+    store listens on is made again with every channel, and what is told after is heard."""
+    heard: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+    woken = asyncio.Event()
+    stop_threads = await store.listen_threads(lambda news, key: heard.put_nowait((news, key)))
+    stop_requests = await store.listen_requests(woken.set)
+    try:
+        listening = store._listening._conn
+        await _sql(schema, "SELECT pg_terminate_backend($1)", listening.get_server_pid())
+        async with asyncio.timeout(20):
+            for _ in itertools.count():  # made again after RETRY_S
+                if store._listening._conn not in (None, listening):
+                    break
+                await asyncio.sleep(0.05)
+            await store.ask_for_thread("t")
+            assert await heard.get() == ("asked", thread_key("t"))
+            await store.add_request(ControlRequest(kind="cancel", run_id="r1"))
+            await woken.wait()
+    finally:
+        await stop_threads()
+        await stop_requests()
+    assert store._listening._conn is None  # the last listener gone, the connection too

@@ -4,13 +4,13 @@ with this machine's clock."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from pydantic import BaseModel
 
-from ...requests import Lease
-from ..base import LeaseStore
+from ...requests import Lease, News
+from ..base import LeaseStore, unlistened
 from .core import FilesCore, parse_file
 
 T = TypeVar("T")
@@ -54,6 +54,13 @@ class FilesLeases(FilesCore, LeaseStore):
         found, now = await self._disk.io(self._read_leases)
         return [Lease(name=n, holder=h.holder, expires_in=h.expires_at - now)
                 for n, h in sorted(found.items()) if h.expires_at > now]
+
+    async def listen_threads(self, heard: Callable[[News, str], None]
+                             ) -> Callable[[], Awaitable[None]]:
+        return unlistened  # readers poll: a folder cannot tell another process
+
+    async def ask_for_thread(self, thread_id: str) -> None:
+        """Nobody can hear it: a lingering lease is given up when its time is up."""
 
     # -- synchronous work, run in a worker thread
 

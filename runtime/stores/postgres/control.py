@@ -4,20 +4,12 @@ heartbeats."""
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import logging
 from collections.abc import Awaitable, Callable
-
-import asyncpg  # type: ignore[import-untyped]
 
 from ...errors import NotFound
 from ...requests import ControlRequest, Instance
 from ..base import ControlStore, unlistened
 from .core import PostgresCore
-from .sql import ERRORS
-
-log = logging.getLogger("maiden.store")
 
 __all__ = ["PostgresControl"]
 
@@ -32,36 +24,14 @@ class PostgresControl(PostgresCore, ControlStore):
             await conn.execute("INSERT INTO requests (id, data) VALUES ($1, $2)",
                                stored.id, stored.model_dump_json())
             # Delivered to the listeners when the transaction commits, not before.
-            await conn.execute("SELECT pg_notify($1, $2)", self._channel, str(stored.id))
+            await conn.execute("SELECT pg_notify($1, $2)", self._requests, str(stored.id))
         return stored
 
     async def listen_requests(self, wake: Callable[[], None]) -> Callable[[], Awaitable[None]]:
-        """``LISTEN`` on a connection of its own (outside the pool); if it is lost, the
-        readers' polling carries on alone, and the next call listens again."""
-
-        def notified(*_: object) -> None:
-            wake()
-
-        try:
-            conn = await asyncpg.connect(self.dsn, timeout=self.connect_timeout_s)
-            await conn.add_listener(self._channel, notified)
-        except (*ERRORS, ValueError) as exc:
-            log.warning("cannot listen for requests on postgres (%s); polling instead",
-                        type(exc).__name__)
-            return unlistened
-
-        async def unlisten() -> None:
-            if not conn.is_closed():
-                with contextlib.suppress(*ERRORS):
-                    await conn.close(timeout=5)
-
-        return unlisten
-
-    @property
-    def _channel(self) -> str:
-        """The notification channel of this schema's requests (an identifier of 63 bytes
-        at most, whatever the schema's name)."""
-        return "maiden_requests_" + hashlib.sha256(self.schema.encode()).hexdigest()[:20]
+        """``LISTEN`` on the store's listening connection (``listen``); while it cannot,
+        the readers' polling carries on alone, and the next call listens again."""
+        stop = await self._listening.listen(self._requests, lambda _: wake())
+        return unlistened if stop is None else stop
 
     async def requests(self) -> list[ControlRequest]:
         return await self._parsed(ControlRequest.model_validate_json,

@@ -19,6 +19,7 @@ from ...errors import StoreError
 from ...tail import ThreadCache
 from ..base import Opens
 from ..dsn import redact_dsn
+from .listen import Listening, channel
 from .schema import check_schema_name, migrate
 from .sql import ERRORS, configure, keep
 
@@ -49,6 +50,11 @@ class PostgresCore(Opens):
         current, or another process migrated it first)."""
         self._pool: Any = None
         self._threads = ThreadCache(cached_entries)
+        self._listening = Listening(dsn, connect_timeout_s)
+        self._requests = channel("maiden_requests_", self.schema)
+        """The notification channel of requests between processes (``control``)."""
+        self._news = channel("maiden_threads_", self.schema)
+        """The notification channel of the threads' news (``leases``)."""
 
     async def open(self) -> None:
         if self._pool is not None:
@@ -80,6 +86,7 @@ class PostgresCore(Opens):
     async def close(self) -> None:
         pool, self._pool = self._pool, None
         self._threads.clear()
+        await self._listening.close()
         if pool is not None:
             await pool.close()
 

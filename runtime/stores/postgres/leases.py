@@ -1,15 +1,19 @@
 """The PostgreSQL store's leases, judged by the server's clock, so replicas whose clocks
-disagree still agree on who holds one."""
+disagree still agree on who holds one; and the threads' news, told with ``pg_notify`` on a
+channel per schema (``ended`` goes with the checkpoint that ends or pauses a run: ``runs``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import get_args
 
-from ...requests import Lease
-from ..base import LeaseStore
+from ...requests import Lease, News, thread_key
+from ..base import LeaseStore, unlistened
 from .core import PostgresCore
 
 __all__ = ["PostgresLeases"]
+
+_NEWS: dict[str, News] = {kind: kind for kind in get_args(News)}
 
 
 class PostgresLeases(PostgresCore, LeaseStore):
@@ -56,3 +60,18 @@ class PostgresLeases(PostgresCore, LeaseStore):
             "SELECT name, holder, extract(epoch FROM expires_at - clock_timestamp()) "
             "FROM leases WHERE expires_at > clock_timestamp() ORDER BY name")
         return [Lease(name=r[0], holder=r[1], expires_in=float(r[2])) for r in rows]
+
+    async def listen_threads(self, heard: Callable[[News, str], None]
+                             ) -> Callable[[], Awaitable[None]]:
+        def told(payload: str) -> None:
+            news, _, key = payload.partition(":")
+            kind = _NEWS.get(news)
+            if kind is not None and key:
+                heard(kind, key)
+
+        stop = await self._listening.listen(self._news, told)
+        return unlistened if stop is None else stop
+
+    async def ask_for_thread(self, thread_id: str) -> None:
+        await self._value("SELECT pg_notify($1, $2)", self._news,
+                          f"asked:{thread_key(thread_id)}")

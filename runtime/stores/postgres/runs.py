@@ -20,7 +20,8 @@ from itertools import pairwise
 
 from ...entries import Entry, Notice
 from ...errors import NotFound, StoreError
-from ...runs import Run, RunState, Transition, arriving_after
+from ...requests import thread_key
+from ...runs import DRIVABLE, Run, RunState, Transition, arriving_after
 from ...tail import Tail
 from ..base import (
     Checkpoint,
@@ -120,8 +121,12 @@ class PostgresRuns(PostgresCore, RunStore):
         cp = checkpoint
         if cp.entries and cp.position is None:
             raise StoreError("a checkpoint with entries needs a position")
+        # A run that stops being driven (ended, paused) is news for whoever waits on it
+        # in another process: told with the checkpoint, so it comes once it is committed.
+        told = None if cp.run is None or cp.run.state in DRIVABLE else \
+            (self._news, f"ended:{thread_key(cp.thread_id)}")
         async with self._connection() as conn:
-            await write_checkpoint(conn, cp)
+            await write_checkpoint(conn, cp, told)
         if cp.position is not None:
             self._threads.extend(cp.thread_id, cp.position, cp.entries)
 

@@ -24,9 +24,9 @@ from ...runs import TERMINAL, Delivery, RunState
 from ..base import Checkpoint
 from ..rows import activity, entry_row, pending_changed, run_json, spend_of
 
-__all__ = ["CHECKPOINT", "ERRORS", "LIST_THREADS", "checkpoint_args", "configure",
-           "decode_text", "encode_text", "keep", "list_runs_sql", "update_pending",
-           "write_checkpoint"]
+__all__ = ["CHECKPOINT", "ERRORS", "LIST_THREADS", "TOLD_CHECKPOINT", "checkpoint_args",
+           "configure", "decode_text", "encode_text", "keep", "list_runs_sql",
+           "update_pending", "write_checkpoint"]
 
 ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
 """What asyncpg raises: the server's errors, a misused or lost connection, the network, a
@@ -66,6 +66,9 @@ async def keep(conn: Any) -> None:
 CHECKPOINT = "SELECT maiden_checkpoint(" + ", ".join(f"${i}" for i in range(1, 25)) + ")"
 """A checkpoint, in one round trip (the schema's ``maiden_checkpoint``, version 7)."""
 
+TOLD_CHECKPOINT = CHECKPOINT + ", pg_notify($25, $26)"
+"""A checkpoint and a notification, sent only if it commits, in the same round trip."""
+
 STALE = "MDN01"
 """The SQLSTATE ``maiden_checkpoint`` raises for a stale write."""
 
@@ -104,11 +107,15 @@ def checkpoint_args(cp: Checkpoint) -> tuple[Any, ...]:
     )
 
 
-async def write_checkpoint(conn: Any, cp: Checkpoint) -> None:
+async def write_checkpoint(conn: Any, cp: Checkpoint,
+                           told: tuple[str, str] | None = None) -> None:
     """The checkpoint, in one call (its own transaction): all of it, or ``StaleWrite`` (or
-    another error) and nothing."""
+    another error) and nothing. ``told``: a notification (channel, payload) sent with it."""
     try:
-        await conn.execute(CHECKPOINT, *checkpoint_args(cp))
+        if told is None:
+            await conn.execute(CHECKPOINT, *checkpoint_args(cp))
+        else:
+            await conn.execute(TOLD_CHECKPOINT, *checkpoint_args(cp), *told)
     except asyncpg.UniqueViolationError as exc:
         raise StaleWrite(f"a result for that tool call is already recorded: {exc}") from exc
     except asyncpg.PostgresError as exc:

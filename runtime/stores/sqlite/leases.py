@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
-from ...requests import Lease
-from ..base import LeaseStore
+from ...requests import Lease, News
+from ..base import LeaseStore, unlistened
 from .core import SQLiteCore
 
 __all__ = ["SQLiteLeases"]
@@ -58,3 +58,10 @@ class SQLiteLeases(SQLiteCore, LeaseStore):
         rows = await self._fetchall("SELECT name, holder, expires_at FROM leases "
                                     "WHERE expires_at > ? ORDER BY name", (now,))
         return [Lease(name=r[0], holder=r[1], expires_in=r[2] - now) for r in rows]
+
+    async def listen_threads(self, heard: Callable[[News, str], None]
+                             ) -> Callable[[], Awaitable[None]]:
+        return unlistened  # readers poll: SQLite cannot tell another process's connection
+
+    async def ask_for_thread(self, thread_id: str) -> None:
+        """Nobody can hear it: a lingering lease is given up when its time is up."""
