@@ -1,0 +1,147 @@
+"""Faults at the plan's times, a watch on replicas that die on their own, and the settle:
+every fault off, every replica up, no run left to drive."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import Counter
+from collections.abc import Coroutine
+from typing import Any
+
+from .model import Model
+from .plan import Fault, Plan
+from .proxy import Proxy
+from .system import History, Replica
+
+__all__ = ["Faults"]
+
+
+class Faults:
+    def __init__(self, plan: Plan, replicas: list[Replica], model: Model, proxy: Proxy | None,
+                 history: History) -> None:
+        self.plan = plan
+        self.replicas = replicas
+        self.model = model
+        self.proxy = proxy
+        self.history = history
+        self.done: Counter[str] = Counter()
+        self.skipped: Counter[str] = Counter()
+        self.surprises: list[str] = []  # replicas that died, or would not stop or start
+        self._restarts: set[asyncio.Task[None]] = set()
+        self.last_death = 0.0  # when a replica last stopped or died (time.monotonic())
+
+    async def run(self) -> None:
+        """Every fault of the plan at its time (returns after the last one began)."""
+        for fault in self.plan.faults:
+            await asyncio.sleep(max(0.0, fault.at - self.history.now()))
+            await self._inject(fault)
+
+    async def _inject(self, fault: Fault) -> None:
+        if fault.kind in ("kill", "term"):
+            replica = self.replicas[fault.replica]
+            if not replica.up:
+                self.skipped[fault.kind] += 1
+                self.history.note(fault.kind, f"{replica.name}: skipped, it is not up")
+                return
+            pid = replica.proc.pid if replica.proc else "?"
+            self.history.note(fault.kind, f"{replica.name} (pid {pid}), back in "
+                              f"{fault.duration_s}s")
+            self._later(self._stop_and_restart(replica, fault))
+        elif fault.kind == "pg_cut" and self.proxy is not None:
+            cut = self.proxy.cut()
+            self.history.note("pg_cut", f"{cut} connection(s) cut, refused for "
+                              f"{fault.duration_s}s")
+            self._later(self._restore(fault.duration_s))
+        elif fault.kind == "model_outage":
+            self.model.outage_until = time.monotonic() + fault.duration_s
+            self.model.outage_status = fault.status
+            self.history.note("model_outage", f"{fault.status} for {fault.duration_s}s")
+        else:
+            self.skipped[fault.kind] += 1
+            return
+        self.done[fault.kind] += 1
+
+    def _later(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._restarts.add(task)
+        task.add_done_callback(self._restarts.discard)
+
+    async def _stop_and_restart(self, replica: Replica, fault: Fault) -> None:
+        self.last_death = time.monotonic()
+        if fault.kind == "kill":
+            await replica.kill()
+        else:
+            try:
+                code = await replica.term()
+            except TimeoutError:
+                self.surprises.append(f"{self.history.now():.1f}s {replica.name} did not stop "
+                                      "within 30 s of SIGTERM (killed)")
+                self.history.note("term", f"{replica.name}: still running 30 s later, killed")
+            else:
+                self.history.note("term", f"{replica.name} exited {code}")
+                if code != 0:
+                    self.surprises.append(f"{self.history.now():.1f}s {replica.name} exited "
+                                          f"{code} on SIGTERM")
+        await asyncio.sleep(fault.duration_s)
+        await self.start(replica)
+
+    async def start(self, replica: Replica) -> None:
+        for attempt in range(5):
+            try:
+                await replica.start()
+            except (RuntimeError, TimeoutError) as exc:
+                self.surprises.append(f"{self.history.now():.1f}s {replica.name} failed to "
+                                      f"start: {str(exc)[:300]}")
+                self.history.note("start", f"{replica.name} failed to start ({attempt + 1})")
+                await replica.close()
+                if "Address already in use" in str(exc):
+                    replica.move()
+                await asyncio.sleep(1.0 + attempt)
+                continue
+            self.history.note("start", f"{replica.name} up (pid "
+                              f"{replica.proc.pid if replica.proc else '?'})")
+            return
+
+    async def _restore(self, after_s: float) -> None:
+        await asyncio.sleep(after_s)
+        if self.proxy is not None:
+            self.proxy.restore()
+        self.history.note("pg_restore", "connections accepted again")
+
+    async def watch(self) -> None:
+        """Restart a replica that died without being told to (and say so)."""
+        while True:
+            await asyncio.sleep(0.5)
+            for replica in self.replicas:
+                proc = replica.proc
+                if replica.up and proc is not None and proc.returncode is not None:
+                    replica.up, self.last_death = False, time.monotonic()
+                    self.surprises.append(f"{self.history.now():.1f}s {replica.name} died on "
+                                          f"its own (exit {proc.returncode}); see "
+                                          f"{replica.log}")
+                    self.history.note("died", f"{replica.name} exit {proc.returncode}")
+                    await replica.close()
+                    self._later(self.start(replica))
+
+    async def stop(self) -> None:
+        """Cancel the stops and restarts under way."""
+        for task in list(self._restarts):
+            task.cancel()
+        await asyncio.gather(*self._restarts, return_exceptions=True)
+
+    async def quiet(self) -> None:
+        """Faults off: the proxy open, the model well, every replica up."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(90):
+                while self._restarts:
+                    await asyncio.gather(*self._restarts, return_exceptions=True)
+        if self.proxy is not None:
+            self.proxy.restore()
+        self.model.outage_until = 0.0
+        for replica in self.replicas:
+            if not replica.up:
+                await replica.close()
+                await self.start(replica)
+        self.history.note("settle", "faults off, every replica up")

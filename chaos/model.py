@@ -1,0 +1,188 @@
+"""The soak's model: the OpenAI wire (``tests/fakes/openai.py``), answering from what it
+is sent, and failing now and then, deterministically from the seed.
+
+A message ``[m00042] ana asks for look+note then charge`` gets, turn by turn, a call of
+each tool named for that turn (``look`` and ``note`` together, then ``charge``), then the
+answer ``answer to m00042: 3 results``. Which request fails, and how (500, 429 with
+``Retry-After``, a stream cut mid-way, an empty answer), is a hash of the seed, the
+message's tag, the turn and how many times that turn was asked: the same on a replay, as
+long as the same requests are made. An outage (a fault of the plan) fails every request
+while it lasts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import re
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from tests.fakes.openai import OpenAIServer, error, stream
+from tests.fakes.server import Reply
+
+__all__ = ["ASK", "Model", "answer_text", "failure"]
+
+ASK = re.compile(r"^\[(m\d{5})\] \w+ asks for (.+)$", re.MULTILINE)
+
+
+class _Gone(logging.Filter):
+    """A replica killed while the model wrote to it: aiohttp logs the reset as an error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], ConnectionResetError))
+
+
+logging.getLogger("aiohttp.server").addFilter(_Gone())
+
+
+def answer_text(tag: str, results: int) -> str:
+    return f"answer to {tag}: {results} results"
+
+
+def failure(seed: int, tag: str, turn: int, attempt: int) -> str | None:
+    """How the model fails this request, if it does: ``500``, ``429``, ``cut`` or
+    ``empty`` (about one request in ten)."""
+    digest = hashlib.sha256(f"{seed}:{tag}:{turn}:{attempt}".encode()).digest()
+    u = int.from_bytes(digest[:8], "big") / 2**64
+    for limit, kind in ((0.04, "500"), (0.07, "429"), (0.085, "cut"), (0.10, "empty")):
+        if u < limit:
+            return kind
+    return None
+
+
+def _latency(seed: int, tag: str, turn: int, attempt: int) -> float:
+    digest = hashlib.sha256(f"latency:{seed}:{tag}:{turn}:{attempt}".encode()).digest()
+    return digest[0] / 255 * 0.15
+
+
+class Model(OpenAIServer):
+    """``outcomes`` counts what it answered (``calls``, ``answer``, each failure kind);
+    ``malformed`` keeps every request the real API's rules refused."""
+
+    def __init__(self, seed: int, log: Path | None = None) -> None:
+        super().__init__(api_key="sk-chaos")
+        self.seed = seed
+        self.log = log  # every request's messages and what it was answered, one JSON line
+        self.outage_until = 0.0
+        self.outage_status = 500
+        self.attempts: Counter[tuple[str, int]] = Counter()
+        self.outcomes: Counter[str] = Counter()
+        self.malformed: list[str] = []
+        self.unknown: list[str] = []
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        key = _turn(body) if isinstance(body, dict) else None
+        if key is not None:
+            tag, turn = key[0], key[1]
+            await asyncio.sleep(_latency(self.seed, tag, turn, self.attempts[(tag, turn)] + 1))
+        return await super()._handle(request)
+
+    def validate(self, headers: dict[str, str], body: Any) -> Reply | None:
+        refused = super().validate(headers, body)
+        if refused is not None:
+            self.malformed.append(json.dumps(refused.json)[:300])
+            self.outcomes["refused"] += 1
+            return refused
+        if time.monotonic() < self.outage_until:
+            self.outcomes[f"outage_{self.outage_status}"] += 1
+            return _failed(str(self.outage_status))
+        key = _turn(body)
+        if key is None:
+            self.unknown.append(json.dumps(body["messages"][-1])[:300])
+            self.outcomes["unknown"] += 1
+            return error(400, "chaos model: no tagged message in the request")
+        tag, turn, steps, results = key[0], key[1], key[2], key[3]
+        self.attempts[(tag, turn)] += 1
+        if self.log is not None:
+            with self.log.open("a") as log:
+                log.write(json.dumps({"tag": tag, "turn": turn, "attempt": self.attempts[
+                    (tag, turn)], "messages": body["messages"][1:]}) + "\n")
+        kind = failure(self.seed, tag, turn, self.attempts[(tag, turn)])
+        if kind is not None and kind != "cut":
+            self.outcomes[kind] += 1
+            return _failed(kind)
+        cut = kind == "cut"
+        if turn < len(steps):
+            self.outcomes["cut" if cut else "calls"] += 1
+            calls = []
+            for j, name in enumerate(steps[turn]):
+                arguments = json.dumps({"tag": tag, "n": turn * 10 + j})
+                calls.append((f"call_{tag}_{turn}_{j}", name,
+                              [arguments[:9], arguments[9:]]))
+            if cut:
+                return stream(calls=calls[:1], done=False, end="abort")
+            return stream(calls=calls)
+        self.outcomes["cut" if cut else "answer"] += 1
+        text = answer_text(tag, results)
+        pieces = [text[:8], text[8:16], text[16:]]
+        return stream(pieces[:2], done=False, end="abort") if cut else stream(pieces)
+
+
+def _failed(kind: str) -> Reply:
+    if kind == "500":
+        return error(500, "The server had an error while processing your request.",
+                     kind="server_error")
+    if kind == "429":
+        return error(429, "Rate limit reached for requests.", kind="requests",
+                     code="rate_limit_exceeded", **{"retry-after": "1"})
+    return stream([])  # empty: no text, no calls
+
+
+def _turn(body: dict[str, Any]) -> tuple[str, int, list[list[str]], int] | None:
+    """The request's message tag, which of its turns is asked for, the tools it asks for
+    turn by turn, and how many of its calls have results.
+
+    The run asked for is found from the end: a tool result names its call (whose id
+    names the message and turn); a result that came back after the thread moved on (an
+    approval decided after its run timed out) is a ``[notice] an earlier call to NAME``,
+    whose call is the one the history shows with no result; else the last message of
+    ours (a cancelled run's message and the next one are sent as one user message)."""
+    messages = body.get("messages") or []
+    texts = [m.get("content") if isinstance(m.get("content"), str) else "" for m in messages]
+    for i in range(len(messages) - 1, -1, -1):
+        m, text = messages[i], texts[i]
+        if m.get("role") == "tool":
+            found = _CALL.match(m.get("tool_call_id", ""))
+            if found:
+                return _state(messages, texts, found.group(1), int(found.group(2)) + 1)
+        elif m.get("role") == "user" and text.startswith(_ORPHAN):
+            name = text[len(_ORPHAN):].split(" ", 1)[0]
+            for j in range(i - 1, -1, -1):
+                for call in messages[j].get("tool_calls") or ():
+                    answer = next((t for k, t in enumerate(texts) if messages[k].get(
+                        "tool_call_id") == call["id"]), "")
+                    found = _CALL.match(call["id"])
+                    if found and call["function"]["name"] == name and _UNRECORDED in answer:
+                        return _state(messages, texts, found.group(1), int(found.group(2)) + 1)
+        elif m.get("role") == "user":
+            asked = list(ASK.finditer(text))
+            if asked:
+                return _state(messages, texts, asked[-1].group(1), 0)
+    return None
+
+
+_CALL = re.compile(r"^call_(m\d{5})_(\d+)_\d+$")
+_ORPHAN = "[notice] an earlier call to "
+_UNRECORDED = "no result was recorded for this call"
+
+
+def _state(messages: list[dict[str, Any]], texts: list[str], tag: str, turn: int
+           ) -> tuple[str, int, list[list[str]], int] | None:
+    asks = next((a.group(2) for t in texts for a in ASK.finditer(t) if a.group(1) == tag), None)
+    if asks is None:
+        return None
+    steps = [] if asks == "nothing" else [t.split("+") for t in asks.split(" then ")]
+    results = {m.get("tool_call_id") for m in messages if m.get("role") == "tool"
+               and str(m.get("tool_call_id", "")).startswith(f"call_{tag}_")}
+    return tag, turn, steps, len(results)

@@ -1,0 +1,169 @@
+"""The soak's plan: every message, cancel, decision and fault, drawn from one seed.
+
+A plan is pure data made by ``make_plan(seed, ...)`` before anything starts, and written
+to the work dir as JSON: the same seed gives the same plan, and ``--replay FILE`` runs a
+plan again as it was written. What a plan cannot fix is the timing of real processes
+(how long a replica takes to start, which request a kill lands in): see chaos/README.md.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = ["TOOLS", "Decide", "Fault", "Op", "Plan", "make_plan"]
+
+Route = Literal["http", "http_stream", "openai", "openai_stream", "slack"]
+FaultKind = Literal["kill", "term", "pg_cut", "model_outage"]
+
+# tool name -> effect class (the tools module, chaos/effects.py, declares the same)
+TOOLS = {"look": "read_only", "note": "idempotent_write", "charge": "non_idempotent",
+         "email": "non_idempotent", "deploy": "non_idempotent"}
+
+# What a message asks the model for: the tools of each turn, in order ([] : just answer).
+# Weights are per mille.
+_SHAPES: list[tuple[int, list[list[str]]]] = [
+    (300, []), (150, [["look"]]), (130, [["note"]]), (130, [["charge"]]), (60, [["email"]]),
+    (90, [["deploy"]]), (70, [["look", "note"], ["charge"]]), (40, [["note"], ["note"]]),
+    (30, [["charge", "email"]]),
+]
+_ROUTES: list[tuple[int, Route]] = [(350, "http"), (150, "http_stream"), (150, "openai"),
+                                    (100, "openai_stream"), (250, "slack")]
+SLACK_CHANNELS = ["C0CHAOS001", "C0CHAOS002", "C0CHAOS003"]
+
+
+def _pick(rng: random.Random, table: list[tuple[int, Any]]) -> Any:
+    return rng.choices([v for _, v in table], weights=[w for w, _ in table])[0]
+
+
+@dataclass
+class Decide:
+    """A person's decision on an approval, ``after_s`` once the run waits for it."""
+
+    approve: bool
+    after_s: float
+    twice: bool = False  # the button clicked again (the same decision, or its opposite)
+
+
+@dataclass
+class Op:
+    """One message: at ``at`` s, ``person`` sends ``text`` to ``thread`` via ``route``
+    (a Slack thread of the plan, ``slack/{seed}/{channel}/sNN``, is a maiden thread
+    once its first message is posted)."""
+
+    at: float
+    tag: str
+    thread: str
+    person: str
+    route: Route
+    replica: int
+    steps: list[list[str]]
+    wait: bool = True
+    cancel_after_s: float | None = None
+    decide: Decide | None = None
+
+    @property
+    def text(self) -> str:
+        asks = " then ".join("+".join(turn) for turn in self.steps) or "nothing"
+        return f"[{self.tag}] {self.person} asks for {asks}"
+
+
+@dataclass
+class Fault:
+    at: float
+    kind: FaultKind
+    replica: int = 0
+    duration_s: float = 0.0  # down (kill, term), cut (pg_cut), failing (model_outage)
+    status: int = 500  # model_outage: 500, or 429 with Retry-After
+
+
+@dataclass
+class Plan:
+    seed: int
+    seconds: float
+    store: str
+    replicas: int
+    threads: list[str]
+    people: list[str]
+    concurrency: str = "global"  # [runtime] concurrency of every replica
+    ops: list[Op] = field(default_factory=list)
+    faults: list[Fault] = field(default_factory=list)
+
+    def dump(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self), indent=1) + "\n")
+
+    @classmethod
+    def load(cls, path: Path) -> Plan:
+        raw = json.loads(path.read_text())
+        ops = [Op(**{**o, "decide": Decide(**o["decide"]) if o["decide"] else None})
+               for o in raw.pop("ops")]
+        faults = [Fault(**f) for f in raw.pop("faults")]
+        return cls(**raw, ops=ops, faults=faults)
+
+
+def make_plan(seed: int, seconds: float, store: str, replicas: int) -> Plan:
+    """The whole soak for ``seed``: about two messages a second, over ``seconds``."""
+    rng = random.Random(f"{seed}:{store}")
+    n_threads = max(4, int(seconds // 5))
+    people = ["ana", "ben", "cy", "dee"]
+    http = [f"chaos/{seed}/t{i:02d}" for i in range(n_threads)]
+    slack = [f"slack/{seed}/{rng.choice(SLACK_CHANNELS)}/s{i:02d}"
+             for i in range(max(2, n_threads // 2))]
+    plan = Plan(seed, seconds, store, replicas, threads=http + slack, people=people)
+    plan.concurrency = rng.choice(["global", "thread"])
+    owner = {t: rng.choice(people) for t in plan.threads}
+    at, i = 0.5, 0
+    while at < seconds:
+        route: Route = _pick(rng, _ROUTES)
+        thread = rng.choice(slack if route == "slack" else http)
+        steps = _pick(rng, _SHAPES)
+        # In Slack, anyone in the channel may write in a thread.
+        person = rng.choice(people) if route == "slack" else owner[thread]
+        op = Op(at=round(at, 3), tag=f"m{i:05d}", thread=thread, person=person,
+                route=route, replica=rng.randrange(replicas), steps=steps)
+        if op.route == "http" and rng.random() < 0.3:
+            op.wait = False
+        if rng.random() < 0.07:
+            op.cancel_after_s = round(rng.uniform(0.0, 1.5), 3)
+        if any("deploy" in turn for turn in steps):
+            late = rng.random() < 0.15
+            op.decide = Decide(approve=rng.random() < 0.7,
+                               after_s=round(rng.uniform(9, 14) if late
+                                             else rng.uniform(0.1, 3), 3),
+                               twice=rng.random() < 0.2)
+        plan.ops.append(op)
+        at += rng.expovariate(2.0)
+        i += 1
+    plan.faults = _faults(rng, seconds, replicas)
+    return plan
+
+
+def _faults(rng: random.Random, seconds: float, replicas: int) -> list[Fault]:
+    """Kills and stops (never the last replica up, by the planned times), PostgreSQL cuts
+    (PostgreSQL plans only) and model outages, each kind on its own clock."""
+    faults: list[Fault] = []
+    down_until = [0.0] * replicas
+    at = rng.uniform(2, 6)
+    while at < seconds:
+        victim = rng.randrange(replicas)
+        up = [r for r in range(replicas) if r != victim and down_until[r] < at]
+        if down_until[victim] < at and (up or replicas == 1):
+            down = round(rng.uniform(0.2, 4.0), 3)
+            kind: FaultKind = "kill" if rng.random() < 0.65 else "term"
+            faults.append(Fault(round(at, 3), kind, victim, down))
+            down_until[victim] = at + down + 6.0  # a restart takes a few seconds
+        at += rng.expovariate(1 / (7.0 if replicas > 1 else 12.0))
+    if replicas > 1:
+        at = rng.uniform(5, 15)
+        while at < seconds:
+            faults.append(Fault(round(at, 3), "pg_cut", duration_s=round(rng.uniform(0.5, 4), 3)))
+            at += rng.uniform(15, 30)
+    at = rng.uniform(4, 12)
+    while at < seconds:
+        faults.append(Fault(round(at, 3), "model_outage", duration_s=round(rng.uniform(1, 4), 3),
+                            status=rng.choice([500, 429])))
+        at += rng.uniform(12, 25)
+    return sorted(faults, key=lambda f: f.at)

@@ -1,0 +1,206 @@
+"""One pass of the soak: build the system for a plan, run its workload and faults, let
+it settle, read the store and check the invariants."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import signal
+import time
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+from uuid import uuid4
+
+import asyncpg  # type: ignore[import-untyped]
+import httpx
+
+from runtime import StoreConfig, make_store
+from tests.fakes.slack import FakeSlack
+
+from .client import Client
+from .faults import Faults
+from .invariants import ACTIVE, Stored, check
+from .model import Model
+from .plan import Plan
+from .proxy import Proxy
+from .report import Outcome, summary, violations
+from .slack import SlackPeople, check_slack, slack_env, slack_summary, slack_toml
+from .system import (
+    LEASE_LINGER_S,
+    LEASE_TTL_S,
+    ROOT,
+    History,
+    Replica,
+    StoreSpec,
+    token_of,
+    write_home,
+)
+from .workload import Workload
+
+__all__ = ["PG_DSN", "postgres_answers", "soak"]
+
+PG_DSN = os.environ.get("MAIDEN_TEST_PG_DSN", "postgresql://root@127.0.0.1:5432/test")
+SETTLE_S = 150.0
+
+
+async def postgres_answers() -> bool:
+    try:
+        conn = await asyncpg.connect(PG_DSN, timeout=3)
+    except Exception:
+        return False
+    await conn.close()
+    return True
+
+
+def _through(dsn: str, port: int) -> str:
+    parts = urlsplit(dsn)
+    user = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
+    return urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{port}"))
+
+
+async def _drop_schema(schema: str) -> None:
+    conn = await asyncpg.connect(PG_DSN, timeout=10)
+    try:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    finally:
+        await conn.close()
+
+
+async def _stop(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def soak(plan: Plan, work: Path) -> Outcome:
+    """One pass; Ctrl-C or a SIGTERM cancels it, once (a second signal does not cut the
+    way out short): every process, the schema and the fakes are taken down."""
+    this = asyncio.current_task()
+    assert this is not None
+
+    def stop() -> None:
+        if not this.cancelling():
+            this.cancel()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        asyncio.get_running_loop().add_signal_handler(signum, stop)
+    plan_file = work / f"plan-{plan.store}.json"
+    plan.dump(plan_file)
+    ledger = work / f"ledger-{plan.store}.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CHAOS_MODEL_KEY": "sk-chaos",
+           "CHAOS_LEDGER": str(ledger), "PYTHONUNBUFFERED": "1",
+           **{f"CHAOS_TOKEN_{p.upper()}": token_of(p) for p in plan.people}}
+    async with AsyncExitStack() as stack:
+        model = await stack.enter_async_context(
+            Model(plan.seed, work / f"model-{plan.store}.jsonl"))
+        proxy: Proxy | None = None
+        if plan.store == "postgres":
+            target = urlsplit(PG_DSN)
+            proxy = await stack.enter_async_context(
+                Proxy(target.hostname or "127.0.0.1", target.port or 5432))
+            spec = StoreSpec("postgres", schema=f"chaos_{plan.seed}_{uuid4().hex[:8]}")
+            env["CHAOS_PG_DSN"] = _through(PG_DSN, proxy.port)
+            stack.push_async_callback(_drop_schema, spec.schema)
+        else:
+            spec = StoreSpec("sqlite", path=str(work / "sqlite" / "maiden.db"))
+        fake: FakeSlack | None = None
+        if any(op.route == "slack" for op in plan.ops):
+            fake = await stack.enter_async_context(FakeSlack(wait=10.0))
+            env.update(slack_env(fake))
+        replicas = []
+        extra = slack_toml(fake, plan.people) if fake else ""
+        for i in range(plan.replicas):
+            home = work / plan.store / f"r{i}"
+            replica = Replica(i, home, env, work / f"{plan.store}-r{i}.log", functools.partial(
+                write_home, home, spec, model.base_url, people=plan.people,
+                concurrency=plan.concurrency, extra=extra))
+            replicas.append(replica)
+            stack.push_async_callback(replica.close)
+        history = History()
+        faults = Faults(plan, replicas, model, proxy, history)
+        stack.push_async_callback(faults.stop)  # no restart after the replicas are closed
+        await asyncio.gather(*(faults.start(r) for r in replicas))
+        if not all(r.up for r in replicas):
+            raise RuntimeError("the replicas did not start:\n" + "\n".join(faults.surprises))
+        client = Client()
+        stack.push_async_callback(client.aclose)
+        history.begin()
+        history.note("begin", f"{plan.store}, {plan.replicas} replica(s) up; seed {plan.seed}")
+        workload = Workload(plan, replicas, client, history,
+                            slack=SlackPeople(fake, history) if fake else None)
+        stack.push_async_callback(workload.cancel_all)
+        background = [asyncio.create_task(faults.watch()), asyncio.create_task(
+            workload.janitor())]
+        stack.push_async_callback(_stop, background)
+        await asyncio.gather(workload.run(), faults.run())
+        await asyncio.sleep(max(0.0, plan.seconds - history.now()))
+        await faults.quiet()
+        drained = await workload.drain(SETTLE_S)
+        idle = await _idle(client, workload, SETTLE_S)
+        history.note("settled", f"messages drained: {drained}; no run active: {idle}")
+        await _stop(background)
+        stored = await _read(client, workload, await _leases(spec, work, faults.last_death))
+        found = check(workload.sent, stored, model)
+        if fake is not None:
+            found += check_slack(plan, workload.sent, stored, fake)
+        outcome = Outcome(plan.store, [v for v in found if v.known is None],
+                          [v for v in found if v.known is not None],
+                          summary(plan, workload, faults, model, stored, history.now()))
+        if fake is not None:
+            at = next(i for i, line in enumerate(outcome.lines) if "invariants" in line)
+            outcome.lines.insert(at, slack_summary(workload.sent, fake))
+        if found:
+            outcome.lines += violations(plan, found, history, work, plan_file)
+        return outcome
+
+
+async def _idle(client: Client, workload: Workload, timeout_s: float) -> bool:
+    """Wait (at most ``timeout_s``) until no run is active or waiting for a person."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            while True:
+                replica = workload.pick(0)
+                if replica is not None:
+                    with contextlib.suppress(httpx.HTTPError):
+                        runs = await client.runs(replica.url, "ana", state=[
+                            *ACTIVE, "awaiting_approval"])
+                        if not runs:
+                            return True
+                await asyncio.sleep(1.0)
+    return False
+
+
+async def _leases(spec: StoreSpec, work: Path, last_death: float) -> list[dict[str, Any]]:
+    """The leases the store holds now, read with the runtime's own store, once a lease of
+    the last replica stopped or killed would have expired (``lease_ttl_s``) and one kept
+    after its thread's last run (``lease_linger_s``) would have been given up."""
+    await asyncio.sleep(max(LEASE_LINGER_S + 1.5,
+                            last_death + LEASE_TTL_S + 1 - time.monotonic()))
+    config = StoreConfig.model_validate({
+        "kind": spec.kind, "path": spec.path or "unused.db", "dsn_env": "CHAOS_PG_DSN",
+        **({"schema": spec.schema} if spec.schema else {})})
+    store = make_store(config, work, env={"CHAOS_PG_DSN": PG_DSN})
+    await store.open()
+    try:
+        return [lease.model_dump() for lease in await store.leases()]
+    finally:
+        await store.close()
+
+
+async def _read(client: Client, workload: Workload, leases: list[dict[str, Any]]) -> Stored:
+    replica = workload.pick(0)
+    assert replica is not None, "no replica up to read the store through"
+    runs = await client.runs(replica.url, "ana")
+    threads = set(await client.threads(replica.url, "ana")) | set(workload.plan.threads)
+    entries = {t: await client.thread(replica.url, "ana", t) for t in sorted(threads)}
+    ledger = Stored.read_ledger(Path(replica.env["CHAOS_LEDGER"]))
+    # Every state change of the runs a person decided on or that recovered (the lists
+    # leave them out): what the invariants say about a run that timed out or recovered.
+    details = {r["run_id"]: await client.run(replica.url, "ana", r["run_id"])
+               for r in runs if r["decisions"] or r["recovery_attempts"]}
+    live = {r.proc.pid for r in workload.replicas if r.up and r.proc is not None}
+    return Stored(runs, entries, ledger, details, leases, live)

@@ -1,0 +1,273 @@
+"""The people: each message of the plan sent at its time to its replica (another if that
+one is down or fails), cancels and approval decisions, and a janitor who denies the
+calls a crash left uncertain (approving them would run them again, by design).
+
+What the client saw of each message is kept in a ``Sent`` for the invariants.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import httpx
+
+from .client import Answer, Client, Refused
+from .plan import Op, Plan
+from .system import History, Replica
+
+__all__ = ["Sent", "SlackSender", "Workload"]
+
+SEND_DEADLINE_S = 240.0  # one message, every resend included
+
+
+class SlackSender(Protocol):
+    async def send(self, sent: Sent) -> None: ...
+
+    async def click(self, sent: Sent, run_id: str, call: str, approve: bool) -> int: ...
+
+
+@dataclass
+class Sent:
+    op: Op
+    key: str
+    thread: str = ""  # the maiden thread (a Slack thread's is known once it is posted)
+    run_id: str | None = None
+    acked: bool = False  # a Slack event a replica acked
+    accepted_at: float | None = None
+    answered_at: float | None = None
+    answers: list[Answer] = field(default_factory=list)
+    attempts: list[str] = field(default_factory=list)
+    refused: str | None = None
+    cancelled: list[int] = field(default_factory=list)
+    decided: list[tuple[bool, int]] = field(default_factory=list)
+    open_streams: list[str] = field(default_factory=list)
+
+
+class Workload:
+    def __init__(self, plan: Plan, replicas: list[Replica], client: Client,
+                 history: History, slack: SlackSender | None = None) -> None:
+        self.plan = plan
+        self.replicas = replicas
+        self.client = client
+        self.history = history
+        self.sent = {op.tag: Sent(op, key=f"chaos:{plan.seed}:{op.tag}", thread=op.thread)
+                     for op in plan.ops}
+        self.slack = slack
+        self.janitor_denied: list[str] = []
+        self.clicked = 0  # decisions made with a Slack prompt's buttons
+        self.tasks: set[asyncio.Task[None]] = set()
+        self._deciding: set[str] = set()  # tags whose person decides their own approval
+
+    def pick(self, start: int) -> Replica | None:
+        n = len(self.replicas)
+        for i in range(n):
+            replica = self.replicas[(start + i) % n]
+            if replica.up:
+                return replica
+        return None
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.create_task(work)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def run(self) -> None:
+        """Launch every op at its time (returns once the last is launched)."""
+        for op in self.plan.ops:
+            await asyncio.sleep(max(0.0, op.at - self.history.now()))
+            self._spawn(self._send(self.sent[op.tag]))
+            if op.cancel_after_s is not None:
+                self._spawn(self._cancel(self.sent[op.tag], op.cancel_after_s))
+            if op.decide is not None:
+                self._deciding.add(op.tag)
+                self._spawn(self._decide(self.sent[op.tag]))
+
+    async def drain(self, timeout_s: float) -> bool:
+        """Wait for every message, cancel and decision in flight; whether all finished."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                while self.tasks:
+                    await asyncio.gather(*self.tasks, return_exceptions=True)
+        return not self.tasks
+
+    async def cancel_all(self) -> None:
+        for task in list(self.tasks):
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+    async def _send(self, sent: Sent) -> None:
+        op = sent.op
+        if op.route == "slack":
+            assert self.slack is not None
+            await self.slack.send(sent)
+            return
+        deadline = self.history.now() + SEND_DEADLINE_S
+        attempt = 0
+        while self.history.now() < deadline:
+            replica = self.pick(op.replica + attempt)
+            attempt += 1
+            if replica is None:
+                await asyncio.sleep(0.5)
+                continue
+            starts = replica.starts  # the same process before and after, or not
+            try:
+                answer = await self.client.send(replica.url, op, sent.key)
+            except httpx.HTTPError as exc:
+                sent.attempts.append(f"{self.history.now():.1f} {replica.name}: "
+                                     f"{type(exc).__name__}")
+                await asyncio.sleep(0.2)
+                continue
+            except Refused as exc:
+                sent.refused = f"{replica.name}: {exc}"
+                return
+            if answer.run_id is None:
+                sent.attempts.append(f"{self.history.now():.1f} {replica.name}: {answer.status}")
+                await asyncio.sleep(0.3)
+                continue
+            if sent.run_id is None:
+                sent.run_id, sent.accepted_at = answer.run_id, self.history.now()
+            sent.answers.append(answer)  # each names its run: the invariants compare them
+            if not answer.ended:  # a stream cut off: ask again for the answer elsewhere
+                if replica.up and not replica.stopping and replica.starts == starts:
+                    sent.open_streams.append(f"{self.history.now():.1f} {replica.name}")
+                sent.attempts.append(f"{self.history.now():.1f} {replica.name}: stream cut")
+                continue
+            sent.answered_at = self.history.now()
+            return
+        sent.attempts.append(f"{self.history.now():.1f}: gave up")
+
+    async def _find(self, sent: Sent, timeout_s: float = 60.0) -> str | None:
+        """The run of ``sent``, looked up by its text in its thread (a wait=true request
+        names it only once the run has ended)."""
+        async with asyncio.timeout(timeout_s):
+            while sent.run_id is None:
+                replica = self.pick(0)
+                if replica is not None:
+                    with contextlib.suppress(httpx.HTTPError):
+                        runs = await self.client.runs(replica.url, "ana",
+                                                      thread_id=sent.thread)
+                        for run in runs:
+                            if run["text"] == sent.op.text:
+                                return str(run["run_id"])
+                await asyncio.sleep(0.2)
+        return sent.run_id
+
+    async def _cancel(self, sent: Sent, after_s: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            run_id = await self._find(sent)
+            if run_id is None:
+                return
+            await asyncio.sleep(after_s)
+            for attempt in range(10):
+                replica = self.pick(attempt + 1)
+                if replica is None:
+                    await asyncio.sleep(0.5)
+                    continue
+                try:
+                    status = await self.client.cancel(replica.url, sent.op.person, run_id)
+                except httpx.HTTPError:
+                    await asyncio.sleep(0.3)
+                    continue
+                sent.cancelled.append(status)
+                self.history.note("cancel", f"{sent.op.tag} run {run_id}: {status}")
+                if status < 500:
+                    return
+                await asyncio.sleep(0.5)
+
+    async def _decide(self, sent: Sent) -> None:
+        assert sent.op.decide is not None
+        decide = sent.op.decide
+        try:
+            run_id = await self._find(sent)
+            call = await self._awaiting(sent, run_id) if run_id else None
+            if run_id is None or call is None:
+                return
+            await asyncio.sleep(decide.after_s)
+            # In Slack, by the prompt's buttons (the HTTP API if that fails).
+            button = sent.op.route == "slack"
+            await self._post_decision(sent, run_id, call, decide.approve, button)
+            if decide.twice:  # clicked again, half the time the other button
+                flip = stable(f"{self.plan.seed}:{sent.op.tag}:flip") < 0.5
+                await self._post_decision(sent, run_id, call, decide.approve != flip, button)
+        except TimeoutError:
+            pass
+        finally:
+            self._deciding.discard(sent.op.tag)
+
+    async def _awaiting(self, sent: Sent, run_id: str) -> str | None:
+        """The deploy call the run waits on, once it waits (None if it ended first)."""
+        async with asyncio.timeout(120):
+            while True:
+                replica = self.pick(2)
+                if replica is not None:
+                    with contextlib.suppress(httpx.HTTPError):
+                        run = await self.client.run(replica.url, sent.op.person, run_id)
+                        approval = run.get("approval")
+                        if approval and approval["name"] == "deploy":
+                            return str(approval["tool_call_id"])
+                        if run["terminal"] and run["state"] != "timed_out":
+                            return None
+                await asyncio.sleep(0.3)
+
+    async def _post_decision(self, sent: Sent, run_id: str, call: str, approve: bool,
+                             button: bool = False) -> None:
+        if button and self.slack is not None:  # the prompt's button in the Slack thread
+            status = await self.slack.click(sent, run_id, call, approve)
+            sent.decided.append((approve, status))
+            self.history.note("click", f"{sent.op.tag} run {run_id} call {call} "
+                              f"{'approve' if approve else 'deny'}: {status}")
+            if status == 200:
+                self.clicked += 1
+                return
+        for attempt in range(10):
+            replica = self.pick(attempt)
+            if replica is None:
+                await asyncio.sleep(0.5)
+                continue
+            try:
+                status = await self.client.decide(replica.url, sent.op.person, run_id, call,
+                                                  approve)
+            except httpx.HTTPError:
+                await asyncio.sleep(0.3)
+                continue
+            sent.decided.append((approve, status))
+            self.history.note("decision", f"{sent.op.tag} run {run_id} call {call} "
+                              f"{'approve' if approve else 'deny'}: {status}")
+            if status < 500:
+                return
+            await asyncio.sleep(0.5)
+
+    async def janitor(self) -> None:
+        """Every 2 s: deny what a crash left uncertain, and any approval nobody else will
+        decide (its person decided already, or never meant to)."""
+        by_text = {s.op.text: s for s in self.sent.values()}
+        while True:
+            await asyncio.sleep(2.0)
+            replica = self.pick(1)
+            if replica is None:
+                continue
+            with contextlib.suppress(httpx.HTTPError):
+                waiting = await self.client.runs(replica.url, "ana", state="awaiting_approval")
+                for run in waiting:
+                    sent = by_text.get(run["text"])
+                    approval = run.get("approval")
+                    if sent is None or approval is None or sent.op.tag in self._deciding:
+                        continue
+                    tag = f"{sent.op.tag}:{approval['tool_call_id']}:{run['updated_at']}"
+                    if tag in self.janitor_denied:
+                        continue
+                    self.janitor_denied.append(tag)
+                    self.history.note("janitor", f"deny {sent.op.tag} {approval['name']} "
+                                      f"({approval['reason']})")
+                    await self._post_decision(sent, run["run_id"], approval["tool_call_id"],
+                                              False)
+
+
+def stable(text: str) -> float:
+    """A number in [0, 1) from ``text``: choices the plan did not make, made the same way
+    on a replay."""
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") / 2**64
