@@ -8,7 +8,8 @@ message is the user's gets a ``lookup`` tool call, any other the answer. Streame
 chunks as OpenAI sends them, then ``[DONE]``) when the request asks for it, one JSON
 completion otherwise. ``GET /stats`` answers the requests seen so far (a retry shows up
 as more requests than model calls) and the connections they came on (a client that keeps
-its connections alive makes few).
+its connections alive makes few; a connection that asked only for ``/stats``, the bench's
+own, is not counted).
 
 A plain asyncio server, HTTP/1.1 with keep-alive: a process of its own, so its CPU is
 counted apart from the replicas' and the clients'.
@@ -93,7 +94,7 @@ def _response(status: str, kind: str, payload: bytes) -> bytes:
 
 async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, stats: Stats,
                  latency_s: float) -> None:
-    stats.connections += 1
+    counted = False
     try:
         while True:
             try:
@@ -114,6 +115,9 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, sta
                      "max_inflight": stats.max_inflight}).encode()))
             elif method == "POST" and target.endswith("/chat/completions"):
                 stats.requests += 1
+                if not counted:
+                    stats.connections += 1
+                    counted = True
                 stats.inflight += 1
                 stats.max_inflight = max(stats.max_inflight, stats.inflight)
                 try:

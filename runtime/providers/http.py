@@ -40,6 +40,13 @@ __all__ = [
 
 Sleep = Callable[[float], Awaitable[None]]
 
+POOL = httpx.Limits(max_connections=100, max_keepalive_connections=100, keepalive_expiry=5.0)
+"""The pool of the client a transport makes: every connection kept for the next turn.
+httpx keeps only 20 idle by default, so with more model calls at once (``concurrency =
+"thread"``, many threads) each call past the 20th closed its connection as it ended, and
+the next turn opened a new one: against a real API, a TCP and TLS handshake per turn.
+Idle connections still close after ``keepalive_expiry``."""
+
 
 def _retryable(status: int) -> bool:
     return status == 429 or status >= 500  # 529 is Anthropic's "overloaded"
@@ -163,7 +170,7 @@ class HttpTransport:
 
     async def _send(self, body: Any, *, stream: bool) -> httpx.Response:
         if self._client is None:
-            self._client = httpx.AsyncClient()
+            self._client = httpx.AsyncClient(limits=POOL)
         content = json.dumps(body, ensure_ascii=False).encode()
         headers = {**self.headers, "content-type": "application/json"}
         if stream:
