@@ -222,9 +222,12 @@ class EventBus:
         self._ended = ended
         self._listeners: list[Callable[[RunEvent], None]] = []
 
-    def listen(self, listener: Callable[[RunEvent], None]) -> None:
-        """Call ``listener`` with every event as it is published (it must not block)."""
+    def listen(self, listener: Callable[[RunEvent], None]) -> Callable[[], None]:
+        """Call ``listener`` with every event as it is published (it must not block); the
+        function that stops it."""
         self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners \
+            else None
 
     def publish(self, event: RunEvent) -> None:
         run_id = event.run_id

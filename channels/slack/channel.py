@@ -34,6 +34,9 @@ from runtime import (
     Origin,
     Run,
     RunError,
+    RunEvent,
+    RunStarted,
+    RunState,
     Runtime,
     ScheduleService,
 )
@@ -54,7 +57,7 @@ from .feedback import FeedbackButtons
 from .home import AppHome
 from .mapping import Inbound, read_click, read_event
 from .render import FEEDBACK, decided_blocks, parse_choice
-from .sessions import Sessions
+from .sessions import Sessions, title_of
 from .streamer import SlackStreamer
 
 __all__ = ["SlackChannel"]
@@ -78,6 +81,9 @@ log.addFilter(_TokenNote())
 _TRY_LATER = frozenset({"ratelimited", "fatal_error", "internal_error", "service_unavailable",
                         "request_timeout"})
 """Errors Slack answers with when it is the problem, not the token."""
+
+_FRESH = 1_000
+"""How many runs taken here and not started yet are remembered (``_fresh``)."""
 
 NO_ACCESS = ("Slack sent its sign-in page instead of the file: the bot token may not read "
              "it (the app needs the files:read scope; add it and reinstall the app)")
@@ -132,6 +138,11 @@ class SlackChannel:
         self.assistant = AssistantThreads(self.client, config.suggested_prompts)
         self.sessions = Sessions(self.client, runtime)
         """Slack's agent sessions of the threads answered here, and its stop button."""
+        deliverer.sessions = self.sessions  # a run's end or pause is said with its reply
+        self._fresh: dict[str, None] = {}
+        """Runs taken here whose session was just set ``processing`` and that have not
+        started here yet (their first start need not say it again); the last ones only."""
+        self._unlisten: Callable[[], None] | None = None
         self.feedback = FeedbackButtons(runtime, config, self.client)
         self.workspace_url = ""
         """``https://{domain}.slack.com/`` (from ``auth.test``): where message links go."""
@@ -169,6 +180,7 @@ class SlackChannel:
         app.command(COMMAND)(self.slash.handle)
         app.event("app_home_opened")(self.home.opened)
         self._app = app
+        self._unlisten = self.runtime.listen(self._on_run_event)
         if self.config.access.nobody:
             log.warning("slack: serving nobody (open = false and no allow_users, "
                         "allow_channels or rules)")
@@ -251,6 +263,8 @@ class SlackChannel:
         log.warning("slack: %s; serving everything else, trying again in %.1f s", reason, delay)
 
     async def __aexit__(self, *exc: object) -> None:
+        if self._unlisten is not None:
+            self._unlisten()
         if self._connecting is not None:
             self._connecting.cancel()
             await asyncio.gather(self._connecting, return_exceptions=True)
@@ -369,6 +383,10 @@ class SlackChannel:
         if run.id not in self._watching and run.state in ACTIVE_STATES \
                 and self._problem is None:  # a status is shown only where Slack is reached
             self._watching.add(run.id)
+            if run.state is RunState.QUEUED:
+                self._fresh[run.id] = None
+                while len(self._fresh) > _FRESH:
+                    del self._fresh[next(iter(self._fresh))]
             self._background.spawn(self._show_status(run, seen))
 
     def _link(self, channel: str, ts: str) -> str | None:
@@ -387,6 +405,29 @@ class SlackChannel:
             await self.sessions.show(run, seen)
         finally:
             self._watching.discard(run.id)
+
+    def _on_run_event(self, event: RunEvent) -> None:
+        """A run of a Slack thread starts being driven in this process (its first start, a
+        recovery, a restart, after a store error or a decision): its session is set
+        ``processing`` here, whichever process took its message."""
+        if type(event) is not RunStarted or not event.thread_id.startswith(f"{self.name}:"):
+            return
+        if event.run_id in self._fresh:
+            del self._fresh[event.run_id]
+            if not event.recovered:
+                return  # ``_show_status`` says it
+        if self._problem is None and self.sessions.refused is None:
+            self._background.spawn(self._going_on(event.run_id))
+
+    async def _going_on(self, run_id: str) -> None:
+        try:
+            run = await self.runtime.records.get_run(run_id)
+        except MaidenError as exc:
+            log.warning("slack: the session of run %s not set: %s", run_id, exc)
+            return
+        if run.origin.channel == self.name:
+            await self.sessions.settle(run.thread_id, run.origin.target,
+                                       title=title_of(run.text))
 
     async def _on_session_stopped(self, event: dict[str, Any], body: dict[str, Any]) -> None:
         """Slack's stop button (``sessions``): the stop is written before the ack."""

@@ -34,6 +34,7 @@ from runtime import (
     DeliveryError,
     FileDelivery,
     ReplyDelivery,
+    StreamDelivery,
     UploadStarted,
 )
 
@@ -81,8 +82,14 @@ class SlackDeliverer:
         Sends fail fast meanwhile, and the outbox keeps the deliveries for later."""
         self.streamer: Any = None
         """Shows replies while they are written (a ``SlackStreamer``), or None."""
+        self.sessions: Any = None
+        """The channel's agent sessions (``sessions.Sessions``), or None: as a run's reply
+        or approval prompt goes to Slack (posted, found posted after a crash, or a stream
+        finished with it), the thread's session is set from the store, before the record
+        counts as sent (``shown``)."""
 
     async def send(self, delivery: Delivery) -> str:
+        await self.shown(delivery)  # first: a failure then leaves nothing posted
         channel = delivery.target["channel"]
         metadata = {"event_type": EVENT_TYPE, "event_payload": {"key": delivery.key}}
         if isinstance(delivery, ApprovalDelivery):
@@ -186,8 +193,22 @@ class SlackDeliverer:
         oldest = max(0.0, delivery.created_at - _LOOKBACK_S)
         async for message in self.thread_messages(channel, thread_ts, oldest=oldest):
             if self._carries(message, delivery.key):
+                if not isinstance(delivery, StreamDelivery):  # (finishing one says it)
+                    await self.shown(delivery)  # a crash may have come before it was said
                 return str(message["ts"])  # the pages after it are not read
         return None
+
+    async def shown(self, delivery: Delivery) -> None:
+        """``delivery`` goes to Slack now, or is there already: if it is where a run ends
+        or pauses (its reply, its approval prompt, a stream finishing), the thread's agent
+        session says so. Done before anything is posted (or after a post was found), so a
+        failure, which raises (``SlackCallError``), leaves the outbox nothing but the same
+        record to try again: never a post to make twice."""
+        if self.sessions is None:
+            return
+        if isinstance(delivery, ApprovalDelivery | StreamDelivery) or (
+                isinstance(delivery, ReplyDelivery) and delivery.answer):
+            await self.sessions.shown(delivery)
 
     async def _uploaded(self, delivery: FileDelivery) -> str | None:
         """The recorded upload's file id if ``files.info`` shows it shared in the target (or

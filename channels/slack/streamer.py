@@ -156,12 +156,9 @@ class SlackStreamer:
                         tools: Sequence[ToolUpdate]) -> list[str]:
         """The rest of this reply by edits: its stream stopped (if Slack still lets it be),
         its last message rewritten with what it shows."""
-        channel = stream.target["channel"]
         self._current.pop(stream.key, None)
         with contextlib.suppress(SlackCallError):
-            await self.deliverer.call(
-                "chat.stopStream", self.deliverer.client.chat_stopStream, channel=channel,
-                ts=ids[-1], metadata=_metadata(stream.key))
+            await self._stop(stream, ts=ids[-1], metadata=_metadata(stream.key))
         return await self._edit(stream, ids, shown, tools)
 
     def _fell_back(self, channel: str, method: str, error: str) -> None:
@@ -189,13 +186,22 @@ class SlackStreamer:
     async def _go_on(self, stream: StreamDelivery, ids: list[str],
                      pieces: Sequence[str]) -> list[str]:
         """Past Slack's length: each message ends and the next piece opens a new one."""
-        channel = stream.target["channel"]
         for piece in pieces:
-            await self.deliverer.call(
-                "chat.stopStream", self.deliverer.client.chat_stopStream, channel=channel,
-                ts=ids[-1], metadata=_metadata(stream.key))
+            await self._stop(stream, ts=ids[-1], metadata=_metadata(stream.key))
             ids.append(await self._start(stream, _chunks(piece, ())))
         return ids
+
+    async def _stop(self, stream: StreamDelivery, **params: Any) -> None:
+        """``chat.stopStream`` of one of the stream's messages, carrying the thread's agent
+        session status now (``session_status``: without it Slack makes the session
+        ``active``, even while the reply goes on in a new message), set one at a time
+        with the thread's other status changes here (``Sessions.stopping``)."""
+        sessions = self.deliverer.sessions
+        async with sessions.stopping(stream) if sessions is not None \
+                else contextlib.nullcontext(None) as status:
+            await self.deliverer.call(
+                "chat.stopStream", self.deliverer.client.chat_stopStream,
+                channel=stream.target["channel"], session_status=status, **params)
 
     def _fit(self, key: str, text: str) -> tuple[str, list[str]]:
         """What of ``text`` the stream's current message takes, and the pieces that go on
@@ -216,6 +222,16 @@ class SlackStreamer:
     async def finish_stream(self, stream: StreamDelivery, *, replace: str | None,
                             note: str | None, key: str, feedback: str | None = None
                             ) -> list[str]:
+        """The stream ends (``Streamer.finish_stream``), and with it the run's stretch: the
+        thread's agent session says where the thread stands now, first
+        (``SlackDeliverer.shown``: a failure leaves nothing done to do twice), and again
+        with the ``chat.stopStream`` (``session_status``, else Slack's ``active``)."""
+        await self.deliverer.shown(stream)
+        return await self._finish(stream, replace=replace, note=note, key=key,
+                                  feedback=feedback)
+
+    async def _finish(self, stream: StreamDelivery, *, replace: str | None,
+                      note: str | None, key: str, feedback: str | None) -> list[str]:
         channel, ids = stream.target["channel"], list(stream.remote_ids)
         buttons = feedback_blocks(feedback) if feedback else []
         current = self._current.pop(stream.key, None)
@@ -228,9 +244,9 @@ class SlackStreamer:
                                          key, buttons)
         if native:
             try:
-                await self.deliverer.call(
-                    "chat.stopStream", self.deliverer.client.chat_stopStream, channel=channel,
-                    ts=ids[-1], chunks=[MarkdownTextChunk(text=f"\n\n{note}")] if note else None,
+                await self._stop(
+                    stream, ts=ids[-1],
+                    chunks=[MarkdownTextChunk(text=f"\n\n{note}")] if note else None,
                     blocks=buttons or None, metadata=_metadata(key))
             except SlackCallError as exc:
                 if exc.slack_error is None:

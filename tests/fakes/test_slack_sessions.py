@@ -90,7 +90,8 @@ async def test_stop_stops_the_threads_streams_and_sends_the_event(fake: FakeSlac
     await client.agents_sessions_setStatus(channel_id=CHANNEL, thread_ts=root["ts"],
                                            status="processing")
     done = await stream(client, root["ts"])
-    await client.chat_stopStream(channel=CHANNEL, ts=done)
+    # (a stream ended while the work goes on: the session stays processing)
+    await client.chat_stopStream(channel=CHANNEL, ts=done, session_status="processing")
     running = await stream(client, root["ts"], "Chapter 1")
     elsewhere = await stream(client, other["ts"])
 
@@ -106,13 +107,37 @@ async def test_stop_stops_the_threads_streams_and_sends_the_event(fake: FakeSlac
     assert await error_of(client.chat_appendStream(
         channel=CHANNEL, ts=running, markdown_text="more")) == "stopped_by_user"
     await client.chat_appendStream(channel=CHANNEL, ts=elsewhere, markdown_text="ok")
+    # the status is the app's to change: a click leaves it as it was
+    assert fake.sessions()[(CHANNEL, root["ts"])]["status"] == "processing"
     await client.chat_stopStream(channel=CHANNEL, ts=running)  # the app may still end it
     assert await error_of(client.chat_stopStream(
         channel=CHANNEL, ts=running)) == "message_not_in_streaming_state"
-    # the status is the app's to change: a click leaves it as it was
-    assert fake.sessions()[(CHANNEL, root["ts"])]["status"] == "processing"
+    # ending it without a session_status makes the session active (Slack's default)
+    assert fake.sessions()[(CHANNEL, root["ts"])]["statuses"] == [
+        "processing", "processing", "active"]
     again = fake.session_stopped(CHANNEL, root["ts"], HUMAN)
     assert again["event"]["streaming_message_ts"] == []
+
+
+async def test_stop_stream_sets_the_threads_session(fake: FakeSlack) -> None:
+    """``chat.stopStream``'s ``session_status`` (default ``active``) is the session's next
+    status; a thread without a session gets none; a status not among the four is refused."""
+    root = fake.post_as_user(CHANNEL, HUMAN, "deploy it")
+    bare = fake.post_as_user(CHANNEL, HUMAN, "no session here")
+    client = web(fake)
+    await client.agents_sessions_setStatus(channel_id=CHANNEL, thread_ts=root["ts"],
+                                           status="processing")
+    assert await error_of(client.chat_stopStream(
+        channel=CHANNEL, ts=await stream(client, root["ts"]),
+        session_status="done")) == "invalid_arguments"
+    await client.chat_stopStream(channel=CHANNEL, ts=await stream(client, root["ts"]),
+                                 session_status="suspended")
+    await client.chat_stopStream(channel=CHANNEL, ts=await stream(client, root["ts"]),
+                                 session_status="closed")
+    await client.chat_stopStream(channel=CHANNEL, ts=await stream(client, bare["ts"]))
+    assert fake.sessions()[(CHANNEL, root["ts"])]["statuses"] == [
+        "processing", "suspended", "closed"]
+    assert (CHANNEL, bare["ts"]) not in fake.sessions()
 
 
 async def test_bolt_receives_agent_session_stopped(fake: FakeSlack) -> None:

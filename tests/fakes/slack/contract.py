@@ -96,6 +96,8 @@ METADATA = Arg("object", wrong="invalid_metadata_format")
 MARKDOWN = Arg("string", most=12_000)
 """Every page with ``markdown_text``: "Limit this field to 12,000 characters"."""
 CHUNKS = Arg("array", wrong="invalid_chunks")
+SESSION_STATUSES = ("processing", "active", "suspended", "closed")
+"""An agent session's statuses (``agents.sessions.setStatus``, ``chat.stopStream``)."""
 
 _MESSAGE_ERRORS = _errors("""
     channel_not_found duplicate_channel_not_found duplicate_message_not_found
@@ -212,10 +214,16 @@ _CHAT = {
         page("chat.stopStream"),
         required={"channel": CHANNEL, "ts": S},
         optional={"markdown_text": MARKDOWN, "chunks": CHUNKS,
-                  "blocks": Arg("array", wrong="invalid_blocks"), "metadata": METADATA},
+                  "blocks": Arg("array", wrong="invalid_blocks"), "metadata": METADATA,
+                  "session_status": Arg("string", choices=SESSION_STATUSES)},
         errors=_STREAM_ERRORS | _errors("attachment_payload_limit_exceeded "
                                         "cannot_reply_to_message missing_file_data"),
-        blocks=("blocks", "message"), too_many_blocks="msg_blocks_too_many"),
+        blocks=("blocks", "message"), too_many_blocks="msg_blocks_too_many",
+        note="session_status: \"The session status to set after stopping the stream. "
+             "Default: active\": the thread's agent session, if it has one, takes it (or "
+             "active, when not given); a thread with none gets none (the page does not say "
+             "that stopping a stream creates a session). A value not among the four: "
+             "invalid_arguments (the page names no code)."),
 }
 _READS = {
     "conversations.replies": Method(
@@ -282,8 +290,7 @@ _AGENTS = {
     "agents.sessions.setStatus": Method(
         page("agents.sessions.setStatus"),
         required={"channel_id": S, "thread_ts": _SESSION_THREAD,
-                  "status": Arg("string", choices=("processing", "active", "suspended",
-                                                   "closed"), wrong="invalid_status")},
+                  "status": Arg("string", choices=SESSION_STATUSES, wrong="invalid_status")},
         optional={"title": Arg("string", most=200), "initiator_user_id": S,
                   "icon_emoji": S, "icon_url": S, "username": Arg("string", most=200)},
         errors=_errors("""channel_not_found feature_disabled internal_error invalid_status

@@ -7,8 +7,11 @@ afterwards), and keeps every status it is set to; ``rename`` changes its title
 (``session_not_found`` if there is none). The stop button (``stop``) stops the app's streams
 still running in the thread — Slack "stopped" them: appending answers ``stopped_by_user``,
 stopping is still allowed — and leaves the status alone ("The session status does not update
-automatically when the user clicks stop", /reference/events/agent_session_stopped). The
-arguments are checked against the contract before these run (``rules.py``).
+automatically when the user clicks stop", /reference/events/agent_session_stopped).
+``chat.stopStream`` sets the status of the session of the stream's thread, if there is
+one, to its ``session_status`` (``active`` by default, as the method's page says); that
+status joins the session's history too. The arguments are checked against the contract
+before these run (``rules.py``).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class Sessions:
         self.store = store
         self.streams = streams
         self.by_thread: dict[tuple[str, str], Session] = {}
+        streams.session_status = self.stream_stopped
 
     def table(self) -> dict[str, Callable[[JSON], JSON]]:
         return {"agents.sessions.setStatus": self.set_status,
@@ -83,6 +87,12 @@ class Sessions:
             raise SlackError("session_not_found")
         session.titles.append(str(params["title"]))
         return {}
+
+    def stream_stopped(self, channel: str, thread_ts: str, status: str) -> None:
+        """``chat.stopStream`` in the thread: its session, if it has one, takes ``status``."""
+        session = self.by_thread.get((channel, thread_ts))
+        if session is not None:
+            session.statuses.append(status)
 
     def stop(self, channel: str, thread_ts: str) -> list[str]:
         """A person clicked stop in the thread: the app's streams there stop; their ``ts``."""

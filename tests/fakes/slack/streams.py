@@ -7,7 +7,9 @@ or ``chunks``;
 ``appendStream`` adds ``markdown_text`` (and ``markdown_text`` chunks) to its text and
 keeps the latest state of each ``task_update`` chunk by id and the last ``plan_update``
 title; ``stopStream`` adds the last text, ``blocks`` and ``metadata`` and ends it, after
-which it is an ordinary message (``chat.update`` works on it). Appending to or stopping a
+which it is an ordinary message (``chat.update`` works on it), and sets the thread's agent
+session, if it has one, to its ``session_status`` (``active`` when not given: "Default:
+active"). Appending to or stopping a
 message that is not streaming answers ``message_not_in_streaming_state``. A stream a person
 stopped (the stop button of an agent session, ``stopped_by_user``) takes no more appends
 (``stopped_by_user``) but may still be stopped by the app. The arguments are checked against
@@ -58,6 +60,9 @@ class Streams:
         self.appends: Counter[tuple[str, str]] = Counter()
         self.refused: dict[str | None, str] = {}
         """channel (None: every channel) -> the error ``startStream`` answers there."""
+        self.session_status: Callable[[str, str, str], None] = lambda *_: None
+        """Sets the agent session of (channel, thread_ts), if there is one, to a status
+        (``chat.stopStream``'s ``session_status``); the sessions put theirs here."""
 
     def stopped_by_user(self, where: tuple[str, str]) -> None:
         """A person stopped this stream (the agent session's stop button)."""
@@ -154,4 +159,8 @@ class Streams:
                                    "event_payload": metadata.get("event_payload") or {}}
         self.streaming.discard(where)
         self.halted.discard(where)
+        thread_ts = message.get("thread_ts")
+        if thread_ts:
+            self.session_status(where[0], str(thread_ts),
+                                str(params.get("session_status") or "active"))
         return {"channel": where[0], "ts": where[1]}

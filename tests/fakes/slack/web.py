@@ -14,6 +14,11 @@ slack-sdk's ``AsyncRateLimitErrorRetryHandler`` honours; 500/503, which its
 the call is carried out and the connection closed before any byte of the answer — the "posted,
 but the answer was lost" case. slack-sdk's default ``AsyncConnectionErrorRetryHandler`` retries
 that once, so a dropped ``chat.postMessage`` is posted twice unless the client opts out.
+
+``misbehave`` is a switch for a while rather than a queue: every call answered with a status
+(429 ``ratelimited`` with ``Retry-After``, as https://docs.slack.dev/apis/web-api/rate-limits
+says; 5xx), each answered ``delay_s`` late (slow), or Slack down (every connection to the Web
+API closed unanswered, Socket Mode's links closed and new ones refused).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from .methods import WebAPI, Workspace, needed_scopes
 from .rules import enforce
 from .socket import SocketMode
 from .store import JSON, SlackError, Store, render
-from .wire import Call, Fault, parse
+from .wire import Call, Fault, Outage, parse
 
 _APP_METHODS = frozenset({"apps.connections.open"})
 _STATUS_ERRORS = {429: "ratelimited", 500: "fatal_error", 502: "bad_gateway",
@@ -83,6 +88,8 @@ class FakeSlack:
         """method -> called with how many calls of it there have been, each time one has
         been carried out, before it is answered (e.g. to kill a process mid-stream)."""
         self._faults: dict[str, deque[Fault]] = defaultdict(deque)
+        self.outage: Outage | None = None
+        """``misbehave``'s switch, while it lasts."""
         self._runner: web.AppRunner | None = None
         self.port = port
         """Where it serves (0: a free port, chosen at start)."""
@@ -111,7 +118,7 @@ class FakeSlack:
     async def __aenter__(self) -> Self:
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._handle)
-        app.router.add_get("/link/", self.socket.handle)
+        app.router.add_get("/link/", self._link)
         app.router.add_get("/files-pri/{file}/download/{name}", self.shared.serve)
         app.router.add_post("/upload/v1/{id}", self.uploads.receive)
         self._runner = loopback_runner(app)
@@ -135,6 +142,27 @@ class FakeSlack:
 
     def pending_faults(self, method: str) -> int:
         return len(self._faults[method])
+
+    async def misbehave(self, mode: str, seconds: float, *, status: int = 503,
+                        retry_after: int = 1, delay_s: float = 2.0) -> None:
+        """For ``seconds``: every Web API call answered ``status`` (``mode="status"``; 429
+        with ``Retry-After: retry_after``), or ``delay_s`` late (``"slow"``), or Slack down
+        (``"down"``: calls cut unanswered, Socket Mode links closed and refused)."""
+        self.outage = Outage(mode, time.monotonic() + seconds, status, retry_after, delay_s)
+        if mode == "down":
+            await self.socket.shutdown()
+
+    def _outage(self) -> Outage | None:
+        outage = self.outage
+        if outage is not None and time.monotonic() >= outage.until:
+            self.outage = outage = None
+        return outage
+
+    async def _link(self, request: web.Request) -> web.StreamResponse:
+        outage = self._outage()
+        if outage is not None and outage.mode == "down":
+            return web.Response(status=503, text="slack is down")
+        return await self.socket.handle(request)
 
     def calls(self, method: str) -> list[JSON]:
         """The parameters of every call of ``method``, in order (JSON-typed fields decoded)."""
@@ -316,7 +344,16 @@ class FakeSlack:
         self.requests.append(Call(method, request.method, params,
                                   {k.lower(): v for k, v in request.headers.items()},
                                   time.monotonic()))
+        outage = self._outage()
+        if outage is not None and outage.mode == "down":
+            assert request.transport is not None
+            request.transport.abort()
+            return web.Response(status=503)
+        if outage is not None and outage.mode == "slow":
+            await asyncio.sleep(outage.delay_s)
         fault = self._faults[method].popleft() if self._faults[method] else None
+        if outage is not None and outage.mode == "status":
+            fault = Fault(outage.status, outage.retry_after if outage.status == 429 else None)
         if fault is not None and fault.status is not None:
             retry = {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)}
             return web.json_response(

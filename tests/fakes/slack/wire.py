@@ -15,7 +15,7 @@ from aiohttp import web
 
 from .store import JSON, SlackError
 
-__all__ = ["Call", "Fault", "parse"]
+__all__ = ["Call", "Fault", "Outage", "parse"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,17 @@ class Fault:
     retry_after: int | None = None
     drop: bool = False
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class Outage:
+    """Slack misbehaving for a while (see ``FakeSlack.misbehave``)."""
+
+    mode: str  # "status", "slow" or "down"
+    until: float  # time.monotonic()
+    status: int = 503
+    retry_after: int = 1
+    delay_s: float = 2.0
 
 
 @dataclass(frozen=True)
