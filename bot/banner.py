@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from channels import Channel
 from channels.http import HttpChannel
-from runtime import Run, Runtime, describe_isolation, describe_store
+from runtime import Run, Runtime, describe_isolation, describe_store, maiden_version
 
 from .config import LoadedConfig
 from .rights import rights_lines
@@ -20,7 +20,7 @@ def banner_head(loaded: LoadedConfig, runtime: Runtime) -> str:
     source = str(loaded.path) if loaded.exists else f"{loaded.path} (not found: defaults)"
     shell = cfg.tools.shell
     return "\n".join([
-        f"maiden: agent {cfg.agent.name!r}",
+        f"maiden {maiden_version()}: agent {cfg.agent.name!r}",
         f"  config      {source}",
         f"  provider    {cfg.provider.kind}" + (f" ({cfg.provider.model})"
                                                 if cfg.provider.model else ""),

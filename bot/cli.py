@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from channels import ChannelRefused
 from runtime import (
@@ -38,12 +39,26 @@ def _positive(text: str) -> int:
     return value
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed maiden's version, read only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        from runtime import maiden_version
+
+        print(f"maiden {maiden_version()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line: every command and its arguments (the docs' CLI reference is
     generated from it)."""
     p = argparse.ArgumentParser(prog="maiden", description="A durable, self-hosted AI agent.")
     p.add_argument("--config", default="agent.toml", metavar="PATH",
                    help="path to agent.toml (default: %(default)s)")
+    p.add_argument("--version", action=_Version, help="print maiden's version and exit")
     p.add_argument("-v", "--verbose", action="store_true", help="log more")
     p.add_argument("--log-format", choices=["text", "json"], default="text",
                    help="log lines on stderr: readable text, or one JSON object per line "
@@ -63,9 +78,33 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument("text", help="the message")
     send.add_argument("--file", action="append", default=[], metavar="PATH",
                       help="a file for the agent to read (repeatable; [files] limits apply)")
-    command("threads", "list threads")
+    threads = command("threads", "list threads, the most recently active first (or export "
+                      "or delete one)")
+    threads.add_argument("--limit", type=_positive, metavar="N",
+                         help="show the N most recently active (default: all)")
+    threads_sub = threads.add_subparsers(dest="threads_command",
+                                         metavar="[export|delete THREAD]")
+    exported = threads_sub.add_parser(
+        "export", help="print everything kept of a thread as JSON lines: its entries, "
+        "runs, votes, notes and files (by digest)", description="print everything kept of "
+        "a thread as JSON lines: its entries, runs, votes, notes and files (by digest)")
+    exported.add_argument("thread", help="the thread id")
+    erase = threads_sub.add_parser(
+        "delete", help="erase a thread and everything of it (a run in progress is "
+        "cancelled first); deleting a thread that is not there is no error",
+        description="erase a thread and everything of it: its entries, runs, outbox "
+        "records, votes, notes and the files no other thread names, in one write (a run "
+        "in progress is cancelled first, wherever it runs); deleting a thread that is not "
+        "there is no error")
+    erase.add_argument("thread", help="the thread id")
+    erase.add_argument("--by", default="cli", metavar="NAME",
+                       help="who deletes, as the cancellation of a run in progress records "
+                       "it (default: %(default)s)")
     show = command("show", "show a thread's entries and runs")
     show.add_argument("thread", help="the thread id")
+    show.add_argument("--tail", type=_positive, metavar="N",
+                      help="only the last N entries, and the runs they are from (default: "
+                      "all)")
     runs = command("runs", "list runs")
     runs.add_argument("--state", choices=[s.value for s in RunState], action="append",
                       metavar="STATE", help="only runs in this state (repeatable)")
@@ -92,9 +131,17 @@ def build_parser() -> argparse.ArgumentParser:
     usage.add_argument("--by", choices=["thread", "agent", "user", "place"],
                        help="what the rows are (default: thread)")
     sched = command("schedules", "list the schedules: next fires, last slot")
-    sched_sub = sched.add_subparsers(dest="schedules_command", metavar="[run NAME]")
-    run_one = sched_sub.add_parser("run", help="run one schedule now and print its answer")
-    run_one.add_argument("name", help="the schedule's name")
+    sched_sub = sched.add_subparsers(dest="schedules_command",
+                                     metavar="[run|pause|resume|delete NAME]")
+    for verb, text in (
+            ("run", "run one schedule now and print its answer"),
+            ("pause", "pause a schedule: its slots are not run until it is resumed"),
+            ("resume", "resume a paused schedule: it fires from its next slot on (the slots "
+             "missed while paused are not caught up)"),
+            ("delete", "delete a schedule made from chat (one from agent.toml is removed "
+             "there)")):
+        sched_sub.add_parser(verb, help=text, description=text).add_argument(
+            "name", help="the schedule's name")
     stored = command("files", "list the files the store holds (shared, or made by tools)")
     files_sub = stored.add_subparsers(dest="files_command", metavar="[prune]")
     prune = files_sub.add_parser("prune", help="remove files no message names, older than "
@@ -127,15 +174,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     level = logging.INFO if args.verbose or args.command == "run" else logging.ERROR
-    configure_logging(args.log_format, level)
+    configure_logging(args.log_format, level, verbose=args.verbose)
     try:
         loaded = load_config(args.config)
-        args.log_context = configure_logging(args.log_format, level,
+        args.log_context = configure_logging(args.log_format, level, verbose=args.verbose,
                                              secrets=_secret_values(loaded))
         if args.command == "check":
             from .check import check
 
             return check(loaded)
+        if not loaded.exists and args.command not in _SAY_THEIR_CONFIG:
+            print(_defaults_line(loaded), file=sys.stderr)
         if args.command != "migrate":
             _import_tools(loaded)
         code: int = asyncio.run(COMMANDS[args.command](loaded, args))
@@ -160,6 +209,21 @@ def _main(argv: Sequence[str] | None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+
+
+_SAY_THEIR_CONFIG = ("run", "check", "migrate")
+"""Commands that say which config and store they use themselves (the banner, the check's
+report; migrate's are named on its command line)."""
+
+
+def _defaults_line(loaded: LoadedConfig) -> str:
+    """Without an ``agent.toml`` every default applies, the store too: one line says so, and
+    where that store is (made there if it is not yet)."""
+    from runtime import describe_store
+
+    store = describe_store(loaded.config.store, loaded.base_dir)
+    return (f"maiden: no config at {loaded.path}: every default applies; store: {store} "
+            "(--config PATH names another)")
 
 
 def _import_tools(loaded: LoadedConfig) -> None:

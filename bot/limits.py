@@ -36,7 +36,7 @@ def raise_open_files(needed: int = 0) -> int | None:
         except (ValueError, OSError) as exc:
             log.warning("open files limit stays at %d: %s", soft, exc)
     else:
-        log.info("open files limit %d", soft)
+        log.debug("open files limit %d", soft)  # nothing to do: nothing to say
     if soft != resource.RLIM_INFINITY and soft < needed:
         log.warning("open files limit %d is below the %d connections [http] max_connections "
                     "allows (plus maiden's own files): raise the hard limit (ulimit -Hn, "

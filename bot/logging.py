@@ -144,9 +144,10 @@ class JsonFormatter(logging.Formatter):
 
 def configure(
     fmt: LogFormat = "text", level: int = logging.INFO, *, secrets: Iterable[str] = (),
-    stream: TextIO | None = None,
+    stream: TextIO | None = None, verbose: bool = False,
 ) -> RunContext:
-    """Send every log record to ``stream`` (stderr) in ``fmt``; return the run filter."""
+    """Send every log record to ``stream`` (stderr) in ``fmt``; return the run filter.
+    ``verbose`` (``-v``): uvicorn's start-up and shutdown lines too."""
     redact = Redactor(secrets)
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter(redact) if fmt == "json" else TextFormatter(redact))
@@ -156,6 +157,10 @@ def configure(
     # APScheduler tells of every job it adds and runs; maiden.schedules says what matters
     # (which slot became which run, which were missed).
     logging.getLogger("apscheduler").setLevel(max(level, logging.WARNING))
+    # uvicorn tells of its start-up while `maiden run` prints its banner, whose "http" line
+    # says where it listens: only with -v (its warnings and errors always).
+    logging.getLogger("uvicorn.error").setLevel(level if verbose
+                                                else max(level, logging.WARNING))
     return context
 
 

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import sys
+import textwrap
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal, TextIO
@@ -42,6 +43,11 @@ def _json(value: Any, limit: int = 400) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _block(text: str) -> str:
+    """A text of any number of lines, indented as one block under its entry's head."""
+    return textwrap.indent(text, "    ")
+
+
 def _when(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
@@ -52,23 +58,23 @@ def render_entry(index: int, entry: Entry) -> str:
     if isinstance(entry, UserMessage):
         who = f" {entry.user}" if entry.user else ""
         files = "".join(f"\n    [file {f.describe()} sha256:{f.digest}]" for f in entry.files)
-        return f"{head} user{who} (run {entry.run_id}):\n    {entry.text}{files}"
+        return f"{head} user{who} (run {entry.run_id}):\n{_block(entry.text)}{files}"
     if isinstance(entry, AssistantTurn):
         lines = [f"{head} assistant:"]
         if entry.text:
-            lines.append(f"    {entry.text}")
+            lines.append(_block(entry.text))
         for call in entry.tool_calls:
             lines.append(f"    -> calls {call.name} {_json(call.arguments)}  [{call.id}]")
         return "\n".join(lines)
     if isinstance(entry, ToolResult):
         status = "error" if entry.is_error else "result"
-        return f"{head} tool {entry.name} {status} [{entry.tool_call_id}]:\n    " \
-               f"{_json(entry.content)}"
+        return f"{head} tool {entry.name} {status} [{entry.tool_call_id}]:\n" \
+               f"{_block(_json(entry.content))}"
     assert isinstance(entry, Notice)
     if entry.code == "summary" and entry.covers is not None:
-        return f"{head} summary of entries 1-{entry.covers} (sent in their place):\n    " \
-               f"{entry.text}"
-    return f"{head} notice ({entry.code}):\n    {entry.text}"
+        return f"{head} summary of entries 1-{entry.covers} (sent in their place):\n" \
+               f"{_block(entry.text)}"
+    return f"{head} notice ({entry.code}):\n{_block(entry.text)}"
 
 
 def render_run(run: Run, steps: Sequence[Transition] = ()) -> str:
@@ -170,7 +176,7 @@ async def chat(
     """
     read = read_line or LineReader(out=out)
     out.write(f"maiden chat on thread {thread_id!r}. Ctrl-C cancels a reply; at the prompt "
-              "it leaves, as do Ctrl-D and /quit.\n")
+              "it leaves, as do Ctrl-D and /quit. /help lists chat's commands.\n")
     while True:
         try:
             line = await read("you> ")
@@ -182,10 +188,30 @@ async def chat(
             return "done"
         if not line.strip():
             continue
+        if line.strip() == "/help":
+            out.write(_chat_help(thread_id))
+            continue
         run = await runtime.submit(thread_id, line, origin=Origin(channel="cli"))
         with _cancel_on_interrupt(runtime, run.id):
             await _follow_to_the_end(runtime, run.id, out,
                                      accepted=run.state is RunState.QUEUED)
+
+
+_CHAT_COMMANDS = {
+    "/help": "this list",
+    "/quit, /exit": "leave (Ctrl-D too; Ctrl-C at the prompt)",
+}
+"""What `maiden chat` answers itself; any other line is a message to the agent."""
+
+
+def _chat_help(thread_id: str) -> str:
+    """``/help``: chat's own commands, and what becomes of every other line."""
+    width = max(map(len, _CHAT_COMMANDS))
+    lines = [f"  {name:<{width}}  {what}" for name, what in _CHAT_COMMANDS.items()]
+    return ("chat's commands:\n" + "\n".join(lines) + "\n"
+            f"Any other line is a message to the agent on thread {thread_id!r}. Ctrl-C while "
+            "it answers cancels that run; a call that waits for approval is decided with the "
+            "`maiden approve` command it shows, from another terminal.\n")
 
 
 @contextlib.contextmanager
@@ -228,8 +254,9 @@ async def _follow_to_the_end(runtime: Runtime, run_id: str, out: TextIO, *,
     """Show the run until it ends, through its pauses: after an approval prompt, wait for
     the decision wherever it is made, then show the rest (Ctrl-C cancels the run).
     ``accepted``: just submitted (``Runtime.follow``)."""
+    shown: set[str] = set()  # a call shown as it was asked for is not shown again
     while True:
-        ended = await _follow(runtime, run_id, out, accepted=accepted)
+        ended = await _follow(runtime, run_id, out, shown, accepted=accepted)
         accepted = False
         if ended is None or ended.state not in WAITING:
             return
@@ -250,9 +277,11 @@ async def _moved(runtime: Runtime, run_id: str, state: RunState) -> None:
                     return
 
 
-async def _follow(runtime: Runtime, run_id: str, out: TextIO, *, accepted: bool = False
-                  ) -> RunEnded | None:
-    """Show the run's events until it ends or pauses; the ``RunEnded`` that said so."""
+async def _follow(runtime: Runtime, run_id: str, out: TextIO, shown: set[str], *,
+                  accepted: bool = False) -> RunEnded | None:
+    """Show the run's events until it ends or pauses; the ``RunEnded`` that said so. A
+    call in ``shown`` (shown before a pause for its approval) is not shown again when it
+    starts once approved: only its result is."""
     streaming = False
     ended: RunEnded | None = None
     async for event in runtime.follow(run_id, accepted=accepted):
@@ -262,7 +291,9 @@ async def _follow(runtime: Runtime, run_id: str, out: TextIO, *, accepted: bool 
                 streaming = True
             out.write(event.text)
         elif isinstance(event, ToolCallStarted):
-            out.write(f"  [tool] {event.call.name} {_json(event.call.arguments)}\n")
+            if event.call.id not in shown:
+                shown.add(event.call.id)
+                out.write(f"  [tool] {event.call.name} {_json(event.call.arguments)}\n")
         elif isinstance(event, ToolCallFinished):
             mark = "error" if event.is_error else "ok"
             out.write(f"  [tool] {event.name} {mark}: {_json(event.content)}\n")

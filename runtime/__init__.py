@@ -63,6 +63,7 @@ from .events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from .export import ThreadExport
 from .files import FileFetcher, Files, prune_files
 from .isolation import describe_isolation, make_undumpable
 from .live import Streamer, ToolUpdate, arguments_summary
@@ -80,7 +81,7 @@ from .providers import (
 from .records import Records, ScheduleRecords
 from .registry import ToolRegistry
 from .requests import Lease, Note, NoteCall, ScheduleRecord, ScheduleService, SlotMark, Vote
-from .routing import RouteConfig, Where, place_key
+from .routing import RouteConfig, Where, person_key, place_key
 from .runs import (
     TERMINAL,
     ApprovalDelivery,
@@ -103,6 +104,7 @@ from .stores import (
     BlobStore,
     Checkpoint,
     ControlStore,
+    Erased,
     FeedbackStore,
     FilesStore,
     LeaseStore,
@@ -125,6 +127,7 @@ from .tracing import (
     make_tracing,
     probe_collector,
 )
+from .version import maiden_version
 from .workers import ACTIVE as ACTIVE_STATES
 
 __all__ = [
@@ -163,6 +166,7 @@ __all__ = [
     "EchoProvider",
     "Effect",
     "Entry",
+    "Erased",
     "FeedbackStore",
     "FileDelivery",
     "FileFetcher",
@@ -232,6 +236,7 @@ __all__ = [
     "Streamer",
     "Subscription",
     "TextDelta",
+    "ThreadExport",
     "ThreadInfo",
     "Tool",
     "ToolCall",
@@ -263,6 +268,7 @@ __all__ = [
     "human_size",
     "idempotency_key",
     "looks_like_html",
+    "maiden_version",
     "make_provider",
     "make_store",
     "make_tools",
@@ -270,6 +276,7 @@ __all__ = [
     "make_undumpable",
     "parse_target",
     "period_bounds",
+    "person_key",
     "place_key",
     "probe_collector",
     "prune_files",

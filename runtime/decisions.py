@@ -8,10 +8,13 @@ are plain functions tested with tables (as ``gate.py`` is for calls).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from .entries import AssistantTurn, Entry, ToolCall, ToolResult
 from .errors import RunError
 from .runs import Decision, Run, RunState, Transition, transition
 
-__all__ = ["approve_call", "requeue"]
+__all__ = ["approve_call", "asked_again", "requeue"]
 
 S = RunState
 
@@ -45,6 +48,38 @@ def approve_call(
         run, target, f"{verb} by {by or 'someone'}: {pending.name}", now=now,
         decisions=(*run.decisions, decision), pending_approval=None, owner=owner,
         error=None, version=run.version + 1)
+
+
+def asked_again(run: Run, own: Sequence[Entry], steps: Sequence[Transition], *,
+                now: float) -> AssistantTurn | None:
+    """What a resumed run adds before it goes on: for a run cancelled while it waited for a
+    person's approval, the calls the cancellation answered ``cancelled`` (the one waiting,
+    and those after it in its turn) made anew, with new ids, in a turn of their own, so
+    that they go through the gate again and the person is asked again. ``None`` for any
+    other resume: the run goes on from its last checkpoint (the model sees a cut-off
+    call's ``cancelled`` result; a call whose approval timed out has no result, and is
+    asked about again as it is).
+
+    ``own``: the run's entries; ``steps``: its transitions, the newest last."""
+    if len(steps) < 2:
+        return None
+    cancelled, resumed = steps[-2], steps[-1]
+    if (cancelled.source, cancelled.target, resumed.target) != (
+            S.AWAITING_APPROVAL, S.CANCELLED, S.QUEUED):
+        return None
+    turn = next((e for e in reversed(own) if isinstance(e, AssistantTurn) and e.tool_calls),
+                None)
+    if turn is None:
+        return None
+    cut = {e.tool_call_id for e in own if isinstance(e, ToolResult) and _cancelled(e)}
+    calls = tuple(ToolCall(id=f"{c.id}-again{len(own)}", name=c.name, arguments=c.arguments)
+                  for c in turn.tool_calls if c.id in cut)
+    return AssistantTurn(run_id=run.id, tool_calls=calls, at=now) if calls else None
+
+
+def _cancelled(result: ToolResult) -> bool:
+    error = result.content.get("error") if isinstance(result.content, dict) else None
+    return result.is_error and isinstance(error, dict) and error.get("type") == "cancelled"
 
 
 def requeue(run: Run, *, now: float) -> tuple[Run, Transition]:

@@ -35,6 +35,11 @@ class Drivers:
         for driver in self:
             driver.stopping = True
 
+    def forget(self, thread_id: str) -> None:
+        """The thread was erased: no driver uses what it held of it."""
+        for driver in self:
+            driver.forget(thread_id)
+
     def of(self, run: Run) -> RunDriver | None:
         """The driver of the run's agent; None when no agent has that name any more."""
         return self.by_agent.get(run.agent) if run.agent else self.default

@@ -132,7 +132,7 @@ RunErrorReason = Literal[
     "illegal_transition", "not_an_approver", "not_awaiting_approval", "stale_approval",
     "not_resumable", "already_ended", "cancel_failed", "shutting_down", "request_timeout",
     "decide_refused", "cancel_refused", "resume_refused", "invalid_message",
-    "vote_refused", "driven_elsewhere",
+    "vote_refused", "driven_elsewhere", "delete_failed",
 ]
 """Every ``RunError.reason``: a stable code callers (the HTTP API, the CLI) map to answers."""
 

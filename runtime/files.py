@@ -44,7 +44,7 @@ from .runs import Run
 from .stores.base import Store
 from .tools import ToolFile, ToolImage
 
-__all__ = ["FileFetcher", "Files", "Taken", "named_blobs", "prune_files"]
+__all__ = ["FileFetcher", "Files", "Taken", "file_names", "named_blobs", "prune_files"]
 
 log = logging.getLogger("maiden.files")
 
@@ -283,6 +283,11 @@ class Files:
         """Every stored file's record, oldest first."""
         return await self.store.blobs()
 
+    async def names(self) -> dict[str, list[tuple[str, str]]]:
+        """Each stored file a message names: the names it goes by, and the threads that
+        name it so (``file_names``)."""
+        return await file_names(self.store)
+
     async def prune(self, *, dry_run: bool = False) -> list[BlobInfo]:
         """Remove the blobs no message or result names, stored more than ``[files]
         retention_days`` ago (``dry_run``: only say which)."""
@@ -292,16 +297,28 @@ class Files:
 
 async def named_blobs(store: Store) -> set[str]:
     """Every digest a message in the store names (its thread's entry, or its queued run)."""
-    named: set[str] = set()
+    return set(await file_names(store))
+
+
+async def file_names(store: Store) -> dict[str, list[tuple[str, str]]]:
+    """Every digest a message in the store names (its thread's entry, or its queued run),
+    with each name it goes by and the thread that names it so: ``(name, thread id)``, each
+    once, in the order they are found (threads most recently active first)."""
+    named: dict[str, dict[tuple[str, str], None]] = {}
+
+    def note(refs: Iterable[FileRef], thread_id: str) -> None:
+        for ref in refs:
+            named.setdefault(ref.digest, {})[(ref.name, thread_id)] = None
+
     for info in await store.list_threads():
         for entry in await store.load_entries(info.id):
             if isinstance(entry, UserMessage):
-                named.update(f.digest for f in entry.files)
+                note(entry.files, info.id)
             elif isinstance(entry, ToolResult):
-                named.update(f.digest for f in (*entry.files, *entry.images))
+                note((*entry.files, *entry.images), info.id)
     for run in await store.list_runs():
-        named.update(f.digest for f in (*run.files, *run.reply_files))
-    return named
+        note((*run.files, *run.reply_files), run.thread_id)
+    return {digest: list(places) for digest, places in named.items()}
 
 
 async def prune_files(store: Store, *, older_than: float, dry_run: bool = False

@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from .errors import StoreError
 from .stores.base import LeaseStore
+from .stores.erasure import thread_lease
 
 __all__ = [
     "Leases",
@@ -33,11 +34,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("maiden.leases")
-
-
-def thread_lease(thread_id: str) -> str:
-    """The name of the lease a process holds while it drives the thread."""
-    return f"thread:{thread_id}"
 
 
 def holder_name(instance_id: str) -> str:

@@ -26,6 +26,7 @@ from .budget import OK, Spend, Verdict, check_budget
 from .caps import Caps
 from .context import prompt_tokens
 from .cursor import RunCursor
+from .decisions import asked_again
 from .durability import Write
 from .endings import DRIVABLE, Endings
 from .entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, UserMessage
@@ -124,6 +125,12 @@ class RunDriver:
         """When this driver was made: a queued run older than that may have a stop."""
         self.end = Endings(store, bus, agent.config, self.prices, instance_id=instance_id,
                            clock=clock)
+
+    def forget(self, thread_id: str) -> None:
+        """The thread was erased: nothing held of it is used again (if it is begun anew)."""
+        self._threads.pop(thread_id)
+        self._file_scan.pop(thread_id, None)
+        self.prompts.forget(thread_id)
 
     # -- one run, top to bottom ----------------------------------------------------------
 
@@ -238,7 +245,10 @@ class RunDriver:
                 if deliveries:
                     await self.send_pending(cur.run)
             else:  # an explicitly resumed run: its message is already in the thread
-                await cur.commit(write=Write.RESUME, to=S.RUNNING, reason="resumed",
+                again = asked_again(run, cur.own, await self.store.transitions(run.id),
+                                    now=self.clock())
+                await cur.commit([again] if again else [], write=Write.RESUME, to=S.RUNNING,
+                                 reason="resumed",
                                  stalled_recoveries=0, started_at=started_at, owner=me,
                                  announce=started,
                                  trace=trace)

@@ -106,6 +106,10 @@ class Prompts:
             self._threads.popitem(last=False)
         return state
 
+    def forget(self, thread_id: str) -> None:
+        """The thread was erased: its state goes (a thread begun anew starts afresh)."""
+        self._threads.pop(thread_id, None)
+
     def held_start(self, thread_id: str) -> int | None:
         """Where the thread's held window starts (at the latest), for loading its tail:
         a tail from there keeps the window where it was."""
@@ -204,9 +208,14 @@ async def load(store: Store, prompts: Prompts, run: Run, *, limit: int | None,
     fresh = run.state is RunState.QUEUED and run.started_at is None
     if limit is None or (not fresh and run.first_entry is None):
         held = kept.pop(run.thread_id)[1] if kept is not None else []
-        if held:  # entries are only ever appended: what is held is still the thread's start
-            held.extend(await store.load_entries(run.thread_id, offset=len(held)))
-            return held
+        if held:
+            # Entries are only ever appended: what is held is still the thread's start,
+            # unless the thread was erased since (by another process): then the entry where
+            # its last one was is another run's, if any (run ids are never reused).
+            since = await store.load_entries(run.thread_id, offset=len(held) - 1)
+            if since and since[0].run_id == held[-1].run_id:
+                held.extend(since[1:])
+                return held
         return await store.load_entries(run.thread_id)
     starts = [prompts.held_start(run.thread_id), None if fresh else run.first_entry]
     start = min((s for s in starts if s is not None), default=None)

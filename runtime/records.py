@@ -1,12 +1,14 @@
 """The runtime's records as they stand: runs, threads and their history, deliveries,
-notes, schedule records. Read-only: ``Runtime.records``; what drives runs is in
-``service``."""
+notes, schedule records, a thread's export. Read-only: ``Runtime.records``; what drives
+runs is in ``service``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Iterable, Sequence
 
 from .entries import Entry
+from .export import ThreadExport
 from .requests import Note, ScheduleRecord, SlotMark
 from .runs import Delivery, Run, RunState, Transition
 from .stores.base import Store, StoreStats, ThreadInfo
@@ -52,6 +54,12 @@ class Records:
         """A thread's history in order (a page of it with ``offset``/``limit``); ``[]`` for
         a thread never written."""
         return await self._store.load_entries(thread_id, offset=offset, limit=limit)
+
+    async def export(self, thread_id: str, *, secrets: Iterable[str] = ()) -> ThreadExport:
+        """The thread as JSON lines (``ThreadExport.lines``; ``export`` says what they
+        hold), with each of ``secrets`` written ``[redacted]``; ``NotFound`` if there is no
+        such thread."""
+        return await ThreadExport.of(self._store, thread_id, at=time.time(), secrets=secrets)
 
     async def thread_length(self, thread_id: str) -> int:
         """How many entries the thread holds."""

@@ -21,7 +21,7 @@ from pydantic import Field, field_validator
 from .config import AGENT_NAME, Section
 from .runs import Origin
 
-__all__ = ["RouteConfig", "Where", "place_key", "route"]
+__all__ = ["LOCAL_PERSON", "RouteConfig", "Where", "person_key", "place_key", "route"]
 
 ANYWHERE = "*"
 DM = "dm"
@@ -102,3 +102,16 @@ def place_key(origin: Origin) -> str:
     ids = origin.place
     # A Discord thread's ids are (thread, parent, guild): the parent is the place.
     return f"{origin.channel}:{ids[1] if len(ids) == 3 else ids[0]}"
+
+
+LOCAL_PERSON = "local"
+"""Who a message typed on this machine (the CLI; the HTTP API without tokens) is from."""
+
+
+def person_key(origin: Origin) -> str:
+    """One name for the person a run came from, as usage and spend group by it: the
+    platform's or token's user, ``local`` for the CLI and the HTTP API without tokens
+    (the owner a thread they make gets), ``(nobody)`` for a schedule's slot."""
+    if origin.user:
+        return origin.user
+    return LOCAL_PERSON if origin.channel in ("cli", "http", "console") else "(nobody)"

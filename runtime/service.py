@@ -32,6 +32,7 @@ from .control import serve_requests
 from .decisions import approve_call, requeue
 from .delivery import Deliverer, Outbox, Sender
 from .drivers import Drivers
+from .erase import erase_thread
 from .errors import MaidenError, RunError, StaleWrite, StoreError
 from .events import EventBus, RunEvent, Subscription
 from .feedback import Feedback
@@ -48,6 +49,7 @@ from .routing import Where
 from .runs import Origin, Run, RunState, Said, Transition
 from .stops import record_stop
 from .stores.base import Checkpoint, Store
+from .stores.erasure import Erased
 from .tracing import NO_TRACING, Tracing, traceparent_of
 from .upkeep import RuntimeUpkeep
 from .waiting import Waiting
@@ -336,6 +338,12 @@ class Runtime:
         """Events of one run (ending with its ``run.*`` end event), or of all runs."""
         return self._bus.subscribe(run_id)
 
+    def listen(self, listener: Callable[[RunEvent], None]) -> Callable[[], None]:
+        """Call ``listener`` with every event of the runs this process drives, as it is
+        published (it must not block: a channel spawns what it does about one); the
+        function that stops it."""
+        return self._bus.listen(listener)
+
     def _new_run(
         self, thread_id: str, text: str, origin: Origin | None, idempotency_key: str | None,
         files: Sequence[FileRef] = (), fetch: Sequence[FileSource] = (),
@@ -526,6 +534,23 @@ class Runtime:
     async def _write_run(self, run: Run, step: Transition) -> None:
         await self._store.commit(Checkpoint(thread_id=run.thread_id, position=None, run=run,
                                             transitions=[step]))
+
+    # -- erasure -----------------------------------------------------------------------------
+
+    async def delete_thread(self, thread_id: str, *, by: str = "") -> Erased:
+        """Erase a thread and everything of it (``stores.erasure`` says what; the result,
+        what went): its runs that have not ended are cancelled first (``by`` whom), wherever
+        they run; then the rest goes in one durable write, and this process keeps nothing
+        of it. Idempotent: a thread never written, or erased already, is no error (nothing
+        goes, and ``Erased.existed`` says so)."""
+        erased = await erase_thread(self._store, thread_id,
+                                    lambda run_id: self.cancel(run_id, by=by))
+        self._driver.forget(thread_id)
+        await self._workers.forget(thread_id)
+        if erased.existed:
+            log.info("thread erased%s: %d entries, %d runs", f" by {by}" if by else "",
+                     erased.entries, erased.runs, extra={"thread_id": thread_id})
+        return erased
 
     # -- delivery ----------------------------------------------------------------------------
 

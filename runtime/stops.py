@@ -13,20 +13,20 @@ from __future__ import annotations
 
 from .requests import Note
 from .stores.base import NoteStore
+from .stores.erasure import stop_scope
 
 __all__ = ["record_stop", "stop_requested"]
 
-_SCOPE = "maiden:stop:"
 
 
 async def record_stop(store: NoteStore, run_id: str, *, by: str, key: str, at: float) -> bool:
     """Write a stop of ``run_id`` asked by ``by`` (``key``: the request's identity); False
     if that request was written before (nothing more to do for it)."""
-    note = Note(scope=_SCOPE + run_id, key="stop", text=by, updated_at=at, written_by=key)
+    note = Note(scope=stop_scope(run_id), key="stop", text=by, updated_at=at, written_by=key)
     return await store.put_note(note, key)
 
 
 async def stop_requested(store: NoteStore, run_id: str) -> str | None:
     """Who asked to stop ``run_id`` (``""``: someone unnamed), or None if nobody did."""
-    notes = await store.notes(_SCOPE + run_id)
+    notes = await store.notes(stop_scope(run_id))
     return notes[0].text if notes else None

@@ -186,6 +186,12 @@ class Workers:
         driving = self._driving.get(run_id)
         return None if driving is None else driving[0]
 
+    async def forget(self, thread_id: str) -> None:
+        """The thread was erased: a lease kept for it (lingering) is given up now, unless
+        its worker is at work (a run of the thread begun anew)."""
+        if thread_id not in self._tasks:
+            await self._give_up(thread_id)
+
     async def cut_off(self, run_id: str, reason: str) -> bool:
         """Cancel the run this process drives, for ``reason``, and wait until its worker
         is done with it (it ends ``cancelled``); False if no worker here drives it."""

@@ -173,10 +173,15 @@ class ScheduleBook:
             schedule, record = await self._own(name, thread_id)
         else:
             await self.load()
-            found, known = self.get(name), self._records.get(name)
-            if found is None or known is None:
+            found = self.get(name)
+            if found is None:
                 raise ScheduleError(f"there is no schedule named {name!r}")
-            schedule, record = found, known
+            # A config schedule no scheduler has recorded yet (`maiden run` never ran on
+            # this store) gets its record here, paused or not from now.
+            now = self.clock().timestamp()
+            record = self._records.get(name) or ScheduleRecord(
+                name=name, origin=found.source, since=now, created_at=now)
+            schedule = found
         if record.paused != paused:
             # Resumed: slots missed while paused are not caught up; it starts from now.
             since = record.since if paused else self.clock().timestamp()
@@ -184,8 +189,20 @@ class ScheduleBook:
             await self._changed()
         return schedule
 
-    async def delete(self, name: str, *, thread_id: str) -> None:
-        await self._own(name, thread_id)
+    async def delete(self, name: str, *, thread_id: str | None) -> None:
+        """Delete a chat schedule: from chat (``thread_id``) only one the conversation made;
+        from the operator (``None``: the CLI) any. A config schedule is deleted from the
+        config, never here."""
+        if thread_id is not None:
+            await self._own(name, thread_id)
+        else:
+            await self.load()
+            if name in self._configured:
+                raise ScheduleError(f"{name!r} is defined in agent.toml: remove it there (or "
+                                    "pause it)")
+            record = self._records.get(name)
+            if record is None or record.origin != "chat":  # (one unreadable goes too)
+                raise ScheduleError(f"there is no schedule named {name!r}")
         await self.kept.delete(name)
         self._records.pop(name, None)
         self._chat.pop(name, None)

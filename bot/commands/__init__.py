@@ -8,7 +8,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from ..config import LoadedConfig
-from . import control, files, service, show, talk
+from . import control, files, service, show, talk, threads
 from .common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -26,4 +26,5 @@ Command = Callable[[LoadedConfig, argparse.Namespace], Coroutine[Any, Any, int]]
 COMMANDS: dict[str, Command] = {
     **service.COMMANDS, **talk.COMMANDS, **show.COMMANDS, **control.COMMANDS,
     **files.COMMANDS,
+    **threads.COMMANDS,  # `threads`: its export and delete, and the listing (show's)
 }

@@ -25,9 +25,15 @@ async def _files(loaded: LoadedConfig, args: argparse.Namespace) -> int:
                   f"stored over {days:g} days ago, named by no message or result")
             return EXIT_OK
         blobs = await runtime.files.blobs()
+        names = await runtime.files.names()
     print(f"{len(blobs)} file(s), {human_size(sum(b.size for b in blobs))}")
     for blob in blobs:
         print(f"  {blob.digest}  {blob.media_type}  {human_size(blob.size)}")
+        for name, thread in names.get(blob.digest, ()):
+            print(f"    {name}  in thread {thread!r}")
+        if blob.digest not in names:
+            print("    (named by no message: `maiden files prune` removes it once it is "
+                  "old enough)")
     return EXIT_OK
 
 

@@ -37,8 +37,11 @@ async def _schedules(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     from ..jobs import status_lines
 
     loaded.config.read_schedules()  # a bad [[schedules]] is reported before the store opens
-    if getattr(args, "schedules_command", None) == "run":
+    command = getattr(args, "schedules_command", None)
+    if command == "run":
         return await _run_schedule(loaded, args)
+    if command in ("pause", "resume", "delete"):
+        return await _change_schedule(loaded, command, args.name)
     async with open_app(loaded, recover=False, mcp=False) as app:
         await app.book.load()
         found = await statuses(app.book)
@@ -46,6 +49,40 @@ async def _schedules(loaded: LoadedConfig, args: argparse.Namespace) -> int:
         print("no schedules (add [[schedules]] to the config, or ask the agent for one)")
         return EXIT_OK
     print("\n".join(status_lines(found)))
+    return EXIT_OK
+
+
+async def _change_schedule(loaded: LoadedConfig, command: str, name: str) -> int:
+    """Pause, resume or delete a schedule as its operator (any schedule; a config one is
+    deleted from the config). A `maiden run` on the store sees it at its next look at the
+    store; its slots decide from the record then."""
+    from schedules import ScheduleError, statuses
+
+    from ..app import open_app
+
+    async with open_app(loaded, recover=False, mcp=False, writable=True) as app:
+        try:
+            if command == "delete":
+                await app.book.delete(name, thread_id=None)
+            else:
+                await app.book.set_paused(name, command == "pause", thread_id=None)
+        except ScheduleError as exc:
+            raise UsageError(str(exc)) from None
+        found = {s.schedule.name: s for s in await statuses(app.book)}
+    if command == "delete":
+        print(f"schedule {name!r} deleted")
+    elif command == "pause":
+        print(f"schedule {name!r} paused: no slot of it runs until `maiden schedules resume "
+              f"{name}`")
+    else:
+        status = found.get(name)
+        if status is not None and not status.active:
+            print(f"schedule {name!r} resumed, but its definition disables it (enabled = "
+                  "false)")
+        else:
+            upcoming = status.next_fires if status is not None else []
+            when = f" ({upcoming[0].isoformat()})" if upcoming else ""
+            print(f"schedule {name!r} resumed: it fires from its next slot{when}")
     return EXIT_OK
 
 

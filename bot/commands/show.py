@@ -9,7 +9,7 @@ from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from runtime import CorruptStore, Run, RunState, place_key
+from runtime import CorruptStore, Run, RunState, person_key, place_key
 
 from ..config import LoadedConfig
 from .common import EXIT_FAILED, EXIT_OK, UsageError
@@ -22,13 +22,16 @@ T = TypeVar("T")
 async def _threads(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     from ..app import open_runtime
 
+    limit = args.limit
     async with open_runtime(loaded, recover=False, mcp=False) as runtime:
-        threads = await runtime.records.threads()
+        threads = await runtime.records.threads(limit=None if limit is None else limit + 1)
     if not threads:
         print("no threads yet")
-    for t in threads:
+    for t in threads[:limit]:
         state = t.last_state or "-"
         print(f"{t.id!r}  entries={t.length} runs={t.runs} last={state}")
+    if limit is not None and len(threads) > limit:
+        print(f"(the {limit} most recently active; more with a higher --limit)")
     return EXIT_OK
 
 
@@ -59,11 +62,13 @@ async def _show(loaded: LoadedConfig, args: argparse.Namespace) -> int:
             print(f"no thread {args.thread!r}", file=sys.stderr)
             return EXIT_FAILED
         count = "?" if total is None else str(total)
-        print(f"thread {args.thread!r}: {count} entries, "
-              f"{'?' if runs is None else len(runs)} runs\n")
         # Page by page: a thread of any length is shown in the same memory. Without its
-        # length (unreadable), pages are read until a short one.
-        offset = 0
+        # length (unreadable), pages are read until a short one (--tail cannot apply).
+        offset = 0 if total is None or args.tail is None else max(0, total - args.tail)
+        tail = f" (the last {total - offset} shown)" if total is not None and offset else ""
+        print(f"thread {args.thread!r}: {count} entries{tail}, "
+              f"{'?' if runs is None else len(runs)} runs\n")
+        named: set[str] = set()  # the runs of the entries shown
         while total is None or offset < total:
             page = await readable(runtime.records.entries(args.thread, offset=offset,
                                                           limit=SHOW_PAGE))
@@ -72,12 +77,16 @@ async def _show(loaded: LoadedConfig, args: argparse.Namespace) -> int:
                 break
             for i, entry in enumerate(page, offset + 1):
                 print(render_entry(i, entry))
+                named.add(entry.run_id)
             offset += SHOW_PAGE
             if total is None and len(page) < SHOW_PAGE:
                 break
         print("\nruns:")
         if runs is None:
             print("(the runs are unreadable)")
+        if runs and tail:  # those of the entries shown, and any newer (queued) ones
+            since = min((r.created_at for r in runs if r.id in named), default=0.0)
+            runs = [r for r in runs if r.created_at >= since]
         for run in runs or []:
             print(render_run(run))
             steps = await readable(runtime.records.transitions(run.id))
@@ -136,7 +145,7 @@ async def _usage(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     group = args.by or "thread"
     key: Callable[[Run], str] = {
         "thread": lambda r: r.thread_id, "agent": lambda r: r.agent or default,
-        "user": lambda r: r.origin.user or "(nobody)", "place": lambda r: place_key(r.origin),
+        "user": lambda r: person_key(r.origin), "place": lambda r: place_key(r.origin),
     }[group]
     totals: dict[str, list[float]] = {}
     for run in runs:

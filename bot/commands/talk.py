@@ -9,7 +9,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from runtime import FileRef, FileRefused, MaidenError, Origin, Run, RunState, Runtime
+from runtime import (
+    FileRef,
+    FileRefused,
+    MaidenError,
+    Origin,
+    Run,
+    RunError,
+    RunState,
+    Runtime,
+)
 
 from ..config import LoadedConfig
 from .common import EXIT_INTERRUPTED, EXIT_OK, UsageError, report
@@ -47,6 +56,8 @@ async def _send(loaded: LoadedConfig, args: argparse.Namespace) -> int:
         def interrupted() -> None:
             nonlocal interrupts
             interrupts += 1
+            if interrupts == 1 and waiting.done():
+                return  # it ended before Ctrl-C came through: nothing to cancel (said below)
             if interrupts == 1:
                 print(f"\nmaiden: cancelling run {run.id} (Ctrl-C again to leave it as it is)",
                       file=sys.stderr)
@@ -71,6 +82,11 @@ async def _send(loaded: LoadedConfig, args: argparse.Namespace) -> int:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(EXIT_INTERRUPTED)
+    if interrupts and run.state is not RunState.CANCELLED:
+        # The run got to its end before the cancellation could stop it: said, so that its
+        # answer below is not taken for what was left of a cancelled run.
+        print(f"maiden: run {run.id} {run.state} before the cancellation could stop it: "
+              "it was not cancelled", file=sys.stderr)
     code = report(run)
     return EXIT_INTERRUPTED if interrupts and run.state is RunState.CANCELLED else code
 
@@ -117,6 +133,9 @@ async def _store_files(runtime: Runtime, given: list[tuple[Path, bytes]]) -> lis
 async def _cancel_run(runtime: Any, run_id: str) -> None:
     try:
         await runtime.cancel(run_id, by="terminal")
+    except RunError as exc:
+        if exc.reason != "already_ended":  # `send` says how it ended itself
+            print(f"maiden: {exc}", file=sys.stderr)
     except MaidenError as exc:
         print(f"maiden: {exc}", file=sys.stderr)
 

@@ -66,7 +66,7 @@ def create_app(
         config.max_body_bytes + files.max_bytes * files.max_per_message))
     if config.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=config.cors_origins,
-                           allow_methods=["GET", "POST"],
+                           allow_methods=["GET", "POST", "DELETE"],
                            allow_headers=["Authorization", "Content-Type", "Idempotency-Key",
                                           "Accept"])
     # Outermost: a request that does not name this server reaches nothing else (the
@@ -75,8 +75,8 @@ def create_app(
                                                  config.cors_origins))
     install_error_handlers(app)
     app.include_router(routes.message_router(runtime.agent.max_message_chars))
-    for router in (routes.threads, routes.runs, routes.approvals, routes.schedules,
-                   routes.feedback, routes.files, routes.service):
+    for router in (routes.threads, routes.erasure, routes.runs, routes.approvals,
+                   routes.schedules, routes.feedback, routes.files, routes.service):
         app.include_router(router)
     if api.openai.enabled:
         app.include_router(openai_routes)

@@ -115,8 +115,10 @@ def install_error_handlers(app: FastAPI) -> None:
         status = HTTPStatus(exc.status_code)
         detail = exc.detail if isinstance(exc.detail, str) else status.phrase
         code = status.phrase.lower().replace(" ", "_").replace("-", "_")
-        return _answer(request, exc.status_code, detail, code,
-                       headers=dict(exc.headers or {}) or None)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = _allowed(request) or headers.get("Allow", "")
+        return _answer(request, exc.status_code, detail, code, headers=headers or None)
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
@@ -152,6 +154,16 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, invalid)
     for kind in (StoreError, RunError):
         app.add_exception_handler(kind, maiden_error)
+
+
+def _allowed(request: Request) -> str:
+    """Every method the schema documents for the path of the route that took the request
+    but not its method; "" for a route the schema does not hold. Starlette's 405 names only
+    that one route's methods, where a path may have several routes (``GET`` and ``DELETE
+    /v1/threads/{id}``)."""
+    path = getattr(request.scope.get("route"), "path_format", None)
+    documented = request.app.openapi().get("paths", {}).get(path, {}) if path else {}
+    return ", ".join(sorted(method.upper() for method in documented))
 
 
 def _field_error(err: Any) -> dict[str, str]:

@@ -323,6 +323,7 @@ class ThreadDetail(BaseModel):
 
 class Health(BaseModel):
     status: str = Field(description="ok, or unavailable")
+    version: str = Field(description="the maiden version serving (as `maiden --version`)")
     store: str
     runtime: str
     detail: str | None = None

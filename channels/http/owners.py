@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Literal
 
-from runtime import Entry, Origin, Runtime
+from runtime import Entry, NotFound, Origin, Runtime
 
 from .auth import Credential
 
@@ -74,26 +74,37 @@ def may_see(who: Credential, thread_id: str, owner: Owner | None, *,
 
 
 class Owners:
-    """Each thread's owner, read from its first run once and kept (it never changes)."""
+    """Each thread's owner, read from its first run once and kept (it never changes while
+    the thread lives; an erased thread begun anew may be someone else's)."""
 
     KEPT = 10_000
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
-        self._known: OrderedDict[str, Owner] = OrderedDict()
+        self._known: OrderedDict[str, tuple[Owner, str]] = OrderedDict()
+        """Per thread, its owner and its first run's id."""
 
     async def of(self, thread_id: str) -> Owner | None:
-        known = self._known.get(thread_id)
-        if known is not None:
-            self._known.move_to_end(thread_id)
-            return known
+        known = self._known.pop(thread_id, None)
+        if known is not None and await self._still(known[1]):
+            self._known[thread_id] = known
+            return known[0]
         runs = await self.runtime.records.runs(thread_id=thread_id)
         owner = owner_of(thread_id, runs[0].origin if runs else None)
         if owner is not None and runs:
-            self._known[thread_id] = owner
+            self._known[thread_id] = (owner, runs[0].id)
             if len(self._known) > self.KEPT:
                 self._known.popitem(last=False)
         return owner
+
+    async def _still(self, first_run: str) -> bool:
+        """Whether the thread's first run is still there: not if the thread was erased (by
+        any process), and maybe begun anew by another caller. One read by key."""
+        try:
+            await self.runtime.records.get_run(first_run)
+        except NotFound:
+            return False
+        return True
 
     async def may_see(self, who: Credential, thread_id: str, *, write: bool = False) -> bool:
         if who.may("operate"):

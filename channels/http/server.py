@@ -89,7 +89,7 @@ class HttpServer:
             sock.close()
             exc = self._task.exception() if not self._task.cancelled() else None
             raise MaidenError(f"the HTTP server on {self.url} did not start: {exc!r}")
-        log.info("HTTP API listening on %s", self.url)
+        log.debug("HTTP API listening on %s", self.url)  # the banner says where
         return self.url
 
     async def stop(self) -> None:

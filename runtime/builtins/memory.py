@@ -14,6 +14,7 @@ from typing import Any
 
 from ..config import MemoryConfig
 from ..notes import Notes
+from ..stores.erasure import thread_scope
 from ..tools import Tool, ToolContext, tool
 
 __all__ = ["make_memory"]
@@ -30,7 +31,7 @@ def make_memory(cfg: MemoryConfig) -> list[Tool]:
         return found
 
     def scope(ctx: ToolContext) -> str:
-        return "agent" if cfg.scope == "agent" else f"thread:{ctx.thread_id}"
+        return "agent" if cfg.scope == "agent" else thread_scope(ctx.thread_id)
 
     @tool(name="remember", effect="idempotent_write", timeout_s=10, needs=["notes"])
     async def remember(ctx: ToolContext, key: str, text: str) -> dict[str, Any]:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 
 from ..attachments.parts import DocumentPart, ImagePart, TextPart
-from ..entries import AssistantTurn, Notice, ToolCall, ToolResult, Usage, UserMessage
+from ..entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, Usage, UserMessage
+from ..history import LATE_RESULT
 from .base import ModelRequest, ModelResponse, TextSink
 from .wire import part_for
 
@@ -52,6 +54,34 @@ def _received(user: UserMessage | None, request: ModelRequest) -> str:
     return "".join(lines)
 
 
+def _late(entry: object) -> bool:
+    return isinstance(entry, Notice) and entry.code == LATE_RESULT
+
+
+def _last_results(entries: Sequence[Entry], last: object) -> list[ToolResult]:
+    """The results at the end of ``entries``; for a late-result notice at the end, those
+    of its run's last turn with calls (beside that turn)."""
+    if isinstance(last, ToolResult):
+        out: list[ToolResult] = []
+        for entry in reversed(entries):
+            if not isinstance(entry, ToolResult):
+                break
+            out.append(entry)
+        return out[::-1]
+    assert isinstance(last, Notice)
+    for i in range(len(entries) - 1, -1, -1):
+        turn = entries[i]
+        if isinstance(turn, AssistantTurn) and turn.tool_calls and turn.run_id == last.run_id:
+            out = []
+            for j in range(i + 1, len(entries)):
+                result = entries[j]
+                if not isinstance(result, ToolResult):
+                    break
+                out.append(result)
+            return out
+    return []
+
+
 def _tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
@@ -67,13 +97,12 @@ class EchoProvider:
         entries = request.entries
         last = entries[-1] if entries else None
         calls: tuple[ToolCall, ...] = ()
-        if isinstance(last, ToolResult):
-            results = []
-            for entry in reversed(entries):
-                if not isinstance(entry, ToolResult):
-                    break
-                results.append(f"{entry.name} returned {json.dumps(entry.content)}")
-            text = "; ".join(reversed(results))
+        if isinstance(last, ToolResult) or _late(last):
+            # Results that came after the thread went on are beside their call, with a
+            # notice where they came (``history.model_view``): those are reported.
+            results = [f"{entry.name} returned {json.dumps(entry.content)}"
+                       for entry in _last_results(entries, last)]
+            text = "; ".join(results)
         else:
             user = next((e for e in reversed(entries) if isinstance(e, UserMessage)), None)
             said = user.text if user else ""

@@ -13,9 +13,10 @@ from .base import (
     Store,
     ThreadInfo,
 )
+from .erasure import Erased, ThreadEraser
 from .files import FilesStore
 from .sqlite import SQLiteStore
 
-__all__ = ["BlobStore", "Checkpoint", "ControlStore", "FeedbackStore", "FilesStore", "LeaseStore",
-           "NoteStore", "OutboxStore", "RunStore", "SQLiteStore", "ScheduleStore", "Store",
-           "ThreadInfo"]
+__all__ = ["BlobStore", "Checkpoint", "ControlStore", "Erased", "FeedbackStore", "FilesStore",
+           "LeaseStore", "NoteStore", "OutboxStore", "RunStore", "SQLiteStore", "ScheduleStore",
+           "Store", "ThreadEraser", "ThreadInfo"]

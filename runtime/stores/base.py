@@ -25,6 +25,7 @@ from ..requests import (
 )
 from ..runs import Delivery, Run, RunState, StreamState, Transition
 from ..tail import Tail
+from .erasure import ThreadEraser
 
 __all__ = ["ENTRIES", "NOTE_CALLS_KEPT", "Accepted", "BlobStore", "Checkpoint", "ControlStore",
            "FeedbackStore", "LeaseStore", "NoteStore", "OutboxStore", "RunStore",
@@ -383,9 +384,9 @@ class BlobStore(Protocol):
 
 
 class Store(RunStore, OutboxStore, ControlStore, LeaseStore, ScheduleStore, NoteStore,
-            FeedbackStore, BlobStore, Protocol):
+            FeedbackStore, BlobStore, ThreadEraser, Protocol):
     """What a backend implements: runs and threads, the outbox, the control plane, leases,
-    schedule records, notes, votes, files' blobs."""
+    schedule records, notes, votes, files' blobs, and erasing a thread (``erasure``)."""
 
 
 class Opens:

@@ -13,6 +13,10 @@ from typing import Any
 import pytest
 
 from runtime import (
+    AssistantTurn,
+    EchoProvider,
+    ModelRequest,
+    ModelResponse,
     Notice,
     RunError,
     RunState,
@@ -28,6 +32,10 @@ from runtime import (
     tool,
 )
 from runtime.entries import RUN_FAILED
+from runtime.history import LATE_RESULT
+from runtime.providers import anthropic, openai
+from tests.fakes.anthropic import _check_messages as anthropic_rules
+from tests.fakes.openai import _check_messages as openai_rules
 
 S = RunState
 
@@ -126,6 +134,92 @@ async def test_approval_timeout_then_a_late_approval_resumes(make_runtime: Any) 
         transitions = [t.reason for t in await rt.records.transitions(run.id)]
     assert done.state is S.COMPLETED and done.reply == "deployed it"
     assert "approval_timeout" in transitions and "approved by ops: deploy" in transitions
+
+
+class Reads:
+    """The offline model (echo), answering from what it is sent; keeps every request."""
+
+    model = "echo"
+
+    def __init__(self) -> None:
+        self.echo, self.calls = EchoProvider(), list[ModelRequest]()
+
+    async def complete(self, request: ModelRequest, on_text: Any = None) -> ModelResponse:
+        self.calls.append(request)
+        return await self.echo.complete(request, on_text)
+
+
+@pytest.mark.parametrize("approve", [True, False])
+async def test_a_late_decision_answers_its_own_message(make_runtime: Any, approve: bool) -> None:
+    """Chaos finding 1 (``late-decision-context``): a run whose approval timed out while
+    later messages of its thread were answered, decided then, goes on answering its own
+    message, not the thread's last one: its late result is beside its call (the APIs want
+    it there) and a notice where it came says whose answer goes on."""
+    clock = Clock()
+    ask = '/tool deploy {"service": "api"}'
+    async with make_runtime([], [deploy], approval_timeout_s=60, clock=clock,
+                            provider=lambda _: Reads()) as (rt, model):
+        run = await rt.send("t", ask)
+        assert run.state is S.AWAITING_APPROVAL and run.pending_approval is not None
+        clock.now += 61
+        (expired,) = await rt._upkeep.expire_approvals()
+        assert expired.state is S.TIMED_OUT
+        other = await rt.send("t", "meanwhile")
+        assert other.reply == "echo: meanwhile"
+        await rt.decide(run.id, run.pending_approval.tool_call_id, approve=approve, by="ops")
+        done = await rt.wait(run.id)
+        after = await rt.send("t", "and now?")
+        entries = await rt.records.entries("t")
+    # Its own call's result is what it answers, not "meanwhile" a second time.
+    assert done.state is S.COMPLETED and done.reply != other.reply
+    assert (done.reply or "").startswith('deploy returned ' + (
+        '"deployed api"' if approve else '{"error": {"type": "denied"'))
+    assert after.reply == "echo: and now?"
+    # What the model was asked when the run went on: the result beside its call, and last
+    # a notice naming the run's own message; valid on both wires, ending with the user.
+    resumed = next(r for r in model.calls if r.run_id == run.id and any(
+        isinstance(e, ToolResult) and e.run_id == run.id for e in r.entries))
+    last = resumed.entries[-1]
+    assert isinstance(last, Notice) and last.code == LATE_RESULT and ask in last.text
+    for wire, check in ((openai, openai_rules),
+                        (anthropic, lambda m: anthropic_rules(m, True))):
+        messages = wire.to_messages(resumed.entries)
+        assert check(messages) is None
+        content = messages[-1]["content"]
+        said = content if isinstance(content, str) else " ".join(b["text"] for b in content)
+        assert messages[-1]["role"] == "user" and ask in said
+    # The thread as stored stays well-formed: each result after its call, one per call,
+    # every call answered; the late result is where it came, after "meanwhile".
+    calls = {c.id for e in entries if isinstance(e, AssistantTurn) for c in e.tool_calls}
+    results = [e.tool_call_id for e in entries if isinstance(e, ToolResult)]
+    assert sorted(results) == sorted(calls) and len(set(results)) == len(results)
+    assert kinds(entries) == ["user", "assistant", "user", "assistant", "tool_result",
+                              "assistant", "user", "assistant"]
+    for request in model.calls:  # every request the model got is one the APIs accept
+        assert openai_rules(openai.to_messages(request.entries)) is None
+        assert anthropic_rules(anthropic.to_messages(request.entries), True) is None
+
+
+async def test_runs_decided_after_one_another_each_answer_their_own(make_runtime: Any) -> None:
+    """Chaos finding 1 again (seed 3): a run timed out, the next message's run waits for
+    its own approval; the first is decided and answers, then the second is: it goes on
+    after the first's answer, and answers its own message, not the first one's."""
+    clock = Clock()
+    async with make_runtime([], [deploy], approval_timeout_s=60, clock=clock,
+                            provider=lambda _: Reads()) as (rt, model):
+        first = await rt.send("t", '/tool deploy {"service": "api"}')
+        clock.now += 61
+        (expired,) = await rt._upkeep.expire_approvals()
+        assert expired.id == first.id
+        second = await rt.send("t", '/tool deploy {"service": "web"}')
+        assert second.state is S.AWAITING_APPROVAL and second.pending_approval is not None
+        assert first.pending_approval is not None
+        await rt.decide(first.id, first.pending_approval.tool_call_id, approve=True)
+        assert (await rt.wait(first.id)).reply == 'deploy returned "deployed api"'
+        await rt.decide(second.id, second.pending_approval.tool_call_id, approve=True)
+        assert (await rt.wait(second.id)).reply == 'deploy returned "deployed web"'
+    last = model.calls[-1].entries[-1]
+    assert isinstance(last, Notice) and last.code == LATE_RESULT and '"web"' in last.text
 
 
 async def test_pending_approval_records_who_and_where(make_runtime: Any) -> None:

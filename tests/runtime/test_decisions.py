@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.decisions import approve_call, requeue
+from runtime.decisions import approve_call, asked_again, requeue
+from runtime.entries import AssistantTurn, Entry, ToolCall, ToolResult, UserMessage
 from runtime.errors import RunError
-from runtime.runs import PendingApproval, Run, RunState
+from runtime.runs import PendingApproval, Run, RunState, Transition
 
 S = RunState
 PENDING = PendingApproval(tool_call_id="c1", name="deploy", arguments_hash="h1",
@@ -75,3 +76,49 @@ def test_a_run_that_cannot_be_resumed(state: RunState, words: str) -> None:
     with pytest.raises(RunError, match=words) as caught:
         requeue(run(state), now=9.0)
     assert caught.value.reason == "not_resumable"
+
+
+def step(source: RunState, target: RunState) -> Transition:
+    return Transition(run_id="r1", source=source, target=target, reason="", at=1.0)
+
+
+def result(call: str, kind: str | None) -> ToolResult:
+    content = {"error": {"type": kind, "message": kind}} if kind else "done"
+    return ToolResult(run_id="r1", tool_call_id=call, name="deploy", content=content,
+                      is_error=kind is not None)
+
+
+CALLS = (ToolCall(id="c0", name="lookup", arguments={"q": "x"}),
+         ToolCall(id="c1", name="deploy", arguments={"service": "api"}),
+         ToolCall(id="c2", name="deploy", arguments={"service": "db"}))
+# c0 ran; c1 waited for its approval when the run was cancelled; c2 was to come after it.
+OWN: list[Entry] = [UserMessage(run_id="r1", text="go"),
+                    AssistantTurn(run_id="r1", tool_calls=CALLS),
+                    result("c0", None), result("c1", "cancelled"), result("c2", "cancelled")]
+CANCELLED_WAITING = [step(S.QUEUED, S.RUNNING), step(S.RUNNING, S.AWAITING_TOOL),
+                     step(S.AWAITING_TOOL, S.AWAITING_APPROVAL),
+                     step(S.AWAITING_APPROVAL, S.CANCELLED), step(S.CANCELLED, S.QUEUED)]
+
+
+def test_a_run_cancelled_while_it_waited_for_approval_asks_again_once_resumed() -> None:
+    again = asked_again(run(S.QUEUED, pending=None), OWN, CANCELLED_WAITING, now=7.0)
+    assert again is not None and (again.run_id, again.text, again.at) == ("r1", "", 7.0)
+    assert [(c.id, c.name, c.arguments) for c in again.tool_calls] == [
+        ("c1-again5", "deploy", {"service": "api"}), ("c2-again5", "deploy", {"service": "db"})]
+
+
+@pytest.mark.parametrize(("steps", "own"), [
+    # cancelled while a tool ran: the model sees the cut-off call's result
+    ([step(S.AWAITING_TOOL, S.CANCELLED), step(S.CANCELLED, S.QUEUED)], OWN),
+    # failed, or timed out waiting (its call has no result: the gate asks again as it is)
+    ([step(S.RUNNING, S.FAILED), step(S.FAILED, S.QUEUED)], OWN),
+    ([step(S.AWAITING_APPROVAL, S.TIMED_OUT), step(S.TIMED_OUT, S.QUEUED)], OWN[:3]),
+    # not resumed (yet)
+    (CANCELLED_WAITING[:-1], OWN),
+    # no call was cut off
+    (CANCELLED_WAITING, OWN[:1]),
+    (CANCELLED_WAITING, [*OWN[:3], result("c1", "denied"), result("c2", None)]),
+])
+def test_any_other_resume_goes_on_from_its_checkpoint(steps: list[Transition],
+                                                      own: list[Entry]) -> None:
+    assert asked_again(run(S.QUEUED, pending=None), own, steps, now=7.0) is None

@@ -8,7 +8,15 @@ from zoneinfo import ZoneInfo
 import pytest
 from pydantic import ValidationError
 
-from runtime import CapConfig, Origin, RouteConfig, Where, period_bounds, place_key
+from runtime import (
+    CapConfig,
+    Origin,
+    RouteConfig,
+    Where,
+    period_bounds,
+    person_key,
+    place_key,
+)
 from runtime.routing import route
 
 ROUTES = (
@@ -66,6 +74,17 @@ def test_a_place_key_is_the_channel_a_message_came_from() -> None:
     assert place_key(Origin(channel="discord", place=("C1", "G1"))) == "discord:C1"
     assert place_key(Origin(channel="discord", place=("TH", "C1", "G1"))) == "discord:C1"
     assert place_key(Origin(channel="http")) == "http"
+
+
+@pytest.mark.parametrize(("origin", "person"), [
+    (Origin(channel="slack", user="U1", place=("C1",)), "U1"),
+    (Origin(channel="http", user="ana"), "ana"),
+    (Origin(channel="cli"), "local"),  # `maiden send`, `maiden chat`
+    (Origin(channel="http"), "local"),
+    (Origin(channel="schedule"), "(nobody)"),
+])
+def test_a_person_key_names_who_asked(origin: Origin, person: str) -> None:
+    assert person_key(origin) == person
 
 
 def test_periods_start_at_midnight_in_their_zone() -> None:

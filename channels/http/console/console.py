@@ -87,7 +87,7 @@ class Console:
         self.env.filters.update(when=self.when, ago=self.ago, q=quote_path, money=money,
                                 filesize=human_size,
                                 num=lambda n: f"{n:,}", duration=duration,
-                                short=short_id)
+                                short=short_id, beyond=beyond_state)
 
     # -- sessions
 
@@ -179,9 +179,21 @@ def back(to: str) -> RedirectResponse:
     return RedirectResponse(to, status_code=303, headers=page_headers())
 
 
+def beyond_state(outcome: str, state: str) -> str:
+    """What a slot's ``outcome`` says beside its run's ``state``, shown in a column of its
+    own: ``completed; delivered to slack C1 as 12.5`` is ``delivered to slack C1 as 12.5``,
+    ``completed (in thread t)`` is ``in thread t``, and a bare state is nothing."""
+    if not outcome.startswith(state):
+        return outcome
+    return outcome[len(state):].strip(" ;:").removeprefix("(").removesuffix(")")
+
+
 def quote_path(value: str) -> str:
-    """A thread id or name as one URL path segment (a thread id may hold ``/``)."""
-    return quote(value, safe="")
+    """A thread id or name as one URL path segment (a thread id may hold ``/``). The dots
+    of ``.`` and ``..`` are encoded too: as they are, a browser resolves them as the
+    current and the parent folder (``/threads/..`` is ``/``), never as a segment."""
+    quoted = quote(value, safe="")
+    return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted
 
 
 SHORT_ID = 8

@@ -23,6 +23,7 @@ from runtime import Runtime
 from ..auth import Credentials
 from .actions import Actions
 from .console import BadQuery, Console, ConsoleOptions, NotSignedIn, back
+from .erasure import Erasure
 from .live import Live
 from .pages import Pages
 from .signing import Signing
@@ -56,6 +57,7 @@ def mount_console(app: object, runtime: Runtime, credentials: Credentials,
         return endpoint
 
     signing = Signing(console)
+    erasure = Erasure(console)
 
     routes = [
         Route("/", page(pages.now)),
@@ -69,6 +71,7 @@ def mount_console(app: object, runtime: Runtime, credentials: Credentials,
         Route("/schedules/{name}", page(pages.schedule)),
         Route("/spend", page(pages.spend)),
         Route("/console/files/{digest}", page(pages.file)),
+        Route("/console/export", page(erasure.export)),
         Route("/sign-in", signing.form, methods=["GET"]),
         Route("/sign-in", signing.sign_in, methods=["POST"]),
         Route("/sign-out", signing.sign_out, methods=["POST"]),
@@ -77,6 +80,8 @@ def mount_console(app: object, runtime: Runtime, credentials: Credentials,
         Route("/console/runs/{run_id}/cancel", actions.guarded(actions.cancel, "operate"),
               methods=["POST"]),
         Route("/console/runs/{run_id}/resume", actions.guarded(actions.resume, "operate"),
+              methods=["POST"]),
+        Route("/console/threads/delete", actions.guarded(erasure.delete, "operate"),
               methods=["POST"]),
         Route("/console/schedules/{name}/{what}", actions.guarded(actions.schedule, "operate"),
               methods=["POST"]),

@@ -11,7 +11,7 @@ from datetime import UTC, date, datetime, timedelta
 
 from markupsafe import Markup, escape
 
-from runtime import Run, Vote, place_key
+from runtime import Run, Vote, person_key, place_key
 
 __all__ = ["Day", "Feedback", "Spend", "bar_chart", "feedback_of", "spend_of"]
 
@@ -54,7 +54,7 @@ def spend_of(runs: Sequence[Run], *, days: int, now: float, top: int = 20,
     by_day = {first + timedelta(days=i): Day(first + timedelta(days=i)) for i in range(days)}
     keys: dict[str, Callable[[Run], str]] = {
         "thread": lambda r: r.thread_id, "agent": lambda r: r.agent or default_agent,
-        "user": lambda r: r.origin.user or "(nobody)", "place": lambda r: place_key(r.origin)}
+        "user": lambda r: person_key(r.origin), "place": lambda r: place_key(r.origin)}
     sums: dict[str, dict[str, list[float]]] = {k: defaultdict(lambda: [0, 0.0, 0])
                                                for k in keys}
     for run in runs:

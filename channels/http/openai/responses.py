@@ -152,11 +152,25 @@ async def _thread(api: HttpApi, body: ResponsesRequest, who: Credential) -> str 
 
 
 def _status(run: Run) -> str:
-    if run.state in (RunState.COMPLETED, RunState.AWAITING_APPROVAL):
+    if run.state is RunState.COMPLETED:
         return "completed"
+    if run.state is RunState.AWAITING_APPROVAL:
+        return "incomplete"  # why, in incomplete_details: a client can tell without the text
     if run.state in (RunState.QUEUED, RunState.RUNNING, RunState.AWAITING_TOOL):
         return "in_progress"
     return "failed"
+
+
+def _incomplete(run: Run) -> dict[str, Any] | None:
+    """Why a response is ``incomplete``: its run waits for a person's decision on a call
+    (``reason`` as the API has it, and what a client needs to decide it or show it)."""
+    pending = run.pending_approval
+    if run.state is not RunState.AWAITING_APPROVAL or pending is None:
+        return None
+    return {"reason": "awaiting_approval", "run_id": run.id,
+            "tool_call_id": pending.tool_call_id, "tool": pending.name,
+            "arguments": pending.arguments,
+            "decide": f"/v1/runs/{run.id}/approvals/{pending.tool_call_id}"}
 
 
 async def _response(api: HttpApi, run: Run, model: str, previous: str | None,
@@ -175,7 +189,7 @@ async def _response(api: HttpApi, run: Run, model: str, previous: str | None,
         "conversation": {"id": run.thread_id},
         "error": {"code": "server_error", "message": f"{run.reason}: {run.error or ''}"}
         if status == "failed" else None,
-        "incomplete_details": None, "instructions": None, "metadata": {},
+        "incomplete_details": _incomplete(run), "instructions": None, "metadata": {},
         "parallel_tool_calls": False, "temperature": None, "top_p": None,
         "tool_choice": "auto", "tools": [],
         "usage": {"input_tokens": usage.prompt_tokens, "output_tokens": usage.output_tokens,
@@ -185,8 +199,9 @@ async def _response(api: HttpApi, run: Run, model: str, previous: str | None,
 
 
 def _message(run: Run, text: str, status: str) -> dict[str, Any]:
+    shown = status if status in ("in_progress", "incomplete") else "completed"
     return {"type": "message", "id": f"msg_{run.id}", "role": "assistant",
-            "status": "completed" if status != "in_progress" else "in_progress",
+            "status": shown,
             "content": [{"type": "output_text", "text": text, "annotations": []}]}
 
 
@@ -229,5 +244,5 @@ async def _events(api: HttpApi, run: Run, model: str, previous: str | None, cons
     yield event("response.output_item.done", output_index=0,
                 item=_message(ended, whole, _status(ended)))
     final = await _response(api, ended, model, previous, console, text=whole)
-    yield event("response.failed" if final["status"] == "failed" else "response.completed",
-                response=final)
+    ending = {"failed": "response.failed", "incomplete": "response.incomplete"}
+    yield event(ending.get(final["status"], "response.completed"), response=final)

@@ -140,9 +140,9 @@ async def choose(runtime: Runtime, request: ChatRequest, before: list[Said],
             return Choice(name)
         if not held:
             return Choice(name, tuple(before))
-        raise ApiError(409, f"the messages before the last do not match thread {name!r}'s "
-                            f"history ({len(held)} messages held); send only the new message "
-                            "with this thread, or leave the thread unnamed to branch",
+        raise ApiError(409, f"the messages before the last do not match the history of "
+                            f"thread {name!r} ({len(held)} messages held); send only the new "
+                            "message with this thread, or leave the thread unnamed to branch",
                        "history_mismatch")
     if before:
         notes = await runtime.notes.notes(tip_scope(before))

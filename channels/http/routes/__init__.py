@@ -5,6 +5,7 @@ Each route reaches the app it serves through the dependencies in ``..deps``
 """
 
 from .approvals import router as approvals
+from .erasure import router as erasure
 from .feedback import router as feedback
 from .files import router as files
 from .runs import router as runs
@@ -13,5 +14,5 @@ from .service import router as service
 from .threads import message_router
 from .threads import router as threads
 
-__all__ = ["approvals", "feedback", "files", "message_router", "runs", "schedules", "service",
-           "threads"]
+__all__ = ["approvals", "erasure", "feedback", "files", "message_router", "runs", "schedules",
+           "service", "threads"]

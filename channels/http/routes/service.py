@@ -4,6 +4,8 @@
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 
+from runtime import maiden_version
+
 from ..deps import Api, secured
 from ..errors import problem_responses
 from ..metrics import CONTENT_TYPE
@@ -28,8 +30,8 @@ async def healthz(api: Api) -> JSONResponse:
         store = f"unavailable: {exc}"
     state = "stopping" if api.closing else "ok"
     ok = store == "ok" and state == "ok"
-    health = Health(status="ok" if ok else "unavailable", store=store, runtime=state,
-                    channels=dict(api.statuses()))
+    health = Health(status="ok" if ok else "unavailable", version=maiden_version(),
+                    store=store, runtime=state, channels=dict(api.statuses()))
     return JSONResponse(health.model_dump(), status_code=200 if ok else 503)
 
 

@@ -21,11 +21,11 @@ from ..models import (
     ThreadPage,
     message_model,
 )
-from .common import DENIED, MAX_OFFSET, STREAM_DOC, next_offset
+from .common import DENIED, MAX_OFFSET, STREAM_DOC, ThreadPaths, next_offset
 
 __all__ = ["message_router", "router"]
 
-router = APIRouter(tags=["threads"])
+router = APIRouter(tags=["threads"], route_class=ThreadPaths)
 
 
 def message_router(max_chars: int) -> APIRouter:

@@ -7,6 +7,7 @@ Layout under ``root``::
     create.lock                 flock'd by every create_run (idempotency keys, run ids)
     threads/{name}.json         a thread's snapshot: entries, runs, transitions, deliveries
     threads/{name}.lock         flock'd around every read-modify-write of that snapshot
+    threads/{name}.erasing      an erased thread's snapshot until what it names is gone
     runs/{name}                 pointer: the thread that holds a run
     idempotency/{sha256(key)}   pointer: the run that holds an idempotency key
     deliveries/{sha256(key)}    pointer: the thread that holds a delivery record

@@ -23,7 +23,8 @@ from typing import ParamSpec, TypeVar
 from ...errors import StoreError, StoreGone
 from ..identity import flush_failed
 
-__all__ = ["Disk", "flock", "read_or_none", "remove_stale_temp_files", "write_atomic"]
+__all__ = ["Disk", "flock", "read_or_none", "remove_stale_temp_files", "sync_folder",
+           "write_atomic"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -56,38 +57,59 @@ def write_atomic(path: Path, data: bytes, *, fsync: bool) -> None:
         raise
     if fsync:
         # The rename itself is durable only once the folder is.
-        fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        except OSError as exc:
-            # Readers see the new file already; whether the disk has it is unknown, and a
-            # later flush that succeeds would not say: not a write to try again.
-            raise StoreGone(flush_failed(f"{path.parent}: a flush of the folder",
-                                         f"{exc}, {path.name} replaced")) from exc
-        finally:
-            os.close(fd)
+        sync_folder(path.parent, f"{path.name} replaced")
+
+
+def sync_folder(folder: Path, done: str) -> None:
+    """Flush ``folder`` (what was renamed or removed in it, ``done``, is durable after)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        # Readers see the change already; whether the disk has it is unknown, and a later
+        # flush that succeeds would not say: not a write to try again.
+        raise StoreGone(flush_failed(f"{folder}: a flush of the folder",
+                                     f"{exc}, {done}")) from exc
+    finally:
+        os.close(fd)
 
 
 @contextmanager
 def flock(path: Path, timeout_s: float) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``path``; give up with ``StoreError`` after ``timeout_s``."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    """Hold an exclusive ``flock`` on ``path``; give up with ``StoreError`` after ``timeout_s``.
+
+    A lock file may be removed by its holder (an erased thread's): a writer that waited on
+    the removed file finds, once it has the lock, that ``path`` is no longer that file, and
+    takes the lock of the file there now instead."""
+    deadline = time.monotonic() + timeout_s
+    delay = 0.0005
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise StoreError(f"{path}: still locked by another writer "
+                                         f"after {timeout_s:g} s") from None
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.01)
+            if _same_file(fd, path):
+                yield
+                return
+        finally:
+            os.close(fd)  # releases the lock
+
+
+def _same_file(fd: int, path: Path) -> bool:
     try:
-        deadline = time.monotonic() + timeout_s
-        delay = 0.0005
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise StoreError(f"{path}: still locked by another writer "
-                                     f"after {timeout_s:g} s") from None
-                time.sleep(delay)
-                delay = min(delay * 2, 0.01)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
+        here = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (held.st_dev, held.st_ino) == (here.st_dev, here.st_ino)
 
 
 def remove_stale_temp_files(folders: Iterable[Path]) -> None:
@@ -125,6 +147,35 @@ class Disk:
             raise StoreGone(self._failed)
         try:
             write_atomic(path, data, fsync=self.fsync)
+        except StoreGone as exc:
+            self._failed = str(exc)
+            self.lost(self._failed)
+            raise
+
+    def rename(self, path: Path, to: Path) -> None:
+        """Rename ``path`` to ``to`` (replacing it) at once; durably, folder included."""
+        if self._failed is not None:
+            raise StoreGone(self._failed)
+        os.replace(path, to)
+        if self.fsync:
+            self._synced(to.parent, f"{path.name} renamed")
+
+    def remove(self, paths: Iterable[Path]) -> None:
+        """Remove the files there are of ``paths``; durably, their folders included."""
+        if self._failed is not None:
+            raise StoreGone(self._failed)
+        folders: dict[Path, None] = {}
+        for path in paths:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                folders[path.parent] = None
+        if self.fsync:
+            for folder in folders:
+                self._synced(folder, "files removed")
+
+    def _synced(self, folder: Path, done: str) -> None:
+        try:
+            sync_folder(folder, done)
         except StoreGone as exc:
             self._failed = str(exc)
             self.lost(self._failed)

@@ -12,10 +12,11 @@ from pydantic import BaseModel
 from ...requests import Lease, News
 from ..base import LeaseStore, unlistened
 from .core import FilesCore, parse_file
+from .fs import Disk
 
 T = TypeVar("T")
 
-__all__ = ["FilesLeases"]
+__all__ = ["FilesLeases", "change_leases"]
 
 
 class FilesLeases(FilesCore, LeaseStore):
@@ -65,19 +66,29 @@ class FilesLeases(FilesCore, LeaseStore):
     # -- synchronous work, run in a worker thread
 
     def _read_leases(self) -> tuple[dict[str, _Held], float]:
-        path = self._disk.root / "leases.json"
-        found = parse_file(path, _Leases).leases if path.exists() else {}
-        return found, time.time()
+        return _read_leases(self._disk)
 
     def _change_leases(self, change: Callable[[dict[str, _Held], float], T]) -> T:
-        path = self._disk.root / "leases.json"
-        with self._disk.lock(path.with_suffix(".lock")):
-            leases, now = self._read_leases()
-            result = change(leases, now)
-            self._disk.write(path, _Leases(leases={
-                n: h for n, h in leases.items() if h.expires_at > now}).model_dump_json()
-                .encode())
-        return result
+        return change_leases(self._disk, change)
+
+
+def _read_leases(disk: Disk) -> tuple[dict[str, _Held], float]:
+    path = disk.root / "leases.json"
+    found = parse_file(path, _Leases).leases if path.exists() else {}
+    return found, time.time()
+
+
+def change_leases(disk: Disk, change: Callable[[dict[str, _Held], float], T]) -> T:
+    """``change`` the leases under their lock, and write them back without the expired ones
+    (``change`` may do nothing: then only those go)."""
+    path = disk.root / "leases.json"
+    with disk.lock(path.with_suffix(".lock")):
+        leases, now = _read_leases(disk)
+        result = change(leases, now)
+        disk.write(path, _Leases(leases={
+            n: h for n, h in leases.items() if h.expires_at > now}).model_dump_json()
+            .encode())
+    return result
 
 
 class _Held(BaseModel):

@@ -1,11 +1,13 @@
 """The files store: one JSON snapshot per thread and small files beside them (the layout is
 ``core``'s), built from its roles (each over ``FilesCore``, the ``Disk``): ``runs``,
-``outbox``, ``control``, ``leases``, ``schedules``, ``notes``, ``feedback``, ``blobs``."""
+``outbox``, ``control``, ``leases``, ``schedules``, ``notes``, ``feedback``, ``blobs``,
+``erase``."""
 
 from __future__ import annotations
 
 from .blobs import FilesBlobs
 from .control import FilesControl
+from .erase import FilesErasure
 from .feedback import FilesFeedback
 from .leases import FilesLeases
 from .notes import FilesNotes
@@ -17,6 +19,6 @@ __all__ = ["FilesStore"]
 
 
 class FilesStore(FilesRuns, FilesOutbox, FilesControl, FilesLeases, FilesSchedules,
-                 FilesNotes, FilesFeedback, FilesBlobs):
+                 FilesNotes, FilesFeedback, FilesBlobs, FilesErasure):
     """Files-backed ``Store``; use as ``async with FilesStore(root) as store`` (its options
     are ``FilesCore``'s)."""

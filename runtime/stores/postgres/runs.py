@@ -10,7 +10,8 @@ every later commit, and lost only if the server itself crashes before its WAL wr
 flushes it (within a few hundred milliseconds).
 
 Entry rows are append-only, so a read made of several queries (``load_tail``) sees a
-consistent thread: later statements may only see more rows at its end.
+consistent thread: later statements may only see more rows at its end (or none, if the
+whole thread is erased meanwhile: what was read is then of a thread that is gone).
 """
 
 from __future__ import annotations
@@ -139,12 +140,20 @@ class PostgresRuns(PostgresCore, RunStore):
                                      "seq >= $2 ORDER BY seq LIMIT $3", thread_id, offset, limit)
             return parse_entries(thread_id, offset, rows) if rows else []
         # Entry rows are append-only, in every replica: what is held stays true, and only
-        # the rows since are read.
+        # the rows since are read; and the row before them, whose run must be the held
+        # last entry's, unless the thread was erased since (run ids are never reused).
         base, known = self._threads.pop(thread_id)
         if base:
             known = []
-        rows = await self._fetch("SELECT data FROM entries WHERE thread_id = $1 AND seq >= $2 "
-                                 "ORDER BY seq", thread_id, len(known))
+        rows = await self._fetch("SELECT data, run_id FROM entries WHERE thread_id = $1 AND "
+                                 "seq >= $2 ORDER BY seq", thread_id, max(len(known) - 1, 0))
+        if known:
+            if rows and rows[0]["run_id"] == known[-1].run_id:
+                rows = rows[1:]
+            else:  # erased (and maybe begun anew): read it whole
+                known = []
+                rows = await self._fetch("SELECT data FROM entries WHERE thread_id = $1 "
+                                         "ORDER BY seq", thread_id)
         if rows:
             known.extend(parse_entries(thread_id, len(known), rows))
         self._threads.put(thread_id, 0, known)

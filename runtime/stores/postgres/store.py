@@ -1,11 +1,12 @@
 """The PostgreSQL store, for replicas: the SQLite store's rows in a server database, built
 from its roles (each over ``PostgresCore``, the pool): ``runs``, ``outbox``, ``control``,
-``leases``, ``schedules``, ``notes``, ``feedback``, ``blobs``."""
+``leases``, ``schedules``, ``notes``, ``feedback``, ``blobs``, ``erase``."""
 
 from __future__ import annotations
 
 from .blobs import PostgresBlobs
 from .control import PostgresControl
+from .erase import PostgresErasure
 from .feedback import PostgresFeedback
 from .leases import PostgresLeases
 from .notes import PostgresNotes
@@ -17,7 +18,8 @@ __all__ = ["PostgresStore"]
 
 
 class PostgresStore(PostgresRuns, PostgresOutbox, PostgresControl, PostgresLeases,
-                    PostgresSchedules, PostgresNotes, PostgresFeedback, PostgresBlobs):
+                    PostgresSchedules, PostgresNotes, PostgresFeedback, PostgresBlobs,
+                    PostgresErasure):
     """PostgreSQL-backed ``Store``; use as ``async with PostgresStore(dsn) as store`` (its
     options are ``PostgresCore``'s)."""
 

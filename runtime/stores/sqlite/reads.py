@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from itertools import pairwise
-from typing import Concatenate, ParamSpec, TypeVar, cast
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from ...entries import Entry, Notice
 from ...tail import Tail
@@ -60,8 +60,10 @@ class SQLiteReads(SQLiteCore):
         held_from, known = self._threads.pop(thread_id)
         if held_from > base or not known:
             held_from, known = base, []
-        rows = db.execute("SELECT data FROM entries WHERE thread_id = ? AND seq >= ? "
-                          "ORDER BY seq", (thread_id, held_from + len(known))).fetchall()
+        rows = _rows_since(db, thread_id, held_from + len(known), known[-1] if known else None)
+        if rows is None:  # erased since (by any process), and maybe begun anew
+            held_from, known = base, []
+            rows = _rows_since(db, thread_id, base, None) or []
         if rows:
             known.extend(parse_entries(thread_id, held_from + len(known), rows))
         if base > held_from:
@@ -107,6 +109,23 @@ class SQLiteReads(SQLiteCore):
                           "ORDER BY seq LIMIT ?",
                           (thread_id, offset, -1 if limit is None else limit)).fetchall()
         return parse_entries(thread_id, offset, rows) if rows else []
+
+
+def _rows_since(db: sqlite3.Connection, thread_id: str, end: int, last: Entry | None
+                ) -> list[Any] | None:
+    """The thread's rows from ``end`` on, for entries held up to ``end`` whose ``last`` is
+    the one before (None: nothing held); None if the thread no longer has that entry there
+    (it was erased since). Entries are only ever appended, but a thread may be erased: the
+    row before ``end`` is read too, and its run must be ``last``'s (run ids are never
+    reused)."""
+    if last is None:
+        return db.execute("SELECT data FROM entries WHERE thread_id = ? AND seq >= ? "
+                          "ORDER BY seq", (thread_id, end)).fetchall()
+    rows = db.execute("SELECT data, run_id FROM entries WHERE thread_id = ? AND seq >= ? "
+                      "ORDER BY seq", (thread_id, end - 1)).fetchall()
+    if not rows or rows[0][1] != last.run_id:
+        return None
+    return rows[1:]
 
 
 SHORT_THREAD = 64

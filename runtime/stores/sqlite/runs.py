@@ -4,9 +4,10 @@ A checkpoint is one ``BEGIN IMMEDIATE`` transaction that appends the new entry
 rows and updates the run; its cost does not depend on the thread's length. The
 stale-write check is a conditional ``UPDATE`` on the thread's length and the
 run's version, so two writers (two processes included) can never interleave.
-Entry rows are append-only (no code path updates or deletes one), so the entries of
-recently loaded threads are kept, validated, and a later load reads only the rows
-since (``reads``); ``commit`` is the group commit, ``sql`` the rows.
+Entry rows are append-only (no code path updates one; only erasing the whole thread
+deletes them), so the entries of recently loaded threads are kept, validated, and a later
+load reads only the rows since, and the one before them to see that the thread was not
+erased meanwhile (``reads``); ``commit`` is the group commit, ``sql`` the rows.
 """
 
 from __future__ import annotations

@@ -104,7 +104,7 @@ def create_run_row(db: sqlite3.Connection, run: Run, row: tuple[Any, ...]
     stamped = arriving_after(run, newest)
     if stamped is not run:
         row = run_row(stamped)
-    if newest is None:  # its first run (every run's thread has its row: none is deleted)
+    if newest is None:  # its first run (a thread's row goes only with all its runs)
         db.execute("INSERT OR IGNORE INTO threads VALUES (?, ?)",
                    (run.thread_id, run.created_at))
     db.execute("INSERT INTO runs (id, thread_id, state, active, version, created_at, "

@@ -1,12 +1,13 @@
 """The default store: SQLite, one row per entry, built from its roles (each over
 ``SQLiteCore``, the two connections): ``runs``, ``outbox``, ``control``, ``leases``,
-``schedules``, ``notes``, ``feedback``, ``blobs``."""
+``schedules``, ``notes``, ``feedback``, ``blobs``, ``erase``."""
 
 from __future__ import annotations
 
 from .blobs import SQLiteBlobs
 from .control import SQLiteControl
 from .core import Synchronous
+from .erase import SQLiteErasure
 from .feedback import SQLiteFeedback
 from .leases import SQLiteLeases
 from .notes import SQLiteNotes
@@ -19,7 +20,7 @@ __all__ = ["SHORT_THREAD", "SQLiteStore", "Synchronous"]
 
 
 class SQLiteStore(SQLiteRuns, SQLiteOutbox, SQLiteControl, SQLiteLeases, SQLiteSchedules,
-                  SQLiteNotes, SQLiteFeedback, SQLiteBlobs):
+                  SQLiteNotes, SQLiteFeedback, SQLiteBlobs, SQLiteErasure):
     """SQLite-backed ``Store``; use as ``async with SQLiteStore(path) as store``."""
 
     commit_survives_cancel = True

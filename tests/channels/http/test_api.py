@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -285,8 +286,9 @@ async def test_health_and_metrics(tmp_path: Path) -> None:
     async with echo_runtime(tmp_path / "m.db") as rt, served(rt) as (client, api):
         health = await client.get("/healthz")
         assert health.status_code == 200
-        assert health.json() == {"status": "ok", "store": "ok", "runtime": "ok",
-                                 "detail": None, "channels": {"http": "serving"}}
+        assert health.json() == {"status": "ok", "version": metadata.version("maiden"),
+                                 "store": "ok", "runtime": "ok", "detail": None,
+                                 "channels": {"http": "serving"}}
         await client.post(thread_url("m", "/messages"), json={"text": '/tool clock {"tz": "UTC"}'})
         await client.post(thread_url("m", "/messages"), json={"text": "/tool nosuch"})
         metrics = await client.get("/metrics")

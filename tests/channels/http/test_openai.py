@@ -18,6 +18,7 @@ import httpx
 import openai
 import pytest
 from openai import AsyncOpenAI
+from openai.types.responses import ResponseOutputMessage
 
 from runtime import (
     EchoProvider,
@@ -154,7 +155,9 @@ async def test_a_named_thread_takes_the_new_message_and_refuses_another_history(
             await sdk.chat.completions.create(
                 model="maiden", messages=[user("x"), assistant("y"), user("z")],
                 extra_headers=named)
-        assert "do not match thread 'team/ops'" in refused.value.message
+        assert refused.value.body["message"].startswith(  # type: ignore[index]
+            "the messages before the last do not match the history of thread 'team/ops' "
+            "(6 messages held);")
 
 
 async def test_the_same_idempotency_key_is_the_same_run(tmp_path: Path) -> None:
@@ -272,3 +275,43 @@ async def test_a_streamed_response_says_the_same_as_its_deltas(tmp_path: Path) -
         assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
         assert "".join(deltas) == "Looking.\n\nFound x."
         assert done is not None and done.output_text == "Looking.\n\nFound x."
+
+
+async def test_a_response_that_waits_for_a_person_is_incomplete_and_says_why(
+        tmp_path: Path) -> None:
+    """A client reads the pause from the response's fields, not from its text: status
+    ``incomplete``, ``incomplete_details.reason`` ``awaiting_approval`` with the call to
+    decide; streamed, it ends with ``response.incomplete``; once approved, the same response
+    is ``completed``."""
+    async with wire(tmp_path) as (sdk, rt):
+        paused = await sdk.responses.create(model="maiden",
+                                            input='/tool deploy {"service": "api"}')
+        run_id = paused.id.removeprefix("resp_")
+        assert paused.status == "incomplete"
+        details = paused.incomplete_details
+        assert details is not None
+        extra = details.model_dump()  # `reason` as the SDK types it knows no approvals
+        assert extra["reason"] == "awaiting_approval"
+        assert extra["run_id"] == run_id and extra["tool"] == "deploy"
+        assert extra["arguments"] == {"service": "api"}
+        assert extra["decide"] == f"/v1/runs/{run_id}/approvals/{extra['tool_call_id']}"
+        (message,) = paused.output
+        assert isinstance(message, ResponseOutputMessage) and message.status == "incomplete"
+        assert "waits for a person" in paused.output_text
+
+        stream = await sdk.responses.create(model="maiden", input='/tool deploy {"service": '
+                                            '"db"}', stream=True)
+        kinds, ended = [], None
+        async for event in stream:
+            kinds.append(event.type)
+            if event.type == "response.incomplete":
+                ended = event.response
+        assert kinds[-1] == "response.incomplete"
+        assert ended is not None and ended.incomplete_details is not None
+        assert ended.incomplete_details.model_dump()["reason"] == "awaiting_approval"
+
+        await rt.decide(run_id, extra["tool_call_id"], approve=True, by="ops")
+        done = await rt.wait(run_id)
+        assert done.state.value == "completed"
+        fetched = await sdk.responses.retrieve(paused.id)
+        assert fetched.status == "completed" and fetched.incomplete_details is None

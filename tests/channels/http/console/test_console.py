@@ -216,10 +216,12 @@ async def test_cancel_and_resume_from_the_run_page(tmp_path: Path) -> None:
         assert "Resume</button>" in page.text and "cancelled" in page.text
         resumed = await client.post(f"/console/runs/{run.id}/resume", data={"csrf": token})
         assert resumed.status_code == 303
-        again = await rt.wait(run.id)  # the cancelled call's result stands; it answers
-        assert again.state is RunState.COMPLETED and again.reply
+        # Cancelled while it waited for the approval: resumed, it asks again.
+        again = await rt.wait(run.id)
+        assert again.state is RunState.AWAITING_APPROVAL and again.pending_approval is not None
+        assert "Approve</button>" in (await client.get(f"/runs/{run.id}")).text
         twice = await client.post(f"/console/runs/{run.id}/resume", data={"csrf": token})
-        assert twice.status_code == 409
+        assert twice.status_code == 409  # it has not stopped
 
 
 async def test_send_a_message_and_follow_its_reply(tmp_path: Path) -> None:
@@ -302,7 +304,7 @@ async def test_schedules_history_run_now_pause_and_resume(tmp_path: Path) -> Non
                           page.text)
         assert rows == ["2026-03-02T09:00:00+00:00", "2026-03-02T08:00:00+00:00",
                         "2026-03-02T07:00:00+00:00"]
-        assert "completed (in thread schedule:hourly)" in page.text
+        assert "<td>in thread schedule:hourly</td>" in page.text  # beside "completed"
         assert page.text.count("no run") >= 2
         token = csrf_of(page.text)
         ran = await client.post("/console/schedules/hourly/run", data={"csrf": token})

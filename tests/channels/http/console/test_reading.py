@@ -244,7 +244,7 @@ def test_spend_adds_up_by_agent_person_and_place() -> None:
                             run(3, "eng", None, (), 0.25)],
                            days=7, now=now, default_agent="support")
     assert found.groups["agent"] == [("eng", 205, 1.25, 2), ("support", 101, 0.5, 1)]
-    assert found.groups["user"] == [("U1", 203, 1.5, 2), ("(nobody)", 103, 0.25, 1)]
+    assert found.groups["user"] == [("U1", 203, 1.5, 2), ("local", 103, 0.25, 1)]
     assert found.groups["place"] == [("slack:C2", 102, 1.0, 1), ("slack:C1", 101, 0.5, 1),
                                      ("http", 103, 0.25, 1)]
     assert [t[0] for t in found.threads] == ["t2", "t1", "t3"]

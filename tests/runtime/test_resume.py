@@ -1,0 +1,104 @@
+"""What `resume` does in each case (README "Cancellation"): a run cancelled while it waited
+for a person's approval asks again; one that timed out waiting asks again too; one
+cancelled while a tool ran goes on from its checkpoint, the model seeing the cut-off
+call's ``cancelled`` result."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from runtime import RunState, ToolCallStarted, ToolResult, tool
+
+S = RunState
+deployed: list[str] = []
+
+
+@tool(effect="non_idempotent", requires_approval=True)
+def deploy(service: str) -> str:
+    """Deploy a service."""
+    deployed.append(service)
+    return f"deployed {service}"
+
+
+@tool(timeout_s=60)
+async def slow() -> str:
+    """Take a long time."""
+    await asyncio.sleep(60)
+    return "never"
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_run_cancelled_while_it_waited_for_approval_asks_again(
+        make_runtime: Any) -> None:
+    deployed.clear()
+    # The scripted model plays the turn at the thread's count of assistant turns: the call
+    # asked again is one (its own), so the model's answer after it is the third.
+    script = [call("deploy", service="api"), {"text": "(never played)"}, {"text": "deployed it"}]
+    async with asyncio.timeout(30), make_runtime(script, [deploy]) as (rt, provider):
+        run = await rt.send("t", "ship it")
+        assert run.state is S.AWAITING_APPROVAL and run.pending_approval is not None
+        first = run.pending_approval.tool_call_id
+        await rt.idle()  # the worker is done with the thread
+        assert (await rt.cancel(run.id, by="ops")).state is S.CANCELLED
+        await rt.resume(run.id)
+        again = await rt.wait(run.id)
+        assert again.state is S.AWAITING_APPROVAL and again.pending_approval is not None
+        asked = again.pending_approval
+        assert (asked.name, asked.arguments) == ("deploy", {"service": "api"})
+        assert asked.tool_call_id != first  # a new call: the first has its `cancelled` result
+        assert deployed == [] and len(provider.calls) == 1  # the model was not asked again
+        await rt.decide(run.id, asked.tool_call_id, approve=True, by="ops")
+        done = await rt.wait(run.id)
+        entries = await rt.records.entries("t")
+    assert (done.state, done.reply) == (S.COMPLETED, "deployed it")
+    assert deployed == ["api"] and len(provider.calls) == 2  # once; the model asked once more
+    results = [e for e in entries if isinstance(e, ToolResult)]
+    assert [(r.tool_call_id, r.is_error) for r in results] == [(first, True),
+                                                               (asked.tool_call_id, False)]
+
+
+async def test_a_run_that_timed_out_waiting_asks_again_once_resumed(make_runtime: Any) -> None:
+    deployed.clear()
+    clock = Clock()
+    script = [call("deploy", service="api"), {"text": "deployed it"}]
+    async with asyncio.timeout(30), make_runtime(script, [deploy], approval_timeout_s=60,
+                                                 clock=clock) as (rt, _):
+        run = await rt.send("t", "ship it")
+        assert run.pending_approval is not None
+        waited_for = run.pending_approval.tool_call_id
+        clock.now += 61
+        (expired,) = await rt._upkeep.expire_approvals()  # what the serving loop does
+        assert expired.state is S.TIMED_OUT
+        await rt.resume(run.id)
+        again = await rt.wait(run.id)
+    assert again.state is S.AWAITING_APPROVAL and again.pending_approval is not None
+    assert again.pending_approval.tool_call_id == waited_for  # the same call, never answered
+    assert deployed == []
+
+
+async def test_a_run_cancelled_while_a_tool_ran_goes_on_from_its_checkpoint(
+        make_runtime: Any) -> None:
+    script = [call("slow"), {"text": "it was cut off"}]
+    async with asyncio.timeout(30), make_runtime(script, [slow]) as (rt, provider):
+        run = await rt.submit("t", "wait for it")
+        async with rt.subscribe(run.id) as events:
+            while not isinstance(await events.next(), ToolCallStarted):
+                pass
+        assert (await rt.cancel(run.id, by="ops")).state is S.CANCELLED
+        await rt.resume(run.id)
+        done = await rt.wait(run.id)
+    assert (done.state, done.reply) == (S.COMPLETED, "it was cut off")
+    sent = provider.calls[-1].entries
+    assert sent[-1].content["error"]["type"] == "cancelled"  # what the model was shown
