@@ -1,4 +1,5 @@
-"""The soak's tools, one of each effect class, copied beside agent.toml as a tools module.
+"""The soak's tools, one of each effect class (and ``tick``, the schedules' job), copied
+beside agent.toml as a tools module.
 
 Every execution appends one JSON line to the ledger ``CHAOS_LEDGER`` names (``O_APPEND``,
 then fsync: a line written survives a SIGKILL the next instant): ``{tool, key, arguments,
@@ -19,7 +20,7 @@ from typing import Any
 
 from runtime import NOT_DONE, ToolContext, tool
 
-__all__ = ["charge", "deploy", "email", "look", "note"]
+__all__ = ["charge", "deploy", "email", "look", "note", "tick"]
 
 # Every replica's tools write the one ledger the soak names (each replica has its home).
 LEDGER = Path(os.environ.get("CHAOS_LEDGER", Path(__file__).resolve().parent / "ledger.jsonl"))
@@ -32,7 +33,7 @@ BEFORE_S, AFTER_S = 0.08, 0.08
 def _write(ctx: ToolContext, name: str, arguments: dict[str, Any], applied: bool) -> None:
     line = json.dumps({"tool": name, "key": ctx.idempotency_key, "arguments": arguments,
                        "pid": os.getpid(), "run": ctx.run_id, "call": ctx.tool_call_id,
-                       "applied": applied, "at": time.time()})
+                       "thread": ctx.thread_id, "applied": applied, "at": time.time()})
     fd = os.open(LEDGER, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, (line + "\n").encode())
@@ -108,3 +109,13 @@ def deploy(ctx: ToolContext, tag: str, n: int) -> str:
 
 
 deploy.reconcile(_reconciled)
+
+
+@tool(effect="non_idempotent")
+def tick(ctx: ToolContext, tag: str, n: int) -> str:
+    """A scheduled job's work (its slot's thread, or its run, names the slot): every call is
+    one tick; a reconcile hook looks it up."""
+    return _effect(ctx, "tick", tag, n)
+
+
+tick.reconcile(_reconciled)

@@ -8,14 +8,22 @@ import contextlib
 import time
 from collections import Counter
 from collections.abc import Coroutine
-from typing import Any
+from typing import Any, Protocol
 
+from .launch import SKEW_FILE
 from .model import Model
 from .plan import Fault, Plan
 from .proxy import Proxy
 from .system import History, Replica
 
-__all__ = ["Faults"]
+__all__ = ["Faults", "Platform"]
+
+
+class Platform(Protocol):
+    """A chat platform's fake that can misbehave for a while (Slack, Discord)."""
+
+    async def misbehave(self, mode: str, seconds: float, *, status: int = ...,
+                        retry_after: int = ..., delay_s: float = ...) -> None: ...
 
 
 class Faults:
@@ -30,6 +38,9 @@ class Faults:
         self.skipped: Counter[str] = Counter()
         self.surprises: list[str] = []  # replicas that died, or would not stop or start
         self._restarts: set[asyncio.Task[None]] = set()
+        self._unskews: dict[str, asyncio.Task[None]] = {}  # replica -> its clock put right
+        self.platforms: dict[str, Platform] = {}  # "slack", "discord": their fakes
+        self._calming: dict[str, asyncio.Task[None]] = {}  # platform -> its fault's end
         self.last_death = 0.0  # when a replica last stopped or died (time.monotonic())
 
     async def run(self) -> None:
@@ -54,6 +65,21 @@ class Faults:
             self.history.note("pg_cut", f"{cut} connection(s) cut, refused for "
                               f"{fault.duration_s}s")
             self._later(self._restore(fault.duration_s))
+        elif fault.kind == "skew":
+            replica = self.replicas[fault.replica]
+            self._skew(replica, fault.skew_s)
+            self.history.note("skew", f"{replica.name} {fault.skew_s:+.3f}s for "
+                              f"{fault.duration_s}s (maiden's clock)")
+            self._unskews[replica.name] = asyncio.create_task(
+                self._unskew(replica, fault.duration_s))
+        elif fault.kind in ("slack", "discord") and fault.kind in self.platforms:
+            what = {"down": "down", "slow": f"slow ({fault.delay_s}s a request)",
+                    "status": f"answering {fault.status}"}[fault.mode]
+            await self.platforms[fault.kind].misbehave(
+                fault.mode, fault.duration_s, status=fault.status, delay_s=fault.delay_s)
+            self.history.note(fault.kind, f"{what} for {fault.duration_s}s")
+            self._calming[fault.kind] = asyncio.create_task(
+                self._calm(fault.kind, fault.duration_s))
         elif fault.kind == "model_outage":
             self.model.outage_until = time.monotonic() + fault.duration_s
             self.model.outage_status = fault.status
@@ -104,6 +130,23 @@ class Faults:
                               f"{replica.proc.pid if replica.proc else '?'})")
             return
 
+    @staticmethod
+    def _skew(replica: Replica, seconds: float) -> None:
+        """Set ``replica``'s clock (maiden's: chaos/launch.py reads the file) off by
+        ``seconds``, at once if it runs, from its start if not."""
+        (replica.home / SKEW_FILE).write_text(f"{seconds}\n")
+
+    async def _unskew(self, replica: Replica, after_s: float) -> None:
+        await asyncio.sleep(after_s)
+        self._skew(replica, 0.0)
+        self._unskews.pop(replica.name, None)
+        self.history.note("unskew", f"{replica.name} clock right again")
+
+    async def _calm(self, kind: str, after_s: float) -> None:
+        await asyncio.sleep(after_s)  # the fake is well again by itself: noted
+        self._calming.pop(kind, None)
+        self.history.note(f"{kind}_end", "well again")
+
     async def _restore(self, after_s: float) -> None:
         await asyncio.sleep(after_s)
         if self.proxy is not None:
@@ -127,9 +170,10 @@ class Faults:
 
     async def stop(self) -> None:
         """Cancel the stops and restarts under way."""
-        for task in list(self._restarts):
+        tasks = [*self._restarts, *self._unskews.values(), *self._calming.values()]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._restarts, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def quiet(self) -> None:
         """Faults off: the proxy open, the model well, every replica up."""
@@ -140,6 +184,17 @@ class Faults:
         if self.proxy is not None:
             self.proxy.restore()
         self.model.outage_until = 0.0
+        for name, task in list(self._unskews.items()):
+            task.cancel()
+            self.history.note("unskew", f"{name} clock right again")
+        self._unskews.clear()
+        for replica in self.replicas:
+            self._skew(replica, 0.0)
+        for kind, task in list(self._calming.items()):
+            task.cancel()
+            await self.platforms[kind].misbehave("status", 0.0)  # over at once
+            self.history.note(f"{kind}_end", "well again")
+        self._calming.clear()
         for replica in self.replicas:
             if not replica.up:
                 await replica.close()

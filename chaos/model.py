@@ -27,9 +27,18 @@ from aiohttp import web
 from tests.fakes.openai import OpenAIServer, error, stream
 from tests.fakes.server import Reply
 
-__all__ = ["ASK", "Model", "answer_text", "failure"]
+__all__ = ["ASK", "JOB", "Model", "answer_text", "failure", "job_prompt"]
 
 ASK = re.compile(r"^\[(m\d{5})\] \w+ asks for (.+)$", re.MULTILINE)
+# A schedule's prompt, the same at every slot: its runs are told apart by what came before
+# (the tag is ``j{name}.{hash of the history up to it}``; a slot's thread of its own, or a
+# thread where the same prompt comes back every minute).
+JOB = re.compile(r"^\[job ([A-Za-z0-9-]+)\] asks for (.+)$", re.MULTILINE)
+CRON = "* * * * *"
+
+
+def job_prompt(name: str) -> str:
+    return f"[job {name}] asks for tick"
 
 
 class _Gone(logging.Filter):
@@ -117,7 +126,7 @@ class Model(OpenAIServer):
             self.outcomes["cut" if cut else "calls"] += 1
             calls = []
             for j, name in enumerate(steps[turn]):
-                arguments = json.dumps({"tag": tag, "n": turn * 10 + j})
+                name, arguments = _arguments(name, tag, turn * 10 + j)
                 calls.append((f"call_{tag}_{turn}_{j}", name,
                               [arguments[:9], arguments[9:]]))
             if cut:
@@ -127,6 +136,18 @@ class Model(OpenAIServer):
         text = answer_text(tag, results)
         pieces = [text[:8], text[8:16], text[16:]]
         return stream(pieces[:2], done=False, end="abort") if cut else stream(pieces)
+
+
+def _arguments(step: str, tag: str, n: int) -> tuple[str, str]:
+    """The tool a step names and its arguments: ``note`` -> ``{"tag", "n"}``; the schedule
+    tools name their schedule, ``schedule_create=chat-0``, which runs ``tick`` every
+    minute."""
+    tool, _, name = step.partition("=")
+    if tool == "schedule_create":
+        return tool, json.dumps({"name": name, "cron": CRON, "prompt": job_prompt(name)})
+    if tool.startswith("schedule_"):
+        return tool, json.dumps({"name": name})
+    return tool, json.dumps({"tag": tag, "n": n})
 
 
 def _failed(kind: str) -> Reply:
@@ -145,17 +166,29 @@ def _turn(body: dict[str, Any]) -> tuple[str, int, list[list[str]], int] | None:
 
     The run asked for is found from the end: a tool result names its call (whose id
     names the message and turn); a result that came back after the thread moved on (an
-    approval decided after its run timed out) is a ``[notice] an earlier call to NAME``,
-    whose call is the one the history shows with no result; else the last message of
-    ours (a cancelled run's message and the next one are sent as one user message)."""
+    approval decided after its run timed out) is beside its call, with a ``late_result``
+    notice where it came quoting the run's message (the run goes on after its last turn
+    with results), or, its call cut out of the history, a ``[notice] an earlier call to
+    NAME``, whose call is the one the history shows with no result; else the last message
+    of ours (a cancelled run's message and the next one are sent as one user message)."""
     messages = body.get("messages") or []
     texts = [m.get("content") if isinstance(m.get("content"), str) else "" for m in messages]
     for i in range(len(messages) - 1, -1, -1):
         m, text = messages[i], texts[i]
+        late = _LATE.search(text) if m.get("role") == "user" else None
+        if late is not None and any(a.start() > late.start() for a in ASK.finditer(text)):
+            late = None  # a message of ours after the notice (joined to it) is asked
         if m.get("role") == "tool":
             found = _CALL.match(m.get("tool_call_id", ""))
             if found:
                 return _state(messages, texts, found.group(1), int(found.group(2)) + 1)
+        elif late is not None:
+            tag = late.group(1)
+            turns = [int(found.group(2)) for t in messages if t.get("role") == "tool"
+                     and (found := _CALL.match(t.get("tool_call_id", "")))
+                     and found.group(1) == tag]
+            if turns:
+                return _state(messages, texts, tag, max(turns) + 1)
         elif m.get("role") == "user" and text.startswith(_ORPHAN):
             name = text[len(_ORPHAN):].split(" ", 1)[0]
             for j in range(i - 1, -1, -1):
@@ -167,19 +200,32 @@ def _turn(body: dict[str, Any]) -> tuple[str, int, list[list[str]], int] | None:
                         return _state(messages, texts, found.group(1), int(found.group(2)) + 1)
         elif m.get("role") == "user":
             asked = list(ASK.finditer(text))
+            job = list(JOB.finditer(text))
+            # Messages sent as one (a run's and the next one's): the last is asked about.
+            if job and (not asked or job[-1].start() > asked[-1].start()):
+                seen = hashlib.sha256(json.dumps(messages[1:i + 1], sort_keys=True).encode())
+                return _state(messages, texts, f"j{job[-1].group(1)}.{seen.hexdigest()[:8]}", 0)
             if asked:
                 return _state(messages, texts, asked[-1].group(1), 0)
     return None
 
 
-_CALL = re.compile(r"^call_(m\d{5})_(\d+)_\d+$")
+_CALL = re.compile(r"^call_(m\d{5}|j[A-Za-z0-9-]+\.[0-9a-f]{8})_(\d+)_\d+$")
+_LATE = re.compile(r"\[notice\] The result of your call to .* That message: "
+                   r"\"\[(m\d{5})\] ", re.DOTALL)
 _ORPHAN = "[notice] an earlier call to "
 _UNRECORDED = "no result was recorded for this call"
 
 
 def _state(messages: list[dict[str, Any]], texts: list[str], tag: str, turn: int
            ) -> tuple[str, int, list[list[str]], int] | None:
-    asks = next((a.group(2) for t in texts for a in ASK.finditer(t) if a.group(1) == tag), None)
+    if tag.startswith("j"):  # a schedule's run: its prompt, by the schedule's name
+        name = tag[1:].rsplit(".", 1)[0]
+        asks = next((a.group(2) for t in texts for a in JOB.finditer(t) if a.group(1) == name),
+                    None)
+    else:
+        asks = next((a.group(2) for t in texts for a in ASK.finditer(t) if a.group(1) == tag),
+                    None)
     if asks is None:
         return None
     steps = [] if asks == "nothing" else [t.split("+") for t in asks.split(" then ")]

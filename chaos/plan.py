@@ -1,4 +1,5 @@
-"""The soak's plan: every message, cancel, decision and fault, drawn from one seed.
+"""The soak's plan: every message, cancel, decision, schedule toggle and fault, drawn from
+one seed.
 
 A plan is pure data made by ``make_plan(seed, ...)`` before anything starts, and written
 to the work dir as JSON: the same seed gives the same plan, and ``--replay FILE`` runs a
@@ -14,14 +15,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["TOOLS", "Decide", "Fault", "Op", "Plan", "make_plan"]
+__all__ = ["TOOLS", "Decide", "Fault", "Op", "Plan", "Toggle", "make_plan"]
 
-Route = Literal["http", "http_stream", "openai", "openai_stream", "slack"]
-FaultKind = Literal["kill", "term", "pg_cut", "model_outage"]
+Route = Literal["http", "http_stream", "openai", "openai_stream", "slack", "discord"]
+FaultKind = Literal["kill", "term", "pg_cut", "model_outage", "skew", "slack", "discord"]
 
 # tool name -> effect class (the tools module, chaos/effects.py, declares the same)
 TOOLS = {"look": "read_only", "note": "idempotent_write", "charge": "non_idempotent",
-         "email": "non_idempotent", "deploy": "non_idempotent"}
+         "email": "non_idempotent", "deploy": "non_idempotent", "tick": "non_idempotent"}
 
 # What a message asks the model for: the tools of each turn, in order ([] : just answer).
 # Weights are per mille.
@@ -76,8 +77,23 @@ class Fault:
     at: float
     kind: FaultKind
     replica: int = 0
-    duration_s: float = 0.0  # down (kill, term), cut (pg_cut), failing (model_outage)
-    status: int = 500  # model_outage: 500, or 429 with Retry-After
+    duration_s: float = 0.0  # down (kill, term), cut (pg_cut), failing (model_outage),
+    # skewed (skew), misbehaving (slack, discord)
+    status: int = 500  # model_outage, slack, discord: 500 (or 503), or 429 with Retry-After
+    skew_s: float = 0.0  # skew: how far the replica's clock (maiden's) is off, + ahead
+    mode: str = ""  # slack, discord: "down", "slow" or "status" (answering ``status``)
+    delay_s: float = 0.0  # slack, discord "slow": how late each request is answered
+
+
+@dataclass
+class Toggle:
+    """A schedule paused or resumed through the HTTP API (``POST /v1/schedules/{name}/
+    pause``), at ``at`` s, by ``replica`` (the next one up if it is down)."""
+
+    at: float
+    schedule: str
+    pause: bool
+    replica: int
 
 
 @dataclass
@@ -91,6 +107,7 @@ class Plan:
     concurrency: str = "global"  # [runtime] concurrency of every replica
     ops: list[Op] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
+    toggles: list[Toggle] = field(default_factory=list)
 
     def dump(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1) + "\n")
@@ -101,7 +118,8 @@ class Plan:
         ops = [Op(**{**o, "decide": Decide(**o["decide"]) if o["decide"] else None})
                for o in raw.pop("ops")]
         faults = [Fault(**f) for f in raw.pop("faults")]
-        return cls(**raw, ops=ops, faults=faults)
+        toggles = [Toggle(**t) for t in raw.pop("toggles", [])]  # none in older plans
+        return cls(**raw, ops=ops, faults=faults, toggles=toggles)
 
 
 def make_plan(seed: int, seconds: float, store: str, replicas: int) -> Plan:
@@ -138,6 +156,17 @@ def make_plan(seed: int, seconds: float, store: str, replicas: int) -> Plan:
         at += rng.expovariate(2.0)
         i += 1
     plan.faults = _faults(rng, seconds, replicas)
+    # What came later (schedules, clock skews, Discord, the chat platforms' faults) is
+    # drawn from streams of its own, so that a seed's earlier plan stays as it was.
+    _schedules(random.Random(f"{seed}:{store}:schedules"), plan, http, owner)
+    _discord(random.Random(f"{seed}:{store}:discord"), plan)
+    plan.faults = sorted(plan.faults + _skews(random.Random(f"{seed}:{store}:skew"), seconds,
+                                              replicas), key=lambda f: f.at)
+    platforms: tuple[FaultKind, ...] = ("slack", "discord")
+    for platform in platforms:
+        if any(op.route == platform for op in plan.ops):
+            plan.faults = sorted(plan.faults + _platform(random.Random(
+                f"{seed}:{store}:{platform}-faults"), seconds, platform), key=lambda f: f.at)
     return plan
 
 
@@ -167,3 +196,97 @@ def _faults(rng: random.Random, seconds: float, replicas: int) -> list[Fault]:
                             status=rng.choice([500, 429])))
         at += rng.uniform(12, 25)
     return sorted(faults, key=lambda f: f.at)
+
+
+# The schedules every replica's agent.toml has (chaos/schedules.py writes them): ``minute``
+# each slot in a thread of its own, every missed slot caught up (``misfire = "all"``);
+# ``pulse`` in one thread, the newest missed slot only, paused and resumed through the HTTP
+# API. Chat schedules are made, paused and resumed by messages (``schedule_create=NAME``).
+CONFIG_SCHEDULES = {"minute": "all", "pulse": "once"}
+CHAT_TAG = 90000  # chat schedule messages are m90000 on, after any message of the plan
+
+
+def _schedules(rng: random.Random, plan: Plan, http: list[str], owner: dict[str, str]) -> None:
+    """``pulse`` paused and resumed through the HTTP API now and then; chat schedules
+    created in HTTP threads, later paused and resumed there."""
+    seconds, at, pause = plan.seconds, rng.uniform(3, 20), True
+    while at < seconds:
+        plan.toggles.append(Toggle(round(at, 3), "pulse", pause, rng.randrange(plan.replicas)))
+        at += rng.uniform(20, 70)
+        pause = not pause
+    ops: list[Op] = []
+    at, i = rng.uniform(0.5, min(20.0, max(1.0, seconds / 3))), 0
+    while at < seconds:
+        thread = rng.choice(http)
+        name = f"chat-{i}"
+        steps = [("schedule_create", at), ("schedule_pause", at + rng.uniform(5, 40))]
+        steps.append(("schedule_resume", steps[-1][1] + rng.uniform(5, 40)))
+        for tool, when in steps:
+            if when < seconds:
+                ops.append(Op(at=round(when, 3), tag=f"m{CHAT_TAG + len(ops):05d}",
+                              thread=thread, person=owner[thread], route="http",
+                              replica=rng.randrange(plan.replicas),
+                              steps=[[f"{tool}={name}"]]))
+        at += rng.uniform(40, 120)
+        i += 1
+    plan.ops = sorted(plan.ops + ops, key=lambda o: o.at)
+
+
+def _skews(rng: random.Random, seconds: float, replicas: int) -> list[Fault]:
+    """A replica's clock (maiden's, not the host's) a few seconds ahead or behind for a
+    while, one replica at a time."""
+    faults: list[Fault] = []
+    at = rng.uniform(3, 15)
+    while at < seconds:
+        skew = round(rng.uniform(1.5, SKEW_MAX_S) * rng.choice([-1, 1]), 3)
+        faults.append(Fault(round(at, 3), "skew", rng.randrange(replicas),
+                            duration_s=round(rng.uniform(5, 30), 3), skew_s=skew))
+        at += faults[-1].duration_s + rng.uniform(10, 40)
+    return faults
+
+
+SKEW_MAX_S = 6.0
+# What each platform answers when it fails: Slack's Web API 429 ("ratelimited", with
+# Retry-After) and 5xx; Discord's 429 and the 5xx discord.py retries (500, 502).
+_STATUSES = {"slack": [429, 500, 503], "discord": [429, 500, 502]}
+
+
+def _platform(rng: random.Random, seconds: float, platform: FaultKind) -> list[Fault]:
+    """Slack or Discord down, slow, or answering 5xx/429, for a few seconds now and then."""
+    faults: list[Fault] = []
+    at = rng.uniform(4, 20)
+    while at < seconds:
+        mode = rng.choice(["down", "slow", "status", "status"])
+        faults.append(Fault(round(at, 3), platform, duration_s=round(rng.uniform(2, 8), 3),
+                            status=rng.choice(_STATUSES[platform]), mode=mode,
+                            delay_s=round(rng.uniform(1, 3), 3) if mode == "slow" else 0.0))
+        at += faults[-1].duration_s + rng.uniform(10, 35)
+    return faults
+DISCORD_TAG = 80000  # Discord messages are m80000 on
+# The CI soak's short passes leave Discord out: connecting to the gateway costs every start
+# of the replica that holds it 2-3 s (discord.py waits for the guilds), on 2 cores.
+DISCORD_MIN_S = 20.0
+DISCORD_PLACES = ["c0", "c1", "h0", "h1", "h2"]  # guild channels (c) and threads (h)
+
+
+def _discord(rng: random.Random, plan: Plan) -> None:
+    """People mentioning the bot in Discord, about one message every three seconds, in a
+    few guild channels and threads (``discord/{seed}/{place}``), asking for what the others
+    ask for; decided (through the HTTP API) and cancelled as the others are."""
+    ops: list[Op] = []
+    at = rng.uniform(0.5, 3.0)
+    while at < plan.seconds and plan.seconds >= DISCORD_MIN_S:
+        steps = _pick(rng, _SHAPES)
+        op = Op(at=round(at, 3), tag=f"m{DISCORD_TAG + len(ops):05d}",
+                thread=f"discord/{plan.seed}/{rng.choice(DISCORD_PLACES)}",
+                person=rng.choice(plan.people), route="discord",
+                replica=rng.randrange(plan.replicas), steps=steps)
+        if rng.random() < 0.07:
+            op.cancel_after_s = round(rng.uniform(0.0, 1.5), 3)
+        if any("deploy" in turn for turn in steps):
+            op.decide = Decide(approve=rng.random() < 0.7, after_s=round(
+                rng.uniform(9, 14) if rng.random() < 0.15 else rng.uniform(0.1, 3), 3),
+                twice=rng.random() < 0.2)
+        ops.append(op)
+        at += rng.expovariate(1 / 3.0)
+    plan.ops = sorted(plan.ops + ops, key=lambda o: o.at)

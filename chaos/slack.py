@@ -35,11 +35,6 @@ OUT_OF_ORDER = "slack-replies-out-of-order"
 # after the run went on, finishes the stream its answer was being written in with that
 # note; the answer is then posted again as a message of its own (chaos/README.md).
 STALE_NOTE = "stale-note-finishes-stream"
-# A run whose process stopped driving it (a store error, a SIGTERM, a kill) and that
-# another drive finished: nobody sets its session again (chaos/README.md). The store keeps
-# no trace of such a hand-over (a requeue after a store error is not written), so every
-# session left processing is put down to it.
-SESSION_LEFT = "slack-session-left-processing"
 _ANSWER = re.compile(r"answer to (m\d{5}):")
 
 
@@ -188,6 +183,6 @@ def check_slack(plan: Plan, sent: dict[str, Sent], stored: Stored, fake: FakeSla
         if session.get("status") in ("processing", "suspended"):
             out.append(Violation(4, thread, None, f"the agent session is left "
                                  f"{session.get('status')} (statuses "
-                                 f"{session.get('statuses')})", known=SESSION_LEFT))
+                                 f"{session.get('statuses')})"))
     return out
 

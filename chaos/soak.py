@@ -19,15 +19,26 @@ import asyncpg  # type: ignore[import-untyped]
 import httpx
 
 from runtime import StoreConfig, make_store
+from tests.fakes.discord import FakeDiscord
 from tests.fakes.slack import FakeSlack
 
 from .client import Client
+from .discord import (
+    DiscordPeople,
+    check_discord,
+    discord_env,
+    discord_summary,
+    discord_toml,
+    discord_world,
+)
 from .faults import Faults
 from .invariants import ACTIVE, Stored, check
+from .known import label_known
 from .model import Model
 from .plan import Plan
 from .proxy import Proxy
 from .report import Outcome, summary, violations
+from .schedules import Schedules, read_kept, schedules_toml
 from .slack import SlackPeople, check_slack, slack_env, slack_summary, slack_toml
 from .system import (
     LEASE_LINGER_S,
@@ -112,7 +123,13 @@ async def soak(plan: Plan, work: Path) -> Outcome:
             fake = await stack.enter_async_context(FakeSlack(wait=10.0))
             env.update(slack_env(fake))
         replicas = []
-        extra = slack_toml(fake, plan.people) if fake else ""
+        extra = schedules_toml() + (slack_toml(fake, plan.people) if fake else "")
+        discord: FakeDiscord | None = None
+        if any(op.route == "discord" for op in plan.ops):
+            discord = await stack.enter_async_context(
+                FakeDiscord(discord_world(plan.people), wait=10.0))
+            env.update(discord_env(discord))
+            extra += discord_toml(discord, plan.people)
         for i in range(plan.replicas):
             home = work / plan.store / f"r{i}"
             replica = Replica(i, home, env, work / f"{plan.store}-r{i}.log", functools.partial(
@@ -123,6 +140,10 @@ async def soak(plan: Plan, work: Path) -> Outcome:
         history = History()
         faults = Faults(plan, replicas, model, proxy, history)
         stack.push_async_callback(faults.stop)  # no restart after the replicas are closed
+        if fake is not None:
+            faults.platforms["slack"] = fake
+        if discord is not None:
+            faults.platforms["discord"] = discord
         await asyncio.gather(*(faults.start(r) for r in replicas))
         if not all(r.up for r in replicas):
             raise RuntimeError("the replicas did not start:\n" + "\n".join(faults.surprises))
@@ -130,28 +151,41 @@ async def soak(plan: Plan, work: Path) -> Outcome:
         stack.push_async_callback(client.aclose)
         history.begin()
         history.note("begin", f"{plan.store}, {plan.replicas} replica(s) up; seed {plan.seed}")
+        people = DiscordPeople(discord, history) if discord else None
         workload = Workload(plan, replicas, client, history,
-                            slack=SlackPeople(fake, history) if fake else None)
+                            slack=SlackPeople(fake, history) if fake else None, discord=people)
         stack.push_async_callback(workload.cancel_all)
+        jobs = Schedules(plan, replicas, client, history)
         background = [asyncio.create_task(faults.watch()), asyncio.create_task(
-            workload.janitor())]
+            workload.janitor()), asyncio.create_task(jobs.watch())]
         stack.push_async_callback(_stop, background)
-        await asyncio.gather(workload.run(), faults.run())
+        await asyncio.gather(workload.run(), faults.run(), jobs.run())
         await asyncio.sleep(max(0.0, plan.seconds - history.now()))
         await faults.quiet()
         drained = await workload.drain(SETTLE_S)
+        await jobs.pause_all()  # no slot fires while the store is read
         idle = await _idle(client, workload, SETTLE_S)
         history.note("settled", f"messages drained: {drained}; no run active: {idle}")
         await _stop(background)
         stored = await _read(client, workload, await _leases(spec, work, faults.last_death))
+        kept = await read_kept(spec, work, PG_DSN)
+        if people is not None:
+            people.accept(workload.sent, stored)
         found = check(workload.sent, stored, model)
+        found += jobs.check(workload.sent, stored, kept)
         if fake is not None:
             found += check_slack(plan, workload.sent, stored, fake)
+        if people is not None:
+            found += check_discord(plan, workload.sent, stored, people)
+        found = label_known(found, fake, stored)
         outcome = Outcome(plan.store, [v for v in found if v.known is None],
                           [v for v in found if v.known is not None],
                           summary(plan, workload, faults, model, stored, history.now()))
+        at = next(i for i, line in enumerate(outcome.lines) if "invariants" in line)
+        outcome.lines.insert(at, jobs.summary(kept))
+        if people is not None:
+            outcome.lines.insert(at, discord_summary(workload.sent, people))
         if fake is not None:
-            at = next(i for i, line in enumerate(outcome.lines) if "invariants" in line)
             outcome.lines.insert(at, slack_summary(workload.sent, fake))
         if found:
             outcome.lines += violations(plan, found, history, work, plan_file)

@@ -153,7 +153,8 @@ class Replica:
         self.starts += 1
         with self.log.open("a") as stderr:
             self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "bot", "--log-format", "json", "run", cwd=self.home,
+                # maiden's command line, with its clock as the soak sets it (chaos/launch.py)
+                sys.executable, "-m", "chaos.launch", "--log-format", "json", "run", cwd=self.home,
                 env=self.env, stdout=asyncio.subprocess.PIPE, stderr=stderr,
                 start_new_session=True,  # a Ctrl-C of the soak is not theirs: it stops them
                 preexec_fn=_die_with_parent)

@@ -19,7 +19,7 @@ from .client import Answer, Client, Refused
 from .plan import Op, Plan
 from .system import History, Replica
 
-__all__ = ["Sent", "SlackSender", "Workload"]
+__all__ = ["DiscordSender", "Sent", "SlackSender", "Workload"]
 
 SEND_DEADLINE_S = 240.0  # one message, every resend included
 
@@ -28,6 +28,10 @@ class SlackSender(Protocol):
     async def send(self, sent: Sent) -> None: ...
 
     async def click(self, sent: Sent, run_id: str, call: str, approve: bool) -> int: ...
+
+
+class DiscordSender(Protocol):
+    async def send(self, sent: Sent) -> None: ...
 
 
 @dataclass
@@ -49,7 +53,8 @@ class Sent:
 
 class Workload:
     def __init__(self, plan: Plan, replicas: list[Replica], client: Client,
-                 history: History, slack: SlackSender | None = None) -> None:
+                 history: History, slack: SlackSender | None = None,
+                 discord: DiscordSender | None = None) -> None:
         self.plan = plan
         self.replicas = replicas
         self.client = client
@@ -57,6 +62,7 @@ class Workload:
         self.sent = {op.tag: Sent(op, key=f"chaos:{plan.seed}:{op.tag}", thread=op.thread)
                      for op in plan.ops}
         self.slack = slack
+        self.discord = discord
         self.janitor_denied: list[str] = []
         self.clicked = 0  # decisions made with a Slack prompt's buttons
         self.tasks: set[asyncio.Task[None]] = set()
@@ -104,6 +110,10 @@ class Workload:
         if op.route == "slack":
             assert self.slack is not None
             await self.slack.send(sent)
+            return
+        if op.route == "discord":
+            assert self.discord is not None
+            await self.discord.send(sent)
             return
         deadline = self.history.now() + SEND_DEADLINE_S
         attempt = 0

@@ -6,15 +6,37 @@ cuts and restores connections."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import time
+import tomllib
+from dataclasses import asdict
+from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import httpx
 import pytest
 
-from chaos.model import _turn, failure
-from chaos.plan import Plan, make_plan
+from chaos import launch
+from chaos.discord import check_discord, discord_world, person_id, place_id
+from chaos.invariants import Stored, Violation
+from chaos.known import STREAM_LOST, label_known
+from chaos.model import _arguments, _turn, failure
+from chaos.plan import DISCORD_PLACES, Op, Plan, make_plan
 from chaos.proxy import Proxy
+from chaos.schedules import Change, Kept, Schedules, schedules_toml
+from chaos.system import History
+from chaos.workload import Sent
+from runtime import AssistantTurn, Entry, ToolCall, ToolResult, UserMessage
+from runtime.history import model_view
+from runtime.providers.openai import to_messages
+from runtime.requests import ScheduleRecord
+from runtime.runs import Run, RunState
+from schedules import ScheduleConfig, load_schedules
+from tests.fakes.discord import GUILD_ID, FakeDiscord
+from tests.fakes.slack import FakeSlack
 
 
 def test_a_seed_makes_one_plan_and_a_replay_file_gives_it_back(tmp_path: Path) -> None:
@@ -23,10 +45,23 @@ def test_a_seed_makes_one_plan_and_a_replay_file_gives_it_back(tmp_path: Path) -
     assert make_plan(8, 120, "postgres", 3) != plan
     plan.dump(tmp_path / "plan.json")
     assert Plan.load(tmp_path / "plan.json") == plan
+    # What came later is drawn from streams of its own: a seed's messages and faults of
+    # before (the findings' seeds) are what they were (the plan of commit 6531691).
+    before = [asdict(o) for o in plan.ops if o.tag < "m80000"] + [
+        {k: v for k, v in asdict(f).items() if k not in ("skew_s", "mode", "delay_s")}
+        for f in plan.faults if f.kind in ("kill", "term", "pg_cut", "model_outage")]
+    digest = hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()
+    assert digest[:16] == "9424870b013a0173"
     kinds = {f.kind for f in plan.faults}
-    assert kinds == {"kill", "term", "pg_cut", "model_outage"}, kinds
+    assert kinds == {"kill", "term", "pg_cut", "model_outage", "skew", "slack", "discord"}, kinds
+    assert {f.mode for f in plan.faults if f.kind in ("slack", "discord")} == {
+        "down", "slow", "status"}
+    assert all(80000 <= int(o.tag[1:]) < 90000 for o in plan.ops if o.route == "discord")
+    assert {(t.schedule, t.pause) for t in plan.toggles} == {("pulse", True), ("pulse", False)}
+    chat = [o.steps[0][0].split("=")[0] for o in plan.ops if o.tag >= "m90000"]
+    assert {"schedule_create", "schedule_pause", "schedule_resume"} <= set(chat), chat
     assert {o.route for o in plan.ops} == {"http", "http_stream", "openai", "openai_stream",
-                                           "slack"}
+                                           "slack", "discord"}
     assert any(o.decide for o in plan.ops) and any(o.cancel_after_s for o in plan.ops)
 
 
@@ -85,6 +120,25 @@ def test_the_model_reads_which_run_asks(messages: list[dict[str, Any]],
     assert _turn({"messages": [{"role": "system", "content": "s"}, *messages]}) == expected
 
 
+def test_the_model_goes_on_with_a_late_decided_run() -> None:
+    """A run decided after its approval timed out, once a later message was answered: the
+    runtime's view (its result beside its call, a notice where it came) asks for its own
+    next turn, not for the last message (chaos/README.md, finding 1)."""
+    call = ToolCall(id="call_m00004_0_0", name="deploy", arguments={"tag": "m00004", "n": 0})
+    entries: list[Entry] = [
+        UserMessage(run_id="r4", text="[m00004] cy asks for deploy then look"),
+        AssistantTurn(run_id="r4", tool_calls=(call,)),
+        UserMessage(run_id="r5", text="[m00005] cy asks for nothing"),
+        AssistantTurn(run_id="r5", text="answer to m00005: 0 results"),
+        ToolResult(run_id="r4", tool_call_id=call.id, name="deploy", content="done")]
+    messages = to_messages(model_view(entries))
+    assert _turn({"messages": messages}) == ("m00004", 1, [["deploy"], ["look"]], 1)
+    # Its next message, once it is answered, is asked for as usual.
+    entries += [AssistantTurn(run_id="r4", text="answer to m00004: 1 results"),
+                UserMessage(run_id="r6", text="[m00006] cy asks for look")]
+    assert _turn({"messages": to_messages(model_view(entries))}) == ("m00006", 0, [["look"]], 0)
+
+
 async def _closed(reader: asyncio.StreamReader) -> bool:
     """Whether the other side has gone (an EOF or a reset)."""
     try:
@@ -119,3 +173,262 @@ async def test_the_proxy_cuts_every_connection_and_refuses_new_ones_until_restor
         writer.write(b"pong")
         assert await reader.read(4) == b"pong"
         writer.close()
+
+
+# -- schedules (invariant 3) and the skewed clock ------------------------------------------
+
+
+def test_the_model_tells_a_schedules_runs_apart_and_makes_schedules() -> None:
+    system = {"role": "system", "content": "s"}
+    first = [system, {"role": "user", "content": "[job pulse] asks for tick"}]
+    tag, turn, steps, results = _turn({"messages": first}) or ("", 0, [], 0)
+    assert tag.startswith("jpulse.") and (turn, steps, results) == (0, [["tick"]], 0)
+    called = [*first, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": f"call_{tag}_0_0", "type": "function",
+         "function": {"name": "tick", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": f"call_{tag}_0_0", "content": "tick done"}]
+    assert _turn({"messages": called}) == (tag, 1, [["tick"]], 1)
+    # The next slot, in the same thread: the same prompt, another run.
+    again = [*called, {"role": "assistant", "content": f"answer to {tag}: 1 results"},
+             first[1]]
+    other = _turn({"messages": again})
+    assert other is not None and other[0].startswith("jpulse.") and other[0] != tag
+    # A failed run's message and the slot's prompt after it, sent as one: the slot's run.
+    joined = _turn({"messages": [system, {"role": "user", "content": "[m00050] ana asks for "
+                                          "email\n\n[job chat-0] asks for tick"}]})
+    assert joined is not None and joined[0].startswith("jchat-0.")
+    made = _turn({"messages": [system, {"role": "user", "content": "[m90000] ana asks for "
+                                        "schedule_create=chat-0"}]})
+    assert made == ("m90000", 0, [["schedule_create=chat-0"]], 0)
+    assert json.loads(_arguments("schedule_create=chat-0", "m90000", 0)[1]) == {
+        "name": "chat-0", "cron": "* * * * *", "prompt": "[job chat-0] asks for tick"}
+    assert _arguments("schedule_pause=chat-0", "m90001", 0) == (
+        "schedule_pause", '{"name": "chat-0"}')
+
+
+def test_the_schedules_the_replicas_are_given_load() -> None:
+    loaded = tomllib.loads(schedules_toml())["schedules"]
+    found = load_schedules([ScheduleConfig(**s) for s in loaded], default_timezone="UTC",
+                           channels=[])
+    assert {(s.name, s.config.misfire, s.config.fresh_thread) for s in found} == {
+        ("minute", "all", True), ("pulse", "once", False)}
+
+
+def _slot_run(name: str, slot: float, thread: str, reply: str = "answer to j{}.0: 1") -> Run:
+    iso = datetime.fromtimestamp(slot, UTC).isoformat(timespec="seconds")
+    return Run(id=f"r-{name}-{int(slot)}", thread_id=thread, text="t", state=RunState.COMPLETED,
+               idempotency_key=f"schedule:{name}:{iso}", reply=reply.format(name))
+
+
+def test_invariant_3_finds_a_slot_run_twice_one_missed_and_one_run_while_paused() -> None:
+    now = time.time()
+    slots = [float(s) for s in range(int((now - 400) // 60 + 1) * 60, int(now) - 10, 60)]
+    history = History()
+    jobs = Schedules(make_plan(1, 10, "sqlite", 1), [], None, history)  # type: ignore[arg-type]
+    jobs.ended = now
+    runs = [_slot_run("minute", s, f"schedule:minute:{s}") for s in slots[1:]]  # one missed
+    # pulse paused (through the HTTP API) before its third slot, and that slot ran anyway
+    paused_at = slots[1] + 20
+    jobs.changes["pulse"].append(Change("paused", paused_at, paused_at + 0.1))
+    runs += [_slot_run("pulse", s, "schedule:pulse") for s in slots[:3]]
+    records = [ScheduleRecord(name=n, origin="config", since=slots[0] - 30,
+                              created_at=slots[0] - 30) for n in ("minute", "pulse")]
+    ticks = [{"tool": "tick", "applied": True, "run": runs[0].id, "pid": pid, "call": "c",
+              "thread": runs[0].thread_id} for pid in (1, 2)]  # a slot ticked twice
+    stored = Stored(runs=[], entries={}, ledger=ticks, details={}, leases=[], live=set())
+    found = jobs.check({}, stored, Kept(runs, records))
+    what = sorted(v.what.split(" (")[0] for v in found)
+    iso = [datetime.fromtimestamp(s, UTC).isoformat(timespec="seconds") for s in slots]
+    assert what == sorted([f"minute slot {iso[0]} never ran",
+                           f"minute slot {iso[1]} ticked 2 times",
+                           f"pulse slot {iso[2]} ran while the schedule was paused"]), what
+    assert all(v.invariant == 3 for v in found)
+    assert jobs.required == len(slots) + 2  # every minute slot; pulse's two before its pause
+
+
+def test_a_slot_is_not_required_while_the_store_was_cut_or_a_clock_off() -> None:
+    now = time.time()
+    slot = float(int((now - 200) // 60 + 1) * 60)
+    history = History()
+    jobs = Schedules(make_plan(1, 10, "sqlite", 1), [], None, history)  # type: ignore[arg-type]
+    events = [(slot - 0.5, "pg_cut", "1 connection(s) cut"), (slot + 2, "pg_restore", "")]
+    assert not jobs._quiet(slot, events)
+    assert jobs._quiet(slot + 60, events)
+    skewed = [(slot - 30, "skew", "r1 -3s"), (slot + 10, "unskew", "r1 clock right again")]
+    assert not jobs._quiet(slot, skewed)  # r1, behind, claims it a minute late
+    assert jobs._quiet(slot + 60, skewed)
+
+
+def test_the_launcher_skews_maidens_clock_from_its_file(tmp_path: Path) -> None:
+    (tmp_path / launch.SKEW_FILE).write_text("-4.5\n")
+    launch._read(tmp_path / launch.SKEW_FILE)
+    try:
+        assert launch.clock() == pytest.approx(time.time() - 4.5, abs=0.5)
+        assert launch.utc_clock().timestamp() == pytest.approx(time.time() - 4.5, abs=0.5)
+    finally:
+        launch._read(tmp_path / "absent")
+    assert launch.clock() == pytest.approx(time.time(), abs=0.5)
+
+
+# -- the chat platforms misbehaving for a while --------------------------------------------
+
+
+@pytest.mark.timeout(20)
+async def test_the_fake_slack_answers_429_5xx_slowly_or_not_at_all_for_a_while() -> None:
+    async with FakeSlack() as fake, httpx.AsyncClient(timeout=5) as http:
+        url, auth = fake.api_url + "auth.test", {"Authorization": f"Bearer {fake.bot_token}"}
+        await fake.misbehave("status", 0.5, status=429, retry_after=2)
+        limited = await http.post(url, headers=auth)
+        assert (limited.status_code, limited.headers["Retry-After"], limited.json()) == (
+            429, "2", {"ok": False, "error": "ratelimited"})
+        await fake.misbehave("status", 0.5, status=503)
+        assert (await http.post(url, headers=auth)).status_code == 503
+        await fake.misbehave("slow", 0.5, delay_s=0.3)
+        began = time.monotonic()
+        assert (await http.post(url, headers=auth)).json()["ok"]
+        assert time.monotonic() - began >= 0.3
+        await fake.misbehave("down", 0.5)
+        with pytest.raises(httpx.HTTPError):
+            await http.post(url, headers=auth)
+        assert (await http.get(fake.base_url + "/link/?ticket=x")).status_code == 503
+        await asyncio.sleep(0.6)
+        assert (await http.post(url, headers=auth)).json()["ok"]  # well again
+
+
+@pytest.mark.timeout(20)
+async def test_the_fake_discord_answers_429_5xx_slowly_or_not_at_all_for_a_while() -> None:
+    async with FakeDiscord() as fake, httpx.AsyncClient(timeout=5) as http:
+        url, auth = fake.api_url + "/users/@me", {"Authorization": f"Bot {fake.token}"}
+        await fake.misbehave("status", 0.5, status=429, retry_after=1.5)
+        limited = await http.get(url, headers=auth)
+        assert (limited.status_code, limited.headers["Retry-After"]) == (429, "2")
+        assert limited.json()["retry_after"] == 1.5
+        await fake.misbehave("status", 0.5, status=502)
+        assert (await http.get(url, headers=auth)).status_code == 502
+        await fake.misbehave("slow", 0.5, delay_s=0.3)
+        began = time.monotonic()
+        assert (await http.get(url, headers=auth)).status_code == 200
+        assert time.monotonic() - began >= 0.3
+        await fake.misbehave("down", 0.5)
+        with pytest.raises(httpx.HTTPError):
+            await http.get(url, headers=auth)
+        assert (await http.get(f"http://127.0.0.1:{fake.port}/gateway")).status_code == 503
+        await asyncio.sleep(0.6)
+        assert (await http.get(url, headers=auth)).status_code == 200  # well again
+
+
+def test_the_soaks_discord_world_has_every_place_and_person() -> None:
+    world = discord_world(["ana", "ben", "cy", "dee"])
+    for place in DISCORD_PLACES:
+        channel = world.channels[place_id(place)]
+        assert channel["guild_id"] == str(GUILD_ID)
+        assert (channel.get("parent_id") == str(place_id("c0"))) == place.startswith("h")
+    assert all(world.is_member(GUILD_ID, person_id(p)) for p in ("ana", "ben", "cy", "dee"))
+
+
+def test_a_chat_schedules_pause_counts_from_its_run_not_from_a_wait_that_ran_out() -> None:
+    """The pause was asked before the slot and its request's wait ran out then, but its run,
+    queued behind others, paused the schedule only after the slot: the slot may run."""
+    now = time.time()
+    slot = float(int((now - 100) // 60 + 1) * 60)
+    jobs = Schedules(make_plan(1, 10, "sqlite", 1), [], None, History())  # type: ignore[arg-type]
+    jobs.ended = now
+    ops = [Op(at=round(slot - 30 - now, 3), tag="m90000", thread="t", person="ana",
+              route="http", replica=0, steps=[["schedule_create=chat-0"]]),
+           Op(at=round(slot - 20 - now, 3), tag="m90001", thread="t", person="ana",
+              route="http", replica=0, steps=[["schedule_pause=chat-0"]])]
+    sent = {o.tag: Sent(o, key=o.tag, answered_at=o.at + 1) for o in ops}
+    runs = [{"run_id": "c", "text": ops[0].text, "state": "completed", "updated_at": slot - 29},
+            {"run_id": "p", "text": ops[1].text, "state": "completed", "updated_at": slot + 18}]
+    entries = {"t": [{"kind": "tool_result", "run_id": r["run_id"], "is_error": False}
+                     for r in runs]}
+    stored = Stored(runs=runs, entries=entries, ledger=[], details={}, leases=[], live=set())
+    record = ScheduleRecord(name="chat-0", origin="chat", since=slot - 30,
+                            created_at=slot - 30)
+    kept = Kept([_slot_run("chat-0", slot, "t")], [record])
+    assert jobs.check(sent, stored, kept) == []
+    # Had its run paused it before the slot, the slot's run is a violation.
+    runs[1]["updated_at"] = slot - 15
+    jobs = Schedules(make_plan(1, 10, "sqlite", 1), [], None, History())  # type: ignore[arg-type]
+    jobs.ended = now
+    found = jobs.check(sent, stored, kept)
+    assert [v.what.split(" (")[0] for v in found] == [
+        f"chat-0 slot {datetime.fromtimestamp(slot, UTC).isoformat(timespec='seconds')} ran "
+        "while the schedule was paused"]
+
+
+def _discord_seen(replies: dict[str, list[str]], tags: list[str]
+                  ) -> tuple[Any, dict[str, Sent], Stored]:
+    """A Discord thread where each of ``tags`` was posted (on a live connection) and
+    completed with its answer, and the bot replied to each as ``replies`` says."""
+    channel, bot = place_id("h0"), "1"
+    thread = f"discord:{GUILD_ID}:{channel}"
+    posted = {tag: {"id": str(100 + i), "channel_id": channel} for i, tag in enumerate(tags)}
+    messages = [{"id": str(200 + n), "author": {"id": bot}, "content": text,
+                 "message_reference": {"message_id": posted[tag]["id"]}}
+                for n, (tag, text) in enumerate((t, x) for t in replies for x in replies[t])]
+    fake = SimpleNamespace(world=SimpleNamespace(bot_id=bot),
+                           messages=lambda c: messages if c == channel else [])
+    people = SimpleNamespace(fake=fake, history=History(), posted=posted,
+                             live=dict.fromkeys(tags, True))
+    ops = [Op(at=i, tag=tag, thread="discord/1/h0", person="ana", route="discord", replica=0,
+              steps=[]) for i, tag in enumerate(tags)]
+    sent = {o.tag: Sent(o, key=o.tag, thread=thread, accepted_at=o.at) for o in ops}
+    runs = [{"run_id": f"r{o.tag}", "text": o.text, "state": "completed",
+             "reply": f"answer to {o.tag}: 0 results", "thread_id": thread} for o in ops]
+    entries = {thread: [{"kind": "user", "run_id": r["run_id"]} for r in runs]}
+    return people, sent, Stored(runs, entries, [], {}, [], set())
+
+
+def test_discord_answers_twice_under_a_stale_note_or_out_of_order_are_findings_3_and_4() -> None:
+    a, b = "answer to m80000: 0 results", "answer to m80001: 0 results"
+    people, sent, stored = _discord_seen(
+        {"m80000": [f"{a}\n\n⏸ waiting for a person to approve the next step", a],
+         "m80001": [b]}, ["m80000", "m80001"])
+    found = check_discord(make_plan(1, 30, "sqlite", 1), sent, stored, people)
+    assert [(v.invariant, v.known) for v in found] == [(1, "stale-note-finishes-stream")]
+    people, sent, stored = _discord_seen({"m80001": [b], "m80000": [a]}, ["m80000", "m80001"])
+    found = check_discord(make_plan(1, 30, "sqlite", 1), sent, stored, people)
+    assert [(v.invariant, v.known) for v in found] == [(1, "discord-replies-out-of-order")]
+    people, sent, stored = _discord_seen({"m80000": ["answer to m8"]}, ["m80000"])
+    found = check_discord(make_plan(1, 30, "sqlite", 1), sent, stored, people)
+    assert sorted((v.invariant, v.known) for v in found) == [(1, None), (1, None), (4, None)]
+    # Posted on a live connection with no fault around it, and never taken: lost.
+    people, sent, stored = _discord_seen({}, ["m80000"])
+    stored.runs.clear()
+    found = check_discord(make_plan(1, 30, "sqlite", 1), sent, stored, people)
+    assert [(v.invariant, v.known) for v in found] == [(6, None)]
+
+
+def test_a_slack_answer_twice_beside_a_stream_left_open_is_finding_6() -> None:
+    a, b = "answer to m00014: 1 results", "answer to m00021: 0 results"
+    thread = "slack:T0FAKE0001:C0CHAOS001:100.000100"
+    twice = Violation(1, thread, None, f"Slack shows the answers {[a, a, b]}; its completed "
+                      f"runs' replies, in order, are {[a, b]} (decided after a timeout: [])")
+    left = Violation(4, "C0CHAOS001:105.000200", None,
+                     "a Slack message left streaming (C0CHAOS001 105.000200)")
+    other = Violation(1, thread.replace("100.000100", "200.000100"), None,
+                      f"Slack shows the answers {[a, a]}; its completed runs' replies, in "
+                      f"order, are {[a]} (decided after a timeout: [])")
+    messages = [{"ts": "105.000200", "thread_ts": "100.000100", "text": a}]
+    slack = SimpleNamespace(api=SimpleNamespace(streams=SimpleNamespace(
+        streaming={("C0CHAOS001", "105.000200")})), messages=lambda channel: messages)
+    found = label_known([twice, left, other], slack)  # type: ignore[arg-type]
+    assert [v.known for v in found] == [STREAM_LOST, STREAM_LOST, None]
+
+
+
+def test_runs_out_of_order_only_among_concurrent_arrivals_and_a_lease_left_are_known() -> None:
+    entries = {"t": [{"kind": "user", "run_id": r} for r in ("b", "a", "c")]}
+    runs = [{"run_id": "a", "created_at": 10.0}, {"run_id": "b", "created_at": 10.001},
+            {"run_id": "c", "created_at": 12.0}]
+    stored = Stored(runs, entries, [], {}, [], set())
+    order = Violation(5, "t", None, "its messages are not in the order their runs were "
+                      "accepted")
+    lease = Violation(4, "t", None, "its lease is still held by x/1@vm with nothing left "
+                      "to run")
+    assert [v.known for v in label_known([order, lease], None, stored)] == [
+        "concurrent-arrivals-out-of-order", "lease-left-after-worker-stopped"]
+    runs[0]["created_at"] = 5.0  # a second apart and more: not that finding
+    order.known = None
+    assert label_known([order], None, stored)[0].known is None

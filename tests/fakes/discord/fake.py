@@ -11,12 +11,14 @@ Faults are queued per route and consumed in order: a status (429 with Discord's 
 headers, which discord.py sleeps on and retries; 500/502/504, which it retries after 1s, 3s..;
 others it raises), or ``drop``: the request is carried out and the connection closed before
 the answer. Every request is recorded (``calls``). Each wait has a deadline (the fake's
-``wait``) whose error names what it waited for.
+``wait``) whose error names what it waited for. ``misbehave`` makes Discord slow, answer
+5xx or 429, or go down, for a while.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractContextManager, asynccontextmanager
 from typing import Self
@@ -32,7 +34,7 @@ from .interactions import InteractionResponse
 from .net import Certificates, discord_py_pointed_at
 from .payloads import JSON, Id
 from .rest import RestAPI
-from .routes import PREFIX, REQUEST_LIMIT, Call, Fault, Router, Scope
+from .routes import PREFIX, REQUEST_LIMIT, Call, Fault, Outage, Router, Scope
 from .store import Store
 from .world import World
 
@@ -106,7 +108,7 @@ class FakeDiscord:
         app = web.Application(client_max_size=REQUEST_LIMIT)
         app.router.add_route("*", PREFIX + "/{tail:.*}", self._handle)
         for path in ("/", "/gateway", "/resume"):
-            app.router.add_get(path, self.gateway.handle)
+            app.router.add_get(path, self._gateway)
         app.router.add_get("/attachments/{channel}/{id}/{name}", self.cdn.serve)
         self._runner = loopback_runner(app)
         await self._runner.setup()
@@ -132,6 +134,26 @@ class FakeDiscord:
 
     def pending_faults(self, route: str) -> int:
         return self.router.pending_faults(route)
+
+    async def misbehave(self, mode: str, seconds: float, *, status: int = 500,
+                        retry_after: float = 1.0, delay_s: float = 2.0) -> None:
+        """For ``seconds``: every REST request answered ``status`` (``mode="status"``; a 429
+        as ``fail`` answers it), or ``delay_s`` late (``"slow"``), or Discord down
+        (``"down"``: requests cut unanswered, the gateway's live connections closed with
+        4000, which a client resumes, and new ones refused until it is over)."""
+        self.router.outage = Outage(mode, time.monotonic() + seconds, status, retry_after,
+                                    delay_s)
+        if mode == "down":
+            for session in list(self.gateway.sessions.values()):
+                link, session.link = session.link, None
+                if link is not None and not link.ws.closed:
+                    await link.ws.close(code=4000, message=b"Unknown error.")
+
+    async def _gateway(self, request: web.Request) -> web.StreamResponse:
+        outage = self.router.current_outage()
+        if outage is not None and outage.mode == "down":
+            return web.Response(status=503, text="discord is down")
+        return await self.gateway.handle(request)
 
     def calls(self, route: str | None = None) -> list[Call]:
         """Every REST request (to ``route``, matched like ``fail``'s), in order."""

@@ -17,10 +17,15 @@ https://discord.com/developers/docs/topics/rate-limits#exceeding-a-rate-limit sh
 ``message``, ``retry_after`` (seconds, a float) and ``global``; ``Retry-After`` (whole
 seconds, rounded up), ``X-RateLimit-Scope`` (``user``, ``global`` or ``shared``), and for a
 global limit ``X-RateLimit-Global`` without the route's bucket headers.
+
+``outage`` is a switch for a while rather than a queue (``FakeDiscord.misbehave``): every
+request answered with a status (a 429 as above, or a 5xx: discord.py retries 500, 502, 504
+and 524), or answered ``delay_s`` late, or Discord down (the connection closed unanswered).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import re
@@ -55,6 +60,18 @@ class Fault:
     retry_after: float = 0.1
     drop: bool = False
     scope: Scope = "user"
+
+
+@dataclass(frozen=True)
+class Outage:
+    """Discord misbehaving for a while: ``mode`` "status" (every request answered
+    ``status``), "slow" (``delay_s`` late) or "down"; until ``until`` (time.monotonic())."""
+
+    mode: str
+    until: float
+    status: int = 500
+    retry_after: float = 1.0
+    delay_s: float = 2.0
 
 
 @dataclass
@@ -120,6 +137,14 @@ class Router:
         of a request no route matched: each answered 404."""
         self.undocumented: set[tuple[str, str, int]] = set()
         """(method, template, code): an error a handler answered that its entry omits."""
+        self.outage: Outage | None = None
+        """Discord misbehaving until ``outage.until`` (``FakeDiscord.misbehave``)."""
+
+    def current_outage(self) -> Outage | None:
+        outage = self.outage
+        if outage is not None and time.monotonic() >= outage.until:
+            self.outage = outage = None
+        return outage
 
     def fail(self, route: str, fault: Fault) -> None:
         key = route.strip()
@@ -163,7 +188,16 @@ class Router:
         if endpoint.auth and headers.get("authorization") != f"Bot {self.rest.world.token}":
             return self._reply(call, 401, {"message": "401: Unauthorized", "code": 0})
         self.served.add((request.method, template))
-        fault = self._take_fault(request.method, path) \
+        outage = self.current_outage()
+        if outage is not None and outage.mode == "down":
+            assert request.transport is not None
+            request.transport.abort()  # Discord unreachable: no answer at all
+            return self._reply(call, 503, {"message": "down", "code": 0})
+        if outage is not None and outage.mode == "slow":
+            await asyncio.sleep(outage.delay_s)
+        fault = Fault(outage.status, outage.retry_after) if outage is not None and \
+            outage.mode == "status" else None
+        fault = fault or self._take_fault(request.method, path) \
             or self._over_limit(request.method, template, params)
         if fault is not None and fault.status is not None:
             return self._fault_reply(call, fault, template)
