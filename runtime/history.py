@@ -4,6 +4,13 @@ The store keeps the truth (a run that timed out waiting for approval keeps its
 unanswered call, so a later approval can still run it). A model API, though,
 wants every tool call answered right after the turn that made it. ``model_view``
 moves each result next to its call and answers the calls that have no result.
+
+A result that came after the thread went on (a call decided after its run timed out,
+while later messages were answered; or decided after another run of the thread went on
+meanwhile) leaves a ``late_result`` notice where it came: moved
+back beside its call, it is no longer the last thing the model sees, and the history
+would end with the last run's answer; the notice says whose answer goes on, and quotes
+its message, so the model answers that message and not the latest one.
 """
 
 from __future__ import annotations
@@ -11,10 +18,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .entries import AssistantTurn, Entry, ToolResult
+from .entries import AssistantTurn, Entry, Notice, ToolResult, UserMessage
 from .tools import error_result
 
-__all__ = ["Tidiness", "model_view"]
+__all__ = ["LATE_RESULT", "Tidiness", "late_notice", "model_view"]
+
+LATE_RESULT = "late_result"
+"""The code of the notice ``model_view`` leaves where a late result came."""
+
+_QUOTED = 300  # characters of the run's message the notice quotes
 
 
 @dataclass
@@ -56,9 +68,12 @@ def model_view(entries: Sequence[Entry], tidiness: Tidiness | None = None) -> Se
     if (tidiness or Tidiness()).check(entries):
         return entries
     results = {(e.run_id, e.tool_call_id): e for e in entries if isinstance(e, ToolResult)}
+    late = _late(entries)
     view: list[Entry] = []
-    for entry in entries:
+    for i, entry in enumerate(entries):
         if isinstance(entry, ToolResult):
+            if i in late:
+                view.append(late[i])
             continue
         view.append(entry)
         if isinstance(entry, AssistantTurn):
@@ -71,3 +86,60 @@ def model_view(entries: Sequence[Entry], tidiness: Tidiness | None = None) -> Se
                                        content=missing.content, is_error=True, at=entry.at)
                 view.append(found)
     return tuple(view)
+
+
+def late_notice(result: ToolResult, names: Sequence[str], message: UserMessage | None
+                ) -> Notice:
+    """What the model is told where ``result`` (with the others of its batch, ``names``
+    their tools) came in after the thread went on: whose answer goes on, quoting the
+    run's ``message``."""
+    said = ""
+    if message is not None:
+        text = message.text.strip() or ("(files only)" if message.files else "(empty)")
+        quoted = text if len(text) <= _QUOTED else text[:_QUOTED].rstrip() + "…"
+        said = f' That message: "{quoted}"'
+    calls = ", ".join(dict.fromkeys(names))
+    return Notice(run_id=result.run_id, code=LATE_RESULT, at=result.at, text=(
+        f"The result of your call to {calls} came only now, after the conversation went on; "
+        "it is shown right after that call. Go on with your answer to the message the call "
+        f"was for, not to the latest message.{said}"))
+
+
+def _late(entries: Sequence[Entry]) -> dict[int, Notice]:
+    """Where a batch of results came after entries of another run that followed their
+    call (the thread went on): the position of its first result, with the notice that
+    stands there."""
+    calls: dict[tuple[str, str], int] = {}  # (run, call) -> where the call is
+    messages: dict[str, UserMessage] = {}  # run -> its (first) message
+    turns: list[tuple[int, str]] = []  # where each stretch of one run's entries starts
+    out: dict[int, Notice] = {}
+    batch: tuple[int, ToolResult, list[str]] | None = None  # the late batch being read
+    for i, entry in enumerate(entries):
+        if not turns or turns[-1][1] != entry.run_id:
+            turns.append((i, entry.run_id))
+        if not isinstance(entry, ToolResult):
+            batch = None
+            if isinstance(entry, AssistantTurn):
+                calls.update({(entry.run_id, c.id): i for c in entry.tool_calls})
+            elif isinstance(entry, UserMessage):
+                messages.setdefault(entry.run_id, entry)
+            continue
+        at = calls.get((entry.run_id, entry.tool_call_id))
+        if at is None or not _went_on(turns, at, entry.run_id):
+            batch = None
+            continue
+        if batch is None or batch[1].run_id != entry.run_id:
+            batch = (i, entry, [])
+        batch[2].append(entry.name)
+        out[batch[0]] = late_notice(batch[1], batch[2], messages.get(entry.run_id))
+    return out
+
+
+def _went_on(turns: Sequence[tuple[int, str]], since: int, run_id: str) -> bool:
+    """Whether another run's entries came after position ``since``."""
+    for at, run in reversed(turns):
+        if at <= since:
+            return False
+        if run != run_id:
+            return True
+    return False
