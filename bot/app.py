@@ -205,13 +205,26 @@ async def open_channels(
 ) -> None:
     """Enter each channel on ``stack``, in order, its deliverer registered first: a reply
     due while it (or a channel after it) still opens goes out at once, in order, not at
-    the outbox's next sweep."""
+    the outbox's next sweep. Once it is up, what waited in the outbox for it (the replies
+    of the runs recovery finished before any channel was open) goes out at once, in order,
+    ahead of the replies to what comes in through it now; a channel still connecting in
+    the background sends it itself when it connects."""
     for channel in channels:
         if channel.deliverer is not None:
             runtime.add_deliverer(channel.name, channel.deliverer)
         if channel.fetcher is not None:
             runtime.files.add_fetcher(channel.name, channel.fetcher)
         await stack.enter_async_context(channel)
+        if channel.deliverer is not None and not getattr(channel.deliverer, "offline", None):
+            runtime.spawn(_waited(runtime, channel.name), name=f"maiden-outbox:{channel.name}")
+
+
+async def _waited(runtime: Runtime, channel: str) -> None:
+    """Send what waited in the outbox for ``channel``, just up."""
+    try:
+        await runtime.flush_deliveries(channel)
+    except MaidenError as exc:  # the store: the outbox's next sweep tries again
+        log.warning("sending what waited in the outbox for %s failed: %s", channel, exc)
 
 
 YOUNG_OBJECTS = 10_000

@@ -152,7 +152,7 @@ class Commands:
     async def _prompt(self, run: Run) -> str | None:
         """A link to the run's approval prompt, once it is posted."""
         prompts = [d for d in await self.runtime.records.deliveries(run_id=run.id)
-                   if isinstance(d, ApprovalDelivery) and d.remote_id]
+                   if isinstance(d, ApprovalDelivery) and d.posted]
         if not prompts:
             return None
         latest = prompts[-1]

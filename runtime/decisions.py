@@ -14,9 +14,16 @@ from .entries import AssistantTurn, Entry, ToolCall, ToolResult
 from .errors import RunError
 from .runs import Decision, Run, RunState, Transition, transition
 
-__all__ = ["approve_call", "asked_again", "requeue"]
+__all__ = ["approve_call", "asked_again", "awaits_decision", "requeue"]
 
 S = RunState
+
+
+def awaits_decision(run: Run) -> bool:
+    """Whether a person may still decide on the run's pending call: it waits for one, or
+    timed out waiting (a late decision queues it again)."""
+    return run.pending_approval is not None and (run.state is S.AWAITING_APPROVAL or (
+        run.state is S.TIMED_OUT and run.reason == "approval_timeout"))
 
 
 def approve_call(
@@ -29,9 +36,7 @@ def approve_call(
     when the run waits for no approval, for another call, or for a call whose arguments
     changed since ``arguments_hash`` was shown."""
     pending = run.pending_approval
-    waiting = run.state is S.AWAITING_APPROVAL or (
-        run.state is S.TIMED_OUT and run.reason == "approval_timeout")
-    if not waiting or pending is None:
+    if not awaits_decision(run) or pending is None:
         raise RunError("not_awaiting_approval",
                        f"run {run.id} is {run.state}, not awaiting approval")
     if pending.tool_call_id != tool_call_id:

@@ -13,20 +13,36 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 from .errors import DeliveryError, NotFound
 from .live import LiveReplies
-from .runs import ApprovalDelivery, Delivery, FileDelivery, ReplyDelivery, Run, StreamDelivery
+from .ordering import ORDER_HOLD_S, Place, holds_back, place, superseded
+from .runs import (
+    NOT_POSTED,
+    ApprovalDelivery,
+    Delivery,
+    FileDelivery,
+    ReplyDelivery,
+    Run,
+    StreamDelivery,
+)
 from .stores.base import Checkpoint, OutboxStore, Store
 from .text import split_message
 from .tracing import NO_TRACING, Tracing
 
-__all__ = ["Deliverer", "Outbox", "Sender", "UploadStarted", "Uploader", "deliver", "parts",
-           "upload"]
+__all__ = ["ORDER_HOLD_S", "Deliverer", "Elsewhere", "Outbox", "Sender", "UploadStarted",
+           "Uploader", "deliver", "parts", "upload"]
 
 log = logging.getLogger("maiden.delivery")
+
+Elsewhere = Callable[[str], Awaitable[bool]]
+"""Whether another live process owns a run (``Peers.elsewhere``): its records are left to it."""
+
+
+async def _nowhere_else(run_id: str) -> bool:
+    return False
 
 
 class Deliverer(Protocol):
@@ -139,17 +155,30 @@ async def deliver(
 
 
 class Outbox:
-    """The runtime's deliverers and the sending of what runs left in the outbox."""
+    """The runtime's deliverers and the sending of what runs left in the outbox.
+
+    A thread's messages are posted in the order they were written (to each channel): a run's
+    are sent after the thread's older ones not sent yet, and the outbox's sweep goes through
+    them in order; one that cannot go now holds back those after it (``ORDER_HOLD_S``).
+    Who sends a record is unchanged by that: the process that wrote it, at once; later (a
+    retry, a recovery), any process, reconciling first, unless the run's owner is another
+    live process (``elsewhere``). A prompt or closing words that the run has moved past
+    are not posted (``superseded``): they are recorded as done, ``NOT_POSTED``."""
 
     def __init__(self, store: Store, born: float,
                  clock: Callable[[], float] = time.time, *,
-                 tracing: Tracing = NO_TRACING) -> None:
+                 tracing: Tracing = NO_TRACING,
+                 elsewhere: Callable[[], Elsewhere] = lambda: _nowhere_else) -> None:
         self._store = store
         self._born = born
+        self._clock = clock
         self._tracing = tracing
+        self._elsewhere = elsewhere
+        """A fresh ``Elsewhere`` for each pass over the outbox (it keeps what it looked up)."""
         self._deliverers: dict[str, Deliverer] = {}
-        self._sending: dict[str, asyncio.Future[None]] = {}
-        """Deliveries being sent now, each done when its send is."""
+        self._sending: dict[str, asyncio.Future[bool]] = {}
+        """Deliveries being sent now, each done when its send is: True if it was posted (or
+        superseded), False if it stays in the outbox."""
         self.live = LiveReplies(store, self._deliverers, clock)
         """The streams of runs driven here (channels whose deliverer has a ``streamer``):
         fed by the event bus, finished by the run's reply."""
@@ -187,39 +216,74 @@ class Outbox:
     async def send_pending(self, run: Run) -> None:
         """Send what a run put in the outbox and is not sent yet, in order: when it ends or
         pauses, and as it starts or is taken up again (a notice written at its start goes
-        out before its answer begins)."""
+        out before its answer begins).
+
+        The thread's older records not sent yet go first, in order (a reply left in the
+        outbox while its channel was not up, after a restart, or whose send failed), so
+        that the thread's messages are posted in the order of its runs; one of them that
+        cannot go now leaves the run's to the outbox's sweep, behind it."""
         if not run.origin.target:
             return
-        for delivery in await self._store.deliveries(run_id=run.id, pending=True):
-            if await self._sent_meanwhile(delivery.key):
-                continue  # and the next ones after it, in order
-            # Written since this runtime started: by it, and never tried before.
-            await self._send(delivery, fresh=delivery.created_at >= self._born,
-                             trace=run.trace)
+        pending = await self._store.deliveries(thread_id=run.thread_id, pending=True)
+        last = max((i for i, d in enumerate(pending) if d.run_id == run.id), default=None)
+        if last is None:
+            return
+        await self._in_order(pending[:last + 1], self._elsewhere(), own=run)
 
-    async def flush(self, skip: Callable[[str], Awaitable[bool]]) -> None:
-        """Send every record with no message id yet, reconciling first: those a crash or a
-        failed send left behind; except the runs ``skip`` says another process holds."""
-        for delivery in await self._store.deliveries(pending=True):
-            if delivery.channel not in self._deliverers or \
-                    await self._sent_meanwhile(delivery.key):
-                continue
-            if await skip(delivery.run_id):
-                continue
-            if isinstance(delivery, StreamDelivery):
-                await self.live.tidy(delivery, await self._store.get_run(delivery.run_id))
-                continue
-            await self._send(delivery, fresh=False, trace=await self._trace_of(delivery))
+    async def flush(self, skip: Elsewhere | None = None, *, channel: str | None = None
+                    ) -> None:
+        """Send every record with no message id yet, reconciling first, in order: those a
+        crash or a failed send left behind, or written while their channel was not up here
+        (``channel``: that channel's only); except the runs ``skip`` says another process
+        holds (by default, ``elsewhere``'s)."""
+        skip = skip or self._elsewhere()
+        pending = [d for d in await self._store.deliveries(pending=True)
+                   if d.channel in self._deliverers and channel in (None, d.channel)]
+        await self._in_order([d for d in pending if not isinstance(d, StreamDelivery)], skip)
+        for stream in pending:
+            if isinstance(stream, StreamDelivery) and not await skip(stream.run_id):
+                await self.live.tidy(stream, await self._store.get_run(stream.run_id))
 
-    async def _sent_meanwhile(self, key: str) -> bool:
-        """Whether another send of ``key`` is under way; if so, once it is over (so that a
-        run's messages are posted in their order: its answer after a notice that a
-        retry of the outbox is posting)."""
+    async def _in_order(self, records: Sequence[Delivery], skip: Elsewhere, *,
+                        own: Run | None = None) -> None:
+        """Send ``records`` (oldest first), each after those before it to the same channel
+        (``ordering.place``): one that stays in the outbox holds back the rest of its
+        place's, while it is younger than ``ORDER_HOLD_S``. ``own``: the run whose end or
+        start this is, whose records this process wrote (sent without reconciling if
+        written since it started)."""
+        held: set[Place] = set()
+        now = self._clock()
+        for delivery in records:
+            where = place(delivery)
+            if isinstance(delivery, StreamDelivery) or where in held:
+                continue  # a stream is finished by its run's reply (or ``flush``'s tidying)
+            done = await self._sent_meanwhile(delivery.key)
+            tried = done is not None or delivery.attempts_failed > 0
+            if done:
+                pass  # another send of it under way here posted it
+            elif own is not None and delivery.run_id == own.id:
+                # Written since this runtime started, by it, and never tried: nothing to
+                # reconcile. Else (a send under way here failed, say) it is asked first.
+                done = await self._send(
+                    delivery, fresh=not tried and delivery.created_at >= self._born,
+                    trace=own.trace, run=own)
+            elif await skip(delivery.run_id):
+                done = False  # its run's owner, alive, sends it
+            else:
+                done = await self._send(delivery, fresh=False,
+                                        trace=await self._trace_of(delivery))
+            if not done and holds_back(delivery, now):
+                held.add(where)
+
+    async def _sent_meanwhile(self, key: str) -> bool | None:
+        """Whether another send of ``key`` under way here posted it (or found it superseded),
+        once it is over; None if none is (so that a run's messages are posted in their
+        order: its answer after a notice that a retry of the outbox is posting)."""
         busy = self._sending.get(key)
         if busy is None:
-            return False
+            return None
         await asyncio.wait([busy])
-        return True
+        return busy.result()
 
     async def _trace_of(self, delivery: Delivery) -> str:
         """The trace of the delivery's run, when traces are made ('' when not)."""
@@ -230,6 +294,20 @@ class Outbox:
         except NotFound:
             return ""
 
+    async def _superseded(self, delivery: Delivery, run: Run | None,
+                          records: Sequence[Delivery]) -> str | None:
+        """``superseded`` for a prompt or a run's closing words, with the run as the store has
+        it (``run``: as just read or written, if it was) and its ``records``."""
+        if not isinstance(delivery, ApprovalDelivery) and not (
+                isinstance(delivery, ReplyDelivery) and delivery.answer):
+            return None
+        try:
+            if run is None or run.id != delivery.run_id:
+                run = await self._store.get_run(delivery.run_id)
+        except NotFound:
+            return None
+        return superseded(delivery, run, records)
+
     async def _deliver(self, deliverer: Deliverer, delivery: Delivery, *, fresh: bool
                        ) -> None:
         if isinstance(delivery, FileDelivery) and isinstance(deliverer, Uploader):
@@ -237,28 +315,43 @@ class Outbox:
         elif not await self.live.finish(delivery):  # else its stream shows it now
             await deliver(self._store, deliverer, delivery, fresh=fresh)
 
-    async def _send(self, delivery: Delivery, *, fresh: bool, trace: str = "") -> None:
+    async def _send(self, delivery: Delivery, *, fresh: bool, trace: str = "",
+                    run: Run | None = None) -> bool:
+        """Send one record (``run``: its run as just read or written, if it was): True once
+        it is done (posted, or superseded), False while it stays in the outbox."""
         if isinstance(delivery, StreamDelivery):
-            return  # finished by its run's reply (or ``flush``'s tidying)
+            return False  # finished by its run's reply (or ``flush``'s tidying)
         deliverer = self._deliverers.get(delivery.channel)
         what = "approval prompt" if isinstance(delivery, ApprovalDelivery) else \
             "file" if isinstance(delivery, FileDelivery) else "reply"
         if deliverer is None:
             log.warning("no %r channel to deliver run %s's %s; it stays in the outbox",
                         delivery.channel, delivery.run_id, what)
-            return
+            return False
         if delivery.key in self._sending:
-            return  # already on its way
+            return bool(await self._sent_meanwhile(delivery.key))  # already on its way
         self._sending[delivery.key] = asyncio.get_running_loop().create_future()
+        done = False
         why = None
-        span = self._tracing.delivery(delivery, what, fresh=fresh, parent=trace)
         try:
-            with span as traced:
-                try:
-                    await self._deliver(deliverer, delivery, fresh=fresh)
-                except Exception as exc:
-                    traced.failed(f"{type(exc).__name__}: {exc}")
-                    raise
+            # Read again now that it is claimed here (no other send of it starts here).
+            records = await self._store.deliveries(run_id=delivery.run_id)
+            delivery = next((d for d in records if d.key == delivery.key), delivery)
+            if delivery.remote_id is not None:
+                done = True  # sent since the caller read it (by a sweep that read it first)
+            elif (stale := await self._superseded(delivery, run, records)) is not None:
+                log.info("run %s's %s is not posted: %s", delivery.run_id, what, stale)
+                await self._store.mark_delivered(delivery.key, NOT_POSTED, self._clock())
+                done = True
+            else:
+                span = self._tracing.delivery(delivery, what, fresh=fresh, parent=trace)
+                with span as traced:
+                    try:
+                        await self._deliver(deliverer, delivery, fresh=fresh)
+                    except Exception as exc:
+                        traced.failed(f"{type(exc).__name__}: {exc}")
+                        raise
+                done = True
         except DeliveryError as exc:
             # The channel said why (down, refused, still connecting): one line, no trace.
             log.warning("delivering run %s's %s failed (%s); it stays in the outbox and is "
@@ -269,7 +362,7 @@ class Outbox:
                           "tried again", delivery.run_id, what)
             why = f"{type(exc).__name__}: {exc}"
         finally:
-            self._sending.pop(delivery.key).set_result(None)
+            self._sending.pop(delivery.key).set_result(done)
         if why is not None:
             # After letting go of the key: a retry may start meanwhile; if it posts first,
             # the store leaves the sent record alone.
@@ -277,6 +370,7 @@ class Outbox:
                 await self._store.delivery_failed(delivery.key, why[:500])
             except Exception as problem:  # the store may be what failed
                 log.warning("could not record why the send failed: %s", problem)
+        return done
 
 
 class Sender:

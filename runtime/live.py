@@ -11,7 +11,9 @@ checkpointed: after a crash the model turn is asked again, and the messages alre
 opened are finished with the final answer (their text replaced) when the run's reply
 goes out, never a second reply. A run taken up after a crash is not streamed again (its
 new text would repeat what those messages show), nor while a stream of an earlier life is
-still open; its reply finishes them.
+still open; its reply finishes them. Nor while a reply of the thread's earlier runs waits in
+the outbox (its channel was not up, its send failed): the thread's messages go out in the
+order of its runs, and a stream would show this one first.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any, Literal, Protocol
 from .entries import ToolCall
 from .events import RunEnded, RunEvent, RunStarted, TextDelta, ToolCallFinished, ToolCallStarted
 from .guards import canonical_json
+from .ordering import waits_behind
 from .runs import (
     DRIVABLE,
     ApprovalDelivery,
@@ -119,6 +122,8 @@ class _Live:
 
     run_id: str
     thread_id: str
+    started: float = 0.0
+    """When its stretch of the run began here."""
     inert: bool = False
     """Not streamed here: no streamer for its channel, taken up after a crash, or the
     platform refused."""
@@ -128,7 +133,11 @@ class _Live:
     summaries: dict[str, str] = field(default_factory=dict)
     """Each call's arguments summary, by call id (its end repeats it)."""
     stream: StreamDelivery | None = None
+    opening: str | None = None
+    """The key of the stream it opened, or is opening (recorded before the platform is
+    asked, so before ``stream`` is set)."""
     ended: bool = False
+    """Its stretch of the run is over (ended, paused, or stopped being driven here)."""
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
 
@@ -159,13 +168,18 @@ class LiveReplies:
                                           for d in self._deliverers.values()):
                 return  # taken up after a crash (its earlier life's stream, if any, stays),
                 # or no channel here streams
-            live = self._live[event.run_id] = _Live(event.run_id, event.thread_id)
+            live = self._live[event.run_id] = _Live(event.run_id, event.thread_id,
+                                                    started=self._clock())
             live.task = asyncio.create_task(self._follow(live),
                                             name=f"maiden-live:{event.run_id}")
             return
-        if live is None or live.inert:
+        if live is None:
             return
-        if isinstance(event, TextDelta):
+        if isinstance(event, RunEnded):
+            live.ended = True  # an inert one too: what is sent now is of its stretch
+        elif live.inert:
+            return
+        elif isinstance(event, TextDelta):
             live.text.append(event.text)
         elif isinstance(event, ToolCallStarted):
             update = _update(event.call, "in_progress")
@@ -175,8 +189,6 @@ class LiveReplies:
             live.tools.append(ToolUpdate(event.tool_call_id, event.name,
                                          live.summaries.get(event.tool_call_id, ""),
                                          "error" if event.is_error else "complete"))
-        elif isinstance(event, RunEnded):
-            live.ended = True
         else:
             return
         live.wake.set()
@@ -187,9 +199,9 @@ class LiveReplies:
             # A person's message gets a live reply; a schedule's post, read later, does not.
             watched = bool(run.origin.target and run.origin.user)
             streamer = self.streamer(run.origin.channel) if watched else None
-            if streamer is None or await self._open_streams(run.id):
-                live.inert = True  # nothing to stream to, or an earlier life's stream is
-                return  # still open: its messages are finished with the reply
+            if streamer is None or await self._behind(run):
+                live.inert = True
+                return
             while True:
                 await live.wake.wait()
                 live.wake.clear()
@@ -219,7 +231,7 @@ class LiveReplies:
         live.text.clear()
         live.tools.clear()
         if live.stream is None:
-            stream = await self._opening(run)
+            stream = await self._opening(run, live)
             ids = await streamer.open_stream(stream, text, tools)
             if not ids:  # the channel could not open it now (offline): nothing was posted
                 await self._store.stream_progress(stream.key, "finished", [], self._clock())
@@ -233,7 +245,7 @@ class LiveReplies:
                 live.stream = await self._record(live.stream, ids)
         live.streamed += text
 
-    async def _opening(self, run: Run) -> StreamDelivery:
+    async def _opening(self, run: Run, live: _Live) -> StreamDelivery:
         """The stream's record, written before the platform is asked to open it."""
         earlier = [d for d in await self._store.deliveries(run_id=run.id)
                    if isinstance(d, StreamDelivery)]
@@ -241,6 +253,7 @@ class LiveReplies:
                                 run_id=run.id, thread_id=run.thread_id,
                                 channel=run.origin.channel, target=run.origin.target,
                                 created_at=self._clock())
+        live.opening = stream.key
         await self._store.commit(Checkpoint(run.thread_id, None, deliveries=[stream]))
         return stream
 
@@ -268,16 +281,27 @@ class LiveReplies:
         when it is to be sent as a message of its own (nothing was streamed), and for a
         prompt.
 
+        Only the streams of the stretch of the run it ends, and of those before: a run that
+        went on here since it was written (a prompt or closing words sent late, which the
+        outbox had not found superseded yet) is streaming its next stretch, which its own
+        reply ends; that stream is left alone, never finished with a stale note.
+
         The reply is recorded before its streams are: a crash between the two leaves a
         stream that ``tidy`` records later, never a reply sent a second time."""
         streamer = self.streamer(delivery.channel)
         if streamer is None or isinstance(delivery, StreamDelivery | FileDelivery) \
                 or (isinstance(delivery, ReplyDelivery) and not delivery.answer):
             return False
-        live = await self._settle(delivery.run_id)
+        going = self._live.get(delivery.run_id)
+        if going is not None and not going.ended and going.started > delivery.created_at:
+            live, newer = None, going.opening  # a later stretch's, still going
+        else:
+            live, newer = await self._settle(delivery.run_id), None
         shown: str | None = None
         finished: list[tuple[StreamDelivery, list[str]]] = []
         for stream in await self._open_streams(delivery.run_id):
+            if stream.key == newer:
+                continue
             ids = list(stream.remote_ids) or await streamer.find_stream(stream)
             if ids:
                 replace, note = _ending(delivery, stream, live)
@@ -312,6 +336,16 @@ class LiveReplies:
             ids = await streamer.finish_stream(stream, replace=None, note=None,
                                                key=stream.key)
         await self._store.stream_progress(stream.key, "finished", ids, self._clock())
+
+    async def _behind(self, run: Run) -> bool:
+        """Whether the run's reply is not streamed here: a stream of an earlier life of it
+        is still open (its reply finishes those messages), or a message of the thread's
+        earlier runs to the same place is not sent yet (a reply left in the outbox while
+        the channel was not up, say): a stream would show this one first, so it is posted
+        whole when the run ends, after them (``ordering.waits_behind``)."""
+        pending = await self._store.deliveries(thread_id=run.thread_id, pending=True)
+        return any(isinstance(d, StreamDelivery) and d.run_id == run.id for d in pending) \
+            or waits_behind(run, pending, self._clock())
 
     async def _open_streams(self, run_id: str) -> list[StreamDelivery]:
         return [d for d in await self._store.deliveries(run_id=run_id, pending=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal, get_args
 
 from .control import ControlRequest, Instance, ask, live_instances
@@ -68,6 +69,18 @@ class Peers:
         if live is None:
             live = {i.id for i in await self.servers()}
         return run.owner in live, live
+
+    def elsewhere(self) -> Callable[[str], Awaitable[bool]]:
+        """For one pass over the outbox: whether a run's owner is another live process (its
+        records are left to it); the live processes are looked up once, when first asked."""
+        live: set[str] | None = None
+
+        async def owned(run_id: str) -> bool:
+            nonlocal live
+            found, live = await self.owned_elsewhere(run_id, live)
+            return found
+
+        return owned
 
     async def ask(self, kind: Asked, run_id: str, payload: dict[str, Any], *, now: float,
                   timeout_s: float) -> Run:

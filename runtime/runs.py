@@ -17,6 +17,7 @@ from .guards import canonical_json
 
 __all__ = [
     "DELIVERY",
+    "NOT_POSTED",
     "TERMINAL",
     "ApprovalDelivery",
     "Decision",
@@ -230,6 +231,12 @@ class Transition(BaseModel):
     at: float
 
 
+NOT_POSTED = "-"
+"""The ``remote_id`` of a delivery that is done with nothing posted: a stream that opened no
+message, a prompt or closing words that the run had moved past before they could be sent
+(``Outbox``: superseded)."""
+
+
 class _Delivery(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -246,6 +253,11 @@ class _Delivery(BaseModel):
     attempts_failed: int = 0
     last_error: str | None = None
     """Why the last send failed (it stays in the outbox and is tried again)."""
+
+    @property
+    def posted(self) -> bool:
+        """Whether its message was posted: a remote id, and not ``NOT_POSTED``."""
+        return self.remote_id is not None and self.remote_id != NOT_POSTED
 
 
 class ReplyDelivery(_Delivery):

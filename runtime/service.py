@@ -122,7 +122,9 @@ class Runtime:
         """Spend caps per person, place and agent (``[[budgets]]``)."""
         self._store = store
         self._bus = EventBus()
-        self._outbox = Outbox(store, born=clock(), clock=clock, tracing=tracing)
+        self._peers = Peers(store, self.instance_id)
+        self._outbox = Outbox(store, born=clock(), clock=clock, tracing=tracing,
+                              elsewhere=self._peers.elsewhere)
         self._bus.listen(self._outbox.live.on_event)
         provided: dict[str, object] = {
             "notes": self.notes,
@@ -140,7 +142,6 @@ class Runtime:
                 send_pending=self._outbox.send_pending)
         self._driver = Drivers(store, agents, drivers)
         self._leases = Leases(store, self.instance_id, self.settings.lease_ttl_s)
-        self._peers = Peers(store, self.instance_id)
         self._workers = Workers(store, self._driver, self._bus, self.settings, self._leases,
                                 peers=self._peers, outbox=self._outbox, files=self.files)
         self._waiting = Waiting(store, self._bus, self._workers, self._peers,
@@ -153,6 +154,9 @@ class Runtime:
         self._closing = False
         self._stop = asyncio.Event()
         self._serving: asyncio.Task[None] | None = None
+        self._started = False
+        """``start`` was called: a deliverer added from now on gets its waiting records at
+        once (``start`` sends those of the deliverers added before)."""
         self.recovered: list[Run] = []
         """The runs ``start()`` found unfinished, as they ended up."""
 
@@ -179,6 +183,7 @@ class Runtime:
         (`maiden approve`, `maiden cancel`), time out stale approvals and retry failed
         sends, in the background.
         """
+        self._started = True
         if self.caps:  # made once; a cap's check reads a period's runs by its index
             await self._store.index_spend(self.caps.scopes)
         if serve and self._serving is None:
@@ -556,14 +561,34 @@ class Runtime:
 
     def add_deliverer(self, channel: str, deliverer: Deliverer) -> None:
         """Route replies and approval prompts of runs whose origin is ``channel`` through
-        ``deliverer``."""
+        ``deliverer``; what waits in the outbox for it goes out at once, in order, in the
+        background (once ``start`` has begun: ``start`` sends what waited for those added
+        before), unless it says it is not connected yet (its ``offline``): then when its
+        channel says it is up (``flush_deliveries``)."""
         self._outbox.add(channel, deliverer)
+        if self._started and not self._closing and not getattr(deliverer, "offline", None):
+            self.spawn(self._channel_up(channel), name=f"maiden-outbox:{channel}")
 
-    async def flush_deliveries(self) -> None:
-        """Send every recorded delivery that has no message id yet, reconciling first: those
-        a crash or a failed send left behind. Serving runtimes call this now and then.
+    async def _channel_up(self, channel: str) -> None:
+        """What waits in the outbox for a channel that can post now (the replies of runs
+        that ended before it was up, after a restart), sent in order: before the replies
+        of the runs that come through it now, which wait behind them."""
+        try:
+            await self.flush_deliveries(channel)
+        except MaidenError as exc:  # the store: the next sweep tries again
+            log.warning("sending what waited in the outbox for %s failed: %s; it is tried "
+                        "again", channel, exc)
+        except Exception:
+            log.exception("sending what waited in the outbox for %s failed; it is tried "
+                          "again", channel)
+
+    async def flush_deliveries(self, channel: str | None = None) -> None:
+        """Send every recorded delivery that has no message id yet, reconciling first, in
+        order: those a crash or a failed send left behind, or written while their channel
+        was not up (``channel``: that channel's only, as one that has just connected
+        asks). Serving runtimes call this now and then.
 
         A delivery of a run that another live process holds is left to that process.
         """
-        await self._upkeep.flush_deliveries()
+        await self._upkeep.flush_deliveries(channel)
 

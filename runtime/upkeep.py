@@ -86,15 +86,9 @@ class RuntimeUpkeep:
             self._workers.kick(run.thread_id)
         return expired
 
-    async def flush_deliveries(self) -> None:
-        """Send every recorded delivery that has no message id yet, reconciling first: those
-        a crash or a failed send left behind. A delivery of a run that another live process
-        holds is left to that process."""
-        live: set[str] | None = None
-
-        async def elsewhere(run_id: str) -> bool:
-            nonlocal live
-            found, live = await self._peers.owned_elsewhere(run_id, live)
-            return found
-
-        await self._outbox.flush(elsewhere)
+    async def flush_deliveries(self, channel: str | None = None) -> None:
+        """Send every recorded delivery that has no message id yet, reconciling first, in
+        order: those a crash or a failed send left behind (``channel``: that channel's
+        only). A delivery of a run that another live process holds is left to that
+        process."""
+        await self._outbox.flush(self._peers.elsewhere(), channel=channel)

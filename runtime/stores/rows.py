@@ -17,6 +17,7 @@ from ..errors import CorruptStore, NotFound, StaleWrite
 from ..routing import place_key
 from ..runs import (
     DELIVERY,
+    NOT_POSTED,
     TERMINAL,
     Delivery,
     FileDelivery,
@@ -166,10 +167,10 @@ def pending_changed(key: str, data: str | None,
 def stream_change(state: StreamState, remote_ids: Sequence[str], at: float
                   ) -> Callable[[Delivery], dict[str, Any]]:
     """``stream_progress``'s change to a stream delivery: ``finished`` sets ``remote_id``
-    (the ids, or "-" when it opened none) and ``delivered_at``."""
+    (the ids, or ``NOT_POSTED`` when it opened none) and ``delivered_at``."""
     changes: dict[str, Any] = {"state": state, "remote_ids": tuple(remote_ids)}
     if state == "finished":
-        changes |= {"remote_id": ",".join(remote_ids) or "-", "delivered_at": at}
+        changes |= {"remote_id": ",".join(remote_ids) or NOT_POSTED, "delivered_at": at}
     return lambda _: changes
 
 
@@ -182,16 +183,25 @@ def upload_change(key: str, upload_id: str) -> Callable[[Delivery], dict[str, An
     return change
 
 
-def deliveries_query(run_id: str | None, pending: bool | None, *, param: str, order: str
-                     ) -> tuple[str, list[Any]]:
-    """``deliveries``'s query (oldest first) and its parameters: ``param`` is the first
-    parameter's placeholder (``?``, ``$1``), ``order`` the column of insertion order."""
-    where, params = [], []
+def deliveries_query(run_id: str | None, pending: bool | None, thread_id: str | None = None,
+                     *, param: str, order: str, thread: str) -> tuple[str, list[Any]]:
+    """``deliveries``'s query (oldest first) and its parameters: ``param`` is the
+    placeholder style (``?``, or ``$`` for numbered ones), ``order`` the column of insertion
+    order, ``thread`` the expression of a row's thread id (read from its JSON: the records
+    not sent yet, which the pending index finds, are few)."""
+    where: list[str] = []
+    params: list[Any] = []
+
+    def bound(value: Any) -> str:
+        params.append(value)
+        return "?" if param == "?" else f"${len(params)}"
+
     if run_id is not None:
-        where.append(f"run_id = {param}")
-        params.append(run_id)
+        where.append(f"run_id = {bound(run_id)}")
     if pending is not None:
         where.append("remote_id IS NULL" if pending else "remote_id IS NOT NULL")
+    if thread_id is not None:
+        where.append(f"{thread} = {bound(thread_id)}")
     sql = "SELECT data FROM deliveries"
     if where:
         sql += " WHERE " + " AND ".join(where)

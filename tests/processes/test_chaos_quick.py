@@ -380,13 +380,13 @@ def _discord_seen(replies: dict[str, list[str]], tags: list[str]
     return people, sent, Stored(runs, entries, [], {}, [], set())
 
 
-def test_discord_answers_twice_under_a_stale_note_or_out_of_order_are_findings_3_and_4() -> None:
+def test_discord_answers_twice_under_a_stale_note_or_out_of_order_are_violations() -> None:
     a, b = "answer to m80000: 0 results", "answer to m80001: 0 results"
     people, sent, stored = _discord_seen(
         {"m80000": [f"{a}\n\n⏸ waiting for a person to approve the next step", a],
          "m80001": [b]}, ["m80000", "m80001"])
     found = check_discord(make_plan(1, 30, "sqlite", 1), sent, stored, people)
-    assert [(v.invariant, v.known) for v in found] == [(1, "stale-note-finishes-stream")]
+    assert [(v.invariant, v.known) for v in found] == [(1, None)]  # finding 4: fixed
     people, sent, stored = _discord_seen({"m80001": [b], "m80000": [a]}, ["m80000", "m80001"])
     found = check_discord(make_plan(1, 30, "sqlite", 1), sent, stored, people)
     assert [(v.invariant, v.known) for v in found] == [(1, "discord-replies-out-of-order")]

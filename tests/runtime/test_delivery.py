@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from runtime import Delivery, Origin, ReplyDelivery, Run, SQLiteStore
+from runtime import Delivery, Origin, ReplyDelivery, Run, RunState, SQLiteStore
 from runtime.delivery import Outbox
 from runtime.stores.base import Checkpoint
 from tests.fakes.chat import MemoryChat
@@ -34,9 +34,11 @@ async def test_a_runs_answer_waits_for_its_notice_that_a_retry_is_posting(
         tmp_path: Path) -> None:
     async with SQLiteStore(tmp_path / "d.db") as store:
         run = await store.create_run(Run(id="0" * 12 + "a" * 20, thread_id="t", text="hi",
+                                         state=RunState.COMPLETED,
                                          origin=Origin(channel="chat", target=TARGET)))
         notice, answer = (ReplyDelivery(key=key, run_id=run.id, thread_id="t", channel="chat",
-                                        target=TARGET, text=key, created_at=at)
+                                        target=TARGET, text=key, created_at=at,
+                                        answer=key == "answer")
                           for key, at in (("notice", 1.0), ("answer", 2.0)))
         await store.commit(Checkpoint("t", None, deliveries=[notice, answer]))
         chat = SlowChat()

@@ -15,6 +15,7 @@ import pytest
 from runtime import (
     Erased,
     NotFound,
+    Run,
     RunState,
     Runtime,
     RuntimeConfig,
@@ -44,11 +45,15 @@ def look(q: str) -> str:
     return f"found {q}"
 
 
-async def tool_started(rt: Runtime, run_id: str) -> None:
-    """Wait until the run's tool is running."""
-    async with rt.subscribe(run_id) as events:
-        while not isinstance(await asyncio.wait_for(events.next(), WAIT_S), ToolCallStarted):
-            pass
+async def submit_until_tool_runs(rt: Runtime, thread_id: str, text: str) -> Run:
+    """Submit a message and wait until its run's tool is running (listening from before the
+    submit, so a tool that starts at once is not missed)."""
+    async with rt.subscribe() as events:
+        run = await rt.submit(thread_id, text)
+        while True:
+            event = await asyncio.wait_for(events.next(), WAIT_S)
+            if isinstance(event, ToolCallStarted) and event.run_id == run.id:
+                return run
 
 
 async def nothing_of(rt: Runtime, thread_id: str, run_ids: list[str]) -> None:
@@ -67,8 +72,7 @@ async def test_a_run_in_progress_is_cancelled_then_the_thread_erased(
     db = tmp_path / "m.db"
     async with make_runtime([{"text": "done"}, call("forever")], [forever], db=db) as (rt, _):
         done = await rt.send("t", "first")  # an ended run, and a run in progress behind it
-        run = await rt.submit("t", "go")
-        await tool_started(rt, run.id)
+        run = await submit_until_tool_runs(rt, "t", "go")
         erased = await asyncio.wait_for(rt.delete_thread("t", by="ops"), WAIT_S)
         assert stopped.is_set()  # its tool was cut off where it ran
         assert erased.existed and erased.runs == 2
@@ -130,8 +134,7 @@ async def test_a_run_another_process_drives_is_cancelled_there(tmp_path: Path) -
         async with server:
             await cli.start(recover=False, serve=False)
             try:
-                run = await server.submit("t", "go")
-                await tool_started(server, run.id)
+                run = await submit_until_tool_runs(server, "t", "go")
                 erased = await asyncio.wait_for(cli.delete_thread("t", by="ops"), WAIT_S)
             finally:
                 await cli.close()

@@ -63,6 +63,25 @@ async def test_deliveries_pending_and_delivered(store: AnyStore) -> None:
     assert await store.deliveries(run_id=one.id) == [sent]
 
 
+async def test_a_threads_deliveries_not_sent_yet(store: AnyStore) -> None:
+    """``thread_id``: the records of the thread's runs (what a run's end sends before its
+    own), oldest first, with or without ``pending``."""
+    one, two = await started(store, thread_id="t"), await started(store, thread_id="u")
+    made = [ReplyDelivery(key=f"k{i}", run_id=run.id, thread_id=run.thread_id,
+                          channel="slack", target={"channel": "C1"}, text=str(i),
+                          created_at=float(at))
+            for i, (run, at) in enumerate([(one, 3), (two, 1), (one, 2), (two, 4)])]
+    for d in made:
+        await store.commit(Checkpoint(d.thread_id, None, deliveries=[d]))
+    await store.mark_delivered("k2", "m2", at=5.0)
+    sent = made[2].model_copy(update={"remote_id": "m2", "delivered_at": 5.0})
+    assert await store.deliveries(thread_id="t", pending=True) == [made[0]]
+    assert await store.deliveries(thread_id="t") == [sent, made[0]]
+    assert await store.deliveries(thread_id="u", pending=True) == [made[1], made[3]]
+    assert await store.deliveries(thread_id="u", run_id=one.id) == []
+    assert await store.deliveries(thread_id="nowhere", pending=True) == []
+
+
 async def test_approval_prompts_are_deliveries_too(store: AnyStore) -> None:
     run = await started(store, thread_id="t")
     prompt = ApprovalDelivery(key="p1", run_id=run.id, thread_id="t", channel="slack",

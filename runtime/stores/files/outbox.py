@@ -20,9 +20,10 @@ class FilesOutbox(FilesCore, OutboxStore):
     """The files store's ``OutboxStore``."""
 
     async def deliveries(
-        self, *, run_id: str | None = None, pending: bool | None = None
+        self, *, run_id: str | None = None, pending: bool | None = None,
+        thread_id: str | None = None,
     ) -> list[Delivery]:
-        return await self._disk.io(self._deliveries, run_id, pending)
+        return await self._disk.io(self._deliveries, run_id, pending, thread_id)
 
     async def mark_delivered(self, key: str, remote_id: str, at: float) -> None:
         await self._update_pending(key, lambda _: {"remote_id": remote_id, "delivered_at": at})
@@ -48,10 +49,13 @@ class FilesOutbox(FilesCore, OutboxStore):
 
     # -- synchronous work, run in a worker thread
 
-    def _deliveries(self, run_id: str | None, pending: bool | None) -> list[Delivery]:
+    def _deliveries(self, run_id: str | None, pending: bool | None,
+                    thread_id: str | None) -> list[Delivery]:
         found = self._all_deliveries()
         if run_id is not None:
             found = [d for d in found if d.run_id == run_id]
+        if thread_id is not None:
+            found = [d for d in found if d.thread_id == thread_id]
         if pending is not None:
             found = [d for d in found if (d.remote_id is None) == pending]
         found.sort(key=lambda d: d.created_at)

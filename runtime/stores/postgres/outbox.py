@@ -18,9 +18,11 @@ class PostgresOutbox(PostgresCore, OutboxStore):
     """The PostgreSQL store's ``OutboxStore``."""
 
     async def deliveries(
-        self, *, run_id: str | None = None, pending: bool | None = None
+        self, *, run_id: str | None = None, pending: bool | None = None,
+        thread_id: str | None = None,
     ) -> list[Delivery]:
-        sql, params = deliveries_query(run_id, pending, param="$1", order="n")
+        sql, params = deliveries_query(run_id, pending, thread_id, param="$", order="n",
+                                       thread="(data::json ->> 'thread_id')")
         return await self._parsed(DELIVERY.validate_json, sql, *params)
 
     async def mark_delivered(self, key: str, remote_id: str, at: float) -> None:

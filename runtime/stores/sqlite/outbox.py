@@ -17,9 +17,11 @@ class SQLiteOutbox(SQLiteCore, OutboxStore):
     """The SQLite store's ``OutboxStore``."""
 
     async def deliveries(
-        self, *, run_id: str | None = None, pending: bool | None = None
+        self, *, run_id: str | None = None, pending: bool | None = None,
+        thread_id: str | None = None,
     ) -> list[Delivery]:
-        sql, params = deliveries_query(run_id, pending, param="?", order="rowid")
+        sql, params = deliveries_query(run_id, pending, thread_id, param="?", order="rowid",
+                                       thread="json_extract(data, '$.thread_id')")
         rows = await self._fetchall(sql, params)
         return [DELIVERY.validate_json(row[0]) for row in rows]
 
