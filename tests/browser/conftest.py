@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+import pytest_asyncio
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, ConsoleMessage, Error, Page
@@ -77,9 +78,12 @@ def docs_untouched() -> Iterator[None]:
         assert _docs_images() == before, "a browser test wrote into docs/"
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def browser() -> AsyncIterator[Browser]:
-    """Headless Chromium, or the test skips with one line saying what is missing."""
+    """Headless Chromium, or the test skips with one line saying what is missing. One for
+    the module's tests (a launch costs ~1.5 s of CPU, more than most of them), driven from
+    the module's event loop (its tests say ``pytest.mark.asyncio(loop_scope="module")``);
+    each test has its own ``page``, in a context of its own (its own cookies and storage)."""
     try:
         from playwright.async_api import async_playwright, expect
     except ImportError:
@@ -103,7 +107,7 @@ def console_errors() -> list[str]:
     return []
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="module")
 async def page(browser: Browser, console_errors: list[str]) -> AsyncIterator[Page]:
     """A fresh page (its own cookies) at 1280x800 whose errors go to ``console_errors``."""
     context = await browser.new_context(viewport={"width": VIEWPORT["width"],

@@ -19,6 +19,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
 
+import pytest
+
 from runtime import (
     EchoProvider,
     Prices,
@@ -36,6 +38,8 @@ from tests.http_helpers import echo_runtime, scheduled, served, tokens
 
 with contextlib.suppress(ImportError):  # without it every test skips (conftest says why)
     from playwright.async_api import Page, expect
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")  # where the module's Chromium is driven
 
 WAIT_S = 10.0
 """How long a test waits for a run to end."""

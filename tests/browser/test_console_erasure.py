@@ -9,10 +9,14 @@ import json
 from pathlib import Path
 from urllib.parse import quote
 
+import pytest
+
 from tests.http_helpers import echo_runtime, served
 
 with contextlib.suppress(ImportError):  # without it every test skips (conftest says why)
     from playwright.async_api import Page, expect
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")  # where the module's Chromium is driven
 
 
 async def test_export_then_delete_a_thread_from_its_page(

@@ -22,6 +22,8 @@ with contextlib.suppress(ImportError):  # without it every test skips (conftest 
 
 from .test_console_browser import deploy
 
+pytestmark = pytest.mark.asyncio(loop_scope="module")  # where the module's Chromium is driven
+
 NARROW = (420, 800)
 WIDE = (1280, 800)
 

@@ -725,7 +725,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-if __name__ == "__main__":
-    arguments = parse()
+def cli(argv: Sequence[str] | None = None) -> None:
+    """The process: parse ``argv``, drive, print the summary (``python -m``, or forked by
+    tests/crash/launch.py)."""
+    arguments = parse(None if argv is None else list(argv))
     Path(arguments.workdir).mkdir(parents=True, exist_ok=True)
     print(json.dumps(asyncio.run(main(arguments)), sort_keys=True))
+
+
+if __name__ == "__main__":
+    cli()

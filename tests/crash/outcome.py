@@ -3,28 +3,25 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from runtime import idempotency_key
+from tests.crash import launch
 from tests.crash.driver import CALLS_FILE, EFFECTS_FILE, SCRIPT, read_lines
 
 __all__ = ["CALL_IDS", "Traces", "normalise", "run_driver", "tail"]
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_driver(root: Path, store: str, *args: str) -> subprocess.CompletedProcess[str]:
     """One driver process on the store in ``root`` (``sqlite`` or ``files``), with the
     read-only tool, and ``args``; waited for."""
     db = root / ("files" if store == "files" else "maiden.db")
-    return subprocess.run(
-        [sys.executable, "-m", "tests.crash.driver", "--db", str(db), "--store", store,
-         "--effect", "read_only", "--workdir", str(root), *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    return launch.run("--db", str(db), "--store", store, "--effect", "read_only",
+                      "--workdir", str(root), *args)
+
 
 CALL_IDS = [f"call_0_{i}" for i in range(len(SCRIPT[0]["tool_calls"]))]
 

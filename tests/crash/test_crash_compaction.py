@@ -6,24 +6,20 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.crash import launch
 from tests.crash.outcome import tail
 
-ROOT = Path(__file__).resolve().parents[2]
 TEXT = "a long message about the quarterly plan, the budget and who does what " * 3
 
 
 def drive(root: Path, *args: str) -> tuple[int, dict[str, Any]]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests.crash.driver", "--db", str(root / "maiden.db"),
-         "--effect", "read_only", "--workdir", str(root / "traces"), "--compaction", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    proc = launch.run("--db", str(root / "maiden.db"), "--effect", "read_only",
+                      "--workdir", str(root / "traces"), "--compaction", *args)
     assert proc.returncode in (0, -signal.SIGKILL), tail(proc.stderr)
     return proc.returncode, json.loads(proc.stdout) if proc.returncode == 0 else {}
 

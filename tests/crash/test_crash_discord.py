@@ -8,39 +8,36 @@ with the same text) and sends nothing more.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.crash import launch
 from tests.crash.driver import EFFECTS
+from tests.crash.launch import Driver
 from tests.crash.streams import STREAM_KILL_POINTS, STREAM_SCRIPT
 from tests.fakes.discord import BOT_ID, GENERAL_ID, HUMAN_ID, FakeDiscord
 
-ROOT = Path(__file__).resolve().parents[2]
 STREAM_ANSWER = str(STREAM_SCRIPT[-1]["text"])
 STREAM_WHOLE = str(STREAM_SCRIPT[0]["text"]) + STREAM_ANSWER
 
 
 async def spawn(root: Path, fake: FakeDiscord, asked: dict[str, Any], *args: str
-                ) -> asyncio.subprocess.Process:
+                ) -> Driver:
     guild = str(fake.world.guild_of(GENERAL_ID))
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tests.crash.driver", "--db", str(root / "maiden.db"),
-        "--effect", EFFECTS[0], "--workdir", str(root / "traces"),
-        "--discord", fake.api_url, fake.token, str(GENERAL_ID), str(asked["id"]), guild,
-        *args, cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    return launch.start("--db", str(root / "maiden.db"), "--effect", EFFECTS[0],
+                        "--workdir", str(root / "traces"), "--discord", fake.api_url,
+                        fake.token, str(GENERAL_ID), str(asked["id"]), guild, *args)
 
 
-async def finished(proc: asyncio.subprocess.Process) -> tuple[int, str]:
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode in (0, -signal.SIGKILL), err.decode()[-2000:]
-    return proc.returncode, out.decode()
+async def finished(proc: Driver) -> tuple[int, str]:
+    done = await proc.finished()
+    assert done.returncode in (0, -signal.SIGKILL), done.stderr[-2000:]
+    return done.returncode, done.stdout
 
 
 async def drive(root: Path, fake: FakeDiscord, asked: dict[str, Any], *args: str

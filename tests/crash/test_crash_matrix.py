@@ -9,8 +9,9 @@ counted in the files the driver's test tool and test channel write.
 Every test's processes are independent of every other test's, so each test
 names a scenario (``SCENARIOS``) and all the selected tests' scenarios start on
 a small thread pool as soon as the first of them asks; each test then checks
-its own outcome. The driver's processes are CPU-bound (~0.4 s each, mostly
-imports), so this is what keeps some 110 of them near half a minute on 2 cores.
+its own outcome. The driver's processes are CPU-bound (~0.2 s each, forked with their
+imports done: tests/crash/launch.py), so this is what keeps some 110 of them near a quarter
+of a minute on 2 cores.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 
 from runtime import idempotency_key
+from tests.crash import launch
 from tests.crash.driver import (
     CHANNEL_FILE,
     EFFECTS,
@@ -45,7 +46,6 @@ from tests.crash.outcome import CALL_IDS, Traces, normalise, tail
 # (``started``, from the session's items), so on several workers each would run them all.
 pytestmark = pytest.mark.xdist_group("crash_matrix")
 
-ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 60
 THREAD = "crash:room-1"
 TEXT = "please do the thing"
@@ -145,13 +145,11 @@ class Drill:
 
     def _spawn(self, args: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
         db = self.root / ("files" if self.store == "files" else "maiden.db")
-        command = [sys.executable, "-m", "tests.crash.driver", "--db", str(db),
-                   "--store", self.store, "--effect", self.effect,
+        command = ["--db", str(db), "--store", self.store, "--effect", self.effect,
                    "--workdir", str(self.root / "traces"), *args]
         if self.requires_approval:
             command.append("--requires-approval")
-        return subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
-                              timeout=TIMEOUT_S, check=False)
+        return launch.run(*command, timeout=TIMEOUT_S)
 
 
 # -- scenarios: the processes of one test, returning the outcome of each that ended ----------

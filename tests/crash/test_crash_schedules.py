@@ -17,12 +17,10 @@ own Slack thread), and each test awaits and checks its own.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import re
 import signal
-import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
@@ -34,6 +32,7 @@ import pytest
 import pytest_asyncio
 
 from runtime import idempotency_key
+from tests.crash import launch
 from tests.crash.driver import (
     JOB,
     JOB_PROMPT,
@@ -47,7 +46,6 @@ from tests.fakes.slack import BOT_USER, FakeSlack
 pytestmark = [pytest.mark.asyncio(loop_scope="module"),
               pytest.mark.xdist_group("crash_schedules")]
 
-ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 60
 C = "C0GENERAL01"
 SLOT = "2026-03-02T09:00:00+00:00"
@@ -151,21 +149,17 @@ class Drill:
         await self.kill("--fire", SLOT, "--kill-at", point, *args)
 
     async def _spawn(self, args: tuple[str, ...]) -> tuple[int | None, str, str]:
-        command = ["-m", "tests.crash.driver", "--db", str(self.root / "maiden.db"),
-                   "--effect", self.effect, "--workdir", str(self.root / "traces"),
+        command = ["--db", str(self.root / "maiden.db"), "--effect", self.effect,
+                   "--workdir", str(self.root / "traces"),
                    "--slack", self.fake.api_url, self.fake.bot_token, C, self.thread_ts, *args]
         async with self.limit:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, *command, cwd=ROOT, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE)
+            proc = launch.start(*command)
             try:
-                out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT_S)
-            except BaseException:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
+                done = await proc.finished(TIMEOUT_S)  # (killed if it takes longer)
+            except BaseException:  # cancelled: it must not outlive the test
+                proc.kill()
                 raise
-        return proc.returncode, out.decode(), err.decode()
+        return done.returncode, done.stdout, done.stderr
 
 
 # -- scenarios: the processes of one test, returning the outcome of each that ended ----------

@@ -8,21 +8,20 @@ post nothing more.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.crash import launch
 from tests.crash.driver import EFFECTS, SUMMARY_TEXT
+from tests.crash.launch import Driver
 from tests.crash.streams import STREAM_KILL_POINTS, STREAM_SCRIPT
 from tests.fakes.slack import BOT_USER, FakeSlack
 
-ROOT = Path(__file__).resolve().parents[2]
 C = "C0GENERAL01"
 DM = "D0PERSON001"
 STREAM_ANSWER = str(STREAM_SCRIPT[-1]["text"])
@@ -30,18 +29,16 @@ STREAM_WHOLE = str(STREAM_SCRIPT[0]["text"]) + STREAM_ANSWER
 
 
 async def spawn(root: Path, fake: FakeSlack, thread_ts: str, *args: str, where: str = C
-                ) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tests.crash.driver", "--db", str(root / "maiden.db"),
-        "--effect", EFFECTS[0], "--workdir", str(root / "traces"),
-        "--slack", fake.api_url, fake.bot_token, where, thread_ts, *args,
-        cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+                ) -> Driver:
+    return launch.start("--db", str(root / "maiden.db"), "--effect", EFFECTS[0],
+                        "--workdir", str(root / "traces"),
+                        "--slack", fake.api_url, fake.bot_token, where, thread_ts, *args)
 
 
-async def finished(proc: asyncio.subprocess.Process) -> tuple[int, str]:
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode in (0, -signal.SIGKILL), err.decode()[-2000:]
-    return proc.returncode, out.decode()
+async def finished(proc: Driver) -> tuple[int, str]:
+    done = await proc.finished()
+    assert done.returncode in (0, -signal.SIGKILL), done.stderr[-2000:]
+    return done.returncode, done.stdout
 
 
 async def drive(root: Path, fake: FakeSlack, thread_ts: str, *args: str, where: str = C
