@@ -9,21 +9,14 @@ import ast
 
 from tests.fakes.slack import FakeSlack
 
-from .invariants import Stored, Violation
+from .invariants import Violation
 
-__all__ = ["ARRIVALS", "LEASE_LEFT", "STREAM_LOST", "label_known"]
+__all__ = ["STREAM_LOST", "label_known"]
 
 # Finding 6: the store cut just as a reply's stream opened in Slack. The platform opened the
 # message, recording its id failed, and the process forgot it: the reply is posted again as
 # a message of its own and the opened one is left streaming (runtime/live.py).
 STREAM_LOST = "stream-lost-in-a-store-cut"
-# Finding 7: two messages of one thread accepted by two replicas within a second; the one
-# stamped later was driven first (its message is first in the thread), the other after it.
-ARRIVALS = "concurrent-arrivals-out-of-order"
-CONCURRENT_S = 1.0
-# Finding 8: a thread's worker stopped by a store error (a PostgreSQL cut) and its live
-# replica still holds the thread's lease at the end, with nothing to run.
-LEASE_LEFT = "lease-left-after-worker-stopped"
 
 
 def _answers(what: str) -> tuple[list[str], list[str]] | None:
@@ -36,17 +29,9 @@ def _answers(what: str) -> tuple[list[str], list[str]] | None:
         return None
 
 
-def label_known(found: list[Violation], slack: FakeSlack | None,
-                stored: Stored | None = None) -> list[Violation]:
+def label_known(found: list[Violation], slack: FakeSlack | None) -> list[Violation]:
     """``found`` with finding 6 labelled (a Slack thread with a message left streaming
-    whose answers are the right ones, one of them twice) and finding 7 (a thread whose
-    messages are out of the order of their runs only where runs came within a second)."""
-    if stored is not None:
-        _arrivals(found, stored)
-    for v in found:
-        if v.known is None and v.invariant == 4 and v.what.startswith(
-                "its lease is still held by") and v.what.endswith("with nothing left to run"):
-            v.known = LEASE_LEFT
+    whose answers are the right ones, one of them twice)."""
     if slack is None:
         return found
     left: set[tuple[str, str]] = set()  # (channel, thread root) of messages left streaming
@@ -82,17 +67,3 @@ def _twice(v: Violation, channel: str, root: str) -> bool:
         return False
     got, want = answers
     return len(got) > len(set(got)) and sorted(set(got)) == sorted(want)
-
-
-def _arrivals(found: list[Violation], stored: Stored) -> None:
-    created = {r["run_id"]: r["created_at"] for r in stored.runs}
-    for v in found:
-        if v.known is not None or v.invariant != 5 or not v.what.startswith(
-                "its messages are not in the order"):
-            continue
-        order = [e["run_id"] for e in stored.entries.get(v.thread, []) if e["kind"] == "user"]
-        stamps = [created.get(r, 0.0) for r in order]
-        # Every pair out of order came within CONCURRENT_S of each other.
-        if all(b >= a or a - b < CONCURRENT_S for i, a in enumerate(stamps)
-               for b in stamps[i + 1:]):
-            v.known = ARRIVALS

@@ -177,7 +177,7 @@ async def soak(plan: Plan, work: Path) -> Outcome:
             found += check_slack(plan, workload.sent, stored, fake)
         if people is not None:
             found += check_discord(plan, workload.sent, stored, people)
-        found = label_known(found, fake, stored)
+        found = label_known(found, fake)
         outcome = Outcome(plan.store, [v for v in found if v.known is None],
                           [v for v in found if v.known is not None],
                           summary(plan, workload, faults, model, stored, history.now()))

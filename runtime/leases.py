@@ -8,6 +8,11 @@ machine that no longer exists (a kill -9) takes it at once instead of waiting fo
 expire. Held leases are renewed in the background every third of their lifetime; one that
 could not be renewed in time is reported lost (another process may take it, and the store's
 position and version checks stop this one's next write on that thread).
+
+The store renews every lease it has of a holder, so one this runtime let go of, or failed
+to take, while the store was out of reach (the store may have done it all the same) would
+be renewed with the others for as long as the process lives: such a lease is *stray*, and
+is given up again with the next renewal until the store says it is done.
 """
 
 from __future__ import annotations
@@ -86,6 +91,11 @@ class Leases:
         surely ours."""
         self._keeper: asyncio.Task[None] | None = None
         self._on_lost: dict[str, Callable[[], None]] = {}
+        self._strays: set[str] = set()
+        """Leases this runtime let go of, or did not get, that the store may hold for it
+        still (its answer did not come): given up again with the next renewal."""
+        self._tidying = asyncio.Lock()
+        """Held while strays are given up: a stray taken again waits for it."""
 
     def holds(self, name: str) -> bool:
         return self._held.get(name, 0.0) > self._clock()
@@ -102,12 +112,19 @@ class Leases:
         asked = self._clock()
         if self.kept(name, asked):
             return None
-        other = await self._store.take_lease(name, self.holder, self.ttl_s)
-        if other is not None and is_gone_here(other):
-            log.info("lease %s: its holder %s is gone; taking it", name,
-                     describe_holder(other))
-            other = await self._store.take_lease(name, self.holder, self.ttl_s,
-                                                 steal_from=other)
+        if name in self._strays:
+            async with self._tidying:  # not given up under the take
+                self._strays.discard(name)
+        try:
+            other = await self._store.take_lease(name, self.holder, self.ttl_s)
+            if other is not None and is_gone_here(other):
+                log.info("lease %s: its holder %s is gone; taking it", name,
+                         describe_holder(other))
+                other = await self._store.take_lease(name, self.holder, self.ttl_s,
+                                                     steal_from=other)
+        except StoreError:
+            self._stray(name)  # the store may have given it all the same
+            raise
         if other is None:
             self._held[name] = asked + self.ttl_s
             if lost is not None:
@@ -125,7 +142,16 @@ class Leases:
         """Give the lease up (nothing if this runtime does not have it)."""
         self._on_lost.pop(name, None)
         if self._held.pop(name, None) is not None:
-            await self._store.release_leases(self.holder, [name])
+            try:
+                await self._store.release_leases(self.holder, [name])
+            except StoreError:
+                self._stray(name)
+                raise
+
+    def _stray(self, name: str) -> None:
+        """The store may hold ``name`` for this runtime, unbeknown to it: give it up later."""
+        self._strays.add(name)
+        self._keep()
 
     async def close(self) -> None:
         """Give up every lease and stop renewing."""
@@ -136,6 +162,7 @@ class Leases:
                 await keeper
         self._held.clear()
         self._on_lost.clear()
+        self._strays.clear()
         await self._store.release_leases(self.holder)
 
     def _keep(self) -> None:
@@ -143,14 +170,18 @@ class Leases:
             self._keeper = asyncio.create_task(self._renew(), name="maiden-leases")
 
     async def _renew(self) -> None:
-        while self._held:
+        while self._held or self._strays:
             await asyncio.sleep(self.ttl_s / 3)
             asked = self._clock()
+            strays = set(self._strays)
             try:
                 kept = set(await self._store.renew_leases(self.holder, self.ttl_s))
             except StoreError as exc:
                 log.warning("could not renew leases (%s); trying again", exc)
                 kept = set()
+            else:
+                with contextlib.suppress(StoreError):  # they stay strays
+                    await self._give_up_strays(strays, kept)
             for name in list(self._held):
                 if name in kept:
                     self._held[name] = asked + self.ttl_s
@@ -161,3 +192,15 @@ class Leases:
                     lost = self._on_lost.pop(name, None)
                     if lost is not None:
                         lost()
+
+    async def _give_up_strays(self, strays: set[str], kept: set[str]) -> None:
+        """Give up the ``strays`` (as they were before the store was asked) that the store
+        still has for this runtime (``kept``: what it just renewed), unless taken again
+        since; forget the others (a stray later than the renewal waits for the next)."""
+        async with self._tidying:
+            held = sorted(strays & kept & self._strays)
+            if held:
+                log.info("giving up lease %s, let go of while the store was out of reach",
+                         ", ".join(held))
+                await self._store.release_leases(self.holder, held)
+            self._strays -= strays

@@ -415,20 +415,3 @@ def test_a_slack_answer_twice_beside_a_stream_left_open_is_finding_6() -> None:
         streaming={("C0CHAOS001", "105.000200")})), messages=lambda channel: messages)
     found = label_known([twice, left, other], slack)  # type: ignore[arg-type]
     assert [v.known for v in found] == [STREAM_LOST, STREAM_LOST, None]
-
-
-
-def test_runs_out_of_order_only_among_concurrent_arrivals_and_a_lease_left_are_known() -> None:
-    entries = {"t": [{"kind": "user", "run_id": r} for r in ("b", "a", "c")]}
-    runs = [{"run_id": "a", "created_at": 10.0}, {"run_id": "b", "created_at": 10.001},
-            {"run_id": "c", "created_at": 12.0}]
-    stored = Stored(runs, entries, [], {}, [], set())
-    order = Violation(5, "t", None, "its messages are not in the order their runs were "
-                      "accepted")
-    lease = Violation(4, "t", None, "its lease is still held by x/1@vm with nothing left "
-                      "to run")
-    assert [v.known for v in label_known([order, lease], None, stored)] == [
-        "concurrent-arrivals-out-of-order", "lease-left-after-worker-stopped"]
-    runs[0]["created_at"] = 5.0  # a second apart and more: not that finding
-    order.known = None
-    assert label_known([order], None, stored)[0].known is None

@@ -285,3 +285,51 @@ async def test_a_lost_listening_connection_is_made_again(store: PostgresStore,
         await stop_threads()
         await stop_requests()
     assert store._listening._conn is None  # the last listener gone, the connection too
+
+
+# -- arrivals on two replicas at once
+
+
+async def _waiting_for(schema: str, xid: str) -> None:
+    """Until a statement waits for the transaction ``xid`` to end (the server's view)."""
+    async with asyncio.timeout(10):
+        waiting = "SELECT count(*) FROM pg_locks WHERE NOT granted AND transactionid::text = $1"
+        while not (await _sql(schema, waiting, xid))[0][0]:  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+
+
+async def test_a_threads_runs_become_visible_in_the_order_of_their_stamps(
+        schema: str) -> None:
+    """The chaos soak's finding 7 (``concurrent-arrivals-out-of-order``, chaos/README.md):
+    replica A stamps a run first, replica B a moment later, and A's insert is slowed (here:
+    its idempotency key waits on another transaction that inserts the same key, then rolls
+    back). A worker reading the thread meanwhile must never see B's run without A's: it
+    would drive B's first. Either A's run is there first, or it is stamped after B's."""
+    async with PostgresStore(PG_DSN, schema=schema, pool_size=2) as a, \
+            PostgresStore(PG_DSN, schema=schema, pool_size=2) as b:
+        first = _run(at=100.0).model_copy(update={"idempotency_key": "slack:1"})
+        second = _run(at=100.001)
+        blocker = await asyncpg.connect(PG_DSN, server_settings={"search_path": schema})
+        try:
+            holding = blocker.transaction()
+            await holding.start()
+            await blocker.execute(
+                "INSERT INTO runs (id, thread_id, state, active, version, created_at, "
+                "idempotency_key, data) VALUES ('x', 'elsewhere', 'queued', true, 1, 1, "
+                "'slack:1', '{}')")
+            xid = str(await blocker.fetchval("SELECT pg_current_xact_id()"))
+            made_a = asyncio.create_task(a.create_run(first))
+            await _waiting_for(schema, xid)
+            made_b = asyncio.create_task(b.create_run(second))
+            # B's run is written, or waits for A's to be: either way, what a worker sees now.
+            done, _ = await asyncio.wait([made_b], timeout=1.0)
+            seen = [r.id for r in await a.list_runs(thread_id="t")]
+            await holding.rollback()
+            ran_a, ran_b = await asyncio.gather(made_a, made_b)
+        finally:
+            await blocker.close()
+        final = [r.id for r in sorted(await a.list_runs(thread_id="t"),
+                                      key=lambda r: r.created_at)]
+        assert seen == final[:len(seen)], f"a worker saw {seen}, stamped order {final}"
+        assert ran_a.created_at < ran_b.created_at and final == [first.id, second.id]
+        assert not done  # B waited for A's run to be written

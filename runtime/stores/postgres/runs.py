@@ -46,6 +46,7 @@ from ..rows import (
     transitions_of,
 )
 from .core import PostgresCore
+from .schema import arrivals_lock
 from .sql import LIST_THREADS, list_runs_sql, write_checkpoint
 
 __all__ = ["PostgresRuns"]
@@ -86,29 +87,34 @@ class PostgresRuns(PostgresCore, RunStore):
         row = (run.id, run.thread_id, run.state, not run.terminal, run.version,
                run.created_at, run.idempotency_key, run_json(run), *spend_keys(run),
                *spend_of(run))
-        # The usual case in one round trip: the run is inserted unless it would go before
-        # the thread's latest arrival (then it is stamped first, below) or its key is taken.
-        async with self._connection() as conn:
-            made, newest = await conn.fetchrow(_CREATE_RUN, *row)
-        if made:
-            return run
-        if newest is None or newest <= run.created_at:
-            return await self._run_for_taken_key(run)
+        # A thread's arrivals are written one at a time (a lock held until commit), so
+        # they become visible in the order of their stamps: two replicas inserting at once
+        # would otherwise each stamp its run against the thread as it was before the other
+        # committed, and a worker could drive the later-stamped run before the earlier one
+        # was there to see (the chaos soak's finding 7). Then, as a rule in one statement,
+        # the run is inserted unless it would go before the thread's latest arrival (then
+        # it is stamped after it, below) or its key is taken.
         async with self._transaction() as conn:
-            # Stamped no earlier than the thread's latest arrival: a replica whose clock is
-            # behind does not put its run before runs that came in earlier.
-            run = arriving_after(run, await conn.fetchval(
-                "SELECT max(created_at) FROM runs WHERE thread_id = $1", run.thread_id))
-            # ON CONFLICT waits for a transaction inserting the same key: then the run it
-            # committed is read (each statement sees what is committed when it starts).
-            created = await conn.fetchval(
-                _INSERT_RUN + " RETURNING true", run.id, run.thread_id, run.state,
-                not run.terminal, run.version, run.created_at, run.idempotency_key,
-                run_json(run), *spend_keys(run), *spend_of(run))
-            if created:
-                await conn.execute("INSERT INTO threads VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                                   run.thread_id, run.created_at)
+            await conn.execute("SELECT pg_advisory_xact_lock($1)",
+                               arrivals_lock(self.schema, run.thread_id))
+            made, newest = await conn.fetchrow(_CREATE_RUN, *row)
+            if made:
                 return run
+            if newest is not None and newest > run.created_at:
+                # Stamped no earlier than the thread's latest arrival: a replica whose
+                # clock is behind does not put its run before runs that came in earlier.
+                run = arriving_after(run, newest)
+                # ON CONFLICT waits for a transaction inserting the same key: then the
+                # run it committed is read (each statement sees what is committed when it
+                # starts).
+                created = await conn.fetchval(
+                    _INSERT_RUN + " RETURNING true", run.id, run.thread_id, run.state,
+                    not run.terminal, run.version, run.created_at, run.idempotency_key,
+                    run_json(run), *spend_keys(run), *spend_of(run))
+                if created:
+                    await conn.execute("INSERT INTO threads VALUES ($1, $2) "
+                                       "ON CONFLICT DO NOTHING", run.thread_id, run.created_at)
+                    return run
         return await self._run_for_taken_key(run)
 
     async def _run_for_taken_key(self, run: Run) -> Run:

@@ -15,7 +15,8 @@ from typing import Any
 
 from ...errors import StoreError
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "check_schema_name", "lock_key", "migrate"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "arrivals_lock", "check_schema_name", "lock_key",
+           "migrate"]
 
 # Every text key is COLLATE "C": rows sort by their UTF-8 bytes, as SQLite's do, whatever
 # the database's collation (and a "C" index is the cheaper one). Entry, run and delivery
@@ -257,6 +258,13 @@ def check_schema_name(schema: str) -> str:
 def lock_key(schema: str) -> int:
     """The advisory lock (a signed 64-bit key) that serialises migrations of ``schema``."""
     digest = hashlib.sha256(f"maiden schema {schema}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def arrivals_lock(schema: str, thread_id: str) -> int:
+    """The advisory lock (a signed 64-bit key) that a thread's new runs are written under,
+    one at a time."""
+    digest = hashlib.sha256(f"maiden arrivals {schema} {thread_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
