@@ -172,21 +172,28 @@ class Endings:
             return cur.run
         raise StaleWrite(f"run {run_id} kept changing while being cancelled")
 
-    async def expire(self, run_id: str) -> Run:
-        """Move a run whose approval waited longer than ``approval_timeout_s`` to timed_out."""
-        run = await self.store.get_run(run_id)
-        timeout = self.agent.approval_timeout_s
-        pending = run.pending_approval
-        if (run.state is not S.AWAITING_APPROVAL or pending is None or timeout is None
-                or self.clock() < pending.requested_at + timeout):
-            return run
-        cur = self.cursor(run, await self.store.load_entries(run.thread_id))
-        await cur.commit(write=Write.END, to=S.TIMED_OUT, reason="approval_timeout",
-                         error=f"no decision on {pending.name} within {timeout:g} s",
-                         deliveries=self._reply(cur, 0, f"Nobody approved {pending.name} in "
-                                                f"time, so I stopped here."))
-        self.published(cur.run)
-        return cur.run
+    async def expire(self, run_id: str, *, attempts: int = 3) -> Run:
+        """Move a run whose approval waited longer than ``approval_timeout_s`` to timed_out
+        (unless another process decided it, or moved it on, meanwhile: then as it is)."""
+        for _ in range(attempts):
+            run = await self.store.get_run(run_id)
+            timeout = self.agent.approval_timeout_s
+            pending = run.pending_approval
+            if (run.state is not S.AWAITING_APPROVAL or pending is None or timeout is None
+                    or self.clock() < pending.requested_at + timeout):
+                return run
+            cur = self.cursor(run, await self.store.load_entries(run.thread_id))
+            try:
+                await cur.commit(write=Write.END, to=S.TIMED_OUT, reason="approval_timeout",
+                                 error=f"no decision on {pending.name} within {timeout:g} s",
+                                 deliveries=self._reply(cur, 0, f"Nobody approved "
+                                                        f"{pending.name} in time, so I "
+                                                        "stopped here."))
+            except StaleWrite:
+                continue  # decided meanwhile, by another process: read again
+            self.published(cur.run)
+            return cur.run
+        raise StaleWrite(f"run {run_id} kept changing while its approval timed out")
 
     async def release(self, cur: RunCursor) -> Run:
         """Shutdown: leave the run at its checkpoint, marked as nobody's."""

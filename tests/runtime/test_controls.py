@@ -31,9 +31,11 @@ from runtime import (
     run_process,
     tool,
 )
+from runtime.config import AgentConfig
 from runtime.entries import RUN_FAILED
 from runtime.history import LATE_RESULT
 from runtime.providers import anthropic, openai
+from runtime.runs import ReplyDelivery
 from tests.fakes.anthropic import _check_messages as anthropic_rules
 from tests.fakes.openai import _check_messages as openai_rules
 
@@ -134,6 +136,53 @@ async def test_approval_timeout_then_a_late_approval_resumes(make_runtime: Any) 
         transitions = [t.reason for t in await rt.records.transitions(run.id)]
     assert done.state is S.COMPLETED and done.reply == "deployed it"
     assert "approval_timeout" in transitions and "approved by ops: deploy" in transitions
+
+
+class DecidedMeanwhile(SQLiteStore):
+    """An SQLite store whose next read of a thread's entries first lets ``decide`` run: a
+    decision another process makes between this one's read of a run and its write."""
+
+    decide: Any = None
+
+    async def load_entries(self, thread_id: str, **page: Any) -> Any:
+        if self.decide is not None:
+            decide, self.decide = self.decide, None
+            await decide()
+        return await super().load_entries(thread_id, **page)
+
+
+async def test_an_approval_decided_elsewhere_as_it_times_out_here_stays_decided(
+        tmp_path: Path) -> None:
+    """A replica starting with its clock ahead times out a run's approval as another replica
+    approves it (the chaos soak's surprise: ``maiden run`` exited with "run … is not at
+    version 3"): the decision stands, and the start goes on."""
+    clock = Clock()
+    db = tmp_path / "m.db"
+    agent = AgentConfig(approval_timeout_s=60)
+    async with SQLiteStore(db) as store_b, DecidedMeanwhile(db) as store_a:
+        b = Runtime(store_b, ScriptedProvider([call("deploy", service="api"),
+                                               {"text": "deployed"}]),
+                    ToolRegistry([deploy]), agent=agent, clock=clock)
+        ahead = Clock()
+        ahead.now = clock.now + 61
+        a = Runtime(store_a, ScriptedProvider([]), ToolRegistry([deploy]), agent=agent,
+                    clock=ahead)
+        async with b:
+            run = await b.send("t", "ship it")
+            pending = run.pending_approval
+            assert run.state is S.AWAITING_APPROVAL and pending is not None
+            await a.start(recover=False, serve=False)
+            try:
+                store_a.decide = lambda: b.decide(run.id, pending.tool_call_id,
+                                                  approve=True, by="ops")
+                assert await a._upkeep.expire_approvals() == []
+            finally:
+                await a.close()
+            done = await b.wait(run.id)
+            sent = [d.text for d in await b.records.deliveries(run_id=run.id)
+                    if isinstance(d, ReplyDelivery)]
+    assert done.state is S.COMPLETED and done.reply == "deployed"
+    assert not any("Nobody approved" in text for text in sent)
 
 
 class Reads:
