@@ -98,7 +98,8 @@ class Access:
 
 def shorthand(*, open: bool = False, users: Iterable[str] = (), places: Iterable[str] = (),
               approvers: Iterable[str] = (), allow_dms: bool = True) -> tuple[Rule, ...]:
-    """The rules the shorthand keys stand for (the README's table says the same).
+    """The rules the shorthand keys stand for (the table of
+    docs/guides/approvals-and-rights.md says the same).
 
     ``open``: anyone, anywhere. Users and places: the listed users in the listed places
     (both must match); users only: them in every channel; places only: anyone there.

@@ -11,8 +11,8 @@
    inbound message is acknowledged, before a tool with an effect runs, before a reply,
    stream, upload or prompt is sent, and at every end or pause of a run.
 
-Every write commits; ``durability`` says which are also flushed to disk. The README's
-Crash safety section prints ``table()``; ``tests/runtime/test_durability.py`` holds it.
+Every write commits; ``durability`` says which are also flushed to disk. The docs'
+Durability page prints ``table()``; ``tests/docs/test_pages.py`` holds it to it.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class Durability:
     fsync: bool
     """Flushed to disk before the write returns (a durable point)."""
     why: str
-    """The rule that decides it, in a few words (for the README's table)."""
+    """The rule that decides it, in a few words (for the docs' table)."""
 
 
 _LEAVES = frozenset({Write.ACCEPT, Write.CLAIM, Write.PAUSE, Write.ANSWER, Write.END,
@@ -98,7 +98,7 @@ def durability(kind: Write, *, effect: bool = False, sends: bool = False) -> Dur
 
 
 def table() -> list[tuple[str, Durability]]:
-    """Every case ``durability`` tells apart, as the README prints it."""
+    """Every case ``durability`` tells apart, as the docs' Durability page prints it."""
     rows: list[tuple[str, Durability]] = []
     for kind in Write:
         rows.append((kind.value, durability(kind)))

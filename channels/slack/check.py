@@ -13,7 +13,7 @@ from .config import SlackConfig
 __all__ = ["MANIFEST", "MANIFEST_HTTP", "check_slack", "needed_scopes"]
 
 MANIFEST = Path(__file__).with_name("manifest.json")
-"""The app manifest to create the Slack app from, for Socket Mode (README: Slack)."""
+"""The app manifest to create the Slack app from, for Socket Mode (docs/get-started/slack.md)."""
 MANIFEST_HTTP = Path(__file__).with_name("manifest-http.json")
 """The same app for the Events API (``mode = "http"``): its URLs point at /slack/events."""
 

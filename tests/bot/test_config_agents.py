@@ -136,7 +136,7 @@ def test_a_tool_an_agent_names_must_be_configured(shared_tmp: Path) -> None:
 
 
 def test_a_providers_missing_key_names_the_agents_key(shared_tmp: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     toml = TWO.replace('[agents.provider]\nkind = "echo"',
                        '[agents.provider]\nkind = "anthropic"\nmodel = "claude-sonnet-4-5"')
@@ -146,11 +146,10 @@ def test_a_providers_missing_key_names_the_agents_key(shared_tmp: Path,
     assert key == "agents.1.provider.api_key_env" and "ANTHROPIC_API_KEY" in reason
 
 
-def test_the_readmes_worked_example_is_a_valid_config(shared_tmp: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("## Agents and routes", 1)[1]
-    example = section.split("```toml\n", 1)[1].split("```", 1)[0]
+def test_the_guides_worked_example_is_a_valid_config(shared_tmp: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    guide = (Path(__file__).resolve().parents[2] / "docs/guides/agents-and-routes.md").read_text()
+    example = guide.split("```toml\n", 1)[1].split("```", 1)[0]  # its worked example
     (shared_tmp / "tickets.py").write_text(textwrap.dedent('''
         from runtime import tool
 

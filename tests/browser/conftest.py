@@ -6,7 +6,7 @@ how to get it. ``MAIDEN_CHROMIUM`` names another Chromium binary (default
 ``/usr/bin/chromium``).
 
 Screenshots go to each test's ``tmp_path``; ``MAIDEN_SCREENSHOTS=docs`` writes them over the
-README's images in docs/ instead (to refresh them). A test that changes docs/ otherwise
+docs' images in docs/ instead (to refresh them). A test that changes docs/ otherwise
 fails: running the tests must not dirty the tracked images.
 """
 
@@ -52,7 +52,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def refresh_docs() -> bool:
-    """Whether this run is asked to write the README's screenshots."""
+    """Whether this run is asked to write the docs' screenshots."""
     return os.environ.get("MAIDEN_SCREENSHOTS", "") == "docs"
 
 

@@ -1,7 +1,7 @@
 """The operator console in a real browser (headless Chromium through Playwright): htmx and
 its SSE extension under the pages' CSP, forms, redirects and live updates; screenshots of
 the main pages (into each test's tmp_path, or docs/ with ``MAIDEN_SCREENSHOTS=docs``, for the
-README).
+docs' console page).
 
 Each test serves the console from an in-process server over an echo model (the same
 helpers as the HTTP tests) and waits on what the page shows, never on a fixed sleep.

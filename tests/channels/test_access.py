@@ -85,7 +85,8 @@ def test_the_shorthand(what: str, keys: dict[str, Any], user: str, place: Place,
     assert Access(shorthand(**keys)).allows(user, place, right) is ok
 
 
-# What each shorthand stands for, rule by rule (the README's table says the same).
+# What each shorthand stands for, rule by rule (the table of
+# docs/guides/approvals-and-rights.md says the same).
 EXPANSIONS: list[tuple[dict[str, Any], tuple[Rule, ...]]] = [
     ({}, ()),
     ({"open": True}, (Rule(ANYWHERE, ALL), Rule(DM, ALL))),
@@ -107,8 +108,8 @@ def test_what_the_shorthand_stands_for(keys: dict[str, Any], rules: tuple[Rule, 
 
 
 def test_a_rule_with_users_grants_only_to_them_only_there() -> None:
-    """The README's example: everyone talks in the team channel, two approve there, and
-    only two people may talk in the ops channel."""
+    """The example of docs/guides/approvals-and-rights.md: everyone talks in the team
+    channel, two approve there, and only two people may talk in the ops channel."""
     slack = SlackConfig.model_validate({"rules": [
         {"place": "C0TEAM", "rights": ["talk", "operate"]},
         {"place": "C0TEAM", "users": ["U_ANA", "U_BEN"], "rights": ["approve"]},

@@ -1,5 +1,6 @@
-"""What `maiden --help` and the README say about the commands and the config keep up with
-what the code does."""
+"""What `maiden --help` and the docs say about the commands (docs/guides/operating.md) and
+the config (docs/get-started/install.md) keep up with what the code does. (The generated
+reference pages: tests/bot/test_reference.py.)"""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from pathlib import Path
 from runtime import StoreConfig
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
+OPERATING = (ROOT / "docs/guides/operating.md").read_text()
+INSTALL = (ROOT / "docs/get-started/install.md").read_text()
 
 
 def _help(*args: str) -> str:
@@ -32,7 +34,7 @@ def test_run_help_names_everything_it_serves() -> None:
 
 def test_the_commands_table_lists_every_command() -> None:
     commands = re.findall(r"^    ([a-z]+) ", _help(), re.M)  # one per line under COMMAND
-    section = README.split("## Commands", 1)[1].split("\n### ", 1)[0]
+    section = OPERATING.split("\n## The commands\n", 1)[1].split("\n## ", 1)[0]
     rows = set(re.findall(r"^\| `([a-z]+)", section, re.M))
     expected = {"run", "chat", "send", "threads", "show", "runs", "approve", "resume",
                 "cancel", "usage", "schedules", "files", "check", "migrate"}
@@ -42,7 +44,7 @@ def test_the_commands_table_lists_every_command() -> None:
 
 def test_the_configuration_block_names_every_store_kind() -> None:
     kinds = typing.get_args(StoreConfig.model_fields["kind"].annotation)
-    block = README.split("## Configuration: `agent.toml`", 1)[1].split("## Tools", 1)[0]
+    block = INSTALL.split("\n## The config file: `agent.toml`\n", 1)[1].split("\n## ", 1)[0]
     store = block.split("[store]", 1)[1].split("\n[", 1)[0]
     comment = store.split("kind =", 1)[1].split("\n", 1)[0].split("#", 1)[1]
     assert [k.strip() for k in comment.split("(")[0].split("|")] == list(kinds)

@@ -175,10 +175,11 @@ async def _until(events: Any, kind: type) -> Any:
             return
 
 
-def _listed_in_readme() -> set[str]:
-    """The names the README's runtime-API section gives as ``Runtime``'s surface."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("`Runtime`'s public surface, and nothing more", 1)[1]
+def _listed_in_the_docs() -> set[str]:
+    """The names the docs' runtime-API page (docs/how-it-works/runtime-api.md) gives as
+    ``Runtime``'s surface."""
+    page = (Path(__file__).resolve().parents[2] / "docs/how-it-works/runtime-api.md").read_text()
+    section = page.split("`Runtime`'s public surface, and nothing more", 1)[1]
     section = section.split("\n\n", 2)[1]  # the list after the sentence
     surface = section.split("- attributes:", 1)
     methods = set(re.findall(r"`(\w+)`", surface[0]))
@@ -187,13 +188,13 @@ def _listed_in_readme() -> set[str]:
     return methods | set(re.findall(r"`(\w+)`", attributes[0] + inner[1]))
 
 
-async def test_the_runtime_surface_is_what_the_readme_lists(tmp_path: Path) -> None:
+async def test_the_runtime_surface_is_what_the_docs_list(tmp_path: Path) -> None:
     async with SQLiteStore(tmp_path / "m.db") as store:
         rt = Runtime(store, EchoProvider())
         public = {n for n in dir(Runtime) if not n.startswith("_")} \
             | {n for n in vars(rt) if not n.startswith("_")}
     # the types of `notes`, `feedback` and `files`, and the latter two's methods
-    assert public == _listed_in_readme() - {"Notes", "Feedback", "vote", "votes", "Files",
+    assert public == _listed_in_the_docs() - {"Notes", "Feedback", "vote", "votes", "Files",
                                             "put", "add_fetcher", "read", "blobs", "prune"}
 
 

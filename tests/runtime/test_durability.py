@@ -1,15 +1,11 @@
-"""The one rule of what is written when (``runtime/durability.py``), as a table."""
+"""The one rule of what is written when (``runtime/durability.py``), as a table. (That the
+docs' Durability page prints the table: tests/docs/test_pages.py.)"""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import pytest
 
-from runtime.durability import Write, durability, table
-
-ROOT = Path(__file__).resolve().parents[2]
+from runtime.durability import Write, durability
 
 # (kind, effect, sends) -> fsynced. Every write commits.
 RULE = [
@@ -50,11 +46,3 @@ def test_the_standard_message_is_two_flushes() -> None:
     writes = [Write.ACCEPT, Write.START, Write.INTENT, Write.RESULT, Write.ANSWER]
     flushed = [w for w in writes if durability(w).fsync]
     assert flushed == [Write.ACCEPT, Write.ANSWER]
-
-
-def test_the_readme_prints_the_table() -> None:
-    readme = (ROOT / "README.md").read_text()
-    for name, made in table():
-        row = re.compile(rf"^\| `{re.escape(name)}`[^|]*\| {'yes' if made.fsync else 'no'} \|",
-                         re.M)
-        assert row.search(readme), f"README's Crash safety table lacks the row for {name!r}"

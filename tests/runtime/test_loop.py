@@ -320,7 +320,8 @@ async def test_events_stream_the_run(make_runtime: Any) -> None:
         while not seen or seen[-1].kind != "run.completed":
             seen.append(await asyncio.wait_for(events.next(), 5))
     kinds_seen = [e.kind for e in seen]
-    # What happened comes before the state it led to (the order the README shows).
+    # What happened comes before the state it led to (the order `maiden show` prints:
+    # docs/get-started/install.md).
     assert kinds_seen == ["run.started", "run.state", "model.answered", "run.state",
                           "tool.call", "tool.result", "run.state", "text.delta",
                           "model.answered", "run.state", "run.completed"]

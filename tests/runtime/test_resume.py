@@ -1,7 +1,7 @@
-"""What `resume` does in each case (README "Cancellation"): a run cancelled while it waited
-for a person's approval asks again; one that timed out waiting asks again too; one
-cancelled while a tool ran goes on from its checkpoint, the model seeing the cut-off
-call's ``cancelled`` result."""
+"""What `resume` does in each case (docs/guides/approvals-and-rights.md, Cancellation): a
+run cancelled while it waited for a person's approval asks again; one that timed out
+waiting asks again too; one cancelled while a tool ran goes on from its checkpoint, the
+model seeing the cut-off call's ``cancelled`` result."""
 
 from __future__ import annotations
 

@@ -163,7 +163,8 @@ class Replica:
 
 def chosen_after_downtime(policy: str, gap: list[datetime], back: datetime) -> list[datetime]:
     """The slots a process back at ``back`` runs of those that passed while none was up
-    (the README's table; the newest, if at most a minute old, is on time)."""
+    (the table of docs/guides/schedules.md, Missed slots; the newest, if at most a minute
+    old, is on time)."""
     late = [s for s in gap if back - s > ON_TIME]
     on_time = [s for s in gap if s not in late]
     assert len(on_time) <= 1  # slots a minute apart or more

@@ -3,7 +3,7 @@
 maiden runs its own tools; the client sees the run's text (each turn's, the turns
 joined by a blank line), streamed as it is written with ``stream: true``. A run that
 waits for a person answers with a line saying what waits and how to decide; one that
-fails or is cancelled answers with why (README "OpenAI-compatible API")."""
+fails or is cancelled answers with why (docs/guides/openai-wire.md)."""
 
 # No `from __future__ import annotations`: FastAPI reads the routes' annotations at runtime.
 import json

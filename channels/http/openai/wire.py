@@ -17,7 +17,7 @@ __all__ = ["ChatMessageIn", "ChatRequest", "OpenAIError", "StreamOptions", "chun
 
 class _Lenient(BaseModel):
     # A client's other parameters (temperature, top_p, n, seed, ...) are accepted and
-    # ignored: the agent's own settings apply (README "OpenAI-compatible API").
+    # ignored: the agent's own settings apply (docs/guides/openai-wire.md).
     model_config = ConfigDict(extra="allow")
 
 

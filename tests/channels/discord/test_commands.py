@@ -1,4 +1,4 @@
-"""``/maiden`` in Discord (README "Discord", Commands): one command group registered with
+"""``/maiden`` in Discord (docs/guides/discord.md, Commands): one command group registered with
 discord.py's CommandTree in the bot's guilds, answered ephemerally through the bot's own
 REST client, schedule names completed as typed, a stop posted once however often the
 interaction is seen, rights as everywhere else."""

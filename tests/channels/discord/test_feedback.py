@@ -1,6 +1,7 @@
-"""👍 / 👎 under Discord answers (README "Live replies", Feedback): buttons with persistent
-custom_ids on a completed run's answer, streamed or posted; a click is recorded once per
-person per run, a change of mind replaces it, and the buttons work after a restart."""
+"""👍 / 👎 under Discord answers (docs/guides/live-replies.md, Feedback on answers):
+buttons with persistent custom_ids on a completed run's answer, streamed or posted; a
+click is recorded once per person per run, a change of mind replaces it, and the buttons
+work after a restart."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Attachments in Discord (README "Files and images"): fetched from the CDN's signed URL as
+"""Attachments in Discord (docs/guides/files.md): fetched from the CDN's signed URL as
 the run's first step (no token sent), shown to the model, one blob however often shared;
 an expired link is refused with the reason and the message still runs."""
 

@@ -1,4 +1,4 @@
-"""Live replies in Discord (README "Live replies"): the real channel against the fake
+"""Live replies in Discord (docs/guides/live-replies.md): the real channel against the fake
 Discord — the reply posted with its first text and edited as it grows, the running tool
 on a last line, a new message past 2,000 characters, `stream = "off"`."""
 

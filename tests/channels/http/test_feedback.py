@@ -1,5 +1,5 @@
-"""GET /v1/feedback (README "Live replies", Feedback): people's votes on answers, paged by
-time, behind the same token, Host and Origin checks as every route."""
+"""GET /v1/feedback (docs/guides/live-replies.md, Feedback on answers): people's votes on
+answers, paged by time, behind the same token, Host and Origin checks as every route."""
 
 from __future__ import annotations
 

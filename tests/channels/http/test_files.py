@@ -1,4 +1,4 @@
-"""Files over the HTTP API (README "Files and images"): a message's files in base64 JSON
+"""Files over the HTTP API (docs/guides/files.md): a message's files in base64 JSON
 or as multipart parts, stored once and shown to the model; ``GET /v1/files/{digest}``
 behind the same token and Host checks, never serving a page that could run."""
 

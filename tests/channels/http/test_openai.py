@@ -1,6 +1,6 @@
 # mypy: disable-error-code="arg-type, list-item, call-overload"
 # (The SDK types its parameters as TypedDicts; these tests send plain dicts, as a chat UI.)
-"""The OpenAI wire (README "OpenAI-compatible API"), with the real ``openai`` SDK as the
+"""The OpenAI wire (docs/guides/openai-wire.md), with the real ``openai`` SDK as the
 client against the API served on loopback: models, completions streamed and not, how a
 resent history picks its thread, a named thread, an idempotency key, images, approvals,
 and errors the SDK raises as its own."""

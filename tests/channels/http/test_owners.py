@@ -1,4 +1,5 @@
-"""Threads have owners; a caller sees only its own (DESIGN §6, README "Security").
+"""Threads have owners; a caller sees only its own (DESIGN §6,
+docs/guides/approvals-and-rights.md, Security).
 
 ``may_see`` as a table; then the attack of the report through the real routes (Bob, who
 may only talk, against Ana's threads and a Slack thread); then a property: random tokens
@@ -180,7 +181,7 @@ threads_strategy = st.lists(
 
 def _oracle(caller: int, rights: set[str], patterns: list[str], thread: str,
             made_by: int) -> bool:
-    """What the README promises, written apart from the code under test."""
+    """What the docs promise, written apart from the code under test."""
     return "operate" in rights or made_by == caller or (
         not thread.startswith(("slack:", "discord:", "schedule:"))
         and any(fnmatchcase(thread, p) for p in patterns))

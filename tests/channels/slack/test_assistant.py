@@ -1,5 +1,5 @@
 """The assistant view: suggested prompts when a person opens an assistant thread, and the
-thread's title from its first message (README "Slack"), against the fake Slack."""
+thread's title from its first message (docs/guides/slack.md), against the fake Slack."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``/maiden`` in Slack (README "Slack", Commands): answered inside the acknowledgement,
+"""``/maiden`` in Slack (docs/guides/slack.md, Commands): answered inside the acknowledgement,
 ephemeral; a stop or a pause posted in the channel once, however often Slack delivers the
 command; rights as everywhere else (status and usage: talk; stopping others' runs and
 schedules: operate)."""

@@ -1,6 +1,7 @@
-"""👍 / 👎 under Slack answers (README "Live replies", Feedback): the buttons come with a
-completed run's answer, streamed or posted; a click is recorded once per person per run,
-a change of mind replaces it, and a button cannot vote for someone else or on another run."""
+"""👍 / 👎 under Slack answers (docs/guides/live-replies.md, Feedback on answers): the
+buttons come with a completed run's answer, streamed or posted; a click is recorded once
+per person per run, a change of mind replaces it, and a button cannot vote for someone
+else or on another run."""
 
 from __future__ import annotations
 

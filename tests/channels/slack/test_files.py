@@ -1,4 +1,4 @@
-"""Files shared in Slack (README "Files and images"): downloaded with the bot token from
+"""Files shared in Slack (docs/guides/files.md): downloaded with the bot token from
 ``url_private_download`` as the run's first step, shown to the model, once each; Slack's
 sign-in page instead of a file is refused with the reason, never stored as the file."""
 

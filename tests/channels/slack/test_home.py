@@ -1,4 +1,4 @@
-"""The App Home tab (README "Slack", Commands): published when a person opens it, with
+"""The App Home tab (docs/guides/slack.md, Commands): published when a person opens it, with
 their recent threads, the approvals they may decide (the same buttons, which work from
 the tab), and this week's usage; published again when one of those changes."""
 

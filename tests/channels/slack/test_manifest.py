@@ -1,4 +1,5 @@
-"""The Slack app manifests the README says to paste: valid JSON that Slack accepts."""
+"""The Slack app manifests docs/get-started/slack.md says to paste: valid JSON that Slack
+accepts."""
 
 from __future__ import annotations
 

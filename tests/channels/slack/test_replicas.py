@@ -482,7 +482,7 @@ async def test_a_replica_whose_clock_is_behind_does_not_jump_an_approval(
 
 async def test_someone_not_allowed_gets_one_notice_across_replicas(tmp_path: Path) -> None:
     """An event from someone not allowed, delivered to one replica and retried on the
-    other: no run, and (as the README promises) at most one ephemeral notice."""
+    other: no run, and (as docs/guides/slack.md promises) at most one ephemeral notice."""
     async with FakeSlack() as fake, socket_replicas(fake, tmp_path / "maiden.db") as (a, b):
         sent = fake.user_event(C, "U9", f"<@{BOT_USER}> let me in", mention=True)
         first = await to(fake, a, sent)

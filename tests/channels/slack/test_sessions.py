@@ -1,6 +1,6 @@
-"""Slack's agent sessions and their stop button (README "Slack: sessions and the stop
-button"; ``channels.slack.sessions``): the real channel and bolt app against the fake
-Slack, which keeps sessions as ``agents.sessions.setStatus`` documents them and sends
+"""Slack's agent sessions and their stop button (docs/guides/slack.md, the agent session
+and the stop button; ``channels.slack.sessions``): the real channel and bolt app against
+the fake Slack, which keeps sessions as ``agents.sessions.setStatus`` documents them and sends
 ``agent_session_stopped`` when a person clicks stop."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Live replies in Slack (README "Live replies"): the real channel against the fake
+"""Live replies in Slack (docs/guides/live-replies.md): the real channel against the fake
 Slack's streaming methods — native streaming with tool calls as tasks, the post-and-edit
 fallback where Slack refuses, `stream = "edit"` and `"off"`."""
 

@@ -1,4 +1,4 @@
-"""Files a tool made, uploaded to Slack (README "Files and images") in Slack's three steps,
+"""Files a tool made, uploaded to Slack (docs/guides/files.md) in Slack's three steps,
 the file's id recorded in the outbox before the upload is completed: an upload cut off, or
 whose answer was lost, is reconciled by that id (``files.info``), never by comparing Slack's
 timestamps with the host's clock, and is in the thread once."""
