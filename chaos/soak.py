@@ -33,7 +33,6 @@ from .discord import (
 )
 from .faults import Faults
 from .invariants import ACTIVE, Stored, check
-from .known import label_known
 from .model import Model
 from .plan import Plan
 from .proxy import Proxy
@@ -177,7 +176,6 @@ async def soak(plan: Plan, work: Path) -> Outcome:
             found += check_slack(plan, workload.sent, stored, fake)
         if people is not None:
             found += check_discord(plan, workload.sent, stored, people)
-        found = label_known(found, fake)
         outcome = Outcome(plan.store, [v for v in found if v.known is None],
                           [v for v in found if v.known is not None],
                           summary(plan, workload, faults, model, stored, history.now()))

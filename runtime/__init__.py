@@ -66,7 +66,6 @@ from .events import (
 from .export import ThreadExport
 from .files import FileFetcher, Files, prune_files
 from .isolation import describe_isolation, make_undumpable
-from .live import Streamer, ToolUpdate, arguments_summary
 from .logcontext import RUN_CONTEXT
 from .loop import DRIVABLE as DRIVABLE_STATES
 from .process import ProcessResult, run_process
@@ -117,6 +116,7 @@ from .stores import (
     ThreadInfo,
 )
 from .stores.base import Spending, StoreStats
+from .streamer import Streamer, ToolUpdate, arguments_summary
 from .text import split_message
 from .tools import NOT_DONE, Effect, Tool, ToolContext, ToolFile, ToolImage, ToolSpec, tool
 from .tracing import (

@@ -14,6 +14,16 @@ new text would repeat what those messages show), nor while a stream of an earlie
 still open; its reply finishes them. Nor while a reply of the thread's earlier runs waits in
 the outbox (its channel was not up, its send failed): the thread's messages go out in the
 order of its runs, and a stream would show this one first.
+
+A store that fails to record a stream's ids (PostgreSQL out of reach for a moment) does
+not make the process forget the messages it opened: it keeps their ids and writes them
+again before the stream's next append (its text waits meanwhile), and if the store has not
+taken them when the run's reply goes out, the reply finishes those messages all the same,
+their ids recorded with it. Finishing what opened, rather than posting the reply apart,
+keeps the answer shown once and no message left streaming. The ids are in memory only
+because the store would not take them: after a crash before it did, the next start finds
+the messages in their thread (``Streamer.find_stream``), as after a crash right after the
+platform answered.
 """
 
 from __future__ import annotations
@@ -21,13 +31,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from .entries import ToolCall
+from .errors import StoreError
 from .events import RunEnded, RunEvent, RunStarted, TextDelta, ToolCallFinished, ToolCallStarted
-from .guards import canonical_json
 from .ordering import waits_behind
 from .runs import (
     DRIVABLE,
@@ -40,80 +50,17 @@ from .runs import (
     idempotency_key,
 )
 from .stores.base import Checkpoint, Store
+from .streamer import Streamer, ToolUpdate, arguments_summary
 
-__all__ = ["LiveReplies", "Streamer", "ToolUpdate", "arguments_summary"]
+__all__ = ["LiveReplies"]
 
 log = logging.getLogger("maiden.live")
 
 WAITING_NOTE = "⏸ waiting for a person to approve the next step"
 
-
-@dataclass(frozen=True, slots=True)
-class ToolUpdate:
-    """A tool call as a stream shows it (Slack: a task; Discord: a status line)."""
-
-    call_id: str
-    name: str
-    summary: str
-    """A short, safe summary of its arguments (``arguments_summary``)."""
-    status: Literal["in_progress", "complete", "error"]
-
-
-class Streamer(Protocol):
-    """What a channel implements to show replies while they are written.
-
-    Each method gets the stream's record (its key, target and the ids recorded so far)
-    and returns the ids of every message the stream has opened, in order: the runtime
-    records new ones before anything else is appended.
-    """
-
-    stream_every_s: float
-    """The least time between two appends (the platform's rate limit, with room)."""
-
-    async def open_stream(self, stream: StreamDelivery, text: str,
-                          tools: Sequence[ToolUpdate]) -> list[str]:
-        """Open the stream in ``stream.target`` with its first text and tool updates;
-        ``[]`` when it surely was not opened (the channel is offline): the reply is then
-        posted whole when the run ends."""
-        ...
-
-    async def append_stream(self, stream: StreamDelivery, text: str,
-                            tools: Sequence[ToolUpdate]) -> list[str]:
-        """Add text (and tool updates) to the stream."""
-        ...
-
-    async def finish_stream(self, stream: StreamDelivery, *, replace: str | None,
-                            note: str | None, key: str, feedback: str | None = None
-                            ) -> list[str]:
-        """End the stream: with ``replace``, its messages show that text instead of what
-        was streamed (a stream cut off by a crash); with ``note``, that line is added (a
-        pause, a failure). ``key``: the delivery the messages now show (the run's reply,
-        or the stream's own), which they carry from now on where the channel can;
-        ``feedback``: the run whose 👍 / 👎 buttons the last message gets (a completed
-        run's answer), if any. A stream already ended on the platform is not an error:
-        only ``replace``, ``key`` and ``feedback`` are applied to it."""
-        ...
-
-    async def find_stream(self, stream: StreamDelivery) -> list[str]:
-        """The messages a stream opened before their ids were recorded (a crash right
-        after the platform answered): found by what the channel can read back."""
-        ...
-
-
-def arguments_summary(arguments: Any, limit: int = 60) -> str:
-    """A call's arguments in one short line: keys and the starts of their values."""
-    if isinstance(arguments, dict):
-        parts = [f"{k}={_short(v)}" for k, v in arguments.items()]
-        text = ", ".join(parts)
-    else:
-        text = _short(arguments)
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
-def _short(value: Any) -> str:
-    text = value if isinstance(value, str) else canonical_json(value)
-    text = " ".join(text.split())
-    return text if len(text) <= 24 else text[:23] + "…"
+RECORD_AGAIN_S = 1.0
+"""How often a stream whose ids the store did not take tries again with nothing new to
+show (new text tries at once)."""
 
 
 @dataclass
@@ -138,6 +85,8 @@ class _Live:
     asked, so before ``stream`` is set)."""
     ended: bool = False
     """Its stretch of the run is over (ended, paused, or stopped being driven here)."""
+    held: bool = False
+    """The store did not take its stream's ids: nothing more is appended until it does."""
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
 
@@ -151,6 +100,10 @@ class LiveReplies:
         self._deliverers = deliverers
         self._clock = clock
         self._live: dict[str, _Live] = {}
+        self._unrecorded: dict[str, tuple[str, ...]] = {}
+        """The ids of messages streams opened here that the store has not taken yet (its
+        write failed), by stream key: written again before the stream's next append, and
+        what ``finish`` ends; dropped once the store holds them."""
 
     def streamer(self, channel: str) -> Streamer | None:
         streamer: Streamer | None = getattr(self._deliverers.get(channel), "streamer", None)
@@ -203,7 +156,9 @@ class LiveReplies:
                 live.inert = True
                 return
             while True:
-                await live.wake.wait()
+                with contextlib.suppress(TimeoutError):  # held: try its ids again anyway
+                    await asyncio.wait_for(live.wake.wait(),
+                                           RECORD_AGAIN_S if live.held else None)
                 live.wake.clear()
                 ending = live.ended  # the end is the last event: this flush takes the rest
                 await self._flush(live, run, streamer)
@@ -216,15 +171,18 @@ class LiveReplies:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            # The reply still goes out whole when the run ends (finishing what opened).
+            # The reply still goes out whole when the run ends, in what opened if it did.
             live.inert = True
-            log.warning("run %s: streaming its reply failed (%s: %s); it is posted when "
-                        "the run ends", live.run_id, type(exc).__name__, exc)
+            log.warning("run %s: streaming its reply failed (%s: %s); it %s when the run "
+                        "ends", live.run_id, type(exc).__name__, exc,
+                        "is posted" if live.stream is None else "finishes its message")
         finally:
             if live.stream is None and self._live.get(live.run_id) is live:
                 del self._live[live.run_id]  # nothing opened: nothing to finish
 
     async def _flush(self, live: _Live, run: Run, streamer: Streamer) -> None:
+        if live.stream is not None and not await self._recorded(live):
+            return  # its messages' ids first: what was written waits for them
         text, tools = "".join(live.text), list(live.tools)
         if not text.strip() and (live.stream is None or not tools):
             return  # a stream opens with text; whitespace waits for what follows it
@@ -238,12 +196,17 @@ class LiveReplies:
                 live.inert = True
                 live.ended = True
                 return
-            live.stream = await self._record(stream, ids)
         else:
-            ids = await streamer.append_stream(live.stream, text, tools)
-            if tuple(ids) != live.stream.remote_ids:
-                live.stream = await self._record(live.stream, ids)
+            stream = live.stream
+            ids = await streamer.append_stream(stream, text, tools)
+        # Known here before the store is asked: if it fails, they are still what this
+        # process finishes (never a second message beside one left streaming).
+        live.stream = stream.model_copy(update={"state": "streaming",
+                                                "remote_ids": tuple(ids)})
         live.streamed += text
+        if live.stream.remote_ids != stream.remote_ids:
+            self._unrecorded[stream.key] = live.stream.remote_ids
+            await self._recorded(live)
 
     async def _opening(self, run: Run, live: _Live) -> StreamDelivery:
         """The stream's record, written before the platform is asked to open it."""
@@ -257,13 +220,34 @@ class LiveReplies:
         await self._store.commit(Checkpoint(run.thread_id, None, deliveries=[stream]))
         return stream
 
-    async def _record(self, stream: StreamDelivery, ids: Sequence[str]) -> StreamDelivery:
-        await self._store.stream_progress(stream.key, "streaming", ids, self._clock())
-        return stream.model_copy(update={"state": "streaming", "remote_ids": tuple(ids)})
+    async def _recorded(self, live: _Live) -> bool:
+        """Whether the store holds the ids of the messages ``live``'s stream opened, writing
+        those it does not (``_unrecorded``); False, and ``live.held``, if it failed to."""
+        assert live.stream is not None
+        ids = self._unrecorded.get(live.stream.key)
+        if ids is not None:
+            try:
+                await self._store.stream_progress(live.stream.key, "streaming", ids,
+                                                  self._clock())
+            except StoreError as exc:
+                if not live.held:
+                    log.warning("run %s: recording its stream's message ids failed (%s: "
+                                "%s); the stream waits for them, and its reply finishes "
+                                "those messages", live.run_id, type(exc).__name__, exc)
+                live.held = True
+                return False
+            if self._unrecorded.get(live.stream.key) == ids:
+                del self._unrecorded[live.stream.key]
+        if live.held:
+            log.info("run %s: its stream's message ids are recorded; it goes on",
+                     live.run_id)
+            live.held = False
+        return True
 
     async def _settle(self, run_id: str) -> _Live | None:
-        """The run's stream here with everything written so far appended (its task done),
-        or None if this process did not stream it."""
+        """The run's stream here with everything written so far appended (its task done;
+        held back instead if the store still refuses its ids), or None if this process did
+        not stream it."""
         live = self._live.pop(run_id, None)
         if live is None:
             return None
@@ -302,7 +286,8 @@ class LiveReplies:
         for stream in await self._open_streams(delivery.run_id):
             if stream.key == newer:
                 continue
-            ids = list(stream.remote_ids) or await streamer.find_stream(stream)
+            ids = list(self._unrecorded.get(stream.key) or stream.remote_ids) \
+                or await streamer.find_stream(stream)
             if ids:
                 replace, note = _ending(delivery, stream, live)
                 shows = delivery.key if isinstance(delivery, ReplyDelivery) else stream.key
@@ -319,6 +304,7 @@ class LiveReplies:
             await self._store.mark_delivered(delivery.key, shown, self._clock())
         for stream, ids in finished:
             await self._store.stream_progress(stream.key, "finished", ids, self._clock())
+            self._unrecorded.pop(stream.key, None)
         return answered
 
     async def tidy(self, stream: StreamDelivery, run: Run) -> None:
@@ -331,11 +317,14 @@ class LiveReplies:
                    if not isinstance(d, StreamDelivery)]
         if pending:
             return  # its reply or prompt finishes it
-        ids = list(stream.remote_ids) or await streamer.find_stream(stream)
+        ids = list(self._unrecorded.get(stream.key) or stream.remote_ids) \
+            or await streamer.find_stream(stream)
         if ids:
-            ids = await streamer.finish_stream(stream, replace=None, note=None,
-                                               key=stream.key)
+            ids = await streamer.finish_stream(
+                stream.model_copy(update={"remote_ids": tuple(ids)}), replace=None,
+                note=None, key=stream.key)
         await self._store.stream_progress(stream.key, "finished", ids, self._clock())
+        self._unrecorded.pop(stream.key, None)
 
     async def _behind(self, run: Run) -> bool:
         """Whether the run's reply is not streamed here: a stream of an earlier life of it
@@ -366,8 +355,9 @@ def _update(call: ToolCall, status: Literal["in_progress", "complete", "error"])
 def _ending(delivery: Delivery, stream: StreamDelivery,
             live: _Live | None) -> tuple[str | None, str | None]:
     """How a stream ends before ``delivery``: ``(replace, note)`` for ``finish_stream``."""
+    # Whole: the stream shows all the run wrote (none of it held back for want of ids).
     whole = live is not None and not live.inert and live.stream is not None \
-        and live.stream.key == stream.key
+        and live.stream.key == stream.key and not "".join(live.text).strip()
     if isinstance(delivery, ApprovalDelivery):
         return None, WAITING_NOTE
     assert isinstance(delivery, ReplyDelivery)

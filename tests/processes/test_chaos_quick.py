@@ -21,8 +21,7 @@ import pytest
 
 from chaos import launch
 from chaos.discord import check_discord, discord_world, person_id, place_id
-from chaos.invariants import Stored, Violation
-from chaos.known import STREAM_LOST, label_known
+from chaos.invariants import Stored
 from chaos.model import _arguments, _turn, failure
 from chaos.plan import DISCORD_PLACES, Op, Plan, make_plan
 from chaos.proxy import Proxy
@@ -398,20 +397,3 @@ def test_discord_answers_twice_under_a_stale_note_or_out_of_order_are_violations
     stored.runs.clear()
     found = check_discord(make_plan(1, 30, "sqlite", 1), sent, stored, people)
     assert [(v.invariant, v.known) for v in found] == [(6, None)]
-
-
-def test_a_slack_answer_twice_beside_a_stream_left_open_is_finding_6() -> None:
-    a, b = "answer to m00014: 1 results", "answer to m00021: 0 results"
-    thread = "slack:T0FAKE0001:C0CHAOS001:100.000100"
-    twice = Violation(1, thread, None, f"Slack shows the answers {[a, a, b]}; its completed "
-                      f"runs' replies, in order, are {[a, b]} (decided after a timeout: [])")
-    left = Violation(4, "C0CHAOS001:105.000200", None,
-                     "a Slack message left streaming (C0CHAOS001 105.000200)")
-    other = Violation(1, thread.replace("100.000100", "200.000100"), None,
-                      f"Slack shows the answers {[a, a]}; its completed runs' replies, in "
-                      f"order, are {[a]} (decided after a timeout: [])")
-    messages = [{"ts": "105.000200", "thread_ts": "100.000100", "text": a}]
-    slack = SimpleNamespace(api=SimpleNamespace(streams=SimpleNamespace(
-        streaming={("C0CHAOS001", "105.000200")})), messages=lambda channel: messages)
-    found = label_known([twice, left, other], slack)  # type: ignore[arg-type]
-    assert [v.known for v in found] == [STREAM_LOST, STREAM_LOST, None]

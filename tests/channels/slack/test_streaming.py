@@ -1,18 +1,33 @@
 """Live replies in Slack (docs/guides/live-replies.md): the real channel against the fake
 Slack's streaming methods — native streaming with tool calls as tasks, the post-and-edit
-fallback where Slack refuses, `stream = "edit"` and `"off"`."""
+fallback where Slack refuses, `stream = "edit"` and `"off"`, a store that fails to record
+a stream's ids."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from runtime import ScriptedProvider, tool
-from tests.channels.slack.test_channel import C, running
+from channels.slack.channel import SlackChannel
+from runtime import (
+    AgentConfig,
+    Runtime,
+    RuntimeConfig,
+    ScriptedProvider,
+    SQLiteStore,
+    StoreError,
+    StreamDelivery,
+    ToolRegistry,
+    tool,
+)
+from runtime.runs import StreamState
+from tests.channels.slack.test_channel import C, config, running, secrets
 from tests.fakes.slack import BOT_USER, FakeSlack
 from tests.fakes.slack.payloads import TEAM
 
@@ -177,3 +192,64 @@ async def test_a_long_reply_edited_goes_on_in_new_messages(tmp_path: Path) -> No
         assert " ".join(m["text"] for m in messages).split() == long.split()
         assert not [c for c in fake.requests if c.method == "chat.update"
                     and len(str(c.params.get("text"))) > 4_000]
+
+
+class CutStore(SQLiteStore):
+    """A real store whose writes of a stream's message ids fail, as PostgreSQL's do while
+    the connection to it is cut: the first ``cut`` of them (None: every one)."""
+
+    def __init__(self, path: Path, cut: int | None) -> None:
+        super().__init__(path)
+        self.cut = cut
+        self.refused = 0
+        self.cutting = asyncio.Event()
+        """Set once a write was refused."""
+
+    async def stream_progress(self, key: str, state: StreamState, remote_ids: Sequence[str],
+                              at: float) -> None:
+        if state == "streaming" and (self.cut is None or self.refused < self.cut):
+            self.refused += 1
+            self.cutting.set()
+            raise StoreError("the connection to the database was lost")
+        await super().stream_progress(key, state, remote_ids, at)
+
+
+@pytest.mark.parametrize("cut", [1, None], ids=["store-back-mid-run", "store-back-for-the-reply"])
+async def test_a_stream_whose_ids_the_store_refused_is_finished_not_posted_again(
+        tmp_path: Path, cut: int | None) -> None:
+    """Chaos finding 6: Slack opens the stream and the store fails to record its ids. The
+    process keeps them: the stream goes on once the store takes them, or, if it never
+    does, the run's reply finishes that message. One message shows the answer, once, and
+    no stream is left open. maiden's clock is 5.3 s ahead of Slack's (as the replica's
+    was in the soak), so looking the message up in the thread afterwards would miss it:
+    only the ids this process kept find it."""
+    hold()
+    async with FakeSlack() as fake, CutStore(tmp_path / "m.db", cut) as store:
+        runtime = Runtime(store, scripted(), ToolRegistry([lookup]), agent=AgentConfig(),
+                          settings=RuntimeConfig(poll_interval_s=0.1),
+                          clock=lambda: time.time() + 5.3)
+        async with runtime, SlackChannel(runtime, config(fake), secrets(fake),
+                                         pace_s=0) as channel:
+            assert channel.deliverer is not None
+            runtime.add_deliverer("slack", channel.deliverer)
+            await fake.wait_connected()
+            sent = fake.user_event(C, "U1", f"<@{BOT_USER}> how did the deploy go?",
+                                   mention=True)
+            await fake.acked(await fake.socket_event(sent))
+            await asyncio.wait_for(store.cutting.wait(), 10)
+            released.set()
+            await runtime.idle()
+            await runtime.flush_deliveries()
+            (run,) = await runtime.records.runs()
+            records = {d.kind: d for d in await runtime.records.deliveries(run_id=run.id)}
+        assert run.state == "completed" and run.reply == ANSWER
+        shown = ANSWER if cut is None else "Let me look that up. " + ANSWER
+        assert [m["text"] for m in bot_messages(fake)] == [shown]  # the answer, once
+        assert fake.api.streams.streaming == set()  # no stream left open
+        (message,) = bot_messages(fake)
+        assert len(fake.calls("chat.startStream")) == 1 and fake.calls("chat.stopStream")
+        assert not fake.calls("chat.postMessage")
+        assert not fake.calls("conversations.replies")  # its ids kept, not looked for
+        stream, reply = records["stream"], records["reply"]
+        assert isinstance(stream, StreamDelivery) and stream.state == "finished"
+        assert stream.remote_ids == (message["ts"],) and reply.remote_id == message["ts"]
