@@ -31,8 +31,6 @@ from runtime import (
     Runtime,
     StateChanged,
     StoreError,
-    describe_store,
-    make_store,
     make_tools,
     make_tracing,
 )
@@ -44,6 +42,7 @@ from .config import LoadedConfig
 from .jobs import chat_schedule_tools, make_book, schedule_lines
 from .logging import RunContext
 from .logging import log_runs as log_run_events
+from .opening import open_store, start_runtime
 from .wiring import make_channels
 
 if TYPE_CHECKING:
@@ -79,7 +78,7 @@ async def open_runtime(
 @asynccontextmanager
 async def open_app(
     loaded: LoadedConfig, *, recover: bool, serve: bool = False, log_runs: bool = False,
-    writable: bool = False, mcp: bool = True,
+    writable: bool = False, mcp: bool = True, wait_for_store: bool = False,
 ) -> AsyncIterator[App]:
     """Open the store and a runtime over it; with ``recover``, finish unfinished runs first;
     with ``serve``, answer other processes' requests (approve, cancel) for its runs; with
@@ -92,7 +91,9 @@ async def open_app(
 
     A store that cannot be opened (its folder cannot be made, the path is a folder, the
     file is not a database), or with ``writable`` cannot be written (a read-only file
-    or folder), is a configuration problem: ``ConfigError`` on ``store.path``.
+    or folder), is a configuration problem: ``ConfigError`` on ``store.path``; with
+    ``wait_for_store`` (`maiden run`), a PostgreSQL server out of reach is waited for
+    (``bot.opening``).
     """
     cfg = loaded.config
     tools = make_tools(cfg.tools, loaded.base_dir)
@@ -100,27 +101,7 @@ async def open_app(
         tools.add(made)
     async with AsyncExitStack() as stack:
         agents = make_agents(cfg, loaded.base_dir, tools, stack)
-        try:
-            store = make_store(cfg.store, loaded.base_dir)
-        except ConfigError as error:
-            raise error.located(str(loaded.path)) from None
-        try:
-            await store.open()
-        except (StoreError, OSError) as error:
-            if cfg.store.kind == "postgres":
-                raise ConfigError([("store.dsn_env", f"cannot open the postgres store "
-                                    f"({describe_store(cfg.store, loaded.base_dir)}): {error}")],
-                                  str(loaded.path)) from None
-            where = loaded.base_dir / cfg.store.path
-            exc = error.__cause__ if isinstance(error.__cause__, OSError) else error
-            if isinstance(exc, FileExistsError | NotADirectoryError):
-                reason = f"{exc.filename} is a file, where a folder is needed"
-            elif isinstance(exc, OSError):
-                reason = f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)
-            else:
-                reason = str(exc)
-            raise ConfigError([("store.path", f"cannot open the {cfg.store.kind} store at "
-                                f"{where}: {reason}")], str(loaded.path)) from None
+        store = await open_store(loaded, wait=wait_for_store)
         stack.push_async_callback(store.close)
         servers = None
         if mcp and cfg.mcp_servers:
@@ -174,7 +155,7 @@ async def serve(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        async with open_app(loaded, recover=False, writable=True) as app:
+        async with open_app(loaded, recover=False, writable=True, wait_for_store=True) as app:
             runtime = app.runtime
             _say(out, banner_head(loaded, runtime))
             unfinished = await runtime.records.runs(states=DRIVABLE_STATES)
@@ -184,7 +165,8 @@ async def serve(
             logger = asyncio.create_task(log_run_events(runtime, context),
                                          name="maiden-log-runs")
             try:
-                recovery = await _recover(runtime, unfinished, stop, out)
+                recovery = await _recover(runtime, unfinished, stop, out,
+                                          wait_s=loaded.config.store.open_wait_s)
                 if recovery is not None:
                     # Made before the channels (the API lists and runs its schedules),
                     # started after them (the catch-up's answers need somewhere to go).
@@ -268,18 +250,20 @@ class _Recovery:
 
 
 async def _recover(
-    runtime: Runtime, unfinished: list[Run], stop: asyncio.Event, out: TextIO
+    runtime: Runtime, unfinished: list[Run], stop: asyncio.Event, out: TextIO, *,
+    wait_s: float,
 ) -> _Recovery | None:
     """Recover every unfinished run, saying how it goes; None if a signal came first (runs
     then checkpoint). Each run found is counted once, in the progress lines and in what
-    they came to, whether this process drove it or not."""
+    they came to, whether this process drove it or not. A store out of reach meanwhile is
+    waited for, ``wait_s`` at most (``start_runtime``)."""
     if unfinished:
         _say(out, f"  recovering  {len(unfinished)} unfinished run(s)...")
     found = {run.id for run in unfinished}
     why: dict[str, str] = {}  # run id -> why it stopped short of an end, if it did
     waits: dict[str, str] = {}  # run id -> what it waits for (its channel's file fetcher)
     async with runtime.subscribe() as events:
-        starting = asyncio.create_task(runtime.start(recover=True, serve=True))
+        starting = asyncio.create_task(start_runtime(runtime, wait_s=wait_s))
         stopping = asyncio.create_task(stop.wait())
 
         def ended(event: object) -> None:

@@ -48,6 +48,7 @@ from .errors import (
     StaleWrite,
     StoreError,
     StoreGone,
+    StoreUnreachable,
     ToolDefinitionError,
     ToolFailure,
 )
@@ -232,6 +233,7 @@ __all__ = [
     "StoreError",
     "StoreGone",
     "StoreStats",
+    "StoreUnreachable",
     "StreamDelivery",
     "Streamer",
     "Subscription",

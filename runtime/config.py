@@ -139,6 +139,9 @@ class StoreConfig(Section):
         "postgresql://user:password@host:5432/database"))
     pool_size: int = Field(default=10, ge=1, le=500,
                            description="postgres: connections per process")
+    open_wait_s: float = Field(default=60.0, ge=0, description=(
+        "postgres: how long `maiden run` keeps trying a server it cannot reach at start "
+        "(then it stops with the error); 0: it does not wait"))
     pg_schema: str = Field(default="maiden", alias="schema", pattern=r"^[a-z_][a-z0-9_]{0,62}$",
                            description="postgres: the schema maiden's tables live in")
 

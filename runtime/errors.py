@@ -9,6 +9,7 @@
     │   ├── StaleWrite            an append whose expected position/version is stale
     │   ├── CorruptStore          a row or snapshot that cannot be read back
     │   ├── StoreGone             the database was deleted or replaced under a running process
+    │   ├── StoreUnreachable      the store's server could not be reached (it may be starting)
     │   ├── InvalidThreadId       a thread id that breaks the rule (not valid Unicode, a control
     │   │                         character)
     │   └── NotFound              an unknown run or thread
@@ -48,6 +49,7 @@ __all__ = [
     "StaleWrite",
     "StoreError",
     "StoreGone",
+    "StoreUnreachable",
     "ToolDefinitionError",
     "ToolFailure",
 ]
@@ -110,6 +112,11 @@ class StoreGone(StoreError):
     deleted, or another file put there), or a flush of it to disk failed (what the disk
     holds of what was written before is then unknown, and a later flush that succeeds
     would not say so): nothing more is accepted until the process starts again."""
+
+
+class StoreUnreachable(StoreError):
+    """The store's server could not be reached (refused, reset, timed out): it may only be
+    starting, unlike a refusal (a password, a database that does not exist)."""
 
 
 class InvalidThreadId(StoreError, ValueError):

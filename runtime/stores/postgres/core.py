@@ -15,13 +15,13 @@ from typing import Any, TypeVar
 
 import asyncpg  # type: ignore[import-untyped]
 
-from ...errors import StoreError
+from ...errors import StoreError, StoreUnreachable
 from ...tail import ThreadCache
 from ..base import Opens
 from ..dsn import redact_dsn
 from .listen import Listening, channel
 from .schema import check_schema_name, migrate
-from .sql import ERRORS, configure, keep
+from .sql import ERRORS, UNREACHABLE, configure, keep
 
 __all__ = ["PostgresCore"]
 
@@ -69,14 +69,16 @@ class PostgresCore(Opens):
             password = _password(self.dsn)
             if password:
                 reason = reason.replace(password, "***")
-            raise StoreError(f"cannot open postgres {redact_dsn(self.dsn)}: {reason}") from exc
+            error = StoreUnreachable if isinstance(exc, UNREACHABLE) else StoreError
+            raise error(f"cannot open postgres {redact_dsn(self.dsn)}: {reason}") from exc
         try:
             async with pool.acquire() as conn:
                 self.applied = await migrate(conn, self.schema)
         except BaseException as exc:
             await pool.close()
             if isinstance(exc, ERRORS):
-                raise StoreError(f"cannot migrate postgres schema {self.schema}: {exc}") from exc
+                error = StoreUnreachable if isinstance(exc, UNREACHABLE) else StoreError
+                raise error(f"cannot migrate postgres schema {self.schema}: {exc}") from exc
             raise
         if self.applied:
             log.info("postgres schema %s migrated to version %s", self.schema,

@@ -24,13 +24,20 @@ from ...runs import TERMINAL, Delivery, RunState
 from ..base import Checkpoint
 from ..rows import activity, entry_row, pending_changed, run_json, spend_of
 
-__all__ = ["CHECKPOINT", "ERRORS", "LIST_THREADS", "TOLD_CHECKPOINT", "checkpoint_args",
-           "configure", "decode_text", "encode_text", "keep", "list_runs_sql",
+__all__ = ["CHECKPOINT", "ERRORS", "LIST_THREADS", "TOLD_CHECKPOINT", "UNREACHABLE",
+           "checkpoint_args", "configure", "decode_text", "encode_text", "keep", "list_runs_sql",
            "update_pending", "write_checkpoint"]
 
 ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
 """What asyncpg raises: the server's errors, a misused or lost connection, the network, a
 connection that took too long to make."""
+
+UNREACHABLE = (OSError, asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError,
+               asyncpg.AdminShutdownError, asyncpg.CrashShutdownError,
+               asyncpg.TooManyConnectionsError)
+"""Those of them that say the server was not reached, or not yet ready, or went away (a
+refusal, a reset, a time-out, a server starting or shutting down, or full): worth trying
+again, unlike a password refused or a database that does not exist."""
 
 
 def encode_text(value: str) -> str:

@@ -1,0 +1,106 @@
+"""Opening the configured store, and what a failure to open it means to an operator;
+starting the runtime over it.
+
+A store that cannot be opened is, as a rule, a configuration problem (``ConfigError`` on
+the key to look at): a folder that cannot be made, a file that is not a database, a
+password the server refuses. A PostgreSQL server that cannot be reached (refused, reset,
+timed out) may only be starting, or restarting: ``maiden run`` tries it again for
+``[store] open_wait_s`` before it gives up, saying each time what it waits for, as it waits
+for Slack or Discord; and so does its recovery of unfinished runs, if the store goes
+out of reach as it starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from runtime import (
+    ConfigError,
+    Run,
+    Runtime,
+    StaleWrite,
+    Store,
+    StoreError,
+    StoreGone,
+    StoreUnreachable,
+    describe_store,
+    make_store,
+)
+
+from .config import LoadedConfig
+
+__all__ = ["open_store", "start_runtime"]
+
+log = logging.getLogger("maiden")
+
+FIRST_PAUSE_S = 0.5
+LONGEST_PAUSE_S = 5.0
+
+
+async def open_store(loaded: LoadedConfig, *, wait: bool) -> Store:
+    """The configured store, opened; with ``wait``, a server out of reach is tried again
+    for ``[store] open_wait_s``. ``ConfigError`` naming the key when it cannot be opened."""
+    cfg = loaded.config.store
+    try:
+        store = make_store(cfg, loaded.base_dir)
+    except ConfigError as error:
+        raise error.located(str(loaded.path)) from None
+    deadline = time.monotonic() + (cfg.open_wait_s if wait else 0.0)
+    pause = FIRST_PAUSE_S
+    while True:
+        try:
+            await store.open()
+            return store
+        except StoreUnreachable as error:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                waited = f" (tried for {cfg.open_wait_s:g} s)" if wait else ""
+                raise _problem(loaded, f"{error}{waited}") from None
+            log.warning("the store (%s) is out of reach (%s); trying again in %.1f s",
+                        describe_store(cfg, loaded.base_dir), error, min(pause, left))
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, LONGEST_PAUSE_S)
+        except (StoreError, OSError) as error:
+            raise _problem(loaded, error) from None
+
+
+async def start_runtime(runtime: Runtime, *, wait_s: float) -> list[Run]:
+    """``runtime.start(recover=True, serve=True)``, started again after a store error (the
+    server out of reach as recovery began, say: what was done is in the store, and what
+    was not is found again), for ``wait_s`` at most; the runs recovered."""
+    deadline = time.monotonic() + wait_s
+    pause = FIRST_PAUSE_S
+    while True:
+        try:
+            return await runtime.start(recover=True, serve=True)
+        except (StoreGone, StaleWrite):
+            raise  # not a store out of reach
+        except StoreError as error:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise
+            log.warning("recovery stopped on a store error (%s); trying again in %.1f s",
+                        error, min(pause, left))
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, LONGEST_PAUSE_S)
+
+
+def _problem(loaded: LoadedConfig, error: object) -> ConfigError:
+    cfg = loaded.config.store
+    if cfg.kind == "postgres":
+        return ConfigError([("store.dsn_env", f"cannot open the postgres store "
+                             f"({describe_store(cfg, loaded.base_dir)}): {error}")],
+                           str(loaded.path))
+    where = loaded.base_dir / cfg.path
+    exc = error.__cause__ if isinstance(error, BaseException) and isinstance(
+        error.__cause__, OSError) else error
+    if isinstance(exc, FileExistsError | NotADirectoryError):
+        reason = f"{exc.filename} is a file, where a folder is needed"
+    elif isinstance(exc, OSError):
+        reason = f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)
+    else:
+        reason = str(exc)
+    return ConfigError([("store.path", f"cannot open the {cfg.kind} store at {where}: "
+                         f"{reason}")], str(loaded.path))
