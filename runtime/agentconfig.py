@@ -22,7 +22,8 @@ PROCESS_WIDE = ("timezone", "max_message_chars")
 class ProviderEntry(ProviderConfig):
     """One ``[[providers]]`` table: a provider agents name (``provider = "NAME"``)."""
 
-    name: str = Field(pattern=AGENT_NAME)
+    name: str = Field(pattern=AGENT_NAME,
+                      description="unique; what an [[agents]] table's provider names")
 
 
 class AgentEntry(AgentConfig):

@@ -17,13 +17,21 @@ __all__ = ["OK", "BudgetConfig", "Prices", "Spend", "Verdict", "check_budget"]
 class BudgetConfig(Section):
     """``[budget]``: every limit is optional; a run ends ``budget_exceeded`` past one."""
 
-    max_input_tokens: int | None = Field(default=None, ge=1)
-    max_output_tokens: int | None = Field(default=None, ge=1)
-    max_total_tokens: int | None = Field(default=None, ge=1)
-    max_cost_usd: float | None = Field(default=None, gt=0)
-    max_tool_calls: int | None = Field(default=None, ge=1)
-    max_wall_s: float | None = Field(default=None, gt=0)
-    max_cost_usd_per_thread_day: float | None = Field(default=None, gt=0)
+    max_input_tokens: int | None = Field(default=None, ge=1, description=(
+        "input tokens one run may spend, cache reads and writes included"))
+    max_output_tokens: int | None = Field(
+        default=None, ge=1, description="output tokens one run may spend")
+    max_total_tokens: int | None = Field(
+        default=None, ge=1, description="tokens one run may spend: input, output and cached")
+    max_cost_usd: float | None = Field(default=None, gt=0, description=(
+        "USD one run may spend, at its provider's prices (all 0 unless set)"))
+    max_tool_calls: int | None = Field(default=None, ge=1, description=(
+        "tool calls one run may make; those beyond get too_many_calls, and the model a "
+        "last turn without tools"))
+    max_wall_s: float | None = Field(default=None, gt=0, description=(
+        "wall-clock seconds one run may take from its start"))
+    max_cost_usd_per_thread_day: float | None = Field(default=None, gt=0, description=(
+        "USD the runs of one thread may spend in a UTC day (a chatty thread, a schedule)"))
     final_turn_at: float = Field(default=0.8, gt=0, le=1,
                                  description="fraction of a budget that triggers the final turn")
 

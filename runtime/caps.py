@@ -39,7 +39,9 @@ class CapConfig(Section):
 
     scope: Scope = Field(description="user: each person; place: each channel or DM; "
                                      "agent: each agent")
-    period: Period = "day"
+    period: Period = Field(default="day", description=(
+        "when the count starts again: each midnight (day) or the 1st's (month), in "
+        "timezone"))
     tokens: int | None = Field(default=None, ge=1,
                                description="tokens (input, output and cached) in a period")
     cost_usd: float | None = Field(default=None, gt=0,

@@ -44,10 +44,14 @@ class Section(BaseModel):
 
 
 class AgentConfig(Section):
-    name: str = "maiden"
-    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    name: str = Field(default="maiden", description=(
+        "the agent's name: in the banner and traces, and its model id over HTTP"))
+    system_prompt: str = Field(default=DEFAULT_SYSTEM_PROMPT, description=(
+        "the instructions sent first in every model request"))
     max_turns: int = Field(default=12, ge=1, description="model turns one run may take")
-    max_tool_calls_per_turn: int = Field(default=8, ge=1)
+    max_tool_calls_per_turn: int = Field(
+        default=8, ge=1,
+        description="tool calls run from one model turn; those beyond get too_many_calls")
     repeat_limit: int = Field(default=3, ge=2,
                               description="the Nth identical consecutive call is refused")
     max_recovery_attempts: int = Field(default=3, ge=1,
@@ -73,10 +77,16 @@ class AgentConfig(Section):
 class Prices(Section):
     """USD per million tokens, so budgets and ``maiden usage`` can count cost."""
 
-    input: float = Field(default=0.0, ge=0)
-    output: float = Field(default=0.0, ge=0)
-    cache_read: float = Field(default=0.0, ge=0)
-    cache_write: float = Field(default=0.0, ge=0)
+    input: float = Field(default=0.0, ge=0,
+                         description="USD per million input tokens (those not read from or "
+                                     "written to a cache)")
+    output: float = Field(default=0.0, ge=0, description="USD per million output tokens")
+    cache_read: float = Field(default=0.0, ge=0,
+                              description="USD per million input tokens read from the "
+                                          "provider's prompt cache")
+    cache_write: float = Field(default=0.0, ge=0,
+                               description="USD per million input tokens written to the "
+                                           "prompt cache (anthropic)")
 
     def cost(self, usage: Usage) -> float:
         """What ``usage`` cost in USD."""
@@ -86,18 +96,31 @@ class Prices(Section):
 
 
 class ProviderConfig(Section):
-    kind: Literal["echo", "scripted", "anthropic", "openai"] = "echo"
-    model: str | None = None
-    base_url: str | None = None
+    kind: Literal["echo", "scripted", "anthropic", "openai"] = Field(
+        default="echo", description=(
+            "echo: offline, repeats the message (/tool NAME {json} calls a tool); "
+            "scripted: replays script; anthropic; openai, or a compatible server at "
+            "base_url"))
+    model: str | None = Field(default=None, description=(
+        "the model's id, e.g. claude-sonnet-4-5 or gpt-4.1-mini; required for anthropic "
+        "and openai"))
+    base_url: str | None = Field(default=None, description=(
+        "the API's root; unset: the vendor's (https://api.anthropic.com, "
+        "https://api.openai.com/v1); openai: any compatible server, e.g. "
+        "http://127.0.0.1:11434/v1 (it may need no key)"))
     api_key_env: str | None = Field(
         default=None, description="default ANTHROPIC_API_KEY / OPENAI_API_KEY by kind")
     timeout_s: float = Field(default=60.0, gt=0,
                              description="per attempt: until the response starts, and the "
                                          "longest silence allowed while it streams")
-    max_retries: int = Field(default=3, ge=0)
+    max_retries: int = Field(default=3, ge=0, description=(
+        "retries of a request that got a 429 or a 5xx, could not connect or timed out, "
+        "with backoff (0: none)"))
     max_output_tokens: int | None = Field(default=None, ge=1,
                                           description="anthropic: 4096 when not set")
-    temperature: float | None = Field(default=None, ge=0, le=2)
+    temperature: float | None = Field(default=None, ge=0, le=2,
+                                      description="sampling temperature; unset: the model's "
+                                                  "default")
     stream: bool = Field(default=True, description="stream tokens as they are generated")
     vision: bool = Field(default=True, description=(
         "the model sees images (false: it is told of each image by name and size instead)"))
@@ -129,11 +152,16 @@ class ProviderConfig(Section):
 class StoreConfig(Section):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    kind: Literal["sqlite", "files", "postgres"] = "sqlite"
+    kind: Literal["sqlite", "files", "postgres"] = Field(default="sqlite", description=(
+        "sqlite: one database file; files: a folder, one JSON file per thread; postgres: a "
+        "PostgreSQL database, for several replicas"))
     path: str = Field(default="data/maiden.db", min_length=1,
                       description="sqlite, files: relative paths are relative to the config "
                                   "file's folder")
-    synchronous: Literal["off", "normal", "full", "extra"] = "full"
+    synchronous: Literal["off", "normal", "full", "extra"] = Field(
+        default="full", description=(
+            "sqlite: PRAGMA synchronous of the durable commits (the others: normal); off or "
+            "normal: no commit waits for the disk, so a power cut may lose the latest"))
     dsn_env: str = Field(default="MAIDEN_PG_DSN", min_length=1, description=(
         "postgres: the variable holding the connection string, "
         "postgresql://user:password@host:5432/database"))
@@ -157,7 +185,9 @@ class StoreConfig(Section):
 
 
 class RuntimeConfig(Section):
-    concurrency: Literal["global", "thread"] = "global"
+    concurrency: Literal["global", "thread"] = Field(default="global", description=(
+        "global: one run at a time in the process; thread: different threads' runs at "
+        "once (a thread's own runs always go one after another)"))
     cancel_grace_s: float = Field(default=5.0, ge=0,
                                   description="SIGTERM to SIGKILL for a cancelled subprocess")
     shutdown_grace_s: float = Field(default=10.0, ge=0,
@@ -186,8 +216,12 @@ class HttpFetchConfig(Section):
                            description="the body is read up to this many bytes")
     max_chars: int = Field(default=20_000, ge=100, le=1_000_000,
                            description="the text handed to the model is cut here")
-    timeout_s: float = Field(default=15.0, gt=0, le=300)
-    max_redirects: int = Field(default=5, ge=0, le=20)
+    timeout_s: float = Field(default=15.0, gt=0, le=300,
+                             description="seconds the whole fetch may take, redirects "
+                                         "included")
+    max_redirects: int = Field(default=5, ge=0, le=20,
+                               description="redirects followed (each checked); one more "
+                                           "fails the fetch")
 
 
 class ShellConfig(Section):
@@ -196,8 +230,11 @@ class ShellConfig(Section):
     workdir: str = Field(default=".", description="relative to the config file")
     allow: list[str] = Field(default_factory=list, description=(
         "command prefixes allowed (e.g. 'git status', 'ls'); empty: any command"))
-    timeout_s: float = Field(default=60.0, gt=0, le=3600)
-    max_output_bytes: int = Field(default=64_000, ge=100, le=10_000_000)
+    timeout_s: float = Field(default=60.0, gt=0, le=3600, description=(
+        "seconds a command may run; then it and what it started get SIGTERM (SIGKILL "
+        "after [runtime] cancel_grace_s) and it answers timed_out"))
+    max_output_bytes: int = Field(default=64_000, ge=100, le=10_000_000, description=(
+        "stdout and stderr are each cut here (the rest is read and dropped)"))
     requires_approval: bool = Field(default=True,
                                     description="a person approves each command first")
     pass_env: list[str] = Field(
@@ -249,7 +286,8 @@ class MemoryConfig(Section):
 
     scope: Literal["thread", "agent"] = Field(default="thread", description=(
         "thread: each conversation its own notes; agent: one set shared by every thread"))
-    max_notes: int = Field(default=200, ge=1, le=100_000)
+    max_notes: int = Field(default=200, ge=1, le=100_000, description=(
+        "notes kept per scope; remember refuses a new key beyond"))
     max_chars: int = Field(default=4_000, ge=1, le=1_000_000, description="per note")
 
 
@@ -265,12 +303,15 @@ class OtelConfig(Section):
     headers_env: str | None = Field(default=None, description=(
         "an environment variable holding the exporter's headers, key=value,key2=value2 "
         "(an API key: never in the file)"))
-    service_name: str = Field(default="maiden", min_length=1)
+    service_name: str = Field(default="maiden", min_length=1,
+                              description="the service.name spans are reported under")
     sample_ratio: float = Field(default=1.0, ge=0, le=1,
                                 description="the share of runs traced (a run's spans all or none)")
     capture_content: bool = Field(default=False, description=(
         "true: messages, answers and tool arguments and results go into spans too"))
-    timeout_s: float = Field(default=10.0, gt=0, le=120)
+    timeout_s: float = Field(default=10.0, gt=0, le=120,
+                             description="seconds one export of spans to the collector "
+                                         "may take")
     trace_url: str = Field(default="", description=(
         "where a trace is shown, with {trace_id} in it, e.g. "
         "https://tempo.example/trace/{trace_id}: the console's run page links to it"))
@@ -300,7 +341,9 @@ class OtelConfig(Section):
 class ToolsConfig(Section):
     modules: list[str] = Field(default_factory=list,
                                description="modules next to the config with @tool functions")
-    builtins: list[BuiltinTool] = Field(default_factory=lambda: ["clock"])  # type: ignore[arg-type]
+    builtins: list[BuiltinTool] = Field(
+        default_factory=lambda: ["clock"],  # type: ignore[arg-type]
+        description="the built-in tools offered ([[agents]] builtins may narrow them)")
     http_fetch: HttpFetchConfig = HttpFetchConfig()
     shell: ShellConfig = ShellConfig()
     memory: MemoryConfig = MemoryConfig()

@@ -23,8 +23,10 @@ class DiscordConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    enabled: bool = True
-    token_env: str = "DISCORD_BOT_TOKEN"
+    enabled: bool = Field(default=True,
+                          description="false: Discord is not served (the section is kept)")
+    token_env: str = Field(default="DISCORD_BOT_TOKEN",
+                           description="the variable holding the bot token")
     api_url: str = Field(default=DEFAULT_API_URL,
                          description="the REST base (a proxy or a test server); the gateway "
                          "is found from it (GET /gateway/bot)")
@@ -38,7 +40,9 @@ class DiscordConfig(BaseModel):
     allow_guilds: list[str] = Field(
         default_factory=list, description="only in these guilds (with allow_channels: or "
         "those channels; only allow_users, if listed)")
-    allow_channels: list[str] = Field(default_factory=list)
+    allow_channels: list[str] = Field(
+        default_factory=list, description="only in these channels and their threads (with "
+        "allow_guilds: or those guilds; only allow_users, if listed)")
     allow_users: list[str] = Field(
         default_factory=list, description="only these users (in the listed guilds and "
         "channels, if any)")
@@ -50,7 +54,8 @@ class DiscordConfig(BaseModel):
     rules: list[RuleConfig] = Field(
         default_factory=list, description="explicit rules, added to what the keys above "
         "grant: a place (guild or channel id, 'dm' or '*'), optional users, rights")
-    reply_to_bots: bool = False
+    reply_to_bots: bool = Field(default=False, description=(
+        "true: other bots' messages are taken like people's (never the bot's own)"))
     reconnect_max_s: float = Field(
         default=60.0, gt=0, description="while Discord cannot be reached at start, the longest "
         "wait between attempts (they back off from 1 s, with jitter)")

@@ -52,7 +52,8 @@ class HttpConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    enabled: bool = True
+    enabled: bool = Field(default=True,
+                          description="false: `maiden run` serves no HTTP at all")
     host: str = Field(default="127.0.0.1",
                       description="anything but loopback needs a token (token_env)")
     port: int = Field(default=8765, ge=0, le=65535, description="0: any free port")
@@ -149,7 +150,8 @@ class OpenAIApiConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    enabled: bool = True
+    enabled: bool = Field(default=True, description=(
+        "false: no OpenAI routes (/v1/chat/completions, /v1/responses, /v1/models)"))
     thread_from_user: bool = Field(default=False, description=(
         "a request's 'user' names its thread (openai:user:{user}), as X-Maiden-Thread does"))
     client_tools: Literal["refuse", "ignore"] = Field(default="refuse", description=(

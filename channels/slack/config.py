@@ -31,13 +31,17 @@ class SlackConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    enabled: bool = True
+    enabled: bool = Field(default=True,
+                          description="false: Slack is not served (the section is kept)")
     mode: Literal["socket", "http"] = Field(
         default="socket", description="socket: Socket Mode (needs app_token_env); http: the "
         "Events API at POST /slack/events on the HTTP API (needs signing_secret_env)")
-    bot_token_env: str = "SLACK_BOT_TOKEN"
-    app_token_env: str = "SLACK_APP_TOKEN"
-    signing_secret_env: str = "SLACK_SIGNING_SECRET"
+    bot_token_env: str = Field(default="SLACK_BOT_TOKEN",
+                               description="the variable holding the bot token (xoxb-...)")
+    app_token_env: str = Field(default="SLACK_APP_TOKEN", description=(
+        "mode socket: the variable holding the app-level token (xapp-...)"))
+    signing_secret_env: str = Field(default="SLACK_SIGNING_SECRET", description=(
+        "mode http: the variable holding the signing secret requests are verified with"))
     api_url: str = Field(default=DEFAULT_API_URL,
                          description="the Web API base (a proxy, GovSlack, a test server)")
     file_hosts: list[str] = Field(
@@ -59,7 +63,8 @@ class SlackConfig(BaseModel):
     rules: list[RuleConfig] = Field(
         default_factory=list, description="explicit rules, added to what the keys above "
         "grant: a place (channel id, 'dm' or '*'), optional users, rights")
-    reply_to_bots: bool = False
+    reply_to_bots: bool = Field(default=False, description=(
+        "true: other bots' messages are taken like people's (never the bot's own)"))
     suggested_prompts: list[str] = Field(
         default_factory=list, description="up to four prompts offered when a person opens a "
         "new assistant thread (the assistant view)")

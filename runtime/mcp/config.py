@@ -49,7 +49,8 @@ class McpServerConfig(BaseModel):
         "HTTP header -> the environment variable holding its value (url servers)"))
     command: str | None = Field(default=None, validate_default=True,
                                 description="the program that runs a stdio server")
-    args: list[str] = Field(default_factory=list)
+    args: list[str] = Field(default_factory=list,
+                            description="the arguments command is started with")
     env: dict[str, str] = Field(default_factory=dict,
                                 description="extra environment variables, literal values")
     env_from: list[str] = Field(default_factory=list, description=(

@@ -54,18 +54,20 @@ async def schedule_history(
     return SlotHistory.model_validate({"name": name, "slots": slots})
 
 
-@router.post("/v1/schedules/{name}/pause", dependencies=_operate,
-             responses=problem_responses(*DENIED, 403, 404))
-async def pause_schedule(name: str, api: Api) -> Response:
+@router.post("/v1/schedules/{name}/pause", dependencies=_operate, status_code=204,
+             response_class=Response,
+             responses={204: {"description": "paused (or it already was)"},
+                        **problem_responses(*DENIED, 403, 404)})
+async def pause_schedule(name: str, api: Api) -> None:
     """Pause a schedule (its slots are not run until it is resumed)."""
     await _schedules(api).set_paused(name, True)
-    return Response(status_code=204)
 
 
-@router.post("/v1/schedules/{name}/resume", dependencies=_operate,
-             responses=problem_responses(*DENIED, 403, 404))
-async def resume_schedule(name: str, api: Api) -> Response:
+@router.post("/v1/schedules/{name}/resume", dependencies=_operate, status_code=204,
+             response_class=Response,
+             responses={204: {"description": "resumed (or it was not paused)"},
+                        **problem_responses(*DENIED, 403, 404)})
+async def resume_schedule(name: str, api: Api) -> None:
     """Resume a paused schedule: it fires from its next slot on (the slots missed while
     it was paused are not caught up)."""
     await _schedules(api).set_paused(name, False)
-    return Response(status_code=204)
