@@ -13,7 +13,11 @@ per process. The 👍 / 👎 under an answer carry its run the same way (``feedb
 
 Replicas: Discord wants one gateway connection per shard, so only the process holding the
 store's lease ``discord:gateway:{bot}`` connects; the others stand by (still posting
-replies over REST) and one takes over when the holder stops or dies.
+replies over REST) and one takes over when the holder stops or dies. A holder that loses
+the lease (the store out of reach for longer than its lifetime) closes its gateway
+connection only, and stands by as the others do: it still posts its runs' replies, and
+connects again once it holds the lease again. The channel stops (``closed``) only when it
+is closed, or its gateway connection ends for a reason of its own (a refused token).
 """
 
 from __future__ import annotations
@@ -92,7 +96,10 @@ class DiscordChannel:
         self.fetcher: FileFetcher | None = self.downloads
         self.bot = ""
         self._connecting: asyncio.Task[None] | None = None
-        self._standby: asyncio.Task[None] | None = None
+        """discord.py's ``connect``: the gateway connection while this replica holds it."""
+        self._gateway: asyncio.Task[None] | None = None
+        """The gateway over the channel's life (``_keep_gateway``); it ends when it stops."""
+        self._lease_lost = asyncio.Event()
         self.holder: str | None = None
         """Who holds the gateway connection, while another replica does."""
         self._background = Background(log, "maiden-discord")
@@ -200,28 +207,37 @@ class DiscordChannel:
             await self._connect()
         else:
             log.info("discord: standing by: %s holds the gateway connection", self.holder)
-            self._standby = asyncio.create_task(self._stand_by(), name="maiden-discord-standby")
+        self._gateway = asyncio.create_task(self._keep_gateway(), name="maiden-discord-lease")
 
     @property
     def lease(self) -> str:
         return f"discord:gateway:{self.bot}"
 
     async def _connect(self) -> None:
+        """Open the gateway connection and wait until it is ready; raise if it ends first.
+        The lease lost meanwhile, return: ``_keep_gateway`` closes it again."""
         self._connecting = asyncio.create_task(self.client.connect(reconnect=True),
                                                name="maiden-discord-gateway")
         ready = asyncio.create_task(self.client.ready.wait())
-        await asyncio.wait([ready, self._connecting], return_when=asyncio.FIRST_COMPLETED)
-        if ready.done():
-            self._background.spawn(self._register())
-        if not ready.done():
+        lost = asyncio.create_task(self._lease_lost.wait())
+        try:
+            await asyncio.wait([ready, lost, self._connecting],
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
             ready.cancel()
-            await self.__aexit__()
-            error = self._connecting.exception() if not self._connecting.cancelled() else None
-            if isinstance(error, discord.PrivilegedIntentsRequired):
-                raise ChannelRefused("Discord refused the message-content intent: enable it in "
-                                  "the developer portal (Bot → Privileged Gateway Intents → "
-                                  "Message Content Intent)") from error
-            raise MaidenError(f"the Discord gateway did not connect: {error!r}") from error
+            lost.cancel()
+        if self.client.ready.is_set():
+            self._background.spawn(self._register())
+            return
+        if self._lease_lost.is_set() and not self._connecting.done():
+            return
+        await self.__aexit__()
+        error = self._connecting.exception() if not self._connecting.cancelled() else None
+        if isinstance(error, discord.PrivilegedIntentsRequired):
+            raise ChannelRefused("Discord refused the message-content intent: enable it in "
+                                 "the developer portal (Bot → Privileged Gateway Intents → "
+                                 "Message Content Intent)") from error
+        raise MaidenError(f"the Discord gateway did not connect: {error!r}") from error
 
     async def _register(self) -> None:
         """``/maiden`` in the allowed guilds (every guild the bot is in, without any)."""
@@ -236,9 +252,38 @@ class DiscordChannel:
         finally:
             self.tried_registering.set()
 
+    async def _keep_gateway(self) -> None:
+        """The gateway for as long as the channel serves: connected while this replica holds
+        the lease; standing by while another does, or after losing it. Ends (raising what
+        ended it) only when the connection ends on its own or cannot be made."""
+        while True:
+            if self.holder is not None:
+                await self._stand_by()
+            assert self._connecting is not None
+            lost = asyncio.create_task(self._lease_lost.wait())
+            try:
+                await asyncio.wait([lost, self._connecting],
+                                   return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                lost.cancel()
+            if not self._lease_lost.is_set():
+                self._connecting.result()
+                return
+            await self._give_up_gateway()
+
+    async def _give_up_gateway(self) -> None:
+        """The lease lost: another replica may hold the gateway now. Close this one's
+        connection, keep its REST session (replies of the runs it drives still go out),
+        and stand by as a replica that never held it does."""
+        self._lease_lost.clear()
+        self.holder = "another replica"
+        assert self._connecting is not None
+        await self.client.disconnect(self._connecting)
+        log.info("discord: gateway connection closed; standing by for the lease")
+
     async def _stand_by(self) -> None:
-        """Until this replica holds the gateway lease (its holder stopped or died); then
-        connect."""
+        """Until this replica holds the gateway lease (its holder stopped or died, or the
+        store answers again after this one lost it); then connect."""
         while self.holder is not None:
             await asyncio.sleep(self.runtime.settings.poll_interval_s)
             try:
@@ -250,16 +295,17 @@ class DiscordChannel:
 
     def _lost(self) -> None:
         log.error("discord: lost the gateway lease (the store was out of reach too long); "
-                  "closing this replica's gateway connection, another replica takes over")
-        self._background.spawn(self.client.close())
+                  "closing this replica's gateway connection and standing by: another "
+                  "replica takes over, or this one once it holds the lease again")
+        self._lease_lost.set()
 
     async def __aexit__(self, *exc: object) -> None:
         if self._starting is not None and self._starting is not asyncio.current_task():
             self._starting.cancel()
             await asyncio.gather(self._starting, return_exceptions=True)
-        if self._standby is not None and self._standby is not asyncio.current_task():
-            self._standby.cancel()
-            await asyncio.gather(self._standby, return_exceptions=True)
+        if self._gateway is not None and self._gateway is not asyncio.current_task():
+            self._gateway.cancel()
+            await asyncio.gather(self._gateway, return_exceptions=True)
         await self._background.close()
         await self.client.close()
         if self._connecting is not None:
@@ -301,14 +347,17 @@ class DiscordChannel:
         closed, and is answered after the next start only if it was stored."""
 
     async def closed(self) -> None:
+        """Returns when the channel stops: closed, refused, or its gateway connection ended
+        on its own (raising what ended it). Losing the gateway lease is not stopping: the
+        replica stands by."""
         if self._starting is not None:
             await asyncio.shield(self._starting)
-            if self._connecting is None and self._standby is None:
+            if self._gateway is None:
                 return  # gave up connecting
-        if self._standby is not None:
-            await asyncio.shield(self._standby)
-        assert self._connecting is not None, "not started"
-        await asyncio.shield(self._connecting)
+        assert self._gateway is not None, "not started"
+        await asyncio.wait([self._gateway])
+        if not self._gateway.cancelled():  # cancelled: closed
+            self._gateway.result()
 
     # -- inbound -------------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """discord.py's client as maiden uses it: REST calls sent to ``api_url``, events handed to
-the channel."""
+the channel, and a gateway connection that can be closed and opened again while the REST
+session stays open (a replica that loses the gateway lease still posts its replies)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,29 @@ class GatewayClient(discord.AutoShardedClient):
         super().__init__(**options)
         self.maiden = channel
         self.ready = asyncio.Event()
+
+    async def connect(self, *, reconnect: bool = True) -> None:
+        # Each connection asks ``GET /gateway/bot`` (on api_url) for its gateway and shard
+        # count: with a shard count already set, discord.py connects to Discord's default
+        # gateway instead.
+        self.shard_count = None  # type: ignore[assignment]  # (typed int once launched)
+        await super().connect(reconnect=reconnect)
+
+    async def disconnect(self, connecting: asyncio.Task[None]) -> None:
+        """Close the gateway connection and keep the REST session (discord.py's ``close``
+        closes both): ``connecting``, the task running ``connect``, ends; each shard's
+        websocket is closed and its reader stopped. ``connect`` opens the gateway again."""
+        self.ready.clear()
+        while not connecting.done():
+            # A shard re-identifying swallows one cancellation (discord.py's
+            # ``Shard.reidentify``); the next one ends connect's loop where it waits.
+            connecting.cancel()
+            await asyncio.wait([connecting], timeout=0.1)
+        for shard in self.shards.values():
+            await shard.disconnect()
+        # The asyncio objects login made, anew: an empty event queue (what the old shards
+        # queued never reaches the next connection) and not ready.
+        await self._async_setup_hook()
 
     async def on_ready(self) -> None:
         self.ready.set()

@@ -388,7 +388,7 @@ def test_discord_answers_twice_under_a_stale_note_or_out_of_order_are_violations
     assert [(v.invariant, v.known) for v in found] == [(1, None)]  # finding 4: fixed
     people, sent, stored = _discord_seen({"m80001": [b], "m80000": [a]}, ["m80000", "m80001"])
     found = check_discord(make_plan(1, 30, "sqlite", 1), sent, stored, people)
-    assert [(v.invariant, v.known) for v in found] == [(1, "discord-replies-out-of-order")]
+    assert [(v.invariant, v.known) for v in found] == [(1, None)]  # finding 5: fixed
     people, sent, stored = _discord_seen({"m80000": ["answer to m8"]}, ["m80000"])
     found = check_discord(make_plan(1, 30, "sqlite", 1), sent, stored, people)
     assert sorted((v.invariant, v.known) for v in found) == [(1, None), (1, None), (4, None)]

@@ -8,6 +8,7 @@ import signal
 import sys
 from pathlib import Path
 
+from runtime import SQLiteStore
 from tests.fakes.discord import BOT_ID, GENERAL_ID, GUILD_ID, HUMAN_ID, FakeDiscord, World
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,6 +83,52 @@ async def test_run_serves_discord_until_sigterm(home: Path) -> None:
             assert proc.returncode == 0, err.decode()
             # maiden uses no voice: discord.py's warnings about voice's packages are noise.
             assert "PyNaCl" not in err.decode() and "davey" not in err.decode()
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+
+
+async def test_run_stays_up_when_it_loses_the_gateway_lease(home: Path) -> None:
+    """The store's gateway lease taken from `maiden run` (by a replica that found it dead):
+    it closes its gateway connection and stands by instead of stopping, connects again once
+    the lease is free, and answers (chaos/README.md, finding 5)."""
+    toml = home / "agent.toml"
+    async with FakeDiscord() as fake:
+        configure(home, fake)
+        text = toml.read_text()
+        assert text.count('concurrency = "global"\n') == 1  # in [runtime]
+        toml.write_text(text.replace(
+            'concurrency = "global"\n',
+            'concurrency = "global"\nlease_ttl_s = 1\npoll_interval_s = 0.1\n'))
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot", "run", cwd=home, env=env(fake),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        assert proc.stdout is not None
+        try:
+            banner = ""
+            while not banner.endswith("Ctrl-C stops.\n"):
+                line = await asyncio.wait_for(proc.stdout.readline(), 60)
+                assert line, banner
+                banner += line.decode()
+            link = fake.gateway.live()
+            assert link is not None
+            async with SQLiteStore(home / "data" / "maiden.db") as store:
+                (lease,) = [x for x in await store.leases()
+                            if x.name.startswith("discord:gateway:")]
+                assert await store.take_lease(lease.name, "other/1@elsewhere", 30,
+                                              steal_from=lease.holder) is None
+                await fake.until(lambda: link.ws.closed, what="the gateway closed", timeout=30)
+                await store.release_leases("other/1@elsewhere")  # the other replica stops
+            await fake.identified(2, timeout=30)  # connected again: still running
+            await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> still here?",
+                                    mentions=[BOT_ID])
+            (_, reply) = await fake.wait_messages(GENERAL_ID, 2, timeout=30)
+            assert reply["content"] == "echo: still here?"
+            proc.send_signal(signal.SIGTERM)
+            _, err = await asyncio.wait_for(proc.communicate(), 30)
+            assert proc.returncode == 0, err.decode()
+            assert "lost the gateway lease" in err.decode()
         finally:
             if proc.returncode is None:
                 proc.kill()

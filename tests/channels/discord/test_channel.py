@@ -26,7 +26,6 @@ from runtime import (
     ToolRegistry,
     tool,
 )
-from runtime.leases import holder_name
 from tests.fakes.discord import (
     BOT_ID,
     DM_ID,
@@ -59,13 +58,14 @@ class Discord:
 @asynccontextmanager
 async def running(fake: FakeDiscord, db: Path, *, provider: Provider | None = None,
                   tools: tuple[Tool, ...] = (deploy,), agent: AgentConfig | None = None,
+                  settings: RuntimeConfig | None = None,
                   **overrides: Any) -> AsyncIterator[Discord]:
     fields: dict[str, Any] = {"api_url": fake.api_url, "file_hosts": [fake.cdn_url],
                               "allow_users": [str(HUMAN_ID)]}
     fields.update(overrides)
     async with SQLiteStore(db) as store:
         runtime = Runtime(store, provider or EchoProvider(), ToolRegistry(tools), agent=agent,
-                          settings=RuntimeConfig(poll_interval_s=0.1))
+                          settings=settings or RuntimeConfig(poll_interval_s=0.1))
         async with runtime:
             channel = DiscordChannel(runtime, DiscordConfig(**fields), fake.token,
                                      guild_ready_timeout=0.05)
@@ -312,23 +312,3 @@ async def test_one_gateway_connection_among_replicas(fake: FakeDiscord, tmp_path
         await settle(second, 1)
         assert [m["content"] for m in first.replies()] == ["echo: one", "echo: two"]
 
-
-async def test_a_replica_that_loses_the_gateway_lease_disconnects(
-        fake: FakeDiscord, tmp_path: Path) -> None:
-    """Its lease taken over (another replica found it dead: here, forced), the holder cannot
-    renew it and closes its gateway connection rather than run a second one; `maiden run`
-    then stops with that channel."""
-    async with SQLiteStore(tmp_path / "maiden.db") as store:
-        runtime = Runtime(store, EchoProvider(), settings=RuntimeConfig(poll_interval_s=0.05,
-                                                                       lease_ttl_s=0.3))
-        async with runtime:
-            channel = DiscordChannel(runtime, DiscordConfig(api_url=fake.api_url), fake.token,
-                                     guild_ready_timeout=0.05)
-            async with channel:
-                assert channel.holder is None and channel.client.is_ready()
-                mine = holder_name(runtime.instance_id)  # this process, as a holder
-                assert await store.take_lease(channel.lease, "other/1@elsewhere", 30,
-                                              steal_from=mine) is None
-                async with asyncio.timeout(10):
-                    await channel.closed()
-                assert channel.client.is_closed()
