@@ -41,6 +41,7 @@ from runtime import (
     RunError,
     Runtime,
     ScheduleService,
+    StoreError,
 )
 
 from ..access import Place, Right
@@ -48,6 +49,7 @@ from ..clicks import Click, bind
 from ..commands import Commands, markdown_label
 from ..downloads import Downloader
 from ..feedback import record_vote
+from ..intake import NOT_TAKEN, Intake
 from ..origins import DISCORD_FILE_ORIGINS
 from ..prompts import refusal_text
 from ..retry import Backoff, ChannelRefused, Unreachable, keep_trying, reason_of
@@ -103,6 +105,7 @@ class DiscordChannel:
         self.holder: str | None = None
         """Who holds the gateway connection, while another replica does."""
         self._background = Background(log, "maiden-discord")
+        self._intake = Intake(runtime, "discord")
         self.tree = make_tree(self.client)
         """``/maiden``'s definition, synced to the guilds once connected."""
         self.slash = SlashCommands(Commands(runtime, schedules, link=self._link,
@@ -396,12 +399,19 @@ class DiscordChannel:
         if not found.text and not found.files:
             return
         try:
-            run = await self.runtime.submit(
+            run = await self._intake.submit(
                 found.thread_id, found.text, idempotency_key=found.key, fetch=found.files,
                 origin=Origin(channel=self.name, target=found.target, user=found.user,
                               place=place.ids, direct=place.direct))
         except RunError as exc:
             log.warning("discord: message %s not taken: %s", found.message, exc)
+            return
+        except StoreError as exc:
+            # Discord delivers a message once: say so to the person, who sends it again.
+            log.error("discord: message %s not taken, the store failed: %s", found.message,
+                      exc)
+            with contextlib.suppress(discord.HTTPException):
+                await message.reply(NOT_TAKEN, mention_author=False)
             return
         if run.state in ACTIVE_STATES and run.id not in self._typing:
             self._typing.add(run.id)
