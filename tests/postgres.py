@@ -2,7 +2,7 @@
 
 ``MAIDEN_TEST_PG_DSN`` names the server (a local trust-auth one by default). Tests that
 need it call ``require_postgres()``, which skips them, with one line, when it does not
-answer; CI has one.
+answer; CI has one. ``cuttable`` puts a proxy the test can cut between a store and it.
 """
 
 from __future__ import annotations
@@ -10,14 +10,17 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from urllib.parse import urlsplit, urlunsplit
 from uuid import uuid4
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
 
+from chaos.proxy import Proxy
 from runtime.stores.dsn import redact_dsn
 
-__all__ = ["PG_DSN", "SKIP_REASON", "fresh_schema", "postgres_reachable", "require_postgres"]
+__all__ = ["PG_DSN", "SKIP_REASON", "cuttable", "fresh_schema", "postgres_reachable",
+           "require_postgres"]
 
 PG_DSN = os.environ.get("MAIDEN_TEST_PG_DSN", "postgresql://root@127.0.0.1:5432/test")
 
@@ -61,3 +64,15 @@ async def fresh_schema() -> AsyncIterator[str]:
             await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         finally:
             await conn.close()
+
+
+@asynccontextmanager
+async def cuttable() -> AsyncIterator[tuple[Proxy, str]]:
+    """A TCP proxy to the server (the chaos soak's own: ``cut()`` aborts every connection
+    through it and refuses new ones until ``restore()``), and ``PG_DSN`` by way of it."""
+    await require_postgres()
+    parts = urlsplit(PG_DSN)
+    async with Proxy(parts.hostname or "127.0.0.1", parts.port or 5432) as proxy:
+        user = f"{parts.username}@" if parts.username else ""
+        yield proxy, urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{proxy.port}"))
+

@@ -5,10 +5,8 @@ PostgreSQL server is cut off by the soak's own TCP proxy (chaos/proxy.py)."""
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -17,39 +15,22 @@ from chaos.proxy import Proxy
 from runtime import EchoProvider, Run, Runtime, StoreError
 from runtime.runs import new_run_id
 from runtime.stores.postgres import PostgresStore
-from tests.postgres import PG_DSN, fresh_schema
-
-
-class Heard(logging.Handler):
-    """Sets ``said`` when a record holding ``text`` is logged."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text, self.said = text, asyncio.Event()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if self.text in record.getMessage():
-            self.said.set()
+from tests.logs import Heard
+from tests.postgres import cuttable, fresh_schema
 
 
 @asynccontextmanager
 async def cut_store() -> AsyncIterator[tuple[Proxy, PostgresStore]]:
     """A store opened through the proxy, then cut off, with a run queued in it."""
-    async with fresh_schema() as schema, Proxy("127.0.0.1", urlsplit(PG_DSN).port or 5432) \
-            as proxy:
-        parts = urlsplit(PG_DSN)
-        user = f"{parts.username}@" if parts.username else ""
-        dsn = urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{proxy.port}"))
-        async with PostgresStore(dsn, schema=schema, pool_size=2) as store:
-            await store.create_run(Run(id=new_run_id(0.0), thread_id="t", text="left"))
-            proxy.cut()
-            yield proxy, store
+    async with fresh_schema() as schema, cuttable() as (proxy, dsn), \
+            PostgresStore(dsn, schema=schema, pool_size=2) as store:
+        await store.create_run(Run(id=new_run_id(0.0), thread_id="t", text="left"))
+        proxy.cut()
+        yield proxy, store
 
 
 async def test_recovery_waits_for_the_store_to_come_back() -> None:
-    heard = Heard("recovery stopped on a store error")
-    logging.getLogger("maiden").addHandler(heard)
-    try:
+    with Heard("maiden", "recovery stopped on a store error") as heard:
         async with cut_store() as (proxy, store):
             rt = Runtime(store, EchoProvider())
             starting = asyncio.create_task(start_runtime(rt, wait_s=30))
@@ -60,9 +41,7 @@ async def test_recovery_waits_for_the_store_to_come_back() -> None:
                 recovered = await asyncio.wait_for(starting, 30)
             finally:
                 await rt.close()
-        assert [(r.text, r.reply) for r in recovered] == [("left", "echo: left")]
-    finally:
-        logging.getLogger("maiden").removeHandler(heard)
+    assert [(r.text, r.reply) for r in recovered] == [("left", "echo: left")]
 
 
 async def test_a_store_out_of_reach_past_the_wait_stops_the_start() -> None:

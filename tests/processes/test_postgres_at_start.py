@@ -10,18 +10,10 @@ from __future__ import annotations
 import os
 import signal
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-from chaos.proxy import Proxy
-from tests.postgres import PG_DSN, fresh_schema
+from tests.postgres import cuttable, fresh_schema
 from tests.processes.test_channels_down_at_boot import maiden_run
 from tests.processes.test_postgres_cli import ROOT, maiden, use_postgres
-
-
-def through(proxy: Proxy) -> str:
-    parts = urlsplit(PG_DSN)
-    user = f"{parts.username}@" if parts.username else ""
-    return urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{proxy.port}"))
 
 
 def environ(dsn: str) -> dict[str, str]:
@@ -29,18 +21,17 @@ def environ(dsn: str) -> dict[str, str]:
 
 
 async def test_maiden_run_waits_for_a_server_out_of_reach(home: Path) -> None:
-    async with fresh_schema() as schema, Proxy("127.0.0.1", urlsplit(PG_DSN).port or 5432) \
-            as proxy:
+    async with fresh_schema() as schema, cuttable() as (proxy, dsn):
         use_postgres(home, schema)
         proxy.cut()
-        async with maiden_run(home, environ(through(proxy))) as (proc, out, err):
+        async with maiden_run(home, environ(dsn)) as (proc, out, err):
             waiting = await err.wait_for("is out of reach")
             # (the connection string is a secret: the log shows it redacted)
             assert f"the store (postgres at [redacted], schema {schema}) is out of reach (" \
                 in waiting and "trying again in 0.5 s" in waiting, waiting
             assert proc.returncode is None
             # A one-shot command does not wait: it says what is wrong, at once.
-            code, _, said = await maiden(home, "send", "t1", "hi", dsn=through(proxy))
+            code, _, said = await maiden(home, "send", "t1", "hi", dsn=dsn)
             assert code == 2 and "store.dsn_env: cannot open the postgres store" in said
             proxy.restore()
             await out.wait_for("Ctrl-C stops.")
@@ -49,14 +40,13 @@ async def test_maiden_run_waits_for_a_server_out_of_reach(home: Path) -> None:
 
 
 async def test_maiden_run_stops_once_open_wait_s_is_over(home: Path) -> None:
-    async with fresh_schema() as schema, Proxy("127.0.0.1", urlsplit(PG_DSN).port or 5432) \
-            as proxy:
+    async with fresh_schema() as schema, cuttable() as (proxy, dsn):
         use_postgres(home, schema)
         text = (home / "agent.toml").read_text()
         (home / "agent.toml").write_text(text.replace("[store]\n", "[store]\nopen_wait_s = 1\n",
                                                       1))
         proxy.cut()
-        async with maiden_run(home, environ(through(proxy))) as (proc, _, err):
+        async with maiden_run(home, environ(dsn)) as (proc, _, err):
             assert await proc.wait() == 2
             await err.wait_for("(tried for 1 s)")
             assert "store.dsn_env: cannot open the postgres store" in err.text()

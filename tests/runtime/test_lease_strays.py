@@ -11,25 +11,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from chaos.proxy import Proxy
 from runtime.errors import StoreError
 from runtime.leases import Leases
 from runtime.stores.postgres import PostgresStore
-from tests.postgres import PG_DSN, fresh_schema
+from tests.postgres import PG_DSN, cuttable, fresh_schema
 
 TTL_S = 1.5
 WAIT_S = 10.0
-
-
-def through(proxy: Proxy) -> str:
-    """``PG_DSN`` by way of the proxy."""
-    parts = urlsplit(PG_DSN)
-    host = f"{parts.username}@" if parts.username else ""
-    return urlunsplit(parts._replace(netloc=f"{host}127.0.0.1:{proxy.port}"))
 
 
 async def held(store: PostgresStore) -> set[str]:
@@ -46,9 +37,9 @@ async def until(check: Callable[[], Awaitable[bool]]) -> None:
 @pytest.mark.parametrize("fails", ["release", "take"])
 async def test_a_lease_let_go_of_in_a_store_cut_is_given_up_once_it_is_back(
         fails: str) -> None:
-    async with fresh_schema() as schema, Proxy("127.0.0.1", urlsplit(PG_DSN).port or 5432) \
-            as proxy, PostgresStore(PG_DSN, schema=schema, pool_size=2) as seen, \
-            PostgresStore(through(proxy), schema=schema, pool_size=2) as store:
+    async with fresh_schema() as schema, cuttable() as (proxy, dsn), \
+            PostgresStore(PG_DSN, schema=schema, pool_size=2) as seen, \
+            PostgresStore(dsn, schema=schema, pool_size=2) as store:
         leases = Leases(store, "r0", TTL_S)
         try:
             assert await leases.take("role:discord-gateway") is None  # kept all along
@@ -77,9 +68,9 @@ async def test_a_lease_let_go_of_in_a_store_cut_is_given_up_once_it_is_back(
 async def test_a_stray_taken_again_is_kept() -> None:
     """A lease let go of in a cut, then taken again once the store is back, before the
     renewal that would give it up: it is this runtime's, and stays."""
-    async with fresh_schema() as schema, Proxy("127.0.0.1", urlsplit(PG_DSN).port or 5432) \
-            as proxy, PostgresStore(PG_DSN, schema=schema, pool_size=2) as seen, \
-            PostgresStore(through(proxy), schema=schema, pool_size=2) as store:
+    async with fresh_schema() as schema, cuttable() as (proxy, dsn), \
+            PostgresStore(PG_DSN, schema=schema, pool_size=2) as seen, \
+            PostgresStore(dsn, schema=schema, pool_size=2) as store:
         leases = Leases(store, "r0", TTL_S)
         try:
             assert await leases.take("thread:t") is None

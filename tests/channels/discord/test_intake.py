@@ -7,10 +7,8 @@ proxy (chaos/proxy.py); the fake Discord is driven by the real discord.py."""
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from urllib.parse import urlsplit, urlunsplit
 
 from channels.discord import DiscordConfig
 from channels.discord.channel import DiscordChannel
@@ -19,41 +17,26 @@ from chaos.proxy import Proxy
 from runtime import EchoProvider, Runtime, RuntimeConfig
 from runtime.stores.postgres import PostgresStore
 from tests.fakes.discord import BOT_ID, GENERAL_ID, HUMAN_ID, FakeDiscord
-from tests.postgres import PG_DSN, fresh_schema
-
-
-class Heard(logging.Handler):
-    """Sets ``said`` when a record holding ``text`` is logged."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text, self.said = text, asyncio.Event()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if self.text in record.getMessage():
-            self.said.set()
+from tests.logs import Heard
+from tests.postgres import cuttable, fresh_schema
 
 
 @asynccontextmanager
 async def on_a_store_that_can_be_cut() -> AsyncIterator[
         tuple[FakeDiscord, Proxy, Runtime, DiscordChannel]]:
-    async with fresh_schema() as schema, Proxy("127.0.0.1", urlsplit(PG_DSN).port or 5432) \
-            as proxy, FakeDiscord() as fake:
-        parts = urlsplit(PG_DSN)
-        user = f"{parts.username}@" if parts.username else ""
-        dsn = urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{proxy.port}"))
-        async with PostgresStore(dsn, schema=schema, pool_size=2) as store:
-            runtime = Runtime(store, EchoProvider(), settings=RuntimeConfig(poll_interval_s=0.1))
-            async with runtime:
-                channel = DiscordChannel(
-                    runtime, DiscordConfig(api_url=fake.api_url, file_hosts=[fake.cdn_url],
-                                           allow_users=[str(HUMAN_ID)]),
-                    fake.token, guild_ready_timeout=0.05)
-                async with channel:
-                    assert channel.deliverer is not None
-                    runtime.add_deliverer("discord", channel.deliverer)
-                    yield fake, proxy, runtime, channel
-                await runtime.idle()
+    async with fresh_schema() as schema, cuttable() as (proxy, dsn), FakeDiscord() as fake, \
+            PostgresStore(dsn, schema=schema, pool_size=2) as store:
+        runtime = Runtime(store, EchoProvider(), settings=RuntimeConfig(poll_interval_s=0.1))
+        async with runtime:
+            channel = DiscordChannel(
+                runtime, DiscordConfig(api_url=fake.api_url, file_hosts=[fake.cdn_url],
+                                       allow_users=[str(HUMAN_ID)]),
+                fake.token, guild_ready_timeout=0.05)
+            async with channel:
+                assert channel.deliverer is not None
+                runtime.add_deliverer("discord", channel.deliverer)
+                yield fake, proxy, runtime, channel
+            await runtime.idle()
 
 
 def replies(fake: FakeDiscord) -> list[str]:
@@ -62,9 +45,7 @@ def replies(fake: FakeDiscord) -> list[str]:
 
 
 async def test_messages_sent_in_a_store_cut_are_answered_once_in_order() -> None:
-    heard = Heard("not taken yet")
-    logging.getLogger("maiden.channels").addHandler(heard)
-    try:
+    with Heard("maiden.channels", "not taken yet") as heard:
         async with on_a_store_that_can_be_cut() as (fake, proxy, runtime, channel):
             proxy.cut()
             for text in ("first", "second", "third"):
@@ -78,8 +59,6 @@ async def test_messages_sent_in_a_store_cut_are_answered_once_in_order() -> None
             assert replies(fake) == ["echo: first", "echo: second", "echo: third"]
             assert [r.text for r in await runtime.records.runs()] == \
                 ["first", "second", "third"]
-    finally:
-        logging.getLogger("maiden.channels").removeHandler(heard)
 
 
 async def test_a_message_the_store_does_not_take_in_time_is_answered_so() -> None:
