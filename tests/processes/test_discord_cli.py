@@ -10,6 +10,7 @@ from pathlib import Path
 
 from runtime import SQLiteStore
 from tests.fakes.discord import BOT_ID, GENERAL_ID, GUILD_ID, HUMAN_ID, FakeDiscord, World
+from tests.processes.test_channels_down_at_boot import maiden_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -101,16 +102,8 @@ async def test_run_stays_up_when_it_loses_the_gateway_lease(home: Path) -> None:
         toml.write_text(text.replace(
             'concurrency = "global"\n',
             'concurrency = "global"\nlease_ttl_s = 1\npoll_interval_s = 0.1\n'))
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot", "run", cwd=home, env=env(fake),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        assert proc.stdout is not None
-        try:
-            banner = ""
-            while not banner.endswith("Ctrl-C stops.\n"):
-                line = await asyncio.wait_for(proc.stdout.readline(), 60)
-                assert line, banner
-                banner += line.decode()
+        async with maiden_run(home, env(fake)) as (proc, out, err):
+            await out.wait_for("Ctrl-C stops.")
             link = fake.gateway.live()
             assert link is not None
             async with SQLiteStore(home / "data" / "maiden.db") as store:
@@ -126,13 +119,8 @@ async def test_run_stays_up_when_it_loses_the_gateway_lease(home: Path) -> None:
             (_, reply) = await fake.wait_messages(GENERAL_ID, 2, timeout=30)
             assert reply["content"] == "echo: still here?"
             proc.send_signal(signal.SIGTERM)
-            _, err = await asyncio.wait_for(proc.communicate(), 30)
-            assert proc.returncode == 0, err.decode()
-            assert "lost the gateway lease" in err.decode()
-        finally:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
+            assert await asyncio.wait_for(proc.wait(), 30) == 0, err.text()
+            await err.wait_for("lost the gateway lease")
 
 
 async def test_run_without_the_message_content_intent_says_so(home: Path) -> None:
