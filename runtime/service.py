@@ -487,9 +487,10 @@ class Runtime:
         """
         reason = f"cancelled by {by}" if by else "cancelled"
         for _ in range(5):
-            if await self._workers.cut_off(run_id, reason):
-                return await self._store.get_run(run_id)
+            cut = await self._workers.cut_off(run_id, reason)
             run = await self._store.get_run(run_id)
+            if cut and run.terminal:
+                return run
             if run.state is S.CANCELLED:
                 return run
             if run.terminal:

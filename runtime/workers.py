@@ -194,15 +194,20 @@ class Workers:
 
     async def cut_off(self, run_id: str, reason: str) -> bool:
         """Cancel the run this process drives, for ``reason``, and wait until its worker
-        is done with it (it ends ``cancelled``); False if no worker here drives it."""
+        is done with it (it ends ``cancelled``); False if no worker here drives it, or its
+        task had ended (paused or ended) before it could be cut off."""
         driving = self._driving.get(run_id)
         if driving is None:
             return False
         task, settled = driving
         self._driver.cancel_reasons[run_id] = reason
-        task.cancel()
+        cut = task.cancel()
         await asyncio.wait([settled])
-        return True
+        if not cut:
+            # Its task had ended already (the run paused or ended a moment ago, and the
+            # worker had yet to see it): nothing was cut off here.
+            self._driver.cancel_reasons.pop(run_id, None)
+        return cut
 
     def tasks(self) -> list[asyncio.Task[None]]:
         return list(self._tasks.values())
