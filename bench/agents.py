@@ -29,7 +29,7 @@ from runtime import (
     ToolRegistry,
     Usage,
 )
-from runtime.runs import new_run_id
+from runtime.model.runs import new_run_id
 from runtime.stores.sqlite import Synchronous
 
 from .table import Row

@@ -22,7 +22,7 @@ from runtime import (
     Where,
     make_provider,
 )
-from runtime.mcp import tool_prefix
+from runtime.tools.mcp import tool_prefix
 
 from .config import MaidenConfig
 

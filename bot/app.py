@@ -46,7 +46,7 @@ from .opening import open_store, start_runtime
 from .wiring import make_channels
 
 if TYPE_CHECKING:
-    from runtime.mcp.group import McpServers
+    from runtime.tools.mcp.group import McpServers
 
 __all__ = ["YOUNG_OBJECTS", "App", "open_app", "open_channels", "open_runtime", "serve",
            "settle_heap"]
@@ -105,7 +105,7 @@ async def open_app(
         stack.push_async_callback(store.close)
         servers = None
         if mcp and cfg.mcp_servers:
-            from runtime.mcp import open_servers  # the MCP SDK loads only here
+            from runtime.tools.mcp import open_servers  # the MCP SDK loads only here
 
             servers = await stack.enter_async_context(
                 open_servers(cfg.mcp_servers, loaded.base_dir))

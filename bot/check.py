@@ -201,7 +201,7 @@ def _check_mcp(loaded: LoadedConfig) -> bool:
     if not servers:
         print("  mcp       not configured")
         return False
-    from runtime.mcp import check_servers  # the MCP SDK loads only here
+    from runtime.tools.mcp import check_servers  # the MCP SDK loads only here
 
     failed = False
     for report in asyncio.run(check_servers(servers, loaded.base_dir)):

@@ -162,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; its exit status. Ctrl-C where the command does not handle it
     itself (while it starts, say) ends it with one line, never a traceback."""
     # First of all: from here on no process of our uid (a tool's command) can read this
-    # one's environment or memory through /proc. See runtime.isolation.
+    # one's environment or memory through /proc. See runtime.tools.isolation.
     make_undumpable()
     try:
         return _main(argv)

@@ -30,7 +30,7 @@ from runtime import (
     StoreConfig,
     ToolsConfig,
 )
-from runtime.mcp import McpServerConfig
+from runtime.tools.mcp import McpServerConfig
 from schedules.config import Schedule, ScheduleConfig, load_schedules
 
 __all__ = ["ChannelsConfig", "LoadedConfig", "MaidenConfig", "SchedulesLimits", "load_config",

@@ -5,10 +5,6 @@ providers live in ``runtime.providers.anthropic`` / ``.openai`` (they import htt
 which commands that never call a model API do not pay for).
 """
 
-from .agentconfig import PROCESS_WIDE, AgentEntry, ProviderEntry
-from .agents import Agent, Agents, ToolView
-from .attachments import BlobInfo, FileRef, FileSource, Seeing, human_size, looks_like_html
-from .budget import BudgetConfig
 from .build import (
     describe_store,
     make_provider,
@@ -18,19 +14,18 @@ from .build import (
     store_versions,
 )
 from .builtins import BUILTIN_NAMES, BUILTIN_TOOLS
-from .caps import CapConfig, CapHit, Caps, period_bounds
-from .config import (
-    AgentConfig,
-    FilesConfig,
-    OtelConfig,
-    Prices,
-    ProviderConfig,
-    RuntimeConfig,
-    StoreConfig,
-    ToolsConfig,
+from .engine.agents import Agent, Agents, ToolView
+from .engine.caps import CapConfig, CapHit, Caps, period_bounds
+from .engine.files import FileFetcher, Files, prune_files
+from .engine.loop import DRIVABLE as DRIVABLE_STATES
+from .engine.tracing import (
+    NO_TRACING,
+    OtelTracing,
+    Tracing,
+    current_trace_id,
+    make_tracing,
+    probe_collector,
 )
-from .delivery import Deliverer, Uploader, UploadStarted
-from .entries import ENTRY, AssistantTurn, Entry, Notice, ToolCall, ToolResult, Usage, UserMessage
 from .errors import (
     ConfigError,
     ContextTooLong,
@@ -52,7 +47,31 @@ from .errors import (
     ToolDefinitionError,
     ToolFailure,
 )
-from .events import (
+from .logcontext import RUN_CONTEXT
+from .model.agentconfig import PROCESS_WIDE, AgentEntry, ProviderEntry
+from .model.attachments import BlobInfo, FileRef, FileSource, Seeing, human_size, looks_like_html
+from .model.budget import BudgetConfig
+from .model.config import (
+    AgentConfig,
+    FilesConfig,
+    OtelConfig,
+    Prices,
+    ProviderConfig,
+    RuntimeConfig,
+    StoreConfig,
+    ToolsConfig,
+)
+from .model.entries import (
+    ENTRY,
+    AssistantTurn,
+    Entry,
+    Notice,
+    ToolCall,
+    ToolResult,
+    Usage,
+    UserMessage,
+)
+from .model.events import (
     ApprovalRequested,
     ModelAnswered,
     RunEnded,
@@ -64,25 +83,9 @@ from .events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from .export import ThreadExport
-from .files import FileFetcher, Files, prune_files
-from .isolation import describe_isolation, make_undumpable
-from .logcontext import RUN_CONTEXT
-from .loop import DRIVABLE as DRIVABLE_STATES
-from .process import ProcessResult, run_process
-from .providers import (
-    EchoProvider,
-    ModelRequest,
-    ModelResponse,
-    Provider,
-    ScriptedProvider,
-    ScriptedTurn,
-)
-from .records import Records, ScheduleRecords
-from .registry import ToolRegistry
-from .requests import Lease, Note, NoteCall, ScheduleRecord, ScheduleService, SlotMark, Vote
-from .routing import RouteConfig, Where, person_key, place_key
-from .runs import (
+from .model.requests import Lease, Note, NoteCall, ScheduleRecord, ScheduleService, SlotMark, Vote
+from .model.routing import RouteConfig, Where, person_key, place_key
+from .model.runs import (
     TERMINAL,
     ApprovalDelivery,
     Decision,
@@ -99,7 +102,22 @@ from .runs import (
     idempotency_key,
     parse_target,
 )
+from .model.text import split_message
+from .model.toolspec import ToolSpec
+from .outbox.delivery import Deliverer, Uploader, UploadStarted
+from .outbox.streamer import Streamer, ToolUpdate, arguments_summary
+from .providers import (
+    EchoProvider,
+    ModelRequest,
+    ModelResponse,
+    Provider,
+    ScriptedProvider,
+    ScriptedTurn,
+)
 from .service import Runtime
+from .serving.export import ThreadExport
+from .serving.records import Records, ScheduleRecords
+from .serving.workers import ACTIVE as ACTIVE_STATES
 from .stores import (
     BlobStore,
     Checkpoint,
@@ -117,19 +135,11 @@ from .stores import (
     ThreadInfo,
 )
 from .stores.base import Spending, StoreStats
-from .streamer import Streamer, ToolUpdate, arguments_summary
-from .text import split_message
-from .tools import NOT_DONE, Effect, Tool, ToolContext, ToolFile, ToolImage, ToolSpec, tool
-from .tracing import (
-    NO_TRACING,
-    OtelTracing,
-    Tracing,
-    current_trace_id,
-    make_tracing,
-    probe_collector,
-)
+from .tools.base import NOT_DONE, Effect, Tool, ToolContext, ToolFile, ToolImage, tool
+from .tools.isolation import describe_isolation, make_undumpable
+from .tools.process import ProcessResult, run_process
+from .tools.registry import ToolRegistry
 from .version import maiden_version
-from .workers import ACTIVE as ACTIVE_STATES
 
 __all__ = [
     "ACTIVE_STATES",

@@ -7,18 +7,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .attachments.parts import Seeing
 from .builtins import builtin_tools
-from .config import ProviderConfig, StoreConfig, ToolsConfig
+from .engine.tracing import note_retry
 from .errors import ConfigError
+from .model.attachments.parts import Seeing
+from .model.config import ProviderConfig, StoreConfig, ToolsConfig
 from .providers.base import Provider
 from .providers.echo import EchoProvider
 from .providers.scripted import ScriptedProvider
-from .registry import ToolRegistry
 from .stores.base import Store
 from .stores.dsn import redact_dsn
 from .stores.files import FilesStore
 from .stores.sqlite import SQLiteStore
+from .tools.registry import ToolRegistry
 
 __all__ = ["describe_store", "make_provider", "make_store", "make_tools", "redact_dsn", "resolve"]
 
@@ -100,7 +101,7 @@ def _http_provider(cfg: ProviderConfig, env: Mapping[str, str]) -> Provider:
                             f"{key_env} is not set")])
     from .providers.http import Retry  # httpx loads only when a model API is used
 
-    retry = Retry(max_retries=cfg.max_retries)
+    retry = Retry(max_retries=cfg.max_retries, noted=note_retry)
     official = kind == "anthropic" or not cfg.base_url \
         or urlsplit(cfg.base_url).hostname == "api.openai.com"
     seeing = Seeing(images=cfg.vision, pdfs=cfg.pdf == "native" or (cfg.pdf == "auto"

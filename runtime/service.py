@@ -23,37 +23,37 @@ import uuid
 from collections.abc import AsyncGenerator, Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any
 
-from .agents import Agent, Agents
-from .attachments import FileRef, FileSource
-from .budget import BudgetConfig
-from .caps import CapConfig, Caps
-from .config import AgentConfig, FilesConfig, Prices, RuntimeConfig
-from .control import serve_requests
-from .decisions import approve_call, requeue
-from .delivery import Deliverer, Outbox, Sender
-from .drivers import Drivers
-from .erase import erase_thread
+from .engine.agents import Agent, Agents
+from .engine.caps import CapConfig, Caps
+from .engine.drivers import Drivers
+from .engine.files import Files
+from .engine.intake import new_run
+from .engine.loop import DRIVABLE, RunDriver
+from .engine.stops import record_stop
+from .engine.tracing import NO_TRACING, Tracing, traceparent_of
 from .errors import MaidenError, RunError, StaleWrite, StoreError
-from .events import EventBus, RunEvent, Subscription
-from .feedback import Feedback
-from .files import Files
-from .intake import new_run
-from .leases import Leases, describe_holder
-from .loop import DRIVABLE, RunDriver
-from .notes import Notes
-from .peers import Asked, Peers
+from .model.attachments import FileRef, FileSource
+from .model.budget import BudgetConfig
+from .model.config import AgentConfig, FilesConfig, Prices, RuntimeConfig
+from .model.decisions import approve_call, requeue
+from .model.events import EventBus, RunEvent, Subscription
+from .model.routing import Where
+from .model.runs import Origin, Run, RunState, Said, Transition
+from .outbox.delivery import Deliverer, Outbox, Sender
 from .providers.base import Provider
-from .records import Records
-from .registry import ToolRegistry
-from .routing import Where
-from .runs import Origin, Run, RunState, Said, Transition
-from .stops import record_stop
+from .serving.control import serve_requests
+from .serving.erase import erase_thread
+from .serving.feedback import Feedback
+from .serving.leases import Leases, describe_holder
+from .serving.notes import Notes
+from .serving.peers import Asked, Peers
+from .serving.records import Records
+from .serving.upkeep import RuntimeUpkeep
+from .serving.waiting import Waiting
+from .serving.workers import ACTIVE, Workers
 from .stores.base import Checkpoint, Store
 from .stores.erasure import Erased
-from .tracing import NO_TRACING, Tracing, traceparent_of
-from .upkeep import RuntimeUpkeep
-from .waiting import Waiting
-from .workers import ACTIVE, Workers
+from .tools.registry import ToolRegistry
 
 __all__ = ["ACTIVE", "Runtime"]
 

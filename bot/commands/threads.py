@@ -27,7 +27,7 @@ async def _threads(loaded: LoadedConfig, args: argparse.Namespace) -> int:
 
 
 async def _export(loaded: LoadedConfig, thread_id: str) -> int:
-    """The thread as JSON lines (``runtime.export`` says what each holds); ``NotFound``
+    """The thread as JSON lines (``runtime.serving.export`` says what each holds); ``NotFound``
     (exit 1) if there is no such thread."""
     from ..app import open_runtime
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import get_args
 
-from ..config import BuiltinTool, ToolsConfig
-from ..tools import Tool
+from ..model.config import BuiltinTool, ToolsConfig
+from ..tools.base import Tool
 
 __all__ = ["BUILTIN_NAMES", "BUILTIN_TOOLS", "builtin_tools"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ..tools import tool
+from ..tools.base import tool
 
 __all__ = ["clock"]
 

@@ -40,9 +40,9 @@ from typing import Any
 import httpx
 from bs4.dammit import EncodingDetector
 
-from ..config import HttpFetchConfig
 from ..errors import ToolFailure
-from ..tools import Tool
+from ..model.config import HttpFetchConfig
+from ..tools.base import Tool
 from .html_text import html_to_text
 from .netcheck import IPAddress, address_problem, host_problem, is_metadata, numeric_host
 

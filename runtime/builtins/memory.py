@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import MemoryConfig
-from ..notes import Notes
+from ..model.config import MemoryConfig
+from ..serving.notes import Notes
 from ..stores.erasure import thread_scope
-from ..tools import Tool, ToolContext, tool
+from ..tools.base import Tool, ToolContext, tool
 
 __all__ = ["make_memory"]
 

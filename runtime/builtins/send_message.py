@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..delivery import Sender
-from ..runs import TARGET_FORMS, ReplyDelivery, parse_target
-from ..tools import NOT_DONE, Tool, ToolContext, tool
+from ..model.runs import TARGET_FORMS, ReplyDelivery, parse_target
+from ..outbox.delivery import Sender
+from ..tools.base import NOT_DONE, Tool, ToolContext, tool
 
 __all__ = ["make_send_message"]
 

@@ -27,10 +27,11 @@ the agent's API keys and tokens stay out of reach of ``env``. Nor can it read th
 maiden's process (``cat /proc/$PPID/environ``): under bubblewrap when it works here
 (``[tools.shell] sandbox``; a PID namespace and ``/proc`` of its own), else in a session
 of its own under a non-dumpable maiden; and when maiden is root, always as the
-unprivileged ``[tools.shell] run_as`` user, since root reads any process (``runtime.isolation``
-says what each covers). If that user does not exist, is root, or cannot be switched to
-or cannot enter the working directory, the tool is refused at start. The working
-directory is where it starts, not a file sandbox: the command can write what its user can.
+unprivileged ``[tools.shell] run_as`` user, since root reads any process
+(``runtime.tools.isolation`` says what each covers). If that user does not exist, is root,
+or cannot be switched to or cannot enter the working directory, the tool is refused at
+start. The working directory is where it starts, not a file sandbox: the command can
+write what its user can.
 """
 
 from __future__ import annotations
@@ -41,11 +42,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ..config import ShellConfig
 from ..errors import ConfigError
-from ..isolation import bwrap_argv, bwrap_usable, check_drop, choose_user, euid
-from ..process import run_process
-from ..tools import Tool, ToolContext
+from ..model.config import ShellConfig
+from ..tools.base import Tool, ToolContext
+from ..tools.isolation import bwrap_argv, bwrap_usable, check_drop, choose_user, euid
+from ..tools.process import run_process
 
 __all__ = ["make_shell"]
 

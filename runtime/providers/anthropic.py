@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..attachments.parts import DocumentPart, FilePart, ImagePart, Seeing
-from ..entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, Usage, UserMessage
 from ..errors import ProviderError
+from ..model.attachments.parts import DocumentPart, FilePart, ImagePart, Seeing
+from ..model.entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, Usage, UserMessage
 from .base import ModelRequest, ModelResponse, TextSink
 from .http import HttpTransport, Retry, ServerSentEvent, parse_json
 from .models import context_window

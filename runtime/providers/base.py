@@ -6,9 +6,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..attachments.parts import FilePart, Seeing
-from ..entries import Entry, ToolCall, Usage
-from ..tools import ToolSpec
+from ..model.attachments.parts import FilePart, Seeing
+from ..model.entries import Entry, ToolCall, Usage
+from ..model.toolspec import ToolSpec
 
 __all__ = ["ModelRequest", "ModelResponse", "Provider", "TextSink", "seeing"]
 

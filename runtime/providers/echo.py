@@ -10,9 +10,17 @@ import json
 import re
 from collections.abc import Sequence
 
-from ..attachments.parts import DocumentPart, ImagePart, TextPart
-from ..entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, Usage, UserMessage
-from ..history import LATE_RESULT
+from ..model.attachments.parts import DocumentPart, ImagePart, TextPart
+from ..model.entries import (
+    LATE_RESULT,
+    AssistantTurn,
+    Entry,
+    Notice,
+    ToolCall,
+    ToolResult,
+    Usage,
+    UserMessage,
+)
 from .base import ModelRequest, ModelResponse, TextSink
 from .wire import part_for
 

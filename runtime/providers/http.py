@@ -27,7 +27,6 @@ from typing import Any
 import httpx
 
 from ..errors import ContextTooLong, ProviderError
-from ..tracing import note_retry
 
 __all__ = [
     "HttpTransport",
@@ -52,6 +51,10 @@ def _retryable(status: int) -> bool:
     return status == 429 or status >= 500  # 529 is Anthropic's "overloaded"
 
 
+def _unnoted(attempt: int, reason: str) -> None:
+    """No one told of a retry."""
+
+
 @dataclass(frozen=True, slots=True)
 class Retry:
     """How failed attempts are retried. ``sleep`` and ``random`` are injectable for tests."""
@@ -63,6 +66,9 @@ class Retry:
     """A ``Retry-After`` longer than this fails the turn at once instead of waiting."""
     sleep: Sleep = asyncio.sleep
     random: Callable[[], float] = random.random
+    noted: Callable[[int, str], None] = _unnoted
+    """Told of each retry (its number, from 1, and why): a built provider's is
+    ``tracing.note_retry``, an event on the traced model call."""
 
     def delay(self, attempt: int, retry_after: float | None) -> float:
         """Seconds to wait before retry number ``attempt + 1`` (``attempt`` counts from 0)."""
@@ -206,7 +212,7 @@ class HttpTransport:
                     raise error
             if attempt + 1 == attempts:
                 raise error
-            note_retry(attempt + 1, str(error))
+            self.retry.noted(attempt + 1, str(error))
             await self.retry.sleep(self.retry.delay(attempt, retry_after))
         raise AssertionError("unreachable")  # pragma: no cover
 

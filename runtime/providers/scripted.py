@@ -16,8 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from ..entries import AssistantTurn, ToolCall, Usage
 from ..errors import ConfigError, ProviderError, ScriptExhausted
+from ..model.entries import AssistantTurn, ToolCall, Usage
 from .base import ModelRequest, ModelResponse, TextSink
 
 __all__ = ["ScriptedCall", "ScriptedProvider", "ScriptedTurn"]

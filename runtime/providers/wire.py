@@ -12,9 +12,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..attachments.parts import FilePart, TextPart
-from ..attachments.refs import FileRef
-from ..entries import RUN_FAILED, AssistantTurn, Entry, Notice, ToolCall, ToolResult
+from ..model.attachments.parts import FilePart, TextPart
+from ..model.attachments.refs import FileRef
+from ..model.entries import RUN_FAILED, AssistantTurn, Entry, Notice, ToolCall, ToolResult
 
 __all__ = ["notice_text", "pair_results", "part_for", "result_text", "tool_arguments"]
 

@@ -1,4 +1,5 @@
-"""Stores: where threads and runs live. Every backend passes one contract suite."""
+"""Stores: where threads and runs live, and a thread's end kept in memory (``tail``). Every
+backend passes one contract suite."""
 
 from .base import (
     BlobStore,

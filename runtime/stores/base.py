@@ -9,10 +9,10 @@ from typing import Any, Literal, Protocol, Self
 
 from pydantic import TypeAdapter
 
-from ..attachments.refs import BlobInfo
-from ..entries import Entry
 from ..errors import CorruptStore, InvalidThreadId, NotFound
-from ..requests import (
+from ..model.attachments.refs import BlobInfo
+from ..model.entries import Entry
+from ..model.requests import (
     ControlRequest,
     Instance,
     Lease,
@@ -23,9 +23,9 @@ from ..requests import (
     SlotMark,
     Vote,
 )
-from ..runs import Delivery, Run, RunState, StreamState, Transition
-from ..tail import Tail
+from ..model.runs import Delivery, Run, RunState, StreamState, Transition
 from .erasure import ThreadEraser
+from .tail import Tail
 
 __all__ = ["ENTRIES", "NOTE_CALLS_KEPT", "Accepted", "BlobStore", "Checkpoint", "ControlStore",
            "FeedbackStore", "LeaseStore", "NoteStore", "OutboxStore", "RunStore",

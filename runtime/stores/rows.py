@@ -11,11 +11,10 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from ..context import SUMMARY, entry_tokens
-from ..entries import ENTRY, Entry, Notice, ToolResult
 from ..errors import CorruptStore, NotFound, StaleWrite
-from ..routing import place_key
-from ..runs import (
+from ..model.entries import ENTRY, SUMMARY, Entry, Notice, ToolResult
+from ..model.routing import place_key
+from ..model.runs import (
     DELIVERY,
     NOT_POSTED,
     TERMINAL,
@@ -26,6 +25,7 @@ from ..runs import (
     StreamState,
     Transition,
 )
+from ..model.tokens import entry_tokens
 from .base import ENTRIES, Checkpoint, SpendAsk, SpendScope, ThreadInfo
 
 __all__ = ["activity", "deliveries_query", "entry_row", "parse_entries", "parse_run",

@@ -10,7 +10,7 @@ import pytest
 from bot.banner import banner_head
 from bot.config import LoadedConfig, parse_config
 from runtime import Runtime, ScriptedProvider, SQLiteStore, ToolRegistry, make_tools
-from runtime.isolation import bwrap_usable, choose_user, euid
+from runtime.tools.isolation import bwrap_usable, choose_user, euid
 
 
 @pytest.mark.parametrize("sandbox", ["auto", "off"])

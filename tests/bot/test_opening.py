@@ -13,7 +13,7 @@ import pytest
 from bot.opening import start_runtime
 from chaos.proxy import Proxy
 from runtime import EchoProvider, Run, Runtime, StoreError
-from runtime.runs import new_run_id
+from runtime.model.runs import new_run_id
 from runtime.stores.postgres import PostgresStore
 from tests.logs import Heard
 from tests.postgres import cuttable, fresh_schema

@@ -27,7 +27,7 @@ from runtime import (
     Run,
     SQLiteStore,
 )
-from runtime.delivery import deliver, parts
+from runtime.outbox.delivery import deliver, parts
 from tests.fakes.chat import MemoryChat
 
 TEXT = "Hello! Here is what I found:\n\n" + "\n\n".join(

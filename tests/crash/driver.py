@@ -98,7 +98,7 @@ from runtime import (
     Vote,
     tool,
 )
-from runtime.runs import StreamState
+from runtime.model.runs import StreamState
 from runtime.stores.base import Accepted, RunStore
 from tests.crash.files import FILE_KILL_POINTS, MAKE_FILE_SCRIPT, Shelf, make_file, sources
 from tests.crash.streams import STREAM_KILL_POINTS, STREAM_SCRIPT, FileStreamer
@@ -317,7 +317,7 @@ class CompactingModel:
         self.switch = switch
 
     async def complete(self, request: ModelRequest, on_text: Any = None) -> ModelResponse:
-        from runtime.prompting import COMPACTION_PROMPT
+        from runtime.engine.prompting import COMPACTION_PROMPT
 
         if request.system == COMPACTION_PROMPT:
             self.switch.reached("in_summary")

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from runtime import Runtime
-from runtime.durability import table
+from runtime.model.durability import table
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"

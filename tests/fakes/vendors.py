@@ -19,6 +19,7 @@ from typing import Any, Literal
 import httpx
 
 from runtime import ModelResponse, ToolCall, Usage
+from runtime.engine.tracing import note_retry
 from runtime.providers.anthropic import AnthropicProvider
 from runtime.providers.http import Retry
 from runtime.providers.openai import OpenAIProvider
@@ -105,7 +106,7 @@ class Vendor(ABC):
         return self.provider_class(
             self.model, base_url=server.base_url, client=client,
             retry=Retry(max_retries=max_retries, sleep=Sleeps() if sleeps is None else sleeps,
-                        random=lambda: 0.5), **options)
+                        random=lambda: 0.5, noted=note_retry), **options)
 
     @abstractmethod
     def reply(self, text: str) -> Reply:

@@ -29,10 +29,10 @@ from chaos.schedules import Change, Kept, Schedules, schedules_toml
 from chaos.system import History
 from chaos.workload import Sent
 from runtime import AssistantTurn, Entry, ToolCall, ToolResult, UserMessage
-from runtime.history import model_view
+from runtime.engine.history import model_view
+from runtime.model.requests import ScheduleRecord
+from runtime.model.runs import Run, RunState
 from runtime.providers.openai import to_messages
-from runtime.requests import ScheduleRecord
-from runtime.runs import Run, RunState
 from schedules import ScheduleConfig, load_schedules
 from tests.fakes.discord import GUILD_ID, FakeDiscord
 from tests.fakes.slack import FakeSlack

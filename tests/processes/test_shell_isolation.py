@@ -27,8 +27,8 @@ from runtime import (
     ToolRegistry,
 )
 from runtime.builtins.shell import make_shell
-from runtime.config import ShellConfig
-from runtime.isolation import bwrap_usable, choose_user, euid
+from runtime.model.config import ShellConfig
+from runtime.tools.isolation import bwrap_usable, choose_user, euid
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")
 

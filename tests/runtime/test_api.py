@@ -29,8 +29,8 @@ from runtime import (
     ToolResult,
     tool,
 )
-from runtime.events import EventBus
-from runtime.tools import CancelFlag
+from runtime.model.events import EventBus
+from runtime.tools.base import CancelFlag
 from tests.fakes.chat import MemoryChat
 
 S = RunState

@@ -26,7 +26,7 @@ from runtime import (
     UserMessage,
     tool,
 )
-from runtime.prompting import COMPACTION_PROMPT
+from runtime.engine.prompting import COMPACTION_PROMPT
 
 WORDS = "the quick brown fox jumps over the lazy dog " * 8  # ~360 characters, ~90 tokens
 

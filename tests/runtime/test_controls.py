@@ -31,11 +31,10 @@ from runtime import (
     run_process,
     tool,
 )
-from runtime.config import AgentConfig
-from runtime.entries import RUN_FAILED
-from runtime.history import LATE_RESULT
+from runtime.model.config import AgentConfig
+from runtime.model.entries import LATE_RESULT, RUN_FAILED
+from runtime.model.runs import ReplyDelivery
 from runtime.providers import anthropic, openai
-from runtime.runs import ReplyDelivery
 from tests.fakes.anthropic import _check_messages as anthropic_rules
 from tests.fakes.openai import _check_messages as openai_rules
 

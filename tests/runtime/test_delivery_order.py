@@ -1,4 +1,4 @@
-"""A thread's replies go out in the order of its runs (``runtime/delivery.py``), even when an
+"""A thread's replies go out in the order of its runs (``runtime/outbox/delivery.py``), even when an
 older one was left in the outbox: written before its channel was up (after a restart,
 ``maiden run`` finishes unfinished runs before it opens its channels), or its send failed.
 The chaos soak's finding 3, ``slack-replies-out-of-order`` (chaos/README.md). Against a
@@ -27,7 +27,7 @@ from runtime import (
     ToolRegistry,
     ToolUpdate,
 )
-from runtime.delivery import ORDER_HOLD_S, Outbox
+from runtime.outbox.delivery import ORDER_HOLD_S, Outbox
 from runtime.stores.base import Checkpoint
 from tests.fakes.chat import MemoryChat, MemoryStreamer, Posted
 

@@ -22,8 +22,8 @@ from runtime import (
     ToolRegistry,
     tool,
 )
-from runtime.control import live_instances
-from runtime.runs import RunState
+from runtime.model.runs import RunState
+from runtime.serving.control import live_instances
 from runtime.stores.postgres import PostgresStore
 from tests.postgres import PG_DSN, fresh_schema
 

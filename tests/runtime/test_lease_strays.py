@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from runtime.errors import StoreError
-from runtime.leases import Leases
+from runtime.serving.leases import Leases
 from runtime.stores.postgres import PostgresStore
 from tests.postgres import PG_DSN, cuttable, fresh_schema
 

@@ -26,7 +26,7 @@ from runtime import (
     ToolRegistry,
     tool,
 )
-from runtime.control import ControlRequest, ask, live_instances
+from runtime.serving.control import ControlRequest, ask, live_instances
 from tests.fakes.tools import until_cut_off
 
 S = RunState
@@ -108,7 +108,7 @@ async def test_approval_from_another_runtime_runs_in_the_server(tmp_path: Path) 
 
 async def test_a_request_nobody_serves_times_out_clearly(tmp_path: Path) -> None:
     from runtime import RunError
-    from runtime.control import ControlRequest, ask
+    from runtime.serving.control import ControlRequest, ask
 
     async with SQLiteStore(tmp_path / "m.db") as store:
         with pytest.raises(RunError, match="no serving process answered"):

@@ -15,7 +15,7 @@ from functools import cache
 
 import pytest
 
-from runtime.text import MIN_LIMIT, split_message
+from runtime.model.text import MIN_LIMIT, split_message
 
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
 _CLOSER = re.compile(r"(`{3,}|~{3,})")

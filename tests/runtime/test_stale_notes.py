@@ -1,6 +1,6 @@
 """A prompt or closing words that a run has moved past are not posted, and never end the
-stream its answer is being written in (``runtime/delivery.py`` ``superseded``,
-``runtime/live.py`` ``finish``). The chaos soak's finding 4, ``stale-note-finishes-stream``
+stream its answer is being written in (``runtime/outbox/delivery.py`` ``superseded``,
+``runtime/outbox/live.py`` ``finish``). The chaos soak's finding 4, ``stale-note-finishes-stream``
 (chaos/README.md): a prompt, or a timed-out run's notice, written while the channel was not
 up and sent late by the outbox's sweep, after the run was decided through the API and had
 begun streaming its answer, finished that stream with its note ("⏸ waiting for a person to
@@ -40,8 +40,8 @@ from runtime import (
     ToolUpdate,
     tool,
 )
-from runtime.ordering import superseded
-from runtime.runs import NOT_POSTED
+from runtime.model.runs import NOT_POSTED
+from runtime.outbox.ordering import superseded
 from tests.fakes.chat import MemoryChat, MemoryStreamer
 
 S = RunState

@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
-from runtime.entries import AssistantTurn, Notice, ToolCall, ToolResult, Usage, UserMessage
-from runtime.runs import Origin, Run, RunState, Transition, transition
+from runtime.model.entries import AssistantTurn, Notice, ToolCall, ToolResult, Usage, UserMessage
+from runtime.model.runs import Origin, Run, RunState, Transition, transition
 from runtime.stores.base import Checkpoint
 from runtime.stores.files import FilesStore
 from runtime.stores.postgres import PostgresStore

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from runtime.context import entry_tokens
-from runtime.entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, UserMessage
 from runtime.errors import StaleWrite, StoreError
-from runtime.runs import ReplyDelivery
+from runtime.model.entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, UserMessage
+from runtime.model.runs import ReplyDelivery
+from runtime.model.tokens import entry_tokens
 from runtime.stores.base import Checkpoint
 from runtime.stores.postgres import PostgresStore
-from runtime.tail import tail_of
+from runtime.stores.tail import tail_of
 from tests.postgres import PG_DSN
 from tests.stores.contract import PROJECT, AnyStore, S, advance, all_kinds, make_run, started
 
@@ -262,7 +262,7 @@ async def test_a_writer_reads_its_own_commits_and_the_others_in_order(
 
 _WRITER = textwrap.dedent("""
     import asyncio, sys
-    from runtime.entries import Notice
+    from runtime.model.entries import Notice
     from runtime.errors import StaleWrite
     from runtime.stores.base import Checkpoint
     from runtime.stores.files import FilesStore

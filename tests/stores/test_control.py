@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from runtime.control import ControlRequest, Instance
 from runtime.errors import NotFound
+from runtime.serving.control import ControlRequest, Instance
 from tests.stores.contract import AnyStore
 
 # -- the control plane

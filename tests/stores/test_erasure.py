@@ -15,11 +15,11 @@ from uuid import uuid4
 import asyncpg  # type: ignore[import-untyped]
 import pytest
 
-from runtime.attachments.refs import FileRef
-from runtime.entries import AssistantTurn, Entry, ToolCall, ToolResult, UserMessage
 from runtime.errors import InvalidThreadId, NotFound, StaleWrite
-from runtime.requests import ControlRequest, Note, Vote
-from runtime.runs import Delivery, FileDelivery, ReplyDelivery, Run
+from runtime.model.attachments.refs import FileRef
+from runtime.model.entries import AssistantTurn, Entry, ToolCall, ToolResult, UserMessage
+from runtime.model.requests import ControlRequest, Note, Vote
+from runtime.model.runs import Delivery, FileDelivery, ReplyDelivery, Run
 from runtime.stores.base import Checkpoint
 from runtime.stores.erasure import Erased, stop_scope, thread_lease, thread_scope
 from runtime.stores.files import FilesStore, thread_file_name

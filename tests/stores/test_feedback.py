@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Literal
 
-from runtime.requests import Vote
+from runtime.model.requests import Vote
 from tests.stores.contract import AnyStore
 
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from runtime.control import ControlRequest
-from runtime.entries import Notice
 from runtime.errors import CorruptStore, InvalidThreadId, StoreError, StoreGone
+from runtime.model.entries import Notice
+from runtime.serving.control import ControlRequest
 from runtime.stores.base import Checkpoint
 from runtime.stores.files import FilesStore, thread_file_name
 from tests.stores.contract import started

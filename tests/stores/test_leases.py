@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from runtime.requests import thread_key
+from runtime.model.requests import thread_key
 from runtime.stores.base import Checkpoint
 from tests.stores.contract import AnyStore, S, advance, started
 

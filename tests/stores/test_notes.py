@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from runtime.requests import Note, NoteCall
+from runtime.model.requests import Note, NoteCall
 from runtime.stores.base import NOTE_CALLS_KEPT
 from tests.stores.contract import AnyStore
 

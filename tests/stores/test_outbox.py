@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from runtime.attachments.refs import FileRef
-from runtime.entries import AssistantTurn
 from runtime.errors import NotFound
-from runtime.runs import (
+from runtime.model.attachments.refs import FileRef
+from runtime.model.entries import AssistantTurn
+from runtime.model.runs import (
     DELIVERY,
     ApprovalDelivery,
     FileDelivery,

@@ -15,10 +15,10 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped]
 import pytest
 
-from runtime.entries import Notice, Usage, UserMessage
 from runtime.errors import CorruptStore, StoreError
-from runtime.requests import ControlRequest, thread_key
-from runtime.runs import Origin, Run, RunState, new_run_id
+from runtime.model.entries import Notice, Usage, UserMessage
+from runtime.model.requests import ControlRequest, thread_key
+from runtime.model.runs import Origin, Run, RunState, new_run_id
 from runtime.stores.base import Checkpoint, SpendAsk, SpendScope
 from runtime.stores.postgres import PostgresStore
 from runtime.stores.postgres.schema import MIGRATIONS, SCHEMA_VERSION

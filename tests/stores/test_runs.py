@@ -10,9 +10,9 @@ from typing import Generic, Protocol
 
 import pytest
 
-from runtime.entries import Usage, UserMessage
 from runtime.errors import NotFound, StoreError
-from runtime.runs import Origin, ReplyDelivery, Run, new_run_id
+from runtime.model.entries import Usage, UserMessage
+from runtime.model.runs import Origin, ReplyDelivery, Run, new_run_id
 from runtime.stores.base import Checkpoint, SpendAsk, SpendScope, Store
 from runtime.stores.files import FilesStore
 from runtime.stores.postgres import PostgresStore

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from runtime.requests import ScheduleRecord, SlotMark
+from runtime.model.requests import ScheduleRecord, SlotMark
 from tests.stores.contract import AnyStore
 
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from runtime import Checkpoint, UserMessage
-from runtime.control import Instance
 from runtime.errors import StaleWrite, StoreError, StoreGone
-from runtime.runs import Run
+from runtime.model.runs import Run
+from runtime.serving.control import Instance
 from runtime.stores.sqlite import SHORT_THREAD, SQLiteStore, walsync
 from runtime.stores.sqlite.commit import FlushWay, GroupCommit
 from runtime.stores.sqlite.thread import SQLiteThread

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.entries import AssistantTurn, Usage, UserMessage
-from runtime.runs import Origin, Run, RunState, Transition, new_run_id
+from runtime.model.entries import AssistantTurn, Usage, UserMessage
+from runtime.model.runs import Origin, Run, RunState, Transition, new_run_id
 from runtime.stores.base import Checkpoint, SpendAsk, Spending, SpendScope
 from runtime.stores.sqlite import SQLiteStore
 from runtime.stores.sqlite.schema import SCHEMA_VERSION, SPEND_INDEXES

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.entries import UserMessage
 from runtime.errors import InvalidThreadId
+from runtime.model.entries import UserMessage
 from runtime.stores.base import Checkpoint
 from runtime.stores.files import thread_file_name
 from tests.stores.contract import CONTROL_IDS, HOSTILE_IDS, AnyStore, make_run

@@ -9,8 +9,8 @@ import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from ...attachments.refs import BlobInfo
 from ...errors import NotFound
+from ...model.attachments.refs import BlobInfo
 from ..base import BlobStore, check_digest
 from .core import FilesCore, parse_file
 from .fs import read_or_none

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from ...errors import NotFound
-from ...requests import ControlRequest, Instance
+from ...model.requests import ControlRequest, Instance
 from ..base import ControlStore, unlistened
 from .core import FilesCore, parse_file
 

@@ -41,7 +41,7 @@ from typing import TypeVar
 from pydantic import BaseModel
 
 from ...errors import CorruptStore, StoreError
-from ...runs import Delivery
+from ...model.runs import Delivery
 from ..base import Opens
 from ..identity import FileIdentity, Unsure
 from .folders import Pointers, Threads

@@ -16,8 +16,8 @@ import json
 from pathlib import Path
 
 from ...errors import CorruptStore, StaleWrite
-from ...requests import ControlRequest
-from ...runs import TERMINAL
+from ...model.requests import ControlRequest
+from ...model.runs import TERMINAL
 from ..base import check_thread_id
 from ..erasure import Erased, ThreadEraser, named_digests, stop_scope, thread_scope
 from .core import FilesCore

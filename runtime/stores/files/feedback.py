@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from ...requests import Vote
+from ...model.requests import Vote
 from ..base import FeedbackStore
 from .core import FilesCore, parse_file
 from .names import run_file_name

@@ -9,7 +9,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-from ...requests import Lease, News
+from ...model.requests import Lease, News
 from ..base import LeaseStore, unlistened
 from .core import FilesCore, parse_file
 from .fs import Disk

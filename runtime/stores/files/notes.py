@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from ...requests import Note, NoteCall
+from ...model.requests import Note, NoteCall
 from ..base import NOTE_CALLS_KEPT, NoteStore
 from .core import FilesCore, parse_file
 from .names import key_file_name

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...errors import NotFound
-from ...runs import Delivery, StreamState
+from ...model.runs import Delivery, StreamState
 from ..base import OutboxStore
 from ..rows import stream_change, upload_change
 from .core import FilesCore

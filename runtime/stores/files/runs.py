@@ -8,10 +8,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Sequence
 
-from ...entries import Entry
 from ...errors import NotFound, StaleWrite, StoreError
-from ...runs import Delivery, Run, RunState, Transition, arriving_after
-from ...tail import Tail, tail_of
+from ...model.entries import Entry
+from ...model.runs import Delivery, Run, RunState, Transition, arriving_after
 from ..base import (
     Checkpoint,
     RunStore,
@@ -23,6 +22,7 @@ from ..base import (
     check_thread_id,
 )
 from ..rows import since_id, spend_key, spend_of
+from ..tail import Tail, tail_of
 from .core import FilesCore
 from .names import thread_file_name
 from .snapshot import Snapshot, select_runs

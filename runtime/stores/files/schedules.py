@@ -8,7 +8,7 @@ import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from ...requests import ScheduleRecord, SlotMark
+from ...model.requests import ScheduleRecord, SlotMark
 from ..base import ScheduleStore
 from .core import FilesCore, parse_file
 from .names import key_file_name

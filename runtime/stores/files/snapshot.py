@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from ...entries import Entry, ToolResult
 from ...errors import CorruptStore, NotFound, StaleWrite, StoreError
-from ...runs import DELIVERY, Delivery, Run, RunState, Transition
+from ...model.entries import Entry, ToolResult
+from ...model.runs import DELIVERY, Delivery, Run, RunState, Transition
 from ..base import ENTRIES, ThreadInfo
 
 __all__ = ["FORMAT", "Snapshot", "check_marker", "marker", "parse_snapshot", "select_runs"]

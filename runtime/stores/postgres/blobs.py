@@ -7,8 +7,8 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from ...attachments.refs import BlobInfo
 from ...errors import NotFound
+from ...model.attachments.refs import BlobInfo
 from ..base import BlobStore, check_digest
 from .core import PostgresCore
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from ...errors import NotFound
-from ...requests import ControlRequest, Instance
+from ...model.requests import ControlRequest, Instance
 from ..base import ControlStore, unlistened
 from .core import PostgresCore
 

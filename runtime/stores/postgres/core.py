@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 import asyncpg  # type: ignore[import-untyped]
 
 from ...errors import StoreError, StoreUnreachable
-from ...tail import ThreadCache
 from ..base import Opens
 from ..dsn import redact_dsn
+from ..tail import ThreadCache
 from .listen import Listening, channel
 from .schema import check_schema_name, migrate
 from .sql import ERRORS, UNREACHABLE, configure, keep

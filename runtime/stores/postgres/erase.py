@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from ...errors import StaleWrite
-from ...runs import TERMINAL, RunState
+from ...model.runs import TERMINAL, RunState
 from ..base import check_thread_id
 from ..erasure import Erased, ThreadEraser, named_digests, stop_scope, thread_lease, thread_scope
 from .core import PostgresCore

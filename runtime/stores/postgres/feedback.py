@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...requests import Vote
+from ...model.requests import Vote
 from ..base import FeedbackStore
 from .core import PostgresCore
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import get_args
 
-from ...requests import Lease, News, thread_key
+from ...model.requests import Lease, News, thread_key
 from ..base import LeaseStore, unlistened
 from .core import PostgresCore
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...requests import Note, NoteCall
+from ...model.requests import Note, NoteCall
 from ..base import NOTE_CALLS_KEPT, NoteStore
 from .core import PostgresCore
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...runs import DELIVERY, Delivery, StreamState
+from ...model.runs import DELIVERY, Delivery, StreamState
 from ..base import OutboxStore
 from ..rows import deliveries_query, stream_change, upload_change
 from .core import PostgresCore

@@ -19,11 +19,10 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from itertools import pairwise
 
-from ...entries import Entry, Notice
 from ...errors import NotFound, StoreError
-from ...requests import thread_key
-from ...runs import DRIVABLE, Run, RunState, Transition, arriving_after
-from ...tail import Tail
+from ...model.entries import Entry, Notice
+from ...model.requests import thread_key
+from ...model.runs import DRIVABLE, Run, RunState, Transition, arriving_after
 from ..base import (
     Checkpoint,
     RunStore,
@@ -45,6 +44,7 @@ from ..rows import (
     thread_infos,
     transitions_of,
 )
+from ..tail import Tail
 from .core import PostgresCore
 from .schema import arrivals_lock
 from .sql import LIST_THREADS, list_runs_sql, write_checkpoint

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...requests import ScheduleRecord, SlotMark
+from ...model.requests import ScheduleRecord, SlotMark
 from ..base import ScheduleStore, parse_schedule_record
 from .core import PostgresCore
 

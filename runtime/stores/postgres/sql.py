@@ -20,7 +20,7 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped]
 
 from ...errors import StaleWrite
-from ...runs import TERMINAL, Delivery, RunState
+from ...model.runs import TERMINAL, Delivery, RunState
 from ..base import Checkpoint
 from ..rows import activity, entry_row, pending_changed, run_json, spend_of
 

@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import Awaitable, Callable
 
 from ...errors import NotFound
-from ...requests import ControlRequest, Instance
+from ...model.requests import ControlRequest, Instance
 from ..base import ControlStore, unlistened
 from .core import SQLiteCore
 

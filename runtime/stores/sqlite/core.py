@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, cast
 
 from ...errors import StoreError
-from ...tail import ThreadCache
 from ..base import Opens
 from ..identity import FileIdentity, Unsure
+from ..tail import ThreadCache
 from .commit import FlushWay, GroupCommit, WriteCounts
 from .mark import Mark
 from .schema import migrate

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from ...requests import Vote
+from ...model.requests import Vote
 from ..base import FeedbackStore
 from .core import SQLiteCore
 

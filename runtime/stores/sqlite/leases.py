@@ -7,7 +7,7 @@ import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from ...requests import Lease, News
+from ...model.requests import Lease, News
 from ..base import LeaseStore, unlistened
 from .core import SQLiteCore
 

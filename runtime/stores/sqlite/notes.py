@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...requests import Note, NoteCall
+from ...model.requests import Note, NoteCall
 from ..base import NoteStore
 from .core import SQLiteCore
 from .sql import delete_note_row, put_note_row, record_note_calls

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from itertools import pairwise
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
-from ...entries import Entry, Notice
-from ...tail import Tail
+from ...model.entries import Entry, Notice
 from ..rows import parse_entries
+from ..tail import Tail
 from .core import AWAY, SQLiteCore
 
 __all__ = ["SHORT_THREAD", "SQLiteReads"]

@@ -17,10 +17,9 @@ import logging
 import sqlite3
 from collections.abc import Collection, Sequence
 
-from ...entries import Entry
 from ...errors import NotFound, StoreError
-from ...runs import TERMINAL, Run, RunState, Transition
-from ...tail import Tail
+from ...model.entries import Entry
+from ...model.runs import TERMINAL, Run, RunState, Transition
 from ..base import (
     Accepted,
     Checkpoint,
@@ -43,6 +42,7 @@ from ..rows import (
     thread_infos,
     transitions_of,
 )
+from ..tail import Tail
 from .reads import SQLiteReads
 from .schema import ACTIVE_SQL, SPEND_INDEXES
 from .sql import (

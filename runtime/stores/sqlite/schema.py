@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 from ...errors import StoreError
-from ...runs import TERMINAL
+from ...model.runs import TERMINAL
 from ..base import SpendScope
 
 __all__ = ["ACTIVE_SQL", "SCHEMA_VERSION", "SPEND_INDEXES", "migrate"]

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import StaleWrite
-from ...requests import Note, NoteCall
-from ...runs import TERMINAL, Delivery, Run, RunState, arriving_after
+from ...model.requests import Note, NoteCall
+from ...model.runs import TERMINAL, Delivery, Run, RunState, arriving_after
 from ..base import NOTE_CALLS_KEPT
 from ..rows import pending_changed, positioned_rows, run_json, spend_keys, spend_of
 from .schema import ACTIVE_SQL

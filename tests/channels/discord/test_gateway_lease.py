@@ -11,7 +11,7 @@ import asyncio
 from pathlib import Path
 
 from runtime import RuntimeConfig, ScriptedProvider, SQLiteStore, tool
-from runtime.leases import holder_name
+from runtime.serving.leases import holder_name
 from tests.channels.discord.test_channel import Discord, running
 from tests.fakes.discord import BOT_ID, GENERAL_ID, HUMAN_ID, FakeDiscord
 

@@ -26,7 +26,7 @@ from runtime import (
     ToolRegistry,
     tool,
 )
-from runtime.runs import StreamState
+from runtime.model.runs import StreamState
 from tests.channels.slack.test_channel import C, config, running, secrets
 from tests.fakes.slack import BOT_USER, FakeSlack
 from tests.fakes.slack.payloads import TEAM

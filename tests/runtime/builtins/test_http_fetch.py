@@ -34,8 +34,8 @@ from runtime.builtins import builtin_tools
 from runtime.builtins.html_text import html_to_text
 from runtime.builtins.http_fetch import FetchError, FetchRefused, make_http_fetch
 from runtime.builtins.netcheck import address_problem, host_problem, numeric_host
-from runtime.config import HttpFetchConfig, ToolsConfig
-from runtime.tools import Tool
+from runtime.model.config import HttpFetchConfig, ToolsConfig
+from runtime.tools.base import Tool
 from tests.fakes.site import loopback_runner, serve_on_loopback
 
 pytestmark = pytest.mark.timeout(30)

@@ -31,8 +31,8 @@ from runtime import (
 )
 from runtime.builtins import builtin_tools
 from runtime.builtins.shell import _shell_syntax, make_shell
-from runtime.config import ShellConfig
-from runtime.process import _group_alive
+from runtime.model.config import ShellConfig
+from runtime.tools.process import _group_alive
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX shells and signals")
 

@@ -33,7 +33,7 @@ from runtime import (
     make_provider,
     tool,
 )
-from runtime.entries import RUN_FAILED, Entry, Notice, UserMessage
+from runtime.model.entries import RUN_FAILED, Entry, Notice, UserMessage
 from tests.fakes.recorders import WEATHER, Deltas, Sleeps, ask, untidy_history
 from tests.fakes.server import FakeServer, Reply, load, load_json
 from tests.fakes.vendors import VENDORS, Failure, Vendor

@@ -1,0 +1,439 @@
+"""Runs, their states and the one function that moves them between states."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from enum import StrEnum
+from typing import Annotated, Any, Literal, TypedDict, Unpack
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
+
+from ..errors import IllegalTransition
+from .attachments.refs import FileRef, FileSource
+from .entries import Usage
+from .guards import canonical_json
+
+__all__ = [
+    "DELIVERY",
+    "NOT_POSTED",
+    "TERMINAL",
+    "ApprovalDelivery",
+    "Decision",
+    "Delivery",
+    "FileDelivery",
+    "Origin",
+    "PendingApproval",
+    "ReplyDelivery",
+    "Run",
+    "RunChanges",
+    "RunState",
+    "Said",
+    "Transition",
+    "arriving_after",
+    "changed",
+    "idempotency_key",
+    "new_run_id",
+    "transition",
+]
+
+
+class RunState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    AWAITING_TOOL = "awaiting_tool"
+    AWAITING_APPROVAL = "awaiting_approval"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+
+
+S = RunState
+_ALLOWED: dict[RunState, frozenset[RunState]] = {
+    S.QUEUED: frozenset({S.RUNNING, S.FAILED, S.CANCELLED}),
+    # running -> running is a recovery: the same run picked up again after a crash.
+    S.RUNNING: frozenset({S.RUNNING, S.AWAITING_TOOL, S.AWAITING_APPROVAL, S.COMPLETED,
+                          S.FAILED, S.CANCELLED, S.TIMED_OUT}),
+    S.AWAITING_TOOL: frozenset({S.RUNNING, S.AWAITING_APPROVAL, S.FAILED, S.CANCELLED,
+                                S.TIMED_OUT}),
+    S.AWAITING_APPROVAL: frozenset({S.RUNNING, S.AWAITING_TOOL, S.FAILED, S.CANCELLED,
+                                    S.TIMED_OUT}),
+    S.COMPLETED: frozenset(),
+    S.FAILED: frozenset({S.QUEUED}),
+    S.CANCELLED: frozenset({S.QUEUED}),
+    S.TIMED_OUT: frozenset({S.QUEUED}),
+}
+
+TERMINAL = frozenset({S.COMPLETED, S.FAILED, S.CANCELLED, S.TIMED_OUT})
+"""States a run stays in until someone resumes it explicitly."""
+
+DRIVABLE = (S.QUEUED, S.RUNNING, S.AWAITING_TOOL)
+"""States of a run that a process drives on (or takes up after a crash)."""
+
+
+class Origin(BaseModel):
+    """Where a message came from, and so where its reply goes.
+
+    ``channel`` names a registered deliverer (``"slack"``, ``"discord"``);
+    ``"cli"`` and ``"http"`` reply to their caller directly and need none.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    channel: str = "cli"
+    target: dict[str, str] = Field(default_factory=dict)
+    user: str | None = None
+    place: tuple[str, ...] = ()
+    """The ids of the place it came from, most specific first (a Slack channel; a Discord
+    channel, its parent channel, its guild): what routes and spend caps look at."""
+    direct: bool = False
+    """A direct message with the bot."""
+
+
+TARGET_FORMS = '"slack:CHANNEL", "slack:CHANNEL:THREAD_TS" or "discord:CHANNEL" (a numeric id)'
+
+
+def parse_target(text: str) -> Origin:
+    """A channel target as people write it (``slack:C0123``, ``slack:C0123:171.2``,
+    ``discord:123``) as the origin a message to it carries; ``ValueError`` if it is none."""
+    kind, _, rest = text.partition(":")
+    parts = rest.split(":") if rest else []
+    if kind == "slack" and len(parts) in (1, 2) and all(p.strip() for p in parts):
+        target = {"channel": parts[0], **({"thread_ts": parts[1]} if len(parts) == 2 else {})}
+        return Origin(channel="slack", target=target)
+    if kind == "discord" and len(parts) == 1 and parts[0].isdigit():
+        return Origin(channel="discord", target={"channel": parts[0]})
+    raise ValueError(f"{text!r} is not a target: use {TARGET_FORMS}")
+
+
+class Said(BaseModel):
+    """One earlier message of a conversation a client brings along (the OpenAI wire's
+    resent history): written into the thread before the run's own message."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    role: Literal["user", "assistant"]
+    text: str
+
+
+class PendingApproval(BaseModel):
+    """A tool call waiting for a person: bound to the exact call by its arguments' hash."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool_call_id: str
+    name: str
+    arguments: Any = None
+    arguments_hash: str
+    reason: str
+    """``requires_approval`` or ``uncertain_side_effect``."""
+    requested_at: float
+    asked_by: str | None = None
+    channel: str = "cli"
+    target: dict[str, str] = Field(default_factory=dict)
+    """Where to ask: the channel and target the run's message came from."""
+
+
+class Decision(BaseModel):
+    """A person's answer to a pending approval."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool_call_id: str
+    approve: bool
+    by: str
+    reason: str = ""
+    arguments_hash: str
+    at: float
+    consumed: bool = False
+    """Set when a non_idempotent call starts on the strength of this decision: one
+    approval lets the effect happen once, and a crash after that asks again."""
+
+
+def new_run_id(now: float) -> str:
+    """32 hex digits: the time in milliseconds, then 80 random bits. Ordered by time, so a new
+    run's rows go at the end of every index on run ids rather than anywhere in them."""
+    return f"{int(now * 1000):012x}{secrets.token_hex(10)}"
+
+
+class Run(BaseModel):
+    """One inbound message and everything the agent did to answer it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    thread_id: str
+    state: RunState = S.QUEUED
+    reason: str = "received"
+    text: str
+    origin: Origin = Field(default_factory=Origin)
+    idempotency_key: str | None = None
+    agent: str = ""
+    """The agent that answers it: its thread's (a thread keeps the agent of its first run);
+    empty in runs stored before there were several agents (the default agent's)."""
+    files: tuple[FileRef, ...] = ()
+    """Files the message carried that were stored when it was taken (HTTP, the CLI)."""
+    fetch: tuple[FileSource, ...] = ()
+    """Files a platform announced with it, fetched and stored as the run's first step."""
+    context: tuple[Said, ...] = ()
+    """Earlier messages the sender brought (a new thread seeded with a conversation held
+    elsewhere): written before the message when the run starts."""
+    created_at: float = Field(default_factory=time.time)
+    updated_at: float = Field(default_factory=time.time)
+    version: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    cost_usd: float = 0.0
+    started_at: float | None = None
+    turns: int = 0
+    tool_calls: int = 0
+    recovery_attempts: int = 0
+    """How often the run was picked up after its process died."""
+    stalled_recoveries: int = 0
+    """Recoveries in a row without the thread moving on: the poison-run counter."""
+    recovered_at: int | None = None
+    """The thread's length at the last recovery."""
+    first_entry: int | None = None
+    """Where the run's message is in its thread (set when it starts): a tail loaded from
+    there holds all of the run's entries."""
+    started_calls: tuple[str, ...] = ()
+    """non_idempotent calls begun and not yet recorded: the crash-uncertain ones."""
+    reply: str | None = None
+    reply_files: tuple[FileRef, ...] = ()
+    """Files its tools handed back, sent with the reply (HTTP: ``GET /v1/files/...``)."""
+    error: str | None = None
+    owner: str | None = None
+    """The runtime instance that last started driving this run."""
+    pending_approval: PendingApproval | None = None
+    decisions: tuple[Decision, ...] = ()
+    trace: str = ""
+    """The W3C ``traceparent`` every stretch of this run is traced under (``[otel]``): the
+    request's that brought it, else its first stretch's own span; empty when untraced."""
+
+    def decision_for(self, tool_call_id: str) -> Decision | None:
+        """The standing (unconsumed) decision on a call, if any."""
+        return next((d for d in reversed(self.decisions)
+                     if d.tool_call_id == tool_call_id and not d.consumed), None)
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL
+
+
+class Transition(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str
+    source: RunState
+    target: RunState
+    reason: str
+    at: float
+
+
+NOT_POSTED = "-"
+"""The ``remote_id`` of a delivery that is done with nothing posted: a stream that opened no
+message, a prompt or closing words that the run had moved past before they could be sent
+(``Outbox``: superseded)."""
+
+
+class _Delivery(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    key: str
+    """The idempotency key the channel carries with the message (Slack metadata, a
+    Discord nonce), so a recovered send can find out whether it already happened."""
+    run_id: str
+    thread_id: str
+    channel: str
+    target: dict[str, str] = Field(default_factory=dict)
+    remote_id: str | None = None
+    created_at: float = Field(default_factory=time.time)
+    delivered_at: float | None = None
+    attempts_failed: int = 0
+    last_error: str | None = None
+    """Why the last send failed (it stays in the outbox and is tried again)."""
+
+    @property
+    def posted(self) -> bool:
+        """Whether its message was posted: a remote id, and not ``NOT_POSTED``."""
+        return self.remote_id is not None and self.remote_id != NOT_POSTED
+
+
+class ReplyDelivery(_Delivery):
+    """A message for the run's origin: the final answer, or why the run stopped."""
+
+    kind: Literal["reply"] = "reply"
+    text: str
+    answer: bool = True
+    """The run's own reply, which finishes its stream; False for a message a tool posts
+    (``send_message``)."""
+    feedback: bool = False
+    """The message carries 👍 / 👎 buttons for ``run_id`` where the channel has them (a
+    completed run's answer; of a reply cut into parts, the last)."""
+
+
+class ApprovalDelivery(_Delivery):
+    """The prompt for a paused call, written in the pause's checkpoint; channels render it
+    with Approve / Deny buttons bound to ``run_id``, ``tool_call_id`` and ``arguments_hash``."""
+
+    kind: Literal["approval"] = "approval"
+    tool_call_id: str
+    name: str
+    arguments: Any = None
+    arguments_hash: str
+    reason: str
+    """``requires_approval`` or ``uncertain_side_effect``."""
+    asked_by: str | None = None
+
+    @property
+    def text(self) -> str:
+        """A plain rendering, for channels without buttons."""
+        why = "may have run already before a crash" if self.reason == "uncertain_side_effect" \
+            else "needs approval"
+        return f"{self.name} {canonical_json(self.arguments)} {why}."
+
+
+class FileDelivery(_Delivery):
+    """A file a tool handed back, sent with the run's answer (after it), exactly once:
+    uploaded by a deliverer that can (``Uploader``), else named in a message."""
+
+    kind: Literal["file"] = "file"
+    file: FileRef
+    upload_id: str | None = None
+    """The platform's id for the upload, recorded as soon as the platform gives it and
+    before the upload is completed (Slack: the file id ``files.getUploadURLExternal``
+    returns; a file is invisible until completed). After a crash the upload is looked for,
+    or completed, by this id; with none recorded nothing was shown, so it is uploaded."""
+
+    @property
+    def text(self) -> str:
+        """A plain rendering, for channels that cannot take files."""
+        return f"📎 {self.file.describe()}"
+
+
+StreamState = Literal["opening", "streaming", "finished"]
+
+
+class StreamDelivery(_Delivery):
+    """A reply shown while it is written (DESIGN §5): recorded ``opening`` before the
+    platform is asked to open it, ``streaming`` with the ids of every message it opened
+    as soon as the platform returns them, ``finished`` (and ``remote_id`` set) once the
+    reply it shows is final. After a crash the same messages are finished, never a
+    second reply: the run's ``ReplyDelivery`` finishes its stream instead of posting."""
+
+    kind: Literal["stream"] = "stream"
+    state: StreamState = "opening"
+    remote_ids: tuple[str, ...] = ()
+    """The platform ids of the messages it opened, in order (Slack: one ``ts``; Discord:
+    one message per 2,000 characters)."""
+
+    @property
+    def text(self) -> str:
+        return ""
+
+
+def _delivery_kind(value: Any) -> str:
+    # Records written before deliveries had kinds are replies.
+    if isinstance(value, dict):
+        return str(value.get("kind", "reply"))
+    return str(getattr(value, "kind", "reply"))
+
+
+Delivery = Annotated[
+    Annotated[ReplyDelivery, Tag("reply")] | Annotated[ApprovalDelivery, Tag("approval")]
+    | Annotated[StreamDelivery, Tag("stream")] | Annotated[FileDelivery, Tag("file")],
+    Discriminator(_delivery_kind),
+]
+"""An outbox record (DESIGN §5): a reply, an approval prompt, a reply's stream, or a file
+sent with a reply."""
+
+DELIVERY: TypeAdapter[Delivery] = TypeAdapter(Delivery)
+"""The one adapter delivery records are (de)serialised through."""
+
+
+class RunChanges(TypedDict, total=False):
+    """The fields of a ``Run`` a checkpoint may change besides its state and reason (a
+    misspelt name is a type error, not a silently dropped change)."""
+
+    version: int
+    usage: Usage
+    cost_usd: float
+    started_at: float | None
+    turns: int
+    tool_calls: int
+    recovery_attempts: int
+    stalled_recoveries: int
+    recovered_at: int | None
+    first_entry: int | None
+    started_calls: tuple[str, ...]
+    reply: str | None
+    reply_files: tuple[FileRef, ...]
+    error: str | None
+    owner: str | None
+    pending_approval: PendingApproval | None
+    decisions: tuple[Decision, ...]
+    trace: str
+
+
+_CHANGEABLE = frozenset(RunChanges.__annotations__)
+
+
+def _checked(changes: RunChanges) -> RunChanges:
+    # Also at run time: callers that build the dict dynamically.
+    if changes and not _CHANGEABLE.issuperset(changes):
+        unknown = sorted(set(changes) - _CHANGEABLE)
+        raise TypeError(f"not a field a checkpoint may change: {', '.join(unknown)}")
+    return changes
+
+
+_new, _set = object.__new__, object.__setattr__
+
+
+def _updated(run: Run, update: dict[str, Any]) -> Run:
+    """``run.model_copy(update=update)``, made directly: pydantic's copies each of a model's
+    dicts through ``copy.copy`` and looks for extra and private fields, of which a ``Run``
+    has none (``extra="forbid"``). The same run, fields set and all (a test holds them
+    equal), in a third less time: a checkpoint makes one or two."""
+    moved = _new(Run)
+    values = run.__dict__.copy()
+    values.update(update)
+    _set(moved, "__dict__", values)
+    _set(moved, "__pydantic_fields_set__", run.__pydantic_fields_set__ | update.keys())
+    _set(moved, "__pydantic_extra__", None)
+    _set(moved, "__pydantic_private__", None)
+    return moved
+
+
+def changed(run: Run, now: float, **changes: Unpack[RunChanges]) -> Run:
+    """``run`` with ``changes`` applied (its state unchanged)."""
+    return _updated(run, {**_checked(changes), "updated_at": now})
+
+
+def transition(
+    run: Run, target: RunState, reason: str, *, now: float | None = None,
+    **changes: Unpack[RunChanges],
+) -> tuple[Run, Transition]:
+    """Move ``run`` to ``target``; raise ``IllegalTransition`` if the state machine forbids it."""
+    if target not in _ALLOWED[run.state]:
+        raise IllegalTransition(run.id, run.state, target)
+    at = time.time() if now is None else now
+    moved = _updated(run, {**_checked(changes), "state": target, "reason": reason,
+                           "updated_at": at})
+    return moved, Transition(run_id=run.id, source=run.state, target=target, reason=reason, at=at)
+
+
+def idempotency_key(run_id: str, tool_call_id: str) -> str:
+    """sha256(run_id + tool_call_id): what a tool or a channel uses to make a retried effect
+    happen once. Run ids have a fixed length, so plain concatenation is unambiguous."""
+    return hashlib.sha256((run_id + tool_call_id).encode()).hexdigest()
+
+
+def arriving_after(run: Run, newest: float | None) -> Run:
+    """``run``, stamped no earlier than ``newest`` (the latest arrival in its thread), so
+    that a thread's runs are in the order they arrived even when the replica that took
+    this one has a clock behind the others'; ties go by the store's insertion order."""
+    if newest is None or newest <= run.created_at:
+        return run
+    return run.model_copy(update={"created_at": newest,
+                                  "updated_at": max(run.updated_at, newest)})

@@ -1,0 +1,394 @@
+"""The outbox: what a run says to a channel is written in a checkpoint and sent after.
+
+A reply (the final answer, or why the run stopped) is written with the run's end;
+an approval prompt with the pause. Sending comes after the checkpoint, and the
+channel's message id is recorded once sent (DESIGN §5). A crash between the two
+leaves a record with no message id: it is reconciled with the channel, and sent
+only if it is really missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol, runtime_checkable
+
+from ..engine.tracing import NO_TRACING, Tracing
+from ..errors import DeliveryError, NotFound
+from ..model.runs import (
+    NOT_POSTED,
+    ApprovalDelivery,
+    Delivery,
+    FileDelivery,
+    ReplyDelivery,
+    Run,
+    StreamDelivery,
+)
+from ..model.text import split_message
+from ..stores.base import Checkpoint, OutboxStore, Store
+from .live import LiveReplies
+from .ordering import ORDER_HOLD_S, Place, holds_back, place, superseded
+
+__all__ = ["ORDER_HOLD_S", "Deliverer", "Elsewhere", "Outbox", "Sender", "UploadStarted",
+           "Uploader", "deliver", "parts", "upload"]
+
+log = logging.getLogger("maiden.delivery")
+
+Elsewhere = Callable[[str], Awaitable[bool]]
+"""Whether another live process owns a run (``Peers.elsewhere``): its records are left to it."""
+
+
+async def _nowhere_else(run_id: str) -> bool:
+    return False
+
+
+class Deliverer(Protocol):
+    """What a channel implements so the runtime can post to it exactly once.
+
+    Every message carries its delivery's ``key`` where the channel can give it back
+    (Slack message metadata, a Discord nonce), so ``reconcile`` can tell whether a
+    send whose answer was lost (a crash, a dropped connection) reached the channel.
+
+    Long replies: a channel whose messages have a length limit sets ``max_chars``.
+    The outbox then cuts a longer reply with ``split_message`` into parts and hands
+    each to ``send`` as a delivery of its own, with key ``{key}:{i}`` (i = 1..n) and
+    the part's text, in order: part i+1 only once part i is posted. After a crash,
+    each part is reconciled by its own key, so only missing parts are posted, still
+    in order. A reply that fits is sent whole, under its own key. Approval prompts
+    are never cut (``send`` renders them to fit).
+    """
+
+    max_chars: int | None
+    """The channel's message length limit, or None for none."""
+
+    async def send(self, delivery: Delivery) -> str:
+        """Post the delivery to ``delivery.target``, carrying ``delivery.key``; return the
+        channel's message id. ``ApprovalDelivery``: post the prompt with its buttons."""
+        ...
+
+    async def reconcile(self, delivery: Delivery) -> str | None:
+        """Look for a message already posted with ``delivery.key``; its id, or None."""
+        ...
+
+
+UploadStarted = Callable[[str], Awaitable[None]]
+"""What an ``Uploader`` awaits with the platform's id for an upload before completing it:
+the outbox records the id (``FileDelivery.upload_id``) and flushes it to disk."""
+
+
+@runtime_checkable
+class Uploader(Deliverer, Protocol):
+    """A deliverer that can send a file (``FileDelivery``) as a file, into the target's
+    thread. A deliverer without it gets the file's line (``FileDelivery.text``) through
+    ``send``.
+
+    A platform that uploads in steps (Slack: an id and an upload URL, the bytes, then
+    completing the upload, which shares it) awaits ``started`` with the upload's id before
+    completing it, as a stream's ids are recorded as soon as the platform returns them.
+    After a crash ``reconcile`` asks the platform about ``delivery.upload_id`` (Slack: is
+    that file shared in the target?), never by time; if it is not there, ``upload`` is
+    called with the id still in ``delivery.upload_id`` and completes that upload rather
+    than making another. A one-step platform carries the delivery's key instead (Discord:
+    the message nonce) and ignores ``started``.
+    """
+
+    async def upload(self, delivery: FileDelivery, data: bytes, started: UploadStarted
+                     ) -> str:
+        """Upload ``data`` as ``delivery.file`` to ``delivery.target``; the platform's id."""
+        ...
+
+
+async def upload(store: Store, deliverer: Uploader, delivery: FileDelivery, *,
+                 fresh: bool) -> str:
+    """Send one file (reconciled first unless ``fresh``) and record its id. A file no
+    longer in the store (pruned) is named in a message instead."""
+    remote_id = None if fresh else await deliverer.reconcile(delivery)
+    if remote_id is None:
+        try:
+            data = await store.get_blob(delivery.file.digest)
+        except NotFound:
+            remote_id = await deliverer.send(delivery)
+        else:
+            remote_id = await deliverer.upload(delivery, data,
+                                               functools.partial(store.upload_started,
+                                                                 delivery.key))
+    else:
+        log.info("file %s was already uploaded as %s", delivery.key[:14], remote_id)
+    await store.mark_delivered(delivery.key, remote_id, time.time())
+    return remote_id
+
+
+def parts(delivery: Delivery, max_chars: int | None) -> list[Delivery]:
+    """The messages ``delivery`` is posted as (see ``Deliverer``): itself, or its parts."""
+    if not isinstance(delivery, ReplyDelivery) or max_chars is None \
+            or len(delivery.text) <= max_chars:
+        return [delivery]
+    texts = split_message(delivery.text, max_chars) or [delivery.text[:max_chars]]
+    return [delivery.model_copy(update={"key": f"{delivery.key}:{i}", "text": text,
+                                        "feedback": delivery.feedback and i == len(texts)})
+            for i, text in enumerate(texts, 1)]
+
+
+async def deliver(
+    store: OutboxStore, deliverer: Deliverer, delivery: Delivery, *, fresh: bool
+) -> str:
+    """Send one delivery (part by part) and record its message id(s), comma-separated.
+
+    ``fresh`` means this process wrote the record and has not tried to send it: no
+    earlier attempt can have reached the channel, so there is nothing to reconcile.
+    Otherwise (recovery, a retry) the channel is asked first, part by part.
+    """
+    ids = []
+    for part in parts(delivery, deliverer.max_chars):
+        remote_id = None if fresh else await deliverer.reconcile(part)
+        if remote_id is None:
+            remote_id = await deliverer.send(part)
+        else:
+            log.info("delivery %s was already posted as %s", part.key[:14], remote_id)
+        ids.append(remote_id)
+    remote = ",".join(ids)
+    await store.mark_delivered(delivery.key, remote, time.time())
+    return remote
+
+
+class Outbox:
+    """The runtime's deliverers and the sending of what runs left in the outbox.
+
+    A thread's messages are posted in the order they were written (to each channel): a run's
+    are sent after the thread's older ones not sent yet, and the outbox's sweep goes through
+    them in order; one that cannot go now holds back those after it (``ORDER_HOLD_S``).
+    Who sends a record is unchanged by that: the process that wrote it, at once; later (a
+    retry, a recovery), any process, reconciling first, unless the run's owner is another
+    live process (``elsewhere``). A prompt or closing words that the run has moved past
+    are not posted (``superseded``): they are recorded as done, ``NOT_POSTED``."""
+
+    def __init__(self, store: Store, born: float,
+                 clock: Callable[[], float] = time.time, *,
+                 tracing: Tracing = NO_TRACING,
+                 elsewhere: Callable[[], Elsewhere] = lambda: _nowhere_else) -> None:
+        self._store = store
+        self._born = born
+        self._clock = clock
+        self._tracing = tracing
+        self._elsewhere = elsewhere
+        """A fresh ``Elsewhere`` for each pass over the outbox (it keeps what it looked up)."""
+        self._deliverers: dict[str, Deliverer] = {}
+        self._sending: dict[str, asyncio.Future[bool]] = {}
+        """Deliveries being sent now, each done when its send is: True if it was posted (or
+        superseded), False if it stays in the outbox."""
+        self.live = LiveReplies(store, self._deliverers, clock)
+        """The streams of runs driven here (channels whose deliverer has a ``streamer``):
+        fed by the event bus, finished by the run's reply."""
+
+    def add(self, channel: str, deliverer: Deliverer) -> None:
+        """Route deliveries of runs whose origin is ``channel`` through ``deliverer``."""
+        self._deliverers[channel] = deliverer
+
+    async def post(self, delivery: ReplyDelivery) -> str | None:
+        """A message that is not a run's reply (a tool's ``send_message``): recorded in the
+        outbox under its key, then sent. Its message id; None while it waits in the outbox
+        (no deliverer for its channel here, or the send failed: it is tried again).
+
+        The same key again (a retried call, a recovery) sends nothing twice: a record with
+        a message id is the answer; one without is reconciled with the channel first.
+        """
+        existing = await self._find(delivery.run_id, delivery.key)
+        if existing is not None and existing.remote_id:
+            return existing.remote_id
+        if existing is None:
+            await self._store.commit(Checkpoint(delivery.thread_id, None,
+                                                deliveries=[delivery]))
+        await self._send(existing or delivery, fresh=existing is None)
+        sent = await self._find(delivery.run_id, delivery.key)
+        return None if sent is None else sent.remote_id
+
+    async def posted(self, run_id: str, key: str) -> Delivery | None:
+        """The outbox record of a message ``post`` took, or None if it never got that far."""
+        return await self._find(run_id, key)
+
+    async def _find(self, run_id: str, key: str) -> Delivery | None:
+        return next((d for d in await self._store.deliveries(run_id=run_id) if d.key == key),
+                    None)
+
+    async def send_pending(self, run: Run) -> None:
+        """Send what a run put in the outbox and is not sent yet, in order: when it ends or
+        pauses, and as it starts or is taken up again (a notice written at its start goes
+        out before its answer begins).
+
+        The thread's older records not sent yet go first, in order (a reply left in the
+        outbox while its channel was not up, after a restart, or whose send failed), so
+        that the thread's messages are posted in the order of its runs; one of them that
+        cannot go now leaves the run's to the outbox's sweep, behind it."""
+        if not run.origin.target:
+            return
+        pending = await self._store.deliveries(thread_id=run.thread_id, pending=True)
+        last = max((i for i, d in enumerate(pending) if d.run_id == run.id), default=None)
+        if last is None:
+            return
+        await self._in_order(pending[:last + 1], self._elsewhere(), own=run)
+
+    async def flush(self, skip: Elsewhere | None = None, *, channel: str | None = None
+                    ) -> None:
+        """Send every record with no message id yet, reconciling first, in order: those a
+        crash or a failed send left behind, or written while their channel was not up here
+        (``channel``: that channel's only); except the runs ``skip`` says another process
+        holds (by default, ``elsewhere``'s)."""
+        skip = skip or self._elsewhere()
+        pending = [d for d in await self._store.deliveries(pending=True)
+                   if d.channel in self._deliverers and channel in (None, d.channel)]
+        await self._in_order([d for d in pending if not isinstance(d, StreamDelivery)], skip)
+        for stream in pending:
+            if isinstance(stream, StreamDelivery) and not await skip(stream.run_id):
+                await self.live.tidy(stream, await self._store.get_run(stream.run_id))
+
+    async def _in_order(self, records: Sequence[Delivery], skip: Elsewhere, *,
+                        own: Run | None = None) -> None:
+        """Send ``records`` (oldest first), each after those before it to the same channel
+        (``ordering.place``): one that stays in the outbox holds back the rest of its
+        place's, while it is younger than ``ORDER_HOLD_S``. ``own``: the run whose end or
+        start this is, whose records this process wrote (sent without reconciling if
+        written since it started)."""
+        held: set[Place] = set()
+        now = self._clock()
+        for delivery in records:
+            where = place(delivery)
+            if isinstance(delivery, StreamDelivery) or where in held:
+                continue  # a stream is finished by its run's reply (or ``flush``'s tidying)
+            done = await self._sent_meanwhile(delivery.key)
+            tried = done is not None or delivery.attempts_failed > 0
+            if done:
+                pass  # another send of it under way here posted it
+            elif own is not None and delivery.run_id == own.id:
+                # Written since this runtime started, by it, and never tried: nothing to
+                # reconcile. Else (a send under way here failed, say) it is asked first.
+                done = await self._send(
+                    delivery, fresh=not tried and delivery.created_at >= self._born,
+                    trace=own.trace, run=own)
+            elif await skip(delivery.run_id):
+                done = False  # its run's owner, alive, sends it
+            else:
+                done = await self._send(delivery, fresh=False,
+                                        trace=await self._trace_of(delivery))
+            if not done and holds_back(delivery, now):
+                held.add(where)
+
+    async def _sent_meanwhile(self, key: str) -> bool | None:
+        """Whether another send of ``key`` under way here posted it (or found it superseded),
+        once it is over; None if none is (so that a run's messages are posted in their
+        order: its answer after a notice that a retry of the outbox is posting)."""
+        busy = self._sending.get(key)
+        if busy is None:
+            return None
+        await asyncio.wait([busy])
+        return busy.result()
+
+    async def _trace_of(self, delivery: Delivery) -> str:
+        """The trace of the delivery's run, when traces are made ('' when not)."""
+        if not self._tracing.enabled:
+            return ""
+        try:
+            return (await self._store.get_run(delivery.run_id)).trace
+        except NotFound:
+            return ""
+
+    async def _superseded(self, delivery: Delivery, run: Run | None,
+                          records: Sequence[Delivery]) -> str | None:
+        """``superseded`` for a prompt or a run's closing words, with the run as the store has
+        it (``run``: as just read or written, if it was) and its ``records``."""
+        if not isinstance(delivery, ApprovalDelivery) and not (
+                isinstance(delivery, ReplyDelivery) and delivery.answer):
+            return None
+        try:
+            if run is None or run.id != delivery.run_id:
+                run = await self._store.get_run(delivery.run_id)
+        except NotFound:
+            return None
+        return superseded(delivery, run, records)
+
+    async def _deliver(self, deliverer: Deliverer, delivery: Delivery, *, fresh: bool
+                       ) -> None:
+        if isinstance(delivery, FileDelivery) and isinstance(deliverer, Uploader):
+            await upload(self._store, deliverer, delivery, fresh=fresh)
+        elif not await self.live.finish(delivery):  # else its stream shows it now
+            await deliver(self._store, deliverer, delivery, fresh=fresh)
+
+    async def _send(self, delivery: Delivery, *, fresh: bool, trace: str = "",
+                    run: Run | None = None) -> bool:
+        """Send one record (``run``: its run as just read or written, if it was): True once
+        it is done (posted, or superseded), False while it stays in the outbox."""
+        if isinstance(delivery, StreamDelivery):
+            return False  # finished by its run's reply (or ``flush``'s tidying)
+        deliverer = self._deliverers.get(delivery.channel)
+        what = "approval prompt" if isinstance(delivery, ApprovalDelivery) else \
+            "file" if isinstance(delivery, FileDelivery) else "reply"
+        if deliverer is None:
+            log.warning("no %r channel to deliver run %s's %s; it stays in the outbox",
+                        delivery.channel, delivery.run_id, what)
+            return False
+        if delivery.key in self._sending:
+            return bool(await self._sent_meanwhile(delivery.key))  # already on its way
+        self._sending[delivery.key] = asyncio.get_running_loop().create_future()
+        done = False
+        why = None
+        try:
+            # Read again now that it is claimed here (no other send of it starts here).
+            records = await self._store.deliveries(run_id=delivery.run_id)
+            delivery = next((d for d in records if d.key == delivery.key), delivery)
+            if delivery.remote_id is not None:
+                done = True  # sent since the caller read it (by a sweep that read it first)
+            elif (stale := await self._superseded(delivery, run, records)) is not None:
+                log.info("run %s's %s is not posted: %s", delivery.run_id, what, stale)
+                await self._store.mark_delivered(delivery.key, NOT_POSTED, self._clock())
+                done = True
+            else:
+                span = self._tracing.delivery(delivery, what, fresh=fresh, parent=trace)
+                with span as traced:
+                    try:
+                        await self._deliver(deliverer, delivery, fresh=fresh)
+                    except Exception as exc:
+                        traced.failed(f"{type(exc).__name__}: {exc}")
+                        raise
+                done = True
+        except DeliveryError as exc:
+            # The channel said why (down, refused, still connecting): one line, no trace.
+            log.warning("delivering run %s's %s failed (%s); it stays in the outbox and is "
+                        "tried again", delivery.run_id, what, exc)
+            why = str(exc)
+        except Exception as exc:
+            log.exception("delivering run %s's %s failed; it stays in the outbox and is "
+                          "tried again", delivery.run_id, what)
+            why = f"{type(exc).__name__}: {exc}"
+        finally:
+            self._sending.pop(delivery.key).set_result(done)
+        if why is not None:
+            # After letting go of the key: a retry may start meanwhile; if it posts first,
+            # the store leaves the sent record alone.
+            try:
+                await self._store.delivery_failed(delivery.key, why[:500])
+            except Exception as problem:  # the store may be what failed
+                log.warning("could not record why the send failed: %s", problem)
+        return done
+
+
+class Sender:
+    """The ``send`` service a tool declares it needs (``send_message``): a message to a
+    channel target, through the outbox, exactly once per key."""
+
+    def __init__(self, outbox: Outbox, channels: frozenset[str] | None) -> None:
+        self._outbox = outbox
+        self.channels = channels
+        """The chat channels the agent is configured for; None: not known, any channel."""
+
+    def allows(self, channel: str) -> bool:
+        return self.channels is None or channel in self.channels
+
+    async def post(self, delivery: ReplyDelivery) -> str | None:
+        """Its message id, or None while it waits in the outbox (``Outbox.post``)."""
+        return await self._outbox.post(delivery)
+
+    async def posted(self, run_id: str, key: str) -> Delivery | None:
+        """The outbox record of a message ``post`` took, if it got that far."""
+        return await self._outbox.posted(run_id, key)

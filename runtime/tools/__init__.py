@@ -1,0 +1,27 @@
+"""The tools a model may call: how one is declared (``@tool``) and run, the registry that
+offers them, running a command and isolating it, and MCP servers' tools (``.mcp``,
+loaded only when one is configured)."""
+
+from .base import (
+    NOT_DONE,
+    CancelFlag,
+    Effect,
+    Tool,
+    ToolContext,
+    ToolOutput,
+    ToolSpec,
+    error_result,
+    tool,
+)
+
+__all__ = [
+    "NOT_DONE",
+    "CancelFlag",
+    "Effect",
+    "Tool",
+    "ToolContext",
+    "ToolOutput",
+    "ToolSpec",
+    "error_result",
+    "tool",
+]

@@ -1,0 +1,571 @@
+"""The loop, its guards and its error results, driven by a scripted model with teeth."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime import (
+    AssistantTurn,
+    Notice,
+    Origin,
+    ReplyDelivery,
+    RunEvent,
+    RunState,
+    Runtime,
+    SQLiteStore,
+    ToolCall,
+    ToolContext,
+    ToolResult,
+    UserMessage,
+    tool,
+)
+from runtime.engine.loop import FINAL_TURN_NOTICE
+from runtime.model.entries import RUN_FAILED
+from runtime.providers.openai import OpenAIProvider
+from runtime.providers.wire import pair_results
+from runtime.stores.base import Checkpoint
+from tests.fakes import openai
+from tests.fakes.openai import OpenAIServer
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def kinds(entries: list[Any]) -> list[str]:
+    return [e.kind for e in entries]
+
+
+def error_type(result: ToolResult) -> str:
+    assert result.is_error, result
+    return str(result.content["error"]["type"])
+
+
+def make_counter() -> tuple[list[dict[str, Any]], Any]:
+    seen: list[dict[str, Any]] = []
+
+    @tool(effect="read_only")
+    def lookup(q: str) -> dict[str, str]:
+        """Look something up."""
+        seen.append({"q": q})
+        return {"answer": q.upper()}
+
+    return seen, lookup
+
+
+async def test_plain_answer(make_runtime: Any) -> None:
+    async with make_runtime([{"text": "hi there"}]) as (rt, provider):
+        run = await rt.send("t", "hello")
+        entries = await rt.records.entries("t")
+        transitions = await rt.records.transitions(run.id)
+    assert run.state is RunState.COMPLETED and run.reply == "hi there"
+    assert kinds(entries) == ["user", "assistant"]
+    assert [(t.source, t.target, t.reason) for t in transitions] == [
+        ("queued", "running", "started"), ("running", "completed", "answered")]
+    provider.assert_complete()
+
+
+async def test_tool_call_then_answer(make_runtime: Any) -> None:
+    seen, lookup = make_counter()
+    script = [call("lookup", q="x"), {"text": "it is X"}]
+    async with make_runtime(script, [lookup]) as (rt, provider):
+        run = await rt.send("t", "what is x?")
+        entries = await rt.records.entries("t")
+    assert run.state is RunState.COMPLETED and run.reply == "it is X"
+    assert kinds(entries) == ["user", "assistant", "tool_result", "assistant"]
+    assert entries[2].content == {"answer": "X"} and not entries[2].is_error
+    assert entries[2].tool_call_id == entries[1].tool_calls[0].id
+    assert seen == [{"q": "x"}]
+    assert run.turns == 2 and run.tool_calls == 1
+    # The model saw the tool's schema, built from the type hints.
+    spec = provider.calls[0].tools[0]
+    assert spec.name == "lookup" and spec.parameters["required"] == ["q"]
+    provider.assert_complete()
+
+
+async def test_final_turn_notice_then_max_turns_exceeded(make_runtime: Any) -> None:
+    seen, lookup = make_counter()
+    script = [call("lookup", q="a"), call("lookup", q="b"), call("lookup", q="c")]
+    async with make_runtime(script, [lookup], max_turns=3) as (rt, provider):
+        run = await rt.send("t", "loop forever")
+        entries = await rt.records.entries("t")
+    assert run.state is RunState.FAILED and run.reason == "max_turns_exceeded"
+    assert kinds(entries) == ["user", "assistant", "tool_result", "assistant", "tool_result",
+                              "notice", "assistant", "tool_result", "notice"]
+    notice = entries[5]
+    assert isinstance(notice, Notice) and notice.text == FINAL_TURN_NOTICE
+    # The last turn offered no tools, so the call it made anyway was not run.
+    assert provider.calls[-1].final_turn and provider.calls[-1].tools == ()
+    assert [len(c.tools) for c in provider.calls[:2]] == [1, 1]
+    assert error_type(entries[7]) == "unknown_tool"
+    assert seen == [{"q": "a"}, {"q": "b"}]
+    assert len(provider.calls) == 3
+
+
+async def test_final_turn_answer_completes(make_runtime: Any) -> None:
+    _, lookup = make_counter()
+    script = [call("lookup", q="a"), {"text": "done"}]
+    async with make_runtime(script, [lookup], max_turns=2) as (rt, provider):
+        run = await rt.send("t", "go")
+        entries = await rt.records.entries("t")
+    assert run.state is RunState.COMPLETED and run.reply == "done"
+    assert kinds(entries) == ["user", "assistant", "tool_result", "notice", "assistant"]
+    provider.assert_complete()
+
+
+async def test_too_many_calls_in_one_turn(make_runtime: Any) -> None:
+    seen, lookup = make_counter()
+    turn = {"tool_calls": [{"name": "lookup", "arguments": {"q": str(i)}} for i in range(3)]}
+    async with make_runtime([turn, {"text": "ok"}], [lookup],
+                            max_tool_calls_per_turn=2) as (rt, _):
+        run = await rt.send("t", "go")
+        entries = await rt.records.entries("t")
+    results = [e for e in entries if isinstance(e, ToolResult)]
+    assert run.state is RunState.COMPLETED
+    assert [r.is_error for r in results] == [False, False, True]
+    assert error_type(results[2]) == "too_many_calls"
+    assert seen == [{"q": "0"}, {"q": "1"}]
+
+
+async def test_repeated_identical_calls_are_refused(make_runtime: Any) -> None:
+    seen, lookup = make_counter()
+    script = [call("lookup", q="same"), call("lookup", q="same"), call("lookup", q="same"),
+              call("lookup", q="other"), {"text": "gave up"}]
+    async with make_runtime(script, [lookup], repeat_limit=3) as (rt, provider):
+        run = await rt.send("t", "go")
+        entries = await rt.records.entries("t")
+    results = [e for e in entries if isinstance(e, ToolResult)]
+    assert run.state is RunState.COMPLETED
+    assert [r.is_error for r in results] == [False, False, True, False]
+    assert error_type(results[2]) == "loop_detected"
+    assert seen == [{"q": "same"}, {"q": "same"}, {"q": "other"}]
+    provider.assert_complete()
+
+
+async def test_repeat_guard_counts_calls_within_one_turn(make_runtime: Any) -> None:
+    seen, lookup = make_counter()
+    turn = {"tool_calls": [{"name": "lookup", "arguments": {"q": "z"}, "id": f"c{i}"}
+                           for i in range(3)]}
+    async with make_runtime([turn, {"text": "ok"}], [lookup], repeat_limit=2) as (rt, _):
+        await rt.send("t", "go")
+        entries = await rt.records.entries("t")
+    results = [e for e in entries if isinstance(e, ToolResult)]
+    assert [r.is_error for r in results] == [False, True, True]
+    assert len(seen) == 1
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ({"q": 5}, "invalid_arguments"),
+        ({}, "invalid_arguments"),
+        ({"q": "x", "extra": 1}, "invalid_arguments"),
+        ("not an object", "invalid_arguments"),
+        ([1, 2], "invalid_arguments"),
+    ],
+)
+async def test_bad_arguments_become_error_results(
+    make_runtime: Any, arguments: Any, expected: str
+) -> None:
+    seen, lookup = make_counter()
+    script = [{"tool_calls": [{"name": "lookup", "arguments": arguments}]}, {"text": "sorry"}]
+    async with make_runtime(script, [lookup]) as (rt, _):
+        run = await rt.send("t", "go")
+        entries = await rt.records.entries("t")
+    assert run.state is RunState.COMPLETED
+    assert error_type(entries[2]) == expected
+    assert seen == []
+
+
+async def test_unknown_tool(make_runtime: Any) -> None:
+    async with make_runtime([call("nope"), {"text": "ok"}]) as (rt, _):
+        run = await rt.send("t", "go")
+        entries = await rt.records.entries("t")
+    assert run.state is RunState.COMPLETED
+    assert error_type(entries[2]) == "unknown_tool"
+    assert "nope" in entries[2].content["error"]["message"]
+
+
+async def test_tool_exception_and_timeout_are_results(make_runtime: Any) -> None:
+    @tool
+    async def boom() -> None:
+        raise RuntimeError("disk on fire")
+
+    hang = asyncio.Event()
+
+    @tool(timeout_s=0.05)
+    async def slow() -> str:
+        await hang.wait()  # never set: the timeout must cut it off
+        return "never"
+
+    script = [{"tool_calls": [{"name": "boom"}, {"name": "slow"}]}, {"text": "both failed"}]
+    async with make_runtime(script, [boom, slow]) as (rt, _):
+        run = await rt.send("t", "go")
+        entries = await rt.records.entries("t")
+    assert run.state is RunState.COMPLETED
+    assert error_type(entries[2]) == "exception"
+    assert entries[2].content["error"]["message"] == "RuntimeError: disk on fire"
+    assert error_type(entries[3]) == "timeout"
+
+
+async def test_sync_tool_and_context(make_runtime: Any) -> None:
+    contexts: list[ToolContext] = []
+
+    @tool(effect="idempotent_write")
+    def record(ctx: ToolContext, note: str) -> str:
+        contexts.append(ctx)
+        return f"noted {note}"
+
+    async with make_runtime([call("record", note="n"), {"text": "ok"}], [record]) as (rt, p):
+        run = await rt.send("thread-9", "go")
+    assert run.state is RunState.COMPLETED
+    (ctx,) = contexts
+    assert ctx.run_id == run.id and ctx.thread_id == "thread-9"
+    assert ctx.tool_call_id == "call_0_0" and len(ctx.idempotency_key) == 64
+    assert "ctx" not in p.calls[0].tools[0].parameters["properties"]
+
+
+async def test_provider_error_fails_run_and_thread_stays_usable(make_runtime: Any) -> None:
+    script = [{"error": "upstream said 500"}]
+    async with make_runtime(script) as (rt, provider):
+        failed = await rt.send("t", "first")
+        assert failed.state is RunState.FAILED and failed.reason == "provider_error"
+        assert failed.error == "upstream said 500"
+        provider.turns.append(provider.turns[0].model_copy(update={"error": None,
+                                                                   "text": "back"}))
+        provider.turns[0] = provider.turns[0].model_copy(update={"error": None, "text": "x"})
+        ok = await rt.send("t", "second")
+        entries = await rt.records.entries("t")
+    assert ok.state is RunState.COMPLETED
+    # The failed run's message is closed by a notice: the next message is a turn of its own.
+    assert kinds(entries) == ["user", "notice", "user", "assistant"]
+    assert isinstance(entries[1], Notice) and entries[1].code == RUN_FAILED
+    assert "upstream said 500" not in entries[1].text and "provider_error" in entries[1].text
+
+
+async def test_script_exhausted_fails_with_reason(make_runtime: Any) -> None:
+    async with make_runtime([]) as (rt, _):
+        run = await rt.send("t", "anyone?")
+    assert run.state is RunState.FAILED and run.reason == "provider_error"
+    assert "script has 0 turns" in (run.error or "")
+
+
+async def test_resume_failed_run_continues_from_checkpoint(make_runtime: Any) -> None:
+    seen, lookup = make_counter()
+    script = [call("lookup", q="a"), {"error": "overloaded"}]
+    async with make_runtime(script, [lookup]) as (rt, provider):
+        run = await rt.send("t", "go")
+        assert run.state is RunState.FAILED
+        provider.turns[1] = provider.turns[1].model_copy(update={"error": None, "text": "A"})
+        await rt.resume(run.id)
+        run = await rt.wait(run.id)
+        entries = await rt.records.entries("t")
+    assert run.state is RunState.COMPLETED and run.reply == "A"
+    assert kinds(entries) == ["user", "assistant", "tool_result", "notice", "assistant"]
+    # Resumed, the run's own closing notice is not sent to the model (it ends the request).
+    sent = pair_results(provider.calls[-1].entries)
+    assert [e.kind for e in sent] == ["user", "assistant", "tool_result"]
+    assert seen == [{"q": "a"}]
+
+
+async def test_messages_on_one_thread_run_in_order(make_runtime: Any) -> None:
+    script = [{"text": f"reply {i}"} for i in range(5)]
+    async with make_runtime(script) as (rt, _):
+        runs = [await rt.submit("t", f"m{i}") for i in range(5)]
+        done = [await rt.wait(r.id) for r in runs]
+        entries = await rt.records.entries("t")
+    assert [r.reply for r in done] == [f"reply {i}" for i in range(5)]
+    users = [e.text for e in entries if isinstance(e, UserMessage)]
+    assert users == [f"m{i}" for i in range(5)]
+    assert kinds(entries) == ["user", "assistant"] * 5
+
+
+async def test_a_run_sees_what_another_writer_added_to_its_thread_since_the_last_run(
+        make_runtime: Any, tmp_path: Path) -> None:
+    """The driver keeps the thread its last run left; the next run reads only the entries
+    since, and so also what another process wrote meanwhile."""
+    async with make_runtime([{"text": "first"}, {"text": "second"}],
+                            db=tmp_path / "d.db") as (rt, provider):
+        await rt.send("t", "one")
+        async with SQLiteStore(tmp_path / "d.db") as other:
+            await other.commit(Checkpoint("t", 2, [Notice(run_id="r", code="note",
+                                                         text="written elsewhere")]))
+        await rt.send("t", "two")
+        entries = await rt.records.entries("t")
+    assert kinds(entries) == ["user", "assistant", "notice", "user", "assistant"]
+    assert list(provider.calls[1].entries) == entries[:4]
+
+async def test_idempotent_submission_returns_the_same_run(make_runtime: Any) -> None:
+    async with make_runtime([{"text": "once"}]) as (rt, provider):
+        first = await rt.submit("t", "hi", idempotency_key="req-1")
+        again = await rt.submit("t", "hi", idempotency_key="req-1")
+        assert again.id == first.id
+        await rt.wait(first.id)
+        entries = await rt.records.entries("t")
+    assert kinds(entries) == ["user", "assistant"]
+    provider.assert_complete()
+
+
+async def test_events_stream_the_run(make_runtime: Any) -> None:
+    _, lookup = make_counter()
+    script = [call("lookup", q="a"), {"text": "done"}]
+    async with make_runtime(script, [lookup]) as (rt, _), rt.subscribe() as events:
+        run = await rt.send("t", "go")
+        seen: list[RunEvent] = []
+        while not seen or seen[-1].kind != "run.completed":
+            seen.append(await asyncio.wait_for(events.next(), 5))
+    kinds_seen = [e.kind for e in seen]
+    # What happened comes before the state it led to (the order `maiden show` prints:
+    # docs/get-started/install.md).
+    assert kinds_seen == ["run.started", "run.state", "model.answered", "run.state",
+                          "tool.call", "tool.result", "run.state", "text.delta",
+                          "model.answered", "run.state", "run.completed"]
+    assert all(e.run_id == run.id for e in seen)
+
+
+async def test_approval_required_pauses_then_approve_runs(make_runtime: Any) -> None:
+    sent: list[str] = []
+
+    @tool(effect="non_idempotent", requires_approval=True)
+    def send_email(to: str) -> str:
+        sent.append(to)
+        return "sent"
+
+    script = [call("send_email", to="boss"), {"text": "emailed"}]
+    async with make_runtime(script, [send_email]) as (rt, _):
+        run = await rt.send("t", "email the boss")
+        assert run.state is RunState.AWAITING_APPROVAL and sent == []
+        assert run.pending_approval is not None
+        assert run.pending_approval.reason == "requires_approval"
+        call_id = run.pending_approval.tool_call_id
+        await rt.decide(run.id, call_id, approve=True, by="alice")
+        run = await rt.wait(run.id)
+    assert run.state is RunState.COMPLETED and sent == ["boss"]
+    assert run.decisions[0].by == "alice" and run.decisions[0].approve
+
+
+async def test_approval_denied_gives_denied_result(make_runtime: Any) -> None:
+    sent: list[str] = []
+
+    @tool(effect="non_idempotent", requires_approval=True)
+    def send_email(to: str) -> str:
+        sent.append(to)
+        return "sent"
+
+    script = [call("send_email", to="boss"), {"text": "I was not allowed"}]
+    async with make_runtime(script, [send_email]) as (rt, _):
+        run = await rt.send("t", "email the boss")
+        assert run.pending_approval is not None
+        await rt.decide(run.id, run.pending_approval.tool_call_id, approve=False, by="bob",
+                        reason="not now")
+        run = await rt.wait(run.id)
+        entries = await rt.records.entries("t")
+    assert run.state is RunState.COMPLETED and sent == []
+    assert error_type(entries[2]) == "denied"
+    assert "bob" in entries[2].content["error"]["message"]
+
+
+async def test_runs_queue_behind_a_paused_run(make_runtime: Any) -> None:
+    @tool(requires_approval=True)
+    def risky() -> str:
+        return "done"
+
+    script = [call("risky"), {"text": "after risky"}, {"text": "second answer"}]
+    async with make_runtime(script, [risky]) as (rt, _):
+        paused = await rt.send("t", "do the risky thing")
+        second = await rt.submit("t", "and then this")
+        await rt.idle()
+        assert (await rt.records.get_run(second.id)).state is RunState.QUEUED
+        assert paused.pending_approval is not None
+        await rt.decide(paused.id, paused.pending_approval.tool_call_id, approve=True)
+        assert (await rt.wait(paused.id)).reply == "after risky"
+        assert (await rt.wait(second.id)).reply == "second answer"
+
+
+async def _concurrency_probe(make_runtime: Any, mode: str) -> int:
+    active = 0
+    peak = 0
+    gate = asyncio.Event()
+
+    @tool
+    async def probe() -> int:
+        nonlocal active, peak
+        active += 1
+        peak = max(peak, active)
+        if peak >= 2:
+            gate.set()
+        # In thread mode both runs get here together; in global mode the gate
+        # never opens and the bounded wait ends the call.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(gate.wait(), 0.5 if mode == "global" else 5)
+        active -= 1
+        return peak
+
+    script = [call("probe"), {"text": "ok"}]
+    async with make_runtime(script, [probe], concurrency=mode) as (rt, _):
+        a = await rt.submit("a", "go")
+        b = await rt.submit("b", "go")
+        for run in (a, b):
+            assert (await rt.wait(run.id)).state is RunState.COMPLETED
+    return peak
+
+
+async def test_global_concurrency_runs_one_loop_at_a_time(make_runtime: Any) -> None:
+    assert await _concurrency_probe(make_runtime, "global") == 1
+
+
+async def test_thread_concurrency_runs_threads_in_parallel(make_runtime: Any) -> None:
+    assert await _concurrency_probe(make_runtime, "thread") == 2
+
+
+async def test_entries_round_trip_with_assistant_usage(make_runtime: Any) -> None:
+    script = [{"text": "hi", "usage": {"input_tokens": 7, "output_tokens": 3,
+                                       "cache_read_tokens": 2}}]
+    async with make_runtime(script) as (rt, _):
+        run = await rt.send("t", "hello")
+        entries = await rt.records.entries("t")
+    turn = entries[1]
+    assert isinstance(turn, AssistantTurn) and turn.usage.cache_read_tokens == 2
+    assert run.usage.input_tokens == 7 and run.usage.total_tokens == 12
+
+
+async def test_send_behind_a_paused_run_returns_queued(make_runtime: Any) -> None:
+    @tool(requires_approval=True)
+    def risky() -> str:
+        return "done"
+
+    async with make_runtime([call("risky")], [risky]) as (rt, _):
+        paused = await rt.send("t", "do the risky thing")
+        assert paused.state is RunState.AWAITING_APPROVAL
+        queued = await asyncio.wait_for(rt.send("t", "hello?"), 5)
+    assert queued.state is RunState.QUEUED
+
+
+async def test_a_recorded_result_that_does_not_match_its_call_fails_the_run(
+    make_runtime: Any, tmp_path: Path,
+) -> None:
+    from runtime import Checkpoint, Entry, Run, SQLiteStore
+
+    _, lookup = make_counter()
+    async with make_runtime([call("lookup", q="a"), {"text": "?"}], [lookup]) as (rt, _), \
+            SQLiteStore(tmp_path / "maiden.db") as store:
+        # A thread whose stored result names another tool than the call it answers
+        # (a tampered or mixed-up store): recovery must refuse, not guess.
+        run = await store.create_run(Run(id="r" * 32, thread_id="t", text="go"))
+        steps: list[list[Entry]] = [
+            [UserMessage(run_id=run.id, text="go")],
+            [AssistantTurn(run_id=run.id, tool_calls=(
+                ToolCall(id="c1", name="lookup", arguments={"q": "a"}),
+                ToolCall(id="c2", name="lookup", arguments={"q": "b"})))],
+            [ToolResult(run_id=run.id, tool_call_id="c1", name="delete_everything",
+                        content="ok")],
+        ]
+        states = [RunState.RUNNING, RunState.AWAITING_TOOL, RunState.AWAITING_TOOL]
+        for position, (entries, state) in enumerate(zip(steps, states, strict=True)):
+            run = run.model_copy(update={"version": run.version + 1, "state": state,
+                                         "owner": "a-dead-process"})
+            await store.commit(Checkpoint(thread_id="t", position=position, run=run,
+                                          entries=entries))
+        ended = await rt.wait(run.id)
+    assert ended.state is RunState.FAILED and ended.reason == "replay_mismatch"
+    assert "delete_everything" in (ended.error or "")
+
+
+async def test_repeated_call_ids_from_the_model_are_made_unique(make_runtime: Any) -> None:
+    seen, lookup = make_counter()
+    twice = {"tool_calls": [{"name": "lookup", "arguments": {"q": "a"}, "id": "same"},
+                            {"name": "lookup", "arguments": {"q": "b"}, "id": "same"}]}
+    again = {"tool_calls": [{"name": "lookup", "arguments": {"q": "c"}, "id": "same"}]}
+    async with make_runtime([twice, again, {"text": "ok"}], [lookup]) as (rt, _):
+        run = await rt.send("t", "go")
+        entries = await rt.records.entries("t")
+    ids = [c.id for e in entries if isinstance(e, AssistantTurn) for c in e.tool_calls]
+    assert run.state is RunState.COMPLETED and len(set(ids)) == 3 and ids[0] == "same"
+    assert [r.tool_call_id for r in entries if isinstance(r, ToolResult)] == ids
+    assert len(seen) == 3
+
+
+async def test_max_context_tokens_sends_the_newest_part_with_a_notice(
+    make_runtime: Any,
+) -> None:
+    # (The scripted model finds its turn by the history it is sent, so every turn here
+    # answers the same: that is fine for looking at what was sent.)
+    script = [{"text": "answer " + "z" * 400}] * 6
+    async with make_runtime(script, max_context_tokens=300) as (rt, provider):
+        for i in range(6):
+            await rt.send("t", f"question {i} " + "q" * 400)
+        stored = await rt.records.entries("t")
+    sent = provider.calls[-1].entries
+    assert len(stored) == 12  # the store keeps everything
+    assert isinstance(sent[0], Notice) and sent[0].code == "context_trimmed"
+    assert isinstance(sent[1], UserMessage) and sent[-1].text.startswith("question 5")
+    assert len(sent) < len(stored)
+
+
+@pytest.mark.parametrize("store", ["sqlite", "files"])
+async def test_the_loop_on_every_store(make_runtime: Any, store: str) -> None:
+    seen, lookup = make_counter()
+
+    @tool(requires_approval=True)
+    def risky() -> str:
+        return "done"
+
+    script = [call("lookup", q="a"), {"text": "A"}, call("risky"), {"text": "risky done"}]
+    async with make_runtime(script, [lookup, risky], store=store) as (rt, provider):
+        first = await rt.send("t/1", "look it up")
+        paused = await rt.send("t/1", "now the risky thing")
+        assert paused.pending_approval is not None
+        await rt.decide(paused.id, paused.pending_approval.tool_call_id, approve=True)
+        second = await rt.wait(paused.id)
+        entries = await rt.records.entries("t/1")
+        transitions = await rt.records.transitions(second.id)
+    assert (first.reply, second.reply) == ("A", "risky done")
+    assert kinds(entries) == ["user", "assistant", "tool_result", "assistant"] * 2
+    assert [t.target for t in transitions][-1] == "completed"
+    assert seen == [{"q": "a"}]
+    provider.assert_complete()
+
+
+# -- an empty answer: asked again once, then the run fails; never an empty post -------------
+
+SLACK_TARGET = {"team": "T1", "channel": "C1", "message_ts": "1.0", "thread_ts": "1.0"}
+
+
+async def test_an_empty_answer_twice_fails_the_run_and_posts_no_empty_message(
+    make_runtime: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """It was recorded ``answered`` with reply "" and an empty message in the outbox."""
+    async with make_runtime([{"text": ""}]) as (rt, provider):
+        run = await rt.send("t", "hello", origin=Origin(channel="slack", target=SLACK_TARGET))
+        assert (run.state, run.reason) == (RunState.FAILED, "empty_answer")
+        assert run.error == "the model answered with no text and no tool call, twice in a row"
+        assert len(provider.calls) == 2  # asked once more, not forever
+        assert run.usage.output_tokens == 10  # both calls counted
+        (notice,) = await rt.records.deliveries(run_id=run.id)
+        assert isinstance(notice, ReplyDelivery) and notice.text == (
+            "Sorry, I could not finish this (the model gave an empty answer twice).")
+        # Nothing empty in the history: the message, closed by the failure's notice.
+        assert kinds(await rt.records.entries("t")) == ["user", "notice"]
+        # The thread goes on: the run can be resumed (the model answers this time).
+        provider.turns[0] = provider.turns[0].model_copy(update={"text": "later"})
+        await rt.resume(run.id)
+        resumed = await rt.wait(run.id)
+    assert (resumed.state, resumed.reply) == (RunState.COMPLETED, "later")
+
+
+async def test_an_empty_answer_once_is_asked_again_and_answered(tmp_path: Path) -> None:
+    async with OpenAIServer(api_key=None) as server:
+        server.queue(openai.completion(""), openai.completion("here it is"))
+        provider = OpenAIProvider("gpt-4.1", base_url=server.base_url, stream=False)
+        async with SQLiteStore(tmp_path / "m.db") as store, Runtime(store, provider) as rt:
+            run = await rt.send("t", "hello")
+            entries = await rt.records.entries("t")
+        await provider.aclose()
+    assert (run.state, run.reply) == (RunState.COMPLETED, "here it is")
+    assert len(server.requests) == 2 and server.requests[0].json == server.requests[1].json
+    assert kinds(entries) == ["user", "assistant"]

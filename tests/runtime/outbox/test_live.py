@@ -1,0 +1,222 @@
+"""Live replies through the runtime (``runtime/outbox/live.py``): a reply shown while it is written,
+finished by the run's end, exactly one message whatever happens — with the reference
+chat channel's streamer (tests/fakes/chat.py); Slack and Discord have their own tests."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime import (
+    Origin,
+    ReplyDelivery,
+    Run,
+    RunState,
+    Runtime,
+    ScriptedProvider,
+    SQLiteStore,
+    StreamDelivery,
+    arguments_summary,
+    tool,
+)
+from runtime.model.runs import new_run_id
+from runtime.outbox.live import WAITING_NOTE
+from runtime.stores.base import Checkpoint
+from tests.fakes.chat import MemoryChat
+
+S = RunState
+ROOM = Origin(channel="chat", target={"room": "r1"}, user="u1")
+ANSWER = "The deploy went out at 09:14 and every check is green."
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+@tool
+def lookup(service: str) -> str:
+    """Look a service up."""
+    return f"{service}: green"
+
+
+@tool(requires_approval=True)
+def deploy(service: str) -> str:
+    """Deploy a service."""
+    return f"deployed {service}"
+
+
+async def test_a_reply_streams_into_one_message_with_its_tool_work(make_runtime: Any) -> None:
+    chat = MemoryChat(stream=True)
+    script = [{"text": "Let me look. ", "chunks": 2, **call("lookup", service="api")},
+              {"text": ANSWER, "chunks": 6}]
+    async with make_runtime(script, [lookup]) as (rt, _):
+        rt.add_deliverer("chat", chat)
+        run = await rt.send("t", "how did the deploy go?", origin=ROOM)
+        await rt.idle()  # the reply goes out once the run has ended
+        deliveries = {d.kind: d for d in await rt.records.deliveries(run_id=run.id)}
+    assert run.state is S.COMPLETED and run.reply == ANSWER
+    assert chat.posted == []  # no message of its own: the stream shows the reply
+    (message,) = chat.streamer.messages.values()  # type: ignore[union-attr]
+    assert message.text == "Let me look. " + ANSWER
+    assert not message.streaming
+    assert message.tasks == {"lookup:call_0_0": "complete"}
+    stream, reply = deliveries["stream"], deliveries["reply"]
+    assert isinstance(stream, StreamDelivery) and stream.state == "finished"
+    assert stream.remote_ids == (message.id,) and stream.remote_id == message.id
+    assert isinstance(reply, ReplyDelivery) and reply.remote_id == message.id
+
+
+async def test_a_channel_without_a_streamer_gets_one_finished_message(
+        make_runtime: Any) -> None:
+    chat = MemoryChat()
+    async with make_runtime([{"text": ANSWER, "chunks": 4}]) as (rt, _):
+        rt.add_deliverer("chat", chat)
+        run = await rt.send("t", "hi", origin=ROOM)
+        await rt.idle()
+        kinds = [d.kind for d in await rt.records.deliveries(run_id=run.id)]
+    assert [p.text for p in chat.posted] == [ANSWER] and kinds == ["reply"]
+
+
+async def test_an_approval_ends_the_stream_and_the_answer_streams_after(
+        make_runtime: Any) -> None:
+    chat = MemoryChat(stream=True)
+    script = [{"text": "I will deploy the api. ", **call("deploy", service="api")},
+              {"text": "Deployed.", "chunks": 3}]
+    async with make_runtime(script, [deploy]) as (rt, _):
+        rt.add_deliverer("chat", chat)
+        paused = await rt.send("t", "ship it", origin=ROOM)
+        await rt.idle()
+        assert paused.pending_approval is not None
+        first = list(chat.streamer.messages.values())  # type: ignore[union-attr]
+        assert [m.text for m in first] == [f"I will deploy the api. \n{WAITING_NOTE}"]
+        assert [p.kind for p in chat.posted] == ["approval"]  # the prompt, on its own
+        await rt.decide(paused.id, paused.pending_approval.tool_call_id, approve=True)
+        done = await rt.wait(paused.id)
+        await rt.idle()
+        streams = [d for d in await rt.records.deliveries(run_id=done.id)
+                   if isinstance(d, StreamDelivery)]
+    assert done.reply == "Deployed."
+    texts = [m.text for m in chat.streamer.messages.values()]  # type: ignore[union-attr]
+    assert texts == [f"I will deploy the api. \n{WAITING_NOTE}", "Deployed."]
+    assert [s.state for s in streams] == ["finished", "finished"]
+    assert len({s.key for s in streams}) == 2
+
+
+async def test_a_failed_run_ends_its_stream_with_the_reason(make_runtime: Any) -> None:
+    chat = MemoryChat(stream=True)
+    script = [{"text": "Looking. ", **call("lookup", service="api")},
+              {"error": "overloaded"}]
+    async with make_runtime(script, [lookup]) as (rt, _):
+        rt.add_deliverer("chat", chat)
+        run = await rt.send("t", "status?", origin=ROOM)
+        await rt.idle()
+    assert run.state is S.FAILED
+    (message,) = chat.streamer.messages.values()  # type: ignore[union-attr]
+    assert message.text == "Looking. \nSorry, I could not finish this (the model service " \
+                           "failed)."
+    assert chat.posted == [] and not message.streaming
+
+
+async def test_a_platform_that_refuses_to_stream_gets_the_reply_as_a_message(
+        make_runtime: Any) -> None:
+    chat = MemoryChat(stream=True)
+    chat.streamer.fail_open = True  # type: ignore[union-attr]
+    async with make_runtime([{"text": ANSWER, "chunks": 3}]) as (rt, _):
+        rt.add_deliverer("chat", chat)
+        run = await rt.send("t", "hi", origin=ROOM)
+        await rt.idle()
+        found = {d.kind: d for d in await rt.records.deliveries(run_id=run.id)}
+    stream, reply = found["stream"], found["reply"]
+    assert [p.text for p in chat.posted] == [ANSWER]
+    assert chat.streamer.messages == {}  # type: ignore[union-attr]
+    assert isinstance(stream, StreamDelivery) and stream.state == "finished"
+    assert reply.remote_id == chat.posted[0].id
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["ids-recorded", "ids-lost"])
+async def test_a_stream_cut_off_by_a_crash_is_finished_with_the_answer(
+        tmp_path: Path, recorded: bool) -> None:
+    """The first process opened the stream and died (with or without the message's id in
+    the store); the run is taken up again: it is not streamed a second time, and its
+    reply replaces the half-written message's text. One message, the final answer."""
+    chat = MemoryChat(stream=True)
+    db = tmp_path / "m.db"
+    async with SQLiteStore(db) as store:
+        # What the dead process left: the run, its stream open on the platform.
+        run = await store.create_run(Run(id=new_run_id(1.0), thread_id="t",
+                                         text="how did the deploy go?", created_at=1.0,
+                                         updated_at=1.0, origin=ROOM))
+        stream = StreamDelivery(key="stream-1", run_id=run.id, thread_id="t",
+                                channel="chat", target=ROOM.target, created_at=run.created_at)
+        await store.commit(Checkpoint("t", None, deliveries=[stream]))
+        assert chat.streamer is not None
+        (opened,) = await chat.streamer.open_stream(stream, "The deploy we", [])
+        if recorded:
+            await store.stream_progress("stream-1", "streaming", [opened], at=1.0)
+        runtime = Runtime(store, ScriptedProvider([{"text": ANSWER, "chunks": 5}]))
+        runtime.add_deliverer("chat", chat)
+        async with runtime:  # recovery drives the run to its end
+            done = await runtime.wait(run.id)
+            deliveries = await runtime.records.deliveries(run_id=run.id)
+    assert done.state is S.COMPLETED
+    assert chat.streamer.visible() == [ANSWER]
+    assert not chat.streamer.messages[opened].streaming
+    assert {d.kind: d.remote_id for d in deliveries} == {"stream": opened, "reply": opened}
+
+
+def test_a_tool_call_is_summed_up_in_one_short_line() -> None:
+    assert arguments_summary({"service": "api", "n": 3}) == "service=api, n=3"
+    long = arguments_summary({"query": "x" * 200, "body": {"a": [1, 2, 3]}, "c": "y" * 30})
+    assert len(long) <= 60 and long.startswith("query=xxxx") and long.endswith("…")
+    assert arguments_summary("plain\ntext") == "plain text"
+
+
+async def test_a_stream_left_open_after_its_reply_was_recorded_is_tidied(
+        tmp_path: Path) -> None:
+    """Killed after the reply was recorded as shown by its stream, before the stream was
+    recorded as finished: the next flush finishes it on the platform (idempotently) and
+    records it; nothing is posted."""
+    chat = MemoryChat(stream=True)
+    assert chat.streamer is not None
+    async with SQLiteStore(tmp_path / "m.db") as store:
+        runtime = Runtime(store, ScriptedProvider([{"text": ANSWER}]))
+        runtime.add_deliverer("chat", chat)
+        async with runtime:
+            run = await runtime.send("t", "hi")  # no target: nothing of its own to deliver
+            stream = StreamDelivery(key="stream-1", run_id=run.id, thread_id="t",
+                                    channel="chat", target=ROOM.target, created_at=2.0)
+            await store.commit(Checkpoint("t", None, deliveries=[stream]))
+            (opened,) = await chat.streamer.open_stream(stream, ANSWER, [])
+            await store.stream_progress("stream-1", "streaming", [opened], at=3.0)
+            await runtime.flush_deliveries()
+            (tidied,) = await runtime.records.deliveries(run_id=run.id)
+    assert isinstance(tidied, StreamDelivery) and tidied.state == "finished"
+    assert tidied.remote_ids == (opened,) and chat.posted == []
+    assert chat.streamer.visible() == [ANSWER] and not chat.streamer.messages[opened].streaming
+
+
+async def test_a_cancelled_run_ends_its_stream_with_the_reason(make_runtime: Any) -> None:
+    chat = MemoryChat(stream=True)
+    started = asyncio.Event()
+
+    @tool
+    async def slow(service: str) -> str:
+        """Take a while."""
+        started.set()
+        await asyncio.Event().wait()  # until cancelled
+        return service
+
+    script = [{"text": "Working on it. ", **call("slow", service="api")}, {"text": "never"}]
+    async with make_runtime(script, [slow]) as (rt, _):
+        rt.add_deliverer("chat", chat)
+        run = await rt.submit("t", "go", origin=ROOM)
+        await asyncio.wait_for(started.wait(), 10)
+        cancelled = await rt.cancel(run.id, by="ops")
+        await rt.idle()
+    assert cancelled.state is S.CANCELLED
+    (message,) = chat.streamer.messages.values()  # type: ignore[union-attr]
+    assert message.text.startswith("Working on it. \n") and not message.streaming
+    assert "ops" in message.text.splitlines()[-1] and chat.posted == []
