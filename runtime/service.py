@@ -23,35 +23,26 @@ import uuid
 from collections.abc import AsyncGenerator, Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any
 
-from .engine.agents import Agent, Agents
-from .engine.caps import CapConfig, Caps
-from .engine.drivers import Drivers
-from .engine.files import Files
+from .assembly import Parts, agents_of
+from .engine.agents import Agents
+from .engine.caps import CapConfig
 from .engine.intake import new_run
-from .engine.loop import DRIVABLE, RunDriver
 from .engine.stops import record_stop
 from .engine.tracing import NO_TRACING, Tracing, traceparent_of
-from .errors import MaidenError, RunError, StaleWrite, StoreError
+from .errors import MaidenError, RunError
 from .model.attachments import FileRef, FileSource
 from .model.budget import BudgetConfig
 from .model.config import AgentConfig, FilesConfig, Prices, RuntimeConfig
-from .model.decisions import approve_call, requeue
-from .model.events import EventBus, RunEvent, Subscription
+from .model.events import RunEvent, Subscription
 from .model.routing import Where
-from .model.runs import Origin, Run, RunState, Said, Transition
-from .outbox.delivery import Deliverer, Outbox, Sender
+from .model.runs import Origin, Run, RunState, Said
+from .outbox.delivery import Deliverer
 from .providers.base import Provider
 from .serving.control import serve_requests
 from .serving.erase import erase_thread
-from .serving.feedback import Feedback
-from .serving.leases import Leases, describe_holder
-from .serving.notes import Notes
-from .serving.peers import Asked, Peers
-from .serving.records import Records
-from .serving.upkeep import RuntimeUpkeep
-from .serving.waiting import Waiting
-from .serving.workers import ACTIVE, Workers
-from .stores.base import Checkpoint, Store
+from .serving.leases import describe_holder
+from .serving.workers import ACTIVE
+from .stores.base import Store
 from .stores.erasure import Erased
 from .tools.registry import ToolRegistry
 
@@ -90,17 +81,9 @@ class Runtime:
         caps: Sequence[CapConfig] = (),
         tracing: Tracing = NO_TRACING,
     ) -> None:
-        if agents is None:
-            if provider is None:
-                raise ValueError("a runtime needs a provider, or agents")
-            agents = Agents([Agent(agent or AgentConfig(), provider,
-                                   tools if tools is not None else ToolRegistry(),
-                                   budget or BudgetConfig(), prices or Prices())])
-        elif provider is not None or tools is not None or agent is not None:
-            raise ValueError("give either agents, or one agent's provider, tools and config")
+        agents = agents_of(agents, provider, tools, agent, budget, prices)
         self.agents = agents
         """The agents, their routes and the default one."""
-        chat = None if channels is None else frozenset(channels)
         self._tracing = tracing
         self.agent = agents.default.config
         """The default agent's settings (also where process-wide ones are read)."""
@@ -108,48 +91,29 @@ class Runtime:
         self.settings = settings or RuntimeConfig()
         self.clock = clock
         self.instance_id = uuid.uuid4().hex[:12]
-        self.records = Records(store)
+        parts = Parts(store, agents, self.settings, instance_id=self.instance_id, clock=clock,
+                      channels=channels, services=services, files=files, caps=caps,
+                      tracing=tracing, arrived=self._fetcher_arrived,
+                      serving=lambda: self._serving is not None)
+        self.records = parts.records
         """What the store holds: runs, threads, entries, deliveries, approvals, stats."""
-        self.notes = Notes(store, clock)
+        self.notes = parts.notes
         """Notes kept in the store by key, written once per call (the ``notes`` service)."""
-        self.feedback = Feedback(store, store, clock)
+        self.feedback = parts.feedback
         """People's votes on replies (👍 / 👎), one per person per run."""
-        self.files = Files(store, files, clock=clock, expected=chat or (),
-                           arrived=self._fetcher_arrived)
+        self.files = parts.files
         """Files people share: stored once by content, fetched as a run's first step."""
-        self.caps = Caps(caps, store, default_agent=agents.default.name,
-                         timezone=self.agent.timezone, clock=clock)
+        self.caps = parts.caps
         """Spend caps per person, place and agent (``[[budgets]]``)."""
+        self._parts = parts
         self._store = store
-        self._bus = EventBus()
-        self._peers = Peers(store, self.instance_id)
-        self._outbox = Outbox(store, born=clock(), clock=clock, tracing=tracing,
-                              elsewhere=self._peers.elsewhere)
-        self._bus.listen(self._outbox.live.on_event)
-        provided: dict[str, object] = {
-            "notes": self.notes,
-            "send": Sender(self._outbox, chat),
-            **(services or {})}
-        cancel_reasons: dict[str, str] = {}
-        drivers = {}
-        for one in agents:
-            one.tools.check_needs(provided)
-            drivers[one.name] = RunDriver(
-                store, one, self._bus, instance_id=self.instance_id,
-                cancel_grace_s=self.settings.cancel_grace_s, clock=clock, services=provided,
-                files=self.files, caps=self.caps, cancel_reasons=cancel_reasons,
-                tracing=tracing,
-                send_pending=self._outbox.send_pending)
-        self._driver = Drivers(store, agents, drivers)
-        self._leases = Leases(store, self.instance_id, self.settings.lease_ttl_s)
-        self._workers = Workers(store, self._driver, self._bus, self.settings, self._leases,
-                                peers=self._peers, outbox=self._outbox, files=self.files)
-        self._waiting = Waiting(store, self._bus, self._workers, self._peers,
-                                poll_interval_s=self.settings.poll_interval_s,
-                                serving=lambda: self._serving is not None)
-        self._upkeep = RuntimeUpkeep(store, self._driver, self._outbox, self._workers,
-                                     self._peers, self._leases, waiting=self._waiting,
-                                     instance_id=self.instance_id, clock=clock)
+        self._bus = parts.bus
+        self._outbox = parts.outbox
+        self._driver = parts.drivers
+        self._leases = parts.leases
+        self._workers = parts.workers
+        self._waiting = parts.waiting
+        self._upkeep = parts.upkeep
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
         self._stop = asyncio.Event()
@@ -194,20 +158,7 @@ class Runtime:
                 name="maiden-control")
         if not recover:
             return []
-        unfinished = await self._store.list_runs(states=DRIVABLE)
-        driven: set[str] = set()
-        self._workers.driven = driven
-        try:
-            for thread_id in dict.fromkeys(r.thread_id for r in unfinished):
-                self._workers.kick(thread_id)
-            await self.idle()
-        finally:
-            self._workers.driven = None
-        await self.flush_deliveries()
-        await self._upkeep.expire_approvals()
-        # Only what this process took up: with replicas, the others' runs are theirs.
-        self.recovered = [await self._store.get_run(r.id) for r in unfinished
-                          if r.id in driven]
+        self.recovered = await self._parts.recover()
         return self.recovered
 
     async def idle(self) -> None:
@@ -222,30 +173,8 @@ class Runtime:
         continues when a runtime starts again on the same store.
         """
         self._closing = True
-        self._workers.closing = True
-        self._workers.stop_lingering()
-        self._workers.stop_fetching()  # a download under way is made again at the next start
-        self._stop.set()
-        self._driver.stop()
-        workers = self._workers.tasks() + list(self._tasks)
-        if workers:
-            grace = self.settings.shutdown_grace_s if grace_s is None else grace_s
-            _, late = await asyncio.wait(workers, timeout=grace) if grace > 0 \
-                else (set(), set(workers))
-            for task in late:
-                task.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
-        await self._outbox.live.close()  # a stream left open is finished by its reply
-        with contextlib.suppress(StoreError):
-            await self._leases.close()
-        # Whoever still waits on a run that did not get to end here is told so.
-        for run_id in self._bus.watched():
-            with contextlib.suppress(StoreError):
-                run = await self._store.get_run(run_id)
-                if run.state in DRIVABLE:
-                    self._workers.publish_waiting(run, "shutting down")
-        # No timer of this runtime is left on the loop (nor keeps it alive).
-        self._waiting.close()
+        grace = self.settings.shutdown_grace_s if grace_s is None else grace_s
+        await self._parts.close(self._stop, self._tasks, grace)
 
     def _fetcher_arrived(self, channel: str) -> None:
         """A channel registered its file fetcher: the threads whose runs waited for it go
@@ -452,29 +381,13 @@ class Runtime:
         if allowed and by not in allowed:
             raise RunError("not_an_approver", f"{by or 'an anonymous caller'} may not decide "
                            "approvals here")
-        if await self._forward():
-            return await self._asked("decide", run_id, tool_call_id=tool_call_id,
-                                     approve=approve, by=by, reason=reason,
-                                     arguments_hash=arguments_hash, approvers=allowed)
-        run = await self._store.get_run(run_id)
-        moved, step = approve_call(run, tool_call_id, approve=approve, by=by, reason=reason,
-                                   arguments_hash=arguments_hash, now=self.clock(),
-                                   owner=self.instance_id)
-        await self._write_run(moved, step)
-        if run.pending_approval is not None and moved.decisions:
-            self._tracing.waited(run, run.pending_approval, moved.decisions[-1])
-        self._workers.kick(run.thread_id)
-        return moved
+        return await self._parts.steering.decide(
+            run_id, tool_call_id, approve=approve, by=by, reason=reason,
+            arguments_hash=arguments_hash, allowed=allowed)
 
     async def resume(self, run_id: str) -> Run:
         """Queue a failed, cancelled or timed-out run again, from its last checkpoint."""
-        if await self._forward():
-            return await self._asked("resume", run_id)
-        run = await self._store.get_run(run_id)
-        moved, step = requeue(run, now=self.clock())
-        await self._write_run(moved, step)
-        self._workers.kick(run.thread_id)
-        return moved
+        return await self._parts.steering.resume(run_id)
 
     async def cancel(self, run_id: str, *, by: str = "", forward: bool = True) -> Run:
         """Cancel a run: its model stream and running tools are cut off, every unanswered
@@ -485,29 +398,7 @@ class Runtime:
         own request) it is not asked, and ``RunError("driven_elsewhere")`` says so.
         Cancelling a cancelled run returns it as it is.
         """
-        reason = f"cancelled by {by}" if by else "cancelled"
-        for _ in range(5):
-            cut = await self._workers.cut_off(run_id, reason)
-            run = await self._store.get_run(run_id)
-            if cut and run.terminal:
-                return run
-            if run.state is S.CANCELLED:
-                return run
-            if run.terminal:
-                raise RunError("already_ended", f"run {run_id} already ended {run.state}")
-            if (holder := await self._peers.driving_elsewhere(run)) is not None:
-                if not forward:
-                    raise RunError("driven_elsewhere", f"run {run_id} is driven by {holder}")
-                return await self._asked("cancel", run_id, by=by)
-            try:
-                run = await self._driver.end(run).cancel(run_id, reason, attempts=1)
-            except StaleWrite:
-                await asyncio.sleep(0)  # it changed under us: maybe a worker took it up
-                continue
-            await self._outbox.send_pending(run)
-            self._workers.kick(run.thread_id)  # runs queued behind it may go now
-            return run
-        raise RunError("cancel_failed", f"run {run_id} kept changing; try again")
+        return await self._parts.steering.cancel(run_id, by=by, forward=forward)
 
     async def stop(self, run_id: str, *, by: str, key: str) -> bool:
         """A person's stop of a run, made to outlive a crash: written (``stops``), then
@@ -527,19 +418,6 @@ class Runtime:
             await self.cancel(run_id, by=by)
         except MaidenError as exc:
             log.warning("stop of run %s from %s: %s", run_id, by or "someone", exc)
-
-    async def _forward(self) -> bool:
-        """Whether control goes to another process: this runtime does not serve the store,
-        and one that does is alive (it then carries the run on)."""
-        return self._serving is None and bool(await self._peers.servers())
-
-    async def _asked(self, kind: Asked, run_id: str, **payload: Any) -> Run:
-        return await self._peers.ask(kind, run_id, payload, now=self.clock(),
-                                     timeout_s=max(10.0, 10 * self.settings.poll_interval_s))
-
-    async def _write_run(self, run: Run, step: Transition) -> None:
-        await self._store.commit(Checkpoint(thread_id=run.thread_id, position=None, run=run,
-                                            transitions=[step]))
 
     # -- erasure -----------------------------------------------------------------------------
 

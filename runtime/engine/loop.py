@@ -8,46 +8,42 @@ stopped: recorded results are reused, never re-run.
 
 What the loop decides it hands on: how a run ends (answered, failed, paused, cancelled,
 timed out, released) is ``endings.py``; what the model is sent, the thread's tail it is
-cut from and the summary of what falls out of it are ``prompting.py``.
+cut from and the summary of what falls out of it are ``prompting.py``. Its steps that ask
+the model and run the tools are written beside it (``asking.py``, ``calls.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from ..errors import ContextTooLong, CorruptStore, ProviderError, StaleWrite, StoreError
+from ..errors import CorruptStore, ProviderError, StaleWrite, StoreError
 from ..model.budget import OK, Spend, Verdict, check_budget
 from ..model.decisions import asked_again
 from ..model.durability import Write
-from ..model.entries import AssistantTurn, Entry, Notice, ToolCall, ToolResult, UserMessage
+from ..model.entries import AssistantTurn, Entry, Notice, ToolResult, UserMessage
 from ..model.events import (
     EventBus,
-    ModelAnswered,
     RunStarted,
     TextDelta,
-    ToolCallFinished,
-    ToolCallStarted,
 )
-from ..model.guards import is_repeat, too_long, turn_budget
-from ..model.runs import Delivery, Run, RunState, idempotency_key
-from ..model.toolspec import ToolSpec
-from ..providers.base import ModelRequest, ModelResponse, TextSink, seeing
+from ..model.guards import too_long, turn_budget
+from ..model.runs import Delivery, Run, RunState
+from ..providers.base import ModelResponse
 from ..stores.base import Store
-from ..stores.tail import ThreadCache, first_loaded
-from ..tools.base import NOT_DONE, ToolContext, ToolOutput, error_result
+from ..stores.tail import ThreadCache
 from .agents import Agent
+from .asking import Asking
+from .calls import ToolCalls
 from .caps import Caps
-from .context import prompt_tokens
 from .cursor import RunCursor
 from .endings import DRIVABLE, Endings
 from .files import Files, Taken
-from .gate import CallFacts, Pause, Reconcile, Refuse, gate_call, replay_mismatch, unique_call_ids
+from .gate import replay_mismatch, unique_call_ids
 from .prompting import Prompts, compact, load
 from .stops import stop_requested
 from .tracing import NO_TRACING, Span, Tracing
@@ -64,11 +60,7 @@ FINAL_TURN_NOTICE = (
 )
 
 
-class _Paused:
-    """A call that cannot run until a person decides."""
-
-
-class RunDriver:
+class RunDriver(Asking, ToolCalls):
     """Drives runs through the loop. Holds no run state between calls, the store does;
     only what it keeps of threads the store holds too (``_threads``)."""
 
@@ -201,58 +193,14 @@ class RunDriver:
         return await stop_requested(self.store, run.id) if earlier else None
 
     async def _begin(self, cur: RunCursor, span: Span) -> bool:
+        """The run's first step here: started, resumed, continued or recovered (or refused:
+        then False, and it has ended)."""
         run = cur.run
         started_at, me = run.started_at or self.clock(), self.instance_id
         trace = run.trace or span.traceparent()  # the run's trace, else this stretch's
         started = [RunStarted(run_id=run.id, thread_id=run.thread_id)]
         if run.state is S.QUEUED:
-            refused = too_long(len(run.text), self.agent.max_message_chars)
-            if cur.start is None and refused is not None:
-                # Not put in the thread: the model never sees it, and the person is told
-                # why (a run resumed after the limit was raised goes on as usual).
-                await self.end.fail(cur, "message_too_long", f"the message has "
-                                    f"{len(run.text):,} characters; [agent] max_message_chars "
-                                    f"is {self.agent.max_message_chars:,}", notice=refused)
-                self.end.published(cur.run)
-                return False
-            if self.caps and cur.start is None:
-                hit = await self.caps.reached(run)
-                if hit is not None:
-                    # Refused before it enters the thread, with one reply (the outbox's).
-                    await self.end.fail(cur, "spend_cap", hit.detail, notice=hit.notice())
-                    self.end.published(cur.run)
-                    return False
-                self._capped_at_start.add(run.id)
-            if cur.start is None:
-                # The files first: fetched and stored before the message enters the thread
-                # (a crash before that fetches again; storing a blob twice writes it once).
-                taken = await self.files.take(run, self._limit()) \
-                    if run.files or run.fetch else Taken()
-                user = UserMessage(run_id=run.id, text=run.text, user=run.origin.user,
-                                   at=self.clock(), files=taken.refs)
-                entries: list[Entry] = [*self._context(run), user]
-                deliveries: list[Delivery] = []
-                if taken.refused:
-                    entries.append(Notice(run_id=run.id, code="files_refused",
-                                          text=taken.notice, at=self.clock()))
-                    deliveries = self.end.notice(cur, "files_refused", taken.notice)
-                # Committed before the model is asked (a run that kills every process
-                # then ends as a poison run, its message in the thread); flushed only
-                # with a notice to send (``durability``).
-                await cur.commit(entries, write=Write.START, to=S.RUNNING, reason="started",
-                                 started_at=started_at, owner=me, announce=started,
-                                 first_entry=len(cur.entries), deliveries=deliveries,
-                                 trace=trace)
-                if deliveries:
-                    await self.send_pending(cur.run)
-            else:  # an explicitly resumed run: its message is already in the thread
-                again = asked_again(run, cur.own, await self.store.transitions(run.id),
-                                    now=self.clock())
-                await cur.commit([again] if again else [], write=Write.RESUME, to=S.RUNNING,
-                                 reason="resumed",
-                                 stalled_recoveries=0, started_at=started_at, owner=me,
-                                 announce=started,
-                                 trace=trace)
+            return await self._start(cur, started_at, trace, started)
         elif run.owner is None:
             # Released at a clean shutdown: carrying on is not a crash recovery.
             await cur.commit(write=Write.RESUME, to=S.RUNNING,
@@ -261,29 +209,89 @@ class RunDriver:
                              trace=trace)
             await self.send_pending(cur.run)  # what it left unsent goes before its answer
         elif run.owner != self.instance_id:
-            # Only crashes in a row with no progress in between make a run poison: a long
-            # run interrupted by unrelated restarts keeps going.
-            moved_on = run.recovered_at is not None and len(cur.entries) > run.recovered_at
-            stalled = 1 if moved_on else run.stalled_recoveries + 1
-            if stalled > self.agent.max_recovery_attempts:
-                await self.end.fail(cur, "poison_run",
-                                    f"the process died {run.stalled_recoveries} times in a row "
-                                    "while running this run; giving up instead of crash-looping")
-                self.end.published(cur.run)
-                return False
-            attempt = run.recovery_attempts + 1
-            log.warning("recovering run %s (attempt %d) from %s", run.id, attempt, run.state)
-            span.recovered(attempt)
-            await cur.commit(write=Write.RESUME, to=S.RUNNING,
-                             reason=f"recovered after crash (attempt {attempt})",
-                             recovery_attempts=attempt, stalled_recoveries=stalled,
-                             recovered_at=len(cur.entries), started_at=started_at, owner=me,
-                             trace=trace,
-                             announce=[RunStarted(run_id=run.id, thread_id=run.thread_id,
-                                                  recovered=True)])
-            await self.send_pending(cur.run)  # what it left unsent goes before its answer
+            return await self._recover(cur, span, started_at, trace)
         else:  # this process takes it up again (a decision was made here)
             self.bus.publish(started[0])
+        return True
+
+    async def _start(self, cur: RunCursor, started_at: float, trace: str,
+                     started: list[RunStarted]) -> bool:
+        """A queued run's first step: refused (False), or its message put in the thread (or,
+        resumed, taken up where it stood)."""
+        run, me = cur.run, self.instance_id
+        refused = too_long(len(run.text), self.agent.max_message_chars)
+        if cur.start is None and refused is not None:
+            # Not put in the thread: the model never sees it, and the person is told
+            # why (a run resumed after the limit was raised goes on as usual).
+            await self.end.fail(cur, "message_too_long", f"the message has "
+                                f"{len(run.text):,} characters; [agent] max_message_chars "
+                                f"is {self.agent.max_message_chars:,}", notice=refused)
+            self.end.published(cur.run)
+            return False
+        if self.caps and cur.start is None:
+            hit = await self.caps.reached(run)
+            if hit is not None:
+                # Refused before it enters the thread, with one reply (the outbox's).
+                await self.end.fail(cur, "spend_cap", hit.detail, notice=hit.notice())
+                self.end.published(cur.run)
+                return False
+            self._capped_at_start.add(run.id)
+        if cur.start is None:
+            # The files first: fetched and stored before the message enters the thread
+            # (a crash before that fetches again; storing a blob twice writes it once).
+            taken = await self.files.take(run, self._limit()) \
+                if run.files or run.fetch else Taken()
+            user = UserMessage(run_id=run.id, text=run.text, user=run.origin.user,
+                               at=self.clock(), files=taken.refs)
+            entries: list[Entry] = [*self._context(run), user]
+            deliveries: list[Delivery] = []
+            if taken.refused:
+                entries.append(Notice(run_id=run.id, code="files_refused",
+                                      text=taken.notice, at=self.clock()))
+                deliveries = self.end.notice(cur, "files_refused", taken.notice)
+            # Committed before the model is asked (a run that kills every process
+            # then ends as a poison run, its message in the thread); flushed only
+            # with a notice to send (``durability``).
+            await cur.commit(entries, write=Write.START, to=S.RUNNING, reason="started",
+                             started_at=started_at, owner=me, announce=started,
+                             first_entry=len(cur.entries), deliveries=deliveries,
+                             trace=trace)
+            if deliveries:
+                await self.send_pending(cur.run)
+        else:  # an explicitly resumed run: its message is already in the thread
+            again = asked_again(run, cur.own, await self.store.transitions(run.id),
+                                now=self.clock())
+            await cur.commit([again] if again else [], write=Write.RESUME, to=S.RUNNING,
+                             reason="resumed",
+                             stalled_recoveries=0, started_at=started_at, owner=me,
+                             announce=started,
+                             trace=trace)
+        return True
+
+    async def _recover(self, cur: RunCursor, span: Span, started_at: float, trace: str) -> bool:
+        """A run that a process died driving taken up again; or failed, poison (False)."""
+        run, me = cur.run, self.instance_id
+        # Only crashes in a row with no progress in between make a run poison: a long
+        # run interrupted by unrelated restarts keeps going.
+        moved_on = run.recovered_at is not None and len(cur.entries) > run.recovered_at
+        stalled = 1 if moved_on else run.stalled_recoveries + 1
+        if stalled > self.agent.max_recovery_attempts:
+            await self.end.fail(cur, "poison_run",
+                                f"the process died {run.stalled_recoveries} times in a row "
+                                "while running this run; giving up instead of crash-looping")
+            self.end.published(cur.run)
+            return False
+        attempt = run.recovery_attempts + 1
+        log.warning("recovering run %s (attempt %d) from %s", run.id, attempt, run.state)
+        span.recovered(attempt)
+        await cur.commit(write=Write.RESUME, to=S.RUNNING,
+                         reason=f"recovered after crash (attempt {attempt})",
+                         recovery_attempts=attempt, stalled_recoveries=stalled,
+                         recovered_at=len(cur.entries), started_at=started_at, owner=me,
+                         trace=trace,
+                         announce=[RunStarted(run_id=run.id, thread_id=run.thread_id,
+                                              recovered=True)])
+        await self.send_pending(cur.run)  # what it left unsent goes before its answer
         return True
 
     def _context(self, run: Run) -> list[Entry]:
@@ -369,84 +377,6 @@ class RunDriver:
             await self.end.complete(cur, response.text, [turn], turns=taken, usage=usage,
                                     cost_usd=cost)
 
-    async def _ask(self, cur: RunCursor, final: bool, request: ModelRequest,
-                   on_text: TextSink) -> ModelResponse:
-        """The provider's next turn for ``request``."""
-        began, first = time.perf_counter(), 0.0
-
-        async def timed(delta: str) -> None:
-            nonlocal first
-            if not first:
-                first = time.perf_counter()
-            await on_text(delta)
-
-        with self.tracing.model(_model_name(self.provider)) as span:
-            response = await self._complete(cur, final, request, timed, span)
-            span.answered(response)
-        run = cur.run
-        self.bus.publish(ModelAnswered(
-            run_id=run.id, thread_id=run.thread_id,
-            model=response.model or _model_name(self.provider),
-            input_tokens=response.usage.input_tokens,
-            output_tokens=response.usage.output_tokens,
-            seconds=time.perf_counter() - began, first_token_s=first - began if first else None))
-        return response
-
-    async def _complete(self, cur: RunCursor, final: bool, request: ModelRequest,
-                        on_text: TextSink, span: Span) -> ModelResponse:
-        try:
-            return await self.provider.complete(request, on_text)
-        except ContextTooLong as exc:
-            # Our estimate was off for this model: trim to well under what was sent and
-            # try once more (a second refusal fails the run, resumable, as any provider
-            # error does).
-            run = cur.run
-            sent = prompt_tokens(request.system, request.tools, request.entries)
-            log.warning("run %s: the model refused %d estimated tokens as too long (%s); "
-                        "trimming to %d and trying again", run.id, sent, exc, sent // 2)
-            span.retried("context too long")
-            self.prompts.move_window(run.thread_id)
-            request = await self._with_files(cur, self._request(cur, final, limit=sent // 2))
-            return await self.provider.complete(request, on_text)
-
-    def _request(self, cur: RunCursor, final: bool, *, limit: int | None = None) -> ModelRequest:
-        """What the model is sent: the thread as the model sees it, cut to the context
-        window (``limit``, else ``max_context_tokens``, else what the provider says its
-        model holds), the system prompt, and the tools unless it is the final turn."""
-        return self.prompts.request(cur.run, cur.entries, self._tool_specs(final), final=final,
-                                    limit=limit or self._limit(), now=self.clock())
-
-    async def _with_files(self, cur: RunCursor, request: ModelRequest) -> ModelRequest:
-        """The request with what it shows the model of the files its messages name."""
-        if not self._may_name_files(cur) or not any(_names_files(e) for e in request.entries):
-            return request
-        files = await self.files.parts(request.entries, seeing(self.provider))
-        return dataclasses.replace(request, files=files)
-
-    def _may_name_files(self, cur: RunCursor) -> bool:
-        """Whether any loaded entry of the run's thread names a file: each entry looked at
-        once (a long thread without files costs nothing per turn), a thread that has one
-        looked at whole, per request, by ``_with_files``."""
-        thread, entries = cur.run.thread_id, cur.entries
-        seen, found = self._file_scan.pop(thread, (0, False))
-        if seen > len(entries):  # loaded anew, shorter: look again
-            seen, found = 0, False
-        if not found:
-            start = max(seen, first_loaded(entries))
-            found = any(_names_files(e) for e in entries[start:])
-        self._file_scan[thread] = (len(entries), found)
-        if len(self._file_scan) > _FILE_SCANS_KEPT:
-            del self._file_scan[next(iter(self._file_scan))]  # the least recently asked
-        return found
-
-    def _tool_specs(self, final: bool) -> tuple[ToolSpec, ...]:
-        return () if final else tuple(self.tools.specs())
-
-    def _limit(self) -> int | None:
-        limit: int | None = self.agent.max_context_tokens or getattr(
-            self.provider, "context_window", None)
-        return limit
-
     async def _budget_verdict(self, cur: RunCursor) -> Verdict:
         run = cur.run
         if self.caps and run.id not in self._capped_at_start:
@@ -465,129 +395,16 @@ class RunDriver:
                                             if r.created_at >= day and r.id != run.id)
         return check_budget(self.budget, Spend.of(run, now, thread_day))
 
-    async def _run_calls(
-        self, cur: RunCursor, turn: AssistantTurn, done: dict[str, ToolResult]
-    ) -> None:
-        earlier = [c for e in cur.own if isinstance(e, AssistantTurn) and e is not turn
-                   for c in e.tool_calls]
-        pending = [c for c in turn.tool_calls if c.id not in done]
-        before = _before(cur.entries, turn)
-        final = isinstance(before, Notice) and before.code == "final_turn"
-        for index, call in enumerate(turn.tool_calls):
-            previous = [*earlier, *turn.tool_calls[:index]]
-            if call.id in done:
-                continue
-            tool = self.tools.get(call.name)
-            run = cur.run
-            self.bus.publish(ToolCallStarted(run_id=run.id, thread_id=run.thread_id, call=call))
-            with self.tracing.tool(call, tool.effect if tool is not None else None) as span:
-                output = await self._call(cur, call, index, previous, offered=not final)
-                span.returned(None if isinstance(output, _Paused) else output)
-            if isinstance(output, _Paused):
-                return
-            # A file the tool made is stored before its result names it.
-            made = await self.files.keep(output.files) if output.files else ()
-            shown = await self.files.keep_images(call.name, output.images) \
-                if output.images else ()
-            result = ToolResult(run_id=run.id, tool_call_id=call.id, name=call.name,
-                                content=output.content, is_error=output.is_error,
-                                at=self.clock(), files=made, images=shown)
-            started = tuple(c for c in cur.run.started_calls if c != call.id)
-            finished = [ToolCallFinished(
-                run_id=run.id, thread_id=run.thread_id, tool_call_id=call.id, name=call.name,
-                content=output.content, is_error=output.is_error)]
-            # Each result is committed as it comes, before the next call or request.
-            effect = self._has_effect(call.name)
-            if call is pending[-1]:
-                await cur.commit([result], write=Write.RESULT, effect=effect, to=S.RUNNING,
-                                 reason="tool results recorded", started_calls=started,
-                                 announce=finished)
-            else:
-                await cur.commit([result], write=Write.RESULT, effect=effect,
-                                 started_calls=started, announce=finished)
-            if self.stopping:
-                return
-
-    def _has_effect(self, name: str) -> bool:
-        """Whether a call of ``name`` may change anything outside the thread: not for a
-        read-only tool, nor for a name no tool has (such a call only gets an error)."""
-        tool = self.tools.get(name)
-        return tool is not None and tool.effect != "read_only"
-
-    async def _call(
-        self, cur: RunCursor, call: ToolCall, index: int, previous: list[ToolCall], *,
-        offered: bool,
-    ) -> ToolOutput | _Paused:
-        """Decide whether and how a call runs (``gate_call``); return its output, or pause."""
-        run = cur.run
-        tool = self.tools.get(call.name) if offered else None
-        arguments: Any = None
-        invalid = None
-        if tool is not None:
-            try:
-                arguments = tool.validate(call.arguments)
-            except ValueError as exc:
-                invalid = str(exc)
-        decision = run.decision_for(call.id)
-        facts = CallFacts(
-            name=call.name, index=index, calls_before=len(previous), tool=tool,
-            offered=offered, invalid=invalid,
-            repeat=is_repeat(previous, call, self.agent.repeat_limit),
-            decision=None if decision is None else decision.approve,
-            decided_by=decision.by if decision else "",
-            decision_reason=decision.reason if decision else "",
-            started=call.id in run.started_calls)
-        verdict = gate_call(facts, per_turn=self.agent.max_tool_calls_per_turn,
-                            per_run=self.budget.max_tool_calls,
-                            repeat_limit=self.agent.repeat_limit,
-                            tool_names=tuple(t.name for t in self.tools))
-        if isinstance(verdict, Refuse):
-            return error_result(verdict.kind, verdict.message)
-        if isinstance(verdict, Pause):
-            await self.end.pause(cur, call, verdict.reason)
-            return _Paused()
-        assert tool is not None
-        ctx = ToolContext(run_id=run.id, thread_id=run.thread_id, tool_call_id=call.id,
-                          idempotency_key=idempotency_key(run.id, call.id), origin=run.origin,
-                          cancel_grace_s=self.cancel_grace_s,
-                          services={n: self.services[n] for n in tool.needs
-                                    if n in self.services})
-        if isinstance(verdict, Reconcile):
-            found = await tool.run_reconcile(ctx)
-            if found is not NOT_DONE:
-                return ToolOutput(found)
-        if tool.effect == "non_idempotent":
-            # Claim the call before its effect (a second writer fails here, not after),
-            # and use up the approval it runs on.
-            started = cur.run.started_calls
-            await cur.commit(
-                write=Write.CLAIM,
-                started_calls=started if call.id in started else (*started, call.id),
-                decisions=tuple(d.model_copy(update={"consumed": True}) if d is decision else d
-                                for d in cur.run.decisions))
-        return await tool.call(ctx, arguments)
-
-    # -- the ways a run ends are in endings.py (``self.end``) --------------------------------
+    # -- asked in asking.py, tools run in calls.py, ends in endings.py (``self.end``) -----
 
 
 async def _nothing() -> None:
     """No outbox: nothing to send."""
 
 
-def _model_name(provider: object) -> str:
-    return str(getattr(provider, "model", "") or type(provider).__name__)
-
-
-_FILE_SCANS_KEPT = 4096
-"""Threads whose file scan is remembered (a thread forgotten is looked at whole again)."""
 KEPT_ENTRIES = 100_000
 """Entries the driver keeps of the threads its runs left (``RunDriver._threads``); they
 are mostly the store's cached ones, so what this costs is mostly a pointer each."""
-
-
-def _names_files(entry: Entry) -> bool:
-    return (isinstance(entry, UserMessage) and bool(entry.files)) or (
-        isinstance(entry, ToolResult) and bool(entry.images))
 
 
 def _empty(response: ModelResponse) -> bool:
@@ -595,8 +412,3 @@ def _empty(response: ModelResponse) -> bool:
     return not response.text.strip() and not response.tool_calls
 
 
-def _before(entries: Sequence[Entry], entry: Entry) -> Entry | None:
-    for i in range(len(entries) - 1, first_loaded(entries), -1):
-        if entries[i] is entry:
-            return entries[i - 1]
-    return None

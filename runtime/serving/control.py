@@ -98,50 +98,23 @@ async def serve_requests(
     """Beat, answer requests meant for this process, expire approvals, retry failed sends,
     take up the runs of processes that died; until ``stop``.
 
-    The heartbeat is also the store's health check: a store that stops taking writes
-    (a full disk, a read-only remount) is reported once, then every ``REPORT_EVERY_S``
-    while it lasts, and once more when it takes writes again.
+    The heartbeat is also the store's health check (``_Heart``).
     """
-    me = Instance(id=rt.instance_id, pid=os.getpid(), host=socket.gethostname(),
-                  started_at=rt.clock(), beat_at=rt.clock())
-    last_flush = last_adopt = rt.clock()
-    reported: float | None = None
     # Woken by a request's notification (where the store sends them) or by ``stop``;
     # otherwise every poll interval, which is also the fallback.
     wake = asyncio.Event()
+    heart = _Heart(rt, store, wake)
+    last_flush = last_adopt = rt.clock()
     stopper = asyncio.ensure_future(stop.wait())
     stopper.add_done_callback(lambda _: wake.set())
-    unlisten: Callable[[], Awaitable[None]] = unlistened
-    unhear: Callable[[], Awaitable[None]] = unlistened
     try:
         while not stop.is_set():
             wake.clear()
             try:
                 now = rt.clock()
-                lost = store.gone()  # the store said so in its log line: not again here
-                if lost is not None:
-                    rt.report_store(lost)
-                    raise _Skip
-                try:
-                    await store.beat(me.model_copy(update={"beat_at": now}))
-                    await rt.leases.take(instance_lease(me.id))
-                    if unlisten is unlistened:
-                        unlisten = await store.listen_requests(wake.set)
-                    if unhear is unlistened:
-                        unhear = await store.listen_threads(rt.heard)
-                except StoreError as exc:
-                    rt.report_store(str(exc))
-                    if reported is None or now - reported >= REPORT_EVERY_S:
-                        reported = now
-                        log.error("the store cannot be written: %s (nothing is lost: runs "
-                                  "wait, and go on once it can be written again)", exc)
-                    raise _Skip from None
-                if reported is not None:
-                    reported = None
-                    log.warning("the store can be written again")
-                rt.report_store(None)
+                await heart.beat(now)
                 live = {i.id for i in await live_instances(store)}
-                rt.report_peers(len(live - {me.id}))
+                rt.report_peers(len(live - {heart.me.id}))
                 for request in await store.requests():
                     await _handle(verbs, rt, store, request, live)
                 await rt.expire_approvals()
@@ -161,13 +134,60 @@ async def serve_requests(
                 await asyncio.wait_for(wake.wait(), poll_interval_s)
     finally:
         stopper.cancel()
-        for stop_listening in (unlisten, unhear):
+        await heart.stop()
+
+
+class _Heart:
+    """A serving runtime's heartbeat, which is also the store's health check: a store that
+    stops taking writes (a full disk, a read-only remount) is reported once, then every
+    ``REPORT_EVERY_S`` while it lasts, and once more when it takes writes again. The first
+    beat that works starts listening for requests (``wake``) and for news of threads."""
+
+    def __init__(self, rt: Upkeep, store: Store, wake: asyncio.Event) -> None:
+        self.rt = rt
+        self.store = store
+        self.wake = wake
+        self.me = Instance(id=rt.instance_id, pid=os.getpid(), host=socket.gethostname(),
+                           started_at=rt.clock(), beat_at=rt.clock())
+        self.reported: float | None = None
+        self.unlisten: Callable[[], Awaitable[None]] = unlistened
+        self.unhear: Callable[[], Awaitable[None]] = unlistened
+
+    async def beat(self, now: float) -> None:
+        """Beat and hold the instance's lease; ``_Skip`` if the store cannot be written."""
+        rt, store, me = self.rt, self.store, self.me
+        lost = store.gone()  # the store said so in its log line: not again here
+        if lost is not None:
+            rt.report_store(lost)
+            raise _Skip
+        try:
+            await store.beat(me.model_copy(update={"beat_at": now}))
+            await rt.leases.take(instance_lease(me.id))
+            if self.unlisten is unlistened:
+                self.unlisten = await store.listen_requests(self.wake.set)
+            if self.unhear is unlistened:
+                self.unhear = await store.listen_threads(rt.heard)
+        except StoreError as exc:
+            rt.report_store(str(exc))
+            if self.reported is None or now - self.reported >= REPORT_EVERY_S:
+                self.reported = now
+                log.error("the store cannot be written: %s (nothing is lost: runs "
+                          "wait, and go on once it can be written again)", exc)
+            raise _Skip from None
+        if self.reported is not None:
+            self.reported = None
+            log.warning("the store can be written again")
+        rt.report_store(None)
+
+    async def stop(self) -> None:
+        """Stop listening, say this process is gone, and give up its lease."""
+        for stop_listening in (self.unlisten, self.unhear):
             with contextlib.suppress(Exception):
                 await stop_listening()
         with contextlib.suppress(Exception):
-            await store.beat(me, gone=True)
+            await self.store.beat(self.me, gone=True)
         with contextlib.suppress(Exception):
-            await rt.leases.release(instance_lease(me.id))
+            await self.rt.leases.release(instance_lease(self.me.id))
 
 
 async def _handle(

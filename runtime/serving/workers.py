@@ -36,16 +36,17 @@ import logging
 
 from ..engine.drivers import Drivers
 from ..engine.files import Files
-from ..errors import StaleWrite, StoreError, StoreGone
+from ..errors import StoreError, StoreGone
 from ..logcontext import RUN_CONTEXT
 from ..model.config import RuntimeConfig
-from ..model.events import EventBus, RunEnded, StateChanged
+from ..model.events import EventBus, StateChanged
 from ..model.requests import News, thread_key
 from ..model.runs import Run, RunState
 from ..outbox.delivery import Outbox
 from ..stores.base import RunStore
 from .deadlines import Deadlines
-from .leases import Leases, describe_holder, thread_lease
+from .driving import Driving
+from .leases import Leases, thread_lease
 from .peers import Peers
 
 __all__ = ["ACTIVE", "Workers"]
@@ -57,7 +58,7 @@ ACTIVE = (S.QUEUED, S.RUNNING, S.AWAITING_TOOL, S.AWAITING_APPROVAL)
 """States of a run that has not ended: it holds up the runs queued behind it."""
 
 
-class Workers:
+class Workers(Driving):
     """The per-thread worker tasks of one runtime."""
 
     def __init__(
@@ -222,16 +223,7 @@ class Workers:
         announced: set[str] = set()
         try:
             while not self.closing:
-                self._dirty.discard(thread_id)
-                active = self._listed.pop(thread_id, None)
-                if active is None:
-                    active = await self._store.list_runs(thread_id=thread_id, states=ACTIVE)
-                if active and active[0].state is S.AWAITING_APPROVAL:
-                    # A run waiting for a person holds up the runs queued behind it.
-                    for blocked in active[1:]:
-                        self.publish_waiting(blocked, f"waiting behind run {active[0].id}, "
-                                             "which awaits approval")
-                    active = []
+                active = await self._next_runs(thread_id)
                 if not active:
                     if thread_id in self._dirty or await self._let_go(thread_id):
                         continue
@@ -253,19 +245,8 @@ class Workers:
                 else:
                     holder = await self._drive(active[0])
                 if holder is not None:
-                    # Another live process is driving this thread's current run: never
-                    # "recover" it under its feet. Wait for it only if someone here waits
-                    # on this thread; otherwise leave the thread to that process.
-                    watched = set(self._bus.watched())
-                    if not any(r.id in watched for r in active):
+                    if not await self._wait_for(holder, thread_id, active, announced):
                         return
-                    for run in active[1:]:
-                        if run.id not in announced:
-                            announced.add(run.id)
-                            self._bus.publish(StateChanged(
-                                run_id=run.id, thread_id=run.thread_id, state=run.state,
-                                reason=f"waiting for {holder} to finish run {active[0].id}"))
-                    await self._look_again(thread_id)
                     continue
                 if len(active) == 1 and thread_id not in self._dirty \
                         and not await self._let_go(thread_id):
@@ -289,6 +270,38 @@ class Workers:
             if failed and thread_id in self._dirty and not self.closing:
                 # Someone asked for this thread after the failed attempt began: look again.
                 self.kick(thread_id)
+
+    async def _next_runs(self, thread_id: str) -> list[Run]:
+        """The thread's runs to drive now, oldest first (none while the oldest awaits
+        approval)."""
+        self._dirty.discard(thread_id)
+        active = self._listed.pop(thread_id, None)
+        if active is None:
+            active = await self._store.list_runs(thread_id=thread_id, states=ACTIVE)
+        if active and active[0].state is S.AWAITING_APPROVAL:
+            # A run waiting for a person holds up the runs queued behind it.
+            for blocked in active[1:]:
+                self.publish_waiting(blocked, f"waiting behind run {active[0].id}, "
+                                     "which awaits approval")
+            active = []
+        return active
+
+    async def _wait_for(self, holder: str, thread_id: str, active: list[Run],
+                        announced: set[str]) -> bool:
+        """Another live process (``holder``) is driving this thread's current run: never
+        "recover" it under its feet. Wait for it (True: then look again) only if someone
+        here waits on this thread; otherwise leave the thread to that process (False)."""
+        watched = set(self._bus.watched())
+        if not any(r.id in watched for r in active):
+            return False
+        for run in active[1:]:
+            if run.id not in announced:
+                announced.add(run.id)
+                self._bus.publish(StateChanged(
+                    run_id=run.id, thread_id=run.thread_id, state=run.state,
+                    reason=f"waiting for {holder} to finish run {active[0].id}"))
+        await self._look_again(thread_id)
+        return True
 
     async def _look_again(self, thread_id: str) -> None:
         """Wait ``poll_interval_s`` before the worker looks at its thread again, held by
@@ -336,103 +349,3 @@ class Workers:
         await self._leases.release(lease)
         active = await self._store.list_runs(thread_id=thread_id, states=ACTIVE)
         return bool(active) and active[0].state is not S.AWAITING_APPROVAL
-
-    async def _drive(self, run: Run) -> str | None:
-        """Drive the run here; or, if another process holds its thread's lease, who."""
-        lock = self._lock if self._settings.concurrency == "global" \
-            else contextlib.nullcontext()
-        # A queued run as listed a moment ago, if nothing is waited for before its task is
-        # made (``_drive_locked``): then it need not be read again.
-        listed: Run | None = run if run.state is S.QUEUED else None
-        if self._files is not None and lock is self._lock and run.fetch and not self.closing:
-            await self._prefetch(run, self._files)  # not while the lock keeps others waiting
-            listed = None
-        if lock is self._lock and self._lock.locked():
-            listed = None
-        try:
-            return await self._drive_locked(run, lock, listed)
-        finally:
-            if self._files is not None:
-                self._files.forget(run.id)
-
-    async def _prefetch(self, run: Run, files: Files) -> None:
-        """``files.prefetch(run)``, cut off by ``stop_fetching`` (then the run is left as
-        it is: ``_drive_locked`` finds the runtime closing)."""
-        task = asyncio.create_task(files.prefetch(run), name=f"maiden-fetch:{run.id}")
-        self._fetching.add(task)
-        try:
-            await task
-        except asyncio.CancelledError:
-            me = asyncio.current_task()
-            if not task.cancelled() or (me is not None and me.cancelling()):
-                raise
-        finally:
-            self._fetching.discard(task)
-
-    async def _drive_locked(self, run: Run, lock: asyncio.Lock | contextlib.nullcontext[None],
-                            listed: Run | None) -> str | None:
-        async with lock:
-            if self.closing:
-                self.publish_waiting(run, "shutting down")
-                return None
-            lease = thread_lease(run.thread_id)
-            if not self._leases.kept(lease):
-                listed = None  # the store is asked for the lease: time passes
-            other = await self._leases.take(lease)
-            if other is not None:
-                await self._leases.ask_for_thread(run.thread_id)
-                return describe_holder(other)
-            self._lingered.discard(run.thread_id)
-            # The run is read again inside if it may have changed since it was listed (a
-            # wait for the lock, a prefetch, a trip to the store for the lease). Else it is
-            # driven as listed: once its task is registered below, a cancellation reaches
-            # the task, and a change another process makes meanwhile fails the run's first
-            # write (its version), as one made a moment later would.
-            token = RUN_CONTEXT.set((run.thread_id, run.id))
-            try:
-                task = asyncio.create_task(self._driver.drive(run.id, listed),
-                                           name=f"maiden-run:{run.id}")
-            finally:
-                RUN_CONTEXT.reset(token)
-            settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._driving[run.id] = task, settled
-            if self.driven is not None:
-                self.driven.add(run.id)
-            try:
-                ended = await self._ended(run, task)
-            except StaleWrite as exc:
-                # Not an end for whoever waits here: the run goes on in the other writer,
-                # and a waiter keeps waiting (reading the store) as for a thread held
-                # elsewhere.
-                log.warning("run %s: another writer holds thread %r (%s); leaving it to them",
-                            run.id, run.thread_id, exc)
-                return "another process writing this thread"
-            except StoreError as exc:
-                self.publish_waiting(run, f"store error: {exc}", failure=exc)
-                raise
-            finally:
-                self._driving.pop(run.id, None)
-                settled.set_result(None)
-            await self._outbox.send_pending(ended)
-            return None
-
-    async def _ended(self, run: Run, task: asyncio.Task[Run]) -> Run:
-        """The run as its task left it; one whose task was cancelled (``cut_off``) before
-        its driver could take the cancellation (before the task's first step, or while it
-        read the run and its thread) is ended cancelled here."""
-        try:
-            return await task
-        except asyncio.CancelledError:
-            me = asyncio.current_task()
-            if not task.cancelled() or (me is not None and me.cancelling()):
-                raise  # this worker is stopping (shutdown)
-            reason = self._driver.cancel_reasons.pop(run.id, None)
-            if reason is None:
-                raise
-            return await self._driver.end(run).cancel(run.id, reason)
-
-    def publish_waiting(self, run: Run, reason: str, failure: StoreError | None = None
-                        ) -> None:
-        """Tell waiters that this process stopped driving a run that has not ended
-        (``failure``: because the store failed; a waiter gets that error)."""
-        self._bus.publish(RunEnded.of(run, reason).model_copy(update={"failure": failure}))

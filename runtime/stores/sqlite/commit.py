@@ -24,6 +24,8 @@ trip to a thread costs as much as such a flush), even while a flush is under way
 flushing thread, else apart. ``bench/`` measures all four. ``write_committed`` (an
 accepted message's write) committed on the loop's thread with its flush apart returns once
 committed, with that flush to await, so that its caller goes on while the (slow) disk works.
+
+What runs in each transaction, on whichever thread, is ``transact.py``'s.
 """
 
 from __future__ import annotations
@@ -33,13 +35,24 @@ import logging
 import sqlite3
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, cast
 
 from ...errors import StoreError
 from .mark import Mark
-from .thread import SQLiteThread, store_error
+from .thread import SQLiteThread
+from .transact import (
+    BUSY,
+    FLUSHING,
+    Level,
+    QueuedWrite,
+    Target,
+    WriteCounts,
+    durable_transaction,
+    mark_and_checkpoint,
+    write_group,
+    write_here,
+)
 from .walsync import WalSync
 
 __all__ = ["SLOW_S", "FlushWay", "GroupCommit", "WriteCounts"]
@@ -49,45 +62,6 @@ log = logging.getLogger("maiden.store")
 P = ParamSpec("P")
 T = TypeVar("T")
 
-
-@dataclass(slots=True)
-class WriteCounts:
-    """What the writing connection has done since it opened (for ``bench/``: the store's
-    own count, not an estimate)."""
-
-    transactions: int = 0
-    """Transactions committed."""
-    synced: int = 0
-    """Disk flushes: commits made with ``synchronous`` FULL or EXTRA, and flushes of the log
-    made apart (``WalSync``), each of which may cover several commits."""
-    switches: int = 0
-    """``PRAGMA synchronous`` changes between them."""
-    here: int = 0
-    """Writes committed on the event loop's thread..."""
-    here_s: float = 0.0
-    """...and how long they held it up, in all (less the flushes made within them)..."""
-    here_max_s: float = 0.0
-    """...and at most..."""
-    here_slow: int = 0
-    """...and how many of them held it up longer than ``SLOW_S``."""
-    sent_there: int = 0
-    """Durable writes sent to the connection's thread (``flush="writer"``, or ``"auto"``
-    with other work ready)."""
-    flushed_here: int = 0
-    """Commits made on the loop's thread with their flush of the log (``flush="auto"``)..."""
-    flushed_here_max_s: float = 0.0
-    """...and the longest of those flushes (the ``COMMIT`` alone, its flush within)."""
-
-    def since(self, before: WriteCounts) -> WriteCounts:
-        """What was done after ``before`` was taken (the longest holds: of all)."""
-        return WriteCounts(**{f.name: getattr(self, f.name) - getattr(before, f.name)
-                              for f in fields(self) if not f.name.endswith("_max_s")},
-                           here_max_s=self.here_max_s,
-                           flushed_here_max_s=self.flushed_here_max_s)
-
-
-_FLUSHING = ("FULL", "EXTRA")
-"""The ``synchronous`` levels whose commit flushes the disk."""
 
 SLOW_S = 0.001
 """A commit on the event loop's thread that holds it up longer than this is counted slow."""
@@ -127,13 +101,13 @@ class GroupCommit:
         # here, on its thread only (the loop's thread never waits for one).
         self.counts = WriteCounts()
         """Transactions, flushes and level changes so far."""
-        level = _Level(synchronous.upper(), self.counts)
-        self._waits = _Target(conn.path, busy_timeout_s, level)
-        self._no_wait = _Target(conn.path, 0.0, level)
+        level = Level(synchronous.upper(), self.counts)
+        self._waits = Target(conn.path, busy_timeout_s, level)
+        self._no_wait = Target(conn.path, 0.0, level)
         # What a group of only non-durable writes commits with: no fsync of its own (in
         # WAL mode, NORMAL syncs at checkpoints only); the next durable commit's fsync
         # covers its frames, which precede it in the log.
-        self._lazy = "NORMAL" if synchronous.upper() in _FLUSHING else None
+        self._lazy = "NORMAL" if synchronous.upper() in FLUSHING else None
         self._synchronous = synchronous.upper()
         apart = flush in ("auto", "apart")
         self._apart = WalSync(wal, self._flushed_apart, lost) \
@@ -142,7 +116,7 @@ class GroupCommit:
             "writer" if apart else flush
         """Where durable writes wait for the disk (``auto`` and ``apart`` only on a WAL:
         ``wal``)."""
-        self._pending: list[_Write] = []
+        self._pending: list[QueuedWrite] = []
         self._flusher: asyncio.Task[None] | None = None
         self._commits = 0
         self._checkpointer: asyncio.Task[None] | None = None
@@ -158,7 +132,7 @@ class GroupCommit:
     ) -> T:
         """``fn(connection, ...)`` in a transaction of its own: all of it or none of it."""
         try:
-            done = await self.conn.call(_durable_transaction, self._waits, self._synchronous,
+            done = await self.conn.call(durable_transaction, self._waits, self._synchronous,
                                         fn, *args, **kwargs)
             self._restarts = False
             return done
@@ -173,7 +147,7 @@ class GroupCommit:
         **kwargs: P.kwargs,
     ) -> T:
         """``fn(connection, ...)`` in the next group commit, in a savepoint of its own."""
-        return cast(T, await self._join(_Write(fn, args, kwargs, True,
+        return cast(T, await self._join(QueuedWrite(fn, args, kwargs, True,
                                                asyncio.get_running_loop().create_future())))
 
     async def write_lazily(
@@ -185,7 +159,7 @@ class GroupCommit:
     ) -> T:
         """As ``write``, but it may return before the write is on disk: it is on disk
         with the next durable write (see ``Checkpoint.durable``)."""
-        return cast(T, await self._join(_Write(fn, args, kwargs, False,
+        return cast(T, await self._join(QueuedWrite(fn, args, kwargs, False,
                                                asyncio.get_running_loop().create_future())))
 
     async def write_committed(
@@ -200,11 +174,11 @@ class GroupCommit:
         on disk already. The flush is counted now: every durable write after it waits for
         a flush that covers it too (the log is flushed in order)."""
         later: list[Coroutine[Any, Any, None]] = []
-        done = await self._join(_Write(fn, args, kwargs, True,
+        done = await self._join(QueuedWrite(fn, args, kwargs, True,
                                        asyncio.get_running_loop().create_future()), later)
         return cast(T, done), (later[0] if later else None)
 
-    async def _join(self, write: _Write,
+    async def _join(self, write: QueuedWrite,
                     later: list[Coroutine[Any, Any, None]] | None = None) -> Any:
         """``write`` done: here, on the loop's thread, when the connection is idle (its
         flush, if durable, within the commit or apart), else in the next group commit on the
@@ -213,7 +187,7 @@ class GroupCommit:
         if self.inline and self._flusher is None and not self._pending and self.conn.idle \
                 and not self._restarts:
             level = self._level_for([write])
-            flushes = level in _FLUSHING
+            flushes = level in FLUSHING
             if flushes and self._to_writer():
                 self.counts.sent_there += 1
             else:
@@ -226,15 +200,15 @@ class GroupCommit:
                 apart = apart and not within
                 if apart and self._lazy:
                     level = self._lazy
-                outcome: object = _BUSY
+                outcome: object = BUSY
                 began = time.perf_counter()
                 try:
-                    outcome = self.conn.here(_write_here, self._no_wait, write, level)
+                    outcome = self.conn.here(write_here, self._no_wait, write, level)
                 finally:
                     self._committed(1)
                     self._held(time.perf_counter() - began,
-                               flushed=within and outcome is not _BUSY)
-                if outcome is not _BUSY:
+                               flushed=within and outcome is not BUSY)
+                if outcome is not BUSY:
                     if within:
                         assert self._apart is not None
                         await self._apart.behind()
@@ -296,7 +270,7 @@ class GroupCommit:
             if self._apart is not None:
                 self._apart.close()
 
-    def _level_for(self, group: list[_Write]) -> str:
+    def _level_for(self, group: list[QueuedWrite]) -> str:
         """The ``synchronous`` level the group commits with."""
         if self._lazy is None or any(w.durable for w in group):
             return self._synchronous
@@ -324,7 +298,7 @@ class GroupCommit:
             value = mark.next()
         try:
             # The mark's commit is not flushed by itself: the checkpoint flushes the log.
-            full = await self.conn.call(_mark_and_checkpoint, self._waits,
+            full = await self.conn.call(mark_and_checkpoint, self._waits,
                                         self._lazy or self._synchronous, mark, value)
         except StoreError as exc:
             log.warning("WAL checkpoint failed: %s", exc)
@@ -337,13 +311,13 @@ class GroupCommit:
             mark.checkpointed(value)
 
     async def _flush(self) -> None:
-        group: list[_Write] = []
+        group: list[QueuedWrite] = []
         try:
             while self._pending:
                 group, self._pending = self._pending, []
                 level = self._level_for(group)
                 try:
-                    outcomes = await self.conn.call(_write_group, self._waits, group, level)
+                    outcomes = await self.conn.call(write_group, self._waits, group, level)
                 except Exception as exc:  # the transaction as a whole failed
                     outcomes = [exc] * len(group)
                 else:
@@ -373,168 +347,3 @@ def _loop_idle() -> bool:
     return ready is not None and not ready
 
 
-@dataclass(frozen=True, slots=True)
-class _Write:
-    """A write waiting for the next group commit."""
-
-    fn: Callable[..., Any]
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    durable: bool
-    future: asyncio.Future[Any]
-
-
-# -- on the connection's thread (or, while it is idle, the loop's: ``_write_here``)
-
-_BUSY = object()
-"""``_write_here``'s outcome when another connection holds the write lock."""
-
-
-class _Busy(StoreError):
-    """The write lock is held elsewhere (another process writes)."""
-
-
-class _Level:
-    """The connection's ``synchronous`` as last set: it stays until a write needs another
-    (a message's non-durable writes come in a row, then the durable one)."""
-
-    __slots__ = ("commit_s", "counts", "now")
-
-    def __init__(self, now: str, counts: WriteCounts) -> None:
-        self.now = now
-        self.counts = counts
-        self.commit_s = 0.0
-        """How long the last ``COMMIT`` took (its flush within, if it made one)."""
-
-    def set(self, db: sqlite3.Connection, level: str) -> None:
-        if level != self.now:
-            db.execute(f"PRAGMA synchronous={level}")
-            self.now = level
-            self.counts.switches += 1
-
-    def committed(self, took: float) -> None:
-        self.commit_s = took
-        self.counts.transactions += 1
-        if self.now in _FLUSHING:
-            self.counts.synced += 1
-
-
-@dataclass(frozen=True, slots=True)
-class _Target:
-    """The database (for messages), how long a write waits for another's lock, and the
-    connection's ``synchronous`` level."""
-
-    path: Path
-    wait_s: float
-    level: _Level
-
-
-def _write_here(db: sqlite3.Connection, target: _Target, write: _Write, level: str) -> object:
-    """One write on the loop's thread, without waiting for a lock: ``_BUSY`` if it is taken."""
-    try:
-        return _write_group(db, target, [write], level)[0]
-    except _Busy:
-        return _BUSY
-
-
-def _mark_and_checkpoint(db: sqlite3.Connection, target: _Target, level: str,
-                         mark: Mark | None, value: int) -> bool:
-    """The mark moved on to ``value`` (committed), then a passive checkpoint; whether it
-    copied the whole log into the database."""
-    if mark is not None:
-        _durable_transaction(db, target, level, mark.move, value)
-    busy, frames, copied = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-    return bool(not busy and frames > 0 and frames == copied)
-
-
-def _begin(db: sqlite3.Connection, target: _Target) -> None:
-    """``BEGIN IMMEDIATE``, waiting up to ``target.wait_s`` for another connection's lock
-    (what SQLite's busy handler would do: sleep and try again, backing off)."""
-    deadline, pause = None, 0.001
-    while True:
-        try:
-            db.execute("BEGIN IMMEDIATE")
-            return
-        except sqlite3.Error as exc:
-            busy = getattr(exc, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY,
-                                                              sqlite3.SQLITE_LOCKED)
-            now = time.monotonic()
-            deadline = now + target.wait_s if deadline is None else deadline
-            if not busy:
-                raise store_error(target.path, exc, "cannot start a write") from exc
-            if now >= deadline:
-                raise _Busy(f"{target.path}: cannot start a write: {exc}") from exc
-        time.sleep(min(pause, deadline - now))
-        pause = min(pause * 2, 0.05)
-
-
-def _transaction(
-    db: sqlite3.Connection,
-    target: _Target,
-    fn: Callable[Concatenate[sqlite3.Connection, P], T],
-    /,
-    *args: P.args,
-    **kwargs: P.kwargs,
-) -> T:
-    _begin(db, target)
-    try:
-        result = fn(db, *args, **kwargs)
-        began = time.perf_counter()
-        db.execute("COMMIT")
-        target.level.committed(time.perf_counter() - began)
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
-    return result
-
-
-def _durable_transaction(
-    db: sqlite3.Connection,
-    target: _Target,
-    level: str,
-    fn: Callable[Concatenate[sqlite3.Connection, P], T],
-    /,
-    *args: P.args,
-    **kwargs: P.kwargs,
-) -> T:
-    target.level.set(db, level)
-    return _transaction(db, target, fn, *args, **kwargs)
-
-
-def _write_group(db: sqlite3.Connection, target: _Target, group: list[_Write],
-                 level: str) -> list[object]:
-    """The writes of a group in one transaction, committed with ``synchronous=level``;
-    each outcome is a value or an error."""
-    target.level.set(db, level)
-    return _each_write(db, target, group)
-
-
-def _each_write(db: sqlite3.Connection, target: _Target, group: list[_Write]
-                ) -> list[object]:
-    if len(group) == 1:
-        return [_transaction(db, target, group[0].fn, *group[0].args, **group[0].kwargs)]
-    outcomes: list[object] = []
-
-    def each(db: sqlite3.Connection) -> None:
-        for write in group:
-            db.execute("SAVEPOINT write")
-            try:
-                outcomes.append(write.fn(db, *write.args, **write.kwargs))
-            except Exception as exc:
-                if not db.in_transaction:
-                    raise  # SQLite gave up the whole transaction
-                db.execute("ROLLBACK TO write")
-                outcomes.append(_error(target.path, exc))
-            db.execute("RELEASE write")
-
-    _transaction(db, target, each)
-    return outcomes
-
-
-def _error(path: Path, exc: Exception) -> Exception:
-    if isinstance(exc, sqlite3.Error):
-        error = store_error(path, exc)
-        error.__cause__ = exc
-        return error
-    return exc

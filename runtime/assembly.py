@@ -1,0 +1,161 @@
+"""The runtime's parts, built whole from its arguments, and what they do together when it
+starts and stops: ``Runtime`` is the face channels use, ``Parts`` what stands behind it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from .engine.agents import Agent, Agents
+from .engine.caps import CapConfig, Caps
+from .engine.drivers import Drivers
+from .engine.files import Files
+from .engine.loop import DRIVABLE, RunDriver
+from .engine.tracing import Tracing
+from .errors import StoreError
+from .model.budget import BudgetConfig
+from .model.config import AgentConfig, FilesConfig, Prices, RuntimeConfig
+from .model.events import EventBus
+from .model.runs import Run
+from .outbox.delivery import Outbox, Sender
+from .providers.base import Provider
+from .serving.feedback import Feedback
+from .serving.leases import Leases
+from .serving.notes import Notes
+from .serving.peers import Peers
+from .serving.records import Records
+from .serving.steering import Steering
+from .serving.upkeep import RuntimeUpkeep
+from .serving.waiting import Waiting
+from .serving.workers import Workers
+from .stores.base import Store
+from .tools.registry import ToolRegistry
+
+__all__ = ["Parts", "agents_of"]
+
+
+def agents_of(agents: Agents | None, provider: Provider | None, tools: ToolRegistry | None,
+              agent: AgentConfig | None, budget: BudgetConfig | None,
+              prices: Prices | None) -> Agents:
+    """The agents a runtime is given, or the one agent made of a provider, tools and config."""
+    if agents is None:
+        if provider is None:
+            raise ValueError("a runtime needs a provider, or agents")
+        agents = Agents([Agent(agent or AgentConfig(), provider,
+                               tools if tools is not None else ToolRegistry(),
+                               budget or BudgetConfig(), prices or Prices())])
+    elif provider is not None or tools is not None or agent is not None:
+        raise ValueError("give either agents, or one agent's provider, tools and config")
+    return agents
+
+
+class Parts:
+    """What a ``Runtime`` is made of: its store's readers and writers, the event bus, the
+    drivers of its agents, the workers, the outbox, and the upkeep that serves the store.
+
+    ``arrived`` is called when a channel registers its file fetcher; ``serving`` says
+    whether the runtime serves the store now.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        agents: Agents,
+        settings: RuntimeConfig,
+        *,
+        instance_id: str,
+        clock: Callable[[], float],
+        channels: Iterable[str] | None,
+        services: Mapping[str, object] | None,
+        files: FilesConfig | None,
+        caps: Sequence[CapConfig],
+        tracing: Tracing,
+        arrived: Callable[[str], None],
+        serving: Callable[[], bool],
+    ) -> None:
+        chat = None if channels is None else frozenset(channels)
+        self.records = Records(store)
+        self.notes = Notes(store, clock)
+        self.feedback = Feedback(store, store, clock)
+        self.files = Files(store, files, clock=clock, expected=chat or (), arrived=arrived)
+        self.caps = Caps(caps, store, default_agent=agents.default.name,
+                         timezone=agents.default.config.timezone, clock=clock)
+        self.store = store
+        self.bus = EventBus()
+        self.peers = Peers(store, instance_id)
+        self.outbox = Outbox(store, born=clock(), clock=clock, tracing=tracing,
+                             elsewhere=self.peers.elsewhere)
+        self.bus.listen(self.outbox.live.on_event)
+        provided: dict[str, object] = {
+            "notes": self.notes,
+            "send": Sender(self.outbox, chat),
+            **(services or {})}
+        cancel_reasons: dict[str, str] = {}
+        drivers = {}
+        for one in agents:
+            one.tools.check_needs(provided)
+            drivers[one.name] = RunDriver(
+                store, one, self.bus, instance_id=instance_id,
+                cancel_grace_s=settings.cancel_grace_s, clock=clock, services=provided,
+                files=self.files, caps=self.caps, cancel_reasons=cancel_reasons,
+                tracing=tracing,
+                send_pending=self.outbox.send_pending)
+        self.drivers = Drivers(store, agents, drivers)
+        self.leases = Leases(store, instance_id, settings.lease_ttl_s)
+        self.workers = Workers(store, self.drivers, self.bus, settings, self.leases,
+                               peers=self.peers, outbox=self.outbox, files=self.files)
+        self.waiting = Waiting(store, self.bus, self.workers, self.peers,
+                               poll_interval_s=settings.poll_interval_s, serving=serving)
+        self.upkeep = RuntimeUpkeep(store, self.drivers, self.outbox, self.workers,
+                                    self.peers, self.leases, waiting=self.waiting,
+                                    instance_id=instance_id, clock=clock)
+        self.steering = Steering(store, self.drivers, self.workers, self.peers, self.outbox,
+                                 tracing=tracing, instance_id=instance_id, clock=clock,
+                                 timeout_s=max(10.0, 10 * settings.poll_interval_s),
+                                 serving=serving)
+
+    async def recover(self) -> list[Run]:
+        """Drive every unfinished run this process can take up, send what is left in the
+        outbox and time out stale approvals; the runs it took up, as they ended up."""
+        unfinished = await self.store.list_runs(states=DRIVABLE)
+        driven: set[str] = set()
+        self.workers.driven = driven
+        try:
+            for thread_id in dict.fromkeys(r.thread_id for r in unfinished):
+                self.workers.kick(thread_id)
+            await self.workers.idle()
+        finally:
+            self.workers.driven = None
+        await self.upkeep.flush_deliveries(None)
+        await self.upkeep.expire_approvals()
+        # Only what this process took up: with replicas, the others' runs are theirs.
+        return [await self.store.get_run(r.id) for r in unfinished if r.id in driven]
+
+    async def close(self, stop: asyncio.Event, tasks: Iterable[asyncio.Task[None]],
+                    grace: float) -> None:
+        """Stop taking work (``stop`` set); let each running run and each of ``tasks`` reach
+        its next checkpoint for at most ``grace`` seconds, then stop it."""
+        self.workers.closing = True
+        self.workers.stop_lingering()
+        self.workers.stop_fetching()  # a download under way is made again at the next start
+        stop.set()
+        self.drivers.stop()
+        workers = self.workers.tasks() + list(tasks)
+        if workers:
+            _, late = await asyncio.wait(workers, timeout=grace) if grace > 0 \
+                else (set(), set(workers))
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+        await self.outbox.live.close()  # a stream left open is finished by its reply
+        with contextlib.suppress(StoreError):
+            await self.leases.close()
+        # Whoever still waits on a run that did not get to end here is told so.
+        for run_id in self.bus.watched():
+            with contextlib.suppress(StoreError):
+                run = await self.store.get_run(run_id)
+                if run.state in DRIVABLE:
+                    self.workers.publish_waiting(run, "shutting down")
+        # No timer of this runtime is left on the loop (nor keeps it alive).
+        self.waiting.close()
