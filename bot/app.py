@@ -42,7 +42,7 @@ from .config import LoadedConfig
 from .jobs import chat_schedule_tools, make_book, schedule_lines
 from .logging import RunContext
 from .logging import log_runs as log_run_events
-from .opening import open_store, start_runtime
+from .opening import open_store, patiently, start_runtime
 from .wiring import make_channels
 
 if TYPE_CHECKING:
@@ -119,7 +119,9 @@ async def open_app(
         stack.push_async_callback(runtime.close)
         if writable:
             try:
-                await runtime.check_writable()
+                await patiently(runtime.check_writable, what="the check that the store "
+                                "takes writes", wait_s=cfg.store.open_wait_s
+                                if wait_for_store else 0.0)
             except StoreError as exc:
                 where = loaded.base_dir / cfg.store.path
                 raise ConfigError([("store.path", f"the {cfg.store.kind} store at {where} "
@@ -158,15 +160,18 @@ async def serve(
         async with open_app(loaded, recover=False, writable=True, wait_for_store=True) as app:
             runtime = app.runtime
             _say(out, banner_head(loaded, runtime))
-            unfinished = await runtime.records.runs(states=DRIVABLE_STATES)
+            wait_s = loaded.config.store.open_wait_s
+            unfinished = await patiently(lambda: runtime.records.runs(states=DRIVABLE_STATES),
+                                         wait_s=wait_s, what="reading the unfinished runs")
             if context is not None:  # recovery logs before the runs' first events
-                for run in await runtime.records.runs(states=ACTIVE_STATES):
+                for run in await patiently(
+                        lambda: runtime.records.runs(states=ACTIVE_STATES), wait_s=wait_s,
+                        what="reading the active runs"):
                     context.remember(run.id, run.thread_id)
             logger = asyncio.create_task(log_run_events(runtime, context),
                                          name="maiden-log-runs")
             try:
-                recovery = await _recover(runtime, unfinished, stop, out,
-                                          wait_s=loaded.config.store.open_wait_s)
+                recovery = await _recover(runtime, unfinished, stop, out, wait_s=wait_s)
                 if recovery is not None:
                     # Made before the channels (the API lists and runs its schedules),
                     # started after them (the catch-up's answers need somewhere to go).
@@ -318,8 +323,11 @@ async def _serve(
     async with AsyncExitStack() as stack:
         await open_channels(stack, runtime, channels)
         # After the channels, so the catch-up's answers have somewhere to go.
-        await stack.enter_async_context(scheduler)
-        lines = schedule_lines(await statuses(app.book))
+        wait_s = loaded.config.store.open_wait_s
+        await patiently(scheduler.start, wait_s=wait_s, what="the schedules' start")
+        stack.push_async_callback(scheduler.close)
+        lines = schedule_lines(await patiently(lambda: statuses(app.book), wait_s=wait_s,
+                                               what="reading the schedules"))
         mcp = app.mcp.status_lines() if app.mcp is not None else ()
         _say(out, banner_tail(loaded, recovery.recovered, channels, lines, mcp,
                               recovery.left))

@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from runtime import (
     ConfigError,
@@ -31,9 +33,11 @@ from runtime import (
 
 from .config import LoadedConfig
 
-__all__ = ["open_store", "start_runtime"]
+__all__ = ["open_store", "patiently", "start_runtime"]
 
 log = logging.getLogger("maiden")
+
+T = TypeVar("T")
 
 FIRST_PAUSE_S = 0.5
 LONGEST_PAUSE_S = 5.0
@@ -70,18 +74,27 @@ async def start_runtime(runtime: Runtime, *, wait_s: float) -> list[Run]:
     """``runtime.start(recover=True, serve=True)``, started again after a store error (the
     server out of reach as recovery began, say: what was done is in the store, and what
     was not is found again), for ``wait_s`` at most; the runs recovered."""
+    return await patiently(lambda: runtime.start(recover=True, serve=True), wait_s=wait_s,
+                           what="recovery")
+
+
+async def patiently(call: Callable[[], Awaitable[T]], *, wait_s: float, what: str) -> T:
+    """``call()``, made again after a store error for ``wait_s`` at most (a pause that
+    doubles up to 5 s between tries, one warning line each): for the steps of `maiden run`'s
+    start that read or write the store (``call`` must be safe to make again). A store that
+    is gone, or a write that found another one before it, is no store out of reach: raised."""
     deadline = time.monotonic() + wait_s
     pause = FIRST_PAUSE_S
     while True:
         try:
-            return await runtime.start(recover=True, serve=True)
+            return await call()
         except (StoreGone, StaleWrite):
-            raise  # not a store out of reach
+            raise
         except StoreError as error:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise
-            log.warning("recovery stopped on a store error (%s); trying again in %.1f s",
+            log.warning("%s stopped on a store error (%s); trying again in %.1f s", what,
                         error, min(pause, left))
             await asyncio.sleep(min(pause, left))
             pause = min(pause * 2, LONGEST_PAUSE_S)

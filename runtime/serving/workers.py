@@ -57,6 +57,10 @@ S = RunState
 ACTIVE = (S.QUEUED, S.RUNNING, S.AWAITING_TOOL, S.AWAITING_APPROVAL)
 """States of a run that has not ended: it holds up the runs queued behind it."""
 
+UNDER_WAY = (S.RUNNING, S.AWAITING_TOOL)
+"""States of a run whose rounds have begun: it is finished before another run of its
+thread begins, or their rounds would interleave in the thread."""
+
 
 class Workers(Driving):
     """The per-thread worker tasks of one runtime."""
@@ -272,12 +276,15 @@ class Workers(Driving):
                 self.kick(thread_id)
 
     async def _next_runs(self, thread_id: str) -> list[Run]:
-        """The thread's runs to drive now, oldest first (none while the oldest awaits
-        approval)."""
+        """The thread's runs to drive now: a run already under way first (one stopped at a
+        checkpoint by a shutdown, say), then the others oldest first; none while the first
+        awaits approval. (An older run can be queued behind one under way: an approval
+        that timed out, decided late while the thread's next run was being driven.)"""
         self._dirty.discard(thread_id)
         active = self._listed.pop(thread_id, None)
         if active is None:
             active = await self._store.list_runs(thread_id=thread_id, states=ACTIVE)
+        active = sorted(active, key=lambda r: r.state not in UNDER_WAY)  # (stable)
         if active and active[0].state is S.AWAITING_APPROVAL:
             # A run waiting for a person holds up the runs queued behind it.
             for blocked in active[1:]:

@@ -21,6 +21,7 @@ from runtime import (
     RunError,
     RunState,
     Runtime,
+    RuntimeConfig,
     ScriptedProvider,
     SQLiteStore,
     TextDelta,
@@ -195,6 +196,53 @@ class Reads:
     async def complete(self, request: ModelRequest, on_text: Any = None) -> ModelResponse:
         self.calls.append(request)
         return await self.echo.complete(request, on_text)
+
+
+async def test_a_run_under_way_goes_on_before_a_late_decided_older_run(tmp_path: Path) -> None:
+    """The chaos soak's finding 9: a run whose approval timed out, decided late while the
+    thread's next run was under way in a process that then stopped. The older run, queued
+    again, was driven first at the next start, in the middle of the other's rounds; that
+    one then answered the older run's message. The run under way goes on first."""
+    clock = Clock()
+    db = tmp_path / "m.db"
+    let_go = asyncio.Event()
+    started = asyncio.Event()
+
+    @tool
+    async def wait(n: int) -> str:
+        """Wait until let go."""
+        started.set()
+        await let_go.wait()
+        return f"waited {n}"
+
+    agent = AgentConfig(approval_timeout_s=60)
+    registry = [deploy, wait]
+    async with SQLiteStore(db) as store:
+        first = Runtime(store, Reads(), ToolRegistry(registry), agent=agent, clock=clock,
+                        settings=RuntimeConfig(shutdown_grace_s=0.1))
+        async with first:
+            old = await first.send("t", '/tool deploy {"service": "api"}')
+            assert old.state is S.AWAITING_APPROVAL and old.pending_approval is not None
+            clock.now += 61
+            (expired,) = await first._upkeep.expire_approvals()
+            assert expired.state is S.TIMED_OUT
+            under_way = await first.submit("t", '/tool wait {"n": 2}')
+            await asyncio.wait_for(started.wait(), 10)
+            await first.decide(old.id, old.pending_approval.tool_call_id, approve=True,
+                               by="ops")
+        # Stopped with the run under way at its checkpoint, and the old one queued again.
+        assert (await store.get_run(under_way.id)).state in (S.RUNNING, S.AWAITING_TOOL)
+        let_go.set()
+        second = Runtime(store, Reads(), ToolRegistry(registry), agent=agent, clock=clock)
+        async with second:
+            await second.start(recover=True, serve=False)
+            done = await second.wait(under_way.id)
+            late = await second.wait(old.id)
+            entries = await second.records.entries("t")
+    assert done.state is S.COMPLETED and done.reply == 'wait returned "waited 2"'
+    assert late.state is S.COMPLETED and (late.reply or "").startswith("deploy returned")
+    answers = [e.run_id for e in entries if isinstance(e, AssistantTurn) and e.text]
+    assert answers == [under_way.id, old.id]  # its rounds were not interleaved with the other's
 
 
 @pytest.mark.parametrize("approve", [True, False])
