@@ -1,6 +1,7 @@
 """Adapters between people and the runtime, one package per channel (``channels.http``,
 ``channels.slack``, ``channels.discord``) plus the terminal; what the chat channels share
-(``access``, ``prompts``, ``work``) lives here once. Each uses only the runtime's public API."""
+(``access``, ``talk``, ``prompts``, ``work``, ``retry``) lives here once. Each uses only the
+runtime's public API."""
 
 from .base import Channel
 from .retry import Backoff, ChannelRefused, Unreachable, keep_trying

@@ -10,15 +10,17 @@ problem that no retry fixes: ``ChannelRefused``, one line and exit 2.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import random
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
-from runtime import MaidenError
+from runtime import MaidenError, Runtime
 
-__all__ = ["Backoff", "ChannelRefused", "Unreachable", "keep_trying", "reason_of"]
+__all__ = ["Backoff", "ChannelRefused", "Reach", "Unreachable", "keep_trying", "reason_of"]
 
 T = TypeVar("T")
 
@@ -81,3 +83,60 @@ def reason_of(exc: BaseException) -> str:
     if isinstance(inner, OSError) and inner.strerror:
         return inner.strerror
     return f"{type(inner).__name__}: {inner}" if str(inner) else type(inner).__name__
+
+
+class _Offline(Protocol):
+    offline: str | None
+    """Why its platform is not reached (None: it is): it refuses fast meanwhile."""
+
+
+class Reach:
+    """Where a chat channel stands with its platform: ``problem``, the reason it is not
+    connected (None: it is), said in its banner and status, and its deliverer refusing
+    fast meanwhile (the outbox keeps the replies); ``retry`` keeps trying in the
+    background."""
+
+    def __init__(self, name: str, runtime: Runtime, deliverer: _Offline, *, max_s: float,
+                 log: logging.Logger) -> None:
+        self._name = name
+        self._runtime = runtime
+        self._deliverer = deliverer
+        self._max_s = max_s
+        self._log = log
+        self.problem: str | None = None
+        deliverer.offline = "not connected yet"
+
+    def down(self, reason: str) -> None:
+        self.problem = reason
+        self._deliverer.offline = f"not connected yet ({reason})"
+
+    def up(self) -> None:
+        self.problem = None
+        self._deliverer.offline = None
+
+    def banner(self) -> str | None:
+        """The banner's line while not connected."""
+        if self.problem is None:
+            return None
+        return (f"connecting: {self.problem} (trying again, up to every {self._max_s:g} s; "
+                "replies wait in the outbox)")
+
+    async def retry(self, attempt: Callable[[], Awaitable[None]], first: Unreachable, *,
+                    banner: Callable[[], str]) -> MaidenError | None:
+        """``attempt`` again and again, backing off, after ``first`` failed: None once it
+        connects (what waited in the outbox goes out then); what refused it otherwise
+        (logged: the channel stops)."""
+        try:
+            await keep_trying(attempt, Backoff(max_s=self._max_s), self._waiting, first=first)
+        except MaidenError as exc:
+            self._log.error("%s: %s; the channel stops", self._name, exc)
+            return exc
+        self._log.info("%s: connected: %s", self._name, banner())
+        with contextlib.suppress(MaidenError):
+            await self._runtime.flush_deliveries()  # what waited in the outbox, now
+        return None
+
+    def _waiting(self, reason: str, delay: float) -> None:
+        self.down(reason)
+        self._log.warning("%s: %s; serving everything else, trying again in %.1f s",
+                          self._name, reason, delay)

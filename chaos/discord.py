@@ -6,7 +6,7 @@ show.
 Replicas: only the one holding the store's lease ``discord:gateway:{bot}`` connects to the
 gateway; the others stand by and post replies over REST, and one takes over when the
 holder stops, dies or loses its lease (which then stands by in its turn,
-channels/discord/channel.py). A message is dispatched, as Discord
+channels/discord/lifecycle.py). A message is dispatched, as Discord
 does, to every session with a live connection; Discord does not acknowledge or deliver
 again, and a session that identifies anew (a replica that took over) is not sent what came
 before it. So a message is *taken* once maiden stored it (its run exists): then invariant 1

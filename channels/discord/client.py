@@ -1,23 +1,36 @@
 """discord.py's client as maiden uses it: REST calls sent to ``api_url``, events handed to
-the channel, and a gateway connection that can be closed and opened again while the REST
-session stays open (a replica that loses the gateway lease still posts its replies)."""
+a ``Handler`` (the channel), and a gateway connection that can be closed and opened again
+while the REST session stays open (a replica that loses the gateway lease still posts its
+replies)."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+import logging
+from typing import Any, Protocol
 
 import discord
 from discord.http import HTTPClient, Route
 
-if TYPE_CHECKING:
-    from .channel import DiscordChannel
+__all__ = ["GatewayClient", "Handler", "point_at"]
 
-__all__ = ["GatewayClient", "point_at"]
+
+class Handler(Protocol):
+    """What the gateway's events are handed to."""
+
+    async def on_message(self, message: discord.Message) -> None: ...
+
+    async def on_interaction(self, interaction: discord.Interaction) -> None: ...
 
 
 def point_at(http: HTTPClient, api_url: str) -> None:
-    """Send this client's REST calls to ``api_url`` instead of Discord's (this client only)."""
+    """Send this client's REST calls to ``api_url`` instead of Discord's (this client only).
+
+    Wrapping this one client's ``request`` cannot be avoided: discord.py 2 has no option
+    for its REST base URL (every ``Route`` starts from the class-wide ``Route.BASE``, which
+    would move every client in the process; ``proxy``, ``connector`` and ``http_trace``
+    cannot change a request's URL), and no discord.py issue asking for one was found
+    (Pycord added a class-wide ``Route.API_BASE_URL``: Pycord-Development/pycord#2714)."""
     base = api_url.rstrip("/")
     default = Route.BASE
     if base == default:
@@ -32,19 +45,24 @@ def point_at(http: HTTPClient, api_url: str) -> None:
     http.request = request  # type: ignore[method-assign]
 
 
-# maiden uses no voice: discord.py's warning at every start that voice's optional packages
-# (PyNaCl, davey) are missing says nothing an operator needs to act on.
-discord.VoiceClient.warn_nacl = False
-discord.VoiceClient.warn_dave = False
+class _NoVoice(logging.Filter):
+    """Drops discord.py's warning at start that voice's optional packages (PyNaCl, davey)
+    are missing: maiden uses no voice, so it says nothing an operator needs to act on."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().endswith("voice will NOT be supported")
+
+
+logging.getLogger("discord.client").addFilter(_NoVoice())
 
 
 class GatewayClient(discord.AutoShardedClient):
     """Finds its gateway with ``GET /gateway/bot`` on its REST base (AutoShardedClient does;
     the plain Client would connect to Discord's default gateway)."""
 
-    def __init__(self, channel: DiscordChannel, **options: Any) -> None:
+    def __init__(self, handler: Handler, **options: Any) -> None:
         super().__init__(**options)
-        self.maiden = channel
+        self.handler = handler
         self.ready = asyncio.Event()
 
     async def connect(self, *, reconnect: bool = True) -> None:
@@ -74,7 +92,7 @@ class GatewayClient(discord.AutoShardedClient):
         self.ready.set()
 
     async def on_message(self, message: discord.Message) -> None:
-        await self.maiden.on_message(message)
+        await self.handler.on_message(message)
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
-        await self.maiden.on_interaction(interaction)
+        await self.handler.on_interaction(interaction)

@@ -101,9 +101,10 @@ async def test_run_stays_up_when_it_loses_the_gateway_lease(home: Path) -> None:
         assert text.count('concurrency = "global"\n') == 1  # in [runtime]
         toml.write_text(text.replace(
             'concurrency = "global"\n',
-            'concurrency = "global"\nlease_ttl_s = 1\npoll_interval_s = 0.1\n'))
+            'concurrency = "global"\nlease_ttl_s = 3\npoll_interval_s = 0.1\n'))
         async with maiden_run(home, env(fake)) as (proc, out, err):
             await out.wait_for("Ctrl-C stops.")
+            await fake.identified(1, timeout=30)  # the banner may come before the gateway
             link = fake.gateway.live()
             assert link is not None
             async with SQLiteStore(home / "data" / "maiden.db") as store:
