@@ -392,6 +392,14 @@ def test_discord_answers_twice_under_a_stale_note_or_out_of_order_are_violations
     people, sent, stored = _discord_seen({"m80000": ["answer to m8"]}, ["m80000"])
     found = check_discord(make_plan(1, 30, "sqlite", 1), sent, stored, people)
     assert sorted((v.invariant, v.known) for v in found) == [(1, None), (1, None), (4, None)]
+    # A failed run's stream, ended with what it had shown and the failure notice (finding
+    # 11): not an answer left half-written (its run failed: no answer is owed).
+    people, sent, stored = _discord_seen(
+        {"m80000": ["answer to m80000\n\nSorry, I could not finish this (the model service "
+                    "failed)."]}, ["m80000"])
+    stored.runs[0].update(state="failed", reply=None)
+    found = check_discord(make_plan(1, 30, "sqlite", 1), sent, stored, people)
+    assert [v for v in found if v.invariant == 4] == []
     # Posted on a live connection with no fault around it, and never taken: lost.
     people, sent, stored = _discord_seen({}, ["m80000"])
     stored.runs.clear()
