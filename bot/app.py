@@ -42,7 +42,7 @@ from .config import LoadedConfig
 from .jobs import chat_schedule_tools, make_book, schedule_lines
 from .logging import RunContext
 from .logging import log_runs as log_run_events
-from .opening import open_store, patiently, start_runtime
+from .opening import open_store, patiently, start_runtime, starting_again
 from .wiring import make_channels
 
 if TYPE_CHECKING:
@@ -157,34 +157,44 @@ async def serve(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        async with open_app(loaded, recover=False, writable=True, wait_for_store=True) as app:
-            runtime = app.runtime
-            _say(out, banner_head(loaded, runtime))
-            wait_s = loaded.config.store.open_wait_s
-            unfinished = await patiently(lambda: runtime.records.runs(states=DRIVABLE_STATES),
-                                         wait_s=wait_s, what="reading the unfinished runs")
-            if context is not None:  # recovery logs before the runs' first events
-                for run in await patiently(
-                        lambda: runtime.records.runs(states=ACTIVE_STATES), wait_s=wait_s,
-                        what="reading the active runs"):
-                    context.remember(run.id, run.thread_id)
-            logger = asyncio.create_task(log_run_events(runtime, context),
-                                         name="maiden-log-runs")
-            try:
-                recovery = await _recover(runtime, unfinished, stop, out, wait_s=wait_s)
-                if recovery is not None:
-                    # Made before the channels (the API lists and runs its schedules),
-                    # started after them (the catch-up's answers need somewhere to go).
-                    scheduler = Scheduler(app.book, runtime)
-                    channels = [make(runtime, scheduler) for make in factories]
-                    await _serve(loaded, app, scheduler, channels, recovery, stop, out)
-            finally:
-                logger.cancel()
-                await asyncio.gather(logger, return_exceptions=True)
+        await starting_again(lambda ready: _serve_once(loaded, factories, stop, out, context,
+                                                        ready),
+                             stop, wait_s=loaded.config.store.open_wait_s)
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
     log.info("stopped")
+
+
+async def _serve_once(
+    loaded: LoadedConfig, factories: Sequence[Any], stop: asyncio.Event, out: TextIO,
+    context: RunContext | None, ready: asyncio.Event,
+) -> None:
+    """``serve``'s one lifespan (``ready`` set once it has said "Ready")."""
+    async with open_app(loaded, recover=False, writable=True, wait_for_store=True) as app:
+        runtime = app.runtime
+        _say(out, banner_head(loaded, runtime))
+        wait_s = loaded.config.store.open_wait_s
+        unfinished = await patiently(lambda: runtime.records.runs(states=DRIVABLE_STATES),
+                                     wait_s=wait_s, what="reading the unfinished runs")
+        if context is not None:  # recovery logs before the runs' first events
+            for run in await patiently(
+                    lambda: runtime.records.runs(states=ACTIVE_STATES), wait_s=wait_s,
+                    what="reading the active runs"):
+                context.remember(run.id, run.thread_id)
+        logger = asyncio.create_task(log_run_events(runtime, context),
+                                     name="maiden-log-runs")
+        try:
+            recovery = await _recover(runtime, unfinished, stop, out, wait_s=wait_s)
+            if recovery is not None:
+                # Made before the channels (the API lists and runs its schedules),
+                # started after them (the catch-up's answers need somewhere to go).
+                scheduler = Scheduler(app.book, runtime)
+                channels = [make(runtime, scheduler) for make in factories]
+                await _serve(loaded, app, scheduler, channels, recovery, stop, out, ready)
+        finally:
+            logger.cancel()
+            await asyncio.gather(logger, return_exceptions=True)
 
 
 async def open_channels(
@@ -317,7 +327,7 @@ def _not_taken(runtime: Runtime, run: Run) -> str:
 
 async def _serve(
     loaded: LoadedConfig, app: App, scheduler: Scheduler, channels: list[Channel],
-    recovery: _Recovery, stop: asyncio.Event, out: TextIO,
+    recovery: _Recovery, stop: asyncio.Event, out: TextIO, ready: asyncio.Event,
 ) -> None:
     runtime = app.runtime
     async with AsyncExitStack() as stack:
@@ -331,6 +341,7 @@ async def _serve(
         mcp = app.mcp.status_lines() if app.mcp is not None else ()
         _say(out, banner_tail(loaded, recovery.recovered, channels, lines, mcp,
                               recovery.left))
+        ready.set()
         settle_heap()
         watched: dict[asyncio.Task[Any], str] = {asyncio.create_task(stop.wait()): "stop"}
         for channel in channels:

@@ -33,7 +33,7 @@ from runtime import (
 
 from .config import LoadedConfig
 
-__all__ = ["open_store", "patiently", "start_runtime"]
+__all__ = ["open_store", "patiently", "start_runtime", "starting_again"]
 
 log = logging.getLogger("maiden")
 
@@ -96,6 +96,31 @@ async def patiently(call: Callable[[], Awaitable[T]], *, wait_s: float, what: st
                 raise
             log.warning("%s stopped on a store error (%s); trying again in %.1f s", what,
                         error, min(pause, left))
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, LONGEST_PAUSE_S)
+
+
+async def starting_again(start: Callable[[asyncio.Event], Awaitable[None]],
+                         stop: asyncio.Event, *, wait_s: float) -> None:
+    """``start(ready)``: `maiden run`'s whole lifespan, begun again from the top (the store
+    opened anew) when a store error ends it before it said "Ready" (``ready`` set), for
+    ``wait_s`` at most: a step of its start that reads the store and is not ``patiently``
+    made (a channel's lease, the banner's facts) must not end the process in a cut. Not
+    after "Ready", nor once asked to stop."""
+    deadline = time.monotonic() + wait_s
+    pause = FIRST_PAUSE_S
+    while True:
+        ready = asyncio.Event()
+        try:
+            return await start(ready)
+        except (StoreGone, StaleWrite):
+            raise
+        except StoreError as error:
+            left = deadline - time.monotonic()
+            if ready.is_set() or stop.is_set() or left <= 0:
+                raise
+            log.warning("maiden run's start stopped on a store error (%s); starting again in "
+                        "%.1f s", error, min(pause, left))
             await asyncio.sleep(min(pause, left))
             pause = min(pause * 2, LONGEST_PAUSE_S)
 
