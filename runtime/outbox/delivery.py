@@ -352,6 +352,11 @@ class Outbox:
                         traced.failed(f"{type(exc).__name__}: {exc}")
                         raise
                 done = True
+                # Which process sent which record, and how (a reconciled send may have found
+                # it posted): what a reply shown twice or never is traced back by.
+                log.info("run %s's %s delivered (%s, %s)", delivery.run_id, what,
+                         delivery.key[:12], "written here, not tried" if fresh else
+                         "reconciled first")
         except DeliveryError as exc:
             # The channel said why (down, refused, still connecting): one line, no trace.
             log.warning("delivering run %s's %s failed (%s); it stays in the outbox and is "
