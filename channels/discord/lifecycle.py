@@ -137,9 +137,12 @@ class Gateway:
             log.info("discord: standing by: %s holds the gateway connection", self.holder)
         self._gateway = asyncio.create_task(self._keep_gateway(), name="maiden-discord-lease")
 
-    async def _connect(self) -> None:
+    async def _connect(self, *, taking_over: bool = False) -> None:
         """Open the gateway connection and wait until it is ready; raise if it ends first.
-        The lease lost meanwhile, return: ``_keep_gateway`` closes it again."""
+        The lease lost meanwhile, return: ``_keep_gateway`` closes it again. Taking over
+        from another replica, a connection that did not come up for any reason but a
+        refusal closes the gateway only and says ``Unreachable`` (Discord may be down for
+        a while: ``_stand_by`` tries again)."""
         self._connecting = asyncio.create_task(self._client.connect(reconnect=True),
                                                name="maiden-discord-gateway")
         ready = asyncio.create_task(self._client.ready.wait())
@@ -155,8 +158,11 @@ class Gateway:
             return
         if self._lease_lost.is_set() and not self._connecting.done():
             return
-        await self.close()
         error = self._connecting.exception() if not self._connecting.cancelled() else None
+        if taking_over and not isinstance(error, discord.PrivilegedIntentsRequired):
+            await self._client.disconnect(self._connecting)
+            raise Unreachable(f"the Discord gateway did not connect: {error!r}")
+        await self.close()
         if isinstance(error, discord.PrivilegedIntentsRequired):
             raise ChannelRefused("Discord refused the message-content intent: enable it in "
                                  "the developer portal (Bot → Privileged Gateway Intents → "
@@ -207,15 +213,27 @@ class Gateway:
 
     async def _stand_by(self) -> None:
         """Until this replica holds the gateway lease (its holder stopped or died, or the
-        store answers again after this one lost it); then connect."""
-        while self.holder is not None:
-            await asyncio.sleep(self._runtime.settings.poll_interval_s)
+        store answers again after this one lost it); then connect, again and again (backing
+        off, the lease kept) while Discord does not answer."""
+        pause = 1.0
+        while True:
+            while self.holder is not None:
+                await asyncio.sleep(self._runtime.settings.poll_interval_s)
+                try:
+                    self.holder = await self._runtime.take_lease(self.lease, lost=self._lost)
+                except MaidenError as exc:
+                    log.warning("discord: cannot ask for the gateway lease: %s", exc)
+            log.info("discord: taking over the gateway connection")
             try:
-                self.holder = await self._runtime.take_lease(self.lease, lost=self._lost)
-            except MaidenError as exc:
-                log.warning("discord: cannot ask for the gateway lease: %s", exc)
-        log.info("discord: taking over the gateway connection")
-        await self._connect()
+                await self._connect(taking_over=True)
+                return
+            except Unreachable as exc:
+                log.warning("discord: %s; trying again in %.0f s", exc, pause)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, self._config.reconnect_max_s)
+            if self._lease_lost.is_set():  # meanwhile: another replica may hold it now
+                self._lease_lost.clear()
+                self.holder = "another replica"
 
     def _lost(self) -> None:
         log.error("discord: lost the gateway lease (the store was out of reach too long); "

@@ -106,3 +106,33 @@ async def test_it_stands_by_and_takes_the_gateway_again_once_the_lease_is_free(
         assert open_links(fake) == 1 and not stopped.done()
     async with asyncio.timeout(10):
         await stopped  # closed: now the channel has stopped
+
+
+async def test_a_replica_taking_over_while_discord_is_down_keeps_trying(tmp_path: Path) -> None:
+    """The holder stops while Discord is down; the replica standing by takes the lease, but
+    the gateway does not connect: it stands by again and tries later (the chaos soak's
+    finding 13: it stopped, and with it `maiden run`), and connects once Discord answers."""
+    db = tmp_path / "maiden.db"
+    async with FakeDiscord() as fake:
+        first_running = running(fake, db, settings=SETTINGS)
+        first = await first_running.__aenter__()
+        try:
+            async with running(fake, db, settings=SETTINGS) as second:
+                assert second.channel.holder is not None  # standing by
+                stopped = asyncio.create_task(second.channel.closed())
+                await fake.misbehave("down", 3.0)
+                await first_running.__aexit__(None, None, None)  # the holder stops
+                first_running = None
+                await fake.identified(2, timeout=30)  # connected once Discord is back
+                await asyncio.wait_for(second.channel.client.ready.wait(), 10)
+                assert not stopped.done(), stopped
+                await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> back?",
+                                        mentions=[BOT_ID])
+                await asyncio.wait_for(second.channel.wait_handled(1), 10)
+                await second.runtime.idle()
+                await fake.until(lambda: [m["content"] for m in second.replies()]
+                                 == ["echo: back?"], what="the reply", timeout=10)
+        finally:
+            if first_running is not None:
+                await first_running.__aexit__(None, None, None)
+        assert first.channel.handled == 0
