@@ -8,6 +8,7 @@ finding 5)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 
 from runtime import RuntimeConfig, ScriptedProvider, SQLiteStore, tool
@@ -113,26 +114,20 @@ async def test_a_replica_taking_over_while_discord_is_down_keeps_trying(tmp_path
     the gateway does not connect: it stands by again and tries later (the chaos soak's
     finding 13: it stopped, and with it `maiden run`), and connects once Discord answers."""
     db = tmp_path / "maiden.db"
-    async with FakeDiscord() as fake:
-        first_running = running(fake, db, settings=SETTINGS)
-        first = await first_running.__aenter__()
-        try:
-            async with running(fake, db, settings=SETTINGS) as second:
-                assert second.channel.holder is not None  # standing by
-                stopped = asyncio.create_task(second.channel.closed())
-                await fake.misbehave("down", 3.0)
-                await first_running.__aexit__(None, None, None)  # the holder stops
-                first_running = None
-                await fake.identified(2, timeout=30)  # connected once Discord is back
-                await asyncio.wait_for(second.channel.client.ready.wait(), 10)
-                assert not stopped.done(), stopped
-                await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> back?",
-                                        mentions=[BOT_ID])
-                await asyncio.wait_for(second.channel.wait_handled(1), 10)
-                await second.runtime.idle()
-                await fake.until(lambda: [m["content"] for m in second.replies()]
-                                 == ["echo: back?"], what="the reply", timeout=10)
-        finally:
-            if first_running is not None:
-                await first_running.__aexit__(None, None, None)
+    async with FakeDiscord() as fake, contextlib.AsyncExitStack() as holder:
+        first = await holder.enter_async_context(running(fake, db, settings=SETTINGS))
+        async with running(fake, db, settings=SETTINGS) as second:
+            assert second.channel.holder is not None  # standing by
+            stopped = asyncio.create_task(second.channel.closed())
+            await fake.misbehave("down", 3.0)
+            await holder.aclose()  # the holder stops
+            await fake.identified(2, timeout=30)  # connected once Discord is back
+            await asyncio.wait_for(second.channel.client.ready.wait(), 10)
+            assert not stopped.done(), stopped
+            await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> back?",
+                                    mentions=[BOT_ID])
+            await asyncio.wait_for(second.channel.wait_handled(1), 10)
+            await second.runtime.idle()
+            await fake.until(lambda: [m["content"] for m in second.replies()]
+                             == ["echo: back?"], what="the reply", timeout=10)
         assert first.channel.handled == 0
