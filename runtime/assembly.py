@@ -84,8 +84,11 @@ class Parts:
         self.store = store
         self.bus = EventBus()
         self.peers = Peers(store, instance_id)
+        self.leases = Leases(store, instance_id, settings.lease_ttl_s)
         self.outbox = Outbox(store, born=clock(), clock=clock, tracing=tracing,
-                             elsewhere=self.peers.elsewhere)
+                             elsewhere=self.peers.elsewhere,
+                             claim=lambda thread_id: self.leases.sending(
+                                 thread_id, self.workers.busy))
         self.bus.listen(self.outbox.live.on_event)
         provided: dict[str, object] = {
             "notes": self.notes,
@@ -102,7 +105,6 @@ class Parts:
                 tracing=tracing,
                 send_pending=self.outbox.send_pending)
         self.drivers = Drivers(store, agents, drivers)
-        self.leases = Leases(store, instance_id, settings.lease_ttl_s)
         self.workers = Workers(store, self.drivers, self.bus, settings, self.leases,
                                peers=self.peers, outbox=self.outbox, files=self.files)
         self.waiting = Waiting(store, self.bus, self.workers, self.peers,

@@ -10,10 +10,11 @@ only if it is really missing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 from ..engine.tracing import NO_TRACING, Tracing
@@ -43,6 +44,16 @@ Elsewhere = Callable[[str], Awaitable[bool]]
 
 async def _nowhere_else(run_id: str) -> bool:
     return False
+
+
+Claim = Callable[[str], contextlib.AbstractAsyncContextManager[bool]]
+"""For a thread's id, whether this process may send its records left by a process no
+longer live (``Leases.sending``), held for the send."""
+
+
+@contextlib.asynccontextmanager
+async def _always(thread_id: str) -> AsyncIterator[bool]:
+    yield True
 
 
 class Deliverer(Protocol):
@@ -168,13 +179,17 @@ class Outbox:
     def __init__(self, store: Store, born: float,
                  clock: Callable[[], float] = time.time, *,
                  tracing: Tracing = NO_TRACING,
-                 elsewhere: Callable[[], Elsewhere] = lambda: _nowhere_else) -> None:
+                 elsewhere: Callable[[], Elsewhere] = lambda: _nowhere_else,
+                 claim: Claim = _always) -> None:
         self._store = store
         self._born = born
         self._clock = clock
         self._tracing = tracing
         self._elsewhere = elsewhere
         """A fresh ``Elsewhere`` for each pass over the outbox (it keeps what it looked up)."""
+        self._claim = claim
+        """Whether this process may send a thread's records that a process no longer live
+        left (``Leases.sending``: it has the thread's lease for the send)."""
         self._deliverers: dict[str, Deliverer] = {}
         self._sending: dict[str, asyncio.Future[bool]] = {}
         """Deliveries being sent now, each done when its send is: True if it was posted (or
@@ -270,8 +285,11 @@ class Outbox:
             elif await skip(delivery.run_id):
                 done = False  # its run's owner, alive, sends it
             else:
-                done = await self._send(delivery, fresh=False,
-                                        trace=await self._trace_of(delivery))
+                # Left by a process no longer live: sent here if this process has the
+                # thread (else the one that has it sends it), reconciling first.
+                async with self._claim(delivery.thread_id) as mine:
+                    done = mine and await self._send(
+                        delivery, fresh=False, trace=await self._trace_of(delivery))
             if not done and holds_back(delivery, now):
                 held.add(where)
 

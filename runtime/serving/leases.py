@@ -23,7 +23,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 from ..errors import StoreError
 from ..stores.base import LeaseStore
@@ -131,6 +131,29 @@ class Leases:
                 self._on_lost[name] = lost
             self._keep()
         return other
+
+    @contextlib.asynccontextmanager
+    async def sending(self, thread_id: str, busy: Callable[[str], bool]
+                      ) -> AsyncIterator[bool]:
+        """Whether this runtime may send a thread's outbox records that a process no longer
+        live left (their run's owner died, or released it): with the thread's lease, held
+        already or taken for the send and given back after (unless the thread's worker here,
+        ``busy``, began meanwhile: then the lease is its own); False while another process
+        holds it (that one sends them). So a dead owner's reply is sent by one replica, not
+        by each whose flush comes round."""
+        name = thread_lease(thread_id)
+        if self.holds(name):
+            yield True
+            return
+        if await self.take(name) is not None:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            if not busy(thread_id):
+                with contextlib.suppress(StoreError):
+                    await self.release(name)
 
     async def ask_for_thread(self, thread_id: str) -> None:
         """Ask whichever process holds the thread's lease to drive its next run now

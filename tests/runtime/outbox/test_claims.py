@@ -1,0 +1,60 @@
+"""A reply left in the outbox by a process that is gone is sent by one replica, not by each
+whose flush comes round (the chaos soak's finding 10: a Slack answer shown twice). Every
+live replica took a dead owner's record as its own, and two of them reconciled (the thread
+read back: not there) and posted at once; a replica now sends it only with the thread's
+lease (``Leases.sending``)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from runtime import Delivery, EchoProvider, Origin, Runtime, RuntimeConfig, SQLiteStore
+from tests.fakes.chat import MemoryChat
+
+ROOM = Origin(channel="chat", target={"room": "r1"}, user="u1")
+
+
+class HeldChat(MemoryChat):
+    """A chat both replicas post to; the first send waits until ``go`` is set (a post on
+    its way while the other replica's flush comes round)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = asyncio.Event()
+        self.sending = asyncio.Event()
+
+    async def send(self, delivery: Delivery) -> str:
+        if not self.sending.is_set():
+            self.sending.set()
+            await self.go.wait()
+        return await super().send(delivery)
+
+
+async def test_a_dead_owners_reply_is_sent_once_by_two_replicas_flushing_at_once(
+        tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    chat = HeldChat()
+    settings = RuntimeConfig(poll_interval_s=0.05, lease_linger_s=0)
+    async with SQLiteStore(db) as gone_store, \
+            Runtime(gone_store, EchoProvider(), settings=settings) as gone:
+        # Its channel never came up here: the reply stays in the outbox; then it stops.
+        run = await gone.send("t", "hello", origin=ROOM)
+        assert [d.remote_id for d in await gone.records.deliveries(run_id=run.id)] == [None]
+    async with SQLiteStore(db) as store_a, SQLiteStore(db) as store_b:
+        a = Runtime(store_a, EchoProvider(), settings=settings)
+        b = Runtime(store_b, EchoProvider(), settings=settings)
+        a.add_deliverer("chat", chat)
+        b.add_deliverer("chat", chat)
+        await a.start(recover=False, serve=True)
+        await b.start(recover=False, serve=True)
+        try:
+            first = asyncio.create_task(a.flush_deliveries("chat"))
+            await asyncio.wait_for(chat.sending.wait(), 10)  # a's post is on its way
+            await asyncio.wait_for(b.flush_deliveries("chat"), 10)  # b's flush comes round
+            chat.go.set()
+            await asyncio.wait_for(first, 10)
+        finally:
+            await a.close()
+            await b.close()
+    assert [m.text for m in chat.posted] == ["echo: hello"]
