@@ -51,23 +51,17 @@ async def open_store(loaded: LoadedConfig, *, wait: bool) -> Store:
         store = make_store(cfg, loaded.base_dir)
     except ConfigError as error:
         raise error.located(str(loaded.path)) from None
-    deadline = time.monotonic() + (cfg.open_wait_s if wait else 0.0)
-    pause = FIRST_PAUSE_S
-    while True:
-        try:
-            await store.open()
-            return store
-        except StoreUnreachable as error:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                waited = f" (tried for {cfg.open_wait_s:g} s)" if wait else ""
-                raise _problem(loaded, f"{error}{waited}") from None
-            log.warning("the store (%s) is out of reach (%s); trying again in %.1f s",
-                        describe_store(cfg, loaded.base_dir), error, min(pause, left))
-            await asyncio.sleep(min(pause, left))
-            pause = min(pause * 2, LONGEST_PAUSE_S)
-        except (StoreError, OSError) as error:
-            raise _problem(loaded, error) from None
+    where = describe_store(cfg, loaded.base_dir)
+    try:
+        await _again(store.open, wait_s=cfg.open_wait_s if wait else 0.0,
+                     worth=lambda error: isinstance(error, StoreUnreachable),
+                     said=f"the store ({where}) is out of reach")
+    except StoreUnreachable as error:
+        waited = f" (tried for {cfg.open_wait_s:g} s)" if wait else ""
+        raise _problem(loaded, f"{error}{waited}") from None
+    except (StoreError, OSError) as error:
+        raise _problem(loaded, error) from None
+    return store
 
 
 async def start_runtime(runtime: Runtime, *, wait_s: float) -> list[Run]:
@@ -83,21 +77,8 @@ async def patiently(call: Callable[[], Awaitable[T]], *, wait_s: float, what: st
     doubles up to 5 s between tries, one warning line each): for the steps of `maiden run`'s
     start that read or write the store (``call`` must be safe to make again). A store that
     is gone, or a write that found another one before it, is no store out of reach: raised."""
-    deadline = time.monotonic() + wait_s
-    pause = FIRST_PAUSE_S
-    while True:
-        try:
-            return await call()
-        except (StoreGone, StaleWrite):
-            raise
-        except StoreError as error:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise
-            log.warning("%s stopped on a store error (%s); trying again in %.1f s", what,
-                        error, min(pause, left))
-            await asyncio.sleep(min(pause, left))
-            pause = min(pause * 2, LONGEST_PAUSE_S)
+    return await _again(call, wait_s=wait_s, worth=_out_of_reach,
+                        said=f"{what} stopped on a store error")
 
 
 async def starting_again(start: Callable[[asyncio.Event], Awaitable[None]],
@@ -107,20 +88,39 @@ async def starting_again(start: Callable[[asyncio.Event], Awaitable[None]],
     ``wait_s`` at most: a step of its start that reads the store and is not ``patiently``
     made (a channel's lease, the banner's facts) must not end the process in a cut. Not
     after "Ready", nor once asked to stop."""
+    ready = asyncio.Event()
+
+    async def lifespan() -> None:
+        ready.clear()
+        await start(ready)
+
+    await _again(lifespan, wait_s=wait_s,
+                 worth=lambda error: _out_of_reach(error) and not ready.is_set()
+                 and not stop.is_set(),
+                 said="maiden run's start stopped on a store error", again="starting again")
+
+
+def _out_of_reach(error: StoreError) -> bool:
+    """Whether a store error may pass if tried again: not a store that is gone, nor a
+    write that found another one before it."""
+    return not isinstance(error, StoreGone | StaleWrite)
+
+
+async def _again(call: Callable[[], Awaitable[T]], *, wait_s: float,
+                 worth: Callable[[StoreError], bool], said: str,
+                 again: str = "trying again") -> T:
+    """``call()``, made again after a store error that is ``worth`` it, for ``wait_s`` at
+    most, the pause doubling from 0.5 s up to 5 s, one warning line a try (``said``)."""
     deadline = time.monotonic() + wait_s
     pause = FIRST_PAUSE_S
     while True:
-        ready = asyncio.Event()
         try:
-            return await start(ready)
-        except (StoreGone, StaleWrite):
-            raise
+            return await call()
         except StoreError as error:
             left = deadline - time.monotonic()
-            if ready.is_set() or stop.is_set() or left <= 0:
+            if not worth(error) or left <= 0:
                 raise
-            log.warning("maiden run's start stopped on a store error (%s); starting again in "
-                        "%.1f s", error, min(pause, left))
+            log.warning("%s (%s); %s in %.1f s", said, error, again, min(pause, left))
             await asyncio.sleep(min(pause, left))
             pause = min(pause * 2, LONGEST_PAUSE_S)
 
