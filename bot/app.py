@@ -26,10 +26,7 @@ from runtime import (
     DRIVABLE_STATES,
     ConfigError,
     MaidenError,
-    Run,
-    RunEnded,
     Runtime,
-    StateChanged,
     StoreError,
     make_tools,
     make_tracing,
@@ -42,7 +39,8 @@ from .config import LoadedConfig
 from .jobs import chat_schedule_tools, make_book, schedule_lines
 from .logging import RunContext
 from .logging import log_runs as log_run_events
-from .opening import open_store, patiently, start_runtime, starting_again
+from .opening import open_store, patiently, starting_again
+from .recovering import Recovering, Stopped
 from .wiring import make_channels
 
 if TYPE_CHECKING:
@@ -185,13 +183,19 @@ async def _serve_once(
         logger = asyncio.create_task(log_run_events(runtime, context),
                                      name="maiden-log-runs")
         try:
-            recovery = await _recover(runtime, unfinished, stop, out, wait_s=wait_s)
-            if recovery is not None:
-                # Made before the channels (the API lists and runs its schedules),
-                # started after them (the catch-up's answers need somewhere to go).
+            recovering = Recovering(runtime, unfinished, out, wait_s=wait_s)
+            try:
+                await recovering.first(stop, loaded.config.runtime.recovery_before_ready_s)
+                # Made before the channels (the API lists and runs its schedules), started
+                # after them (the catch-up's answers need somewhere to go).
                 scheduler = Scheduler(app.book, runtime)
                 channels = [make(runtime, scheduler) for make in factories]
-                await _serve(loaded, app, scheduler, channels, recovery, stop, out, ready)
+                await _serve(loaded, app, scheduler, channels, recovering, stop, out, ready)
+            except Stopped:
+                log.info("stopping during recovery")
+            finally:
+                await runtime.close()
+                await recovering.end()
         finally:
             logger.cancel()
             await asyncio.gather(logger, return_exceptions=True)
@@ -255,79 +259,9 @@ def _say(out: TextIO, text: str) -> None:
     out.flush()
 
 
-@dataclass(frozen=True, slots=True)
-class _Recovery:
-    """What recovery at start came to: the runs this process took up, as they ended up, and
-    the other unfinished runs it found, each with why it was not taken up here."""
-
-    recovered: list[Run]
-    left: list[tuple[Run, str]]
-
-
-async def _recover(
-    runtime: Runtime, unfinished: list[Run], stop: asyncio.Event, out: TextIO, *,
-    wait_s: float,
-) -> _Recovery | None:
-    """Recover every unfinished run, saying how it goes; None if a signal came first (runs
-    then checkpoint). Each run found is counted once, in the progress lines and in what
-    they came to, whether this process drove it or not. A store out of reach meanwhile is
-    waited for, ``wait_s`` at most (``start_runtime``)."""
-    if unfinished:
-        _say(out, f"  recovering  {len(unfinished)} unfinished run(s)...")
-    found = {run.id for run in unfinished}
-    why: dict[str, str] = {}  # run id -> why it stopped short of an end, if it did
-    waits: dict[str, str] = {}  # run id -> what it waits for (its channel's file fetcher)
-    async with runtime.subscribe() as events:
-        starting = asyncio.create_task(start_runtime(runtime, wait_s=wait_s))
-        stopping = asyncio.create_task(stop.wait())
-
-        def ended(event: object) -> None:
-            if isinstance(event, StateChanged) and event.run_id in found:
-                waits[event.run_id] = event.reason
-            if not isinstance(event, RunEnded) or event.run_id not in found:
-                return
-            why[event.run_id] = event.reason
-            paused = f" ({event.reason})" if event.kind == "run.paused" else ""
-            _say(out, f"    {len(why)}/{len(unfinished)} {event.run_id}: {event.state}{paused}")
-
-        while not (starting.done() or stopping.done()):
-            upcoming = asyncio.create_task(events.next())
-            await asyncio.wait([starting, stopping, upcoming],
-                               return_when=asyncio.FIRST_COMPLETED)
-            if upcoming.done():
-                ended(upcoming.result())
-            else:
-                upcoming.cancel()
-                await asyncio.gather(upcoming, return_exceptions=True)
-        for event in events.ready():  # those that ended as recovery finished
-            ended(event)
-    stopping.cancel()
-    if starting.done():
-        recovered = starting.result()
-        taken = {run.id for run in recovered}
-        left = []
-        for run in unfinished:
-            if run.id not in taken:
-                now = await runtime.records.get_run(run.id)
-                left.append((now, why.get(run.id) or waits.get(run.id)
-                             or _not_taken(runtime, now)))
-        return _Recovery(recovered, left)
-    log.info("stopping during recovery")
-    await runtime.close()
-    await starting
-    return None
-
-
-def _not_taken(runtime: Runtime, run: Run) -> str:
-    """Why a run found unfinished was not taken up here, when no event said so."""
-    if run.owner not in (None, runtime.instance_id):
-        return f"{run.reason}; another process took it up"
-    return run.reason
-
-
 async def _serve(
     loaded: LoadedConfig, app: App, scheduler: Scheduler, channels: list[Channel],
-    recovery: _Recovery, stop: asyncio.Event, out: TextIO, ready: asyncio.Event,
+    recovering: Recovering, stop: asyncio.Event, out: TextIO, ready: asyncio.Event,
 ) -> None:
     runtime = app.runtime
     async with AsyncExitStack() as stack:
@@ -339,8 +273,9 @@ async def _serve(
         lines = schedule_lines(await patiently(lambda: statuses(app.book), wait_s=wait_s,
                                                what="reading the schedules"))
         mcp = app.mcp.status_lines() if app.mcp is not None else ()
-        _say(out, banner_tail(loaded, recovery.recovered, channels, lines, mcp,
-                              recovery.left))
+        _say(out, banner_tail(loaded, recovering.recovered, channels, lines, mcp,
+                              recovering.left,
+                              going_on=None if recovering.done else recovering.going_on()))
         ready.set()
         settle_heap()
         watched: dict[asyncio.Task[Any], str] = {asyncio.create_task(stop.wait()): "stop"}

@@ -9,6 +9,7 @@ from channels.http import HttpChannel
 from runtime import Run, Runtime, describe_isolation, describe_store, maiden_version
 
 from .config import LoadedConfig
+from .recovering import recovery_lines
 from .rights import rights_lines
 
 __all__ = ["banner", "banner_head", "banner_tail"]
@@ -35,11 +36,12 @@ def banner_head(loaded: LoadedConfig, runtime: Runtime) -> str:
 def banner_tail(
     loaded: LoadedConfig, recovered: list[Run], channels: Sequence[Channel] = (),
     schedules: Sequence[str] = (), mcp: Sequence[str] = (),
-    left: Sequence[tuple[Run, str]] = (),
+    left: Sequence[tuple[Run, str]] = (), going_on: str | None = None,
 ) -> str:
     """The banner's last lines, once recovery is done, the channels listen and the
     schedules are set (``schedules``: their lines; ``mcp``: each MCP server's status;
-    ``left``: the unfinished runs found that this process did not take up, and why)."""
+    ``left``: the unfinished runs found that this process did not take up, and why;
+    ``going_on``: instead of what recovery came to, the line saying it goes on)."""
     cfg = loaded.config
     serving = {channel.name: channel.banner() for channel in channels}
     if not cfg.http.enabled:
@@ -52,28 +54,13 @@ def banner_tail(
     if not cfg.mcp_servers:
         mcp = ["not configured (no [[mcp_servers]])"]
     lines += [f"  {'mcp':<11} {line}" for line in mcp or [s.name for s in cfg.mcp_servers]]
-    lines += [*(schedules or ["  schedules   none"]), "  " + _recovered_line(recovered, left)]
-    for run in recovered:
-        lines.append(f"    {run.id} on {run.thread_id!r}: {run.state} ({run.reason})")
-    for run, why in left:
-        lines.append(f"    {run.id} on {run.thread_id!r}: {run.state} ({why})")
+    lines += schedules or ["  schedules   none"]
+    lines += [going_on] if going_on else recovery_lines(recovered, left)
     urls = [c.url for c in channels if isinstance(c, HttpChannel)]
     where = f"over HTTP at {urls[0]}, " if urls else ""
     lines.append(f"Ready. Talk to it {where}with `maiden chat` or `maiden send THREAD TEXT`; "
                  "Ctrl-C stops.")
     return "\n".join(lines)
-
-
-def _recovered_line(recovered: Sequence[Run], left: Sequence[tuple[Run, str]] = ()) -> str:
-    """What recovery came to, counted as the "recovering N unfinished run(s)" line counts:
-    every unfinished run found, those this process took up first."""
-    if not left:
-        return f"recovered   {len(recovered)} unfinished run(s)"
-    found = len(recovered) + len(left)
-    return (f"recovered   {len(recovered)} of {found} unfinished run(s); {len(left)} not "
-            "taken up here:")
-
-
 def banner(
     loaded: LoadedConfig, runtime: Runtime, recovered: list[Run],
     channels: Sequence[Channel] = (),

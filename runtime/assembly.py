@@ -123,10 +123,13 @@ class Parts:
         unfinished = await self.store.list_runs(states=DRIVABLE)
         driven: set[str] = set()
         self.workers.driven = driven
+        threads = dict.fromkeys(r.thread_id for r in unfinished)
         try:
-            for thread_id in dict.fromkeys(r.thread_id for r in unfinished):
+            for thread_id in threads:
                 self.workers.kick(thread_id)
-            await self.workers.idle()
+            # Their threads only: with the channels open meanwhile (a long recovery at
+            # `maiden run`'s start), other threads' work is not waited for.
+            await self.workers.idle(threads)
         finally:
             self.workers.driven = None
         await self.upkeep.flush_deliveries(None)

@@ -200,6 +200,10 @@ class RuntimeConfig(Section):
     lease_linger_s: float = Field(default=1.0, ge=0, le=60, description=(
         "how long a thread's lease is kept after its last run, for the thread's next "
         "message (0: given up at once)"))
+    recovery_before_ready_s: float = Field(default=5.0, ge=0, description=(
+        "how long `maiden run` lets recovery of the unfinished runs go on before it opens "
+        "the channels and says Ready; a longer one goes on with them open (a thread's new "
+        "messages are answered after its recovered run)"))
 
 
 class HttpFetchConfig(Section):

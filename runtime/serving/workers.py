@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Collection
 
 from ..engine.drivers import Drivers
 from ..engine.files import Files
@@ -217,10 +218,11 @@ class Workers(Driving):
     def tasks(self) -> list[asyncio.Task[None]]:
         return list(self._tasks.values())
 
-    async def idle(self) -> None:
-        """Wait until no thread has work."""
-        while self._tasks:
-            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+    async def idle(self, threads: Collection[str] | None = None) -> None:
+        """Wait until no thread (of ``threads``, if given) has work."""
+        while busy := [task for thread_id, task in self._tasks.items()
+                       if threads is None or thread_id in threads]:
+            await asyncio.gather(*busy, return_exceptions=True)
 
     async def _work(self, thread_id: str) -> None:
         failed = False

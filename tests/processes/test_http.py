@@ -149,6 +149,69 @@ def test_sigterm_mid_run_then_restart_finishes_it(home: Path) -> None:
     assert {"ts", "level", "logger", "message"} <= set(mine[0])
 
 
+HELD_UNTIL_RELEASED = '''
+import asyncio
+from pathlib import Path
+from runtime import tool
+
+@tool(timeout_s=300)
+async def slow() -> str:
+    """Wait until released."""
+    while not Path("release").exists():
+        await asyncio.sleep(0.05)
+    return "released"
+'''
+
+
+def test_a_long_recovery_goes_on_with_the_channels_open(home: Path) -> None:
+    """chaos finding 14: a restart with unfinished runs that take long to finish opens its
+    channels after ``recovery_before_ready_s`` (nothing acknowledged messages, ran slots
+    or took Discord's messages for the whole recovery before); the new message waits for
+    the global lock behind the recovered run, and recovery says what it came to when it
+    ends."""
+    log = home / "maiden.log"
+    first = Server(home, log)
+    try:
+        with first.client() as client:
+            with client.stream("POST", "/v1/threads/job/messages", json={"text": "/tool slow"},
+                               headers={"Accept": "text/event-stream"}) as response:
+                for kind, data in events(response):
+                    if kind == "tool.call":
+                        run_id = data["run_id"]
+                        first.proc.send_signal(signal.SIGTERM)
+                        break
+        assert first.proc.wait(timeout=30) == 0
+    finally:
+        first.close()
+    (home / "slow_tools.py").write_text(HELD_UNTIL_RELEASED)
+    text = (home / "agent.toml").read_text()
+    (home / "agent.toml").write_text(text.replace(
+        "poll_interval_s = 0.1", "poll_interval_s = 0.1\nrecovery_before_ready_s = 0.2"))
+
+    second = Server(home, log)
+    try:
+        assert "  recovering  1 of 1 unfinished run(s) still, in the background" \
+            in second.banner
+        with second.client() as client:
+            taken = client.post("/v1/threads/fresh/messages", json={"text": "hi", "wait": False})
+            assert taken.status_code == 202, taken.text
+            fresh = taken.json()["run_id"]
+            assert client.get(f"/v1/runs/{fresh}").json()["state"] == "queued"
+            (home / "release").write_text("")
+            assert second.proc.stdout is not None
+            after = [next(second.proc.stdout) for _ in range(3)]
+            assert after == [f"    1/1 {run_id}: completed\n",
+                             "  recovered   1 unfinished run(s)\n",
+                             f"    {run_id} on 'job': completed (answered)\n"], after
+            # The thread's next message is answered after its first.
+            done = client.post("/v1/threads/fresh/messages", json={"text": "and?"}).json()
+            assert done["reply"] == "echo: and?"
+            assert client.get(f"/v1/runs/{fresh}").json()["reply"] == "echo: hi"
+        assert second.stop() == 0
+    finally:
+        second.close()
+
+
 def test_refuses_to_listen_beyond_loopback_without_a_token(home: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("MAIDEN_TEST_HTTP_TOKEN", None)
