@@ -44,6 +44,8 @@ class Background:
         async def run() -> None:
             try:
                 await coro
+            except MaidenError as exc:  # said why (the store out of reach): one line
+                self._log.warning("%s: a background step stopped: %s", self._name, exc)
             except Exception:
                 self._log.exception("%s: a background step failed", self._name)
 
