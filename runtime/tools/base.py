@@ -29,7 +29,6 @@ from pydantic_core import to_jsonable_python
 from ..errors import ToolDefinitionError, ToolFailure
 from ..model.runs import Origin
 from ..model.toolspec import ToolSpec
-from .eager import within
 from .output import (
     ErrorType,
     ToolFile,
@@ -216,7 +215,9 @@ class Tool:
         task cancelled) sets ``ctx.cancelled``: a sync tool's thread runs on, and may
         look."""
         try:
-            return split_files(await within(self.invoke(ctx, arguments), self.timeout_s))
+            async with asyncio.timeout(self.timeout_s):
+                output = await self.invoke(ctx, arguments)
+            return split_files(output)
         except asyncio.CancelledError:
             ctx.cancelled.set()
             raise
