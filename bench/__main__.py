@@ -23,6 +23,7 @@ from bot.app import settle_heap
 from runtime.stores.sqlite import Synchronous
 
 from .agents import agents_rows, run_agents
+from .collector import collector_rows, run_collector
 from .concurrency import BURST_WAYS, SLOW_DISK_S, ConcurrencyResult, run_burst, run_concurrency
 from .files import files_rows, run_files
 from .memory import MemoryResult, measure, prepare_idle, prepare_long
@@ -54,7 +55,7 @@ from .table import Row, render
 from .thread import run_flush_ways, run_rounds, run_traced
 
 WORKLOADS = ("thread", "resume", "concurrency", "memory", "slack", "schedules", "postgres",
-             "replicas", "slowloris", "stream", "files", "agents")
+             "replicas", "slowloris", "stream", "files", "agents", "collector")
 
 
 @dataclass(frozen=True)
@@ -229,6 +230,12 @@ async def _run(sizes: Sizes, only: set[str], workdir: Path, sync: Synchronous) -
                   f"routes, and with spend caps over {sizes.agents_prior:,} runs")
         rows += agents_rows(await run_agents(workdir, sizes.agents_messages,
                                              sizes.agents_prior, sync))
+    if "collector" in only:
+        _progress(f"workload 14: {sizes.users} threads at once, the collector tuned and not, "
+                  f"{sizes.burst_rounds} rounds")
+        rows += collector_rows(await run_collector(
+            workdir, users=sizes.users, messages=sizes.messages, synchronous=sync,
+            rounds=sizes.burst_rounds))
     return rows
 
 

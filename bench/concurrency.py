@@ -24,7 +24,7 @@ from .thread import median_range, remove_db
 from .workload import bench_runtime, expect_completed, user_text, workload_runtime
 
 __all__ = ["BURST_WAYS", "SLOW_DISK_S", "BurstResult", "ConcurrencyResult", "run_burst",
-           "run_concurrency"]
+           "run_concurrency", "users_at_once"]
 
 BURST_WAYS: tuple[FlushWay, ...] = ("auto", "apart", "loop", "writer")
 """Where durable writes wait for the disk, in "50 threads at once" (maiden's first)."""
@@ -163,8 +163,15 @@ async def _burst(workdir: Path, count: int, messages: int, synchronous: Synchron
     async with SQLiteStore(path, synchronous=synchronous, flush=flush) as store, \
             workload_runtime(store, concurrency="thread") as rt:
         before = store.write_counts()
-        gc.collect()  # the rounds before (closed runtimes are cycles): not this round's work
-        start = time.perf_counter()
-        await asyncio.gather(*(_user(rt, f"bench:b{t}", messages) for t in range(count)))
-        rate = count * messages / (time.perf_counter() - start)
+        rate = count * messages / await users_at_once(rt, "bench:b", count, messages)
         return rate, store.write_counts().synced - before.synced
+
+
+async def users_at_once(rt: Runtime, prefix: str, count: int, messages: int) -> float:
+    """``count`` users at once, each sending ``messages`` and waiting for each reply; the
+    seconds they took (after a collection: the rounds before, closed runtimes being cycles,
+    are not this round's work)."""
+    gc.collect()
+    start = time.perf_counter()
+    await asyncio.gather(*(_user(rt, f"{prefix}{t}", messages) for t in range(count)))
+    return time.perf_counter() - start
