@@ -56,9 +56,9 @@ class SQLiteCore(Opens):
     ) -> None:
         self.path = Path(path)
         self.flush = flush
-        """Where a durable write waits for the disk (``FlushWay``): by default on a thread
-        of its own, so the event loop does not wait for it; or, when the disk is quick and
-        the loop has nothing else ready to run, on the loop's thread."""
+        """Where a durable write waits for the disk (``FlushWay``). maiden uses ``auto``,
+        the way bench workload 4 measured best on a quick disk and on a slow one; the
+        others are fixed ways for the bench to compare it with (no config key sets them)."""
         self.synchronous = synchronous
         self.busy_timeout_s = busy_timeout_s
         # Every write goes through one connection. Each trip to its thread is a whole
