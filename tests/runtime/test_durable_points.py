@@ -4,7 +4,7 @@ A statement trace of the store's writing connection shows, for every transaction
 ``synchronous`` level it commits with: ``FULL`` syncs the log (a durable point), ``NORMAL``
 does not, and the next ``FULL`` commit's sync covers it. (The store flushes on the loop's
 thread here, ``flush="loop"``, so that SQLite's own level says it; by default a durable
-commit is ``NORMAL`` and the log is flushed after it by the store, which ``tests/stores``
+commit is ``NORMAL`` and the log is flushed after it by the store, which ``tests/runtime/stores``
 shows.)"""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import pytest
 
 from runtime.errors import NotFound
 from runtime.serving.control import ControlRequest, Instance
-from tests.stores.contract import AnyStore
+from tests.runtime.stores.contract import AnyStore
 
 # -- the control plane
 

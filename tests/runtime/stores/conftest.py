@@ -12,7 +12,7 @@ from runtime.stores.files import FilesStore
 from runtime.stores.postgres import PostgresStore
 from runtime.stores.sqlite import SQLiteStore
 from tests.postgres import PG_DSN, fresh_schema
-from tests.stores.contract import BACKENDS, AnyStore
+from tests.runtime.stores.contract import BACKENDS, AnyStore
 
 
 @pytest.fixture(params=BACKENDS)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from runtime.model.requests import ScheduleRecord, SlotMark
-from tests.stores.contract import AnyStore
+from tests.runtime.stores.contract import AnyStore
 
 
 async def test_schedule_records(store: AnyStore, new_store: Callable[[], AnyStore]) -> None:

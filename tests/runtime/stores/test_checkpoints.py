@@ -20,7 +20,15 @@ from runtime.stores.base import Checkpoint
 from runtime.stores.postgres import PostgresStore
 from runtime.stores.tail import tail_of
 from tests.postgres import PG_DSN
-from tests.stores.contract import PROJECT, AnyStore, S, advance, all_kinds, make_run, started
+from tests.runtime.stores.contract import (
+    PROJECT,
+    AnyStore,
+    S,
+    advance,
+    all_kinds,
+    make_run,
+    started,
+)
 
 # -- entries and checkpoints
 

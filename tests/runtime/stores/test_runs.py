@@ -18,7 +18,7 @@ from runtime.stores.files import FilesStore
 from runtime.stores.postgres import PostgresStore
 from runtime.stores.rows import parse_run, run_json
 from runtime.stores.sqlite import SQLiteStore
-from tests.stores.contract import AnyStore, S, advance, all_kinds, make_run, started
+from tests.runtime.stores.contract import AnyStore, S, advance, all_kinds, make_run, started
 
 
 @pytest.mark.parametrize("cls", [SQLiteStore, FilesStore, PostgresStore])

@@ -20,7 +20,7 @@ from runtime.model.entries import Notice
 from runtime.serving.control import ControlRequest
 from runtime.stores.base import Checkpoint
 from runtime.stores.files import FilesStore, thread_file_name
-from tests.stores.contract import started
+from tests.runtime.stores.contract import started
 
 # -- the files backend's own guarantees
 

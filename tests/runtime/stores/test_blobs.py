@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from runtime.errors import NotFound
-from tests.stores.contract import AnyStore
+from tests.runtime.stores.contract import AnyStore
 
 
 async def test_a_blob_is_stored_once_by_its_content(

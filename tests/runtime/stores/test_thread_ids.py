@@ -11,7 +11,7 @@ from runtime.errors import InvalidThreadId
 from runtime.model.entries import UserMessage
 from runtime.stores.base import Checkpoint
 from runtime.stores.files import thread_file_name
-from tests.stores.contract import CONTROL_IDS, HOSTILE_IDS, AnyStore, make_run
+from tests.runtime.stores.contract import CONTROL_IDS, HOSTILE_IDS, AnyStore, make_run
 
 # -- thread ids
 

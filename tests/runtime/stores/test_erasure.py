@@ -26,7 +26,7 @@ from runtime.stores.files import FilesStore, thread_file_name
 from runtime.stores.files.names import key_file_name
 from runtime.stores.postgres import PostgresStore
 from tests.postgres import PG_DSN
-from tests.stores.contract import (
+from tests.runtime.stores.contract import (
     CONTROL_IDS,
     HOSTILE_IDS,
     AnyStore,

@@ -17,7 +17,7 @@ from runtime.model.runs import (
     StreamDelivery,
 )
 from runtime.stores.base import Checkpoint
-from tests.stores.contract import AnyStore, S, advance, started
+from tests.runtime.stores.contract import AnyStore, S, advance, started
 
 # -- deliveries
 

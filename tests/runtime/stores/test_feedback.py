@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from runtime.model.requests import Vote
-from tests.stores.contract import AnyStore
+from tests.runtime.stores.contract import AnyStore
 
 
 def vote(run: str, user: str, value: Literal["up", "down"], at: float) -> Vote:

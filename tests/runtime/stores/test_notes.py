@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from runtime.model.requests import Note, NoteCall
 from runtime.stores.base import NOTE_CALLS_KEPT
-from tests.stores.contract import AnyStore
+from tests.runtime.stores.contract import AnyStore
 
 
 async def test_notes_by_scope(store: AnyStore, new_store: Callable[[], AnyStore]) -> None:

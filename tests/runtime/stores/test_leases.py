@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from runtime.model.requests import thread_key
 from runtime.stores.base import Checkpoint
-from tests.stores.contract import AnyStore, S, advance, started
+from tests.runtime.stores.contract import AnyStore, S, advance, started
 
 
 async def test_leases(store: AnyStore, new_store: Callable[[], AnyStore]) -> None:
