@@ -13,6 +13,7 @@ events to.
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any, Self
 
 import discord
@@ -51,9 +52,9 @@ class DiscordChannel:
         self.client = GatewayClient(self, intents=intents, connector=connector,
                                     guild_ready_timeout=guild_ready_timeout)
         point_at(self.client.http, config.api_url)
-        deliverer = DiscordDeliverer(self.client.http)
-        if config.stream != "off":
-            deliverer.streamer = DiscordStreamer(deliverer, edit_every_s=config.edit_every_s)
+        deliverer = DiscordDeliverer(
+            self.client.http, streaming=None if config.stream == "off" else functools.partial(
+                DiscordStreamer, edit_every_s=config.edit_every_s))
         self.deliverer: Deliverer | None = deliverer
         self.downloads = Downloader(
             "Discord", (*DISCORD_FILE_ORIGINS, *config.file_hosts),

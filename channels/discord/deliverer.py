@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+from collections.abc import Callable
 from typing import Any
 
 import discord
@@ -46,14 +47,16 @@ class DiscordDeliverer:
     max_chars: int | None = 2_000
     """Discord's limit for a message's content."""
 
-    def __init__(self, http: HTTPClient, bot: str = "") -> None:
+    def __init__(self, http: HTTPClient, bot: str = "", *,
+                 streaming: Callable[[DiscordDeliverer], Any] | None = None) -> None:
         self.http = http
         self.bot = bot
         self.offline: str | None = None
         """Why Discord cannot be posted to now (the channel is still connecting); None: it
         can. Sends fail fast meanwhile, and the outbox keeps the deliveries for later."""
-        self.streamer: Any = None
-        """Shows replies while they are written (a ``DiscordStreamer``), or None."""
+        self.streamer: Any = None if streaming is None else streaming(self)
+        """Shows replies while they are written (a ``DiscordStreamer``, made by
+        ``streaming`` for this deliverer), or None."""
 
     async def send(self, delivery: Delivery) -> str:
         target = delivery.target

@@ -16,6 +16,7 @@ tab), ``deliverer`` and ``streamer`` (what goes out).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, Self
 
@@ -70,11 +71,14 @@ class SlackChannel:
             token=secrets.bot_token, base_url=config.api_url,
             # Rate limits only: a connection error may hide a stored post (see deliverer.py).
             retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=3)])
-        deliverer = SlackDeliverer(self.client, pace_s=pace_s)
-        if config.stream != "off":
-            deliverer.streamer = SlackStreamer(deliverer, mode=config.stream,
-                                               append_every_s=config.stream_every_s,
-                                               edit_every_s=config.edit_every_s)
+        self.sessions = Sessions(self.client, runtime)
+        """Slack's agent sessions of the threads answered here, and its stop button (a
+        run's end or pause is said with its reply, by the deliverer)."""
+        streaming = None if config.stream == "off" else functools.partial(
+            SlackStreamer, mode=config.stream, append_every_s=config.stream_every_s,
+            edit_every_s=config.edit_every_s)
+        deliverer = SlackDeliverer(self.client, pace_s=pace_s, sessions=self.sessions,
+                                   streaming=streaming)
         self.deliverer: Deliverer | None = deliverer
         self.downloads = Downloader(
             "Slack", (*SLACK_FILE_ORIGINS, *config.file_hosts),
@@ -83,9 +87,6 @@ class SlackChannel:
         self.connection = SlackConnection(runtime, config, secrets, self.client, deliverer)
         self._background = Background(log, "maiden-slack")
         self.assistant = AssistantThreads(self.client, config.suggested_prompts)
-        self.sessions = Sessions(self.client, runtime)
-        """Slack's agent sessions of the threads answered here, and its stop button."""
-        deliverer.sessions = self.sessions  # a run's end or pause is said with its reply
         self.inbound = SlackInbound(runtime, config, self.client, self.connection,
                                     self._background, via=self.name,
                                     assistant=self.assistant, sessions=self.sessions)

@@ -69,6 +69,8 @@ class SlackDeliverer:
         pace_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        sessions: Any = None,
+        streaming: Callable[[SlackDeliverer], Any] | None = None,
     ) -> None:
         self.client = client
         self.bot_user = bot_user
@@ -80,13 +82,14 @@ class SlackDeliverer:
         self.offline: str | None = None
         """Why Slack cannot be posted to now (the channel is still connecting); None: it can.
         Sends fail fast meanwhile, and the outbox keeps the deliveries for later."""
-        self.streamer: Any = None
-        """Shows replies while they are written (a ``SlackStreamer``), or None."""
-        self.sessions: Any = None
+        self.sessions: Any = sessions
         """The channel's agent sessions (``sessions.Sessions``), or None: as a run's reply
         or approval prompt goes to Slack (posted, found posted after a crash, or a stream
         finished with it), the thread's session is set from the store, before the record
         counts as sent (``shown``)."""
+        self.streamer: Any = None if streaming is None else streaming(self)
+        """Shows replies while they are written (a ``SlackStreamer``, made by ``streaming``
+        for this deliverer), or None."""
 
     async def send(self, delivery: Delivery) -> str:
         await self.shown(delivery)  # first: a failure then leaves nothing posted

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import hashlib
 import json
 import os
@@ -580,11 +581,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 
             url, token, channel, thread_ts = args.slack
             client = AsyncWebClient(token=token, base_url=url)
-            slack = SlackDeliverer(client, pace_s=0)
-            if args.stream:
-                from channels.slack.streamer import SlackStreamer
+            from channels.slack.streamer import SlackStreamer
 
-                slack.streamer = SlackStreamer(slack, append_every_s=0.05)
+            slack = SlackDeliverer(client, pace_s=0, streaming=functools.partial(
+                SlackStreamer, append_every_s=0.05) if args.stream else None)
             runtime.add_deliverer("slack", slack)
             from tests.fakes.slack.payloads import TEAM
 
@@ -604,11 +604,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             http = HTTPClient(asyncio.get_running_loop())
             point_at(http, url)
             me = await http.static_login(token)
-            discord_out = DiscordDeliverer(http, str(me["id"]))
-            if args.stream:
-                from channels.discord.streamer import DiscordStreamer
+            from channels.discord.streamer import DiscordStreamer
 
-                discord_out.streamer = DiscordStreamer(discord_out, edit_every_s=0.05)
+            discord_out = DiscordDeliverer(http, str(me["id"]), streaming=functools.partial(
+                DiscordStreamer, edit_every_s=0.05) if args.stream else None)
             runtime.add_deliverer("discord", discord_out)
             origin = Origin(channel="discord", target={"channel": channel, "message": message,
                                                        "guild": guild}, user="U1")
