@@ -40,7 +40,7 @@ from .jobs import chat_schedule_tools, make_book, schedule_lines
 from .logging import RunContext
 from .logging import log_runs as log_run_events
 from .opening import open_store, patiently, starting_again
-from .recovering import Recovering, Stopped
+from .recovering import Recovering
 from .wiring import make_channels
 
 if TYPE_CHECKING:
@@ -185,14 +185,14 @@ async def _serve_once(
         try:
             recovering = Recovering(runtime, unfinished, out, wait_s=wait_s)
             try:
-                await recovering.first(stop, loaded.config.runtime.recovery_before_ready_s)
-                # Made before the channels (the API lists and runs its schedules), started
-                # after them (the catch-up's answers need somewhere to go).
-                scheduler = Scheduler(app.book, runtime)
-                channels = [make(runtime, scheduler) for make in factories]
-                await _serve(loaded, app, scheduler, channels, recovering, stop, out, ready)
-            except Stopped:
-                log.info("stopping during recovery")
+                if await recovering.first(stop, loaded.config.runtime.recovery_before_ready_s):
+                    # Made before the channels (the API lists and runs its schedules),
+                    # started after them (the catch-up's answers need somewhere to go).
+                    scheduler = Scheduler(app.book, runtime)
+                    channels = [make(runtime, scheduler) for make in factories]
+                    await _serve(loaded, app, scheduler, channels, recovering, stop, out, ready)
+                else:
+                    log.info("stopping during recovery")
             finally:
                 await runtime.close()
                 await recovering.end()

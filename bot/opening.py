@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from runtime import (
     ConfigError,
+    Failed,
     Run,
     Runtime,
     StaleWrite,
@@ -29,6 +29,8 @@ from runtime import (
     StoreUnreachable,
     describe_store,
     make_store,
+    retrying,
+    within,
 )
 
 from .config import LoadedConfig
@@ -111,18 +113,12 @@ async def _again(call: Callable[[], Awaitable[T]], *, wait_s: float,
                  again: str = "trying again") -> T:
     """``call()``, made again after a store error that is ``worth`` it, for ``wait_s`` at
     most, the pause doubling from 0.5 s up to 5 s, one warning line a try (``said``)."""
-    deadline = time.monotonic() + wait_s
-    pause = FIRST_PAUSE_S
-    while True:
-        try:
-            return await call()
-        except StoreError as error:
-            left = deadline - time.monotonic()
-            if not worth(error) or left <= 0:
-                raise
-            log.warning("%s (%s); %s in %.1f s", said, error, again, min(pause, left))
-            await asyncio.sleep(min(pause, left))
-            pause = min(pause * 2, LONGEST_PAUSE_S)
+    pause = within(wait_s, FIRST_PAUSE_S, LONGEST_PAUSE_S, worth)
+
+    def told(failed: Failed[StoreError], seconds: float) -> None:
+        log.warning("%s (%s); %s in %.1f s", said, failed.error, again, seconds)
+
+    return await retrying(call, on=StoreError, pause=pause, told=told)
 
 
 def _problem(loaded: LoadedConfig, error: object) -> ConfigError:

@@ -60,10 +60,11 @@ class Recovering:
                 "background (a thread's new messages are answered after them)")
 
     async def first(self, stop: asyncio.Event, within_s: float) -> bool:
-        """Wait ``within_s`` at most for recovery to end: True if it did (its error raised:
-        a store out of reach for longer than `maiden run` waits, say), False if it goes on
-        with the channels open (``behind``); ``Stopped`` if ``stop`` came first (the caller
-        closes the runtime, and recovery ends at its runs' checkpoints: ``end``)."""
+        """Wait ``within_s`` at most for recovery to end (its error raised: a store out of
+        reach for longer than `maiden run` waits, say), or leave it going on with the
+        channels open (``behind``): True either way, the channels are to open; False if
+        ``stop`` came first (the caller closes the runtime, and recovery ends at its runs'
+        checkpoints: ``end``)."""
         stopping = asyncio.create_task(stop.wait())
         try:
             await asyncio.wait([self._task, stopping], timeout=within_s,
@@ -74,9 +75,9 @@ class Recovering:
             self._task.result()
             return True
         if stop.is_set():
-            raise Stopped
+            return False
         self.behind = True
-        return False
+        return True
 
     async def end(self) -> None:
         """After ``runtime.close()``: wait for the task (it ends at its runs' checkpoints).
@@ -131,10 +132,6 @@ class Recovering:
         paused = f" ({event.reason})" if event.kind == "run.paused" else ""
         _say(self._out, f"    {len(self._why)}/{len(self._unfinished)} {event.run_id}: "
                         f"{event.state}{paused}")
-
-
-class Stopped(Exception):
-    """A signal came while recovery went on, before the channels opened."""
 
 
 def recovery_lines(recovered: Sequence[Run], left: Sequence[tuple[Run, str]] = ()) -> list[str]:

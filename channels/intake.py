@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from runtime import Run, Runtime, StoreError, StoreGone
+from runtime import Failed, Run, Runtime, StoreError, StoreGone, retrying, within
 
 __all__ = ["NOT_TAKEN", "WAIT_S", "Intake"]
 
@@ -62,18 +61,11 @@ class Intake:
                 self._threads[thread_id] = lock, waiting - 1
 
     async def _submit(self, thread_id: str, text: str, fields: dict[str, Any]) -> Run:
-        deadline = time.monotonic() + self._wait_s
-        pause, longest = self._pauses
-        while True:
-            try:
-                return await self._runtime.submit(thread_id, text, **fields)
-            except StoreGone:
-                raise
-            except StoreError as exc:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise
-                log.warning("%s: a message to thread %r not taken yet (%s); trying again in "
-                            "%.1f s", self._name, thread_id, exc, min(pause, left))
-                await self._sleep(min(pause, left))
-                pause = min(pause * 2, longest)
+        def told(failed: Failed[StoreError], seconds: float) -> None:
+            log.warning("%s: a message to thread %r not taken yet (%s); trying again in "
+                        "%.1f s", self._name, thread_id, failed.error, seconds)
+
+        pause = within(self._wait_s, *self._pauses,
+                       worth=lambda error: not isinstance(error, StoreGone))
+        return await retrying(lambda: self._runtime.submit(thread_id, text, **fields),
+                              on=StoreError, pause=pause, told=told, sleep=self._sleep)

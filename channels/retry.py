@@ -1,4 +1,5 @@
-"""Reaching a chat platform that may be down: capped exponential backoff with jitter.
+"""Reaching a chat platform that may be down: capped exponential backoff with jitter
+(the runtime's ``Backoff`` and ``retrying``).
 
 A platform that cannot be reached at boot (DNS, a refused connection, a 5xx) is a
 fault, not a mistake in the config: `maiden run` serves everything else while the
@@ -9,16 +10,13 @@ problem that no retry fixes: ``ChannelRefused``, one line and exit 2.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import random
 import socket
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from runtime import MaidenError, Runtime
+from runtime import Backoff, MaidenError, Runtime, retrying
 
 __all__ = ["Backoff", "ChannelRefused", "Reach", "Unreachable", "keep_trying", "reason_of"]
 
@@ -29,24 +27,8 @@ class ChannelRefused(MaidenError):
     """The platform answered and refused the configuration: a token, a scope, an intent."""
 
 
-class Unreachable(Exception):
+class Unreachable(MaidenError):
     """The platform did not answer (or answered "try later"); the reason, in a few words."""
-
-
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """How long to wait between attempts. ``sleep`` and ``random`` are injectable for tests."""
-
-    base_s: float = 1.0
-    max_s: float = 60.0
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
-    random: Callable[[], float] = random.random
-
-    def delay(self, attempt: int) -> float:
-        """Seconds to wait after failed attempt number ``attempt`` (counting from 0)."""
-        cap = min(self.max_s, self.base_s * 2.0 ** min(attempt, 60))
-        # Half fixed, half random: replicas restarted together do not knock in step.
-        return cap / 2 + self.random() * cap / 2
 
 
 async def keep_trying(
@@ -56,18 +38,10 @@ async def keep_trying(
     """``attempt()`` until it does not raise ``Unreachable``; ``failed(reason, delay)`` is
     told each time before the wait (``first``: an attempt made already failed so). Anything
     else ``attempt`` raises (``ChannelRefused``) ends the trying."""
-    tries = 0
-    error = first
-    while True:
-        if error is not None:
-            delay = backoff.delay(tries)
-            failed(str(error), delay)
-            tries += 1
-            await backoff.sleep(delay)
-        try:
-            return await attempt()
-        except Unreachable as exc:
-            error = exc
+    return await retrying(attempt, on=Unreachable,
+                          pause=lambda tried: backoff.delay(tried.tries - 1),
+                          told=lambda tried, delay: failed(str(tried.error), delay),
+                          sleep=backoff.sleep, first=first)
 
 
 def reason_of(exc: BaseException) -> str:

@@ -104,7 +104,7 @@ from .model.runs import (
 )
 from .model.text import split_message
 from .model.toolspec import ToolSpec
-from .outbox.delivery import Deliverer, Uploader, UploadStarted
+from .outbox.deliverer import Deliverer, Uploader, UploadStarted
 from .outbox.streamer import Streamer, ToolUpdate, arguments_summary
 from .providers import (
     EchoProvider,
@@ -114,6 +114,7 @@ from .providers import (
     ScriptedProvider,
     ScriptedTurn,
 )
+from .retry import Backoff, Failed, doubling, retrying, within
 from .service import Runtime
 from .serving.export import ThreadExport
 from .serving.records import Records, ScheduleRecords
@@ -159,6 +160,7 @@ __all__ = [
     "ApprovalDelivery",
     "ApprovalRequested",
     "AssistantTurn",
+    "Backoff",
     "BlobInfo",
     "BlobStore",
     "BudgetConfig",
@@ -178,6 +180,7 @@ __all__ = [
     "Effect",
     "Entry",
     "Erased",
+    "Failed",
     "FeedbackStore",
     "FileDelivery",
     "FileFetcher",
@@ -277,6 +280,7 @@ __all__ = [
     "current_trace_id",
     "describe_isolation",
     "describe_store",
+    "doubling",
     "human_size",
     "idempotency_key",
     "looks_like_html",
@@ -293,8 +297,10 @@ __all__ = [
     "probe_collector",
     "prune_files",
     "redact_dsn",
+    "retrying",
     "run_process",
     "split_message",
     "store_versions",
     "tool",
+    "within",
 ]

@@ -20,6 +20,7 @@ from .model.events import EventBus
 from .model.runs import Run
 from .outbox.delivery import Outbox, Sender
 from .providers.base import Provider
+from .serving.admission import Admission
 from .serving.feedback import Feedback
 from .serving.leases import Leases
 from .serving.notes import Notes
@@ -54,8 +55,8 @@ class Parts:
     """What a ``Runtime`` is made of: its store's readers and writers, the event bus, the
     drivers of its agents, the workers, the outbox, and the upkeep that serves the store.
 
-    ``arrived`` is called when a channel registers its file fetcher; ``serving`` says
-    whether the runtime serves the store now.
+    ``serving`` says whether the runtime serves the store now; ``stop`` is set as it
+    closes.
     """
 
     def __init__(
@@ -71,14 +72,17 @@ class Parts:
         files: FilesConfig | None,
         caps: Sequence[CapConfig],
         tracing: Tracing,
-        arrived: Callable[[str], None],
         serving: Callable[[], bool],
+        stop: asyncio.Event,
     ) -> None:
         chat = None if channels is None else frozenset(channels)
+        self._stop = stop
         self.records = Records(store)
         self.notes = Notes(store, clock)
         self.feedback = Feedback(store, store, clock)
-        self.files = Files(store, files, clock=clock, expected=chat or (), arrived=arrived)
+        # A channel registered its file fetcher: the threads whose runs waited for it go on.
+        self.files = Files(store, files, clock=clock, expected=chat or (),
+                           arrived=lambda channel: self.workers.fetcher_arrived(channel))
         self.caps = Caps(caps, store, default_agent=agents.default.name,
                          timezone=agents.default.config.timezone, clock=clock)
         self.store = store
@@ -90,10 +94,8 @@ class Parts:
                              claim=lambda thread_id: self.leases.sending(
                                  thread_id, self.workers.busy))
         self.bus.listen(self.outbox.live.on_event)
-        provided: dict[str, object] = {
-            "notes": self.notes,
-            "send": Sender(self.outbox, chat),
-            **(services or {})}
+        provided: dict[str, object] = {"notes": self.notes, "send": Sender(self.outbox, chat),
+                                       **(services or {})}
         cancel_reasons: dict[str, str] = {}
         drivers = {}
         for one in agents:
@@ -102,8 +104,7 @@ class Parts:
                 store, one, self.bus, instance_id=instance_id,
                 cancel_grace_s=settings.cancel_grace_s, clock=clock, services=provided,
                 files=self.files, caps=self.caps, cancel_reasons=cancel_reasons,
-                tracing=tracing,
-                send_pending=self.outbox.send_pending)
+                tracing=tracing, send_pending=self.outbox.send_pending)
         self.drivers = Drivers(store, agents, drivers)
         self.workers = Workers(store, self.drivers, self.bus, settings, self.leases,
                                peers=self.peers, outbox=self.outbox, files=self.files)
@@ -112,10 +113,12 @@ class Parts:
         self.upkeep = RuntimeUpkeep(store, self.drivers, self.outbox, self.workers,
                                     self.peers, self.leases, waiting=self.waiting,
                                     instance_id=instance_id, clock=clock)
-        self.steering = Steering(store, self.drivers, self.workers, self.peers, self.outbox,
-                                 tracing=tracing, instance_id=instance_id, clock=clock,
-                                 timeout_s=max(10.0, 10 * settings.poll_interval_s),
+        self.steering = Steering(store, agents, self.drivers, self.workers, self.peers,
+                                 self.outbox, tracing=tracing, instance_id=instance_id,
+                                 clock=clock, timeout_s=max(10.0, 10 * settings.poll_interval_s),
                                  serving=serving)
+        self.admission = Admission(store, agents, self.workers, self.bus, self.waiting,
+                                   clock=clock, stop=stop)
 
     async def recover(self) -> list[Run]:
         """Drive every unfinished run this process can take up, send what is left in the
@@ -137,14 +140,13 @@ class Parts:
         # Only what this process took up: with replicas, the others' runs are theirs.
         return [await self.store.get_run(r.id) for r in unfinished if r.id in driven]
 
-    async def close(self, stop: asyncio.Event, tasks: Iterable[asyncio.Task[None]],
-                    grace: float) -> None:
+    async def close(self, tasks: Iterable[asyncio.Task[None]], grace: float) -> None:
         """Stop taking work (``stop`` set); let each running run and each of ``tasks`` reach
         its next checkpoint for at most ``grace`` seconds, then stop it."""
         self.workers.closing = True
         self.workers.stop_lingering()
         self.workers.stop_fetching()  # a download under way is made again at the next start
-        stop.set()
+        self._stop.set()
         self.drivers.stop()
         workers = self.workers.tasks() + list(tasks)
         if workers:

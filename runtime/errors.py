@@ -12,18 +12,39 @@
     │   ├── StoreUnreachable      the store's server could not be reached (it may be starting)
     │   ├── InvalidThreadId       a thread id that breaks the rule (not valid Unicode, a control
     │   │                         character)
-    │   └── NotFound              an unknown run or thread
+    │   ├── NotFound              an unknown run or thread
+    │   ├── Unsure *              a store's identity that cannot be read back now (busy)
+    │   └── _Busy *               SQLite's write lock held by another process
     ├── RunError                  a run-level failure (reason is the machine-readable code)
     │   └── IllegalTransition     a run state change the state machine forbids
     ├── DeliveryError             a channel could not post or look up a message (retried)
+    │   └── SlackCallError *      a Slack Web API call that failed, with Slack's error code
     ├── FileRefused               a shared file not taken in (too big, a type not allowed,
     │                             a sign-in page instead of the file), and why
     ├── FileUnreachable           a shared file's platform did not answer (tried again)
     ├── ToolDefinitionError       a tool function the registry cannot describe
-    └── ToolFailure               a tool's own words to the model on why a call failed
+    ├── ToolFailure               a tool's own words to the model on why a call failed
+    │   └── FetchError *          http_fetch could not fetch a URL
+    │       └── FetchRefused *    a URL http_fetch may not fetch
+    ├── McpToolError *            an MCP server answered a call with an error
+    ├── McpServerDown *           a call to an MCP server that is not running
+    ├── StartError *              an MCP server that cannot be started as configured
+    ├── ChannelRefused *          a platform refused a channel's token, scope or intent
+    ├── Unreachable *             a platform did not answer a channel (tried again)
+    ├── ApiError *                an HTTP API answer given on purpose (status, code)
+    ├── Unauthorized *            an HTTP request with no configured token
+    ├── NotSignedIn *             a console page asked for without a session
+    ├── BadQuery *                a console page's query parameter it cannot use
+    ├── ScheduleError *           a schedule change asked from chat that cannot be made
+    └── UsageError *              a command line that cannot be carried out as typed
+
+    * defined where it is raised: ``runtime.stores``, ``runtime.builtins.http_fetch``,
+      ``runtime.tools.mcp``, ``channels`` (``retry``, ``http``, ``slack``),
+      ``schedules.book``, ``bot.commands``.
 
 Library errors (sqlite3, httpx, ...) are translated where they enter, with
-``raise ... from exc``.
+``raise ... from exc``. ``tests/test_errors.py`` holds every exception class of
+``runtime``, ``channels``, ``schedules`` and ``bot`` to this tree.
 """
 
 from __future__ import annotations

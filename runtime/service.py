@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable, Coroutine, Iterable, Mapping, Sequence
@@ -26,20 +25,16 @@ from typing import Any
 from .assembly import Parts, agents_of
 from .engine.agents import Agents
 from .engine.caps import CapConfig
-from .engine.intake import new_run
 from .engine.stops import record_stop
-from .engine.tracing import NO_TRACING, Tracing, traceparent_of
-from .errors import MaidenError, RunError
+from .engine.tracing import NO_TRACING, Tracing
 from .model.attachments import FileRef, FileSource
 from .model.budget import BudgetConfig
 from .model.config import AgentConfig, FilesConfig, Prices, RuntimeConfig
 from .model.events import RunEvent, Subscription
-from .model.routing import Where
-from .model.runs import Origin, Run, RunState, Said
-from .outbox.delivery import Deliverer
+from .model.runs import Origin, Run, Said
+from .outbox.deliverer import Deliverer
 from .providers.base import Provider
 from .serving.control import serve_requests
-from .serving.erase import erase_thread
 from .serving.leases import describe_holder
 from .serving.workers import ACTIVE
 from .stores.base import Store
@@ -47,9 +42,6 @@ from .stores.erasure import Erased
 from .tools.registry import ToolRegistry
 
 __all__ = ["ACTIVE", "Runtime"]
-
-log = logging.getLogger("maiden.runtime")
-S = RunState
 
 
 class Runtime:
@@ -91,10 +83,11 @@ class Runtime:
         self.settings = settings or RuntimeConfig()
         self.clock = clock
         self.instance_id = uuid.uuid4().hex[:12]
+        self._stop = asyncio.Event()  # set as it closes: nothing more is taken
         parts = Parts(store, agents, self.settings, instance_id=self.instance_id, clock=clock,
                       channels=channels, services=services, files=files, caps=caps,
-                      tracing=tracing, arrived=self._fetcher_arrived,
-                      serving=lambda: self._serving is not None)
+                      tracing=tracing, serving=lambda: self._serving is not None,
+                      stop=self._stop)
         self.records = parts.records
         """What the store holds: runs, threads, entries, deliveries, approvals, stats."""
         self.notes = parts.notes
@@ -109,14 +102,13 @@ class Runtime:
         self._store = store
         self._bus = parts.bus
         self._outbox = parts.outbox
-        self._driver = parts.drivers
         self._leases = parts.leases
         self._workers = parts.workers
         self._waiting = parts.waiting
         self._upkeep = parts.upkeep
+        self._admission = parts.admission
+        self._steering = parts.steering
         self._tasks: set[asyncio.Task[None]] = set()
-        self._closing = False
-        self._stop = asyncio.Event()
         self._serving: asyncio.Task[None] | None = None
         self._started = False
         """``start`` was called: a deliverer added from now on gets its waiting records at
@@ -172,14 +164,8 @@ class Runtime:
         Shutdown is not cancellation: a run stopped here is left at its checkpoint and
         continues when a runtime starts again on the same store.
         """
-        self._closing = True
         grace = self.settings.shutdown_grace_s if grace_s is None else grace_s
-        await self._parts.close(self._stop, self._tasks, grace)
-
-    def _fetcher_arrived(self, channel: str) -> None:
-        """A channel registered its file fetcher: the threads whose runs waited for it go
-        on."""
-        self._workers.fetcher_arrived(channel)
+        await self._parts.close(self._tasks, grace)
 
     def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         """Start a background task the runtime keeps a reference to and awaits on close."""
@@ -224,12 +210,9 @@ class Runtime:
         answer (the HTTP API, the CLI); from a chat channel it is taken, and its run fails
         at once (``message_too_long``) with a reply naming the limit.
         """
-        chosen = await self.agent_for(thread_id, origin or Origin(), agent, schedule)
-        run = self._new_run(thread_id, text, origin, idempotency_key, files, fetch, context,
-                            chosen)
-        if traced := traceparent_of(trace):
-            run = run.model_copy(update={"trace": traced})
-        return await self._accept(run)
+        return await self._admission.submit(
+            thread_id, text, origin=origin, idempotency_key=idempotency_key, files=files,
+            fetch=fetch, context=context, agent=agent, schedule=schedule, trace=trace)
 
     def trace_link(self, run: Run) -> str | None:
         """Where the run's trace is shown (``[otel] trace_url``), if anywhere."""
@@ -238,11 +221,8 @@ class Runtime:
     async def send(self, thread_id: str, text: str, *, origin: Origin | None = None,
                    files: Sequence[FileRef] = (), agent: str | None = None) -> Run:
         """Submit a message and wait for its run to end or pause."""
-        chosen = await self.agent_for(thread_id, origin or Origin(), agent)
-        run = self._new_run(thread_id, text, origin, None, files, agent=chosen)
-        async with self._bus.subscribe(run.id, ends_only=True) as events:  # before it starts
-            await self._accept(run)
-            return await self._waiting.until_ended(run, events)
+        return await self._admission.send(thread_id, text, origin=origin, files=files,
+                                          agent=agent)
 
     async def wait(self, run_id: str) -> Run:
         """Wait until the run is completed, failed, cancelled, timed out or paused.
@@ -278,42 +258,12 @@ class Runtime:
         function that stops it."""
         return self._bus.listen(listener)
 
-    def _new_run(
-        self, thread_id: str, text: str, origin: Origin | None, idempotency_key: str | None,
-        files: Sequence[FileRef] = (), fetch: Sequence[FileSource] = (),
-        context: Sequence[Said] = (), agent: str = "",
-    ) -> Run:
-        if self._closing:
-            raise RunError("shutting_down", "the runtime is shutting down")
-        return new_run(thread_id, text, origin, idempotency_key,
-                       max_chars=self.agent.max_message_chars, now=self.clock(),
-                       files=tuple(files), fetch=tuple(fetch), context=tuple(context),
-                       agent=agent)
-
     async def agent_for(self, thread_id: str, origin: Origin, agent: str | None = None,
                         schedule: str | None = None) -> str:
         """The agent a message to ``thread_id`` goes to (``submit`` says how); ``""``
         where there is only one. ``RunError("unknown_agent")`` for an ``agent`` that is
         not configured."""
-        if agent is not None and agent not in self.agents.by_name:
-            raise RunError("unknown_agent", f"no agent is called {agent!r}; the agents are "
-                           f"{', '.join(sorted(self.agents.by_name))}")
-        if len(self.agents) == 1:
-            return ""
-        newest = await self._store.list_runs(thread_id=thread_id, limit=1)
-        if newest:
-            return newest[0].agent or self.agents.default.name
-        return agent or self.agents.route(Where.of(thread_id, origin, schedule))
-
-    async def _accept(self, run: Run) -> Run:
-        accepted = await self._store.accept_run(run)
-        self._workers.kick(run.thread_id, accepted.listed)
-        if accepted.on_disk is not None:
-            # Committed: its worker starts while the disk works (nothing it does before its
-            # own first durable write leaves the process but the model's request); the
-            # message is acknowledged once on disk.
-            await accepted.on_disk
-        return accepted.run
+        return await self._admission.agent_for(thread_id, origin, agent, schedule)
 
     # -- roles shared among processes
 
@@ -371,23 +321,13 @@ class Runtime:
         runtime that does not serve the store while another process does, the decision
         is handed to that process, which carries the run on.
         """
-        if approvers is not None:
-            allowed = list(approvers)
-        elif len(self.agents) == 1:
-            allowed = self.agent.approvers
-        else:
-            run = await self._store.get_run(run_id)
-            allowed = self.agents.answering(run.agent).config.approvers
-        if allowed and by not in allowed:
-            raise RunError("not_an_approver", f"{by or 'an anonymous caller'} may not decide "
-                           "approvals here")
-        return await self._parts.steering.decide(
+        return await self._steering.decide(
             run_id, tool_call_id, approve=approve, by=by, reason=reason,
-            arguments_hash=arguments_hash, allowed=allowed)
+            arguments_hash=arguments_hash, approvers=approvers)
 
     async def resume(self, run_id: str) -> Run:
         """Queue a failed, cancelled or timed-out run again, from its last checkpoint."""
-        return await self._parts.steering.resume(run_id)
+        return await self._steering.resume(run_id)
 
     async def cancel(self, run_id: str, *, by: str = "", forward: bool = True) -> Run:
         """Cancel a run: its model stream and running tools are cut off, every unanswered
@@ -398,7 +338,7 @@ class Runtime:
         own request) it is not asked, and ``RunError("driven_elsewhere")`` says so.
         Cancelling a cancelled run returns it as it is.
         """
-        return await self._parts.steering.cancel(run_id, by=by, forward=forward)
+        return await self._steering.cancel(run_id, by=by, forward=forward)
 
     async def stop(self, run_id: str, *, by: str, key: str) -> bool:
         """A person's stop of a run, made to outlive a crash: written (``stops``), then
@@ -410,14 +350,8 @@ class Runtime:
         ``cancelled`` when it is taken up again."""
         if not await record_stop(self._store, run_id, by=by, key=key, at=self.clock()):
             return False
-        self.spawn(self._cancel_stopped(run_id, by), name=f"maiden-stop:{run_id}")
+        self.spawn(self._steering.cancel_stopped(run_id, by), name=f"maiden-stop:{run_id}")
         return True
-
-    async def _cancel_stopped(self, run_id: str, by: str) -> None:
-        try:
-            await self.cancel(run_id, by=by)
-        except MaidenError as exc:
-            log.warning("stop of run %s from %s: %s", run_id, by or "someone", exc)
 
     # -- erasure -----------------------------------------------------------------------------
 
@@ -427,14 +361,7 @@ class Runtime:
         they run; then the rest goes in one durable write, and this process keeps nothing
         of it. Idempotent: a thread never written, or erased already, is no error (nothing
         goes, and ``Erased.existed`` says so)."""
-        erased = await erase_thread(self._store, thread_id,
-                                    lambda run_id: self.cancel(run_id, by=by))
-        self._driver.forget(thread_id)
-        await self._workers.forget(thread_id)
-        if erased.existed:
-            log.info("thread erased%s: %d entries, %d runs", f" by {by}" if by else "",
-                     erased.entries, erased.runs, extra={"thread_id": thread_id})
-        return erased
+        return await self._steering.erase(thread_id, by=by)
 
     # -- delivery ----------------------------------------------------------------------------
 
@@ -445,21 +372,9 @@ class Runtime:
         before), unless it says it is not connected yet (its ``offline``): then when its
         channel says it is up (``flush_deliveries``)."""
         self._outbox.add(channel, deliverer)
-        if self._started and not self._closing and not getattr(deliverer, "offline", None):
-            self.spawn(self._channel_up(channel), name=f"maiden-outbox:{channel}")
-
-    async def _channel_up(self, channel: str) -> None:
-        """What waits in the outbox for a channel that can post now (the replies of runs
-        that ended before it was up, after a restart), sent in order: before the replies
-        of the runs that come through it now, which wait behind them."""
-        try:
-            await self.flush_deliveries(channel)
-        except MaidenError as exc:  # the store: the next sweep tries again
-            log.warning("sending what waited in the outbox for %s failed: %s; it is tried "
-                        "again", channel, exc)
-        except Exception:
-            log.exception("sending what waited in the outbox for %s failed; it is tried "
-                          "again", channel)
+        if self._started and not self._stop.is_set() \
+                and not getattr(deliverer, "offline", None):
+            self.spawn(self._upkeep.channel_up(channel), name=f"maiden-outbox:{channel}")
 
     async def flush_deliveries(self, channel: str | None = None) -> None:
         """Send every recorded delivery that has no message id yet, reconciling first, in

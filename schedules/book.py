@@ -14,7 +14,16 @@ from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
-from runtime import ConfigError, Origin, Records, ScheduleRecord, ScheduleRecords, SlotMark, Store
+from runtime import (
+    ConfigError,
+    MaidenError,
+    Origin,
+    Records,
+    ScheduleRecord,
+    ScheduleRecords,
+    SlotMark,
+    Store,
+)
 
 from .config import NAME, Schedule, ScheduleConfig
 from .cron import parse_crontab
@@ -30,7 +39,7 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class ScheduleError(ValueError):
+class ScheduleError(MaidenError, ValueError):
     """A change asked from chat that cannot be made; the message says why."""
 
 

@@ -19,7 +19,7 @@ import logging
 import aiohttp
 import discord
 
-from runtime import MaidenError, Runtime
+from runtime import MaidenError, Runtime, doubling
 
 from ..downloads import Downloader
 from ..retry import ChannelRefused, Reach, Unreachable, reason_of
@@ -215,7 +215,7 @@ class Gateway:
         """Until this replica holds the gateway lease (its holder stopped or died, or the
         store answers again after this one lost it); then connect, again and again (backing
         off, the lease kept) while Discord does not answer."""
-        pause = 1.0
+        failures = 0
         while True:
             while self.holder is not None:
                 await asyncio.sleep(self._runtime.settings.poll_interval_s)
@@ -228,9 +228,10 @@ class Gateway:
                 await self._connect(taking_over=True)
                 return
             except Unreachable as exc:
+                pause = doubling(failures, 1.0, self._config.reconnect_max_s)
                 log.warning("discord: %s; trying again in %.0f s", exc, pause)
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, self._config.reconnect_max_s)
+                await asyncio.sleep(pause)
+                failures += 1
             if self._lease_lost.is_set():  # meanwhile: another replica may hold it now
                 self._lease_lost.clear()
                 self.holder = "another replica"

@@ -12,6 +12,8 @@ import hmac
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from runtime import MaidenError
+
 from ..access import RIGHTS, Right
 
 __all__ = ["LOCAL", "Credential", "Credentials", "Unauthorized"]
@@ -38,7 +40,7 @@ class Credential:
 LOCAL_CALLER = Credential(LOCAL, "", frozenset(RIGHTS))
 
 
-class Unauthorized(Exception):
+class Unauthorized(MaidenError):
     """The request carries no token, or one that is not configured."""
 
 

@@ -12,7 +12,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from runtime import InvalidThreadId, NotFound, RunError, StaleWrite, StoreError, StoreGone
+from runtime import (
+    InvalidThreadId,
+    MaidenError,
+    NotFound,
+    RunError,
+    StaleWrite,
+    StoreError,
+    StoreGone,
+)
 
 from .models import Problem
 
@@ -43,7 +51,7 @@ _RUN_ERRORS = {
 }
 
 
-class ApiError(Exception):
+class ApiError(MaidenError):
     """An error the API answers with on purpose."""
 
     def __init__(self, status: int, detail: str, code: str | None = None,

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from ..model.runs import Run, RunState
+from ..retry import Sleep, doubling, jittered
 
 __all__ = ["Patience", "fetcher_awaited"]
 
@@ -46,7 +47,7 @@ class Patience:
     base_s: float = 1.0
     max_s: float = 60.0
     give_up_s: float = 3600.0
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    sleep: Sleep = asyncio.sleep
     random: Callable[[], float] = random.random
 
     def delay(self, attempt: int, waited_s: float, asked_s: float | None = None
@@ -56,8 +57,7 @@ class Patience:
         up."""
         if waited_s >= self.give_up_s:
             return None
-        cap = min(self.max_s, self.base_s * 2.0 ** min(attempt, 60))
-        wait = cap / 2 + self.random() * cap / 2  # replicas restarted together: not in step
+        wait = jittered(doubling(attempt, self.base_s, self.max_s), self.random)
         if asked_s is not None:
             wait = max(wait, min(asked_s, self.max_s))
         return min(wait, self.give_up_s - waited_s)

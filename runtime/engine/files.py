@@ -40,6 +40,7 @@ from ..model.config import FilesConfig
 from ..model.entries import Entry, ToolResult, UserMessage
 from ..model.runs import Run
 from ..providers.models import UNKNOWN_CONTEXT
+from ..retry import Failed, retrying
 from ..stores.base import Store
 from ..tools.base import ToolFile, ToolImage
 from .fetching import Patience, fetcher_awaited
@@ -202,19 +203,20 @@ class Files:
     async def _download(self, fetcher: FileFetcher, source: FileSource) -> bytes:
         """The file's bytes, tried again while its platform cannot be reached, for as long
         as ``patience`` allows; then refused, saying so."""
-        waited, attempt = 0.0, 0
-        while True:
-            try:
-                return await fetcher.fetch(source, self.config.max_bytes)
-            except FileUnreachable as exc:
-                delay = self._patience.delay(attempt, waited, exc.retry_after)
-                if delay is None:
-                    raise FileRefused(source.name, f"{exc.why}, tried again for "
-                                      f"{_duration(waited)}") from exc
-                log.warning("%s: %s; trying again in %.1fs", source.name, exc.why, delay)
-                await self._patience.sleep(delay)
-                waited += delay
-                attempt += 1
+        def pause(failed: Failed[FileUnreachable]) -> float:
+            error, waited = failed.error, failed.waited_s
+            delay = self._patience.delay(failed.tries - 1, waited, error.retry_after)
+            if delay is None:
+                raise FileRefused(source.name, f"{error.why}, tried again for "
+                                  f"{_duration(waited)}") from error
+            return delay
+
+        def told(failed: Failed[FileUnreachable], delay: float) -> None:
+            log.warning("%s: %s; trying again in %.1fs", source.name, failed.error.why, delay)
+
+        return await retrying(lambda: fetcher.fetch(source, self.config.max_bytes),
+                              on=FileUnreachable, pause=pause, told=told,
+                              sleep=self._patience.sleep)
 
     async def keep(self, files: Sequence[ToolFile]) -> tuple[FileRef, ...]:
         """Store the files a tool handed back (no ``[files]`` limit: a tool is trusted

@@ -4,18 +4,18 @@ A reply (the final answer, or why the run stopped) is written with the run's end
 an approval prompt with the pause. Sending comes after the checkpoint, and the
 channel's message id is recorded once sent (DESIGN §5). A crash between the two
 leaves a record with no message id: it is reconciled with the channel, and sent
-only if it is really missing.
+only if it is really missing. What a channel implements, and the sending of one
+record through it, are in ``deliverer``; which records go when, and who sends them,
+here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Protocol, runtime_checkable
 
 from ..engine.tracing import NO_TRACING, Tracing
 from ..errors import DeliveryError, NotFound
@@ -28,8 +28,8 @@ from ..model.runs import (
     Run,
     StreamDelivery,
 )
-from ..model.text import split_message
-from ..stores.base import Checkpoint, OutboxStore, Store
+from ..stores.base import Checkpoint, Store
+from .deliverer import Deliverer, Uploader, UploadStarted, deliver, parts, upload
 from .live import LiveReplies
 from .ordering import ORDER_HOLD_S, Place, holds_back, place, superseded
 
@@ -54,115 +54,6 @@ longer live (``Leases.sending``), held for the send."""
 @contextlib.asynccontextmanager
 async def _always(thread_id: str) -> AsyncIterator[bool]:
     yield True
-
-
-class Deliverer(Protocol):
-    """What a channel implements so the runtime can post to it exactly once.
-
-    Every message carries its delivery's ``key`` where the channel can give it back
-    (Slack message metadata, a Discord nonce), so ``reconcile`` can tell whether a
-    send whose answer was lost (a crash, a dropped connection) reached the channel.
-
-    Long replies: a channel whose messages have a length limit sets ``max_chars``.
-    The outbox then cuts a longer reply with ``split_message`` into parts and hands
-    each to ``send`` as a delivery of its own, with key ``{key}:{i}`` (i = 1..n) and
-    the part's text, in order: part i+1 only once part i is posted. After a crash,
-    each part is reconciled by its own key, so only missing parts are posted, still
-    in order. A reply that fits is sent whole, under its own key. Approval prompts
-    are never cut (``send`` renders them to fit).
-    """
-
-    max_chars: int | None
-    """The channel's message length limit, or None for none."""
-
-    async def send(self, delivery: Delivery) -> str:
-        """Post the delivery to ``delivery.target``, carrying ``delivery.key``; return the
-        channel's message id. ``ApprovalDelivery``: post the prompt with its buttons."""
-        ...
-
-    async def reconcile(self, delivery: Delivery) -> str | None:
-        """Look for a message already posted with ``delivery.key``; its id, or None."""
-        ...
-
-
-UploadStarted = Callable[[str], Awaitable[None]]
-"""What an ``Uploader`` awaits with the platform's id for an upload before completing it:
-the outbox records the id (``FileDelivery.upload_id``) and flushes it to disk."""
-
-
-@runtime_checkable
-class Uploader(Deliverer, Protocol):
-    """A deliverer that can send a file (``FileDelivery``) as a file, into the target's
-    thread. A deliverer without it gets the file's line (``FileDelivery.text``) through
-    ``send``.
-
-    A platform that uploads in steps (Slack: an id and an upload URL, the bytes, then
-    completing the upload, which shares it) awaits ``started`` with the upload's id before
-    completing it, as a stream's ids are recorded as soon as the platform returns them.
-    After a crash ``reconcile`` asks the platform about ``delivery.upload_id`` (Slack: is
-    that file shared in the target?), never by time; if it is not there, ``upload`` is
-    called with the id still in ``delivery.upload_id`` and completes that upload rather
-    than making another. A one-step platform carries the delivery's key instead (Discord:
-    the message nonce) and ignores ``started``.
-    """
-
-    async def upload(self, delivery: FileDelivery, data: bytes, started: UploadStarted
-                     ) -> str:
-        """Upload ``data`` as ``delivery.file`` to ``delivery.target``; the platform's id."""
-        ...
-
-
-async def upload(store: Store, deliverer: Uploader, delivery: FileDelivery, *,
-                 fresh: bool) -> str:
-    """Send one file (reconciled first unless ``fresh``) and record its id. A file no
-    longer in the store (pruned) is named in a message instead."""
-    remote_id = None if fresh else await deliverer.reconcile(delivery)
-    if remote_id is None:
-        try:
-            data = await store.get_blob(delivery.file.digest)
-        except NotFound:
-            remote_id = await deliverer.send(delivery)
-        else:
-            remote_id = await deliverer.upload(delivery, data,
-                                               functools.partial(store.upload_started,
-                                                                 delivery.key))
-    else:
-        log.info("file %s was already uploaded as %s", delivery.key[:14], remote_id)
-    await store.mark_delivered(delivery.key, remote_id, time.time())
-    return remote_id
-
-
-def parts(delivery: Delivery, max_chars: int | None) -> list[Delivery]:
-    """The messages ``delivery`` is posted as (see ``Deliverer``): itself, or its parts."""
-    if not isinstance(delivery, ReplyDelivery) or max_chars is None \
-            or len(delivery.text) <= max_chars:
-        return [delivery]
-    texts = split_message(delivery.text, max_chars) or [delivery.text[:max_chars]]
-    return [delivery.model_copy(update={"key": f"{delivery.key}:{i}", "text": text,
-                                        "feedback": delivery.feedback and i == len(texts)})
-            for i, text in enumerate(texts, 1)]
-
-
-async def deliver(
-    store: OutboxStore, deliverer: Deliverer, delivery: Delivery, *, fresh: bool
-) -> str:
-    """Send one delivery (part by part) and record its message id(s), comma-separated.
-
-    ``fresh`` means this process wrote the record and has not tried to send it: no
-    earlier attempt can have reached the channel, so there is nothing to reconcile.
-    Otherwise (recovery, a retry) the channel is asked first, part by part.
-    """
-    ids = []
-    for part in parts(delivery, deliverer.max_chars):
-        remote_id = None if fresh else await deliverer.reconcile(part)
-        if remote_id is None:
-            remote_id = await deliverer.send(part)
-        else:
-            log.info("delivery %s was already posted as %s", part.key[:14], remote_id)
-        ids.append(remote_id)
-    remote = ",".join(ids)
-    await store.mark_delivered(delivery.key, remote, time.time())
-    return remote
 
 
 class Outbox:
@@ -352,29 +243,7 @@ class Outbox:
         done = False
         why = None
         try:
-            # Read again now that it is claimed here (no other send of it starts here).
-            records = await self._store.deliveries(run_id=delivery.run_id)
-            delivery = next((d for d in records if d.key == delivery.key), delivery)
-            if delivery.remote_id is not None:
-                done = True  # sent since the caller read it (by a sweep that read it first)
-            elif (stale := await self._superseded(delivery, run, records)) is not None:
-                log.info("run %s's %s is not posted: %s", delivery.run_id, what, stale)
-                await self._store.mark_delivered(delivery.key, NOT_POSTED, self._clock())
-                done = True
-            else:
-                span = self._tracing.delivery(delivery, what, fresh=fresh, parent=trace)
-                with span as traced:
-                    try:
-                        await self._deliver(deliverer, delivery, fresh=fresh)
-                    except Exception as exc:
-                        traced.failed(f"{type(exc).__name__}: {exc}")
-                        raise
-                done = True
-                # Which process sent which record, and how (a reconciled send may have found
-                # it posted): what a reply shown twice or never is traced back by.
-                log.info("run %s's %s delivered (%s, %s)", delivery.run_id, what,
-                         delivery.key[:12], "written here, not tried" if fresh else
-                         "reconciled first")
+            done = await self._post(deliverer, delivery, what, fresh=fresh, trace=trace, run=run)
         except DeliveryError as exc:
             # The channel said why (down, refused, still connecting): one line, no trace.
             log.warning("delivering run %s's %s failed (%s); it stays in the outbox and is "
@@ -394,6 +263,32 @@ class Outbox:
             except Exception as problem:  # the store may be what failed
                 log.warning("could not record why the send failed: %s", problem)
         return done
+
+    async def _post(self, deliverer: Deliverer, delivery: Delivery, what: str, *,
+                    fresh: bool, trace: str, run: Run | None) -> bool:
+        """Post a record claimed here (``_send``): True once it is done (posted now or
+        before, or superseded); raises why it could not be."""
+        # Read again now that it is claimed here (no other send of it starts here).
+        records = await self._store.deliveries(run_id=delivery.run_id)
+        delivery = next((d for d in records if d.key == delivery.key), delivery)
+        if delivery.remote_id is not None:
+            return True  # sent since the caller read it (by a sweep that read it first)
+        if (stale := await self._superseded(delivery, run, records)) is not None:
+            log.info("run %s's %s is not posted: %s", delivery.run_id, what, stale)
+            await self._store.mark_delivered(delivery.key, NOT_POSTED, self._clock())
+            return True
+        span = self._tracing.delivery(delivery, what, fresh=fresh, parent=trace)
+        with span as traced:
+            try:
+                await self._deliver(deliverer, delivery, fresh=fresh)
+            except Exception as exc:
+                traced.failed(f"{type(exc).__name__}: {exc}")
+                raise
+        # Which process sent which record, and how (a reconciled send may have found it
+        # posted): what a reply shown twice or never is traced back by.
+        log.info("run %s's %s delivered (%s, %s)", delivery.run_id, what, delivery.key[:12],
+                 "written here, not tried" if fresh else "reconciled first")
+        return True
 
 
 class Sender:

@@ -19,7 +19,7 @@ import email.utils
 import json
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 
 from ..errors import ContextTooLong, ProviderError
+from ..retry import Failed, Sleep, doubling, jittered, retrying
 
 __all__ = [
     "HttpTransport",
@@ -37,8 +38,6 @@ __all__ = [
     "parse_retry_after",
 ]
 
-Sleep = Callable[[float], Awaitable[None]]
-
 POOL = httpx.Limits(max_connections=100, max_keepalive_connections=100, keepalive_expiry=5.0)
 """The pool of the client a transport makes: every connection kept for the next turn.
 httpx keeps only 20 idle by default, so with more model calls at once (``concurrency =
@@ -47,8 +46,9 @@ the next turn opened a new one: against a real API, a TCP and TLS handshake per 
 Idle connections still close after ``keepalive_expiry``."""
 
 
-def _retryable(status: int) -> bool:
-    return status == 429 or status >= 500  # 529 is Anthropic's "overloaded"
+def _retryable(status: int | None) -> bool:
+    """Whether a failure is tried again: no answer (None), 429, or 5xx."""
+    return status is None or status == 429 or status >= 500  # 529 is Anthropic's "overloaded"
 
 
 def _unnoted(attempt: int, reason: str) -> None:
@@ -74,9 +74,20 @@ class Retry:
         """Seconds to wait before retry number ``attempt + 1`` (``attempt`` counts from 0)."""
         if retry_after is not None:
             return retry_after
-        cap = min(self.max_delay_s, self.base_delay_s * 2.0 ** attempt)
-        # Half fixed, half random: spreads clients out without ever retrying at once.
-        return cap / 2 + self.random() * cap / 2
+        return jittered(doubling(attempt, self.base_delay_s, self.max_delay_s), self.random)
+
+    def pause(self, failed: Failed[ProviderError]) -> float | None:
+        """Seconds to wait before trying ``failed``'s request again; None: it fails now (no
+        retries left, an answer not worth another try, or a ``Retry-After`` too long)."""
+        error = failed.error
+        if failed.tries > self.max_retries or not _retryable(error.status):
+            return None
+        if error.retry_after is not None and error.retry_after > self.max_wait_s:
+            return None
+        return self.delay(failed.tries - 1, error.retry_after)
+
+    def told(self, failed: Failed[ProviderError], pause: float) -> None:
+        self.noted(failed.tries, str(failed.error))
 
 
 def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
@@ -181,40 +192,37 @@ class HttpTransport:
         headers = {**self.headers, "content-type": "application/json"}
         if stream:
             headers["accept"] = "text/event-stream"
-        attempts = self.retry.max_retries + 1
-        for attempt in range(attempts):
-            request = self._client.build_request(
-                "POST", self.url, content=content, headers=headers,
-                timeout=httpx.Timeout(self.timeout_s))
-            retry_after: float | None = None
-            try:
-                async with asyncio.timeout(self.timeout_s):
-                    response = await self._client.send(request, stream=True)
-                    if not stream or not response.is_success:
-                        try:
-                            await response.aread()
-                        finally:
-                            await response.aclose()
-            except TimeoutError:
-                error = ProviderError(f"{self.name}: no response from {self.url} within "
-                                      f"{self.timeout_s:g} s (provider.timeout_s)")
-            except httpx.HTTPError as exc:
-                error = ProviderError(f"{self.name}: cannot reach {self.url}: "
-                                      f"{type(exc).__name__}: {exc}".rstrip(": "))
-            else:
-                if response.is_success:
-                    return response
-                error = self._http_error(response, attempts)
-                if not _retryable(response.status_code):
-                    raise error
-                retry_after = parse_retry_after(response.headers)
-                if retry_after is not None and retry_after > self.retry.max_wait_s:
-                    raise error
-            if attempt + 1 == attempts:
-                raise error
-            self.retry.noted(attempt + 1, str(error))
-            await self.retry.sleep(self.retry.delay(attempt, retry_after))
-        raise AssertionError("unreachable")  # pragma: no cover
+        retry = self.retry
+        return await retrying(lambda: self._attempt(content, headers, stream=stream),
+                              on=ProviderError, pause=retry.pause, told=retry.told,
+                              sleep=retry.sleep)
+
+    async def _attempt(self, content: bytes, headers: dict[str, str], *,
+                       stream: bool) -> httpx.Response:
+        """One POST: the successful response, or the ``ProviderError`` saying why not."""
+        assert self._client is not None
+        request = self._client.build_request(
+            "POST", self.url, content=content, headers=headers,
+            timeout=httpx.Timeout(self.timeout_s))
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                response = await self._client.send(request, stream=True)
+                if not stream or not response.is_success:
+                    try:
+                        await response.aread()
+                    finally:
+                        await response.aclose()
+        except TimeoutError:
+            error = ProviderError(f"{self.name}: no response from {self.url} within "
+                                  f"{self.timeout_s:g} s (provider.timeout_s)")
+        except httpx.HTTPError as exc:
+            error = ProviderError(f"{self.name}: cannot reach {self.url}: "
+                                  f"{type(exc).__name__}: {exc}".rstrip(": "))
+        else:
+            if response.is_success:
+                return response
+            error = self._http_error(response, self.retry.max_retries + 1)
+        raise error
 
     def _http_error(self, response: httpx.Response, attempts: int) -> ProviderError:
         status = response.status_code

@@ -73,10 +73,6 @@ REQUEST_TTL_S = 300.0
 """A request nobody took within this long is expired, not carried out late."""
 
 
-class _Skip(Exception):
-    """This round is over (the store cannot be written; it was reported)."""
-
-
 def instance_lease(instance_id: str) -> str:
     """The lease a serving runtime holds while it is alive."""
     return f"instance:{instance_id}"
@@ -112,20 +108,18 @@ async def serve_requests(
             wake.clear()
             try:
                 now = rt.clock()
-                await heart.beat(now)
-                live = {i.id for i in await live_instances(store)}
-                rt.report_peers(len(live - {heart.me.id}))
-                for request in await store.requests():
-                    await _handle(verbs, rt, store, request, live)
-                await rt.expire_approvals()
-                if now - last_flush >= FLUSH_EVERY_S:
-                    last_flush = now
-                    await rt.flush_deliveries()  # replies whose send failed: try again
-                if now - last_adopt >= adopt_every_s:
-                    last_adopt = now
-                    await rt.adopt_orphans()  # runs of a process that died, elsewhere too
-            except _Skip:
-                pass
+                if await heart.beat(now):  # else the round is over (it was reported)
+                    live = {i.id for i in await live_instances(store)}
+                    rt.report_peers(len(live - {heart.me.id}))
+                    for request in await store.requests():
+                        await _handle(verbs, rt, store, request, live)
+                    await rt.expire_approvals()
+                    if now - last_flush >= FLUSH_EVERY_S:
+                        last_flush = now
+                        await rt.flush_deliveries()  # replies whose send failed: try again
+                    if now - last_adopt >= adopt_every_s:
+                        last_adopt = now
+                        await rt.adopt_orphans()  # runs of a process that died, elsewhere too
             except StoreError as exc:
                 log.error("handling requests from other processes failed (%s); retrying", exc)
             except Exception:
@@ -153,13 +147,13 @@ class _Heart:
         self.unlisten: Callable[[], Awaitable[None]] = unlistened
         self.unhear: Callable[[], Awaitable[None]] = unlistened
 
-    async def beat(self, now: float) -> None:
-        """Beat and hold the instance's lease; ``_Skip`` if the store cannot be written."""
+    async def beat(self, now: float) -> bool:
+        """Beat and hold the instance's lease; False if the store cannot be written."""
         rt, store, me = self.rt, self.store, self.me
         lost = store.gone()  # the store said so in its log line: not again here
         if lost is not None:
             rt.report_store(lost)
-            raise _Skip
+            return False
         try:
             await store.beat(me.model_copy(update={"beat_at": now}))
             await rt.leases.take(instance_lease(me.id))
@@ -173,11 +167,12 @@ class _Heart:
                 self.reported = now
                 log.error("the store cannot be written: %s (nothing is lost: runs "
                           "wait, and go on once it can be written again)", exc)
-            raise _Skip from None
+            return False
         if self.reported is not None:
             self.reported = None
             log.warning("the store can be written again")
         rt.report_store(None)
+        return True
 
     async def stop(self) -> None:
         """Stop listening, say this process is gone, and give up its lease."""

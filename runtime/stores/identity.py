@@ -26,7 +26,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import StoreGone
+from ..errors import StoreError, StoreGone
 
 __all__ = ["FileIdentity", "Unsure", "flush_failed"]
 
@@ -40,7 +40,7 @@ def flush_failed(what: str, error: object) -> str:
             "flush would not say so: nothing more is accepted, restart maiden")
 
 
-class Unsure(Exception):
+class Unsure(StoreError):
     """Raised by a ``verify`` that cannot tell now (the file is busy): asked again later."""
 
 

@@ -14,7 +14,7 @@ from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from runtime import Run, Runtime, ScheduleService, human_size
+from runtime import MaidenError, Run, Runtime, ScheduleService, human_size
 
 from ..auth import Credentials
 from ..owners import Owners
@@ -43,11 +43,11 @@ class ConsoleOptions:
         self.clock = clock
 
 
-class NotSignedIn(Exception):
+class NotSignedIn(MaidenError):
     """The request has no valid session (and the console needs one)."""
 
 
-class BadQuery(Exception):
+class BadQuery(MaidenError):
     """A query parameter the page cannot use; shown as a 422 page saying which and why
     (the API answers the same parameters with a 422 too)."""
 

@@ -34,6 +34,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
+from ...errors import MaidenError
 from .config import McpServerConfig
 from .stderr import StderrLog
 
@@ -46,7 +47,7 @@ IDEMPOTENCY_META_KEY = "maiden/idempotency_key"
 """The ``_meta`` key carrying a call's idempotency key (the same on every retry of it)."""
 
 
-class StartError(Exception):
+class StartError(MaidenError):
     """A server that cannot be started as configured (a variable it needs is not set)."""
 
 

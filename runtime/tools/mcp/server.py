@@ -31,6 +31,7 @@ from typing import Any, Literal
 import anyio
 
 from ...errors import MaidenError
+from ...retry import doubling
 from ..base import Tool, ToolContext
 from ..registry import ToolRegistry
 from .config import McpServerConfig
@@ -62,7 +63,7 @@ class McpServerDown(MaidenError):
 
 def backoff_delay(failures: int, initial_s: float, max_s: float) -> float:
     """The wait before the next start, after ``failures`` failed starts or deaths in a row."""
-    return float(min(max_s, initial_s * 2 ** max(0, failures - 1)))
+    return doubling(max(0, failures - 1), initial_s, max_s)
 
 
 class McpServer:

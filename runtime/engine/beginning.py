@@ -1,0 +1,165 @@
+"""A run's first step in this process: started (its message, with its files and the
+earlier messages it brought, put in the thread), resumed, continued after a clean
+shutdown, or recovered after a crash; or refused before it enters the thread (a message
+too long, a spend cap reached, a run that keeps killing its process, a stop written
+before a crash)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from ..model.config import AgentConfig
+from ..model.decisions import asked_again
+from ..model.durability import Write
+from ..model.entries import AssistantTurn, Entry, Notice, UserMessage
+from ..model.events import EventBus, RunStarted
+from ..model.guards import too_long
+from ..model.runs import Delivery, Run, RunState
+from ..stores.base import Store
+from .caps import Caps
+from .cursor import RunCursor
+from .endings import Endings
+from .files import Files, Taken
+from .stops import stop_requested
+from .tracing import Span
+
+__all__ = ["Beginning"]
+
+log = logging.getLogger("maiden.loop")
+
+S = RunState
+
+
+class Beginning:
+    """The first step of ``RunDriver``'s runs (which has these attributes)."""
+
+    store: Store
+    agent: AgentConfig
+    bus: EventBus
+    clock: Callable[[], float]
+    instance_id: str
+    files: Files
+    caps: Caps | None
+    end: Endings
+    send_pending: Callable[[Run], Awaitable[None]]
+    _capped_at_start: set[str]
+    _born: float
+    _limit: Callable[[], int | None]
+
+    async def _stopped(self, run: Run) -> str | None:
+        """Who asked to stop a run that an earlier process had (recovered, continued, or
+        queued before this one started) and may not have cancelled before it died
+        (``stops``); None for the rest, which are not looked up."""
+        earlier = run.owner != self.instance_id if run.state is not S.QUEUED \
+            else run.created_at < self._born
+        return await stop_requested(self.store, run.id) if earlier else None
+
+    async def _begin(self, cur: RunCursor, span: Span) -> bool:
+        """The run's first step here: started, resumed, continued or recovered (or refused:
+        then False, and it has ended)."""
+        run = cur.run
+        started_at, me = run.started_at or self.clock(), self.instance_id
+        trace = run.trace or span.traceparent()  # the run's trace, else this stretch's
+        started = [RunStarted(run_id=run.id, thread_id=run.thread_id)]
+        if run.state is S.QUEUED:
+            return await self._start(cur, started_at, trace, started)
+        elif run.owner is None:
+            # Released at a clean shutdown: carrying on is not a crash recovery.
+            await cur.commit(write=Write.RESUME, to=S.RUNNING,
+                             reason="continued after restart",
+                             started_at=started_at, owner=me, announce=started,
+                             trace=trace)
+            await self.send_pending(cur.run)  # what it left unsent goes before its answer
+        elif run.owner != self.instance_id:
+            return await self._recover(cur, span, started_at, trace)
+        else:  # this process takes it up again (a decision was made here)
+            self.bus.publish(started[0])
+        return True
+
+    async def _start(self, cur: RunCursor, started_at: float, trace: str,
+                     started: list[RunStarted]) -> bool:
+        """A queued run's first step: refused (False), or its message put in the thread (or,
+        resumed, taken up where it stood)."""
+        run, me = cur.run, self.instance_id
+        refused = too_long(len(run.text), self.agent.max_message_chars)
+        if cur.start is None and refused is not None:
+            # Not put in the thread: the model never sees it, and the person is told
+            # why (a run resumed after the limit was raised goes on as usual).
+            await self.end.fail(cur, "message_too_long", f"the message has "
+                                f"{len(run.text):,} characters; [agent] max_message_chars "
+                                f"is {self.agent.max_message_chars:,}", notice=refused)
+            self.end.published(cur.run)
+            return False
+        if self.caps and cur.start is None:
+            hit = await self.caps.reached(run)
+            if hit is not None:
+                # Refused before it enters the thread, with one reply (the outbox's).
+                await self.end.fail(cur, "spend_cap", hit.detail, notice=hit.notice())
+                self.end.published(cur.run)
+                return False
+            self._capped_at_start.add(run.id)
+        if cur.start is None:
+            # The files first: fetched and stored before the message enters the thread
+            # (a crash before that fetches again; storing a blob twice writes it once).
+            taken = await self.files.take(run, self._limit()) \
+                if run.files or run.fetch else Taken()
+            user = UserMessage(run_id=run.id, text=run.text, user=run.origin.user,
+                               at=self.clock(), files=taken.refs)
+            entries: list[Entry] = [*self._context(run), user]
+            deliveries: list[Delivery] = []
+            if taken.refused:
+                entries.append(Notice(run_id=run.id, code="files_refused",
+                                      text=taken.notice, at=self.clock()))
+                deliveries = self.end.notice(cur, "files_refused", taken.notice)
+            # Committed before the model is asked (a run that kills every process
+            # then ends as a poison run, its message in the thread); flushed only
+            # with a notice to send (``durability``).
+            await cur.commit(entries, write=Write.START, to=S.RUNNING, reason="started",
+                             started_at=started_at, owner=me, announce=started,
+                             first_entry=len(cur.entries), deliveries=deliveries,
+                             trace=trace)
+            if deliveries:
+                await self.send_pending(cur.run)
+        else:  # an explicitly resumed run: its message is already in the thread
+            again = asked_again(run, cur.own, await self.store.transitions(run.id),
+                                now=self.clock())
+            await cur.commit([again] if again else [], write=Write.RESUME, to=S.RUNNING,
+                             reason="resumed",
+                             stalled_recoveries=0, started_at=started_at, owner=me,
+                             announce=started,
+                             trace=trace)
+        return True
+
+    async def _recover(self, cur: RunCursor, span: Span, started_at: float, trace: str) -> bool:
+        """A run that a process died driving taken up again; or failed, poison (False)."""
+        run, me = cur.run, self.instance_id
+        # Only crashes in a row with no progress in between make a run poison: a long
+        # run interrupted by unrelated restarts keeps going.
+        moved_on = run.recovered_at is not None and len(cur.entries) > run.recovered_at
+        stalled = 1 if moved_on else run.stalled_recoveries + 1
+        if stalled > self.agent.max_recovery_attempts:
+            await self.end.fail(cur, "poison_run",
+                                f"the process died {run.stalled_recoveries} times in a row "
+                                "while running this run; giving up instead of crash-looping")
+            self.end.published(cur.run)
+            return False
+        attempt = run.recovery_attempts + 1
+        log.warning("recovering run %s (attempt %d) from %s", run.id, attempt, run.state)
+        span.recovered(attempt)
+        await cur.commit(write=Write.RESUME, to=S.RUNNING,
+                         reason=f"recovered after crash (attempt {attempt})",
+                         recovery_attempts=attempt, stalled_recoveries=stalled,
+                         recovered_at=len(cur.entries), started_at=started_at, owner=me,
+                         trace=trace,
+                         announce=[RunStarted(run_id=run.id, thread_id=run.thread_id,
+                                              recovered=True)])
+        await self.send_pending(cur.run)  # what it left unsent goes before its answer
+        return True
+
+    def _context(self, run: Run) -> list[Entry]:
+        """The earlier messages the run brought (``Run.context``), as the thread keeps them."""
+        at = self.clock()
+        return [UserMessage(run_id=run.id, text=said.text, user=run.origin.user, at=at)
+                if said.role == "user" else AssistantTurn(run_id=run.id, text=said.text, at=at)
+                for said in run.context]
