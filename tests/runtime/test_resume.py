@@ -92,8 +92,8 @@ async def test_a_run_cancelled_while_a_tool_ran_goes_on_from_its_checkpoint(
         make_runtime: Any) -> None:
     script = [call("slow"), {"text": "it was cut off"}]
     async with asyncio.timeout(30), make_runtime(script, [slow]) as (rt, provider):
-        run = await rt.submit("t", "wait for it")
-        async with rt.subscribe(run.id) as events:
+        async with rt.subscribe() as events:  # before the run can start: no event missed
+            run = await rt.submit("t", "wait for it")
             while not isinstance(await events.next(), ToolCallStarted):
                 pass
         assert (await rt.cancel(run.id, by="ops")).state is S.CANCELLED
