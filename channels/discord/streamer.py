@@ -48,7 +48,13 @@ class DiscordStreamer:
         if self.deliverer.offline is not None:
             return []  # not connected yet: the reply goes out whole once it is
         self._texts[stream.key] = [""]
-        return await self._grow(stream, [], text, tools)
+        try:
+            return await self._grow(stream, [], text, tools)
+        except BaseException:
+            # Not open as far as this process knows: nothing kept of it (a message the
+            # platform made regardless is found again by ``find_stream``, and its text read).
+            self._texts.pop(stream.key, None)
+            raise
 
     async def append_stream(self, stream: StreamDelivery, text: str,
                             tools: Sequence[ToolUpdate]) -> list[str]:

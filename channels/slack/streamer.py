@@ -100,10 +100,16 @@ class SlackStreamer:
                 self._fell_back(channel, "chat.startStream", exc.slack_error)
                 self._current.pop(stream.key, None)
         self._edited[stream.key] = text
-        response = await self.deliverer.call(
-            "chat.postMessage", self.deliverer.client.chat_postMessage, channel=channel,
-            thread_ts=thread_ts, text=_shown(text, tools), blocks=_blocks(text, tools),
-            metadata=_metadata(stream.key), unfurl_links=False, unfurl_media=False)
+        try:
+            response = await self.deliverer.call(
+                "chat.postMessage", self.deliverer.client.chat_postMessage, channel=channel,
+                thread_ts=thread_ts, text=_shown(text, tools), blocks=_blocks(text, tools),
+                metadata=_metadata(stream.key), unfurl_links=False, unfurl_media=False)
+        except BaseException:
+            # Not open as far as this process knows: nothing kept of it (a message Slack
+            # made regardless carries the key, and is found again with its text).
+            self._edited.pop(stream.key, None)
+            raise
         return [str(response["ts"])]
 
     async def append_stream(self, stream: StreamDelivery, text: str,

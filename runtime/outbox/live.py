@@ -320,12 +320,18 @@ class LiveReplies:
         streamer = self.streamer(stream.channel)
         if streamer is None or run.state in DRIVABLE or run.id in self._live:
             return
-        pending = [d for d in await self._store.deliveries(run_id=run.id, pending=True)
-                   if not isinstance(d, StreamDelivery)]
-        if pending:
+        records = await self._store.deliveries(run_id=run.id)
+        now = next((d for d in records if d.key == stream.key), None)
+        if now is None or now.remote_id is not None:
+            return  # finished since the caller read it (by the reply a sweep just sent)
+        if any(d.remote_id is None for d in records if not isinstance(d, StreamDelivery)):
             return  # its reply or prompt finishes it
+        # A message found in the thread that another of the run's records was posted as
+        # (its reply, posted whole because the stream never opened) is not the stream's.
+        taken = {i for d in records if not isinstance(d, StreamDelivery) and d.remote_id
+                 for i in d.remote_id.split(",")}
         ids = list(self._unrecorded.get(stream.key) or stream.remote_ids) \
-            or await streamer.find_stream(stream)
+            or [i for i in await streamer.find_stream(stream) if i not in taken]
         if ids:
             ids = await streamer.finish_stream(
                 stream.model_copy(update={"remote_ids": tuple(ids)}), replace=None,

@@ -95,3 +95,53 @@ async def test_edits_past_discords_rate_limit_wait_and_the_reply_ends_whole(
         (message,) = bot_messages(fake)
     assert message["content"] == ANSWER * 4
     assert fake.router.limited.get(str(GENERAL_ID), 0) >= 1
+
+
+async def test_a_stream_whose_opening_was_lost_leaves_the_answer_once(tmp_path: Path) -> None:
+    """chaos finding 12: the message that opens a stream reaches Discord, but its answer is
+    lost (the connection dropped). The run's reply finds that message and finishes it with
+    the answer: one message, the whole answer, never a second one beside it."""
+    script = ScriptedProvider([{"text": ANSWER, "chunks": 3}])
+    async with FakeDiscord() as fake, running(fake, tmp_path / "m.db", provider=script,
+                                              edit_every_s=0.05) as d:
+        fake.fail("POST /channels/{id}/messages", drop=True)
+        sent = await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> hi",
+                                       mentions=[BOT_ID])
+        await asyncio.wait_for(d.channel.wait_handled(1), 10)
+        await d.runtime.idle()
+        for _ in range(2):  # the outbox's sweeps after it: nothing changes
+            await d.runtime.flush_deliveries()
+        (message,) = bot_messages(fake)
+    assert message["content"] == ANSWER
+    assert message["message_reference"]["message_id"] == sent["id"]
+
+
+async def test_a_stream_that_could_not_open_while_discord_was_down_leaves_the_answer_once(
+        tmp_path: Path) -> None:
+    """chaos finding 12: Discord down as the answer began to stream and as the run ended
+    (the stream never opened; its reply stays in the outbox). Discord back, the outbox's
+    sweep posts the answer, and the sweeps after it leave it as it is: it was edited to
+    "…" before (the streamer kept the text of the stream that never opened, and finished
+    the answer's message with it, as if it were that stream's)."""
+    global released
+    released = asyncio.Event()
+    script = ScriptedProvider([
+        {"tool_calls": [{"name": "lookup", "arguments": {"service": "api"}}]},
+        {"text": ANSWER, "chunks": 3}])
+    async with FakeDiscord() as fake, running(fake, tmp_path / "m.db", provider=script,
+                                              tools=(lookup,), edit_every_s=0.05) as d:
+        sent = await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> how is the api?",
+                                       mentions=[BOT_ID])
+        await fake.until(lambda: any(c.method == "POST" and c.route and "typing" in c.route
+                                     for c in fake.calls()), what="the run's start")
+        await fake.misbehave("down", 60)
+        released.set()
+        await asyncio.wait_for(d.channel.wait_handled(1), 10)
+        await d.runtime.idle()
+        assert bot_messages(fake) == []  # nothing got through
+        fake.router.outage = None  # Discord is back
+        for _ in range(3):  # the outbox's sweeps: the first posts it
+            await d.runtime.flush_deliveries()
+        (message,) = bot_messages(fake)
+    assert message["content"] == ANSWER
+    assert message["message_reference"]["message_id"] == sent["id"]
