@@ -98,7 +98,7 @@ async def run_files(workdir: Path, messages: int, distinct: int, image_bytes: in
                     Runtime(store, EchoProvider()) as rt:
                 channel = SlackChannel(rt, config, secrets, pace_s=0)
                 assert channel.deliverer is not None and channel.fetcher is not None
-                rt.add_deliverer("slack", channel.deliverer)
+                rt.operator.add_deliverer("slack", channel.deliverer)
                 rt.files.add_fetcher("slack", channel.fetcher)
                 async with channel:
                     await fake.wait_connected()

@@ -74,7 +74,7 @@ async def run_slack(workdir: Path, events: int, synchronous: Synchronous) -> Sla
                         settings=RuntimeConfig(concurrency="global")) as rt:
             channel = SlackChannel(rt, config, secrets, pace_s=0)
             assert channel.deliverer is not None
-            rt.add_deliverer(channel.name, channel.deliverer)  # (as `maiden run` does)
+            rt.operator.add_deliverer(channel.name, channel.deliverer)  # (as `maiden run` does)
             async with channel:
                 await fake.wait_connected()
                 blocker = await rt.submit("bench:blocker", "/tool hold")

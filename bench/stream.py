@@ -139,7 +139,7 @@ async def _slack(workdir: Path, replies: int, mode: str, held: bool = False) -> 
                                pace_s=0)
         async with channel:
             assert channel.deliverer is not None
-            rt.add_deliverer("slack", channel.deliverer)
+            rt.operator.add_deliverer("slack", channel.deliverer)
             await fake.wait_connected()
             for i in range(replies):
                 if held:
@@ -177,7 +177,7 @@ async def _discord(workdir: Path, replies: int, mode: str, held: bool = False
                                  fake.token, guild_ready_timeout=0.05)
         async with channel:
             assert channel.deliverer is not None
-            rt.add_deliverer("discord", channel.deliverer)
+            rt.operator.add_deliverer("discord", channel.deliverer)
             for i in range(replies):
                 if held:
                     await _hold(rt, i)

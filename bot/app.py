@@ -117,7 +117,7 @@ async def open_app(
         stack.push_async_callback(runtime.close)
         if writable:
             try:
-                await patiently(runtime.check_writable, what="the check that the store "
+                await patiently(runtime.operator.check_writable, what="the check that the store "
                                 "takes writes", wait_s=cfg.store.open_wait_s
                                 if wait_for_store else 0.0)
             except StoreError as exc:
@@ -212,7 +212,7 @@ async def open_channels(
     the background sends it itself when it connects."""
     for channel in channels:
         if channel.deliverer is not None:
-            runtime.add_deliverer(channel.name, channel.deliverer)
+            runtime.operator.add_deliverer(channel.name, channel.deliverer)
         if channel.fetcher is not None:
             runtime.files.add_fetcher(channel.name, channel.fetcher)
         await stack.enter_async_context(channel)
@@ -223,7 +223,7 @@ async def open_channels(
 async def _waited(runtime: Runtime, channel: str) -> None:
     """Send what waited in the outbox for ``channel``, just up."""
     try:
-        await runtime.flush_deliveries(channel)
+        await runtime.operator.flush_deliveries(channel)
     except MaidenError as exc:  # the store: the outbox's next sweep tries again
         log.warning("sending what waited in the outbox for %s failed: %s", channel, exc)
 

@@ -20,6 +20,7 @@ def banner_head(loaded: LoadedConfig, runtime: Runtime) -> str:
     cfg = loaded.config
     source = str(loaded.path) if loaded.exists else f"{loaded.path} (not found: defaults)"
     shell = cfg.tools.shell
+    tools = runtime.operator.agents.default.tools
     return "\n".join([
         f"maiden {maiden_version()}: agent {cfg.agent.name!r}",
         f"  config      {source}",
@@ -27,7 +28,7 @@ def banner_head(loaded: LoadedConfig, runtime: Runtime) -> str:
                                                 if cfg.provider.model else ""),
         f"  store       {describe_store(cfg.store, loaded.base_dir)}",
         f"  concurrency {cfg.runtime.concurrency}",
-        f"  tools       {', '.join(t.name for t in runtime.tools) or 'none'}",
+        f"  tools       {', '.join(t.name for t in tools) or 'none'}",
         *([f"  isolation   {describe_isolation(shell.sandbox, shell.run_as)}"]
           if "shell" in cfg.tools.builtins else []),
     ])

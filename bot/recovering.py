@@ -151,7 +151,7 @@ def recovery_lines(recovered: Sequence[Run], left: Sequence[tuple[Run, str]] = (
 
 def _not_taken(runtime: Runtime, run: Run) -> str:
     """Why a run found unfinished was not taken up here, when no event said so."""
-    if run.owner not in (None, runtime.instance_id):
+    if run.owner not in (None, runtime.operator.instance_id):
         return f"{run.reason}; another process took it up"
     return run.reason
 

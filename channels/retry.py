@@ -107,7 +107,7 @@ class Reach:
             return exc
         self._log.info("%s: connected: %s", self._name, banner())
         with contextlib.suppress(MaidenError):
-            await self._runtime.flush_deliveries()  # what waited in the outbox, now
+            await self._runtime.operator.flush_deliveries()  # what waited in the outbox, now
         return None
 
     def _waiting(self, reason: str, delay: float) -> None:

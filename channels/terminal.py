@@ -272,7 +272,7 @@ async def _moved(runtime: Runtime, run_id: str, state: RunState) -> None:
     async with runtime.subscribe(run_id) as events:
         while (await runtime.records.get_run(run_id)).state is state:
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(runtime.settings.poll_interval_s):
+                async with asyncio.timeout(runtime.operator.settings.poll_interval_s):
                     await events.next()
                     return
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from typing import Any
 
 from .engine.agents import Agent, Agents
 from .engine.caps import CapConfig, Caps
@@ -21,6 +22,7 @@ from .model.runs import Run
 from .outbox.delivery import Outbox, Sender
 from .providers.base import Provider
 from .serving.admission import Admission
+from .serving.control import serve_requests
 from .serving.feedback import Feedback
 from .serving.leases import Leases
 from .serving.notes import Notes
@@ -55,8 +57,7 @@ class Parts:
     """What a ``Runtime`` is made of: its store's readers and writers, the event bus, the
     drivers of its agents, the workers, the outbox, and the upkeep that serves the store.
 
-    ``serving`` says whether the runtime serves the store now; ``stop`` is set as it
-    closes.
+    ``stop`` is set as it closes.
     """
 
     def __init__(
@@ -72,11 +73,16 @@ class Parts:
         files: FilesConfig | None,
         caps: Sequence[CapConfig],
         tracing: Tracing,
-        serving: Callable[[], bool],
         stop: asyncio.Event,
     ) -> None:
         chat = None if channels is None else frozenset(channels)
         self._stop = stop
+        self._settings = settings
+        self._serving: asyncio.Task[None] | None = None
+
+        def serving() -> bool:
+            return self._serving is not None
+
         self.records = Records(store)
         self.notes = Notes(store, clock)
         self.feedback = Feedback(store, store, clock)
@@ -104,10 +110,11 @@ class Parts:
                 store, one, self.bus, instance_id=instance_id,
                 cancel_grace_s=settings.cancel_grace_s, clock=clock, services=provided,
                 files=self.files, caps=self.caps, cancel_reasons=cancel_reasons,
-                tracing=tracing, send_pending=self.outbox.send_pending)
+                tracing=tracing, send_pending=self.outbox.send_pending, stop=stop)
         self.drivers = Drivers(store, agents, drivers)
         self.workers = Workers(store, self.drivers, self.bus, settings, self.leases,
-                               peers=self.peers, outbox=self.outbox, files=self.files)
+                               peers=self.peers, outbox=self.outbox, files=self.files,
+                               stop=stop)
         self.waiting = Waiting(store, self.bus, self.workers, self.peers,
                                poll_interval_s=settings.poll_interval_s, serving=serving)
         self.upkeep = RuntimeUpkeep(store, self.drivers, self.outbox, self.workers,
@@ -120,21 +127,29 @@ class Parts:
         self.admission = Admission(store, agents, self.workers, self.bus, self.waiting,
                                    clock=clock, stop=stop)
 
+    def serve(self, spawn: Callable[[Coroutine[Any, Any, None], str], asyncio.Task[None]]
+              ) -> None:
+        """Serve the store in the background (once): beat, answer other processes'
+        requests (decide, cancel, resume: ``steering``), expire approvals, resend the
+        outbox, take up orphaned runs; until ``stop``."""
+        if self._serving is None:
+            self._serving = spawn(
+                serve_requests(self.steering, self.upkeep, self.store,
+                               self._settings.poll_interval_s, self._stop,
+                               adopt_every_s=self._settings.lease_ttl_s / 2),
+                "maiden-control")
+
     async def recover(self) -> list[Run]:
         """Drive every unfinished run this process can take up, send what is left in the
         outbox and time out stale approvals; the runs it took up, as they ended up."""
         unfinished = await self.store.list_runs(states=DRIVABLE)
-        driven: set[str] = set()
-        self.workers.driven = driven
         threads = dict.fromkeys(r.thread_id for r in unfinished)
-        try:
+        with self.workers.recording() as driven:
             for thread_id in threads:
                 self.workers.kick(thread_id)
             # Their threads only: with the channels open meanwhile (a long recovery at
             # `maiden run`'s start), other threads' work is not waited for.
             await self.workers.idle(threads)
-        finally:
-            self.workers.driven = None
         await self.upkeep.flush_deliveries(None)
         await self.upkeep.expire_approvals()
         # Only what this process took up: with replicas, the others' runs are theirs.
@@ -143,11 +158,9 @@ class Parts:
     async def close(self, tasks: Iterable[asyncio.Task[None]], grace: float) -> None:
         """Stop taking work (``stop`` set); let each running run and each of ``tasks`` reach
         its next checkpoint for at most ``grace`` seconds, then stop it."""
-        self.workers.closing = True
+        self._stop.set()  # the workers take no more work
         self.workers.stop_lingering()
         self.workers.stop_fetching()  # a download under way is made again at the next start
-        self._stop.set()
-        self.drivers.stop()
         workers = self.workers.tasks() + list(tasks)
         if workers:
             _, late = await asyncio.wait(workers, timeout=grace) if grace > 0 \

@@ -32,10 +32,8 @@ from .model.budget import BudgetConfig
 from .model.config import AgentConfig, FilesConfig, Prices, RuntimeConfig
 from .model.events import RunEvent, Subscription
 from .model.runs import Origin, Run, Said
-from .outbox.deliverer import Deliverer
 from .providers.base import Provider
-from .serving.control import serve_requests
-from .serving.leases import describe_holder
+from .serving.operator import Operator
 from .serving.workers import ACTIVE
 from .stores.base import Store
 from .stores.erasure import Erased
@@ -74,20 +72,15 @@ class Runtime:
         tracing: Tracing = NO_TRACING,
     ) -> None:
         agents = agents_of(agents, provider, tools, agent, budget, prices)
-        self.agents = agents
-        """The agents, their routes and the default one."""
+        self._agents = agents
         self._tracing = tracing
-        self.agent = agents.default.config
-        """The default agent's settings (also where process-wide ones are read)."""
-        self.tools = agents.default.tools
-        self.settings = settings or RuntimeConfig()
-        self.clock = clock
-        self.instance_id = uuid.uuid4().hex[:12]
+        self._settings = settings = settings or RuntimeConfig()
+        self._clock = clock
+        instance_id = uuid.uuid4().hex[:12]
         self._stop = asyncio.Event()  # set as it closes: nothing more is taken
-        parts = Parts(store, agents, self.settings, instance_id=self.instance_id, clock=clock,
+        parts = Parts(store, agents, settings, instance_id=instance_id, clock=clock,
                       channels=channels, services=services, files=files, caps=caps,
-                      tracing=tracing, serving=lambda: self._serving is not None,
-                      stop=self._stop)
+                      tracing=tracing, stop=self._stop)
         self.records = parts.records
         """What the store holds: runs, threads, entries, deliveries, approvals, stats."""
         self.notes = parts.notes
@@ -96,30 +89,27 @@ class Runtime:
         """People's votes on replies (👍 / 👎), one per person per run."""
         self.files = parts.files
         """Files people share: stored once by content, fetched as a run's first step."""
-        self.caps = parts.caps
-        """Spend caps per person, place and agent (``[[budgets]]``)."""
+        self._caps = parts.caps
         self._parts = parts
         self._store = store
         self._bus = parts.bus
-        self._outbox = parts.outbox
-        self._leases = parts.leases
         self._workers = parts.workers
         self._waiting = parts.waiting
         self._upkeep = parts.upkeep
         self._admission = parts.admission
         self._steering = parts.steering
         self._tasks: set[asyncio.Task[None]] = set()
-        self._serving: asyncio.Task[None] | None = None
         self._started = False
         """``start`` was called: a deliverer added from now on gets its waiting records at
         once (``start`` sends those of the deliverers added before)."""
-        self.recovered: list[Run] = []
-        """The runs ``start()`` found unfinished, as they ended up."""
-
-    @property
-    def provider(self) -> Provider:
-        """The default agent's model."""
-        return self.agents.default.provider
+        self._recovered: list[Run] = []
+        self.operator = Operator(
+            agents=agents, settings=settings, instance_id=instance_id, store=store,
+            leases=parts.leases, upkeep=parts.upkeep, outbox=parts.outbox, tracing=tracing,
+            spawn=self.spawn, started=lambda: self._started, stopping=self._stop.is_set,
+            recovered=lambda: self._recovered)
+        """The operator's levers: what it runs (agents, settings), leases among processes,
+        health, the outbox's sweep, the channels' deliverers."""
 
     async def __aenter__(self) -> Runtime:
         await self.start()
@@ -140,18 +130,14 @@ class Runtime:
         sends, in the background.
         """
         self._started = True
-        if self.caps:  # made once; a cap's check reads a period's runs by its index
-            await self._store.index_spend(self.caps.scopes)
-        if serve and self._serving is None:
-            self._serving = self.spawn(
-                serve_requests(self, self._upkeep, self._store,
-                               self.settings.poll_interval_s, self._stop,
-                               adopt_every_s=self.settings.lease_ttl_s / 2),
-                name="maiden-control")
+        if self._caps:  # made once; a cap's check reads a period's runs by its index
+            await self._store.index_spend(self._caps.scopes)
+        if serve:
+            self._parts.serve(self.spawn)
         if not recover:
             return []
-        self.recovered = await self._parts.recover()
-        return self.recovered
+        self._recovered = await self._parts.recover()
+        return self._recovered
 
     async def idle(self) -> None:
         """Wait until no thread has work in this process."""
@@ -164,7 +150,7 @@ class Runtime:
         Shutdown is not cancellation: a run stopped here is left at its checkpoint and
         continues when a runtime starts again on the same store.
         """
-        grace = self.settings.shutdown_grace_s if grace_s is None else grace_s
+        grace = self._settings.shutdown_grace_s if grace_s is None else grace_s
         await self._parts.close(self._tasks, grace)
 
     def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
@@ -214,10 +200,6 @@ class Runtime:
             thread_id, text, origin=origin, idempotency_key=idempotency_key, files=files,
             fetch=fetch, context=context, agent=agent, schedule=schedule, trace=trace)
 
-    def trace_link(self, run: Run) -> str | None:
-        """Where the run's trace is shown (``[otel] trace_url``), if anywhere."""
-        return self._tracing.link(run.trace) if run.trace else None
-
     async def send(self, thread_id: str, text: str, *, origin: Origin | None = None,
                    files: Sequence[FileRef] = (), agent: str | None = None) -> Run:
         """Submit a message and wait for its run to end or pause."""
@@ -257,48 +239,6 @@ class Runtime:
         published (it must not block: a channel spawns what it does about one); the
         function that stops it."""
         return self._bus.listen(listener)
-
-    async def agent_for(self, thread_id: str, origin: Origin, agent: str | None = None,
-                        schedule: str | None = None) -> str:
-        """The agent a message to ``thread_id`` goes to (``submit`` says how); ``""``
-        where there is only one. ``RunError("unknown_agent")`` for an ``agent`` that is
-        not configured."""
-        return await self._admission.agent_for(thread_id, origin, agent, schedule)
-
-    # -- roles shared among processes
-
-    async def take_lease(self, name: str, *, lost: Callable[[], None] | None = None
-                         ) -> str | None:
-        """Take a named lease among every process on the store (one Discord gateway
-        connection among replicas): None when this runtime holds it now — renewed until
-        ``release_lease`` or ``close`` — else who holds it (``process 12 on host-a``).
-        ``lost`` is called if it could not be renewed in time (the store was out of reach
-        for longer than ``[runtime] lease_ttl_s``): another process may have it by then."""
-        other = await self._leases.take(name, lost=lost)
-        return None if other is None else describe_holder(other)
-
-    async def release_lease(self, name: str) -> None:
-        """Give up a lease ``take_lease`` took (nothing if this runtime does not hold it)."""
-        await self._leases.release(name)
-
-    # -- health -----------------------------------------------------------------------------
-
-    def holds(self, run_id: str) -> bool:
-        """True while this process is driving the run."""
-        return self._upkeep.holds(run_id)
-
-    def health(self) -> str | None:
-        """Why the store cannot be written now, or None: its file is gone (looked at now,
-        one ``stat``), or what the serving loop last found."""
-        return self._store.gone() or self._upkeep.problem
-
-    async def check_writable(self) -> None:
-        """Write to the store and take it back; ``StoreError`` if it cannot be written.
-
-        The write is a heartbeat that is already stale (no process takes it for a live
-        server) and is removed at once.
-        """
-        await self._upkeep.check_writable()
 
     # -- decisions and cancellation ------------------------------------------------------------
 
@@ -348,7 +288,7 @@ class Runtime:
         one written before (a platform's retry) does nothing more, and False is returned.
         A process killed before the cancellation leaves the stop written: the run ends
         ``cancelled`` when it is taken up again."""
-        if not await record_stop(self._store, run_id, by=by, key=key, at=self.clock()):
+        if not await record_stop(self._store, run_id, by=by, key=key, at=self._clock()):
             return False
         self.spawn(self._steering.cancel_stopped(run_id, by), name=f"maiden-stop:{run_id}")
         return True
@@ -362,27 +302,3 @@ class Runtime:
         of it. Idempotent: a thread never written, or erased already, is no error (nothing
         goes, and ``Erased.existed`` says so)."""
         return await self._steering.erase(thread_id, by=by)
-
-    # -- delivery ----------------------------------------------------------------------------
-
-    def add_deliverer(self, channel: str, deliverer: Deliverer) -> None:
-        """Route replies and approval prompts of runs whose origin is ``channel`` through
-        ``deliverer``; what waits in the outbox for it goes out at once, in order, in the
-        background (once ``start`` has begun: ``start`` sends what waited for those added
-        before), unless it says it is not connected yet (its ``offline``): then when its
-        channel says it is up (``flush_deliveries``)."""
-        self._outbox.add(channel, deliverer)
-        if self._started and not self._stop.is_set() \
-                and not getattr(deliverer, "offline", None):
-            self.spawn(self._upkeep.channel_up(channel), name=f"maiden-outbox:{channel}")
-
-    async def flush_deliveries(self, channel: str | None = None) -> None:
-        """Send every recorded delivery that has no message id yet, reconciling first, in
-        order: those a crash or a failed send left behind, or written while their channel
-        was not up (``channel``: that channel's only, as one that has just connected
-        asks). Serving runtimes call this now and then.
-
-        A delivery of a run that another live process holds is left to that process.
-        """
-        await self._upkeep.flush_deliveries(channel)
-

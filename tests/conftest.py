@@ -64,6 +64,7 @@ def make_runtime(tmp_path: Path) -> RuntimeFactory:
         clock: Any = None,
         store: str = "sqlite",
         provider: Callable[[ScriptedProvider], Any] | None = None,
+        settings: dict[str, Any] | None = None,
         **agent: Any,
     ) -> AsyncIterator[tuple[Runtime, Any]]:
         """``provider`` wraps the scripted model (the pair then holds the wrapper)."""
@@ -75,7 +76,7 @@ def make_runtime(tmp_path: Path) -> RuntimeFactory:
             extra = {"clock": clock} if clock is not None else {}
             rt = Runtime(opened, model, ToolRegistry(tools), agent=AgentConfig(**agent),
                          budget=BudgetConfig(**(budget or {})), prices=Prices(**(prices or {})),
-                         settings=RuntimeConfig(concurrency=concurrency),
+                         settings=RuntimeConfig(concurrency=concurrency, **(settings or {})),
                          **extra)
             async with rt:
                 yield rt, model

@@ -141,7 +141,7 @@ async def _usage(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     since = _since(args.since)
     async with open_runtime(loaded, recover=False, mcp=False) as runtime:
         runs = [r for r in await runtime.records.runs() if r.created_at >= since]
-        default = runtime.agents.default.name
+        default = runtime.operator.agents.default.name
     group = args.by or "thread"
     key: Callable[[Run], str] = {
         "thread": lambda r: r.thread_id, "agent": lambda r: r.agent or default,

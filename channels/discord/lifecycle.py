@@ -130,7 +130,7 @@ class Gateway:
         self._deliverer.bot = self.bot
         # One gateway connection per bot among every replica on the store: whoever holds
         # the lease connects; the others stand by (their REST client still posts replies).
-        self.holder = await self._runtime.take_lease(self.lease, lost=self._lost)
+        self.holder = await self._runtime.operator.take_lease(self.lease, lost=self._lost)
         if self.holder is None:
             await self._connect()
         else:
@@ -218,9 +218,10 @@ class Gateway:
         failures = 0
         while True:
             while self.holder is not None:
-                await asyncio.sleep(self._runtime.settings.poll_interval_s)
+                await asyncio.sleep(self._runtime.operator.settings.poll_interval_s)
                 try:
-                    self.holder = await self._runtime.take_lease(self.lease, lost=self._lost)
+                    self.holder = await self._runtime.operator.take_lease(
+                        self.lease, lost=self._lost)
                 except MaidenError as exc:
                     log.warning("discord: cannot ask for the gateway lease: %s", exc)
             log.info("discord: taking over the gateway connection")
@@ -255,7 +256,7 @@ class Gateway:
         if self._connecting is not None:
             await asyncio.gather(self._connecting, return_exceptions=True)
         with contextlib.suppress(MaidenError):
-            await self._runtime.release_lease(self.lease)
+            await self._runtime.operator.release_lease(self.lease)
         await self._downloads.aclose()
         self._closed.set()
 

@@ -74,7 +74,7 @@ def create_app(
     app.add_middleware(HostGuard, hosts=Hosts.of(config.host, config.allowed_hosts,
                                                  config.cors_origins))
     install_error_handlers(app)
-    app.include_router(routes.message_router(runtime.agent.max_message_chars))
+    app.include_router(routes.message_router(runtime.operator.agents.default.config.max_message_chars))
     for router in (routes.threads, routes.erasure, routes.runs, routes.approvals,
                    routes.schedules, routes.feedback, routes.files, routes.service):
         app.include_router(router)

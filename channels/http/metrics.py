@@ -146,5 +146,5 @@ class Metrics:
         self.threads.set(stats.threads)
         self.deliveries.labels("pending").set(stats.deliveries_pending)
         self.deliveries.labels("delivered").set(stats.deliveries_sent)
-        self.recovered.set(len(self.runtime.recovered))
+        self.recovered.set(len(self.runtime.operator.recovered))
         return generate_latest(self.registry)

@@ -4,6 +4,7 @@ first); each result committed as it comes, before the next call."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -46,7 +47,7 @@ class ToolCalls:
     tracing: Tracing
     services: Mapping[str, Any]
     cancel_grace_s: float
-    stopping: bool
+    _stop: asyncio.Event
 
     async def _run_calls(
         self, cur: RunCursor, turn: AssistantTurn, done: dict[str, ToolResult]
@@ -88,7 +89,7 @@ class ToolCalls:
             else:
                 await cur.commit([result], write=Write.RESULT, effect=effect,
                                  started_calls=started, announce=finished)
-            if self.stopping:
+            if self._stop.is_set():
                 return
 
     def _has_effect(self, name: str) -> bool:

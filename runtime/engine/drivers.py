@@ -30,11 +30,6 @@ class Drivers:
     def __iter__(self) -> Iterator[RunDriver]:
         return iter(self.by_agent.values())
 
-    def stop(self) -> None:
-        """Shutdown: runs stop at their next checkpoint and are released."""
-        for driver in self:
-            driver.stopping = True
-
     def forget(self, thread_id: str) -> None:
         """The thread was erased: no driver uses what it held of it."""
         for driver in self:

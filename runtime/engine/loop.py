@@ -78,6 +78,7 @@ class RunDriver(Beginning, Asking, ToolCalls):
         cancel_reasons: dict[str, str] | None = None,
         tracing: Tracing = NO_TRACING,
         send_pending: Callable[[Run], Awaitable[None]] = lambda run: _nothing(),
+        stop: asyncio.Event | None = None,
     ) -> None:
         self.store = store
         self.provider = agent.provider
@@ -103,8 +104,9 @@ class RunDriver(Beginning, Asking, ToolCalls):
         """Runs whose caps were read as they started: their first turn need not again."""
         self.services: Mapping[str, Any] = services or {}
         """What tools may ask for in their context (``Tool.needs``), by name."""
-        self.stopping = False
-        """Set at shutdown: runs stop at their next checkpoint and are released."""
+        self._stop = stop or asyncio.Event()
+        """Set at shutdown (the runtime's): runs stop at their next checkpoint and are
+        released."""
         self.cancel_reasons: dict[str, str] = {} if cancel_reasons is None else cancel_reasons
         """Runs whose task is being cancelled on purpose, and why (shared by the agents)."""
         self.send_pending = send_pending
@@ -156,7 +158,7 @@ class RunDriver(Beginning, Asking, ToolCalls):
             if not await self._begin(cur, span):
                 return cur.run
             while cur.run.state in (S.RUNNING, S.AWAITING_TOOL):
-                if self.stopping:
+                if self._stop.is_set():
                     return await self.end.release(cur)
                 await self._step(cur)
         except asyncio.CancelledError:
@@ -166,7 +168,7 @@ class RunDriver(Beginning, Asking, ToolCalls):
                 # Shutdown, not a cancellation: the run stays for the next start. Cut off
                 # past the grace period, it is still released, so that start does not
                 # count a clean stop as a crash.
-                if self.stopping:
+                if self._stop.is_set():
                     await self.end.release_fresh(run_id)
                 raise
             return await self.end.cancel(run_id, reason)

@@ -27,13 +27,13 @@ log = logging.getLogger("maiden.control")
 
 
 class Verbs(Protocol):
-    """What a request from another process asks of a runtime (``Runtime`` has them)."""
+    """What a request from another process asks of a runtime (``steering.Steering``)."""
 
-    async def decide(self, run_id: str, tool_call_id: str, *, approve: bool, by: str = "",
-                     reason: str = "", arguments_hash: str | None = None,
-                     approvers: Sequence[str] | None = None) -> Any: ...
+    async def decide(self, run_id: str, tool_call_id: str, *, approve: bool, by: str,
+                     reason: str, arguments_hash: str | None,
+                     approvers: Sequence[str] | None) -> Any: ...
 
-    async def cancel(self, run_id: str, *, by: str = "", forward: bool = True) -> Any: ...
+    async def cancel(self, run_id: str, *, by: str, forward: bool) -> Any: ...
 
     async def resume(self, run_id: str) -> Any: ...
 

@@ -27,8 +27,8 @@ S = RunState
 class Driving:
     """The driving of one run, for ``Workers`` (which has these attributes)."""
 
-    closing: bool
-    driven: set[str] | None
+    _stop: asyncio.Event
+    _recording: set[str] | None
     _lock: asyncio.Lock
     _settings: RuntimeConfig
     _files: Files | None
@@ -47,7 +47,7 @@ class Driving:
         # A queued run as listed a moment ago, if nothing is waited for before its task is
         # made (``_drive_locked``): then it need not be read again.
         listed: Run | None = run if run.state is S.QUEUED else None
-        if self._files is not None and lock is self._lock and run.fetch and not self.closing:
+        if self._files is not None and lock is self._lock and run.fetch and not self._stop.is_set():
             await self._prefetch(run, self._files)  # not while the lock keeps others waiting
             listed = None
         if lock is self._lock and self._lock.locked():
@@ -75,7 +75,7 @@ class Driving:
     async def _drive_locked(self, run: Run, lock: asyncio.Lock | contextlib.nullcontext[None],
                             listed: Run | None) -> str | None:
         async with lock:
-            if self.closing:
+            if self._stop.is_set():
                 self.publish_waiting(run, "shutting down")
                 return None
             lease = thread_lease(run.thread_id)
@@ -99,8 +99,8 @@ class Driving:
                 RUN_CONTEXT.reset(token)
             settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._driving[run.id] = task, settled
-            if self.driven is not None:
-                self.driven.add(run.id)
+            if self._recording is not None:
+                self._recording.add(run.id)
             try:
                 ended = await self._ended(run, task)
             except StaleWrite as exc:

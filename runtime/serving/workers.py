@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 
 from ..engine.drivers import Drivers
 from ..engine.files import Files
@@ -77,6 +77,7 @@ class Workers(Driving):
         peers: Peers,
         outbox: Outbox,
         files: Files | None = None,
+        stop: asyncio.Event | None = None,
     ) -> None:
         self._store = store
         self._files = files
@@ -96,9 +97,10 @@ class Workers(Driving):
         """Threads whose worker has yet to start, and their runs as its kick found them."""
         self._driving: dict[str, tuple[asyncio.Task[Run], asyncio.Future[None]]] = {}
         """The task driving each run here, and when the worker is done with it."""
-        self.driven: set[str] | None = None
-        """While not None, the id of every run this process starts driving is added."""
-        self.closing = False
+        self._recording: set[str] | None = None
+        """While not None (``recording``), the id of every run it starts driving is added."""
+        self._stop = stop or asyncio.Event()
+        """Set as the runtime closes: no work is taken any more."""
         self._linger_s = min(settings.lease_linger_s, settings.lease_ttl_s / 3)
         self._parked: Deadlines[str] = Deadlines(self._lingered_enough)
         """Threads whose lease is kept after their last run, until it is given up."""
@@ -113,6 +115,20 @@ class Workers(Driving):
         """The downloads made ahead of the lock now (``prefetch``)."""
         self._woken: dict[str, asyncio.Event] = {}
         """Threads whose worker waits for another process (``_look_again``)."""
+
+    @property
+    def closing(self) -> bool:
+        return self._stop.is_set()
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[set[str]]:
+        """The ids of the runs this process starts driving meanwhile (recovery's)."""
+        driven: set[str] = set()
+        self._recording = driven
+        try:
+            yield driven
+        finally:
+            self._recording = None
 
     def kick(self, thread_id: str, active: list[Run] | None = None) -> None:
         """Make sure the thread's worker runs (and looks again if it is running now).

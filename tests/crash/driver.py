@@ -569,7 +569,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         chat = FileChannel(workdir / CHANNEL_FILE, switch)
         if args.stream:
             chat.streamer = FileStreamer(workdir / STREAMS_FILE, switch)
-        runtime.add_deliverer(CHANNEL, chat)
+        runtime.operator.add_deliverer(CHANNEL, chat)
         shelf = Shelf(workdir, switch, down=1 if args.late_fetcher else 0)
         if not args.late_fetcher:
             runtime.files.add_fetcher(CHANNEL, shelf)
@@ -585,7 +585,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 
             slack = SlackDeliverer(client, pace_s=0, streaming=functools.partial(
                 SlackStreamer, append_every_s=0.05) if args.stream else None)
-            runtime.add_deliverer("slack", slack)
+            runtime.operator.add_deliverer("slack", slack)
             from tests.fakes.slack.payloads import TEAM
 
             # As the Slack channel makes it: outside a DM a stream goes to the one who asked.
@@ -608,7 +608,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 
             discord_out = DiscordDeliverer(http, str(me["id"]), streaming=functools.partial(
                 DiscordStreamer, edit_every_s=0.05) if args.stream else None)
-            runtime.add_deliverer("discord", discord_out)
+            runtime.operator.add_deliverer("discord", discord_out)
             origin = Origin(channel="discord", target={"channel": channel, "message": message,
                                                        "guild": guild}, user="U1")
         fired: list[dict[str, Any]] | None = None

@@ -559,10 +559,10 @@ async def test_a_cancel_as_the_worker_takes_the_run_up_ends_it(make_runtime: Any
     async with make_runtime(script, [], store="files") as (rt, _):
         run = await rt.submit("t", "stop this")
         for _ in range(200_000):  # until the worker has it, not a step later (it may wait
-            if rt.holds(run.id):  # for a thread to take the thread's lease: no event says
+            if rt.operator.holds(run.id):  # for a thread to take the thread's lease: no event says
                 break  # it has the run before the run's task begins)
             await asyncio.sleep(0)
-        assert rt.holds(run.id)
+        assert rt.operator.holds(run.id)
         cancelled = await rt.cancel(run.id, by="ops")  # (at once: not from a new task)
         assert cancelled.state is S.CANCELLED and cancelled.reason == "cancelled by ops"
         assert (await rt.records.get_run(run.id)).state is S.CANCELLED
@@ -595,7 +595,6 @@ async def test_shutdown_is_not_cancellation(make_runtime: Any, tmp_path: Path) -
 async def test_a_run_cut_off_at_shutdown_is_not_counted_as_a_crash(
     make_runtime: Any, tmp_path: Path
 ) -> None:
-    from runtime import RuntimeConfig
 
     started = asyncio.Event()
     hang = [True]
@@ -609,8 +608,8 @@ async def test_a_run_cut_off_at_shutdown_is_not_counted_as_a_crash(
 
     script = [call("outlast", n=1), {"text": "finished"}]
     db = tmp_path / "cut.db"
-    async with make_runtime(script, [outlast], db=db) as (rt, _):
-        rt.settings = RuntimeConfig(shutdown_grace_s=0.05)
+    async with make_runtime(script, [outlast], db=db,
+                            settings={"shutdown_grace_s": 0.05}) as (rt, _):
         run = await rt.submit("t", "go")
         queued = await rt.submit("t", "behind it")
         await asyncio.wait_for(started.wait(), 5)

@@ -98,7 +98,7 @@ async def test_replies_left_in_the_outbox_before_the_channel_was_up_go_out_first
     async with serving(tmp_path) as rt:
         first = await rt.send("t", "one", origin=ROOM)
         await rt.idle()  # its worker is done with it: its reply found no channel to go to
-        rt.add_deliverer("chat", chat)  # registered while it connects: nothing is sent
+        rt.operator.add_deliverer("chat", chat)  # registered while it connects: nothing is sent
         assert first.state is RunState.COMPLETED and chat.posted == []
         chat.offline = None  # connected; no sweep of the outbox has come yet
         second = await rt.send("t", "two", origin=OTHER)
@@ -119,7 +119,7 @@ async def test_a_reply_is_not_streamed_ahead_of_the_threads_older_ones(
                                   {"text": "answer three"}]) as rt:
         await rt.send("t", "one", origin=ROOM)
         await rt.idle()
-        rt.add_deliverer("chat", chat)
+        rt.operator.add_deliverer("chat", chat)
         chat.offline = None
         await rt.send("t", "two", origin=OTHER)
         await rt.idle()
@@ -135,7 +135,7 @@ async def test_a_reply_whose_send_failed_goes_out_before_the_next_runs(
     channel): the next run's end sends it again first, then its own."""
     chat = MemoryChat()
     async with serving(tmp_path) as rt:
-        rt.add_deliverer("chat", chat)
+        rt.operator.add_deliverer("chat", chat)
         chat.fail = "before"
         await rt.send("t", "one", origin=ROOM)
         await rt.idle()
@@ -157,7 +157,7 @@ async def test_a_channel_added_late_gets_what_waited_for_it_at_once_in_order(
         await rt.send("u", "elsewhere", origin=ROOM)
         await rt.idle()
         chat = MemoryChat()
-        rt.add_deliverer("chat", chat)
+        rt.operator.add_deliverer("chat", chat)
         await rt.send("t", "three", origin=ROOM)
         await rt.idle()
     # (closing the runtime waited for the flush it started when the channel was added)
@@ -178,7 +178,7 @@ async def test_a_deliverer_added_before_start_waits_for_starts_own_flush(
         await rt.close()
         again = Runtime(store, ScriptedProvider(SCRIPT), ToolRegistry())
         chat = MemoryChat()
-        again.add_deliverer("chat", chat)
+        again.operator.add_deliverer("chat", chat)
         async with again:
             await again.idle()
     assert [p.text for p in chat.posted] == ["answer one"]
@@ -265,3 +265,4 @@ async def test_an_older_reply_whose_owner_is_gone_is_sent_first_reconciled(
         sent = {d.key: d.remote_id for d in await store.deliveries()}
     assert [p.key for p in chat.posted] == ["k1", "k2"]
     assert sent == {"k1": "m0", "k2": "m2"}
+

@@ -53,7 +53,7 @@ async def test_two_replicas_take_turns_on_a_thread_without_waiting() -> None:
         # a's control loop has made its first round alone: it lets its leases linger until
         # its next round (2 s) finds b, so the early hand-offs from a are asked for.
         async def a_serves() -> bool:
-            return a.instance_id in {i.id for i in await live_instances(one)}
+            return a.operator.instance_id in {i.id for i in await live_instances(one)}
 
         async def t_let_go() -> bool:
             return "thread:t" not in {lease.name for lease in await one.leases()}
@@ -83,7 +83,7 @@ async def test_two_replicas_take_turns_on_a_thread_without_waiting() -> None:
     assert all(prev_end <= start for (_, prev_end), (start, _) in itertools.pairwise(spans))
     # Once they have seen each other, both run the thread's runs, handing it over.
     owners = [run.owner for run in runs]
-    assert {a.instance_id, b.instance_id} <= set(owners[TURNS // 2:]), owners
+    assert {a.operator.instance_id, b.operator.instance_id} <= set(owners[TURNS // 2:]), owners
     # No message waited for a lease's linger or a poll: taken up at once after its
     # acceptance, and its acceptance came at once after the run before it ended (its
     # sender had the reply by then, wherever the run was driven; but for the test's own

@@ -67,9 +67,9 @@ async def test_cancel_from_another_runtime_stops_the_tool_where_it_runs(
                 run = await server.submit("t", "go")
                 while not isinstance(await asyncio.wait_for(events.next(), 5), ToolCallStarted):
                     pass
-            assert [i.id for i in await live_instances(store_b)] == [server.instance_id]
+            assert [i.id for i in await live_instances(store_b)] == [server.operator.instance_id]
             answer = await ask(store_b, request("cancel", run.id, by="ops"))
-            assert answer.ok and answer.handled_by == server.instance_id
+            assert answer.ok and answer.handled_by == server.operator.instance_id
             assert stopped.is_set()
             ended = await server.records.get_run(run.id)
             assert ended.state is S.CANCELLED and ended.reason == "cancelled by ops"
@@ -183,14 +183,14 @@ async def test_a_reply_that_failed_to_send_is_retried_once(tmp_path: Path, fail:
     channel = FlakyChannel(fail)
     async with SQLiteStore(tmp_path / "m.db") as store:
         rt = Runtime(store, ScriptedProvider([{"text": "hello"}]), settings=FAST)
-        rt.add_deliverer("chat", channel)
+        rt.operator.add_deliverer("chat", channel)
         async with rt:
             run = await rt.send("t", "hi", origin=Origin(channel="chat", target={"room": "r"}))
             assert run.reply == "hello"
             (pending,) = await store.deliveries(pending=True)
-            await rt.flush_deliveries()
+            await rt.operator.flush_deliveries()
             assert await store.deliveries(pending=True) == []
-            await rt.flush_deliveries()  # nothing left to do
+            await rt.operator.flush_deliveries()  # nothing left to do
     assert channel.posted == [(pending.key, "hello")]
 
 
@@ -232,7 +232,7 @@ async def test_cancel_from_any_caller_is_routed_to_the_owner(
         ended = await caller.cancel(run.id, by="ops")
         assert stopped.is_set()  # the tool stopped where it ran
         assert ended.state is S.CANCELLED and ended.reason == "cancelled by ops"
-        assert not caller.holds(run.id)
+        assert not caller.operator.holds(run.id)
 
 
 async def test_a_cancel_answering_a_request_is_never_forwarded(tmp_path: Path) -> None:
@@ -287,7 +287,7 @@ async def test_waiters_on_runs_another_runtime_drives_learn_their_ends_from_the_
             assert [run.state for run in ended] == [S.COMPLETED, S.COMPLETED]
             assert [run.reply for run in ended] == ["done", "done"]
             assert kinds[-1] == "run.completed"
-            assert not cli.holds(runs[0].id)
+            assert not cli.operator.holds(runs[0].id)
         await cli.close()
 
 

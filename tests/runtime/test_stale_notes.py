@@ -129,7 +129,7 @@ async def serving(tmp_path: Path, script: Sequence[dict[str, Any]], held: int,
         rt = Runtime(store, model, ToolRegistry([deploy]), agent=AgentConfig(**agent),
                      clock=clock)
         chat = ConnectingChat()
-        rt.add_deliverer("chat", chat)
+        rt.operator.add_deliverer("chat", chat)
         await rt.start(serve=False)
         try:
             yield rt, model, chat
@@ -157,7 +157,7 @@ async def test_a_prompt_decided_before_it_went_out_is_not_posted_nor_ends_the_an
                         by="ops")
         await asyncio.wait_for(model.streaming.wait(), 10)
         await _opened(chat)
-        await rt.flush_deliveries()  # the sweep: the prompt waited in the outbox
+        await rt.operator.flush_deliveries()  # the sweep: the prompt waited in the outbox
         model.go.set()
         done = await rt.wait(paused.id)
         await rt.idle()
@@ -189,7 +189,7 @@ async def test_a_timeout_notice_sent_after_a_late_decision_does_not_end_the_answ
                         by="ops")
         await asyncio.wait_for(model.streaming.wait(), 10)
         await _opened(chat)
-        await rt.flush_deliveries()
+        await rt.operator.flush_deliveries()
         model.go.set()
         done = await rt.wait(paused.id)
         await rt.idle()
@@ -217,7 +217,7 @@ async def test_a_late_note_that_reaches_the_stream_leaves_the_newer_stretchs_alo
         await _opened(chat)
         (prompt,) = [d for d in await rt.records.deliveries(run_id=paused.id)
                      if isinstance(d, ApprovalDelivery)]
-        assert not await rt._outbox.live.finish(prompt)
+        assert not await rt._parts.outbox.live.finish(prompt)
         model.go.set()
         await rt.wait(paused.id)
         await rt.idle()

@@ -39,7 +39,7 @@ async def agent(db: Path, script: list[dict[str, Any]], clock: Clock,
         book = ScheduleBook(store, defined, max_per_thread=limit, clock=clock)
         rt = Runtime(store, ScriptedProvider(script), ToolRegistry(schedule_tools()),
                      services={"schedules": book})
-        rt.add_deliverer("chat", chat)
+        rt.operator.add_deliverer("chat", chat)
         async with rt, Scheduler(book, rt, timers=False) as scheduler:
             yield rt, scheduler, chat
 
@@ -173,5 +173,5 @@ async def test_the_tools_are_offered_unless_turned_off(tmp_path: Path) -> None:
                            f"[schedules_limits]\nmax_per_thread = {limit}\n")
         loaded = LoadedConfig(cfg, tmp_path / "agent.toml", exists=True)
         async with open_runtime(loaded, recover=False) as rt:
-            assert ("schedule_create" in rt.tools) is offered
-            assert ("schedule_list" in rt.tools) is offered
+            assert ("schedule_create" in rt.operator.agents.default.tools) is offered
+            assert ("schedule_list" in rt.operator.agents.default.tools) is offered

@@ -54,7 +54,7 @@ async def scheduled(
         await stack.enter_async_context(runtime)
         made = await stack.enter_async_context(channel(runtime))
         assert made.deliverer is not None
-        runtime.add_deliverer(made.name, made.deliverer)
+        runtime.operator.add_deliverer(made.name, made.deliverer)
         book = ScheduleBook(store, load_schedules(configs, default_timezone="UTC",
                                                     channels=channels), clock=clock)
         scheduler = await stack.enter_async_context(Scheduler(book, runtime, timers=False))
@@ -117,7 +117,7 @@ async def test_a_refused_delivery_is_reported_not_ok(tmp_path: Path) -> None:
                 "completed; NOT delivered to slack C0NOSUCH001 yet; 1 failed attempt(s), the "
                 "last: Slack chat.postMessage failed: channel_not_found")
             # Tried again (as a serving runtime does now and then): this time it goes.
-            await rt.flush_deliveries()
+            await rt.operator.flush_deliveries()
             (status,) = await statuses(scheduler.book)
         (posted,) = [m for m in fake.messages("C0NOSUCH001") if m.get("user") == BOT_USER]
         assert status.outcome == f"completed; delivered to slack C0NOSUCH001 as {posted['ts']}"

@@ -145,7 +145,7 @@ class Console:
     def approvers_of(self, agent: str | None) -> list[str]:
         """Who may decide the approvals of ``agent``'s runs (the default agent's for a run
         without one, or of an agent no longer configured, as the runtime decides)."""
-        return list(self.runtime.agents.answering(agent).config.approvers)
+        return list(self.runtime.operator.agents.answering(agent).config.approvers)
 
     def fragment(self, template: str, **values: Any) -> str:
         return self.env.get_template(template).render(**values)

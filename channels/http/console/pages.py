@@ -68,8 +68,8 @@ class Pages:
 
     def _behind(self, active: list[Run]) -> dict[str, Run]:
         """Each unfinished run that waits for its turn, and the run it waits behind."""
-        return queued_behind(active, self.rt.holds,
-                             one_at_a_time=self.rt.settings.concurrency == "global")
+        return queued_behind(active, self.rt.operator.holds,
+                             one_at_a_time=self.rt.operator.settings.concurrency == "global")
 
     async def _behind_of(self, run_id: str | None) -> tuple[Run, Run] | None:
         """Run ``run_id`` and the run it waits behind, if it waits."""
@@ -165,7 +165,7 @@ class Pages:
                                message=f"There is no run {run_id!r}.")
         waits = await self._behind_of(run.id) if run.state in WAITING else None
         return self.c.page(request, "run.html", run=run, waits=waits,
-                           trace_link=self.rt.trace_link(run),
+                           trace_link=self.rt.operator.trace_link(run),
                            transitions=await self.rt.records.transitions(run_id),
                            votes=await self.rt.feedback.votes(run_id=run_id),
                            resumable=run.state in RESUMABLE,
@@ -207,7 +207,8 @@ class Pages:
         days = 30 if request.query_params.get("days") == "30" else 7
         runs = await self.c.seen(request, await self.rt.records.runs(limit=SPEND_RUNS))
         now = self.c.options.clock()
-        spend = spend_of(runs, days=days, now=now, default_agent=self.rt.agents.default.name)
+        spend = spend_of(runs, days=days, now=now,
+                         default_agent=self.rt.operator.agents.default.name)
         votes = [v for v in await self.rt.feedback.votes(since=now - days * 86_400)
                  if await self.c.sees(request, v.thread_id)]
         labels = [d.day.strftime("%m-%d") for d in spend.days]

@@ -32,7 +32,7 @@ __all__ = ["agent", "answer", "answered_by", "console_of", "images", "refuse_cli
 
 def agent(api: HttpApi, model: str) -> str:
     """The agent a request names as its model (``model_not_found`` if none is called so)."""
-    names = api.runtime.agents.by_name
+    names = api.runtime.operator.agents.by_name
     if model not in names:
         listed = ", ".join(f"'{n}'" for n in names)
         raise ApiError(404, f"The model '{model}' does not exist: this server's agents are "
@@ -42,7 +42,7 @@ def agent(api: HttpApi, model: str) -> str:
 
 def answered_by(api: HttpApi, run: Run) -> str:
     """The agent that answers a run: its thread's, which may not be the one asked for."""
-    return run.agent or api.runtime.agents.default.name
+    return run.agent or api.runtime.operator.agents.default.name
 
 
 async def images(api: HttpApi, parts: list[dict[str, Any]]) -> list[FileRef]:

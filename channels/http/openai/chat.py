@@ -59,7 +59,7 @@ _STREAM_DOC: dict[str, Any] = {
 @router.get("/v1/models", dependencies=secured, responses=error_responses(401))
 async def list_models(api: Api) -> dict[str, Any]:
     """The agents this process serves, each a model (``id``: its name), the default first."""
-    agents = api.runtime.agents
+    agents = api.runtime.operator.agents
     names = dict.fromkeys([agents.default.name, *agents.by_name])
     return {"object": "list", "data": [model_object(name) for name in names]}
 

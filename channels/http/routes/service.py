@@ -24,7 +24,7 @@ async def healthz(api: Api) -> JSONResponse:
     runtime = api.runtime
     try:
         await runtime.records.runs(limit=1)
-        problem = runtime.health()
+        problem = runtime.operator.health()
         store = "ok" if problem is None else f"cannot be written: {problem}"
     except Exception as exc:
         store = f"unavailable: {exc}"

@@ -71,7 +71,7 @@ async def running(fake: FakeDiscord, db: Path, *, provider: Provider | None = No
                                      guild_ready_timeout=0.05)
             async with channel:
                 assert channel.deliverer is not None and channel.fetcher is not None
-                runtime.add_deliverer("discord", channel.deliverer)
+                runtime.operator.add_deliverer("discord", channel.deliverer)
                 runtime.files.add_fetcher("discord", channel.fetcher)
                 yield Discord(fake, runtime, channel)
             await runtime.idle()
@@ -276,7 +276,7 @@ async def test_a_limited_or_lost_send_is_one_message(
                                 mentions=[BOT_ID])
         await fake.wait_messages(GENERAL_ID, 2)
         await settle(d, 1)
-        await d.runtime.flush_deliveries()
+        await d.runtime.operator.flush_deliveries()
         assert [m["content"] for m in d.replies()] == ["echo: careful"]
 
 

@@ -37,7 +37,7 @@ async def take_the_lease(d: Discord, db: Path, holder: str) -> None:
     link = d.fake.gateway.live()
     assert link is not None and d.channel.holder is None
     async with SQLiteStore(db) as store:
-        mine = holder_name(d.runtime.instance_id)
+        mine = holder_name(d.runtime.operator.instance_id)
         assert await store.take_lease(d.channel.lease, holder, 30, steal_from=mine) is None
     await d.fake.until(lambda: link.ws.closed,
                        what="the lease's loser closing its gateway connection", timeout=10)
@@ -84,7 +84,7 @@ async def test_it_stands_by_and_takes_the_gateway_again_once_the_lease_is_free(
         stopped = asyncio.create_task(first.channel.closed())
         async with running(fake, db, settings=SETTINGS) as second:
             assert second.channel.holder is not None  # standing by
-            await take_the_lease(first, db, holder_name(second.runtime.instance_id))
+            await take_the_lease(first, db, holder_name(second.runtime.operator.instance_id))
             await fake.identified(2, timeout=10)  # the second one took over
             await asyncio.wait_for(second.channel.client.ready.wait(), 10)
             assert first.channel.status().startswith("standing by: ")

@@ -34,7 +34,7 @@ async def on_a_store_that_can_be_cut() -> AsyncIterator[
                 fake.token, guild_ready_timeout=0.05)
             async with channel:
                 assert channel.deliverer is not None
-                runtime.add_deliverer("discord", channel.deliverer)
+                runtime.operator.add_deliverer("discord", channel.deliverer)
                 yield fake, proxy, runtime, channel
             await runtime.idle()
 

@@ -110,7 +110,7 @@ async def test_a_stream_whose_opening_was_lost_leaves_the_answer_once(tmp_path: 
         await asyncio.wait_for(d.channel.wait_handled(1), 10)
         await d.runtime.idle()
         for _ in range(2):  # the outbox's sweeps after it: nothing changes
-            await d.runtime.flush_deliveries()
+            await d.runtime.operator.flush_deliveries()
         (message,) = bot_messages(fake)
     assert message["content"] == ANSWER
     assert message["message_reference"]["message_id"] == sent["id"]
@@ -141,7 +141,7 @@ async def test_a_stream_that_could_not_open_while_discord_was_down_leaves_the_an
         assert bot_messages(fake) == []  # nothing got through
         fake.router.outage = None  # Discord is back
         for _ in range(3):  # the outbox's sweeps: the first posts it
-            await d.runtime.flush_deliveries()
+            await d.runtime.operator.flush_deliveries()
         (message,) = bot_messages(fake)
     assert message["content"] == ANSWER
     assert message["message_reference"]["message_id"] == sent["id"]

@@ -89,7 +89,7 @@ async def running(
             channel = SlackChannel(runtime, config(fake, **overrides), secrets(fake), pace_s=0)
             async with channel:
                 assert channel.deliverer is not None and channel.fetcher is not None
-                runtime.add_deliverer("slack", channel.deliverer)
+                runtime.operator.add_deliverer("slack", channel.deliverer)
                 runtime.files.add_fetcher("slack", channel.fetcher)
                 await fake.wait_connected()
                 yield Slack(fake, runtime, channel)
@@ -318,7 +318,7 @@ async def test_a_lost_or_limited_post_is_one_message(
         sent = fake.user_event(C, "U1", f"<@{BOT_USER}> careful", mention=True)
         await fake.acked(await fake.socket_event(sent))
         await s.runtime.idle()
-        await s.runtime.flush_deliveries()  # what a serving runtime does every few seconds
+        await s.runtime.operator.flush_deliveries()  # what a serving runtime does every few seconds
         assert [r["text"] for r in s.replies()] == ["echo: careful"]
         (record,) = await _deliveries(s)
         assert record.remote_id == s.replies()[0]["ts"]
@@ -374,7 +374,7 @@ async def test_http_mode_checks_signatures(fake: FakeSlack, tmp_path: Path) -> N
         channel = SlackChannel(rt, config(fake, mode="http"), secrets(fake), pace_s=0)
         async with channel:
             assert channel.deliverer is not None
-            rt.add_deliverer("slack", channel.deliverer)
+            rt.operator.add_deliverer("slack", channel.deliverer)
             http = HttpChannel(rt, HttpConfig(port=0), None,
                                routes=[("/slack/events", channel.http_endpoint)])
             async with http, httpx.AsyncClient(base_url=http.url) as client:
@@ -446,7 +446,7 @@ async def over_http(fake: FakeSlack, db: Path, agent: AgentConfig | None = None,
                                pace_s=0)
         async with channel:
             assert channel.deliverer is not None
-            rt.add_deliverer("slack", channel.deliverer)
+            rt.operator.add_deliverer("slack", channel.deliverer)
             http = HttpChannel(rt, HttpConfig(port=0), None,
                                routes=[("/slack/events", channel.http_endpoint)])
             async with http, httpx.AsyncClient(base_url=http.url) as client:

@@ -155,7 +155,7 @@ async def test_over_the_events_api_a_signed_click_with_another_runs_value_is_ref
                                secrets(fake), pace_s=0)
         async with channel:
             assert channel.deliverer is not None
-            rt.add_deliverer("slack", channel.deliverer)
+            rt.operator.add_deliverer("slack", channel.deliverer)
             http = HttpChannel(rt, HttpConfig(port=0), None,
                                routes=[("/slack/events", channel.http_endpoint)])
             async with http, httpx.AsyncClient(base_url=http.url) as client:

@@ -109,7 +109,7 @@ async def test_schedules_listed_run_once_and_paused_with_operate(tmp_path: Path)
             SlackChannel(rt, config(fake, allow_users=[], rules=RULES, stream="off"),
                          secrets(fake), pace_s=0, schedules=scheduler) as channel:
         assert channel.deliverer is not None
-        rt.add_deliverer("slack", channel.deliverer)
+        rt.operator.add_deliverer("slack", channel.deliverer)
         await fake.wait_connected()
         listed = await command(fake, "UOPS", "schedules")
         assert listed.startswith("• `standup`: next 2026-12-04T09:00:00+00:00; last: never")

@@ -115,7 +115,7 @@ async def replica(
         channel = SlackChannel(runtime, config, secrets, pace_s=0)
         async with channel:
             assert channel.deliverer is not None
-            runtime.add_deliverer("slack", channel.deliverer)
+            runtime.operator.add_deliverer("slack", channel.deliverer)
             if mode == "socket":
                 yield Replica(runtime, channel)
             else:
@@ -212,7 +212,8 @@ async def one_run(fake: FakeSlack, replicas: Sequence[Replica], payload: JSON) -
     """The single run that holds ``payload``'s message key, waited for until it ended and
     its reply was posted; every replica sees the same one."""
     key = key_of(fake, payload)
-    found = {r.runtime.instance_id: await r.runtime.records.run_for_key(key) for r in replicas}
+    found = {r.runtime.operator.instance_id: await r.runtime.records.run_for_key(key)
+             for r in replicas}
     first = next(iter(found.values()))
     assert first is not None, f"no run for {key}"
     assert {r.id if r else None for r in found.values()} == {first.id}
@@ -346,7 +347,8 @@ async def test_a_threads_messages_spread_over_both_replicas_are_answered_in_orde
         runs = await a.runtime.records.runs(thread_id=thread_of(fake, root))
         assert [r.idempotency_key for r in runs] == [key_of(fake, p) for p in sent]
         assert all(r.state == "completed" for r in runs)
-        assert {r.owner for r in runs} == {a.runtime.instance_id, b.runtime.instance_id}
+        assert {r.owner for r in runs} == {a.runtime.operator.instance_id,
+                                           b.runtime.operator.instance_id}
         assert gate.calls == 1
 
 
@@ -363,7 +365,7 @@ async def test_a_stop_or_a_click_at_the_other_replica_reaches_the_run(tmp_path: 
         async with asyncio.timeout(WAIT_S):
             await gate.started.wait()
         (running,) = await a.runtime.records.runs()
-        assert a.runtime.holds(running.id) and not b.runtime.holds(running.id)
+        assert a.runtime.operator.holds(running.id) and not b.runtime.operator.holds(running.id)
         await to(fake, b, in_thread(fake, root, "stop"))
         async with asyncio.timeout(WAIT_S):
             ended = await b.runtime.wait(running.id)
@@ -411,7 +413,8 @@ async def test_a_reply_whose_post_failed_is_posted_once(tmp_path: Path) -> None:
             (failed,) = await b.runtime.records.deliveries(pending=True)
             assert failed.attempts_failed == 1
             # Both retry at once (what serving replicas do every few seconds).
-            await asyncio.gather(a.runtime.flush_deliveries(), b.runtime.flush_deliveries())
+            await asyncio.gather(a.runtime.operator.flush_deliveries(),
+                                 b.runtime.operator.flush_deliveries())
             assert await b.runtime.records.deliveries(pending=True) == []
             assert answers(fake, first["event"]["ts"]) == ["echo: careful"]
 
@@ -420,9 +423,9 @@ async def test_a_reply_whose_post_failed_is_posted_once(tmp_path: Path) -> None:
             await to(fake, a, second)
             await settled(a, b)
             assert len(await b.runtime.records.deliveries(pending=True)) == 1
-            await b.runtime.flush_deliveries()  # a holds that run: b leaves it alone
+            await b.runtime.operator.flush_deliveries()  # a holds that run: b leaves it alone
             assert len(await b.runtime.records.deliveries(pending=True)) == 1
-        await b.runtime.flush_deliveries()  # a has stopped: b reconciles it
+        await b.runtime.operator.flush_deliveries()  # a has stopped: b reconciles it
         assert await b.runtime.records.deliveries(pending=True) == []
         assert answers(fake, second["event"]["ts"]) == ["echo: still careful"]
         assert [m["text"] for m in bot_posts(fake)] == ["echo: careful", "echo: still careful"]

@@ -231,7 +231,7 @@ async def test_a_stream_whose_ids_the_store_refused_is_finished_not_posted_again
         async with runtime, SlackChannel(runtime, config(fake), secrets(fake),
                                          pace_s=0) as channel:
             assert channel.deliverer is not None
-            runtime.add_deliverer("slack", channel.deliverer)
+            runtime.operator.add_deliverer("slack", channel.deliverer)
             await fake.wait_connected()
             sent = fake.user_event(C, "U1", f"<@{BOT_USER}> how did the deploy go?",
                                    mention=True)
@@ -239,7 +239,7 @@ async def test_a_stream_whose_ids_the_store_refused_is_finished_not_posted_again
             await asyncio.wait_for(store.cutting.wait(), 10)
             released.set()
             await runtime.idle()
-            await runtime.flush_deliveries()
+            await runtime.operator.flush_deliveries()
             (run,) = await runtime.records.runs()
             records = {d.kind: d for d in await runtime.records.deliveries(run_id=run.id)}
         assert run.state == "completed" and run.reply == ANSWER

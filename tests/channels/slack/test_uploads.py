@@ -55,7 +55,7 @@ async def test_an_upload_cut_off_before_completing_is_completed_by_its_recorded_
         cut = await record(s)
         assert cut.remote_id is None and files_shared(fake) == []
         assert cut.upload_id is not None and list(fake.uploads.pending) == [cut.upload_id]
-        await s.runtime.flush_deliveries()  # what a serving runtime does every few seconds
+        await s.runtime.operator.flush_deliveries()  # what a serving runtime does every few seconds
         assert files_shared(fake) == [cut.upload_id]
         done = await record(s)
         assert done.remote_id == done.upload_id == cut.upload_id
@@ -72,7 +72,7 @@ async def test_a_completion_whose_answer_was_lost_is_found_by_the_files_id(
     async with fake, exported(fake, tmp_path / "m.db") as s:
         lost = await record(s)
         assert lost.remote_id is None and files_shared(fake) == [lost.upload_id]
-        await s.runtime.flush_deliveries()
+        await s.runtime.operator.flush_deliveries()
         assert files_shared(fake) == [lost.upload_id]
         assert (await record(s)).remote_id == lost.upload_id
         assert len(fake.calls("files.getUploadURLExternal")) == 1
@@ -90,7 +90,7 @@ async def test_a_completed_upload_whose_share_is_not_shown_yet_is_not_uploaded_a
         lost = await record(s)
         assert lost.upload_id is not None
         fake.uploads.shares[lost.upload_id] = {}
-        await s.runtime.flush_deliveries()
+        await s.runtime.operator.flush_deliveries()
         assert files_shared(fake) == [lost.upload_id]
         assert (await record(s)).remote_id == lost.upload_id
         assert len(fake.calls("files.getUploadURLExternal")) == 1
@@ -103,7 +103,7 @@ async def test_a_ticket_slack_discarded_is_uploaded_anew(tmp_path: Path) -> None
         cut = await record(s)
         assert cut.upload_id is not None
         fake.uploads.discard(cut.upload_id)  # left uncompleted too long
-        await s.runtime.flush_deliveries()
+        await s.runtime.operator.flush_deliveries()
         (shared,) = files_shared(fake)
         assert shared != cut.upload_id
         done = await record(s)
@@ -118,7 +118,7 @@ async def test_an_upload_a_person_deleted_is_not_uploaded_again(tmp_path: Path) 
         lost = await record(s)
         assert lost.upload_id is not None
         fake.uploads.delete(lost.upload_id)
-        await s.runtime.flush_deliveries()
+        await s.runtime.operator.flush_deliveries()
         assert (await record(s)).remote_id == lost.upload_id
         assert len(fake.calls("files.getUploadURLExternal")) == 1
         assert len(fake.calls("files.completeUploadExternal")) == 1

@@ -145,10 +145,10 @@ async def test_send_message_posts_once_to_slack(tmp_path: Path) -> None:
         async with SQLiteStore(tmp_path / "m.db") as store, Runtime(
                 store, ScriptedProvider(script), tools(tmp_path, builtins=["send_message"])) \
                 as rt:
-            rt.add_deliverer("slack", SlackDeliverer(
+            rt.operator.add_deliverer("slack", SlackDeliverer(
                 AsyncWebClient(token=fake.bot_token, base_url=fake.api_url), pace_s=0))
             chat = MemoryChat()
-            rt.add_deliverer("chat", chat)
+            rt.operator.add_deliverer("chat", chat)
             run = await rt.send("t1", "post the summary to #team", origin=ROOM)
             sent, refused = await results(rt, "t1")
             await rt.idle()
@@ -171,8 +171,8 @@ async def test_send_message_without_the_channel_waits_in_the_outbox(tmp_path: Pa
             ("discord", {"channel": "123456"}, "hello")
         # A serving process with Discord connected sends it (here: a stand-in deliverer).
         chat = MemoryChat()
-        rt.add_deliverer("discord", chat)
-        await rt.flush_deliveries()
+        rt.operator.add_deliverer("discord", chat)
+        await rt.operator.flush_deliveries()
         assert [m.text for m in chat.posted] == ["hello"]
         assert await rt.records.deliveries(pending=True) == []
 

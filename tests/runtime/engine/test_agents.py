@@ -165,7 +165,7 @@ async def test_a_thread_whose_agent_left_the_config_fails_resumably(tmp_path: Pa
 async def test_one_agent_records_no_name_and_reads_no_thread(tmp_path: Path) -> None:
     async with SQLiteStore(tmp_path / "m.db") as store, Runtime(store, Model("m")) as rt:
         run = await rt.send("t1", "hi")
-        assert await rt.agent_for("t1", Origin(), "maiden") == ""
+        assert (await rt.send("t1", "again", agent="maiden")).agent == ""
     assert run.agent == "" and run.reply == "m answers"
 
 

@@ -175,7 +175,7 @@ async def test_a_slow_download_does_not_hold_the_other_threads_up(tmp_path: Path
     shelf = SlowShelf({"u/1": b"a,b\n1,2\n"})
     async with SQLiteStore(tmp_path / "m.db") as store, \
             Runtime(store, EchoProvider(), ToolRegistry([hold])) as rt:
-        assert rt.settings.concurrency == "global"
+        assert rt.operator.settings.concurrency == "global"
         rt.files.add_fetcher("chat", shelf)
         first = await rt.submit("a", "/tool hold")
         await asyncio.wait_for(holding.wait(), 10)
@@ -293,7 +293,7 @@ async def test_a_file_a_tool_hands_back_goes_out_with_the_answer(tmp_path: Path)
     chat = Chat()
     async with SQLiteStore(tmp_path / "m.db") as store, \
             Runtime(store, script, ToolRegistry([export])) as rt:
-        rt.add_deliverer("chat", chat)
+        rt.operator.add_deliverer("chat", chat)
         run = await rt.submit("t", "export it", origin=SLACK)
         run = await rt.wait(run.id)
         await rt.idle()
@@ -317,7 +317,7 @@ async def test_a_channel_that_cannot_upload_is_told_the_files_name(tmp_path: Pat
     plain = Plain()
     async with SQLiteStore(tmp_path / "m.db") as store, \
             Runtime(store, script, ToolRegistry([export])) as rt:
-        rt.add_deliverer("chat", plain)
+        rt.operator.add_deliverer("chat", plain)
         run = await rt.wait((await rt.submit("t", "go", origin=SLACK)).id)
         await rt.idle()
         assert [text for _, text in plain.sent] == [
@@ -358,11 +358,11 @@ async def test_an_upload_id_is_recorded_before_completing_and_handed_back(
     async with SQLiteStore(tmp_path / "m.db") as store, \
             Runtime(store, script, ToolRegistry([export])) as rt:
         steps = Steps(rt.records)
-        rt.add_deliverer("chat", steps)
+        rt.operator.add_deliverer("chat", steps)
         run = await rt.wait((await rt.submit("t", "go", origin=SLACK)).id)
         await rt.idle()
         assert steps.seen == [(None, "u1")]  # on record before the upload was completed
-        await rt.flush_deliveries()
+        await rt.operator.flush_deliveries()
         assert steps.reconciled == ["u1"]  # looked for by that id, then completed by it
         assert steps.seen == [(None, "u1"), ("u1", "u1")]
         (sent,) = [d for d in await rt.records.deliveries(run_id=run.id) if d.kind == "file"]

@@ -245,10 +245,10 @@ async def test_a_reply_sent_is_a_span_in_the_runs_trace(
     async with SQLiteStore(tmp_path / "m.db") as store, \
             Runtime(store, ScriptedProvider([{"text": "hi"}]), ToolRegistry([]),
                     tracing=tracing) as rt:
-        rt.add_deliverer("chat", chat)
+        rt.operator.add_deliverer("chat", chat)
         run = await rt.send("t", "hello", origin=Origin(channel="chat", target={"room": "r"}))
         await rt.idle()  # its worker has tried to send the reply
-        await rt.flush_deliveries()  # the failed send, tried again
+        await rt.operator.flush_deliveries()  # the failed send, tried again
     assert len(chat.sent) == 1
     sends = [s for s in exporter.get_finished_spans() if s.name == "deliver reply"]
     assert len(sends) == 2

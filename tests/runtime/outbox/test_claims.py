@@ -44,14 +44,14 @@ async def test_a_dead_owners_reply_is_sent_once_by_two_replicas_flushing_at_once
     async with SQLiteStore(db) as store_a, SQLiteStore(db) as store_b:
         a = Runtime(store_a, EchoProvider(), settings=settings)
         b = Runtime(store_b, EchoProvider(), settings=settings)
-        a.add_deliverer("chat", chat)
-        b.add_deliverer("chat", chat)
+        a.operator.add_deliverer("chat", chat)
+        b.operator.add_deliverer("chat", chat)
         await a.start(recover=False, serve=True)
         await b.start(recover=False, serve=True)
         try:
-            first = asyncio.create_task(a.flush_deliveries("chat"))
+            first = asyncio.create_task(a.operator.flush_deliveries("chat"))
             await asyncio.wait_for(chat.sending.wait(), 10)  # a's post is on its way
-            await asyncio.wait_for(b.flush_deliveries("chat"), 10)  # b's flush comes round
+            await asyncio.wait_for(b.operator.flush_deliveries("chat"), 10)  # b's flush comes round
             chat.go.set()
             await asyncio.wait_for(first, 10)
         finally:

@@ -53,7 +53,7 @@ async def test_a_reply_streams_into_one_message_with_its_tool_work(make_runtime:
     script = [{"text": "Let me look. ", "chunks": 2, **call("lookup", service="api")},
               {"text": ANSWER, "chunks": 6}]
     async with make_runtime(script, [lookup]) as (rt, _):
-        rt.add_deliverer("chat", chat)
+        rt.operator.add_deliverer("chat", chat)
         run = await rt.send("t", "how did the deploy go?", origin=ROOM)
         await rt.idle()  # the reply goes out once the run has ended
         deliveries = {d.kind: d for d in await rt.records.deliveries(run_id=run.id)}
@@ -73,7 +73,7 @@ async def test_a_channel_without_a_streamer_gets_one_finished_message(
         make_runtime: Any) -> None:
     chat = MemoryChat()
     async with make_runtime([{"text": ANSWER, "chunks": 4}]) as (rt, _):
-        rt.add_deliverer("chat", chat)
+        rt.operator.add_deliverer("chat", chat)
         run = await rt.send("t", "hi", origin=ROOM)
         await rt.idle()
         kinds = [d.kind for d in await rt.records.deliveries(run_id=run.id)]
@@ -86,7 +86,7 @@ async def test_an_approval_ends_the_stream_and_the_answer_streams_after(
     script = [{"text": "I will deploy the api. ", **call("deploy", service="api")},
               {"text": "Deployed.", "chunks": 3}]
     async with make_runtime(script, [deploy]) as (rt, _):
-        rt.add_deliverer("chat", chat)
+        rt.operator.add_deliverer("chat", chat)
         paused = await rt.send("t", "ship it", origin=ROOM)
         await rt.idle()
         assert paused.pending_approval is not None
@@ -110,7 +110,7 @@ async def test_a_failed_run_ends_its_stream_with_the_reason(make_runtime: Any) -
     script = [{"text": "Looking. ", **call("lookup", service="api")},
               {"error": "overloaded"}]
     async with make_runtime(script, [lookup]) as (rt, _):
-        rt.add_deliverer("chat", chat)
+        rt.operator.add_deliverer("chat", chat)
         run = await rt.send("t", "status?", origin=ROOM)
         await rt.idle()
     assert run.state is S.FAILED
@@ -125,7 +125,7 @@ async def test_a_platform_that_refuses_to_stream_gets_the_reply_as_a_message(
     chat = MemoryChat(stream=True)
     chat.streamer.fail_open = True  # type: ignore[union-attr]
     async with make_runtime([{"text": ANSWER, "chunks": 3}]) as (rt, _):
-        rt.add_deliverer("chat", chat)
+        rt.operator.add_deliverer("chat", chat)
         run = await rt.send("t", "hi", origin=ROOM)
         await rt.idle()
         found = {d.kind: d for d in await rt.records.deliveries(run_id=run.id)}
@@ -157,7 +157,7 @@ async def test_a_stream_cut_off_by_a_crash_is_finished_with_the_answer(
         if recorded:
             await store.stream_progress("stream-1", "streaming", [opened], at=1.0)
         runtime = Runtime(store, ScriptedProvider([{"text": ANSWER, "chunks": 5}]))
-        runtime.add_deliverer("chat", chat)
+        runtime.operator.add_deliverer("chat", chat)
         async with runtime:  # recovery drives the run to its end
             done = await runtime.wait(run.id)
             deliveries = await runtime.records.deliveries(run_id=run.id)
@@ -183,7 +183,7 @@ async def test_a_stream_left_open_after_its_reply_was_recorded_is_tidied(
     assert chat.streamer is not None
     async with SQLiteStore(tmp_path / "m.db") as store:
         runtime = Runtime(store, ScriptedProvider([{"text": ANSWER}]))
-        runtime.add_deliverer("chat", chat)
+        runtime.operator.add_deliverer("chat", chat)
         async with runtime:
             run = await runtime.send("t", "hi")  # no target: nothing of its own to deliver
             stream = StreamDelivery(key="stream-1", run_id=run.id, thread_id="t",
@@ -191,7 +191,7 @@ async def test_a_stream_left_open_after_its_reply_was_recorded_is_tidied(
             await store.commit(Checkpoint("t", None, deliveries=[stream]))
             (opened,) = await chat.streamer.open_stream(stream, ANSWER, [])
             await store.stream_progress("stream-1", "streaming", [opened], at=3.0)
-            await runtime.flush_deliveries()
+            await runtime.operator.flush_deliveries()
             (tidied,) = await runtime.records.deliveries(run_id=run.id)
     assert isinstance(tidied, StreamDelivery) and tidied.state == "finished"
     assert tidied.remote_ids == (opened,) and chat.posted == []
@@ -211,7 +211,7 @@ async def test_a_cancelled_run_ends_its_stream_with_the_reason(make_runtime: Any
 
     script = [{"text": "Working on it. ", **call("slow", service="api")}, {"text": "never"}]
     async with make_runtime(script, [slow]) as (rt, _):
-        rt.add_deliverer("chat", chat)
+        rt.operator.add_deliverer("chat", chat)
         run = await rt.submit("t", "go", origin=ROOM)
         await asyncio.wait_for(started.wait(), 10)
         cancelled = await rt.cancel(run.id, by="ops")

@@ -126,12 +126,12 @@ async def test_a_role_lease_among_runtimes(tmp_path: Path) -> None:
     async with SQLiteStore(tmp_path / "maiden.db") as store:
         async with Runtime(store, EchoProvider(), settings=RuntimeConfig(poll_interval_s=0.05)
                            ) as one, Runtime(store, EchoProvider()) as two:
-            assert await one.take_lease("discord:gateway:1") is None
-            assert await one.take_lease("discord:gateway:1") is None  # kept
-            holder = await two.take_lease("discord:gateway:1")
+            assert await one.operator.take_lease("discord:gateway:1") is None
+            assert await one.operator.take_lease("discord:gateway:1") is None  # kept
+            holder = await two.operator.take_lease("discord:gateway:1")
             assert holder is not None and holder.startswith("process ")
-            await one.release_lease("discord:gateway:1")
-            assert await two.take_lease("discord:gateway:1") is None
+            await one.operator.release_lease("discord:gateway:1")
+            assert await two.operator.take_lease("discord:gateway:1") is None
         # Closing a runtime gives up what it held.
         assert [lease.name for lease in await store.leases()] == []
 
@@ -157,7 +157,7 @@ async def test_a_cancel_reaches_the_replica_holding_the_run_at_once() -> None:
                 async with asyncio.timeout(20):
                     while not isinstance(await events.next(), ToolCallStarted):
                         pass
-            assert a.holds(run.id) and not b.holds(run.id)
+            assert a.operator.holds(run.id) and not b.operator.holds(run.id)
             async with asyncio.timeout(10):  # well within one poll interval
                 cancelled = await b.cancel(run.id, by="U2")
             assert cancelled.state is S.CANCELLED

@@ -45,7 +45,7 @@ async def hold_the_lock(rt: Runtime, holder: Holder) -> Run:
     run = await rt.submit("research", '/tool hold {"what": "x"}')
     async with asyncio.timeout(10):
         await holder.started.wait()
-    assert rt.holds(run.id)
+    assert rt.operator.holds(run.id)
     return run
 
 

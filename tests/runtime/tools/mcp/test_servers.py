@@ -108,7 +108,7 @@ async def test_an_mcp_tool_through_the_loop(make_runtime: Any, tmp_path: Path) -
     script = [call("srv__echo", text="hello from maiden"), call("srv__key"), {"text": "done"}]
     async with served(fake(tmp_path), base=tmp_path) as servers, \
             make_runtime(script) as (rt, provider):
-        servers.offer_to(rt.tools)
+        servers.offer_to(rt.operator.agents.default.tools)
         run = await rt.send("t", "say hello")
         entries = await rt.records.entries("t")
     assert run.state is RunState.COMPLETED and run.reply == "done"
@@ -129,7 +129,7 @@ async def test_an_mcp_image_reaches_a_model_that_sees_as_an_image(
         api.queue(ANTHROPIC.stream(calls=[("toolu_1", "srv__chart", ["{}"])]),
                   ANTHROPIC.stream(["Sales rose."]))
         rt = Runtime(store, ANTHROPIC.provider(api, client))
-        servers.offer_to(rt.tools)
+        servers.offer_to(rt.operator.agents.default.tools)
         async with rt:
             run = await rt.send("t", "how are sales?")
             result = next(e for e in await rt.records.entries("t") if isinstance(e, ToolResult))
@@ -153,7 +153,7 @@ async def test_tool_errors_become_the_loops_error_results(
               {"text": "noted"}]
     async with served(fake(tmp_path), base=tmp_path) as servers, \
             make_runtime(script) as (rt, _):
-        servers.offer_to(rt.tools)
+        servers.offer_to(rt.operator.agents.default.tools)
         run = await rt.send("t", "go")
         entries = await rt.records.entries("t")
     assert run.state is RunState.COMPLETED
@@ -173,7 +173,7 @@ async def test_a_protocol_error_becomes_an_error_result_and_the_server_carries_o
     async with served(fake(tmp_path), base=tmp_path) as servers, \
             make_runtime(script) as (rt, _):
         (server,) = servers.servers
-        servers.offer_to(rt.tools)
+        servers.offer_to(rt.operator.agents.default.tools)
         run = await rt.send("t", "go")
         entries = await rt.records.entries("t")
         assert server.state == "up" and server.starts == 1  # not taken for an outage
@@ -190,7 +190,7 @@ async def test_a_slow_call_is_cancelled_mid_call(make_runtime: Any, tmp_path: Pa
     script = [call("srv__slow", seconds=120), {"text": "fresh answer"}]
     async with served(fake(tmp_path), base=tmp_path) as servers, \
             make_runtime(script) as (rt, _):
-        servers.offer_to(rt.tools)
+        servers.offer_to(rt.operator.agents.default.tools)
         run = await rt.submit("t", "go")
         await appears(tmp_path / "slow.started")
         ended = await rt.cancel(run.id, by="alice")
@@ -209,7 +209,7 @@ async def test_a_call_past_its_timeout_gets_a_timeout_result(
               {"text": "ok"}]
     async with served(fake(tmp_path, timeout_s=0.5), base=tmp_path) as servers, \
             make_runtime(script) as (rt, _):
-        servers.offer_to(rt.tools)
+        servers.offer_to(rt.operator.agents.default.tools)
         run = await rt.send("t", "go")
         entries = await rt.records.entries("t")
         await appears(tmp_path / "slow.cancelled")  # cut off at the server too
@@ -227,8 +227,8 @@ async def test_a_server_that_dies_mid_call_is_restarted(make_runtime: Any, tmp_p
     async with served(fake(tmp_path, restart_backoff_s=0.05), base=tmp_path) as servers, \
             make_runtime(script) as (rt, _):
         (server,) = servers.servers
-        servers.offer_to(rt.tools)
-        pid = rt.tools.get("srv__pid")
+        servers.offer_to(rt.operator.agents.default.tools)
+        pid = rt.operator.agents.default.tools.get("srv__pid")
         assert pid is not None
         first = await pid.invoke(CTX, {})
         run = await rt.send("t", "go")
@@ -248,8 +248,8 @@ async def test_calls_while_a_server_is_down_fail_at_once(
     async with served(fake(tmp_path, restart_backoff_s=600), base=tmp_path) as servers, \
             make_runtime(script) as (rt, _):
         (server,) = servers.servers
-        servers.offer_to(rt.tools)
-        die = rt.tools.get("srv__die")
+        servers.offer_to(rt.operator.agents.default.tools)
+        die = rt.operator.agents.default.tools.get("srv__die")
         assert die is not None
         with pytest.raises(McpServerDown, match="stopped during the call"):
             await die.invoke(CTX, {})
