@@ -26,6 +26,7 @@ from .deliveries import (
 from .entries import Usage
 
 __all__ = [
+    "ARRIVAL_STEP_S",
     "DELIVERY",
     "NOT_POSTED",
     "TERMINAL",
@@ -320,11 +321,18 @@ def idempotency_key(run_id: str, tool_call_id: str) -> str:
     return hashlib.sha256((run_id + tool_call_id).encode()).hexdigest()
 
 
+ARRIVAL_STEP_S = 1e-6
+"""How much later than its thread's latest arrival a run is stamped when its own clock says
+earlier: strictly after, so that its stamp alone orders it (its outbox records are sent in
+that order)."""
+
+
 def arriving_after(run: Run, newest: float | None) -> Run:
-    """``run``, stamped no earlier than ``newest`` (the latest arrival in its thread), so
-    that a thread's runs are in the order they arrived even when the replica that took
-    this one has a clock behind the others'; ties go by the store's insertion order."""
+    """``run``, stamped after ``newest`` (the latest arrival in its thread), so that a
+    thread's runs are in the order they arrived even when the replica that took this one
+    has a clock behind the others'."""
     if newest is None or newest <= run.created_at:
         return run
-    return run.model_copy(update={"created_at": newest,
-                                  "updated_at": max(run.updated_at, newest)})
+    stamp = newest + ARRIVAL_STEP_S
+    return run.model_copy(update={"created_at": stamp,
+                                  "updated_at": max(run.updated_at, stamp)})

@@ -130,7 +130,8 @@ class Outbox:
         cannot go now leaves the run's to the outbox's sweep, behind it."""
         if not run.origin.target:
             return
-        pending = await self._store.deliveries(thread_id=run.thread_id, pending=True)
+        pending = await self._in_run_order(
+            await self._store.deliveries(thread_id=run.thread_id, pending=True))
         last = max((i for i, d in enumerate(pending) if d.run_id == run.id), default=None)
         if last is None:
             return
@@ -143,12 +144,31 @@ class Outbox:
         (``channel``: that channel's only); except the runs ``skip`` says another process
         holds (by default, ``elsewhere``'s)."""
         skip = skip or self._elsewhere()
-        pending = [d for d in await self._store.deliveries(pending=True)
-                   if d.channel in self._deliverers and channel in (None, d.channel)]
+        pending = await self._in_run_order(
+            [d for d in await self._store.deliveries(pending=True)
+             if d.channel in self._deliverers and channel in (None, d.channel)])
         await self._in_order([d for d in pending if not isinstance(d, StreamDelivery)], skip)
         for stream in pending:
             if isinstance(stream, StreamDelivery) and not await skip(stream.run_id):
                 await self.live.tidy(stream, await self._store.get_run(stream.run_id))
+
+    async def _in_run_order(self, records: list[Delivery]) -> list[Delivery]:
+        """``records`` (as the store lists them, by the time each was written) in the order
+        their runs arrived in their threads, each run's in the store's order: a record's
+        time is its writer's clock, which may be behind another replica's (chaos: two
+        answers of a Discord thread swapped, the later one's replica 3 s behind), while a
+        thread's runs are stamped in the order they arrived (``arriving_after``)."""
+        runs = {d.run_id for d in records}
+        if len(runs) < 2:
+            return records
+        arrived: dict[str, float] = {}
+        for run_id in runs:
+            try:
+                arrived[run_id] = (await self._store.get_run(run_id)).created_at
+            except NotFound:  # erased meanwhile: where its records were
+                arrived[run_id] = min(d.created_at for d in records if d.run_id == run_id)
+        ranked = sorted(enumerate(records), key=lambda p: (arrived[p[1].run_id], p[0]))
+        return [d for _, d in ranked]
 
     async def _in_order(self, records: Sequence[Delivery], skip: Elsewhere, *,
                         own: Run | None = None) -> None:

@@ -266,3 +266,32 @@ async def test_an_older_reply_whose_owner_is_gone_is_sent_first_reconciled(
     assert [p.key for p in chat.posted] == ["k1", "k2"]
     assert sent == {"k1": "m0", "k2": "m2"}
 
+
+async def test_replies_go_out_in_the_order_their_runs_arrived_whatever_the_writers_clock(
+        tmp_path: Path) -> None:
+    """chaos (the 30-minute run on 663d525): two answers of a Discord thread swapped. The
+    second run's replica had its clock 3.3 s behind: its reply's record was stamped before
+    the first's, which waited in the outbox, so it went first. Here one runtime's clock goes
+    back 5 s between the two runs (as a replica's behind another's): the thread's runs are
+    stamped in the order they arrived, and the replies go out in that order."""
+    now = [1_000_000.0]
+    chat = ConnectingChat()
+    async with SQLiteStore(tmp_path / "m.db") as store:
+        rt = Runtime(store, ScriptedProvider(SCRIPT), ToolRegistry(), agent=AgentConfig(),
+                     clock=lambda: now[0])
+        await rt.start(serve=False)
+        try:
+            first = await rt.send("t", "one", origin=ROOM)  # no channel yet: it waits
+            await rt.idle()
+            now[0] -= 5.0  # this writer's clock, behind the one that wrote the first
+            second = await rt.send("t", "two", origin=OTHER)
+            await rt.idle()
+            records = {d.run_id: d for d in await rt.records.deliveries(pending=True)}
+            assert records[second.id].created_at < records[first.id].created_at
+            chat.offline = None
+            rt.operator.add_deliverer("chat", chat)  # up: what waited goes out, in order
+            await rt.operator.flush_deliveries("chat")
+        finally:
+            await rt.close()
+    assert second.created_at >= first.created_at
+    assert [p.text for p in chat.posted] == ["answer one", "answer two"]

@@ -12,6 +12,7 @@ import pytest
 
 from runtime.errors import NotFound, StoreError
 from runtime.model.entries import Usage, UserMessage
+from runtime.model.runs import ARRIVAL_STEP_S as STEP
 from runtime.model.runs import Origin, ReplyDelivery, Run, new_run_id
 from runtime.stores.base import Checkpoint, SpendAsk, SpendScope, Store
 from runtime.stores.files import FilesStore
@@ -95,8 +96,9 @@ async def test_a_run_id_is_created_once(store: AnyStore) -> None:
 
 async def test_a_threads_runs_keep_their_order_of_arrival(
         store: AnyStore, new_store: Callable[[], AnyStore]) -> None:
-    """A run taken by a process whose clock is behind is stamped no earlier than the runs
-    that came in before it, so the thread's order is the order of arrival."""
+    """A run taken by a process whose clock is behind is stamped just after the runs that
+    came in before it (``ARRIVAL_STEP_S``), so the thread's order is the order of arrival,
+    told by the stamps alone (what orders their replies in the outbox)."""
     first = Run(id=new_run_id(100.0), thread_id="t", text="one", created_at=100.0,
                 updated_at=100.0)
     assert await store.create_run(first) == first
@@ -104,13 +106,13 @@ async def test_a_threads_runs_keep_their_order_of_arrival(
         late = Run(id=new_run_id(50.0), thread_id="t", text="two", created_at=50.0,
                    updated_at=50.0)
         stored = await behind.create_run(late)
-        assert stored.created_at == 100.0 and stored.id == late.id
+        assert stored.created_at == 100.0 + STEP and stored.id == late.id
         third = await behind.create_run(Run(id=new_run_id(60.0), thread_id="t", text="3",
                                             created_at=60.0, updated_at=60.0))
     assert [r.text for r in await store.list_runs(thread_id="t")] == ["one", "two", "3"]
     assert [r.text for r in await store.list_runs(thread_id="t", states=[S.QUEUED])] == \
         ["one", "two", "3"]
-    assert (await store.get_run(third.id)).created_at == 100.0
+    assert (await store.get_run(third.id)).created_at == 100.0 + 2 * STEP
     # Other threads are not held to it.
     other = Run(id=new_run_id(10.0), thread_id="u", text="x", created_at=10.0, updated_at=10.0)
     assert (await store.create_run(other)).created_at == 10.0
@@ -190,7 +192,7 @@ async def test_list_threads_most_recent_first(store: AnyStore) -> None:
     assert (second.id, second.length, second.runs, second.updated_at) == ("new", 0, 1, 200.0)
     await store.create_run(make_run("new", at=150.0))  # stamped late: no going back
     assert [(t.id, t.updated_at) for t in await store.list_threads()] == [
-        ("old", 250.0), ("new", 200.0)]
+        ("old", 250.0), ("new", 200.0 + STEP)]
 
 
 async def test_thread_pages_and_stats(store: AnyStore) -> None:
