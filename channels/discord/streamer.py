@@ -48,7 +48,13 @@ class DiscordStreamer:
         if self.deliverer.offline is not None:
             return []  # not connected yet: the reply goes out whole once it is
         self._texts[stream.key] = [""]
-        return await self._grow(stream, [], text, tools)
+        try:
+            return await self._grow(stream, [], text, tools)
+        except BaseException:
+            # What it showed is not known (a post whose answer was lost may have gone
+            # through): finishing it reads its messages back instead of blanking them.
+            del self._texts[stream.key]
+            raise
 
     async def append_stream(self, stream: StreamDelivery, text: str,
                             tools: Sequence[ToolUpdate]) -> list[str]:

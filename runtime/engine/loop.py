@@ -40,10 +40,11 @@ from .agents import Agent
 from .asking import Asking
 from .calls import ToolCalls
 from .caps import Caps
-from .cursor import RunCursor
+from .cursor import RunCursor, unanswered
 from .endings import DRIVABLE, Endings
 from .files import Files, Taken
 from .gate import replay_mismatch, unique_call_ids
+from .history import resumed_notice
 from .prompting import Prompts, compact, load
 from .stops import stop_requested
 from .tracing import NO_TRACING, Span, Tracing
@@ -261,7 +262,13 @@ class RunDriver(Asking, ToolCalls):
         else:  # an explicitly resumed run: its message is already in the thread
             again = asked_again(run, cur.own, await self.store.transitions(run.id),
                                 now=self.clock())
-            await cur.commit([again] if again else [], write=Write.RESUME, to=S.RUNNING,
+            # The thread may have gone on meanwhile: its history would end with another
+            # run's answer, and the model would answer that run's message again. (A call
+            # it waits on, decided late, is answered first: its result says so, ``history``.)
+            went_on = None if unanswered(cur.own) else resumed_notice(
+                run.id, run.text, bool(run.files), cur.entries, at=self.clock())
+            await cur.commit([e for e in (went_on, again) if e is not None],
+                             write=Write.RESUME, to=S.RUNNING,
                              reason="resumed",
                              stalled_recoveries=0, started_at=started_at, owner=me,
                              announce=started,
