@@ -180,12 +180,12 @@ def check_discord(plan: Plan, sent: dict[str, Sent], stored: Stored, people: Dis
                                  f"{d['id']}) completed with {run['reply']!r}; the replies to "
                                  f"it are {got}", s.accepted_at))
     # In order within each thread: the order of its runs (arrival), a run decided after
-    # its approval timed out left out (it answers when decided).
+    # its approval timed out, or resumed, left out (it answers when decided, or resumed).
     for thread, entries in stored.entries.items():
         if not thread.startswith("discord:"):
             continue
         order = [r for r in dict.fromkeys(e["run_id"] for e in entries if e["kind"] == "user")
-                 if runs.get(r, {}).get("state") == "completed" and not stored.timed_out(r)]
+                 if runs.get(r, {}).get("state") == "completed" and not stored.answers_late(r)]
         want = [runs[r]["reply"] for r in order]
         channel = thread.split(":", 2)[2]
         got = [str(m["content"]) for m in _bot_answers(fake, channel)]

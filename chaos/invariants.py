@@ -17,7 +17,7 @@ from .model import ASK, JOB, Model, answer_text
 from .plan import TOOLS
 from .workload import Sent
 
-__all__ = ["INVARIANTS", "Stored", "Violation", "check"]
+__all__ = ["INVARIANTS", "RESUMED", "Stored", "Violation", "check"]
 
 INVARIANTS = {
     1: "every accepted message has exactly one run, ended (or awaiting approval), answered "
@@ -32,6 +32,7 @@ INVARIANTS = {
     6: "nothing acknowledged is lost",
 }
 TERMINAL = {"completed", "failed", "cancelled", "timed_out"}
+RESUMED = "resumed by request"  # the reason of the state change a resume makes
 ACTIVE = {"queued", "running", "awaiting_tool"}
 
 
@@ -59,6 +60,13 @@ class Stored:
     def timed_out(self, run_id: str) -> bool:
         detail = self.details.get(run_id) or {}
         return any(t["target"] == "timed_out" for t in detail.get("transitions") or ())
+
+    def answers_late(self, run_id: str) -> bool:
+        """Whether the run answers when a person took it up again, out of its thread's
+        order: its approval timed out (and was decided late), or it was resumed."""
+        detail = self.details.get(run_id) or {}
+        return any(t["target"] == "timed_out" or t["reason"] == RESUMED
+                   for t in detail.get("transitions") or ())
 
     @staticmethod
     def read_ledger(path: Path) -> list[dict[str, Any]]:

@@ -168,14 +168,16 @@ def _turn(body: dict[str, Any]) -> tuple[str, int, list[list[str]], int] | None:
     names the message and turn); a result that came back after the thread moved on (an
     approval decided after its run timed out) is beside its call, with a ``late_result``
     notice where it came quoting the run's message (the run goes on after its last turn
-    with results), or, its call cut out of the history, a ``[notice] an earlier call to
+    with results; so does a run resumed after its thread went on, from the notice it left
+    quoting its message), or, its call cut out of the history, a ``[notice] an earlier call to
     NAME``, whose call is the one the history shows with no result; else the last message
     of ours (a cancelled run's message and the next one are sent as one user message)."""
     messages = body.get("messages") or []
     texts = [m.get("content") if isinstance(m.get("content"), str) else "" for m in messages]
     for i in range(len(messages) - 1, -1, -1):
         m, text = messages[i], texts[i]
-        late = _LATE.search(text) if m.get("role") == "user" else None
+        late = (_LATE.search(text) or _RESUMED.search(text)) if m.get("role") == "user" \
+            else None
         if late is not None and any(a.start() > late.start() for a in ASK.finditer(text)):
             late = None  # a message of ours after the notice (joined to it) is asked
         if m.get("role") == "tool":
@@ -187,8 +189,8 @@ def _turn(body: dict[str, Any]) -> tuple[str, int, list[list[str]], int] | None:
             turns = [int(found.group(2)) for t in messages if t.get("role") == "tool"
                      and (found := _CALL.match(t.get("tool_call_id", "")))
                      and found.group(1) == tag]
-            if turns:
-                return _state(messages, texts, tag, max(turns) + 1)
+            if turns or late.re is _RESUMED:  # resumed: from its next turn, or its first
+                return _state(messages, texts, tag, max(turns, default=-1) + 1)
         elif m.get("role") == "user" and text.startswith(_ORPHAN):
             name = text[len(_ORPHAN):].split(" ", 1)[0]
             for j in range(i - 1, -1, -1):
@@ -213,6 +215,9 @@ def _turn(body: dict[str, Any]) -> tuple[str, int, list[list[str]], int] | None:
 _CALL = re.compile(r"^call_(m\d{5}|j[A-Za-z0-9-]+\.[0-9a-f]{8})_(\d+)_\d+$")
 _LATE = re.compile(r"\[notice\] The result of your call to .* That message: "
                    r"\"\[(m\d{5})\] ", re.DOTALL)
+# A run resumed after its thread went on: a notice in the thread quotes its message.
+_RESUMED = re.compile(r"\[notice\] This request was taken up again .* That message: "
+                      r"\"\[(m\d{5})\] ", re.DOTALL)
 _ORPHAN = "[notice] an earlier call to "
 _UNRECORDED = "no result was recorded for this call"
 

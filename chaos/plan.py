@@ -15,9 +15,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["TOOLS", "Decide", "Fault", "Op", "Plan", "Toggle", "make_plan"]
+__all__ = ["TOOLS", "Decide", "Fault", "Op", "Plan", "RunNow", "Toggle", "make_plan"]
 
-Route = Literal["http", "http_stream", "openai", "openai_stream", "slack", "discord"]
+Route = Literal["http", "http_stream", "openai", "openai_stream", "slack", "discord",
+                "responses", "responses_stream"]
 FaultKind = Literal["kill", "term", "pg_cut", "model_outage", "skew", "slack", "discord"]
 
 # tool name -> effect class (the tools module, chaos/effects.py, declares the same)
@@ -97,6 +98,21 @@ class Toggle:
 
 
 @dataclass
+class RunNow:
+    """A schedule run now through the HTTP API (``POST /v1/schedules/{name}/run``, with an
+    ``Idempotency-Key`` of its own), at ``at`` s, by ``person`` at ``replica`` (another one
+    on a transport error or a 5xx); ``again``: the same request sent a second time at once
+    (a double click, a client's impatient retry), which must be the same run."""
+
+    at: float
+    tag: str  # n0000: its Idempotency-Key is chaos:{seed}:{tag}
+    schedule: str
+    person: str
+    replica: int
+    again: bool = False
+
+
+@dataclass
 class Plan:
     seed: int
     seconds: float
@@ -108,6 +124,7 @@ class Plan:
     ops: list[Op] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
     toggles: list[Toggle] = field(default_factory=list)
+    runs_now: list[RunNow] = field(default_factory=list)
 
     def dump(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1) + "\n")
@@ -119,7 +136,8 @@ class Plan:
                for o in raw.pop("ops")]
         faults = [Fault(**f) for f in raw.pop("faults")]
         toggles = [Toggle(**t) for t in raw.pop("toggles", [])]  # none in older plans
-        return cls(**raw, ops=ops, faults=faults, toggles=toggles)
+        runs_now = [RunNow(**r) for r in raw.pop("runs_now", [])]
+        return cls(**raw, ops=ops, faults=faults, toggles=toggles, runs_now=runs_now)
 
 
 def make_plan(seed: int, seconds: float, store: str, replicas: int) -> Plan:
@@ -160,6 +178,8 @@ def make_plan(seed: int, seconds: float, store: str, replicas: int) -> Plan:
     # drawn from streams of its own, so that a seed's earlier plan stays as it was.
     _schedules(random.Random(f"{seed}:{store}:schedules"), plan, http, owner)
     _discord(random.Random(f"{seed}:{store}:discord"), plan)
+    _responses(random.Random(f"{seed}:{store}:responses"), plan, http, owner)
+    _runs_now(random.Random(f"{seed}:{store}:runs-now"), plan)
     plan.faults = sorted(plan.faults + _skews(random.Random(f"{seed}:{store}:skew"), seconds,
                                               replicas), key=lambda f: f.at)
     platforms: tuple[FaultKind, ...] = ("slack", "discord")
@@ -203,6 +223,10 @@ def _faults(rng: random.Random, seconds: float, replicas: int) -> list[Fault]:
 # ``pulse`` in one thread, the newest missed slot only, paused and resumed through the HTTP
 # API. Chat schedules are made, paused and resumed by messages (``schedule_create=NAME``).
 CONFIG_SCHEDULES = {"minute": "all", "pulse": "once"}
+# Schedules delivering their answers into a chat platform's channel (``deliver``), in a pass
+# that has the platform: ``herald`` to Slack, ``crier`` to Discord (chaos/delivering.py).
+DELIVERING = {"herald": "slack", "crier": "discord"}
+CONFIG_SCHEDULES.update({name: "once" for name in DELIVERING})
 CHAT_TAG = 90000  # chat schedule messages are m90000 on, after any message of the plan
 
 
@@ -290,3 +314,48 @@ def _discord(rng: random.Random, plan: Plan) -> None:
         ops.append(op)
         at += rng.expovariate(1 / 3.0)
     plan.ops = sorted(plan.ops + ops, key=lambda o: o.at)
+
+
+RESPONSES_TAG = 87000  # messages through POST /v1/responses are m87000 on
+RESPONSES_EVERY_S = 5.0
+
+
+def _responses(rng: random.Random, plan: Plan, http: list[str], owner: dict[str, str]
+               ) -> None:
+    """People asking through the OpenAI Responses wire (``POST /v1/responses``, naming one
+    of the HTTP threads as its ``conversation``), streamed and not, about one message every
+    five seconds; cancelled and decided as the others are."""
+    ops: list[Op] = []
+    at = rng.uniform(0.5, 4.0)
+    while at < plan.seconds:
+        thread, steps = rng.choice(http), _pick(rng, _SHAPES)
+        route: Route = "responses_stream" if rng.random() < 0.4 else "responses"
+        op = Op(at=round(at, 3), tag=f"m{RESPONSES_TAG + len(ops):05d}", thread=thread,
+                person=owner[thread], route=route, replica=rng.randrange(plan.replicas),
+                steps=steps)
+        if rng.random() < 0.07:
+            op.cancel_after_s = round(rng.uniform(0.0, 1.5), 3)
+        if any("deploy" in turn for turn in steps):
+            op.decide = Decide(approve=rng.random() < 0.7, after_s=round(
+                rng.uniform(9, 14) if rng.random() < 0.15 else rng.uniform(0.1, 3), 3),
+                twice=rng.random() < 0.2)
+        ops.append(op)
+        at += rng.expovariate(1 / RESPONSES_EVERY_S)
+    plan.ops = sorted(plan.ops + ops, key=lambda o: o.at)
+
+
+def _runs_now(rng: random.Random, plan: Plan) -> None:
+    """A schedule run now through the HTTP API every 8-25 s, a third of the time twice
+    quickly (a second request of its own), a fifth of the time sent again at once with its
+    key; of the schedules every replica has (a delivering one only in a pass that has its
+    platform)."""
+    routes = {op.route for op in plan.ops}
+    names = [n for n in CONFIG_SCHEDULES if n not in DELIVERING or DELIVERING[n] in routes]
+    at = rng.uniform(4, 15)
+    while at < plan.seconds:
+        name = rng.choice(names)
+        for when in [at] + ([at + rng.uniform(0.05, 0.5)] if rng.random() < 0.3 else []):
+            plan.runs_now.append(RunNow(
+                round(when, 3), f"n{len(plan.runs_now):04d}", name, rng.choice(plan.people),
+                rng.randrange(plan.replicas), again=rng.random() < 0.2))
+        at += rng.uniform(8, 25)

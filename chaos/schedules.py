@@ -40,11 +40,11 @@ from runtime import Records, Run, ScheduleRecord, ScheduleRecords, StoreConfig, 
 from .client import Client
 from .invariants import TERMINAL, Stored, Violation
 from .model import CRON, job_prompt
-from .plan import CHAT_TAG, CONFIG_SCHEDULES, SKEW_MAX_S, Plan
+from .plan import CHAT_TAG, CONFIG_SCHEDULES, DELIVERING, SKEW_MAX_S, Plan
 from .system import History, Replica, StoreSpec
 from .workload import Sent
 
-__all__ = ["Kept", "Schedules", "read_kept", "schedules_toml"]
+__all__ = ["Kept", "Schedules", "manual_run", "read_kept", "schedules_toml"]
 
 # Around a pause or a resume, a slot may or may not run (a fire that read the store just
 # before; a replica whose clock is off stamps a resume with its time).
@@ -61,7 +61,7 @@ cron = "{CRON}"
 prompt = "{job_prompt(name)}"
 misfire = "{misfire}"
 fresh_thread = {"true" if name == "minute" else "false"}
-''' for name, misfire in CONFIG_SCHEDULES.items())
+''' for name, misfire in CONFIG_SCHEDULES.items() if name not in DELIVERING)
 
 
 @dataclass
@@ -254,8 +254,9 @@ class Schedules:
             slots[parts[1]][slot].append(run)
             by_run[run.id] = (parts[1], slot)
         ticks: dict[tuple[str, float], list[dict[str, Any]]] = defaultdict(list)
+        manual = {r.id for r in kept.runs if manual_run(r)}  # chaos/runnow.py checks them
         for line in stored.ledger:
-            if line["tool"] == "tick" and line["applied"]:
+            if line["tool"] == "tick" and line["applied"] and line["run"] not in manual:
                 where = by_run.get(line["run"]) or _fresh(line.get("thread", ""))
                 if where is not None:
                     ticks[where].append(line)
@@ -329,12 +330,18 @@ class Schedules:
         runs: Counter[str] = Counter()
         for run in kept.runs:
             parts = (run.idempotency_key or "").split(":", 2)
-            if parts[0] == "schedule" and len(parts) == 3:
+            if parts[0] == "schedule" and len(parts) == 3 and not manual_run(run):
                 runs["chat" if parts[1].startswith("chat-") else parts[1]] += 1
         chats = sum(1 for r in kept.records if r.origin == "chat")
         return (f"  schedules  slots run: {_count(runs)} ({self.required} had to); {chats} "
                 f"made from chat; HTTP {_count(self.toggled)}; {len(self.gaps)} time(s) no "
                 "replica up")
+
+
+def manual_run(run: Run) -> bool:
+    """A run asked for by hand (``schedule:{name}:manual:{id}``), outside the slots."""
+    parts = (run.idempotency_key or "").split(":", 3)
+    return len(parts) == 4 and parts[0] == "schedule" and parts[2] == "manual"
 
 
 def _count(counter: Counter[str]) -> str:

@@ -146,7 +146,8 @@ def check_slack(plan: Plan, sent: dict[str, Sent], stored: Stored, fake: FakeSla
     # Each completed run's reply once, in the Slack thread of its message, in the order of
     # the thread's runs: the order of arrival (DESIGN §2), not always the order they were
     # posted in (an event not acked is delivered again, maybe after the next one). A run
-    # decided after it timed out answers when it is decided: it has no place in the order.
+    # decided after it timed out answers when it is decided, one resumed when it is resumed:
+    # it has no place in the order.
     for thread, entries in stored.entries.items():
         if not thread.startswith("slack:"):
             continue
@@ -154,14 +155,14 @@ def check_slack(plan: Plan, sent: dict[str, Sent], stored: Stored, fake: FakeSla
                  if runs.get(r, {}).get("state") == "completed"]
         want = [runs[r]["reply"] for r in order]
         got = posted.pop(thread.split(":", 2)[2], [])
-        late = {runs[r]["reply"] for r in order if stored.timed_out(r)}
+        late = {runs[r]["reply"] for r in order if stored.answers_late(r)}
         # (Findings 3 and 4 of chaos/README.md showed here, fixed since: replies out of the
         # order of their runs, and an answer shown twice under a stale note.)
         if sorted(got) != sorted(want) or [t for t in got if t not in late] != [
                 t for t in want if t not in late]:
             out.append(Violation(1, thread, None, f"Slack shows the answers {got}; its "
                                  f"completed runs' replies, in order, are {want} (decided "
-                                 f"after a timeout: {sorted(late)})"))
+                                 f"after a timeout or resumed: {sorted(late)})"))
     out += [Violation(1, f"slack:{TEAM}:{where}", None, f"answers in a Slack thread with no "
                       f"run: {texts}") for where, texts in posted.items()]
     out += [Violation(4, f"{c}:{ts}", None, f"a Slack message left streaming ({c} {ts})")

@@ -23,6 +23,7 @@ from tests.fakes.discord import FakeDiscord
 from tests.fakes.slack import FakeSlack
 
 from .client import Client
+from .delivering import check_delivered, delivered_summary, delivering_toml, with_jobs_channel
 from .discord import (
     DiscordPeople,
     check_discord,
@@ -34,6 +35,7 @@ from .discord import (
 from .faults import Faults
 from .invariants import ACTIVE, Stored, check
 from .model import Model
+from .operators import Operators
 from .plan import Plan
 from .proxy import Proxy
 from .report import Outcome, summary, violations
@@ -126,9 +128,10 @@ async def soak(plan: Plan, work: Path) -> Outcome:
         discord: FakeDiscord | None = None
         if any(op.route == "discord" for op in plan.ops):
             discord = await stack.enter_async_context(
-                FakeDiscord(discord_world(plan.people), wait=10.0))
+                FakeDiscord(with_jobs_channel(discord_world(plan.people)), wait=10.0))
             env.update(discord_env(discord))
             extra += discord_toml(discord, plan.people)
+        extra += delivering_toml(fake, discord)
         for i in range(plan.replicas):
             home = work / plan.store / f"r{i}"
             replica = Replica(i, home, env, work / f"{plan.store}-r{i}.log", functools.partial(
@@ -155,23 +158,28 @@ async def soak(plan: Plan, work: Path) -> Outcome:
                             slack=SlackPeople(fake, history) if fake else None, discord=people)
         stack.push_async_callback(workload.cancel_all)
         jobs = Schedules(plan, replicas, client, history)
+        operators = Operators(plan, replicas, client, history, workload)
+        stack.push_async_callback(operators.settle, 0.0)
         background = [asyncio.create_task(faults.watch()), asyncio.create_task(
             workload.janitor()), asyncio.create_task(jobs.watch())]
         stack.push_async_callback(_stop, background)
-        await asyncio.gather(workload.run(), faults.run(), jobs.run())
+        await asyncio.gather(workload.run(), faults.run(), jobs.run(), operators.run())
         await asyncio.sleep(max(0.0, plan.seconds - history.now()))
         await faults.quiet()
         drained = await workload.drain(SETTLE_S)
+        await operators.settle(SETTLE_S)
         await jobs.pause_all()  # no slot fires while the store is read
         idle = await _idle(client, workload, SETTLE_S)
         history.note("settled", f"messages drained: {drained}; no run active: {idle}")
         await _stop(background)
         stored = await _read(client, workload, await _leases(spec, work, faults.last_death))
         kept = await read_kept(spec, work, PG_DSN)
+        await operators.read(stored)
         if people is not None:
             people.accept(workload.sent, stored)
         found = check(workload.sent, stored, model)
         found += jobs.check(workload.sent, stored, kept)
+        found += operators.check(stored, kept) + check_delivered(kept, fake, discord)
         if fake is not None:
             found += check_slack(plan, workload.sent, stored, fake)
         if people is not None:
@@ -180,7 +188,8 @@ async def soak(plan: Plan, work: Path) -> Outcome:
                           [v for v in found if v.known is not None],
                           summary(plan, workload, faults, model, stored, history.now()))
         at = next(i for i, line in enumerate(outcome.lines) if "invariants" in line)
-        outcome.lines.insert(at, jobs.summary(kept))
+        outcome.lines[at:at] = [jobs.summary(kept), *operators.lines(kept),
+                                delivered_summary(kept, fake, discord)]
         if people is not None:
             outcome.lines.insert(at, discord_summary(workload.sent, people))
         if fake is not None:

@@ -17,6 +17,7 @@ import httpx
 
 from .client import Answer, Client, Refused
 from .plan import Op, Plan
+from .responses import respond
 from .system import History, Replica
 
 __all__ = ["DiscordSender", "Sent", "SlackSender", "Workload"]
@@ -125,7 +126,9 @@ class Workload:
                 continue
             starts = replica.starts  # the same process before and after, or not
             try:
-                answer = await self.client.send(replica.url, op, sent.key)
+                answer = await (respond(self.client, replica.url, op, sent.key)
+                                if op.route.startswith("responses")
+                                else self.client.send(replica.url, op, sent.key))
             except httpx.HTTPError as exc:
                 sent.attempts.append(f"{self.history.now():.1f} {replica.name}: "
                                      f"{type(exc).__name__}")

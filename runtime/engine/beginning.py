@@ -18,9 +18,10 @@ from ..model.guards import too_long
 from ..model.runs import Delivery, Run, RunState
 from ..stores.base import Store
 from .caps import Caps
-from .cursor import RunCursor
+from .cursor import RunCursor, unanswered
 from .endings import Endings
 from .files import Files, Taken
+from .history import resumed_notice
 from .stops import stop_requested
 from .tracing import Span
 
@@ -124,7 +125,13 @@ class Beginning:
         else:  # an explicitly resumed run: its message is already in the thread
             again = asked_again(run, cur.own, await self.store.transitions(run.id),
                                 now=self.clock())
-            await cur.commit([again] if again else [], write=Write.RESUME, to=S.RUNNING,
+            # The thread may have gone on meanwhile: its history would end with another
+            # run's answer, and the model would answer that run's message again. (A call
+            # it waits on, decided late, is answered first: its result says so, ``history``.)
+            went_on = None if unanswered(cur.own) else resumed_notice(
+                run.id, run.text, bool(run.files), cur.entries, at=self.clock())
+            await cur.commit([e for e in (went_on, again) if e is not None],
+                             write=Write.RESUME, to=S.RUNNING,
                              reason="resumed",
                              stalled_recoveries=0, started_at=started_at, owner=me,
                              announce=started,

@@ -10,7 +10,10 @@ while later messages were answered; or decided after another run of the thread w
 meanwhile) leaves a ``late_result`` notice where it came: moved
 back beside its call, it is no longer the last thing the model sees, and the history
 would end with the last run's answer; the notice says whose answer goes on, and quotes
-its message, so the model answers that message and not the latest one.
+its message, so the model answers that message and not the latest one. A run resumed
+after the thread went on without it (it failed, later messages were answered, a person
+resumed it) has no such result to show: it leaves a ``resumed_late`` notice
+(``resumed_notice``), kept in the thread, for the same reason.
 """
 
 from __future__ import annotations
@@ -18,10 +21,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..model.entries import LATE_RESULT, AssistantTurn, Entry, Notice, ToolResult, UserMessage
+from ..model.entries import (
+    LATE_RESULT,
+    RESUMED_LATE,
+    AssistantTurn,
+    Entry,
+    Notice,
+    ToolResult,
+    UserMessage,
+)
 from ..tools.base import error_result
 
-__all__ = ["Tidiness", "late_notice", "model_view"]
+__all__ = ["Tidiness", "late_notice", "model_view", "resumed_notice"]
 
 _QUOTED = 300  # characters of the run's message the notice quotes
 
@@ -85,21 +96,36 @@ def model_view(entries: Sequence[Entry], tidiness: Tidiness | None = None) -> Se
     return tuple(view)
 
 
+def _that_message(text: str, files: bool) -> str:
+    text = text.strip() or ("(files only)" if files else "(empty)")
+    quoted = text if len(text) <= _QUOTED else text[:_QUOTED].rstrip() + "…"
+    return f' That message: "{quoted}"'
+
+
 def late_notice(result: ToolResult, names: Sequence[str], message: UserMessage | None
                 ) -> Notice:
     """What the model is told where ``result`` (with the others of its batch, ``names``
     their tools) came in after the thread went on: whose answer goes on, quoting the
     run's ``message``."""
-    said = ""
-    if message is not None:
-        text = message.text.strip() or ("(files only)" if message.files else "(empty)")
-        quoted = text if len(text) <= _QUOTED else text[:_QUOTED].rstrip() + "…"
-        said = f' That message: "{quoted}"'
+    said = "" if message is None else _that_message(message.text, bool(message.files))
     calls = ", ".join(dict.fromkeys(names))
     return Notice(run_id=result.run_id, code=LATE_RESULT, at=result.at, text=(
         f"The result of your call to {calls} came only now, after the conversation went on; "
         "it is shown right after that call. Go on with your answer to the message the call "
         f"was for, not to the latest message.{said}"))
+
+
+def resumed_notice(run_id: str, text: str, files: bool, entries: Sequence[Entry], *,
+                   at: float) -> Notice | None:
+    """What a run taken up again (resumed) adds to its thread, if the thread went on
+    without it (its last entry is another run's): whose answer goes on, quoting the run's
+    message (``text``; ``files``: it has some). None if the run's own entries are last."""
+    if not entries or entries[-1].run_id == run_id:
+        return None
+    return Notice(run_id=run_id, code=RESUMED_LATE, at=at, text=(
+        "This request was taken up again after the conversation went on without it. Go on "
+        "with your answer to the message it was for, not to the latest message."
+        + _that_message(text, files)))
 
 
 def _late(entries: Sequence[Entry]) -> dict[int, Notice]:

@@ -12,6 +12,7 @@ from .attachments.refs import FileRef
 __all__ = [
     "ENTRY",
     "LATE_RESULT",
+    "RESUMED_LATE",
     "RUN_FAILED",
     "SUMMARY",
     "AssistantTurn",
@@ -124,6 +125,10 @@ SUMMARY = "summary"
 
 LATE_RESULT = "late_result"
 """The code of the notice ``model_view`` leaves where a late result came."""
+
+RESUMED_LATE = "resumed_late"
+"""The code of the notice a run leaves in its thread when it is taken up again (resumed)
+after the thread went on without it: it names the message the run answers."""
 
 
 Entry = Annotated[UserMessage | AssistantTurn | ToolResult | Notice, Field(discriminator="kind")]

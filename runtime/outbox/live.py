@@ -316,22 +316,25 @@ class LiveReplies:
 
     async def tidy(self, stream: StreamDelivery, run: Run) -> None:
         """A stream left unfinished by a crash after its reply was recorded as delivered:
-        its messages were finished; record it (ending it on the platform if need be)."""
+        its messages were finished; record it (ending it on the platform if need be).
+
+        ``stream`` as the caller read it: read again, it may have been finished since (by
+        its run's reply, sent by the same sweep). The messages its run's records were
+        posted as are not its own, though they answer the same message."""
         streamer = self.streamer(stream.channel)
         if streamer is None or run.state in DRIVABLE or run.id in self._live:
             return
         records = await self._store.deliveries(run_id=run.id)
-        now = next((d for d in records if d.key == stream.key), None)
-        if now is None or now.remote_id is not None:
-            return  # finished since the caller read it (by the reply a sweep just sent)
-        if any(d.remote_id is None for d in records if not isinstance(d, StreamDelivery)):
+        stream = next((d for d in records if d.key == stream.key
+                       and isinstance(d, StreamDelivery)), stream)
+        if stream.remote_id is not None:
+            return  # finished meanwhile
+        if any(d.remote_id is None and not isinstance(d, StreamDelivery) for d in records):
             return  # its reply or prompt finishes it
-        # A message found in the thread that another of the run's records was posted as
-        # (its reply, posted whole because the stream never opened) is not the stream's.
-        taken = {i for d in records if not isinstance(d, StreamDelivery) and d.remote_id
-                 for i in d.remote_id.split(",")}
+        posted = {i for d in records if d.remote_id and not isinstance(d, StreamDelivery)
+                  for i in d.remote_id.split(",")}
         ids = list(self._unrecorded.get(stream.key) or stream.remote_ids) \
-            or [i for i in await streamer.find_stream(stream) if i not in taken]
+            or [i for i in await streamer.find_stream(stream) if i not in posted]
         if ids:
             ids = await streamer.finish_stream(
                 stream.model_copy(update={"remote_ids": tuple(ids)}), replace=None,

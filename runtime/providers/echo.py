@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from ..model.attachments.parts import DocumentPart, ImagePart, TextPart
 from ..model.entries import (
     LATE_RESULT,
+    RESUMED_LATE,
     AssistantTurn,
     Entry,
     Notice,
@@ -112,7 +113,11 @@ class EchoProvider:
                        for entry in _last_results(entries, last)]
             text = "; ".join(results)
         else:
-            user = next((e for e in reversed(entries) if isinstance(e, UserMessage)), None)
+            # A run taken up again after the thread went on answers its own message.
+            resumed = last.run_id if isinstance(last, Notice) and last.code == RESUMED_LATE \
+                else None
+            user = next((e for e in reversed(entries) if isinstance(e, UserMessage)
+                         and resumed in (None, e.run_id)), None)
             said = user.text if user else ""
             command = parse_tool_command(said)
             if command is not None and not request.final_turn and isinstance(

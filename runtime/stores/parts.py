@@ -32,9 +32,10 @@ class OutboxStore(Protocol):
         self, *, run_id: str | None = None, pending: bool | None = None,
         thread_id: str | None = None,
     ) -> list[Delivery]:
-        """Delivery records, oldest first; ``pending=True``: those with no remote id yet;
-        ``thread_id``: those of the thread's runs (quick with ``pending=True``: the records
-        not sent yet are indexed)."""
+        """Delivery records, each thread's in the order they were written (whatever their
+        ``created_at``: a clock may step back); ``pending=True``: those with no remote id
+        yet; ``thread_id``: those of the thread's runs (quick with ``pending=True``: the
+        records not sent yet are indexed)."""
 
     async def mark_delivered(self, key: str, remote_id: str, at: float) -> None:
         """Record that the delivery ``key`` was sent as ``remote_id`` (idempotent)."""

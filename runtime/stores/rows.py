@@ -185,10 +185,14 @@ def upload_change(key: str, upload_id: str) -> Callable[[Delivery], dict[str, An
 
 def deliveries_query(run_id: str | None, pending: bool | None, thread_id: str | None = None,
                      *, param: str, order: str, thread: str) -> tuple[str, list[Any]]:
-    """``deliveries``'s query (oldest first) and its parameters: ``param`` is the
-    placeholder style (``?``, or ``$`` for numbered ones), ``order`` the column of insertion
-    order, ``thread`` the expression of a row's thread id (read from its JSON: the records
-    not sent yet, which the pending index finds, are few)."""
+    """``deliveries``'s query (in the order the records were written) and its parameters:
+    ``param`` is the placeholder style (``?``, or ``$`` for numbered ones), ``order`` the
+    column of insertion order, ``thread`` the expression of a row's thread id (read from its
+    JSON: the records not sent yet, which the pending index finds, are few).
+
+    Not by ``created_at``: that is the writing process's clock, and a clock stepped back
+    (or another replica's, behind) would put a thread's newer reply before an older one
+    still waiting, and post it first (chaos, seed 7)."""
     where: list[str] = []
     params: list[Any] = []
 
@@ -205,7 +209,7 @@ def deliveries_query(run_id: str | None, pending: bool | None, thread_id: str | 
     sql = "SELECT data FROM deliveries"
     if where:
         sql += " WHERE " + " AND ".join(where)
-    return f"{sql} ORDER BY created_at, {order}", params
+    return f"{sql} ORDER BY {order}", params
 
 
 def transitions_of(run_id: str, data: str | None) -> list[Transition]:

@@ -60,7 +60,8 @@ def test_a_seed_makes_one_plan_and_a_replay_file_gives_it_back(tmp_path: Path) -
     chat = [o.steps[0][0].split("=")[0] for o in plan.ops if o.tag >= "m90000"]
     assert {"schedule_create", "schedule_pause", "schedule_resume"} <= set(chat), chat
     assert {o.route for o in plan.ops} == {"http", "http_stream", "openai", "openai_stream",
-                                           "slack", "discord"}
+                                           "slack", "discord", "responses",
+                                           "responses_stream"}
     assert any(o.decide for o in plan.ops) and any(o.cancel_after_s for o in plan.ops)
 
 
@@ -224,7 +225,7 @@ def test_invariant_3_finds_a_slot_run_twice_one_missed_and_one_run_while_paused(
     slots = [float(s) for s in range(int((now - 400) // 60 + 1) * 60, int(now) - 10, 60)]
     history = History()
     jobs = Schedules(make_plan(1, 10, "sqlite", 1), [], None, history)  # type: ignore[arg-type]
-    jobs.ended = now
+    jobs.ended = slots[-1] + 10  # not now: a slot 6-10 s old would be required, and not run
     runs = [_slot_run("minute", s, f"schedule:minute:{s}") for s in slots[1:]]  # one missed
     # pulse paused (through the HTTP API) before its third slot, and that slot ran anyway
     paused_at = slots[1] + 20

@@ -8,7 +8,21 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from runtime import RunState, ToolCallStarted, ToolResult, tool
+from runtime import (
+    EchoProvider,
+    ModelRequest,
+    ModelResponse,
+    Notice,
+    ProviderError,
+    RunState,
+    ToolCallStarted,
+    ToolResult,
+    tool,
+)
+from runtime.model.entries import RESUMED_LATE
+from runtime.providers import anthropic, openai
+from tests.fakes.anthropic import _check_messages as anthropic_rules
+from tests.fakes.openai import _check_messages as openai_rules
 
 S = RunState
 deployed: list[str] = []
@@ -102,3 +116,57 @@ async def test_a_run_cancelled_while_a_tool_ran_goes_on_from_its_checkpoint(
     assert (done.state, done.reply) == (S.COMPLETED, "it was cut off")
     sent = provider.calls[-1].entries
     assert sent[-1].content["error"]["type"] == "cancelled"  # what the model was shown
+
+
+class Flaky:
+    """The offline model (echo), failing every request while ``down``; keeps every request."""
+
+    model = "echo"
+
+    def __init__(self) -> None:
+        self.echo, self.calls, self.down = EchoProvider(), list[ModelRequest](), False
+
+    async def complete(self, request: ModelRequest, on_text: Any = None) -> ModelResponse:
+        self.calls.append(request)
+        if self.down:
+            raise ProviderError("the model service failed", status=503)
+        return await self.echo.complete(request, on_text)
+
+
+async def test_a_failed_run_resumed_after_its_thread_went_on_answers_its_own_message(
+        make_runtime: Any) -> None:
+    """The chaos soak (seed 7, a person resuming failed runs through the HTTP API): a run
+    that failed, resumed after later messages of its thread were answered, answered the
+    thread's latest message: the history it was asked with ended with that answer. Taken
+    up again, it leaves a notice in the thread quoting its own message."""
+    model = Flaky()
+    async with asyncio.timeout(30), make_runtime([], provider=lambda _: model) as (rt, _):
+        model.down = True
+        failed = await rt.send("t", "first question")
+        alone = await rt.send("u", "alone")
+        assert failed.state is alone.state is S.FAILED
+        model.down = False
+        later = await rt.send("t", "second question")
+        assert later.reply == "echo: second question"
+        await rt.resume(failed.id)
+        done = await rt.wait(failed.id)
+        after = await rt.send("t", "third question")
+        # Resumed with nothing after it in its thread: asked as before, no notice.
+        await rt.resume(alone.id)
+        assert (await rt.wait(alone.id)).reply == "echo: alone"
+        entries = await rt.records.entries("t")
+        assert kinds(await rt.records.entries("u")) == ["user", "notice", "assistant"]
+    assert (done.state, done.reply) == (S.COMPLETED, "echo: first question")
+    assert after.reply == "echo: third question"
+    asked = next(r for r in model.calls if r.run_id == failed.id
+                 and isinstance(r.entries[-1], Notice) and r.entries[-1].code == RESUMED_LATE)
+    assert '"first question"' in asked.entries[-1].text  # type: ignore[union-attr]
+    for wire, check in ((openai, openai_rules),
+                        (anthropic, lambda m: anthropic_rules(m, True))):
+        assert check(wire.to_messages(asked.entries)) is None
+    assert kinds(entries) == ["user", "notice", "user", "assistant", "notice", "assistant",
+                              "user", "assistant"]
+
+
+def kinds(entries: list[Any]) -> list[str]:
+    return [e.kind for e in entries]

@@ -3,12 +3,12 @@
 # No `from __future__ import annotations`: FastAPI reads the routes' annotations at runtime.
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Depends, Header, Query, Response
 
 from runtime import NotFound, ScheduleService
 
-from ..api import HttpApi
-from ..deps import Api, needs, secured
+from ..api import HttpApi, caller_key
+from ..deps import Api, Operator, needs, secured
 from ..errors import problem_responses
 from ..models import RunOut, SchedulePage, SlotHistory
 from .common import DENIED
@@ -33,14 +33,21 @@ async def list_schedules(api: Api) -> SchedulePage:
     return SchedulePage.model_validate({"schedules": found})
 
 
-@router.post("/v1/schedules/{name}/run", dependencies=_operate,
+@router.post("/v1/schedules/{name}/run",
              responses=problem_responses(*DENIED, 403, 404, 409, 422))
-async def run_schedule(name: str, api: Api, wait: bool = False) -> RunOut:
-    """Run a schedule once now, outside its slots (its own key: a second request is a
-    second run); ``wait``: answer when the run ends or pauses."""
+async def run_schedule(
+    name: str, api: Api, who: Operator, wait: bool = False,
+    idempotency_key: Annotated[str | None, Header(
+        alias="Idempotency-Key", max_length=200,
+        description="a retried request with the same key returns the same run")] = None,
+) -> RunOut:
+    """Run a schedule once now, outside its slots: each request a run of its own, but one
+    sent again with its ``Idempotency-Key`` (a lost answer, retried) is the same run;
+    ``wait``: answer when the run ends or pauses."""
     if api.schedules is None:
         raise NotFound(f"no schedule named {name!r}: this process fires no schedules")
-    return await api.after(await api.schedules.run_now(name), wait)
+    request = caller_key("http", who, idempotency_key)
+    return await api.after(await api.schedules.run_now(name, request=request), wait)
 
 
 @router.get("/v1/schedules/{name}/history", dependencies=secured,

@@ -145,3 +145,29 @@ async def test_a_stream_that_could_not_open_while_discord_was_down_leaves_the_an
         (message,) = bot_messages(fake)
     assert message["content"] == ANSWER
     assert message["message_reference"]["message_id"] == sent["id"]
+
+
+async def test_a_stream_that_never_opened_leaves_the_reply_posted_later_as_it_is(
+        tmp_path: Path) -> None:
+    """Chaos finding 12 (seed 8, Discord down as a run ended): the stream's first post
+    failed, then the run's reply could not go (looking for the stream's messages failed),
+    leaving the reply and the stream's record in the outbox. The outbox's sweep posted the
+    reply, then tidied the stream's record as it had read it before: it took the bot's
+    message answering the person's (the reply) for the stream's, and finished it with the
+    text the failed stream had shown here, nothing: the reply was edited to "…". The reply
+    stays as it was posted."""
+    script = ScriptedProvider([{"text": ANSWER, "chunks": 3}])
+    async with FakeDiscord() as fake, running(fake, tmp_path / "m.db", provider=script,
+                                              edit_every_s=0.05) as d:
+        fake.fail("POST /channels/{id}/messages", status=503)  # the stream's first post
+        fake.fail("GET /channels/{id}/messages", status=503)  # the run's end finds no stream
+        sent = await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> how did it go?",
+                                       mentions=[BOT_ID])
+        await asyncio.wait_for(d.channel.wait_handled(1), 10)
+        await d.runtime.idle()
+        assert fake.pending_faults("GET /channels/{id}/messages") == 0
+        assert bot_messages(fake) == []
+        await d.runtime.operator.flush_deliveries()  # the sweep: the reply, then the stream's record
+        (message,) = bot_messages(fake)
+    assert message["content"] == ANSWER
+    assert message["message_reference"]["message_id"] == sent["id"]

@@ -1,18 +1,22 @@
 """Idempotency keys belong to their caller and their body (DESIGN §6), on every route that
-takes one: the threads API, ``/v1/chat/completions`` and ``/v1/responses``. The same key
+takes one: the threads API, ``/v1/chat/completions``, ``/v1/responses`` and a schedule's
+run now. The same key
 from another caller is another request; the same key with another body is ``409``, in the
 route's own error shape."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.http_helpers import echo_runtime, served, thread_url, tokens
+from schedules import ScheduleConfig
+from tests.clock import Clock
+from tests.http_helpers import echo_runtime, scheduled, served, thread_url, tokens
 
 ANA = {"Authorization": "Bearer t-ana"}
 BOB = {"Authorization": "Bearer t-bob"}
@@ -84,3 +88,33 @@ async def test_a_key_belongs_to_its_caller_and_its_body(tmp_path: Path, route: s
             assert set(other.json()) == {"error"}  # OpenAI's error shape
         assert len(await rt.records.runs()) == 2
         assert "another question" not in [r.text for r in await rt.records.runs()]
+
+
+async def test_a_schedule_run_now_sent_again_with_its_key_is_the_same_run(
+        tmp_path: Path) -> None:
+    """A client whose run-now request got no answer (its connection cut, a replica killed)
+    sends it again, to another replica, with the same key: that is the same run, not a
+    second one (chaos finding: the route ignored the key, each request made a new run)."""
+    db = tmp_path / "m.db"
+    configs = [ScheduleConfig(name="daily", cron="0 9 * * *", prompt="the daily check")]
+    named = tokens(("ana", "t-ana"), ("bob", "t-bob"))
+    clock = Clock(datetime(2026, 3, 2, 8, 55, tzinfo=UTC))
+    async with echo_runtime(db) as rt, scheduled(rt, db, configs, clock) as scheduler, \
+            served(rt, credentials=named, schedules=scheduler) as (client, _):
+        first = await client.post("/v1/schedules/daily/run",
+                                  headers={**ANA, "Idempotency-Key": "now-1"})
+        assert first.status_code == 200, first.text
+        again = await client.post("/v1/schedules/daily/run",
+                                  headers={**ANA, "Idempotency-Key": "now-1"})
+        assert again.status_code == 200 and again.json()["run_id"] == first.json()["run_id"]
+        # Another key, Bob's same key, or none: each a run of its own.
+        other = await client.post("/v1/schedules/daily/run",
+                                  headers={**ANA, "Idempotency-Key": "now-2"})
+        bobs = await client.post("/v1/schedules/daily/run",
+                                 headers={**BOB, "Idempotency-Key": "now-1"})
+        bare = await client.post("/v1/schedules/daily/run", headers=ANA)
+        ids = {r.json()["run_id"] for r in (first, other, bobs, bare)}
+        assert len(ids) == 4
+        runs = await rt.records.runs()
+        assert sorted(r.id for r in runs) == sorted(ids)
+        assert all(str(r.idempotency_key).startswith("schedule:daily:manual:") for r in runs)

@@ -33,15 +33,16 @@ async def test_deliveries_pending_and_delivered(store: AnyStore) -> None:
     await store.commit(Checkpoint("t", 1, [AssistantTurn(run_id=one.id, text="réponse")],
                                   run=done_one, deliveries=[d1]))
     await store.commit(Checkpoint("u", 1, deliveries=[d2]))
-    assert await store.deliveries() == [d2, d1]
-    assert await store.deliveries(pending=True) == [d2, d1]
+    # Each thread's in the order written; no order across threads is promised.
+    assert sorted(await store.deliveries(), key=lambda d: d.key) == [d1, d2]
+    assert sorted(await store.deliveries(pending=True), key=lambda d: d.key) == [d1, d2]
     assert await store.deliveries(run_id=one.id) == [d1]
 
     # A failed send is counted and its error kept, and the delivery stays pending.
     await store.delivery_failed("k1", "SlackApiError: channel_not_found")
     await store.delivery_failed("k1", "TimeoutError: ")
-    assert await store.deliveries(pending=True) == [d2, d1.model_copy(update={
-        "attempts_failed": 2, "last_error": "TimeoutError: "})]
+    assert sorted(await store.deliveries(pending=True), key=lambda d: d.key) == [
+        d1.model_copy(update={"attempts_failed": 2, "last_error": "TimeoutError: "}), d2]
     d1 = d1.model_copy(update={"attempts_failed": 2, "last_error": "TimeoutError: "})
 
     await store.mark_delivered("k1", "msg-1", at=20.0)
@@ -65,7 +66,10 @@ async def test_deliveries_pending_and_delivered(store: AnyStore) -> None:
 
 async def test_a_threads_deliveries_not_sent_yet(store: AnyStore) -> None:
     """``thread_id``: the records of the thread's runs (what a run's end sends before its
-    own), oldest first, with or without ``pending``."""
+    own), in the order they were written, with or without ``pending``: not by their stamps,
+    which are the writing process's clock (a record written while that clock was 5 s ahead,
+    then one after it was put right, are posted in the order of their runs: chaos, seed 7,
+    a Discord thread's replies out of order)."""
     one, two = await started(store, thread_id="t"), await started(store, thread_id="u")
     made = [ReplyDelivery(key=f"k{i}", run_id=run.id, thread_id=run.thread_id,
                           channel="slack", target={"channel": "C1"}, text=str(i),
@@ -76,7 +80,7 @@ async def test_a_threads_deliveries_not_sent_yet(store: AnyStore) -> None:
     await store.mark_delivered("k2", "m2", at=5.0)
     sent = made[2].model_copy(update={"remote_id": "m2", "delivered_at": 5.0})
     assert await store.deliveries(thread_id="t", pending=True) == [made[0]]
-    assert await store.deliveries(thread_id="t") == [sent, made[0]]
+    assert await store.deliveries(thread_id="t") == [made[0], sent]
     assert await store.deliveries(thread_id="u", pending=True) == [made[1], made[3]]
     assert await store.deliveries(thread_id="u", run_id=one.id) == []
     assert await store.deliveries(thread_id="nowhere", pending=True) == []
