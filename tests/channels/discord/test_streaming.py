@@ -167,7 +167,7 @@ async def test_a_stream_that_never_opened_leaves_the_reply_posted_later_as_it_is
         await d.runtime.idle()
         assert fake.pending_faults("GET /channels/{id}/messages") == 0
         assert bot_messages(fake) == []
-        await d.runtime.operator.flush_deliveries()  # the sweep: the reply, then the stream's record
+        await d.runtime.operator.flush_deliveries()  # the sweep: reply, then stream
         (message,) = bot_messages(fake)
     assert message["content"] == ANSWER
     assert message["message_reference"]["message_id"] == sent["id"]
