@@ -8,6 +8,7 @@ values go through a codec that lets them hold U+0000 (``postgres.sql``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -28,6 +29,10 @@ __all__ = ["PostgresCore"]
 log = logging.getLogger("maiden.store")
 
 T = TypeVar("T")
+
+
+CLOSE_S = 5.0
+"""How long closing the store waits for its connections to be given back."""
 
 
 class PostgresCore(Opens):
@@ -86,11 +91,18 @@ class PostgresCore(Opens):
         self._pool = pool
 
     async def close(self) -> None:
+        """Close the listening connection and the pool: gracefully for ``CLOSE_S`` at most,
+        then at once (``pool.close`` waits for every connection to be given back, and one
+        that never is would hold a shutdown forever: asyncpg's docs advise a timeout)."""
         pool, self._pool = self._pool, None
         self._threads.clear()
         await self._listening.close()
         if pool is not None:
-            await pool.close()
+            try:
+                await asyncio.wait_for(pool.close(), CLOSE_S)  # terminates it on timeout
+            except TimeoutError:
+                log.warning("postgres schema %s: the pool's connections were not given back "
+                            "within %g s; closed at once", self.schema, CLOSE_S)
 
     async def versions(self) -> tuple[str, int]:
         """The server's version (``PostgreSQL 15.20``) and the schema's."""

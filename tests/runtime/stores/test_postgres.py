@@ -333,3 +333,23 @@ async def test_a_threads_runs_become_visible_in_the_order_of_their_stamps(
         assert seen == final[:len(seen)], f"a worker saw {seen}, stamped order {final}"
         assert ran_a.created_at < ran_b.created_at and final == [first.id, second.id]
         assert not done  # B waited for A's run to be written
+
+
+async def test_closing_does_not_wait_forever_for_a_connection_never_given_back(
+        schema: str) -> None:
+    """chaos: two replicas did not stop within 30 s of SIGTERM during a PostgreSQL cut, the
+    last line before the kill their shutdown. asyncpg's ``Pool.close`` waits for every
+    connection to be given back (its docs advise a timeout): here one is taken and never
+    given back, and the store still closes, in ``CLOSE_S``."""
+    from runtime.stores.postgres.core import CLOSE_S
+
+    store = PostgresStore(PG_DSN, schema=schema, pool_size=2)
+    await store.open()
+    pool = store._pool
+    assert pool is not None
+    held = await pool.acquire()  # never released
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    await asyncio.wait_for(store.close(), CLOSE_S + 10)
+    assert loop.time() - began >= CLOSE_S * 0.9  # it waited, then closed it at once
+    assert pool._closed and held is not None
