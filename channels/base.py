@@ -6,7 +6,7 @@ from typing import Protocol, Self
 
 from runtime import Deliverer, FileFetcher
 
-__all__ = ["Channel"]
+__all__ = ["Channel", "Reachable"]
 
 
 class Channel(Protocol):
@@ -62,3 +62,17 @@ class Channel(Protocol):
     async def closed(self) -> None:
         """Return if the channel stops by itself (a fault), so `maiden run` can stop too."""
         ...
+
+
+class Reachable:
+    """A deliverer's reach of its platform, said by its channel as it connects and loses
+    the connection (``channels.retry.Reach``): while ``offline`` says why it cannot post
+    now, its sends fail fast and the outbox keeps the deliveries for later."""
+
+    offline: str | None = None
+
+    def unreachable(self, why: str) -> None:
+        self.offline = why
+
+    def reachable(self) -> None:
+        self.offline = None

@@ -60,8 +60,11 @@ def reason_of(exc: BaseException) -> str:
 
 
 class _Offline(Protocol):
-    offline: str | None
-    """Why its platform is not reached (None: it is): it refuses fast meanwhile."""
+    """A deliverer that says whether its platform is reached (``base.Reachable``)."""
+
+    def unreachable(self, why: str) -> None: ...
+
+    def reachable(self) -> None: ...
 
 
 class Reach:
@@ -78,15 +81,15 @@ class Reach:
         self._max_s = max_s
         self._log = log
         self.problem: str | None = None
-        deliverer.offline = "not connected yet"
+        deliverer.unreachable("not connected yet")
 
     def down(self, reason: str) -> None:
         self.problem = reason
-        self._deliverer.offline = f"not connected yet ({reason})"
+        self._deliverer.unreachable(f"not connected yet ({reason})")
 
     def up(self) -> None:
         self.problem = None
-        self._deliverer.offline = None
+        self._deliverer.reachable()
 
     def banner(self) -> str | None:
         """The banner's line while not connected."""

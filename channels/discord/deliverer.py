@@ -31,6 +31,7 @@ from runtime import (
     UploadStarted,
 )
 
+from ..base import Reachable
 from .render import approval_components, approval_content, feedback_components
 
 __all__ = ["DiscordDeliverer", "nonce"]
@@ -41,7 +42,7 @@ def nonce(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:25]
 
 
-class DiscordDeliverer:
+class DiscordDeliverer(Reachable):
     """A ``Deliverer`` for Discord over discord.py's HTTP client."""
 
     max_chars: int | None = 2_000
@@ -51,12 +52,14 @@ class DiscordDeliverer:
                  streaming: Callable[[DiscordDeliverer], Any] | None = None) -> None:
         self.http = http
         self.bot = bot
-        self.offline: str | None = None
-        """Why Discord cannot be posted to now (the channel is still connecting); None: it
-        can. Sends fail fast meanwhile, and the outbox keeps the deliveries for later."""
         self.streamer: Any = None if streaming is None else streaming(self)
         """Shows replies while they are written (a ``DiscordStreamer``, made by
         ``streaming`` for this deliverer), or None."""
+
+    def signed_in_as(self, bot: str) -> None:
+        """The bot's user id, learnt as the channel connects: its own messages are told
+        apart from people's by it (``reconcile``, ``find_stream``)."""
+        self.bot = bot
 
     async def send(self, delivery: Delivery) -> str:
         target = delivery.target

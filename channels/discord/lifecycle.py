@@ -127,7 +127,7 @@ class Gateway:
         assert self._client.user is not None
         self.bot = str(self._client.user.id)
         self.reach.up()
-        self._deliverer.bot = self.bot
+        self._deliverer.signed_in_as(self.bot)
         # One gateway connection per bot among every replica on the store: whoever holds
         # the lease connects; the others stand by (their REST client still posts replies).
         self.holder = await self._runtime.operator.take_lease(self.lease, lost=self._lost)

@@ -38,6 +38,7 @@ from runtime import (
     UploadStarted,
 )
 
+from ..base import Reachable
 from .render import approval_blocks, feedback_blocks, markdown_blocks, plain
 
 __all__ = ["EVENT_TYPE", "SlackCallError", "SlackDeliverer", "shared_in"]
@@ -55,7 +56,7 @@ class SlackCallError(DeliveryError):
         self.slack_error = slack_error
 
 
-class SlackDeliverer:
+class SlackDeliverer(Reachable):
     """A ``Deliverer`` for Slack: posts replies and approval prompts, finds them again."""
 
     max_chars: int | None = 3_900
@@ -79,9 +80,6 @@ class SlackDeliverer:
         self.sleep = sleep
         self._last: dict[str, float] = {}
         self._locks: dict[str, asyncio.Lock] = {}
-        self.offline: str | None = None
-        """Why Slack cannot be posted to now (the channel is still connecting); None: it can.
-        Sends fail fast meanwhile, and the outbox keeps the deliveries for later."""
         self.sessions: Any = sessions
         """The channel's agent sessions (``sessions.Sessions``), or None: as a run's reply
         or approval prompt goes to Slack (posted, found posted after a crash, or a stream
@@ -90,6 +88,11 @@ class SlackDeliverer:
         self.streamer: Any = None if streaming is None else streaming(self)
         """Shows replies while they are written (a ``SlackStreamer``, made by ``streaming``
         for this deliverer), or None."""
+
+    def signed_in_as(self, bot_user: str) -> None:
+        """The bot's user id, learnt as the channel connects: its own messages are told
+        apart from people's by it (``reconcile``)."""
+        self.bot_user = bot_user
 
     async def send(self, delivery: Delivery) -> str:
         await self.shown(delivery)  # first: a failure then leaves nothing posted

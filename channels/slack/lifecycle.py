@@ -106,7 +106,7 @@ class SlackConnection:
         self.team, self.team_name = str(auth["team_id"]), str(auth.get("team") or "")
         self.workspace_url = str(auth.get("url") or "")
         self.bot_user, self.bot_id = str(auth["user_id"]), auth.get("bot_id")
-        self._deliverer.bot_user = self.bot_user
+        self._deliverer.signed_in_as(self.bot_user)
         if self._config.mode == "socket":
             from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
