@@ -15,7 +15,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["TOOLS", "Decide", "Fault", "Op", "Plan", "Toggle", "make_plan"]
+from .slack_plan import Command, Stop, Vote, draw_slack
+
+__all__ = ["TOOLS", "Command", "Decide", "Fault", "Op", "Plan", "Stop", "Toggle", "Vote",
+           "make_plan"]
 
 Route = Literal["http", "http_stream", "openai", "openai_stream", "slack", "discord"]
 FaultKind = Literal["kill", "term", "pg_cut", "model_outage", "skew", "slack", "discord"]
@@ -108,6 +111,10 @@ class Plan:
     ops: list[Op] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
     toggles: list[Toggle] = field(default_factory=list)
+    slack_http: list[int] = field(default_factory=list)  # replicas taking Slack over HTTP
+    stops: list[Stop] = field(default_factory=list)  # Slack runs stopped (chaos/slack_plan.py)
+    votes: list[Vote] = field(default_factory=list)
+    commands: list[Command] = field(default_factory=list)
 
     def dump(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1) + "\n")
@@ -119,7 +126,11 @@ class Plan:
                for o in raw.pop("ops")]
         faults = [Fault(**f) for f in raw.pop("faults")]
         toggles = [Toggle(**t) for t in raw.pop("toggles", [])]  # none in older plans
-        return cls(**raw, ops=ops, faults=faults, toggles=toggles)
+        stops = [Stop(**s) for s in raw.pop("stops", [])]
+        votes = [Vote(**v) for v in raw.pop("votes", [])]
+        commands = [Command(**c) for c in raw.pop("commands", [])]
+        return cls(**raw, ops=ops, faults=faults, toggles=toggles, stops=stops, votes=votes,
+                   commands=commands)
 
 
 def make_plan(seed: int, seconds: float, store: str, replicas: int) -> Plan:
@@ -167,6 +178,7 @@ def make_plan(seed: int, seconds: float, store: str, replicas: int) -> Plan:
         if any(op.route == platform for op in plan.ops):
             plan.faults = sorted(plan.faults + _platform(random.Random(
                 f"{seed}:{store}:{platform}-faults"), seconds, platform), key=lambda f: f.at)
+    draw_slack(seed, plan, SLACK_CHANNELS)
     return plan
 
 
