@@ -41,8 +41,10 @@ def make_channels(loaded: LoadedConfig) -> list[ChannelFactory]:
 
         factories.append(make_slack)
         if slack.mode == "http":
-            # Served by the HTTP API, which starts after Slack (so the endpoint exists).
-            routes.append(("/slack/events", lambda: made[0].http_endpoint()))
+            # Served by the HTTP API, which starts after Slack (so the endpoint exists): the
+            # Slack channel made last, over this start's runtime (a start begun again after
+            # a store error makes its channels anew; the first ones' runtime is shut down).
+            routes.append(("/slack/events", lambda: made[-1].http_endpoint()))
     discord = cfg.channels.discord
     if discord is not None and discord.enabled:
         discord_token = discord.token(source=source)
@@ -57,7 +59,7 @@ def make_channels(loaded: LoadedConfig) -> list[ChannelFactory]:
         credentials = cfg.http.credentials(source=source)
         factories.append(lambda runtime, schedules: HttpChannel(
             runtime, cfg.http, credentials, routes=routes,
-            statuses=lambda: [(c.name, c.status()) for c in made_all],
+            statuses=lambda: [(c.name, c.status()) for c in newest(made_all)],
             rules=lambda: rights_blocks(cfg), schedules=schedules, openai=cfg.openai_api))
 
     def keep(make: ChannelFactory) -> ChannelFactory:
@@ -68,3 +70,8 @@ def make_channels(loaded: LoadedConfig) -> list[ChannelFactory]:
         return made
 
     return [keep(make) for make in factories]
+
+
+def newest(channels: list[Channel]) -> list[Channel]:
+    """The channel made last of each name (a start begun again made them anew)."""
+    return list({c.name: c for c in channels}.values())

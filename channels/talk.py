@@ -1,7 +1,8 @@
 """What a person's message to a chat channel comes to, written once for every chat channel.
 
 Their right at the place is checked first: ``stop`` (or ``cancel``) from someone who may
-``operate`` there stops the thread's run; from anyone else the message needs ``talk``.
+``operate`` there stops the thread's run (written before the platform hears back, as its
+stop button is); from anyone else the message needs ``talk``.
 A message that passes is submitted as a run (the platform's message id its idempotency
 key); one that does not is refused, and the person is told once (``Told``), not at
 every message. How a refusal is said (an ephemeral line, a log line) is the channel's.
@@ -16,7 +17,7 @@ from typing import Any, Literal, Protocol
 from runtime import FileSource, MaidenError, Origin, Run, Runtime
 
 from .access import Access, Place
-from .work import Background, is_stop, stop_thread
+from .work import is_stop, stop_thread
 
 __all__ = ["Message", "Submit", "Talk", "Told", "Verdict", "weigh"]
 
@@ -65,22 +66,18 @@ def weigh(access: Access, user: str, place: Place, text: str, *, files: bool) ->
 class Talk:
     """One chat channel's way from a person's message to the runtime."""
 
-    def __init__(self, runtime: Runtime, via: str, access: Access, background: Background,
-                 log: logging.Logger) -> None:
+    def __init__(self, runtime: Runtime, via: str, access: Access) -> None:
         self._runtime = runtime
         self._via = via
         self._access = access
-        self._background = background
-        self._log = log
 
-    def hear(self, message: Message, place: Place) -> Verdict:
-        """What ``message`` from ``place`` comes to (``weigh``); a stop is set going here,
-        in the background."""
+    async def hear(self, message: Message, place: Place) -> Verdict:
+        """What ``message`` from ``place`` comes to (``weigh``); a stop is written before
+        this returns (``work.stop_thread``), and carried out in the background."""
         verdict = weigh(self._access, message.user, place, message.text,
                         files=bool(message.files))
         if verdict == "stop":
-            self._background.spawn(stop_thread(self._runtime, message.thread_id,
-                                               message.user, self._log))
+            await stop_thread(self._runtime, message.thread_id, message.user, message.key)
         return verdict
 
     async def submit(self, message: Message, place: Place, *,

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Coroutine
 from typing import Any
 
-from runtime import MaidenError, Runtime
+from runtime import Runtime
 
 __all__ = ["STOP_WORDS", "Background", "is_stop", "stop_thread"]
 
@@ -20,15 +20,15 @@ def is_stop(text: str) -> bool:
     return text.lower().strip(" .!") in STOP_WORDS
 
 
-async def stop_thread(runtime: Runtime, thread_id: str, by: str, log: logging.Logger) -> None:
-    """Cancel the thread's run that goes first, if any (its tools stop where they run)."""
+async def stop_thread(runtime: Runtime, thread_id: str, by: str, key: str) -> None:
+    """Stop the thread's run that goes first, if any: the stop is written before this
+    returns, so that a platform acknowledges it only then (``Runtime.stop``: a process
+    killed right after still cancels the run at its next start, and ``key``, the message's
+    identity, makes a platform's retry of it stop nothing more); the run is cancelled in
+    the background (its tools stop where they run). What the store raises is raised."""
     active = await runtime.records.active_run(thread_id)
-    if active is None:
-        return
-    try:
-        await runtime.cancel(active.id, by=by)
-    except MaidenError as exc:
-        log.warning("stop from %s: %s", by, exc)
+    if active is not None:
+        await runtime.stop(active.id, by=by, key=key)
 
 
 class Background:

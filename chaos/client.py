@@ -114,6 +114,21 @@ class Client:
         response.raise_for_status()
         return dict(response.json())
 
+    async def feedback(self, base: str, person: str) -> list[dict[str, Any]]:
+        """Every vote on an answer (``GET /v1/feedback``, all pages), oldest first."""
+        out: list[dict[str, Any]] = []
+        since: float | None = None
+        while True:
+            params: dict[str, Any] = {"limit": 1000} | ({} if since is None else {"since": since})
+            response = await self.http.get(f"{base}/v1/feedback", headers=self._auth(person),
+                                           params=params)
+            response.raise_for_status()
+            page = response.json()
+            out += page["votes"]
+            since = page.get("next_since")
+            if since is None:
+                return out
+
     async def threads(self, base: str, person: str) -> list[str]:
         """Every thread's id."""
         out: list[str] = []

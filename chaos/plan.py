@@ -15,7 +15,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["TOOLS", "Decide", "Fault", "Op", "Plan", "RunNow", "Toggle", "make_plan"]
+from .slack_plan import Command, Stop, Vote, draw_slack
+
+__all__ = ["TOOLS", "Command", "Decide", "Fault", "Op", "Plan", "RunNow", "Stop", "Toggle",
+           "Vote", "make_plan"]
 
 Route = Literal["http", "http_stream", "openai", "openai_stream", "slack", "discord",
                 "responses", "responses_stream"]
@@ -125,6 +128,10 @@ class Plan:
     faults: list[Fault] = field(default_factory=list)
     toggles: list[Toggle] = field(default_factory=list)
     runs_now: list[RunNow] = field(default_factory=list)
+    slack_http: list[int] = field(default_factory=list)  # replicas taking Slack over HTTP
+    stops: list[Stop] = field(default_factory=list)  # Slack runs stopped (chaos/slack_plan.py)
+    votes: list[Vote] = field(default_factory=list)
+    commands: list[Command] = field(default_factory=list)
 
     def dump(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1) + "\n")
@@ -137,7 +144,11 @@ class Plan:
         faults = [Fault(**f) for f in raw.pop("faults")]
         toggles = [Toggle(**t) for t in raw.pop("toggles", [])]  # none in older plans
         runs_now = [RunNow(**r) for r in raw.pop("runs_now", [])]
-        return cls(**raw, ops=ops, faults=faults, toggles=toggles, runs_now=runs_now)
+        stops = [Stop(**s) for s in raw.pop("stops", [])]
+        votes = [Vote(**v) for v in raw.pop("votes", [])]
+        commands = [Command(**c) for c in raw.pop("commands", [])]
+        return cls(**raw, ops=ops, faults=faults, toggles=toggles, runs_now=runs_now,
+                   stops=stops, votes=votes, commands=commands)
 
 
 def make_plan(seed: int, seconds: float, store: str, replicas: int) -> Plan:
@@ -187,6 +198,7 @@ def make_plan(seed: int, seconds: float, store: str, replicas: int) -> Plan:
         if any(op.route == platform for op in plan.ops):
             plan.faults = sorted(plan.faults + _platform(random.Random(
                 f"{seed}:{store}:{platform}-faults"), seconds, platform), key=lambda f: f.at)
+    draw_slack(seed, plan, SLACK_CHANNELS)
     return plan
 
 

@@ -40,7 +40,8 @@ from .plan import Plan
 from .proxy import Proxy
 from .report import Outcome, summary, violations
 from .schedules import Schedules, read_kept, schedules_toml
-from .slack import SlackPeople, check_slack, slack_env, slack_summary, slack_toml
+from .slack import SlackPeople, slack_env, slack_toml
+from .slack_checks import check_acts, check_slack, slack_summary
 from .system import (
     LEASE_LINGER_S,
     LEASE_TTL_S,
@@ -124,7 +125,7 @@ async def soak(plan: Plan, work: Path) -> Outcome:
             fake = await stack.enter_async_context(FakeSlack(wait=10.0))
             env.update(slack_env(fake))
         replicas = []
-        extra = schedules_toml() + (slack_toml(fake, plan.people) if fake else "")
+        extra = ""
         discord: FakeDiscord | None = None
         if any(op.route == "discord" for op in plan.ops):
             discord = await stack.enter_async_context(
@@ -134,9 +135,10 @@ async def soak(plan: Plan, work: Path) -> Outcome:
         extra += delivering_toml(fake, discord)
         for i in range(plan.replicas):
             home = work / plan.store / f"r{i}"
+            slack = slack_toml(fake, plan.people, http=i in plan.slack_http) if fake else ""
             replica = Replica(i, home, env, work / f"{plan.store}-r{i}.log", functools.partial(
                 write_home, home, spec, model.base_url, people=plan.people,
-                concurrency=plan.concurrency, extra=extra))
+                concurrency=plan.concurrency, extra=schedules_toml() + slack + extra))
             replicas.append(replica)
             stack.push_async_callback(replica.close)
         history = History()
@@ -154,8 +156,9 @@ async def soak(plan: Plan, work: Path) -> Outcome:
         history.begin()
         history.note("begin", f"{plan.store}, {plan.replicas} replica(s) up; seed {plan.seed}")
         people = DiscordPeople(discord, history) if discord else None
-        workload = Workload(plan, replicas, client, history,
-                            slack=SlackPeople(fake, history) if fake else None, discord=people)
+        slack_people = SlackPeople(fake, history, replicas, plan.slack_http) if fake else None
+        workload = Workload(plan, replicas, client, history, slack=slack_people,
+                            discord=people)
         stack.push_async_callback(workload.cancel_all)
         jobs = Schedules(plan, replicas, client, history)
         operators = Operators(plan, replicas, client, history, workload)
@@ -172,7 +175,10 @@ async def soak(plan: Plan, work: Path) -> Outcome:
         idle = await _idle(client, workload, SETTLE_S)
         history.note("settled", f"messages drained: {drained}; no run active: {idle}")
         await _stop(background)
-        stored = await _read(client, workload, await _leases(spec, work, faults.last_death))
+        stopped = {s.run_id for s in slack_people.acts.stops if s.run_id} if slack_people \
+            else set()
+        stored = await _read(client, workload, await _leases(spec, work, faults.last_death),
+                             stopped)
         kept = await read_kept(spec, work, PG_DSN)
         await operators.read(stored)
         if people is not None:
@@ -180,8 +186,10 @@ async def soak(plan: Plan, work: Path) -> Outcome:
         found = check(workload.sent, stored, model)
         found += jobs.check(workload.sent, stored, kept)
         found += operators.check(stored, kept) + check_delivered(kept, fake, discord)
-        if fake is not None:
+        if fake is not None and slack_people is not None:
             found += check_slack(plan, workload.sent, stored, fake)
+            votes = await _votes(client, workload) if plan.votes else []
+            found += check_acts(slack_people.acts, workload.sent, stored, votes, history)
         if people is not None:
             found += check_discord(plan, workload.sent, stored, people)
         outcome = Outcome(plan.store, [v for v in found if v.known is None],
@@ -192,10 +200,14 @@ async def soak(plan: Plan, work: Path) -> Outcome:
                                 delivered_summary(kept, fake, discord)]
         if people is not None:
             outcome.lines.insert(at, discord_summary(workload.sent, people))
-        if fake is not None:
-            outcome.lines.insert(at, slack_summary(workload.sent, fake))
+        if fake is not None and slack_people is not None:
+            outcome.lines[at:at] = slack_summary(workload.sent, fake, slack_people.acts,
+                                                 slack_people.wire)
         if found:
             outcome.lines += violations(plan, found, history, work, plan_file)
+        # What was done when, all of it (a violation prints only what was around it).
+        (work / f"history-{plan.store}.txt").write_text("\n".join(
+            f"{t:8.2f}s  {kind:<14} {text}" for t, kind, text in history.events) + "\n")
         return outcome
 
 
@@ -215,6 +227,12 @@ async def _idle(client: Client, workload: Workload, timeout_s: float) -> bool:
     return False
 
 
+async def _votes(client: Client, workload: Workload) -> list[dict[str, Any]]:
+    replica = workload.pick(0)
+    assert replica is not None, "no replica up to read the votes through"
+    return await client.feedback(replica.url, "ana")
+
+
 async def _leases(spec: StoreSpec, work: Path, last_death: float) -> list[dict[str, Any]]:
     """The leases the store holds now, read with the runtime's own store, once a lease of
     the last replica stopped or killed would have expired (``lease_ttl_s``) and one kept
@@ -232,16 +250,17 @@ async def _leases(spec: StoreSpec, work: Path, last_death: float) -> list[dict[s
         await store.close()
 
 
-async def _read(client: Client, workload: Workload, leases: list[dict[str, Any]]) -> Stored:
+async def _read(client: Client, workload: Workload, leases: list[dict[str, Any]],
+                also: set[str]) -> Stored:
     replica = workload.pick(0)
     assert replica is not None, "no replica up to read the store through"
     runs = await client.runs(replica.url, "ana")
     threads = set(await client.threads(replica.url, "ana")) | set(workload.plan.threads)
     entries = {t: await client.thread(replica.url, "ana", t) for t in sorted(threads)}
     ledger = Stored.read_ledger(Path(replica.env["CHAOS_LEDGER"]))
-    # Every state change of the runs a person decided on or that recovered (the lists
-    # leave them out): what the invariants say about a run that timed out or recovered.
+    # Every state change of the runs a person decided on, stopped or that recovered (the
+    # lists leave them out): what the invariants say about a run that timed out or recovered.
     details = {r["run_id"]: await client.run(replica.url, "ana", r["run_id"])
-               for r in runs if r["decisions"] or r["recovery_attempts"]}
+               for r in runs if r["decisions"] or r["recovery_attempts"] or r["run_id"] in also}
     live = {r.proc.pid for r in workload.replicas if r.up and r.proc is not None}
     return Stored(runs, entries, ledger, details, leases, live)

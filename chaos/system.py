@@ -22,8 +22,8 @@ from pathlib import Path
 
 from tests.fakes.site import free_port
 
-__all__ = ["LEASE_LINGER_S", "LEASE_TTL_S", "PEOPLE_RIGHTS", "History", "Replica", "StoreSpec",
-           "token_of", "write_home"]
+__all__ = ["APPROVAL_TIMEOUT_S", "LEASE_LINGER_S", "LEASE_TTL_S", "PEOPLE_RIGHTS", "History",
+           "Replica", "StoreSpec", "token_of", "write_home"]
 
 ROOT = Path(__file__).resolve().parents[1]
 EFFECTS = Path(__file__).with_name("effects.py")

@@ -16,19 +16,26 @@ from typing import Any, Protocol
 import httpx
 
 from .client import Answer, Client, Refused
-from .plan import Op, Plan
+from .plan import Command, Op, Plan, Stop, Vote
 from .responses import respond
 from .system import History, Replica
 
 __all__ = ["DiscordSender", "Sent", "SlackSender", "Workload"]
 
 SEND_DEADLINE_S = 240.0  # one message, every resend included
+STOP_HOLD_S = 10.0  # a run stopped while it waits: how long before the janitor may deny it
 
 
 class SlackSender(Protocol):
     async def send(self, sent: Sent) -> None: ...
 
     async def click(self, sent: Sent, run_id: str, call: str, approve: bool) -> int: ...
+
+    async def stop(self, sent: Sent, stop: Stop, reads: Workload) -> None: ...
+
+    async def vote(self, sent: Sent, vote: Vote, reads: Workload) -> None: ...
+
+    async def command(self, command: Command) -> None: ...
 
 
 class DiscordSender(Protocol):
@@ -83,15 +90,44 @@ class Workload:
         task.add_done_callback(self.tasks.discard)
 
     async def run(self) -> None:
-        """Launch every op at its time (returns once the last is launched)."""
+        """Launch every op and command at its time (returns once the last is launched)."""
+        await asyncio.gather(self._messages(), self._commands())
+
+    async def _messages(self) -> None:
+        stops = {s.tag: s for s in self.plan.stops}
+        votes = {v.tag: v for v in self.plan.votes}
         for op in self.plan.ops:
             await asyncio.sleep(max(0.0, op.at - self.history.now()))
-            self._spawn(self._send(self.sent[op.tag]))
+            sent = self.sent[op.tag]
+            self._spawn(self._send(sent))
             if op.cancel_after_s is not None:
-                self._spawn(self._cancel(self.sent[op.tag], op.cancel_after_s))
+                self._spawn(self._cancel(sent, op.cancel_after_s))
+            stop = stops.get(op.tag) if self.slack is not None else None
             if op.decide is not None:
-                self._deciding.add(op.tag)
-                self._spawn(self._decide(self.sent[op.tag]))
+                self._deciding.add(op.tag)  # (a person who stops it instead decides nothing)
+                self._spawn(self._stop(sent, stop) if stop and stop.waiting
+                            else self._decide(sent))
+            if stop is not None and not stop.waiting:
+                self._spawn(self._stop(sent, stop))
+            if op.tag in votes and self.slack is not None:
+                self._spawn(self.slack.vote(sent, votes[op.tag], self))
+
+    async def _commands(self) -> None:
+        for command in self.plan.commands if self.slack is not None else ():
+            await asyncio.sleep(max(0.0, command.at - self.history.now()))
+            assert self.slack is not None
+            self._spawn(self.slack.command(command))
+
+    async def _stop(self, sent: Sent, stop: Stop) -> None:
+        """A person's stop in Slack; a run stopped while it waits is left to it a while
+        (not decided by the janitor: its stop is what ends it)."""
+        assert self.slack is not None
+        try:
+            await self.slack.stop(sent, stop, self)
+            if stop.waiting:
+                await asyncio.sleep(STOP_HOLD_S)
+        finally:
+            self._deciding.discard(sent.op.tag)
 
     async def drain(self, timeout_s: float) -> bool:
         """Wait for every message, cancel and decision in flight; whether all finished."""
@@ -153,7 +189,7 @@ class Workload:
             return
         sent.attempts.append(f"{self.history.now():.1f}: gave up")
 
-    async def _find(self, sent: Sent, timeout_s: float = 60.0) -> str | None:
+    async def find(self, sent: Sent, timeout_s: float = 60.0) -> str | None:
         """The run of ``sent``, looked up by its text in its thread (a wait=true request
         names it only once the run has ended)."""
         async with asyncio.timeout(timeout_s):
@@ -169,9 +205,32 @@ class Workload:
                 await asyncio.sleep(0.2)
         return sent.run_id
 
+    async def run_of(self, run_id: str) -> dict[str, Any] | None:
+        """The run as the store has it now (None if no replica answers)."""
+        for attempt in range(10):
+            replica = self.pick(attempt)
+            if replica is not None:
+                with contextlib.suppress(httpx.HTTPError):
+                    return await self.client.run(replica.url, "ana", run_id)
+            await asyncio.sleep(0.3)
+        return None
+
+    async def first_active(self, thread: str) -> str | None:
+        """The run a stop in ``thread`` ends now: its first one that has not ended."""
+        for attempt in range(10):
+            replica = self.pick(attempt)
+            if replica is not None:
+                with contextlib.suppress(httpx.HTTPError):
+                    runs = await self.client.runs(replica.url, "ana", thread_id=thread, state=[
+                        "queued", "running", "awaiting_tool", "awaiting_approval"])
+                    first = min(runs, key=lambda r: r["created_at"], default=None)
+                    return None if first is None else str(first["run_id"])
+            await asyncio.sleep(0.3)
+        return None
+
     async def _cancel(self, sent: Sent, after_s: float) -> None:
         with contextlib.suppress(TimeoutError):
-            run_id = await self._find(sent)
+            run_id = await self.find(sent)
             if run_id is None:
                 return
             await asyncio.sleep(after_s)
@@ -195,8 +254,8 @@ class Workload:
         assert sent.op.decide is not None
         decide = sent.op.decide
         try:
-            run_id = await self._find(sent)
-            call = await self._awaiting(sent, run_id) if run_id else None
+            run_id = await self.find(sent)
+            call = await self.awaiting(sent, run_id) if run_id else None
             if run_id is None or call is None:
                 return
             await asyncio.sleep(decide.after_s)
@@ -211,7 +270,7 @@ class Workload:
         finally:
             self._deciding.discard(sent.op.tag)
 
-    async def _awaiting(self, sent: Sent, run_id: str) -> str | None:
+    async def awaiting(self, sent: Sent, run_id: str) -> str | None:
         """The deploy call the run waits on, once it waits (None if it ended first)."""
         async with asyncio.timeout(120):
             while True:

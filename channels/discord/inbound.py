@@ -37,7 +37,7 @@ class DiscordInbound:
         self._gateway = gateway
         self._background = background
         self._via = via
-        self._talk = Talk(runtime, via, config.access, background, log)
+        self._talk = Talk(runtime, via, config.access)
         self.intake = Intake(runtime, via)
         """How a message is submitted: tried again while the store is out of reach."""
         self._typing: set[str] = set()
@@ -70,7 +70,7 @@ class DiscordInbound:
         parent = getattr(message.channel, "parent_id", None)
         place = Place.of(found.channel, str(parent) if parent is not None else None,
                          found.guild, direct=found.direct)
-        verdict = self._talk.hear(found, place)
+        verdict = await self._talk.hear(found, place)
         if verdict in ("may not talk", "may not stop"):
             log.info("discord: %s may not %s in %s", found.user,
                      "operate" if is_stop(found.text) else "talk", found.channel)

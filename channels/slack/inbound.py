@@ -43,7 +43,7 @@ class SlackInbound:
         self._via = via
         self._assistant = assistant
         self._sessions = sessions
-        self._talk = Talk(runtime, via, config.access, background, log)
+        self._talk = Talk(runtime, via, config.access)
         self._told = Told(runtime, via, log)
         self._watching: set[str] = set()
         self._fresh: dict[str, None] = {}
@@ -67,7 +67,7 @@ class SlackInbound:
         if not seen.mentioned and not seen.direct and not await self._joined(seen):
             return  # a channel message not for the bot
         place = Place.of(seen.channel, direct=seen.direct)
-        verdict = self._talk.hear(seen, place)
+        verdict = await self._talk.hear(seen, place)  # a stop is written before the ack
         if verdict == "may not talk":
             await self._tell_once(seen.channel, seen.user, "talk to this agent")
         elif verdict == "may not stop":

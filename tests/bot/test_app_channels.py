@@ -9,9 +9,15 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Self
 
+import httpx
+import pytest
+
 from bot import load_config
 from bot.app import open_app, open_channels
+from bot.wiring import make_channels
+from channels.http import HttpChannel
 from runtime import Deliverer, Delivery, FileFetcher, Origin, ReplyDelivery, Runtime
+from tests.fakes.slack import BOT_USER, FakeSlack, signed_event
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -82,3 +88,39 @@ async def test_a_reply_due_while_its_channel_opens_goes_out_at_once(tmp_path: Pa
     (reply,) = channel.recorder.sent
     assert isinstance(reply, ReplyDelivery) and reply.target == {"channel": "c1"}
     assert reply.text == "echo: hi while opening"
+
+
+async def test_a_start_begun_again_takes_slacks_events_with_its_own_runtime(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`maiden run` begun again from the top after a store error (``bot.opening.
+    starting_again``) makes its channels anew over the new runtime: the Events API's
+    endpoint (``mode = "http"``) is the new Slack channel's, not the first start's, whose
+    runtime is shut down (every event, click and command was answered 500 for the life of
+    the process: chaos/README.md, finding 17)."""
+    async with FakeSlack() as fake:
+        monkeypatch.setenv("SLACK_BOT_TOKEN", fake.bot_token)
+        monkeypatch.setenv("SLACK_SIGNING_SECRET", fake.signing_secret)
+        (tmp_path / "agent.toml").write_text(
+            (ROOT / "agent.toml").read_text() + "\n[http]\nport = 0\n\n[channels.slack]\n"
+            f'mode = "http"\napi_url = "{fake.api_url}"\nopen = true\n')
+        loaded = load_config(tmp_path / "agent.toml")
+        factories = make_channels(loaded)
+        for start in ("stopped on a store error", "begun again"):
+            async with open_app(loaded, recover=True, serve=True) as app, \
+                    AsyncExitStack() as stack:
+                channels = [make(app.runtime, None) for make in factories]
+                await open_channels(stack, app.runtime, channels)
+                if start != "begun again":
+                    continue
+                event = fake.user_event("C0GENERAL1", "U1", f"<@{BOT_USER}> hello",
+                                        mention=True)
+                body, headers = signed_event(event, fake.signing_secret)
+                http = channels[-1]
+                assert isinstance(http, HttpChannel)
+                async with httpx.AsyncClient(timeout=10) as client:
+                    taken = await client.post(f"{http.url}/slack/events", content=body,
+                                              headers=headers)
+                assert taken.status_code == 200, taken.text
+                await app.runtime.idle()
+                (run,) = await app.runtime.records.runs()
+                assert run.reply == "echo: hello"

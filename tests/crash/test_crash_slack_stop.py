@@ -1,7 +1,8 @@
-"""Slack's stop button across kill -9 (issue 51): a real `maiden run` on Slack (the fake,
-over Socket Mode) and a model on the OpenAI wire; a person clicks stop while a tool runs,
-`maiden` acknowledges the event and is SIGKILLed before the run is cancelled. After the
-restart the run ends cancelled, not answered: the stop was written before the ack.
+"""Slack's stop button, and ``stop`` written in the thread, across kill -9 (issue 51): a real
+`maiden run` on Slack (the fake, over Socket Mode) and a model on the OpenAI wire; a person
+clicks stop (or writes ``stop``) while a tool runs, `maiden` acknowledges the event and is
+SIGKILLed before the run is cancelled. After the restart the run ends cancelled, not
+answered: the stop was written before the ack.
 
 The tool sleeps in a worker thread, which a cancellation cannot cut short, so the run is
 still not cancelled when the test kills `maiden` at the ack (the cancellation waits for
@@ -94,8 +95,9 @@ async def _listen(home: Path, started: asyncio.Event) -> asyncio.Server:
     return server
 
 
+@pytest.mark.parametrize("how", ["button", "stop in the thread"])
 async def test_a_stop_acknowledged_then_killed_cancels_the_run_after_the_restart(
-        tmp_path: Path) -> None:
+        tmp_path: Path, how: str) -> None:
     started = asyncio.Event()
     async with Model() as model, FakeSlack(wait=TIMEOUT_S) as fake, \
             await _listen(tmp_path, started):
@@ -111,6 +113,9 @@ async def test_a_stop_acknowledged_then_killed_cancels_the_run_after_the_restart
             root = sent["event"]["ts"]
             stop = {"type": "agent_session_stopped", "channel": C, "thread_ts": root,
                     "user": "U1", "streaming_message_ts": [], "event_ts": "1800000000.0001"}
+            if how != "button":
+                stop = fake.user_event(C, "U1", f"<@{BOT_USER}> stop", thread_ts=root,
+                                       mention=True)
             await fake.acked(await fake.socket_event(stop))
         finally:
             first.send_signal(signal.SIGKILL)  # acknowledged; not cancelled yet

@@ -1,7 +1,8 @@
 """A fake Slack that the real slack-sdk and slack-bolt clients talk to.
 
-``FakeSlack`` serves the Web API and Socket Mode on 127.0.0.1 (``web.py``, ``socket.py``)
-over an in-memory workspace (``store.py``, ``methods.py``, ``streams.py``, ``sessions.py``,
+``FakeSlack`` serves the Web API and Socket Mode on 127.0.0.1 (``web.py``, ``socket.py``), and
+POSTs to an app's Request URL as Slack does in HTTP mode (``request_url.py``), over an
+in-memory workspace (``store.py``, ``methods.py``, ``streams.py``, ``sessions.py``,
 ``files.py``), holding every call to Slack's documented contract first (``contract.py``,
 ``rules.py``, ``blockkit.py``); ``payloads.py`` builds what Slack sends an app — events,
 interactions, envelopes — and signs HTTP deliveries.
@@ -28,6 +29,7 @@ from .payloads import (
     slash_command,
     url_verification,
 )
+from .request_url import Delivery, RequestUrl, command_message
 from .store import SlackError, make_ts
 from .web import FakeSlack
 from .wire import Call, Fault
@@ -40,14 +42,17 @@ __all__ = [
     "TEAM",
     "Call",
     "ChannelType",
+    "Delivery",
     "FakeSlack",
     "Fault",
+    "RequestUrl",
     "SlackError",
     "Workspace",
     "agent_session_stopped_event",
     "app_home_opened",
     "app_mention_event",
     "block_actions_payload",
+    "command_message",
     "event_callback",
     "feedback_click",
     "make_ts",

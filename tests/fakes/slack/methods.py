@@ -43,6 +43,8 @@ class Workspace:
     bot_name: str = "maiden"
     bot_token: str = "xoxb-1-fake-bot-token"
     app_token: str = "xapp-1-A0FAKEAPP1-1-fake-app-token"
+    signing_secret: str = "8f742231b10e8888abcd99yyyzzz85a5"
+    """What HTTP-mode requests are signed with (``request_url``)."""
     scopes: tuple[str, ...] = SCOPES
 
 

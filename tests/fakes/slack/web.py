@@ -39,6 +39,7 @@ from . import payloads
 from .contract import CONTRACT
 from .files import SharedFiles, Uploads
 from .methods import WebAPI, Workspace, needed_scopes
+from .request_url import RequestUrl
 from .rules import enforce
 from .socket import SocketMode
 from .store import JSON, SlackError, Store, render
@@ -90,6 +91,9 @@ class FakeSlack:
         self._faults: dict[str, deque[Fault]] = defaultdict(deque)
         self.outage: Outage | None = None
         """``misbehave``'s switch, while it lasts."""
+        self.request_url = RequestUrl(self.workspace.signing_secret, outage=self._outage,
+                                      wait_s=wait)
+        """Slack's side of HTTP mode: events, clicks and commands POSTed to an app."""
         self._runner: web.AppRunner | None = None
         self.port = port
         """Where it serves (0: a free port, chosen at start)."""
@@ -113,6 +117,10 @@ class FakeSlack:
     def app_token(self) -> str:
         return self.workspace.app_token
 
+    @property
+    def signing_secret(self) -> str:
+        return self.workspace.signing_secret
+
     # -- lifecycle
 
     async def __aenter__(self) -> Self:
@@ -124,10 +132,12 @@ class FakeSlack:
         self._runner = loopback_runner(app)
         await self._runner.setup()
         self.port = await serve_on_loopback(self._runner, port=self.port)
+        await self.request_url.__aenter__()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         assert self._runner is not None
+        await self.request_url.__aexit__()
         await self.socket.shutdown()
         await self._runner.cleanup()
 
@@ -190,6 +200,15 @@ class FakeSlack:
         stopped = self.api.sessions.stop(channel, thread_ts)
         return self.event_callback(payloads.agent_session_stopped_event(
             channel, thread_ts, user, stopped, self.store.next_ts()))
+
+    def stop_button(self, channel: str, thread_ts: str, user: str) -> JSON | None:
+        """A person clicks the stop button in the thread, if Slack shows one: only "while an
+        agent session is in the processing status" (docs.slack.dev/reference/events/
+        agent_session_stopped); the ``session_stopped`` event, or None (no button shown)."""
+        session = self.api.sessions.by_thread.get((channel, thread_ts))
+        if session is None or session.status != "processing":
+            return None
+        return self.session_stopped(channel, thread_ts, user)
 
     def statuses(self) -> list[JSON]:
         """Every ``assistant.threads.setStatus`` carried out."""
