@@ -8,7 +8,7 @@ import logging
 from collections.abc import Coroutine
 from typing import Any
 
-from runtime import Runtime
+from runtime import MaidenError, Runtime
 
 __all__ = ["STOP_WORDS", "Background", "is_stop", "stop_thread"]
 
