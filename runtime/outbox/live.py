@@ -320,12 +320,15 @@ class LiveReplies:
         streamer = self.streamer(stream.channel)
         if streamer is None or run.state in DRIVABLE or run.id in self._live:
             return
-        pending = [d for d in await self._store.deliveries(run_id=run.id, pending=True)
-                   if not isinstance(d, StreamDelivery)]
-        if pending:
+        records = await self._store.deliveries(run_id=run.id)
+        if any(d.remote_id is None and not isinstance(d, StreamDelivery) for d in records):
             return  # its reply or prompt finishes it
+        # Looked up on the platform, its messages are the bot's answers to the person's
+        # message; not those a record of the run went out as (its reply posted on its own,
+        # the stream having shown nothing): finished already, with their own text.
+        posted = {d.remote_id for d in records if not isinstance(d, StreamDelivery)}
         ids = list(self._unrecorded.get(stream.key) or stream.remote_ids) \
-            or await streamer.find_stream(stream)
+            or [i for i in await streamer.find_stream(stream) if i not in posted]
         if ids:
             ids = await streamer.finish_stream(
                 stream.model_copy(update={"remote_ids": tuple(ids)}), replace=None,

@@ -172,14 +172,14 @@ def test_a_long_recovery_goes_on_with_the_channels_open(home: Path) -> None:
     log = home / "maiden.log"
     first = Server(home, log)
     try:
-        with first.client() as client:
-            with client.stream("POST", "/v1/threads/job/messages", json={"text": "/tool slow"},
-                               headers={"Accept": "text/event-stream"}) as response:
-                for kind, data in events(response):
-                    if kind == "tool.call":
-                        run_id = data["run_id"]
-                        first.proc.send_signal(signal.SIGTERM)
-                        break
+        with first.client() as client, client.stream(
+                "POST", "/v1/threads/job/messages", json={"text": "/tool slow"},
+                headers={"Accept": "text/event-stream"}) as response:
+            for kind, data in events(response):
+                if kind == "tool.call":
+                    run_id = data["run_id"]
+                    first.proc.send_signal(signal.SIGTERM)
+                    break
         assert first.proc.wait(timeout=30) == 0
     finally:
         first.close()

@@ -95,3 +95,28 @@ async def test_edits_past_discords_rate_limit_wait_and_the_reply_ends_whole(
         (message,) = bot_messages(fake)
     assert message["content"] == ANSWER * 4
     assert fake.router.limited.get(str(GENERAL_ID), 0) >= 1
+
+
+async def test_a_stream_that_never_opened_leaves_the_reply_posted_on_its_own_alone(
+        tmp_path: Path) -> None:
+    """Discord goes down as the reply starts streaming: its first post is cut unanswered
+    (shown or not, unknown: the stream's record stays open), and the reply's post when the
+    run ends fails too. Discord back, the outbox's sweep posts the reply as a message of its
+    own, then tidies the stream's record: it used to look the stream's messages up in the
+    channel, take the reply (the bot's answer to the same message) for one, and finish it
+    with what the stream had shown, nothing: the answer edited away to "…"
+    (chaos/README.md, finding 12: seed 7, PostgreSQL, three runs out of three)."""
+    script = ScriptedProvider([{"text": ANSWER, "chunks": 5, "chunk_delay_s": 0.2}])
+    async with FakeDiscord() as fake, running(fake, tmp_path / "m.db", provider=script,
+                                              edit_every_s=0.05) as d:
+        sent = await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> how did it go?",
+                                       mentions=[BOT_ID])
+        await asyncio.wait_for(d.channel.wait_handled(1), 10)
+        await fake.misbehave("down", 60.0)  # before the first chunk (0.2 s in) is shown
+        await d.runtime.idle()
+        await fake.misbehave("status", 0.0)  # Discord back
+        assert bot_messages(fake) == []  # neither went out: the reply waits in the outbox
+        await d.runtime.flush_deliveries()  # the sweep: the reply, then the stream's record
+        (message,) = bot_messages(fake)
+    assert message["content"] == ANSWER, message["content"]
+    assert message["message_reference"]["message_id"] == sent["id"]
