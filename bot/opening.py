@@ -4,10 +4,10 @@ starting the runtime over it.
 A store that cannot be opened is, as a rule, a configuration problem (``ConfigError`` on
 the key to look at): a folder that cannot be made, a file that is not a database, a
 password the server refuses. A PostgreSQL server that cannot be reached (refused, reset,
-timed out) may only be starting, or restarting: ``maiden run`` tries it again for
-``[store] open_wait_s`` before it gives up, saying each time what it waits for, as it waits
-for Slack or Discord; and so does its recovery of unfinished runs, if the store goes
-out of reach as it starts.
+timed out) may only be starting, or restarting, and a full disk may be freed in a moment:
+``maiden run`` tries it again for ``[store] open_wait_s`` before it gives up, saying each
+time what it waits for, as it waits for Slack or Discord; and so does its recovery of
+unfinished runs, if the store goes out of reach as it starts.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from runtime import (
     StaleWrite,
     Store,
     StoreError,
+    StoreFull,
     StoreGone,
     StoreUnreachable,
     describe_store,
@@ -46,8 +47,9 @@ LONGEST_PAUSE_S = 5.0
 
 
 async def open_store(loaded: LoadedConfig, *, wait: bool) -> Store:
-    """The configured store, opened; with ``wait``, a server out of reach is tried again
-    for ``[store] open_wait_s``. ``ConfigError`` naming the key when it cannot be opened."""
+    """The configured store, opened; with ``wait``, a server out of reach or a full disk is
+    tried again for ``[store] open_wait_s``. ``ConfigError`` naming the key when it cannot
+    be opened."""
     cfg = loaded.config.store
     try:
         store = make_store(cfg, loaded.base_dir)
@@ -56,9 +58,10 @@ async def open_store(loaded: LoadedConfig, *, wait: bool) -> Store:
     where = describe_store(cfg, loaded.base_dir)
     try:
         await _again(store.open, wait_s=cfg.open_wait_s if wait else 0.0,
-                     worth=lambda error: isinstance(error, StoreUnreachable),
-                     said=f"the store ({where}) is out of reach")
-    except StoreUnreachable as error:
+                     worth=lambda error: isinstance(error, StoreUnreachable | StoreFull),
+                     said=f"the store ({where}) is out of reach" if cfg.kind == "postgres"
+                     else f"the store ({where}) has no room to open")
+    except (StoreUnreachable, StoreFull) as error:
         waited = f" (tried for {cfg.open_wait_s:g} s)" if wait else ""
         raise _problem(loaded, f"{error}{waited}") from None
     except (StoreError, OSError) as error:

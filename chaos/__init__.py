@@ -1,7 +1,8 @@
 """A randomized fault soak over the whole system (issue 52): maiden replicas on
 PostgreSQL (and one on SQLite), a fake model that fails now and then, Slack, Discord and
-schedules, SIGKILLs, SIGTERMs, database cuts, skewed clocks, platforms down or failing,
-and system-wide invariants checked at the end, from a printed seed.
+schedules, SIGKILLs, SIGTERMs, database cuts and restarts, a full disk, skewed clocks,
+platforms down or failing, and system-wide invariants checked at the end, from a printed
+seed.
 
 Not tests (pytest does not collect it): ``python -m chaos``; see chaos/README.md.
 """

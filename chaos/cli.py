@@ -11,6 +11,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from .disk import private_mounts
+from .pgserver import unavailable
 from .plan import Plan, make_plan
 from .soak import PG_DSN, postgres_answers, soak
 
@@ -26,10 +28,41 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, help="the seed (a random one, printed, otherwise)")
     p.add_argument("--store", choices=["postgres", "sqlite", "both"], default="both")
     p.add_argument("--replicas", type=int, default=3, help="on PostgreSQL (SQLite: one)")
+    p.add_argument("--shared-postgres", action="store_true", help="PostgreSQL's pass on "
+                   "MAIDEN_TEST_PG_DSN's server, never restarted (default: a server of its "
+                   "own, restarted now and then, where the machine allows)")
     p.add_argument("--replay", type=Path, help="run a plan a soak wrote (plan-STORE.json)")
     p.add_argument("--workdir", type=Path, help="where logs and plans go (kept); default a "
                    "temporary dir, removed unless a violation is found")
     return p.parse_args(argv)
+
+
+def _own_server(plan: Plan, shared_postgres: bool) -> bool | None:
+    """Whether the PostgreSQL pass runs on a server of its own (if not, why, in one line);
+    None: on none at all (the shared one does not answer either)."""
+    why = "--shared-postgres" if shared_postgres else unavailable()
+    if why is None:
+        return True
+    if not asyncio.run(postgres_answers()):
+        print(f"chaos: postgres pass skipped: no PostgreSQL answers at "
+              f"{PG_DSN.rsplit('@', 1)[-1]} (set MAIDEN_TEST_PG_DSN), and no server of its "
+              f"own: {why}", flush=True)
+        return None
+    print(f"chaos: postgres pass on the shared server at {PG_DSN.rsplit('@', 1)[-1]}, "
+          f"without pg_restart: {why}", flush=True)
+    return False
+
+
+def _small_disk(plans: list[Plan]) -> bool:
+    """Whether the SQLite pass has a small disk to fill (if not, why, in one line): a mount
+    namespace of the soak's own, made before anything starts a thread (``unshare`` refuses
+    a process with threads, and a pass leaves some behind)."""
+    if not any(f.kind == "disk_full" for plan in plans for f in plan.faults):
+        return False
+    why = private_mounts()
+    if why is not None:
+        print(f"chaos: sqlite pass without disk_full: {why}", flush=True)
+    return why is None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,15 +81,16 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     failed = interrupted = False
     try:
+        disk = _small_disk(plans)
         for plan in plans:
-            if plan.store == "postgres" and not asyncio.run(postgres_answers()):
-                print(f"chaos: postgres pass skipped: no PostgreSQL answers at "
-                      f"{PG_DSN.rsplit('@', 1)[-1]} (set MAIDEN_TEST_PG_DSN)", flush=True)
+            own = _own_server(plan, args.shared_postgres) if plan.store == "postgres" else False
+            if own is None:
                 continue
             started = time.monotonic()
             print(f"chaos: {plan.store} pass, {plan.seconds:.0f} s, {len(plan.ops)} messages, "
                   f"{len(plan.faults)} faults, concurrency {plan.concurrency}", flush=True)
-            outcome = asyncio.run(soak(plan, work))
+            outcome = asyncio.run(soak(plan, work, own_server=own,
+                                       small_disk=disk and plan.store == "sqlite"))
             print("\n".join(outcome.lines), flush=True)
             verdict = "FAILED" if outcome.violations else "clean"
             if outcome.known and not outcome.violations:

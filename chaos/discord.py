@@ -26,6 +26,7 @@ from tests.fakes.discord import GUILD_ID, FakeDiscord, World, snowflake_at
 from tests.fakes.discord.payloads import JSON
 
 from .invariants import Stored, Violation
+from .outages import STORE_OUTAGES
 from .plan import DISCORD_PLACES, Plan
 from .system import History
 from .workload import Sent
@@ -45,7 +46,8 @@ _ANSWER = re.compile(r"^answer to (m\d{5}): \d+ results$")
 # the person sees what was said and that it failed. Not an answer left half-written.
 _FAILED = re.compile(r"\n\nSorry, I could not finish this \([^)]*\)\.$")
 # Faults after which a message posted on a live connection may be lost.
-_FAULTS = ("kill", "term", "died", "start", "pg_cut", "pg_restore", "discord", "discord_end")
+_FAULTS = ("kill", "term", "died", "start", "discord", "discord_end",
+           *(kind for outage in STORE_OUTAGES for kind in outage))
 
 
 def person_id(person: str) -> str:

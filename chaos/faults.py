@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from .launch import SKEW_FILE
 from .model import Model
+from .outages import Outage
 from .plan import Fault, Plan
 from .proxy import Proxy
 from .system import History, Replica
@@ -42,6 +43,7 @@ class Faults:
         self.platforms: dict[str, Platform] = {}  # "slack", "discord": their fakes
         self._calming: dict[str, asyncio.Task[None]] = {}  # platform -> its fault's end
         self.last_death = 0.0  # when a replica last stopped or died (time.monotonic())
+        self.outages: dict[str, Outage] = {}  # "pg_restart", "disk_full": where possible
 
     async def run(self) -> None:
         """Every fault of the plan at its time (returns after the last one began)."""
@@ -80,6 +82,9 @@ class Faults:
             self.history.note(fault.kind, f"{what} for {fault.duration_s}s")
             self._calming[fault.kind] = asyncio.create_task(
                 self._calm(fault.kind, fault.duration_s))
+        elif fault.kind in self.outages:
+            if not await self._outage(fault):
+                return
         elif fault.kind == "model_outage":
             self.model.outage_until = time.monotonic() + fault.duration_s
             self.model.outage_status = fault.status
@@ -88,6 +93,31 @@ class Faults:
             self.skipped[fault.kind] += 1
             return
         self.done[fault.kind] += 1
+
+    async def _outage(self, fault: Fault) -> bool:
+        """Begin a store outage, its end ``duration_s`` later; False if it could not."""
+        outage = self.outages[fault.kind]
+        self.history.note(fault.kind, outage.what(fault))
+        try:
+            await outage.begin(fault)
+        except (OSError, RuntimeError) as exc:
+            self.surprises.append(f"{self.history.now():.1f}s {fault.kind} failed: {exc}")
+            self.skipped[fault.kind] += 1
+            await self._outage_over(fault.kind, 0.0)
+            return False
+        self._later(self._outage_over(fault.kind, fault.duration_s))
+        return True
+
+    async def _outage_over(self, kind: str, after_s: float) -> None:
+        await asyncio.sleep(after_s)
+        outage = self.outages[kind]
+        try:
+            done = await outage.end()
+        except (OSError, RuntimeError) as exc:  # tried again at the settle
+            self.surprises.append(f"{self.history.now():.1f}s {kind} could not end: {exc}")
+            return
+        if done is not None:
+            self.history.note(outage.ends, done)
 
     def _later(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)
@@ -176,13 +206,15 @@ class Faults:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def quiet(self) -> None:
-        """Faults off: the proxy open, the model well, every replica up."""
+        """Faults off: the proxy open, the store back, the model well, every replica up."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(90):
                 while self._restarts:
                     await asyncio.gather(*self._restarts, return_exceptions=True)
         if self.proxy is not None:
             self.proxy.restore()
+        for kind in self.outages:
+            await self._outage_over(kind, 0.0)
         self.model.outage_until = 0.0
         for name, task in list(self._unskews.items()):
             task.cancel()

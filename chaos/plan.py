@@ -22,7 +22,8 @@ __all__ = ["TOOLS", "Command", "Decide", "Fault", "Op", "Plan", "RunNow", "Stop"
 
 Route = Literal["http", "http_stream", "openai", "openai_stream", "slack", "discord",
                 "responses", "responses_stream"]
-FaultKind = Literal["kill", "term", "pg_cut", "model_outage", "skew", "slack", "discord"]
+FaultKind = Literal["kill", "term", "pg_cut", "model_outage", "skew", "slack", "discord",
+                    "pg_restart", "disk_full"]
 
 # tool name -> effect class (the tools module, chaos/effects.py, declares the same)
 TOOLS = {"look": "read_only", "note": "idempotent_write", "charge": "non_idempotent",
@@ -82,10 +83,11 @@ class Fault:
     kind: FaultKind
     replica: int = 0
     duration_s: float = 0.0  # down (kill, term), cut (pg_cut), failing (model_outage),
-    # skewed (skew), misbehaving (slack, discord)
+    # skewed (skew), misbehaving (slack, discord), stopped (pg_restart), full (disk_full)
     status: int = 500  # model_outage, slack, discord: 500 (or 503), or 429 with Retry-After
     skew_s: float = 0.0  # skew: how far the replica's clock (maiden's) is off, + ahead
-    mode: str = ""  # slack, discord: "down", "slow" or "status" (answering ``status``)
+    mode: str = ""  # slack, discord: "down", "slow" or "status" (answering ``status``);
+    # pg_restart: how the server is stopped, "fast" or "immediate"
     delay_s: float = 0.0  # slack, discord "slow": how late each request is answered
 
 
@@ -198,6 +200,8 @@ def make_plan(seed: int, seconds: float, store: str, replicas: int) -> Plan:
         if any(op.route == platform for op in plan.ops):
             plan.faults = sorted(plan.faults + _platform(random.Random(
                 f"{seed}:{store}:{platform}-faults"), seconds, platform), key=lambda f: f.at)
+    plan.faults = sorted(plan.faults + _store_outages(random.Random(
+        f"{seed}:{store}:store-outages"), seconds, store), key=lambda f: f.at)
     draw_slack(seed, plan, SLACK_CHANNELS)
     return plan
 
@@ -228,6 +232,24 @@ def _faults(rng: random.Random, seconds: float, replicas: int) -> list[Fault]:
                             status=rng.choice([500, 429])))
         at += rng.uniform(12, 25)
     return sorted(faults, key=lambda f: f.at)
+
+
+def _store_outages(rng: random.Random, seconds: float, store: str) -> list[Fault]:
+    """The store gone from under every replica now and then: PostgreSQL's server stopped
+    (``fast`` or ``immediate``) and started again after up to 3 s (``pg_restart``), or
+    SQLite's disk full for 2-10 s (``disk_full``); skipped where the machine cannot."""
+    faults: list[Fault] = []
+    at = rng.uniform(8, 25) if store == "postgres" else rng.uniform(6, 20)
+    while at < seconds:
+        if store == "postgres":
+            faults.append(Fault(round(at, 3), "pg_restart", duration_s=round(
+                rng.uniform(0, 3), 3), mode=rng.choice(["fast", "immediate"])))
+            at += faults[-1].duration_s + rng.uniform(25, 50)
+        else:
+            faults.append(Fault(round(at, 3), "disk_full", duration_s=round(
+                rng.uniform(2, 10), 3)))
+            at += faults[-1].duration_s + rng.uniform(20, 45)
+    return faults
 
 
 # The schedules every replica's agent.toml has (chaos/schedules.py writes them): ``minute``

@@ -40,6 +40,7 @@ from runtime import Records, Run, ScheduleRecord, ScheduleRecords, StoreConfig, 
 from .client import Client
 from .invariants import TERMINAL, Stored, Violation
 from .model import CRON, job_prompt
+from .outages import STORE_OUTAGES
 from .plan import CHAT_TAG, CONFIG_SCHEDULES, DELIVERING, SKEW_MAX_S, Plan
 from .system import History, Replica, StoreSpec
 from .workload import Sent
@@ -228,9 +229,10 @@ class Schedules:
         moved on to the next) and a replica up (or one back within ``LATE_S``, which
         catches it up on start)."""
         lo, hi = slot - 1.0, slot + CUT_AFTER_S
-        for (a, b) in _spans(history_wall, "pg_cut", ("pg_restore", "settle")):
-            if a <= hi and b >= lo:
-                return False
+        for begin, end in STORE_OUTAGES:  # a PostgreSQL cut or restart, a full disk
+            for (a, b) in _spans(history_wall, begin, (end, "settle")):
+                if a <= hi and b >= lo:
+                    return False
         for (a, b) in _spans(history_wall, "skew", ("unskew", "settle")):
             if a <= hi and b >= lo:  # a replica behind claims it a minute late
                 return False

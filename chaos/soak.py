@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
+import json
 import os
 import signal
 import time
@@ -18,7 +20,7 @@ from uuid import uuid4
 import asyncpg  # type: ignore[import-untyped]
 import httpx
 
-from runtime import StoreConfig, make_store
+from runtime import Store, StoreConfig, make_store
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.slack import FakeSlack
 
@@ -32,10 +34,13 @@ from .discord import (
     discord_toml,
     discord_world,
 )
+from .disk import SmallDisk
 from .faults import Faults
 from .invariants import ACTIVE, Stored, check
 from .model import Model
 from .operators import Operators
+from .outages import DiskFull, Outage, ServerRestart
+from .pgserver import OwnServer
 from .plan import Plan
 from .proxy import Proxy
 from .report import Outcome, summary, violations
@@ -58,6 +63,7 @@ __all__ = ["PG_DSN", "postgres_answers", "soak"]
 
 PG_DSN = os.environ.get("MAIDEN_TEST_PG_DSN", "postgresql://root@127.0.0.1:5432/test")
 SETTLE_S = 150.0
+OUTBOX_S = 30.0  # six sweeps of every replica's outbox
 
 
 async def postgres_answers() -> bool:
@@ -75,8 +81,8 @@ def _through(dsn: str, port: int) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{port}"))
 
 
-async def _drop_schema(schema: str) -> None:
-    conn = await asyncpg.connect(PG_DSN, timeout=10)
+async def _drop_schema(dsn: str, schema: str) -> None:
+    conn = await asyncpg.connect(dsn, timeout=10)
     try:
         await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     finally:
@@ -89,9 +95,14 @@ async def _stop(tasks: list[asyncio.Task[None]]) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def soak(plan: Plan, work: Path) -> Outcome:
+async def soak(plan: Plan, work: Path, *, own_server: bool = False,
+               small_disk: bool = False) -> Outcome:
     """One pass; Ctrl-C or a SIGTERM cancels it, once (a second signal does not cut the
-    way out short): every process, the schema and the fakes are taken down."""
+    way out short): every process, the schema and the fakes are taken down.
+
+    ``own_server``: PostgreSQL's pass on a server of its own (chaos/pgserver.py, dropped at
+    the end), which ``pg_restart`` stops and starts; ``small_disk``: SQLite's on a small
+    disk (chaos/disk.py: ``private_mounts()`` first), which ``disk_full`` fills."""
     this = asyncio.current_task()
     assert this is not None
 
@@ -110,16 +121,8 @@ async def soak(plan: Plan, work: Path) -> Outcome:
     async with AsyncExitStack() as stack:
         model = await stack.enter_async_context(
             Model(plan.seed, work / f"model-{plan.store}.jsonl"))
-        proxy: Proxy | None = None
-        if plan.store == "postgres":
-            target = urlsplit(PG_DSN)
-            proxy = await stack.enter_async_context(
-                Proxy(target.hostname or "127.0.0.1", target.port or 5432))
-            spec = StoreSpec("postgres", schema=f"chaos_{plan.seed}_{uuid4().hex[:8]}")
-            env["CHAOS_PG_DSN"] = _through(PG_DSN, proxy.port)
-            stack.push_async_callback(_drop_schema, spec.schema)
-        else:
-            spec = StoreSpec("sqlite", path=str(work / "sqlite" / "maiden.db"))
+        spec, proxy, dsn, outages = await _store(stack, plan, work, env, own_server=own_server,
+                                                 small_disk=small_disk)
         fake: FakeSlack | None = None
         if any(op.route == "slack" for op in plan.ops):
             fake = await stack.enter_async_context(FakeSlack(wait=10.0))
@@ -143,6 +146,7 @@ async def soak(plan: Plan, work: Path) -> Outcome:
             stack.push_async_callback(replica.close)
         history = History()
         faults = Faults(plan, replicas, model, proxy, history)
+        faults.outages.update(outages)
         stack.push_async_callback(faults.stop)  # no restart after the replicas are closed
         if fake is not None:
             faults.platforms["slack"] = fake
@@ -173,13 +177,15 @@ async def soak(plan: Plan, work: Path) -> Outcome:
         await operators.settle(SETTLE_S)
         await jobs.pause_all()  # no slot fires while the store is read
         idle = await _idle(client, workload, SETTLE_S)
-        history.note("settled", f"messages drained: {drained}; no run active: {idle}")
+        sent = await _outbox_sent(spec, work, dsn, OUTBOX_S)
+        history.note("settled", f"messages drained: {drained}; no run active: {idle}; "
+                     f"outbox sent: {sent}")
         await _stop(background)
         stopped = {s.run_id for s in slack_people.acts.stops if s.run_id} if slack_people \
             else set()
-        stored = await _read(client, workload, await _leases(spec, work, faults.last_death),
-                             stopped)
-        kept = await read_kept(spec, work, PG_DSN)
+        stored = await _read(client, workload, await _leases(spec, work, faults.last_death,
+                                                              dsn), stopped)
+        kept = await read_kept(spec, work, dsn)
         await operators.read(stored)
         if people is not None:
             people.accept(workload.sent, stored)
@@ -205,10 +211,55 @@ async def soak(plan: Plan, work: Path) -> Outcome:
                                                  slack_people.wire)
         if found:
             outcome.lines += violations(plan, found, history, work, plan_file)
+            if discord is not None:  # what Discord was asked and answered, for the trace
+                _keep_calls(discord, work / f"discord-calls-{plan.store}.jsonl")
         # What was done when, all of it (a violation prints only what was around it).
         (work / f"history-{plan.store}.txt").write_text("\n".join(
             f"{t:8.2f}s  {kind:<14} {text}" for t, kind, text in history.events) + "\n")
         return outcome
+
+
+def _keep_calls(fake: FakeDiscord, path: Path) -> None:
+    """Every REST request the fake Discord received, in order, one JSON line each."""
+    with path.open("w") as out:
+        for call in fake.calls():
+            out.write(json.dumps(dataclasses.asdict(call), default=str) + "\n")
+
+
+async def _store(stack: AsyncExitStack, plan: Plan, work: Path, env: dict[str, str], *,
+                 own_server: bool, small_disk: bool
+                 ) -> tuple[StoreSpec, Proxy | None, str, dict[str, Outage]]:
+    """The pass's store, taken down with ``stack``: on PostgreSQL a fresh schema behind the
+    soak's proxy (``CHAOS_PG_DSN`` in ``env``), on a server of its own if it can have one;
+    on SQLite one file, on a small disk if it can have one. With the DSN to read it with
+    (not through the proxy) and the outages it allows."""
+    outages: dict[str, Outage] = {}
+    if plan.store != "postgres":
+        folder = work / "sqlite" / "data"
+        if small_disk:  # a few dozen MB: what a pass writes, and room to spare
+            disk = await stack.enter_async_context(
+                SmallDisk(folder, 64 + int(plan.seconds / 10)))
+            outages["disk_full"] = DiskFull(disk)
+        return StoreSpec("sqlite", path=str(folder / "maiden.db")), None, PG_DSN, outages
+    dsn = PG_DSN
+    if own_server:
+        try:
+            server = await stack.enter_async_context(OwnServer())
+        except RuntimeError as exc:
+            print(f"chaos: postgres pass on the shared server, without pg_restart: a server "
+                  f"of its own could not be made ({exc})", flush=True)
+        else:
+            dsn, outages["pg_restart"] = server.dsn, ServerRestart(server)
+            if server.stale:
+                print(f"chaos: dropped the clusters of soaks killed before: "
+                      f"{', '.join(server.stale)}", flush=True)
+    target = urlsplit(dsn)
+    proxy = await stack.enter_async_context(
+        Proxy(target.hostname or "127.0.0.1", target.port or 5432))
+    spec = StoreSpec("postgres", schema=f"chaos_{plan.seed}_{uuid4().hex[:8]}")
+    env["CHAOS_PG_DSN"] = _through(dsn, proxy.port)
+    stack.push_async_callback(_drop_schema, dsn, spec.schema)
+    return spec, proxy, dsn, outages
 
 
 async def _idle(client: Client, workload: Workload, timeout_s: float) -> bool:
@@ -233,16 +284,39 @@ async def _votes(client: Client, workload: Workload) -> list[dict[str, Any]]:
     return await client.feedback(replica.url, "ana")
 
 
-async def _leases(spec: StoreSpec, work: Path, last_death: float) -> list[dict[str, Any]]:
+async def _outbox_sent(spec: StoreSpec, work: Path, dsn: str, timeout_s: float) -> bool:
+    """Wait (at most ``timeout_s``) until the outbox holds nothing unsent: a reply held back
+    behind an older one of its thread that another replica sent goes out with its own
+    replica's next sweep (every 5 s), after the runs are over."""
+    store = _open(spec, work, dsn)
+    await store.open()
+    try:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                while await store.deliveries(pending=True):  # noqa: ASYNC110 (others' outbox)
+                    await asyncio.sleep(0.5)
+                return True
+    finally:
+        await store.close()
+    return False
+
+
+def _open(spec: StoreSpec, work: Path, dsn: str) -> Store:
+    """The pass's store, as the runtime's own store class reads it (not opened yet)."""
+    config = StoreConfig.model_validate({
+        "kind": spec.kind, "path": spec.path or "unused.db", "dsn_env": "CHAOS_PG_DSN",
+        **({"schema": spec.schema} if spec.schema else {})})
+    return make_store(config, work, env={"CHAOS_PG_DSN": dsn})
+
+
+async def _leases(spec: StoreSpec, work: Path, last_death: float, dsn: str
+                  ) -> list[dict[str, Any]]:
     """The leases the store holds now, read with the runtime's own store, once a lease of
     the last replica stopped or killed would have expired (``lease_ttl_s``) and one kept
     after its thread's last run (``lease_linger_s``) would have been given up."""
     await asyncio.sleep(max(LEASE_LINGER_S + 1.5,
                             last_death + LEASE_TTL_S + 1 - time.monotonic()))
-    config = StoreConfig.model_validate({
-        "kind": spec.kind, "path": spec.path or "unused.db", "dsn_env": "CHAOS_PG_DSN",
-        **({"schema": spec.schema} if spec.schema else {})})
-    store = make_store(config, work, env={"CHAOS_PG_DSN": PG_DSN})
+    store = _open(spec, work, dsn)
     await store.open()
     try:
         return [lease.model_dump() for lease in await store.leases()]

@@ -10,6 +10,7 @@
     │   ├── CorruptStore          a row or snapshot that cannot be read back
     │   ├── StoreGone             the database was deleted or replaced under a running process
     │   ├── StoreUnreachable      the store's server could not be reached (it may be starting)
+    │   ├── StoreFull             the store's disk has no room for a write (it may be freed)
     │   ├── InvalidThreadId       a thread id that breaks the rule (not valid Unicode, a control
     │   │                         character)
     │   ├── NotFound              an unknown run or thread
@@ -69,6 +70,7 @@ __all__ = [
     "ScriptExhausted",
     "StaleWrite",
     "StoreError",
+    "StoreFull",
     "StoreGone",
     "StoreUnreachable",
     "ToolDefinitionError",
@@ -138,6 +140,11 @@ class StoreGone(StoreError):
 class StoreUnreachable(StoreError):
     """The store's server could not be reached (refused, reset, timed out): it may only be
     starting, unlike a refusal (a password, a database that does not exist)."""
+
+
+class StoreFull(StoreError):
+    """The disk the store is on has no room for a write: nothing was written, and a write
+    goes through again once there is room (a full disk is freed, unlike a read-only one)."""
 
 
 class InvalidThreadId(StoreError, ValueError):

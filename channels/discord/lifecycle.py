@@ -19,7 +19,7 @@ import logging
 import aiohttp
 import discord
 
-from runtime import MaidenError, Runtime, doubling
+from runtime import MaidenError, Runtime, StoreError, doubling
 
 from ..downloads import Downloader
 from ..retry import ChannelRefused, Reach, Unreachable, reason_of
@@ -130,7 +130,12 @@ class Gateway:
         self._deliverer.signed_in_as(self.bot)
         # One gateway connection per bot among every replica on the store: whoever holds
         # the lease connects; the others stand by (their REST client still posts replies).
-        self.holder = await self._runtime.operator.take_lease(self.lease, lost=self._lost)
+        try:
+            self.holder = await self._runtime.operator.take_lease(self.lease, lost=self._lost)
+        except StoreError as exc:  # out of reach a moment (its server restarting, say):
+            # no reason to stop; stand by, asking again, as after losing the lease
+            log.warning("discord: cannot ask for the gateway lease: %s; standing by", exc)
+            self.holder = "nobody known yet (the store did not answer)"
         if self.holder is None:
             await self._connect()
         else:

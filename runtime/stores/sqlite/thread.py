@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from ...errors import CorruptStore, StoreError, StoreGone
+from ...errors import CorruptStore, StoreError, StoreFull, StoreGone
 from ..identity import flush_failed
 
 __all__ = ["SQLiteThread", "store_error"]
@@ -166,13 +166,17 @@ class SQLiteThread:
 
 _CORRUPT = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 _FLUSH_FAILED = (sqlite3.SQLITE_IOERR_FSYNC, sqlite3.SQLITE_IOERR_DIR_FSYNC)
+# No room: for a page (FULL), or to make the ``-shm`` file a first connection needs (its
+# own "disk I/O error"; SHMSIZE is nothing but a failure to grow that file).
+_FULL = {sqlite3.SQLITE_FULL: "the disk is full",
+         sqlite3.SQLITE_IOERR_SHMSIZE: "no room on the disk for its -shm file"}
 
 
 def store_error(path: Path, exc: sqlite3.Error, doing: str = "") -> StoreError:
     """``exc`` as maiden's error, in one short line naming the database: ``CorruptStore``
     when the file's pages or a row's bytes are damaged (a run on that thread then fails
     ``corrupt_store`` instead of waiting forever), ``StoreGone`` when a flush to disk
-    failed, else ``StoreError``."""
+    failed, ``StoreFull`` when the disk has no room, else ``StoreError``."""
     where = f"{path}: {doing}: " if doing else f"{path}: "
     text = str(exc)
     if text.startswith("Could not decode to UTF-8"):
@@ -186,6 +190,8 @@ def store_error(path: Path, exc: sqlite3.Error, doing: str = "") -> StoreError:
         return CorruptStore(f"{where}the database file is damaged ({text})")
     if code in _FLUSH_FAILED:
         return StoreGone(flush_failed(f"{where}a flush", text))
+    if code in _FULL:
+        return StoreFull(f"{where}{_FULL[code]} ({text})")
     return StoreError(where + text.splitlines()[0] if text else where + type(exc).__name__)
 
 

@@ -11,10 +11,22 @@ import asyncio
 import contextlib
 from pathlib import Path
 
-from runtime import RuntimeConfig, ScriptedProvider, SQLiteStore, tool
+from channels.discord import DiscordConfig
+from channels.discord.channel import DiscordChannel
+from runtime import (
+    EchoProvider,
+    Runtime,
+    RuntimeConfig,
+    ScriptedProvider,
+    SQLiteStore,
+    ToolRegistry,
+    tool,
+)
 from runtime.serving.leases import holder_name
+from runtime.stores.postgres import PostgresStore
 from tests.channels.discord.test_channel import Discord, running
 from tests.fakes.discord import BOT_ID, GENERAL_ID, HUMAN_ID, FakeDiscord
+from tests.postgres import cuttable, fresh_schema
 
 # Short leases, so that a lease taken away is found lost within a second.
 SETTINGS = RuntimeConfig(poll_interval_s=0.05, lease_ttl_s=1.0)
@@ -131,3 +143,31 @@ async def test_a_replica_taking_over_while_discord_is_down_keeps_trying(tmp_path
             await fake.until(lambda: [m["content"] for m in second.replies()]
                              == ["echo: back?"], what="the reply", timeout=10)
         assert first.channel.handled == 0
+
+
+async def test_a_store_out_of_reach_as_discord_comes_back_does_not_stop_the_channel() -> None:
+    """Discord is down at start, so the channel logs in again and again in the background;
+    when Discord answers, the store is out of reach (its server restarting: the chaos soak's
+    ``pg_restart``, seed 8), so the gateway lease cannot be asked for. The channel stands by,
+    asking again, and connects once the store answers (it stopped, and with it `maiden
+    run`: ``discord: … the database system is starting up; the channel stops``)."""
+    async with FakeDiscord() as fake, fresh_schema() as schema, cuttable() as (proxy, dsn), \
+            PostgresStore(dsn, schema=schema, pool_size=2) as store, \
+            Runtime(store, EchoProvider(), ToolRegistry(()), settings=SETTINGS) as runtime:
+        await fake.misbehave("down", 2.0)
+        config = DiscordConfig(api_url=fake.api_url, allow_users=[str(HUMAN_ID)])
+        async with DiscordChannel(runtime, config, fake.token, guild_ready_timeout=0.05) \
+                as channel:
+            assert channel.status().startswith("connecting: ")
+            stopped = asyncio.create_task(channel.closed())
+            proxy.cut()
+            async with asyncio.timeout(20):  # Discord back: logged in, the lease asked for
+                while channel.holder is None and not stopped.done():  # noqa: ASYNC110
+                    await asyncio.sleep(0.05)
+            assert not stopped.done(), stopped
+            assert channel.status().startswith("standing by: ")
+            proxy.restore()
+            await fake.identified(1, timeout=20)
+            await asyncio.wait_for(channel.client.ready.wait(), 10)
+            assert channel.holder is None and not stopped.done()
+        await asyncio.wait_for(stopped, 10)  # closed: now it has stopped
