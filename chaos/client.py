@@ -9,6 +9,7 @@ balancer does.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -167,20 +168,25 @@ def _status(response: httpx.Response) -> Answer:
 _ENDS = {"run.completed", "run.failed", "run.cancelled", "run.timed_out", "run.paused"}
 
 
-async def _run_stream(response: httpx.Response) -> Answer:
-    answer = Answer(None, status=200, ended=False)
+async def sse(response: httpx.Response) -> AsyncIterator[tuple[str, Any]]:
+    """A server-sent event stream's events, as (event name, its JSON data)."""
     event = ""
     async for line in response.aiter_lines():
         if line.startswith("event: "):
             event = line[7:]
         elif line.startswith("data: "):
-            data = json.loads(line[6:])
-            if event == "run.accepted":
-                answer.run_id = data["run_id"]
-            elif event in _ENDS:
-                answer.state = data.get("state", event[4:])
-                answer.reply = data.get("reply")
-                answer.ended = True
+            yield event, json.loads(line[6:])
+
+
+async def _run_stream(response: httpx.Response) -> Answer:
+    answer = Answer(None, status=200, ended=False)
+    async for event, data in sse(response):
+        if event == "run.accepted":
+            answer.run_id = data["run_id"]
+        elif event in _ENDS:
+            answer.state = data.get("state", event[4:])
+            answer.reply = data.get("reply")
+            answer.ended = True
     return answer
 
 

@@ -206,6 +206,18 @@ def make_plan(seed: int, seconds: float, store: str, replicas: int) -> Plan:
     return plan
 
 
+def _cancel_or_decide(rng: random.Random, op: Op) -> None:
+    """A later stream's message: cancelled by its person now and then; a deploy decided,
+    sometimes late (past its approval's timeout), sometimes twice. (The first messages'
+    draws, in ``make_plan``, are in an order of their own, kept for their seeds' plans.)"""
+    if rng.random() < 0.07:
+        op.cancel_after_s = round(rng.uniform(0.0, 1.5), 3)
+    if any("deploy" in turn for turn in op.steps):
+        op.decide = Decide(approve=rng.random() < 0.7, after_s=round(
+            rng.uniform(9, 14) if rng.random() < 0.15 else rng.uniform(0.1, 3), 3),
+            twice=rng.random() < 0.2)
+
+
 def _faults(rng: random.Random, seconds: float, replicas: int) -> list[Fault]:
     """Kills and stops (never the last replica up, by the planned times), PostgreSQL cuts
     (PostgreSQL plans only) and model outages, each kind on its own clock."""
@@ -339,12 +351,7 @@ def _discord(rng: random.Random, plan: Plan) -> None:
                 thread=f"discord/{plan.seed}/{rng.choice(DISCORD_PLACES)}",
                 person=rng.choice(plan.people), route="discord",
                 replica=rng.randrange(plan.replicas), steps=steps)
-        if rng.random() < 0.07:
-            op.cancel_after_s = round(rng.uniform(0.0, 1.5), 3)
-        if any("deploy" in turn for turn in steps):
-            op.decide = Decide(approve=rng.random() < 0.7, after_s=round(
-                rng.uniform(9, 14) if rng.random() < 0.15 else rng.uniform(0.1, 3), 3),
-                twice=rng.random() < 0.2)
+        _cancel_or_decide(rng, op)
         ops.append(op)
         at += rng.expovariate(1 / 3.0)
     plan.ops = sorted(plan.ops + ops, key=lambda o: o.at)
@@ -367,12 +374,7 @@ def _responses(rng: random.Random, plan: Plan, http: list[str], owner: dict[str,
         op = Op(at=round(at, 3), tag=f"m{RESPONSES_TAG + len(ops):05d}", thread=thread,
                 person=owner[thread], route=route, replica=rng.randrange(plan.replicas),
                 steps=steps)
-        if rng.random() < 0.07:
-            op.cancel_after_s = round(rng.uniform(0.0, 1.5), 3)
-        if any("deploy" in turn for turn in steps):
-            op.decide = Decide(approve=rng.random() < 0.7, after_s=round(
-                rng.uniform(9, 14) if rng.random() < 0.15 else rng.uniform(0.1, 3), 3),
-                twice=rng.random() < 0.2)
+        _cancel_or_decide(rng, op)
         ops.append(op)
         at += rng.expovariate(1 / RESPONSES_EVERY_S)
     plan.ops = sorted(plan.ops + ops, key=lambda o: o.at)

@@ -9,12 +9,11 @@ every other route's, so the invariants hold it to what they hold the ``openai`` 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import httpx
 
-from .client import Answer, Client, _status
+from .client import Answer, Client, _status, sse
 from .plan import Op
 
 __all__ = ["respond"]
@@ -60,14 +59,9 @@ async def _events(response: httpx.Response) -> Answer:
     """The stream's run (from ``response.created``) and its end; ``ended`` False if the
     stream was cut off before one of ``_ENDS``."""
     answer = Answer(None, status=200, ended=False)
-    event = ""
-    async for line in response.aiter_lines():
-        if line.startswith("event: "):
-            event = line[7:]
-        elif line.startswith("data: "):
-            data = json.loads(line[6:])
-            if event == "response.created":
-                answer.run_id = str(data["response"]["id"]).removeprefix(PREFIX)
-            elif event in _ENDS:
-                answer = _answer(data["response"], ended=True)
+    async for event, data in sse(response):
+        if event == "response.created":
+            answer.run_id = str(data["response"]["id"]).removeprefix(PREFIX)
+        elif event in _ENDS:
+            answer = _answer(data["response"], ended=True)
     return answer

@@ -26,7 +26,7 @@ import httpx
 
 from .client import Client
 from .invariants import RESUMED, TERMINAL, Violation
-from .system import History, Replica
+from .system import History, Replica, settled
 from .workload import Workload, stable
 
 __all__ = ["Resumer"]
@@ -119,13 +119,7 @@ class Resumer:
         resumed.lost += 1  # given up: it may have been taken all the same
 
     async def drain(self, timeout_s: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout_s):
-                while self.tasks:
-                    await asyncio.gather(*self.tasks, return_exceptions=True)
-        for task in list(self.tasks):
-            task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await settled(self.tasks, timeout_s)
 
     async def read(self, base: str) -> None:
         """Every resumed run with its state changes (once settled)."""

@@ -14,7 +14,6 @@ with its schedule's answer; each took at most one ``tick``. The slots' own invar
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
@@ -27,7 +26,7 @@ from .client import Client
 from .invariants import Stored, Violation
 from .plan import Plan, RunNow
 from .schedules import Kept, manual_run
-from .system import History, Replica
+from .system import History, Replica, settled
 
 __all__ = ["RunsNow"]
 
@@ -78,13 +77,7 @@ class RunsNow:
                 self._spawn(self.asked[now.tag])
 
     async def drain(self, timeout_s: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout_s):
-                while self.tasks:
-                    await asyncio.gather(*self.tasks, return_exceptions=True)
-        for task in list(self.tasks):
-            task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await settled(self.tasks, timeout_s)
 
     async def _ask(self, asked: Asked) -> None:
         """Send the request until a replica answers it (anything but a 5xx or a 429),

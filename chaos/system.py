@@ -223,3 +223,19 @@ class Replica:
             await self.proc.wait()
         self.up = False
         await self._stop_drain()
+
+
+async def settled(tasks: set[asyncio.Task[None]], timeout_s: float, *, cancel: bool = True
+                  ) -> bool:
+    """Wait (``timeout_s`` at most) until ``tasks`` (which remove themselves when done) are
+    over; whether they all were. With ``cancel``, what is left is cancelled and awaited."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            while tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+    done = not tasks
+    if cancel:
+        for task in list(tasks):
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return done

@@ -18,7 +18,7 @@ import httpx
 from .client import Answer, Client, Refused
 from .plan import Command, Op, Plan, Stop, Vote
 from .responses import respond
-from .system import History, Replica
+from .system import History, Replica, settled
 
 __all__ = ["DiscordSender", "Sent", "SlackSender", "Workload"]
 
@@ -131,11 +131,7 @@ class Workload:
 
     async def drain(self, timeout_s: float) -> bool:
         """Wait for every message, cancel and decision in flight; whether all finished."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout_s):
-                while self.tasks:
-                    await asyncio.gather(*self.tasks, return_exceptions=True)
-        return not self.tasks
+        return await settled(self.tasks, timeout_s, cancel=False)
 
     async def cancel_all(self) -> None:
         for task in list(self.tasks):
