@@ -9,7 +9,7 @@ import asyncio
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from channels import ChannelRefused
@@ -68,6 +68,17 @@ def build_parser() -> argparse.ArgumentParser:
     def command(name: str, text: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=text, description=text)  # `COMMAND --help` too
 
+    for add in (_talk, _threads, _runs, _service):
+        add(command)
+    return p
+
+
+Command = Callable[[str, str], argparse.ArgumentParser]
+"""Adds a command (name, what it does) and gives back its parser."""
+
+
+def _talk(command: Command) -> None:
+    """`run`, `chat`, `send`."""
     command("run", "recover unfinished runs, then serve everything configured: the HTTP "
             "API and console, Slack, Discord, schedules (until SIGINT/SIGTERM)")
     chat = command("chat", "talk to the agent in the terminal")
@@ -78,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument("text", help="the message")
     send.add_argument("--file", action="append", default=[], metavar="PATH",
                       help="a file for the agent to read (repeatable; [files] limits apply)")
+
+def _threads(command: Command) -> None:
+    """`threads` (and `export`, `delete`), `show`."""
     threads = command("threads", "list threads, the most recently active first (or export "
                       "or delete one)")
     threads.add_argument("--limit", type=_positive, metavar="N",
@@ -105,6 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--tail", type=_positive, metavar="N",
                       help="only the last N entries, and the runs they are from (default: "
                       "all)")
+
+def _runs(command: Command) -> None:
+    """`runs`, `approve`, `resume`, `cancel`, `usage`."""
     runs = command("runs", "list runs")
     runs.add_argument("--state", choices=[s.value for s in RunState], action="append",
                       metavar="STATE", help="only runs in this state (repeatable)")
@@ -130,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="an ISO date/time, or an age such as 24h or 7d")
     usage.add_argument("--by", choices=["thread", "agent", "user", "place"],
                        help="what the rows are (default: thread)")
+
+def _service(command: Command) -> None:
+    """`schedules`, `files`, `check`, `migrate`."""
     sched = command("schedules", "list the schedules: next fires, last slot")
     sched_sub = sched.add_subparsers(dest="schedules_command",
                                      metavar="[run|pause|resume|delete NAME]")
@@ -155,8 +175,6 @@ def build_parser() -> argparse.ArgumentParser:
     migrate.add_argument("--to", dest="target", default="postgres", metavar="STORE",
                          help="the same forms; postgres: [store] dsn_env and schema "
                          "(default: %(default)s)")
-    return p
-
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; its exit status. Ctrl-C where the command does not handle it
