@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -25,6 +26,12 @@ from runtime import (
     Tool,
     ToolRegistry,
 )
+
+# A suite started with SIGINT ignored (a background job of a shell without job control, as
+# some CI runners start it) would hand that on to every process the tests start, and the
+# tests of Ctrl-C would wait in vain: here Ctrl-C is Python's default, whoever started it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 RuntimeFactory = Callable[..., Any]
 
