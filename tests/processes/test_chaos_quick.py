@@ -21,7 +21,7 @@ import pytest
 
 from chaos import launch
 from chaos.discord import check_discord, discord_world, person_id, place_id
-from chaos.invariants import Stored
+from chaos.invariants import RESUMED, Stored
 from chaos.model import _arguments, _turn, failure
 from chaos.plan import DISCORD_PLACES, Op, Plan, make_plan
 from chaos.proxy import Proxy
@@ -402,6 +402,15 @@ def test_discord_answers_twice_under_a_stale_note_or_out_of_order_are_violations
     stored.runs[0].update(state="failed", reply=None)
     found = check_discord(make_plan(1, 30, "sqlite", 1), sent, stored, people)
     assert [v for v in found if v.invariant == 4] == []
+    # The same failed stretch, then the run resumed and answered: the notice is no second
+    # answer (the 30-minute run on 0efea9e counted it as one, 4 times).
+    people, sent, stored = _discord_seen(
+        {"m80000": ["answer to m80000\n\nSorry, I could not finish this (the model service "
+                    "failed).", a]}, ["m80000"])
+    found = check_discord(make_plan(1, 30, "sqlite", 1), sent, stored, people)
+    assert [v.invariant for v in found] == [1]  # not resumed: two replies to one message
+    stored.details["rm80000"] = {"transitions": [{"target": "queued", "reason": RESUMED}]}
+    assert check_discord(make_plan(1, 30, "sqlite", 1), sent, stored, people) == []
     # Posted on a live connection with no fault around it, and never taken: lost.
     people, sent, stored = _discord_seen({}, ["m80000"])
     stored.runs.clear()
