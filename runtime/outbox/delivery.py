@@ -190,9 +190,14 @@ class Outbox:
             elif own is not None and delivery.run_id == own.id:
                 # Written since this runtime started, by it, and never tried: nothing to
                 # reconcile. Else (a send under way here failed, say) it is asked first.
-                done = await self._send(
-                    delivery, fresh=not tried and delivery.created_at >= self._born,
-                    trace=own.trace, run=own)
+                # With the thread's lease too (held already at a run's end: no trip to the
+                # store), as another process's send of it would be: a run that never
+                # started here (a queued run cancelled) has no owner, and another replica's
+                # sweep may be sending its record now (chaos finding 23: posted twice).
+                async with self._claim(delivery.thread_id) as mine:
+                    done = mine and await self._send(
+                        delivery, fresh=not tried and delivery.created_at >= self._born,
+                        trace=own.trace, run=own)
             elif await skip(delivery.run_id):
                 done = False  # its run's owner, alive, sends it
             else:

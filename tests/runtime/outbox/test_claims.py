@@ -58,3 +58,36 @@ async def test_a_dead_owners_reply_is_sent_once_by_two_replicas_flushing_at_once
             await a.close()
             await b.close()
     assert [m.text for m in chat.posted] == ["echo: hello"]
+
+
+async def test_a_runs_own_send_and_another_replicas_sweep_post_it_once(tmp_path: Path) -> None:
+    """chaos finding 23 (the CI soak, seed 52: a queued Slack run stopped, its closing line
+    shown twice): the process that ended a run sends its records as its own, without the
+    thread's lease; a run that never started there has no owner, so another replica's sweep
+    took the record as nobody's, claimed it with the lease, and posted it too. Its own send
+    now takes the lease as well (held already at a run's end)."""
+    db = tmp_path / "m.db"
+    chat = HeldChat()
+    settings = RuntimeConfig(poll_interval_s=0.05, lease_linger_s=0)
+    async with SQLiteStore(db) as first_store, \
+            Runtime(first_store, EchoProvider(), settings=settings) as first:
+        run = await first.send("t", "hello", origin=ROOM)  # no channel yet: it waits
+    async with SQLiteStore(db) as store_a, SQLiteStore(db) as store_b:
+        a = Runtime(store_a, EchoProvider(), settings=settings)
+        b = Runtime(store_b, EchoProvider(), settings=settings)
+        a.operator.add_deliverer("chat", chat)
+        b.operator.add_deliverer("chat", chat)
+        await a.start(recover=False, serve=True)
+        await b.start(recover=False, serve=True)
+        try:
+            ended = await a.records.get_run(run.id)
+            # As a run's end (or a cancel) sends what it wrote: its own, here.
+            own = asyncio.create_task(a._parts.outbox.send_pending(ended))
+            await asyncio.wait_for(chat.sending.wait(), 10)  # a's post is on its way
+            await asyncio.wait_for(b.operator.flush_deliveries("chat"), 10)  # b's sweep
+            chat.go.set()
+            await asyncio.wait_for(own, 10)
+        finally:
+            await a.close()
+            await b.close()
+    assert [m.text for m in chat.posted] == ["echo: hello"]
