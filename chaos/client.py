@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 import httpx
 
+from .files import FILES, media_type
 from .plan import Op
 from .system import token_of
 
@@ -76,7 +77,12 @@ class Client:
                 if op.route == "openai_stream":
                     return await _openai_stream(response)
                 return await _run_stream(response)
-        response = await self.http.post(url, json=body, headers=headers)
+        if op.files:  # multipart/form-data: the message's JSON, then a part per file
+            response = await self.http.post(url, headers=headers, data={
+                "message": json.dumps(body)}, files=[
+                ("file", (name, FILES[name], media_type(name))) for name in op.files])
+        else:
+            response = await self.http.post(url, json=body, headers=headers)
         if response.status_code not in (200, 202):
             return _status(response)
         if op.route == "openai":

@@ -25,6 +25,7 @@ from collections import defaultdict
 from tests.fakes.discord import GUILD_ID, FakeDiscord, World, snowflake_at
 from tests.fakes.discord.payloads import JSON
 
+from .files import FILES, media_type
 from .invariants import Stored, Violation
 from .outages import STORE_OUTAGES
 from .plan import DISCORD_PLACES, Plan
@@ -84,7 +85,7 @@ def discord_world(people: list[str]) -> World:
 def discord_toml(fake: FakeDiscord, people: list[str]) -> str:
     users = ", ".join(f'"{person_id(p)}"' for p in people)
     return (f'\n[channels.discord]\napi_url = "{fake.api_url}"\nallow_users = [{users}]\n'
-            'commands = "off"\nreconnect_max_s = 2\n')
+            f'commands = "off"\nreconnect_max_s = 2\nfile_hosts = ["{fake.cdn_url}"]\n')
 
 
 def discord_env(fake: FakeDiscord) -> dict[str, str]:
@@ -113,7 +114,8 @@ class DiscordPeople:
                              timeout=LIVE_WAIT_S)
         bot = fake.world.bot_id
         d = fake.post_as_user(channel, person_id(op.person), f"<@{bot}> {op.text}",
-                              mentions=[bot])
+                              mentions=[bot], files=[(name, FILES[name], media_type(name))
+                                                     for name in op.files])
         self.posted[op.tag] = d
         sessions = self._live()
         self.live[op.tag] = bool(sessions)

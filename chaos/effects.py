@@ -1,5 +1,5 @@
-"""The soak's tools, one of each effect class (and ``tick``, the schedules' job), copied
-beside agent.toml as a tools module.
+"""The soak's tools, one of each effect class (and ``tick``, the schedules' job, and
+``report``, which hands back a file), copied beside agent.toml as a tools module.
 
 Every execution appends one JSON line to the ledger ``CHAOS_LEDGER`` names (``O_APPEND``,
 then fsync: a line written survives a SIGKILL the next instant): ``{tool, key, arguments,
@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runtime import NOT_DONE, ToolContext, tool
+from runtime import NOT_DONE, ToolContext, ToolFile, tool
 
-__all__ = ["charge", "deploy", "email", "look", "note", "tick"]
+__all__ = ["charge", "deploy", "email", "look", "note", "report", "tick"]
 
 # Every replica's tools write the one ledger the soak names (each replica has its home).
 LEDGER = Path(os.environ.get("CHAOS_LEDGER", Path(__file__).resolve().parent / "ledger.jsonl"))
@@ -72,6 +72,15 @@ def look(ctx: ToolContext, tag: str, n: int) -> str:
     time.sleep(BEFORE_S)
     _write(ctx, "look", {"tag": tag, "n": n}, applied=False)
     return f"look {tag}#{n} done"
+
+
+@tool(effect="read_only")
+def report(ctx: ToolContext, tag: str, n: int) -> ToolFile:
+    """Build a report: a file handed back, which maiden uploads once with the answer (its
+    name and bytes are the message's: chaos/files.py's ``report_name``, ``report_data``)."""
+    time.sleep(BEFORE_S)
+    _write(ctx, "report", {"tag": tag, "n": n}, applied=False)
+    return ToolFile(f"report-{tag}.txt", "text/plain", f"chaos report for {tag}\n".encode())
 
 
 @tool(effect="idempotent_write")

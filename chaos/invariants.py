@@ -30,6 +30,8 @@ INVARIANTS = {
        "decided once",
     5: "no thread holds a message twice; every thread well-formed (results match calls)",
     6: "nothing acknowledged is lost",
+    7: "a file shared is shown to the model and stored once by content; a tool's file is "
+       "uploaded exactly once into its message's place",
 }
 TERMINAL = {"completed", "failed", "cancelled", "timed_out"}
 RESUMED = "resumed by request"  # the reason of the state change a resume makes

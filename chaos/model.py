@@ -173,7 +173,7 @@ def _turn(body: dict[str, Any]) -> tuple[str, int, list[list[str]], int] | None:
     NAME``, whose call is the one the history shows with no result; else the last message
     of ours (a cancelled run's message and the next one are sent as one user message)."""
     messages = body.get("messages") or []
-    texts = [m.get("content") if isinstance(m.get("content"), str) else "" for m in messages]
+    texts = [_text(m.get("content")) for m in messages]
     for i in range(len(messages) - 1, -1, -1):
         m, text = messages[i], texts[i]
         late = (_LATE.search(text) or _RESUMED.search(text)) if m.get("role") == "user" \
@@ -210,6 +210,15 @@ def _turn(body: dict[str, Any]) -> tuple[str, int, list[list[str]], int] | None:
             if asked:
                 return _state(messages, texts, asked[-1].group(1), 0)
     return None
+
+
+def _text(content: Any) -> str:
+    """A message's text: a message with files has content parts (its text first, a text
+    file as a text part of its own), joined."""
+    if isinstance(content, list):
+        return "\n\n".join(str(p.get("text") or "") for p in content
+                             if isinstance(p, dict) and p.get("type") == "text")
+    return content if isinstance(content, str) else ""
 
 
 _CALL = re.compile(r"^call_(m\d{5}|j[A-Za-z0-9-]+\.[0-9a-f]{8})_(\d+)_\d+$")

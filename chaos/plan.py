@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from .files import draw_files
 from .slack_plan import Command, Stop, Vote, draw_slack
 
 __all__ = ["TOOLS", "Command", "Decide", "Fault", "Op", "Plan", "RunNow", "Stop", "Toggle",
@@ -27,7 +28,8 @@ FaultKind = Literal["kill", "term", "pg_cut", "model_outage", "skew", "slack", "
 
 # tool name -> effect class (the tools module, chaos/effects.py, declares the same)
 TOOLS = {"look": "read_only", "note": "idempotent_write", "charge": "non_idempotent",
-         "email": "non_idempotent", "deploy": "non_idempotent", "tick": "non_idempotent"}
+         "email": "non_idempotent", "deploy": "non_idempotent", "tick": "non_idempotent",
+         "report": "read_only"}
 
 # What a message asks the model for: the tools of each turn, in order ([] : just answer).
 # Weights are per mille.
@@ -70,6 +72,7 @@ class Op:
     wait: bool = True
     cancel_after_s: float | None = None
     decide: Decide | None = None
+    files: list[str] = field(default_factory=list)  # names of chaos.files.FILES it carries
 
     @property
     def text(self) -> str:
@@ -203,6 +206,7 @@ def make_plan(seed: int, seconds: float, store: str, replicas: int) -> Plan:
     plan.faults = sorted(plan.faults + _store_outages(random.Random(
         f"{seed}:{store}:store-outages"), seconds, store), key=lambda f: f.at)
     draw_slack(seed, plan, SLACK_CHANNELS)
+    draw_files(seed, plan)  # last: it adds a turn to some messages (chaos/files.py)
     return plan
 
 

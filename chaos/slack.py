@@ -16,6 +16,7 @@ from channels.slack.render import APPROVE, DENY
 from tests.fakes.slack import BOT_USER, TEAM, FakeSlack, block_actions_payload
 from tests.fakes.slack.store import JSON
 
+from .files import FILES, media_type
 from .plan import Command, Stop, Vote
 from .slack_acts import Reads, SlackActs, channel_of, user_of
 from .slack_wire import SlackWire
@@ -31,7 +32,8 @@ def slack_toml(fake: FakeSlack, people: list[str], *, http: bool) -> str:
     """``[channels.slack]`` of a replica: Socket Mode, or the Events API (``http``)."""
     users = ", ".join(f'"{user_of(p)}"' for p in people)
     mode = 'mode = "http"\n' if http else ""
-    return f'\n[channels.slack]\n{mode}api_url = "{fake.api_url}"\nallow_users = [{users}]\n'
+    return (f'\n[channels.slack]\n{mode}api_url = "{fake.api_url}"\nallow_users = [{users}]\n'
+            f'file_hosts = ["{fake.base_url}"]\n')
 
 
 def slack_env(fake: FakeSlack) -> dict[str, str]:
@@ -56,8 +58,10 @@ class SlackPeople:
         channel = channel_of(op.thread)
         root = self.roots.get(op.thread)
         text = f"<@{BOT_USER}> {op.text}"
-        event = fake.user_event(channel, user_of(op.person), text, thread_ts=root,
-                                mention=True)
+        event = fake.share_file(channel, user_of(op.person), text, [
+            (name, FILES[name], media_type(name)) for name in op.files], thread_ts=root) \
+            if op.files else fake.user_event(channel, user_of(op.person), text,
+                                             thread_ts=root, mention=True)
         if root is None:
             root = self.roots[op.thread] = str(event["event"]["ts"])
         sent.thread = f"slack:{TEAM}:{channel}:{root}"

@@ -36,6 +36,7 @@ from .discord import (
 )
 from .disk import SmallDisk
 from .faults import Faults
+from .files_checks import blob_digests, check_files, files_summary
 from .invariants import ACTIVE, Stored, check
 from .model import Model
 from .operators import Operators
@@ -190,6 +191,8 @@ async def soak(plan: Plan, work: Path, *, own_server: bool = False,
         if people is not None:
             people.accept(workload.sent, stored)
         found = check(workload.sent, stored, model)
+        blobs = await _blobs(spec, work, dsn)
+        found += check_files(plan, workload.sent, stored, blobs, model.log, fake, discord)
         found += jobs.check(workload.sent, stored, kept)
         found += operators.check(stored, kept) + check_delivered(kept, fake, discord)
         if fake is not None and slack_people is not None:
@@ -203,7 +206,8 @@ async def soak(plan: Plan, work: Path, *, own_server: bool = False,
                           summary(plan, workload, faults, model, stored, history.now()))
         at = next(i for i, line in enumerate(outcome.lines) if "invariants" in line)
         outcome.lines[at:at] = [jobs.summary(kept), *operators.lines(kept),
-                                delivered_summary(kept, fake, discord)]
+                                delivered_summary(kept, fake, discord),
+                                files_summary(workload.sent, blobs, fake, discord)]
         if people is not None:
             outcome.lines.insert(at, discord_summary(workload.sent, people))
         if fake is not None and slack_people is not None:
@@ -307,6 +311,16 @@ def _open(spec: StoreSpec, work: Path, dsn: str) -> Store:
         "kind": spec.kind, "path": spec.path or "unused.db", "dsn_env": "CHAOS_PG_DSN",
         **({"schema": spec.schema} if spec.schema else {})})
     return make_store(config, work, env={"CHAOS_PG_DSN": dsn})
+
+
+async def _blobs(spec: StoreSpec, work: Path, dsn: str) -> list[str]:
+    """The digest of every blob the store holds, read with the runtime's own store."""
+    store = _open(spec, work, dsn)
+    await store.open()
+    try:
+        return blob_digests(await store.blobs())
+    finally:
+        await store.close()
 
 
 async def _leases(spec: StoreSpec, work: Path, last_death: float, dsn: str

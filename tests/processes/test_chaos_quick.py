@@ -46,7 +46,10 @@ def test_a_seed_makes_one_plan_and_a_replay_file_gives_it_back(tmp_path: Path) -
     assert Plan.load(tmp_path / "plan.json") == plan
     # What came later is drawn from streams of its own: a seed's messages and faults of
     # before (the findings' seeds) are what they were (the plan of commit 6531691).
-    before = [asdict(o) for o in plan.ops if o.tag < "m80000"] + [
+    # (Files, chaos/files.py, came last: a message's file and its report turn left out.)
+    before = [{**{k: v for k, v in asdict(o).items() if k != "files"},
+               "steps": [t for t in o.steps if t != ["report"]]}
+              for o in plan.ops if o.tag < "m80000"] + [
         {k: v for k, v in asdict(f).items() if k not in ("skew_s", "mode", "delay_s")}
         for f in plan.faults if f.kind in ("kill", "term", "pg_cut", "model_outage")]
     digest = hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()
@@ -64,6 +67,8 @@ def test_a_seed_makes_one_plan_and_a_replay_file_gives_it_back(tmp_path: Path) -
                                            "slack", "discord", "responses",
                                            "responses_stream"}
     assert any(o.decide for o in plan.ops) and any(o.cancel_after_s for o in plan.ops)
+    assert {o.route for o in plan.ops if o.files} == {"http", "slack", "discord"}
+    assert any(o.steps and o.steps[-1] == ["report"] for o in plan.ops)
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -114,6 +119,11 @@ def _call(tag: str, turn: int, name: str) -> dict[str, Any]:
       {"role": "assistant", "content": "answer to m00005: 0 results"},
       {"role": "user", "content": "[notice] an earlier call to deploy returned: done"}],
      ("m00004", 1, [["deploy"]], 1)),
+    # A message with a file: content parts, its text first, the text file a part of its own.
+    ([{"role": "user", "content": [
+        {"type": "text", "text": "[m00006] dee asks for look then report"},
+        {"type": "text", "text": "[received notes.txt]\nchaos file notes.txt"}]}],
+     ("m00006", 0, [["look"], ["report"]], 0)),
     ([{"role": "user", "content": "hello"}], None),
 ])
 def test_the_model_reads_which_run_asks(messages: list[dict[str, Any]],
