@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from .discord_plan import DiscordActs, draw_discord_acts
 from .files import draw_files
 from .slack_plan import Command, Stop, Vote, draw_slack
 
@@ -137,6 +138,8 @@ class Plan:
     stops: list[Stop] = field(default_factory=list)  # Slack runs stopped (chaos/slack_plan.py)
     votes: list[Vote] = field(default_factory=list)
     commands: list[Command] = field(default_factory=list)
+    # Discord's clicks, stops, votes and commands (chaos/discord_plan.py)
+    discord_acts: DiscordActs = field(default_factory=DiscordActs)
 
     def dump(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1) + "\n")
@@ -152,8 +155,9 @@ class Plan:
         stops = [Stop(**s) for s in raw.pop("stops", [])]
         votes = [Vote(**v) for v in raw.pop("votes", [])]
         commands = [Command(**c) for c in raw.pop("commands", [])]
+        discord_acts = DiscordActs.load(raw.pop("discord_acts", {}))
         return cls(**raw, ops=ops, faults=faults, toggles=toggles, runs_now=runs_now,
-                   stops=stops, votes=votes, commands=commands)
+                   stops=stops, votes=votes, commands=commands, discord_acts=discord_acts)
 
 
 def make_plan(seed: int, seconds: float, store: str, replicas: int) -> Plan:
@@ -206,6 +210,7 @@ def make_plan(seed: int, seconds: float, store: str, replicas: int) -> Plan:
     plan.faults = sorted(plan.faults + _store_outages(random.Random(
         f"{seed}:{store}:store-outages"), seconds, store), key=lambda f: f.at)
     draw_slack(seed, plan, SLACK_CHANNELS)
+    draw_discord_acts(seed, plan, DISCORD_PLACES)
     draw_files(seed, plan)  # last: it adds a turn to some messages (chaos/files.py)
     return plan
 

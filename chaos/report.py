@@ -47,7 +47,7 @@ def summary(plan: Plan, workload: Workload, faults: Faults, model: Model, stored
         f"{resends} resends",
         f"  runs       {len(stored.runs)} ({_count(states)})",
         f"  cancels    {_count(cancels)}",
-        f"  decisions  {_count(decisions)} ({workload.clicked} by Slack buttons); janitor "
+        f"  decisions  {_count(decisions)} ({workload.clicked} by buttons); janitor "
         f"denials {len(workload.janitor_denied)}",
         f"  effects    {_count(effects)}",
         f"  model      {_count(model.outcomes)}",

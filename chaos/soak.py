@@ -34,6 +34,8 @@ from .discord import (
     discord_toml,
     discord_world,
 )
+from .discord_acts import DiscordActor
+from .discord_checks import check_discord_acts, discord_acts_summary
 from .disk import SmallDisk
 from .faults import Faults
 from .files_checks import blob_digests, check_files, files_summary
@@ -162,8 +164,9 @@ async def soak(plan: Plan, work: Path, *, own_server: bool = False,
         history.note("begin", f"{plan.store}, {plan.replicas} replica(s) up; seed {plan.seed}")
         people = DiscordPeople(discord, history) if discord else None
         slack_people = SlackPeople(fake, history, replicas, plan.slack_http) if fake else None
+        actor = DiscordActor(discord, plan.discord_acts, history) if discord else None
         workload = Workload(plan, replicas, client, history, slack=slack_people,
-                            discord=people)
+                            discord=people, discord_acts=actor)
         stack.push_async_callback(workload.cancel_all)
         jobs = Schedules(plan, replicas, client, history)
         operators = Operators(plan, replicas, client, history, workload)
@@ -184,6 +187,7 @@ async def soak(plan: Plan, work: Path, *, own_server: bool = False,
         await _stop(background)
         stopped = {s.run_id for s in slack_people.acts.stops if s.run_id} if slack_people \
             else set()
+        stopped |= {s.run_id for s in actor.stops if s.run_id} if actor else set()
         stored = await _read(client, workload, await _leases(spec, work, faults.last_death,
                                                               dsn), stopped)
         kept = await read_kept(spec, work, dsn)
@@ -198,9 +202,13 @@ async def soak(plan: Plan, work: Path, *, own_server: bool = False,
         if fake is not None and slack_people is not None:
             found += check_slack(plan, workload.sent, stored, fake)
             votes = await _votes(client, workload) if plan.votes else []
+            votes = [v for v in votes if not str(v["thread_id"]).startswith("discord:")]
             found += check_acts(slack_people.acts, workload.sent, stored, votes, history)
         if people is not None:
             found += check_discord(plan, workload.sent, stored, people)
+        if actor is not None:
+            votes = await _votes(client, workload) if plan.discord_acts.votes else []
+            found += check_discord_acts(actor, workload.sent, stored, votes, history)
         outcome = Outcome(plan.store, [v for v in found if v.known is None],
                           [v for v in found if v.known is not None],
                           summary(plan, workload, faults, model, stored, history.now()))
@@ -210,6 +218,8 @@ async def soak(plan: Plan, work: Path, *, own_server: bool = False,
                                 files_summary(workload.sent, blobs, fake, discord)]
         if people is not None:
             outcome.lines.insert(at, discord_summary(workload.sent, people))
+        if actor is not None:
+            outcome.lines.insert(at + 1, discord_acts_summary(actor))
         if fake is not None and slack_people is not None:
             outcome.lines[at:at] = slack_summary(workload.sent, fake, slack_people.acts,
                                                  slack_people.wire)

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import httpx
 
 from .client import Answer, Client, Refused
+from .discord_plan import DiscordActs, DiscordCommand
 from .plan import Command, Op, Plan, Stop, Vote
 from .responses import respond
 from .system import History, Replica, settled
@@ -42,6 +43,22 @@ class DiscordSender(Protocol):
     async def send(self, sent: Sent) -> None: ...
 
 
+class DiscordActing(Protocol):
+    """What people do in Discord besides writing (chaos/discord_acts.py)."""
+
+    acts: DiscordActs
+
+    def clicked(self, tag: str) -> bool: ...
+
+    def waits(self, tag: str) -> bool: ...
+
+    async def act(self, sent: Sent, reads: Workload) -> None: ...
+
+    async def click(self, sent: Sent, run_id: str, call: str, approve: bool) -> int: ...
+
+    async def command(self, command: DiscordCommand) -> None: ...
+
+
 @dataclass
 class Sent:
     op: Op
@@ -62,7 +79,8 @@ class Sent:
 class Workload:
     def __init__(self, plan: Plan, replicas: list[Replica], client: Client,
                  history: History, slack: SlackSender | None = None,
-                 discord: DiscordSender | None = None) -> None:
+                 discord: DiscordSender | None = None,
+                 discord_acts: DiscordActing | None = None) -> None:
         self.plan = plan
         self.replicas = replicas
         self.client = client
@@ -71,8 +89,9 @@ class Workload:
                      for op in plan.ops}
         self.slack = slack
         self.discord = discord
+        self.discord_acts = discord_acts
         self.janitor_denied: list[str] = []
-        self.clicked = 0  # decisions made with a Slack prompt's buttons
+        self.clicked = 0  # decisions made with a prompt's buttons (Slack's or Discord's)
         self.tasks: set[asyncio.Task[None]] = set()
         self._deciding: set[str] = set()  # tags whose person decides their own approval
 
@@ -91,7 +110,7 @@ class Workload:
 
     async def run(self) -> None:
         """Launch every op and command at its time (returns once the last is launched)."""
-        await asyncio.gather(self._messages(), self._commands())
+        await asyncio.gather(self._messages(), self._commands(), self._discord_commands())
 
     async def _messages(self) -> None:
         stops = {s.tag: s for s in self.plan.stops}
@@ -103,10 +122,14 @@ class Workload:
             if op.cancel_after_s is not None:
                 self._spawn(self._cancel(sent, op.cancel_after_s))
             stop = stops.get(op.tag) if self.slack is not None else None
+            acting = self.discord_acts if op.route == "discord" else None
+            if acting is not None:  # its stop or vote in Discord (before any decision)
+                self._spawn(self._discord_act(sent, acting))
             if op.decide is not None:
                 self._deciding.add(op.tag)  # (a person who stops it instead decides nothing)
-                self._spawn(self._stop(sent, stop) if stop and stop.waiting
-                            else self._decide(sent))
+                if not (acting and acting.waits(op.tag)):
+                    self._spawn(self._stop(sent, stop) if stop and stop.waiting
+                                else self._decide(sent))
             if stop is not None and not stop.waiting:
                 self._spawn(self._stop(sent, stop))
             if op.tag in votes and self.slack is not None:
@@ -117,6 +140,21 @@ class Workload:
             await asyncio.sleep(max(0.0, command.at - self.history.now()))
             assert self.slack is not None
             self._spawn(self.slack.command(command))
+
+    async def _discord_commands(self) -> None:
+        acting = self.discord_acts
+        for command in acting.acts.commands if acting is not None else ():
+            await asyncio.sleep(max(0.0, command.at - self.history.now()))
+            assert acting is not None
+            self._spawn(acting.command(command))
+
+    async def _discord_act(self, sent: Sent, acting: DiscordActing) -> None:
+        """A Discord stop or vote; a run stopped while it waits is left to its stop."""
+        try:
+            await acting.act(sent, self)
+        finally:
+            if acting.waits(sent.op.tag):
+                self._deciding.discard(sent.op.tag)
 
     async def _stop(self, sent: Sent, stop: Stop) -> None:
         """A person's stop in Slack; a run stopped while it waits is left to it a while
@@ -256,7 +294,8 @@ class Workload:
                 return
             await asyncio.sleep(decide.after_s)
             # In Slack, by the prompt's buttons (the HTTP API if that fails).
-            button = sent.op.route == "slack"
+            button = sent.op.route == "slack" or bool(
+                self.discord_acts and self.discord_acts.clicked(sent.op.tag))
             await self._post_decision(sent, run_id, call, decide.approve, button)
             if decide.twice:  # clicked again, half the time the other button
                 flip = stable(f"{self.plan.seed}:{sent.op.tag}:flip") < 0.5
@@ -283,8 +322,9 @@ class Workload:
 
     async def _post_decision(self, sent: Sent, run_id: str, call: str, approve: bool,
                              button: bool = False) -> None:
-        if button and self.slack is not None:  # the prompt's button in the Slack thread
-            status = await self.slack.click(sent, run_id, call, approve)
+        clicker = self.discord_acts if sent.op.route == "discord" else self.slack
+        if button and clicker is not None:  # the prompt's button in the Slack thread
+            status = await clicker.click(sent, run_id, call, approve)
             sent.decided.append((approve, status))
             self.history.note("click", f"{sent.op.tag} run {run_id} call {call} "
                               f"{'approve' if approve else 'deny'}: {status}")

@@ -1,0 +1,315 @@
+"""What the soak's people do in Discord besides writing (chaos/discord_plan.py draws it):
+click Approve / Deny on maiden's approval prompt, stop a run (``stop`` written to the bot
+in its channel, or ``/maiden stop``), vote 👍 / 👎 under answers, and type ``/maiden``
+commands — each an interaction (or a message) dispatched on the fake's gateway as Discord
+does, and what came of it, for the checks (``discord_checks``).
+
+Discord sends an interaction to one session (the fake's current one); maiden answers it
+through the interaction's callback within 3 s, or Discord refuses the answer. What an
+interaction came to is read from the fake's records: its callback, and the messages made
+for it (``interaction_metadata``), which is what the person sees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.fakes.discord import FakeDiscord
+from tests.fakes.discord import payloads as p
+from tests.fakes.discord.payloads import JSON
+
+from .discord import person_id, place_id, place_of
+from .discord_plan import DiscordActs, DiscordCommand, DiscordStop
+from .slack_acts import Reads
+from .slack_plan import Vote
+from .system import History
+from .workload import Sent
+
+__all__ = ["ClickSeen", "DiscordActor", "DiscordCommandSeen", "DiscordStopSeen",
+           "DiscordVoteSeen", "made_for"]
+
+NOT_SENT = "(not sent: no live gateway connection)"
+LOST = "(its connection closed unanswered)"
+ANSWER_WAIT_S = 6.0  # Discord's 3 s to answer, and the deferred answer's edit after it
+STOP_HOLD_S = 10.0  # a run stopped while it waits: how long before the janitor may deny it
+
+
+@dataclass
+class ClickSeen:
+    """One click on a prompt's or an answer's button: the interaction, and its callback's
+    type (7: the prompt updated, 4: a line to the clicker; None: no answer)."""
+
+    tag: str
+    run_id: str
+    custom_id: str
+    interaction: str
+    at: float
+    answered: int | None = None
+    said: str = ""  # what the person was shown (the update's or the line's content)
+    channel: str = ""
+
+    @property
+    def outcome(self) -> str:
+        """The callback's type, or why there was none (for the summary and the history)."""
+        return str(self.answered) if self.answered is not None else "not sent" \
+            if self.said.startswith(NOT_SENT) else "lost" if self.said == LOST else "none"
+
+
+@dataclass
+class DiscordStopSeen:
+    stop: DiscordStop
+    run_id: str | None = None
+    state: str = ""
+    first: bool = False
+    channel: str = ""
+    sent: bool = False
+    live: bool = False  # a text stop: dispatched on a live connection
+    click: ClickSeen | None = None  # a /maiden stop: its interaction
+    at: float | None = None
+    wall: float | None = None
+    skipped: str | None = None
+
+
+@dataclass
+class DiscordVoteSeen:
+    vote: Vote
+    run_id: str | None = None
+    clicks: list[ClickSeen] = field(default_factory=list)
+    skipped: str | None = None
+
+
+@dataclass
+class DiscordCommandSeen:
+    command: DiscordCommand
+    channel: str
+    click: ClickSeen | None = None
+
+
+def made_for(fake: FakeDiscord, channel: str, interaction: str) -> list[JSON]:
+    """The messages (public or ephemeral) Discord made for ``interaction`` in ``channel``."""
+    return [m for m in [*fake.messages(channel), *fake.ephemerals(channel)]
+            if str((m.get("interaction_metadata") or {}).get("id")) == interaction]
+
+
+def _subcommand(text: str) -> list[JSON]:
+    name, *rest = text.split()
+    values = {"period": rest[0]} if name == "usage" and rest else {}
+    return [{"name": name, "type": 1, "options": [
+        {"name": k, "type": 3, "value": v} for k, v in values.items()]}]
+
+
+class DiscordActor:
+    """Clicks, stops, votes and commands, as people do them in Discord."""
+
+    def __init__(self, fake: FakeDiscord, acts: DiscordActs, history: History) -> None:
+        self.fake = fake
+        self.acts = acts
+        self.history = history
+        self._clicks = set(acts.clicks)
+        self._stops = {s.tag: s for s in acts.stops}
+        self._votes = {v.tag: v for v in acts.votes}
+        self.clicks: list[ClickSeen] = []  # on approval prompts
+        self._prompts: dict[str, JSON] = {}  # run -> its prompt as first seen
+        self.stops: list[DiscordStopSeen] = []
+        self.votes: list[DiscordVoteSeen] = []
+        self.commands: list[DiscordCommandSeen] = []
+
+    def clicked(self, tag: str) -> bool:
+        """Whether ``tag``'s approval is decided with the prompt's buttons."""
+        return tag in self._clicks
+
+    def waits(self, tag: str) -> bool:
+        """Whether ``tag``'s run is stopped while it waits (nobody decides it)."""
+        return tag in self._stops and self._stops[tag].waiting
+
+    async def act(self, sent: Sent, reads: Reads) -> None:
+        """``sent``'s stop or vote, if the plan has one."""
+        if sent.op.tag in self._stops:
+            await self._stop(sent, self._stops[sent.op.tag], reads)
+        elif sent.op.tag in self._votes:
+            await self._vote(sent, self._votes[sent.op.tag], reads)
+
+    # -- the interactions ------------------------------------------------------------------
+
+    async def _interact(self, tag: str, run_id: str, data: JSON) -> ClickSeen:
+        """Dispatch an INTERACTION_CREATE (Discord's one session) and wait for its answer."""
+        seen = ClickSeen(tag, run_id, str((data.get("data") or {}).get("custom_id") or
+                                          (data.get("data") or {}).get("name")),
+                         str(data["id"]), self.history.now(), channel=str(data["channel_id"]))
+        session = self.fake.gateway.current
+        link = session.link if session is not None else None
+        if session is None or link is None or link.ws.closed:
+            # Discord shows "This interaction failed": nobody was connected to send it to.
+            seen.said = NOT_SENT
+            return seen
+        try:
+            await self.fake.gateway.emit(session, "INTERACTION_CREATE", data)
+        except (ConnectionError, RuntimeError) as exc:
+            seen.said = f"{NOT_SENT} ({type(exc).__name__})"
+            return seen
+        with contextlib.suppress(TimeoutError):
+            await self.fake.until(lambda: self._response(seen.interaction) is not None,
+                                  what="an interaction's answer", timeout=ANSWER_WAIT_S)
+        response = self._response(seen.interaction)
+        if response is not None:
+            seen.answered = response.type
+            seen.said = str((response.data or {}).get("content") or "")
+        elif link.ws.closed or session.link is not link:
+            seen.said = LOST  # the connection it went to closed before it was answered
+        return seen
+
+    def _response(self, interaction: str) -> Any:
+        return next((r for r in self.fake.interaction_responses()
+                     if r.interaction_id == interaction), None)
+
+    def _button(self, message: JSON, custom_id: str, person: str) -> JSON:
+        """The INTERACTION_CREATE of a click on ``message`` (as ``FakeDiscord.click``
+        makes it), not dispatched yet."""
+        fake = self.fake
+        channel_id = message["channel_id"]
+        guild_id = fake.world.guild_of(channel_id)
+        shown = {k: v for k, v in message.items() if k not in ("guild_id", "member")}
+        channel = dict(fake.rest.channel(channel_id))
+        if guild_id is not None:
+            channel["permissions"] = p.MEMBER_PERMISSIONS
+        return p.component_interaction(custom_id, person_id(person), channel_id, shown,
+                                       guild_id, application_id=fake.world.app_id,
+                                       username=person, channel=channel)
+
+    def _command(self, text: str, person: str, channel: str) -> JSON:
+        fake = self.fake
+        guild_id = fake.world.guild_of(channel)
+        return p.command_interaction("maiden", _subcommand(text), person_id(person), channel,
+                                     guild_id, application_id=fake.world.app_id)
+
+    async def _find(self, channel: str, custom_id: str, timeout_s: float) -> JSON | None:
+        """The bot's message in ``channel`` showing a button ``custom_id`` starts with."""
+        def found() -> JSON | None:
+            for m in reversed(self.fake.messages(channel)):
+                for row in m.get("components") or ():
+                    for b in row.get("components") or ():
+                        if str(b.get("custom_id") or "").startswith(custom_id):
+                            return m
+            return None
+        with contextlib.suppress(TimeoutError):
+            await self.fake.until(lambda: found() is not None, what=custom_id,
+                                  timeout=timeout_s)
+        return found()
+
+    # -- approvals -------------------------------------------------------------------------
+
+    async def click(self, sent: Sent, run_id: str, call: str, approve: bool) -> int:
+        """Approve or Deny on the run's prompt: 200 when the prompt was updated (decided),
+        409 when the person was told why not, 0 when nothing answered (or no prompt)."""
+        channel = place_id(place_of(sent.op.thread))
+        # A second click is on the prompt as the person saw it first (a double click, before
+        # Discord shows the update): maiden must refuse it, not decide again.
+        prompt = self._prompts.get(run_id) or await self._find(
+            channel, f"maiden:{'a' if approve else 'd'}:{run_id}:", 10.0)
+        if prompt is None:
+            return 0
+        self._prompts[run_id] = prompt
+        verb = f"maiden:{'a' if approve else 'd'}:"
+        custom_id = next(str(b["custom_id"]) for row in prompt["components"]
+                         for b in row["components"] if str(b["custom_id"]).startswith(verb))
+        seen = await self._interact(sent.op.tag, run_id,
+                                    self._button(prompt, custom_id, sent.op.person))
+        self.clicks.append(seen)
+        return {7: 200, 4: 409}.get(seen.answered or 0, 0)
+
+    # -- stops -----------------------------------------------------------------------------
+
+    async def _stop(self, sent: Sent, stop: DiscordStop, reads: Reads) -> None:
+        seen = DiscordStopSeen(stop)
+        self.stops.append(seen)
+        try:
+            seen.skipped = await self._stopping(sent, seen, reads)
+        except TimeoutError:
+            seen.skipped = "its run was not found in time"
+        self.history.note("dstop", f"{stop.tag} run {seen.run_id} ({stop.how}, "
+                          f"{seen.state or seen.skipped})")
+        if stop.waiting and seen.sent:
+            await asyncio.sleep(STOP_HOLD_S)  # its stop ends it, not the janitor
+
+    async def _stopping(self, sent: Sent, seen: DiscordStopSeen, reads: Reads) -> str | None:
+        stop = seen.stop
+        seen.run_id = run_id = await reads.find(sent)
+        if run_id is None:
+            return "its run was not found"
+        if stop.waiting and await reads.awaiting(sent, run_id) is None:
+            return "it ended before it waited"
+        await asyncio.sleep(stop.after_s)
+        run = await reads.run_of(run_id)
+        if run is None or run["terminal"]:
+            return "it ended first"
+        seen.state = str(run["state"])
+        seen.first = await reads.first_active(sent.thread) == run_id
+        seen.channel = channel = place_id(place_of(sent.op.thread))
+        seen.at, seen.wall, seen.sent = self.history.now(), time.time(), True
+        if stop.how == "command":
+            seen.click = await self._interact(stop.tag, run_id,
+                                              self._command("stop", stop.person, channel))
+            return None
+        bot = self.fake.world.bot_id
+        d = self.fake.post_as_user(channel, person_id(stop.person), f"<@{bot}> stop",
+                                   mentions=[bot])
+        sessions = [s for s in self.fake.gateway.sessions.values()
+                    if s.link is not None and not s.link.ws.closed]
+        seen.live = bool(sessions)
+        for session in sessions:
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await self.fake.gateway.emit(session, "MESSAGE_CREATE", d)
+        return None
+
+    # -- votes -----------------------------------------------------------------------------
+
+    async def _vote(self, sent: Sent, vote: Vote, reads: Reads) -> None:
+        seen = DiscordVoteSeen(vote)
+        self.votes.append(seen)
+        message = None
+        with contextlib.suppress(TimeoutError):
+            seen.run_id = run_id = await reads.find(sent)
+            if run_id is not None and await _completed(reads, run_id):
+                message = await self._find(place_id(place_of(sent.op.thread)),
+                                           f"maiden:f:up:{run_id}", 60.0)
+        if message is None or seen.run_id is None:
+            seen.skipped = "no answer with buttons to vote on"
+            return
+        await asyncio.sleep(vote.after_s)
+        ups = [vote.up] + {"": [], "same": [vote.up], "other": [not vote.up]}[vote.again]
+        for up in ups:
+            for _ in range(3):  # clicked again when nothing answered
+                value = "up" if up else "down"
+                click = await self._interact(vote.tag, seen.run_id, self._button(
+                    message, f"maiden:f:{value}:{seen.run_id}", vote.person))
+                seen.clicks.append(click)
+                if click.answered is not None:
+                    break
+                await asyncio.sleep(1.5)
+        self.history.note("dvote", f"{vote.tag} run {seen.run_id}: " + ", ".join(
+            f"{c.custom_id.split(':')[2]} {c.outcome}" for c in seen.clicks))
+
+    # -- /maiden ---------------------------------------------------------------------------
+
+    async def command(self, command: DiscordCommand) -> None:
+        channel = place_id(command.place)
+        seen = DiscordCommandSeen(command, channel)
+        self.commands.append(seen)
+        seen.click = await self._interact("", "", self._command(command.text, command.person,
+                                                                channel))
+        await asyncio.sleep(ANSWER_WAIT_S)  # a deferred answer's edit, or anything more
+        self.history.note("dcommand", f"/maiden {command.text} by {command.person} in "
+                          f"{command.place}: {seen.click.outcome}")
+
+
+async def _completed(reads: Reads, run_id: str) -> bool:
+    async with asyncio.timeout(180):
+        while True:
+            run = await reads.run_of(run_id)
+            if run is not None and run["terminal"]:
+                return bool(run["state"] == "completed")
+            await asyncio.sleep(0.5)

@@ -1,0 +1,221 @@
+"""What the fake Discord's records must show of what people did there besides writing
+(``discord_acts``), once the system settled:
+
+- an approval prompt's buttons decide once: at most one click updates the prompt
+  (``Approved by …`` / ``Denied by …``), and the run's decision is that click's; every
+  other click is told why not, once (invariants 1 and 4);
+- an acknowledged stop ends its run cancelled (as Slack's check says, ``slack_checks``),
+  and each cancelled run of a Discord thread has one closing line there (invariants 6, 1);
+- each ``/maiden`` command is answered exactly once: one callback, one message made for it,
+  saying what that command says (invariant 1);
+- at most one vote per person per run, the last acknowledged click's (invariant 4).
+
+An interaction or a message sent with Discord, a replica or the store in trouble around it
+may go unanswered: Discord does not send it again, and the person tries again. Only an
+answer that never came with no such fault around is held against maiden.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+from channels.feedback import THANKS
+from tests.fakes.discord import GUILD_ID
+
+from .discord import person_id
+from .discord_acts import ClickSeen, DiscordActor, DiscordStopSeen, made_for
+from .invariants import Stored, Violation
+from .outages import STORE_OUTAGES
+from .slack_acts import StopSeen
+from .slack_checks import CLOSING, _stop
+from .slack_plan import Stop
+from .system import History
+from .workload import Sent
+
+__all__ = ["check_discord_acts", "discord_acts_summary"]
+
+QUIET_S = 8.0
+_TROUBLE = ("kill", "term", "died", "start", "discord", "discord_end",
+            *(kind for outage in STORE_OUTAGES for kind in outage))
+_FITS = {"status": r"Nothing is running here\.$|\d+ run\(s\) here:",
+         "usage": r"The last 24 hours:\n", "help": r"Commands:\n",
+         "stop": r"Stopped \d+ run\(s\)\.$|Nothing is running here\.$|Nothing left to stop"}
+_FAILED = re.compile(r"(Something failed|Not done|That did not work): ")
+_DECIDED = re.compile(r"^(Approved|Denied) by <@(\d+)>: `deploy`$")
+
+
+def _trouble(history: History, at: float) -> bool:
+    """A fault began or ended within a second before ``at`` to ``QUIET_S`` after it."""
+    return any(at - 1.0 <= t <= at + QUIET_S for t, kind, _ in history.events
+               if kind in _TROUBLE)
+
+
+def check_discord_acts(actor: DiscordActor, sent: dict[str, Sent], stored: Stored,
+                       votes: list[dict[str, Any]], history: History) -> list[Violation]:
+    threads = {s.op.tag: s.thread for s in sent.values()}
+    runs = {r["run_id"]: r for r in stored.runs}
+    out = _clicks(actor, threads, runs, history)
+    for seen in actor.stops:
+        acked = _stop_acked(seen, history)
+        stop = seen.stop
+        as_slack = StopSeen(Stop(stop.tag, stop.person, "text", stop.after_s, stop.waiting, 0),
+                            seen.run_id, stop.how, seen.state, seen.first, acked, seen.at,
+                            seen.wall, seen.skipped)
+        if (v := _stop(as_slack, runs, threads, stored, history)) is not None:
+            out.append(v)
+    out += _closings(actor, stored)
+    out += _commands(actor, history)
+    out += _votes(actor, threads, votes, history)
+    return out
+
+
+def _held(click: ClickSeen) -> bool:
+    """Whether an unanswered ``click`` counts: it reached a live connection, which stayed."""
+    return click.answered is not None or not click.said.startswith(("(not sent", "(its con"))
+
+
+def _stop_acked(seen: DiscordStopSeen, history: History) -> bool:
+    """A ``/maiden stop`` answered; a ``stop`` dispatched on a live connection with no
+    fault around it (Discord acknowledges nothing: maiden must have taken it)."""
+    if not seen.sent or seen.at is None:
+        return False
+    if seen.click is not None:
+        return seen.click.answered is not None
+    return seen.live and not _trouble(history, seen.at)
+
+
+def _clicks(actor: DiscordActor, threads: dict[str, str], runs: dict[str, dict[str, Any]],
+            history: History) -> list[Violation]:
+    out: list[Violation] = []
+    by_run: dict[str, list[ClickSeen]] = {}
+    for click in actor.clicks:
+        by_run.setdefault(click.run_id, []).append(click)
+    for run_id, clicks in by_run.items():
+        thread = threads.get(clicks[0].tag, "?")
+        updates = [c for c in clicks if c.answered == 7]
+        if len(updates) > 1:
+            out.append(Violation(1, thread, run_id, f"{clicks[0].tag}: its approval prompt was "
+                                 f"updated {len(updates)} times: {[c.said for c in updates]}"))
+        decisions = [d for d in (runs.get(run_id) or {}).get("decisions") or ()
+                     if d["by"] != "chaos"]
+        for c in updates[:1]:
+            said = _DECIDED.match(c.said)
+            approve = c.custom_id.startswith("maiden:a:")
+            if said is None or (said.group(1) == "Approved") != approve:
+                out.append(Violation(1, thread, run_id, f"{c.tag}: a click {c.custom_id} "
+                                     f"updated the prompt to {c.said!r}", c.at))
+            elif not any(d["approve"] == approve and d["by"] == said.group(2)
+                         for d in decisions):
+                out.append(Violation(4, thread, run_id, f"{c.tag}: the prompt says "
+                                     f"{c.said!r}; the run's decisions are {decisions}", c.at))
+        out += _told_once(actor, clicks, thread)
+        for c in clicks:
+            if c.answered is None and _held(c) and not _trouble(history, c.at):
+                out.append(Violation(1, thread, run_id, f"{c.tag}: a click {c.custom_id} at "
+                                     f"{c.at:.1f}s with no fault around was never answered",
+                                     c.at))
+    return out
+
+
+def _told_once(actor: DiscordActor, clicks: list[ClickSeen], thread: str) -> list[Violation]:
+    """No click made more than one message (its ephemeral line) for the person."""
+    return [Violation(1, thread, c.run_id, f"{c.tag}: a click {c.custom_id} was answered with "
+                      f"{len(made)} messages: {[m.get('content') for m in made]}", c.at)
+            for c in clicks if len(made := made_for(actor.fake, c.channel, c.interaction)) > 1]
+
+
+def _closings(actor: DiscordActor, stored: Stored) -> list[Violation]:
+    """One closing line (``Stopped (cancelled …).``) in a Discord place per cancelled run
+    of its thread."""
+    out: list[Violation] = []
+    bot = actor.fake.world.bot_id
+    cancelled = Counter(r["thread_id"] for r in stored.runs if r["state"] == "cancelled"
+                        and r["thread_id"].startswith("discord:"))
+    for channel in sorted({t.split(":", 2)[2] for t in cancelled}):
+        thread = f"discord:{GUILD_ID}:{channel}"
+        shown = sum(1 for m in actor.fake.messages(channel) if m["author"]["id"] == bot
+                    and CLOSING.search(str(m.get("content") or "")))
+        if shown != cancelled[thread]:
+            out.append(Violation(1, thread, None, f"Discord shows {shown} closing line(s) "
+                                 f"('Stopped (cancelled …).'); the thread has "
+                                 f"{cancelled[thread]} cancelled run(s)"))
+    return out
+
+
+def _commands(actor: DiscordActor, history: History) -> list[Violation]:
+    out: list[Violation] = []
+    fake = actor.fake
+    asked = [(s.command.text, s.command.person, s.channel, s.click) for s in actor.commands]
+    asked += [("stop", s.stop.person, s.channel, s.click)
+              for s in actor.stops if s.click is not None]
+    for text, person, channel, click in asked:
+        if click is None or not _held(click):
+            continue
+        said = f"/maiden {text} by {person} at {click.at:.1f}s"
+        where = f"discord:{GUILD_ID}:{channel}"
+        made = made_for(fake, channel, click.interaction)
+        if click.answered is None:
+            if not _trouble(history, click.at):
+                out.append(Violation(1, where, None, f"{said}, with no fault around, was "
+                                     "never answered", click.at))
+            continue
+        answers = [str(m.get("content") or "") for m in made]
+        kind = text.split()[0]
+        if len(answers) != 1 or not (_FAILED.match(answers[0])
+                                     or re.match(_FITS[kind], answers[0])):
+            out.append(Violation(1, where, None, f"{said} was answered (callback "
+                                 f"{click.answered}) with {answers}", click.at))
+    return out
+
+
+def _votes(actor: DiscordActor, threads: dict[str, str], votes: list[dict[str, Any]],
+           history: History) -> list[Violation]:
+    out: list[Violation] = []
+    mine = [v for v in votes if str(v["thread_id"]).startswith("discord:")]
+    counts = Counter((v["run_id"], v["user"]) for v in mine)
+    out += [Violation(4, "discord", run, f"{n} votes by {user} on one run")
+            for (run, user), n in counts.items() if n > 1]
+    stored = {(v["run_id"], v["user"]): v for v in mine}
+    for seen in actor.votes:
+        if not seen.clicks:
+            continue
+        tag, user = seen.vote.tag, person_id(seen.vote.person)
+        thread, vote = threads.get(tag, "?"), stored.pop((seen.run_id, user), None)
+        values = [c.custom_id.split(":")[2] for c in seen.clicks]
+        for c, value in zip(seen.clicks, values, strict=True):
+            if c.answered is not None and c.said != THANKS[value] and not _FAILED.match(c.said):
+                out.append(Violation(1, thread, seen.run_id, f"{tag}: {user}'s click {value} "
+                                     f"was answered {c.said!r}", c.at))
+        out += _told_once(actor, seen.clicks, thread)
+        last = seen.clicks[-1]
+        settled = last.answered is not None and all(
+            c.answered is not None or v == values[-1] for c, v in zip(seen.clicks, values,
+                                                                       strict=True))
+        if settled and last.said == THANKS[values[-1]] and (
+                vote is None or vote["value"] != values[-1]):
+            out.append(Violation(4, thread, seen.run_id, f"{tag}: {user} clicked {values}, the "
+                                 f"last acknowledged; the store has "
+                                 f"{vote['value'] if vote else 'no vote'}", last.at))
+        elif vote is not None and vote["value"] not in values:
+            out.append(Violation(4, thread, seen.run_id, f"{tag}: {user} clicked {values}; "
+                                 f"the store has {vote['value']}"))
+    out += [Violation(4, v["thread_id"], v["run_id"], f"a Discord vote {v['value']} by "
+                      f"{v['user']} that nobody gave") for v in stored.values()]
+    return out
+
+
+def discord_acts_summary(actor: DiscordActor) -> str:
+    clicks = Counter(c.outcome for c in actor.clicks)
+    stops = Counter(f"{s.stop.how} {'sent' if s.sent else 'not sent'}" for s in actor.stops)
+    commands = Counter(s.click.outcome if s.click else "-" for s in actor.commands)
+    votes = [c for v in actor.votes for c in v.clicks]
+
+    def count(counter: Counter[str]) -> str:
+        return ", ".join(f"{k} {v}" for k, v in sorted(counter.items())) or "none"
+
+    return (f"  discord acts prompt clicks {count(clicks)} (by callback type); stops "
+            f"{count(stops)}; commands {count(commands)}; votes {len(actor.votes)} "
+            f"({sum(1 for v in actor.votes if v.skipped)} not given), {len(votes)} clicks "
+            f"({count(Counter(c.outcome for c in votes))})")

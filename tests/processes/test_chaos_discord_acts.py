@@ -1,0 +1,94 @@
+"""The soak's Discord acts (chaos/discord_plan.py, chaos/discord_checks.py), without running a
+soak: drawn from a stream of their own, so a seed's earlier plan stays as it was; a plan
+file round-trips them; and the checks hold a prompt decided twice, a vote that is not the
+last click and a command answered twice against maiden."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from types import SimpleNamespace
+
+from channels.feedback import THANKS
+from chaos.discord import check_discord, person_id
+from chaos.discord_acts import ClickSeen
+from chaos.discord_checks import _clicks, _votes
+from chaos.discord_plan import DiscordActs
+from chaos.invariants import RESUMED
+from chaos.plan import Plan, make_plan
+from chaos.slack_plan import Vote
+from chaos.system import History
+from tests.processes.test_chaos_quick import _discord_seen
+
+
+def test_the_acts_leave_the_rest_of_a_plan_as_it_was_and_replay(tmp_path: Path) -> None:
+    plan = make_plan(7, 90, "postgres", 3)
+    acts = plan.discord_acts
+    assert acts.clicks or acts.stops or acts.votes
+    assert acts.commands and all(c.text in ("status", "usage 24h", "help")
+                                 for c in acts.commands)
+    discord = {op.tag: op for op in plan.ops if op.route == "discord"}
+    assert set(acts.clicks) <= {t for t, op in discord.items() if op.decide is not None}
+    plan.discord_acts = DiscordActs()
+    assert asdict(plan) == asdict(_without_acts(make_plan(7, 90, "postgres", 3)))
+    plan = make_plan(7, 90, "postgres", 3)
+    plan.dump(tmp_path / "plan.json")
+    assert asdict(Plan.load(tmp_path / "plan.json")) == asdict(plan)
+
+
+def _without_acts(plan: Plan) -> Plan:
+    plan.discord_acts = DiscordActs()
+    return plan
+
+
+_NO_MESSAGES = SimpleNamespace(messages=lambda channel: [], ephemerals=lambda channel: [])
+
+
+def _click(custom: str, answered: int | None, said: str, run: str = "r1") -> ClickSeen:
+    return ClickSeen("m80001", run, custom, f"i{custom}{said}", 1.0, answered, said)
+
+
+def test_a_prompt_updated_twice_or_saying_another_decision_is_a_violation() -> None:
+    history = History()
+    actor = SimpleNamespace(fake=_NO_MESSAGES, clicks=[
+        _click("maiden:a:r1:h:c", 7, "Approved by <@5>: `deploy`"),
+        _click("maiden:d:r1:h:c", 7, "Denied by <@5>: `deploy`")])
+    runs = {"r1": {"decisions": [{"approve": True, "by": "5", "tool_call_id": "c"}]}}
+    found = _clicks(actor, {"m80001": "discord:1:2"}, runs, history)  # type: ignore[arg-type]
+    assert [v.invariant for v in found] == [1]
+    actor.clicks = actor.clicks[:1]
+    assert _clicks(actor, {}, runs, history) == []  # type: ignore[arg-type]
+    runs["r1"]["decisions"] = [{"approve": False, "by": "5", "tool_call_id": "c"}]
+    assert [v.invariant for v in _clicks(actor, {}, runs, history)] == [4]  # type: ignore[arg-type]
+
+
+def test_a_vote_that_is_not_the_last_acknowledged_click_is_a_violation() -> None:
+    vote = Vote("m80002", "ana", up=True, after_s=1, again="other", replica=0)
+    clicks = [_click("maiden:f:up:r2", 4, THANKS["up"], "r2"),
+              _click("maiden:f:down:r2", 4, THANKS["down"], "r2")]
+    actor = SimpleNamespace(fake=_NO_MESSAGES,
+                            votes=[SimpleNamespace(vote=vote, run_id="r2", clicks=clicks)])
+    stored = [{"run_id": "r2", "user": person_id("ana"), "value": "up",
+               "thread_id": "discord:1:2"}]
+    found = _votes(actor, {}, stored, History())  # type: ignore[arg-type]
+    assert [v.invariant for v in found] == [4]
+    stored[0]["value"] = "down"
+    assert _votes(actor, {}, stored, History()) == []  # type: ignore[arg-type]
+    assert [v.invariant for v in _votes(actor, {}, stored * 2, History())] == [4]  # type: ignore[arg-type]
+
+
+def test_a_failed_try_before_a_resumed_runs_answer_is_not_a_second_answer() -> None:
+    """A run decided, failed mid-answer (its failure notice under what it had shown), then
+    resumed (chaos/resumes.py) and completed: its failed try is no answer (seed 7,
+    PostgreSQL)."""
+    a = "answer to m80000: 0 results"
+    failed = "answer to m80000\n\nSorry, I could not finish this (the model service failed)."
+    resumed = {"rm80000": {"transitions": [{"target": "queued", "reason": RESUMED}]}}
+    people, sent, stored = _discord_seen({"m80000": [failed, a]}, ["m80000"])
+    stored.details.update(resumed)
+    assert check_discord(make_plan(1, 30, "sqlite", 1), sent, stored, people) == []
+    people, sent, stored = _discord_seen({"m80000": [failed, a, a]}, ["m80000"])
+    stored.details.update(resumed)  # its answer twice: a violation (the order check leaves
+    # a resumed run out of the thread's order: it answers when it is resumed)
+    assert [v.invariant for v in check_discord(make_plan(1, 30, "sqlite", 1), sent, stored,
+                                               people)] == [1]
