@@ -24,7 +24,7 @@ from tests.fakes.discord.payloads import JSON
 
 from .discord import person_id, place_id, place_of
 from .discord_plan import DiscordActs, DiscordCommand, DiscordStop
-from .slack_acts import Reads
+from .slack_acts import Reads, stoppable
 from .slack_plan import Vote
 from .system import History
 from .workload import Sent
@@ -237,17 +237,11 @@ class DiscordActor:
 
     async def _stopping(self, sent: Sent, seen: DiscordStopSeen, reads: Reads) -> str | None:
         stop = seen.stop
-        seen.run_id = run_id = await reads.find(sent)
-        if run_id is None:
-            return "its run was not found"
-        if stop.waiting and await reads.awaiting(sent, run_id) is None:
-            return "it ended before it waited"
-        await asyncio.sleep(stop.after_s)
-        run = await reads.run_of(run_id)
-        if run is None or run["terminal"]:
-            return "it ended first"
-        seen.state = str(run["state"])
-        seen.first = await reads.first_active(sent.thread) == run_id
+        why = await stoppable(sent, seen, reads)
+        if why is not None:
+            return why
+        run_id = seen.run_id
+        assert run_id is not None  # found by stoppable
         seen.channel = channel = place_id(place_of(sent.op.thread))
         seen.at, seen.wall, seen.sent = self.history.now(), time.time(), True
         if stop.how == "command":

@@ -129,20 +129,10 @@ class SlackActs:
 
     async def _stop(self, sent: Sent, seen: StopSeen, reads: Reads) -> str | None:
         """Stop the run once it is under way (or waits); why not, if it was not."""
-        stop = seen.stop
-        seen.run_id = run_id = await reads.find(sent)
-        if run_id is None:
-            return "its run was not found"
-        if stop.waiting and await reads.awaiting(sent, run_id) is None:
-            return "it ended before it waited"
-        await asyncio.sleep(stop.after_s)
-        run = await reads.run_of(run_id)
-        if run is None or run["terminal"]:
-            return "it ended first"
-        seen.state = str(run["state"])
-        seen.first = await reads.first_active(sent.thread) == run_id
-        seen.acked = await self._send_stop(sent, seen)
-        return None
+        why = await stoppable(sent, seen, reads)
+        if why is None:
+            seen.acked = await self._send_stop(sent, seen)
+        return why
 
     async def _send_stop(self, sent: Sent, seen: StopSeen) -> bool:
         stop = seen.stop
@@ -268,3 +258,23 @@ class SlackActs:
 
 
 ON_IT = "⏳ On it…"
+
+
+async def stoppable(sent: Sent, seen: Any, reads: Reads) -> str | None:
+    """Wait until ``seen.stop``'s moment for the run of ``sent`` (under way, or waiting for
+    its approval when the stop is for a waiting run), noting its run id, state and whether
+    it is its thread's first unfinished run on ``seen``; why it is not to be stopped, or
+    None (Slack's and Discord's stops alike)."""
+    stop = seen.stop
+    seen.run_id = run_id = await reads.find(sent)
+    if run_id is None:
+        return "its run was not found"
+    if stop.waiting and await reads.awaiting(sent, run_id) is None:
+        return "it ended before it waited"
+    await asyncio.sleep(stop.after_s)
+    run = await reads.run_of(run_id)
+    if run is None or run["terminal"]:
+        return "it ended first"
+    seen.state = str(run["state"])
+    seen.first = await reads.first_active(sent.thread) == run_id
+    return None
