@@ -180,7 +180,7 @@ async def soak(plan: Plan, work: Path, *, own_server: bool = False,
         drained = await workload.drain(SETTLE_S)
         await operators.settle(SETTLE_S)
         await jobs.pause_all()  # no slot fires while the store is read
-        idle = await _idle(client, workload, SETTLE_S)
+        idle = await _idle(client, workload, SETTLE_S, SETTLE_S + plan.seconds)
         sent = await _outbox_sent(spec, work, dsn, OUTBOX_S)
         history.note("settled", f"messages drained: {drained}; no run active: {idle}; "
                      f"outbox sent: {sent}")
@@ -276,19 +276,26 @@ async def _store(stack: AsyncExitStack, plan: Plan, work: Path, env: dict[str, s
     return spec, proxy, dsn, outages
 
 
-async def _idle(client: Client, workload: Workload, timeout_s: float) -> bool:
-    """Wait (at most ``timeout_s``) until no run is active or waiting for a person."""
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(timeout_s):
-            while True:
-                replica = workload.pick(0)
-                if replica is not None:
-                    with contextlib.suppress(httpx.HTTPError):
-                        runs = await client.runs(replica.url, "ana", state=[
-                            *ACTIVE, "awaiting_approval"])
-                        if not runs:
-                            return True
-                await asyncio.sleep(1.0)
+async def _idle(client: Client, workload: Workload, timeout_s: float, cap_s: float) -> bool:
+    """Wait until no run is active or waiting for a person: while the runs still active keep
+    changing (a backlog draining: one replica running one loop at a time may be far behind
+    the workload when its faults stop), up to ``cap_s`` in all; ``timeout_s`` with none
+    changing is a run left stuck."""
+    loop = asyncio.get_running_loop()
+    start = changed = loop.time()
+    seen: frozenset[str] | None = None
+    while loop.time() - changed < timeout_s and loop.time() - start < cap_s:
+        replica = workload.pick(0)
+        if replica is not None:
+            with contextlib.suppress(httpx.HTTPError):
+                runs = await client.runs(replica.url, "ana", state=[*ACTIVE,
+                                                                   "awaiting_approval"])
+                active = frozenset(str(run["id"]) for run in runs)
+                if not active:
+                    return True
+                if active != seen:
+                    seen, changed = active, loop.time()
+        await asyncio.sleep(1.0)
     return False
 
 

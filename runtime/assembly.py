@@ -24,7 +24,7 @@ from .providers.base import Provider
 from .serving.admission import Admission
 from .serving.control import serve_requests
 from .serving.feedback import Feedback
-from .serving.leases import Leases
+from .serving.leases import Leases, is_gone_here
 from .serving.notes import Notes
 from .serving.peers import Peers
 from .serving.records import Records
@@ -98,7 +98,8 @@ class Parts:
         self.outbox = Outbox(store, born=clock(), clock=clock, tracing=tracing,
                              elsewhere=self.peers.elsewhere,
                              claim=lambda thread_id: self.leases.sending(
-                                 thread_id, self.workers.busy))
+                                 thread_id, self.workers.busy),
+                             sender=self.leases.holder, gone=is_gone_here)
         self.bus.listen(self.outbox.live.on_event)
         provided: dict[str, object] = {"notes": self.notes, "send": Sender(self.outbox, chat),
                                        **(services or {})}

@@ -45,6 +45,11 @@ class _Delivery(BaseModel):
     attempts_failed: int = 0
     last_error: str | None = None
     """Why the last send failed (it stays in the outbox and is tried again)."""
+    sender: str | None = None
+    """The process sending it (a lease holder's name), claimed in the store just before the
+    send (``OutboxStore.claim_delivery``); once sent, the one that sent it."""
+    sending_since: float | None = None
+    """When ``sender`` claimed it (by its clock)."""
 
     @property
     def posted(self) -> bool:

@@ -56,6 +56,18 @@ async def _always(thread_id: str) -> AsyncIterator[bool]:
     yield True
 
 
+CLAIM_TTL_S = 60.0
+"""How long a record claimed for its send (``OutboxStore.claim_delivery``) stays its
+sender's: another process takes it over after that (reconciling first), or at once if the
+sender is a process of this machine that no longer exists. Longer than any send takes,
+Slack's and Discord's pacing included; a sender killed mid-send on another machine delays
+its record by as much."""
+
+
+def _never_gone(sender: str) -> bool:
+    return False
+
+
 class Outbox:
     """The runtime's deliverers and the sending of what runs left in the outbox.
 
@@ -71,7 +83,8 @@ class Outbox:
                  clock: Callable[[], float] = time.time, *,
                  tracing: Tracing = NO_TRACING,
                  elsewhere: Callable[[], Elsewhere] = lambda: _nowhere_else,
-                 claim: Claim = _always) -> None:
+                 claim: Claim = _always, sender: str = "this process",
+                 gone: Callable[[str], bool] = _never_gone) -> None:
         self._store = store
         self._born = born
         self._clock = clock
@@ -81,6 +94,10 @@ class Outbox:
         self._claim = claim
         """Whether this process may send a thread's records that a process no longer live
         left (``Leases.sending``: it has the thread's lease for the send)."""
+        self._sender = sender
+        """This process's name in the store's claims on records (its lease holder name)."""
+        self._gone = gone
+        """Whether a claim's sender is a process known to be gone (``is_gone_here``)."""
         self._deliverers: dict[str, Deliverer] = {}
         self._sending: dict[str, asyncio.Future[bool]] = {}
         """Deliveries being sent now, each done when its send is: True if it was posted (or
@@ -292,12 +309,19 @@ class Outbox:
     async def _post(self, deliverer: Deliverer, delivery: Delivery, what: str, *,
                     fresh: bool, trace: str, run: Run | None) -> bool:
         """Post a record claimed here (``_send``): True once it is done (posted now or
-        before, or superseded); raises why it could not be."""
-        # Read again now that it is claimed here (no other send of it starts here).
-        records = await self._store.deliveries(run_id=delivery.run_id)
-        delivery = next((d for d in records if d.key == delivery.key), delivery)
-        if delivery.remote_id is not None:
+        before, or superseded); False if another process is sending it; raises why it
+        could not be."""
+        # Claimed in the store, not only here (no other send of it starts here): a process
+        # that believes it may send a record (its own run's, or with a lease that expired
+        # while it was starved) may be wrong, and the store settles it (chaos finding 23).
+        claimed = await self._claimed(delivery, what)
+        if claimed is None:
+            return False
+        if claimed.remote_id is not None:
             return True  # sent since the caller read it (by a sweep that read it first)
+        records = await self._store.deliveries(run_id=delivery.run_id)
+        delivery = next((d for d in records if d.key == delivery.key), claimed)
+        fresh = fresh and claimed.attempts_failed == 0  # a send of it was begun elsewhere
         if (stale := await self._superseded(delivery, run, records)) is not None:
             log.info("run %s's %s is not posted: %s", delivery.run_id, what, stale)
             await self._store.mark_delivered(delivery.key, NOT_POSTED, self._clock())
@@ -314,6 +338,26 @@ class Outbox:
         log.info("run %s's %s delivered (%s, %s)", delivery.run_id, what, delivery.key[:12],
                  "written here, not tried" if fresh else "reconciled first")
         return True
+
+
+    async def _claimed(self, delivery: Delivery, what: str) -> Delivery | None:
+        """The record claimed for this process's send, as the store has it now (sent
+        already, perhaps); None while another process is sending it."""
+        claimed = await self._store.claim_delivery(delivery.key, self._sender, self._clock(),
+                                                   CLAIM_TTL_S)
+        if claimed.remote_id is None and claimed.sender != self._sender:
+            other = claimed.sender or ""
+            if not self._gone(other):
+                log.info("run %s's %s is being sent by %s; left to it", delivery.run_id,
+                         what, other)
+                return None
+            claimed = await self._store.claim_delivery(
+                delivery.key, self._sender, self._clock(), CLAIM_TTL_S, steal_from=other)
+            if claimed.remote_id is None and claimed.sender != self._sender:
+                return None
+            log.info("run %s's %s: its sender %s is gone; reconciling first",
+                     delivery.run_id, what, other)
+        return claimed
 
 
 class Sender:

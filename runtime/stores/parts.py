@@ -42,7 +42,18 @@ class OutboxStore(Protocol):
 
     async def delivery_failed(self, key: str, error: str) -> None:
         """Count a failed send of the delivery ``key`` and keep its error (for a status
-        that says why nothing was delivered); nothing if it was sent meanwhile."""
+        that says why nothing was delivered), and drop its claim (``claim_delivery``: any
+        process may try it again); nothing if it was sent meanwhile."""
+
+    async def claim_delivery(self, key: str, sender: str, at: float, ttl_s: float, *,
+                             steal_from: str | None = None) -> Delivery:
+        """Claim the delivery ``key`` for ``sender`` (a lease holder's name) just before it is
+        sent, in one step: it becomes ``sender``'s unless it was sent, or another process
+        claimed it less than ``ttl_s`` ago (by ``at``, the claimant's clock) and is not
+        ``steal_from`` (a holder known to be gone). The record as it stands after:
+        ``sender`` says whose it is; ``NotFound`` if there is none. So two processes that
+        each believe a record theirs to send (one of them stalled past its lease) do not
+        both post it: the store, not a process's memory, says who sends."""
 
     async def stream_progress(self, key: str, state: StreamState, remote_ids: Sequence[str],
                               at: float) -> None:

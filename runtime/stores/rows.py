@@ -28,8 +28,9 @@ from ..model.runs import (
 from ..model.tokens import entry_tokens
 from .base import ENTRIES, Checkpoint, SpendAsk, SpendScope, ThreadInfo
 
-__all__ = ["activity", "deliveries_query", "entry_row", "parse_entries", "parse_run",
-           "pending_changed", "positioned_rows", "run_json", "thread_infos", "transitions_of"]
+__all__ = ["UNCLAIMED", "activity", "claim_change", "deliveries_query", "entry_row",
+           "parse_entries", "parse_run", "pending_changed", "pending_now", "positioned_rows",
+           "run_json", "thread_infos", "transitions_of"]
 
 
 def entry_row(thread_id: str, seq: int, entry: Entry) -> tuple[Any, ...]:
@@ -154,14 +155,47 @@ def activity(cp: Checkpoint) -> bool | None:
 
 def pending_changed(key: str, data: str | None,
                     change: Callable[[Delivery], dict[str, Any]]) -> Delivery | None:
-    """The stored delivery ``data`` as ``change`` makes it, or None if it was sent already
-    (a sent one is left alone); ``NotFound`` if there is none."""
+    """The stored delivery ``data`` as ``change`` makes it, or None if it is left as it is:
+    sent already (a sent one is left alone), or ``change`` asks for nothing (``{}``);
+    ``NotFound`` if there is none."""
     if data is None:
         raise NotFound(f"no delivery {key!r}")
     delivery = DELIVERY.validate_json(data)
-    if delivery.remote_id is not None:
+    if delivery.remote_id is not None or not (update := change(delivery)):
         return None
-    return delivery.model_copy(update=change(delivery))
+    return delivery.model_copy(update=update)
+
+
+def pending_now(key: str, data: str | None, changed: Delivery | None) -> Delivery:
+    """The delivery as it stands after ``pending_changed``: ``changed``, else as stored."""
+    if changed is not None:
+        return changed
+    assert data is not None  # pending_changed raised NotFound
+    return DELIVERY.validate_json(data)
+
+
+def claim_change(sender: str, at: float, ttl_s: float, steal_from: str | None
+                 ) -> Callable[[Delivery], dict[str, Any]]:
+    """``claim_delivery``'s change: the record becomes ``sender``'s unless another process
+    claimed it less than ``ttl_s`` ago (by ``at``) and is not ``steal_from``; one taken
+    over from another process counts a failed attempt."""
+    def change(delivery: Delivery) -> dict[str, Any]:
+        other = delivery.sender
+        if other in (None, sender):
+            return {"sender": sender, "sending_since": at}
+        if other != steal_from and delivery.sending_since is not None \
+                and at - delivery.sending_since < ttl_s:
+            return {}
+        # Taken over: the other's send never said how it ended, so it counts as failed
+        # (whoever sends it now reconciles first: it may have been posted).
+        return {"sender": sender, "sending_since": at,
+                "attempts_failed": delivery.attempts_failed + 1,
+                "last_error": f"{other} claimed it and did not finish sending it"}
+    return change
+
+
+UNCLAIMED: dict[str, Any] = {"sender": None, "sending_since": None}
+"""What a failed send leaves of its claim: nothing (any process may try it again at once)."""
 
 
 def stream_change(state: StreamState, remote_ids: Sequence[str], at: float

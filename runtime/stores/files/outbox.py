@@ -9,7 +9,7 @@ from typing import Any
 from ...errors import NotFound
 from ...model.runs import Delivery, StreamState
 from ..base import OutboxStore
-from ..rows import stream_change, upload_change
+from ..rows import UNCLAIMED, claim_change, stream_change, upload_change
 from .core import FilesCore
 from .names import thread_stem
 
@@ -30,7 +30,11 @@ class FilesOutbox(FilesCore, OutboxStore):
 
     async def delivery_failed(self, key: str, error: str) -> None:
         await self._update_pending(key, lambda d: {"attempts_failed": d.attempts_failed + 1,
-                                                   "last_error": error})
+                                                   "last_error": error, **UNCLAIMED})
+
+    async def claim_delivery(self, key: str, sender: str, at: float, ttl_s: float, *,
+                             steal_from: str | None = None) -> Delivery:
+        return await self._update_pending(key, claim_change(sender, at, ttl_s, steal_from))
 
     async def stream_progress(self, key: str, state: StreamState, remote_ids: Sequence[str],
                               at: float) -> None:
@@ -40,12 +44,12 @@ class FilesOutbox(FilesCore, OutboxStore):
         await self._update_pending(key, upload_change(key, upload_id))
 
     async def _update_pending(self, key: str,
-                              change: Callable[[Delivery], dict[str, Any]]) -> None:
+                              change: Callable[[Delivery], dict[str, Any]]) -> Delivery:
         thread_id = await self._disk.io(self._delivery_thread, key)
         if thread_id is None:
             raise NotFound(f"no delivery {key!r}")
         async with self._thread_lock(thread_stem(thread_id)):
-            await self._disk.io(self._change_delivery, thread_id, key, change)
+            return await self._disk.io(self._change_delivery, thread_id, key, change)
 
     # -- synchronous work, run in a worker thread
 
@@ -61,10 +65,12 @@ class FilesOutbox(FilesCore, OutboxStore):
         return found  # each thread's in the order written (not by a clock: rows.py says why)
 
     def _change_delivery(self, thread_id: str, key: str,
-                         change: Callable[[Delivery], dict[str, Any]]) -> None:
+                         change: Callable[[Delivery], dict[str, Any]]) -> Delivery:
         with self._threads.lock(thread_id):
             snap = self._threads.load(thread_id)
             if snap is None:
                 raise NotFound(f"no delivery {key!r}")
-            if snap.update_pending(self._threads.path(thread_id), key, change):
+            delivery, changed = snap.update_pending(self._threads.path(thread_id), key, change)
+            if changed:
                 self._threads.save(snap)
+            return delivery

@@ -115,17 +115,18 @@ class Snapshot:
         return rows
 
     def update_pending(self, path: Path, key: str,
-                       change: Callable[[Delivery], dict[str, Any]]) -> bool:
-        """Change delivery ``key`` while it has not been sent (``change`` says how); False if
-        it already was, ``NotFound`` if absent."""
+                       change: Callable[[Delivery], dict[str, Any]]) -> tuple[Delivery, bool]:
+        """Change delivery ``key`` while it has not been sent (``change`` says how; ``{}``:
+        not at all): the delivery as it stands after, and whether it changed; ``NotFound``
+        if absent."""
         for i, raw in enumerate(self.deliveries):
             if raw.get("key") == key:
                 delivery = _parse_delivery(path, raw)
-                if delivery.remote_id is not None:
-                    return False
-                changed = delivery.model_copy(update=change(delivery))
+                if delivery.remote_id is not None or not (update := change(delivery)):
+                    return delivery, False
+                changed = delivery.model_copy(update=update)
                 self.deliveries[i] = changed.model_dump(mode="json")
-                return True
+                return changed, True
         raise NotFound(f"no delivery {key!r}")
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from ...model.runs import DELIVERY, Delivery, StreamState
 from ..base import OutboxStore
-from ..rows import deliveries_query, stream_change, upload_change
+from ..rows import UNCLAIMED, claim_change, deliveries_query, stream_change, upload_change
 from .core import PostgresCore
 from .sql import update_pending
 
@@ -34,7 +34,12 @@ class PostgresOutbox(PostgresCore, OutboxStore):
         async with self._transaction() as conn:
             await update_pending(conn, key,
                                  lambda d: {"attempts_failed": d.attempts_failed + 1,
-                                            "last_error": error})
+                                            "last_error": error, **UNCLAIMED})
+
+    async def claim_delivery(self, key: str, sender: str, at: float, ttl_s: float, *,
+                             steal_from: str | None = None) -> Delivery:
+        async with self._transaction() as conn:
+            return await update_pending(conn, key, claim_change(sender, at, ttl_s, steal_from))
 
     async def stream_progress(self, key: str, state: StreamState, remote_ids: Sequence[str],
                               at: float) -> None:

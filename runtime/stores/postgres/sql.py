@@ -22,7 +22,7 @@ import asyncpg  # type: ignore[import-untyped]
 from ...errors import StaleWrite
 from ...model.runs import TERMINAL, Delivery, RunState
 from ..base import Checkpoint
-from ..rows import activity, entry_row, pending_changed, run_json, spend_of
+from ..rows import activity, entry_row, pending_changed, pending_now, run_json, spend_of
 
 __all__ = ["CHECKPOINT", "ERRORS", "LIST_THREADS", "TOLD_CHECKPOINT", "UNREACHABLE",
            "checkpoint_args", "configure", "decode_text", "encode_text", "keep", "list_runs_sql",
@@ -132,14 +132,15 @@ async def write_checkpoint(conn: Any, cp: Checkpoint,
 
 
 async def update_pending(conn: Any, key: str,
-                         change: Callable[[Delivery], dict[str, Any]]) -> None:
+                         change: Callable[[Delivery], dict[str, Any]]) -> Delivery:
     """Change a delivery not sent yet (``change`` says how), in the caller's transaction; a
-    sent one is left alone."""
+    sent one is left alone. The delivery as it stands after."""
     data = await conn.fetchval("SELECT data FROM deliveries WHERE key = $1 FOR UPDATE", key)
     delivery = pending_changed(key, data, change)
     if delivery is not None:
         await conn.execute("UPDATE deliveries SET remote_id = $1, data = $2 WHERE key = $3",
                            delivery.remote_id, delivery.model_dump_json(), key)
+    return pending_now(key, data, delivery)
 
 
 # -- listings

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from ...model.runs import DELIVERY, Delivery, StreamState
 from ..base import OutboxStore
-from ..rows import deliveries_query, stream_change, upload_change
+from ..rows import UNCLAIMED, claim_change, deliveries_query, stream_change, upload_change
 from .core import SQLiteCore
 from .sql import update_pending_row
 
@@ -32,7 +32,14 @@ class SQLiteOutbox(SQLiteCore, OutboxStore):
     async def delivery_failed(self, key: str, error: str) -> None:
         await self._write(update_pending_row, key,
                           lambda d: {"attempts_failed": d.attempts_failed + 1,
-                                     "last_error": error})
+                                     "last_error": error, **UNCLAIMED})
+
+    async def claim_delivery(self, key: str, sender: str, at: float, ttl_s: float, *,
+                             steal_from: str | None = None) -> Delivery:
+        # Seen by the other processes once committed; not flushed for its own sake: a claim
+        # lost with the machine's power leaves a record any process sends, reconciling.
+        return await self._write_side().write_lazily(
+            update_pending_row, key, claim_change(sender, at, ttl_s, steal_from))
 
     async def stream_progress(self, key: str, state: StreamState, remote_ids: Sequence[str],
                               at: float) -> None:

@@ -13,7 +13,7 @@ from ...errors import StaleWrite
 from ...model.requests import Note, NoteCall
 from ...model.runs import TERMINAL, Delivery, Run, RunState, arriving_after
 from ..base import NOTE_CALLS_KEPT
-from ..rows import pending_changed, positioned_rows, run_json, spend_keys, spend_of
+from ..rows import pending_changed, pending_now, positioned_rows, run_json, spend_keys, spend_of
 from .schema import ACTIVE_SQL
 
 __all__ = ["CheckpointRows", "commit_rows", "create_run_row", "delete_note_row", "fetchall",
@@ -116,13 +116,15 @@ def create_run_row(db: sqlite3.Connection, run: Run, row: tuple[Any, ...]
 
 
 def update_pending_row(db: sqlite3.Connection, key: str,
-                       change: Callable[[Delivery], dict[str, Any]]) -> None:
-    """Change a delivery not sent yet (``change`` says how); a sent one is left alone."""
+                       change: Callable[[Delivery], dict[str, Any]]) -> Delivery:
+    """Change a delivery not sent yet (``change`` says how); a sent one is left alone. The
+    delivery as it stands after."""
     data = scalar(db, "SELECT data FROM deliveries WHERE key = ?", (key,))
     delivery = pending_changed(key, data, change)
     if delivery is not None:
         db.execute("UPDATE deliveries SET remote_id = ?, data = ? WHERE key = ?",
                    (delivery.remote_id, delivery.model_dump_json(), key))
+    return pending_now(key, data, delivery)
 
 
 def put_note_row(db: sqlite3.Connection, note: Note, call: str | None) -> bool:

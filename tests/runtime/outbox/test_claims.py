@@ -7,9 +7,11 @@ lease (``Leases.sending``)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from runtime import Delivery, EchoProvider, Origin, Runtime, RuntimeConfig, SQLiteStore
+from runtime.stores.erasure import thread_lease
 from tests.fakes.chat import MemoryChat
 
 ROOM = Origin(channel="chat", target={"room": "r1"}, user="u1")
@@ -91,3 +93,50 @@ async def test_a_runs_own_send_and_another_replicas_sweep_post_it_once(tmp_path:
             await a.close()
             await b.close()
     assert [m.text for m in chat.posted] == ["echo: hello"]
+
+
+async def test_an_owner_whose_lease_was_taken_over_does_not_post_what_the_other_posts(
+        tmp_path: Path) -> None:
+    """chaos finding 23 (seed 5252, the machine overloaded: a Discord answer posted twice):
+    a's process starved past its lease, so b took the thread and sent a's reply; a, going
+    on, still believed the lease its own (its memory says so until the renewal fails) and
+    sent the reply too. The store's claim on the record, taken just before each send, lets
+    one of them post it."""
+    db = tmp_path / "m.db"
+    chat = HeldChat()
+    settings = RuntimeConfig(poll_interval_s=0.05, lease_linger_s=0, lease_ttl_s=60)
+    async with SQLiteStore(db) as first_store, \
+            Runtime(first_store, EchoProvider(), settings=settings) as first:
+        run = await first.send("t", "hello", origin=ROOM)  # no channel yet: it waits
+    async with SQLiteStore(db) as store_a, SQLiteStore(db) as store_b:
+        a = Runtime(store_a, EchoProvider(), settings=settings)
+        b = Runtime(store_b, EchoProvider(), settings=settings)
+        a.operator.add_deliverer("chat", chat)
+        b.operator.add_deliverer("chat", chat)
+        await a.start(recover=False, serve=True)
+        await b.start(recover=False, serve=True)
+        try:
+            name = thread_lease("t")
+            assert await a._parts.leases.take(name) is None  # a holds the thread
+            # a starves; its lease runs out in the store and b takes the thread over.
+            assert await store_b.take_lease(name, b._parts.leases.holder, 60,
+                                            steal_from=a._parts.leases.holder) is None
+            sweep = asyncio.create_task(b.operator.flush_deliveries("chat"))
+            await asyncio.wait_for(chat.sending.wait(), 10)  # b's post is on its way
+            assert a._parts.leases.holds(name)  # a does not know yet
+            ended = await a.records.get_run(run.id)
+            await asyncio.wait_for(a._parts.outbox.send_pending(ended), 10)  # a goes on
+            chat.go.set()
+            await asyncio.wait_for(sweep, 10)
+        finally:
+            await a.close()
+            await b.close()
+    assert [m.text for m in chat.posted] == ["echo: hello"]
+    [sent] = [d async for d in _deliveries(db, run.id)]
+    assert sent.sender == b._parts.leases.holder
+
+
+async def _deliveries(db: Path, run_id: str) -> AsyncIterator[Delivery]:
+    async with SQLiteStore(db) as store:
+        for delivery in await store.deliveries(run_id=run_id):
+            yield delivery

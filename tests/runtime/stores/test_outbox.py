@@ -86,6 +86,39 @@ async def test_a_threads_deliveries_not_sent_yet(store: AnyStore) -> None:
     assert await store.deliveries(thread_id="nowhere", pending=True) == []
 
 
+async def test_a_delivery_is_claimed_by_one_sender_at_a_time(store: AnyStore) -> None:
+    """Chaos finding 23: two processes that each believed a record theirs to send posted it
+    twice; the store's claim, taken just before the send, says who sends."""
+    run = await started(store, thread_id="t")
+    d = ReplyDelivery(key="k", run_id=run.id, thread_id="t", channel="slack", text="a",
+                      created_at=1.0)
+    await store.commit(Checkpoint("t", None, deliveries=[d]))
+    mine = await store.claim_delivery("k", "r0", at=100.0, ttl_s=60.0)
+    assert (mine.sender, mine.sending_since, mine.attempts_failed) == ("r0", 100.0, 0)
+    # Another process is refused while the claim is young; the same one renews it.
+    assert (await store.claim_delivery("k", "r1", at=159.0, ttl_s=60.0)).sender == "r0"
+    assert (await store.claim_delivery("k", "r0", at=120.0, ttl_s=60.0)).sending_since == 120.0
+    # A failed send drops the claim: anyone may try again at once.
+    await store.delivery_failed("k", "TimeoutError: ")
+    [failed] = await store.deliveries(run_id=run.id)
+    assert (failed.sender, failed.sending_since, failed.attempts_failed) == (None, None, 1)
+    assert (await store.claim_delivery("k", "r1", at=121.0, ttl_s=60.0)).sender == "r1"
+    # Taken over once the claim is old, or from a sender known to be gone: a failed attempt
+    # (it may have posted: whoever sends it now reconciles first).
+    old = await store.claim_delivery("k", "r2", at=181.0, ttl_s=60.0)
+    assert (old.sender, old.attempts_failed) == ("r2", 2)
+    assert "r1" in (old.last_error or "")
+    stolen = await store.claim_delivery("k", "r0", at=182.0, ttl_s=60.0, steal_from="r2")
+    assert (stolen.sender, stolen.attempts_failed) == ("r0", 3)
+    # Once sent, a claim changes nothing and says who sent it.
+    await store.mark_delivered("k", "msg-1", at=183.0)
+    sent = await store.claim_delivery("k", "r1", at=999.0, ttl_s=60.0)
+    assert (sent.remote_id, sent.sender) == ("msg-1", "r0")
+    assert await store.deliveries(run_id=run.id) == [sent]
+    with pytest.raises(NotFound):
+        await store.claim_delivery("nope", "r0", at=1.0, ttl_s=60.0)
+
+
 async def test_approval_prompts_are_deliveries_too(store: AnyStore) -> None:
     run = await started(store, thread_id="t")
     prompt = ApprovalDelivery(key="p1", run_id=run.id, thread_id="t", channel="slack",
