@@ -87,6 +87,8 @@ class DiscordCommandSeen:
     command: DiscordCommand
     channel: str
     click: ClickSeen | None = None
+    done: float = 0.0  # when anything it said was seen
+    answers: list[str] = field(default_factory=list)  # the messages made for it
 
 
 def made_for(fake: FakeDiscord, channel: str, interaction: str) -> list[JSON]:
@@ -97,7 +99,8 @@ def made_for(fake: FakeDiscord, channel: str, interaction: str) -> list[JSON]:
 
 def _subcommand(text: str) -> list[JSON]:
     name, *rest = text.split()
-    values = {"period": rest[0]} if name == "usage" and rest else {}
+    values = {"period": rest[0]} if name == "usage" and rest else \
+        {"name": rest[0]} if name.startswith("schedule-") and rest else {}
     return [{"name": name, "type": 1, "options": [
         {"name": k, "type": 3, "value": v} for k, v in values.items()]}]
 
@@ -296,6 +299,9 @@ class DiscordActor:
         seen.click = await self._interact("", "", self._command(command.text, command.person,
                                                                 channel))
         await asyncio.sleep(ANSWER_WAIT_S)  # a deferred answer's edit, or anything more
+        seen.done = self.history.now()
+        seen.answers = [str(m.get("content") or "")
+                        for m in made_for(self.fake, channel, seen.click.interaction)]
         self.history.note("dcommand", f"/maiden {command.text} by {command.person} in "
                           f"{command.place}: {seen.click.outcome}")
 

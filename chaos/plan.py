@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from .chat_toggles import draw_chat_toggles
 from .discord_plan import DiscordActs, draw_discord_acts
 from .files import draw_files
 from .slack_plan import Command, Stop, Vote, draw_slack
@@ -213,6 +214,12 @@ def make_plan(seed: int, seconds: float, store: str, replicas: int) -> Plan:
         _within_reach(random.Random(f"{seed}:{store}:reach"), plan)
     draw_slack(seed, plan, SLACK_CHANNELS)
     draw_discord_acts(seed, plan, DISCORD_PLACES)
+    in_slack, in_discord = draw_chat_toggles(
+        random.Random(f"{seed}:{store}:chat-toggles"), {op.route for op in plan.ops},
+        plan.people, plan.seconds, plan.replicas, SLACK_CHANNELS, DISCORD_PLACES)
+    plan.commands = sorted(plan.commands + in_slack, key=lambda c: c.at)
+    plan.discord_acts.commands = sorted(plan.discord_acts.commands + in_discord,
+                                        key=lambda c: c.at)
     draw_files(seed, plan)  # last: it adds a turn to some messages (chaos/files.py)
     return plan
 

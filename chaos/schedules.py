@@ -37,6 +37,7 @@ import httpx
 
 from runtime import Records, Run, ScheduleRecord, ScheduleRecords, StoreConfig, make_store
 
+from .chat_toggles import done, toggled_to
 from .client import Client
 from .invariants import TERMINAL, Stored, Violation
 from .model import CRON, job_prompt
@@ -102,6 +103,7 @@ class Schedules:
     client: Client
     history: History
     toggled: Counter[str] = field(default_factory=Counter)
+    chat_toggled: Counter[str] = field(default_factory=Counter)  # /maiden: done, or not known
     changes: dict[str, list[Change]] = field(default_factory=lambda: defaultdict(list))
     gaps: list[list[float]] = field(default_factory=list)  # wall: no replica up
     ended: float | None = None  # wall: when every schedule was paused at the end
@@ -148,6 +150,18 @@ class Schedules:
             self.changes[toggle.schedule].append(Change(
                 "paused" if toggle.pause else "active", start,
                 time.time() if status == 204 else None))
+
+    def follow(self, text: str, start: float, end: float, answer: str | None) -> None:
+        """A ``/maiden`` command sent ``start`` s into the soak and answered ``answer`` by
+        ``end`` s: if it paused or resumed a schedule (``chat_toggles``), in effect by then
+        if its answer says so, else not known to be (a refusal, an error, no answer)."""
+        asked = toggled_to(text)
+        if asked is not None:
+            name, state = asked
+            verb = "pause" if state == "paused" else "resume"
+            self.chat_toggled[f"{verb} {'done' if done(answer) else 'unknown'}"] += 1
+            self.changes[name].append(Change(state, self.wall(start) - 1.0,
+                                             self.wall(end) if done(answer) else None))
 
     async def watch(self) -> None:
         """When no replica was up (wall clock), sampled every 0.5 s."""
@@ -213,7 +227,10 @@ class Schedules:
         """What ``name`` was at ``at`` (wall): "active", "paused" (or not made yet), None
         if that is not known."""
         state = "active" if name in CONFIG_SCHEDULES else "paused"
-        for change in self.changes.get(name, []):
+        # In the order they took effect (the HTTP API's, the chat's and the chat tools'
+        # are listed apart).
+        for change in sorted(self.changes.get(name, []),
+                             key=lambda c: c.start if c.end is None else c.end):
             if change.end is None and change.start - MARGIN_S <= at:
                 return None
             if change.end is not None and change.start - MARGIN_S <= at <= change.end + \
@@ -336,7 +353,8 @@ class Schedules:
                 runs["chat" if parts[1].startswith("chat-") else parts[1]] += 1
         chats = sum(1 for r in kept.records if r.origin == "chat")
         return (f"  schedules  slots run: {_count(runs)} ({self.required} had to); {chats} "
-                f"made from chat; HTTP {_count(self.toggled)}; {len(self.gaps)} time(s) no "
+                f"made from chat; HTTP {_count(self.toggled)}; /maiden "
+                f"{_count(self.chat_toggled) or 'none'}; {len(self.gaps)} time(s) no "
                 "replica up")
 
 

@@ -96,6 +96,16 @@ class CommandSeen:
     later: list[str] = field(default_factory=list)  # ephemeral lines after it
     announced: list[str] = field(default_factory=list)  # its lines in the channel
     sure: bool = False
+    done: float = 0.0  # when everything it said was seen
+
+    @property
+    def answer(self) -> str | None:
+        """What it answered: the acknowledgement, or the line after "On it"."""
+        if not self.acked or self.error is not None:
+            return None
+        if self.shown == ON_IT:
+            return self.later[0] if self.later else None
+        return self.shown
 
 
 class SlackActs:
@@ -234,7 +244,9 @@ class SlackActs:
             await asyncio.sleep(0.5)  # anything more it says comes now, or never
             seen.later = self._told(channel, user)[told:]
             seen.announced = [t for t in self._said(channel)[said:]
-                              if t.startswith(f"⏹ <@{user}>")]
+                              if t.startswith((f"⏹ <@{user}>", f"⏸ <@{user}>",
+                                               f"▶ <@{user}>"))]
+            seen.done = self.history.now()
             if not seen.acked:
                 self.unsure_until[command.person] = time.monotonic() + UNSURE_S
                 seen.sure = False

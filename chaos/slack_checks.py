@@ -16,7 +16,7 @@ from channels.feedback import THANKS
 from tests.fakes.slack import BOT_USER, TEAM, FakeSlack
 
 from .invariants import Stored, Violation
-from .plan import Plan
+from .plan import Command, Plan
 from .slack_acts import ON_IT, CommandSeen, SlackActs, StopSeen, VoteSeen, channel_of, user_of
 from .slack_wire import SlackWire
 from .system import APPROVAL_TIMEOUT_S, History
@@ -32,7 +32,10 @@ TIMEOUT_MARGIN_S = 3.0  # a stop this long before a wait times out has time to c
 _FITS = {"status": r"Nothing is running here\.$|\d+ run\(s\) here:",
          "usage": r"The last 24 hours:\n", "help": r"Commands:\n",
          "stop": r"Stopped \d+ run\(s\)\.$|Nothing is running here\.$|Nothing left to stop",
-         "schedules": r"• `|No schedules\.$|This process fires no schedules\.$"}
+         "schedules": r"• `|No schedules\.$|This process fires no schedules\.$|"
+                      r"Schedule `\S+` (paused|resumed)\.$|"
+                      r"Schedule `\S+` is already (paused|running)\.$"}
+TOGGLED = re.compile(r"Schedule `(\S+)` (paused|resumed)\.$")
 _FAILED_COMMAND = re.compile(r"(Something failed|Not done): ")
 
 
@@ -220,14 +223,24 @@ def _command(seen: CommandSeen, trouble: bool) -> list[Violation]:
     for answer in answers:
         if not (_FAILED_COMMAND.match(answer) or re.match(_FITS[kind], answer)):
             out.append(Violation(1, where, None, f"{said} was answered {answer!r}", seen.at))
-    if kind == "stop" and seen.sure and answers:
-        stopped = STOPPED_N.match(answers[0])
-        want = [f"⏹ <@{user_of(command.person)}> stopped {stopped.group(1)} run(s) here."] \
-            if stopped else []
+    if kind in ("stop", "schedules") and seen.sure and answers:
+        want = _announced(command, answers[0])
         if seen.announced != want and not (trouble and not seen.announced):
             out.append(Violation(1, where, None, f"{said} answered {answers[0]!r}; the "
                                  f"channel was told {seen.announced}, not {want}", seen.at))
     return out
+
+
+def _announced(command: Command, answer: str) -> list[str]:
+    """What the channel is told of a command answered ``answer``: a stop's count, a
+    schedule paused or resumed (not one that already was)."""
+    user = user_of(command.person)
+    if stopped := STOPPED_N.match(answer):
+        return [f"⏹ <@{user}> stopped {stopped.group(1)} run(s) here."]
+    if toggled := TOGGLED.match(answer):
+        name, said = toggled.groups()
+        return [f"{'⏸' if said == 'paused' else '▶'} <@{user}> {said} the schedule `{name}`."]
+    return []
 
 
 def _votes(seen_votes: list[VoteSeen], votes: list[dict[str, Any]], threads: dict[str, str],

@@ -197,6 +197,12 @@ async def soak(plan: Plan, work: Path, *, own_server: bool = False,
         found = check(workload.sent, stored, model)
         blobs = await _blobs(spec, work, dsn)
         found += check_files(plan, workload.sent, stored, blobs, model.log, fake, discord)
+        for seen in slack_people.acts.commands if slack_people else []:
+            jobs.follow(seen.command.text, seen.at, seen.done, seen.answer)
+        for dseen in actor.commands if actor else []:
+            if dseen.click is not None and dseen.click.outcome != "not sent":
+                jobs.follow(dseen.command.text, dseen.click.at, dseen.done,
+                            dseen.answers[0] if len(dseen.answers) == 1 else None)
         found += jobs.check(workload.sent, stored, kept)
         found += operators.check(stored, kept) + check_delivered(kept, fake, discord)
         if fake is not None and slack_people is not None:

@@ -25,7 +25,8 @@ def test_the_acts_leave_the_rest_of_a_plan_as_it_was_and_replay(tmp_path: Path) 
     plan = make_plan(7, 90, "postgres", 3)
     acts = plan.discord_acts
     assert acts.clicks or acts.stops or acts.votes
-    assert acts.commands and all(c.text in ("status", "usage 24h", "help")
+    assert acts.commands and all(c.text in ("status", "usage 24h", "help",
+                                            "schedule-pause pulse", "schedule-resume pulse")
                                  for c in acts.commands)
     discord = {op.tag: op for op in plan.ops if op.route == "discord"}
     assert set(acts.clicks) <= {t for t, op in discord.items() if op.decide is not None}

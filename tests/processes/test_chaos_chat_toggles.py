@@ -1,0 +1,74 @@
+"""The soak's schedule paused and resumed with ``/maiden`` in Slack and Discord
+(chaos/chat_toggles.py): drawn in turn, and followed by invariant 3 from their answers."""
+
+from __future__ import annotations
+
+import random
+import time
+from datetime import UTC, datetime
+
+from chaos.chat_toggles import CHAT_TOGGLED, draw_chat_toggles, toggled_to
+from chaos.invariants import Stored
+from chaos.plan import make_plan
+from chaos.schedules import Kept, Schedules
+from chaos.system import History
+from runtime import Run, RunState, ScheduleRecord
+
+
+def test_toggles_pause_and_resume_in_turn_where_the_plan_has_messages() -> None:
+    slack, discord = draw_chat_toggles(random.Random(1), {"slack", "discord", "http"},
+                                       ["ana", "ben"], 600, 3, ["C1"], ["c0"])
+    asked = sorted([(c.at, c.text) for c in slack] + [(c.at, c.text) for c in discord])
+    assert len(asked) > 5
+    assert [toggled_to(text) for _, text in asked] == [
+        (CHAT_TOGGLED, "paused" if i % 2 == 0 else "active") for i in range(len(asked))]
+    assert {text.split()[0] for _, text in asked} == {
+        "schedules", "schedule-pause", "schedule-resume"}
+    only_http = draw_chat_toggles(random.Random(1), {"http"}, ["ana"], 600, 1, ["C1"], ["c0"])
+    assert only_http == ([], [])
+    assert toggled_to("schedules") is None and toggled_to("status") is None
+
+
+def test_the_plans_toggles_are_part_of_the_seeds_plan() -> None:
+    plan = make_plan(7, 300, "postgres", 3)
+    texts = [c.text for c in plan.commands] + [c.text for c in plan.discord_acts.commands]
+    assert any(toggled_to(t) for t in texts)
+    assert plan.commands == sorted(plan.commands, key=lambda c: c.at)
+    assert make_plan(7, 300, "postgres", 3) == plan
+
+
+def _pulse_runs(slots: list[float]) -> list[Run]:
+    return [Run(id=f"r{int(s)}", thread_id="schedule:pulse", text="t",
+                state=RunState.COMPLETED, reply="answer to jpulse.0: 1",
+                idempotency_key="schedule:pulse:" + datetime.fromtimestamp(
+                    s, UTC).isoformat(timespec="seconds")) for s in slots]
+
+
+def _check(jobs: Schedules, slots: list[float]) -> list[str]:
+    records = [ScheduleRecord(name="pulse", origin="config", since=slots[0] - 30,
+                              created_at=slots[0] - 30)]
+    stored = Stored(runs=[], entries={}, ledger=[], details={}, leases=[], live=set())
+    return [v.what for v in jobs.check({}, stored, Kept(_pulse_runs(slots), records))]
+
+
+def test_a_slot_run_after_a_chat_pause_answered_paused_is_a_violation() -> None:
+    now = time.time()
+    slots = [float(s) for s in range(int((now - 400) // 60 + 1) * 60, int(now) - 10, 60)]
+    history = History()
+    jobs = Schedules(make_plan(1, 10, "sqlite", 1), [], None, history)  # type: ignore[arg-type]
+    jobs.ended = slots[-1] + 10
+    # Paused in Slack 20 s after the second slot (soak time = wall - begin): every slot after
+    # it ran all the same.
+    begin = now - history.now()
+    start = slots[1] + 20 - begin
+    jobs.follow("schedules pause pulse", start, start + 0.5, "Schedule `pulse` paused.")
+    found = _check(jobs, slots)
+    assert found and all("ran while the schedule was paused" in w for w in found), found
+    assert len(found) == len(slots) - 2
+
+    # Refused, or never answered: not known to be paused, so nothing is said of the slots.
+    for answer in ("Not done: there is no schedule 'pulse'", None):
+        jobs = Schedules(make_plan(1, 10, "sqlite", 1), [], None, history)  # type: ignore[arg-type]
+        jobs.ended = slots[-1] + 10
+        jobs.follow("schedule-pause pulse", start, start + 0.5, answer)
+        assert not [w for w in _check(jobs, slots) if "paused" in w]
