@@ -54,14 +54,14 @@ def _own_server(plan: Plan, shared_postgres: bool) -> bool | None:
 
 
 def _small_disk(plans: list[Plan]) -> bool:
-    """Whether the SQLite pass has a small disk to fill (if not, why, in one line): a mount
+    """Whether the passes have a small disk to fill (if not, why, in one line): a mount
     namespace of the soak's own, made before anything starts a thread (``unshare`` refuses
     a process with threads, and a pass leaves some behind)."""
     if not any(f.kind == "disk_full" for plan in plans for f in plan.faults):
         return False
     why = private_mounts()
     if why is not None:
-        print(f"chaos: sqlite pass without disk_full: {why}", flush=True)
+        print(f"chaos: no disk_full (the store's disk filled): {why}", flush=True)
     return why is None
 
 
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"chaos: {plan.store} pass, {plan.seconds:.0f} s, {len(plan.ops)} messages, "
                   f"{len(plan.faults)} faults, concurrency {plan.concurrency}", flush=True)
             outcome = asyncio.run(soak(plan, work, own_server=own,
-                                       small_disk=disk and plan.store == "sqlite"))
+                                       small_disk=disk))
             print("\n".join(outcome.lines), flush=True)
             verdict = "FAILED" if outcome.violations else "clean"
             if outcome.known and not outcome.violations:

@@ -32,8 +32,8 @@ from .plan import DISCORD_PLACES, Plan
 from .system import History
 from .workload import Sent
 
-__all__ = ["DISCORD_PLACES", "DiscordPeople", "check_discord", "discord_env", "discord_summary",
-           "discord_toml", "discord_world"]
+__all__ = ["DISCORD_PLACES", "DiscordPeople", "check_discord", "check_registered", "discord_env",
+           "discord_summary", "discord_toml", "discord_world"]
 
 # A plan's Discord places (DISCORD_PLACES): ``c`` a guild channel (one maiden thread for
 # the whole channel), ``h`` a public thread (one of its own).
@@ -85,7 +85,7 @@ def discord_world(people: list[str]) -> World:
 def discord_toml(fake: FakeDiscord, people: list[str]) -> str:
     users = ", ".join(f'"{person_id(p)}"' for p in people)
     return (f'\n[channels.discord]\napi_url = "{fake.api_url}"\nallow_users = [{users}]\n'
-            f'commands = "off"\nreconnect_max_s = 2\nfile_hosts = ["{fake.cdn_url}"]\n')
+            f'commands = "guilds"\nreconnect_max_s = 2\nfile_hosts = ["{fake.cdn_url}"]\n')
 
 
 def discord_env(fake: FakeDiscord) -> dict[str, str]:
@@ -216,3 +216,18 @@ def discord_summary(sent: dict[str, Sent], people: DiscordPeople) -> str:
                 for m in people.fake.messages(c) if m["author"]["id"] == bot)
     return (f"  discord    {len(mine)} posted ({live} on a live connection), {taken} taken; "
             f"{posts} bot messages; {len(people.fake.gateway.identifies)} sessions identified")
+
+
+SUBCOMMANDS = ["status", "stop", "schedules", "schedule-run", "schedule-pause",
+               "schedule-resume", "usage", "help"]
+
+
+def check_registered(fake: FakeDiscord) -> list[Violation]:
+    """``/maiden`` registered in the guild by the end (``commands = "guilds"``: each start
+    registers it, trying again while Discord fails), with every subcommand, once."""
+    groups = [c for c in fake.rest.commands.get(str(GUILD_ID), []) if c["name"] == "maiden"]
+    names = [str(o["name"]) for o in groups[0].get("options", [])] if len(groups) == 1 else []
+    if names == SUBCOMMANDS:
+        return []
+    return [Violation(1, f"discord:{GUILD_ID}", None, f"the guild's /maiden at the end: "
+                      f"{len(groups)} group(s), subcommands {names}, not {SUBCOMMANDS}")]

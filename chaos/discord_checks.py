@@ -43,7 +43,8 @@ _FITS = {"status": r"Nothing is running here\.$|\d+ run\(s\) here:",
          "usage": r"The last 24 hours:\n", "help": r"Commands:\n",
          "stop": r"Stopped \d+ run\(s\)\.$|Nothing is running here\.$|Nothing left to stop",
          "schedule-pause": r"Schedule `\S+` (paused\.|is already paused\.)$",
-         "schedule-resume": r"Schedule `\S+` (resumed\.|is already running\.)$"}
+         "schedule-resume": r"Schedule `\S+` (resumed\.|is already running\.)$",
+         "schedule-run": r"Schedule `\S+` started: run `\w+`\.$"}
 _FAILED = re.compile(r"(Something failed|Not done|That did not work): ")
 _DECIDED = re.compile(r"^(Approved|Denied) by <@(\d+)>: `deploy`$")
 

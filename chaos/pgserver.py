@@ -95,7 +95,7 @@ class OwnServer:
     ``await server.start()``. Entering it raises ``RuntimeError`` if the cluster cannot be
     made or started (nothing of it is left then)."""
 
-    def __init__(self) -> None:
+    def __init__(self, data: Path | None = None) -> None:
         version = _version()
         assert version is not None, unavailable()
         self.version = version
@@ -103,14 +103,21 @@ class OwnServer:
         self.port = 0
         self.dsn = ""
         self.stale: list[str] = []  # clusters of soaks that were killed, dropped now
+        self.data = data
+        """Where its data directory goes (a small disk the soak fills: ``disk_full``), or
+        Debian's default place."""
         self._lock = asyncio.Lock()  # one stop or start at a time
 
     async def __aenter__(self) -> OwnServer:
         self.stale = await drop_stale(self.version)
         self.port = free_port()
         try:
+            where = ["--datadir", str(self.data)] if self.data is not None else []
+            # A WAL kept small, as a small disk needs (the server's defaults keep 80 MB).
             await _run("pg_createcluster", self.version, self.name, "--port", str(self.port),
-                       "--start-conf", "manual", "--", "--auth-local=trust", "--auth-host=trust")
+                       "--start-conf", "manual", *where, "-o", "max_wal_size=64MB",
+                       "-o", "min_wal_size=32MB", "--", "--auth-local=trust",
+                       "--auth-host=trust")
             await self.start()
             conn = await asyncpg.connect(host="127.0.0.1", port=self.port, user="postgres",
                                          database="postgres", timeout=10)

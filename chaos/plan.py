@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from .chat_toggles import draw_chat_toggles
+from .chat_toggles import draw_chat_runs, draw_chat_toggles
 from .discord_plan import DiscordActs, draw_discord_acts
 from .files import draw_files
 from .slack_plan import Command, Stop, Vote, draw_slack
@@ -210,6 +210,9 @@ def make_plan(seed: int, seconds: float, store: str, replicas: int) -> Plan:
                 f"{seed}:{store}:{platform}-faults"), seconds, platform), key=lambda f: f.at)
     plan.faults = sorted(plan.faults + _store_outages(random.Random(
         f"{seed}:{store}:store-outages"), seconds, store), key=lambda f: f.at)
+    if store == "postgres":  # the server's own disk full (chaos/disk.py, pgserver.py)
+        plan.faults = sorted(plan.faults + _server_disk(random.Random(
+            f"{seed}:{store}:server-disk"), seconds), key=lambda f: f.at)
     if store == "sqlite" and plan.concurrency == "global":
         _within_reach(random.Random(f"{seed}:{store}:reach"), plan)
     draw_slack(seed, plan, SLACK_CHANNELS)
@@ -217,8 +220,11 @@ def make_plan(seed: int, seconds: float, store: str, replicas: int) -> Plan:
     in_slack, in_discord = draw_chat_toggles(
         random.Random(f"{seed}:{store}:chat-toggles"), {op.route for op in plan.ops},
         plan.people, plan.seconds, plan.replicas, SLACK_CHANNELS, DISCORD_PLACES)
-    plan.commands = sorted(plan.commands + in_slack, key=lambda c: c.at)
-    plan.discord_acts.commands = sorted(plan.discord_acts.commands + in_discord,
+    run_slack, run_discord = draw_chat_runs(
+        random.Random(f"{seed}:{store}:chat-runs"), {op.route for op in plan.ops},
+        plan.people, plan.seconds, plan.replicas, SLACK_CHANNELS, DISCORD_PLACES)
+    plan.commands = sorted(plan.commands + in_slack + run_slack, key=lambda c: c.at)
+    plan.discord_acts.commands = sorted(plan.discord_acts.commands + in_discord + run_discord,
                                         key=lambda c: c.at)
     draw_files(seed, plan)  # last: it adds a turn to some messages (chaos/files.py)
     return plan
@@ -275,6 +281,17 @@ def _faults(rng: random.Random, seconds: float, replicas: int) -> list[Fault]:
                             status=rng.choice([500, 429])))
         at += rng.uniform(12, 25)
     return sorted(faults, key=lambda f: f.at)
+
+
+def _server_disk(rng: random.Random, seconds: float) -> list[Fault]:
+    """PostgreSQL's disk full for 2-8 s, every 40-90 s: a write refused (``53100``), or the
+    server stopping itself when its WAL cannot be written, and starting again once freed."""
+    faults: list[Fault] = []
+    at = rng.uniform(15, 45)
+    while at < seconds:
+        faults.append(Fault(round(at, 3), "disk_full", duration_s=round(rng.uniform(2, 8), 3)))
+        at += faults[-1].duration_s + rng.uniform(40, 90)
+    return faults
 
 
 def _store_outages(rng: random.Random, seconds: float, store: str) -> list[Fault]:

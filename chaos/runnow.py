@@ -22,6 +22,7 @@ import httpx
 from runtime import Run
 from schedules.runner import manual_key
 
+from .chat_toggles import run_asked, started
 from .client import Client
 from .invariants import Stored, Violation
 from .plan import Plan, RunNow
@@ -49,6 +50,17 @@ class Asked:
         return manual_key(self.now.schedule, f"http:{self.now.person}:{self.key}")
 
 
+@dataclass
+class ChatAsked:
+    """A schedule run now with ``/maiden`` (``chat_toggles``): its run's key, from the
+    asking's identity (Slack's trigger, Discord's interaction), and the end of the run id
+    its answer named (None: no answer that names one)."""
+
+    said: str
+    key: str
+    named: str | None
+
+
 class RunsNow:
     def __init__(self, plan: Plan, replicas: list[Replica], client: Client,
                  history: History) -> None:
@@ -58,6 +70,14 @@ class RunsNow:
         self.history = history
         self.asked = {n.tag: Asked(n, f"chaos:{plan.seed}:{n.tag}") for n in plan.runs_now}
         self.tasks: set[asyncio.Task[None]] = set()
+        self.chat: list[ChatAsked] = []
+
+    def follow(self, text: str, request: str, answer: str | None) -> None:
+        """A ``/maiden`` command: if it ran a schedule now, checked with the rest."""
+        name = run_asked(text)
+        if name is not None and request:
+            self.chat.append(ChatAsked(f"/maiden {text}", manual_key(name, request),
+                                       started(answer)))
 
     def _pick(self, start: int) -> Replica | None:
         n = len(self.replicas)
@@ -134,6 +154,13 @@ class RunsNow:
                 out.append(Violation(3, where, run.id, f"run now {now.tag} of {now.schedule} "
                                      f"was answered with runs {asked.run_ids}; its key "
                                      f"holds {run.id}"))
+        for chat in self.chat:
+            mine.add(chat.key)
+            run = manual.get(chat.key)
+            if chat.named is not None and (run is None or not run.id.endswith(chat.named)):
+                out.append(Violation(3, run.thread_id if run else "schedule", None,
+                                     f"{chat.said} answered run {chat.named}; its key "
+                                     f"{chat.key} holds {run.id if run else 'no run'}"))
         for key, run in manual.items():
             if key not in mine:
                 out.append(Violation(3, run.thread_id, run.id, f"a run now nobody asked for "
@@ -147,8 +174,10 @@ class RunsNow:
                        if manual_run(r))
         again = sum(1 for a in self.asked.values() if a.now.again)
         lost = sum(len(a.lost) for a in self.asked.values())
+        named = sum(1 for c in self.chat if c.named is not None)
         return (f"  runs now   {len(self.asked)} asked ({again} sent again at once), "
-                f"{_count(statuses)}, {lost} unanswered; runs made: {_count(made)}")
+                f"{_count(statuses)}, {lost} unanswered; /maiden {len(self.chat)} ({named} "
+                f"answered with their run); runs made: {_count(made)}")
 
 
 def _ended_once(runs: list[Run], stored: Stored) -> list[Violation]:

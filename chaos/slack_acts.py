@@ -97,6 +97,7 @@ class CommandSeen:
     announced: list[str] = field(default_factory=list)  # its lines in the channel
     sure: bool = False
     done: float = 0.0  # when everything it said was seen
+    request: str = ""  # how maiden names the asking (its trigger: the same when retried)
 
     @property
     def answer(self) -> str | None:
@@ -227,6 +228,7 @@ class SlackActs:
         self.commands.append(seen)
         user, channel = user_of(command.person), command.channel
         payload = slash_command(TEAM, channel, user, command.text)
+        seen.request = f"slack:{TEAM}:{payload['trigger_id']}"
         async with self.locks[command.person]:
             seen.sure = self._sure(command.person)
             told, said = len(self._told(channel, user)), len(self._said(channel))

@@ -34,7 +34,8 @@ _FITS = {"status": r"Nothing is running here\.$|\d+ run\(s\) here:",
          "stop": r"Stopped \d+ run\(s\)\.$|Nothing is running here\.$|Nothing left to stop",
          "schedules": r"• `|No schedules\.$|This process fires no schedules\.$|"
                       r"Schedule `\S+` (paused|resumed)\.$|"
-                      r"Schedule `\S+` is already (paused|running)\.$"}
+                      r"Schedule `\S+` is already (paused|running)\.$|"
+                      r"Schedule `\S+` started: run `\w+`\.$"}
 TOGGLED = re.compile(r"Schedule `(\S+)` (paused|resumed)\.$")
 _FAILED_COMMAND = re.compile(r"(Something failed|Not done): ")
 

@@ -9,6 +9,7 @@ import dataclasses
 import functools
 import json
 import os
+import shutil
 import signal
 import time
 from contextlib import AsyncExitStack
@@ -29,6 +30,7 @@ from .delivering import check_delivered, delivered_summary, delivering_toml, wit
 from .discord import (
     DiscordPeople,
     check_discord,
+    check_registered,
     discord_env,
     discord_summary,
     discord_toml,
@@ -104,8 +106,9 @@ async def soak(plan: Plan, work: Path, *, own_server: bool = False,
     way out short): every process, the schema and the fakes are taken down.
 
     ``own_server``: PostgreSQL's pass on a server of its own (chaos/pgserver.py, dropped at
-    the end), which ``pg_restart`` stops and starts; ``small_disk``: SQLite's on a small
-    disk (chaos/disk.py: ``private_mounts()`` first), which ``disk_full`` fills."""
+    the end), which ``pg_restart`` stops and starts; ``small_disk``: SQLite's file (or that
+    server's data) on a small disk (chaos/disk.py: ``private_mounts()`` first), which
+    ``disk_full`` fills."""
     this = asyncio.current_task()
     assert this is not None
 
@@ -199,10 +202,13 @@ async def soak(plan: Plan, work: Path, *, own_server: bool = False,
         found += check_files(plan, workload.sent, stored, blobs, model.log, fake, discord)
         for seen in slack_people.acts.commands if slack_people else []:
             jobs.follow(seen.command.text, seen.at, seen.done, seen.answer)
+            operators.runs_now.follow(seen.command.text, seen.request, seen.answer)
         for dseen in actor.commands if actor else []:
             if dseen.click is not None and dseen.click.outcome != "not sent":
-                jobs.follow(dseen.command.text, dseen.click.at, dseen.done,
-                            dseen.answers[0] if len(dseen.answers) == 1 else None)
+                answer = dseen.answers[0] if len(dseen.answers) == 1 else None
+                jobs.follow(dseen.command.text, dseen.click.at, dseen.done, answer)
+                operators.runs_now.follow(dseen.command.text,
+                                          f"discord:{dseen.click.interaction}", answer)
         found += jobs.check(workload.sent, stored, kept)
         found += operators.check(stored, kept) + check_delivered(kept, fake, discord)
         if fake is not None and slack_people is not None:
@@ -212,6 +218,7 @@ async def soak(plan: Plan, work: Path, *, own_server: bool = False,
             found += check_acts(slack_people.acts, workload.sent, stored, votes, history)
         if people is not None:
             found += check_discord(plan, workload.sent, stored, people)
+            found += check_registered(people.fake)
         if actor is not None:
             votes = await _votes(client, workload) if plan.discord_acts.votes else []
             found += check_discord_acts(actor, workload.sent, stored, votes, history)
@@ -263,8 +270,14 @@ async def _store(stack: AsyncExitStack, plan: Plan, work: Path, env: dict[str, s
         return StoreSpec("sqlite", path=str(folder / "maiden.db")), None, PG_DSN, outages
     dsn = PG_DSN
     if own_server:
+        data = None
+        if small_disk:  # the server's data on a small disk: a cluster, its WAL, and room
+            disk = await stack.enter_async_context(
+                SmallDisk(work / "postgres", 256 + int(plan.seconds / 5)))
+            shutil.chown(disk.folder, "postgres", "postgres")
+            data, outages["disk_full"] = disk.folder / "data", DiskFull(disk)
         try:
-            server = await stack.enter_async_context(OwnServer())
+            server = await stack.enter_async_context(OwnServer(data))
         except RuntimeError as exc:
             print(f"chaos: postgres pass on the shared server, without pg_restart: a server "
                   f"of its own could not be made ({exc})", flush=True)

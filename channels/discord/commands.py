@@ -19,11 +19,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+import aiohttp
 import discord
 from discord import app_commands
 from discord.http import Route
 
-from runtime import split_message
+from runtime import Failed, retrying, split_message, within
 
 from ..access import Place
 from ..commands import COMMANDS, Answer, Asked, Commands
@@ -180,20 +181,42 @@ class SlashCommands:
             log.warning("discord: could not post in %s: %s", channel, exc)
 
 
-async def register(tree: Registry, guilds: list[str]) -> list[str]:
-    """Sync the commands to each guild; the guilds it worked for."""
+REGISTER_WAIT_S = 600.0
+"""How long a start goes on trying to register ``/maiden`` while Discord fails (a 5xx, the
+network): registered a few minutes late, not left out until the next start."""
+
+
+PASSING = (discord.DiscordServerError, aiohttp.ClientError, OSError, TimeoutError)
+"""Failures that trying again may get past: Discord's 5xx, the network."""
+
+
+def _passing(error: Exception) -> bool:
+    return isinstance(error, PASSING)
+
+
+async def register(tree: Registry, guilds: list[str], *,
+                   wait_s: float = REGISTER_WAIT_S) -> list[str]:
+    """Sync the commands to each guild (again, backing off, while Discord fails for a
+    while: ``wait_s``); the guilds it worked for."""
     done = []
     for guild in guilds:
         try:
             where = discord.Object(id=int(guild))
             tree.copy_global_to(guild=where)  # the group is defined once, for every guild
-            await tree.sync(guild=where)
-        except (discord.DiscordException, ValueError) as exc:
+            await retrying(functools.partial(tree.sync, guild=where), on=Exception,
+                           pause=within(wait_s, 1.0, 30.0, worth=_passing),
+                           told=functools.partial(_told, guild))
+        except (discord.DiscordException, ValueError, *PASSING) as exc:
             log.warning("discord: the /maiden commands were not registered in guild %s: %s",
                         guild, exc)
             continue
         done.append(guild)
     return done
+
+
+def _told(guild: str, failed: Failed[Exception], pause: float) -> None:
+    log.warning("discord: registering the /maiden commands in guild %s failed (%s); trying "
+                "again in %.0f s", guild, failed.error, pause)
 
 
 async def register_global(tree: Registry) -> bool:

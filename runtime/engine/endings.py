@@ -239,17 +239,19 @@ class Endings:
                feedback: bool = False) -> list[Delivery]:
         """The outbox record for a message that came from a channel (none for cli/http).
 
-        Keyed by the run and the thread position it answers at: a run resumed and ended
-        again says so again, but the same end is never posted twice.
+        Keyed by the run, the thread position it answers at and the run's version: a run
+        resumed and ended again says so again (even where nothing was added to its thread
+        meanwhile: a failed run resumed and cancelled before it started, chaos seed 6161),
+        but the same end, written again after a crash, is never posted twice.
         """
         run = cur.run
         if not run.origin.target:
             return []
         at = len(cur.entries) + adding
-        return [ReplyDelivery(key=idempotency_key(run.id, f"reply@{at}"), run_id=run.id,
-                         thread_id=run.thread_id, channel=run.origin.channel,
-                         target=run.origin.target, text=text, feedback=feedback,
-                         created_at=self.clock())]
+        return [ReplyDelivery(key=idempotency_key(run.id, f"reply@{at}:v{run.version}"),
+                              run_id=run.id, thread_id=run.thread_id,
+                              channel=run.origin.channel, target=run.origin.target, text=text,
+                              feedback=feedback, created_at=self.clock())]
 
     def _closing_results(self, cur: RunCursor, kind: Any, message: str) -> list[Entry]:
         return [ToolResult(run_id=cur.run.id, tool_call_id=c.id, name=c.name, is_error=True,

@@ -6,13 +6,24 @@ from __future__ import annotations
 import random
 import time
 from datetime import UTC, datetime
+from typing import Any
 
-from chaos.chat_toggles import CHAT_TOGGLED, draw_chat_toggles, toggled_to
+from chaos.chat_toggles import (
+    CHAT_RUN,
+    CHAT_TOGGLED,
+    draw_chat_runs,
+    draw_chat_toggles,
+    run_asked,
+    started,
+    toggled_to,
+)
 from chaos.invariants import Stored
 from chaos.plan import make_plan
+from chaos.runnow import RunsNow
 from chaos.schedules import Kept, Schedules
 from chaos.system import History
 from runtime import Run, RunState, ScheduleRecord
+from schedules.runner import manual_key
 
 
 def test_toggles_pause_and_resume_in_turn_where_the_plan_has_messages() -> None:
@@ -72,3 +83,53 @@ def test_a_slot_run_after_a_chat_pause_answered_paused_is_a_violation() -> None:
         jobs.ended = slots[-1] + 10
         jobs.follow("schedule-pause pulse", start, start + 0.5, answer)
         assert not [w for w in _check(jobs, slots) if "paused" in w]
+
+
+def test_chat_runs_now_are_drawn_and_named() -> None:
+    slack, discord = draw_chat_runs(random.Random(3), {"slack", "discord"}, ["ana"], 900, 2,
+                                    ["C1"], ["c0"])
+    texts = [c.text for c in slack] + [c.text for c in discord]
+    assert texts and {run_asked(t) for t in texts} <= set(CHAT_RUN)
+    assert run_asked("schedules pause pulse") is None
+    assert started("Schedule `pulse` started: run `1a2b3c4d`.") == "1a2b3c4d"
+    assert started("Not done: there is no schedule 'x'") is None
+
+
+def test_a_chat_run_now_is_the_run_its_answer_named_and_asked_for() -> None:
+    plan = make_plan(1, 10, "sqlite", 1)
+    runs_now = RunsNow(plan, [], None, History())  # type: ignore[arg-type]
+    runs_now.asked = {}
+    key = manual_key("pulse", "slack:T1:trigger-1")
+    other = manual_key("minute", "discord:42")
+    made = [Run(id="run-aaaa1111", thread_id="schedule:pulse", text="t", idempotency_key=key,
+                state=RunState.COMPLETED, reply="answer to jpulse.0: 1"),
+            Run(id="run-bbbb2222", thread_id="schedule:minute", text="t",
+                idempotency_key=other, state=RunState.COMPLETED, reply="answer to jminute.0: 1")]
+    stored = Stored(runs=[], entries={}, ledger=[], details={}, leases=[], live=set())
+    runs_now.follow("schedules run pulse", "slack:T1:trigger-1",
+                    "Schedule `pulse` started: run `aaaa1111`.")
+    runs_now.follow("schedule-run minute", "discord:42", None)  # unanswered: at most one
+    runs_now.follow("status", "slack:T1:trigger-2", "Nothing is running here.")
+    assert runs_now.check(stored, Kept(made, [])) == []
+    runs_now.follow("schedules run pulse", "slack:T1:trigger-3",
+                    "Schedule `pulse` started: run `cccc3333`.")  # no run holds its key
+    found = runs_now.check(stored, Kept(made, []))
+    assert [v.invariant for v in found] == [3] and "cccc3333" in found[0].what
+    runs_now.chat = []
+    assert any("nobody asked for" in v.what for v in runs_now.check(stored, Kept(made, [])))
+
+
+def test_the_guild_must_hold_maiden_once_with_every_subcommand() -> None:
+    from types import SimpleNamespace
+
+    from chaos.discord import SUBCOMMANDS, check_registered
+    from tests.fakes.discord import GUILD_ID
+
+    def fake(*groups: dict[str, object]) -> Any:
+        return SimpleNamespace(rest=SimpleNamespace(commands={str(GUILD_ID): list(groups)}))
+
+    whole = {"name": "maiden", "options": [{"name": n} for n in SUBCOMMANDS]}
+    assert check_registered(fake(whole)) == []
+    assert check_registered(fake())[0].invariant == 1
+    assert check_registered(fake(whole, whole))
+    assert check_registered(fake({"name": "maiden", "options": [{"name": "status"}]}))

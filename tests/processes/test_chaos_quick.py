@@ -56,7 +56,7 @@ def test_a_seed_makes_one_plan_and_a_replay_file_gives_it_back(tmp_path: Path) -
     assert digest[:16] == "9424870b013a0173"
     kinds = {f.kind for f in plan.faults}
     assert kinds == {"kill", "term", "pg_cut", "model_outage", "skew", "slack", "discord",
-                     "pg_restart"}, kinds
+                     "pg_restart", "disk_full"}, kinds
     assert {f.mode for f in plan.faults if f.kind in ("slack", "discord")} == {
         "down", "slow", "status"}
     assert all(80000 <= int(o.tag[1:]) < 90000 for o in plan.ops if o.route == "discord")

@@ -6,6 +6,7 @@ model seeing the cut-off call's ``cancelled`` result."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 from runtime import (
@@ -13,8 +14,11 @@ from runtime import (
     ModelRequest,
     ModelResponse,
     Notice,
+    Origin,
     ProviderError,
     RunState,
+    Runtime,
+    SQLiteStore,
     ToolCallStarted,
     ToolResult,
     tool,
@@ -22,9 +26,11 @@ from runtime import (
 from runtime.model.entries import RESUMED_LATE
 from runtime.providers import anthropic, openai
 from tests.fakes.anthropic import _check_messages as anthropic_rules
+from tests.fakes.chat import MemoryChat
 from tests.fakes.openai import _check_messages as openai_rules
 
 S = RunState
+ROOM = Origin(channel="chat", target={"room": "r1"}, user="u1")
 deployed: list[str] = []
 
 
@@ -170,3 +176,28 @@ async def test_a_failed_run_resumed_after_its_thread_went_on_answers_its_own_mes
 
 def kinds(entries: list[Any]) -> list[str]:
     return [e.kind for e in entries]
+
+
+async def test_a_failed_run_resumed_then_cancelled_before_it_starts_says_so_too(
+        tmp_path: Path) -> None:
+    """The chaos soak (seed 6161, PostgreSQL: a Slack thread with 3 cancelled runs and 2
+    "Stopped" lines): a run failed (its notice posted), was resumed, and was stopped while
+    still queued, with nothing added to its thread since. Its closing line was keyed by the
+    thread's position alone, the same as its failure notice's, so the outbox took it for
+    that one, sent: it was never posted."""
+    chat = MemoryChat()
+    model = Flaky()
+    model.down = True
+    async with asyncio.timeout(30), SQLiteStore(tmp_path / "m.db") as store, \
+            Runtime(store, model) as rt:
+        rt.operator.add_deliverer("chat", chat)
+        failed = await rt.send("t", "hello", origin=ROOM)
+        assert failed.state is S.FAILED
+        assert (await rt.resume(failed.id)).state is S.QUEUED  # nobody serves it here
+        assert (await rt.cancel(failed.id, by="ana")).state is S.CANCELLED
+        await rt.operator.flush_deliveries("chat")
+        records = await rt.records.deliveries(run_id=failed.id)
+    assert [m.text for m in chat.posted] == [
+        "Sorry, I could not finish this (the model service failed).",
+        "Stopped (cancelled by ana)."]
+    assert len({d.key for d in records}) == 2 and all(d.posted for d in records)

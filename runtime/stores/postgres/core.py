@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import asyncpg  # type: ignore[import-untyped]
 
-from ...errors import StoreError, StoreUnreachable
+from ...errors import StoreError, StoreFull, StoreUnreachable
 from ..base import Opens
 from ..dsn import redact_dsn
 from ..tail import ThreadCache
@@ -82,7 +82,8 @@ class PostgresCore(Opens):
         except BaseException as exc:
             await pool.close()
             if isinstance(exc, ERRORS):
-                error = StoreUnreachable if isinstance(exc, UNREACHABLE) else StoreError
+                error = StoreUnreachable if isinstance(exc, UNREACHABLE) else \
+                    StoreFull if isinstance(exc, asyncpg.DiskFullError) else StoreError
                 raise error(f"cannot migrate postgres schema {self.schema}: {exc}") from exc
             raise
         if self.applied:
@@ -120,6 +121,9 @@ class PostgresCore(Opens):
         try:
             async with pool.acquire() as conn:
                 yield conn
+        except asyncpg.DiskFullError as exc:  # the server's disk: it may be freed
+            raise StoreFull(f"postgres schema {self.schema}: the server's disk is full: "
+                            f"{exc}") from exc
         except asyncpg.ProgramLimitExceededError as exc:
             raise StoreError(f"postgres schema {self.schema}: a value is too large for "
                              f"PostgreSQL (keys are limited to about 2,700 bytes once "

@@ -38,7 +38,9 @@ class PostgresOutbox(PostgresCore, OutboxStore):
 
     async def claim_delivery(self, key: str, sender: str, at: float, ttl_s: float, *,
                              steal_from: str | None = None) -> Delivery:
-        async with self._transaction() as conn:
+        # Seen by the other processes once committed; not waited for on disk for its own
+        # sake: a claim lost with the server leaves a record any process sends, reconciling.
+        async with self._transaction(durable=False) as conn:
             return await update_pending(conn, key, claim_change(sender, at, ttl_s, steal_from))
 
     async def stream_progress(self, key: str, state: StreamState, remote_ids: Sequence[str],

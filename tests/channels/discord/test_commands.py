@@ -105,6 +105,23 @@ async def test_the_group_is_registered_and_answers_with_rights(tmp_path: Path) -
         HOLD.set()
 
 
+
+async def test_registering_goes_on_while_discord_fails(tmp_path: Path) -> None:
+    """Discord answering 500, or its connection cut, as a start registers ``/maiden``: the
+    start tries again, backing off, instead of leaving the command out until the next one
+    (the chaos soak registers at each replica's start while Discord misbehaves)."""
+    async with FakeDiscord() as fake:
+        route = "PUT /applications/{id}/guilds/{id}/commands"
+        fake.fail(route, drop=True)
+        fake.fail(route, drop=True)
+        async with running(fake, tmp_path / "m.db") as d:
+            group = await registered(fake)
+            await asyncio.wait_for(d.channel.tried_registering.wait(), 30)
+            assert d.channel.registered == [str(GUILD_ID)]
+            assert group["name"] == "maiden"
+            assert fake.pending_faults(route) == 0
+            assert len(fake.calls(route)) == 3
+
 async def test_schedule_names_are_completed_and_a_schedule_runs_once(tmp_path: Path) -> None:
     job = ScheduleConfig(name="standup", cron="0 9 * * 1-5", prompt="Post the standup")
     clock = lambda: datetime(2026, 12, 4, 8, 0, tzinfo=UTC)  # noqa: E731

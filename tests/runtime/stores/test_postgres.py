@@ -15,7 +15,7 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped]
 import pytest
 
-from runtime.errors import CorruptStore, StoreError
+from runtime.errors import CorruptStore, StoreError, StoreFull
 from runtime.model.entries import Notice, Usage, UserMessage
 from runtime.model.requests import ControlRequest, thread_key
 from runtime.model.runs import Origin, Run, RunState, new_run_id
@@ -162,6 +162,15 @@ async def test_a_failed_connection_names_the_server_not_the_password() -> None:
     message = str(caught.value)
     assert message.startswith("cannot open postgres postgresql://maiden:***@127.0.0.1:1/maiden: ")
     assert "s3cret" not in message and "\n" not in message
+
+
+async def test_the_servers_disk_full_is_store_full(store: PostgresStore) -> None:
+    """PostgreSQL refuses a write with ``53100 disk_full`` when its disk has no room (the
+    chaos soak's ``disk_full`` on the server's own disk): ``StoreFull``, which ``maiden run``
+    waits out at start, as for SQLite. Raised here by the server itself, with that code."""
+    with pytest.raises(StoreFull, match="the server's disk is full"):
+        await store._value("DO $$ BEGIN RAISE EXCEPTION 'could not extend file' "
+                           "USING ERRCODE = 'disk_full'; END $$")
 
 
 # -- commits
