@@ -77,6 +77,7 @@ async def open_runtime(
 async def open_app(
     loaded: LoadedConfig, *, recover: bool, serve: bool = False, log_runs: bool = False,
     writable: bool = False, mcp: bool = True, wait_for_store: bool = False,
+    hooks: bool = False,
 ) -> AsyncIterator[App]:
     """Open the store and a runtime over it; with ``recover``, finish unfinished runs first;
     with ``serve``, answer other processes' requests (approve, cancel) for its runs; with
@@ -85,7 +86,8 @@ async def open_app(
     With ``mcp`` (a process that may drive runs), the ``[[mcp_servers]]`` are started
     before any run is driven and their tools registered; a server that fails to start
     does not stop the app: it is retried in the background (``App.mcp`` says how each
-    is). They stop after the runtime has closed.
+    is). They stop after the runtime has closed. With ``hooks`` (the process that takes
+    webhooks), the ``[[hooks]]``' secrets are read from the environment.
 
     A store that cannot be opened (its folder cannot be made, the path is a folder, the
     file is not a database), or with ``writable`` cannot be written (a read-only file
@@ -108,7 +110,7 @@ async def open_app(
             servers = await stack.enter_async_context(
                 open_servers(cfg.mcp_servers, loaded.base_dir))
             servers.offer_to(tools)
-        book = make_book(loaded, store)
+        book = make_book(loaded, store, hooks=hooks)
         tracing = make_tracing(cfg.otel)
         stack.callback(tracing.close)  # what is buffered goes out at the end
         runtime = Runtime(store, agents=agents, caps=cfg.budgets, settings=cfg.runtime,
@@ -169,7 +171,8 @@ async def _serve_once(
     context: RunContext | None, ready: asyncio.Event,
 ) -> None:
     """``serve``'s one lifespan (``ready`` set once it has said "Ready")."""
-    async with open_app(loaded, recover=False, writable=True, wait_for_store=True) as app:
+    async with open_app(loaded, recover=False, writable=True, wait_for_store=True,
+                        hooks=True) as app:
         runtime = app.runtime
         _say(out, banner_head(loaded, runtime))
         wait_s = loaded.config.store.open_wait_s

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from runtime import (
 )
 from runtime.tools.mcp import McpServerConfig
 from schedules.config import Schedule, ScheduleConfig, load_schedules
+from schedules.hooks import Hook, HookConfig, load_hooks
 
 __all__ = ["ChannelsConfig", "LoadedConfig", "MaidenConfig", "SchedulesLimits", "load_config",
            "parse_config"]
@@ -73,6 +75,7 @@ class MaidenConfig(BaseModel):
     otel: OtelConfig = OtelConfig()
     channels: ChannelsConfig = ChannelsConfig()
     schedules: list[ScheduleConfig] = []
+    hooks: list[HookConfig] = []
     schedules_limits: SchedulesLimits = SchedulesLimits()
     mcp_servers: list[McpServerConfig] = []
     agents: list[AgentEntry] = []
@@ -109,6 +112,10 @@ class MaidenConfig(BaseModel):
         """The ``[[schedules]]``, checked (``ConfigError`` naming each bad key)."""
         return load_schedules(self.schedules, default_timezone=self.agent.timezone,
                               channels=self.chat_channels())
+
+    def read_hooks(self, env: Mapping[str, str] | None) -> list[Hook]:
+        """The ``[[hooks]]``, checked, their secrets read from ``env`` (None: not yet)."""
+        return load_hooks(self.hooks, env=env, channels=self.chat_channels())
 
     def secret_envs(self) -> dict[str, str]:
         """Every ``*_env`` key that is set: its key path -> the variable it names."""
@@ -178,10 +185,14 @@ def _cross_checks(cfg: MaidenConfig) -> list[tuple[str, str]]:
         # The scripted provider finds its place in the script from the history it is sent.
         problems.append(("agent.max_context_tokens", "cannot be used with the scripted "
                          "provider (it replays its script by the history it is sent)"))
-    try:
-        cfg.read_schedules()
-    except ConfigError as exc:
-        problems.extend(exc.problems)
+    for read in (cfg.read_schedules, lambda: cfg.read_hooks(None)):
+        try:
+            read()
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+    if cfg.hooks and not cfg.http.enabled:
+        problems.append(("hooks", "webhooks arrive at POST /v1/hooks/{name}: they need the "
+                         "HTTP API ([http] enabled = true)"))
     slack = cfg.channels.slack
     if slack is not None and slack.enabled and slack.mode == "http" and not cfg.http.enabled:
         problems.append(("channels.slack.mode", "\"http\" needs the HTTP API ([http] "
@@ -252,10 +263,13 @@ def _agent_checks(cfg: MaidenConfig) -> list[tuple[str, str]]:
         if route.schedule is not None and route.schedule not in {s.name for s in cfg.schedules}:
             problems.append((f"routes.{i}.schedule", f"no [[schedules]] entry is called "
                              f"{route.schedule!r}"))
-    for i, schedule in enumerate(cfg.schedules):
-        if schedule.agent is not None and schedule.agent not in names:
-            problems.append((f"schedules.{i} ({schedule.name}).agent", f"no agent is called "
-                             f"{schedule.agent!r} (the agents: {', '.join(names)})"))
+    jobs: list[tuple[str, Sequence[ScheduleConfig | HookConfig]]] = [
+        ("schedules", cfg.schedules), ("hooks", cfg.hooks)]
+    for kind, entries in jobs:
+        for i, job in enumerate(entries):
+            if job.agent is not None and job.agent not in names:
+                problems.append((f"{kind}.{i} ({job.name}).agent", f"no agent is called "
+                                 f"{job.agent!r} (the agents: {', '.join(names)})"))
     for i, cap in enumerate(cfg.budgets):
         if cap.agent is not None and cap.agent not in names:
             problems.append((f"budgets.{i}.agent", f"no agent is called {cap.agent!r} "

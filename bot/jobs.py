@@ -3,6 +3,7 @@ agent the same tools), and how `maiden run`, the banner and the CLI show them.""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 from runtime import Store, Tool
@@ -14,12 +15,14 @@ from .config import LoadedConfig
 __all__ = ["chat_schedule_tools", "make_book", "schedule_lines", "status_lines"]
 
 
-def make_book(loaded: LoadedConfig, store: Store) -> ScheduleBook:
+def make_book(loaded: LoadedConfig, store: Store, *, hooks: bool = False) -> ScheduleBook:
     """The config's schedules (checked) and the store's chat schedules: the ``schedules``
-    service the schedule tools need."""
+    service the schedule tools need; with ``hooks``, the ``[[hooks]]`` too, their secrets
+    read from the environment (``ConfigError`` naming a variable that is not set)."""
     cfg = loaded.config
     return ScheduleBook(store, cfg.read_schedules(), default_timezone=cfg.agent.timezone,
-                        max_per_thread=cfg.schedules_limits.max_per_thread)
+                        max_per_thread=cfg.schedules_limits.max_per_thread,
+                        hooks=cfg.read_hooks(os.environ) if hooks else ())
 
 
 def chat_schedule_tools(loaded: LoadedConfig) -> list[Tool]:

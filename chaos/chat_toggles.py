@@ -64,8 +64,9 @@ def done(answer: str | None) -> bool:
 def draw_chat_runs(rng: random.Random, routes: set[str], people: list[str], seconds: float,
                    replicas: int, channels: list[str], places: list[str]
                    ) -> tuple[list[Command], list[DiscordCommand]]:
-    """``/maiden schedules run NAME`` in Slack, ``/maiden schedule-run NAME`` in Discord
-    (where the plan has messages), about every 60 s."""
+    """``/maiden schedules run NAME`` in Slack, ``/maiden schedule-run NAME`` (or the
+    listing, ``/maiden schedules``) in Discord (where the plan has messages), about every
+    60 s."""
     where = [p for p in ("slack", "discord") if p in routes]
     slack: list[Command] = []
     discord: list[DiscordCommand] = []
@@ -75,9 +76,9 @@ def draw_chat_runs(rng: random.Random, routes: set[str], people: list[str], seco
         if rng.choice(where) == "slack":
             slack.append(Command(round(at, 3), f"schedules run {name}", rng.choice(channels),
                                  person, rng.randrange(replicas)))
-        else:
-            discord.append(DiscordCommand(round(at, 3), f"schedule-run {name}",
-                                          rng.choice(places), person))
+        else:  # now and then the listing instead (Slack's is drawn with its commands)
+            text = f"schedule-run {name}" if rng.random() < 0.7 else "schedules"
+            discord.append(DiscordCommand(round(at, 3), text, rng.choice(places), person))
         at += rng.expovariate(1 / 60.0)
     return slack, discord
 

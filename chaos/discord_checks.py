@@ -44,7 +44,8 @@ _FITS = {"status": r"Nothing is running here\.$|\d+ run\(s\) here:",
          "stop": r"Stopped \d+ run\(s\)\.$|Nothing is running here\.$|Nothing left to stop",
          "schedule-pause": r"Schedule `\S+` (paused\.|is already paused\.)$",
          "schedule-resume": r"Schedule `\S+` (resumed\.|is already running\.)$",
-         "schedule-run": r"Schedule `\S+` started: run `\w+`\.$"}
+         "schedule-run": r"Schedule `\S+` started: run `\w+`\.$",
+         "schedules": r"• `|No schedules\.$|This process fires no schedules\.$"}
 _FAILED = re.compile(r"(Something failed|Not done|That did not work): ")
 _DECIDED = re.compile(r"^(Approved|Denied) by <@(\d+)>: `deploy`$")
 

@@ -23,6 +23,7 @@
     ├── FileRefused               a shared file not taken in (too big, a type not allowed,
     │                             a sign-in page instead of the file), and why
     ├── FileUnreachable           a shared file's platform did not answer (tried again)
+    ├── HookRefused               a webhook delivery not taken (no valid signature, too big)
     ├── ToolDefinitionError       a tool function the registry cannot describe
     ├── ToolFailure               a tool's own words to the model on why a call failed
     │   └── FetchError *          http_fetch could not fetch a URL
@@ -60,6 +61,7 @@ __all__ = [
     "FailReason",
     "FileRefused",
     "FileUnreachable",
+    "HookRefused",
     "IllegalTransition",
     "InvalidThreadId",
     "MaidenError",
@@ -191,6 +193,15 @@ class IllegalTransition(RunError):
 
 class DeliveryError(MaidenError):
     """A channel's API refused or failed a post or a lookup; the outbox tries again later."""
+
+
+class HookRefused(MaidenError):
+    """A webhook delivery (``[[hooks]]``) not taken, and nothing run: ``status`` says why as
+    HTTP does (401: no valid signature over the body; 413: a body over the hook's limit)."""
+
+    def __init__(self, status: Literal[401, 413], why: str) -> None:
+        super().__init__(why)
+        self.status = status
 
 
 class FileRefused(MaidenError):

@@ -27,6 +27,7 @@ from runtime import (
 
 from .config import NAME, Schedule, ScheduleConfig
 from .cron import parse_crontab
+from .hooks import Hook
 
 __all__ = ["Clock", "ScheduleBook", "ScheduleError", "utc_now"]
 
@@ -56,6 +57,7 @@ class ScheduleBook:
         default_timezone: str = "UTC",
         max_per_thread: int = 10,
         clock: Clock = utc_now,
+        hooks: Sequence[Hook] = (),
     ) -> None:
         self.kept = ScheduleRecords(store)
         """The records, through the runtime's API."""
@@ -65,6 +67,8 @@ class ScheduleBook:
         self.max_per_thread = max_per_thread
         self.clock = clock
         self._configured = {s.name: s for s in configured}
+        self.hooks = {h.name: h for h in hooks}
+        """The ``[[hooks]]``: jobs started by a webhook (``hooks.py``)."""
         self._chat: dict[str, Schedule] = {}
         self._records: dict[str, ScheduleRecord] = {}
         self.listeners: list[Callable[[], Awaitable[None]]] = []

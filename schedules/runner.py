@@ -34,7 +34,7 @@ import contextlib
 import hashlib
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -46,6 +46,7 @@ from runtime import MaidenError, NotFound, Run, RunState, Runtime, ScheduleRecor
 from .book import Clock, ScheduleBook, ScheduleError
 from .config import Schedule
 from .cron import due_slots, slot_key, slots_between
+from .hooks import take
 from .marks import decided, later
 from .status import slot_history, statuses
 from .trigger import SlotTrigger
@@ -213,6 +214,16 @@ class Scheduler:
                                          schedule.config.prompt, origin=schedule.origin,
                                          idempotency_key=key, agent=schedule.config.agent,
                                          schedule=name)
+
+    async def hook(self, name: str, body: bytes, headers: Mapping[str, str]
+                   ) -> tuple[Run, bool]:
+        """A webhook's delivery (``hooks.py``): checked (``HookRefused``; ``NotFound``: no
+        such hook), then one run under the delivery's key; True with the run a delivery sent
+        before made (nothing more is run)."""
+        hook = self.book.hooks.get(name)
+        if hook is None:
+            raise NotFound(f"there is no hook {name!r}")
+        return await take(self.runtime, hook, body, headers)
 
     async def _fire(
         self, schedule: Schedule, now: datetime, *, on_time: bool

@@ -34,6 +34,7 @@ from runtime import (
 )
 from runtime.stores.sqlite import Synchronous
 from schedules import ScheduleBook, ScheduleConfig, Scheduler, load_schedules
+from schedules.hooks import Hook
 
 Concurrency = Literal["global", "thread"]  # RuntimeConfig.concurrency
 
@@ -66,12 +67,13 @@ async def echo_runtime(
 
 @asynccontextmanager
 async def scheduled(runtime: Runtime, db: Path, configs: Sequence[ScheduleConfig],
-                    clock: Callable[[], datetime]) -> AsyncIterator[Scheduler]:
-    """A scheduler of ``configs`` (no timers: the test fires them) that submits to
-    ``runtime``, its book over the SQLite store at ``db`` (the runtime's)."""
+                    clock: Callable[[], datetime], hooks: Sequence[Hook] = ()
+                    ) -> AsyncIterator[Scheduler]:
+    """A scheduler of ``configs`` (no timers: the test fires them) and ``hooks`` that
+    submits to ``runtime``, its book over the SQLite store at ``db`` (the runtime's)."""
     async with SQLiteStore(db) as store:
         book = ScheduleBook(store, load_schedules(configs, default_timezone="UTC",
-                                                  channels=[]), clock=clock)
+                                                  channels=[]), clock=clock, hooks=hooks)
         async with Scheduler(book, runtime, timers=False) as scheduler:
             yield scheduler
 

@@ -76,7 +76,8 @@ def create_app(
     install_error_handlers(app)
     app.include_router(routes.message_router(runtime.operator.agents.default.config.max_message_chars))
     for router in (routes.threads, routes.erasure, routes.runs, routes.approvals,
-                   routes.schedules, routes.feedback, routes.files, routes.service):
+                   routes.schedules, routes.hooks, routes.feedback, routes.files,
+                   routes.service):
         app.include_router(router)
     if api.openai.enabled:
         app.include_router(openai_routes)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -202,6 +203,14 @@ class ScheduleService(Protocol):
         """Submit one run of the schedule now, under its own key; ``NotFound`` if there is
         no schedule of that name. ``request``: the identity of the asking (a chat command's
         invocation): the same request again is the same run."""
+        ...
+
+    async def hook(self, name: str, body: bytes, headers: Mapping[str, str]
+                   ) -> tuple[Run, bool]:
+        """Take a webhook's delivery (``POST /v1/hooks/{name}``): ``HookRefused`` when its
+        signature is not valid or its body too big, ``NotFound`` when there is no such
+        hook; else its run, and whether a delivery sent before made it (nothing more is
+        run: the sender's delivery id is the run's key)."""
         ...
 
     async def set_paused(self, name: str, paused: bool) -> None:

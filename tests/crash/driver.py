@@ -55,6 +55,7 @@ import argparse
 import asyncio
 import functools
 import hashlib
+import hmac
 import json
 import os
 import signal
@@ -145,6 +146,12 @@ SCHEDULE_COMMAND_KILL_POINTS = (
     "after_queued",             # --command "schedules run job": its run is queued, unanswered
     "after_final_answer",       # its run has answered, the command is not answered yet
     "after_schedule_saved",     # --command "schedules pause job": the pause is stored, unsaid
+)
+
+HOOK_KILL_POINTS = (
+    "after_queued",             # --hook: the delivery's run is queued, the sender unanswered
+    "after_final_answer",       # its run has answered (into the chat), the sender not yet
+    "after_delivery_sent",      # the answer is posted, its id not yet recorded
 )
 
 CHANNEL = "testchat"
@@ -465,6 +472,31 @@ async def command(store: SQLiteStore | FilesStore, runtime: Runtime, words: str,
     append_line(workdir / COMMANDS_FILE, {"text": answer.text, "announce": answer.announce})
 
 
+HOOK_SECRET = "drill-secret"
+HOOKS_FILE = "hooks.jsonl"
+
+
+async def hook(store: SQLiteStore | FilesStore, runtime: Runtime, delivery: str,
+               workdir: Path) -> None:
+    """A signed delivery of the webhook ``gh`` (its prompt from the payload, its answer
+    into room r1 of the test chat), as ``POST /v1/hooks/gh`` takes it, with the delivery id
+    ``delivery`` (the same id again is a sender's redelivery); its run waited for; what the
+    sender is told is appended to ``hooks.jsonl``."""
+    from schedules import ScheduleBook, Scheduler
+    from schedules.hooks import Hook, HookConfig
+
+    config = HookConfig(name="gh", secret_env="GH_SECRET", prompt="{pusher} pushed {ref}")
+    gh = Hook(config, HOOK_SECRET.encode(), ORIGIN)
+    body = json.dumps({"pusher": "ana", "ref": "main"}).encode()
+    signature = hmac.new(HOOK_SECRET.encode(), body, hashlib.sha256).hexdigest()
+    headers = {"X-Hub-Signature-256": f"sha256={signature}", "X-GitHub-Delivery": delivery}
+    scheduler = Scheduler(ScheduleBook(store, hooks=[gh]), runtime, timers=False)
+    run, again = await scheduler.hook("gh", body, headers)
+    ended = await runtime.wait(run.id)
+    append_line(workdir / HOOKS_FILE, {"run_id": run.id, "again": again,
+                                      "state": ended.state.value})
+
+
 async def summarise(store: SQLiteStore | FilesStore) -> dict[str, Any]:
     """What ``maiden runs`` / ``maiden show`` would tell: runs, transitions, threads, outbox."""
     runs = []
@@ -638,6 +670,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 await runtime.feedback.vote(voted.id, value, user=user, channel=origin.channel)
             if args.command:
                 await command(store, runtime, args.command, workdir)
+            if args.hook:
+                await hook(store, runtime, args.hook, workdir)
             await runtime.idle()
         if args.discord:
             await http.close()
@@ -677,6 +711,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                         help="a person's click on the 👍 / 👎 of the store's one run")
     action.add_argument("--command", metavar="WORDS",
                         help="/maiden WORDS, by u1 in room r1 (channels.commands)")
+    action.add_argument("--hook", metavar="DELIVERY",
+                        help="a signed delivery of the webhook 'gh' with this delivery id "
+                             "(see hook())")
     parser.add_argument("--placed", action="store_true",
                         help="--send from room r1 as a place, where --command looks")
     parser.add_argument("--key", help="--send: the inbound message's idempotency key")
@@ -702,7 +739,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                                            + FAILED_KILL_POINTS + STREAM_KILL_POINTS
                                            + VOTE_KILL_POINTS + FILE_KILL_POINTS
                                            + COMMAND_KILL_POINTS
-                                           + SCHEDULE_COMMAND_KILL_POINTS)))
+                                           + SCHEDULE_COMMAND_KILL_POINTS
+                                           + HOOK_KILL_POINTS)))
     parser.add_argument("--max-message-chars", type=int, metavar="N",
                         help="[agent] max_message_chars (a longer --send is refused, told)")
     parser.add_argument("--cap-tokens", type=int, metavar="N",

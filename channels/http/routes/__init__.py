@@ -8,11 +8,12 @@ from .approvals import router as approvals
 from .erasure import router as erasure
 from .feedback import router as feedback
 from .files import router as files
+from .hooks import router as hooks
 from .runs import router as runs
 from .schedules import router as schedules
 from .service import router as service
 from .threads import message_router
 from .threads import router as threads
 
-__all__ = ["approvals", "erasure", "feedback", "files", "message_router", "runs", "schedules",
-           "service", "threads"]
+__all__ = ["approvals", "erasure", "feedback", "files", "hooks", "message_router", "runs",
+           "schedules", "service", "threads"]

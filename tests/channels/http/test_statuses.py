@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 
-from runtime import tool
+from runtime import Origin, tool
 from schedules import ScheduleConfig
+from schedules.hooks import Hook, HookConfig
 from tests.clock import Clock
 from tests.http_helpers import STREAM, echo_runtime, scheduled, served, thread_url
 
@@ -61,8 +63,10 @@ async def test_every_route_answers_with_a_status_its_schema_declares(tmp_path: P
     configs = [ScheduleConfig(name="hourly", cron="0 * * * *", prompt="the hourly check")]
     clock = Clock(datetime(2026, 3, 2, 8, 55, tzinfo=UTC))
     notes = b"the numbers\n"
+    hook = Hook(HookConfig(name="ci", secret_env="CI_SECRET", prompt="the build {state}"),
+                b"s3cret", Origin(channel="schedule"))
     async with echo_runtime(db, [deploy]) as rt, \
-            scheduled(rt, db, configs, clock) as scheduler, \
+            scheduled(rt, db, configs, clock, [hook]) as scheduler, \
             served(rt, token="t0k", schedules=scheduler) as (client, _):
         spec = (await client.get("/openapi.json")).json()
         answered = Answers()
@@ -121,6 +125,14 @@ async def test_every_route_answers_with_a_status_its_schema_declares(tmp_path: P
                  await client.post("/v1/schedules/hourly/resume"))
 
         answered("GET /v1/feedback", await client.get("/v1/feedback"))
+
+        # A webhook's delivery (202), and the same delivery again (200).
+        body = b'{"state": "failed"}'
+        signed = {"X-Hub-Signature-256": "sha256=" + hmac.new(
+            b"s3cret", body, hashlib.sha256).hexdigest(), "X-GitHub-Delivery": "d1"}
+        for _ in range(2):
+            answered("POST /v1/hooks/{name}",
+                     await client.post("/v1/hooks/ci", content=body, headers=signed))
 
         # The OpenAI wire, answered whole and streamed.
         answered("GET /v1/models", await client.get("/v1/models"))
