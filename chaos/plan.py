@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .discord_plan import DiscordActs, draw_discord_acts
-from .files import draw_files
+from .files import draw_files, draw_more_files
 from .slack_plan import Command, Stop, Vote, draw_slack
 
 __all__ = ["TOOLS", "Command", "Decide", "Fault", "Op", "Plan", "RunNow", "Stop", "Toggle",
@@ -74,6 +74,10 @@ class Op:
     cancel_after_s: float | None = None
     decide: Decide | None = None
     files: list[str] = field(default_factory=list)  # names of chaos.files.FILES it carries
+    # how its file goes (chaos/files.py): over HTTP "multipart", "json" or "cli" (``maiden
+    # send --file``); in Slack "signin" (its download answers Slack's sign-in page) or
+    # "hold" (its first download held half-way, and the replica downloading it killed)
+    via: str = ""
 
     @property
     def text(self) -> str:
@@ -212,6 +216,7 @@ def make_plan(seed: int, seconds: float, store: str, replicas: int) -> Plan:
     draw_slack(seed, plan, SLACK_CHANNELS)
     draw_discord_acts(seed, plan, DISCORD_PLACES)
     draw_files(seed, plan)  # last: it adds a turn to some messages (chaos/files.py)
+    draw_more_files(seed, plan)  # the PDF, refused files, how each goes (chaos/files.py)
     return plan
 
 
