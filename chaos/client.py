@@ -8,6 +8,7 @@ balancer does.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from urllib.parse import quote
 
 import httpx
 
-from .files import FILES, media_type
+from .files import data_of, media_type
 from .plan import Op
 from .system import token_of
 
@@ -68,6 +69,10 @@ class Client:
         else:
             body = {"text": op.text, "wait": op.wait}
             url = base + thread_path(op.thread, "/messages")
+            if op.files and op.via == "json":  # the JSON's files, their bytes in base64
+                body["files"] = [{"name": name, "media_type": media_type(name),
+                                  "data": base64.b64encode(data_of(name)).decode()}
+                                 for name in op.files]
         if op.route.endswith("stream"):
             headers["Accept"] = "text/event-stream"
             async with self.http.stream("POST", url, json=body, headers=headers) as response:
@@ -77,10 +82,10 @@ class Client:
                 if op.route == "openai_stream":
                     return await _openai_stream(response)
                 return await _run_stream(response)
-        if op.files:  # multipart/form-data: the message's JSON, then a part per file
+        if op.files and op.via != "json":  # multipart/form-data: its JSON, a part per file
             response = await self.http.post(url, headers=headers, data={
                 "message": json.dumps(body)}, files=[
-                ("file", (name, FILES[name], media_type(name))) for name in op.files])
+                ("file", (name, data_of(name), media_type(name))) for name in op.files])
         else:
             response = await self.http.post(url, json=body, headers=headers)
         if response.status_code not in (200, 202):

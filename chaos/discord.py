@@ -25,7 +25,7 @@ from collections import defaultdict
 from tests.fakes.discord import GUILD_ID, FakeDiscord, World, snowflake_at
 from tests.fakes.discord.payloads import JSON
 
-from .files import FILES, media_type
+from .files import data_of, media_type
 from .invariants import Stored, Violation
 from .outages import STORE_OUTAGES
 from .plan import DISCORD_PLACES, Plan
@@ -114,7 +114,7 @@ class DiscordPeople:
                              timeout=LIVE_WAIT_S)
         bot = fake.world.bot_id
         d = fake.post_as_user(channel, person_id(op.person), f"<@{bot}> {op.text}",
-                              mentions=[bot], files=[(name, FILES[name], media_type(name))
+                              mentions=[bot], files=[(name, data_of(name), media_type(name))
                                                      for name in op.files])
         self.posted[op.tag] = d
         sessions = self._live()

@@ -7,7 +7,8 @@
 - an acknowledged stop ends its run cancelled (as Slack's check says, ``slack_checks``),
   and each cancelled run of a Discord thread has one closing line there (invariants 6, 1);
 - each ``/maiden`` command is answered exactly once: one callback, one message made for it,
-  saying what that command says (invariant 1);
+  saying what that command says (invariant 1), and a ``/maiden stop`` that stopped runs is
+  said once in its channel (``⏹ <@…> stopped N run(s) here.``), as Slack's is;
 - at most one vote per person per run, the last acknowledged click's (invariant 4).
 
 An interaction or a message sent with Discord, a replica or the store in trouble around it
@@ -18,7 +19,7 @@ answer that never came with no such fault around is held against maiden.
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from typing import Any
 
 from channels.feedback import THANKS
@@ -29,7 +30,7 @@ from .discord_acts import ClickSeen, DiscordActor, DiscordStopSeen, made_for
 from .invariants import Stored, Violation
 from .outages import STORE_OUTAGES
 from .slack_acts import StopSeen
-from .slack_checks import CLOSING, _stop
+from .slack_checks import CLOSING, STOPPED_N, _stop
 from .slack_plan import Stop
 from .system import History
 from .workload import Sent
@@ -71,6 +72,7 @@ def check_discord_acts(actor: DiscordActor, sent: dict[str, Sent], stored: Store
             out.append(v)
     out += _closings(actor, stored)
     out += _commands(actor, history)
+    out += _announced(actor, history)
     out += _votes(actor, threads, votes, history)
     return out
 
@@ -174,6 +176,43 @@ def _commands(actor: DiscordActor, history: History) -> list[Violation]:
     return out
 
 
+def _announced(actor: DiscordActor, history: History) -> list[Violation]:
+    """A ``/maiden stop`` that stopped runs (answered ``Stopped N run(s).``) is said once in
+    its channel, ``⏹ <@…> stopped N run(s) here.``, as Slack's is (``slack_checks``); one
+    that stopped none is not. Counted per channel and person: a line may be missing for a
+    stop with a fault around it (its post failed), and one more may show for each stop
+    whose answer never showed (it may have stopped runs all the same)."""
+    out: list[Violation] = []
+    fake, bot = actor.fake, actor.fake.world.bot_id
+    places: dict[tuple[str, str], list[DiscordStopSeen]] = defaultdict(list)
+    for seen in actor.stops:
+        if seen.click is not None:
+            places[(seen.channel, seen.stop.person)].append(seen)
+    for (channel, person), stops in sorted(places.items()):
+        line = f"⏹ <@{person_id(person)}> "
+        posted = Counter(str(m.get("content")) for m in fake.messages(channel)
+                         if m["author"]["id"] == bot and str(m.get("content")).startswith(line))
+        wanted: Counter[str] = Counter()
+        excused = unanswered = 0
+        for seen in stops:
+            assert seen.click is not None
+            made = [str(m.get("content") or "") for m in made_for(fake, channel,
+                                                                   seen.click.interaction)]
+            stopped = next((found for a in made if (found := STOPPED_N.match(a))), None)
+            if stopped is not None:
+                wanted[f"{line}stopped {stopped.group(1)} run(s) here."] += 1
+                excused += _trouble(history, seen.click.at)
+            elif not made:
+                unanswered += 1
+        missing, extra = wanted - posted, posted - wanted
+        if missing.total() > excused or extra.total() > unanswered:
+            out.append(Violation(1, f"discord:{GUILD_ID}:{channel}", None, f"{person}'s "
+                                 f"/maiden stop(s) there stopped {sorted(wanted.elements())} "
+                                 f"({unanswered} unanswered); the channel was told "
+                                 f"{sorted(posted.elements())}", stops[0].at))
+    return out
+
+
 def _votes(actor: DiscordActor, threads: dict[str, str], votes: list[dict[str, Any]],
            history: History) -> list[Violation]:
     out: list[Violation] = []
@@ -215,11 +254,16 @@ def discord_acts_summary(actor: DiscordActor) -> str:
     stops = Counter(f"{s.stop.how} {'sent' if s.sent else 'not sent'}" for s in actor.stops)
     commands = Counter(s.click.outcome if s.click else "-" for s in actor.commands)
     votes = [c for v in actor.votes for c in v.clicks]
+    bot = actor.fake.world.bot_id
+    lines = sum(1 for channel in {s.channel for s in actor.stops if s.click is not None}
+                for m in actor.fake.messages(channel)
+                if m["author"]["id"] == bot and str(m.get("content")).startswith("⏹ "))
 
     def count(counter: Counter[str]) -> str:
         return ", ".join(f"{k} {v}" for k, v in sorted(counter.items())) or "none"
 
     return (f"  discord acts prompt clicks {count(clicks)} (by callback type); stops "
-            f"{count(stops)}; commands {count(commands)}; votes {len(actor.votes)} "
+            f"{count(stops)} ({lines} said in the channel); commands {count(commands)}; "
+            f"votes {len(actor.votes)} "
             f"({sum(1 for v in actor.votes if v.skipped)} not given), {len(votes)} clicks "
             f"({count(Counter(c.outcome for c in votes))})")

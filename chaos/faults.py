@@ -124,6 +124,17 @@ class Faults:
         self._restarts.add(task)
         task.add_done_callback(self._restarts.discard)
 
+    def kill_now(self, replica: Replica, why: str, down_s: float = 1.0) -> None:
+        """SIGKILL ``replica`` now, for ``why`` rather than at a planned time (it is noted
+        as a kill, so the checks know it), restarted ``down_s`` later."""
+        if not replica.up:
+            return
+        pid = replica.proc.pid if replica.proc else "?"
+        self.history.note("kill", f"{replica.name} (pid {pid}) {why}, back in {down_s}s")
+        self.done["kill (held)"] += 1
+        self._later(self._stop_and_restart(replica, Fault(round(self.history.now(), 3), "kill",
+                                                          replica.index, down_s)))
+
     async def _stop_and_restart(self, replica: Replica, fault: Fault) -> None:
         self.last_death = time.monotonic()
         if fault.kind == "kill":

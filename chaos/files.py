@@ -7,8 +7,19 @@ a few ask, as their last turn, for ``report``, the tool that hands back a file (
 ``ToolFile``) that maiden must upload once to the message's Slack thread or Discord channel.
 
 Each text file has a marker line of its own, which the model's request for the run must
-show (the OpenAI wire sends a text file as a text part); the PNG, its bytes (an
-``image_url`` part, a data URL). The checks are ``files_checks``'.
+show (the OpenAI wire sends a text file as a text part); the PDF, its text (maiden reads it
+out: the soak's model is an OpenAI-compatible server, not OpenAI's own, so it is not sent
+the PDF itself); the PNG, its bytes (an ``image_url`` part, a data URL). The checks are
+``files_checks``'.
+
+What came after (``draw_more_files``, a stream of its own, ``{seed}:{store}:files-more``,
+so the draws above stay as they were): the PDF; a file maiden refuses (a type not in the
+soak's ``[files] allowed_types``, or one over its ``max_bytes``), refused with a 413 / 415
+over HTTP and by ``maiden send``, with one reply naming it in Slack and Discord; how an
+HTTP message carries its file (``via``: a multipart part, the JSON's ``files`` in base64,
+or ``maiden send --file``); a Slack file whose download answers Slack's sign-in page
+(``via = "signin"``), and one whose first download is held half-way while the replica
+downloading it is killed (``via = "hold"``: the fake's ``hold``, chaos/slack.py).
 """
 
 from __future__ import annotations
@@ -19,11 +30,13 @@ import struct
 import zlib
 from typing import TYPE_CHECKING
 
+from tests.samples import pdf
+
 if TYPE_CHECKING:
-    from .plan import Plan
+    from .plan import Op, Plan
 
-__all__ = ["FILES", "REPORT", "draw_files", "media_type", "report_data", "report_name"]
-
+__all__ = ["FILES", "FILES_TOML", "REFUSED", "REPORT", "draw_files", "draw_more_files",
+           "media_type", "refused", "report_data", "report_name"]
 
 
 def _png(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
@@ -44,7 +57,20 @@ FILES = {
     "build.log": b"chaos file build.log\nstep 3: FAILED (exit 2)\n",
     "notes.txt": b"chaos file notes.txt\nthe numbers are in the second column\n",
     "data.csv": b"chaos file data.csv\nmonth,total\n2026-11,42\n2026-12,7\n",
+    "brief.pdf": pdf("chaos file brief.pdf: the quarter closed at 42"),
 }
+# Files maiden refuses under the soak's [files] (FILES_TOML), by what it says of each: a
+# type it does not read, and one over its size limit.
+REFUSED = {
+    "setup.zip": b"PK\x03\x04chaos archive" + bytes(64),
+    "dump.log": b"chaos file dump.log\n" + b"0123456789abcdef" * 5_000,  # 80 kB
+}
+FILES_TOML = """
+[files]
+max_bytes = 65536
+allowed_types = ["text/*", "image/*", "application/pdf", "application/octet-stream"]
+"""
+_FIRST = ("build.log", "chart.png", "data.csv", "notes.txt")  # draw_files' (the PDF came later)
 REPORT = "report"  # the tool that hands back a file (chaos/effects.py)
 FILE_SHARE = 0.15  # of the Slack, Discord and plain HTTP messages: carry a file
 REPORT_SHARE = 0.12  # of the Slack, Discord and HTTP messages: ask for a report at the end
@@ -53,15 +79,27 @@ _ROUTES_OUT = ("slack", "discord", "http", "http_stream")
 
 
 def media_type(name: str) -> str:
-    return {"csv": "text/csv", "png": "image/png"}.get(name.rsplit(".", 1)[-1], "text/plain")
+    return {"csv": "text/csv", "png": "image/png", "pdf": "application/pdf",
+            "zip": "application/zip"}.get(name.rsplit(".", 1)[-1], "text/plain")
+
+
+def data_of(name: str) -> bytes:
+    return FILES.get(name) or REFUSED[name]
+
+
+def refused(op: Op) -> str | None:
+    """The file of ``op`` that maiden refuses, if it carries one."""
+    return next((name for name in op.files if name in REFUSED), None)
 
 
 def marker(name: str) -> str:
     """What the model's request must show of ``name``: a text file's first line, an
     image's bytes in base64 (its data URL)."""
     if name.endswith(".png"):
-        return base64.b64encode(FILES[name]).decode()
-    return FILES[name].decode().splitlines()[0]
+        return base64.b64encode(data_of(name)).decode()
+    if name.endswith(".pdf"):
+        return f"chaos file {name}: the quarter closed at 42"
+    return data_of(name).decode().splitlines()[0]
 
 
 def report_name(tag: str) -> str:
@@ -80,6 +118,39 @@ def draw_files(seed: int, plan: Plan) -> None:
         if any("=" in step for turn in op.steps for step in turn):
             continue
         if op.route in _ROUTES_IN and rng.random() < FILE_SHARE:
-            op.files = [rng.choice(sorted(FILES))]
+            op.files = [rng.choice(_FIRST)]
         if op.route in _ROUTES_OUT and rng.random() < REPORT_SHARE:
             op.steps = [*op.steps, [REPORT]]
+
+
+PDF_SHARE = 0.04  # of the Slack, Discord and HTTP messages without a file: carry the PDF
+REFUSED_SHARE = 0.03  # of those: carry a file maiden refuses
+SIGN_IN_SHARE = 0.12  # of the Slack messages with a file: its download is the sign-in page
+HOLD_SHARE = 0.15  # of the others: its download held half-way, and the downloader killed
+VIA = [(0.55, "multipart"), (0.85, "json"), (1.0, "cli")]  # how an HTTP message's file goes
+
+
+def draw_more_files(seed: int, plan: Plan) -> None:
+    """The PDF, the refused files, how an HTTP message carries its file (``op.via``),
+    Slack's sign-in page and its held downloads, from their own stream (three draws for
+    every message, so one message's draws never shift another's). ``maiden send`` takes no
+    ``deploy`` (it would wait for a decision at the terminal) and no cancel; a refused file
+    goes with neither (there is no run to decide or cancel over HTTP)."""
+    rng = random.Random(f"{seed}:{plan.store}:files-more")
+    for op in plan.ops:
+        what, how, pick = rng.random(), rng.random(), rng.random()
+        if any("=" in step for turn in op.steps for step in turn) or op.route not in _ROUTES_IN:
+            continue
+        plain = op.decide is None and op.cancel_after_s is None
+        if not op.files and what < PDF_SHARE:
+            op.files = ["brief.pdf"]
+        elif not op.files and what < PDF_SHARE + REFUSED_SHARE and plain:
+            op.files = [sorted(REFUSED)[int(pick * len(REFUSED))]]
+        if op.route == "http" and op.files:
+            op.via = next(v for share, v in VIA if how < share)
+            if op.via == "cli" and not (plain and not any("deploy" in t for t in op.steps)):
+                op.via = "json"
+        if op.route == "slack" and op.files and not refused(op) and how < SIGN_IN_SHARE:
+            op.via = "signin"
+        elif op.route == "slack" and op.files and not refused(op) and how > 1 - HOLD_SHARE:
+            op.via = "hold"

@@ -9,6 +9,17 @@ file in the store, uploaded exactly once into its message's Slack thread or Disc
 channel; any other run's report at most once (a kill must never upload it twice); and no
 report is uploaded for a message that never asked for one. Invariant 1 already holds each
 of these messages to one run and one answer, like any other.
+
+Refused: a message over HTTP (or ``maiden send``) carrying a file maiden refuses is turned
+down (413 for its size, 415 for its type; ``maiden send`` exits 2), naming the file, and
+makes no run; in Slack and Discord its run goes on without the file, and its place is told
+once (``I could not read NAME: why.``) for each run that started. A Slack file whose
+download answered the sign-in page is refused the same way: the model is never shown the
+page (nor the file), and the page is not stored. A Slack file whose first download was held
+half-way while its downloader was killed is held to what any file is (shown, stored once),
+and the half it got is never stored. Out over HTTP (``check_downloads``): a
+report a run of the HTTP API handed back downloads at ``GET /v1/files/{digest}`` with its
+person's token, byte for byte, and not with another person's (404) nor without one (401).
 """
 
 from __future__ import annotations
@@ -19,15 +30,21 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.discord import FakeDiscord
-from tests.fakes.slack import FakeSlack
+import httpx
 
-from .files import FILES, REPORT, marker, report_data, report_name
+from tests.fakes.discord import FakeDiscord
+from tests.fakes.slack import BOT_USER, FakeSlack
+from tests.fakes.slack.files import SIGN_IN_PAGE
+
+from .files import FILES, REFUSED, REPORT, marker, refused, report_data, report_name
 from .invariants import Stored, Violation
 from .plan import Plan
+from .system import OUTSIDER, token_of
 from .workload import Sent
 
-__all__ = ["check_files", "files_summary"]
+__all__ = ["blob_digests", "check_downloads", "check_files", "files_summary"]
+
+SIGNED_OUT = "Sign in to Maiden Test"  # the fake Slack's sign-in page says so
 
 
 def _digest(data: bytes) -> str:
@@ -38,14 +55,42 @@ def _asks_report(sent: Sent) -> bool:
     return any(REPORT in turn for turn in sent.op.steps)
 
 
-def _seen_by_model(log: Path | None) -> dict[str, str]:
-    """Tag -> every request the model logged for it, as one string."""
+def _seen_by_model(log: Path | None) -> tuple[dict[str, str], dict[str, str]]:
+    """Tag -> every request the model logged for it, as one string; and tag -> the user
+    messages of those requests that carry its message (what it was shown with it)."""
     seen: dict[str, list[str]] = {}
+    own: dict[str, list[str]] = {}
     if log is not None and log.exists():
         for line in log.read_text().splitlines():
             record = json.loads(line)
-            seen.setdefault(record["tag"], []).append(json.dumps(record["messages"]))
-    return {tag: "\n".join(requests) for tag, requests in seen.items()}
+            tag = record["tag"]
+            seen.setdefault(tag, []).append(json.dumps(record["messages"]))
+            own.setdefault(tag, []).extend(
+                json.dumps(m) for m in record["messages"] if m.get("role") == "user"
+                and f"[{tag}]" in json.dumps(m))
+    return ({tag: "\n".join(requests) for tag, requests in seen.items()},
+            {tag: "\n".join(messages) for tag, messages in own.items()})
+
+
+def _not_read(sent: Sent) -> str | None:
+    """The file of ``sent`` that maiden must not read: refused, or served as a sign-in page."""
+    return refused(sent.op) or (sent.op.files[0] if sent.op.via == "signin" else None)
+
+
+def _told(sent: Sent, name: str, slack: FakeSlack | None, discord: FakeDiscord | None
+          ) -> list[str] | None:
+    """The bot's lines in ``sent``'s place saying it could not read ``name`` (None off
+    Slack and Discord)."""
+    said = f"I could not read {name}:"
+    if sent.op.route == "slack" and slack is not None and sent.thread.count(":") == 3:
+        _, _, channel, root = sent.thread.split(":")
+        return [str(m.get("text")) for m in slack.messages(channel) if m.get("user") == BOT_USER
+                and m.get("thread_ts") == root and said in str(m.get("text") or "")]
+    if sent.op.route == "discord" and discord is not None:
+        channel, bot = sent.thread.rsplit(":", 1)[-1], discord.world.bot_id
+        return [str(m.get("content")) for m in discord.messages(channel)
+                if m["author"]["id"] == bot and said in str(m.get("content") or "")]
+    return None
 
 
 def _uploads(sent: Sent, slack: FakeSlack | None, discord: FakeDiscord | None
@@ -71,16 +116,26 @@ def check_files(plan: Plan, sent: dict[str, Sent], stored: Stored, blobs: list[s
     """Invariant 7 (``blobs``: the digest of every blob the store holds)."""
     out: list[Violation] = []
     by_text = {r["text"]: r for r in stored.runs}
-    seen = _seen_by_model(log)
+    seen, own = _seen_by_model(log)
     held = Counter(blobs)
     for digest, n in held.items():
         if n > 1:
             out.append(Violation(7, "-", None, f"blob {digest[:12]} stored {n} times"))
+    if _digest(SIGN_IN_PAGE) in held:
+        out.append(Violation(7, "-", None, "Slack's sign-in page is in the store as a file"))
+    out += [Violation(7, "-", None, f"the model was shown Slack's sign-in page for {tag}")
+            for tag, requests in seen.items() if SIGNED_OUT in requests]
     for s in sent.values():
         run = by_text.get(s.op.text)
         done = run is not None and run["state"] == "completed"
         rid = run["run_id"] if run else None
-        for name in s.op.files if done else ():
+        if _not_read(s) is not None:
+            out += _refused(s, run, stored, own, held, slack, discord)
+        for name in s.op.files if s.op.via == "hold" else ():
+            if _digest(FILES[name][:len(FILES[name]) // 2]) in held:
+                out.append(Violation(7, s.thread, rid, f"{s.op.tag}: the half of {name} its "
+                                     "held download got is in the store", s.accepted_at))
+        for name in s.op.files if done and _not_read(s) is None else ():
             if marker(name) not in seen.get(s.op.tag, ""):
                 out.append(Violation(7, s.thread, rid, f"{s.op.tag}: the model was never "
                                      f"shown its file {name}", s.accepted_at))
@@ -104,9 +159,92 @@ def check_files(plan: Plan, sent: dict[str, Sent], stored: Stored, blobs: list[s
     return out
 
 
+def _refused(s: Sent, run: dict[str, Any] | None, stored: Stored, own: dict[str, str],
+             held: Counter[str], slack: FakeSlack | None, discord: FakeDiscord | None
+             ) -> list[Violation]:
+    """A file maiden must not read: turned down with the message over HTTP and by ``maiden
+    send`` (no run); in Slack and Discord, the run goes on and its place is told once."""
+    name = _not_read(s)
+    assert name is not None
+    out: list[Violation] = []
+    rid = run["run_id"] if run else None
+
+    def bad(what: str) -> None:
+        out.append(Violation(7, s.thread, rid, f"{s.op.tag} ({s.op.route}"
+                             f"{', ' + s.op.via if s.op.via else ''}, {name}): {what}",
+                             s.accepted_at))
+
+    if name in REFUSED and _digest(REFUSED[name]) in held:
+        bad("the refused file is in the store")
+    if marker(name) in own.get(s.op.tag, ""):
+        bad("the model was shown the file it was not to read")
+    if s.op.route == "http":
+        if run is not None:
+            bad(f"a message with a file refused made run {rid} ({run['state']})")
+        turned = s.turned_down
+        want = {"dump.log": "413", "setup.zip": "415"}[name]
+        if turned is not None and (name not in turned or (
+                s.op.via != "cli" and not turned.startswith(want))):
+            bad(f"turned down, but not {want} naming the file: {turned[:200]!r}")
+        return out
+    told = _told(s, name, slack, discord)
+    if told is None or run is None:
+        return out
+    started = any(e["run_id"] == rid and e["kind"] == "user"
+                  for e in stored.entries.get(s.thread, ()))
+    if len(told) > 1 or (started and not told):
+        bad(f"its run {run['state']} ({'started' if started else 'never started'}); its "
+            f"place was told {len(told)} time(s) it could not be read: {told}")
+    return out
+
+
+async def check_downloads(http: httpx.AsyncClient, base: str, sent: dict[str, Sent],
+                          stored: Stored) -> tuple[list[Violation], str]:
+    """Files out over HTTP: each report a completed HTTP API run handed back, fetched at
+    its ``url`` with its person's token (the bytes), another person's (404) and none (401);
+    with a line for the summary."""
+    out: list[Violation] = []
+    by_text = {r["text"]: r for r in stored.runs}
+    statuses: Counter[str] = Counter()
+    for s in sent.values():
+        run = by_text.get(s.op.text)
+        if s.op.route not in ("http", "http_stream") or not _asks_report(s) or run is None \
+                or run["state"] != "completed":
+            continue
+        rid, name = run["run_id"], report_name(s.op.tag)
+        files = [f for f in run.get("files") or () if f["name"] == name]
+        if len(files) != 1:
+            out.append(Violation(7, s.thread, rid, f"{s.op.tag}: the run's files are "
+                                 f"{[f['name'] for f in run.get('files') or ()]}, not one "
+                                 f"{name}"))
+            continue
+        url = base + files[0]["url"]
+        for who, want in ((s.op.person, 200), (OUTSIDER, 404), (None, 401)):
+            headers = {"Authorization": f"Bearer {token_of(who)}"} if who else {}
+            try:
+                response = await http.get(url, headers=headers)
+            except httpx.HTTPError as exc:
+                statuses[type(exc).__name__] += 1
+                continue
+            statuses[f"{who or 'no token'} {response.status_code}"] += 1
+            if response.status_code != want or (
+                    want == 200 and response.content != report_data(s.op.tag)):
+                out.append(Violation(7, s.thread, rid, f"{s.op.tag}: GET {files[0]['url']} "
+                                     f"with {who or 'no'} token: {response.status_code} "
+                                     f"{response.content[:80]!r}, expected {want}"
+                                     + (" and the report's bytes" if want == 200 else "")))
+    line = (f"  files out  GET /v1/files: "
+            f"{', '.join(f'{k} {v}' for k, v in sorted(statuses.items())) or 'none'}")
+    return out, line
+
+
 def files_summary(sent: dict[str, Sent], blobs: list[str], slack: FakeSlack | None,
-                  discord: FakeDiscord | None) -> str:
-    carried = Counter(s.op.route for s in sent.values() if s.op.files)
+                  discord: FakeDiscord | None, held: dict[str, str] | None = None) -> str:
+    carried = Counter(s.op.route + (f"/{s.op.via}" if s.op.via else "")
+                      for s in sent.values() if s.op.files)
+    holds = Counter((held or {}).values())
+    refusals = Counter(f"{s.op.route}{'/' + s.op.via if s.op.via else ''} {_not_read(s)}"
+                       for s in sent.values() if _not_read(s))
     reports = [s for s in sent.values() if _asks_report(s)]
     uploaded = Counter(s.op.route for s in reports
                        for _ in _uploads(s, slack, discord) or ())
@@ -114,7 +252,10 @@ def files_summary(sent: dict[str, Sent], blobs: list[str], slack: FakeSlack | No
             f"{', '.join(f'{k} {v}' for k, v in sorted(carried.items())) or 'none'}); "
             f"{len(reports)} asked for a report, uploaded "
             f"{', '.join(f'{k} {v}' for k, v in sorted(uploaded.items())) or 'none'}; "
-            f"{len(blobs)} blob(s) stored")
+            f"{len(blobs)} blob(s) stored; not to be read: "
+            f"{', '.join(f'{k} {v}' for k, v in sorted(refusals.items())) or 'none'}; "
+            f"{sum(1 for s in sent.values() if s.turned_down)} turned down; held downloads: "
+            f"{', '.join(f'{k} {v}' for k, v in sorted(holds.items())) or 'none'}")
 
 
 def blob_digests(infos: list[Any]) -> list[str]:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from .chat_toggles import draw_chat_runs, draw_chat_toggles
 from .discord_plan import DiscordActs, draw_discord_acts
-from .files import draw_files
+from .files import draw_files, draw_more_files
 from .slack_plan import Command, Stop, Vote, draw_slack
 
 __all__ = ["TOOLS", "Command", "Decide", "Fault", "Op", "Plan", "RunNow", "Stop", "Toggle",
@@ -75,6 +75,10 @@ class Op:
     cancel_after_s: float | None = None
     decide: Decide | None = None
     files: list[str] = field(default_factory=list)  # names of chaos.files.FILES it carries
+    # how its file goes (chaos/files.py): over HTTP "multipart", "json" or "cli" (``maiden
+    # send --file``); in Slack "signin" (its download answers Slack's sign-in page) or
+    # "hold" (its first download held half-way, and the replica downloading it killed)
+    via: str = ""
 
     @property
     def text(self) -> str:
@@ -227,6 +231,7 @@ def make_plan(seed: int, seconds: float, store: str, replicas: int) -> Plan:
     plan.discord_acts.commands = sorted(plan.discord_acts.commands + in_discord + run_discord,
                                         key=lambda c: c.at)
     draw_files(seed, plan)  # last: it adds a turn to some messages (chaos/files.py)
+    draw_more_files(seed, plan)  # the PDF, refused files, how each goes (chaos/files.py)
     return plan
 
 

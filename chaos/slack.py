@@ -11,21 +11,25 @@ with a 2xx in time); one that is not is delivered again, as Slack does, at most 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from channels.slack.render import APPROVE, DENY
 from tests.fakes.slack import BOT_USER, TEAM, FakeSlack, block_actions_payload
 from tests.fakes.slack.store import JSON
 
-from .files import FILES, media_type
+from .files import data_of, media_type
 from .plan import Command, Stop, Vote
 from .slack_acts import Reads, SlackActs, channel_of, user_of
 from .slack_wire import SlackWire
+from .sockets import pid_of_client
 from .system import History, Replica
 from .workload import Sent
 
 __all__ = ["SlackPeople", "slack_env", "slack_toml"]
 
 PROMPT_WAIT_S = 15.0  # how long a person looks for a prompt's buttons before giving up
+HELD_WAIT_S = 60.0  # how long a held download is waited for before the hold is let be
+Kill = Callable[[Replica, str], None]
 
 
 def slack_toml(fake: FakeSlack, people: list[str], *, http: bool) -> str:
@@ -43,9 +47,12 @@ def slack_env(fake: FakeSlack) -> dict[str, str]:
 
 class SlackPeople:
     def __init__(self, fake: FakeSlack, history: History, replicas: list[Replica],
-                 http: list[int]) -> None:
+                 http: list[int], kill: Kill | None = None) -> None:
         self.fake = fake
         self.history = history
+        self.replicas = replicas
+        self.kill = kill  # SIGKILLs a replica now, and restarts it (chaos/faults.py)
+        self.held: dict[str, str] = {}  # tag -> what came of its held download
         self.wire = SlackWire(fake, replicas, http, history)
         self.roots: dict[str, str] = {}  # plan thread -> the ts of its first message
         self.prompts: dict[tuple[str, str], JSON] = {}  # (run, call) -> its prompt, as posted
@@ -59,15 +66,44 @@ class SlackPeople:
         root = self.roots.get(op.thread)
         text = f"<@{BOT_USER}> {op.text}"
         event = fake.share_file(channel, user_of(op.person), text, [
-            (name, FILES[name], media_type(name)) for name in op.files], thread_ts=root) \
+            (name, data_of(name), media_type(name)) for name in op.files], thread_ts=root) \
             if op.files else fake.user_event(channel, user_of(op.person), text,
                                              thread_ts=root, mention=True)
+        if op.via == "signin":  # its download answers Slack's sign-in page, not the file
+            fake.shared.signed_out.update(str(f["id"]) for f in event["event"]["files"])
+        holding = None
+        if op.via == "hold":  # its first download held half-way, its downloader killed
+            file_id = str(event["event"]["files"][0]["id"])
+            holding = asyncio.create_task(self._kill_holder(
+                op.tag, file_id, fake.shared.hold(file_id)))
         if root is None:
             root = self.roots[op.thread] = str(event["event"]["ts"])
         sent.thread = f"slack:{TEAM}:{channel}:{root}"
-        if await self.wire.event(event, op.replica, sent.attempts):
-            sent.acked, sent.accepted_at = True, self.history.now()
-            sent.answered_at = sent.accepted_at
+        try:
+            if await self.wire.event(event, op.replica, sent.attempts):
+                sent.acked, sent.accepted_at = True, self.history.now()
+                sent.answered_at = sent.accepted_at
+        finally:
+            if holding is not None:
+                await holding
+
+    async def _kill_holder(self, tag: str, file_id: str, held: asyncio.Event) -> None:
+        """Once the file's held download has sent half of it (``held``), SIGKILL the replica
+        downloading it (found by its connection): a process killed in the middle of one."""
+        try:
+            async with asyncio.timeout(HELD_WAIT_S):
+                await held.wait()
+        except TimeoutError:
+            self.held[tag] = "never downloaded while held"
+            return
+        peer = self.fake.shared.held_from.get(file_id)
+        live = {r.proc.pid: r for r in self.replicas if r.up and r.proc is not None}
+        pid = pid_of_client(peer[1], live) if peer else None
+        if pid is None or self.kill is None:
+            self.held[tag] = "held; its downloader not found"
+            return
+        self.held[tag] = f"held, {live[pid].name} killed"
+        self.kill(live[pid], f"half-way through downloading {tag}'s file")
 
     async def click(self, sent: Sent, run_id: str, call: str, approve: bool) -> int:
         """Click Approve or Deny on the run's prompt in its Slack thread, as the person who

@@ -40,7 +40,8 @@ from .discord_acts import DiscordActor
 from .discord_checks import check_discord_acts, discord_acts_summary
 from .disk import SmallDisk
 from .faults import Faults
-from .files_checks import blob_digests, check_files, files_summary
+from .files import FILES_TOML
+from .files_checks import blob_digests, check_downloads, check_files, files_summary
 from .invariants import ACTIVE, Stored, check
 from .model import Model
 from .operators import Operators
@@ -55,6 +56,7 @@ from .slack_checks import check_acts, check_slack, slack_summary
 from .system import (
     LEASE_LINGER_S,
     LEASE_TTL_S,
+    OUTSIDER,
     ROOT,
     History,
     Replica,
@@ -123,7 +125,7 @@ async def soak(plan: Plan, work: Path, *, own_server: bool = False,
     ledger = work / f"ledger-{plan.store}.jsonl"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CHAOS_MODEL_KEY": "sk-chaos",
            "CHAOS_LEDGER": str(ledger), "PYTHONUNBUFFERED": "1",
-           **{f"CHAOS_TOKEN_{p.upper()}": token_of(p) for p in plan.people}}
+           **{f"CHAOS_TOKEN_{p.upper()}": token_of(p) for p in [*plan.people, OUTSIDER]}}
     async with AsyncExitStack() as stack:
         model = await stack.enter_async_context(
             Model(plan.seed, work / f"model-{plan.store}.jsonl"))
@@ -134,7 +136,7 @@ async def soak(plan: Plan, work: Path, *, own_server: bool = False,
             fake = await stack.enter_async_context(FakeSlack(wait=10.0))
             env.update(slack_env(fake))
         replicas = []
-        extra = ""
+        extra = FILES_TOML  # what maiden refuses of the files people share (chaos/files.py)
         discord: FakeDiscord | None = None
         if any(op.route == "discord" for op in plan.ops):
             discord = await stack.enter_async_context(
@@ -166,7 +168,8 @@ async def soak(plan: Plan, work: Path, *, own_server: bool = False,
         history.begin()
         history.note("begin", f"{plan.store}, {plan.replicas} replica(s) up; seed {plan.seed}")
         people = DiscordPeople(discord, history) if discord else None
-        slack_people = SlackPeople(fake, history, replicas, plan.slack_http) if fake else None
+        slack_people = SlackPeople(fake, history, replicas, plan.slack_http,
+                                   kill=faults.kill_now) if fake else None
         actor = DiscordActor(discord, plan.discord_acts, history) if discord else None
         workload = Workload(plan, replicas, client, history, slack=slack_people,
                             discord=people, discord_acts=actor)
@@ -200,6 +203,11 @@ async def soak(plan: Plan, work: Path, *, own_server: bool = False,
         found = check(workload.sent, stored, model)
         blobs = await _blobs(spec, work, dsn)
         found += check_files(plan, workload.sent, stored, blobs, model.log, fake, discord)
+        reader = workload.pick(0)
+        assert reader is not None, "no replica up to download the files through"
+        downloaded, downloads = await check_downloads(client.http, reader.url, workload.sent,
+                                                      stored)
+        found += downloaded
         for seen in slack_people.acts.commands if slack_people else []:
             jobs.follow(seen.command.text, seen.at, seen.done, seen.answer)
             operators.runs_now.follow(seen.command.text, seen.request, seen.answer)
@@ -228,7 +236,9 @@ async def soak(plan: Plan, work: Path, *, own_server: bool = False,
         at = next(i for i, line in enumerate(outcome.lines) if "invariants" in line)
         outcome.lines[at:at] = [jobs.summary(kept), *operators.lines(kept),
                                 delivered_summary(kept, fake, discord),
-                                files_summary(workload.sent, blobs, fake, discord)]
+                                files_summary(workload.sent, blobs, fake, discord,
+                                              slack_people.held if slack_people else None),
+                                downloads]
         if people is not None:
             outcome.lines.insert(at, discord_summary(workload.sent, people))
         if actor is not None:

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from tests.fakes.site import free_port
 
-__all__ = ["APPROVAL_TIMEOUT_S", "LEASE_LINGER_S", "LEASE_TTL_S", "PEOPLE_RIGHTS", "History",
-           "Replica", "StoreSpec", "token_of", "write_home"]
+__all__ = ["APPROVAL_TIMEOUT_S", "LEASE_LINGER_S", "LEASE_TTL_S", "OUTSIDER", "PEOPLE_RIGHTS",
+           "History", "Replica", "StoreSpec", "die_with_parent", "token_of", "write_home"]
 
 ROOT = Path(__file__).resolve().parents[1]
 EFFECTS = Path(__file__).with_name("effects.py")
@@ -31,6 +31,9 @@ PEOPLE_RIGHTS = '["talk", "approve", "operate"]'
 APPROVAL_TIMEOUT_S = 8
 LEASE_TTL_S = 5
 LEASE_LINGER_S = 1.0  # maiden's default
+# A token with ``talk`` only, whose owner sends nothing: another person's files are not hers
+# to download (chaos/files_checks.py).
+OUTSIDER = "eve"
 
 
 def token_of(person: str) -> str:
@@ -80,6 +83,8 @@ def write_home(home: Path, store: StoreSpec, model_url: str, port: int,
         where = f'kind = "sqlite"\npath = "{store.path}"\n'
     tokens = "".join(f'\n[[http.tokens]]\nname = "{p}"\ntoken_env = "CHAOS_TOKEN_{p.upper()}"\n'
                      f"rights = {PEOPLE_RIGHTS}\n" for p in people)
+    tokens += (f'\n[[http.tokens]]\nname = "{OUTSIDER}"\ntoken_env = "CHAOS_TOKEN_'
+               f'{OUTSIDER.upper()}"\nrights = ["talk"]\n')
     (home / "agent.toml").write_text(f'''
 [agent]
 name = "chaos"
@@ -112,7 +117,7 @@ builtins = []
 {extra}''')
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child: SIGKILL it if the soak dies without cleaning up (Linux's prctl)."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -157,7 +162,7 @@ class Replica:
                 sys.executable, "-m", "chaos.launch", "--log-format", "json", "run", cwd=self.home,
                 env=self.env, stdout=asyncio.subprocess.PIPE, stderr=stderr,
                 start_new_session=True,  # a Ctrl-C of the soak is not theirs: it stops them
-                preexec_fn=_die_with_parent)
+                preexec_fn=die_with_parent)
         assert self.proc.stdout is not None
         banner: list[str] = []
         async with asyncio.timeout(timeout_s):

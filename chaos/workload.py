@@ -17,13 +17,16 @@ import httpx
 
 from .client import Answer, Client, Refused
 from .discord_plan import DiscordActs, DiscordCommand
+from .files import refused
 from .plan import Command, Op, Plan, Stop, Vote
 from .responses import respond
 from .system import History, Replica, settled
+from .terminal import EXIT_USAGE, send_from_terminal
 
 __all__ = ["DiscordSender", "Sent", "SlackSender", "Workload"]
 
 SEND_DEADLINE_S = 240.0  # one message, every resend included
+TYPED_LOOKUP_S = 90.0  # `maiden send` ended without its reply: how long its run is looked for
 STOP_HOLD_S = 10.0  # a run stopped while it waits: how long before the janitor may deny it
 
 
@@ -71,6 +74,7 @@ class Sent:
     answers: list[Answer] = field(default_factory=list)
     attempts: list[str] = field(default_factory=list)
     refused: str | None = None
+    turned_down: str | None = None  # refused as expected: it carried a file maiden refuses
     cancelled: list[int] = field(default_factory=list)
     decided: list[tuple[bool, int]] = field(default_factory=list)
     open_streams: list[str] = field(default_factory=list)
@@ -186,6 +190,9 @@ class Workload:
             assert self.discord is not None
             await self.discord.send(sent)
             return
+        if op.via == "cli":
+            await self._type(sent)
+            return
         deadline = self.history.now() + SEND_DEADLINE_S
         attempt = 0
         while self.history.now() < deadline:
@@ -205,7 +212,10 @@ class Workload:
                 await asyncio.sleep(0.2)
                 continue
             except Refused as exc:
-                sent.refused = f"{replica.name}: {exc}"
+                if refused(op):
+                    sent.turned_down = str(exc)
+                else:
+                    sent.refused = f"{replica.name}: {exc}"
                 return
             if answer.run_id is None:
                 sent.attempts.append(f"{self.history.now():.1f} {replica.name}: {answer.status}")
@@ -222,6 +232,39 @@ class Workload:
             sent.answered_at = self.history.now()
             return
         sent.attempts.append(f"{self.history.now():.1f}: gave up")
+
+    async def _type(self, sent: Sent) -> None:
+        """``maiden send --file`` at the replica's terminal (another's if it fails before
+        making a run: the command has no key to be sent again with)."""
+        op = sent.op
+        for attempt in range(3):
+            replica = self.replicas[(op.replica + attempt) % len(self.replicas)]
+            typed_at = self.history.now()
+            typed = await send_from_terminal(replica, op)
+            now = self.history.now()
+            sent.attempts.append(f"{now:.1f} {replica.name}: maiden send: exit {typed.code}"
+                                 + (f" ({typed.err.splitlines()[-1][:200]})" if typed.err
+                                    else ""))
+            if typed.code == 0 and typed.out:
+                sent.acked, sent.accepted_at = True, typed_at
+                sent.answers.append(Answer(None, "completed", typed.out, 200))
+                sent.answered_at = now
+                return
+            if typed.code == EXIT_USAGE and "--file" in typed.err:  # the file refused
+                if refused(op):
+                    sent.turned_down = typed.err
+                else:
+                    sent.refused = f"{replica.name}: maiden send: {typed.err[-300:]}"
+                return
+            # It made its run, and ended otherwise? (Looked up through a replica: one may
+            # be down for a while, so it is looked for until one has been up a while.) Exit
+            # 2 but for a file: the store could not be opened (out of reach), so no run.
+            made = typed.code != EXIT_USAGE
+            with contextlib.suppress(TimeoutError):
+                if made and await self.find(sent, timeout_s=TYPED_LOOKUP_S) is not None:
+                    sent.acked, sent.accepted_at = True, typed_at
+                    return
+            await asyncio.sleep(1.0)
 
     async def find(self, sent: Sent, timeout_s: float = 60.0) -> str | None:
         """The run of ``sent``, looked up by its text in its thread (a wait=true request

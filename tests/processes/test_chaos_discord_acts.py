@@ -8,13 +8,14 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 from channels.feedback import THANKS
-from chaos.discord import check_discord, person_id
-from chaos.discord_acts import ClickSeen
-from chaos.discord_checks import _clicks, _votes
-from chaos.discord_plan import DiscordActs
-from chaos.invariants import RESUMED
+from chaos.discord import check_discord, person_id, place_id
+from chaos.discord_acts import ClickSeen, DiscordStopSeen
+from chaos.discord_checks import _announced, _clicks, _votes
+from chaos.discord_plan import DiscordActs, DiscordStop
+from chaos.invariants import RESUMED, Violation
 from chaos.plan import Plan, make_plan
 from chaos.slack_plan import Vote
 from chaos.system import History
@@ -93,3 +94,32 @@ def test_a_failed_try_before_a_resumed_runs_answer_is_not_a_second_answer() -> N
     # a resumed run out of the thread's order: it answers when it is resumed)
     assert [v.invariant for v in check_discord(make_plan(1, 30, "sqlite", 1), sent, stored,
                                                people)] == [1]
+
+
+def test_a_discord_stop_that_stopped_runs_is_said_once_in_its_channel() -> None:
+    channel, pid = place_id("h0"), person_id("ben")
+    posted: list[dict[str, Any]] = []
+    answers = [{"interaction_metadata": {"id": "9"}, "content": "Stopped 2 run(s)."}]
+    fake = SimpleNamespace(world=SimpleNamespace(bot_id="1"),
+                           messages=lambda c: posted if c == channel else [],
+                           ephemerals=lambda c: answers if c == channel else [])
+    seen = DiscordStopSeen(DiscordStop("m80000", "ben", "command", 0.1, False), "r1",
+                           channel=channel, sent=True, at=5.0,
+                           click=ClickSeen("m80000", "r1", "maiden", "9", 5.0, answered=4))
+    actor = SimpleNamespace(fake=fake, stops=[seen])
+    history = History()
+
+    def found() -> list[Violation]:
+        return _announced(actor, history)  # type: ignore[arg-type]
+
+    assert len(found()) == 1  # not said, with no fault around it
+    history.events.append((7.0, "discord", "down 3 s"))
+    assert found() == []  # its post may have failed with Discord
+    history.events.clear()
+    posted.append({"author": {"id": "1"}, "content": f"⏹ <@{pid}> stopped 2 run(s) here."})
+    assert found() == []
+    posted.append(dict(posted[0]))
+    assert len(found()) == 1  # said twice
+    answers[0]["content"] = "Nothing is running here."
+    posted.clear()
+    assert found() == []

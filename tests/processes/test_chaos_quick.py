@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
+import socket
 import time
 import tomllib
 from dataclasses import asdict
@@ -26,6 +28,7 @@ from chaos.model import _arguments, _turn, failure
 from chaos.plan import DISCORD_PLACES, Op, Plan, make_plan
 from chaos.proxy import Proxy
 from chaos.schedules import Change, Kept, Schedules, schedules_toml
+from chaos.sockets import pid_of_client
 from chaos.system import History
 from chaos.workload import Sent
 from runtime import AssistantTurn, Entry, ToolCall, ToolResult, UserMessage
@@ -47,7 +50,7 @@ def test_a_seed_makes_one_plan_and_a_replay_file_gives_it_back(tmp_path: Path) -
     # What came later is drawn from streams of its own: a seed's messages and faults of
     # before (the findings' seeds) are what they were (the plan of commit 6531691).
     # (Files, chaos/files.py, came last: a message's file and its report turn left out.)
-    before = [{**{k: v for k, v in asdict(o).items() if k != "files"},
+    before = [{**{k: v for k, v in asdict(o).items() if k not in ("files", "via")},
                "steps": [t for t in o.steps if t != ["report"]]}
               for o in plan.ops if o.tag < "m80000"] + [
         {k: v for k, v in asdict(f).items() if k not in ("skew_s", "mode", "delay_s")}
@@ -426,3 +429,11 @@ def test_discord_answers_twice_under_a_stale_note_or_out_of_order_are_violations
     stored.runs.clear()
     found = check_discord(make_plan(1, 30, "sqlite", 1), sent, stored, people)
     assert [(v.invariant, v.known) for v in found] == [(6, None)]
+
+
+def test_the_process_holding_a_connection_is_found_by_its_port() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server, \
+            socket.create_connection(server.getsockname()) as client:
+        port = client.getsockname()[1]
+        assert pid_of_client(port, [1, os.getpid()]) == os.getpid()
+        assert pid_of_client(port, [1]) is None

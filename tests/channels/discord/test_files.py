@@ -8,6 +8,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from runtime import ScriptedProvider
 from tests.channels.discord.test_channel import running
 from tests.fakes.bystander import bystander
@@ -96,3 +98,32 @@ async def test_a_file_a_tool_made_is_attached_once(tmp_path: Path) -> None:
                        if x.kind == "file"]
         assert delivery.remote_id == attached["id"]
         assert await d.channel.deliverer.reconcile(delivery) == attached["id"]  # type: ignore[union-attr]
+
+
+@pytest.mark.xfail(strict=True, reason="chaos finding 27: the notice is taken for the stream")
+async def test_the_notice_of_a_refused_file_stays_when_discord_failed_both_posts(
+        tmp_path: Path) -> None:
+    """Chaos finding 27 (seed 16, Discord failing as the run started and ended): the
+    notice's post and the answer's stream both failed, and the outbox sent them again. The
+    notice went out first; the answer's delivery then looked for its stream's message, took
+    the notice (a bot reply to the same message, made since the stream began) for it and
+    edited the answer into it: the person never learns the file was not read."""
+    answer = "The deploy went out at 09:14."
+    script = ScriptedProvider([{"text": answer, "chunks": 3}])
+    async with FakeDiscord() as fake, running(fake, tmp_path / "m.db", provider=script,
+                                              edit_every_s=0.05) as d:
+        fake.fail("POST /channels/{id}/messages", status=503)  # the notice
+        fake.fail("POST /channels/{id}/messages", status=503)  # the stream's first post
+        fake.fail("GET /channels/{id}/messages", status=503)  # the run's end finds no stream
+        posted = fake.post_as_user(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> read", mentions=[BOT_ID],
+                                   files=[("old.txt", b"hello\n", "text/plain")])
+        for attachment in posted["attachments"]:  # the link's signature no longer holds
+            attachment["url"] = attachment["url"].replace("hm=", "hm=0")
+        await fake.dispatch("MESSAGE_CREATE", posted)
+        await asyncio.wait_for(d.channel.wait_handled(1), 10)
+        await d.runtime.idle()
+        for _ in range(3):  # the outbox's sweeps
+            await d.runtime.operator.flush_deliveries()
+        assert bot_texts(fake) == [
+            "I could not read old.txt: Discord no longer has it (the link may have expired, "
+            "or the file was deleted).", answer]

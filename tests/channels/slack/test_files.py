@@ -52,6 +52,22 @@ async def test_the_sign_in_page_is_refused_with_the_reason_and_the_message_runs(
         assert await s.runtime.files.store.blobs() == []  # the page was not kept as the file
 
 
+async def test_one_file_the_token_may_not_read_is_refused_and_the_others_are_read(
+        tmp_path: Path) -> None:
+    async with FakeSlack() as fake, running(fake, tmp_path / "m.db", stream="off") as s:
+        sent = fake.share_file(C, "U1", f"<@{BOT_USER}> read these", [
+            ("shared.log", b"from another workspace\n", "text/plain"),
+            ("build.log", b"step 3: FAILED\n", "text/plain")])
+        fake.shared.signed_out.add(sent["event"]["files"][0]["id"])
+        await fake.acked(await fake.socket_event(sent))
+        await s.runtime.idle()
+        refusal, answer = bot_texts(fake)
+        assert refusal.startswith("I could not read shared.log: Slack sent its sign-in page")
+        assert answer.splitlines()[1].startswith("[received build.log (text/plain, 15 bytes)")
+        assert [authorized for _, authorized in fake.shared.downloads] == [True, True]
+        assert len(await s.runtime.files.store.blobs()) == 1  # build.log's
+
+
 async def test_a_file_on_another_port_is_refused_and_never_fetched(tmp_path: Path) -> None:
     async with FakeSlack() as fake, bystander() as elsewhere, \
             running(fake, tmp_path / "m.db", stream="off") as s:

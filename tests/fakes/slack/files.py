@@ -42,8 +42,13 @@ class SharedFiles:
     downloads: list[tuple[str, bool]] = field(default_factory=list)
     without_files_read: bool = False
     """The app was installed without ``files:read``: every download is the sign-in page."""
+    signed_out: set[str] = field(default_factory=set)
+    """File ids whose downloads are the sign-in page even with the bot token: a file the
+    token may not read (one shared from another workspace over Slack Connect, say)."""
     held: dict[str, asyncio.Event] = field(default_factory=dict)
     """File id -> set once its held download has sent half the file (``hold``)."""
+    held_from: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """File id -> the client address (host, port) its held download went to."""
 
     def hold(self, file_id: str) -> asyncio.Event:
         """The next download of ``file_id`` sends its headers and half the file, then waits
@@ -75,7 +80,7 @@ class SharedFiles:
         authorized = request.headers.get("Authorization") == f"Bearer {self.bot_token}"
         self.downloads.append((file_id, authorized))
         found = self.files.get(file_id)
-        if not authorized or self.without_files_read:
+        if not authorized or self.without_files_read or file_id in self.signed_out:
             return web.Response(body=SIGN_IN_PAGE, content_type="text/html", charset="utf-8")
         if found is None:
             return web.Response(status=404, text="file_not_found")
@@ -86,6 +91,9 @@ class SharedFiles:
         response.content_length = len(found.data)
         await response.prepare(request)
         await response.write(found.data[:len(found.data) // 2])
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        if peer:
+            self.held_from[file_id] = (str(peer[0]), int(peer[1]))
         held.set()
         await asyncio.Event().wait()  # cancelled when the client goes (handler_cancellation)
         return response
