@@ -18,7 +18,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from ..engine.tracing import NO_TRACING, Tracing
-from ..errors import DeliveryError, NotFound
+from ..errors import DeliveryError, NotFound, StoreError
+from ..model.events import RunEvent, RunStarted
 from ..model.runs import (
     NOT_POSTED,
     ApprovalDelivery,
@@ -88,6 +89,8 @@ class Outbox:
         self.live = LiveReplies(store, self._deliverers, clock)
         """The streams of runs driven here (channels whose deliverer has a ``streamer``):
         fed by the event bus, finished by the run's reply."""
+        self._starting: set[asyncio.Task[None]] = set()
+        """The sends of what runs left unsent as they started here (``on_event``)."""
 
     def add(self, channel: str, deliverer: Deliverer) -> None:
         """Route deliveries of runs whose origin is ``channel`` through ``deliverer``."""
@@ -121,21 +124,59 @@ class Outbox:
 
     async def send_pending(self, run: Run) -> None:
         """Send what a run put in the outbox and is not sent yet, in order: when it ends or
-        pauses, and as it starts or is taken up again (a notice written at its start goes
-        out before its answer begins).
+        pauses; and as it starts or is taken up again (``on_event``: a notice written at its
+        start goes out before its answer streams).
 
         The thread's older records not sent yet go first, in order (a reply left in the
         outbox while its channel was not up, after a restart, or whose send failed), so
         that the thread's messages are posted in the order of its runs; one of them that
         cannot go now leaves the run's to the outbox's sweep, behind it."""
-        if not run.origin.target:
-            return
-        pending = await self._in_run_order(
-            await self._store.deliveries(thread_id=run.thread_id, pending=True))
+        if run.origin.target:
+            await self._send_run(
+                run, await self._store.deliveries(thread_id=run.thread_id, pending=True))
+
+    async def _send_run(self, run: Run, pending: list[Delivery]) -> None:
+        """``send_pending`` with the thread's records not sent yet (``pending``), read no
+        later than ``run``: each is judged superseded or not by a run that has it."""
+        pending = await self._in_run_order(pending)
         last = max((i for i, d in enumerate(pending) if d.run_id == run.id), default=None)
         if last is None:
             return
         await self._in_order(pending[:last + 1], self._elsewhere(), own=run)
+
+    def on_event(self, event: RunEvent) -> None:
+        """Fed by the event bus: a run that starts with records left unsent (a notice
+        written as it started, or what an earlier life of it left) has them sent now, and
+        its stream, if it has one, opens after them (``RunStarted.unsent``)."""
+        sending = None
+        if isinstance(event, RunStarted) and event.unsent:
+            sending = asyncio.create_task(self._send_started(event.run_id, event.thread_id),
+                                          name=f"maiden-send:{event.run_id}")
+            self._starting.add(sending)
+            sending.add_done_callback(self._starting.discard)
+        self.live.on_event(event, after=sending)
+
+    async def _send_started(self, run_id: str, thread_id: str) -> None:
+        # The records first, then the run: it may have gone on meanwhile (paused, ended),
+        # and a record it wrote since must not be judged by the run as it was before.
+        try:
+            pending = await self._store.deliveries(thread_id=thread_id, pending=True)
+            run = await self._store.get_run(run_id)
+            if run.origin.target:
+                await self._send_run(run, pending)
+        except NotFound:
+            pass  # erased meanwhile: nothing of it is sent
+        except StoreError as exc:
+            log.warning("run %s: sending what it left unsent as it started failed (%s); the "
+                        "outbox's sweep sends it", run_id, exc)
+
+    async def close(self) -> None:
+        """Shutdown: stop the streams and the sends begun as runs started (what they did not
+        post stays in the outbox, sent at the next start)."""
+        for task in self._starting:
+            task.cancel()
+        await asyncio.gather(*self._starting, return_exceptions=True)
+        await self.live.close()
 
     async def flush(self, skip: Elsewhere | None = None, *, channel: str | None = None
                     ) -> None:
