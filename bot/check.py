@@ -58,6 +58,29 @@ def check(loaded: LoadedConfig) -> int:
         tools.add(made)
     agents = asyncio.run(_agents(loaded, tools))
     print(f"{loaded.path}: {'ok' if loaded.exists else 'not found, using defaults'}")
+    _print_agents(loaded, agents)
+    print(f"  store     {describe_store(cfg.store, loaded.base_dir)}")
+    store_failed = _check_store(loaded)
+    if len(agents) > 1:
+        _warn_moved(loaded, agents)
+    print(f"  runtime   concurrency={cfg.runtime.concurrency}")
+    _print_tools(loaded, tools)
+    _print_http(loaded)
+    failed = store_failed | _check_slack(loaded) | _check_discord(loaded)
+    for line in rights_lines(cfg, 9):
+        print(line)
+    failed |= _check_mcp(loaded)
+    failed |= _check_otel(loaded)
+    _print_schedules(loaded)
+    missing = [var for var, ok in env_status(cfg).items() if not ok]
+    for var, ok in env_status(cfg).items():
+        print(f"  secret    ${var}: {'set' if ok else 'NOT SET'}")
+    return EXIT_FAILED if missing or failed else EXIT_OK
+
+
+def _print_agents(loaded: LoadedConfig, agents: Agents) -> None:
+    """The agent and its provider (or each agent and the routes), and the spend caps."""
+    cfg = loaded.config
     if not cfg.agents:
         print(f"  agent     {cfg.agent.name!r}, max_turns={cfg.agent.max_turns}, "
               f"max_tool_calls_per_turn={cfg.agent.max_tool_calls_per_turn}, "
@@ -69,11 +92,12 @@ def check(loaded: LoadedConfig) -> int:
             print(line)
     if cfg.budgets:
         print("  caps      " + "; ".join(_cap_line(c) for c in cfg.budgets))
-    print(f"  store     {describe_store(cfg.store, loaded.base_dir)}")
-    store_failed = _check_store(loaded)
-    if len(agents) > 1:
-        _warn_moved(loaded, agents)
-    print(f"  runtime   concurrency={cfg.runtime.concurrency}")
+
+
+def _print_tools(loaded: LoadedConfig, tools: ToolRegistry) -> None:
+    """The tools with their effect classes, the shell's isolation, the tools that ask for
+    approval (and who decides), and the budget's limits."""
+    cfg = loaded.config
     print(f"  tools     {', '.join(f'{t.name} ({t.effect})' for t in tools) or 'none'}")
     shell = "shell" in cfg.tools.builtins
     print("  isolation " + (describe_isolation(cfg.tools.shell.sandbox, cfg.tools.shell.run_as)
@@ -85,25 +109,29 @@ def check(loaded: LoadedConfig) -> int:
     limits = {k: v for k, v in cfg.budget.model_dump().items()
               if k.startswith("max_") and v is not None}
     print("  budget    " + (", ".join(f"{k}={v:g}" for k, v in limits.items()) or "no limits"))
-    http = cfg.http
+
+
+def _print_http(loaded: LoadedConfig) -> None:
+    """Where the HTTP API listens, and who may call it."""
+    http = loaded.config.http
     if not http.enabled:
         print("  http      disabled")
-    else:
-        named = [f"{t.name} (${t.token_env}: {', '.join(t.rights)})" for t in http.tokens]
-        if http.token_env:
-            named.append(f"operator (${http.token_env}: every right)")
-        print(f"  http      {http.host}:{http.port}, "
-              + (f"tokens {', '.join(named)}" if named else "no token: loopback only, "
-                 "every caller is 'local'")
-              + (f"; also answers as {', '.join(http.allowed_hosts)}"
-                 if http.allowed_hosts else "")
-              + f"; max {http.max_connections} connections, headers within "
-                f"{http.header_timeout_s:g} s")
-    failed = store_failed | _check_slack(loaded) | _check_discord(loaded)
-    for line in rights_lines(cfg, 9):
-        print(line)
-    failed |= _check_mcp(loaded)
-    failed |= _check_otel(loaded)
+        return
+    named = [f"{t.name} (${t.token_env}: {', '.join(t.rights)})" for t in http.tokens]
+    if http.token_env:
+        named.append(f"operator (${http.token_env}: every right)")
+    print(f"  http      {http.host}:{http.port}, "
+          + (f"tokens {', '.join(named)}" if named else "no token: loopback only, "
+             "every caller is 'local'")
+          + (f"; also answers as {', '.join(http.allowed_hosts)}"
+             if http.allowed_hosts else "")
+          + f"; max {http.max_connections} connections, headers within "
+            f"{http.header_timeout_s:g} s")
+
+
+def _print_schedules(loaded: LoadedConfig) -> None:
+    """The schedules in the config (the first five), and how many chat may add."""
+    cfg = loaded.config
     defined = cfg.read_schedules()
     chat = cfg.schedules_limits.max_per_thread
     print(f"  schedules {len(defined)} in the config"
@@ -111,10 +139,6 @@ def check(loaded: LoadedConfig) -> int:
           + ("; ..." if len(defined) > 5 else "")
           + (f"; from chat: up to {chat} per conversation (schedule_* tools)" if chat
              else "; none from chat ([schedules_limits] max_per_thread = 0)"))
-    missing = [var for var, ok in env_status(cfg).items() if not ok]
-    for var, ok in env_status(cfg).items():
-        print(f"  secret    ${var}: {'set' if ok else 'NOT SET'}")
-    return EXIT_FAILED if missing or failed else EXIT_OK
 
 
 async def _agents(loaded: LoadedConfig, tools: ToolRegistry) -> Agents:

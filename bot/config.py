@@ -210,52 +210,68 @@ def _cross_checks(cfg: MaidenConfig) -> list[tuple[str, str]]:
 def _agent_checks(cfg: MaidenConfig) -> list[tuple[str, str]]:
     """``[[agents]]``, ``[[providers]]``, ``[[routes]]`` and ``[[budgets]]`` against each
     other and the rest of the file: every name they use must exist."""
-    problems: list[tuple[str, str]] = []
-    names = list(dict.fromkeys(cfg.agent_names()))
-
-    def unique(kind: str, listed: list[str]) -> None:
-        seen: dict[str, int] = {}
-        for i, name in enumerate(listed):
-            if name in seen:
-                problems.append((f"{kind}.{i}.name", f"{name!r} is already the name of "
-                                 f"{kind}.{seen[name]}"))
-            seen.setdefault(name, i)
-
-    unique("agents", [a.name for a in cfg.agents])
-    unique("providers", [p.name for p in cfg.providers])
+    problems = [*_unique("agents", [a.name for a in cfg.agents]),
+                *_unique("providers", [p.name for p in cfg.providers])]
     defaults = [i for i, a in enumerate(cfg.agents) if a.default]
     for i in defaults[1:]:
         problems.append((f"agents.{i}.default", f"agents.{defaults[0]} is already the default"))
-    servers = {s.name for s in cfg.mcp_servers}
-    providers = {p.name for p in cfg.providers}
     for i, entry in enumerate(cfg.agents):
-        for key in PROCESS_WIDE:
-            if key in entry.model_fields_set:
-                problems.append((f"agents.{i}.{key}", f"holds for every agent: set it in "
-                                 f"[agent] {key}"))
-        if isinstance(entry.provider, str) and entry.provider not in providers:
-            listed = f" (there are: {', '.join(sorted(providers))})" if providers else ""
-            problems.append((f"agents.{i}.provider", f"no [[providers]] entry is called "
-                             f"{entry.provider!r}{listed}"))
-        for name in entry.builtins or ():
-            if name not in cfg.tools.builtins:
-                problems.append((f"agents.{i}.builtins", f"{name!r} is not in [tools] builtins "
-                                 f"({', '.join(cfg.tools.builtins) or 'none'}): an agent may "
-                                 "use only the tools that are configured"))
-        for server in entry.mcp_servers or ():
-            if server not in servers:
-                problems.append((f"agents.{i}.mcp_servers", f"no [[mcp_servers]] entry is "
-                                 f"called {server!r}"))
-        for tool in entry.tools or ():
-            if tool in BUILTIN_NAMES and tool not in cfg.tools.builtins:
-                problems.append((f"agents.{i}.tools", f"{tool!r} is a built-in that [tools] "
-                                 "builtins does not list"))
-        named = {p.name: p for p in cfg.providers}
-        provider = entry.provider if isinstance(entry.provider, ProviderConfig) else \
-            named.get(entry.provider or "", cfg.provider)
-        if provider.kind == "scripted" and entry.settings(cfg.agent).max_context_tokens is not None:
-            problems.append((f"agents.{i}.max_context_tokens", "cannot be used with the "
-                             "scripted provider"))
+        problems += _agent_entry_checks(cfg, i, entry)
+    return problems + _agent_name_checks(cfg, list(dict.fromkeys(cfg.agent_names())))
+
+
+def _unique(kind: str, listed: list[str]) -> list[tuple[str, str]]:
+    """A problem for each name in ``listed`` (``[[kind]]`` entries) that an earlier one has."""
+    problems: list[tuple[str, str]] = []
+    seen: dict[str, int] = {}
+    for i, name in enumerate(listed):
+        if name in seen:
+            problems.append((f"{kind}.{i}.name", f"{name!r} is already the name of "
+                             f"{kind}.{seen[name]}"))
+        seen.setdefault(name, i)
+    return problems
+
+
+def _agent_entry_checks(cfg: MaidenConfig, i: int, entry: AgentEntry
+                        ) -> list[tuple[str, str]]:
+    """``[[agents]]`` entry ``i``: what it sets that holds for every agent, and the
+    provider, built-ins, MCP servers and tools it names."""
+    problems: list[tuple[str, str]] = []
+    for key in PROCESS_WIDE:
+        if key in entry.model_fields_set:
+            problems.append((f"agents.{i}.{key}", f"holds for every agent: set it in "
+                             f"[agent] {key}"))
+    providers = {p.name: p for p in cfg.providers}
+    if isinstance(entry.provider, str) and entry.provider not in providers:
+        listed = f" (there are: {', '.join(sorted(providers))})" if providers else ""
+        problems.append((f"agents.{i}.provider", f"no [[providers]] entry is called "
+                         f"{entry.provider!r}{listed}"))
+    for name in entry.builtins or ():
+        if name not in cfg.tools.builtins:
+            problems.append((f"agents.{i}.builtins", f"{name!r} is not in [tools] builtins "
+                             f"({', '.join(cfg.tools.builtins) or 'none'}): an agent may "
+                             "use only the tools that are configured"))
+    servers = {s.name for s in cfg.mcp_servers}
+    for server in entry.mcp_servers or ():
+        if server not in servers:
+            problems.append((f"agents.{i}.mcp_servers", f"no [[mcp_servers]] entry is "
+                             f"called {server!r}"))
+    for tool in entry.tools or ():
+        if tool in BUILTIN_NAMES and tool not in cfg.tools.builtins:
+            problems.append((f"agents.{i}.tools", f"{tool!r} is a built-in that [tools] "
+                             "builtins does not list"))
+    provider = entry.provider if isinstance(entry.provider, ProviderConfig) else \
+        providers.get(entry.provider or "", cfg.provider)
+    if provider.kind == "scripted" and entry.settings(cfg.agent).max_context_tokens is not None:
+        problems.append((f"agents.{i}.max_context_tokens", "cannot be used with the "
+                         "scripted provider"))
+    return problems
+
+
+def _agent_name_checks(cfg: MaidenConfig, names: list[str]) -> list[tuple[str, str]]:
+    """The agents (``names``) and schedules that ``[[routes]]``, ``[[schedules]]`` and
+    ``[[budgets]]`` name must exist."""
+    problems: list[tuple[str, str]] = []
     for i, route in enumerate(cfg.routes):
         if route.agent not in names:
             problems.append((f"routes.{i}.agent", f"no agent is called {route.agent!r} "

@@ -9,6 +9,7 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any
 
 from .engine.agents import Agent, Agents
+from .engine.cancellations import Cancellations
 from .engine.caps import CapConfig, Caps
 from .engine.drivers import Drivers
 from .engine.files import Files
@@ -100,19 +101,9 @@ class Parts:
                              claim=lambda thread_id: self.leases.sending(
                                  thread_id, self.workers.busy),
                              sender=self.leases.holder, gone=is_gone_here)
-        self.bus.listen(self.outbox.live.on_event)
-        provided: dict[str, object] = {"notes": self.notes, "send": Sender(self.outbox, chat),
-                                       **(services or {})}
-        cancel_reasons: dict[str, str] = {}
-        drivers = {}
-        for one in agents:
-            one.tools.check_needs(provided)
-            drivers[one.name] = RunDriver(
-                store, one, self.bus, instance_id=instance_id,
-                cancel_grace_s=settings.cancel_grace_s, clock=clock, services=provided,
-                files=self.files, caps=self.caps, cancel_reasons=cancel_reasons,
-                tracing=tracing, send_pending=self.outbox.send_pending, stop=stop)
-        self.drivers = Drivers(store, agents, drivers)
+        self.bus.listen(self.outbox.on_event)
+        self.drivers = self._drivers(agents, settings, services, chat, instance_id=instance_id,
+                                     clock=clock, tracing=tracing, stop=stop)
         self.workers = Workers(store, self.drivers, self.bus, settings, self.leases,
                                peers=self.peers, outbox=self.outbox, files=self.files,
                                stop=stop)
@@ -127,6 +118,25 @@ class Parts:
                                  serving=serving)
         self.admission = Admission(store, agents, self.workers, self.bus, self.waiting,
                                    clock=clock, stop=stop)
+
+    def _drivers(self, agents: Agents, settings: RuntimeConfig,
+                 services: Mapping[str, object] | None, chat: frozenset[str] | None, *,
+                 instance_id: str, clock: Callable[[], float], tracing: Tracing,
+                 stop: asyncio.Event) -> Drivers:
+        """A driver for each agent, with the services its tools may ask for (each agent's
+        tools checked against them), and the runs being cancelled on purpose shared."""
+        provided: dict[str, object] = {"notes": self.notes, "send": Sender(self.outbox, chat),
+                                       **(services or {})}
+        cancellations = Cancellations()
+        drivers = {}
+        for one in agents:
+            one.tools.check_needs(provided)
+            drivers[one.name] = RunDriver(
+                self.store, one, self.bus, instance_id=instance_id,
+                cancel_grace_s=settings.cancel_grace_s, clock=clock, services=provided,
+                files=self.files, caps=self.caps, cancellations=cancellations,
+                tracing=tracing, stop=stop)
+        return Drivers(self.store, agents, drivers)
 
     def serve(self, spawn: Callable[[Coroutine[Any, Any, None], str], asyncio.Task[None]]
               ) -> None:
@@ -169,7 +179,7 @@ class Parts:
             for task in late:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
-        await self.outbox.live.close()  # a stream left open is finished by its reply
+        await self.outbox.close()  # a stream left open is finished by its reply
         with contextlib.suppress(StoreError):
             await self.leases.close()
         # Whoever still waits on a run that did not get to end here is told so.

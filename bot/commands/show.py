@@ -9,7 +9,7 @@ from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from runtime import CorruptStore, Run, RunState, person_key, place_key
+from runtime import CorruptStore, Records, Run, RunState, person_key, place_key
 
 from ..config import LoadedConfig
 from .common import EXIT_FAILED, EXIT_OK, UsageError
@@ -42,66 +42,88 @@ async def _show(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     """A thread's entries and runs. A damaged store is shown as far as it can be read: each
     part that cannot be is marked where it would be, and the first reason ends the output
     on stderr (exit 1)."""
-    from channels import render_entry, render_run, render_transition
-
     from ..app import open_runtime
 
-    damaged: list[str] = []
-
-    async def readable(read: Coroutine[Any, Any, T]) -> T | None:
-        try:
-            return await read
-        except CorruptStore as exc:
-            damaged.append(str(exc))
-            return None
-
+    read = _Readable()
     async with open_runtime(loaded, recover=False, mcp=False) as runtime:
-        total = await readable(runtime.records.thread_length(args.thread))
-        runs = await readable(runtime.records.runs(thread_id=args.thread))
-        if not total and not runs and not damaged:
+        records = runtime.records
+        total = await read(records.thread_length(args.thread))
+        runs = await read(records.runs(thread_id=args.thread))
+        if not total and not runs and not read.damaged:
             print(f"no thread {args.thread!r}", file=sys.stderr)
             return EXIT_FAILED
         count = "?" if total is None else str(total)
-        # Page by page: a thread of any length is shown in the same memory. Without its
-        # length (unreadable), pages are read until a short one (--tail cannot apply).
+        # Without its length (unreadable), --tail cannot apply.
         offset = 0 if total is None or args.tail is None else max(0, total - args.tail)
         tail = f" (the last {total - offset} shown)" if total is not None and offset else ""
         print(f"thread {args.thread!r}: {count} entries{tail}, "
               f"{'?' if runs is None else len(runs)} runs\n")
-        named: set[str] = set()  # the runs of the entries shown
-        while total is None or offset < total:
-            page = await readable(runtime.records.entries(args.thread, offset=offset,
-                                                          limit=SHOW_PAGE))
-            if page is None:  # still show the runs: they say what happened
-                print(f"(entries from {offset + 1} on are unreadable)")
-                break
-            for i, entry in enumerate(page, offset + 1):
-                print(render_entry(i, entry))
-                named.add(entry.run_id)
-            offset += SHOW_PAGE
-            if total is None and len(page) < SHOW_PAGE:
-                break
+        named = await _show_entries(records, read, args.thread, offset, total)
         print("\nruns:")
         if runs is None:
             print("(the runs are unreadable)")
         if runs and tail:  # those of the entries shown, and any newer (queued) ones
             since = min((r.created_at for r in runs if r.id in named), default=0.0)
             runs = [r for r in runs if r.created_at >= since]
-        for run in runs or []:
-            print(render_run(run))
-            steps = await readable(runtime.records.transitions(run.id))
-            if steps is None:
-                print("    (its transitions are unreadable)")
-            for t in steps or []:
-                print(render_transition(t))
-            for d in run.decisions:
-                verb = "approved" if d.approve else "denied"
-                print(f"    decision: {verb} call {d.tool_call_id} by {d.by}"
-                      + (f" ({d.reason})" if d.reason else ""))
-    if damaged:
-        print(f"maiden: {damaged[0]}", file=sys.stderr)
+        await _show_runs(records, read, runs or [])
+    if read.damaged:
+        print(f"maiden: {read.damaged[0]}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
+
+
+class _Readable:
+    """Reads from a store that may be damaged: what cannot be read is None, and why is
+    kept (``damaged``)."""
+
+    def __init__(self) -> None:
+        self.damaged: list[str] = []
+
+    async def __call__(self, read: Coroutine[Any, Any, T]) -> T | None:
+        try:
+            return await read
+        except CorruptStore as exc:
+            self.damaged.append(str(exc))
+            return None
+
+
+async def _show_entries(records: Records, read: _Readable, thread_id: str, offset: int,
+                        total: int | None) -> set[str]:
+    """Print the thread's entries from ``offset`` on; the runs they are of."""
+    from channels import render_entry
+
+    named: set[str] = set()
+    # Page by page: a thread of any length is shown in the same memory. Without its
+    # length (unreadable), pages are read until a short one.
+    while total is None or offset < total:
+        page = await read(records.entries(thread_id, offset=offset, limit=SHOW_PAGE))
+        if page is None:  # still show the runs: they say what happened
+            print(f"(entries from {offset + 1} on are unreadable)")
+            break
+        for i, entry in enumerate(page, offset + 1):
+            print(render_entry(i, entry))
+            named.add(entry.run_id)
+        offset += SHOW_PAGE
+        if total is None and len(page) < SHOW_PAGE:
+            break
+    return named
+
+
+async def _show_runs(records: Records, read: _Readable, runs: list[Run]) -> None:
+    """Print each run with its transitions and decisions."""
+    from channels import render_run, render_transition
+
+    for run in runs:
+        print(render_run(run))
+        steps = await read(records.transitions(run.id))
+        if steps is None:
+            print("    (its transitions are unreadable)")
+        for t in steps or []:
+            print(render_transition(t))
+        for d in run.decisions:
+            verb = "approved" if d.approve else "denied"
+            print(f"    decision: {verb} call {d.tool_call_id} by {d.by}"
+                  + (f" ({d.reason})" if d.reason else ""))
 
 
 async def _runs(loaded: LoadedConfig, args: argparse.Namespace) -> int:

@@ -7,7 +7,7 @@ before a crash)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 from ..model.config import AgentConfig
 from ..model.decisions import asked_again
@@ -43,7 +43,6 @@ class Beginning:
     files: Files
     caps: Caps | None
     end: Endings
-    send_pending: Callable[[Run], Awaitable[None]]
     _capped_at_start: set[str]
     _born: float
     _limit: Callable[[], int | None]
@@ -67,11 +66,12 @@ class Beginning:
             return await self._start(cur, started_at, trace, started)
         elif run.owner is None:
             # Released at a clean shutdown: carrying on is not a crash recovery.
+            # What it left unsent goes before its answer (``RunStarted.unsent``).
             await cur.commit(write=Write.RESUME, to=S.RUNNING,
                              reason="continued after restart",
-                             started_at=started_at, owner=me, announce=started,
-                             trace=trace)
-            await self.send_pending(cur.run)  # what it left unsent goes before its answer
+                             started_at=started_at, owner=me, trace=trace,
+                             announce=[RunStarted(run_id=run.id, thread_id=run.thread_id,
+                                                  unsent=True)])
         elif run.owner != self.instance_id:
             return await self._recover(cur, span, started_at, trace)
         else:  # this process takes it up again (a decision was made here)
@@ -115,13 +115,13 @@ class Beginning:
                 deliveries = self.end.notice(cur, "files_refused", taken.notice)
             # Committed before the model is asked (a run that kills every process
             # then ends as a poison run, its message in the thread); flushed only
-            # with a notice to send (``durability``).
+            # with a notice to send (``durability``), which the outbox sends as it hears
+            # of the start, before the answer streams (``RunStarted.unsent``).
+            announce = [started[0].model_copy(update={"unsent": bool(deliveries)})]
             await cur.commit(entries, write=Write.START, to=S.RUNNING, reason="started",
-                             started_at=started_at, owner=me, announce=started,
+                             started_at=started_at, owner=me, announce=announce,
                              first_entry=len(cur.entries), deliveries=deliveries,
                              trace=trace)
-            if deliveries:
-                await self.send_pending(cur.run)
         else:  # an explicitly resumed run: its message is already in the thread
             again = asked_again(run, cur.own, await self.store.transitions(run.id),
                                 now=self.clock())
@@ -160,8 +160,7 @@ class Beginning:
                          recovered_at=len(cur.entries), started_at=started_at, owner=me,
                          trace=trace,
                          announce=[RunStarted(run_id=run.id, thread_id=run.thread_id,
-                                              recovered=True)])
-        await self.send_pending(cur.run)  # what it left unsent goes before its answer
+                                              recovered=True, unsent=True)])
         return True
 
     def _context(self, run: Run) -> list[Entry]:

@@ -24,7 +24,7 @@ class Drivers:
         self.agents = agents
         self.by_agent = drivers
         self.default = drivers[agents.default.name]
-        self.cancel_reasons = self.default.cancel_reasons
+        self.cancellations = self.default.cancellations
         """Runs whose task is being cancelled on purpose, and why (every driver's)."""
 
     def __iter__(self) -> Iterator[RunDriver]:

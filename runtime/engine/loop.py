@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,6 +39,7 @@ from .agents import Agent
 from .asking import Asking
 from .beginning import Beginning
 from .calls import ToolCalls
+from .cancellations import Cancellations
 from .caps import Caps
 from .cursor import RunCursor
 from .endings import DRIVABLE, Endings
@@ -75,9 +76,8 @@ class RunDriver(Beginning, Asking, ToolCalls):
         services: Mapping[str, Any] | None = None,
         files: Files | None = None,
         caps: Caps | None = None,
-        cancel_reasons: dict[str, str] | None = None,
+        cancellations: Cancellations | None = None,
         tracing: Tracing = NO_TRACING,
-        send_pending: Callable[[Run], Awaitable[None]] = lambda run: _nothing(),
         stop: asyncio.Event | None = None,
     ) -> None:
         self.store = store
@@ -107,11 +107,8 @@ class RunDriver(Beginning, Asking, ToolCalls):
         self._stop = stop or asyncio.Event()
         """Set at shutdown (the runtime's): runs stop at their next checkpoint and are
         released."""
-        self.cancel_reasons: dict[str, str] = {} if cancel_reasons is None else cancel_reasons
+        self.cancellations = cancellations or Cancellations()
         """Runs whose task is being cancelled on purpose, and why (shared by the agents)."""
-        self.send_pending = send_pending
-        """Sends what a run put in the outbox and is not sent yet (the outbox's): a notice
-        written as the run starts goes out then, before its answer begins."""
         self.tracing = tracing
         """Spans of runs, model calls and tool calls (``[otel]``; a no-op when off)."""
         self.prompts = Prompts(agent.config.system_prompt)
@@ -163,7 +160,7 @@ class RunDriver(Beginning, Asking, ToolCalls):
                 await self._step(cur)
         except asyncio.CancelledError:
             # A stop, not a crash: what follows reads the store anew.
-            reason = self.cancel_reasons.pop(run_id, None)
+            reason = self.cancellations.pop(run_id)
             if reason is None:
                 # Shutdown, not a cancellation: the run stays for the next start. Cut off
                 # past the grace period, it is still released, so that start does not
@@ -281,10 +278,6 @@ class RunDriver(Beginning, Asking, ToolCalls):
 
     # -- begun in beginning.py, asked in asking.py, tools run in calls.py, ends in
     # endings.py (``self.end``)
-
-
-async def _nothing() -> None:
-    """No outbox: nothing to send."""
 
 
 KEPT_ENTRIES = 100_000

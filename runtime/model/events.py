@@ -38,6 +38,10 @@ class _Event(BaseModel):
 class RunStarted(_Event):
     kind: Literal["run.started"] = "run.started"
     recovered: bool = False
+    unsent: SkipJsonSchema[bool] = Field(default=False, exclude=True, repr=False)
+    """Whether it may start with records in the outbox not sent yet (a notice written as it
+    started, what an earlier life of it left unsent): the outbox sends them now, before its
+    answer streams (not serialised)."""
 
 
 class TextDelta(_Event):

@@ -18,7 +18,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from ..engine.tracing import NO_TRACING, Tracing
-from ..errors import DeliveryError, NotFound
+from ..errors import DeliveryError, NotFound, StoreError
+from ..model.events import RunEvent, RunStarted
 from ..model.runs import (
     NOT_POSTED,
     ApprovalDelivery,
@@ -29,6 +30,7 @@ from ..model.runs import (
     StreamDelivery,
 )
 from ..stores.base import Checkpoint, Store
+from .claims import Claims, never_gone
 from .deliverer import Deliverer, Uploader, UploadStarted, deliver, parts, upload
 from .live import LiveReplies
 from .ordering import ORDER_HOLD_S, Place, holds_back, place, superseded
@@ -56,18 +58,6 @@ async def _always(thread_id: str) -> AsyncIterator[bool]:
     yield True
 
 
-CLAIM_TTL_S = 60.0
-"""How long a record claimed for its send (``OutboxStore.claim_delivery``) stays its
-sender's: another process takes it over after that (reconciling first), or at once if the
-sender is a process of this machine that no longer exists. Longer than any send takes,
-Slack's and Discord's pacing included; a sender killed mid-send on another machine delays
-its record by as much."""
-
-
-def _never_gone(sender: str) -> bool:
-    return False
-
-
 class Outbox:
     """The runtime's deliverers and the sending of what runs left in the outbox.
 
@@ -84,7 +74,7 @@ class Outbox:
                  tracing: Tracing = NO_TRACING,
                  elsewhere: Callable[[], Elsewhere] = lambda: _nowhere_else,
                  claim: Claim = _always, sender: str = "this process",
-                 gone: Callable[[str], bool] = _never_gone) -> None:
+                 gone: Callable[[str], bool] = never_gone) -> None:
         self._store = store
         self._born = born
         self._clock = clock
@@ -94,10 +84,8 @@ class Outbox:
         self._claim = claim
         """Whether this process may send a thread's records that a process no longer live
         left (``Leases.sending``: it has the thread's lease for the send)."""
-        self._sender = sender
-        """This process's name in the store's claims on records (its lease holder name)."""
-        self._gone = gone
-        """Whether a claim's sender is a process known to be gone (``is_gone_here``)."""
+        self._claims = Claims(store, sender, gone, clock)
+        """The store's claims on records, taken just before each send (``claims.py``)."""
         self._deliverers: dict[str, Deliverer] = {}
         self._sending: dict[str, asyncio.Future[bool]] = {}
         """Deliveries being sent now, each done when its send is: True if it was posted (or
@@ -105,6 +93,8 @@ class Outbox:
         self.live = LiveReplies(store, self._deliverers, clock)
         """The streams of runs driven here (channels whose deliverer has a ``streamer``):
         fed by the event bus, finished by the run's reply."""
+        self._starting: set[asyncio.Task[None]] = set()
+        """The sends of what runs left unsent as they started here (``on_event``)."""
 
     def add(self, channel: str, deliverer: Deliverer) -> None:
         """Route deliveries of runs whose origin is ``channel`` through ``deliverer``."""
@@ -138,21 +128,59 @@ class Outbox:
 
     async def send_pending(self, run: Run) -> None:
         """Send what a run put in the outbox and is not sent yet, in order: when it ends or
-        pauses, and as it starts or is taken up again (a notice written at its start goes
-        out before its answer begins).
+        pauses; and as it starts or is taken up again (``on_event``: a notice written at its
+        start goes out before its answer streams).
 
         The thread's older records not sent yet go first, in order (a reply left in the
         outbox while its channel was not up, after a restart, or whose send failed), so
         that the thread's messages are posted in the order of its runs; one of them that
         cannot go now leaves the run's to the outbox's sweep, behind it."""
-        if not run.origin.target:
-            return
-        pending = await self._in_run_order(
-            await self._store.deliveries(thread_id=run.thread_id, pending=True))
+        if run.origin.target:
+            await self._send_run(
+                run, await self._store.deliveries(thread_id=run.thread_id, pending=True))
+
+    async def _send_run(self, run: Run, pending: list[Delivery]) -> None:
+        """``send_pending`` with the thread's records not sent yet (``pending``), read no
+        later than ``run``: each is judged superseded or not by a run that has it."""
+        pending = await self._in_run_order(pending)
         last = max((i for i, d in enumerate(pending) if d.run_id == run.id), default=None)
         if last is None:
             return
         await self._in_order(pending[:last + 1], self._elsewhere(), own=run)
+
+    def on_event(self, event: RunEvent) -> None:
+        """Fed by the event bus: a run that starts with records left unsent (a notice
+        written as it started, or what an earlier life of it left) has them sent now, and
+        its stream, if it has one, opens after them (``RunStarted.unsent``)."""
+        sending = None
+        if isinstance(event, RunStarted) and event.unsent:
+            sending = asyncio.create_task(self._send_started(event.run_id, event.thread_id),
+                                          name=f"maiden-send:{event.run_id}")
+            self._starting.add(sending)
+            sending.add_done_callback(self._starting.discard)
+        self.live.on_event(event, after=sending)
+
+    async def _send_started(self, run_id: str, thread_id: str) -> None:
+        # The records first, then the run: it may have gone on meanwhile (paused, ended),
+        # and a record it wrote since must not be judged by the run as it was before.
+        try:
+            pending = await self._store.deliveries(thread_id=thread_id, pending=True)
+            run = await self._store.get_run(run_id)
+            if run.origin.target:
+                await self._send_run(run, pending)
+        except NotFound:
+            pass  # erased meanwhile: nothing of it is sent
+        except StoreError as exc:
+            log.warning("run %s: sending what it left unsent as it started failed (%s); the "
+                        "outbox's sweep sends it", run_id, exc)
+
+    async def close(self) -> None:
+        """Shutdown: stop the streams and the sends begun as runs started (what they did not
+        post stays in the outbox, sent at the next start)."""
+        for task in self._starting:
+            task.cancel()
+        await asyncio.gather(*self._starting, return_exceptions=True)
+        await self.live.close()
 
     async def flush(self, skip: Elsewhere | None = None, *, channel: str | None = None
                     ) -> None:
@@ -314,7 +342,7 @@ class Outbox:
         # Claimed in the store, not only here (no other send of it starts here): a process
         # that believes it may send a record (its own run's, or with a lease that expired
         # while it was starved) may be wrong, and the store settles it (chaos finding 23).
-        claimed = await self._claimed(delivery, what)
+        claimed = await self._claims.take(delivery, what)
         if claimed is None:
             return False
         if claimed.remote_id is not None:
@@ -338,26 +366,6 @@ class Outbox:
         log.info("run %s's %s delivered (%s, %s)", delivery.run_id, what, delivery.key[:12],
                  "written here, not tried" if fresh else "reconciled first")
         return True
-
-
-    async def _claimed(self, delivery: Delivery, what: str) -> Delivery | None:
-        """The record claimed for this process's send, as the store has it now (sent
-        already, perhaps); None while another process is sending it."""
-        claimed = await self._store.claim_delivery(delivery.key, self._sender, self._clock(),
-                                                   CLAIM_TTL_S)
-        if claimed.remote_id is None and claimed.sender != self._sender:
-            other = claimed.sender or ""
-            if not self._gone(other):
-                log.info("run %s's %s is being sent by %s; left to it", delivery.run_id,
-                         what, other)
-                return None
-            claimed = await self._store.claim_delivery(
-                delivery.key, self._sender, self._clock(), CLAIM_TTL_S, steal_from=other)
-            if claimed.remote_id is None and claimed.sender != self._sender:
-                return None
-            log.info("run %s's %s: its sender %s is gone; reconciling first",
-                     delivery.run_id, what, other)
-        return claimed
 
 
 class Sender:

@@ -96,6 +96,8 @@ class _Live:
     """The store did not take its stream's ids: nothing more is appended until it does."""
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
+    after: asyncio.Task[None] | None = None
+    """The send of what the run left unsent as it started: its stream opens after it."""
 
 
 class LiveReplies:
@@ -118,7 +120,9 @@ class LiveReplies:
 
     # -- fed by the bus
 
-    def on_event(self, event: RunEvent) -> None:
+    def on_event(self, event: RunEvent, after: asyncio.Task[None] | None = None) -> None:
+        """A run's event (``after``: for its start, the send of what it left unsent, which
+        its stream waits for)."""
         live = self._live.get(event.run_id)
         if event.kind == "run.started":
             assert isinstance(event, RunStarted)
@@ -129,7 +133,7 @@ class LiveReplies:
                 return  # taken up after a crash (its earlier life's stream, if any, stays),
                 # or no channel here streams
             live = self._live[event.run_id] = _Live(event.run_id, event.thread_id,
-                                                    started=self._clock())
+                                                    started=self._clock(), after=after)
             live.task = asyncio.create_task(self._follow(live),
                                             name=f"maiden-live:{event.run_id}")
             return
@@ -155,6 +159,8 @@ class LiveReplies:
 
     async def _follow(self, live: _Live) -> None:
         try:
+            if live.after is not None:  # what it left unsent goes before its answer
+                await asyncio.wait([live.after])
             run = await self._store.get_run(live.run_id)
             # A person's message gets a live reply; a schedule's post, read later, does not.
             watched = bool(run.origin.target and run.origin.user)
@@ -261,6 +267,11 @@ class LiveReplies:
         live.ended = True
         live.wake.set()
         if live.task is not None:
+            if live.after is not None and not live.after.done():
+                # Still waiting for what the run left unsent as it started (which may be
+                # sending this reply, and waiting for this): nothing is streamed, the reply
+                # goes out whole after them.
+                live.task.cancel()
             await asyncio.gather(live.task, return_exceptions=True)
         return live
 

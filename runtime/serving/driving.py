@@ -129,7 +129,7 @@ class Driving:
             me = asyncio.current_task()
             if not task.cancelled() or (me is not None and me.cancelling()):
                 raise  # this worker is stopping (shutdown)
-            reason = self._driver.cancel_reasons.pop(run.id, None)
+            reason = self._driver.cancellations.pop(run.id)
             if reason is None:
                 raise
             return await self._driver.end(run).cancel(run.id, reason)

@@ -222,13 +222,13 @@ class Workers(Driving):
         if driving is None:
             return False
         task, settled = driving
-        self._driver.cancel_reasons[run_id] = reason
+        self._driver.cancellations.note(run_id, reason)
         cut = task.cancel()
         await asyncio.wait([settled])
         if not cut:
             # Its task had ended already (the run paused or ended a moment ago, and the
             # worker had yet to see it): nothing was cut off here.
-            self._driver.cancel_reasons.pop(run_id, None)
+            self._driver.cancellations.pop(run_id)
         return cut
 
     def tasks(self) -> list[asyncio.Task[None]]:

@@ -5,9 +5,10 @@ and the reference chat channel."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
-from runtime import Delivery, Origin, ReplyDelivery, Run, RunState, SQLiteStore
+from runtime import Delivery, Origin, ReplyDelivery, Run, RunStarted, RunState, SQLiteStore
 from runtime.outbox.delivery import Outbox
 from runtime.stores.base import Checkpoint
 from tests.fakes.chat import MemoryChat
@@ -60,3 +61,31 @@ async def test_a_runs_answer_waits_for_its_notice_that_a_retry_is_posting(
             await asyncio.gather(retry, ended)
         assert [m.text for m in chat.posted] == ["notice", "answer"]
         assert [d.remote_id for d in await store.deliveries(run_id=run.id)] == ["m1", "m2"]
+
+
+async def test_what_a_run_left_unsent_as_it_started_goes_out_once_before_its_answer(
+        tmp_path: Path) -> None:
+    """``RunStarted.unsent``: the outbox sends a notice the run wrote as it started. The run
+    ended before that send read the outbox, and its end sends the answer: each goes out once,
+    in order, and neither send waits for the other (nor for the answer's stream, which has
+    nothing to show before the notice is out)."""
+    async with SQLiteStore(tmp_path / "d.db") as store:
+        run = await store.create_run(Run(id="0" * 12 + "b" * 20, thread_id="t", text="hi",
+                                         state=RunState.COMPLETED,
+                                         origin=Origin(channel="chat", target=TARGET,
+                                                       user="U1")))
+        later = time.time() + 60  # written after the run started here
+        notice, answer = (ReplyDelivery(key=key, run_id=run.id, thread_id="t", channel="chat",
+                                        target=TARGET, text=key, created_at=at,
+                                        answer=key == "answer")
+                          for key, at in (("notice", later), ("answer", later + 1)))
+        await store.commit(Checkpoint("t", None, deliveries=[notice, answer]))
+        chat = MemoryChat(stream=True)
+        outbox = Outbox(store, born=0.0)
+        outbox.add("chat", chat)
+        outbox.on_event(RunStarted(run_id=run.id, thread_id="t", unsent=True))
+        async with asyncio.timeout(10):
+            await outbox.send_pending(run)  # the run has ended
+            await outbox.close()
+        assert [m.text for m in chat.posted] == ["notice", "answer"]
+        assert all(d.remote_id for d in await store.deliveries(run_id=run.id))

@@ -1,4 +1,5 @@
-"""split_message: tables of cuts, and a property over generated Markdown.
+"""split_message (``runtime/model/text.py``): tables of cuts, and a property over
+generated Markdown.
 
 The property is checked against the original text by a matcher that knows
 only the documented contract (it does not reuse the splitter's internals):
