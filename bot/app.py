@@ -291,6 +291,11 @@ async def _serve(
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
         failed = [watched[t] for t in done if watched[t] != "stop"]
+        for task in done:
+            if watched[task] != "stop" and not task.cancelled() and task.exception():
+                # What ended it, for the operator (chaos finding 26 had only the line below).
+                log.error("the %s channel stopped: %r", watched[task], task.exception(),
+                          exc_info=task.exception())
         out.write("maiden: stopping\n")
         out.flush()
         log.info("stopping: no new messages; letting runs reach a checkpoint")
