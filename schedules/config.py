@@ -14,7 +14,8 @@ from runtime import ConfigError, Origin, parse_target
 
 from .cron import Cron, parse_crontab
 
-__all__ = ["Schedule", "ScheduleConfig", "deliver_origin", "load_schedules"]
+__all__ = ["Schedule", "ScheduleConfig", "deliver_origin", "delivered_to", "entry_key",
+           "load_schedules"]
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -81,6 +82,36 @@ def deliver_origin(deliver: str | None, key: str) -> Origin:
         raise ConfigError([(key, str(exc))]) from None
 
 
+def entry_key(kind: str, i: int, name: str, seen: set[str],
+              problems: list[tuple[str, str]]) -> str:
+    """The key path of entry ``i`` of ``[[kind]]`` (``schedules.1 (standup)``), its name
+    checked (a bad or repeated one added to ``problems``, ``seen`` grown)."""
+    where = f"{kind}.{i} ({name})" if name else f"{kind}.{i}"
+    if not NAME.match(name):
+        problems.append((f"{where}.name", f"{name!r} is not a {kind.rstrip('s')} name "
+                         "(letters, digits, _ . -; at most 64)"))
+    elif name in seen:
+        problems.append((f"{where}.name", f"{name!r} is defined twice"))
+    seen.add(name)
+    return where
+
+
+def delivered_to(where: str, deliver: str | None, channels: Sequence[str],
+                 problems: list[tuple[str, str]]) -> Origin | None:
+    """Where an entry's ``deliver`` sends its answers, or None (why, added to
+    ``problems``): not a target, or a channel that is not configured."""
+    try:
+        origin = deliver_origin(deliver, f"{where}.deliver")
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+        return None
+    if origin.target and origin.channel not in channels:
+        problems.append((f"{where}.deliver", f"delivers to {origin.channel}, but "
+                         f"[channels.{origin.channel}] is not configured"))
+        return None
+    return origin
+
+
 def load_schedules(
     configs: Sequence[ScheduleConfig], *, default_timezone: str, channels: Sequence[str]
 ) -> list[Schedule]:
@@ -94,13 +125,7 @@ def load_schedules(
     seen: set[str] = set()
     for i, config in enumerate(configs):
         # The key path names the schedule too: `schedules.1 (standup).cron: ...`.
-        where = f"schedules.{i} ({config.name})" if config.name else f"schedules.{i}"
-        if not NAME.match(config.name):
-            problems.append((f"{where}.name", f"{config.name!r} is not a schedule name "
-                             "(letters, digits, _ . -; at most 64)"))
-        elif config.name in seen:
-            problems.append((f"{where}.name", f"{config.name!r} is defined twice"))
-        seen.add(config.name)
+        where = entry_key("schedules", i, config.name, seen, problems)
         # Every key is checked, so that one start names every problem of the schedule.
         try:
             cron = parse_crontab(config.cron, config.timezone or default_timezone,
@@ -110,16 +135,8 @@ def load_schedules(
         except ConfigError as exc:
             problems.extend(exc.problems)
             cron = None
-        try:
-            origin = deliver_origin(config.deliver, f"{where}.deliver")
-        except ConfigError as exc:
-            problems.extend(exc.problems)
-            continue
-        if origin.target and origin.channel not in channels:
-            problems.append((f"{where}.deliver", f"delivers to {origin.channel}, but "
-                             f"[channels.{origin.channel}] is not configured"))
-            continue
-        if cron is not None:
+        origin = delivered_to(where, config.deliver, channels, problems)
+        if origin is not None and cron is not None:
             schedules.append(Schedule(config, cron, origin))
     if problems:
         raise ConfigError(problems)

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from runtime import ConfigError, HookRefused, Origin, Run, Runtime
 
-from .config import NAME, deliver_origin
+from .config import delivered_to, entry_key
 
 __all__ = ["Hook", "HookConfig", "delivery_of", "hook_key", "load_hooks", "payload_of",
            "prompt_for", "take", "verify"]
@@ -87,13 +87,7 @@ def load_hooks(configs: Sequence[HookConfig], *, env: Mapping[str, str] | None,
     hooks: list[Hook] = []
     seen: set[str] = set()
     for i, config in enumerate(configs):
-        where = f"hooks.{i} ({config.name})" if config.name else f"hooks.{i}"
-        if not NAME.match(config.name):
-            problems.append((f"{where}.name", f"{config.name!r} is not a hook name "
-                             "(letters, digits, _ . -; at most 64)"))
-        elif config.name in seen:
-            problems.append((f"{where}.name", f"{config.name!r} is defined twice"))
-        seen.add(config.name)
+        where = entry_key("hooks", i, config.name, seen, problems)
         secret = env.get(config.secret_env, "") if env is not None else ""
         if env is not None and not secret:
             problems.append((f"{where}.secret_env", f"the environment variable "
@@ -102,16 +96,9 @@ def load_hooks(configs: Sequence[HookConfig], *, env: Mapping[str, str] | None,
             prompt_for(config.prompt, {})
         except (ValueError, IndexError) as exc:
             problems.append((f"{where}.prompt", f"not a template: {exc}"))
-        try:
-            origin = deliver_origin(config.deliver, f"{where}.deliver")
-        except ConfigError as exc:
-            problems.extend(exc.problems)
-            continue
-        if origin.target and origin.channel not in channels:
-            problems.append((f"{where}.deliver", f"delivers to {origin.channel}, but "
-                             f"[channels.{origin.channel}] is not configured"))
-            continue
-        hooks.append(Hook(config, secret.encode(), origin))
+        origin = delivered_to(where, config.deliver, channels, problems)
+        if origin is not None:
+            hooks.append(Hook(config, secret.encode(), origin))
     if problems:
         raise ConfigError(problems)
     return hooks

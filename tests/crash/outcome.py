@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections import Counter
 from dataclasses import dataclass
@@ -24,6 +25,13 @@ def run_driver(root: Path, store: str, *args: str) -> subprocess.CompletedProces
 
 
 CALL_IDS = [f"call_0_{i}" for i in range(len(SCRIPT[0]["tool_calls"]))]
+
+
+def finished(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """The summary a driver that ended well printed (its stderr's end if it did not)."""
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary: dict[str, Any] = json.loads(proc.stdout)
+    return summary
 
 
 def tail(text: str, limit: int = 3000) -> str:

@@ -16,7 +16,6 @@ started, run once, or the schedule paused — and nothing is done twice."""
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 from pathlib import Path
@@ -31,17 +30,12 @@ from tests.crash.driver import (
     SCHEDULE_COMMAND_KILL_POINTS,
     read_lines,
 )
+from tests.crash.outcome import finished as _done
 from tests.crash.outcome import run_driver
 
 
 def _driver(root: Path, store: str, *args: str) -> subprocess.CompletedProcess[str]:
     return run_driver(root, store, "--requires-approval", *args)
-
-
-def _done(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    summary: dict[str, Any] = json.loads(proc.stdout)
-    return summary
 
 
 def _ending(root: Path, summary: dict[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,6 @@ id, its tools run once, its answer posted once, and the sender told that run."""
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 from pathlib import Path
@@ -14,17 +13,12 @@ from typing import Any
 import pytest
 
 from tests.crash.driver import CHANNEL_FILE, EFFECTS_FILE, HOOK_KILL_POINTS, HOOKS_FILE, read_lines
+from tests.crash.outcome import finished as _done
 from tests.crash.outcome import run_driver
 
 
 def _hook(root: Path, store: str, *args: str) -> subprocess.CompletedProcess[str]:
     return run_driver(root, store, "--hook", "delivery-1", *args)
-
-
-def _done(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    summary: dict[str, Any] = json.loads(proc.stdout)
-    return summary
 
 
 def _ending(root: Path, summary: dict[str, Any]) -> dict[str, Any]:

@@ -42,15 +42,20 @@ async def test_attachments_are_fetched_from_the_cdn_and_shown(tmp_path: Path) ->
         assert all("attachments" not in c.path for c in calls)  # the CDN is not the API
 
 
+async def _expired_link(fake: FakeDiscord, d: Any) -> None:
+    """A message whose file's link no longer holds (its signature changed), taken in."""
+    posted = fake.post_as_user(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> read", mentions=[BOT_ID],
+                               files=[("old.txt", b"hello\n", "text/plain")])
+    for attachment in posted["attachments"]:  # the link's signature no longer holds
+        attachment["url"] = attachment["url"].replace("hm=", "hm=0")
+    await fake.dispatch("MESSAGE_CREATE", posted)
+    await asyncio.wait_for(d.channel.wait_handled(1), 10)
+    await d.runtime.idle()
+
+
 async def test_an_expired_link_is_refused_and_the_message_runs(tmp_path: Path) -> None:
     async with FakeDiscord() as fake, running(fake, tmp_path / "m.db") as d:
-        posted = fake.post_as_user(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> read", mentions=[BOT_ID],
-                                   files=[("old.txt", b"hello\n", "text/plain")])
-        for attachment in posted["attachments"]:  # the link's signature no longer holds
-            attachment["url"] = attachment["url"].replace("hm=", "hm=0")
-        await fake.dispatch("MESSAGE_CREATE", posted)
-        await asyncio.wait_for(d.channel.wait_handled(1), 10)
-        await d.runtime.idle()
+        await _expired_link(fake, d)
         # The notice first: sent as the run starts, before the answer's message opens
         # (streamed, as the model starts writing).
         assert bot_texts(fake) == [
@@ -115,13 +120,7 @@ async def test_the_notice_of_a_refused_file_stays_when_discord_failed_both_posts
         fake.fail("POST /channels/{id}/messages", status=503)  # the notice
         fake.fail("POST /channels/{id}/messages", status=503)  # the stream's first post
         fake.fail("GET /channels/{id}/messages", status=503)  # the run's end finds no stream
-        posted = fake.post_as_user(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> read", mentions=[BOT_ID],
-                                   files=[("old.txt", b"hello\n", "text/plain")])
-        for attachment in posted["attachments"]:  # the link's signature no longer holds
-            attachment["url"] = attachment["url"].replace("hm=", "hm=0")
-        await fake.dispatch("MESSAGE_CREATE", posted)
-        await asyncio.wait_for(d.channel.wait_handled(1), 10)
-        await d.runtime.idle()
+        await _expired_link(fake, d)
         for _ in range(3):  # the outbox's sweeps
             await d.runtime.operator.flush_deliveries()
         assert bot_texts(fake) == [

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from runtime import Delivery, EchoProvider, Origin, Runtime, RuntimeConfig, SQLiteStore
@@ -33,6 +34,24 @@ class HeldChat(MemoryChat):
         return await super().send(delivery)
 
 
+@asynccontextmanager
+async def two_replicas(db: Path, chat: MemoryChat, settings: RuntimeConfig
+                       ) -> AsyncIterator[tuple[Runtime, Runtime]]:
+    """Two serving runtimes on the store at ``db``, each posting to ``chat``."""
+    async with SQLiteStore(db) as store_a, SQLiteStore(db) as store_b:
+        a = Runtime(store_a, EchoProvider(), settings=settings)
+        b = Runtime(store_b, EchoProvider(), settings=settings)
+        a.operator.add_deliverer("chat", chat)
+        b.operator.add_deliverer("chat", chat)
+        await a.start(recover=False, serve=True)
+        await b.start(recover=False, serve=True)
+        try:
+            yield a, b
+        finally:
+            await a.close()
+            await b.close()
+
+
 async def test_a_dead_owners_reply_is_sent_once_by_two_replicas_flushing_at_once(
         tmp_path: Path) -> None:
     db = tmp_path / "m.db"
@@ -43,22 +62,12 @@ async def test_a_dead_owners_reply_is_sent_once_by_two_replicas_flushing_at_once
         # Its channel never came up here: the reply stays in the outbox; then it stops.
         run = await gone.send("t", "hello", origin=ROOM)
         assert [d.remote_id for d in await gone.records.deliveries(run_id=run.id)] == [None]
-    async with SQLiteStore(db) as store_a, SQLiteStore(db) as store_b:
-        a = Runtime(store_a, EchoProvider(), settings=settings)
-        b = Runtime(store_b, EchoProvider(), settings=settings)
-        a.operator.add_deliverer("chat", chat)
-        b.operator.add_deliverer("chat", chat)
-        await a.start(recover=False, serve=True)
-        await b.start(recover=False, serve=True)
-        try:
-            first = asyncio.create_task(a.operator.flush_deliveries("chat"))
-            await asyncio.wait_for(chat.sending.wait(), 10)  # a's post is on its way
-            await asyncio.wait_for(b.operator.flush_deliveries("chat"), 10)  # b's flush comes round
-            chat.go.set()
-            await asyncio.wait_for(first, 10)
-        finally:
-            await a.close()
-            await b.close()
+    async with two_replicas(db, chat, settings) as (a, b):
+        first = asyncio.create_task(a.operator.flush_deliveries("chat"))
+        await asyncio.wait_for(chat.sending.wait(), 10)  # a's post is on its way
+        await asyncio.wait_for(b.operator.flush_deliveries("chat"), 10)  # b's flush comes round
+        chat.go.set()
+        await asyncio.wait_for(first, 10)
     assert [m.text for m in chat.posted] == ["echo: hello"]
 
 
@@ -74,24 +83,14 @@ async def test_a_runs_own_send_and_another_replicas_sweep_post_it_once(tmp_path:
     async with SQLiteStore(db) as first_store, \
             Runtime(first_store, EchoProvider(), settings=settings) as first:
         run = await first.send("t", "hello", origin=ROOM)  # no channel yet: it waits
-    async with SQLiteStore(db) as store_a, SQLiteStore(db) as store_b:
-        a = Runtime(store_a, EchoProvider(), settings=settings)
-        b = Runtime(store_b, EchoProvider(), settings=settings)
-        a.operator.add_deliverer("chat", chat)
-        b.operator.add_deliverer("chat", chat)
-        await a.start(recover=False, serve=True)
-        await b.start(recover=False, serve=True)
-        try:
-            ended = await a.records.get_run(run.id)
-            # As a run's end (or a cancel) sends what it wrote: its own, here.
-            own = asyncio.create_task(a._parts.outbox.send_pending(ended))
-            await asyncio.wait_for(chat.sending.wait(), 10)  # a's post is on its way
-            await asyncio.wait_for(b.operator.flush_deliveries("chat"), 10)  # b's sweep
-            chat.go.set()
-            await asyncio.wait_for(own, 10)
-        finally:
-            await a.close()
-            await b.close()
+    async with two_replicas(db, chat, settings) as (a, b):
+        ended = await a.records.get_run(run.id)
+        # As a run's end (or a cancel) sends what it wrote: its own, here.
+        own = asyncio.create_task(a._parts.outbox.send_pending(ended))
+        await asyncio.wait_for(chat.sending.wait(), 10)  # a's post is on its way
+        await asyncio.wait_for(b.operator.flush_deliveries("chat"), 10)  # b's sweep
+        chat.go.set()
+        await asyncio.wait_for(own, 10)
     assert [m.text for m in chat.posted] == ["echo: hello"]
 
 
@@ -108,29 +107,19 @@ async def test_an_owner_whose_lease_was_taken_over_does_not_post_what_the_other_
     async with SQLiteStore(db) as first_store, \
             Runtime(first_store, EchoProvider(), settings=settings) as first:
         run = await first.send("t", "hello", origin=ROOM)  # no channel yet: it waits
-    async with SQLiteStore(db) as store_a, SQLiteStore(db) as store_b:
-        a = Runtime(store_a, EchoProvider(), settings=settings)
-        b = Runtime(store_b, EchoProvider(), settings=settings)
-        a.operator.add_deliverer("chat", chat)
-        b.operator.add_deliverer("chat", chat)
-        await a.start(recover=False, serve=True)
-        await b.start(recover=False, serve=True)
-        try:
-            name = thread_lease("t")
-            assert await a._parts.leases.take(name) is None  # a holds the thread
-            # a starves; its lease runs out in the store and b takes the thread over.
-            assert await store_b.take_lease(name, b._parts.leases.holder, 60,
-                                            steal_from=a._parts.leases.holder) is None
-            sweep = asyncio.create_task(b.operator.flush_deliveries("chat"))
-            await asyncio.wait_for(chat.sending.wait(), 10)  # b's post is on its way
-            assert a._parts.leases.holds(name)  # a does not know yet
-            ended = await a.records.get_run(run.id)
-            await asyncio.wait_for(a._parts.outbox.send_pending(ended), 10)  # a goes on
-            chat.go.set()
-            await asyncio.wait_for(sweep, 10)
-        finally:
-            await a.close()
-            await b.close()
+    async with two_replicas(db, chat, settings) as (a, b):
+        name = thread_lease("t")
+        assert await a._parts.leases.take(name) is None  # a holds the thread
+        # a starves; its lease runs out in the store and b takes the thread over.
+        assert await b._parts.store.take_lease(name, b._parts.leases.holder, 60,
+                                                steal_from=a._parts.leases.holder) is None
+        sweep = asyncio.create_task(b.operator.flush_deliveries("chat"))
+        await asyncio.wait_for(chat.sending.wait(), 10)  # b's post is on its way
+        assert a._parts.leases.holds(name)  # a does not know yet
+        ended = await a.records.get_run(run.id)
+        await asyncio.wait_for(a._parts.outbox.send_pending(ended), 10)  # a goes on
+        chat.go.set()
+        await asyncio.wait_for(sweep, 10)
     assert [m.text for m in chat.posted] == ["echo: hello"]
     [sent] = [d async for d in _deliveries(db, run.id)]
     assert sent.sender == b._parts.leases.holder
