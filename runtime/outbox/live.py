@@ -305,7 +305,7 @@ class LiveReplies:
             if stream.key == newer:
                 continue
             ids = list(self._unrecorded.get(stream.key) or stream.remote_ids) \
-                or await streamer.find_stream(stream)
+                or await self._found(streamer, stream)
             if ids:
                 replace, note = _ending(delivery, stream, live)
                 shows = delivery.key if isinstance(delivery, ReplyDelivery) else stream.key
@@ -342,16 +342,25 @@ class LiveReplies:
             return  # finished meanwhile
         if any(d.remote_id is None and not isinstance(d, StreamDelivery) for d in records):
             return  # its reply or prompt finishes it
-        posted = {i for d in records if d.remote_id and not isinstance(d, StreamDelivery)
-                  for i in d.remote_id.split(",")}
         ids = list(self._unrecorded.get(stream.key) or stream.remote_ids) \
-            or [i for i in await streamer.find_stream(stream) if i not in posted]
+            or await self._found(streamer, stream)
         if ids:
             ids = await streamer.finish_stream(
                 stream.model_copy(update={"remote_ids": tuple(ids)}), replace=None,
                 note=None, key=stream.key)
         await self._store.stream_progress(stream.key, "finished", ids, self._clock())
         self._unrecorded.pop(stream.key, None)
+
+    async def _found(self, streamer: Streamer, stream: StreamDelivery) -> list[str]:
+        """The messages of a stream whose ids the store does not have, found in its thread
+        (``Streamer.find_stream``: the bot's answers to the same message since it began),
+        but those another of its run's records was posted as: a notice answers the same
+        message (chaos finding 27: a refused file's notice, taken for the answer's stream
+        and edited into the answer, when Discord had failed both first posts)."""
+        records = await self._store.deliveries(run_id=stream.run_id)
+        posted = {i for d in records if d.remote_id and not isinstance(d, StreamDelivery)
+                  for i in d.remote_id.split(",")}
+        return [i for i in await streamer.find_stream(stream) if i not in posted]
 
     async def _behind(self, run: Run) -> bool:
         """Whether the run's reply is not streamed here: a stream of an earlier life of it

@@ -8,8 +8,6 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from runtime import ScriptedProvider
 from tests.channels.discord.test_channel import running
 from tests.fakes.bystander import bystander
@@ -105,7 +103,6 @@ async def test_a_file_a_tool_made_is_attached_once(tmp_path: Path) -> None:
         assert await d.channel.deliverer.reconcile(delivery) == attached["id"]  # type: ignore[union-attr]
 
 
-@pytest.mark.xfail(strict=True, reason="chaos finding 27: the notice is taken for the stream")
 async def test_the_notice_of_a_refused_file_stays_when_discord_failed_both_posts(
         tmp_path: Path) -> None:
     """Chaos finding 27 (seed 16, Discord failing as the run started and ended): the
