@@ -283,7 +283,7 @@ async def _store(stack: AsyncExitStack, plan: Plan, work: Path, env: dict[str, s
         data = None
         if small_disk:  # the server's data on a small disk: a cluster, its WAL, and room
             disk = await stack.enter_async_context(
-                SmallDisk(work / "postgres", 256 + int(plan.seconds / 5)))
+                SmallDisk(work / "postgres-server", 256 + int(plan.seconds / 5)))
             shutil.chown(disk.folder, "postgres", "postgres")
             data, outages["disk_full"] = disk.folder / "data", DiskFull(disk)
         try:
