@@ -12,7 +12,9 @@ position and version checks stop this one's next write on that thread).
 The store renews every lease it has of a holder, so one this runtime let go of, or failed
 to take, while the store was out of reach (the store may have done it all the same) would
 be renewed with the others for as long as the process lives: such a lease is *stray*, and
-is given up again with the next renewal until the store says it is done.
+is given up again with the next renewal until the store says it is done. So is one reported
+lost: the store may have it still (it counts a lease's time from when it renewed it, after
+this runtime asked; a renewal may have landed whose answer was lost).
 """
 
 from __future__ import annotations
@@ -210,6 +212,7 @@ class Leases:
                     self._held[name] = asked + self.ttl_s
                 elif self._held[name] <= self._clock():
                     del self._held[name]
+                    self._strays.add(name)  # the store may have it still
                     log.error("lease %s was lost (not renewed in time): another process may "
                               "take it over", name)
                     lost = self._on_lost.pop(name, None)

@@ -284,14 +284,19 @@ class Workers(Driving):
             failed = True
             log.exception("the worker for thread %r stopped", thread_id)
         finally:
-            if thread_id not in self._parked:
-                with contextlib.suppress(StoreError):
-                    await self._leases.release(thread_lease(thread_id))
-            self._listed.pop(thread_id, None)
-            self._tasks.pop(thread_id, None)
-            if failed and thread_id in self._dirty and not self.closing:
-                # Someone asked for this thread after the failed attempt began: look again.
-                self.kick(thread_id)
+            try:
+                if thread_id not in self._parked:
+                    with contextlib.suppress(StoreError):
+                        await self._leases.release(thread_lease(thread_id))
+            finally:
+                # Whatever the release raised: a thread left in ``_tasks`` would look busy
+                # for good, and no kick (nor the look for orphans) would start it again.
+                self._listed.pop(thread_id, None)
+                self._tasks.pop(thread_id, None)
+                if failed and thread_id in self._dirty and not self.closing:
+                    # Someone asked for this thread after the failed attempt began: look
+                    # again.
+                    self.kick(thread_id)
 
     async def _next_runs(self, thread_id: str) -> list[Run]:
         """The thread's runs to drive now: a run already under way first (one stopped at a

@@ -83,3 +83,36 @@ async def test_a_stray_taken_again_is_kept() -> None:
             assert await held(seen) == {"thread:t"} and leases.holds("thread:t")
         finally:
             await leases.close()
+
+
+async def test_a_lease_lost_in_a_cut_that_the_store_still_has_is_given_up() -> None:
+    """A lease reported lost (not renewed in time) that the store has for this runtime all
+    the same: its expiry counts from when the server renewed it, after the runtime asked,
+    and a renewal may land whose answer the cut lost (here: the store extends it while the
+    runtime cannot reach it). Once the store is back, the runtime's other leases' renewal
+    would keep it with them for good, its thread held by a live replica that does not know
+    it has it; it is given up instead."""
+    async with fresh_schema() as schema, cuttable() as (proxy, dsn), \
+            PostgresStore(PG_DSN, schema=schema, pool_size=2) as seen, \
+            PostgresStore(dsn, schema=schema, pool_size=2) as store:
+        lost = asyncio.Event()
+        leases = Leases(store, "r0", TTL_S)
+        try:
+            assert await leases.take("thread:t", lost=lost.set) is None
+            proxy.cut()
+            # The renewal that landed, its answer lost: the store has the lease for longer.
+            assert await seen.take_lease("thread:t", leases.holder, 10 * TTL_S) is None
+            async with asyncio.timeout(WAIT_S):
+                await lost.wait()
+            assert not leases.holds("thread:t")
+            proxy.restore()
+            # Another lease taken (the runtime's heartbeat takes its own): the renewal goes on.
+            assert await leases.take("instance:r0") is None
+
+            async def given_up() -> bool:
+                return await held(seen) == {"instance:r0"}
+
+            await until(given_up)  # before, it was renewed with the instance's, for good
+            assert leases.holds("instance:r0")
+        finally:
+            await leases.close()

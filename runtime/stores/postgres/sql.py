@@ -28,9 +28,13 @@ __all__ = ["CHECKPOINT", "ERRORS", "LIST_THREADS", "TOLD_CHECKPOINT", "UNREACHAB
            "checkpoint_args", "configure", "decode_text", "encode_text", "keep", "list_runs_sql",
            "update_pending", "write_checkpoint"]
 
-ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
-"""What asyncpg raises: the server's errors, a misused or lost connection, the network, a
-connection that took too long to make."""
+ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, OSError,
+          TimeoutError)
+"""What asyncpg raises: the server's errors, a misused or lost connection, a connection whose
+protocol is out of step (a server shutting down sends an idle connection its last error,
+``terminating connection due to administrator command``, and a query made on it before it
+is seen closed meets ``InternalClientError``: "another operation is in progress"), the
+network, a connection that took too long to make."""
 
 UNREACHABLE = (OSError, asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError,
                asyncpg.AdminShutdownError, asyncpg.CrashShutdownError,
