@@ -143,8 +143,10 @@ class ScheduleBook:
         thread_id: str,
         origin: Origin,
         request_key: str,
+        paused: bool = False,
     ) -> Schedule:
-        """A new chat schedule that delivers to ``origin``, in the thread it was made in."""
+        """A new chat schedule that delivers to ``origin``, in the thread it was made in
+        (``paused``: made paused, it fires only once resumed)."""
         await self.load()
         for record in self._records.values():
             if record.request_key == request_key and record.origin == "chat":
@@ -173,7 +175,7 @@ class ScheduleBook:
             name=name, origin="chat", created_by=thread_id, request_key=request_key,
             spec={"config": config.model_dump(exclude_defaults=True),
                   "origin": origin.model_dump()},
-            since=now.timestamp(), created_at=now.timestamp())
+            since=now.timestamp(), created_at=now.timestamp(), paused=paused)
         await self.save([record])
         self._chat[name] = schedule
         await self._changed()

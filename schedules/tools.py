@@ -41,18 +41,19 @@ def schedule_tools() -> list[Tool]:
 
 
 async def _create(ctx: ToolContext, name: str, cron: str, prompt: str,
-                  timezone: str | None = None) -> dict[str, Any]:
+                  timezone: str | None = None, paused: bool = False) -> dict[str, Any]:
     """Create a recurring job in this conversation: each time the 5-field crontab
     `cron` (minute hour day-of-month month day-of-week, Sunday = 0) matches in
     `timezone` (an IANA name; default the agent's), `prompt` is sent as a message here
-    and the answer is posted here. "Every Monday at 8:00" is "0 8 * * 1"."""
+    and the answer is posted here. "Every Monday at 8:00" is "0 8 * * 1". `paused`:
+    create it paused (it fires only once resumed with schedule_resume)."""
     book = _book(ctx)
     run = await book.runs.get_run(ctx.run_id)
     if (run.idempotency_key or "").startswith("schedule:"):
         raise ScheduleError("refused: a run started by a schedule cannot create schedules")
     schedule = await book.create(name=name, cron=cron, prompt=prompt, timezone=timezone,
                                  thread_id=ctx.thread_id, origin=ctx.origin,
-                                 request_key=ctx.idempotency_key)
+                                 request_key=ctx.idempotency_key, paused=paused)
     return {"created": _describe(book, schedule)}
 
 

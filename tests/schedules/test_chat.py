@@ -175,3 +175,26 @@ async def test_the_tools_are_offered_unless_turned_off(tmp_path: Path) -> None:
         async with open_runtime(loaded, recover=False) as rt:
             assert ("schedule_create" in rt.operator.agents.default.tools) is offered
             assert ("schedule_list" in rt.operator.agents.default.tools) is offered
+
+
+async def test_a_schedule_made_paused_from_chat_fires_only_once_resumed(
+        tmp_path: Path) -> None:
+    """"Every minute, but not yet": ``schedule_create`` with ``paused`` (issue 56)."""
+    script = [call("schedule_create", name="tick", cron="* * * * *", prompt="tick",
+                   paused=True),
+              {"text": "made, paused"},
+              call("schedule_resume", name="tick"),
+              {"text": "resumed"},
+              {"text": "tick!"}]
+    clock = Clock(MONDAY_7)
+    async with agent(tmp_path / "m.db", script, clock) as (rt, scheduler, _c):
+        await rt.send("room", "every minute, paused for now", origin=ROOM)
+        (created,) = await results(rt, "room")
+        assert created.content["created"]["paused"] is True
+        assert created.content["created"]["next_fires"] == []
+        clock.now += timedelta(minutes=5)
+        assert await scheduler.fire_due() == []  # made paused: nothing fires
+        await rt.send("room", "go", origin=ROOM)
+        clock.now += timedelta(minutes=1)
+        (fired,) = await scheduler.fire_due()
+        assert (await rt.wait(fired.run.id)).reply == "tick!"
