@@ -191,7 +191,8 @@ async def _serve_once(
                 if await recovering.first(stop, loaded.config.runtime.recovery_before_ready_s):
                     # Made before the channels (the API lists and runs its schedules),
                     # started after them (the catch-up's answers need somewhere to go).
-                    scheduler = Scheduler(app.book, runtime)
+                    scheduler = Scheduler(app.book, runtime,
+                                          channels=loaded.config.chat_channels())
                     channels = [make(runtime, scheduler) for make in factories]
                     await _serve(loaded, app, scheduler, channels, recovering, stop, out, ready)
                 else:

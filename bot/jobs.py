@@ -66,5 +66,5 @@ def status_lines(statuses: Sequence[ScheduleStatus]) -> list[str]:
                      else "    last slot: -")
         if status.skipping and status.skipped_slot is not None:
             lines.append(f"    skipped: {status.skipped_slot.isoformat()}  "
-                         f"{status.skipped_why} (overlap = \"skip\")")
+                         f"{status.skipped_why}")
     return lines

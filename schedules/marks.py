@@ -18,7 +18,8 @@ def decided(name: str, since: datetime, fired: list[tuple[datetime, Run]],
             misfire: str) -> SlotMark:
     """The mark of one fire of ``name``: decided up to ``since``, its newest claimed slot
     and run (``fired``, oldest first), its newest slot held back by ``overlap = "skip"``
-    and why; the missed and held-back slots are logged once here."""
+    (``overlap = "skip"``, or a slot that cannot run) and why; the missed and held-back
+    slots are logged once here."""
     if fired:
         log.info("schedule %r: %s", name, ", ".join(
             f"{slot.isoformat()} -> run {run.id}" for slot, run in fired))
@@ -27,8 +28,8 @@ def decided(name: str, since: datetime, fired: list[tuple[datetime, Run]],
                     name, len(missed), misfire, missed[-1].isoformat())
     mark = SlotMark(name=name, since=since.timestamp())
     if held_back:
-        log.warning("schedule %r: slot %s skipped: %s (overlap = \"skip\")", name,
-                    held_back[-1].isoformat(), blocked)
+        log.warning("schedule %r: slot %s skipped: %s", name, held_back[-1].isoformat(),
+                    blocked)
         mark = mark.model_copy(update={"skipped_slot": held_back[-1].timestamp(),
                                        "skipped_why": blocked})
     if fired:

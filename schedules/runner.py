@@ -95,8 +95,12 @@ class Scheduler:
         clock: Clock | None = None,
         timers: bool = True,
         refresh_s: float = 10.0,
+        channels: Sequence[str] | None = None,
     ) -> None:
         self.book = book
+        self.channels = channels
+        """The chat channels configured (None: not known, any): a slot whose schedule
+        delivers elsewhere is skipped, with why."""
         self.runtime = runtime
         self.clock = clock or book.clock
         self.timers = timers
@@ -240,7 +244,7 @@ class Scheduler:
             # overlap = "skip": while the run of an earlier slot waits for a person's
             # decision, a slot due now is decided as skipped, not queued behind it (one more
             # run a minute for `* * * * *`, each waiting for the same person).
-            blocked = await self._still_running(schedule)
+            blocked = self._cannot_run(schedule) or await self._still_running(schedule)
             held_back, due = (due, []) if blocked is not None else ([], due)
             fired = await self._claim(schedule, due, now)
             skipped = [slot for slot in slots if slot not in due]
@@ -300,7 +304,21 @@ class Scheduler:
             except NotFound:
                 continue
             if run.state is RunState.AWAITING_APPROVAL:
-                return f"the previous run {run.id} is still awaiting approval"
+                return f"the previous run {run.id} is still awaiting approval " \
+                    '(overlap = "skip")'
+        return None
+
+    def _cannot_run(self, schedule: Schedule) -> str | None:
+        """Why a slot of ``schedule`` cannot run here, so it is skipped and costs nothing:
+        its agent, or the channel it delivers to, is no longer configured (a chat schedule
+        made before the config changed); None if it can."""
+        agent = schedule.config.agent
+        if agent is not None and self.runtime.operator.agents.get(agent) is None:
+            return f"its agent {agent!r} is not configured"
+        channel = schedule.origin.channel
+        if schedule.origin.target and self.channels is not None \
+                and channel not in self.channels:
+            return f"it delivers to {channel}, which is not configured"
         return None
 
     def _mark(self, name: str, now: datetime) -> datetime:

@@ -58,7 +58,7 @@ async def test_slots_while_a_run_waits_for_approval_are_skipped_with_why(
             clock.now = T0 + minutes * MINUTE
             assert await scheduler.fire_due(woken="tick") == []
         assert [r.id for r in await rt.records.runs()] == [waiting.id]  # nothing queued behind it
-        why = f"the previous run {waiting.id} is still awaiting approval"
+        why = f'the previous run {waiting.id} is still awaiting approval (overlap = "skip")'
         (status,) = await statuses(scheduler.book)
         assert status.skipping and status.skipped_why == why
         assert status.skipped_slot == T0 + 3 * MINUTE
@@ -114,3 +114,25 @@ async def test_maiden_schedules_says_a_slot_was_skipped(
     else:
         assert skipped == [f"    skipped: 2026-03-02T08:01:00+00:00  the previous run "
                            f"{waiting.id} is still awaiting approval (overlap = \"skip\")"]
+
+
+async def test_a_slot_whose_agent_or_channel_is_gone_is_skipped_with_why(
+        tmp_path: Path) -> None:
+    """A chat schedule made before the config changed: its agent, or the channel it
+    answers in, is no longer there. Its slot is recorded skipped, with why, and costs
+    nothing (issue 56: a slot that cannot run)."""
+    clock = Clock(T0)
+    async with SQLiteStore(tmp_path / "m.db") as store, \
+            Runtime(store, EchoProvider()) as rt:
+        gone = [ScheduleConfig(name="eng", cron="* * * * *", prompt="p", agent="eng"),
+                ScheduleConfig(name="slack", cron="* * * * *", prompt="p",
+                               deliver="slack:C1")]
+        book = ScheduleBook(store, load_schedules(gone, default_timezone="UTC",
+                                                  channels=["slack"]), clock=clock)
+        async with Scheduler(book, rt, timers=False, clock=clock, channels=[]) as scheduler:
+            clock.now = T0 + MINUTE
+            assert await scheduler.fire_due() == []
+            skipped = {s.schedule.name: s.skipped_why for s in await statuses(book)}
+        assert await rt.records.runs() == []
+    assert skipped == {"eng": "its agent 'eng' is not configured",
+                       "slack": "it delivers to slack, which is not configured"}
