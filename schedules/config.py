@@ -44,6 +44,10 @@ class ScheduleConfig(BaseModel):
     max_catchup: int = Field(default=10, ge=1, le=1000,
                              description='misfire = "all": at most this many missed slots run')
     enabled: bool = Field(default=True, description="false: listed, but never fired")
+    jitter_s: float = Field(default=0.0, ge=0.0, le=300.0, description=(
+        "each slot fires up to this many seconds late, the same in every replica (drawn "
+        "from the name and the slot): jobs made for the same minute do not all start at "
+        "once"))
     agent: str | None = Field(default=None, description=(
         "the agent that runs it (else where [[routes]] send it, else the default agent)"))
 

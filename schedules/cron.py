@@ -22,6 +22,7 @@ agree.
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections.abc import Iterator
 from datetime import UTC, datetime, time, timedelta
 from typing import Literal
@@ -29,8 +30,8 @@ from zoneinfo import ZoneInfo
 
 from .crontab import Cron, parse_crontab
 
-__all__ = ["Cron", "MisfirePolicy", "last_slot", "misfire", "next_fires", "parse_crontab",
-           "slot_key", "slots_between"]
+__all__ = ["Cron", "MisfirePolicy", "due_until", "jitter", "last_slot", "misfire",
+           "next_fires", "parse_crontab", "slot_key", "slots_between"]
 
 MisfirePolicy = Literal["skip", "once", "all"]
 
@@ -195,3 +196,27 @@ def due_slots(slots: list[datetime], policy: MisfirePolicy, max_catchup: int, *,
         older = misfire("all", slots[:-1], max_catchup - 1) if policy == "all" else []
         return [*older, slots[-1]]
     return misfire(policy, slots, max_catchup)
+
+
+def jitter(name: str, slot: datetime, jitter_s: float) -> timedelta:
+    """How long after ``slot`` the schedule ``name`` fires it (``jitter_s``: up to that
+    many seconds), the same in every process: drawn from the schedule's name and the slot,
+    so that jobs made for the same minute do not all start at once, and every replica
+    waits the same."""
+    if jitter_s <= 0:
+        return timedelta(0)
+    drawn = int.from_bytes(hashlib.sha256(f"{name}:{slot.isoformat()}".encode()).digest()[:8])
+    return timedelta(milliseconds=drawn % int(jitter_s * 1000))
+
+
+def due_until(cron: Cron, name: str, jitter_s: float, mark: datetime, now: datetime
+              ) -> datetime:
+    """How far the slots after ``mark`` are due at ``now``: ``now``, or just before the
+    first slot whose ``jitter`` has not passed yet (its own alarm fires it, after the ones
+    before it)."""
+    if jitter_s <= 0:
+        return now
+    recent = slots_between(cron, max(mark, now - timedelta(seconds=jitter_s)), now,
+                           limit=1000)
+    waiting = [slot for slot in recent if slot + jitter(name, slot, jitter_s) > now]
+    return waiting[0] - timedelta(microseconds=1) if waiting else now

@@ -41,13 +41,14 @@ from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler  # type: ignore[import-untyped]
 
-from runtime import MaidenError, NotFound, Run, RunState, Runtime, ScheduleRecord, SlotMark
+from runtime import MaidenError, NotFound, Run, Runtime, ScheduleRecord, SlotMark
 
 from .book import Clock, ScheduleBook, ScheduleError
 from .config import Schedule
-from .cron import due_slots, slot_key, slots_between
+from .cron import due_slots, due_until, jitter, slot_key, slots_between
 from .hooks import take
 from .marks import decided, later
+from .skips import cannot_run, still_running
 from .status import slot_history, statuses
 from .trigger import SlotTrigger
 
@@ -236,15 +237,20 @@ class Scheduler:
         async with self._locks.setdefault(name, asyncio.Lock()):
             self._marks[name] = mark = self._mark(name, now)
             cap = schedule.config.max_catchup
+            now = due_until(schedule.cron, name, schedule.config.jitter_s, mark, now)
             slots = slots_between(schedule.cron, mark, now, limit=cap + 1)
             if not slots:
                 return [], None
+            late = now - slots[-1] - jitter(name, slots[-1], schedule.config.jitter_s)
             due = due_slots(slots, schedule.config.misfire, cap,
-                            on_time=on_time or now - slots[-1] <= ON_TIME)
+                            on_time=on_time or late <= ON_TIME)
             # overlap = "skip": while the run of an earlier slot waits for a person's
             # decision, a slot due now is decided as skipped, not queued behind it (one more
             # run a minute for `* * * * *`, each waiting for the same person).
-            blocked = self._cannot_run(schedule) or await self._still_running(schedule)
+            record = self.book.record(name)
+            blocked = cannot_run(schedule, self.runtime.operator.agents.get, self.channels) \
+                or await still_running(schedule, self.runtime.records, [
+                    self._last_runs.get(name), record.last_run_id if record else None])
             held_back, due = (due, []) if blocked is not None else ([], due)
             fired = await self._claim(schedule, due, now)
             skipped = [slot for slot in slots if slot not in due]
@@ -288,38 +294,6 @@ class Scheduler:
         else:
             self._marks[name] = now
         return fired
-
-    async def _still_running(self, schedule: Schedule) -> str | None:
-        """Why a slot of ``schedule`` due now is skipped: its last slot's run waits for an
-        approval (``overlap = "skip"``, the default); None if it may run. A run that is
-        only queued or running is not waited on here: it ends by itself, and the slot's run
-        follows it on the thread, as before."""
-        if schedule.config.overlap == "queue":
-            return None
-        record = self.book.record(schedule.name)
-        ids = {self._last_runs.get(schedule.name), record.last_run_id if record else None}
-        for run_id in sorted(i for i in ids if i is not None):
-            try:
-                run = await self.runtime.records.get_run(run_id)
-            except NotFound:
-                continue
-            if run.state is RunState.AWAITING_APPROVAL:
-                return f"the previous run {run.id} is still awaiting approval " \
-                    '(overlap = "skip")'
-        return None
-
-    def _cannot_run(self, schedule: Schedule) -> str | None:
-        """Why a slot of ``schedule`` cannot run here, so it is skipped and costs nothing:
-        its agent, or the channel it delivers to, is no longer configured (a chat schedule
-        made before the config changed); None if it can."""
-        agent = schedule.config.agent
-        if agent is not None and self.runtime.operator.agents.get(agent) is None:
-            return f"its agent {agent!r} is not configured"
-        channel = schedule.origin.channel
-        if schedule.origin.target and self.channels is not None \
-                and channel not in self.channels:
-            return f"it delivers to {channel}, which is not configured"
-        return None
 
     def _mark(self, name: str, now: datetime) -> datetime:
         """Where the slots still to decide start: the latest of what this process decided
@@ -395,7 +369,8 @@ class Scheduler:
                 job.remove()
         for name, schedule in wanted.items():
             if self.aps.get_job(name) is None:
-                self.aps.add_job(self._wake, trigger=SlotTrigger(schedule.cron), args=[name],
+                self.aps.add_job(self._wake, trigger=SlotTrigger(
+                    schedule.cron, name=name, jitter_s=schedule.config.jitter_s), args=[name],
                                  id=name, name=f"schedule {name}")
 
     async def _wake(self, name: str) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from apscheduler.triggers.base import BaseTrigger  # type: ignore[import-untyped]
 
-from .cron import next_fires
+from .cron import jitter, next_fires
 from .crontab import Cron, parse_crontab
 
 __all__ = ["SlotTrigger"]
@@ -23,10 +23,13 @@ class SlotTrigger(BaseTrigger):  # type: ignore[misc]
     """APScheduler 3 trigger for a schedule: fires at each slot of ``cron``, and nowhere
     else."""
 
-    __slots__ = ("cron",)
+    __slots__ = ("cron", "jitter_s", "name")
 
-    def __init__(self, cron: Cron) -> None:
+    def __init__(self, cron: Cron, *, name: str = "", jitter_s: float = 0.0) -> None:
         self.cron = cron
+        self.name = name
+        self.jitter_s = jitter_s
+        """Each slot's alarm goes off ``jitter(name, slot, jitter_s)`` after it."""
 
     def get_next_fire_time(self, previous_fire_time: datetime | None,
                            now: datetime) -> datetime | None:
@@ -38,15 +41,22 @@ class SlotTrigger(BaseTrigger):  # type: ignore[misc]
         after = now - timedelta(microseconds=1)
         if previous_fire_time is not None:
             after = max(after, previous_fire_time)
-        fires = next_fires(self.cron, after, 1)
-        return fires[0] if fires else None
+        if self.jitter_s <= 0:
+            fires = next_fires(self.cron, after, 1)
+            return fires[0] if fires else None
+        # A slot a little before ``after`` may still have its alarm to come.
+        alarms = [slot + jitter(self.name, slot, self.jitter_s) for slot in next_fires(
+            self.cron, after - timedelta(seconds=self.jitter_s), 8)]
+        return min((alarm for alarm in alarms if alarm > after), default=None)
 
     def __getstate__(self) -> dict[str, Any]:
         # A persistent job store pickles triggers: the line and zone are enough to rebuild.
-        return {"version": 1, "expr": self.cron.expr, "timezone": self.cron.timezone}
+        return {"version": 1, "expr": self.cron.expr, "timezone": self.cron.timezone,
+                "name": self.name, "jitter_s": self.jitter_s}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.cron = parse_crontab(state["expr"], state["timezone"])
+        self.name, self.jitter_s = state.get("name", ""), state.get("jitter_s", 0.0)
 
     def __str__(self) -> str:
         return f"slots[{self.cron.expr!r} in {self.cron.timezone}]"

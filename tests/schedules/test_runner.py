@@ -16,7 +16,7 @@ import pytest
 
 from runtime import EchoProvider, NotFound, RunStarted, Runtime, SQLiteStore
 from schedules import Schedule, ScheduleBook, ScheduleConfig, Scheduler, load_schedules
-from schedules.cron import next_fires, slot_key
+from schedules.cron import jitter, next_fires, parse_crontab, slot_key
 from schedules.trigger import SlotTrigger
 from tests.clock import Clock
 
@@ -280,3 +280,42 @@ async def test_a_claim_whose_record_a_crash_lost_is_not_a_missed_slot(tmp_path: 
         (status,) = [r for r in await rt.records.schedule_records() if r.name == "daily"]
         assert status.last_run_id == claimed.id
         assert len(await slot_runs(rt, "daily")) == 1
+
+
+async def test_a_jittered_slot_fires_its_jitter_late_once_in_every_replica(
+        tmp_path: Path) -> None:
+    """``jitter_s`` (issue 56): jobs made for the same minute do not all start at once;
+    each slot fires up to that long late, the same in every process, and once."""
+    clock = Clock(T0 - MINUTE)
+    defined = schedules({"name": "a", "cron": "0 8 * * *", "prompt": "p", "jitter_s": 60},
+                        {"name": "b", "cron": "0 8 * * *", "prompt": "p", "jitter_s": 60})
+    late = {name: jitter(name, T0, 60) for name in "ab"}
+    assert late["a"] != late["b"] and all(timedelta(0) <= d < MINUTE for d in late.values())
+    async with opened(tmp_path / "m.db") as (store, rt), \
+            scheduler(store, rt, defined, clock) as one, \
+            scheduler(store, rt, defined, clock) as two:
+        assert await one.fire_due() == []
+        first, second = sorted("ab", key=late.__getitem__)
+        clock.now = T0 + late[first] - timedelta(milliseconds=1)
+        assert await one.fire_due() == [] and await two.fire_due() == []  # not yet
+        clock.now = T0 + late[first]
+        assert [f.schedule for f in await one.fire_due()] == [first]
+        assert await two.fire_due() == []  # claimed once
+        clock.now = T0 + late[second]
+        assert [f.schedule for f in await two.fire_due()] == [second]
+        clock.now = T0 + 2 * MINUTE
+        assert await one.fire_due() == [] and await two.fire_due() == []
+        counts = {name: await slot_runs(rt, name) for name in "ab"}
+    assert all(list(c.values()) == [1] for c in counts.values()), counts
+
+
+def test_the_trigger_sets_each_slots_alarm_its_jitter_late() -> None:
+    cron = parse_crontab("0 * * * *", "UTC")
+    trigger = SlotTrigger(cron, name="hourly", jitter_s=120)
+    alarm = trigger.get_next_fire_time(None, T0 - MINUTE)
+    assert alarm == T0 + jitter("hourly", T0, 120)
+    # Asked just after the slot, before its alarm: that alarm is still to come.
+    assert trigger.get_next_fire_time(None, T0 + timedelta(microseconds=1)) == alarm
+    following = T0 + timedelta(hours=1)
+    assert trigger.get_next_fire_time(alarm, alarm) == following + jitter(
+        "hourly", following, 120)
