@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from .client import Client
+from .hooks import Hooks
 from .invariants import Stored, Violation
 from .plan import Plan
 from .resumes import Resumer
@@ -22,6 +23,7 @@ class Operators:
     def __init__(self, plan: Plan, replicas: list[Replica], client: Client,
                  history: History, workload: Workload) -> None:
         self.runs_now = RunsNow(plan, replicas, client, history)
+        self.hooks = Hooks(plan.hooks, plan.seed, replicas, client.http, history)
         self.resumer = Resumer(workload, client, history)
         self.workload = workload
         self._watch: asyncio.Task[None] | None = None
@@ -30,7 +32,7 @@ class Operators:
         """The runs now at their times, the failed runs watched meanwhile (returns once the
         last run now is sent; the watch goes on until ``settle``)."""
         self._watch = asyncio.create_task(self.resumer.watch())
-        await self.runs_now.run()
+        await asyncio.gather(self.runs_now.run(), self.hooks.run())
 
     async def settle(self, timeout_s: float) -> None:
         """No more resumes, and every request in flight answered (each bounded)."""
@@ -38,6 +40,7 @@ class Operators:
             self._watch.cancel()
             await asyncio.gather(self._watch, return_exceptions=True)
         await self.runs_now.drain(timeout_s)
+        await self.hooks.drain(timeout_s)
         await self.resumer.drain(timeout_s)
 
     async def read(self, stored: Stored) -> None:
@@ -49,7 +52,8 @@ class Operators:
         stored.details.update(self.resumer.details)
 
     def check(self, stored: Stored, kept: Kept) -> list[Violation]:
-        return self.runs_now.check(stored, kept) + self.resumer.check()
+        return self.runs_now.check(stored, kept) + self.hooks.check(stored, kept) \
+            + self.resumer.check()
 
     def lines(self, kept: Kept) -> list[str]:
-        return [self.runs_now.summary(kept), self.resumer.summary()]
+        return [self.runs_now.summary(kept), self.hooks.summary(kept), self.resumer.summary()]

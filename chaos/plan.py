@@ -18,6 +18,7 @@ from typing import Any, Literal
 from .chat_toggles import draw_chat_runs, draw_chat_toggles
 from .discord_plan import DiscordActs, draw_discord_acts
 from .files import draw_files, draw_more_files
+from .hook_plan import HookSend, draw_hooks
 from .slack_plan import Command, Stop, Vote, draw_slack
 
 __all__ = ["TOOLS", "Command", "Decide", "Fault", "Op", "Plan", "RunNow", "Stop", "Toggle",
@@ -139,6 +140,7 @@ class Plan:
     faults: list[Fault] = field(default_factory=list)
     toggles: list[Toggle] = field(default_factory=list)
     runs_now: list[RunNow] = field(default_factory=list)
+    hooks: list[HookSend] = field(default_factory=list)  # webhook deliveries (chaos/hooks.py)
     slack_http: list[int] = field(default_factory=list)  # replicas taking Slack over HTTP
     stops: list[Stop] = field(default_factory=list)  # Slack runs stopped (chaos/slack_plan.py)
     votes: list[Vote] = field(default_factory=list)
@@ -157,12 +159,14 @@ class Plan:
         faults = [Fault(**f) for f in raw.pop("faults")]
         toggles = [Toggle(**t) for t in raw.pop("toggles", [])]  # none in older plans
         runs_now = [RunNow(**r) for r in raw.pop("runs_now", [])]
+        hooks = [HookSend(**h) for h in raw.pop("hooks", [])]
         stops = [Stop(**s) for s in raw.pop("stops", [])]
         votes = [Vote(**v) for v in raw.pop("votes", [])]
         commands = [Command(**c) for c in raw.pop("commands", [])]
         discord_acts = DiscordActs.load(raw.pop("discord_acts", {}))
         return cls(**raw, ops=ops, faults=faults, toggles=toggles, runs_now=runs_now,
-                   stops=stops, votes=votes, commands=commands, discord_acts=discord_acts)
+                   hooks=hooks, stops=stops, votes=votes, commands=commands,
+                   discord_acts=discord_acts)
 
 
 def make_plan(seed: int, seconds: float, store: str, replicas: int) -> Plan:
@@ -205,6 +209,7 @@ def make_plan(seed: int, seconds: float, store: str, replicas: int) -> Plan:
     _discord(random.Random(f"{seed}:{store}:discord"), plan)
     _responses(random.Random(f"{seed}:{store}:responses"), plan, http, owner)
     _runs_now(random.Random(f"{seed}:{store}:runs-now"), plan)
+    plan.hooks = draw_hooks(random.Random(f"{seed}:{store}:hooks"), seconds, replicas)
     plan.faults = sorted(plan.faults + _skews(random.Random(f"{seed}:{store}:skew"), seconds,
                                               replicas), key=lambda f: f.at)
     platforms: tuple[FaultKind, ...] = ("slack", "discord")

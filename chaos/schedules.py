@@ -273,7 +273,9 @@ class Schedules:
             slots[parts[1]][slot].append(run)
             by_run[run.id] = (parts[1], slot)
         ticks: dict[tuple[str, float], list[dict[str, Any]]] = defaultdict(list)
-        manual = {r.id for r in kept.runs if manual_run(r)}  # chaos/runnow.py checks them
+        # chaos/runnow.py and chaos/hooks.py check those
+        manual = {r.id for r in kept.runs if manual_run(r)
+                  or (r.idempotency_key or "").startswith("hook:")}
         for line in stored.ledger:
             if line["tool"] == "tick" and line["applied"] and line["run"] not in manual:
                 where = by_run.get(line["run"]) or _fresh(line.get("thread", ""))

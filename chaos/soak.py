@@ -42,6 +42,7 @@ from .disk import SmallDisk
 from .faults import Faults
 from .files import FILES_TOML
 from .files_checks import blob_digests, check_downloads, check_files, files_summary
+from .hooks import HOOK_SECRET, hooks_toml
 from .invariants import ACTIVE, Stored, check
 from .model import Model
 from .operators import Operators
@@ -143,7 +144,8 @@ async def soak(plan: Plan, work: Path, *, own_server: bool = False,
                 FakeDiscord(with_jobs_channel(discord_world(plan.people)), wait=10.0))
             env.update(discord_env(discord))
             extra += discord_toml(discord, plan.people)
-        extra += delivering_toml(fake, discord)
+        extra += delivering_toml(fake, discord) + hooks_toml()
+        env["CHAOS_HOOK_SECRET"] = HOOK_SECRET
         for i in range(plan.replicas):
             home = work / plan.store / f"r{i}"
             slack = slack_toml(fake, plan.people, http=i in plan.slack_http) if fake else ""
