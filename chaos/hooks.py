@@ -169,5 +169,5 @@ class Hooks:
         runs = sum(1 for r in kept.runs if hook_run(r.idempotency_key))
         lost = sum(sent.lost for sent in self.sent.values())
         return (f"  hooks      {len(self.sent)} deliveries ({again} delivered again, {unsigned}"
-                f" unsigned), {', '.join(f'{k} {v}' for k, v in sorted(statuses.items()))}"
+                f" unsigned), {', '.join(f'{k} {v}' for k, v in sorted(statuses.items()))},"
                 f" {lost} unanswered; {runs} runs made")
