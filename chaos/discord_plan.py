@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+from .ops import Drawing
 from .slack_plan import Vote
-
-if TYPE_CHECKING:
-    from .plan import Plan
 
 __all__ = ["DiscordActs", "DiscordCommand", "DiscordStop", "draw_discord_acts"]
 
@@ -65,7 +63,7 @@ class DiscordActs:
                    [DiscordCommand(**c) for c in raw.get("commands", [])])
 
 
-def draw_discord_acts(seed: int, plan: Plan, places: list[str]) -> None:
+def draw_discord_acts(seed: int, plan: Drawing, places: list[str]) -> None:
     """The Discord clicks, stops, votes and commands of ``plan`` (none without Discord)."""
     ops = [op for op in plan.ops if op.route == "discord"]
     if not ops:

@@ -28,12 +28,10 @@ import base64
 import random
 import struct
 import zlib
-from typing import TYPE_CHECKING
 
 from tests.samples import pdf
 
-if TYPE_CHECKING:
-    from .plan import Op, Plan
+from .ops import Drawing, Op
 
 __all__ = ["FILES", "FILES_TOML", "REFUSED", "REPORT", "draw_files", "draw_more_files",
            "media_type", "refused", "report_data", "report_name"]
@@ -110,7 +108,7 @@ def report_data(tag: str) -> bytes:
     return f"chaos report for {tag}\n".encode()
 
 
-def draw_files(seed: int, plan: Plan) -> None:
+def draw_files(seed: int, plan: Drawing) -> None:
     """Mark the plan's messages that carry a file (``op.files``) and those that ask for a
     report last (``report`` appended to ``op.steps``); a schedule tool's message neither."""
     rng = random.Random(f"{seed}:{plan.store}:files")
@@ -130,7 +128,7 @@ HOLD_SHARE = 0.15  # of the others: its download held half-way, and the download
 VIA = [(0.55, "multipart"), (0.85, "json"), (1.0, "cli")]  # how an HTTP message's file goes
 
 
-def draw_more_files(seed: int, plan: Plan) -> None:
+def draw_more_files(seed: int, plan: Drawing) -> None:
     """The PDF, the refused files, how an HTTP message carries its file (``op.via``),
     Slack's sign-in page and its held downloads, from their own stream (three draws for
     every message, so one message's draws never shift another's). ``maiden send`` takes no

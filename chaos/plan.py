@@ -19,13 +19,12 @@ from .chat_toggles import draw_chat_runs, draw_chat_toggles
 from .discord_plan import DiscordActs, draw_discord_acts
 from .files import draw_files, draw_more_files
 from .hook_plan import HookSend, draw_hooks
+from .ops import Decide, Op, Route
 from .slack_plan import Command, Stop, Vote, draw_slack
 
 __all__ = ["TOOLS", "Command", "Decide", "Fault", "Op", "Plan", "RunNow", "Stop", "Toggle",
            "Vote", "make_plan"]
 
-Route = Literal["http", "http_stream", "openai", "openai_stream", "slack", "discord",
-                "responses", "responses_stream"]
 FaultKind = Literal["kill", "term", "pg_cut", "model_outage", "skew", "slack", "discord",
                     "pg_restart", "disk_full"]
 
@@ -48,43 +47,6 @@ SLACK_CHANNELS = ["C0CHAOS001", "C0CHAOS002", "C0CHAOS003"]
 
 def _pick(rng: random.Random, table: list[tuple[int, Any]]) -> Any:
     return rng.choices([v for _, v in table], weights=[w for w, _ in table])[0]
-
-
-@dataclass
-class Decide:
-    """A person's decision on an approval, ``after_s`` once the run waits for it."""
-
-    approve: bool
-    after_s: float
-    twice: bool = False  # the button clicked again (the same decision, or its opposite)
-
-
-@dataclass
-class Op:
-    """One message: at ``at`` s, ``person`` sends ``text`` to ``thread`` via ``route``
-    (a Slack thread of the plan, ``slack/{seed}/{channel}/sNN``, is a maiden thread
-    once its first message is posted)."""
-
-    at: float
-    tag: str
-    thread: str
-    person: str
-    route: Route
-    replica: int
-    steps: list[list[str]]
-    wait: bool = True
-    cancel_after_s: float | None = None
-    decide: Decide | None = None
-    files: list[str] = field(default_factory=list)  # names of chaos.files.FILES it carries
-    # how its file goes (chaos/files.py): over HTTP "multipart", "json" or "cli" (``maiden
-    # send --file``); in Slack "signin" (its download answers Slack's sign-in page) or
-    # "hold" (its first download held half-way, and the replica downloading it killed)
-    via: str = ""
-
-    @property
-    def text(self) -> str:
-        asks = " then ".join("+".join(turn) for turn in self.steps) or "nothing"
-        return f"[{self.tag}] {self.person} asks for {asks}"
 
 
 @dataclass

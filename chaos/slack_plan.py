@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-if TYPE_CHECKING:
-    from .plan import Plan
+from .ops import Drawing
 
 __all__ = ["COMMANDS", "Command", "Stop", "Vote", "draw_slack"]
 
@@ -65,7 +64,7 @@ class Command:
     replica: int
 
 
-def draw_slack(seed: int, plan: Plan, channels: list[str]) -> None:
+def draw_slack(seed: int, plan: Drawing, channels: list[str]) -> None:
     """The Slack replicas over HTTP, the stops, votes and commands of ``plan``."""
     if not any(op.route == "slack" for op in plan.ops):
         return
