@@ -144,6 +144,7 @@ class ScheduleBook:
         origin: Origin,
         request_key: str,
         paused: bool = False,
+        jitter_s: float = 0.0,
     ) -> Schedule:
         """A new chat schedule that delivers to ``origin``, in the thread it was made in
         (``paused``: made paused, it fires only once resumed)."""
@@ -164,8 +165,11 @@ class ScheduleBook:
         if len(mine) >= self.max_per_thread:
             raise ScheduleError(f"this conversation has {len(mine)} schedules, the most "
                                 "allowed ([schedules_limits] max_per_thread); delete one first")
-        config = ScheduleConfig(name=name, cron=cron, timezone=timezone, prompt=prompt,
-                                thread=thread_id)
+        try:
+            config = ScheduleConfig(name=name, cron=cron, timezone=timezone, prompt=prompt,
+                                    thread=thread_id, jitter_s=jitter_s)
+        except ValidationError as exc:
+            raise ScheduleError("; ".join(str(e["msg"]) for e in exc.errors())) from None
         try:
             schedule = self._parse(config, origin)
         except ConfigError as exc:

@@ -41,19 +41,23 @@ def schedule_tools() -> list[Tool]:
 
 
 async def _create(ctx: ToolContext, name: str, cron: str, prompt: str,
-                  timezone: str | None = None, paused: bool = False) -> dict[str, Any]:
+                  timezone: str | None = None, paused: bool = False,
+                  jitter_s: float = 0.0) -> dict[str, Any]:
     """Create a recurring job in this conversation: each time the 5-field crontab
     `cron` (minute hour day-of-month month day-of-week, Sunday = 0) matches in
     `timezone` (an IANA name; default the agent's), `prompt` is sent as a message here
     and the answer is posted here. "Every Monday at 8:00" is "0 8 * * 1". `paused`:
-    create it paused (it fires only once resumed with schedule_resume)."""
+    create it paused (it fires only once resumed with schedule_resume). `jitter_s` (up
+    to 300): each slot starts up to that many seconds late, for jobs many people set for
+    the same minute."""
     book = _book(ctx)
     run = await book.runs.get_run(ctx.run_id)
     if (run.idempotency_key or "").startswith("schedule:"):
         raise ScheduleError("refused: a run started by a schedule cannot create schedules")
     schedule = await book.create(name=name, cron=cron, prompt=prompt, timezone=timezone,
                                  thread_id=ctx.thread_id, origin=ctx.origin,
-                                 request_key=ctx.idempotency_key, paused=paused)
+                                 request_key=ctx.idempotency_key, paused=paused,
+                                 jitter_s=jitter_s)
     return {"created": _describe(book, schedule)}
 
 

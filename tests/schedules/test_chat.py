@@ -198,3 +198,18 @@ async def test_a_schedule_made_paused_from_chat_fires_only_once_resumed(
         clock.now += timedelta(minutes=1)
         (fired,) = await scheduler.fire_due()
         assert (await rt.wait(fired.run.id)).reply == "tick!"
+
+
+async def test_a_chat_schedule_takes_a_jitter_within_bounds(tmp_path: Path) -> None:
+    script = [call("schedule_create", name="late", cron="0 9 * * *", prompt="p",
+                   jitter_s=400),
+              call("schedule_create", name="spread", cron="0 9 * * *", prompt="p",
+                   jitter_s=45),
+              {"text": "done"}]
+    clock = Clock(MONDAY_7)
+    async with agent(tmp_path / "m.db", script, clock) as (rt, scheduler, _c):
+        await rt.send("room", "every day at 9, spread out", origin=ROOM)
+        refused, made = await results(rt, "room")
+        (schedule,) = scheduler.book.schedules()
+    assert refused.is_error and "300" in str(refused.content)
+    assert not made.is_error and schedule.config.jitter_s == 45
