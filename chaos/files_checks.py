@@ -87,9 +87,15 @@ def _told(sent: Sent, name: str, slack: FakeSlack | None, discord: FakeDiscord |
         return [str(m.get("text")) for m in slack.messages(channel) if m.get("user") == BOT_USER
                 and m.get("thread_ts") == root and said in str(m.get("text") or "")]
     if sent.op.route == "discord" and discord is not None:
+        # Its place may hold other messages that shared a file of that name: the lines that
+        # answer this message (a reply to it), as the Discord deliverer posts them.
         channel, bot = sent.thread.rsplit(":", 1)[-1], discord.world.bot_id
-        return [str(m.get("content")) for m in discord.messages(channel)
-                if m["author"]["id"] == bot and said in str(m.get("content") or "")]
+        messages = discord.messages(channel)
+        asked = {str(m["id"]) for m in messages if m["author"]["id"] != bot
+                 and f"[{sent.op.tag}]" in str(m.get("content") or "")}
+        return [str(m.get("content")) for m in messages
+                if m["author"]["id"] == bot and said in str(m.get("content") or "")
+                and str((m.get("message_reference") or {}).get("message_id")) in asked]
     return None
 
 

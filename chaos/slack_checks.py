@@ -17,7 +17,16 @@ from tests.fakes.slack import BOT_USER, TEAM, FakeSlack
 
 from .invariants import Stored, Violation
 from .plan import Command, Plan
-from .slack_acts import ON_IT, CommandSeen, SlackActs, StopSeen, VoteSeen, channel_of, user_of
+from .slack_acts import (
+    LATER_S,
+    ON_IT,
+    CommandSeen,
+    SlackActs,
+    StopSeen,
+    VoteSeen,
+    channel_of,
+    user_of,
+)
 from .slack_wire import SlackWire
 from .system import APPROVAL_TIMEOUT_S, History
 from .workload import Sent
@@ -144,7 +153,8 @@ def check_acts(acts: SlackActs, sent: dict[str, Sent], stored: Stored,
     out = [v for seen in acts.stops
            if (v := _stop(seen, runs, threads, stored, history)) is not None]
     for command in acts.commands:
-        out += _command(command, _slack_trouble(history, command.at))
+        out += _command(command, _slack_trouble(history, command.at)
+                        or _stopped_meanwhile(history, command.at))
     out += _votes(acts.votes, votes, threads, history)
     return out
 
@@ -282,6 +292,14 @@ def _votes(seen_votes: list[VoteSeen], votes: list[dict[str, Any]], threads: dic
     out += [Violation(4, v["thread_id"], v["run_id"], f"a vote {v['value']} by {v['user']} "
                       "that nobody gave") for v in stored.values()]
     return out
+
+
+def _stopped_meanwhile(history: History, at: float, within_s: float = LATER_S + 1.0) -> bool:
+    """Whether a replica was killed or stopped while a command sent at ``at`` waited for
+    its answer: one acknowledged "On it" then answers from that process, which took it
+    with it (what it did is on record; the person asks again, as with a lost stop line)."""
+    return any(at <= t <= at + within_s for t, kind, _ in history.events
+               if kind in ("kill", "term"))
 
 
 def _slack_trouble(history: History, at: float, before_s: float = 10.0,

@@ -150,8 +150,13 @@ def test_a_refused_file_is_turned_down_over_http_and_said_once_in_discord() -> N
 
     assert found() == ["m80000 (discord, dump.log): its run completed (started); its place "
                        "was told 0 time(s) it could not be read: []"]
-    line = {"author": {"id": "1"}, "content": "I could not read dump.log: it is 80 KB; …"}
+    # The person's message, and the line answering it (a reply to it, as the deliverer
+    # posts it); another message of the place that shared a file of that name, and its line.
+    told.append({"id": "900", "author": {"id": "7"}, "content": "<@1> [m80000] ana asks"})
+    line = {"author": {"id": "1"}, "content": "I could not read dump.log: it is 80 KB; …",
+            "message_reference": {"message_id": "900"}}
     told.append(line)
+    told.append({**line, "message_reference": {"message_id": "901"}})
     assert found() == []
     told.append(line)
     assert len(found()) == 1
