@@ -51,6 +51,7 @@ class ClickSeen:
     answered: int | None = None
     said: str = ""  # what the person was shown (the update's or the line's content)
     channel: str = ""
+    answered_at: float | None = None  # when its callback was seen
 
     @property
     def outcome(self) -> str:
@@ -159,7 +160,7 @@ class DiscordActor:
                                   what="an interaction's answer", timeout=ANSWER_WAIT_S)
         response = self._response(seen.interaction)
         if response is not None:
-            seen.answered = response.type
+            seen.answered, seen.answered_at = response.type, self.history.now()
             seen.said = str((response.data or {}).get("content") or "")
         elif link.ws.closed or session.link is not link:
             seen.said = LOST  # the connection it went to closed before it was answered

@@ -131,12 +131,17 @@ def check_files(plan: Plan, sent: dict[str, Sent], stored: Stored, blobs: list[s
         out.append(Violation(7, "-", None, "Slack's sign-in page is in the store as a file"))
     out += [Violation(7, "-", None, f"the model was shown Slack's sign-in page for {tag}")
             for tag, requests in seen.items() if SIGNED_OUT in requests]
+    # A Slack thread may hold several messages that shared a file of one name maiden does not
+    # read; its lines cannot be told apart (a Discord line answers its message: _told).
+    sharing = Counter((s.thread, _not_read(s)) for s in sent.values()
+                      if s.op.route == "slack" and _not_read(s) is not None)
     for s in sent.values():
         run = by_text.get(s.op.text)
         done = run is not None and run["state"] == "completed"
         rid = run["run_id"] if run else None
         if _not_read(s) is not None:
-            out += _refused(s, run, stored, own, held, slack, discord)
+            out += _refused(s, run, stored, own, held, slack, discord,
+                            sharing=sharing[(s.thread, _not_read(s))] or 1)
         for name in s.op.files if s.op.via == "hold" else ():
             if _digest(FILES[name][:len(FILES[name]) // 2]) in held:
                 out.append(Violation(7, s.thread, rid, f"{s.op.tag}: the half of {name} its "
@@ -166,10 +171,12 @@ def check_files(plan: Plan, sent: dict[str, Sent], stored: Stored, blobs: list[s
 
 
 def _refused(s: Sent, run: dict[str, Any] | None, stored: Stored, own: dict[str, str],
-             held: Counter[str], slack: FakeSlack | None, discord: FakeDiscord | None
-             ) -> list[Violation]:
+             held: Counter[str], slack: FakeSlack | None, discord: FakeDiscord | None, *,
+             sharing: int = 1) -> list[Violation]:
     """A file maiden must not read: turned down with the message over HTTP and by ``maiden
-    send`` (no run); in Slack and Discord, the run goes on and its place is told once."""
+    send`` (no run); in Slack and Discord, the run goes on and its place is told once
+    (``sharing``: the messages of its Slack thread that shared a file of that name, each
+    told once there)."""
     name = _not_read(s)
     assert name is not None
     out: list[Violation] = []
@@ -198,7 +205,7 @@ def _refused(s: Sent, run: dict[str, Any] | None, stored: Stored, own: dict[str,
         return out
     started = any(e["run_id"] == rid and e["kind"] == "user"
                   for e in stored.entries.get(s.thread, ()))
-    if len(told) > 1 or (started and not told):
+    if len(told) > sharing or (started and not told):
         bad(f"its run {run['state']} ({'started' if started else 'never started'}); its "
             f"place was told {len(told)} time(s) it could not be read: {told}")
     return out

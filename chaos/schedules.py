@@ -226,18 +226,20 @@ class Schedules:
     def _state(self, name: str, at: float) -> str | None:
         """What ``name`` was at ``at`` (wall): "active", "paused" (or not made yet), None
         if that is not known."""
-        state = "active" if name in CONFIG_SCHEDULES else "paused"
+        state: str | None = "active" if name in CONFIG_SCHEDULES else "paused"
+        changes = self.changes.get(name, [])
         # In the order they took effect (the HTTP API's, the chat's and the chat tools'
-        # are listed apart).
-        for change in sorted(self.changes.get(name, []),
-                             key=lambda c: c.start if c.end is None else c.end):
+        # are listed apart); two whose spans overlap may have taken effect in either order,
+        # so if they disagree what came of them is not known until a later one.
+        for change in sorted(changes, key=lambda c: c.start if c.end is None else c.end):
             if change.end is None and change.start - MARGIN_S <= at:
                 return None
             if change.end is not None and change.start - MARGIN_S <= at <= change.end + \
                     MARGIN_S:
                 return None
             if change.end is not None and change.end + MARGIN_S < at:
-                state = change.state
+                state = None if any(_overlap(change, other) for other in changes
+                                    if other.state != change.state) else change.state
         return state
 
     def _quiet(self, slot: float, history_wall: list[tuple[float, str, str]]) -> bool:
@@ -358,6 +360,13 @@ class Schedules:
                 f"made from chat; HTTP {_count(self.toggled)}; /maiden "
                 f"{_count(self.chat_toggled) or 'none'}; {len(self.gaps)} time(s) no "
                 "replica up")
+
+
+def _overlap(one: Change, other: Change) -> bool:
+    """Whether two changes' spans (each known to have happened) overlap, with the margin."""
+    return other.end is not None and one.end is not None \
+        and other.start - MARGIN_S <= one.end + MARGIN_S \
+        and one.start - MARGIN_S <= other.end + MARGIN_S
 
 
 def manual_run(run: Run) -> bool:

@@ -216,7 +216,9 @@ async def soak(plan: Plan, work: Path, *, own_server: bool = False,
         for dseen in actor.commands if actor else []:
             if dseen.click is not None and dseen.click.outcome != "not sent":
                 answer = dseen.answers[0] if len(dseen.answers) == 1 else None
-                jobs.follow(dseen.command.text, dseen.click.at, dseen.done, answer)
+                # Answered at once (type 4): done by then; deferred (5): by its edit.
+                done = dseen.click.answered_at if dseen.click.answered == 4 else None
+                jobs.follow(dseen.command.text, dseen.click.at, done or dseen.done, answer)
                 operators.runs_now.follow(dseen.command.text,
                                           f"discord:{dseen.click.interaction}", answer)
         found += jobs.check(workload.sent, stored, kept)

@@ -134,3 +134,25 @@ def test_the_guild_must_hold_maiden_once_with_every_subcommand() -> None:
     assert check_registered(fake())[0].invariant == 1
     assert check_registered(fake(whole, whole))
     assert check_registered(fake({"name": "maiden", "options": [{"name": "status"}]}))
+
+
+def test_changes_whose_spans_overlap_leave_the_state_unknown_after_them() -> None:
+    """The 30-minute pass on seed 7070: a Discord pause answered at once but noted 6 s later
+    and a Slack resume inside that span: either may have come last, so the slot after both
+    is not known to have run while paused."""
+    now = time.time()
+    slots = [float(s) for s in range(int((now - 400) // 60 + 1) * 60, int(now) - 10, 60)]
+    history = History()
+    jobs = Schedules(make_plan(1, 10, "sqlite", 1), [], None, history)  # type: ignore[arg-type]
+    jobs.ended = slots[-1] + 10
+    begin = now - history.now()
+    at = slots[1] + 20 - begin
+    jobs.follow("schedule-pause pulse", at, at + 6.0, "Schedule `pulse` paused.")
+    jobs.follow("schedules resume pulse", at + 3.0, at + 3.5, "Schedule `pulse` resumed.")
+    assert not [w for w in _check(jobs, slots) if "paused" in w]
+    # Apart, in that order, the pause stands after the resume: what ran after is flagged.
+    jobs = Schedules(make_plan(1, 10, "sqlite", 1), [], None, history)  # type: ignore[arg-type]
+    jobs.ended = slots[-1] + 10
+    jobs.follow("schedules resume pulse", at - 30.0, at - 29.5, "Schedule `pulse` resumed.")
+    jobs.follow("schedule-pause pulse", at, at + 0.5, "Schedule `pulse` paused.")
+    assert [w for w in _check(jobs, slots) if "paused" in w]
