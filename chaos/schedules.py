@@ -363,10 +363,10 @@ class Schedules:
 
 
 def _overlap(one: Change, other: Change) -> bool:
-    """Whether two changes' spans (each known to have happened) overlap, with the margin."""
+    """Whether two changes' spans (each known to have happened) overlap: the soak's own
+    clock, when it asked and when it heard back, so either may have taken effect first."""
     return other.end is not None and one.end is not None \
-        and other.start - MARGIN_S <= one.end + MARGIN_S \
-        and one.start - MARGIN_S <= other.end + MARGIN_S
+        and other.start <= one.end and one.start <= other.end
 
 
 def manual_run(run: Run) -> bool:
