@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import faulthandler
 import sys
 
 from runtime import NotFound, RunState
@@ -12,6 +13,9 @@ from ..config import LoadedConfig
 from .common import EXIT_OK, UsageError, report
 
 __all__ = ["COMMANDS"]
+
+EXIT_WITHIN_S = 20.0
+"""How long `maiden run` may take to exit once it has stopped (see ``_run``)."""
 
 _OWN_FILES = 256
 """Descriptors maiden needs besides the HTTP connections (store, channels, tools)."""
@@ -24,6 +28,10 @@ async def _run(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     http = loaded.config.http
     raise_open_files(http.max_connections + _OWN_FILES if http.enabled else 0)
     await serve(loaded, context=args.log_context)
+    # Stopped: what is left is the interpreter's own teardown, which waits for every worker
+    # thread (a sync tool still running, say). Bounded, so that a supervisor's SIGTERM ends
+    # the process: past it, every thread's stack is printed (what held it up) and it exits.
+    faulthandler.dump_traceback_later(EXIT_WITHIN_S, exit=True)
     return EXIT_OK
 
 
