@@ -62,12 +62,18 @@ def _check(jobs: Schedules, slots: list[float]) -> list[str]:
     return [v.what for v in jobs.check({}, stored, Kept(_pulse_runs(slots), records))]
 
 
-def test_a_slot_run_after_a_chat_pause_answered_paused_is_a_violation() -> None:
+def _pulse_jobs() -> tuple[Schedules, list[float], History, float]:
+    """The soak's schedules as the check has them, with the last few minutes' slots."""
     now = time.time()
     slots = [float(s) for s in range(int((now - 400) // 60 + 1) * 60, int(now) - 10, 60)]
     history = History()
     jobs = Schedules(make_plan(1, 10, "sqlite", 1), [], None, history)  # type: ignore[arg-type]
     jobs.ended = slots[-1] + 10
+    return jobs, slots, history, now
+
+
+def test_a_slot_run_after_a_chat_pause_answered_paused_is_a_violation() -> None:
+    jobs, slots, history, now = _pulse_jobs()
     # Paused in Slack 20 s after the second slot (soak time = wall - begin): every slot after
     # it ran all the same.
     begin = now - history.now()
@@ -140,11 +146,7 @@ def test_changes_whose_spans_overlap_leave_the_state_unknown_after_them() -> Non
     """The 30-minute pass on seed 7070: a Discord pause answered at once but noted 6 s later
     and a Slack resume inside that span: either may have come last, so the slot after both
     is not known to have run while paused."""
-    now = time.time()
-    slots = [float(s) for s in range(int((now - 400) // 60 + 1) * 60, int(now) - 10, 60)]
-    history = History()
-    jobs = Schedules(make_plan(1, 10, "sqlite", 1), [], None, history)  # type: ignore[arg-type]
-    jobs.ended = slots[-1] + 10
+    jobs, slots, history, now = _pulse_jobs()
     begin = now - history.now()
     at = slots[1] + 20 - begin
     jobs.follow("schedule-pause pulse", at, at + 6.0, "Schedule `pulse` paused.")
