@@ -79,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
                  for s in stores]
     work = args.workdir or Path(tempfile.mkdtemp(prefix="chaos-"))
     work.mkdir(parents=True, exist_ok=True)
+    # The PostgreSQL pass's own server runs as postgres, and keeps its data under the work
+    # dir (a temporary one is 0700): it may pass through, not list.
+    work.chmod(work.stat().st_mode | 0o011)
     failed = interrupted = False
     try:
         disk = _small_disk(plans)

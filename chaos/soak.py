@@ -323,7 +323,7 @@ async def _idle(client: Client, workload: Workload, timeout_s: float, cap_s: flo
             with contextlib.suppress(httpx.HTTPError):
                 runs = await client.runs(replica.url, "ana", state=[*ACTIVE,
                                                                    "awaiting_approval"])
-                active = frozenset(str(run["id"]) for run in runs)
+                active = frozenset(str(run["run_id"]) for run in runs)
                 if not active:
                     return True
                 if active != seen:
