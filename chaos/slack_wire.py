@@ -86,7 +86,7 @@ class SlackWire:
                             await fake.socket_redeliver(envelope, reason="timeout", to=to))
                 self.counts["socket events" if attempt == 0 else "socket retries"] += 1
                 await fake.acked(envelope, timeout=ACK_S)
-            except TimeoutError:
+            except (TimeoutError, ConnectionError):  # (or the link closing as its replica died)
                 log.append(f"{self.history.now():.1f} slack: no ack (to {to})")
                 continue
             return True
@@ -138,7 +138,7 @@ class SlackWire:
         self.counts["socket clicks"] += 1
         try:
             await self.fake.acked(await self.fake.socket_interactive(payload), timeout=ACK_S)
-        except TimeoutError:
+        except (TimeoutError, ConnectionError):  # (the link closing as its replica died)
             return Answered(False)
         return Answered(True)
 
@@ -160,6 +160,6 @@ class SlackWire:
         self.counts["socket commands"] += 1
         try:
             ack = await self.fake.acked(await self.fake.socket_command(payload), timeout=ACK_S)
-        except TimeoutError:
+        except (TimeoutError, ConnectionError):  # (the link closing as its replica died)
             return Answered(False)
         return Answered(True, ack.get("payload") or None)
