@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
-from runtime import ConfigError, Runtime, SQLiteStore
+from runtime import ConfigError, HookRefused, Origin, Runtime, SQLiteStore
 from schedules import ScheduleBook, Scheduler
-from schedules.hooks import HookConfig, load_hooks, prompt_for
+from schedules.hooks import Hook, HookConfig, load_hooks, prompt_for, verify
 from tests.http_helpers import echo_runtime, served
 
 SECRET = "It's a Secret to Everybody"
@@ -30,11 +30,17 @@ def signed(body: bytes, secret: str = SECRET) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-def test_a_signature_made_as_github_documents_it_is_checked_as_such() -> None:
-    # docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries: the secret
-    # "It's a Secret to Everybody" over "Hello, World!" gives this signature.
-    assert signed(b"Hello, World!") == ("sha256=757107ea0eb2509fc211221cce984b8a37570b6d75"
-                                        "86c22c46f4379c8b043e17")
+def test_githubs_example_signature_is_taken_and_a_changed_body_refused() -> None:
+    # docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries gives, as its
+    # example, the secret "It's a Secret to Everybody" over "Hello, World!" (the value
+    # below: HMAC-SHA256 of them).
+    gh = Hook(HookConfig(name="gh", secret_env="GH_SECRET", prompt="p"),
+              b"It's a Secret to Everybody", Origin(channel="schedule"))
+    header = {"x-hub-signature-256": "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c"
+                                     "46f4379c8b043e17"}
+    verify(gh, b"Hello, World!", header)  # taken: nothing raised (the header's case aside)
+    with pytest.raises(HookRefused):
+        verify(gh, b"Hello, World?", header)
 
 
 def test_the_prompt_takes_the_payloads_fields() -> None:
