@@ -16,7 +16,7 @@ import asyncio
 import hashlib
 import hmac
 import json
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 
 import httpx
@@ -26,6 +26,7 @@ from schedules.hooks import hook_key
 from .hook_plan import HOOK, HookSend
 from .invariants import Stored, Violation
 from .model import job_prompt
+from .runnow import ended_once
 from .schedules import Kept
 from .system import History, Replica, settled
 
@@ -149,17 +150,8 @@ class Hooks:
         for key, run in made.items():
             if key not in mine:
                 out.append(Violation(3, run.thread_id, run.id, f"a hook run nobody sent: {key}"))
-        ticks: dict[str, int] = defaultdict(int)
-        for line in stored.ledger:
-            if line["tool"] == "tick" and line["applied"]:
-                ticks[line["run"]] += 1
-        for run in made.values():
-            if run.state == "completed" and not (run.reply or "").startswith("answer to jhook."):
-                out.append(Violation(3, run.thread_id, run.id, f"hook run answered "
-                                     f"{run.reply!r}"))
-            if ticks[run.id] > 1:
-                out.append(Violation(3, run.thread_id, run.id, f"hook run ticked "
-                                     f"{ticks[run.id]} times"))
+        out += ended_once(list(made.values()), stored, lambda run: "hook",
+                          lambda name: "hook run")
         return out
 
     def summary(self, kept: Kept) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import httpx
@@ -29,7 +30,7 @@ from .plan import Plan, RunNow
 from .schedules import Kept, manual_run
 from .system import History, Replica, settled
 
-__all__ = ["RunsNow"]
+__all__ = ["RunsNow", "ended_once"]
 
 ASK_DEADLINE_S = 120.0  # one request, every resend included
 
@@ -165,7 +166,9 @@ class RunsNow:
             if key not in mine:
                 out.append(Violation(3, run.thread_id, run.id, f"a run now nobody asked for "
                                      f"(or not with its key): {key}"))
-        out += _ended_once(list(manual.values()), stored)
+        out += ended_once(list(manual.values()), stored,
+                          lambda run: str(run.idempotency_key).split(":")[1],
+                          lambda name: f"run now of {name}")
         return out
 
     def summary(self, kept: Kept) -> str:
@@ -180,22 +183,24 @@ class RunsNow:
                 f"answered with their run); runs made: {_count(made)}")
 
 
-def _ended_once(runs: list[Run], stored: Stored) -> list[Violation]:
-    """Each run now ended, a completed one with its schedule's answer, with at most one
-    ``tick`` taken."""
+def ended_once(runs: list[Run], stored: Stored, job: Callable[[Run], str],
+               said: Callable[[str], str]) -> list[Violation]:
+    """Each run (of a job outside the slots: a run now, a webhook's) ended, a completed one
+    with its job's answer (``job``: the job's name, as the soak's model answers it), with at
+    most one ``tick`` taken; ``said`` names such a run of a job in a violation."""
     out: list[Violation] = []
     ticks: dict[str, int] = defaultdict(int)
     for line in stored.ledger:
         if line["tool"] == "tick" and line["applied"]:
             ticks[line["run"]] += 1
     for run in runs:
-        name = str(run.idempotency_key).split(":")[1]
+        name = job(run)
         if run.state == "completed" and not (
                 run.reply or "").startswith(f"answer to j{name}."):
-            out.append(Violation(3, run.thread_id, run.id, f"run now of {name} answered "
+            out.append(Violation(3, run.thread_id, run.id, f"{said(name)} answered "
                                  f"{run.reply!r}"))
         if ticks[run.id] > 1:
-            out.append(Violation(3, run.thread_id, run.id, f"run now of {name} ticked "
+            out.append(Violation(3, run.thread_id, run.id, f"{said(name)} ticked "
                                  f"{ticks[run.id]} times"))
     return out
 
