@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -343,7 +343,7 @@ class LiveReplies:
         if any(d.remote_id is None and not isinstance(d, StreamDelivery) for d in records):
             return  # its reply or prompt finishes it
         ids = list(self._unrecorded.get(stream.key) or stream.remote_ids) \
-            or await self._found(streamer, stream)
+            or await self._found(streamer, stream, records)
         if ids:
             ids = await streamer.finish_stream(
                 stream.model_copy(update={"remote_ids": tuple(ids)}), replace=None,
@@ -351,13 +351,15 @@ class LiveReplies:
         await self._store.stream_progress(stream.key, "finished", ids, self._clock())
         self._unrecorded.pop(stream.key, None)
 
-    async def _found(self, streamer: Streamer, stream: StreamDelivery) -> list[str]:
+    async def _found(self, streamer: Streamer, stream: StreamDelivery,
+                     records: Sequence[Delivery] | None = None) -> list[str]:
         """The messages of a stream whose ids the store does not have, found in its thread
         (``Streamer.find_stream``: the bot's answers to the same message since it began),
         but those another of its run's records was posted as: a notice answers the same
         message (chaos finding 27: a refused file's notice, taken for the answer's stream
         and edited into the answer, when Discord had failed both first posts)."""
-        records = await self._store.deliveries(run_id=stream.run_id)
+        if records is None:  # (``tidy`` read them already)
+            records = await self._store.deliveries(run_id=stream.run_id)
         posted = {i for d in records if d.remote_id and not isinstance(d, StreamDelivery)
                   for i in d.remote_id.split(",")}
         return [i for i in await streamer.find_stream(stream) if i not in posted]
