@@ -29,11 +29,13 @@ from .config import NAME, Schedule, ScheduleConfig
 from .cron import parse_crontab
 from .hooks import Hook
 
-__all__ = ["Clock", "ScheduleBook", "ScheduleError", "utc_now"]
+__all__ = ["Clock", "ScheduleBook", "ScheduleError", "ZoneLookup", "utc_now"]
 
 log = logging.getLogger("maiden.schedules")
 
 Clock = Callable[[], datetime]
+ZoneLookup = Callable[[str], Awaitable[str | None]]
+"""A person's id on a chat platform -> their IANA time zone, or None if unknown."""
 
 
 def utc_now() -> datetime:
@@ -73,6 +75,10 @@ class ScheduleBook:
         self._records: dict[str, ScheduleRecord] = {}
         self.listeners: list[Callable[[], Awaitable[None]]] = []
         """Called after a change made here (the scheduler re-reads the book)."""
+        self.zones: dict[str, ZoneLookup] = {}
+        """Per chat channel (``"slack"``), how to find a person's time zone by their id
+        there: an IANA name, or None when the platform does not say (registered by the
+        channel when it is made)."""
 
     # -- reading
 
@@ -113,6 +119,21 @@ class ScheduleBook:
         """Enabled in its definition and not paused from chat."""
         record = self._records.get(schedule.name)
         return schedule.config.enabled and not (record is not None and record.paused)
+
+    async def zone_of(self, origin: Origin) -> str:
+        """The time zone "tomorrow at 9" means for whoever sent ``origin``'s message: the
+        person's own where their platform says (``zones``), else the agent's."""
+        lookup = self.zones.get(origin.channel)
+        if lookup is not None and origin.user:
+            try:
+                found = await lookup(origin.user)
+            except Exception:  # a lookup that fails falls back, it does not fail the tool
+                log.warning("the time zone of %s on %s could not be read; using %s",
+                            origin.user, origin.channel, self.default_timezone, exc_info=True)
+                found = None
+            if found:
+                return found
+        return self.default_timezone
 
     def of_thread(self, thread_id: str) -> list[Schedule]:
         return [s for s in self._chat.values()
