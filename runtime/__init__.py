@@ -85,6 +85,7 @@ from .model.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from .model.jobs import Job, JobPost
 from .model.requests import Lease, Note, NoteCall, ScheduleRecord, ScheduleService, SlotMark, Vote
 from .model.routing import RouteConfig, Where, person_key, place_key
 from .model.runs import (
@@ -196,6 +197,8 @@ __all__ = [
     "HookRefused",
     "IllegalTransition",
     "InvalidThreadId",
+    "Job",
+    "JobPost",
     "Lease",
     "LeaseStore",
     "MaidenError",

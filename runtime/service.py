@@ -31,6 +31,7 @@ from .model.attachments import FileRef, FileSource
 from .model.budget import BudgetConfig
 from .model.config import AgentConfig, FilesConfig, Prices, RuntimeConfig
 from .model.events import RunEvent, Subscription
+from .model.jobs import Job
 from .model.runs import Origin, Run, Said
 from .providers.base import Provider
 from .serving.operator import Operator
@@ -175,6 +176,7 @@ class Runtime:
         agent: str | None = None,
         schedule: str | None = None,
         trace: str = "",
+        job: Job | None = None,
     ) -> Run:
         """Persist a message as a queued run and schedule it; return the run.
 
@@ -185,7 +187,9 @@ class Runtime:
         ``files`` are files already stored (``files.put``); ``fetch``, files its platform
         announced, which the run fetches as its first step (DESIGN §2 Files). ``context``:
         earlier messages of a conversation held elsewhere, written into the thread before
-        this one when the run starts (a thread seeded with them). ``trace``: the W3C
+        this one when the run starts (a thread seeded with them). ``job``: its first
+        steps fixed rather than the model's (a reminder's words, a scheduled check's tool:
+        ``Job``). ``trace``: the W3C
         ``traceparent`` of the request that brought it (``[otel]``: the run is traced
         beneath it; anything else is ignored).
 
@@ -198,7 +202,8 @@ class Runtime:
         """
         return await self._admission.submit(
             thread_id, text, origin=origin, idempotency_key=idempotency_key, files=files,
-            fetch=fetch, context=context, agent=agent, schedule=schedule, trace=trace)
+            fetch=fetch, context=context, agent=agent, schedule=schedule, trace=trace,
+            job=job)
 
     async def send(self, thread_id: str, text: str, *, origin: Origin | None = None,
                    files: Sequence[FileRef] = (), agent: str | None = None) -> Run:

@@ -75,10 +75,11 @@ class Endings:
         return RunCursor(self.store, self.bus, run, entries, self.clock, tracing=tracing)
 
     async def complete(
-        self, cur: RunCursor, text: str, entries: Sequence[Entry] = (),
-        **changes: Unpack[RunChanges],
+        self, cur: RunCursor, text: str, entries: Sequence[Entry] = (), *,
+        quiet: bool = False, **changes: Unpack[RunChanges],
     ) -> None:
-        """Answered: ``text`` is the reply (``entries``, the final turn, go with it)."""
+        """Answered: ``text`` is the reply (``entries``, the final turn, go with it);
+        ``quiet``: kept as the run's reply but not posted (a job that found nothing new)."""
         if not text.strip():
             # Never an empty post (a turn stored by an older version, say): say why instead.
             await self.fail(cur, "empty_answer", "the final answer has no text")
@@ -87,10 +88,9 @@ class Endings:
         made = _made_files(cur.own)
         if made:
             changes["reply_files"] = made
+        posted = [] if quiet else self._reply(cur, len(entries), text, feedback=True)
         await cur.commit(entries, write=Write.ANSWER, to=S.COMPLETED, reason="answered",
-                         deliveries=[*self._reply(cur, len(entries), text, feedback=True),
-                                     *self._files(cur, made)],
-                         **changes)
+                         deliveries=[*posted, *self._files(cur, made)], **changes)
 
     async def fail(self, cur: RunCursor, reason: FailReason, message: str, *,
                    notice: str | None = None, spent: Usage | None = None) -> None:

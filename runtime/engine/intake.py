@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..errors import InvalidThreadId, RunError
 from ..model.attachments.refs import FileRef, FileSource
+from ..model.jobs import Job
 from ..model.runs import Origin, Run, Said, new_run_id
 from ..stores.base import check_thread_id
 
@@ -14,7 +15,7 @@ __all__ = ["new_run"]
 def new_run(thread_id: str, text: str, origin: Origin | None, idempotency_key: str | None,
             *, max_chars: int, now: float, files: tuple[FileRef, ...] = (),
             fetch: tuple[FileSource, ...] = (), context: tuple[Said, ...] = (),
-            agent: str = "") -> Run:
+            agent: str = "", job: Job | None = None) -> Run:
     """The queued run of a message, or why it is refused: an empty or unsafe thread id
     (``InvalidThreadId``), an empty message (no text and no file), or one over
     ``max_chars`` when the origin has no target to answer (``RunError("invalid_message")``)."""
@@ -33,6 +34,6 @@ def new_run(thread_id: str, text: str, origin: Origin | None, idempotency_key: s
     # (``run_json``), and the message's are most of them.
     given = {name: value for name, value in (
         ("origin", origin), ("idempotency_key", idempotency_key), ("files", files),
-        ("fetch", fetch), ("context", context), ("agent", agent)) if value}
+        ("fetch", fetch), ("context", context), ("agent", agent), ("job", job)) if value}
     return Run(id=new_run_id(now), thread_id=thread_id, text=text, created_at=now,
                updated_at=now, **given)

@@ -45,6 +45,7 @@ from .cursor import RunCursor
 from .endings import DRIVABLE, Endings
 from .files import Files
 from .gate import replay_mismatch, unique_call_ids
+from .jobs import JOB_MODEL, UNCHANGED, JobStep, job_step
 from .prompting import Prompts, compact, load
 from .tracing import NO_TRACING, Span, Tracing
 
@@ -198,12 +199,18 @@ class RunDriver(Beginning, Asking, ToolCalls):
                     return
             elif turn is not None:
                 # A final answer stored without its completion: finish, don't re-ask.
-                await self.end.complete(cur, turn.text)
+                await self.end.complete(cur, turn.text, quiet=turn.model == JOB_MODEL
+                                        and turn.text == UNCHANGED)
                 return
         await self._model_turn(cur)
 
     async def _model_turn(self, cur: RunCursor) -> None:
         run = cur.run
+        if run.job is not None and cur.start is not None:
+            step = job_step(run.job, run.id, cur.own, cur.entries[:cur.start])
+            if step is not None:
+                await self._job_turn(cur, step)
+                return
         verdict = await self._budget_verdict(cur)
         if verdict.action == "exceeded":
             await self.end.fail(cur, "budget_exceeded", verdict.detail
@@ -257,6 +264,21 @@ class RunDriver(Beginning, Asking, ToolCalls):
         else:
             await self.end.complete(cur, response.text, [turn], turns=taken, usage=usage,
                                     cost_usd=cost)
+
+    async def _job_turn(self, cur: RunCursor, step: JobStep) -> None:
+        """A job's step, played as a model's turn that spent nothing: its tool call written
+        ahead like any other, or its final words (``quiet``: kept, not posted)."""
+        run = cur.run
+        calls = (step.call,) if step.call is not None else ()
+        turn = AssistantTurn(run_id=run.id, text=step.text, tool_calls=calls, model=JOB_MODEL,
+                             at=self.clock())
+        if step.call is not None:
+            await cur.commit([turn], write=Write.INTENT, to=S.AWAITING_TOOL,
+                             reason="tool calls requested",
+                             effect=self._has_effect(step.call.name),
+                             tool_calls=run.tool_calls + 1)
+        else:
+            await self.end.complete(cur, step.text, [turn], quiet=step.quiet)
 
     async def _budget_verdict(self, cur: RunCursor) -> Verdict:
         run = cur.run

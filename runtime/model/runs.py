@@ -24,6 +24,7 @@ from .deliveries import (
     StreamState,
 )
 from .entries import Usage
+from .jobs import Job
 
 __all__ = [
     "ARRIVAL_STEP_S",
@@ -193,6 +194,9 @@ class Run(BaseModel):
     context: tuple[Said, ...] = ()
     """Earlier messages the sender brought (a new thread seeded with a conversation held
     elsewhere): written before the message when the run starts."""
+    job: Job | None = None
+    """Its first steps fixed, not the model's: a reminder's words, a scheduled check's
+    tool call (``jobs.py``)."""
     created_at: float = Field(default_factory=time.time)
     updated_at: float = Field(default_factory=time.time)
     version: int = 0

@@ -163,7 +163,8 @@ class LiveReplies:
                 await asyncio.wait([live.after])
             run = await self._store.get_run(live.run_id)
             # A person's message gets a live reply; a schedule's post, read later, does not.
-            watched = bool(run.origin.target and run.origin.user)
+            # A job's run (a reminder, a check) has nothing to stream, and may post nothing.
+            watched = bool(run.origin.target and run.origin.user) and run.job is None
             streamer = self.streamer(run.origin.channel) if watched else None
             if streamer is None or await self._behind(run):
                 live.inert = True

@@ -12,6 +12,7 @@ from ..engine.tracing import traceparent_of
 from ..errors import RunError
 from ..model.attachments import FileRef, FileSource
 from ..model.events import EventBus
+from ..model.jobs import Job
 from ..model.routing import Where
 from ..model.runs import Origin, Run, Said
 from ..stores.base import Store
@@ -38,12 +39,12 @@ class Admission:
     async def submit(self, thread_id: str, text: str, *, origin: Origin | None,
                      idempotency_key: str | None, files: Sequence[FileRef],
                      fetch: Sequence[FileSource], context: Sequence[Said], agent: str | None,
-                     schedule: str | None, trace: str) -> Run:
+                     schedule: str | None, trace: str, job: Job | None = None) -> Run:
         """The message's queued run (``Runtime.submit`` says which agent, and what is
         refused)."""
         chosen = await self.agent_for(thread_id, origin or Origin(), agent, schedule)
         run = self._new_run(thread_id, text, origin, idempotency_key, files, fetch, context,
-                            chosen)
+                            chosen, job)
         if traced := traceparent_of(trace):
             run = run.model_copy(update={"trace": traced})
         return await self._accept(run)
@@ -74,14 +75,14 @@ class Admission:
     def _new_run(
         self, thread_id: str, text: str, origin: Origin | None, idempotency_key: str | None,
         files: Sequence[FileRef] = (), fetch: Sequence[FileSource] = (),
-        context: Sequence[Said] = (), agent: str = "",
+        context: Sequence[Said] = (), agent: str = "", job: Job | None = None,
     ) -> Run:
         if self._stop.is_set():
             raise RunError("shutting_down", "the runtime is shutting down")
         return new_run(thread_id, text, origin, idempotency_key,
                        max_chars=self._agents.default.config.max_message_chars,
                        now=self._clock(), files=tuple(files), fetch=tuple(fetch),
-                       context=tuple(context), agent=agent)
+                       context=tuple(context), agent=agent, job=job)
 
     async def _accept(self, run: Run) -> Run:
         accepted = await self._store.accept_run(run)
