@@ -234,7 +234,7 @@ async def _fire(rt: Runtime, defined: list[Schedule], way: FireWay,
 
     async def submit(s: Schedule) -> str:
         key = slot_key(s.name, SLOT)
-        run = await rt.submit(s.thread_for(key.split(":", 2)[2]), s.config.prompt,
+        run = await rt.submit(s.thread_for(key.split(":", 2)[2]), s.config.message,
                               origin=s.origin, idempotency_key=key)
         return run.id
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from zoneinfo import ZoneInfo
 
 from runtime import Store, Tool
-from schedules import ScheduleBook, ScheduleStatus, schedule_tools
+from schedules import At, ScheduleBook, ScheduleStatus, schedule_tools
 from schedules.status import deliver_text
 
 from .config import LoadedConfig
@@ -42,8 +43,8 @@ def schedule_lines(statuses: Sequence[ScheduleStatus]) -> list[str]:
     lines = [f"  schedules   {len(statuses)}"]
     for status in statuses:
         name = status.schedule.name
-        if not status.active:
-            why = "paused" if status.paused else "disabled"
+        if not status.active or status.done:
+            why = "done" if status.done else "paused" if status.paused else "disabled"
             lines.append(f"    {name}: {why}")
             continue
         upcoming = status.next_fires[0].isoformat() if status.next_fires else "-"
@@ -51,15 +52,18 @@ def schedule_lines(statuses: Sequence[ScheduleStatus]) -> list[str]:
     return lines
 
 
-def status_lines(statuses: Sequence[ScheduleStatus]) -> list[str]:
-    """`maiden schedules`: name, cron, zone, next three fires, last slot and its outcome,
-    origin."""
+def status_lines(statuses: Sequence[ScheduleStatus], timezone: str = "UTC") -> list[str]:
+    """`maiden schedules`: name, cron (a one-shot: its time, in ``timezone``, the config's,
+    and in its own), zone, next three fires, last slot and its outcome, origin."""
     lines: list[str] = []
     for status in statuses:
         s, c = status.schedule, status.schedule.config
-        state = "" if status.active else ("  (paused)" if status.paused else "  (disabled)")
-        lines.append(f"{c.name}  {c.cron!r} {s.cron.timezone}{state}  -> {_target(status)}"
-                     f"  origin={s.source}")
+        state = "  (done)" if status.done else "" if status.active else (
+            "  (paused)" if status.paused else "  (disabled)")
+        when = f"{c.cron!r} {s.cron.timezone}" if not isinstance(s.cron, At) else \
+            f"once at {s.cron.moment.astimezone(ZoneInfo(timezone)).isoformat()} " \
+            f"{timezone} ({s.cron.moment.isoformat()} {s.cron.timezone})"
+        lines.append(f"{c.name}  {when}{state}  -> {_target(status)}  origin={s.source}")
         lines.append(f"    next: {', '.join(f.isoformat() for f in status.next_fires) or '-'}")
         slot = status.last_slot.isoformat() if status.last_slot else "-"
         lines.append(f"    last slot: {slot}  {status.outcome}" if status.last_slot

@@ -8,11 +8,14 @@ that same arithmetic to APScheduler 3 as the alarm clock. ``config`` reads
 ``[[schedules]]`` (checked at load time); ``book`` holds every schedule (config
 and chat) and their records in the store; ``runner`` claims each slot as one run;
 ``status`` tells what each did last; ``tools`` are the agent's schedule tools.
+``once`` reads one-shots ("in 2h", "tomorrow at 9": an ``At`` where a crontab would be),
+and ``hooks`` the jobs a webhook starts.
 """
 
 from schedules.book import ScheduleBook, ScheduleError
 from schedules.config import Schedule, ScheduleConfig, deliver_origin, load_schedules
 from schedules.cron import (
+    At,
     Cron,
     MisfirePolicy,
     last_slot,
@@ -29,6 +32,7 @@ from schedules.trigger import SlotTrigger
 
 __all__ = [
     "SCHEDULE_TOOLS",
+    "At",
     "Cron",
     "Fired",
     "MisfirePolicy",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -25,8 +26,8 @@ from runtime import (
     Store,
 )
 
-from .config import NAME, Schedule, ScheduleConfig
-from .cron import parse_crontab
+from .config import NAME, Schedule, ScheduleConfig, timing_of
+from .crontab import At
 from .hooks import Hook
 
 __all__ = ["Clock", "ScheduleBook", "ScheduleError", "ZoneLookup", "utc_now"]
@@ -135,6 +136,13 @@ class ScheduleBook:
                 return found
         return self.default_timezone
 
+    def finished(self, schedule: Schedule) -> bool:
+        """A one-shot whose time is decided: it ran (or was skipped) and is kept as done."""
+        record = self._records.get(schedule.name)
+        if not isinstance(schedule.cron, At) or record is None:
+            return False
+        return max(record.since, record.last_slot or 0.0) >= schedule.cron.moment.timestamp()
+
     def of_thread(self, thread_id: str) -> list[Schedule]:
         return [s for s in self._chat.values()
                 if (r := self._records.get(s.name)) is not None and r.created_by == thread_id]
@@ -158,17 +166,15 @@ class ScheduleBook:
         self,
         *,
         name: str,
-        cron: str,
-        prompt: str,
-        timezone: str | None,
         thread_id: str,
         origin: Origin,
         request_key: str,
         paused: bool = False,
-        jitter_s: float = 0.0,
+        **fields: Any,
     ) -> Schedule:
-        """A new chat schedule that delivers to ``origin``, in the thread it was made in
-        (``paused``: made paused, it fires only once resumed)."""
+        """A new chat schedule that delivers to ``origin`` (``fields``: its
+        ``ScheduleConfig``'s; without ``thread``, it runs in the thread it was made in;
+        ``paused``: made paused, it fires only once resumed)."""
         await self.load()
         for record in self._records.values():
             if record.request_key == request_key and record.origin == "chat":
@@ -182,13 +188,12 @@ class ScheduleBook:
             raise ScheduleError(f"{name!r} is defined in agent.toml; choose another name")
         if name in self._records:
             raise ScheduleError(f"a schedule named {name!r} exists already")
-        mine = self.of_thread(thread_id)
+        mine = [s for s in self.of_thread(thread_id) if not self.finished(s)]
         if len(mine) >= self.max_per_thread:
             raise ScheduleError(f"this conversation has {len(mine)} schedules, the most "
                                 "allowed ([schedules_limits] max_per_thread); delete one first")
         try:
-            config = ScheduleConfig(name=name, cron=cron, timezone=timezone, prompt=prompt,
-                                    thread=thread_id, jitter_s=jitter_s)
+            config = ScheduleConfig(name=name, **{"thread": thread_id, **fields})
         except ValidationError as exc:
             raise ScheduleError("; ".join(str(e["msg"]) for e in exc.errors())) from None
         try:
@@ -272,6 +277,5 @@ class ScheduleBook:
         return self._parse(config, origin)
 
     def _parse(self, config: ScheduleConfig, origin: Origin) -> Schedule:
-        cron = parse_crontab(config.cron, config.timezone or self.default_timezone,
-                             key="cron", timezone_key="timezone")
+        cron = timing_of(config, config.timezone or self.default_timezone)
         return Schedule(config, cron, origin, source="chat")

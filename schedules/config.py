@@ -3,19 +3,25 @@ a bad expression, zone or target is a config error naming the schedule and the k
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from datetime import timedelta
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from runtime import ConfigError, Origin, parse_target
+from runtime import ConfigError, Job, Origin, parse_target
 
-from .cron import Cron, parse_crontab
+from .cron import At, Timing, parse_crontab
+from .once import parse_at, span
 
 __all__ = ["Schedule", "ScheduleConfig", "deliver_origin", "delivered_to", "entry_key",
-           "load_schedules"]
+           "load_schedules", "timing_of"]
+
+LATE = timedelta(seconds=60)
+"""A one-shot claimed later than this after its time says it is late."""
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -26,9 +32,26 @@ class ScheduleConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(description="unique; letters, digits, _ . - (the slot keys use it)")
-    cron: str = Field(description="5-field crontab: minute hour day-of-month month weekday")
+    cron: str | None = Field(default=None, description=(
+        "5-field crontab: minute hour day-of-month month weekday (or at, for one time)"))
+    at: str | None = Field(default=None, description=(
+        "instead of cron, one time: ISO 8601, with an offset or in timezone "
+        "(2026-12-07T09:00); it runs once and is kept as done"))
     timezone: str | None = Field(default=None, description="IANA; default [agent] timezone")
-    prompt: str = Field(description="the message the agent is sent at each slot")
+    prompt: str | None = Field(default=None, description=(
+        "the message the agent is sent at each slot (or say, or tool)"))
+    say: str | None = Field(default=None, description=(
+        "instead of prompt: words posted as they are, no model asked (a reminder)"))
+    mention: str | None = Field(default=None, description=(
+        "with say: the person (their id on the channel) mentioned in what is posted"))
+    tool: str | None = Field(default=None, description=(
+        "instead of prompt: a tool run at each slot, its output posted (no model asked)"))
+    args: dict[str, Any] = Field(default_factory=dict, description="with tool: its arguments")
+    post: Literal["always", "on_change"] = Field(default="always", description=(
+        'with tool: "on_change" posts the output only when it differs from the last slot\'s'))
+    then_prompt: str | None = Field(default=None, description=(
+        "with tool: the model is asked this about the output (only when it changed, with "
+        'post = "on_change") and its answer is posted'))
     thread: str | None = Field(default=None, description="default schedule:{name}")
     fresh_thread: bool = Field(default=False,
                                description="true: each slot its own thread schedule:{name}:{slot}")
@@ -51,6 +74,38 @@ class ScheduleConfig(BaseModel):
     agent: str | None = Field(default=None, description=(
         "the agent that runs it (else where [[routes]] send it, else the default agent)"))
 
+    @model_validator(mode="after")
+    def _one_of_each(self) -> ScheduleConfig:
+        if (self.cron is None) == (self.at is None):
+            raise ValueError("give either cron (a recurring job) or at (one time)")
+        given = [k for k in ("prompt", "say", "tool") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give one of prompt (the agent is asked), say (words posted as "
+                             "they are) or tool (a tool run, its output posted)"
+                             + (f"; got {', '.join(given)}" if given else ""))
+        if self.tool is None and (self.args or self.then_prompt or self.post != "always"):
+            raise ValueError("args, post and then_prompt go with tool")
+        if self.mention is not None and self.say is None:
+            raise ValueError("mention goes with say")
+        return self
+
+    @property
+    def job(self) -> Job | None:
+        """What its runs do instead of asking the model (``say``, ``tool``), if anything."""
+        if self.say is not None:
+            words = f"<@{self.mention}> {self.say}" if self.mention else self.say
+            return Job(say=words)
+        if self.tool is not None:
+            return Job(tool=self.tool, args=self.args, post=self.post,
+                       then_prompt=self.then_prompt)
+        return None
+
+    @property
+    def message(self) -> str:
+        """The message its runs carry: the prompt, the words, or what the check asks."""
+        return self.prompt or self.then_prompt or self.say or \
+            f"(scheduled check: {self.tool} {json.dumps(self.args, sort_keys=True)})"
+
 
 @dataclass(frozen=True, slots=True)
 class Schedule:
@@ -58,7 +113,8 @@ class Schedule:
     resolved."""
 
     config: ScheduleConfig
-    cron: Cron
+    cron: Timing
+    """Its slots: a crontab line, or a one-shot's one instant (``At``)."""
     origin: Origin
     source: Literal["config", "chat"] = "config"
 
@@ -69,6 +125,18 @@ class Schedule:
     @property
     def thread(self) -> str:
         return self.config.thread or f"schedule:{self.config.name}"
+
+    def asked(self, late: timedelta | None = None) -> tuple[str, Job | None]:
+        """What a slot's run carries: its message, and its job (``ScheduleConfig.job``).
+        ``late``: how long after its slot it is claimed; a one-shot found more than a
+        minute after its time (maiden was not running) says so."""
+        text, job = self.config.message, self.config.job
+        if isinstance(self.cron, At) and late is not None and late > LATE:
+            note = f"(late by {span(late)}: maiden was not running at the time)"
+            text = f"{text}\n\n{note}"
+            if job is not None and job.say is not None:
+                job = job.model_copy(update={"say": f"{job.say} {note}"})
+        return text, job
 
     def thread_for(self, slot: str) -> str:
         """The thread a slot's run goes to: the schedule's own, or with ``fresh_thread`` one
@@ -116,6 +184,16 @@ def delivered_to(where: str, deliver: str | None, channels: Sequence[str],
     return origin
 
 
+def timing_of(config: ScheduleConfig, timezone: str, *, where: str = "",
+              timezone_key: str = "timezone") -> Timing:
+    """When ``config``'s slots are (its crontab, or its one time); ``ConfigError`` naming
+    ``{where}cron`` or ``{where}at`` otherwise."""
+    if config.at is not None:
+        return parse_at(config.at, timezone, key=f"{where}at", timezone_key=timezone_key)
+    assert config.cron is not None  # (one of the two: ScheduleConfig checks)
+    return parse_crontab(config.cron, timezone, key=f"{where}cron", timezone_key=timezone_key)
+
+
 def load_schedules(
     configs: Sequence[ScheduleConfig], *, default_timezone: str, channels: Sequence[str]
 ) -> list[Schedule]:
@@ -132,10 +210,9 @@ def load_schedules(
         where = entry_key("schedules", i, config.name, seen, problems)
         # Every key is checked, so that one start names every problem of the schedule.
         try:
-            cron = parse_crontab(config.cron, config.timezone or default_timezone,
-                                 key=f"{where}.cron",
-                                 timezone_key=f"{where}.timezone" if config.timezone
-                                 else "agent.timezone")
+            cron: Timing | None = timing_of(
+                config, config.timezone or default_timezone, where=f"{where}.",
+                timezone_key=f"{where}.timezone" if config.timezone else "agent.timezone")
         except ConfigError as exc:
             problems.extend(exc.problems)
             cron = None

@@ -28,10 +28,10 @@ from datetime import UTC, datetime, time, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from .crontab import Cron, parse_crontab
+from .crontab import At, Cron, Timing, parse_crontab
 
-__all__ = ["Cron", "MisfirePolicy", "due_until", "jitter", "last_slot", "misfire",
-           "next_fires", "parse_crontab", "slot_key", "slots_between"]
+__all__ = ["At", "Cron", "MisfirePolicy", "Timing", "due_until", "instant", "jitter",
+           "last_slot", "misfire", "next_fires", "parse_crontab", "slot_key", "slots_between"]
 
 MisfirePolicy = Literal["skip", "once", "all"]
 
@@ -39,6 +39,11 @@ MisfirePolicy = Literal["skip", "once", "all"]
 # --- slots -----------------------------------------------------------------------------------
 
 _MARGIN = timedelta(days=1)  # wider than any DST shift, so no slot near an edge is missed
+
+
+def instant(wall: datetime, zone: ZoneInfo) -> datetime:
+    """The one instant of a naive local wall time in ``zone`` (as every slot's is found)."""
+    return _instant(wall, zone)
 
 
 def _instant(wall: datetime, zone: ZoneInfo) -> datetime:
@@ -76,8 +81,13 @@ def _walls(cron: Cron, start: datetime, forward: bool) -> Iterator[datetime]:
         day += step
 
 
-def _slots(cron: Cron, edge: datetime, forward: bool) -> Iterator[datetime]:
+def _slots(cron: Timing, edge: datetime, forward: bool) -> Iterator[datetime]:
     """Distinct slot instants strictly after ``edge`` (forward) or at/before it (backward)."""
+    if isinstance(cron, At):  # a one-shot: its one slot, if it is on that side
+        at, edge = _utc(cron.moment), _utc(edge)
+        if (at > edge) if forward else (at <= edge):
+            yield cron.moment.astimezone(cron.zone)
+        return
     zone, edge = cron.zone, _utc(edge)
     local = edge.astimezone(zone).replace(tzinfo=None)
     fixed = _fixed_offset(zone, edge)
@@ -128,7 +138,7 @@ def _utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC)
 
 
-def next_fires(cron: Cron, after: datetime, count: int) -> list[datetime]:
+def next_fires(cron: Timing, after: datetime, count: int) -> list[datetime]:
     """The next ``count`` slots strictly after ``after``, in the schedule's timezone."""
     found: list[datetime] = []
     if count <= 0:
@@ -140,7 +150,7 @@ def next_fires(cron: Cron, after: datetime, count: int) -> list[datetime]:
     return found
 
 
-def slots_between(cron: Cron, start: datetime, end: datetime, limit: int) -> list[datetime]:
+def slots_between(cron: Timing, start: datetime, end: datetime, limit: int) -> list[datetime]:
     """The slots in ``(start, end]``, oldest first; at most ``limit``, the NEWEST ones.
 
     The newest, because the caller is catching up after downtime: slots older than the
@@ -161,7 +171,7 @@ def slots_between(cron: Cron, start: datetime, end: datetime, limit: int) -> lis
     return found
 
 
-def last_slot(cron: Cron, moment: datetime) -> datetime:
+def last_slot(cron: Timing, moment: datetime) -> datetime:
     """The newest slot at or before ``moment``: the slot a fire scheduled at ``moment`` claims."""
     return next(_slots(cron, moment, forward=False))
 
@@ -209,7 +219,7 @@ def jitter(name: str, slot: datetime, jitter_s: float) -> timedelta:
     return timedelta(milliseconds=drawn % int(jitter_s * 1000))
 
 
-def due_until(cron: Cron, name: str, jitter_s: float, mark: datetime, now: datetime
+def due_until(cron: Timing, name: str, jitter_s: float, mark: datetime, now: datetime
               ) -> datetime:
     """How far the slots after ``mark`` are due at ``now``: ``now``, or just before the
     first slot whose ``jitter`` has not passed yet (its own alarm fires it, after the ones

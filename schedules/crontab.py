@@ -16,12 +16,12 @@ APScheduler's own parser (the slots are ours, see ``schedules.cron``):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from runtime import ConfigError
 
-__all__ = ["Cron", "parse_crontab"]
+__all__ = ["At", "Cron", "Timing", "check_zone", "parse_crontab"]
 
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _CRON_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
@@ -74,6 +74,34 @@ class Cron:
         if self.days_restricted and self.weekdays_restricted:
             return by_day or by_weekday
         return by_day and by_weekday
+
+@dataclass(frozen=True, slots=True)
+class At:
+    """A one-shot's only slot: ``moment``, in the zone ``timezone`` it was asked in."""
+
+    moment: datetime
+    timezone: str
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.timezone)
+
+    @property
+    def expr(self) -> str:
+        """How it is shown where a crontab line would be."""
+        return f"at {self.moment.astimezone(self.zone).isoformat(timespec='minutes')}"
+
+
+Timing = Cron | At
+"""When a schedule's slots are: a crontab line, or a one-shot's one instant."""
+
+
+def check_zone(timezone: str, *, key: str = "timezone") -> ZoneInfo:
+    """The zone of an IANA name; ``ConfigError`` naming ``key`` if there is none."""
+    try:
+        return ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ConfigError([(key, f"unknown timezone {timezone!r}")]) from None
 
 
 def parse_crontab(

@@ -214,11 +214,15 @@ class Scheduler:
         """Run a schedule once now, outside its slots, under its own key (``NotFound``: no
         such schedule); the same ``request`` (a chat command's id) again is the same run."""
         schedule = await self._named(name)
-        key = manual_key(name, request)
-        return await self.runtime.submit(schedule.thread_for(key.split(":", 2)[2]),
-                                         schedule.config.prompt, origin=schedule.origin,
-                                         idempotency_key=key, agent=schedule.config.agent,
-                                         schedule=name)
+        return await self._submit(schedule, manual_key(name, request))
+
+    async def _submit(self, schedule: Schedule, key: str, late: timedelta | None = None
+                      ) -> Run:
+        """The run of a slot (or a run asked for by hand) under ``key``."""
+        text, job = schedule.asked(late)
+        return await self.runtime.submit(
+            schedule.thread_for(key.split(":", 2)[2]), text, origin=schedule.origin,
+            idempotency_key=key, agent=schedule.config.agent, schedule=schedule.name, job=job)
 
     async def hook(self, name: str, body: bytes, headers: Mapping[str, str]
                    ) -> tuple[Run, bool]:
@@ -279,10 +283,7 @@ class Scheduler:
         for slot in due:
             key = slot_key(name, slot)
             try:
-                run = await self.runtime.submit(
-                    schedule.thread_for(key.split(":", 2)[2]), schedule.config.prompt,
-                    origin=schedule.origin, idempotency_key=key, agent=schedule.config.agent,
-                    schedule=name)
+                run = await self._submit(schedule, key, now - slot)
             except MaidenError as exc:
                 # Not claimed; the mark stays before it, so the next fire tries again.
                 log.error("schedule %r could not claim slot %s: %s", name,

@@ -12,6 +12,7 @@ from runtime import NotFound, ReplyDelivery, Run, RunState
 from .book import ScheduleBook
 from .config import Schedule
 from .cron import next_fires, slot_key, slots_between
+from .crontab import At
 
 __all__ = ["ScheduleStatus", "deliver_text", "outcome", "slot_history", "statuses"]
 
@@ -28,6 +29,8 @@ class ScheduleStatus:
     skipped_slot: datetime | None = None
     """The newest slot skipped because the run before it waited for an approval."""
     skipped_why: str | None = None
+    done: bool = False
+    """A one-shot whose time is decided (it ran, or was skipped): kept, never fired again."""
 
     @property
     def skipping(self) -> bool:
@@ -47,6 +50,9 @@ class ScheduleStatus:
             "name": config.name,
             "origin": self.schedule.source,
             "cron": config.cron,
+            "at": at.moment.isoformat() if isinstance(at := self.schedule.cron, At) else None,
+            "done": self.done,
+            "does": "say" if config.say is not None else "tool" if config.tool else "prompt",
             "timezone": self.schedule.cron.timezone,
             "thread": self.schedule.thread,
             "fresh_thread": config.fresh_thread,
@@ -98,7 +104,8 @@ async def statuses(book: ScheduleBook, *, now: datetime | None = None,
         record = book.record(schedule.name)
         active = book.active(schedule)
         upcoming = next_fires(schedule.cron, now, count) if active else []
-        status = ScheduleStatus(schedule, active, bool(record and record.paused), upcoming)
+        status = ScheduleStatus(schedule, active, bool(record and record.paused), upcoming,
+                                done=book.finished(schedule))
         if record is not None and record.skipped_slot is not None:
             status = replace(status, skipped_slot=_local(record.skipped_slot, schedule),
                              skipped_why=record.skipped_why)

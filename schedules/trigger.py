@@ -14,7 +14,7 @@ from typing import Any
 from apscheduler.triggers.base import BaseTrigger  # type: ignore[import-untyped]
 
 from .cron import jitter, next_fires
-from .crontab import Cron, parse_crontab
+from .crontab import At, Timing, parse_crontab
 
 __all__ = ["SlotTrigger"]
 
@@ -25,7 +25,7 @@ class SlotTrigger(BaseTrigger):  # type: ignore[misc]
 
     __slots__ = ("cron", "jitter_s", "name")
 
-    def __init__(self, cron: Cron, *, name: str = "", jitter_s: float = 0.0) -> None:
+    def __init__(self, cron: Timing, *, name: str = "", jitter_s: float = 0.0) -> None:
         self.cron = cron
         self.name = name
         self.jitter_s = jitter_s
@@ -51,11 +51,14 @@ class SlotTrigger(BaseTrigger):  # type: ignore[misc]
 
     def __getstate__(self) -> dict[str, Any]:
         # A persistent job store pickles triggers: the line and zone are enough to rebuild.
-        return {"version": 1, "expr": self.cron.expr, "timezone": self.cron.timezone,
-                "name": self.name, "jitter_s": self.jitter_s}
+        when = {"at": self.cron.moment.isoformat()} if isinstance(self.cron, At) else \
+            {"expr": self.cron.expr}
+        return {"version": 1, **when, "timezone": self.cron.timezone, "name": self.name,
+                "jitter_s": self.jitter_s}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.cron = parse_crontab(state["expr"], state["timezone"])
+        self.cron = At(datetime.fromisoformat(state["at"]), state["timezone"]) \
+            if "at" in state else parse_crontab(state["expr"], state["timezone"])
         self.name, self.jitter_s = state.get("name", ""), state.get("jitter_s", 0.0)
 
     def __str__(self) -> str:

@@ -56,7 +56,7 @@ async def _schedules(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     if not found:
         print("no schedules (add [[schedules]] to the config, or ask the agent for one)")
         return EXIT_OK
-    print("\n".join(status_lines(found)))
+    print("\n".join(status_lines(found, loaded.config.agent.timezone)))
     return EXIT_OK
 
 
