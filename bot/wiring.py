@@ -1,5 +1,6 @@
 """The channels the config enables, each made over the runtime when `maiden run` starts
-them (after recovery); settings that cannot work fail before the store opens."""
+them (after recovery); settings that cannot work fail before the store opens. A channel
+that can tell a person's time zone lends it to the schedules' book as it is made."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from channels import Channel
 from channels.http import HttpChannel
 from runtime import Runtime, ScheduleService
+from schedules import Scheduler
 
 from .config import LoadedConfig
 from .rights import rights_blocks
@@ -16,7 +18,7 @@ from .rights import rights_blocks
 __all__ = ["ChannelFactory", "make_channels"]
 
 
-ChannelFactory = Callable[[Runtime, ScheduleService | None], Channel]
+ChannelFactory = Callable[[Runtime, Scheduler | None], Channel]
 
 
 def make_channels(loaded: LoadedConfig) -> list[ChannelFactory]:
@@ -32,10 +34,12 @@ def make_channels(loaded: LoadedConfig) -> list[ChannelFactory]:
         secrets = slack.secrets(source=source)
         made: list[Any] = []
 
-        def make_slack(runtime: Runtime, schedules: ScheduleService | None) -> Channel:
+        def make_slack(runtime: Runtime, schedules: Scheduler | None) -> Channel:
             from channels.slack.channel import SlackChannel  # slack-bolt loads only here
 
             channel = SlackChannel(runtime, slack, secrets, schedules=schedules)
+            if schedules is not None:  # "tomorrow at 9" from Slack: 9 where its asker is
+                schedules.book.zones[channel.name] = channel.zones
             made.append(channel)
             return channel
 
@@ -63,7 +67,7 @@ def make_channels(loaded: LoadedConfig) -> list[ChannelFactory]:
             rules=lambda: rights_blocks(cfg), schedules=schedules, openai=cfg.openai_api))
 
     def keep(make: ChannelFactory) -> ChannelFactory:
-        def made(runtime: Runtime, schedules: ScheduleService | None) -> Channel:
+        def made(runtime: Runtime, schedules: Scheduler | None) -> Channel:
             channel = make(runtime, schedules)
             made_all.append(channel)
             return channel

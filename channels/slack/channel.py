@@ -7,7 +7,7 @@ retries, a retry after a restart and the same message as ``app_mention`` and
 the runtime's outbox and ``SlackDeliverer``. Buttons on an approval prompt decide
 the call (only ``approvers``, and only on that run's own prompt: ``approvals``); ``stop``
 in a thread cancels its running run; the 👍 / 👎 under an answer record the person's
-vote (``feedback``).
+vote (``feedback``); ``zones`` tells a person's time zone (``users.info``).
 
 This module wires the parts: ``lifecycle`` (connecting, closing), ``inbound`` (messages
 and session events), ``approvals``, ``commands`` (``/maiden``), ``home`` (the App Home
@@ -43,6 +43,7 @@ from .lifecycle import SlackConnection, events_endpoint, log
 from .render import FEEDBACK
 from .sessions import Sessions
 from .streamer import SlackStreamer
+from .zones import SlackZones
 
 __all__ = ["SlackChannel"]
 
@@ -96,6 +97,8 @@ class SlackChannel:
         self.home = AppHome(runtime, config, self.client, schedules, self._background)
         self.approvals = ApprovalButtons(runtime, config, self.client, self.home,
                                          via=self.name)
+        self.zones = SlackZones(self.client)
+        """A person's time zone by their Slack id (the app lends it to the schedules)."""
         self._app: AsyncApp | None = None
         self._unlisten: Callable[[], None] | None = None
 
@@ -138,6 +141,7 @@ class SlackChannel:
             self._unlisten()
         await self.connection.close()
         await self._background.close()
+        await self.zones.close()
         await self.downloads.aclose()
         self.connection.stopped()
 

@@ -213,6 +213,32 @@ async def test_a_missing_scope_is_named() -> None:
         assert caught.value.response["needed"] == "reactions:write"
 
 
+async def test_users_info_answers_the_people_set_up(fake: FakeSlack) -> None:
+    """https://api.slack.com/methods/users.info: the person's tz, tz_label and tz_offset;
+    the bot is a bot; an id nobody has is user_not_found; it needs users:read."""
+    fake.person(HUMAN, tz="America/Sao_Paulo", tz_label="Brasilia Standard Time",
+                tz_offset=-10_800)
+    web = client(fake)
+    person = (await web.users_info(user=HUMAN, include_locale=True))["user"]
+    assert (person["id"], person["tz"], person["tz_label"], person["tz_offset"]) == (
+        HUMAN, "America/Sao_Paulo", "Brasilia Standard Time", -10_800)
+    assert person["is_bot"] is False and person["locale"] == "en-US"
+    bot = (await web.users_info(user=BOT_USER))["user"]
+    assert bot["is_bot"] is True and "locale" not in bot
+    fake.person("U0TOKYO001", tz="Asia/Tokyo")  # the offset and label from the zone
+    assert (await web.users_info(user="U0TOKYO001"))["user"]["tz_offset"] == 32_400
+    with pytest.raises(SlackApiError) as caught:
+        await web.users_info(user="U0NOBODY01")
+    assert caught.value.response["error"] == "user_not_found"
+    async with FakeSlack(Workspace(scopes=("chat:write",))) as lacking:
+        lacking.person(HUMAN, tz="Asia/Tokyo")
+        with pytest.raises(SlackApiError) as caught:
+            await client(lacking).users_info(user=HUMAN)
+        assert caught.value.response["needed"] == "users:read"
+    assert [c["user"] for c in fake.calls("users.info")] == [
+        HUMAN, BOT_USER, "U0TOKYO001", "U0NOBODY01"]
+
+
 async def test_assistant_status_is_recorded_or_unknown(fake: FakeSlack) -> None:
     root = fake.post_as_user(DM, HUMAN, "help me")
     web = client(fake)

@@ -3,9 +3,9 @@
 ``FakeSlack`` serves the Web API and Socket Mode on 127.0.0.1 (``web.py``, ``socket.py``), and
 POSTs to an app's Request URL as Slack does in HTTP mode (``request_url.py``), over an
 in-memory workspace (``store.py``, ``methods.py``, ``streams.py``, ``sessions.py``,
-``files.py``), holding every call to Slack's documented contract first (``contract.py``,
-``rules.py``, ``blockkit.py``); ``payloads.py`` builds what Slack sends an app — events,
-interactions, envelopes — and signs HTTP deliveries.
+``files.py``, ``people.py``), holding every call to Slack's documented contract first
+(``contract.py``, ``rules.py``, ``blockkit.py``); ``payloads.py`` builds what Slack sends an
+app — events, interactions, envelopes — and signs HTTP deliveries.
 """
 
 from .methods import SCOPES, Workspace

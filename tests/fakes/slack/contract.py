@@ -357,5 +357,19 @@ _APP = {
              "at most 100 blocks. ``view`` is a JSON object (slack_sdk sends it as one)."),
 }
 
-CONTRACT: dict[str, Method] = {**_CHAT, **_READS, **_ASSISTANT, **_AGENTS, **_FILES, **_APP}
+_USERS = {
+    "users.info": Method(
+        page("users.info"),
+        required={"user": S},
+        optional={"include_locale": BOOL},
+        errors=_errors("too_many_users user_not_found user_not_visible"),
+        note="https://api.slack.com/methods/users.info (the same page, at its old address). "
+             "user_not_found: \"Value passed for ``user`` was invalid\": an id nobody has; a "
+             "call without ``user`` answers the common invalid_arguments. The person's "
+             "``tz`` is an IANA name, ``tz_label`` its name in words, ``tz_offset`` seconds "
+             "east of UTC."),
+}
+
+CONTRACT: dict[str, Method] = {**_CHAT, **_READS, **_ASSISTANT, **_AGENTS, **_FILES, **_APP,
+                               **_USERS}
 """Every method the fake serves, by its Slack name."""

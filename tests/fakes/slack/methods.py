@@ -128,6 +128,7 @@ def needed_scopes(method: str, params: JSON) -> tuple[str, ...]:
         # thread-based sessions" (assistant:write comes with declaring the app an agent)
         "agents.sessions.setStatus": ("chat:write",),
         "agents.sessions.rename": ("chat:write",),
+        "users.info": ("users:read",),
     }.get(method, ())
 
 

@@ -39,6 +39,7 @@ from . import payloads
 from .contract import CONTRACT
 from .files import SharedFiles, Uploads
 from .methods import WebAPI, Workspace, needed_scopes
+from .people import People
 from .request_url import RequestUrl
 from .rules import enforce
 from .socket import SocketMode
@@ -76,9 +77,12 @@ class FakeSlack:
                                    channel, {**self.api.bot_fields(), **fields},
                                    thread_ts=thread_ts))
         """The bot's uploads (``files_upload_v2``)."""
+        self.people = People(self.workspace)
+        """Who ``users.info`` knows (``person``)."""
         self.api.extra = {"files.getUploadURLExternal": self.uploads.get_url,
                           "files.completeUploadExternal": self.uploads.complete,
-                          "files.info": self.uploads.info}
+                          "files.info": self.uploads.info,
+                          "users.info": self.people.info}
         self._changed = asyncio.Condition()
         self.socket = SocketMode(self.workspace.app_id, self._changed)
         self.requests: list[Call] = []
@@ -213,6 +217,12 @@ class FakeSlack:
     def statuses(self) -> list[JSON]:
         """Every ``assistant.threads.setStatus`` carried out."""
         return copy.deepcopy(self.api.statuses)
+
+    def person(self, user: str, *, tz: str, tz_label: str | None = None,
+               tz_offset: int | None = None, name: str | None = None) -> JSON:
+        """Set up a person ``users.info`` answers for, in time zone ``tz`` (an IANA name;
+        the label and offset default to that zone's now)."""
+        return self.people.add(user, tz=tz, tz_label=tz_label, tz_offset=tz_offset, name=name)
 
     def post_as_user(self, channel: str, user: str, text: str, *,
                      thread_ts: str | None = None) -> JSON:
@@ -363,6 +373,8 @@ class FakeSlack:
         self.requests.append(Call(method, request.method, params,
                                   {k.lower(): v for k, v in request.headers.items()},
                                   time.monotonic()))
+        async with self._changed:  # a call received is seen while it is held (``slow``)
+            self._changed.notify_all()
         outage = self._outage()
         if outage is not None and outage.mode == "down":
             assert request.transport is not None
