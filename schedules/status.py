@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from runtime import NotFound, ReplyDelivery, Run, RunState
+from runtime import NotFound, ReplyDelivery, Run, RunState, ScheduleRecord
 
 from .book import ScheduleBook
 from .config import Schedule
@@ -133,9 +133,8 @@ async def slot_history(book: ScheduleBook, schedule: Schedule, *, now: datetime 
     found: list[dict[str, Any]] = []
     for slot in reversed(slots_between(schedule.cron, since, now, limit)):
         run = await book.runs.run_for_key(slot_key(schedule.name, slot))
-        entry: dict[str, Any] = {"slot": slot.isoformat(), "run": None, "outcome": "no run"}
-        if record is not None and record.skipped_slot == slot.timestamp():
-            entry["outcome"] = f"skipped: {record.skipped_why}"
+        entry: dict[str, Any] = {"slot": slot.isoformat(), "run": None,
+                                 "outcome": _not_run(schedule, record, slot)}
         if run is not None:
             replies = [d for d in await book.runs.deliveries(run_id=run.id)
                        if isinstance(d, ReplyDelivery)]
@@ -146,6 +145,21 @@ async def slot_history(book: ScheduleBook, schedule: Schedule, *, now: datetime 
                       "outcome": outcome(run, replies)}
         found.append(entry)
     return found
+
+
+def _not_run(schedule: Schedule, record: ScheduleRecord | None, slot: datetime) -> str:
+    """Why a slot has no run: skipped, and why (for the newest skipped one); missed (its
+    time passed while maiden was down or the schedule paused, and ``misfire`` did not run
+    it) or skipped; or not decided yet."""
+    if record is None:
+        return "no run"
+    if record.skipped_slot == slot.timestamp():
+        return f"skipped: {record.skipped_why}"
+    if slot.timestamp() > max(record.since, record.last_slot or 0.0):
+        return "due: not decided yet"
+    # Only the newest skipped slot's reason is recorded: an older one is one of the two.
+    return f"no run: missed (maiden down or the schedule paused; misfire = " \
+        f"{schedule.config.misfire!r}) or skipped"
 
 
 def deliver_text(schedule: Schedule) -> str | None:
