@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from runtime import ConfigError, HookRefused, Origin, Run, Runtime
+from runtime import ConfigError, HookRefused, Job, Origin, Run, Runtime
 
 from .config import delivered_to, entry_key
 
@@ -46,9 +46,16 @@ class HookConfig(BaseModel):
     name: str = Field(description="unique; letters, digits, _ . - (the URL: /v1/hooks/{name})")
     secret_env: str = Field(description=(
         "the environment variable holding the secret the sender signs the body with"))
-    prompt: str = Field(description=(
+    prompt: str | None = Field(default=None, description=(
         "the message the agent is sent: {field.sub} puts in the payload's field (\"\" if "
-        "it has none), {payload} the whole payload as JSON"))
+        "it has none), {payload} the whole payload as JSON (or tool)"))
+    tool: str | None = Field(default=None, description=(
+        "instead of prompt: a tool run with args, its output posted (no model asked)"))
+    args: dict[str, Any] = Field(default_factory=dict, description=(
+        "with tool: its arguments; in each text, {field.sub} as in prompt"))
+    then_prompt: str | None = Field(default=None, description=(
+        "with tool: the model is asked this (a template as prompt) about the output, and "
+        "its answer is posted"))
     agent: str | None = Field(default=None, description="the agent that runs it (default: "
                               "the default agent)")
     deliver: str | None = Field(
@@ -64,6 +71,15 @@ class HookConfig(BaseModel):
         "absent: the body's digest"))
     max_body_bytes: int = Field(default=1_000_000, ge=1, le=25_000_000,
                                 description="a larger body is refused (413)")
+
+    @model_validator(mode="after")
+    def _prompt_or_tool(self) -> HookConfig:
+        if (self.prompt is None) == (self.tool is None):
+            raise ValueError("give one of prompt (the agent is asked) or tool (a tool run, "
+                             "its output posted)")
+        if self.tool is None and (self.args or self.then_prompt):
+            raise ValueError("args and then_prompt go with tool")
+        return self
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +108,12 @@ def load_hooks(configs: Sequence[HookConfig], *, env: Mapping[str, str] | None,
         if env is not None and not secret:
             problems.append((f"{where}.secret_env", f"the environment variable "
                              f"{config.secret_env!r} is not set (the shared secret)"))
-        try:
-            prompt_for(config.prompt, {})
-        except (ValueError, IndexError) as exc:
-            problems.append((f"{where}.prompt", f"not a template: {exc}"))
+        for key, template in (("prompt", config.prompt), ("then_prompt", config.then_prompt),
+                              *((f"args.{k}", v) for k, v in config.args.items())):
+            try:
+                _filled(template, {})
+            except (ValueError, IndexError) as exc:
+                problems.append((f"{where}.{key}", f"not a template: {exc}"))
         origin = delivered_to(where, config.deliver, channels, problems)
         if origin is not None:
             hooks.append(Hook(config, secret.encode(), origin))
@@ -191,8 +209,26 @@ async def take(runtime: Runtime, hook: Hook, body: bytes, headers: Mapping[str, 
     held = await runtime.records.run_for_key(key)
     if held is not None:
         return held, True
-    text = prompt_for(hook.config.prompt, payload_of(body, _header(headers, "Content-Type")))
-    thread = hook.config.thread or f"hook:{hook.name}:{key.rsplit(':', 1)[1]}"
+    payload = payload_of(body, _header(headers, "Content-Type"))
+    config, job = hook.config, None
+    if config.tool is not None:
+        then = _filled(config.then_prompt, payload)
+        job = Job(tool=config.tool, args=_filled(config.args, payload), then_prompt=then)
+        text = then or f"(webhook {hook.name}: {config.tool})"
+    else:
+        text = prompt_for(config.prompt or "", payload)
+    thread = config.thread or f"hook:{hook.name}:{key.rsplit(':', 1)[1]}"
     run = await runtime.submit(thread, text, origin=hook.origin, idempotency_key=key,
-                               agent=hook.config.agent)
+                               agent=config.agent, job=job)
     return run, False
+
+
+def _filled(value: Any, payload: Any) -> Any:
+    """``value`` with the payload's fields put in each text in it (``prompt_for``)."""
+    if isinstance(value, str):
+        return prompt_for(value, payload)
+    if isinstance(value, dict):
+        return {k: _filled(v, payload) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_filled(v, payload) for v in value]
+    return value

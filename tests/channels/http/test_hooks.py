@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from runtime import ConfigError, HookRefused, Origin, Runtime, SQLiteStore
+from runtime import ConfigError, HookRefused, Origin, Runtime, SQLiteStore, ToolContext, tool
 from schedules import ScheduleBook, Scheduler
 from schedules.hooks import Hook, HookConfig, load_hooks, prompt_for, verify
 from tests.http_helpers import echo_runtime, served
@@ -64,14 +64,38 @@ def test_a_hook_whose_secret_is_not_set_or_whose_prompt_is_broken_names_the_key(
                     "hooks.1 (ci).secret_env", "hooks.1 (ci).deliver"]
 
 
+@tool(effect="idempotent_write")
+def label(ctx: ToolContext, repo: str, names: list[str]) -> str:
+    """Label the repository's newest pull request."""
+    LABELLED.append((ctx.idempotency_key, repo, tuple(names)))
+    return f"{repo}: labelled {', '.join(names)}"
+
+
+LABELLED: list[tuple[str, str, tuple[str, ...]]] = []
+
+
+def test_a_hook_runs_a_prompt_or_a_tool() -> None:
+    with pytest.raises(ValueError, match="one of prompt"):
+        HookConfig(name="gh", secret_env="S")
+    with pytest.raises(ValueError, match="one of prompt"):
+        HookConfig(name="gh", secret_env="S", prompt="p", tool="t")
+    with pytest.raises(ValueError, match="go with tool"):
+        HookConfig(name="gh", secret_env="S", prompt="p", args={"a": 1})
+    broken = HookConfig(name="gh", secret_env="S", tool="t", args={"repo": "{repo"})
+    with pytest.raises(ConfigError) as caught:
+        load_hooks([broken], env={"S": "x"}, channels=[])
+    assert [key for key, _ in caught.value.problems] == ["hooks.0 (gh).args.repo"]
+
+
 @asynccontextmanager
 async def hooked(tmp_path: Path, **config: Any
                  ) -> AsyncIterator[tuple[httpx.AsyncClient, Runtime]]:
     db = tmp_path / "m.db"
-    hook = HookConfig(name="github", secret_env="GH_SECRET",
-                      prompt="{pusher.name} pushed {commits.0.message!r} to "
-                             "{repository.full_name}", **config)
-    async with echo_runtime(db) as rt, SQLiteStore(db) as store:
+    if "tool" not in config:
+        config["prompt"] = "{pusher.name} pushed {commits.0.message!r} to " \
+            "{repository.full_name}"
+    hook = HookConfig(name="github", secret_env="GH_SECRET", **config)
+    async with echo_runtime(db, [label]) as rt, SQLiteStore(db) as store:
         book = ScheduleBook(store, hooks=load_hooks([hook], env={"GH_SECRET": SECRET},
                                                     channels=[]))
         async with Scheduler(book, rt, timers=False) as scheduler, \
@@ -160,3 +184,23 @@ async def test_the_header_names_are_the_hooks_to_choose(tmp_path: Path) -> None:
         await rt.wait(first.json()["run_id"])
     assert (first.status_code, again.status_code) == (202, 200)
     assert first.json()["thread_id"] == "hooks:ci"
+
+
+async def test_a_hook_naming_a_tool_runs_it_once_with_the_payloads_fields(
+        tmp_path: Path) -> None:
+    LABELLED.clear()
+    body = json.dumps(PUSH).encode()
+    headers = {"X-Hub-Signature-256": signed(body), "X-GitHub-Delivery": "d-9",
+               "Content-Type": "application/json"}
+    async with hooked(tmp_path, tool="label", args={
+            "repo": "{repository.full_name}", "names": ["pushed-by-{pusher.name}", "ci"]}
+                      ) as (client, rt):
+        took = (await client.post("/v1/hooks/github", content=body, headers=headers)).json()
+        done = await rt.wait(took["run_id"])
+        again = await client.post("/v1/hooks/github", content=body, headers=headers)
+        assert again.status_code == 200
+        await rt.idle()
+    assert done.state == "completed" and done.reply == "octo/hello: labelled pushed-by-ana, ci"
+    assert done.usage.input_tokens == 0  # no model asked
+    assert [(repo, names) for _, repo, names in LABELLED] == [
+        ("octo/hello", ("pushed-by-ana", "ci"))]
