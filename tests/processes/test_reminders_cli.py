@@ -1,0 +1,60 @@
+"""A reminder asked in Slack, through a real `maiden run` and the fake Slack: the tool reads
+the person's zone from ``users.info`` and says when it fires there; it fires once, as the
+bot's message in the thread it was asked in, mentioning the person; `maiden schedules`
+shows it done in the config's zone and in the person's."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.slack import BOT_USER, FakeSlack
+from tests.processes.test_slack_cli import configure, env, maiden
+
+pytestmark = pytest.mark.timeout(120)
+
+C = "C0GENERAL01"
+
+
+async def test_a_reminder_asked_in_slack_fires_once_in_its_thread(home: Path) -> None:
+    async with FakeSlack() as fake:
+        fake.person("U1", tz="America/Sao_Paulo")
+        configure(home, fake)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot", "run", cwd=home, env=env(fake),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        assert proc.stdout is not None
+        try:
+            banner = ""
+            while not banner.endswith("Ctrl-C stops.\n"):
+                line = await asyncio.wait_for(proc.stdout.readline(), 60)
+                assert line, banner
+                banner += line.decode()
+            # The offline echo model calls a tool when told to (`/tool NAME {json}`).
+            asked = json.dumps({"name": "deploy-check", "in": "3s", "say": "check the deploy"})
+            event = fake.user_event(C, "U1", f"<@{BOT_USER}> /tool schedule_create {asked}",
+                                    mention=True)
+            await fake.acked(await fake.socket_event(event), timeout=30)
+            thread = event["event"]["ts"]
+            _, answer = await fake.wait_messages(C, 2, timeout=30)
+            assert "America/Sao_Paulo" in answer["text"] and "UTC" in answer["text"]
+            assert answer["thread_ts"] == thread
+            *_, reminder = await fake.wait_messages(C, 3, timeout=30)
+            assert reminder["text"] == "<@U1> check the deploy"
+            assert reminder["thread_ts"] == thread and reminder.get("bot_id")
+            assert len(fake.calls("users.info")) == 1
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, err = await asyncio.wait_for(proc.communicate(), 30)
+        assert proc.returncode == 0, err.decode()[-2000:]
+        assert len(fake.messages(C)) == 3  # asked, said back, reminded: once
+    code, out, _ = await maiden(home, env(fake), "schedules")
+    assert code == 0, out
+    line = next(line for line in out.splitlines() if line.startswith("deploy-check"))
+    assert "once at " in line and "UTC (" in line and "America/Sao_Paulo)" in line
+    assert "(done)" in line and "origin=chat" in line
