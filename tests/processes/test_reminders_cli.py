@@ -55,6 +55,6 @@ async def test_a_reminder_asked_in_slack_fires_once_in_its_thread(home: Path) ->
         assert len(fake.messages(C)) == 3  # asked, said back, reminded: once
     code, out, _ = await maiden(home, env(fake), "schedules")
     assert code == 0, out
-    line = next(line for line in out.splitlines() if line.startswith("deploy-check"))
-    assert "once at " in line and "UTC (" in line and "America/Sao_Paulo)" in line
-    assert "(done)" in line and "origin=chat" in line
+    listed = next(row for row in out.splitlines() if row.startswith("deploy-check"))
+    assert "once at " in listed and "UTC (" in listed and "America/Sao_Paulo)" in listed
+    assert "(done)" in listed and "origin=chat" in listed
