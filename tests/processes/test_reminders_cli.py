@@ -1,7 +1,7 @@
-"""A reminder asked in Slack, through a real `maiden run` and the fake Slack: the tool reads
-the person's zone from ``users.info`` and says when it fires there; it fires once, as the
-bot's message in the thread it was asked in, mentioning the person; `maiden schedules`
-shows it done in the config's zone and in the person's."""
+"""Reminders asked in chat, through a real `maiden run` and the fake Slack and Discord: the
+tool reads the person's zone (Slack's ``users.info``) and says when it fires there; it
+fires once, as the bot's message where it was asked, mentioning the person; `maiden
+schedules` shows it done in the config's zone and in the person's."""
 
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.discord import BOT_ID, GENERAL_ID, HUMAN_ID, FakeDiscord
 from tests.fakes.slack import BOT_USER, FakeSlack
+from tests.processes.test_discord_cli import configure as discord_configure
+from tests.processes.test_discord_cli import env as discord_env
 from tests.processes.test_slack_cli import configure, env, maiden
 
 pytestmark = pytest.mark.timeout(120)
@@ -58,3 +61,34 @@ async def test_a_reminder_asked_in_slack_fires_once_in_its_thread(home: Path) ->
     listed = next(row for row in out.splitlines() if row.startswith("deploy-check"))
     assert "once at " in listed and "UTC (" in listed and "America/Sao_Paulo)" in listed
     assert "(done)" in listed and "origin=chat" in listed
+
+
+async def test_a_reminder_asked_in_discord_mentions_the_person_once(home: Path) -> None:
+    async with FakeDiscord() as fake:
+        discord_configure(home, fake)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot", "run", cwd=home, env=discord_env(fake),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        assert proc.stdout is not None
+        try:
+            banner = ""
+            while not banner.endswith("Ctrl-C stops.\n"):
+                line = await asyncio.wait_for(proc.stdout.readline(), 60)
+                assert line, banner
+                banner += line.decode()
+            asked = json.dumps({"name": "tea", "in": "3s", "say": "tea is ready"})
+            await fake.user_message(GENERAL_ID, HUMAN_ID,
+                                    f"<@{BOT_ID}> /tool schedule_create {asked}",
+                                    mentions=[BOT_ID])
+            *_, reminder = await fake.wait_messages(GENERAL_ID, 3, timeout=30)
+            _, answer, _ = fake.messages(GENERAL_ID)
+            # Discord tells no zone: the agent's (the default agent.toml's, UTC); the
+            # answer (a live reply, finished by now) says when.
+            assert "UTC, in " in answer["content"] and "⏳" not in answer["content"]
+            assert reminder["content"] == f"<@{HUMAN_ID}> tea is ready"
+            assert reminder["author"]["id"] == str(BOT_ID)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, err = await asyncio.wait_for(proc.communicate(), 30)
+        assert proc.returncode == 0, err.decode()[-2000:]
+        assert len(fake.messages(GENERAL_ID)) == 3
