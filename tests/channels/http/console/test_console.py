@@ -286,6 +286,24 @@ async def test_the_console_can_be_switched_off(tmp_path: Path) -> None:
         assert (await client.get("/console/static/htmx.min.js")).status_code == 404
 
 
+async def test_a_one_shot_is_listed_with_its_time_and_kept_done(tmp_path: Path) -> None:
+    due = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+    clock = Clock(due - timedelta(hours=1))
+    configs = [ScheduleConfig(name="launch", at="2026-03-02T09:00:00+00:00",
+                              say="launch day")]
+    async with echo_runtime(tmp_path / "m.db") as rt, \
+            scheduled(rt, tmp_path / "m.db", configs, clock) as scheduler, \
+            browser(rt, schedules=scheduler) as client:
+        before = await client.get("/schedules")
+        assert "once at" in before.text and "2026-03-02T09:00:00+00:00" in before.text
+        assert "<em>done</em>" not in before.text
+        clock.now = due + timedelta(seconds=1)
+        (fired,) = await scheduler.fire_due()
+        assert (await rt.wait(fired.run.id)).reply == "launch day"
+        after = await client.get("/schedules")
+        assert "<em>done</em>" in after.text, after.text
+
+
 async def test_schedules_history_run_now_pause_and_resume(tmp_path: Path) -> None:
     slot = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
     clock = Clock(slot - timedelta(hours=2, minutes=5))
