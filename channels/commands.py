@@ -251,8 +251,10 @@ def _sum(runs: Sequence[Run]) -> str:
 
 def _schedule_line(schedule: dict[str, object]) -> str:
     name = schedule.get("name")
-    paused = " (paused)" if schedule.get("paused") else ""
+    paused = " (done)" if schedule.get("done") else " (paused)" if schedule.get("paused") \
+        else ""
     fires = schedule.get("next_fires") or []
-    upcoming = f"next {fires[0]}" if isinstance(fires, list) and fires else "no next fire"
+    upcoming = f"next {fires[0]}" if isinstance(fires, list) and fires else \
+        f"once at {schedule['at']}" if schedule.get("at") else "no next fire"
     last = schedule.get("outcome") if schedule.get("last_slot") else "never run"
     return f"• `{name}`{paused}: {upcoming}; last: {last}"
