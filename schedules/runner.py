@@ -252,7 +252,7 @@ class Scheduler:
             # decision, a slot due now is decided as skipped, not queued behind it (one more
             # run a minute for `* * * * *`, each waiting for the same person).
             record = self.book.record(name)
-            blocked = cannot_run(schedule, self.runtime.operator.agents.get, self.channels) \
+            blocked = cannot_run(schedule, self.runtime.operator.agents, self.channels) \
                 or await still_running(schedule, self.runtime.records, [
                     self._last_runs.get(name), record.last_run_id if record else None])
             held_back, due = (due, []) if blocked is not None else ([], due)

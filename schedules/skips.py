@@ -4,24 +4,29 @@ with why, and costs nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from runtime import NotFound, Records, RunState
+from runtime import Agents, NotFound, Records, RunState
 
 from .config import Schedule
 
 __all__ = ["cannot_run", "still_running"]
 
 
-def cannot_run(schedule: Schedule, agent_named: Callable[[str], object | None],
-               channels: Sequence[str] | None) -> str | None:
-    """Why a slot of ``schedule`` cannot run here: its agent (``agent_named``: the agent of
-    that name, or None), or the channel it delivers to (``channels``: those configured;
-    None: not known), is no longer configured (a chat schedule made before the config
-    changed); None if it can."""
-    agent = schedule.config.agent
-    if agent is not None and agent_named(agent) is None:
-        return f"its agent {agent!r} is not configured"
+def cannot_run(schedule: Schedule, agents: Agents, channels: Sequence[str] | None
+               ) -> str | None:
+    """Why a slot of ``schedule`` cannot run here: its agent, the tool its job runs (of
+    its agent; without one, of any agent: the routes choose), or the channel it delivers
+    to (``channels``: those configured; None: not known) is no longer configured (a chat
+    schedule made before the config changed, a tool taken out); None if it can."""
+    config = schedule.config
+    agent = agents.get(config.agent) if config.agent is not None else None
+    if config.agent is not None and agent is None:
+        return f"its agent {config.agent!r} is not configured"
+    if config.tool is not None and not any(
+            config.tool in a.tools for a in ([agent] if agent is not None else agents)):
+        whose = f"agent {config.agent!r}" if config.agent is not None else "any agent"
+        return f"its tool {config.tool!r} is not one of {whose}'s tools"
     channel = schedule.origin.channel
     if schedule.origin.target and channels is not None and channel not in channels:
         return f"it delivers to {channel}, which is not configured"

@@ -286,3 +286,15 @@ def test_a_config_schedule_is_one_kind_of_each() -> None:
     (loaded,) = load_schedules([config], default_timezone="Asia/Tokyo", channels=[])
     assert isinstance(loaded.cron, At) and loaded.cron.moment.isoformat() == \
         "2026-12-07T09:00:00+09:00"
+
+
+async def test_a_check_whose_tool_is_gone_is_skipped_with_why(tmp_path: Path) -> None:
+    gone = ScheduleConfig(name="gone", cron="*/5 * * * *", tool="uptime", deliver="slack:C1")
+    clock = Clock(NOON - timedelta(minutes=1))
+    async with agent(tmp_path / "m.db", [], clock, (gone,)) as (rt, scheduler, chat):
+        assert await fire(rt, scheduler, NOON) == []
+        (listed,) = await scheduler.listing()
+        assert listed["skipped"] == {
+            "slot": "2026-12-07T13:00:00+01:00",  # in the schedule's zone (the agent's)
+            "why": "its tool 'uptime' is not one of any agent's tools"}
+        assert await rt.records.runs() == [] and chat.posted == []
