@@ -234,7 +234,14 @@ class ScheduleOut(BaseModel):
 
     name: str
     origin: Literal["config", "chat"]
-    cron: str
+    cron: str | None = Field(description="the crontab line; null for a one-shot (at)")
+    at: str | None = Field(default=None, description="a one-shot's time, ISO 8601 in its "
+                           "timezone; null for a recurring schedule")
+    done: bool = Field(default=False, description="a one-shot that ran (or was skipped): "
+                       "kept, never fired again")
+    does: Literal["prompt", "say", "tool"] = Field(
+        default="prompt", description="what a slot does: ask the agent (prompt), post fixed "
+        "words (say) or run a tool (tool), the last two without the model")
     timezone: str
     thread: str
     fresh_thread: bool

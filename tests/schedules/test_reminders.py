@@ -27,6 +27,7 @@ from schedules import At, ScheduleBook, ScheduleConfig, Scheduler, load_schedule
 from schedules.once import parse_at, parse_in, when_text
 from tests.clock import Clock
 from tests.fakes.chat import MemoryChat
+from tests.http_helpers import served
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -298,3 +299,19 @@ async def test_a_check_whose_tool_is_gone_is_skipped_with_why(tmp_path: Path) ->
             "slot": "2026-12-07T13:00:00+01:00",  # in the schedule's zone (the agent's)
             "why": "its tool 'uptime' is not one of any agent's tools"}
         assert await rt.records.runs() == [] and chat.posted == []
+
+
+async def test_the_api_lists_a_one_shot_with_its_time_and_done(tmp_path: Path) -> None:
+    once = ScheduleConfig(name="launch", at="2026-12-07T13:00:00+00:00", say="launch day",
+                          deliver="slack:C1")
+    clock = Clock(NOON)
+    async with agent(tmp_path / "m.db", [], clock, (once,)) as (rt, scheduler, _), \
+            served(rt, token="t0k", schedules=scheduler) as (client, _http):
+        (before,) = (await client.get("/v1/schedules")).json()["schedules"]
+        assert (before["cron"], before["at"], before["done"], before["does"]) == (
+            None, "2026-12-07T14:00:00+01:00", False, "say")
+        assert before["next_fires"] == ["2026-12-07T14:00:00+01:00"]
+        clock.now = NOON + timedelta(hours=1)
+        assert await fire(rt, scheduler, clock.now) == ["launch day"]
+        (after,) = (await client.get("/v1/schedules")).json()["schedules"]
+        assert after["done"] is True and after["next_fires"] == []
