@@ -135,7 +135,8 @@ def _print_schedules(loaded: LoadedConfig) -> None:
     defined = cfg.read_schedules()
     chat = cfg.schedules_limits.max_per_thread
     print(f"  schedules {len(defined)} in the config"
-          + "".join(f"; {s.name} {s.config.cron!r} {s.cron.timezone}" for s in defined[:5])
+          + "".join(f"; {s.name} {s.config.cron or s.cron.expr!r} {s.cron.timezone}"
+                    for s in defined[:5])
           + ("; ..." if len(defined) > 5 else "")
           + (f"; from chat: up to {chat} per conversation (schedule_* tools)" if chat
              else "; none from chat ([schedules_limits] max_per_thread = 0)"))
