@@ -200,6 +200,12 @@ class LiveReplies:
         text, tools = "".join(live.text), list(live.tools)
         if not text.strip() and (live.stream is None or not tools):
             return  # a stream opens with text; whitespace waits for what follows it
+        if live.stream is None and live.ended:
+            # Ended before its first flush: the reply says it all, posted whole. A stream
+            # opened now would race the reply's send, which another replica may be making
+            # while this one opens it (chaos finding 28: an answer shown twice).
+            live.inert = True
+            return
         live.text.clear()
         live.tools.clear()
         if live.stream is None:

@@ -22,8 +22,9 @@ from runtime import (
     arguments_summary,
     tool,
 )
+from runtime.model.events import RunEnded, RunStarted, TextDelta
 from runtime.model.runs import new_run_id
-from runtime.outbox.live import WAITING_NOTE
+from runtime.outbox.live import WAITING_NOTE, LiveReplies
 from runtime.stores.base import Checkpoint
 from tests.fakes.chat import MemoryChat
 
@@ -220,3 +221,32 @@ async def test_a_cancelled_run_ends_its_stream_with_the_reason(make_runtime: Any
     (message,) = chat.streamer.messages.values()  # type: ignore[union-attr]
     assert message.text.startswith("Working on it. \n") and not message.streaming
     assert "ops" in message.text.splitlines()[-1] and chat.posted == []
+
+
+async def test_a_run_that_ended_before_its_stream_opened_opens_none(tmp_path: Path) -> None:
+    """Its stream waited for what the run left unsent (a resumed run's earlier notice) and
+    the run ended meanwhile: no stream is opened after the end, the reply goes out whole
+    (chaos finding 28: a stream opened after the end raced the reply another replica sent,
+    and the answer showed twice)."""
+    chat = MemoryChat(stream=True)
+    assert chat.streamer is not None
+    async with SQLiteStore(tmp_path / "m.db") as store:
+        runtime = Runtime(store, ScriptedProvider([{"text": ANSWER}]))
+        runtime.operator.add_deliverer("chat", MemoryChat())  # the run's own: no stream
+        async with runtime:
+            run = await runtime.send("t", "hi", origin=ROOM)
+            await runtime.idle()
+            live = LiveReplies(store, {"chat": chat}, clock=lambda: 5.0)
+            unsent = asyncio.get_running_loop().create_future()
+            after = asyncio.ensure_future(unsent)
+            live.on_event(RunStarted(run_id=run.id, thread_id="t"), after=after)
+            live.on_event(TextDelta(run_id=run.id, thread_id="t", text=ANSWER))
+            live.on_event(RunEnded(run_id=run.id, thread_id="t", kind="run.completed",
+                                   state=RunState.COMPLETED, reason="answered"))
+            unsent.set_result(None)  # what it left unsent is sent: the stream may go on
+            assert await live.finish(ReplyDelivery(
+                key="reply-1", run_id=run.id, thread_id="t", channel="chat",
+                target=ROOM.target, text=ANSWER, created_at=4.0)) is False
+            kinds = [d.kind for d in await store.deliveries(run_id=run.id)]
+    assert chat.streamer.messages == {}  # nothing streamed: the reply is posted whole
+    assert "stream" not in kinds
