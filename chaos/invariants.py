@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,14 +58,20 @@ class Stored:
     details: dict[str, dict[str, Any]]  # run id -> the run with its transitions
     leases: list[dict[str, Any]]  # unexpired: name, holder ("{instance}/{pid}@{host}")
     live: set[int]  # the pids of the replicas up
+    held: set[str] = field(default_factory=set)
+    """Runs whose answer stayed in the outbox longer than a thread's later messages wait
+    behind one (``ORDER_HOLD_S``): by design, later answers may have gone before it."""
 
     def timed_out(self, run_id: str) -> bool:
         detail = self.details.get(run_id) or {}
         return any(t["target"] == "timed_out" for t in detail.get("transitions") or ())
 
     def answers_late(self, run_id: str) -> bool:
-        """Whether the run answers when a person took it up again, out of its thread's
-        order: its approval timed out (and was decided late), or it was resumed."""
+        """Whether the run answers out of its thread's order: when a person took it up
+        again (its approval timed out and was decided late, or it was resumed), or after
+        its answer was held in the outbox past the ordering's hold (``held``)."""
+        if run_id in self.held:
+            return True
         detail = self.details.get(run_id) or {}
         return any(t["target"] == "timed_out" or t["reason"] == RESUMED
                    for t in detail.get("transitions") or ())

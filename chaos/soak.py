@@ -21,7 +21,8 @@ from uuid import uuid4
 import asyncpg  # type: ignore[import-untyped]
 import httpx
 
-from runtime import Store, StoreConfig, make_store
+from runtime import ReplyDelivery, Store, StoreConfig, make_store
+from runtime.outbox.ordering import ORDER_HOLD_S
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.slack import FakeSlack
 
@@ -198,6 +199,7 @@ async def soak(plan: Plan, work: Path, *, own_server: bool = False,
         stopped |= {s.run_id for s in actor.stops if s.run_id} if actor else set()
         stored = await _read(client, workload, await _leases(spec, work, faults.last_death,
                                                               dsn), stopped)
+        stored.held = await _held_long(spec, work, dsn)
         kept = await read_kept(spec, work, dsn)
         await operators.read(stored)
         if people is not None:
@@ -369,6 +371,21 @@ async def _blobs(spec: StoreSpec, work: Path, dsn: str) -> list[str]:
     await store.open()
     try:
         return blob_digests(await store.blobs())
+    finally:
+        await store.close()
+
+
+async def _held_long(spec: StoreSpec, work: Path, dsn: str) -> set[str]:
+    """The runs whose answer stayed in the outbox longer than the outbox keeps a thread's
+    later messages waiting behind one (``ORDER_HOLD_S``; a margin for the clocks skewed):
+    later answers may have been posted before it, by design."""
+    store = _open(spec, work, dsn)
+    await store.open()
+    try:
+        now = time.time()
+        return {d.run_id for d in await store.deliveries()
+                if isinstance(d, ReplyDelivery) and d.answer
+                and (d.delivered_at or now) - d.created_at > ORDER_HOLD_S - 10}
     finally:
         await store.close()
 

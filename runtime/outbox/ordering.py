@@ -24,11 +24,14 @@ from ..model.runs import ApprovalDelivery, Delivery, ReplyDelivery, Run, StreamD
 
 __all__ = ["ORDER_HOLD_S", "Place", "holds_back", "place", "superseded", "waits_behind"]
 
-ORDER_HOLD_S = 60.0
+ORDER_HOLD_S = 120.0
 """How long a record left in the outbox keeps the later ones of its thread (to the same
 place) waiting behind it. One that cannot go now (its send failed, its channel is not up
 here, another live process owns it) holds back those after it; for a while only, so that
-a message the platform keeps refusing cannot silence the conversation."""
+a message the platform keeps refusing cannot silence the conversation. Twice a send's
+claim (``claims.CLAIM_TTL_S``): a record claimed by a process that stalls mid-send is
+taken over and sent before the ones after it give up waiting (chaos, seed 8080: answers
+overtaken by the next ones while a stalled replica held the first's claim)."""
 
 Place = tuple[str, str]
 """What order is kept within: a thread's messages to one channel. Not to one target: a
