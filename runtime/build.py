@@ -48,7 +48,7 @@ def describe_store(cfg: StoreConfig, base_dir: Path,
                    env: Mapping[str, str] | None = None) -> str:
     """Where the store is, for banners and checks (a DSN without its password)."""
     if cfg.kind != "postgres":
-        return f"{cfg.kind} at {base_dir / cfg.path}"
+        return f"{cfg.kind} at {resolve(base_dir, cfg.path)}"
     dsn = (os.environ if env is None else env).get(cfg.dsn_env, "")
     where = redact_dsn(dsn) if dsn else f"${cfg.dsn_env} (not set)"
     return f"postgres at {where}, schema {cfg.pg_schema}"

@@ -1,5 +1,5 @@
 """Files to share in tests, made here: real PNGs (Pillow) and PDFs with text that pypdf
-reads back."""
+reads back; a web page and the text read from it."""
 
 from __future__ import annotations
 
@@ -9,9 +9,20 @@ from PIL import Image
 
 from runtime import ToolFile, tool
 
-__all__ = ["REPORT", "export", "pdf", "png"]
+__all__ = ["PAGE", "PAGE_TEXT", "REPORT", "export", "pdf", "png"]
 
 REPORT = ToolFile("report.csv", "text/csv", b"a,b\n1,2\n")
+
+PAGE = b"""<!doctype html>
+<html><head><title>  The   Example
+  Page </title>
+<style>body { color: red }</style><script>var secret = "do not show";</script></head>
+<body><h1>Welcome</h1><p>Hello,   <b>reader</b> &amp; friends.</p>
+<noscript>enable javascript</noscript><template><p>hidden template</p></template>
+<ul><li>one</li><li>two</li></ul><!-- a comment --><div>last<br>line</div></body></html>"""
+"""A page with what a reader does not see: a style, a script, a template, a comment."""
+PAGE_TEXT = "Welcome\nHello, reader & friends.\none\ntwo\nlast\nline"
+"""The text ``html_to_text`` reads from ``PAGE`` (its title: "The Example Page")."""
 
 
 @tool

@@ -1,5 +1,5 @@
 """What makes a message a run: the checks ``submit`` and ``send`` make before anything is
-stored (pure: tested in ``tests/test_decisions.py``)."""
+stored (pure: tested in ``tests/runtime/engine/test_intake.py``)."""
 
 from __future__ import annotations
 

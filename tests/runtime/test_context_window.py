@@ -9,34 +9,14 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from runtime import RunState, Runtime, SQLiteStore, UserMessage
 from runtime.providers.anthropic import AnthropicProvider
-from runtime.providers.models import UNKNOWN_CONTEXT, context_size, context_window
 from runtime.providers.openai import OpenAIProvider
 from tests.fakes import anthropic, openai
 from tests.fakes.anthropic import AnthropicServer
 from tests.fakes.openai import OpenAIServer
 
 WORDS = "lorem ipsum dolor sit amet " * 80  # ~2,200 characters, ~550 tokens
-
-
-@pytest.mark.parametrize(("model", "size"), [
-    ("claude-sonnet-4-5", 200_000), ("claude-3-5-haiku-latest", 200_000),
-    ("gpt-4o-mini", 128_000), ("gpt-4.1-mini", 1_047_576), ("openai/gpt-4o", 128_000),
-    ("gpt-4", 8_192), ("gpt-4-0613", 8_192), ("gpt-4-turbo-2024-04-09", 128_000),
-    ("gpt-3.5-turbo", 16_385), ("o1-mini", 128_000), ("o3-mini", 200_000),
-    ("GPT-4O", 128_000), ("llama3.1:8b", UNKNOWN_CONTEXT), ("", UNKNOWN_CONTEXT),
-])
-def test_context_sizes(model: str, size: int) -> None:
-    assert context_size(model) == size
-
-
-def test_the_window_leaves_room_for_the_reply() -> None:
-    assert context_window("gpt-4", None) == int((8_192 - 4_096) * 0.9)
-    assert context_window("gpt-4", 1_000) == int((8_192 - 1_000) * 0.9)
-    assert context_window("tiny", 10**6) == 1_000  # never nothing
 
 
 def openai_provider(server: OpenAIServer, model: str) -> OpenAIProvider:

@@ -73,23 +73,6 @@ def look(q: str) -> str:
 # -- approvals ---------------------------------------------------------------------------------
 
 
-async def test_only_approvers_may_decide(make_runtime: Any) -> None:
-    script = [call("deploy", service="api"), {"text": "done"}]
-    async with make_runtime(script, [deploy], approvers=["alice"]) as (rt, _):
-        run = await rt.send("t", "ship it")
-        assert run.pending_approval is not None
-        call_id = run.pending_approval.tool_call_id
-        with pytest.raises(RunError) as refused:
-            await rt.decide(run.id, call_id, approve=True, by="mallory")
-        assert refused.value.reason == "not_an_approver"
-        # A channel's own list overrides the agent's.
-        with pytest.raises(RunError):
-            await rt.decide(run.id, call_id, approve=True, by="alice", approvers=["bob"])
-        assert (await rt.records.get_run(run.id)).state is S.AWAITING_APPROVAL
-        await rt.decide(run.id, call_id, approve=True, by="alice")
-        assert (await rt.wait(run.id)).state is S.COMPLETED
-
-
 async def test_a_decision_on_another_call_is_refused(make_runtime: Any) -> None:
     script = [call("deploy", service="api"), {"text": "done"}]
     async with make_runtime(script, [deploy]) as (rt, _):
@@ -645,18 +628,3 @@ async def test_a_closed_runtime_leaves_no_timer_and_is_freed_at_once(
         del rt
         gc.collect()
         assert closed() is None
-
-
-async def test_run_context_reaches_sync_tools(make_runtime: Any) -> None:
-    from runtime import RUN_CONTEXT
-
-    @tool
-    def where() -> list[str | None]:
-        current = RUN_CONTEXT.get()
-        assert current is not None
-        return list(current)
-
-    async with make_runtime([call("where"), {"text": "ok"}], [where]) as (rt, _):
-        run = await rt.send("thread-x", "go")
-        entries = await rt.records.entries("thread-x")
-    assert entries[2].content == ["thread-x", run.id]

@@ -9,7 +9,7 @@ import pytest
 
 from runtime import AssistantTurn, Notice, ToolCall, ToolResult, ToolSpec, UserMessage
 from runtime.engine.context import fit_history
-from runtime.model.tokens import MESSAGE_OVERHEAD, entry_tokens, estimate_tokens
+from runtime.model.tokens import entry_tokens
 
 SIZE = 10
 """Every entry the tables build costs exactly this many estimated tokens."""
@@ -104,20 +104,6 @@ def test_a_result_never_loses_its_call_at_any_budget() -> None:
         assert answered <= offered and offered <= answered, budget
         assert isinstance(kept[0], UserMessage) or not any(
             isinstance(e, UserMessage) for e in kept[1:]), budget
-
-
-@pytest.mark.parametrize(("text", "tokens"), [("", 0), ("a", 1), ("abcd", 1), ("abcde", 2),
-                                              ("x" * 400, 100)])
-def test_estimate_tokens(text: str, tokens: int) -> None:
-    assert estimate_tokens(text) == tokens
-
-
-def test_entry_tokens_count_calls_and_results() -> None:
-    call = AssistantTurn(run_id="r", tool_calls=(ToolCall(id="c1", name="clock",
-                                                          arguments={"tz": "UTC"}),))
-    assert entry_tokens(call) == MESSAGE_OVERHEAD + estimate_tokens('c1clock{"tz": "UTC"}')
-    result = ToolResult(run_id="r", tool_call_id="c1", name="clock", content={"ok": True})
-    assert entry_tokens(result) == MESSAGE_OVERHEAD + estimate_tokens('c1{"ok": true}')
 
 
 def test_the_window_holds_its_start_until_it_must_move() -> None:

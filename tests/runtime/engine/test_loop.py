@@ -1,9 +1,10 @@
-"""The loop, its guards and its error results, driven by a scripted model with teeth."""
+"""The loop, driven by a scripted model with teeth: turns, the final turn, provider errors,
+approvals, resumption, events (a turn's tool calls: ``test_calls``; which run is driven
+when: ``serving/test_workers``)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,6 @@ from runtime import (
     Runtime,
     SQLiteStore,
     ToolCall,
-    ToolContext,
     ToolResult,
     UserMessage,
     tool,
@@ -118,118 +118,6 @@ async def test_final_turn_answer_completes(make_runtime: Any) -> None:
     provider.assert_complete()
 
 
-async def test_too_many_calls_in_one_turn(make_runtime: Any) -> None:
-    seen, lookup = make_counter()
-    turn = {"tool_calls": [{"name": "lookup", "arguments": {"q": str(i)}} for i in range(3)]}
-    async with make_runtime([turn, {"text": "ok"}], [lookup],
-                            max_tool_calls_per_turn=2) as (rt, _):
-        run = await rt.send("t", "go")
-        entries = await rt.records.entries("t")
-    results = [e for e in entries if isinstance(e, ToolResult)]
-    assert run.state is RunState.COMPLETED
-    assert [r.is_error for r in results] == [False, False, True]
-    assert error_type(results[2]) == "too_many_calls"
-    assert seen == [{"q": "0"}, {"q": "1"}]
-
-
-async def test_repeated_identical_calls_are_refused(make_runtime: Any) -> None:
-    seen, lookup = make_counter()
-    script = [call("lookup", q="same"), call("lookup", q="same"), call("lookup", q="same"),
-              call("lookup", q="other"), {"text": "gave up"}]
-    async with make_runtime(script, [lookup], repeat_limit=3) as (rt, provider):
-        run = await rt.send("t", "go")
-        entries = await rt.records.entries("t")
-    results = [e for e in entries if isinstance(e, ToolResult)]
-    assert run.state is RunState.COMPLETED
-    assert [r.is_error for r in results] == [False, False, True, False]
-    assert error_type(results[2]) == "loop_detected"
-    assert seen == [{"q": "same"}, {"q": "same"}, {"q": "other"}]
-    provider.assert_complete()
-
-
-async def test_repeat_guard_counts_calls_within_one_turn(make_runtime: Any) -> None:
-    seen, lookup = make_counter()
-    turn = {"tool_calls": [{"name": "lookup", "arguments": {"q": "z"}, "id": f"c{i}"}
-                           for i in range(3)]}
-    async with make_runtime([turn, {"text": "ok"}], [lookup], repeat_limit=2) as (rt, _):
-        await rt.send("t", "go")
-        entries = await rt.records.entries("t")
-    results = [e for e in entries if isinstance(e, ToolResult)]
-    assert [r.is_error for r in results] == [False, True, True]
-    assert len(seen) == 1
-
-
-@pytest.mark.parametrize(
-    ("arguments", "expected"),
-    [
-        ({"q": 5}, "invalid_arguments"),
-        ({}, "invalid_arguments"),
-        ({"q": "x", "extra": 1}, "invalid_arguments"),
-        ("not an object", "invalid_arguments"),
-        ([1, 2], "invalid_arguments"),
-    ],
-)
-async def test_bad_arguments_become_error_results(
-    make_runtime: Any, arguments: Any, expected: str
-) -> None:
-    seen, lookup = make_counter()
-    script = [{"tool_calls": [{"name": "lookup", "arguments": arguments}]}, {"text": "sorry"}]
-    async with make_runtime(script, [lookup]) as (rt, _):
-        run = await rt.send("t", "go")
-        entries = await rt.records.entries("t")
-    assert run.state is RunState.COMPLETED
-    assert error_type(entries[2]) == expected
-    assert seen == []
-
-
-async def test_unknown_tool(make_runtime: Any) -> None:
-    async with make_runtime([call("nope"), {"text": "ok"}]) as (rt, _):
-        run = await rt.send("t", "go")
-        entries = await rt.records.entries("t")
-    assert run.state is RunState.COMPLETED
-    assert error_type(entries[2]) == "unknown_tool"
-    assert "nope" in entries[2].content["error"]["message"]
-
-
-async def test_tool_exception_and_timeout_are_results(make_runtime: Any) -> None:
-    @tool
-    async def boom() -> None:
-        raise RuntimeError("disk on fire")
-
-    hang = asyncio.Event()
-
-    @tool(timeout_s=0.05)
-    async def slow() -> str:
-        await hang.wait()  # never set: the timeout must cut it off
-        return "never"
-
-    script = [{"tool_calls": [{"name": "boom"}, {"name": "slow"}]}, {"text": "both failed"}]
-    async with make_runtime(script, [boom, slow]) as (rt, _):
-        run = await rt.send("t", "go")
-        entries = await rt.records.entries("t")
-    assert run.state is RunState.COMPLETED
-    assert error_type(entries[2]) == "exception"
-    assert entries[2].content["error"]["message"] == "RuntimeError: disk on fire"
-    assert error_type(entries[3]) == "timeout"
-
-
-async def test_sync_tool_and_context(make_runtime: Any) -> None:
-    contexts: list[ToolContext] = []
-
-    @tool(effect="idempotent_write")
-    def record(ctx: ToolContext, note: str) -> str:
-        contexts.append(ctx)
-        return f"noted {note}"
-
-    async with make_runtime([call("record", note="n"), {"text": "ok"}], [record]) as (rt, p):
-        run = await rt.send("thread-9", "go")
-    assert run.state is RunState.COMPLETED
-    (ctx,) = contexts
-    assert ctx.run_id == run.id and ctx.thread_id == "thread-9"
-    assert ctx.tool_call_id == "call_0_0" and len(ctx.idempotency_key) == 64
-    assert "ctx" not in p.calls[0].tools[0].parameters["properties"]
-
-
 async def test_provider_error_fails_run_and_thread_stays_usable(make_runtime: Any) -> None:
     script = [{"error": "upstream said 500"}]
     async with make_runtime(script) as (rt, provider):
@@ -273,18 +161,6 @@ async def test_resume_failed_run_continues_from_checkpoint(make_runtime: Any) ->
     assert seen == [{"q": "a"}]
 
 
-async def test_messages_on_one_thread_run_in_order(make_runtime: Any) -> None:
-    script = [{"text": f"reply {i}"} for i in range(5)]
-    async with make_runtime(script) as (rt, _):
-        runs = [await rt.submit("t", f"m{i}") for i in range(5)]
-        done = [await rt.wait(r.id) for r in runs]
-        entries = await rt.records.entries("t")
-    assert [r.reply for r in done] == [f"reply {i}" for i in range(5)]
-    users = [e.text for e in entries if isinstance(e, UserMessage)]
-    assert users == [f"m{i}" for i in range(5)]
-    assert kinds(entries) == ["user", "assistant"] * 5
-
-
 async def test_a_run_sees_what_another_writer_added_to_its_thread_since_the_last_run(
         make_runtime: Any, tmp_path: Path) -> None:
     """The driver keeps the thread its last run left; the next run reads only the entries
@@ -299,17 +175,6 @@ async def test_a_run_sees_what_another_writer_added_to_its_thread_since_the_last
         entries = await rt.records.entries("t")
     assert kinds(entries) == ["user", "assistant", "notice", "user", "assistant"]
     assert list(provider.calls[1].entries) == entries[:4]
-
-async def test_idempotent_submission_returns_the_same_run(make_runtime: Any) -> None:
-    async with make_runtime([{"text": "once"}]) as (rt, provider):
-        first = await rt.submit("t", "hi", idempotency_key="req-1")
-        again = await rt.submit("t", "hi", idempotency_key="req-1")
-        assert again.id == first.id
-        await rt.wait(first.id)
-        entries = await rt.records.entries("t")
-    assert kinds(entries) == ["user", "assistant"]
-    provider.assert_complete()
-
 
 async def test_events_stream_the_run(make_runtime: Any) -> None:
     _, lookup = make_counter()
@@ -370,59 +235,6 @@ async def test_approval_denied_gives_denied_result(make_runtime: Any) -> None:
     assert "bob" in entries[2].content["error"]["message"]
 
 
-async def test_runs_queue_behind_a_paused_run(make_runtime: Any) -> None:
-    @tool(requires_approval=True)
-    def risky() -> str:
-        return "done"
-
-    script = [call("risky"), {"text": "after risky"}, {"text": "second answer"}]
-    async with make_runtime(script, [risky]) as (rt, _):
-        paused = await rt.send("t", "do the risky thing")
-        second = await rt.submit("t", "and then this")
-        await rt.idle()
-        assert (await rt.records.get_run(second.id)).state is RunState.QUEUED
-        assert paused.pending_approval is not None
-        await rt.decide(paused.id, paused.pending_approval.tool_call_id, approve=True)
-        assert (await rt.wait(paused.id)).reply == "after risky"
-        assert (await rt.wait(second.id)).reply == "second answer"
-
-
-async def _concurrency_probe(make_runtime: Any, mode: str) -> int:
-    active = 0
-    peak = 0
-    gate = asyncio.Event()
-
-    @tool
-    async def probe() -> int:
-        nonlocal active, peak
-        active += 1
-        peak = max(peak, active)
-        if peak >= 2:
-            gate.set()
-        # In thread mode both runs get here together; in global mode the gate
-        # never opens and the bounded wait ends the call.
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(gate.wait(), 0.5 if mode == "global" else 5)
-        active -= 1
-        return peak
-
-    script = [call("probe"), {"text": "ok"}]
-    async with make_runtime(script, [probe], concurrency=mode) as (rt, _):
-        a = await rt.submit("a", "go")
-        b = await rt.submit("b", "go")
-        for run in (a, b):
-            assert (await rt.wait(run.id)).state is RunState.COMPLETED
-    return peak
-
-
-async def test_global_concurrency_runs_one_loop_at_a_time(make_runtime: Any) -> None:
-    assert await _concurrency_probe(make_runtime, "global") == 1
-
-
-async def test_thread_concurrency_runs_threads_in_parallel(make_runtime: Any) -> None:
-    assert await _concurrency_probe(make_runtime, "thread") == 2
-
-
 async def test_entries_round_trip_with_assistant_usage(make_runtime: Any) -> None:
     script = [{"text": "hi", "usage": {"input_tokens": 7, "output_tokens": 3,
                                        "cache_read_tokens": 2}}]
@@ -432,18 +244,6 @@ async def test_entries_round_trip_with_assistant_usage(make_runtime: Any) -> Non
     turn = entries[1]
     assert isinstance(turn, AssistantTurn) and turn.usage.cache_read_tokens == 2
     assert run.usage.input_tokens == 7 and run.usage.total_tokens == 12
-
-
-async def test_send_behind_a_paused_run_returns_queued(make_runtime: Any) -> None:
-    @tool(requires_approval=True)
-    def risky() -> str:
-        return "done"
-
-    async with make_runtime([call("risky")], [risky]) as (rt, _):
-        paused = await rt.send("t", "do the risky thing")
-        assert paused.state is RunState.AWAITING_APPROVAL
-        queued = await asyncio.wait_for(rt.send("t", "hello?"), 5)
-    assert queued.state is RunState.QUEUED
 
 
 async def test_a_recorded_result_that_does_not_match_its_call_fails_the_run(

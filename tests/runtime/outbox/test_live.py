@@ -19,7 +19,6 @@ from runtime import (
     ScriptedProvider,
     SQLiteStore,
     StreamDelivery,
-    arguments_summary,
     tool,
 )
 from runtime.model.events import RunEnded, RunStarted, TextDelta
@@ -170,13 +169,6 @@ async def test_a_stream_cut_off_by_a_crash_is_finished_with_the_answer(
     assert chat.streamer.visible() == [ANSWER]
     assert not chat.streamer.messages[opened].streaming
     assert {d.kind: d.remote_id for d in deliveries} == {"stream": opened, "reply": opened}
-
-
-def test_a_tool_call_is_summed_up_in_one_short_line() -> None:
-    assert arguments_summary({"service": "api", "n": 3}) == "service=api, n=3"
-    long = arguments_summary({"query": "x" * 200, "body": {"a": [1, 2, 3]}, "c": "y" * 30})
-    assert len(long) <= 60 and long.startswith("query=xxxx") and long.endswith("…")
-    assert arguments_summary("plain\ntext") == "plain text"
 
 
 async def test_a_stream_left_open_after_its_reply_was_recorded_is_tidied(

@@ -1,12 +1,10 @@
 """Erasing a thread through the runtime (``Runtime.delete_thread``): a run in progress is
 cancelled first, wherever it runs; nothing of the thread is left, and a thread begun anew
-under the same id holds only what came after, in this process and in another; exporting a
-thread as JSON lines (``records.export``)."""
+under the same id holds only what came after, in this process and in another."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +24,7 @@ from runtime import (
     UserMessage,
     tool,
 )
-from runtime.stores.erasure import thread_lease, thread_scope
+from runtime.stores.erasure import thread_lease
 from tests.fakes.tools import until_cut_off
 
 S = RunState
@@ -140,30 +138,3 @@ async def test_a_run_another_process_drives_is_cancelled_there(tmp_path: Path) -
                 await cli.close()
             assert stopped.is_set() and erased.runs == 1
             await nothing_of(server, "t", [run.id])
-
-
-async def test_an_export_holds_the_thread_as_json_lines(make_runtime: Any) -> None:
-    secret = "sk-live-0123456789"
-    async with make_runtime([call("look", q=secret), {"text": "seen"}],
-                            [look]) as (rt, _):
-        shared = await rt.files.put("notes.txt", "text/plain", b"some notes")
-        run = await rt.send("t", f"read this, key {secret}", files=[shared])
-        await rt.feedback.vote(run.id, "up", user="U1", channel="cli")
-        await rt.notes.remember(thread_scope("t"), "k", "likes tea")
-        export = await rt.records.export("t", secrets=[secret])
-        lines = [json.loads(line) async for line in export.lines()]
-        with pytest.raises(NotFound):
-            await rt.records.export("nobody")
-    types = [line["type"] for line in lines]
-    assert types == ["thread", "entry", "entry", "entry", "entry", "run", "vote", "note",
-                     "file"]
-    assert lines[0]["thread_id"] == "t" and lines[0]["format"] == 1
-    assert [line["seq"] for line in lines[1:5]] == [0, 1, 2, 3]
-    assert lines[1]["entry"]["text"] == "read this, key [redacted]"
-    assert lines[5]["run"]["id"] == run.id and lines[5]["transitions"]
-    assert lines[6]["vote"]["value"] == "up"
-    assert lines[7]["note"]["text"] == "likes tea"
-    assert lines[8] == {"type": "file", "digest": shared.digest, "names": ["notes.txt"],
-                        "media_type": "text/plain", "size": 10,
-                        "created_at": lines[8]["created_at"], "stored": True}
-    assert secret not in json.dumps(lines)

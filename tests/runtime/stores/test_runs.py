@@ -17,7 +17,6 @@ from runtime.model.runs import Origin, ReplyDelivery, Run, new_run_id
 from runtime.stores.base import Checkpoint, SpendAsk, SpendScope, Store
 from runtime.stores.files import FilesStore
 from runtime.stores.postgres import PostgresStore
-from runtime.stores.rows import parse_run, run_json
 from runtime.stores.sqlite import SQLiteStore
 from tests.runtime.stores.contract import AnyStore, S, advance, all_kinds, make_run, started
 
@@ -281,13 +280,3 @@ async def test_spent_sums_the_runs_since_a_time_by_whose_they_are(store: AnyStor
                               SpendAsk(day - 1, "place", ("discord:C1", "discord:C2"))])
     assert many.sums == [(20, 0.25), (0, 0.0), (1 + 2 + 18 + 8, 0.25)]
     assert (await store.spent([])).sums == []
-
-
-def test_a_run_row_written_here_reads_back_as_the_run_written() -> None:
-    """The SQL stores' rows: a row this process wrote is not parsed again (its text decides
-    the run); any other text is."""
-    run = make_run("t")
-    data = run_json(run)
-    assert parse_run(data) is run
-    other = parse_run(data.replace('"thread_id":"t"', '"thread_id":"u"'))
-    assert other.thread_id == "u" and other.id == run.id

@@ -1,4 +1,5 @@
-"""The SQLite store's own machinery: its connection threads, the group commit, failed opens."""
+"""The SQLite store's own machinery: the group commit, failed opens (its connection
+threads: ``sqlite/test_thread.py``)."""
 
 from __future__ import annotations
 
@@ -137,55 +138,6 @@ async def test_close_lets_the_checkpoints_handed_in_land(tmp_path: Path) -> None
     assert len(await asyncio.gather(*creates)) == 20
     async with SQLiteStore(tmp_path / "m.db") as reopened:
         assert len(await reopened.list_runs()) == 20
-
-
-# -- SQLiteThread
-
-
-async def test_a_call_runs_on_the_connection_thread_and_errors_name_the_path(
-    tmp_path: Path,
-) -> None:
-    conn = await SQLiteThread.open(tmp_path / "t.db", name="test-sqlite")
-    try:
-        name = await conn.call(lambda db: threading.current_thread().name)
-        assert name == "test-sqlite"
-        assert await conn.call(lambda db, x, y: db.execute("SELECT ? + ?", (x, y)).fetchone(),
-                               2, 3) == (5,)
-        with pytest.raises(StoreError, match="no such table") as raised:
-            await conn.call(lambda db: db.execute("SELECT * FROM nowhere"))
-        assert str(tmp_path / "t.db") in str(raised.value)
-        assert isinstance(raised.value.__cause__, sqlite3.OperationalError)
-        with pytest.raises(ValueError):  # anything else comes back as it is
-            await conn.call(lambda db: int("x"))
-    finally:
-        await conn.close()
-    with pytest.raises(StoreError, match="closed"):
-        await conn.call(lambda db: None)
-
-
-async def test_calls_run_in_order_and_close_waits_for_them(tmp_path: Path) -> None:
-    conn = await SQLiteThread.open(tmp_path / "t.db")
-    seen: list[int] = []
-    calls = [asyncio.ensure_future(conn.call(lambda db, i: seen.append(i), i))
-             for i in range(50)]
-    await asyncio.sleep(0)  # all made
-    await conn.close()
-    assert seen == list(range(50))
-    await asyncio.gather(*calls)
-
-
-async def test_a_cancelled_call_still_lets_the_others_through(tmp_path: Path) -> None:
-    conn = await SQLiteThread.open(tmp_path / "t.db")
-    try:
-        gate = threading.Event()
-        held = asyncio.ensure_future(conn.call(lambda db: gate.wait(10)))
-        await asyncio.sleep(0)
-        held.cancel()
-        gate.set()
-        assert await conn.call(lambda db: 1) == 1
-        assert held.cancelled()
-    finally:
-        await conn.close()
 
 
 # -- GroupCommit

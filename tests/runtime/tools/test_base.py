@@ -1,16 +1,16 @@
-"""Tools from functions: the schema from type hints, and definitions refused."""
+"""Tools from functions (the schema from type hints) and from a JSON schema, definitions
+refused, and the flag a call given up sets."""
 
 from __future__ import annotations
 
-import gc
 import threading
 from typing import Annotated, Any
 
 import pytest
 from pydantic import Field
 
-from runtime import ToolContext, ToolDefinitionError, ToolRegistry, tool
-from runtime.tools.base import CancelFlag, ToolFile, split_files
+from runtime import Tool, ToolContext, ToolDefinitionError, tool
+from runtime.tools.base import CancelFlag
 
 
 def test_tool_schema_from_type_hints() -> None:
@@ -51,17 +51,6 @@ def test_bad_tool_definitions() -> None:
     with pytest.raises(ToolDefinitionError, match="effect"):
         tool(effect=not_an_effect)(lambda: None)
 
-    @tool
-    def clock() -> str:
-        return "x"
-
-    @tool(name="clock")
-    def other() -> str:
-        return "y"
-
-    with pytest.raises(ToolDefinitionError, match="two tools"):
-        ToolRegistry([clock, other])
-
 
 def test_a_cancel_flag_waits_until_it_is_set_and_wakes_every_waiter() -> None:
     flag = CancelFlag()
@@ -77,18 +66,20 @@ def test_a_cancel_flag_waits_until_it_is_set_and_wakes_every_waiter() -> None:
     assert woke == [True, True, True] and flag.is_set() and flag.wait() is True
 
 
-def test_files_are_split_out_of_a_result_without_leaving_a_reference_cycle() -> None:
-    """A result is walked at every call: what the walk makes dies with it, not at the
-    garbage collector's next pass (a closure that calls itself is a cycle)."""
-    report = ToolFile(name="report.txt", data=b"hi", media_type="text/plain")
-    value = {"found": [1, {"file": report}], "note": "x"}
-    gc.collect()
-    gc.disable()
-    try:
-        for _ in range(10):
-            output = split_files(value)
-        assert gc.collect() == 0
-    finally:
-        gc.enable()
-    assert output.files == (report,)
-    assert output.content == {"found": [1, {"file": report.described()}], "note": "x"}
+async def test_a_schema_tool() -> None:
+    seen: list[tuple[str, dict[str, Any]]] = []
+
+    async def call(ctx: ToolContext, arguments: dict[str, Any]) -> Any:
+        seen.append((ctx.idempotency_key, arguments))
+        return {"ok": True}
+
+    made = Tool.from_schema("srv__x", "Does x.", {"title": "T", "type": "object"}, call,
+                            effect="idempotent_write", requires_approval=True, timeout_s=3)
+    assert made.spec.parameters == {"title": "T", "type": "object", "properties": {}}
+    assert (made.effect, made.requires_approval, made.timeout_s) == ("idempotent_write", True, 3)
+    assert made.validate({"a": 1}) == {"a": 1}
+    with pytest.raises(ValueError, match="must be a JSON object, got an array"):
+        made.validate([1])
+    assert not made.with_approval(False).requires_approval
+    result = await made.invoke(ToolContext("r", "t", "c", "key"), {"a": 1})
+    assert result == {"ok": True} and seen == [("key", {"a": 1})]

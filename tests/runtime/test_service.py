@@ -1,4 +1,6 @@
-"""The runtime's public API as a channel uses it: submit, follow, reads, the outbox."""
+"""The runtime's public API (runtime/service.py, ``Runtime``) as a channel uses it: the
+outbox, its surface, the services a tool is given, a message's conversation before it
+(``follow``: ``serving/test_waiting``; reads: ``serving/test_records``)."""
 
 from __future__ import annotations
 
@@ -13,22 +15,17 @@ from runtime import (
     ApprovalRequested,
     EchoProvider,
     Origin,
-    RunEnded,
     RunState,
     Runtime,
     Said,
     ScriptedProvider,
     SQLiteStore,
-    StateChanged,
-    TextDelta,
-    ToolCallStarted,
     ToolContext,
     ToolDefinitionError,
     ToolRegistry,
     ToolResult,
     tool,
 )
-from runtime.model.events import EventBus
 from runtime.tools.base import CancelFlag
 from tests.fakes.chat import MemoryChat
 
@@ -83,87 +80,6 @@ async def test_an_approval_prompt_goes_to_the_channel_once(make_runtime: Any) ->
         assert done.reply == "shipped"
         assert await rt.records.active_run("t") is None
     assert [m.kind for m in chat.posted] == ["approval", "reply"]
-
-
-async def test_follow_streams_a_run_from_its_start_and_ends_with_its_end(
-    make_runtime: Any,
-) -> None:
-    gate = asyncio.Event()
-
-    @tool
-    async def wait_here() -> str:
-        await gate.wait()
-        return "ok"
-
-    async with make_runtime([call("wait_here"), {"text": "finished"}], [wait_here]) as (rt, _):
-        async with rt.subscribe() as events:
-            run = await rt.submit("t", "go")
-            await anext(_until(events, ToolCallStarted))
-        # Following after the run started still shows it from its start.
-        follower = rt.follow(run.id)
-        first = await anext(follower)
-        gate.set()
-        rest = [event async for event in follower]
-        ended = rest[-1]
-        assert first.kind == "run.started"
-        assert isinstance(ended, RunEnded) and ended.kind == "run.completed"
-        assert ended.reply == "finished"
-        assert any(isinstance(e, ToolCallStarted) for e in [first, *rest])
-        # A run that has ended: only its end.
-        assert [e.kind async for e in rt.follow(run.id)] == ["run.completed"]
-
-
-async def test_a_run_just_accepted_is_followed_from_its_start_even_once_it_ended(
-    make_runtime: Any,
-) -> None:
-    """Its worker starts while the message is flushed, so a run may be answered before
-    whoever submitted it begins to follow it (an HTTP stream, the OpenAI wire): followed
-    as ``accepted``, it is still shown from its start; followed otherwise, only its end."""
-    async with make_runtime([{"text": "one"}, {"text": "two"}]) as (rt, _):
-        run = await rt.submit("t", "hi")
-        await rt.wait(run.id)
-        kinds = [e.kind async for e in rt.follow(run.id, accepted=True)]
-        assert kinds[0] == "run.started" and kinds[-1] == "run.completed" and len(kinds) > 2
-        assert [e.kind async for e in rt.follow(run.id)] == ["run.completed"]
-
-
-def test_the_bus_keeps_the_events_of_the_runs_that_ended_last() -> None:
-    bus = EventBus(ended=2)
-    for n in range(3):
-        bus.publish(StateChanged(run_id=f"r{n}", thread_id="t", state=S.RUNNING, reason="x"))
-        assert bus.telling(f"r{n}")  # its end not told yet
-        bus.publish(RunEnded(kind="run.completed", run_id=f"r{n}", thread_id="t",
-                             state=S.COMPLETED, reason="done"))
-    assert bus.kept_to_the_end("r0") is None  # the oldest gone
-    assert not bus.telling("r2")
-    assert [e.kind for e in bus.kept_to_the_end("r2") or []] == ["run.state", "run.completed"]
-    # A run resumed: a new life, whose events are kept anew until it ends again.
-    bus.publish(StateChanged(run_id="r2", thread_id="t", state=S.QUEUED, reason="resumed"))
-    assert bus.kept_to_the_end("r2") is None
-
-
-async def test_reads_cover_what_adapters_show(make_runtime: Any) -> None:
-    async with make_runtime([{"text": "one"}, {"text": "two"}]) as (rt, _):
-        first = await rt.send("a", "hi")
-        second = await rt.send("b", "hello")
-        assert [t.id for t in await rt.records.threads()] == ["b", "a"]
-        assert [r.id for r in await rt.records.runs()] == [first.id, second.id]
-        assert [r.id for r in await rt.records.runs(thread_id="a")] == [first.id]
-        assert [e.kind for e in await rt.records.entries("a")] == ["user", "assistant"]
-        assert [t.target for t in await rt.records.transitions(first.id)] == \
-            [S.RUNNING, S.COMPLETED]
-        stats = await rt.records.stats()
-        assert stats.threads == 2 and stats.runs == {S.COMPLETED: 2}
-
-
-async def test_a_follower_after_submit_misses_nothing(make_runtime: Any) -> None:
-    async with make_runtime([{"text": "streamed words"}]) as (rt, _):
-        run = await rt.submit("t", "hi")
-        await asyncio.sleep(0)  # the worker may start, even end, before the follower subscribes
-        events = [e async for e in rt.follow(run.id, accepted=True)]
-    assert [e.kind for e in events] == ["run.started", "run.state", "text.delta",
-                                        "model.answered", "run.state", "run.completed"]
-    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "streamed words"
 
 
 async def _until(events: Any, kind: type) -> Any:

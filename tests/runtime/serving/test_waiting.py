@@ -1,0 +1,114 @@
+"""How a caller waits on a run (runtime/serving/waiting.py): ``follow`` shows a run from
+its start and ends with its end; ``wait`` hands back the run as it ended; a run written to
+the store by a process that drives nothing is taken up here."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from runtime import (
+    Run,
+    RunEnded,
+    RunState,
+    Runtime,
+    ScriptedProvider,
+    SQLiteStore,
+    TextDelta,
+    ToolCallStarted,
+    tool,
+)
+
+S = RunState
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+async def _until(events: Any, kind: type) -> Any:
+    while True:
+        event = await asyncio.wait_for(events.next(), 5)
+        yield event
+        if isinstance(event, kind):
+            return
+
+
+
+async def test_follow_streams_a_run_from_its_start_and_ends_with_its_end(
+    make_runtime: Any,
+) -> None:
+    gate = asyncio.Event()
+
+    @tool
+    async def wait_here() -> str:
+        await gate.wait()
+        return "ok"
+
+    async with make_runtime([call("wait_here"), {"text": "finished"}], [wait_here]) as (rt, _):
+        async with rt.subscribe() as events:
+            run = await rt.submit("t", "go")
+            await anext(_until(events, ToolCallStarted))
+        # Following after the run started still shows it from its start.
+        follower = rt.follow(run.id)
+        first = await anext(follower)
+        gate.set()
+        rest = [event async for event in follower]
+        ended = rest[-1]
+        assert first.kind == "run.started"
+        assert isinstance(ended, RunEnded) and ended.kind == "run.completed"
+        assert ended.reply == "finished"
+        assert any(isinstance(e, ToolCallStarted) for e in [first, *rest])
+        # A run that has ended: only its end.
+        assert [e.kind async for e in rt.follow(run.id)] == ["run.completed"]
+
+
+async def test_a_run_just_accepted_is_followed_from_its_start_even_once_it_ended(
+    make_runtime: Any,
+) -> None:
+    """Its worker starts while the message is flushed, so a run may be answered before
+    whoever submitted it begins to follow it (an HTTP stream, the OpenAI wire): followed
+    as ``accepted``, it is still shown from its start; followed otherwise, only its end."""
+    async with make_runtime([{"text": "one"}, {"text": "two"}]) as (rt, _):
+        run = await rt.submit("t", "hi")
+        await rt.wait(run.id)
+        kinds = [e.kind async for e in rt.follow(run.id, accepted=True)]
+        assert kinds[0] == "run.started" and kinds[-1] == "run.completed" and len(kinds) > 2
+        assert [e.kind async for e in rt.follow(run.id)] == ["run.completed"]
+
+
+async def test_a_follower_after_submit_misses_nothing(make_runtime: Any) -> None:
+    async with make_runtime([{"text": "streamed words"}]) as (rt, _):
+        run = await rt.submit("t", "hi")
+        await asyncio.sleep(0)  # the worker may start, even end, before the follower subscribes
+        events = [e async for e in rt.follow(run.id, accepted=True)]
+    assert [e.kind for e in events] == ["run.started", "run.state", "text.delta",
+                                        "model.answered", "run.state", "run.completed"]
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "streamed words"
+
+
+async def test_a_run_that_ended_is_handed_back_as_stored(make_runtime: Any) -> None:
+    async with make_runtime([{"text": "hello"}]) as (rt, provider):
+        run = await rt.send("t", "hi")
+        assert await rt.wait(run.id) == await rt.records.get_run(run.id) == run
+    assert len(provider.calls) == 1  # waiting drove nothing more
+
+
+async def test_a_run_queued_by_a_process_that_drives_nothing_is_taken_up_by_its_waiter(
+        tmp_path: Path) -> None:
+    """A runtime that does not serve the store (``maiden chat``, a CLI) and sees no process
+    that does: whoever waits here on a queued run has it driven here."""
+    async with SQLiteStore(tmp_path / "maiden.db") as store:
+        rt = Runtime(store, ScriptedProvider([{"text": "hello"}]))
+        await rt.start(recover=False, serve=False)
+        try:
+            for n, thread in enumerate(("t", "u")):  # queued by a process that left
+                await store.create_run(Run(id=f"{n:032x}", thread_id=thread, text="hi"))
+            async with asyncio.timeout(10):
+                run = await rt.wait(f"{0:032x}")
+                kinds = [e.kind async for e in rt.follow(f"{1:032x}")]
+            assert (run.state, run.reply) == (S.COMPLETED, "hello")
+            assert kinds[0] == "run.started" and kinds[-1] == "run.completed"
+        finally:
+            await rt.close()
