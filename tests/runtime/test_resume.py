@@ -131,9 +131,13 @@ class Flaky:
 
     def __init__(self) -> None:
         self.echo, self.calls, self.down = EchoProvider(), list[ModelRequest](), False
+        self.held: asyncio.Event | None = None
+        """Set: every request waits for it (a run taken up stays running)."""
 
     async def complete(self, request: ModelRequest, on_text: Any = None) -> ModelResponse:
         self.calls.append(request)
+        if self.held is not None:
+            await self.held.wait()
         if self.down:
             raise ProviderError("the model service failed", status=503)
         return await self.echo.complete(request, on_text)
@@ -193,7 +197,8 @@ async def test_a_failed_run_resumed_then_cancelled_before_it_starts_says_so_too(
         rt.operator.add_deliverer("chat", chat)
         failed = await rt.send("t", "hello", origin=ROOM)
         assert failed.state is S.FAILED
-        assert (await rt.resume(failed.id)).state is S.QUEUED  # nobody serves it here
+        model.held = asyncio.Event()  # taken up before the stop (a loaded machine), it waits
+        assert (await rt.resume(failed.id)).state is S.QUEUED
         assert (await rt.cancel(failed.id, by="ana")).state is S.CANCELLED
         await rt.operator.flush_deliveries("chat")
         records = await rt.records.deliveries(run_id=failed.id)
