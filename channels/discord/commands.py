@@ -148,11 +148,20 @@ class SlashCommands:
 
     async def _later(self, interaction: discord.Interaction, answering: asyncio.Future[Answer],
                      place: str) -> None:
+        """The answer of a deferred interaction, edited into its "thinking" message: tried
+        again while Discord fails, as long as the interaction's token lasts (else the
+        person is left looking at an empty answer: chaos, seed 8080)."""
         answer = await answering
         route = Route("PATCH", "/webhooks/{application_id}/{token}/messages/@original",
                       application_id=interaction.application_id, token=interaction.token)
-        with contextlib.suppress(discord.DiscordException):
-            await self.client.http.request(route, json={"content": _fit(answer.text)})
+        try:
+            await retrying(functools.partial(self.client.http.request, route,
+                                             json={"content": _fit(answer.text)}),
+                           on=Exception, pause=within(EDIT_WAIT_S, 1.0, 30.0, worth=_passing),
+                           told=functools.partial(_told_edit, interaction.id))
+        except (discord.DiscordException, *PASSING) as exc:
+            log.warning("discord: the answer to interaction %s was not shown: %s",
+                        interaction.id, exc)
         await self._announce(place, answer)
 
     async def _complete(self, interaction: discord.Interaction, data: dict[str, Any]) -> None:
@@ -212,6 +221,16 @@ async def register(tree: Registry, guilds: list[str], *,
             continue
         done.append(guild)
     return done
+
+
+EDIT_WAIT_S = 14 * 60.0
+"""How long a deferred answer is tried again while Discord fails: an interaction's token
+lasts 15 minutes."""
+
+
+def _told_edit(interaction: int, failed: Failed[Exception], pause: float) -> None:
+    log.warning("discord: showing the answer to interaction %s failed (%s); trying again in "
+                "%.0f s", interaction, failed.error, pause)
 
 
 def _told(guild: str, failed: Failed[Exception], pause: float) -> None:

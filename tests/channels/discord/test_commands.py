@@ -10,7 +10,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from channels.discord import DiscordConfig
+from channels.discord import commands as discord_commands
 from channels.discord.channel import DiscordChannel
 from runtime import EchoProvider, RunState, Runtime, SQLiteStore, ToolRegistry, tool
 from schedules import ScheduleConfig
@@ -194,3 +197,31 @@ async def test_a_status_links_to_the_prompt_in_discords_markup(tmp_path: Path) -
         status, _ = await ask(fake, sub("status"))
         assert "waits for a person (approve it on [its prompt](https://" in status, status
         assert "|its prompt>" not in status
+
+
+async def test_a_deferred_answer_is_shown_though_discord_fails_at_first(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An answer not ready within Discord's 3 seconds is deferred ("thinking"), then edited
+    in: while Discord fails the edit (a 500, the connection cut), it is tried again, not
+    dropped, so the person is not left with an empty answer (chaos, seed 8080)."""
+    monkeypatch.setattr(discord_commands, "ANSWER_WITHIN_S", 0.0)  # every answer deferred
+    async with FakeDiscord() as fake:
+        route = "PATCH /webhooks/{id}/{id}/messages/{id}"
+        fake.fail(route, status=500)
+        fake.fail(route, drop=True)
+        async with running(fake, tmp_path / "m.db"):
+            await registered(fake)
+            sent = await fake.command("maiden", sub("usage", period="7d"))
+            await fake.until(lambda: len(fake.calls(route)) == 3, what="the third edit",
+                             timeout=30)
+            await fake.until(lambda: fake.pending_faults(route) == 0, what="faults used")
+
+            def shown() -> list[str]:
+                return [str(m.get("content") or "") for m in fake.ephemerals(GENERAL_ID)
+                        if str((m.get("interaction_metadata") or {}).get("id"))
+                        == str(sent["id"])]
+
+            await fake.until(lambda: any(shown()), what="the answer shown", timeout=30)
+    assert fake.interaction_responses()[-1].type == 5
+    (answer,) = shown()
+    assert "run(s)" in answer, answer
