@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from channels.clicks import UNSENT
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.discord import payloads as p
 from tests.fakes.discord.payloads import JSON
@@ -280,12 +281,14 @@ class DiscordActor:
         await asyncio.sleep(vote.after_s)
         ups = [vote.up] + {"": [], "same": [vote.up], "other": [not vote.up]}[vote.again]
         for up in ups:
-            for _ in range(3):  # clicked again when nothing answered
+            # Clicked again when nothing answered, or when told "still being recorded; try
+            # again in a moment" (its answer's message id not in the store yet), as in Slack.
+            for _ in range(3):
                 value = "up" if up else "down"
                 click = await self._interact(vote.tag, seen.run_id, self._button(
                     message, f"maiden:f:{value}:{seen.run_id}", vote.person))
                 seen.clicks.append(click)
-                if click.answered is not None:
+                if click.answered is not None and click.said != UNSENT:
                     break
                 await asyncio.sleep(1.5)
         self.history.note("dvote", f"{vote.tag} run {seen.run_id}: " + ", ".join(

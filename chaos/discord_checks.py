@@ -22,6 +22,7 @@ import re
 from collections import Counter, defaultdict
 from typing import Any
 
+from channels.clicks import UNSENT
 from channels.feedback import THANKS
 from tests.fakes.discord import GUILD_ID
 
@@ -228,7 +229,8 @@ def _votes(actor: DiscordActor, threads: dict[str, str], votes: list[dict[str, A
         thread, vote = threads.get(tag, "?"), stored.pop((seen.run_id, user), None)
         values = [c.custom_id.split(":")[2] for c in seen.clicks]
         for c, value in zip(seen.clicks, values, strict=True):
-            if c.answered is not None and c.said != THANKS[value] and not _FAILED.match(c.said):
+            if c.answered is not None and c.said not in (THANKS[value], UNSENT) \
+                    and not _FAILED.match(c.said):
                 out.append(Violation(1, thread, seen.run_id, f"{tag}: {user}'s click {value} "
                                      f"was answered {c.said!r}", c.at))
         out += _told_once(actor, seen.clicks, thread)
