@@ -22,7 +22,7 @@ from ..dsn import redact_dsn
 from ..tail import ThreadCache
 from .listen import Listening, channel
 from .schema import check_schema_name, migrate
-from .sql import ERRORS, UNREACHABLE, configure, keep
+from .sql import ERRORS, configure, keep, unreachable
 
 __all__ = ["PostgresCore"]
 
@@ -74,7 +74,7 @@ class PostgresCore(Opens):
             password = _password(self.dsn)
             if password:
                 reason = reason.replace(password, "***")
-            error = StoreUnreachable if isinstance(exc, UNREACHABLE) else StoreError
+            error = StoreUnreachable if unreachable(exc) else StoreError
             raise error(f"cannot open postgres {redact_dsn(self.dsn)}: {reason}") from exc
         try:
             async with pool.acquire() as conn:
@@ -82,7 +82,7 @@ class PostgresCore(Opens):
         except BaseException as exc:
             await pool.close()
             if isinstance(exc, ERRORS):
-                error = StoreUnreachable if isinstance(exc, UNREACHABLE) else \
+                error = StoreUnreachable if unreachable(exc) else \
                     StoreFull if isinstance(exc, asyncpg.DiskFullError) else StoreError
                 raise error(f"cannot migrate postgres schema {self.schema}: {exc}") from exc
             raise

@@ -26,7 +26,7 @@ from ..rows import activity, entry_row, pending_changed, pending_now, run_json, 
 
 __all__ = ["CHECKPOINT", "ERRORS", "LIST_THREADS", "TOLD_CHECKPOINT", "UNREACHABLE",
            "checkpoint_args", "configure", "decode_text", "encode_text", "keep", "list_runs_sql",
-           "update_pending", "write_checkpoint"]
+           "unreachable", "update_pending", "write_checkpoint"]
 
 ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, OSError,
           TimeoutError)
@@ -42,6 +42,15 @@ UNREACHABLE = (OSError, asyncpg.PostgresConnectionError, asyncpg.CannotConnectNo
 """Those of them that say the server was not reached, or not yet ready, or went away (a
 refusal, a reset, a time-out, a server starting or shutting down, or full): worth trying
 again, unlike a password refused or a database that does not exist."""
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the server was not reached or went away (``UNREACHABLE``), or
+    the connection a statement ran on was closed under it (asyncpg's ``InterfaceError``:
+    "cannot call Transaction.__aexit__(): the underlying connection is closed", a cut in
+    the middle of a start's migration: chaos, seed 8080)."""
+    return isinstance(exc, UNREACHABLE) or (
+        isinstance(exc, asyncpg.InterfaceError) and "connection is closed" in str(exc))
 
 
 def encode_text(value: str) -> str:

@@ -4,10 +4,11 @@ that reads the partial index of active runs."""
 
 from __future__ import annotations
 
+import asyncpg  # type: ignore[import-untyped]
 import pytest
 
 from runtime import RunState
-from runtime.stores.postgres.sql import decode_text, encode_text, list_runs_sql
+from runtime.stores.postgres.sql import decode_text, encode_text, list_runs_sql, unreachable
 
 S = RunState
 
@@ -42,3 +43,16 @@ def test_text_without_the_two_characters_is_stored_as_it_is() -> None:
 def test_list_runs_sql(thread_id: str | None, states: list[RunState] | None,
                        limit: int | None, sql: str, params: list[object]) -> None:
     assert list_runs_sql(thread_id, states, limit) == (sql, params)
+
+
+@pytest.mark.parametrize(("error", "gone"), [
+    (ConnectionResetError("reset by peer"), True),
+    (asyncpg.CannotConnectNowError("the database system is starting up"), True),
+    (asyncpg.InterfaceError("cannot call Transaction.__aexit__(): the underlying connection "
+                            "is closed"), True),  # cut mid-migration (chaos, seed 8080)
+    (asyncpg.InterfaceError("cannot perform operation: another operation is in progress"),
+     False),
+    (asyncpg.InvalidPasswordError("password authentication failed"), False),
+])
+def test_what_says_the_server_was_not_reached(error: Exception, gone: bool) -> None:
+    assert unreachable(error) is gone
