@@ -8,13 +8,13 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.fakes.discord import BOT_ID, GENERAL_ID, HUMAN_ID, FakeDiscord
 from tests.fakes.slack import BOT_USER, FakeSlack
+from tests.processes.test_channels_down_at_boot import Lines, maiden_run
 from tests.processes.test_discord_cli import configure as discord_configure
 from tests.processes.test_discord_cli import env as discord_env
 from tests.processes.test_slack_cli import configure, env, maiden
@@ -24,20 +24,19 @@ pytestmark = pytest.mark.timeout(120)
 C = "C0GENERAL01"
 
 
+async def stopped(proc: asyncio.subprocess.Process, err: Lines) -> None:
+    """SIGTERM, and the process ended cleanly."""
+    proc.send_signal(signal.SIGTERM)
+    await asyncio.wait_for(proc.wait(), 30)
+    assert proc.returncode == 0, err.text()[-2000:]
+
+
 async def test_a_reminder_asked_in_slack_fires_once_in_its_thread(home: Path) -> None:
     async with FakeSlack() as fake:
         fake.person("U1", tz="America/Sao_Paulo")
         configure(home, fake)
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot", "run", cwd=home, env=env(fake),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        assert proc.stdout is not None
-        try:
-            banner = ""
-            while not banner.endswith("Ctrl-C stops.\n"):
-                line = await asyncio.wait_for(proc.stdout.readline(), 60)
-                assert line, banner
-                banner += line.decode()
+        async with maiden_run(home, env(fake)) as (proc, out, err):
+            await out.wait_for("Ctrl-C stops.")
             # The offline echo model calls a tool when told to (`/tool NAME {json}`).
             asked = json.dumps({"name": "deploy-check", "in": "3s", "say": "check the deploy"})
             event = fake.user_event(C, "U1", f"<@{BOT_USER}> /tool schedule_create {asked}",
@@ -51,14 +50,11 @@ async def test_a_reminder_asked_in_slack_fires_once_in_its_thread(home: Path) ->
             assert reminder["text"] == "<@U1> check the deploy"
             assert reminder["thread_ts"] == thread and reminder.get("bot_id")
             assert len(fake.calls("users.info")) == 1
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            _, err = await asyncio.wait_for(proc.communicate(), 30)
-        assert proc.returncode == 0, err.decode()[-2000:]
+            await stopped(proc, err)
         assert len(fake.messages(C)) == 3  # asked, said back, reminded: once
-    code, out, _ = await maiden(home, env(fake), "schedules")
-    assert code == 0, out
-    listed = next(row for row in out.splitlines() if row.startswith("deploy-check"))
+    code, listing, _ = await maiden(home, env(fake), "schedules")
+    assert code == 0, listing
+    listed = next(row for row in listing.splitlines() if row.startswith("deploy-check"))
     assert "once at " in listed and "UTC (" in listed and "America/Sao_Paulo)" in listed
     assert "(done)" in listed and "origin=chat" in listed
 
@@ -66,16 +62,8 @@ async def test_a_reminder_asked_in_slack_fires_once_in_its_thread(home: Path) ->
 async def test_a_reminder_asked_in_discord_mentions_the_person_once(home: Path) -> None:
     async with FakeDiscord() as fake:
         discord_configure(home, fake)
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot", "run", cwd=home, env=discord_env(fake),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        assert proc.stdout is not None
-        try:
-            banner = ""
-            while not banner.endswith("Ctrl-C stops.\n"):
-                line = await asyncio.wait_for(proc.stdout.readline(), 60)
-                assert line, banner
-                banner += line.decode()
+        async with maiden_run(home, discord_env(fake)) as (proc, out, err):
+            await out.wait_for("Ctrl-C stops.")
             asked = json.dumps({"name": "tea", "in": "3s", "say": "tea is ready"})
             await fake.user_message(GENERAL_ID, HUMAN_ID,
                                     f"<@{BOT_ID}> /tool schedule_create {asked}",
@@ -87,8 +75,5 @@ async def test_a_reminder_asked_in_discord_mentions_the_person_once(home: Path) 
             assert "UTC, in " in answer["content"] and "⏳" not in answer["content"]
             assert reminder["content"] == f"<@{HUMAN_ID}> tea is ready"
             assert reminder["author"]["id"] == str(BOT_ID)
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            _, err = await asyncio.wait_for(proc.communicate(), 30)
-        assert proc.returncode == 0, err.decode()[-2000:]
+            await stopped(proc, err)
         assert len(fake.messages(GENERAL_ID)) == 3
