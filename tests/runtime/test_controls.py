@@ -38,12 +38,10 @@ from runtime.model.runs import ReplyDelivery
 from runtime.providers import anthropic, openai
 from tests.fakes.anthropic import _check_messages as anthropic_rules
 from tests.fakes.openai import _check_messages as openai_rules
+from tests.scripted import call
 
 S = RunState
 
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
 
 def kinds(entries: list[Any]) -> list[str]:

@@ -8,10 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from runtime import RUN_CONTEXT, tool
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+from tests.scripted import call
 
 
 async def test_run_context_reaches_sync_tools(make_runtime: Any) -> None:

@@ -28,13 +28,11 @@ from runtime import (
 )
 from runtime.serving.control import ControlRequest, ask, live_instances
 from tests.fakes.tools import until_cut_off
+from tests.scripted import call
 
 S = RunState
 FAST = RuntimeConfig(poll_interval_s=0.05)
 
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
 
 def request(kind: Literal["decide", "cancel", "resume"], run_id: str,

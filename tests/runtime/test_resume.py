@@ -28,6 +28,7 @@ from runtime.providers import anthropic, openai
 from tests.fakes.anthropic import _check_messages as anthropic_rules
 from tests.fakes.chat import MemoryChat
 from tests.fakes.openai import _check_messages as openai_rules
+from tests.scripted import call
 
 S = RunState
 ROOM = Origin(channel="chat", target={"room": "r1"}, user="u1")
@@ -47,9 +48,6 @@ async def slow() -> str:
     await asyncio.sleep(60)
     return "never"
 
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
 
 class Clock:

@@ -28,13 +28,11 @@ from runtime import (
 )
 from runtime.tools.base import CancelFlag
 from tests.fakes.chat import MemoryChat
+from tests.scripted import call
 
 S = RunState
 ROOM = Origin(channel="chat", target={"room": "r1"}, user="u1")
 
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
 
 @tool(requires_approval=True)

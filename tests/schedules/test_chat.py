@@ -20,13 +20,11 @@ from runtime import (
 from schedules import ScheduleBook, ScheduleConfig, Scheduler, load_schedules, schedule_tools
 from tests.clock import Clock
 from tests.fakes.chat import MemoryChat
+from tests.scripted import call
 
 ROOM = Origin(channel="chat", target={"room": "r1"}, user="u1")
 MONDAY_7 = datetime(2026, 3, 2, 7, 0, tzinfo=UTC)  # a Monday
 
-
-def call(tool: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": tool, "arguments": arguments}]}
 
 
 @asynccontextmanager

@@ -28,15 +28,13 @@ from schedules.once import parse_at, parse_in, when_text
 from tests.clock import Clock
 from tests.fakes.chat import MemoryChat
 from tests.http_helpers import served
+from tests.scripted import call
 
 pytestmark = pytest.mark.timeout(60)
 
 HERE = Origin(channel="slack", target={"channel": "C1", "thread_ts": "1.5"}, user="U1")
 NOON = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)  # a Monday
 
-
-def call(tool_name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": tool_name, "arguments": arguments}]}
 
 
 class Status:

@@ -18,10 +18,7 @@ from runtime import (
     idempotency_key,
     make_tools,
 )
-
-
-def call(tool: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": tool, "arguments": arguments}]}
+from tests.scripted import call
 
 
 async def results(rt: Runtime, thread_id: str) -> list[ToolResult]:

@@ -18,12 +18,10 @@ from runtime import (
 )
 from tests.fakes.chat import MemoryChat
 from tests.fakes.slack import BOT_USER, FakeSlack
+from tests.scripted import call
 
 ROOM = Origin(channel="chat", target={"room": "r1"}, user="u1")
 
-
-def call(tool: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": tool, "arguments": arguments}]}
 
 
 async def results(rt: Runtime, thread_id: str) -> list[ToolResult]:

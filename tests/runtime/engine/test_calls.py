@@ -11,10 +11,7 @@ from typing import Any
 import pytest
 
 from runtime import RunState, ToolContext, ToolResult, tool
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+from tests.scripted import call
 
 
 def error_type(result: ToolResult) -> str:

@@ -18,13 +18,11 @@ from runtime import (
 )
 from runtime.model.entries import RUN_FAILED
 from tests.samples import REPORT
+from tests.scripted import call
 
 S = RunState
 ROOM = Origin(channel="chat", target={"room": "r1"}, user="u1")
 
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
 
 @tool(effect="non_idempotent", requires_approval=True)

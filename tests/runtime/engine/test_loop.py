@@ -31,10 +31,7 @@ from runtime.providers.wire import pair_results
 from runtime.stores.base import Checkpoint
 from tests.fakes import openai
 from tests.fakes.openai import OpenAIServer
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+from tests.scripted import call
 
 
 def kinds(entries: list[Any]) -> list[str]:

@@ -26,14 +26,12 @@ from runtime.model.runs import new_run_id
 from runtime.outbox.live import WAITING_NOTE, LiveReplies
 from runtime.stores.base import Checkpoint
 from tests.fakes.chat import MemoryChat
+from tests.scripted import call
 
 S = RunState
 ROOM = Origin(channel="chat", target={"room": "r1"}, user="u1")
 ANSWER = "The deploy went out at 09:14 and every check is green."
 
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
 
 @tool

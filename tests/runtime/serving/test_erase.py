@@ -26,15 +26,13 @@ from runtime import (
 )
 from runtime.stores.erasure import thread_lease
 from tests.fakes.tools import until_cut_off
+from tests.scripted import call
 
 S = RunState
 FAST = RuntimeConfig(poll_interval_s=0.05, lease_linger_s=0)
 """Another process's message on a thread is driven there, not handed to the lingerer."""
 WAIT_S = 5.0
 
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
 
 @tool

@@ -10,10 +10,7 @@ import pytest
 
 from runtime import NotFound, tool
 from runtime.stores.erasure import thread_scope
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+from tests.scripted import call
 
 
 @tool

@@ -9,10 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime import SQLiteStore, tool
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+from tests.scripted import call
 
 
 async def test_a_healthy_store_is_written_and_taken_back(make_runtime: Any,

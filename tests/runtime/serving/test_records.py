@@ -8,12 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from runtime import Origin, RunState, ScheduleRecord, ScheduleRecords, SlotMark, SQLiteStore, tool
+from tests.scripted import call
 
 S = RunState
 
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
 
 @tool(requires_approval=True)

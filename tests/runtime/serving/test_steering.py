@@ -10,12 +10,10 @@ from typing import Any
 import pytest
 
 from runtime import RunError, RunState, tool
+from tests.scripted import call
 
 S = RunState
 
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
 
 @tool(effect="non_idempotent", requires_approval=True)

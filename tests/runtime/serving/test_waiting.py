@@ -19,12 +19,10 @@ from runtime import (
     ToolCallStarted,
     tool,
 )
+from tests.scripted import call
 
 S = RunState
 
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
 
 async def _until(events: Any, kind: type) -> Any:

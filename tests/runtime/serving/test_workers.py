@@ -9,10 +9,7 @@ import contextlib
 from typing import Any
 
 from runtime import RunState, UserMessage, tool
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+from tests.scripted import call
 
 
 def kinds(entries: list[Any]) -> list[str]:

@@ -29,6 +29,7 @@ from runtime.tools.mcp import McpServerConfig, open_servers
 from runtime.tools.mcp.group import McpServers
 from runtime.tools.mcp.server import McpServer, McpServerDown, McpToolError
 from tests.fakes.vendors import ANTHROPIC
+from tests.scripted import call
 
 FAKE = Path(__file__).resolve().parents[3] / "fakes" / "mcp_server.py"
 CTX = ToolContext(run_id="r", thread_id="t", tool_call_id="c", idempotency_key="k")
@@ -41,9 +42,6 @@ def fake(marks: Path, name: str = "srv", **settings: Any) -> McpServerConfig:
     return McpServerConfig(name=name, command=sys.executable, args=[str(FAKE)],
                            env={"MCP_MARKS": str(marks)}, **settings)
 
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
 
 def error(result: Any) -> tuple[str, str]:
