@@ -234,7 +234,13 @@ class ScheduleOut(BaseModel):
 
     name: str
     origin: Literal["config", "chat"]
-    cron: str
+    cron: str | None = Field(description="5-field crontab; null for a one-shot (at)")
+    at: str | None = Field(default=None, description="a one-shot's time, ISO 8601")
+    done: bool = Field(default=False, description="a one-shot that ran (or was skipped): "
+                       "kept, never fired again")
+    does: Literal["prompt", "say", "tool"] = Field(
+        default="prompt", description="what a slot's run does: ask the agent, post fixed "
+        "words (a reminder), or run a tool")
     timezone: str
     thread: str
     fresh_thread: bool
