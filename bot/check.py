@@ -35,6 +35,7 @@ from runtime import (
     probe_collector,
     store_versions,
 )
+from schedules import At, Schedule
 
 from .agents import agent_lines, make_agents, moved_threads
 from .config import LoadedConfig, env_status
@@ -135,11 +136,17 @@ def _print_schedules(loaded: LoadedConfig) -> None:
     defined = cfg.read_schedules()
     chat = cfg.schedules_limits.max_per_thread
     print(f"  schedules {len(defined)} in the config"
-          + "".join(f"; {s.name} {s.config.cron or s.cron.expr!r} {s.cron.timezone}"
-                    for s in defined[:5])
+          + "".join(f"; {s.name} {_when(s)}" for s in defined[:5])
           + ("; ..." if len(defined) > 5 else "")
           + (f"; from chat: up to {chat} per conversation (schedule_* tools)" if chat
              else "; none from chat ([schedules_limits] max_per_thread = 0)"))
+
+
+def _when(schedule: Schedule) -> str:
+    """A schedule's times as the check lists them: its crontab, or its one time."""
+    if isinstance(schedule.cron, At):
+        return f"once at {schedule.cron.moment.isoformat()}"
+    return f"{schedule.config.cron!r} {schedule.cron.timezone}"
 
 
 async def _agents(loaded: LoadedConfig, tools: ToolRegistry) -> Agents:

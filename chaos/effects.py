@@ -1,5 +1,6 @@
-"""The soak's tools, one of each effect class (and ``tick``, the schedules' job, and
-``report``, which hands back a file), copied beside agent.toml as a tools module.
+"""The soak's tools, one of each effect class (and ``tick``, the schedules' job, ``probe``,
+a tool-only check's, and ``report``, which hands back a file), copied beside agent.toml as
+a tools module.
 
 Every execution appends one JSON line to the ledger ``CHAOS_LEDGER`` names (``O_APPEND``,
 then fsync: a line written survives a SIGKILL the next instant): ``{tool, key, arguments,
@@ -20,7 +21,7 @@ from typing import Any
 
 from runtime import NOT_DONE, ToolContext, ToolFile, tool
 
-__all__ = ["charge", "deploy", "email", "look", "note", "report", "tick"]
+__all__ = ["charge", "deploy", "email", "look", "note", "probe", "report", "tick"]
 
 # Every replica's tools write the one ledger the soak names (each replica has its home).
 LEDGER = Path(os.environ.get("CHAOS_LEDGER", Path(__file__).resolve().parent / "ledger.jsonl"))
@@ -28,6 +29,9 @@ LOCK = LEDGER.with_suffix(".lock")
 # A call takes time, as real ones do: a kill can land before its effect, or after it and
 # before its result is recorded.
 BEFORE_S, AFTER_S = 0.08, 0.08
+PROBE_S = 150
+"""What ``probe`` finds changes this often (wall clock): some slots of a check find
+something new, some do not."""
 
 
 def _write(ctx: ToolContext, name: str, arguments: dict[str, Any], applied: bool) -> None:
@@ -128,3 +132,22 @@ def tick(ctx: ToolContext, tag: str, n: int) -> str:
 
 
 tick.reconcile(_reconciled)
+
+
+@tool(effect="non_idempotent")
+def probe(ctx: ToolContext, tag: str, n: int) -> str:
+    """A scheduled check's look at something that changes now and then: every call is one
+    probe (a reconcile hook looks it up, and answers what it found then)."""
+    status = int(time.time() // PROBE_S)
+    time.sleep(BEFORE_S)
+    _write(ctx, "probe", {"tag": tag, "n": n, "status": status}, applied=True)
+    time.sleep(AFTER_S)
+    return f"probe status {status}"
+
+
+def _probed(ctx: ToolContext) -> Any:
+    found = _applied(ctx.idempotency_key)
+    return NOT_DONE if found is None else f"probe status {found['arguments']['status']}"
+
+
+probe.reconcile(_probed)

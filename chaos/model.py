@@ -27,6 +27,8 @@ from aiohttp import web
 from tests.fakes.openai import OpenAIServer, error, stream
 from tests.fakes.server import Reply
 
+from .job_plan import REMIND_IN
+
 __all__ = ["ASK", "JOB", "Model", "answer_text", "failure", "job_prompt"]
 
 ASK = re.compile(r"^\[(m\d{5})\] \w+ asks for (.+)$", re.MULTILINE)
@@ -141,8 +143,11 @@ class Model(OpenAIServer):
 def _arguments(step: str, tag: str, n: int) -> tuple[str, str]:
     """The tool a step names and its arguments: ``note`` -> ``{"tag", "n"}``; the schedule
     tools name their schedule, ``schedule_create=chat-0``, which runs ``tick`` every
-    minute."""
+    minute; ``remind=rem-0`` asks ``schedule_create`` for a reminder in a minute."""
     tool, _, name = step.partition("=")
+    if tool == "remind":  # a reminder in a minute, of words posted as they are
+        return "schedule_create", json.dumps({"name": name, "in": REMIND_IN,
+                                              "say": f"reminder {name}"})
     if tool == "schedule_create":
         return tool, json.dumps({"name": name, "cron": CRON, "prompt": job_prompt(name)})
     if tool.startswith("schedule_"):

@@ -19,6 +19,7 @@ from .chat_toggles import draw_chat_runs, draw_chat_toggles
 from .discord_plan import DiscordActs, draw_discord_acts
 from .files import draw_files, draw_more_files
 from .hook_plan import HookSend, draw_hooks
+from .job_plan import Reminder, draw_chat_reminders, draw_reminders
 from .ops import Decide, Op, Route
 from .slack_plan import Command, Stop, Vote, draw_slack
 
@@ -31,7 +32,7 @@ FaultKind = Literal["kill", "term", "pg_cut", "model_outage", "skew", "slack", "
 # tool name -> effect class (the tools module, chaos/effects.py, declares the same)
 TOOLS = {"look": "read_only", "note": "idempotent_write", "charge": "non_idempotent",
          "email": "non_idempotent", "deploy": "non_idempotent", "tick": "non_idempotent",
-         "report": "read_only"}
+         "report": "read_only", "probe": "non_idempotent"}
 
 # What a message asks the model for: the tools of each turn, in order ([] : just answer).
 # Weights are per mille.
@@ -103,6 +104,7 @@ class Plan:
     toggles: list[Toggle] = field(default_factory=list)
     runs_now: list[RunNow] = field(default_factory=list)
     hooks: list[HookSend] = field(default_factory=list)  # webhook deliveries (chaos/hooks.py)
+    reminders: list[Reminder] = field(default_factory=list)  # config one-shots (chaos/jobs.py)
     slack_http: list[int] = field(default_factory=list)  # replicas taking Slack over HTTP
     stops: list[Stop] = field(default_factory=list)  # Slack runs stopped (chaos/slack_plan.py)
     votes: list[Vote] = field(default_factory=list)
@@ -122,13 +124,14 @@ class Plan:
         toggles = [Toggle(**t) for t in raw.pop("toggles", [])]  # none in older plans
         runs_now = [RunNow(**r) for r in raw.pop("runs_now", [])]
         hooks = [HookSend(**h) for h in raw.pop("hooks", [])]
+        reminders = [Reminder(**r) for r in raw.pop("reminders", [])]
         stops = [Stop(**s) for s in raw.pop("stops", [])]
         votes = [Vote(**v) for v in raw.pop("votes", [])]
         commands = [Command(**c) for c in raw.pop("commands", [])]
         discord_acts = DiscordActs.load(raw.pop("discord_acts", {}))
         return cls(**raw, ops=ops, faults=faults, toggles=toggles, runs_now=runs_now,
-                   hooks=hooks, stops=stops, votes=votes, commands=commands,
-                   discord_acts=discord_acts)
+                   hooks=hooks, reminders=reminders, stops=stops, votes=votes,
+                   commands=commands, discord_acts=discord_acts)
 
 
 def make_plan(seed: int, seconds: float, store: str, replicas: int) -> Plan:
@@ -199,6 +202,10 @@ def make_plan(seed: int, seconds: float, store: str, replicas: int) -> Plan:
                                         key=lambda c: c.at)
     draw_files(seed, plan)  # last: it adds a turn to some messages (chaos/files.py)
     draw_more_files(seed, plan)  # the PDF, refused files, how each goes (chaos/files.py)
+    jobs = random.Random(f"{seed}:{store}:jobs")  # reminders (chaos/jobs.py)
+    plan.reminders = draw_reminders(jobs, seconds)
+    plan.ops = sorted(plan.ops + draw_chat_reminders(jobs, seconds, replicas, http, owner),
+                      key=lambda o: o.at)
     return plan
 
 

@@ -40,6 +40,7 @@ from runtime import Records, Run, ScheduleRecord, ScheduleRecords, StoreConfig, 
 from .chat_toggles import done, toggled_to
 from .client import Client
 from .invariants import TERMINAL, Stored, Violation
+from .job_plan import job_schedule
 from .model import CRON, job_prompt
 from .outages import STORE_OUTAGES
 from .plan import CHAT_TAG, CONFIG_SCHEDULES, DELIVERING, SKEW_MAX_S, Plan
@@ -212,6 +213,8 @@ class Schedules:
             if int(s.op.tag[1:]) < CHAT_TAG:
                 continue
             tool, _, name = s.op.steps[0][0].partition("=")
+            if job_schedule(name):
+                continue  # a reminder asked for (chaos/jobs.py)
             state = "active" if tool in ("schedule_create", "schedule_resume") else "paused"
             run = runs.get(s.op.text)
             mine = results.get(run["run_id"] if run else "", [])
@@ -269,8 +272,9 @@ class Schedules:
         for run in kept.runs:
             key = run.idempotency_key or ""
             parts = key.split(":", 2)
-            if parts[0] != "schedule" or len(parts) < 3 or parts[2].startswith("manual:"):
-                continue
+            if parts[0] != "schedule" or len(parts) < 3 or parts[2].startswith("manual:") \
+                    or job_schedule(parts[1]):
+                continue  # chaos/runnow.py checks runs now, chaos/jobs.py the jobs
             slot = datetime.fromisoformat(parts[2]).timestamp()
             slots[parts[1]][slot].append(run)
             by_run[run.id] = (parts[1], slot)
@@ -299,7 +303,7 @@ class Schedules:
                     out.append(Violation(3, thread, None, f"the slot's thread holds {users} "
                                          "messages"))
         names = set(slots) | set(records) | set(CONFIG_SCHEDULES) | set(self.changes)
-        for name in sorted(names):
+        for name in sorted(n for n in names if not job_schedule(n)):
             claimed = slots.get(name, {})
             for slot, runs in sorted(claimed.items()):
                 thread = runs[0].thread_id
@@ -353,7 +357,8 @@ class Schedules:
         runs: Counter[str] = Counter()
         for run in kept.runs:
             parts = (run.idempotency_key or "").split(":", 2)
-            if parts[0] == "schedule" and len(parts) == 3 and not manual_run(run):
+            if parts[0] == "schedule" and len(parts) == 3 and not manual_run(run) \
+                    and not job_schedule(parts[1]):
                 runs["chat" if parts[1].startswith("chat-") else parts[1]] += 1
         chats = sum(1 for r in kept.records if r.origin == "chat")
         return (f"  schedules  slots run: {_count(runs)} ({self.required} had to); {chats} "

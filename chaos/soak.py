@@ -45,6 +45,7 @@ from .files import FILES_TOML
 from .files_checks import blob_digests, check_downloads, check_files, files_summary
 from .hooks import HOOK_SECRET, hooks_toml
 from .invariants import ACTIVE, Stored, check
+from .jobs import check_jobs, jobs_summary, jobs_toml
 from .model import Model
 from .operators import Operators
 from .outages import DiskFull, Outage, ServerRestart
@@ -146,6 +147,8 @@ async def soak(plan: Plan, work: Path, *, own_server: bool = False,
             env.update(discord_env(discord))
             extra += discord_toml(discord, plan.people)
         extra += delivering_toml(fake, discord) + hooks_toml()
+        written_at = time.time()  # the reminders' times count from here (chaos/jobs.py)
+        extra += jobs_toml(plan.reminders, written_at, fake is not None)
         env["CHAOS_HOOK_SECRET"] = HOOK_SECRET
         for i in range(plan.replicas):
             home = work / plan.store / f"r{i}"
@@ -224,6 +227,7 @@ async def soak(plan: Plan, work: Path, *, own_server: bool = False,
                 operators.runs_now.follow(dseen.command.text,
                                           f"discord:{dseen.click.interaction}", answer)
         found += jobs.check(workload.sent, stored, kept)
+        found += check_jobs(jobs, plan.reminders, written_at, kept, stored, fake)
         found += operators.check(stored, kept) + check_delivered(kept, fake, discord)
         if fake is not None and slack_people is not None:
             found += check_slack(plan, workload.sent, stored, fake)
@@ -240,7 +244,8 @@ async def soak(plan: Plan, work: Path, *, own_server: bool = False,
                           [v for v in found if v.known is not None],
                           summary(plan, workload, faults, model, stored, history.now()))
         at = next(i for i, line in enumerate(outcome.lines) if "invariants" in line)
-        outcome.lines[at:at] = [jobs.summary(kept), *operators.lines(kept),
+        outcome.lines[at:at] = [jobs.summary(kept), jobs_summary(plan.reminders, kept),
+                                *operators.lines(kept),
                                 delivered_summary(kept, fake, discord),
                                 files_summary(workload.sent, blobs, fake, discord,
                                               slack_people.held if slack_people else None),

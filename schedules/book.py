@@ -201,11 +201,16 @@ class ScheduleBook:
         except ConfigError as exc:
             raise ScheduleError("; ".join(message for _, message in exc.problems)) from exc
         now = self.clock()
+        since = now.timestamp()
+        if isinstance(schedule.cron, At):
+            # A one-shot for a time just passed (the tools take one up to a minute old)
+            # still has its slot ahead of where its record starts: it fires, at once.
+            since = min(since, schedule.cron.moment.timestamp() - 0.001)
         record = ScheduleRecord(
             name=name, origin="chat", created_by=thread_id, request_key=request_key,
             spec={"config": config.model_dump(exclude_defaults=True),
                   "origin": origin.model_dump()},
-            since=now.timestamp(), created_at=now.timestamp(), paused=paused)
+            since=since, created_at=now.timestamp(), paused=paused)
         await self.save([record])
         self._chat[name] = schedule
         await self._changed()

@@ -46,6 +46,7 @@ from runtime import MaidenError, NotFound, Run, Runtime, ScheduleRecord, SlotMar
 from .book import Clock, ScheduleBook, ScheduleError
 from .config import Schedule
 from .cron import due_slots, due_until, jitter, slot_key, slots_between
+from .crontab import At
 from .hooks import take
 from .marks import decided, later
 from .skips import cannot_run, still_running
@@ -167,6 +168,27 @@ class Scheduler:
         await self._mark_all(self.clock())
         if self.aps is not None:
             self._set_alarms()
+        await self._overdue()
+
+    async def _overdue(self) -> list[Fired]:
+        """Fire the one-shots whose time has passed with nothing decided. A recurring
+        schedule's next alarm catches up a slot its own alarm could not claim (the store
+        out of reach then, or this process's clock behind); a one-shot has no next alarm,
+        and one made for a time just passed never gets one."""
+        now = self.clock()
+        fired: list[Fired] = []
+        marks: list[SlotMark] = []
+        for schedule in self.book.schedules():
+            if not isinstance(schedule.cron, At) or schedule.cron.moment > now or \
+                    not self.book.active(schedule) or self.book.finished(schedule):
+                continue
+            claimed, mark = await self._fire(schedule, now, on_time=False)
+            fired += claimed
+            if mark is not None:
+                marks.append(mark)
+        if marks:
+            await self._advance(marks)
+        return fired
 
     # -- firing
 

@@ -34,3 +34,14 @@ def test_check_fails_when_the_collector_does_not_answer(
     out = capsys.readouterr().out
     assert f"  traces    OTLP/HTTP to {url}/v1/traces, service 'maiden', sampling 1" in out
     assert "does not answer" in out
+
+
+def test_check_lists_a_one_shot_by_its_time(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    loaded = LoadedConfig(parse_config(
+        '[[schedules]]\nname = "nudge"\nat = "2026-12-07T09:00:00-03:00"\nsay = "go"\n'
+        '[[schedules]]\nname = "daily"\ncron = "0 9 * * *"\nprompt = "p"\n'),
+        tmp_path / "agent.toml", exists=True)
+    assert check(loaded) == 0
+    assert "  schedules 2 in the config; nudge once at 2026-12-07T12:00:00+00:00; daily " \
+        "'0 9 * * *' UTC;" in capsys.readouterr().out

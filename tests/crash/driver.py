@@ -4,6 +4,8 @@
         [--key KEY] [--requires-approval] [--kill-at POINT [--kill-count N]]
     python -m tests.crash.driver --db DB --effect EFFECT --workdir DIR --fire SLOT \\
         [--late SECONDS] [--kill-at POINT [--kill-count N]]
+    python -m tests.crash.driver ... --fire SLOT --job say|chat|tool  (tests/crash/jobs.py)
+    python -m tests.crash.driver ... --send THREAD TEXT --job chat  (a reminder asked for)
     python -m tests.crash.driver --db DB --effect EFFECT --workdir DIR [--recover]
     python -m tests.crash.driver ... --approve RUN CALL | --deny RUN CALL
     python -m tests.crash.driver ... --vote USER up|down
@@ -60,7 +62,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
@@ -89,6 +91,7 @@ from runtime import (
     Runtime,
     ScheduleRecord,
     ScriptedProvider,
+    SlotMark,
     SQLiteStore,
     StreamDelivery,
     Tool,
@@ -103,6 +106,14 @@ from runtime import (
 from runtime.model.runs import StreamState
 from runtime.stores.base import Accepted, RunStore
 from tests.crash.files import FILE_KILL_POINTS, MAKE_FILE_SCRIPT, Shelf, make_file, sources
+from tests.crash.jobs import (
+    CHAT_NOW,
+    CHAT_SCRIPT,
+    JOB_KILL_POINTS,
+    JOB_KINDS,
+    job_schedules,
+    status_of,
+)
 from tests.crash.streams import STREAM_KILL_POINTS, STREAM_SCRIPT, FileStreamer
 
 EFFECTS = ("read_only", "idempotent_write", "non_idempotent", "non_idempotent_reconcile")
@@ -287,6 +298,10 @@ class _Crashing:
         await super().save_schedules(records)  # type: ignore[misc]
         self.switch.reached("after_schedule_saved")
 
+    async def advance_schedules(self, marks: Sequence[SlotMark]) -> None:
+        await super().advance_schedules(marks)  # type: ignore[misc]
+        self.switch.reached("after_slot_recorded")
+
     async def upload_started(self, key: str, upload_id: str) -> None:
         self.switch.reached("before_upload_recorded")
         await super().upload_started(key, upload_id)  # type: ignore[misc]
@@ -412,9 +427,12 @@ class FileChannel:
 
 
 def make_tool(
-    effect_class: str, workdir: Path, switch: KillSwitch, *, requires_approval: bool = False
+    effect_class: str, workdir: Path, switch: KillSwitch, *, requires_approval: bool = False,
+    report: Callable[[], Any] | None = None,
 ) -> Tool:
-    """``effect_tool`` with the given effect class, tracing itself into ``workdir``."""
+    """``effect_tool`` with the given effect class, tracing itself into ``workdir``
+    (``report``: what it returns, and its effect records, instead of its call's key and
+    ``n``: a check whose output changes only when what it checks does)."""
     calls, effects = workdir / CALLS_FILE, workdir / EFFECTS_FILE
     reconciling = effect_class == "non_idempotent_reconcile"
     effect = cast(Effect, "non_idempotent" if reconciling else effect_class)
@@ -422,7 +440,8 @@ def make_tool(
     @tool(name=TOOL_NAME, effect=effect, requires_approval=requires_approval)
     def effect_tool(ctx: ToolContext, n: int) -> dict[str, Any]:
         """Do something countable."""
-        result = {"n": n, "key": ctx.idempotency_key, "ok": True}
+        result = {"n": n, "key": ctx.idempotency_key, "ok": True} if report is None \
+            else report()
         append_line(calls, {"key": ctx.idempotency_key, "call": len(read_lines(calls)) + 1,
                             "n": n})
         if effect == "idempotent_write":
@@ -523,22 +542,31 @@ class FixedClock:
         return self.now
 
 
-async def fire(
-    store: SQLiteStore | FilesStore, runtime: Runtime, slot: datetime, late: timedelta,
-    deliver: str | None,
-) -> list[dict[str, Any]]:
-    """``--fire``: claim ``slot`` of the schedule ``job`` as a maiden process would, more
-    than once, and wait for the run holding it; return every claim."""
-    from schedules import Fired, ScheduleBook, ScheduleConfig, Scheduler, load_schedules
+def job_schedule(slot: datetime, deliver: str | None) -> list[Any]:
+    """``--fire``'s schedule ``job``: daily at ``slot``'s UTC time."""
+    from schedules import ScheduleConfig, load_schedules
 
     slot = slot.astimezone(UTC)
     config = ScheduleConfig(name=JOB, cron=f"{slot.minute} {slot.hour} * * *",
                             prompt=JOB_PROMPT, deliver=deliver, misfire="once")
-    defined = load_schedules([config], default_timezone="UTC", channels=["slack"])
+    return load_schedules([config], default_timezone="UTC", channels=["slack"])
+
+
+async def fire(
+    store: SQLiteStore | FilesStore, runtime: Runtime, slot: datetime, late: timedelta,
+    defined: Sequence[Any], name: str = JOB,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``--fire``: claim ``slot`` of the schedule ``name`` (of ``defined``, or of the store)
+    as a maiden process would, more than once, and wait for the run holding it; return
+    every claim, and every schedule as the listings show it then (done, active)."""
+    from schedules import Fired, ScheduleBook, Scheduler
+    from schedules.status import statuses
+
+    slot = slot.astimezone(UTC)
     clock = FixedClock(slot + late)
     book = ScheduleBook(store, defined, clock=clock)
     await book.load()
-    fresh = book.record(JOB) is None
+    fresh = book.record(name) is None
     if fresh:
         clock.now = slot - FIRE_LEAD  # up before the slot: the record starts now
     scheduler = Scheduler(book, runtime, clock=clock, timers=False)
@@ -550,18 +578,21 @@ async def fire(
         claims.append(("other start", await other.start()))
         if fresh:
             clock.now = slot + late
-            claims.append(("alarm", await scheduler.fire_due(woken=JOB)))
+            claims.append(("alarm", await scheduler.fire_due(woken=name)))
         claims.append(("duplicate", await scheduler.fire_due()))
         claims.append(("other", await other.fire_due()))
         for _, fired in claims:
             for f in fired:
                 await runtime.wait(f.run.id)
         await runtime.idle()
+        await book.load()
+        listing = [{"name": s.schedule.name, "done": s.done, "active": s.active}
+                   for s in await statuses(book)]
     finally:
         await scheduler.close()
         await other.close()
     return [{"by": by, "key": f.key, "slot": f.slot.isoformat(), "run_id": f.run.id}
-            for by, fired in claims for f in fired]
+            for by, fired in claims for f in fired], listing
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -582,6 +613,15 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             script = STREAM_SCRIPT  # text in pieces, a tool call, then the answer in pieces
         if args.make_file:
             tools, script = [make_file], MAKE_FILE_SCRIPT
+        services: dict[str, object] = {}
+        if args.job == "tool":  # the check: its output is what it checks, not its key
+            tools = [make_tool(args.effect, workdir, switch,
+                               report=functools.partial(status_of, workdir))]
+        if args.job == "chat":  # the model may ask for a reminder, on a clock of its own
+            from schedules import ScheduleBook, schedule_tools
+
+            tools, script = [*tools, *schedule_tools()], CHAT_SCRIPT
+            services["schedules"] = ScheduleBook(store, clock=FixedClock(CHAT_NOW))
         model: Any = ScriptedProvider(script)
         agent = AgentConfig(max_recovery_attempts=MAX_RECOVERY_ATTEMPTS)
         if args.max_message_chars is not None:
@@ -594,7 +634,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         tracing = traced(Path(args.trace_file)) if args.trace_file else NO_TRACING
         runtime = Runtime(store, AskedModel(model, switch, workdir / REQUESTS_FILE),
                           ToolRegistry(tools), agent=agent,
-                          caps=caps, tracing=tracing,
+                          caps=caps, tracing=tracing, services=services,
                           channels=[CHANNEL] if args.late_fetcher else None)
         origin = PLACED if args.placed else ORIGIN
         deliver: str | None = None
@@ -644,6 +684,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             origin = Origin(channel="discord", target={"channel": channel, "message": message,
                                                        "guild": guild}, user="U1")
         fired: list[dict[str, Any]] | None = None
+        listing: list[dict[str, Any]] = []
         async with runtime:  # start(): recovers unfinished runs, flushes the outbox
             if args.late_fetcher:
                 # The channel opens once recovery is done; its runs left waiting go on.
@@ -651,7 +692,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 for left in await store.list_runs(states=list(DRIVABLE_STATES)):
                     await runtime.wait(left.id)
             if args.fire:
-                fired = await fire(store, runtime, args.fire, timedelta(seconds=args.late), deliver)
+                defined, name = job_schedules(args.job, args.fire, origin, TOOL_NAME) \
+                    if args.job else (job_schedule(args.fire, deliver), JOB)
+                fired, listing = await fire(store, runtime, args.fire,
+                                            timedelta(seconds=args.late), defined, name)
             if args.send:
                 thread_id, text = args.send
                 run = await runtime.submit(thread_id, text, origin=origin,
@@ -678,6 +722,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         summary = await summarise(store)
         if fired is not None:
             summary["fired"] = fired
+            summary["listing"] = listing
             summary["schedules"] = [r.model_dump(mode="json")
                                     for r in await store.schedule_records()]
         return summary
@@ -714,6 +759,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     action.add_argument("--hook", metavar="DELIVERY",
                         help="a signed delivery of the webhook 'gh' with this delivery id "
                              "(see hook())")
+    parser.add_argument("--job", choices=JOB_KINDS,
+                        help="--fire: fire a job's schedule instead of 'job' (say: the "
+                             "reminder 'remind' of the config; chat: the reminder 'nudge' "
+                             "made from chat; tool: the check 'check'); --send chat: the "
+                             "model asks for 'nudge' (tests/crash/jobs.py)")
     parser.add_argument("--placed", action="store_true",
                         help="--send from room r1 as a place, where --command looks")
     parser.add_argument("--key", help="--send: the inbound message's idempotency key")
@@ -740,7 +790,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                                            + VOTE_KILL_POINTS + FILE_KILL_POINTS
                                            + COMMAND_KILL_POINTS
                                            + SCHEDULE_COMMAND_KILL_POINTS
-                                           + HOOK_KILL_POINTS)))
+                                           + HOOK_KILL_POINTS + JOB_KILL_POINTS)))
     parser.add_argument("--max-message-chars", type=int, metavar="N",
                         help="[agent] max_message_chars (a longer --send is refused, told)")
     parser.add_argument("--cap-tokens", type=int, metavar="N",
