@@ -18,8 +18,8 @@ from pathlib import Path
 from PIL import Image
 
 from channels.slack import SlackConfig, SlackSecrets
-from channels.slack.channel import SlackChannel
-from runtime import EchoProvider, Runtime, SQLiteStore
+from channels.slack.channel import SlackChannel, SlackOutbound
+from runtime import EchoProvider, Records, Runtime, SQLiteStore
 from runtime.stores.sqlite import Synchronous
 from tests.fakes.slack import BOT_USER, FakeSlack
 
@@ -94,13 +94,11 @@ async def run_files(workdir: Path, messages: int, distinct: int, image_bytes: in
                                  stream="off")
             secrets = SlackSecrets(bot_token=fake.bot_token, app_token=fake.app_token,
                                    signing_secret=None)
-            async with SQLiteStore(path, synchronous=synchronous) as store, \
-                    Runtime(store, EchoProvider()) as rt:
-                channel = SlackChannel(rt, config, secrets, pace_s=0)
-                assert channel.deliverer is not None and channel.fetcher is not None
-                rt.operator.add_deliverer("slack", channel.deliverer)
-                rt.files.add_fetcher("slack", channel.fetcher)
-                async with channel:
+            async with SQLiteStore(path, synchronous=synchronous) as store:
+                slack = SlackOutbound(config, secrets, Records(store), pace_s=0)
+                async with Runtime(store, EchoProvider(), deliverers={"slack": slack.deliverer},
+                                   fetchers={"slack": slack.fetcher}) as rt, \
+                        SlackChannel(rt, slack):
                     await fake.wait_connected()
                     passes[with_files] = await _pass(fake, messages,
                                                      images if with_files else [])

@@ -16,8 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from channels.slack import SlackConfig, SlackSecrets
-from channels.slack.channel import SlackChannel
-from runtime import EchoProvider, Runtime, RuntimeConfig, SQLiteStore, ToolRegistry, tool
+from channels.slack.channel import SlackChannel, SlackOutbound
+from runtime import (
+    EchoProvider,
+    Records,
+    Runtime,
+    RuntimeConfig,
+    SQLiteStore,
+    ToolRegistry,
+    tool,
+)
 from runtime.stores.sqlite import Synchronous
 from tests.fakes.slack import BOT_USER, TEAM, FakeSlack, slash_command
 
@@ -69,13 +77,12 @@ async def run_slack(workdir: Path, events: int, synchronous: Synchronous) -> Sla
         config = SlackConfig(api_url=fake.api_url, open=True)
         secrets = SlackSecrets(bot_token=fake.bot_token, app_token=fake.app_token,
                                signing_secret=None)
-        async with SQLiteStore(path, synchronous=synchronous) as store, \
-                Runtime(store, EchoProvider(), ToolRegistry([hold]),
-                        settings=RuntimeConfig(concurrency="global")) as rt:
-            channel = SlackChannel(rt, config, secrets, pace_s=0)
-            assert channel.deliverer is not None
-            rt.operator.add_deliverer(channel.name, channel.deliverer)  # (as `maiden run` does)
-            async with channel:
+        async with SQLiteStore(path, synchronous=synchronous) as store:
+            slack = SlackOutbound(config, secrets, Records(store), pace_s=0)
+            rt = Runtime(store, EchoProvider(), ToolRegistry([hold]),
+                         settings=RuntimeConfig(concurrency="global"),
+                         deliverers={slack.name: slack.deliverer})  # (as `maiden run` does)
+            async with rt, SlackChannel(rt, slack):
                 await fake.wait_connected()
                 blocker = await rt.submit("bench:blocker", "/tool hold")
                 await asyncio.wait_for(holding.wait(), 30)

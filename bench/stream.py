@@ -24,6 +24,7 @@ from typing import Any
 from runtime import (
     ModelRequest,
     ModelResponse,
+    Records,
     Runtime,
     RuntimeConfig,
     ScriptedProvider,
@@ -106,12 +107,16 @@ class StreamResult:
 
 
 @asynccontextmanager
-async def _runtime(db: Path, model: _Timed) -> AsyncIterator[Runtime]:
+async def _runtime(db: Path, model: _Timed, outbound: Callable[[Records], Any]
+                   ) -> AsyncIterator[tuple[Runtime, Any]]:
+    """A runtime built with the deliverer of ``outbound`` (a channel's, made first), and it."""
     remove_db(db)
-    async with SQLiteStore(db, synchronous="normal") as store, \
-            Runtime(store, model, ToolRegistry([lookup]),
-                    settings=RuntimeConfig(poll_interval_s=0.1)) as rt:
-        yield rt
+    async with SQLiteStore(db, synchronous="normal") as store:
+        out = outbound(Records(store))
+        async with Runtime(store, model, ToolRegistry([lookup]),
+                           settings=RuntimeConfig(poll_interval_s=0.1),
+                           deliverers={out.name: out.deliverer}) as rt:
+            yield rt, out
 
 
 async def _hold(rt: Runtime, i: int) -> None:
@@ -126,79 +131,74 @@ async def _hold(rt: Runtime, i: int) -> None:
 
 async def _slack(workdir: Path, replies: int, mode: str, held: bool = False) -> StreamResult:
     from channels.slack import SlackConfig, SlackSecrets
-    from channels.slack.channel import SlackChannel
+    from channels.slack.channel import SlackChannel, SlackOutbound
     from tests.fakes.slack import BOT_USER, FakeSlack
 
     result, model, channel_id = StreamResult("slack", mode, held), _Timed(replies), \
         "C0STREAM01"
-    async with FakeSlack() as fake, _runtime(workdir / "stream-slack.db", model) as rt:
-        channel = SlackChannel(rt, SlackConfig(api_url=fake.api_url, allow_users=["U1"],
-                                               stream=mode),
-                               SlackSecrets(bot_token=fake.bot_token,
-                                            app_token=fake.app_token, signing_secret="s" * 32),
-                               pace_s=0)
-        async with channel:
-            assert channel.deliverer is not None
-            rt.operator.add_deliverer("slack", channel.deliverer)
-            await fake.wait_connected()
-            for i in range(replies):
-                if held:
-                    await _hold(rt, i)
-                before = len(fake.requests)
-                asked = time.perf_counter()
-                event = fake.user_event(channel_id, "U1", f"<@{BOT_USER}> go {i}", mention=True)
-                await fake.acked(await fake.socket_event(event), timeout=30)
-                root = event["event"]["ts"]
+    async with FakeSlack() as fake, _runtime(
+            workdir / "stream-slack.db", model, lambda records: SlackOutbound(
+                SlackConfig(api_url=fake.api_url, allow_users=["U1"], stream=mode),
+                SlackSecrets(bot_token=fake.bot_token, app_token=fake.app_token,
+                             signing_secret="s" * 32), records, pace_s=0)) as (rt, slack), \
+            SlackChannel(rt, slack):
+        await fake.wait_connected()
+        for i in range(replies):
+            if held:
+                await _hold(rt, i)
+            before = len(fake.requests)
+            asked = time.perf_counter()
+            event = fake.user_event(channel_id, "U1", f"<@{BOT_USER}> go {i}", mention=True)
+            await fake.acked(await fake.socket_event(event), timeout=30)
+            root = event["event"]["ts"]
 
-                def shown(root: str = root) -> bool:
-                    return any(m.get("user") == BOT_USER and m.get("thread_ts") == root
-                               and m.get("text") for m in fake.messages(channel_id))
+            def shown(root: str = root) -> bool:
+                return any(m.get("user") == BOT_USER and m.get("thread_ts") == root
+                           and m.get("text") for m in fake.messages(channel_id))
 
-                await fake.until(shown, what="the reply's first text", timeout=30)
-                seen = time.perf_counter()
-                result.first_visible_ms.append((seen - model.first[i]) * 1000)
-                result.asked_to_visible_ms.append((seen - asked) * 1000)
-                await rt.idle()
-                result.calls.append(sum(r.method.startswith("chat.")
-                                        for r in fake.requests[before:]))
+            await fake.until(shown, what="the reply's first text", timeout=30)
+            seen = time.perf_counter()
+            result.first_visible_ms.append((seen - model.first[i]) * 1000)
+            result.asked_to_visible_ms.append((seen - asked) * 1000)
+            await rt.idle()
+            result.calls.append(sum(r.method.startswith("chat.")
+                                    for r in fake.requests[before:]))
     return result
 
 
 async def _discord(workdir: Path, replies: int, mode: str, held: bool = False
                    ) -> StreamResult:
     from channels.discord import DiscordConfig
-    from channels.discord.channel import DiscordChannel
+    from channels.discord.channel import DiscordChannel, DiscordOutbound
     from tests.fakes.discord import BOT_ID, GENERAL_ID, HUMAN_ID, FakeDiscord
 
     result, model = StreamResult("discord", mode, held), _Timed(replies)
-    async with FakeDiscord() as fake, _runtime(workdir / "stream-discord.db", model) as rt:
-        channel = DiscordChannel(rt, DiscordConfig(api_url=fake.api_url,
-                                                   allow_users=[str(HUMAN_ID)], stream=mode),
-                                 fake.token, guild_ready_timeout=0.05)
-        async with channel:
-            assert channel.deliverer is not None
-            rt.operator.add_deliverer("discord", channel.deliverer)
-            for i in range(replies):
-                if held:
-                    await _hold(rt, i)
-                before = len(fake.calls())
-                asked = time.perf_counter()
-                sent = await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> go {i}",
-                                               mentions=[BOT_ID])
+    async with FakeDiscord() as fake, _runtime(
+            workdir / "stream-discord.db", model, lambda records: DiscordOutbound(
+                DiscordConfig(api_url=fake.api_url, allow_users=[str(HUMAN_ID)], stream=mode),
+                fake.token, guild_ready_timeout=0.05)) as (rt, discord), \
+            DiscordChannel(rt, discord) as channel:
+        for i in range(replies):
+            if held:
+                await _hold(rt, i)
+            before = len(fake.calls())
+            asked = time.perf_counter()
+            sent = await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> go {i}",
+                                           mentions=[BOT_ID])
 
-                def shown(asked: str = str(sent["id"])) -> bool:
-                    return any(str(m["author"]["id"]) == str(BOT_ID) and m.get("content")
-                               and (m.get("message_reference") or {}).get("message_id") == asked
-                               for m in fake.messages(GENERAL_ID))
+            def shown(asked: str = str(sent["id"])) -> bool:
+                return any(str(m["author"]["id"]) == str(BOT_ID) and m.get("content")
+                           and (m.get("message_reference") or {}).get("message_id") == asked
+                           for m in fake.messages(GENERAL_ID))
 
-                await fake.until(shown, what="the reply's first text", timeout=30)
-                seen = time.perf_counter()
-                result.first_visible_ms.append((seen - model.first[i]) * 1000)
-                result.asked_to_visible_ms.append((seen - asked) * 1000)
-                await asyncio.wait_for(channel.wait_handled(i + 1), 30)
-                await rt.idle()
-                result.calls.append(sum("/messages" in c.path and c.method != "GET"
-                                        for c in fake.calls()[before:]))
+            await fake.until(shown, what="the reply's first text", timeout=30)
+            seen = time.perf_counter()
+            result.first_visible_ms.append((seen - model.first[i]) * 1000)
+            result.asked_to_visible_ms.append((seen - asked) * 1000)
+            await asyncio.wait_for(channel.wait_handled(i + 1), 30)
+            await rt.idle()
+            result.calls.append(sum("/messages" in c.path and c.method != "GET"
+                                    for c in fake.calls()[before:]))
     return result
 
 

@@ -26,6 +26,7 @@ from runtime import (
     DRIVABLE_STATES,
     ConfigError,
     MaidenError,
+    Records,
     Runtime,
     StoreError,
     make_tools,
@@ -41,7 +42,7 @@ from .logging import RunContext
 from .logging import log_runs as log_run_events
 from .opening import open_store, patiently, starting_again
 from .recovering import Recovering
-from .wiring import make_channels
+from .wiring import ChannelFactory, Prepared, make_channels
 
 if TYPE_CHECKING:
     from runtime.tools.mcp.group import McpServers
@@ -60,6 +61,8 @@ class App:
     book: ScheduleBook
     mcp: McpServers | None = None
     """The MCP servers it started (None: none configured, or not asked for)."""
+    channels: tuple[Prepared, ...] = ()
+    """The channels it was built for, each to be made over it (``Prepared.make``)."""
 
 
 @asynccontextmanager
@@ -77,7 +80,7 @@ async def open_runtime(
 async def open_app(
     loaded: LoadedConfig, *, recover: bool, serve: bool = False, log_runs: bool = False,
     writable: bool = False, mcp: bool = True, wait_for_store: bool = False,
-    hooks: bool = False,
+    hooks: bool = False, channels: Sequence[ChannelFactory] = (),
 ) -> AsyncIterator[App]:
     """Open the store and a runtime over it; with ``recover``, finish unfinished runs first;
     with ``serve``, answer other processes' requests (approve, cancel) for its runs; with
@@ -87,7 +90,9 @@ async def open_app(
     before any run is driven and their tools registered; a server that fails to start
     does not stop the app: it is retried in the background (``App.mcp`` says how each
     is). They stop after the runtime has closed. With ``hooks`` (the process that takes
-    webhooks), the ``[[hooks]]``' secrets are read from the environment.
+    webhooks), the ``[[hooks]]``' secrets are read from the environment. ``channels``: the
+    channels it serves (``make_channels``): the runtime is built with their deliverers and
+    fetchers, made first; the channels themselves are made over it later (``App.channels``).
 
     A store that cannot be opened (its folder cannot be made, the path is a folder, the
     file is not a database), or with ``writable`` cannot be written (a read-only file
@@ -113,9 +118,15 @@ async def open_app(
         book = make_book(loaded, store, hooks=hooks)
         tracing = make_tracing(cfg.otel)
         stack.callback(tracing.close)  # what is buffered goes out at the end
+        records = Records(store)  # what a Slack reply's session is read from
+        prepared = tuple(prepare(records) for prepare in channels)
         runtime = Runtime(store, agents=agents, caps=cfg.budgets, settings=cfg.runtime,
-                          channels=cfg.chat_channels(), services={"schedules": book},
-                          files=cfg.files, tracing=tracing)
+                          channels=cfg.chat_channels(),
+                          deliverers={p.name: p.deliverer for p in prepared
+                                      if p.deliverer is not None},
+                          fetchers={p.name: p.fetcher for p in prepared
+                                    if p.fetcher is not None},
+                          services={"schedules": book}, files=cfg.files, tracing=tracing)
         stack.push_async_callback(runtime.close)
         if writable:
             try:
@@ -131,7 +142,7 @@ async def open_app(
             stack.push_async_callback(_stopped, logger)
         if recover or serve:
             await runtime.start(recover=recover, serve=serve)
-        yield App(runtime, book, servers)
+        yield App(runtime, book, servers, prepared)
 
 
 async def _stopped(task: asyncio.Task[None]) -> None:
@@ -167,12 +178,12 @@ async def serve(
 
 
 async def _serve_once(
-    loaded: LoadedConfig, factories: Sequence[Any], stop: asyncio.Event, out: TextIO,
-    context: RunContext | None, ready: asyncio.Event,
+    loaded: LoadedConfig, factories: Sequence[ChannelFactory], stop: asyncio.Event,
+    out: TextIO, context: RunContext | None, ready: asyncio.Event,
 ) -> None:
     """``serve``'s one lifespan (``ready`` set once it has said "Ready")."""
     async with open_app(loaded, recover=False, writable=True, wait_for_store=True,
-                        hooks=True) as app:
+                        hooks=True, channels=factories) as app:
         runtime = app.runtime
         _say(out, banner_head(loaded, runtime))
         wait_s = loaded.config.store.open_wait_s
@@ -193,7 +204,7 @@ async def _serve_once(
                     # started after them (the catch-up's answers need somewhere to go).
                     scheduler = Scheduler(app.book, runtime,
                                           channels=loaded.config.chat_channels())
-                    channels = [make(runtime, scheduler) for make in factories]
+                    channels = [made.make(runtime, scheduler) for made in app.channels]
                     await _serve(loaded, app, scheduler, channels, recovering, stop, out, ready)
                 else:
                     log.info("stopping during recovery")
@@ -208,17 +219,14 @@ async def _serve_once(
 async def open_channels(
     stack: AsyncExitStack, runtime: Runtime, channels: Sequence[Channel]
 ) -> None:
-    """Enter each channel on ``stack``, in order, its deliverer registered first: a reply
-    due while it (or a channel after it) still opens goes out at once, in order, not at
-    the outbox's next sweep. Once it is up, what waited in the outbox for it (the replies
-    of the runs recovery finished before any channel was open) goes out at once, in order,
-    ahead of the replies to what comes in through it now; a channel still connecting in
-    the background sends it itself when it connects."""
+    """Enter each channel on ``stack``, in order, over a runtime built with their
+    deliverers: a reply due while it (or a channel after it) still opens goes out at once,
+    in order, not at the outbox's next sweep (one whose deliverer is not connected yet
+    fails fast and waits in the outbox). Once it is up (its deliverer says so), what waited
+    in the outbox for it (the replies of the runs recovery finished before any channel was
+    open) goes out at once, in order, ahead of the replies to what comes in through it
+    now; a channel still connecting in the background sends it itself when it connects."""
     for channel in channels:
-        if channel.deliverer is not None:
-            runtime.operator.add_deliverer(channel.name, channel.deliverer)
-        if channel.fetcher is not None:
-            runtime.files.add_fetcher(channel.name, channel.fetcher)
         await stack.enter_async_context(channel)
         if channel.deliverer is not None and not getattr(channel.deliverer, "offline", None):
             runtime.spawn(_waited(runtime, channel.name), name=f"maiden-outbox:{channel.name}")

@@ -1,29 +1,46 @@
-"""The channels the config enables, each made over the runtime when `maiden run` starts
-them (after recovery); settings that cannot work fail before the store opens. A channel
-that can tell a person's time zone lends it to the schedules' book as it is made."""
+"""The channels the config enables, each in two steps: what it posts through and fetches
+with, made before the runtime (which is built with them), then the channel itself over the
+runtime when `maiden run` starts it (after recovery); settings that cannot work fail
+before the store opens. A channel that can tell a person's time zone lends it to the
+schedules' book as it is made."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from channels import Channel
 from channels.http import HttpChannel
-from runtime import Runtime, ScheduleService
+from runtime import Deliverer, FileFetcher, Records, Runtime, ScheduleService
 from schedules import Scheduler
 
 from .config import LoadedConfig
 from .rights import rights_blocks
 
-__all__ = ["ChannelFactory", "make_channels"]
+__all__ = ["ChannelFactory", "Prepared", "make_channels"]
 
 
-ChannelFactory = Callable[[Runtime, Scheduler | None], Channel]
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """One configured channel before the runtime: its ``deliverer`` and ``fetcher`` (the
+    runtime is built with them, under ``name``), and how the channel is made over it."""
+
+    name: str
+    deliverer: Deliverer | None
+    fetcher: FileFetcher | None
+    make: Callable[[Runtime, ScheduleService | None], Channel]
+
+
+ChannelFactory = Callable[[Records], Prepared]
+"""A configured channel's first step, given the store's records as the runtime reads them
+(a Slack reply sets its thread's session from them)."""
 
 
 def make_channels(loaded: LoadedConfig) -> list[ChannelFactory]:
-    """The channels the config enables, each to be made over the runtime, in the order they
-    start. Settings that cannot work (a missing token) fail here, before the store opens."""
+    """The channels the config enables, in the order they start: each a factory of its
+    ``Prepared`` first step. Settings that cannot work (a missing token) fail here, before
+    the store opens."""
     cfg = loaded.config
     source = str(loaded.path)
     factories: list[ChannelFactory] = []
@@ -34,16 +51,21 @@ def make_channels(loaded: LoadedConfig) -> list[ChannelFactory]:
         secrets = slack.secrets(source=source)
         made: list[Any] = []
 
-        def make_slack(runtime: Runtime, schedules: Scheduler | None) -> Channel:
-            from channels.slack.channel import SlackChannel  # slack-bolt loads only here
+        def prepare_slack(records: Records) -> Prepared:
+            from channels.slack.channel import SlackChannel, SlackOutbound  # slack-bolt: here
 
-            channel = SlackChannel(runtime, slack, secrets, schedules=schedules)
-            if schedules is not None:  # "tomorrow at 9" from Slack: 9 where its asker is
-                schedules.book.zones[channel.name] = channel.zones
-            made.append(channel)
-            return channel
+            outbound = SlackOutbound(slack, secrets, records)
 
-        factories.append(make_slack)
+            def make(runtime: Runtime, schedules: ScheduleService | None) -> Channel:
+                channel = SlackChannel(runtime, outbound, schedules=schedules)
+                if isinstance(schedules, Scheduler):  # "tomorrow at 9": where its asker is
+                    schedules.book.zones[channel.name] = channel.zones
+                made.append(channel)
+                return channel
+
+            return Prepared(outbound.name, outbound.deliverer, outbound.fetcher, make)
+
+        factories.append(prepare_slack)
         if slack.mode == "http":
             # Served by the HTTP API, which starts after Slack (so the endpoint exists): the
             # Slack channel made last, over this start's runtime (a start begun again after
@@ -53,27 +75,37 @@ def make_channels(loaded: LoadedConfig) -> list[ChannelFactory]:
     if discord is not None and discord.enabled:
         discord_token = discord.token(source=source)
 
-        def make_discord(runtime: Runtime, schedules: ScheduleService | None) -> Channel:
-            from channels.discord.channel import DiscordChannel  # discord.py loads only here
+        def prepare_discord(records: Records) -> Prepared:
+            from channels.discord.channel import DiscordChannel, DiscordOutbound  # discord.py
 
-            return DiscordChannel(runtime, discord, discord_token, schedules=schedules)
+            outbound = DiscordOutbound(discord, discord_token)
+            return Prepared(outbound.name, outbound.deliverer, outbound.fetcher,
+                            lambda runtime, schedules: DiscordChannel(
+                                runtime, outbound, schedules=schedules))
 
-        factories.append(make_discord)
+        factories.append(prepare_discord)
     if cfg.http.enabled:
         credentials = cfg.http.credentials(source=source)
-        factories.append(lambda runtime, schedules: HttpChannel(
-            runtime, cfg.http, credentials, routes=routes,
-            statuses=lambda: [(c.name, c.status()) for c in newest(made_all)],
-            rules=lambda: rights_blocks(cfg), schedules=schedules, openai=cfg.openai_api))
+        factories.append(lambda records: Prepared(
+            HttpChannel.name, None, None, lambda runtime, schedules: HttpChannel(
+                runtime, cfg.http, credentials, routes=routes,
+                statuses=lambda: [(c.name, c.status()) for c in newest(made_all)],
+                rules=lambda: rights_blocks(cfg), schedules=schedules,
+                openai=cfg.openai_api)))
 
-    def keep(make: ChannelFactory) -> ChannelFactory:
-        def made(runtime: Runtime, schedules: Scheduler | None) -> Channel:
-            channel = make(runtime, schedules)
-            made_all.append(channel)
-            return channel
-        return made
+    def keep(prepare: ChannelFactory) -> ChannelFactory:
+        def prepared(records: Records) -> Prepared:
+            first = prepare(records)
 
-    return [keep(make) for make in factories]
+            def make(runtime: Runtime, schedules: ScheduleService | None) -> Channel:
+                channel = first.make(runtime, schedules)
+                made_all.append(channel)
+                return channel
+
+            return Prepared(first.name, first.deliverer, first.fetcher, make)
+        return prepared
+
+    return [keep(prepare) for prepare in factories]
 
 
 def newest(channels: list[Channel]) -> list[Channel]:

@@ -6,16 +6,17 @@ from typing import Protocol, Self
 
 from runtime import Deliverer, FileFetcher
 
-__all__ = ["Channel", "Reachable"]
+__all__ = ["Channel", "Link"]
 
 
 class Channel(Protocol):
     """A way people reach the agent (the HTTP API, Slack, Discord).
 
-    `maiden run` registers each configured channel's ``deliverer`` (if it posts
-    replies) and ``fetcher`` (if its platform's files are downloaded) under ``name``
-    and then enters the channel, on one ``AsyncExitStack``
-    after recovery, so a reply due while channels still open goes out at once; it
+    A channel is made over a runtime built with its ``deliverer`` (if it posts replies)
+    and ``fetcher`` (if its platform's files are downloaded) under ``name``, both made
+    before the runtime, with no runtime (``bot.wiring``). `maiden run` enters each channel
+    on one ``AsyncExitStack`` after recovery, and what waited in the outbox for it goes out
+    once it is up (its deliverer says whether it is: its ``offline``); it
     prints each one's ``banner`` line, and on SIGTERM calls ``stop_intake`` on all of
     them before the runtime lets runs reach a checkpoint; leaving the context then
     closes the channel. A channel uses only the runtime's public API.
@@ -35,8 +36,8 @@ class Channel(Protocol):
     channel answers its callers directly (HTTP)."""
 
     fetcher: FileFetcher | None
-    """How files its platform announces with a message are downloaded (registered with
-    the deliverer); None if its messages carry their files' bytes (HTTP)."""
+    """How files its platform announces with a message are downloaded (given to the
+    runtime with the deliverer); None if its messages carry their files' bytes (HTTP)."""
 
     async def __aenter__(self) -> Self:
         """Connect (or start trying to) and start taking messages."""
@@ -64,15 +65,26 @@ class Channel(Protocol):
         ...
 
 
-class Reachable:
-    """A deliverer's reach of its platform, said by its channel as it connects and loses
-    the connection (``channels.retry.Reach``): while ``offline`` says why it cannot post
-    now, its sends fail fast and the outbox keeps the deliveries for later."""
+class Link:
+    """Where a chat channel stands with its platform, made with its deliverer before the
+    runtime and shared by the two: the channel says how it stands as it connects and loses
+    the connection (``up``, ``down``: ``channels.retry.Reach``), and its deliverer asks it.
+    While ``offline`` says why it cannot post now, the deliverer's sends fail fast and the
+    outbox keeps the deliveries for later; a link is made not connected yet. ``bot`` is
+    who the bot is on the platform once signed in (its own messages are told apart from
+    people's by it), or None until then."""
 
-    offline: str | None = None
+    def __init__(self, offline: str | None = "not connected yet", bot: str | None = None
+                 ) -> None:
+        self.offline = offline
+        self.bot = bot
 
-    def unreachable(self, why: str) -> None:
+    def signed_in_as(self, bot: str) -> None:
+        """The bot's user id, learnt as the channel connects."""
+        self.bot = bot
+
+    def down(self, why: str) -> None:
         self.offline = why
 
-    def reachable(self) -> None:
+    def up(self) -> None:
         self.offline = None

@@ -14,9 +14,11 @@ import contextlib
 import logging
 import socket
 from collections.abc import Awaitable, Callable
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from runtime import Backoff, MaidenError, Runtime, retrying
+
+from .base import Link
 
 __all__ = ["Backoff", "ChannelRefused", "Reach", "Unreachable", "keep_trying", "reason_of"]
 
@@ -59,37 +61,28 @@ def reason_of(exc: BaseException) -> str:
     return f"{type(inner).__name__}: {inner}" if str(inner) else type(inner).__name__
 
 
-class _Offline(Protocol):
-    """A deliverer that says whether its platform is reached (``base.Reachable``)."""
-
-    def unreachable(self, why: str) -> None: ...
-
-    def reachable(self) -> None: ...
-
-
 class Reach:
     """Where a chat channel stands with its platform: ``problem``, the reason it is not
-    connected (None: it is), said in its banner and status, and its deliverer refusing
-    fast meanwhile (the outbox keeps the replies); ``retry`` keeps trying in the
-    background."""
+    connected (None: it is), said in its banner and status, and on its ``link`` (made not
+    connected yet), so that its deliverer refuses fast meanwhile (the outbox keeps the
+    replies); ``retry`` keeps trying in the background."""
 
-    def __init__(self, name: str, runtime: Runtime, deliverer: _Offline, *, max_s: float,
+    def __init__(self, name: str, runtime: Runtime, link: Link, *, max_s: float,
                  log: logging.Logger) -> None:
         self._name = name
         self._runtime = runtime
-        self._deliverer = deliverer
+        self._link = link
         self._max_s = max_s
         self._log = log
         self.problem: str | None = None
-        deliverer.unreachable("not connected yet")
 
     def down(self, reason: str) -> None:
         self.problem = reason
-        self._deliverer.unreachable(f"not connected yet ({reason})")
+        self._link.down(f"not connected yet ({reason})")
 
     def up(self) -> None:
         self.problem = None
-        self._deliverer.reachable()
+        self._link.up()
 
     def banner(self) -> str | None:
         """The banner's line while not connected."""

@@ -12,7 +12,7 @@ from .engine.agents import Agent, Agents
 from .engine.cancellations import Cancellations
 from .engine.caps import CapConfig, Caps
 from .engine.drivers import Drivers
-from .engine.files import Files
+from .engine.files import FileFetcher, Files
 from .engine.loop import DRIVABLE, RunDriver
 from .engine.tracing import Tracing
 from .errors import StoreError
@@ -20,6 +20,7 @@ from .model.budget import BudgetConfig
 from .model.config import AgentConfig, FilesConfig, Prices, RuntimeConfig
 from .model.events import EventBus
 from .model.runs import Run
+from .outbox.deliverer import Deliverer
 from .outbox.delivery import Outbox, Sender
 from .providers.base import Provider
 from .serving.admission import Admission
@@ -70,6 +71,8 @@ class Parts:
         instance_id: str,
         clock: Callable[[], float],
         channels: Iterable[str] | None,
+        deliverers: Mapping[str, Deliverer],
+        fetchers: Mapping[str, FileFetcher],
         services: Mapping[str, object] | None,
         files: FilesConfig | None,
         caps: Sequence[CapConfig],
@@ -87,21 +90,21 @@ class Parts:
         self.records = Records(store)
         self.notes = Notes(store, clock)
         self.feedback = Feedback(store, store, clock)
-        # A channel registered its file fetcher: the threads whose runs waited for it go on.
-        self.files = Files(store, files, clock=clock, expected=chat or (),
-                           arrived=lambda channel: self.workers.fetcher_arrived(channel))
+        self.files = Files(store, files, clock=clock, fetchers=fetchers, expected=chat or ())
         self.caps = Caps(caps, store, default_agent=agents.default.name,
                          timezone=agents.default.config.timezone, clock=clock)
         self.store = store
-        self.bus = EventBus()
         self.peers = Peers(store, instance_id)
         self.leases = Leases(store, instance_id, settings.lease_ttl_s)
-        self.outbox = Outbox(store, born=clock(), clock=clock, tracing=tracing,
+        self.outbox = Outbox(store, born=clock(), clock=clock, deliverers=deliverers,
+                             tracing=tracing,
                              elsewhere=self.peers.elsewhere,
                              claim=lambda thread_id: self.leases.sending(
                                  thread_id, self.workers.busy),
                              sender=self.leases.holder, gone=is_gone_here)
-        self.bus.listen(self.outbox.on_event)
+        # The outbox hears every run event from the start (what a run left unsent as it
+        # starts, its stream): given to the bus as it is made, not subscribed after.
+        self.bus = EventBus(listeners=(self.outbox.on_event,))
         self.drivers = self._drivers(agents, settings, services, chat, instance_id=instance_id,
                                      clock=clock, tracing=tracing, stop=stop)
         self.workers = Workers(store, self.drivers, self.bus, settings, self.leases,

@@ -25,6 +25,7 @@ from typing import Any
 from .assembly import Parts, agents_of
 from .engine.agents import Agents
 from .engine.caps import CapConfig
+from .engine.files import FileFetcher
 from .engine.stops import record_stop
 from .engine.tracing import NO_TRACING, Tracing
 from .model.attachments import FileRef, FileSource
@@ -33,6 +34,7 @@ from .model.config import AgentConfig, FilesConfig, Prices, RuntimeConfig
 from .model.events import RunEvent, Subscription
 from .model.jobs import Job
 from .model.runs import Origin, Run, Said
+from .outbox.deliverer import Deliverer
 from .providers.base import Provider
 from .serving.operator import Operator
 from .serving.workers import ACTIVE
@@ -46,12 +48,17 @@ __all__ = ["ACTIVE", "Runtime"]
 class Runtime:
     """Owns the loop, the lock and the workers; shared by every entry point in a process.
 
-    Built whole: what its tools may ask for in their context (``Tool.needs``) comes in
-    as arguments. ``notes`` and ``send`` are its own; ``services`` adds the app's (the
+    Built whole: what it posts through and fetches files with, and what its tools may ask
+    for in their context (``Tool.needs``), come in as arguments; nothing is added later.
+    ``deliverers``: each chat channel's ``Deliverer`` by name (a reply for a channel with
+    none here stays in the outbox); one that is not connected yet says so itself (its
+    ``offline``), and its channel asks for what waited once it is up
+    (``operator.flush_deliveries``). ``fetchers``: each channel's ``FileFetcher``.
+    ``notes`` and ``send`` are its own services; ``services`` adds the app's (the
     ``schedules`` book). ``channels`` names the chat channels the agent is configured
-    for: where ``send`` may post (None: any), and whose file fetchers a run waits for
-    rather than have its files refused, until the channel registers one
-    (``files.add_fetcher``; `maiden run` opens its channels after recovery).
+    for: where ``send`` may post (None: any), and whose files a run waits for, rather than
+    have them refused, where this runtime has no fetcher for them (a command that opens
+    no channels leaves such a run to `maiden run`).
     """
 
     def __init__(
@@ -66,6 +73,8 @@ class Runtime:
         settings: RuntimeConfig | None = None,
         clock: Callable[[], float] = time.time,
         channels: Iterable[str] | None = None,
+        deliverers: Mapping[str, Deliverer] | None = None,
+        fetchers: Mapping[str, FileFetcher] | None = None,
         services: Mapping[str, object] | None = None,
         files: FilesConfig | None = None,
         agents: Agents | None = None,
@@ -80,7 +89,8 @@ class Runtime:
         instance_id = uuid.uuid4().hex[:12]
         self._stop = asyncio.Event()  # set as it closes: nothing more is taken
         parts = Parts(store, agents, settings, instance_id=instance_id, clock=clock,
-                      channels=channels, services=services, files=files, caps=caps,
+                      channels=channels, deliverers=deliverers or {},
+                      fetchers=fetchers or {}, services=services, files=files, caps=caps,
                       tracing=tracing, stop=self._stop)
         self.records = parts.records
         """What the store holds: runs, threads, entries, deliveries, approvals, stats."""
@@ -100,17 +110,13 @@ class Runtime:
         self._admission = parts.admission
         self._steering = parts.steering
         self._tasks: set[asyncio.Task[None]] = set()
-        self._started = False
-        """``start`` was called: a deliverer added from now on gets its waiting records at
-        once (``start`` sends those of the deliverers added before)."""
         self._recovered: list[Run] = []
         self.operator = Operator(
             agents=agents, settings=settings, instance_id=instance_id, store=store,
-            leases=parts.leases, upkeep=parts.upkeep, outbox=parts.outbox, tracing=tracing,
-            spawn=self.spawn, started=lambda: self._started, stopping=self._stop.is_set,
+            leases=parts.leases, upkeep=parts.upkeep, tracing=tracing,
             recovered=lambda: self._recovered)
         """The operator's levers: what it runs (agents, settings), leases among processes,
-        health, the outbox's sweep, the channels' deliverers."""
+        health, the outbox's sweep."""
 
     async def __aenter__(self) -> Runtime:
         await self.start()
@@ -130,7 +136,6 @@ class Runtime:
         (`maiden approve`, `maiden cancel`), time out stale approvals and retry failed
         sends, in the background.
         """
-        self._started = True
         if self._caps:  # made once; a cap's check reads a period's runs by its index
             await self._store.index_spend(self._caps.scopes)
         if serve:

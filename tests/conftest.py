@@ -72,9 +72,12 @@ def make_runtime(tmp_path: Path) -> RuntimeFactory:
         store: str = "sqlite",
         provider: Callable[[ScriptedProvider], Any] | None = None,
         settings: dict[str, Any] | None = None,
+        deliverers: dict[str, Any] | None = None,
+        fetchers: dict[str, Any] | None = None,
         **agent: Any,
     ) -> AsyncIterator[tuple[Runtime, Any]]:
-        """``provider`` wraps the scripted model (the pair then holds the wrapper)."""
+        """``provider`` wraps the scripted model (the pair then holds the wrapper);
+        ``deliverers`` and ``fetchers``: the channels' the runtime is built with."""
         scripted = ScriptedProvider(script)
         model = scripted if provider is None else provider(scripted)
         backend = SQLiteStore(db or tmp_path / "maiden.db") if store == "sqlite" \
@@ -84,7 +87,7 @@ def make_runtime(tmp_path: Path) -> RuntimeFactory:
             rt = Runtime(opened, model, ToolRegistry(tools), agent=AgentConfig(**agent),
                          budget=BudgetConfig(**(budget or {})), prices=Prices(**(prices or {})),
                          settings=RuntimeConfig(concurrency=concurrency, **(settings or {})),
-                         **extra)
+                         deliverers=deliverers, fetchers=fetchers, **extra)
             async with rt:
                 yield rt, model
 

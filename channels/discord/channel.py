@@ -6,35 +6,31 @@ for live replies). Buttons and ``/maiden`` are answered from ``on_interaction``
 (``interactions``, ``commands``). Only the replica holding the store's gateway lease
 connects; the others stand by (``lifecycle``).
 
-This module wires the parts; the channel is the ``Handler`` the gateway client hands its
-events to.
+This module wires the parts, over ``outbound`` (the client, the deliverer and the
+downloader, made before the runtime); the channel is the ``Handler`` the gateway client
+hands its events to.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-from typing import Any, Self
+from typing import Self
 
 import discord
 
 from runtime import Deliverer, FileFetcher, Runtime, ScheduleService
 
 from ..commands import Commands, markdown_label
-from ..downloads import Downloader
 from ..intake import Intake
-from ..origins import DISCORD_FILE_ORIGINS
 from ..work import Background
-from .client import GatewayClient, point_at
+from .client import point_at
 from .commands import SlashCommands, make_tree
-from .config import DiscordConfig
-from .deliverer import DiscordDeliverer
 from .inbound import DiscordInbound
 from .interactions import Interactions, link_of
 from .lifecycle import Gateway, log
-from .streamer import DiscordStreamer
+from .outbound import DiscordOutbound
 
-__all__ = ["DiscordChannel", "point_at"]
+__all__ = ["DiscordChannel", "DiscordOutbound", "point_at"]
 
 
 class DiscordChannel:
@@ -42,30 +38,22 @@ class DiscordChannel:
 
     name = "discord"
 
-    def __init__(self, runtime: Runtime, config: DiscordConfig, token: str, *,
-                 connector: Any = None, guild_ready_timeout: float = 2.0,
+    def __init__(self, runtime: Runtime, outbound: DiscordOutbound, *,
                  schedules: ScheduleService | None = None) -> None:
+        """Over ``runtime``, built with ``outbound``'s deliverer and fetcher."""
         self.runtime = runtime
-        self.config = config
-        intents = discord.Intents.default()
-        intents.message_content = True
-        self.client = GatewayClient(self, intents=intents, connector=connector,
-                                    guild_ready_timeout=guild_ready_timeout)
-        point_at(self.client.http, config.api_url)
-        deliverer = DiscordDeliverer(
-            self.client.http, streaming=None if config.stream == "off" else functools.partial(
-                DiscordStreamer, edit_every_s=config.edit_every_s))
-        self.deliverer: Deliverer | None = deliverer
-        self.downloads = Downloader(
-            "Discord", (*DISCORD_FILE_ORIGINS, *config.file_hosts),
-            no_access="Discord would not hand it over (the link may have expired)")
+        self.config = config = outbound.config
+        self.client = outbound.client
+        self.client.hand_to(self)
+        self.deliverer: Deliverer | None = outbound.deliverer
+        self.downloads = outbound.fetcher
         self.fetcher: FileFetcher | None = self.downloads
         background = Background(log, "maiden-discord")
         self.tree = make_tree(self.client)
         """``/maiden``'s definition, synced to the guilds once connected."""
-        self.gateway = Gateway(runtime, config, token, self.client, deliverer, tree=self.tree,
-                               background=background, downloads=self.downloads,
-                               own_connector=connector is None)
+        self.gateway = Gateway(runtime, config, outbound.token, self.client, outbound.link,
+                               tree=self.tree, background=background,
+                               downloads=self.downloads, own_connector=outbound.own_connector)
         self.inbound = DiscordInbound(runtime, config, self.client, self.gateway, background,
                                       via=self.name)
         slash = SlashCommands(Commands(runtime, schedules, link=link_of(self.client),

@@ -1,7 +1,7 @@
 """discord.py's client as maiden uses it: REST calls sent to ``api_url``, events handed to
-a ``Handler`` (the channel), and a gateway connection that can be closed and opened again
-while the REST session stays open (a replica that loses the gateway lease still posts its
-replies)."""
+a ``Handler`` (the channel, made after the client), and a gateway connection that can be
+closed and opened again while the REST session stays open (a replica that loses the
+gateway lease still posts its replies)."""
 
 from __future__ import annotations
 
@@ -60,10 +60,16 @@ class GatewayClient(discord.AutoShardedClient):
     """Finds its gateway with ``GET /gateway/bot`` on its REST base (AutoShardedClient does;
     the plain Client would connect to Discord's default gateway)."""
 
-    def __init__(self, handler: Handler, **options: Any) -> None:
+    def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self.handler = handler
+        self._handler: Handler | None = None
         self.ready = asyncio.Event()
+
+    def hand_to(self, handler: Handler) -> None:
+        """Hand the gateway's events to ``handler`` (the channel, once made over the
+        runtime: this client is made before it, for the deliverer's REST calls). Events
+        come only once the gateway is connected, which the channel does after this."""
+        self._handler = handler
 
     async def connect(self, *, reconnect: bool = True) -> None:
         # Each connection asks ``GET /gateway/bot`` (on api_url) for its gateway and shard
@@ -92,7 +98,9 @@ class GatewayClient(discord.AutoShardedClient):
         self.ready.set()
 
     async def on_message(self, message: discord.Message) -> None:
-        await self.handler.on_message(message)
+        if self._handler is not None:
+            await self._handler.on_message(message)
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
-        await self.handler.on_interaction(interaction)
+        if self._handler is not None:
+            await self._handler.on_interaction(interaction)

@@ -31,7 +31,7 @@ from runtime import (
     UploadStarted,
 )
 
-from ..base import Reachable
+from ..base import Link
 from .render import approval_components, approval_content, feedback_components
 
 __all__ = ["DiscordDeliverer", "nonce"]
@@ -42,24 +42,32 @@ def nonce(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:25]
 
 
-class DiscordDeliverer(Reachable):
+class DiscordDeliverer:
     """A ``Deliverer`` for Discord over discord.py's HTTP client."""
 
     max_chars: int | None = 2_000
     """Discord's limit for a message's content."""
 
-    def __init__(self, http: HTTPClient, bot: str = "", *,
+    def __init__(self, http: HTTPClient, *, link: Link | None = None,
                  streaming: Callable[[DiscordDeliverer], Any] | None = None) -> None:
         self.http = http
-        self.bot = bot
+        self.link = link if link is not None else Link(offline=None)
+        """Where its channel stands with Discord (by default: connected, the bot unknown):
+        it posts only while connected, and knows its own messages by the bot's id."""
         self.streamer: Any = None if streaming is None else streaming(self)
         """Shows replies while they are written (a ``DiscordStreamer``, made by
         ``streaming`` for this deliverer), or None."""
 
-    def signed_in_as(self, bot: str) -> None:
-        """The bot's user id, learnt as the channel connects: its own messages are told
-        apart from people's by it (``reconcile``, ``find_stream``)."""
-        self.bot = bot
+    @property
+    def offline(self) -> str | None:
+        """Why it cannot post now (its channel is not connected), or None."""
+        return self.link.offline
+
+    @property
+    def bot(self) -> str:
+        """The bot's user id once its channel signed in ("" until then): its own messages
+        are told apart from people's by it (``reconcile``, ``find_stream``)."""
+        return self.link.bot or ""
 
     async def send(self, delivery: Delivery) -> str:
         target = delivery.target

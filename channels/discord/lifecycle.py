@@ -21,13 +21,13 @@ import discord
 
 from runtime import MaidenError, Runtime, StoreError, doubling
 
+from ..base import Link
 from ..downloads import Downloader
 from ..retry import ChannelRefused, Reach, Unreachable, reason_of
 from ..work import Background
 from .client import GatewayClient
 from .commands import Registry, register, register_global
 from .config import DEFAULT_API_URL, DiscordConfig
-from .deliverer import DiscordDeliverer
 
 __all__ = ["Gateway", "log"]
 
@@ -38,13 +38,13 @@ class Gateway:
     """The bot's login and gateway connection, for as long as the channel serves."""
 
     def __init__(self, runtime: Runtime, config: DiscordConfig, token: str,
-                 client: GatewayClient, deliverer: DiscordDeliverer, *, tree: Registry,
+                 client: GatewayClient, link: Link, *, tree: Registry,
                  background: Background, downloads: Downloader, own_connector: bool) -> None:
         self._runtime = runtime
         self._config = config
         self._token = token
         self._client = client
-        self._deliverer = deliverer
+        self._link = link
         self._tree = tree
         self._background = background
         self._downloads = downloads
@@ -55,7 +55,7 @@ class Gateway:
         self.registered: list[str] | None = None
         """The guilds ``/maiden`` was registered in (None: not tried yet)."""
         self.tried_registering = asyncio.Event()
-        self.reach = Reach("discord", runtime, deliverer, max_s=config.reconnect_max_s,
+        self.reach = Reach("discord", runtime, link, max_s=config.reconnect_max_s,
                            log=log)
         self._connecting: asyncio.Task[None] | None = None
         """discord.py's ``connect``: the gateway connection while this replica holds it."""
@@ -127,7 +127,7 @@ class Gateway:
         assert self._client.user is not None
         self.bot = str(self._client.user.id)
         self.reach.up()
-        self._deliverer.signed_in_as(self.bot)
+        self._link.signed_in_as(self.bot)
         # One gateway connection per bot among every replica on the store: whoever holds
         # the lease connects; the others stand by (their REST client still posts replies).
         try:

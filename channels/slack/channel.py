@@ -11,44 +11,35 @@ vote (``feedback``); ``zones`` tells a person's time zone (``users.info``).
 
 This module wires the parts: ``lifecycle`` (connecting, closing), ``inbound`` (messages
 and session events), ``approvals``, ``commands`` (``/maiden``), ``home`` (the App Home
-tab), ``deliverer`` and ``streamer`` (what goes out).
+tab), over ``outbound`` (``deliverer`` and ``streamer``: what goes out, made before the
+runtime).
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, Self
 
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.authorization import AuthorizeResult
-from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
 from runtime import Deliverer, FileFetcher, Runtime, ScheduleService
 
 from ..commands import Commands
-from ..downloads import Downloader
-from ..origins import SLACK_FILE_ORIGINS
 from ..work import Background
 from .approvals import ApprovalButtons
 from .assistant import AssistantThreads
 from .commands import COMMAND, SlashCommand
-from .config import SlackConfig, SlackSecrets
-from .deliverer import SlackDeliverer
 from .feedback import FeedbackButtons
 from .home import AppHome
 from .inbound import SlackInbound, ignored, link_of
 from .lifecycle import SlackConnection, events_endpoint, log
+from .outbound import SlackOutbound
 from .render import FEEDBACK
-from .sessions import Sessions
-from .streamer import SlackStreamer
 from .zones import SlackZones
 
-__all__ = ["SlackChannel"]
-
-NO_ACCESS = ("Slack sent its sign-in page instead of the file: the bot token may not read "
-             "it (the app needs the files:read scope; add it and reinstall the app)")
+__all__ = ["SlackChannel", "SlackOutbound"]
 
 
 class SlackChannel:
@@ -56,36 +47,19 @@ class SlackChannel:
 
     name = "slack"
 
-    def __init__(
-        self,
-        runtime: Runtime,
-        config: SlackConfig,
-        secrets: SlackSecrets,
-        *,
-        pace_s: float = 1.0,
-        schedules: ScheduleService | None = None,
-    ) -> None:
+    def __init__(self, runtime: Runtime, outbound: SlackOutbound, *,
+                 schedules: ScheduleService | None = None) -> None:
+        """Over ``runtime``, built with ``outbound``'s deliverer and fetcher."""
         self.runtime = runtime
-        self.config = config
-        self.secrets = secrets
-        self.client = AsyncWebClient(
-            token=secrets.bot_token, base_url=config.api_url,
-            # Rate limits only: a connection error may hide a stored post (see deliverer.py).
-            retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=3)])
-        self.sessions = Sessions(self.client, runtime)
-        """Slack's agent sessions of the threads answered here, and its stop button (a
-        run's end or pause is said with its reply, by the deliverer)."""
-        streaming = None if config.stream == "off" else functools.partial(
-            SlackStreamer, mode=config.stream, append_every_s=config.stream_every_s,
-            edit_every_s=config.edit_every_s)
-        deliverer = SlackDeliverer(self.client, pace_s=pace_s, sessions=self.sessions,
-                                   streaming=streaming)
-        self.deliverer: Deliverer | None = deliverer
-        self.downloads = Downloader(
-            "Slack", (*SLACK_FILE_ORIGINS, *config.file_hosts),
-            headers={"Authorization": f"Bearer {secrets.bot_token}"}, no_access=NO_ACCESS)
+        self.config = config = outbound.config
+        self.secrets = secrets = outbound.secrets
+        self.client = outbound.client
+        self.sessions = outbound.sessions
+        self.deliverer: Deliverer | None = outbound.deliverer
+        self.downloads = outbound.fetcher
         self.fetcher: FileFetcher | None = self.downloads
-        self.connection = SlackConnection(runtime, config, secrets, self.client, deliverer)
+        self.connection = SlackConnection(runtime, config, secrets, self.client,
+                                          outbound.link)
         self._background = Background(log, "maiden-slack")
         self.assistant = AssistantThreads(self.client, config.suggested_prompts)
         self.inbound = SlackInbound(runtime, config, self.client, self.connection,

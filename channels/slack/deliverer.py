@@ -38,7 +38,7 @@ from runtime import (
     UploadStarted,
 )
 
-from ..base import Reachable
+from ..base import Link
 from .render import approval_blocks, feedback_blocks, markdown_blocks, plain
 
 __all__ = ["EVENT_TYPE", "SlackCallError", "SlackDeliverer", "shared_in"]
@@ -56,7 +56,7 @@ class SlackCallError(DeliveryError):
         self.slack_error = slack_error
 
 
-class SlackDeliverer(Reachable):
+class SlackDeliverer:
     """A ``Deliverer`` for Slack: posts replies and approval prompts, finds them again."""
 
     max_chars: int | None = 3_900
@@ -66,7 +66,7 @@ class SlackDeliverer(Reachable):
         self,
         client: AsyncWebClient,
         *,
-        bot_user: str | None = None,
+        link: Link | None = None,
         pace_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -74,7 +74,9 @@ class SlackDeliverer(Reachable):
         streaming: Callable[[SlackDeliverer], Any] | None = None,
     ) -> None:
         self.client = client
-        self.bot_user = bot_user
+        self.link = link if link is not None else Link(offline=None)
+        """Where its channel stands with Slack (by default: connected, the bot unknown):
+        it posts only while connected, and knows its own messages by the bot's id."""
         self.pace_s = pace_s
         self.clock = clock
         self.sleep = sleep
@@ -89,10 +91,16 @@ class SlackDeliverer(Reachable):
         """Shows replies while they are written (a ``SlackStreamer``, made by ``streaming``
         for this deliverer), or None."""
 
-    def signed_in_as(self, bot_user: str) -> None:
-        """The bot's user id, learnt as the channel connects: its own messages are told
-        apart from people's by it (``reconcile``)."""
-        self.bot_user = bot_user
+    @property
+    def offline(self) -> str | None:
+        """Why it cannot post now (its channel is not connected), or None."""
+        return self.link.offline
+
+    @property
+    def bot_user(self) -> str | None:
+        """The bot's user id once its channel signed in: its own messages are told apart
+        from people's by it (``reconcile``)."""
+        return self.link.bot
 
     async def send(self, delivery: Delivery) -> str:
         await self.shown(delivery)  # first: a failure then leaves nothing posted
@@ -209,9 +217,12 @@ class SlackDeliverer(Reachable):
         or pauses (its reply, its approval prompt, a stream finishing), the thread's agent
         session says so. Done before anything is posted (or after a post was found), so a
         failure, which raises (``SlackCallError``), leaves the outbox nothing but the same
-        record to try again: never a post to make twice."""
+        record to try again: never a post to make twice. Nothing is said while the channel
+        is not connected (``offline``: it raises at once, as every call does)."""
         if self.sessions is None:
             return
+        if self.offline is not None:
+            raise SlackCallError(f"Slack agent session not set: {self.offline}")
         if isinstance(delivery, ApprovalDelivery | StreamDelivery) or (
                 isinstance(delivery, ReplyDelivery) and delivery.answer):
             await self.sessions.shown(delivery)

@@ -99,7 +99,7 @@ class SlackInbound:
 
     async def _show_status(self, run: Run, seen: Inbound) -> None:
         try:
-            await self._sessions.show(run, seen)
+            await self._sessions.show(self._runtime, run, seen)
         finally:
             self._watching.discard(run.id)
 
@@ -130,7 +130,8 @@ class SlackInbound:
         """Slack's stop button (``sessions``): the stop is written before the ack."""
         team = str(body.get("team_id") or self._connection.team)
         key = f"slack:{team}:stopped:{body.get('event_id') or event.get('event_ts')}"
-        await self._sessions.stopped(event, team=team, key=key, access=self._config.access)
+        await self._sessions.stopped(self._runtime, event, team=team, key=key,
+                                     access=self._config.access)
 
     async def _tell_once(self, channel: str, user: str, what: str) -> None:
         if await self._told.first_time(f"slack:{self._connection.team}:told", user, what):

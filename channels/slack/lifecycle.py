@@ -26,9 +26,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from runtime import Runtime
 
+from ..base import Link
 from ..retry import ChannelRefused, Reach, Unreachable, reason_of
 from .config import SlackConfig, SlackSecrets
-from .deliverer import SlackDeliverer
 
 __all__ = ["SlackConnection", "events_endpoint", "log"]
 
@@ -57,19 +57,19 @@ class SlackConnection:
     """The workspace as this channel reaches it, and who the bot is there."""
 
     def __init__(self, runtime: Runtime, config: SlackConfig, secrets: SlackSecrets,
-                 client: AsyncWebClient, deliverer: SlackDeliverer) -> None:
+                 client: AsyncWebClient, link: Link) -> None:
         self._runtime = runtime
         self._config = config
         self._secrets = secrets
         self._client = client
-        self._deliverer = deliverer
+        self._link = link
         self.team = ""
         self.team_name = ""
         self.bot_user = ""
         self.bot_id: str | None = None
         self.workspace_url = ""
         """``https://{domain}.slack.com/`` (from ``auth.test``): where message links go."""
-        self.reach = Reach("slack", runtime, deliverer, max_s=config.reconnect_max_s, log=log)
+        self.reach = Reach("slack", runtime, link, max_s=config.reconnect_max_s, log=log)
         self._app: AsyncApp | None = None
         self._socket: Any = None
         self._connecting: asyncio.Task[None] | None = None
@@ -106,7 +106,7 @@ class SlackConnection:
         self.team, self.team_name = str(auth["team_id"]), str(auth.get("team") or "")
         self.workspace_url = str(auth.get("url") or "")
         self.bot_user, self.bot_id = str(auth["user_id"]), auth.get("bot_id")
-        self._deliverer.signed_in_as(self.bot_user)
+        self._link.signed_in_as(self.bot_user)
         if self._config.mode == "socket":
             from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 

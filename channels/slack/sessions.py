@@ -50,7 +50,7 @@ from typing import Any, Literal
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from runtime import ACTIVE_STATES, Delivery, MaidenError, Run, RunState, Runtime
+from runtime import ACTIVE_STATES, Delivery, MaidenError, Records, Run, RunState, Runtime
 
 from ..access import Access, Place
 from .deliverer import SlackCallError
@@ -117,9 +117,11 @@ def title_of(text: str) -> str:
 class Sessions:
     """Sets the sessions of the threads this channel answers in (while Slack keeps them)."""
 
-    def __init__(self, client: AsyncWebClient, runtime: Runtime) -> None:
+    def __init__(self, client: AsyncWebClient, records: Records) -> None:
         self.client = client
-        self.runtime = runtime
+        self.records = records
+        """What the store says of a thread's runs (the runtime's ``records``, made before
+        it: the deliverer sets a session as it posts)."""
         self.refused: str | None = None
         """Why Slack would not keep a session here (its first refusal), or None."""
         self.kept = False
@@ -209,7 +211,7 @@ class Sessions:
 
     async def _now(self, thread_id: str) -> tuple[SessionStatus | None, Run | None]:
         """The thread's session status as the store has it, and the run it comes from."""
-        records = self.runtime.records
+        records = self.records
         active = await records.runs(thread_id=thread_id, states=ACTIVE_STATES)
         last = active[0] if active else next(iter(await records.runs(thread_id=thread_id,
                                                                      limit=1)), None)
@@ -254,18 +256,19 @@ class Sessions:
                 status = self._last.get(where)  # (a finishing stream's was just set)
             yield status
 
-    async def stopped(self, event: Mapping[str, Any], *, team: str, key: str,
-                      access: Access) -> None:
-        """``agent_session_stopped``: stop the thread's running run (``key``: the event's
-        identity), if the person who clicked may; the session leaves ``processing``."""
+    async def stopped(self, runtime: Runtime, event: Mapping[str, Any], *, team: str,
+                      key: str, access: Access) -> None:
+        """``agent_session_stopped``: stop the thread's running run on ``runtime`` (``key``:
+        the event's identity), if the person who clicked may; the session leaves
+        ``processing``."""
         where = stopped_where(event)
         if where is None:
             return
         channel, thread_ts, user = where
         place = Place.of(channel, direct=channel.startswith("D"))
-        run = await self.runtime.records.active_run(f"slack:{team}:{channel}:{thread_ts}")
+        run = await self.records.active_run(f"slack:{team}:{channel}:{thread_ts}")
         if run is None and place.direct:  # a DM's top level is one thread
-            run = await self.runtime.records.active_run(f"slack:{team}:{channel}")
+            run = await self.records.active_run(f"slack:{team}:{channel}")
         if run is None or run.state not in (S.QUEUED, S.RUNNING, S.AWAITING_TOOL,
                                              S.AWAITING_APPROVAL):
             await self.set(channel, thread_ts, "closed")  # nothing runs: no spinner left
@@ -277,12 +280,13 @@ class Sessions:
             return
         # Written before this returns (and Slack gets its ack); cancelled right after. The
         # session is closed with the notice saying so (``shown``).
-        await self.runtime.stop(run.id, by=user, key=key)
+        await runtime.stop(run.id, by=user, key=key)
 
-    async def show(self, run: Run, seen: Inbound) -> None:
-        """While ``run`` works: its thread's session where Slack keeps them (``processing``
-        now; its end is said with its reply, wherever it ends), else the assistant thread's
-        status, else a reaction on the person's message, gone at the end."""
+    async def show(self, runtime: Runtime, run: Run, seen: Inbound) -> None:
+        """While ``run`` works (followed on ``runtime``): its thread's session where Slack
+        keeps them (``processing`` now; its end is said with its reply, wherever it ends),
+        else the assistant thread's status, else a reaction on the person's message, gone at
+        the end."""
         thread_ts = seen.reply_in or seen.ts
         # A session is a thread's: a DM's top level (answered there) has none.
         if seen.reply_in is not None and await self.settle(run.thread_id, seen.target,
@@ -298,7 +302,7 @@ class Sessions:
                 await self.client.reactions_add(channel=seen.channel, timestamp=seen.ts,
                                                 name=REACTION)
         try:
-            async for _ in self.runtime.follow(run.id):
+            async for _ in runtime.follow(run.id):
                 pass
         finally:
             with contextlib.suppress(SlackApiError):

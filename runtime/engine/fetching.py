@@ -1,12 +1,12 @@
 """When a file a platform announced can be fetched: the decisions, without I/O.
 
-A run's announced files are downloaded by their channel's fetcher, which a channel
-registers as it opens; `maiden run` opens its channels only after startup recovery. A
-queued run whose files come from a channel this process is configured for, but that has
-not registered its fetcher yet, therefore waits for it (``fetcher_awaited``) instead of
-having its files refused: recovery must not wait for a channel that opens after it. A
-download that finds the platform out of reach (no connection, a 5xx) is tried again with
-backoff (``Patience``) instead of being refused, for a while.
+A run's announced files are downloaded by their channel's fetcher, which the runtime is
+built with (`maiden run`'s has its channels'; a command that opens no channels has none).
+A queued run whose files come from a channel this process is configured for, but whose
+fetcher it has not, therefore waits for a runtime that has it (``fetcher_awaited``)
+instead of having its files refused. A download that finds the platform out of reach (no
+connection, a 5xx) is tried again with backoff (``Patience``) instead of being refused,
+for a while.
 """
 
 from __future__ import annotations

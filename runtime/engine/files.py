@@ -6,10 +6,10 @@ platform (Slack, Discord): the run carries where to get it (``FileSource``), and
 fetches and stores it as the run's first step, before its message enters the thread, so a
 run never starts with half a file and a crash mid-download fetches again (a blob is named
 by its sha256: storing it twice writes it once). A run whose files come from a channel
-that is configured here but has not registered its fetcher yet (`maiden run` opens its
-channels after recovery) waits for it, and a platform out of reach is tried again
-(``fetching``). ``parts`` loads what a request shows the model; ``prune`` removes blobs no
-message names any more.
+that is configured here but whose fetcher this runtime was not built with (a command
+that opens no channels) is left for a runtime that has it, and a platform out of reach is
+tried again (``fetching``). ``parts`` loads what a request shows the model; ``prune``
+removes blobs no message names any more.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import asyncio
 import hashlib
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -80,37 +80,29 @@ class Taken:
 class Files:
     """Takes files in under ``[files]``'s limits, stores them, loads them for the model.
 
-    ``expected``: the channels configured here, whose fetchers are registered as they
-    open; a queued run whose files come from one that has not yet waits (``awaits``), and
-    ``arrived(channel)`` is called once it has. ``patience``: how a download is tried
-    again while its platform cannot be reached.
+    ``fetchers``: each channel's, by name. ``expected``: the channels configured here; a
+    queued run whose files come from one of them with no fetcher here waits for a runtime
+    that has it (``awaits``). ``patience``: how a download is tried again while its
+    platform cannot be reached.
     """
 
     def __init__(self, store: Store, config: FilesConfig | None = None, *,
-                 clock: Callable[[], float], expected: Collection[str] = (),
-                 arrived: Callable[[str], None] | None = None,
+                 clock: Callable[[], float], fetchers: Mapping[str, FileFetcher] | None = None,
+                 expected: Collection[str] = (),
                  patience: Patience | None = None) -> None:
         self.store = store
         self.config = config or FilesConfig()
         self.clock = clock
-        self._fetchers: dict[str, FileFetcher] = {}
+        self._fetchers: dict[str, FileFetcher] = dict(fetchers or {})
         self._expected = frozenset(expected)
-        self._arrived = arrived
         self._patience = patience or Patience()
         self._parts: OrderedDict[tuple[str, Seeing, int], FilePart] = OrderedDict()
         self._ahead: dict[str, list[FileRef | FileRefused]] = {}
         """What ``prefetch`` fetched, by run, until ``take`` (or ``forget``) has it."""
 
-    def add_fetcher(self, channel: str, fetcher: FileFetcher) -> None:
-        """Where files announced by ``channel``'s platform are downloaded from; the runs
-        that waited for it go on."""
-        self._fetchers[channel] = fetcher
-        if self._arrived is not None:
-            self._arrived(channel)
-
     def awaits(self, run: Run) -> str | None:
         """The channel whose fetcher a queued run waits for before it may start (it is
-        configured here and has not registered one yet), or None."""
+        configured here and this runtime has none), or None."""
         return fetcher_awaited(run, self._fetchers, self._expected)
 
     # -- taking files in

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Annotated, Any, Literal
 
@@ -210,7 +210,8 @@ class EventBus:
     while the message is flushed).
     """
 
-    def __init__(self, keep: int = 10_000, runs: int = 1_000, ended: int = 100) -> None:
+    def __init__(self, keep: int = 10_000, runs: int = 1_000, ended: int = 100, *,
+                 listeners: Sequence[Callable[[RunEvent], None]] = ()) -> None:
         self._everything: set[Subscription] = set()
         self._by_run: dict[str, set[Subscription]] = {}
         self._ends: dict[str | None, set[Subscription]] = {}
@@ -224,7 +225,9 @@ class EventBus:
         self._keep = keep
         self._runs = runs
         self._ended = ended
-        self._listeners: list[Callable[[RunEvent], None]] = []
+        self._listeners: list[Callable[[RunEvent], None]] = list(listeners)
+        """Called with every event as it is published: those it is made with (the
+        outbox's), then those ``listen`` adds (a channel's)."""
 
     def listen(self, listener: Callable[[RunEvent], None]) -> Callable[[], None]:
         """Call ``listener`` with every event as it is published (it must not block); the

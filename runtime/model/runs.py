@@ -90,7 +90,7 @@ DRIVABLE = (S.QUEUED, S.RUNNING, S.AWAITING_TOOL)
 class Origin(BaseModel):
     """Where a message came from, and so where its reply goes.
 
-    ``channel`` names a registered deliverer (``"slack"``, ``"discord"``);
+    ``channel`` names a channel's deliverer (``"slack"``, ``"discord"``);
     ``"cli"`` and ``"http"`` reply to their caller directly and need none.
     """
 

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
 from ..engine.tracing import NO_TRACING, Tracing
 from ..errors import DeliveryError, NotFound, StoreError
@@ -67,10 +67,14 @@ class Outbox:
     Who sends a record is unchanged by that: the process that wrote it, at once; later (a
     retry, a recovery), any process, reconciling first, unless the run's owner is another
     live process (``elsewhere``). A prompt or closing words that the run has moved past
-    are not posted (``superseded``): they are recorded as done, ``NOT_POSTED``."""
+    are not posted (``superseded``): they are recorded as done, ``NOT_POSTED``.
+
+    ``deliverers``: each channel's, by name; a record for a channel that has none here
+    stays in the outbox (a process with no channels, a channel not configured here)."""
 
     def __init__(self, store: Store, born: float,
                  clock: Callable[[], float] = time.time, *,
+                 deliverers: Mapping[str, Deliverer] | None = None,
                  tracing: Tracing = NO_TRACING,
                  elsewhere: Callable[[], Elsewhere] = lambda: _nowhere_else,
                  claim: Claim = _always, sender: str = "this process",
@@ -86,7 +90,7 @@ class Outbox:
         left (``Leases.sending``: it has the thread's lease for the send)."""
         self._claims = Claims(store, sender, gone, clock)
         """The store's claims on records, taken just before each send (``claims.py``)."""
-        self._deliverers: dict[str, Deliverer] = {}
+        self._deliverers: dict[str, Deliverer] = dict(deliverers or {})
         self._sending: dict[str, asyncio.Future[bool]] = {}
         """Deliveries being sent now, each done when its send is: True if it was posted (or
         superseded), False if it stays in the outbox."""
@@ -95,10 +99,6 @@ class Outbox:
         fed by the event bus, finished by the run's reply."""
         self._starting: set[asyncio.Task[None]] = set()
         """The sends of what runs left unsent as they started here (``on_event``)."""
-
-    def add(self, channel: str, deliverer: Deliverer) -> None:
-        """Route deliveries of runs whose origin is ``channel`` through ``deliverer``."""
-        self._deliverers[channel] = deliverer
 
     async def post(self, delivery: ReplyDelivery) -> str | None:
         """A message that is not a run's reply (a tool's ``send_message``): recorded in the

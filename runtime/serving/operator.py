@@ -1,37 +1,29 @@
 """The operator's levers on a runtime (``Runtime.operator``): what it runs, the leases it
-takes among processes, its health and the store's writability, the outbox's sweep, and the
-deliverers of the channels it posts to. What a channel does with a message (submit, follow,
-decide, ...) is ``Runtime``'s; what it reads, ``Runtime.records``."""
+takes among processes, its health and the store's writability, and the outbox's sweep.
+What a channel does with a message (submit, follow, decide, ...) is ``Runtime``'s; what it
+reads, ``Runtime.records``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable
 
 from ..engine.agents import Agents
 from ..engine.tracing import Tracing
 from ..model.config import RuntimeConfig
 from ..model.runs import Run
-from ..outbox.deliverer import Deliverer
-from ..outbox.delivery import Outbox
 from ..stores.base import Store
 from .leases import Leases, describe_holder
 from .upkeep import RuntimeUpkeep
 
 __all__ = ["Operator"]
 
-Spawn = Callable[[Coroutine[Any, Any, None], str], object]
-
 
 class Operator:
-    """Built by ``Runtime`` with its parts; ``started`` says whether the runtime's ``start``
-    has begun (a deliverer added since gets what waited for it at once), ``stopping``
-    whether it closes, ``recovered`` what its ``start`` recovered."""
+    """Built by ``Runtime`` with its parts; ``recovered`` says what its ``start`` recovered."""
 
     def __init__(self, *, agents: Agents, settings: RuntimeConfig, instance_id: str,
-                 store: Store, leases: Leases, upkeep: RuntimeUpkeep, outbox: Outbox,
-                 tracing: Tracing, spawn: Spawn, started: Callable[[], bool],
-                 stopping: Callable[[], bool], recovered: Callable[[], list[Run]]) -> None:
+                 store: Store, leases: Leases, upkeep: RuntimeUpkeep,
+                 tracing: Tracing, recovered: Callable[[], list[Run]]) -> None:
         self.agents = agents
         """The agents, their routes and the default one (``agents.default``: its config,
         provider and tools)."""
@@ -42,11 +34,7 @@ class Operator:
         self._store = store
         self._leases = leases
         self._upkeep = upkeep
-        self._outbox = outbox
         self._tracing = tracing
-        self._spawn = spawn
-        self._started = started
-        self._stopping = stopping
         self._recovered = recovered
 
     @property
@@ -93,17 +81,6 @@ class Operator:
         return self._tracing.link(run.trace) if run.trace else None
 
     # -- delivery
-
-    def add_deliverer(self, channel: str, deliverer: Deliverer) -> None:
-        """Route replies and approval prompts of runs whose origin is ``channel`` through
-        ``deliverer``; what waits in the outbox for it goes out at once, in order, in the
-        background (once ``start`` has begun: ``start`` sends what waited for those added
-        before), unless it says it is not connected yet (its ``offline``): then when its
-        channel says it is up (``flush_deliveries``)."""
-        self._outbox.add(channel, deliverer)
-        if self._started() and not self._stopping() \
-                and not getattr(deliverer, "offline", None):
-            self._spawn(self._upkeep.channel_up(channel), f"maiden-outbox:{channel}")
 
     async def flush_deliveries(self, channel: str | None = None) -> None:
         """Send every recorded delivery that has no message id yet, reconciling first, in

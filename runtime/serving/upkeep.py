@@ -4,12 +4,10 @@ died; and what it last found of its store."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 
 from ..engine.drivers import Drivers
 from ..engine.loop import DRIVABLE
-from ..errors import MaidenError
 from ..model.requests import News
 from ..model.runs import Run, RunState
 from ..outbox.delivery import Outbox
@@ -21,8 +19,6 @@ from .waiting import Waiting
 from .workers import Workers
 
 __all__ = ["RuntimeUpkeep"]
-
-log = logging.getLogger("maiden.runtime")
 
 
 class RuntimeUpkeep:
@@ -96,16 +92,3 @@ class RuntimeUpkeep:
         only). A delivery of a run that another live process holds is left to that
         process."""
         await self._outbox.flush(self._peers.elsewhere(), channel=channel)
-
-    async def channel_up(self, channel: str) -> None:
-        """What waits in the outbox for a channel that can post now (the replies of runs
-        that ended before it was up, after a restart), sent in order: before the replies
-        of the runs that come through it now, which wait behind them."""
-        try:
-            await self.flush_deliveries(channel)
-        except MaidenError as exc:  # the store: the next sweep tries again
-            log.warning("sending what waited in the outbox for %s failed: %s; it is tried "
-                        "again", channel, exc)
-        except Exception:
-            log.exception("sending what waited in the outbox for %s failed; it is tried "
-                          "again", channel)

@@ -23,9 +23,9 @@ terminal's ``maiden chat``) or its worker was finishing the run before. So a thr
 message that lands on another replica waits for neither the linger nor a poll.
 
 A thread whose next run waits for a channel's file fetcher (``Files.awaits``: the channel
-opens after startup recovery) is left, its lease given up, until the channel registers it
-(``fetcher_arrived``); a download under way at shutdown is cut off (``stop_fetching``),
-and made again at the next start.
+is configured, and this runtime was built without its fetcher) is left, its lease given
+up, for a runtime that has it (`maiden run`'s); a download under way at shutdown is cut
+off (``stop_fetching``), and made again at the next start.
 """
 
 from __future__ import annotations
@@ -172,11 +172,6 @@ class Workers(Driving):
             for thread_id in self._parked:
                 self._unpark(thread_id)
 
-    def fetcher_arrived(self, channel: str) -> None:
-        """``channel`` registered its file fetcher: the threads that waited for it go on."""
-        for thread_id in self._awaiting.pop(channel, {}):
-            self.kick(thread_id)
-
     def stop_fetching(self) -> None:
         """Shutdown: cut off the downloads made ahead of the lock (the run has not started;
         the next start fetches its files again, and stores each blob once)."""
@@ -252,8 +247,8 @@ class Workers(Driving):
                     return
                 if self._files is not None and \
                         (channel := self._files.awaits(active[0])) is not None:
-                    # Not driven (nor refused) before its channel can fetch its files:
-                    # looked at again when the channel registers its fetcher.
+                    # Not driven (nor refused) here, where its channel cannot fetch its
+                    # files: left for a runtime that can.
                     self._await_fetcher(active[0], channel)
                     await self._give_up(thread_id)
                     if thread_id in self._dirty:
@@ -346,7 +341,7 @@ class Workers(Driving):
         self._dirty.add(thread_id)
 
     def _await_fetcher(self, run: Run, channel: str) -> None:
-        """Leave the run's thread until ``channel`` registers its fetcher; say so once."""
+        """Leave the run's thread to a runtime with ``channel``'s fetcher; say so once."""
         waiting = self._awaiting.setdefault(channel, {})
         if waiting.get(run.thread_id) == run.id:
             return

@@ -16,9 +16,11 @@ import pytest
 
 from bot import load_config
 from bot.app import App, open_app, open_channels
+from bot.wiring import Prepared
 from channels.http import HttpChannel
 from channels.slack import SlackConfig, SlackSecrets
-from channels.slack.channel import SlackChannel
+from channels.slack.channel import SlackChannel, SlackOutbound
+from runtime import Records
 from schedules import Scheduler
 from tests.fakes import openai
 from tests.fakes.openai import OpenAIServer
@@ -77,11 +79,18 @@ async def two_agents(tmp_path: Path, model: OpenAIServer, fake: FakeSlack
     path = tmp_path / "agent.toml"
     path.write_text(textwrap.dedent(CONFIG.format(url=model.base_url, support=SUPPORT)))
     loaded = load_config(path)
-    async with open_app(loaded, recover=True, serve=True) as app, AsyncExitStack() as stack:
-        slack = SlackChannel(app.runtime, SlackConfig(api_url=fake.api_url, open=True),
-                             SlackSecrets(bot_token=fake.bot_token, app_token=fake.app_token,
-                                          signing_secret="s" * 32), pace_s=0)
-        await open_channels(stack, app.runtime, [slack])
+
+    def slack(records: Records) -> Prepared:
+        out = SlackOutbound(SlackConfig(api_url=fake.api_url, open=True),
+                            SlackSecrets(bot_token=fake.bot_token, app_token=fake.app_token,
+                                         signing_secret="s" * 32), records, pace_s=0)
+        return Prepared(out.name, out.deliverer, out.fetcher,
+                        lambda runtime, _: SlackChannel(runtime, out))
+
+    async with open_app(loaded, recover=True, serve=True, channels=[slack]) as app, \
+            AsyncExitStack() as stack:
+        await open_channels(stack, app.runtime, [p.make(app.runtime, None)
+                                                 for p in app.channels])
         await fake.wait_connected()
         yield app
 

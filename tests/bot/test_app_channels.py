@@ -14,9 +14,17 @@ import pytest
 
 from bot import load_config
 from bot.app import open_app, open_channels
-from bot.wiring import make_channels
+from bot.wiring import Prepared, make_channels
 from channels.http import HttpChannel
-from runtime import Deliverer, Delivery, FileFetcher, Origin, ReplyDelivery, Runtime
+from runtime import (
+    Deliverer,
+    Delivery,
+    FileFetcher,
+    Origin,
+    Records,
+    ReplyDelivery,
+    Runtime,
+)
 from tests.fakes.slack import BOT_USER, FakeSlack, signed_event
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,14 +49,15 @@ class Recorder:
 
 
 class AnsweredWhileOpening:
-    """A channel that takes a message while it opens, and opens only once it is answered."""
+    """A channel that takes a message while it opens, and opens only once it is answered
+    (through ``recorder``, its deliverer, which the runtime was built with)."""
 
     name = "probe"
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, recorder: Recorder) -> None:
         self.runtime = runtime
-        self.recorder = Recorder()
-        self.deliverer: Deliverer | None = self.recorder
+        self.recorder = recorder
+        self.deliverer: Deliverer | None = recorder
         self.fetcher: FileFetcher | None = None
 
     async def __aenter__(self) -> Self:
@@ -82,8 +91,16 @@ async def test_a_reply_due_while_its_channel_opens_goes_out_at_once(tmp_path: Pa
     (tmp_path / "agent.toml").write_text((ROOT / "agent.toml").read_text()
                                          + "\n[http]\nenabled = false\n")
     loaded = load_config(tmp_path / "agent.toml")
-    async with open_app(loaded, recover=True, serve=True) as app, AsyncExitStack() as stack:
-        channel = AnsweredWhileOpening(app.runtime)
+    recorder = Recorder()
+
+    def probe(records: Records) -> Prepared:
+        return Prepared(AnsweredWhileOpening.name, recorder, None,
+                        lambda runtime, _: AnsweredWhileOpening(runtime, recorder))
+
+    async with open_app(loaded, recover=True, serve=True, channels=[probe]) as app, \
+            AsyncExitStack() as stack:
+        (channel,) = [p.make(app.runtime, None) for p in app.channels]
+        assert isinstance(channel, AnsweredWhileOpening)
         await open_channels(stack, app.runtime, [channel])
     (reply,) = channel.recorder.sent
     assert isinstance(reply, ReplyDelivery) and reply.target == {"channel": "c1"}
@@ -106,9 +123,9 @@ async def test_a_start_begun_again_takes_slacks_events_with_its_own_runtime(
         loaded = load_config(tmp_path / "agent.toml")
         factories = make_channels(loaded)
         for start in ("stopped on a store error", "begun again"):
-            async with open_app(loaded, recover=True, serve=True) as app, \
+            async with open_app(loaded, recover=True, serve=True, channels=factories) as app, \
                     AsyncExitStack() as stack:
-                channels = [make(app.runtime, None) for make in factories]
+                channels = [made.make(app.runtime, None) for made in app.channels]
                 await open_channels(stack, app.runtime, channels)
                 if start != "begun again":
                     continue

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from channels.base import Link
 from runtime import (
     ApprovalDelivery,
     Checkpoint,
@@ -63,7 +64,7 @@ async def slack() -> AsyncIterator[ChannelUnderTest]:
     async with FakeSlack() as fake:
         client = AsyncWebClient(token=fake.bot_token, base_url=fake.api_url,
                                 retry_handlers=[AsyncRateLimitErrorRetryHandler()])
-        deliverer = SlackDeliverer(client, bot_user=BOT_USER, pace_s=0)
+        deliverer = SlackDeliverer(client, link=Link(offline=None, bot=BOT_USER), pace_s=0)
         root = fake.post_as_user("C0GENERAL01", "U1", "a question")
 
         async def messages() -> list[tuple[str, str, str]]:
@@ -107,7 +108,7 @@ async def discord() -> AsyncIterator[ChannelUnderTest]:
                 return keys.get(str(message.get("nonce")), "?")
 
             keys: dict[str, str] = {}
-            deliverer = DiscordDeliverer(http, str(BOT_ID))
+            deliverer = DiscordDeliverer(http, link=Link(offline=None, bot=str(BOT_ID)))
             send = deliverer.send
 
             async def remembering(delivery: Delivery) -> str:

@@ -1,15 +1,19 @@
-"""Reaching a platform that is down: the backoff's table, and trying until it answers."""
+"""Reaching a platform that is down: the backoff's table, trying until it answers, and
+the link a channel and its deliverer share."""
 
 from __future__ import annotations
 
+import logging
 import socket
+from pathlib import Path
 
 import aiohttp
 import pytest
 from aiohttp.client_reqrep import ConnectionKey
 
-from channels import Backoff, ChannelRefused, Unreachable, keep_trying
-from channels.retry import reason_of
+from channels import Backoff, ChannelRefused, Link, Unreachable, keep_trying
+from channels.retry import Reach, reason_of
+from runtime import EchoProvider, Runtime, SQLiteStore
 
 
 @pytest.mark.parametrize(("attempt", "jitter", "delay"), [
@@ -71,3 +75,26 @@ def test_a_connection_failure_in_a_few_words(error: BaseException, reason: str) 
     if isinstance(error, OSError):
         key = ConnectionKey("slack.com", 443, True, True, None, None, None)
         assert reason_of(aiohttp.ClientConnectorError(key, error)) == reason
+
+
+async def test_a_deliverer_made_before_its_channel_asks_its_link_whether_it_is_up(
+        tmp_path: Path) -> None:
+    """Made before the runtime, a deliverer is not connected until its channel says so
+    (``Reach``, on the link they share): its readiness is asked of it, never set on it."""
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from channels.slack.deliverer import SlackDeliverer
+
+    link = Link()
+    deliverer = SlackDeliverer(AsyncWebClient(token="xoxb-test"), link=link)
+    assert deliverer.offline == "not connected yet" and deliverer.bot_user is None
+    async with SQLiteStore(tmp_path / "m.db") as store:
+        reach = Reach("slack", Runtime(store, EchoProvider()), link, max_s=1.0,
+                      log=logging.getLogger("maiden.test"))
+        reach.down("connection refused")
+        assert deliverer.offline == "not connected yet (connection refused)"
+        link.signed_in_as("U0BOT")
+        reach.up()
+    assert deliverer.offline is None and deliverer.bot_user == "U0BOT"
+    with pytest.raises(AttributeError):
+        deliverer.offline = "set from outside"

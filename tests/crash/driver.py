@@ -68,7 +68,6 @@ from pathlib import Path
 from typing import Any, cast
 
 from runtime import (
-    DRIVABLE_STATES,
     NO_TRACING,
     NOT_DONE,
     AgentConfig,
@@ -76,6 +75,7 @@ from runtime import (
     AssistantTurn,
     CapConfig,
     Checkpoint,
+    Deliverer,
     Delivery,
     Effect,
     FileDelivery,
@@ -392,10 +392,11 @@ class FileChannel:
 
     max_chars: int | None = None
 
-    def __init__(self, path: Path, switch: KillSwitch) -> None:
+    def __init__(self, path: Path, switch: KillSwitch,
+                 streamer: FileStreamer | None = None) -> None:
         self.path = path
         self.switch = switch
-        self.streamer: FileStreamer | None = None
+        self.streamer = streamer
 
     async def send(self, delivery: Delivery) -> str:
         message_id = f"msg-{len(read_lines(self.path)) + 1}"
@@ -632,19 +633,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             agent = agent.model_copy(update={"compaction": "summary"})
         caps = [CapConfig(scope="user", tokens=args.cap_tokens)] if args.cap_tokens else []
         tracing = traced(Path(args.trace_file)) if args.trace_file else NO_TRACING
-        runtime = Runtime(store, AskedModel(model, switch, workdir / REQUESTS_FILE),
-                          ToolRegistry(tools), agent=agent,
-                          caps=caps, tracing=tracing, services=services,
-                          channels=[CHANNEL] if args.late_fetcher else None)
         origin = PLACED if args.placed else ORIGIN
         deliver: str | None = None
-        chat = FileChannel(workdir / CHANNEL_FILE, switch)
-        if args.stream:
-            chat.streamer = FileStreamer(workdir / STREAMS_FILE, switch)
-        runtime.operator.add_deliverer(CHANNEL, chat)
+        chat = FileChannel(workdir / CHANNEL_FILE, switch, FileStreamer(
+            workdir / STREAMS_FILE, switch) if args.stream else None)
+        deliverers: dict[str, Deliverer] = {CHANNEL: chat}
         shelf = Shelf(workdir, switch, down=1 if args.late_fetcher else 0)
-        if not args.late_fetcher:
-            runtime.files.add_fetcher(CHANNEL, shelf)
         if args.slack:
             # Slack as the origin: the real deliverer against a fake Slack the test runs.
             from slack_sdk.web.async_client import AsyncWebClient
@@ -655,9 +649,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             client = AsyncWebClient(token=token, base_url=url)
             from channels.slack.streamer import SlackStreamer
 
-            slack = SlackDeliverer(client, pace_s=0, streaming=functools.partial(
+            deliverers["slack"] = SlackDeliverer(client, pace_s=0, streaming=functools.partial(
                 SlackStreamer, append_every_s=0.05) if args.stream else None)
-            runtime.operator.add_deliverer("slack", slack)
             from tests.fakes.slack.payloads import TEAM
 
             # As the Slack channel makes it: outside a DM a stream goes to the one who asked.
@@ -669,6 +662,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             # Discord as the origin: the real deliverer against a fake Discord the test runs.
             from discord.http import HTTPClient
 
+            from channels.base import Link
             from channels.discord.channel import point_at
             from channels.discord.deliverer import DiscordDeliverer
 
@@ -678,19 +672,26 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             me = await http.static_login(token)
             from channels.discord.streamer import DiscordStreamer
 
-            discord_out = DiscordDeliverer(http, str(me["id"]), streaming=functools.partial(
-                DiscordStreamer, edit_every_s=0.05) if args.stream else None)
-            runtime.operator.add_deliverer("discord", discord_out)
+            deliverers["discord"] = DiscordDeliverer(
+                http, link=Link(offline=None, bot=str(me["id"])),
+                streaming=functools.partial(DiscordStreamer, edit_every_s=0.05)
+                if args.stream else None)
             origin = Origin(channel="discord", target={"channel": channel, "message": message,
                                                        "guild": guild}, user="U1")
+        asked = AskedModel(model, switch, workdir / REQUESTS_FILE)
+        if args.late_fetcher:
+            # A process without the channel's fetcher (a command that opens no channels)
+            # starts first: its recovery leaves the run for one that has it, unrefused.
+            async with Runtime(store, asked, ToolRegistry(tools), agent=agent, caps=caps,
+                               channels=[CHANNEL]):
+                pass
+        runtime = Runtime(store, asked, ToolRegistry(tools), agent=agent, caps=caps,
+                          tracing=tracing, services=services,
+                          channels=[CHANNEL] if args.late_fetcher else None,
+                          deliverers=deliverers, fetchers={CHANNEL: shelf})
         fired: list[dict[str, Any]] | None = None
         listing: list[dict[str, Any]] = []
         async with runtime:  # start(): recovers unfinished runs, flushes the outbox
-            if args.late_fetcher:
-                # The channel opens once recovery is done; its runs left waiting go on.
-                runtime.files.add_fetcher(CHANNEL, shelf)
-                for left in await store.list_runs(states=list(DRIVABLE_STATES)):
-                    await runtime.wait(left.id)
             if args.fire:
                 defined, name = job_schedules(args.job, args.fire, origin, TOOL_NAME) \
                     if args.job else (job_schedule(args.fire, deliver), JOB)
@@ -805,8 +806,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                         help="--send: the message carries DIR/shared/NAME, announced by its "
                              "channel and fetched as the run's first step (repeatable)")
     parser.add_argument("--late-fetcher", action="store_true",
-                        help="the testchat channel registers its file fetcher after startup "
-                             "recovery, and its first download finds it out of reach")
+                        help="a runtime without the testchat channel's file fetcher recovers "
+                             "first; then one with it, whose first download finds it out of "
+                             "reach")
     parser.add_argument("--stream", action="store_true",
                         help="the testchat channel streams replies (tests/crash/streams.py)")
     return parser.parse_args(argv)

@@ -3,14 +3,14 @@ a file its channel announced, fetched by ``Shelf`` as the run's first step. The 
 reads half the file, may die there (``in_fetch``), reads the rest, and notes each whole
 fetch in ``fetches.jsonl``; the store may die right after storing a blob
 (``after_blob_stored``). A ``--file`` the shelf does not have is refused: the person is
-told so as the run starts, before its answer. ``--late-fetcher``: the channel registers
-the shelf only once startup recovery is done (as `maiden run` opens its channels after
-it), and the shelf's first download finds it out of reach (``FileUnreachable``, tried
-again). ``--make-file``: the model calls
-``make_file``, whose report goes out after the answer; the channel may die right after
-taking it (``after_file_uploaded``). Uploaded to Slack (``--slack``), in steps, the store
-may die around recording the upload's id and before the delivered file is recorded
-(``before_upload_recorded``, ``after_upload_recorded``, ``after_upload_completed``).
+told so as the run starts, before its answer. ``--late-fetcher``: a runtime without the
+shelf recovers first (as a command that opens no channels would), then one built with it,
+whose first download finds the platform out of reach (``FileUnreachable``, tried again).
+``--make-file``: the model calls ``make_file``, whose report goes out after the answer; the
+channel may die right after taking it (``after_file_uploaded``). Uploaded to Slack
+(``--slack``), in steps, the store may die around recording the upload's id and before the
+delivered file is recorded (``before_upload_recorded``, ``after_upload_recorded``,
+``after_upload_completed``).
 The summary lists the store's blobs."""
 
 from __future__ import annotations

@@ -74,11 +74,11 @@ def test_a_message_with_files_killed_mid_way(tmp_path: Path, point: str, store: 
 
 @pytest.mark.parametrize("store", ["sqlite", "files"])
 @pytest.mark.parametrize("point", ["in_fetch", "after_blob_stored"])
-def test_files_cut_off_are_fetched_once_the_channel_opens_after_recovery(
+def test_files_cut_off_are_fetched_by_the_runtime_that_has_the_channel(
         tmp_path: Path, point: str, store: str) -> None:
-    """The restart's channel registers its fetcher only after recovery, and its platform
-    is out of reach at first: the run waits for it, is never refused, and ends as an
-    uninterrupted run does."""
+    """A runtime without the channel's fetcher recovers first, then one built with it,
+    whose platform is out of reach at first: the run waits for it, is never refused, and
+    ends as an uninterrupted run does."""
     clean, killed = tmp_path / "clean", tmp_path / "killed"
     expected = _outcome(_driver(clean, store, "--send", "t", "look", *_share(clean)), clean)
 

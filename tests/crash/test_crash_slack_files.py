@@ -1,14 +1,15 @@
 """A Slack file being downloaded when `maiden run` is killed (or stopped), restarted while
 Slack is still out of reach: the file is fetched again once Slack can be reached, never
-refused because recovery ran before the channel opened.
+refused because Slack was down as recovery ran.
 
 Real `maiden run` processes against the fake Slack. The fake holds a download half-way
 (``SharedFiles.hold``); the process is killed there: in the first file's download
 (``in_fetch``), or in the second's, the first one's blob stored (``after_blob_stored``); or
 stopped there with SIGTERM. The restart finds Slack down (a port nothing listens on):
-recovery runs, the channel opens and keeps trying, and only then does the fake come up
-where it was. The message is answered once, the model having received each file once (the
-echo model says what it received), and each file is stored once.
+recovery takes the run up, its download tried again in the background, the channel opens
+and keeps trying, and only then does the fake come up where it was. The message is
+answered once, the model having received each file once (the echo model says what it
+received), and each file is stored once.
 
 A file a tool made, uploaded into the thread (the crash driver with ``--slack
 --make-file``), killed around its upload's steps with the fake Slack's clock 30 s behind
@@ -75,12 +76,14 @@ async def test_a_file_cut_off_by_a_restart_is_fetched_when_slack_is_back(
             assert code == (0 if stop == signal.SIGTERM else -signal.SIGKILL), err.text()
         assert not [m for m in fake.messages(C) if m.get("user") == BOT_USER]
 
-        # Slack is down at the restart: recovery runs, the channel opens, keeps trying.
+        # Slack is down at the restart: recovery takes the run up (the runtime is built
+        # with Slack's fetcher), its download tried again while the channel keeps trying;
+        # Ready does not wait for it.
         async with maiden_run(home, environ) as (proc, out, err):
             await out.wait_for("Ctrl-C stops.")
             assert "slack       connecting: cannot reach" in out.text()
-            assert "queued (waiting for the slack channel to download its files)" \
-                in out.text()  # left by recovery, neither refused nor waited for
+            assert "recovering  1 of 1 unfinished run(s) still, in the background" \
+                in out.text()  # neither refused nor waited for
             async with fake:
                 await fake.wait_messages(C, 2, timeout=60)  # the person's, and the answer
                 await stopped(proc, err)

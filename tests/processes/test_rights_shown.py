@@ -15,7 +15,15 @@ from bot.banner import banner_tail
 from bot.config import load_config
 from bot.wiring import make_channels
 from channels.http import HttpChannel
-from runtime import AgentConfig, EchoProvider, Runtime, RuntimeConfig, SQLiteStore, ToolRegistry
+from runtime import (
+    AgentConfig,
+    EchoProvider,
+    Records,
+    Runtime,
+    RuntimeConfig,
+    SQLiteStore,
+    ToolRegistry,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -90,11 +98,11 @@ async def test_the_console_shows_the_rules(config: Path, tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "DISCORD_BOT_TOKEN"):
         monkeypatch.setenv(name, "unused")  # the chat channels are not started here
-    *_, make_http = make_channels(load_config(config))
+    *_, prepare_http = make_channels(load_config(config))
     async with SQLiteStore(tmp_path / "m.db") as store:
         runtime = Runtime(store, EchoProvider(), ToolRegistry(()), agent=AgentConfig(),
                           settings=RuntimeConfig(poll_interval_s=0.1))
-        http = make_http(runtime, None)
+        http = prepare_http(Records(store)).make(runtime, None)
         assert isinstance(http, HttpChannel)
         async with runtime, http, \
                 httpx.AsyncClient(base_url=http.url, timeout=10) as client:

@@ -63,24 +63,29 @@ class ConnectingChat(MemoryChat):
 
 
 class SeenStreamer(MemoryStreamer):
-    """The reference streamer, noting each stream as it opens in its channel's ``seen``."""
+    """The reference streamer, noting each stream as it opens in its channel's ``seen``;
+    opening none while its channel is not connected."""
 
     chat: ConnectingChat
 
     async def open_stream(self, stream: StreamDelivery, text: str,
                           tools: Sequence[ToolUpdate]) -> list[str]:
+        if self.chat.offline is not None:
+            return []  # as Slack's and Discord's: the reply goes out whole once connected
         ids = await super().open_stream(stream, text, tools)
         self.chat.seen.append(f"stream: {text}")
         return ids
 
 
 @asynccontextmanager
-async def serving(tmp_path: Path, script: Sequence[dict[str, Any]] = SCRIPT
-                  ) -> AsyncIterator[Runtime]:
-    """A runtime that does not sweep its outbox now and then (``start(serve=False)``): what
-    is posted is what the run's end, or a channel coming up, sends."""
+async def serving(tmp_path: Path, script: Sequence[dict[str, Any]] = SCRIPT,
+                  chat: MemoryChat | None = None) -> AsyncIterator[Runtime]:
+    """A runtime that does not sweep its outbox now and then (``start(serve=False)``), built
+    with ``chat``'s deliverer, if any: what is posted is what the run's end, or a channel
+    coming up, sends."""
     async with SQLiteStore(tmp_path / "m.db") as store:
-        rt = Runtime(store, ScriptedProvider(script), ToolRegistry(), agent=AgentConfig())
+        rt = Runtime(store, ScriptedProvider(script), ToolRegistry(), agent=AgentConfig(),
+                     deliverers={"chat": chat} if chat is not None else None)
         await rt.start(serve=False)
         try:
             yield rt
@@ -90,15 +95,14 @@ async def serving(tmp_path: Path, script: Sequence[dict[str, Any]] = SCRIPT
 
 async def test_replies_left_in_the_outbox_before_the_channel_was_up_go_out_first(
         tmp_path: Path) -> None:
-    """slack-replies-out-of-order: the first run ends before the channel is up (no
-    deliverer yet, as during `maiden run`'s recovery; then one registered but still
-    connecting, as Slack's is): its reply stays in the outbox. The channel connects and the
-    thread's next run is answered at once: the first reply goes out before it."""
+    """slack-replies-out-of-order: the first run ends before the channel is up (its
+    deliverer still connecting, as Slack's is during `maiden run`'s recovery): its reply
+    stays in the outbox. The channel connects and the thread's next run is answered at
+    once: the first reply goes out before it."""
     chat = ConnectingChat()
-    async with serving(tmp_path) as rt:
+    async with serving(tmp_path, chat=chat) as rt:
         first = await rt.send("t", "one", origin=ROOM)
-        await rt.idle()  # its worker is done with it: its reply found no channel to go to
-        rt.operator.add_deliverer("chat", chat)  # registered while it connects: nothing is sent
+        await rt.idle()  # its worker is done with it: its send failed fast, nothing posted
         assert first.state is RunState.COMPLETED and chat.posted == []
         chat.offline = None  # connected; no sweep of the outbox has come yet
         second = await rt.send("t", "two", origin=OTHER)
@@ -116,10 +120,9 @@ async def test_a_reply_is_not_streamed_ahead_of_the_threads_older_ones(
     it. (The soak's seed 500 showed this once the first cause was fixed.)"""
     chat = ConnectingChat(stream=True)
     async with serving(tmp_path, [{"text": "answer one"}, {"text": "answer two", "chunks": 3},
-                                  {"text": "answer three"}]) as rt:
+                                  {"text": "answer three"}], chat=chat) as rt:
         await rt.send("t", "one", origin=ROOM)
         await rt.idle()
-        rt.operator.add_deliverer("chat", chat)
         chat.offline = None
         await rt.send("t", "two", origin=OTHER)
         await rt.idle()
@@ -134,8 +137,7 @@ async def test_a_reply_whose_send_failed_goes_out_before_the_next_runs(
     """The first reply's send fails (the connection dropped before it reached the
     channel): the next run's end sends it again first, then its own."""
     chat = MemoryChat()
-    async with serving(tmp_path) as rt:
-        rt.operator.add_deliverer("chat", chat)
+    async with serving(tmp_path, chat=chat) as rt:
         chat.fail = "before"
         await rt.send("t", "one", origin=ROOM)
         await rt.idle()
@@ -145,40 +147,42 @@ async def test_a_reply_whose_send_failed_goes_out_before_the_next_runs(
     assert [p.text for p in chat.posted] == ["answer one", "answer two"]
 
 
-async def test_a_channel_added_late_gets_what_waited_for_it_at_once_in_order(
+async def test_a_channel_up_late_gets_what_waited_for_it_at_once_in_order(
         tmp_path: Path) -> None:
-    """Two replies of a thread and one of another wait in the outbox (no deliverer for their
-    channel): adding one sends them at once, each thread's in order, without waiting for
-    the outbox's sweep; the thread's next run is answered after them."""
+    """Two replies of a thread and one of another wait in the outbox (their channel not
+    connected yet): once it is, what its channel asks for (``flush_deliveries``, as
+    ``channels.retry.Reach`` does on connecting) goes out at once, each thread's in order,
+    without waiting for the outbox's sweep; the thread's next run is answered after them."""
+    chat = ConnectingChat()
     async with serving(tmp_path, [{"text": "answer one"}, {"text": "answer two"},
-                                  {"text": "answer three"}]) as rt:
+                                  {"text": "answer three"}], chat=chat) as rt:
         await rt.send("t", "one", origin=ROOM)
         await rt.send("t", "two", origin=ROOM)
         await rt.send("u", "elsewhere", origin=ROOM)
         await rt.idle()
-        chat = MemoryChat()
-        rt.operator.add_deliverer("chat", chat)
+        assert chat.posted == []
+        chat.offline = None
+        await rt.operator.flush_deliveries("chat")
         await rt.send("t", "three", origin=ROOM)
         await rt.idle()
-    # (closing the runtime waited for the flush it started when the channel was added)
     texts = [p.text for p in chat.posted]
     assert sorted(texts) == ["answer one", "answer one", "answer three", "answer two"]
     assert [t for t in texts if t != "answer one"] == ["answer two", "answer three"]
     assert texts.index("answer one") < texts.index("answer two")
 
 
-async def test_a_deliverer_added_before_start_waits_for_starts_own_flush(
+async def test_a_deliverer_built_in_gets_what_waited_when_start_sends_it(
         tmp_path: Path) -> None:
-    """Added before ``start`` (as the crash drills do), a deliverer gets what waited when
-    ``start`` sends it, after recovery: not twice."""
+    """A runtime built with a deliverer (as the crash drills' are) sends it what waited when
+    ``start`` does, after recovery: not twice."""
     async with SQLiteStore(tmp_path / "m.db") as store:
         rt = Runtime(store, ScriptedProvider(SCRIPT), ToolRegistry())
         await rt.start(serve=False)
         await rt.send("t", "one", origin=ROOM)
         await rt.close()
-        again = Runtime(store, ScriptedProvider(SCRIPT), ToolRegistry())
         chat = MemoryChat()
-        again.operator.add_deliverer("chat", chat)
+        again = Runtime(store, ScriptedProvider(SCRIPT), ToolRegistry(),
+                        deliverers={"chat": chat})
         async with again:
             await again.idle()
     assert [p.text for p in chat.posted] == ["answer one"]
@@ -222,8 +226,8 @@ async def test_a_reply_waits_behind_an_older_one_another_live_process_owns(
         now = 1000.0
         _, two = await _two_replies(store, first_at=now - 5)
         chat = MemoryChat()
-        outbox = Outbox(store, born=0.0, clock=lambda: now, elsewhere=_owned_by("alive"))
-        outbox.add("chat", chat)
+        outbox = Outbox(store, born=0.0, clock=lambda: now, elsewhere=_owned_by("alive"),
+                        deliverers={"chat": chat})
         await outbox.send_pending(two)
         assert chat.posted == []
         await outbox.flush()  # the sweep, while run 1's owner has not sent it yet
@@ -244,8 +248,8 @@ async def test_order_holds_for_a_while_only_behind_a_reply_that_cannot_go(
         now = 1000.0
         _, two = await _two_replies(store, first_at=now - ORDER_HOLD_S - 1)
         chat = MemoryChat()
-        outbox = Outbox(store, born=0.0, clock=lambda: now, elsewhere=_owned_by("alive"))
-        outbox.add("chat", chat)
+        outbox = Outbox(store, born=0.0, clock=lambda: now, elsewhere=_owned_by("alive"),
+                        deliverers={"chat": chat})
         await outbox.send_pending(two)
     assert [p.key for p in chat.posted] == ["k2"]
 
@@ -259,8 +263,8 @@ async def test_an_older_reply_whose_owner_is_gone_is_sent_first_reconciled(
         chat = MemoryChat()
         # Posted, its id never recorded.
         chat.posted.append(Posted(id="m0", key="k1", kind="reply", text="k1"))
-        outbox = Outbox(store, born=0.0, clock=lambda: 20.0, elsewhere=_owned_by("gone"))
-        outbox.add("chat", chat)
+        outbox = Outbox(store, born=0.0, clock=lambda: 20.0, elsewhere=_owned_by("gone"),
+                        deliverers={"chat": chat})
         await outbox.send_pending(two)
         sent = {d.key: d.remote_id for d in await store.deliveries()}
     assert [p.key for p in chat.posted] == ["k1", "k2"]
@@ -278,18 +282,17 @@ async def test_replies_go_out_in_the_order_their_runs_arrived_whatever_the_write
     chat = ConnectingChat()
     async with SQLiteStore(tmp_path / "m.db") as store:
         rt = Runtime(store, ScriptedProvider(SCRIPT), ToolRegistry(), agent=AgentConfig(),
-                     clock=lambda: now[0])
+                     clock=lambda: now[0], deliverers={"chat": chat})
         await rt.start(serve=False)
         try:
-            first = await rt.send("t", "one", origin=ROOM)  # no channel yet: it waits
+            first = await rt.send("t", "one", origin=ROOM)  # not connected yet: it waits
             await rt.idle()
             now[0] -= 5.0  # this writer's clock, behind the one that wrote the first
             second = await rt.send("t", "two", origin=OTHER)
             await rt.idle()
             records = {d.run_id: d for d in await rt.records.deliveries(pending=True)}
             assert records[second.id].created_at < records[first.id].created_at
-            chat.offline = None
-            rt.operator.add_deliverer("chat", chat)  # up: what waited goes out, in order
+            chat.offline = None  # up: what waited goes out, in order
             await rt.operator.flush_deliveries("chat")
         finally:
             await rt.close()

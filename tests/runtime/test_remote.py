@@ -180,8 +180,8 @@ class FlakyChannel:
 async def test_a_reply_that_failed_to_send_is_retried_once(tmp_path: Path, fail: str) -> None:
     channel = FlakyChannel(fail)
     async with SQLiteStore(tmp_path / "m.db") as store:
-        rt = Runtime(store, ScriptedProvider([{"text": "hello"}]), settings=FAST)
-        rt.operator.add_deliverer("chat", channel)
+        rt = Runtime(store, ScriptedProvider([{"text": "hello"}]), settings=FAST,
+                     deliverers={"chat": channel})
         async with rt:
             run = await rt.send("t", "hi", origin=Origin(channel="chat", target={"room": "r"}))
             assert run.reply == "hello"

@@ -191,8 +191,7 @@ async def test_a_failed_run_resumed_then_cancelled_before_it_starts_says_so_too(
     model = Flaky()
     model.down = True
     async with asyncio.timeout(30), SQLiteStore(tmp_path / "m.db") as store, \
-            Runtime(store, model) as rt:
-        rt.operator.add_deliverer("chat", chat)
+            Runtime(store, model, deliverers={"chat": chat}) as rt:
         failed = await rt.send("t", "hello", origin=ROOM)
         assert failed.state is S.FAILED
         model.held = asyncio.Event()  # taken up before the stop (a loaded machine), it waits

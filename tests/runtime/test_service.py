@@ -44,19 +44,51 @@ def deploy(env: str) -> str:
 async def test_a_long_reply_is_posted_in_parts_in_order(make_runtime: Any) -> None:
     text = "\n\n".join(f"Section {i}. " + "word " * 80 for i in range(10))
     chat = MemoryChat(max_chars=1000)
-    async with make_runtime([{"text": text}]) as (rt, _):
-        rt.operator.add_deliverer("chat", chat)
+    async with make_runtime([{"text": text}], deliverers={"chat": chat}) as (rt, _):
         run = await rt.send("t", "write a lot", origin=ROOM)
     assert run.reply == text
     assert len(chat.posted) > 1 and all(len(m.text) <= 1000 for m in chat.posted)
     assert "\n\n".join(m.text for m in chat.posted) == text
 
 
+async def test_a_runtime_built_with_a_deliverer_posts_with_nothing_added_later(
+        tmp_path: Path) -> None:
+    """Built whole: the deliverer given to the constructor is where a run's reply goes,
+    with no registration after construction (nor any way to make one)."""
+    chat = MemoryChat()
+    async with SQLiteStore(tmp_path / "m.db") as store, \
+            Runtime(store, EchoProvider(), deliverers={"chat": chat}) as rt:
+        run = await rt.send("t", "hi", origin=ROOM)
+        await rt.idle()
+        (sent,) = await rt.records.deliveries(run_id=run.id)
+        added = [n for n in (*dir(rt), *dir(rt.operator), *dir(rt.files))
+                 if n.startswith("add_")]
+    assert run.state is S.COMPLETED and [p.text for p in chat.posted] == [run.reply]
+    assert sent.remote_id == chat.posted[0].id and added == []
+
+
+async def test_a_runtime_without_channels_answers_and_keeps_replies_in_the_outbox(
+        tmp_path: Path) -> None:
+    """Built with no deliverer (a command that opens no channels): runs are answered, and a
+    reply for a chat channel waits in the outbox for a runtime that has its deliverer."""
+    async with SQLiteStore(tmp_path / "m.db") as store:
+        async with Runtime(store, EchoProvider()) as rt:
+            asked = await rt.send("t", "hi", origin=ROOM)
+            direct = await rt.send("u", "hello")  # no origin: answered to the caller only
+            (waiting,) = await rt.records.deliveries(pending=True)
+        chat = MemoryChat()
+        async with Runtime(store, EchoProvider(), deliverers={"chat": chat}) as later:
+            left = await later.records.deliveries(pending=True)
+    assert asked.state is S.COMPLETED and asked.reply == "echo: hi"
+    assert direct.state is S.COMPLETED and direct.reply == "echo: hello"
+    assert waiting.run_id == asked.id and waiting.remote_id is None
+    assert [p.text for p in chat.posted] == ["echo: hi"] and left == []
+
+
 async def test_an_approval_prompt_goes_to_the_channel_once(make_runtime: Any) -> None:
     chat = MemoryChat()
     script = [call("deploy", env="prod"), {"text": "shipped"}]
-    async with make_runtime(script, [deploy]) as (rt, _):
-        rt.operator.add_deliverer("chat", chat)
+    async with make_runtime(script, [deploy], deliverers={"chat": chat}) as (rt, _):
         async with rt.subscribe() as events:
             paused = await rt.send("t", "ship it", origin=ROOM)
             asked = [e async for e in _until(events, ApprovalRequested)][-1]
@@ -102,7 +134,7 @@ async def test_the_runtime_surface_is_its_verbs_its_reads_and_the_operators_leve
                       "delete_thread", "records", "notes", "feedback", "files", "operator"}
     assert levers == {"agents", "settings", "instance_id", "recovered", "take_lease",
                       "release_lease", "holds", "health", "check_writable", "trace_link",
-                      "add_deliverer", "flush_deliveries"}
+                      "flush_deliveries"}
 
 
 async def test_a_tool_gets_only_the_services_it_declares(tmp_path: Path) -> None:

@@ -123,13 +123,13 @@ async def serving(tmp_path: Path, script: Sequence[dict[str, Any]], held: int,
                   ) -> AsyncIterator[tuple[Runtime, Midway, ConnectingChat]]:
     """A runtime that does not sweep its outbox by itself (``start(serve=False)``): the
     test sweeps it (``flush_deliveries``, as the serving loop does every few seconds) at
-    the moment the soak's sweep came. Its channel is registered, not connected yet."""
+    the moment the soak's sweep came. It is built with its channel's deliverer, not
+    connected yet."""
     async with SQLiteStore(tmp_path / "m.db") as store:
         model = Midway(ScriptedProvider(script), held)
-        rt = Runtime(store, model, ToolRegistry([deploy]), agent=AgentConfig(**agent),
-                     clock=clock)
         chat = ConnectingChat()
-        rt.operator.add_deliverer("chat", chat)
+        rt = Runtime(store, model, ToolRegistry([deploy]), agent=AgentConfig(**agent),
+                     clock=clock, deliverers={"chat": chat})
         await rt.start(serve=False)
         try:
             yield rt, model, chat

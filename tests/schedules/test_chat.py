@@ -36,8 +36,7 @@ async def agent(db: Path, script: list[dict[str, Any]], clock: Clock,
         defined = load_schedules(configured, default_timezone="UTC", channels=[])
         book = ScheduleBook(store, defined, max_per_thread=limit, clock=clock)
         rt = Runtime(store, ScriptedProvider(script), ToolRegistry(schedule_tools()),
-                     services={"schedules": book})
-        rt.operator.add_deliverer("chat", chat)
+                     services={"schedules": book}, deliverers={"chat": chat})
         async with rt, Scheduler(book, rt, timers=False) as scheduler:
             yield rt, scheduler, chat
 

@@ -12,12 +12,14 @@ import pytest
 
 from channels.base import Channel
 from channels.discord import DiscordConfig
-from channels.discord.channel import DiscordChannel
+from channels.discord.channel import DiscordChannel, DiscordOutbound
 from channels.slack import SlackConfig, SlackSecrets
-from channels.slack.channel import SlackChannel
+from channels.slack.channel import SlackChannel, SlackOutbound
 from runtime import (
+    Deliverer,
     EchoProvider,
     Origin,
+    Records,
     ReplyDelivery,
     Run,
     RunState,
@@ -42,19 +44,23 @@ C = "C0GENERAL01"
 SLOT = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
 
+ChannelMaker = Callable[[Records], tuple[str, Deliverer, Callable[[Runtime], Channel]]]
+"""A chat channel in two steps, as `maiden run` makes it: its name and deliverer (the
+runtime is built with it), then the channel over the runtime."""
+
+
 @asynccontextmanager
 async def scheduled(
-    db: Path, channel: Callable[[Runtime], Channel], channels: list[str],
-    *configs: ScheduleConfig,
+    db: Path, channel: ChannelMaker, channels: list[str], *configs: ScheduleConfig,
 ) -> AsyncIterator[tuple[Runtime, Scheduler, Clock]]:
     """A runtime with one chat channel and the schedules, the clock just before SLOT."""
     clock = Clock(SLOT - timedelta(minutes=1))
     async with SQLiteStore(db) as store, AsyncExitStack() as stack:
-        runtime = Runtime(store, EchoProvider(), settings=RuntimeConfig(poll_interval_s=0.1))
+        name, deliverer, make = channel(Records(store))
+        runtime = Runtime(store, EchoProvider(), settings=RuntimeConfig(poll_interval_s=0.1),
+                          deliverers={name: deliverer})
         await stack.enter_async_context(runtime)
-        made = await stack.enter_async_context(channel(runtime))
-        assert made.deliverer is not None
-        runtime.operator.add_deliverer(made.name, made.deliverer)
+        await stack.enter_async_context(make(runtime))
         book = ScheduleBook(store, load_schedules(configs, default_timezone="UTC",
                                                     channels=channels), clock=clock)
         scheduler = await stack.enter_async_context(Scheduler(book, runtime, timers=False))
@@ -73,12 +79,13 @@ async def fire_and_settle(runtime: Runtime, scheduler: Scheduler, clock: Clock,
     return {s.schedule.name: s for s in await statuses(scheduler.book)}
 
 
-def slack_channel(fake: FakeSlack) -> Callable[[Runtime], Channel]:
-    def make(runtime: Runtime) -> Channel:
-        return SlackChannel(runtime, SlackConfig(api_url=fake.api_url, allow_users=["U1"]),
-                            SlackSecrets(bot_token=fake.bot_token, app_token=fake.app_token,
-                                         signing_secret="s" * 32), pace_s=0)
-    return make
+def slack_channel(fake: FakeSlack) -> ChannelMaker:
+    def made(records: Records) -> tuple[str, Deliverer, Callable[[Runtime], Channel]]:
+        slack = SlackOutbound(SlackConfig(api_url=fake.api_url, allow_users=["U1"]),
+                              SlackSecrets(bot_token=fake.bot_token, app_token=fake.app_token,
+                                           signing_secret="s" * 32), records, pace_s=0)
+        return slack.name, slack.deliverer, lambda runtime: SlackChannel(runtime, slack)
+    return made
 
 
 async def test_to_a_slack_channel_and_into_a_slack_thread(tmp_path: Path) -> None:
@@ -125,9 +132,11 @@ async def test_a_refused_delivery_is_reported_not_ok(tmp_path: Path) -> None:
 
 async def test_to_a_discord_channel(tmp_path: Path) -> None:
     async with FakeDiscord() as fake:
-        def make(runtime: Runtime) -> Channel:
-            return DiscordChannel(runtime, DiscordConfig(api_url=fake.api_url),
-                                  fake.token, guild_ready_timeout=0.05)
+        def make(records: Records) -> tuple[str, Deliverer, Callable[[Runtime], Channel]]:
+            discord = DiscordOutbound(DiscordConfig(api_url=fake.api_url), fake.token,
+                                      guild_ready_timeout=0.05)
+            return discord.name, discord.deliverer, \
+                lambda runtime: DiscordChannel(runtime, discord)
 
         config = ScheduleConfig(name="daily", cron="0 9 * * *", prompt="good morning",
                                 deliver=f"discord:{GENERAL_ID}")

@@ -78,8 +78,7 @@ async def agent(db: Path, script: list[dict[str, Any]] | ByThread, clock: Clock,
         model = script if isinstance(script, ByThread) else ScriptedProvider(script)
         rt = Runtime(store, model,
                      ToolRegistry([*schedule_tools(), status]), services={"schedules": book},
-                     clock=lambda: clock.now.timestamp())
-        rt.operator.add_deliverer("slack", chat)
+                     clock=lambda: clock.now.timestamp(), deliverers={"slack": chat})
         async with rt, Scheduler(book, rt, timers=False) as scheduler:
             yield rt, scheduler, chat
 

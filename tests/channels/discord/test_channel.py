@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from channels.discord import DiscordConfig
-from channels.discord.channel import DiscordChannel
+from channels.discord.channel import DiscordChannel, DiscordOutbound
 from runtime import (
     AgentConfig,
     EchoProvider,
@@ -64,15 +64,14 @@ async def running(fake: FakeDiscord, db: Path, *, provider: Provider | None = No
                               "allow_users": [str(HUMAN_ID)]}
     fields.update(overrides)
     async with SQLiteStore(db) as store:
+        discord = DiscordOutbound(DiscordConfig(**fields), fake.token, guild_ready_timeout=0.05)
         runtime = Runtime(store, provider or EchoProvider(), ToolRegistry(tools), agent=agent,
-                          settings=settings or RuntimeConfig(poll_interval_s=0.1))
+                          settings=settings or RuntimeConfig(poll_interval_s=0.1),
+                          deliverers={"discord": discord.deliverer},
+                          fetchers={"discord": discord.fetcher})
         async with runtime:
-            channel = DiscordChannel(runtime, DiscordConfig(**fields), fake.token,
-                                     guild_ready_timeout=0.05)
+            channel = DiscordChannel(runtime, discord)
             async with channel:
-                assert channel.deliverer is not None and channel.fetcher is not None
-                runtime.operator.add_deliverer("discord", channel.deliverer)
-                runtime.files.add_fetcher("discord", channel.fetcher)
                 yield Discord(fake, runtime, channel)
             await runtime.idle()
 

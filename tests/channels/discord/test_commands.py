@@ -14,7 +14,7 @@ import pytest
 
 from channels.discord import DiscordConfig
 from channels.discord import commands as discord_commands
-from channels.discord.channel import DiscordChannel
+from channels.discord.channel import DiscordChannel, DiscordOutbound
 from runtime import EchoProvider, RunState, Runtime, SQLiteStore, ToolRegistry, tool
 from schedules import ScheduleConfig
 from tests.channels.discord.test_channel import running
@@ -128,23 +128,27 @@ async def test_registering_goes_on_while_discord_fails(tmp_path: Path) -> None:
 async def test_schedule_names_are_completed_and_a_schedule_runs_once(tmp_path: Path) -> None:
     job = ScheduleConfig(name="standup", cron="0 9 * * 1-5", prompt="Post the standup")
     clock = lambda: datetime(2026, 12, 4, 8, 0, tzinfo=UTC)  # noqa: E731
-    async with FakeDiscord() as fake, SQLiteStore(tmp_path / "m.db") as store, \
-            Runtime(store, EchoProvider(), ToolRegistry()) as rt, \
-            scheduled(rt, tmp_path / "m.db", [job], clock) as scheduler, \
-            DiscordChannel(rt, DiscordConfig(api_url=fake.api_url, allow_users=[str(HUMAN_ID)]),
-                           fake.token, guild_ready_timeout=0.05, schedules=scheduler):
-        await registered(fake)
-        await fake.command("maiden", [{"name": "schedule-run", "type": 1, "options": [
-            {"name": "name", "type": 3, "value": "stand", "focused": True}]}], autocomplete=True)
-        await fake.until(lambda: bool(fake.interaction_responses()), what="choices")
-        choices = fake.interaction_responses()[-1]
-        assert choices.type == 8 and choices.data == {
-            "choices": [{"name": "standup", "value": "standup"}]}
-        ran, interaction = await ask(fake, sub("schedule-run", name="standup"))
-        assert ran.startswith("Schedule `standup` started: run `")
-        await fake.command("maiden", data=interaction)  # seen again: the same run
-        await rt.idle()
-        assert len(await rt.records.runs()) == 1
+    async with FakeDiscord() as fake, SQLiteStore(tmp_path / "m.db") as store:
+        discord = DiscordOutbound(DiscordConfig(api_url=fake.api_url,
+                                                allow_users=[str(HUMAN_ID)]),
+                                  fake.token, guild_ready_timeout=0.05)
+        async with Runtime(store, EchoProvider(), ToolRegistry(),
+                           deliverers={"discord": discord.deliverer}) as rt, \
+                scheduled(rt, tmp_path / "m.db", [job], clock) as scheduler, \
+                DiscordChannel(rt, discord, schedules=scheduler):
+            await registered(fake)
+            await fake.command("maiden", [{"name": "schedule-run", "type": 1, "options": [
+                {"name": "name", "type": 3, "value": "stand", "focused": True}]}],
+                autocomplete=True)
+            await fake.until(lambda: bool(fake.interaction_responses()), what="choices")
+            choices = fake.interaction_responses()[-1]
+            assert choices.type == 8 and choices.data == {
+                "choices": [{"name": "standup", "value": "standup"}]}
+            ran, interaction = await ask(fake, sub("schedule-run", name="standup"))
+            assert ran.startswith("Schedule `standup` started: run `")
+            await fake.command("maiden", data=interaction)  # seen again: the same run
+            await rt.idle()
+            assert len(await rt.records.runs()) == 1
 
 
 async def test_global_registration_or_none(tmp_path: Path) -> None:

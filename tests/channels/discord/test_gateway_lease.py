@@ -12,7 +12,7 @@ import contextlib
 from pathlib import Path
 
 from channels.discord import DiscordConfig
-from channels.discord.channel import DiscordChannel
+from channels.discord.channel import DiscordChannel, DiscordOutbound
 from runtime import (
     EchoProvider,
     Runtime,
@@ -156,8 +156,9 @@ async def test_a_store_out_of_reach_as_discord_comes_back_does_not_stop_the_chan
             Runtime(store, EchoProvider(), ToolRegistry(()), settings=SETTINGS) as runtime:
         await fake.misbehave("down", 2.0)
         config = DiscordConfig(api_url=fake.api_url, allow_users=[str(HUMAN_ID)])
-        async with DiscordChannel(runtime, config, fake.token, guild_ready_timeout=0.05) \
-                as channel:
+        # (a runtime built without its deliverer: nothing is posted here)
+        outbound = DiscordOutbound(config, fake.token, guild_ready_timeout=0.05)
+        async with DiscordChannel(runtime, outbound) as channel:
             assert channel.status().startswith("connecting: ")
             stopped = asyncio.create_task(channel.closed())
             proxy.cut()

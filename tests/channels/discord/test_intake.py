@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from channels.discord import DiscordConfig
-from channels.discord.channel import DiscordChannel
+from channels.discord.channel import DiscordChannel, DiscordOutbound
 from channels.intake import NOT_TAKEN, Intake
 from chaos.proxy import Proxy
 from runtime import EchoProvider, Runtime, RuntimeConfig
@@ -26,15 +26,14 @@ async def on_a_store_that_can_be_cut() -> AsyncIterator[
         tuple[FakeDiscord, Proxy, Runtime, DiscordChannel]]:
     async with fresh_schema() as schema, cuttable() as (proxy, dsn), FakeDiscord() as fake, \
             PostgresStore(dsn, schema=schema, pool_size=2) as store:
-        runtime = Runtime(store, EchoProvider(), settings=RuntimeConfig(poll_interval_s=0.1))
+        discord = DiscordOutbound(
+            DiscordConfig(api_url=fake.api_url, file_hosts=[fake.cdn_url],
+                          allow_users=[str(HUMAN_ID)]), fake.token, guild_ready_timeout=0.05)
+        runtime = Runtime(store, EchoProvider(), settings=RuntimeConfig(poll_interval_s=0.1),
+                          deliverers={"discord": discord.deliverer})
         async with runtime:
-            channel = DiscordChannel(
-                runtime, DiscordConfig(api_url=fake.api_url, file_hosts=[fake.cdn_url],
-                                       allow_users=[str(HUMAN_ID)]),
-                fake.token, guild_ready_timeout=0.05)
+            channel = DiscordChannel(runtime, discord)
             async with channel:
-                assert channel.deliverer is not None
-                runtime.operator.add_deliverer("discord", channel.deliverer)
                 yield fake, proxy, runtime, channel
             await runtime.idle()
 

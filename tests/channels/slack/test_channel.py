@@ -16,12 +16,13 @@ import pytest
 
 from channels.http import HttpChannel, HttpConfig
 from channels.slack import SlackConfig, SlackSecrets
-from channels.slack.channel import SlackChannel
+from channels.slack.channel import SlackChannel, SlackOutbound
 from channels.slack.deliverer import EVENT_TYPE
 from runtime import (
     AgentConfig,
     EchoProvider,
     Provider,
+    Records,
     RunState,
     Runtime,
     RuntimeConfig,
@@ -82,15 +83,16 @@ async def running(
 ) -> AsyncIterator[Slack]:
     """A runtime on ``db`` with the Slack channel started against ``fake`` (Socket Mode)."""
     async with SQLiteStore(db) as store:
+        slack = SlackOutbound(config(fake, **overrides), secrets(fake), Records(store),
+                              pace_s=0)
         runtime = Runtime(store, provider or EchoProvider(), ToolRegistry(tools),
                           agent=agent or AgentConfig(),
-                          settings=RuntimeConfig(poll_interval_s=0.1))
+                          settings=RuntimeConfig(poll_interval_s=0.1),
+                          deliverers={"slack": slack.deliverer},
+                          fetchers={"slack": slack.fetcher})
         async with runtime:
-            channel = SlackChannel(runtime, config(fake, **overrides), secrets(fake), pace_s=0)
+            channel = SlackChannel(runtime, slack)
             async with channel:
-                assert channel.deliverer is not None and channel.fetcher is not None
-                runtime.operator.add_deliverer("slack", channel.deliverer)
-                runtime.files.add_fetcher("slack", channel.fetcher)
                 await fake.wait_connected()
                 yield Slack(fake, runtime, channel)
             await runtime.idle()
@@ -368,13 +370,13 @@ async def test_a_too_long_message_is_acked_and_told_the_limit_once(
 
 
 async def test_http_mode_checks_signatures(fake: FakeSlack, tmp_path: Path) -> None:
-    async with SQLiteStore(tmp_path / "maiden.db") as store, \
-            Runtime(store, EchoProvider(), ToolRegistry([deploy]),
-                    settings=RuntimeConfig(poll_interval_s=0.1)) as rt:
-        channel = SlackChannel(rt, config(fake, mode="http"), secrets(fake), pace_s=0)
-        async with channel:
-            assert channel.deliverer is not None
-            rt.operator.add_deliverer("slack", channel.deliverer)
+    async with SQLiteStore(tmp_path / "maiden.db") as store:
+        slack = SlackOutbound(config(fake, mode="http"), secrets(fake), Records(store),
+                              pace_s=0)
+        rt = Runtime(store, EchoProvider(), ToolRegistry([deploy]),
+                     settings=RuntimeConfig(poll_interval_s=0.1),
+                     deliverers={"slack": slack.deliverer})
+        async with rt, SlackChannel(rt, slack) as channel:
             http = HttpChannel(rt, HttpConfig(port=0), None,
                                routes=[("/slack/events", channel.http_endpoint)])
             async with http, httpx.AsyncClient(base_url=http.url) as client:
@@ -439,14 +441,13 @@ async def over_http(fake: FakeSlack, db: Path, agent: AgentConfig | None = None,
                     **overrides: Any) -> AsyncIterator[tuple[Runtime, httpx.AsyncClient]]:
     """The Slack channel in ``mode = "http"`` behind the HTTP API, and a client for it
     (``overrides``: of the channel's config)."""
-    async with SQLiteStore(db) as store, \
-            Runtime(store, EchoProvider(), ToolRegistry([deploy]), agent=agent,
-                    settings=RuntimeConfig(poll_interval_s=0.1)) as rt:
-        channel = SlackChannel(rt, config(fake, mode="http", **overrides), secrets(fake),
-                               pace_s=0)
-        async with channel:
-            assert channel.deliverer is not None
-            rt.operator.add_deliverer("slack", channel.deliverer)
+    async with SQLiteStore(db) as store:
+        slack = SlackOutbound(config(fake, mode="http", **overrides), secrets(fake),
+                              Records(store), pace_s=0)
+        rt = Runtime(store, EchoProvider(), ToolRegistry([deploy]), agent=agent,
+                     settings=RuntimeConfig(poll_interval_s=0.1),
+                     deliverers={"slack": slack.deliverer})
+        async with rt, SlackChannel(rt, slack) as channel:
             http = HttpChannel(rt, HttpConfig(port=0), None,
                                routes=[("/slack/events", channel.http_endpoint)])
             async with http, httpx.AsyncClient(base_url=http.url) as client:

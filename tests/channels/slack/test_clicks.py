@@ -12,8 +12,16 @@ import httpx
 
 from channels.clicks import FOREIGN
 from channels.http import HttpChannel, HttpConfig
-from channels.slack.channel import SlackChannel
-from runtime import EchoProvider, Runtime, RuntimeConfig, SQLiteStore, ToolRegistry, tool
+from channels.slack.channel import SlackChannel, SlackOutbound
+from runtime import (
+    EchoProvider,
+    Records,
+    Runtime,
+    RuntimeConfig,
+    SQLiteStore,
+    ToolRegistry,
+    tool,
+)
 from tests.channels.slack.test_channel import SECRET, C, Slack, config, running, secrets
 from tests.fakes.slack import (
     BOT_USER,
@@ -148,14 +156,13 @@ async def test_over_the_events_api_a_signed_click_with_another_runs_value_is_ref
         tmp_path: Path) -> None:
     """The same as the first case, each request signed with the app's signing secret."""
     ran.clear()
-    async with FakeSlack() as fake, SQLiteStore(tmp_path / "m.db") as store, \
-            Runtime(store, EchoProvider(), ToolRegistry([shell]),
-                    settings=RuntimeConfig(poll_interval_s=0.1)) as rt:
-        channel = SlackChannel(rt, config(fake, mode="http", allow_users=[], rules=RULES),
-                               secrets(fake), pace_s=0)
-        async with channel:
-            assert channel.deliverer is not None
-            rt.operator.add_deliverer("slack", channel.deliverer)
+    async with FakeSlack() as fake, SQLiteStore(tmp_path / "m.db") as store:
+        slack = SlackOutbound(config(fake, mode="http", allow_users=[], rules=RULES),
+                              secrets(fake), Records(store), pace_s=0)
+        rt = Runtime(store, EchoProvider(), ToolRegistry([shell]),
+                     settings=RuntimeConfig(poll_interval_s=0.1),
+                     deliverers={"slack": slack.deliverer})
+        async with rt, SlackChannel(rt, slack) as channel:
             http = HttpChannel(rt, HttpConfig(port=0), None,
                                routes=[("/slack/events", channel.http_endpoint)])
             async with http, httpx.AsyncClient(base_url=http.url) as client:

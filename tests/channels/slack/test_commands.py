@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from channels.slack.channel import SlackChannel
-from runtime import EchoProvider, RunState, Runtime, SQLiteStore, tool
+from channels.slack.channel import SlackChannel, SlackOutbound
+from runtime import EchoProvider, Records, RunState, Runtime, SQLiteStore, tool
 from schedules import ScheduleConfig
 from tests.channels.slack.test_channel import SECRET, C, config, over_http, running, secrets
 from tests.fakes.slack import BOT_USER, FakeSlack, signed_command, slash_command
@@ -103,32 +103,35 @@ async def test_stop_is_posted_once_however_often_slack_delivers_it(tmp_path: Pat
 async def test_schedules_listed_run_once_and_paused_with_operate(tmp_path: Path) -> None:
     job = ScheduleConfig(name="standup", cron="0 9 * * 1-5", prompt="Post the standup")
     clock = lambda: datetime(2026, 12, 4, 8, 0, tzinfo=UTC)  # noqa: E731
-    async with FakeSlack() as fake, SQLiteStore(tmp_path / "m.db") as store, \
-            Runtime(store, EchoProvider()) as rt, \
-            scheduled(rt, tmp_path / "m.db", [job], clock) as scheduler, \
-            SlackChannel(rt, config(fake, allow_users=[], rules=RULES, stream="off"),
-                         secrets(fake), pace_s=0, schedules=scheduler) as channel:
-        assert channel.deliverer is not None
-        rt.operator.add_deliverer("slack", channel.deliverer)
-        await fake.wait_connected()
-        listed = await command(fake, "UOPS", "schedules")
-        assert listed.startswith("• `standup`: next 2026-12-04T09:00:00+00:00; last: never")
-        ran = await command(fake, "UOPS", "schedules run standup", trigger="t-run")
-        again = await command(fake, "UOPS", "schedules run standup", trigger="t-run")
-        assert ran == again and ran.startswith("Schedule `standup` started: run `")
-        assert len(await rt.records.runs()) == 1  # one run for one command
-        paused = await command(fake, "UOPS", "schedules pause standup", trigger="t-pause")
-        assert paused == "Schedule `standup` paused."
-        redelivered = await command(fake, "UOPS", "schedules pause standup",
-                                    trigger="t-pause")
-        assert redelivered == "Schedule `standup` is already paused."
-        assert await command(fake, "UOPS", "schedules resume standup") == \
-            "Schedule `standup` resumed."
-        assert (await command(fake, "UOPS", "schedules pause nope")).startswith("Not done")
-        await rt.idle()
-        assert [t for t in posted(fake) if "schedule" in t] == [
-            "⏸ <@UOPS> paused the schedule `standup`.",
-            "▶ <@UOPS> resumed the schedule `standup`."]
+    async with FakeSlack() as fake, SQLiteStore(tmp_path / "m.db") as store:
+        slack = SlackOutbound(config(fake, allow_users=[], rules=RULES, stream="off"),
+                              secrets(fake), Records(store), pace_s=0)
+        async with Runtime(store, EchoProvider(),
+                           deliverers={"slack": slack.deliverer}) as rt, \
+                scheduled(rt, tmp_path / "m.db", [job], clock) as scheduler, \
+                SlackChannel(rt, slack, schedules=scheduler):
+            await fake.wait_connected()
+            listed = await command(fake, "UOPS", "schedules")
+            assert listed.startswith(
+                "• `standup`: next 2026-12-04T09:00:00+00:00; last: never")
+            ran = await command(fake, "UOPS", "schedules run standup", trigger="t-run")
+            again = await command(fake, "UOPS", "schedules run standup", trigger="t-run")
+            assert ran == again and ran.startswith("Schedule `standup` started: run `")
+            assert len(await rt.records.runs()) == 1  # one run for one command
+            paused = await command(fake, "UOPS", "schedules pause standup",
+                                   trigger="t-pause")
+            assert paused == "Schedule `standup` paused."
+            redelivered = await command(fake, "UOPS", "schedules pause standup",
+                                        trigger="t-pause")
+            assert redelivered == "Schedule `standup` is already paused."
+            assert await command(fake, "UOPS", "schedules resume standup") == \
+                "Schedule `standup` resumed."
+            assert (await command(fake, "UOPS", "schedules pause nope")
+                    ).startswith("Not done")
+            await rt.idle()
+            assert [t for t in posted(fake) if "schedule" in t] == [
+                "⏸ <@UOPS> paused the schedule `standup`.",
+                "▶ <@UOPS> resumed the schedule `standup`."]
 
 
 async def test_the_command_over_http_is_signed_and_answered(tmp_path: Path) -> None:

@@ -24,10 +24,11 @@ import pytest
 
 from channels.http import HttpChannel, HttpConfig
 from channels.slack import SlackConfig, SlackSecrets
-from channels.slack.channel import SlackChannel
+from channels.slack.channel import SlackChannel, SlackOutbound
 from runtime import (
     AssistantTurn,
     EchoProvider,
+    Records,
     ReplyDelivery,
     Run,
     Runtime,
@@ -109,21 +110,20 @@ async def replica(
                          mode=mode, stream=stream)
     secrets = SlackSecrets(bot_token=fake.bot_token, app_token=fake.app_token,
                            signing_secret=SECRET)
-    async with SQLiteStore(db) as store, \
-            Runtime(store, EchoProvider(), ToolRegistry(tools), settings=SETTINGS,
-                    clock=clock) as runtime:
-        channel = SlackChannel(runtime, config, secrets, pace_s=0)
-        async with channel:
-            assert channel.deliverer is not None
-            runtime.operator.add_deliverer("slack", channel.deliverer)
-            if mode == "socket":
-                yield Replica(runtime, channel)
-            else:
-                http = HttpChannel(runtime, HttpConfig(port=0), None,
-                                   routes=[("/slack/events", channel.http_endpoint)])
-                async with http, httpx.AsyncClient(base_url=http.url) as client:
-                    yield Replica(runtime, channel, http=client)
-        await runtime.idle()
+    async with SQLiteStore(db) as store:
+        slack = SlackOutbound(config, secrets, Records(store), pace_s=0)
+        runtime = Runtime(store, EchoProvider(), ToolRegistry(tools), settings=SETTINGS,
+                          clock=clock, deliverers={"slack": slack.deliverer})
+        async with runtime:
+            async with SlackChannel(runtime, slack) as channel:
+                if mode == "socket":
+                    yield Replica(runtime, channel)
+                else:
+                    http = HttpChannel(runtime, HttpConfig(port=0), None,
+                                       routes=[("/slack/events", channel.http_endpoint)])
+                    async with http, httpx.AsyncClient(base_url=http.url) as client:
+                        yield Replica(runtime, channel, http=client)
+            await runtime.idle()
 
 
 @asynccontextmanager

@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from channels.slack.channel import SlackChannel
+from channels.slack.channel import SlackChannel, SlackOutbound
 from runtime import (
     AgentConfig,
+    Records,
     Runtime,
     RuntimeConfig,
     ScriptedProvider,
@@ -225,13 +226,12 @@ async def test_a_stream_whose_ids_the_store_refused_is_finished_not_posted_again
     only the ids this process kept find it."""
     hold()
     async with FakeSlack() as fake, CutStore(tmp_path / "m.db", cut) as store:
+        slack = SlackOutbound(config(fake), secrets(fake), Records(store), pace_s=0)
         runtime = Runtime(store, scripted(), ToolRegistry([lookup]), agent=AgentConfig(),
                           settings=RuntimeConfig(poll_interval_s=0.1),
-                          clock=lambda: time.time() + 5.3)
-        async with runtime, SlackChannel(runtime, config(fake), secrets(fake),
-                                         pace_s=0) as channel:
-            assert channel.deliverer is not None
-            runtime.operator.add_deliverer("slack", channel.deliverer)
+                          clock=lambda: time.time() + 5.3,
+                          deliverers={"slack": slack.deliverer})
+        async with runtime, SlackChannel(runtime, slack):
             await fake.wait_connected()
             sent = fake.user_event(C, "U1", f"<@{BOT_USER}> how did the deploy go?",
                                    mention=True)

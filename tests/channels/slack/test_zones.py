@@ -178,9 +178,10 @@ async def test_maiden_run_lends_the_slack_zones_to_the_schedules(
         toml + f'\n[http]\nenabled = false\n\n[channels.slack]\napi_url = "{fake.api_url}"\n'
         "open = true\n")
     loaded = load_config(tmp_path / "agent.toml")
-    async with open_app(loaded, recover=True, serve=True) as app, AsyncExitStack() as stack:
+    async with open_app(loaded, recover=True, serve=True, channels=make_channels(loaded)
+                        ) as app, AsyncExitStack() as stack:
         scheduler = Scheduler(app.book, app.runtime, timers=False)
-        channels = [make(app.runtime, scheduler) for make in make_channels(loaded)]
+        channels = [prepared.make(app.runtime, scheduler) for prepared in app.channels]
         await open_channels(stack, app.runtime, channels)
         assert await app.book.zone_of(Origin(channel="slack", user=PERSON)) == SAO
         assert await app.book.zone_of(Origin(channel="slack", user="U0NOBODY1")) \

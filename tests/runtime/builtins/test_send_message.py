@@ -41,13 +41,12 @@ async def test_send_message_posts_once_to_slack(tmp_path: Path) -> None:
         script = [call("send_message", target="slack:C0TEAM00001", text="The weekly summary."),
                   call("send_message", target="irc:#team", text="x"),
                   {"text": "posted it"}]
+        chat = MemoryChat()
+        slack = SlackDeliverer(AsyncWebClient(token=fake.bot_token, base_url=fake.api_url),
+                               pace_s=0)
         async with SQLiteStore(tmp_path / "m.db") as store, Runtime(
-                store, ScriptedProvider(script), tools(tmp_path, builtins=["send_message"])) \
-                as rt:
-            rt.operator.add_deliverer("slack", SlackDeliverer(
-                AsyncWebClient(token=fake.bot_token, base_url=fake.api_url), pace_s=0))
-            chat = MemoryChat()
-            rt.operator.add_deliverer("chat", chat)
+                store, ScriptedProvider(script), tools(tmp_path, builtins=["send_message"]),
+                deliverers={"slack": slack, "chat": chat}) as rt:
             run = await rt.send("t1", "post the summary to #team", origin=ROOM)
             sent, refused = await results(rt, "t1")
             await rt.idle()
@@ -60,20 +59,20 @@ async def test_send_message_posts_once_to_slack(tmp_path: Path) -> None:
 
 async def test_send_message_without_the_channel_waits_in_the_outbox(tmp_path: Path) -> None:
     script = [call("send_message", target="discord:123456", text="hello"), {"text": "ok"}]
-    async with SQLiteStore(tmp_path / "m.db") as store, Runtime(
-            store, ScriptedProvider(script), tools(tmp_path, builtins=["send_message"])) as rt:
-        await rt.send("t1", "post hello")
-        (queued,) = await results(rt, "t1")
-        assert queued.content["queued"] == "discord:123456"
-        (waiting,) = await rt.records.deliveries(pending=True)
-        assert (waiting.channel, waiting.target, waiting.text) == \
-            ("discord", {"channel": "123456"}, "hello")
-        # A serving process with Discord connected sends it (here: a stand-in deliverer).
+    async with SQLiteStore(tmp_path / "m.db") as store:
+        async with Runtime(store, ScriptedProvider(script),
+                           tools(tmp_path, builtins=["send_message"])) as rt:
+            await rt.send("t1", "post hello")
+            (queued,) = await results(rt, "t1")
+            assert queued.content["queued"] == "discord:123456"
+            (waiting,) = await rt.records.deliveries(pending=True)
+            assert (waiting.channel, waiting.target, waiting.text) == \
+                ("discord", {"channel": "123456"}, "hello")
+        # A process with Discord connected sends it as it starts (a stand-in deliverer).
         chat = MemoryChat()
-        rt.operator.add_deliverer("discord", chat)
-        await rt.operator.flush_deliveries()
-        assert [m.text for m in chat.posted] == ["hello"]
-        assert await rt.records.deliveries(pending=True) == []
+        async with Runtime(store, ScriptedProvider([]), deliverers={"discord": chat}) as other:
+            assert [m.text for m in chat.posted] == ["hello"]
+            assert await other.records.deliveries(pending=True) == []
 
 
 async def test_send_message_refuses_a_channel_the_agent_is_not_configured_for(

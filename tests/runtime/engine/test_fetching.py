@@ -94,11 +94,12 @@ def test_how_long_an_unreachable_platform_is_waited_for(
     assert patience.delay(attempt, waited, asked) == delay
 
 
-async def test_recovery_leaves_a_run_for_its_channel_which_fetches_once_open(
+async def test_a_runtime_without_the_channel_leaves_a_run_to_one_that_fetches(
         tmp_path: Path) -> None:
-    """A run queued with a file, its process gone: the next start's recovery neither
-    waits for the channel (it opens after recovery) nor refuses the file; the channel's
-    fetcher, once registered, takes the run up: the file fetched once, the answer once."""
+    """A run queued with a file, its process gone: the recovery of a runtime built without
+    that channel's fetcher (a command that opens no channels) neither waits for it nor
+    refuses the file; one built with it (`maiden run`'s) takes the run up as it starts:
+    the file fetched once, the answer once."""
     async with SQLiteStore(tmp_path / "m.db") as store:
         async with Runtime(store, EchoProvider(), channels=["chat"]) as before, \
                 before.subscribe() as events:
@@ -114,10 +115,13 @@ async def test_recovery_leaves_a_run_for_its_channel_which_fetches_once_open(
             left = await rt.records.get_run(queued.id)
             assert left.state is RunState.QUEUED and left.started_at is None
             assert await rt.records.entries("t") == []
-            shelf = Shelf()
-            rt.files.add_fetcher("chat", shelf)  # the channel opens
+        finally:
+            await rt.close()
+        shelf = Shelf()
+        rt = Runtime(store, EchoProvider(), channels=["chat"], fetchers={"chat": shelf})
+        try:
             async with asyncio.timeout(10):
-                done = await rt.wait(queued.id)
+                (done,) = await rt.start()
             assert done.state is RunState.COMPLETED
             assert done.reply is not None and "[received shot.png (image/png, 64x48" \
                 in done.reply
@@ -149,15 +153,15 @@ async def test_a_platform_out_of_reach_is_tried_again_then_given_up(tmp_path: Pa
 
     patience = Patience(give_up_s=10.0, sleep=sleep, random=lambda: 0.0)
     async with SQLiteStore(tmp_path / "m.db") as store:
-        files = Files(store, clock=lambda: 1.0, patience=patience)
         back = Shelf(down=2)
-        files.add_fetcher("chat", back)
+        files = Files(store, clock=lambda: 1.0, patience=patience, fetchers={"chat": back})
         taken = await files.take(QUEUED, None)
         assert [f.name for f in taken.refs] == ["shot.png"] and not taken.refused
         assert slept == [0.5, 1.0] and back.fetched == ["u/shot.png"]
 
         slept.clear()
-        files.add_fetcher("chat", Shelf(down=100))
+        files = Files(store, clock=lambda: 1.0, patience=patience,
+                      fetchers={"chat": Shelf(down=100)})
         taken = await files.take(QUEUED, None)
         (refused,) = taken.refused
         assert isinstance(refused, FileRefused) and not taken.refs
@@ -169,10 +173,9 @@ async def test_a_platform_out_of_reach_is_tried_again_then_given_up(tmp_path: Pa
 async def test_a_download_under_way_at_shutdown_is_cut_off_and_the_run_left_queued(
         tmp_path: Path) -> None:
     async with SQLiteStore(tmp_path / "m.db") as store:
-        rt = Runtime(store, EchoProvider(), channels=["chat"])
-        await rt.start()
         shelf = Shelf(hold=True)  # never lets go
-        rt.files.add_fetcher("chat", shelf)
+        rt = Runtime(store, EchoProvider(), channels=["chat"], fetchers={"chat": shelf})
+        await rt.start()
         run = await rt.submit("t", "look", origin=CHAT, fetch=[source()])
         await asyncio.wait_for(shelf.asked.wait(), 10)
         async with asyncio.timeout(10):

@@ -20,6 +20,7 @@ from runtime import (
     ModelResponse,
     Notice,
     Origin,
+    Records,
     ReplyDelivery,
     RunState,
     Runtime,
@@ -129,8 +130,7 @@ async def test_files_announced_by_a_platform_are_fetched_as_the_first_step(
         tmp_path: Path) -> None:
     shelf = Shelf({"u/1": png(color=(1, 2, 3)), "u/2": b"a,b\n1,2\n", "u/3": png(color=(1, 2, 3))})
     async with SQLiteStore(tmp_path / "m.db") as store, \
-            Runtime(store, EchoProvider()) as rt:
-        rt.files.add_fetcher("chat", shelf)
+            Runtime(store, EchoProvider(), fetchers={"chat": shelf}) as rt:
         run = await rt.submit("t", "", origin=SLACK, fetch=[
             source("u/1", "a.png", "image/png"), source("u/2", "b.csv", "text/csv"),
             source("u/3", "same.png", "image/png")])
@@ -174,9 +174,9 @@ async def test_a_slow_download_does_not_hold_the_other_threads_up(tmp_path: Path
 
     shelf = SlowShelf({"u/1": b"a,b\n1,2\n"})
     async with SQLiteStore(tmp_path / "m.db") as store, \
-            Runtime(store, EchoProvider(), ToolRegistry([hold])) as rt:
+            Runtime(store, EchoProvider(), ToolRegistry([hold]),
+                    fetchers={"chat": shelf}) as rt:
         assert rt.operator.settings.concurrency == "global"
-        rt.files.add_fetcher("chat", shelf)
         first = await rt.submit("a", "/tool hold")
         await asyncio.wait_for(holding.wait(), 10)
         second = await rt.submit("b", "read it", origin=SLACK,
@@ -200,8 +200,7 @@ async def test_files_over_a_limit_are_refused_with_one_reply_and_the_rest_runs(
     limits = FilesConfig(max_bytes=4_000, max_per_message=4,
                          allowed_types=["text/*", "image/*"])
     async with SQLiteStore(tmp_path / "m.db") as store, \
-            Runtime(store, EchoProvider(), files=limits) as rt:
-        rt.files.add_fetcher("chat", shelf)
+            Runtime(store, EchoProvider(), files=limits, fetchers={"chat": shelf}) as rt:
         run = await rt.submit("t", "read these", origin=SLACK, fetch=[
             source("u/big", "big.txt", "text/plain", size=9_000),   # too big, said so
             source("u/ok", "ok.txt", "text/plain"),
@@ -292,8 +291,7 @@ async def test_a_file_a_tool_hands_back_goes_out_with_the_answer(tmp_path: Path)
                                {"text": "Here is the table."}])
     chat = Chat()
     async with SQLiteStore(tmp_path / "m.db") as store, \
-            Runtime(store, script, ToolRegistry([export])) as rt:
-        rt.operator.add_deliverer("chat", chat)
+            Runtime(store, script, ToolRegistry([export]), deliverers={"chat": chat}) as rt:
         run = await rt.submit("t", "export it", origin=SLACK)
         run = await rt.wait(run.id)
         await rt.idle()
@@ -316,8 +314,7 @@ async def test_a_channel_that_cannot_upload_is_told_the_files_name(tmp_path: Pat
                                {"text": "Done."}])
     plain = Plain()
     async with SQLiteStore(tmp_path / "m.db") as store, \
-            Runtime(store, script, ToolRegistry([export])) as rt:
-        rt.operator.add_deliverer("chat", plain)
+            Runtime(store, script, ToolRegistry([export]), deliverers={"chat": plain}) as rt:
         run = await rt.wait((await rt.submit("t", "go", origin=SLACK)).id)
         await rt.idle()
         assert [text for _, text in plain.sent] == [
@@ -355,15 +352,16 @@ async def test_an_upload_id_is_recorded_before_completing_and_handed_back(
         tmp_path: Path) -> None:
     script = ScriptedProvider([{"tool_calls": [{"name": "export", "arguments": {"rows": 1}}]},
                                {"text": "Done."}])
-    async with SQLiteStore(tmp_path / "m.db") as store, \
-            Runtime(store, script, ToolRegistry([export])) as rt:
-        steps = Steps(rt.records)
-        rt.operator.add_deliverer("chat", steps)
-        run = await rt.wait((await rt.submit("t", "go", origin=SLACK)).id)
-        await rt.idle()
-        assert steps.seen == [(None, "u1")]  # on record before the upload was completed
-        await rt.operator.flush_deliveries()
-        assert steps.reconciled == ["u1"]  # looked for by that id, then completed by it
-        assert steps.seen == [(None, "u1"), ("u1", "u1")]
-        (sent,) = [d for d in await rt.records.deliveries(run_id=run.id) if d.kind == "file"]
-        assert sent.remote_id == "u1"
+    async with SQLiteStore(tmp_path / "m.db") as store:
+        steps = Steps(Records(store))  # what the runtime reads of the store
+        async with Runtime(store, script, ToolRegistry([export]),
+                           deliverers={"chat": steps}) as rt:
+            run = await rt.wait((await rt.submit("t", "go", origin=SLACK)).id)
+            await rt.idle()
+            assert steps.seen == [(None, "u1")]  # on record before the upload was completed
+            await rt.operator.flush_deliveries()
+            assert steps.reconciled == ["u1"]  # looked for by that id, then completed by it
+            assert steps.seen == [(None, "u1"), ("u1", "u1")]
+            (sent,) = [d for d in await rt.records.deliveries(run_id=run.id)
+                       if d.kind == "file"]
+            assert sent.remote_id == "u1"

@@ -70,9 +70,8 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[Runtime, MemoryChat, Mod
     STATUS.now, STATUS.asked = "green", 0
     model = Model()
     async with SQLiteStore(tmp_path / "m.db") as store:
-        rt = Runtime(store, model, ToolRegistry([status]))
         chat = MemoryChat()
-        rt.operator.add_deliverer("chat", chat)
+        rt = Runtime(store, model, ToolRegistry([status]), deliverers={"chat": chat})
         async with rt:
             yield rt, chat, model
 

@@ -244,8 +244,7 @@ async def test_a_reply_sent_is_a_span_in_the_runs_trace(
     chat = Chat(fail_first=True)
     async with SQLiteStore(tmp_path / "m.db") as store, \
             Runtime(store, ScriptedProvider([{"text": "hi"}]), ToolRegistry([]),
-                    tracing=tracing) as rt:
-        rt.operator.add_deliverer("chat", chat)
+                    tracing=tracing, deliverers={"chat": chat}) as rt:
         run = await rt.send("t", "hello", origin=Origin(channel="chat", target={"room": "r"}))
         await rt.idle()  # its worker has tried to send the reply
         await rt.operator.flush_deliveries()  # the failed send, tried again

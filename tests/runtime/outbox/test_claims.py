@@ -39,10 +39,8 @@ async def two_replicas(db: Path, chat: MemoryChat, settings: RuntimeConfig
                        ) -> AsyncIterator[tuple[Runtime, Runtime]]:
     """Two serving runtimes on the store at ``db``, each posting to ``chat``."""
     async with SQLiteStore(db) as store_a, SQLiteStore(db) as store_b:
-        a = Runtime(store_a, EchoProvider(), settings=settings)
-        b = Runtime(store_b, EchoProvider(), settings=settings)
-        a.operator.add_deliverer("chat", chat)
-        b.operator.add_deliverer("chat", chat)
+        a = Runtime(store_a, EchoProvider(), settings=settings, deliverers={"chat": chat})
+        b = Runtime(store_b, EchoProvider(), settings=settings, deliverers={"chat": chat})
         await a.start(recover=False, serve=True)
         await b.start(recover=False, serve=True)
         try:

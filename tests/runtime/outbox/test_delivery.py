@@ -43,8 +43,7 @@ async def test_a_runs_answer_waits_for_its_notice_that_a_retry_is_posting(
                           for key, at in (("notice", 1.0), ("answer", 2.0)))
         await store.commit(Checkpoint("t", None, deliveries=[notice, answer]))
         chat = SlowChat()
-        outbox = Outbox(store, born=0.0)
-        outbox.add("chat", chat)
+        outbox = Outbox(store, born=0.0, deliverers={"chat": chat})
 
         async def elsewhere(run_id: str) -> bool:
             return False
@@ -81,8 +80,7 @@ async def test_what_a_run_left_unsent_as_it_started_goes_out_once_before_its_ans
                           for key, at in (("notice", later), ("answer", later + 1)))
         await store.commit(Checkpoint("t", None, deliveries=[notice, answer]))
         chat = MemoryChat(stream=True)
-        outbox = Outbox(store, born=0.0)
-        outbox.add("chat", chat)
+        outbox = Outbox(store, born=0.0, deliverers={"chat": chat})
         outbox.on_event(RunStarted(run_id=run.id, thread_id="t", unsent=True))
         async with asyncio.timeout(10):
             await outbox.send_pending(run)  # the run has ended

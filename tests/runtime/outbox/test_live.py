@@ -50,8 +50,7 @@ async def test_a_reply_streams_into_one_message_with_its_tool_work(make_runtime:
     chat = MemoryChat(stream=True)
     script = [{"text": "Let me look. ", "chunks": 2, **call("lookup", service="api")},
               {"text": ANSWER, "chunks": 6}]
-    async with make_runtime(script, [lookup]) as (rt, _):
-        rt.operator.add_deliverer("chat", chat)
+    async with make_runtime(script, [lookup], deliverers={"chat": chat}) as (rt, _):
         run = await rt.send("t", "how did the deploy go?", origin=ROOM)
         await rt.idle()  # the reply goes out once the run has ended
         deliveries = {d.kind: d for d in await rt.records.deliveries(run_id=run.id)}
@@ -70,8 +69,7 @@ async def test_a_reply_streams_into_one_message_with_its_tool_work(make_runtime:
 async def test_a_channel_without_a_streamer_gets_one_finished_message(
         make_runtime: Any) -> None:
     chat = MemoryChat()
-    async with make_runtime([{"text": ANSWER, "chunks": 4}]) as (rt, _):
-        rt.operator.add_deliverer("chat", chat)
+    async with make_runtime([{"text": ANSWER, "chunks": 4}], deliverers={"chat": chat}) as (rt, _):
         run = await rt.send("t", "hi", origin=ROOM)
         await rt.idle()
         kinds = [d.kind for d in await rt.records.deliveries(run_id=run.id)]
@@ -83,8 +81,7 @@ async def test_an_approval_ends_the_stream_and_the_answer_streams_after(
     chat = MemoryChat(stream=True)
     script = [{"text": "I will deploy the api. ", **call("deploy", service="api")},
               {"text": "Deployed.", "chunks": 3}]
-    async with make_runtime(script, [deploy]) as (rt, _):
-        rt.operator.add_deliverer("chat", chat)
+    async with make_runtime(script, [deploy], deliverers={"chat": chat}) as (rt, _):
         paused = await rt.send("t", "ship it", origin=ROOM)
         await rt.idle()
         assert paused.pending_approval is not None
@@ -111,8 +108,7 @@ async def test_a_failed_run_ends_its_stream_with_the_reason(make_runtime: Any) -
     chat = MemoryChat(stream=True)
     script = [{"text": "Looking. ", **call("lookup", service="api")},
               {"error": "overloaded"}]
-    async with make_runtime(script, [lookup]) as (rt, _):
-        rt.operator.add_deliverer("chat", chat)
+    async with make_runtime(script, [lookup], deliverers={"chat": chat}) as (rt, _):
         run = await rt.send("t", "status?", origin=ROOM)
         await rt.idle()
     assert run.state is S.FAILED
@@ -126,8 +122,7 @@ async def test_a_platform_that_refuses_to_stream_gets_the_reply_as_a_message(
         make_runtime: Any) -> None:
     chat = MemoryChat(stream=True)
     chat.streamer.fail_open = True  # type: ignore[union-attr]
-    async with make_runtime([{"text": ANSWER, "chunks": 3}]) as (rt, _):
-        rt.operator.add_deliverer("chat", chat)
+    async with make_runtime([{"text": ANSWER, "chunks": 3}], deliverers={"chat": chat}) as (rt, _):
         run = await rt.send("t", "hi", origin=ROOM)
         await rt.idle()
         found = {d.kind: d for d in await rt.records.deliveries(run_id=run.id)}
@@ -158,8 +153,8 @@ async def test_a_stream_cut_off_by_a_crash_is_finished_with_the_answer(
         (opened,) = await chat.streamer.open_stream(stream, "The deploy we", [])
         if recorded:
             await store.stream_progress("stream-1", "streaming", [opened], at=1.0)
-        runtime = Runtime(store, ScriptedProvider([{"text": ANSWER, "chunks": 5}]))
-        runtime.operator.add_deliverer("chat", chat)
+        runtime = Runtime(store, ScriptedProvider([{"text": ANSWER, "chunks": 5}]),
+                          deliverers={"chat": chat})
         async with runtime:  # recovery drives the run to its end
             done = await runtime.wait(run.id)
             deliveries = await runtime.records.deliveries(run_id=run.id)
@@ -177,8 +172,7 @@ async def test_a_stream_left_open_after_its_reply_was_recorded_is_tidied(
     chat = MemoryChat(stream=True)
     assert chat.streamer is not None
     async with SQLiteStore(tmp_path / "m.db") as store:
-        runtime = Runtime(store, ScriptedProvider([{"text": ANSWER}]))
-        runtime.operator.add_deliverer("chat", chat)
+        runtime = Runtime(store, ScriptedProvider([{"text": ANSWER}]), deliverers={"chat": chat})
         async with runtime:
             run = await runtime.send("t", "hi")  # no target: nothing of its own to deliver
             stream = StreamDelivery(key="stream-1", run_id=run.id, thread_id="t",
@@ -205,8 +199,7 @@ async def test_a_cancelled_run_ends_its_stream_with_the_reason(make_runtime: Any
         return service
 
     script = [{"text": "Working on it. ", **call("slow", service="api")}, {"text": "never"}]
-    async with make_runtime(script, [slow]) as (rt, _):
-        rt.operator.add_deliverer("chat", chat)
+    async with make_runtime(script, [slow], deliverers={"chat": chat}) as (rt, _):
         run = await rt.submit("t", "go", origin=ROOM)
         await asyncio.wait_for(started.wait(), 10)
         cancelled = await rt.cancel(run.id, by="ops")
@@ -225,8 +218,8 @@ async def test_a_run_that_ended_before_its_stream_opened_opens_none(tmp_path: Pa
     chat = MemoryChat(stream=True)
     assert chat.streamer is not None
     async with SQLiteStore(tmp_path / "m.db") as store:
-        runtime = Runtime(store, ScriptedProvider([{"text": ANSWER}]))
-        runtime.operator.add_deliverer("chat", MemoryChat())  # the run's own: no stream
+        runtime = Runtime(store, ScriptedProvider([{"text": ANSWER}]),
+                          deliverers={"chat": MemoryChat()})  # the run's own: no stream
         async with runtime:
             run = await runtime.send("t", "hi", origin=ROOM)
             await runtime.idle()
