@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from slack_sdk.web.async_client import AsyncWebClient
 
+from channels.slack.zones import SlackZones
 from runtime import (
     ModelRequest,
     ModelResponse,
@@ -27,6 +29,7 @@ from schedules import At, ScheduleBook, ScheduleConfig, Scheduler, load_schedule
 from schedules.once import parse_at, parse_in, when_text
 from tests.clock import Clock
 from tests.fakes.chat import MemoryChat
+from tests.fakes.slack import FakeSlack
 from tests.http_helpers import served
 from tests.scripted import call
 
@@ -250,23 +253,44 @@ def test_in_is_elapsed_time_across_a_dst_change() -> None:
     assert when_text(at, now).startswith("Sun 27 Sep 2026 13:00 Pacific/Chatham")
 
 
-async def test_reminders_in_a_persons_zone_across_their_dst_change_fire_once(
-        tmp_path: Path) -> None:
-    """Made from Slack by a person in Chatham the day before its spring-forward; fired
-    exactly once, at 9:00 their time (+13:45), not at 9:00 of the day before's offset."""
-    script = [call("schedule_create", name="walk", at="2026-09-27T09:00", say="walk"),
-              {"text": "ok"}]
-    clock = Clock(datetime.fromisoformat("2026-09-26T09:00:00+12:45"))
-    async with agent(tmp_path / "m.db", script, clock, zone="Pacific/Chatham") as (
-            rt, scheduler, chat):
-        await rt.send("room", "tomorrow at 9 remind me to walk", origin=HERE)
-        await settled(rt)
-        chat.posted.clear()
-        fired_at = datetime.fromisoformat("2026-09-27T09:00:00+13:45")
-        assert await fire(rt, scheduler, fired_at - timedelta(minutes=1)) == []
-        assert await fire(rt, scheduler, fired_at) == ["<@U1> walk"]
-        assert await fire(rt, scheduler, fired_at + timedelta(hours=1)) == []
-        assert [p.text for p in chat.posted] == ["<@U1> walk"]
+@pytest.mark.parametrize(("zone", "now", "asked", "fires"), [
+    # Chatham: made the day before its spring-forward (+12:45 -> +13:45), for 9:00 the
+    # next morning: 9:00 their time, not 9:00 at the day before's offset.
+    ("Pacific/Chatham", "2026-09-26T09:00:00+12:45", "2026-09-27T09:00",
+     "2026-09-27T09:00:00+13:45"),
+    # ...and the day before it falls back (+13:45 -> +12:45).
+    ("Pacific/Chatham", "2026-04-04T09:00:00+13:45", "2026-04-05T09:00",
+     "2026-04-05T09:00:00+12:45"),
+    # Sao Paulo's last DST (2018-19): springing forward at midnight on 4 Nov 2018, then
+    # falling back at midnight on 17 Feb 2019.
+    ("America/Sao_Paulo", "2018-11-03T09:00:00-03:00", "2018-11-04T09:00",
+     "2018-11-04T09:00:00-02:00"),
+    ("America/Sao_Paulo", "2019-02-16T09:00:00-02:00", "2019-02-17T09:00",
+     "2019-02-17T09:00:00-03:00"),
+])
+async def test_a_slack_persons_reminder_across_their_dst_change_fires_once_at_their_nine(
+        tmp_path: Path, zone: str, now: str, asked: str, fires: str) -> None:
+    """The person's zone read from Slack (``users.info`` on the fake, through the Slack
+    channel's own lookup), the reminder made the day before a DST change there, fired
+    exactly once at 9:00 their time."""
+    async with FakeSlack() as fake:
+        fake.person("U1", tz=zone)
+        script = [call("schedule_create", name="walk", at=asked, say="walk"), {"text": "ok"}]
+        clock = Clock(datetime.fromisoformat(now))
+        async with agent(tmp_path / "m.db", script, clock) as (rt, scheduler, chat):
+            scheduler.book.zones["slack"] = SlackZones(
+                AsyncWebClient(token=fake.bot_token, base_url=fake.api_url))
+            await rt.send("room", "tomorrow at 9 remind me to walk", origin=HERE)
+            made = await created(rt)
+            assert made["created"]["at"] == fires and made["created"]["timezone"] == zone
+            await settled(rt)
+            chat.posted.clear()
+            due = datetime.fromisoformat(fires)
+            assert await fire(rt, scheduler, due - timedelta(minutes=1)) == []
+            assert await fire(rt, scheduler, due) == ["<@U1> walk"]
+            assert await fire(rt, scheduler, due + timedelta(hours=1)) == []
+            assert [p.text for p in chat.posted] == ["<@U1> walk"]
+        assert [str(c["user"]) for c in fake.calls("users.info")] == ["U1"]
 
 
 def test_a_config_schedule_is_one_kind_of_each() -> None:
