@@ -8,7 +8,7 @@ answer; CI has one. ``cuttable`` puts a proxy the test can cut between a store a
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit, urlunsplit
 from uuid import uuid4
@@ -19,8 +19,8 @@ import pytest
 from chaos.proxy import Proxy
 from runtime.stores.dsn import redact_dsn
 
-__all__ = ["PG_DSN", "SKIP_REASON", "cuttable", "fresh_schema", "postgres_reachable",
-           "require_postgres"]
+__all__ = ["PG_DSN", "SKIP_REASON", "cuttable", "drop_schemas", "fresh_schema",
+           "postgres_reachable", "require_postgres"]
 
 PG_DSN = os.environ.get("MAIDEN_TEST_PG_DSN", "postgresql://root@127.0.0.1:5432/test")
 
@@ -59,11 +59,20 @@ async def fresh_schema() -> AsyncIterator[str]:
     try:
         yield schema
     finally:
-        conn = await asyncpg.connect(PG_DSN, timeout=10)
-        try:
+        await drop_schemas([schema])
+
+
+async def drop_schemas(schemas: Sequence[str]) -> None:
+    """Drop each of ``schemas`` with everything in it (none there: nothing; nothing either
+    without a server, or without ``schemas``)."""
+    if not schemas or not await postgres_reachable():
+        return
+    conn = await asyncpg.connect(PG_DSN, timeout=10)
+    try:
+        for schema in schemas:
             await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-        finally:
-            await conn.close()
+    finally:
+        await conn.close()
 
 
 @asynccontextmanager

@@ -1,4 +1,4 @@
-"""A crash drill: one maiden process over a real SQLite store, killable at named points.
+"""A crash drill: one maiden process over a real store, killable at named points.
 
     python -m tests.crash.driver --db DB --effect EFFECT --workdir DIR --send THREAD TEXT \\
         [--key KEY] [--requires-approval] [--kill-at POINT [--kill-count N]]
@@ -15,6 +15,9 @@
     python -m tests.crash.driver ... --send THREAD TEXT --cap-tokens N  (a spend cap)
     (any of them with --slack API_URL TOKEN CHANNEL THREAD_TS, or --discord ...;
     --send-message CHANNEL: the model posts to that Slack channel with the built-in)
+
+The store is ``--store``'s: ``sqlite`` (the file ``--db``, the default), ``files`` (the
+folder ``--db``) or ``postgres`` (the schema ``--db`` on the server ``--dsn``).
 
 Every start goes through ``Runtime.start()`` (startup recovery), so a plain
 ``--recover`` is a restart and nothing more.
@@ -45,10 +48,10 @@ named by ``--effect`` and leaves countable traces in DIR:
 - ``commands.jsonl``: one line per answer to ``--command`` (what the person was told);
 - ``requests.jsonl``: one line per model request, its messages as the OpenAI wire sends them.
 
-Kill points live here only, never in production code: a ``SQLiteStore``
-subclass, the tool and the channel call ``SIGKILL`` on themselves right after
-the named step, on its ``--kill-count``-th occurrence. On exit the driver prints
-a JSON summary of every run, thread and delivery on stdout.
+Kill points live here only, never in production code: a subclass of the store, the tool
+and the channel call ``SIGKILL`` on themselves right after the named step, on its
+``--kill-count``-th occurrence. On exit the driver prints a JSON summary of every run,
+thread and delivery on stdout.
 """
 
 from __future__ import annotations
@@ -105,6 +108,7 @@ from runtime import (
 )
 from runtime.model.runs import StreamState
 from runtime.stores.base import Accepted, RunStore
+from runtime.stores.postgres import PostgresStore
 from tests.crash.files import FILE_KILL_POINTS, MAKE_FILE_SCRIPT, Shelf, make_file, sources
 from tests.crash.jobs import (
     CHAT_NOW,
@@ -329,6 +333,26 @@ class CrashingFilesStore(_Crashing, FilesStore):
         self.switch = switch
 
 
+class CrashingPostgresStore(_Crashing, PostgresStore):
+    def __init__(self, dsn: str, schema: str, switch: KillSwitch) -> None:
+        super().__init__(dsn, schema=schema)
+        self.switch = switch
+
+
+AnyStore = SQLiteStore | FilesStore | PostgresStore
+
+
+def open_store(args: argparse.Namespace, switch: KillSwitch) -> AnyStore:
+    """``--store``'s store over ``--db`` (a file, a folder, or a PostgreSQL schema)."""
+    if args.store == "postgres":
+        if not args.dsn:
+            raise SystemExit("--store postgres needs --dsn")
+        return CrashingPostgresStore(args.dsn, args.db, switch)
+    if args.store == "files":
+        return CrashingFilesStore(Path(args.db), switch)
+    return CrashingStore(Path(args.db), switch)
+
+
 class CompactingModel:
     """``--compaction``: a model whose context holds a few messages; it answers "answer N"
     and summarises when asked (where ``in_summary`` kills)."""
@@ -465,7 +489,7 @@ def make_tool(
     return effect_tool
 
 
-async def command(store: SQLiteStore | FilesStore, runtime: Runtime, words: str,
+async def command(store: AnyStore, runtime: Runtime, words: str,
                   workdir: Path) -> None:
     """``/maiden WORDS`` asked by u1 in room r1, as a platform's adapter asks it (with every
     right; the same words are the same request, as a platform's retry of it is); what the
@@ -496,7 +520,7 @@ HOOK_SECRET = "drill-secret"
 HOOKS_FILE = "hooks.jsonl"
 
 
-async def hook(store: SQLiteStore | FilesStore, runtime: Runtime, delivery: str,
+async def hook(store: AnyStore, runtime: Runtime, delivery: str,
                workdir: Path) -> None:
     """A signed delivery of the webhook ``gh`` (its prompt from the payload, its answer
     into room r1 of the test chat), as ``POST /v1/hooks/gh`` takes it, with the delivery id
@@ -517,7 +541,7 @@ async def hook(store: SQLiteStore | FilesStore, runtime: Runtime, delivery: str,
                                       "state": ended.state.value})
 
 
-async def summarise(store: SQLiteStore | FilesStore) -> dict[str, Any]:
+async def summarise(store: AnyStore) -> dict[str, Any]:
     """What ``maiden runs`` / ``maiden show`` would tell: runs, transitions, threads, outbox."""
     runs = []
     for run in await store.list_runs():
@@ -554,7 +578,7 @@ def job_schedule(slot: datetime, deliver: str | None) -> list[Any]:
 
 
 async def fire(
-    store: SQLiteStore | FilesStore, runtime: Runtime, slot: datetime, late: timedelta,
+    store: AnyStore, runtime: Runtime, slot: datetime, late: timedelta,
     defined: Sequence[Any], name: str = JOB,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``--fire``: claim ``slot`` of the schedule ``name`` (of ``defined``, or of the store)
@@ -599,8 +623,7 @@ async def fire(
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(args.workdir)
     switch = KillSwitch(args.kill_at, args.kill_count)
-    store_type = CrashingFilesStore if args.store == "files" else CrashingStore
-    async with store_type(Path(args.db), switch) as store:
+    async with open_store(args, switch) as store:
         tools = [make_tool(args.effect, workdir, switch,
                            requires_approval=args.requires_approval)]
         script = SCRIPT
@@ -740,8 +763,11 @@ def instant(text: str) -> datetime:
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tests.crash.driver", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--db", required=True, help="the SQLite file, or the files store's folder")
-    parser.add_argument("--store", choices=["sqlite", "files"], default="sqlite")
+    parser.add_argument("--db", required=True,
+                        help="the SQLite file, the files store's folder, or the PostgreSQL "
+                             "schema")
+    parser.add_argument("--store", choices=["sqlite", "files", "postgres"], default="sqlite")
+    parser.add_argument("--dsn", help="--store postgres: the server (tests/postgres.py)")
     parser.add_argument("--effect", required=True, choices=EFFECTS)
     parser.add_argument("--workdir", required=True)
     action = parser.add_mutually_exclusive_group()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 from collections import Counter
@@ -12,15 +13,45 @@ from typing import Any
 from runtime import idempotency_key
 from tests.crash import launch
 from tests.crash.driver import CALLS_FILE, EFFECTS_FILE, SCRIPT, read_lines
+from tests.postgres import PG_DSN
 
-__all__ = ["CALL_IDS", "Traces", "normalise", "run_driver", "tail"]
+__all__ = ["CALL_IDS", "SCHEMAS", "STORES", "Traces", "normalise", "run_driver", "schema_name",
+           "schema_of", "store_args", "tail"]
+
+STORES = ("sqlite", "files", "postgres")
+
+SCHEMAS: set[str] = set()
+"""The PostgreSQL schemas this (pytest) process's drills have used, until the crash tests'
+``dropped_schemas`` fixture drops them at the end of the test."""
+
+
+def schema_name(root: Path) -> str:
+    """The PostgreSQL schema of the drill in ``root``: the same for every process of it,
+    another for every other folder (``tmp_path`` differs per test, and per pytest run)."""
+    digest = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:24]
+    return f"maiden_crash_{digest}"
+
+
+def schema_of(root: Path) -> str:
+    """``schema_name(root)``, recorded in ``SCHEMAS`` to be dropped at the test's end."""
+    schema = schema_name(root)
+    SCHEMAS.add(schema)
+    return schema
+
+
+def store_args(root: Path, store: str) -> list[str]:
+    """The driver's arguments naming the store of the drill in ``root``: a SQLite file or a
+    files store's folder there, or a schema of its own on the test server."""
+    if store == "postgres":
+        return ["--db", schema_of(root), "--store", store, "--dsn", PG_DSN]
+    db = root / ("files" if store == "files" else "maiden.db")
+    return ["--db", str(db), "--store", store]
 
 
 def run_driver(root: Path, store: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """One driver process on the store in ``root`` (``sqlite`` or ``files``), with the
-    read-only tool, and ``args``; waited for."""
-    db = root / ("files" if store == "files" else "maiden.db")
-    return launch.run("--db", str(db), "--store", store, "--effect", "read_only",
+    """One driver process on the store of ``root`` (``STORES``; see ``store_args``), with
+    the read-only tool, and ``args``; waited for."""
+    return launch.run(*store_args(root, store), "--effect", "read_only",
                       "--workdir", str(root), *args)
 
 

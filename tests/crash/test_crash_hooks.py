@@ -1,5 +1,5 @@
 """A webhook's delivery (``[[hooks]]``), killed around its effects (``HOOK_KILL_POINTS``),
-both stores: the sender, told nothing, delivers it again (as GitHub and every sender do
+every store: the sender, told nothing, delivers it again (as GitHub and every sender do
 when an answer is lost), and the end is the uninterrupted one: one run for the delivery
 id, its tools run once, its answer posted once, and the sender told that run."""
 
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from tests.crash.driver import CHANNEL_FILE, EFFECTS_FILE, HOOK_KILL_POINTS, HOOKS_FILE, read_lines
+from tests.crash.outcome import STORES, run_driver
 from tests.crash.outcome import finished as _done
-from tests.crash.outcome import run_driver
 
 
 def _hook(root: Path, store: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -32,7 +32,7 @@ def _ending(root: Path, summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("store", ["sqlite", "files"])
+@pytest.mark.parametrize("store", STORES)
 @pytest.mark.parametrize("point", HOOK_KILL_POINTS)
 def test_a_delivery_killed_midway_and_sent_again_runs_once(tmp_path: Path, store: str,
                                                            point: str) -> None:

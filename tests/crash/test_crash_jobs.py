@@ -1,12 +1,13 @@
 """Jobs without the model (issue 56), killed with SIGKILL at their fire and around their
-post, both stores: a reminder of the config (``at`` + ``say``; also one whose time passed
-while maiden was down), one asked for in chat (``schedule_create`` with ``in``; also killed
-while it is asked for), and a tool-only check (``post = "on_change"``). Each
-crashed process is followed by a restart that only recovers (``--recover``) and one whose
-scheduler starts late and catches up (``--fire`` again, with a duplicate trigger and a
-second scheduler on the store); the end is the uninterrupted one: one run for the slot's
-key, named by every claim, one post, the tool's effect once, a one-shot shown done, and
-the model never asked (``tests/crash/jobs.py`` says what each ``--job`` defines)."""
+post, on every store (SQLite, files, PostgreSQL): a reminder of the config (``at`` +
+``say``; also one whose time passed while maiden was down), one asked for in chat
+(``schedule_create`` with ``in``; also killed while it is asked for), and a tool-only
+check (``post = "on_change"``). Each crashed process is followed by a restart that only
+recovers (``--recover``) and one whose scheduler starts late and catches up (``--fire``
+again, with a duplicate trigger and a second scheduler on the store); the end is the
+uninterrupted one: one run for the slot's key, named by every claim, one post, the tool's
+effect once, a one-shot shown done, and the model never asked (``tests/crash/jobs.py``
+says what each ``--job`` defines)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from runtime import idempotency_key
 from tests.crash import launch
 from tests.crash.driver import CHANNEL_FILE, EFFECTS_FILE, REQUESTS_FILE, read_lines
 from tests.crash.jobs import CHECK, NUDGE, REMINDER, SAY, STATUS_FILE, chat_due
-from tests.crash.outcome import finished
+from tests.crash.outcome import STORES, finished, store_args
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -45,9 +46,8 @@ RUN_FIELDS = ("state", "reason", "text", "reply", "idempotency_key", "thread_id"
 
 
 def _drive(root: Path, store: str, effect: str, *args: str) -> subprocess.CompletedProcess[str]:
-    db = root / ("files" if store == "files" else "maiden.db")
-    return launch.run("--db", str(db), "--store", store, "--effect", effect,
-                      "--workdir", str(root), *args)
+    return launch.run(*store_args(root, store), "--effect", effect, "--workdir", str(root),
+                      *args)
 
 
 def _fire(root: Path, store: str, effect: str, job: str, slot: str = SLOT,
@@ -123,7 +123,7 @@ def _reminder(root: Path, store: str, point: str | None) -> dict[str, Any]:
     return _fire(root, store, "read_only", "say", SLOT, "--late", "30")
 
 
-@pytest.mark.parametrize("store", ["sqlite", "files"])
+@pytest.mark.parametrize("store", STORES)
 @pytest.mark.parametrize("point", REMINDER_POINTS)
 def test_a_reminder_killed_at_its_fire_or_post_is_posted_once(tmp_path: Path, store: str,
                                                               point: str) -> None:
@@ -144,7 +144,7 @@ def test_a_reminder_killed_at_its_fire_or_post_is_posted_once(tmp_path: Path, st
     assert ending(killed, summary) == expected
 
 
-@pytest.mark.parametrize("store", ["sqlite", "files"])
+@pytest.mark.parametrize("store", STORES)
 @pytest.mark.parametrize("point", ["after_queued", "after_delivery_sent"])
 def test_a_reminder_missed_while_down_fires_once_late(tmp_path: Path, store: str,
                                                       point: str) -> None:
@@ -175,7 +175,7 @@ def _asked(root: Path, store: str) -> dict[str, Any]:
     return finished(_drive(root, store, "read_only", "--send", "t1", ASKED, "--job", "chat"))
 
 
-@pytest.mark.parametrize("store", ["sqlite", "files"])
+@pytest.mark.parametrize("store", STORES)
 @pytest.mark.parametrize("point", CHAT_POINTS)
 def test_a_reminder_asked_for_in_chat_fires_once_across_a_kill(tmp_path: Path, store: str,
                                                                point: str) -> None:
@@ -197,7 +197,7 @@ def test_a_reminder_asked_for_in_chat_fires_once_across_a_kill(tmp_path: Path, s
     assert ending(killed, summary) == expected
 
 
-@pytest.mark.parametrize("store", ["sqlite", "files"])
+@pytest.mark.parametrize("store", STORES)
 @pytest.mark.parametrize("point", ["after_schedule_saved", "after_tool_result",
                                    "after_final_answer"])
 def test_a_reminder_asked_for_by_a_run_killed_midway_is_made_once(tmp_path: Path, store: str,
@@ -236,7 +236,7 @@ def _check(root: Path, store: str, effect: str, point: str | None = None,
     return _fire(root, store, effect, "tool", slot)
 
 
-@pytest.mark.parametrize("store", ["sqlite", "files"])
+@pytest.mark.parametrize("store", STORES)
 @pytest.mark.parametrize(("effect", "point"), TOOL_CASES,
                          ids=[f"{e}-{p}" for e, p in TOOL_CASES])
 def test_a_check_killed_between_its_tool_and_its_post_runs_and_posts_once(
@@ -260,7 +260,7 @@ def test_a_check_killed_between_its_tool_and_its_post_runs_and_posts_once(
     assert ending(killed, summary) == second
 
 
-@pytest.mark.parametrize("store", ["sqlite", "files"])
+@pytest.mark.parametrize("store", STORES)
 @pytest.mark.parametrize("point", ["after_tool_result", "after_final_answer"])
 def test_a_check_that_found_nothing_new_posts_nothing_across_a_kill(
     tmp_path: Path, store: str, point: str

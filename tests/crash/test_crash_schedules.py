@@ -11,7 +11,8 @@ catches up (see the driver's docstring for what its clock does).
 The fake Slack lives in this module's event loop and outlives the driver processes, as
 Slack outlives maiden. Every test names a scenario (``SCENARIOS``); the selected tests'
 scenarios all start at once (a few processes at a time, each with its own store and its
-own Slack thread), and each test awaits and checks its own.
+own Slack thread), and each test awaits and checks its own. A representative few of the
+kills (``ON_POSTGRES``) are also drilled on a PostgreSQL schema, against the same baseline.
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ from tests.crash.driver import (
     JOB_PROMPT,
     KILL_POINTS,
 )
-from tests.crash.outcome import CALL_IDS, Traces, normalise, tail
+from tests.crash.outcome import CALL_IDS, Traces, normalise, schema_name, tail
 from tests.fakes.slack import BOT_USER, FakeSlack
+from tests.postgres import PG_DSN, drop_schemas, require_postgres
 
 # Its own xdist group: the module's first test starts every selected scenario at once
 # (``started``, from the session's items), so on several workers each would run them all.
@@ -116,6 +118,7 @@ class Drill:
     effect: str
     fake: FakeSlack
     limit: asyncio.Semaphore
+    store: str = "sqlite"
     thread_ts: str = ""
 
     def __post_init__(self) -> None:
@@ -149,7 +152,9 @@ class Drill:
         await self.kill("--fire", SLOT, "--kill-at", point, *args)
 
     async def _spawn(self, args: tuple[str, ...]) -> tuple[int | None, str, str]:
-        command = ["--db", str(self.root / "maiden.db"), "--effect", self.effect,
+        where = ["--db", str(self.root / "maiden.db")] if self.store == "sqlite" else \
+            ["--db", schema_name(self.root), "--store", self.store, "--dsn", PG_DSN]
+        command = [*where, "--effect", self.effect,
                    "--workdir", str(self.root / "traces"),
                    "--slack", self.fake.api_url, self.fake.bot_token, C, self.thread_ts, *args]
         async with self.limit:
@@ -175,6 +180,11 @@ async def _killed_once(drill: Drill, case: Case) -> Steps:
     _, point = case
     await drill.fire_killed(point)
     return [await drill.fire()]
+
+
+async def _killed_once_on_postgres(drill: Drill, case: Case) -> Steps:
+    drill.store = "postgres"
+    return await _killed_once(drill, case)
 
 
 async def _killed_twice(drill: Drill, chain: tuple[str, ...]) -> Steps:
@@ -203,6 +213,8 @@ Scenario = Callable[[Drill, Any], Coroutine[Any, Any, Steps]]
 
 SCENARIOS: dict[str, tuple[Scenario, Callable[[Any], str]]] = {
     "test_a_scheduled_run_killed_once": (_killed_once, lambda case: case[0]),
+    "test_a_scheduled_run_killed_once_on_postgres": (_killed_once_on_postgres,
+                                                     lambda case: case[0]),
     "test_a_scheduled_run_killed_twice": (_killed_twice, lambda _: "idempotent_write"),
     "test_a_restart_after_the_slot_was_missed": (_restarted_late, lambda _: "idempotent_write"),
     "test_a_run_recovered_before_the_scheduler_starts": (_recovered_then_fired,
@@ -229,9 +241,12 @@ async def started(
     at once."""
     limit = asyncio.Semaphore(min(4, max(2, os.cpu_count() or 2)))
 
+    drills: list[Drill] = []
+
     def start(name: str, scenario: Scenario, effect: str, case: object) -> asyncio.Task[Steps]:
         root = tmp_path_factory.mktemp(re.sub(r"[^\w.-]+", "_", name)[:60])
         drill = Drill(root, effect, fake, limit)
+        drills.append(drill)
         return asyncio.create_task(scenario(drill, case), name=name)
 
     tasks = {f"baseline-{effect}": start(f"baseline-{effect}", _baseline, effect, effect)
@@ -247,6 +262,8 @@ async def started(
     for task in tasks.values():
         task.cancel()
     await asyncio.gather(*tasks.values(), return_exceptions=True)
+    # Here, not per test: the scenarios run across the module's tests.
+    await drop_schemas([schema_name(d.root) for d in drills if d.store == "postgres"])
 
 
 async def finished(task: asyncio.Task[Steps]) -> Steps:
@@ -402,6 +419,25 @@ async def test_a_scheduled_run_killed_once(
         # Died before the schedule's record said the slot was claimed: the restart's
         # catch-up claimed it again, and got the run the first claim made.
         assert [f["by"] for f in outcome.fired] == ["start"]
+
+
+ON_POSTGRES: list[Case] = [("idempotent_write", "after_queued"),
+                           ("idempotent_write", "in_tool_after_effect"),
+                           ("non_idempotent_reconcile", "after_claim"),
+                           ("idempotent_write", "before_delivery_recorded")]
+"""A representative few of ``CASES`` (the claim, the tool, the delivery), on PostgreSQL."""
+
+
+@pytest.mark.parametrize("case", ON_POSTGRES, ids=[f"{e}-{p}" for e, p in ON_POSTGRES])
+async def test_a_scheduled_run_killed_once_on_postgres(
+    case: Case, scenario: asyncio.Task[Steps], started: dict[str, asyncio.Task[Steps]]
+) -> None:
+    """As ``test_a_scheduled_run_killed_once``, each process on a PostgreSQL schema: the
+    same end as the uninterrupted run (on SQLite) has."""
+    await require_postgres()
+    effect, point = case
+    (outcome,) = await finished(scenario)
+    check_recovered(effect, (point,), outcome, await baseline_of(started, effect))
 
 
 @pytest.mark.parametrize("case", CHAINS, ids=["-".join(c) for c in CHAINS])
