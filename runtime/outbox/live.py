@@ -91,6 +91,9 @@ class _Live:
     """The key of the stream it opened, or is opening (recorded before the platform is
     asked, so before ``stream`` is set)."""
     ended: bool = False
+    closed: bool = False
+    """Ended for good (completed, failed, cancelled, timed out), not paused for a person:
+    its reply, posted whole, says all it has to."""
     """Its stretch of the run is over (ended, paused, or stopped being driven here)."""
     held: bool = False
     """The store did not take its stream's ids: nothing more is appended until it does."""
@@ -141,6 +144,7 @@ class LiveReplies:
             return
         if isinstance(event, RunEnded):
             live.ended = True  # an inert one too: what is sent now is of its stretch
+            live.closed = event.kind != "run.paused"
         elif live.inert:
             return
         elif isinstance(event, TextDelta):
@@ -200,10 +204,11 @@ class LiveReplies:
         text, tools = "".join(live.text), list(live.tools)
         if not text.strip() and (live.stream is None or not tools):
             return  # a stream opens with text; whitespace waits for what follows it
-        if live.stream is None and live.ended:
+        if live.stream is None and live.closed:
             # Ended before its first flush: the reply says it all, posted whole. A stream
             # opened now would race the reply's send, which another replica may be making
-            # while this one opens it (chaos finding 28: an answer shown twice).
+            # while this one opens it (chaos finding 28: an answer shown twice). A run paused
+            # for a person still shows what it wrote, over its prompt.
             live.inert = True
             return
         live.text.clear()

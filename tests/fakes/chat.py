@@ -7,6 +7,7 @@ after posting, as a dropped connection does.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -82,6 +83,8 @@ class MemoryStreamer:
         self.chat = chat
         self.messages: dict[str, Streamed] = {}
         self.fail_open = False
+        self.opened = asyncio.Event()
+        """Set once a stream has opened."""
 
     async def open_stream(self, stream: StreamDelivery, text: str,
                           tools: Sequence[ToolUpdate]) -> list[str]:
@@ -91,6 +94,7 @@ class MemoryStreamer:
         message = Streamed(id=f"s{len(self.messages) + 1}", key=stream.key, text=text)
         self.messages[message.id] = message
         self._tools(message, tools)
+        self.opened.set()
         return [message.id]
 
     async def append_stream(self, stream: StreamDelivery, text: str,
