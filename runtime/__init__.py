@@ -86,7 +86,16 @@ from .model.events import (
     ToolCallStarted,
 )
 from .model.jobs import Job, JobPost
-from .model.requests import Lease, Note, NoteCall, ScheduleRecord, ScheduleService, SlotMark, Vote
+from .model.requests import (
+    Lease,
+    Note,
+    NoteCall,
+    ScheduleRecord,
+    ScheduleService,
+    SlotMark,
+    Vote,
+    kept_skips,
+)
 from .model.routing import RouteConfig, Where, person_key, place_key
 from .model.runs import (
     TERMINAL,
@@ -290,6 +299,7 @@ __all__ = [
     "doubling",
     "human_size",
     "idempotency_key",
+    "kept_skips",
     "looks_like_html",
     "maiden_version",
     "make_provider",

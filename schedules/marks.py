@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from runtime import Run, SlotMark
+from runtime import Run, SlotMark, kept_skips
 
 __all__ = ["decided", "later"]
 
@@ -26,7 +26,10 @@ def decided(name: str, since: datetime, fired: list[tuple[datetime, Run]],
     if missed:
         log.warning("schedule %r: %d missed slot(s) not run (misfire = %r), the latest %s",
                     name, len(missed), misfire, missed[-1].isoformat())
-    mark = SlotMark(name=name, since=since.timestamp())
+    skips = [(slot.timestamp(), f"missed: maiden was not running at its time, and misfire "
+              f"= {misfire!r} did not run it") for slot in missed]
+    skips += [(slot.timestamp(), f"skipped: {blocked}") for slot in held_back]
+    mark = SlotMark(name=name, since=since.timestamp(), skips=kept_skips(tuple(skips)))
     if held_back:
         log.warning("schedule %r: slot %s skipped: %s", name, held_back[-1].isoformat(),
                     blocked)
@@ -45,4 +48,5 @@ def later(a: SlotMark, b: SlotMark) -> SlotMark:
     skipped = b if a.skipped_slot is None or (b.skipped_slot or 0.0) > a.skipped_slot else a
     return newest.model_copy(update={"since": max(a.since, b.since),
                                      "skipped_slot": skipped.skipped_slot,
-                                     "skipped_why": skipped.skipped_why})
+                                     "skipped_why": skipped.skipped_why,
+                                     "skips": kept_skips(a.skips, b.skips)})

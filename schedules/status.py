@@ -148,18 +148,21 @@ async def slot_history(book: ScheduleBook, schedule: Schedule, *, now: datetime 
 
 
 def _not_run(schedule: Schedule, record: ScheduleRecord | None, slot: datetime) -> str:
-    """Why a slot has no run: skipped, and why (for the newest skipped one); missed (its
-    time passed while maiden was down or the schedule paused, and ``misfire`` did not run
-    it) or skipped; or not decided yet."""
+    """Why a slot has no run: skipped or missed, as the fire that decided it recorded
+    (``ScheduleRecord.skips``); paused then; or not decided yet."""
     if record is None:
         return "no run"
+    why = dict(record.skips).get(slot.timestamp())
+    if why is not None:
+        return why
     if record.skipped_slot == slot.timestamp():
         return f"skipped: {record.skipped_why}"
     if slot.timestamp() > max(record.since, record.last_slot or 0.0):
         return "due: not decided yet"
-    # Only the newest skipped slot's reason is recorded: an older one is one of the two.
-    return f"no run: missed (maiden down or the schedule paused; misfire = " \
-        f"{schedule.config.misfire!r}) or skipped"
+    # Not among the skips a fire recorded: its time passed while the schedule was paused
+    # (a resume starts from then), or longer ago than a catch-up looks (max_catchup).
+    return "no run: the schedule was paused then, or maiden down longer than a catch-up " \
+        "looks back"
 
 
 def deliver_text(schedule: Schedule) -> str | None:

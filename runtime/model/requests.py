@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field
 if TYPE_CHECKING:
     from .runs import Run
 
-__all__ = ["ControlRequest", "Instance", "Lease", "News", "Note", "NoteCall", "ScheduleRecord",
-           "ScheduleService", "SlotMark", "Vote", "thread_key"]
+__all__ = ["SKIPS_KEPT", "ControlRequest", "Instance", "Lease", "News", "Note", "NoteCall",
+           "ScheduleRecord", "ScheduleService", "SlotMark", "Vote", "kept_skips", "thread_key"]
 
 
 class ControlRequest(BaseModel):
@@ -98,6 +98,10 @@ class ScheduleRecord(BaseModel):
     """The newest slot not run because the run before it waited for an approval
     (``overlap``)."""
     skipped_why: str | None = None
+    skips: tuple[tuple[float, str], ...] = ()
+    """The newest slots decided not to run (at most ``SKIPS_KEPT``), oldest first, each
+    with why: held back (``overlap``, a slot that cannot run), or missed while maiden was
+    down and not run by ``misfire``."""
     created_at: float = Field(default_factory=time.time)
 
     def over(self, stored: ScheduleRecord | None) -> ScheduleRecord:
@@ -108,7 +112,7 @@ class ScheduleRecord(BaseModel):
             return self
         return SlotMark(name=self.name, since=stored.since, last_slot=stored.last_slot,
                         last_run_id=stored.last_run_id, skipped_slot=stored.skipped_slot,
-                        skipped_why=stored.skipped_why).applied(self)
+                        skipped_why=stored.skipped_why, skips=stored.skips).applied(self)
 
 
 class SlotMark(BaseModel):
@@ -124,6 +128,8 @@ class SlotMark(BaseModel):
     last_run_id: str | None = None
     skipped_slot: float | None = None
     skipped_why: str | None = None
+    skips: tuple[tuple[float, str], ...] = ()
+    """The slots this fire decided not to run, with why (``ScheduleRecord.skips``)."""
 
     def applied(self, record: ScheduleRecord) -> ScheduleRecord:
         """``record`` moved forward to this mark, never back: the later ``since``, and this
@@ -138,7 +144,23 @@ class SlotMark(BaseModel):
         if self.skipped_slot is not None and (record.skipped_slot is None
                                               or self.skipped_slot > record.skipped_slot):
             update |= {"skipped_slot": self.skipped_slot, "skipped_why": self.skipped_why}
+        if self.skips and (skips := kept_skips(record.skips, self.skips)) != record.skips:
+            update["skips"] = skips
         return record.model_copy(update=update) if update else record
+
+
+SKIPS_KEPT = 50
+"""How many skipped slots a schedule's record keeps, with why (its history shows them)."""
+
+
+def kept_skips(*lists: tuple[tuple[float, str], ...]) -> tuple[tuple[float, str], ...]:
+    """The skips of ``lists`` as one: each slot once (the first reason given for it), oldest
+    first, the newest ``SKIPS_KEPT``."""
+    merged: dict[float, str] = {}
+    for skips in lists:
+        for slot, why in skips:
+            merged.setdefault(slot, why)
+    return tuple(sorted(merged.items()))[-SKIPS_KEPT:]
 
 
 class Note(BaseModel):

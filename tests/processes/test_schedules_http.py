@@ -74,7 +74,8 @@ async def test_history_pause_and_resume_over_http(tmp_path: Path) -> None:
         assert [s["run"] and s["run"]["state"] for s in slots] == [
             "completed", None, "completed", None]
         assert slots[0]["outcome"] == "completed (in thread schedule:hourly)"
-        assert slots[1]["outcome"].startswith("no run: missed (maiden down")
+        assert slots[1]["outcome"] == "missed: maiden was not running at its time, and " \
+            "misfire = 'once' did not run it"
         limited = await client.get("/v1/schedules/hourly/history", params={"limit": 1})
         assert len(limited.json()["slots"]) == 1
 

@@ -8,7 +8,14 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from runtime.model.requests import ControlRequest, ScheduleRecord, SlotMark, Vote, thread_key
+from runtime.model.requests import (
+    SKIPS_KEPT,
+    ControlRequest,
+    ScheduleRecord,
+    SlotMark,
+    Vote,
+    thread_key,
+)
 
 
 @pytest.mark.parametrize("thread_id", ["", "t", "slack:T1/C1/1712345678.000100",
@@ -86,3 +93,19 @@ def test_a_record_saved_over_the_stored_one_keeps_its_definition_and_the_newer_s
 def test_records_refuse_what_they_do_not_hold(model: type[Any], fields: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
         model(**fields)
+
+
+def test_the_skipped_slots_a_record_keeps_grow_forward_and_stay_bounded() -> None:
+    record = ScheduleRecord(name="tick", origin="config", since=0.0)
+    first = SlotMark(name="tick", since=10.0, skips=((5.0, "skipped: busy"),)).applied(record)
+    assert first.skips == ((5.0, "skipped: busy"),)
+    # Another replica's fire decided the same slot with another reason: the first stands.
+    again = SlotMark(name="tick", since=10.0, skips=((5.0, "missed"), (7.0, "missed")))
+    assert again.applied(first).skips == ((5.0, "skipped: busy"), (7.0, "missed"))
+    many = SlotMark(name="tick", since=1000.0,
+                    skips=tuple((float(s), "missed") for s in range(100, 200)))
+    kept = many.applied(first).skips
+    assert len(kept) == SKIPS_KEPT and kept[-1] == (199.0, "missed") and kept[0][0] == 150.0
+    # A definition saved over the stored record (a pause) keeps what fires recorded.
+    paused = first.model_copy(update={"paused": True, "skips": ()}).over(first)
+    assert paused.paused and paused.skips == first.skips
