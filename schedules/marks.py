@@ -1,14 +1,18 @@
 """How far a schedule's fires got, as the store records it (``SlotMark``): what one fire
-decided, and two fires' marks made one, so the store only ever moves a record forward."""
+decided, and two fires' marks made one, so the store only ever moves a record forward;
+what a fire claimed (``Fired``), and the key of a run asked for by hand."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import uuid
+from dataclasses import dataclass
 from datetime import datetime
 
 from runtime import Run, SlotMark, kept_skips
 
-__all__ = ["decided", "later"]
+__all__ = ["Fired", "decided", "later", "manual_key"]
 
 log = logging.getLogger("maiden.schedules")
 
@@ -50,3 +54,22 @@ def later(a: SlotMark, b: SlotMark) -> SlotMark:
                                      "skipped_slot": skipped.skipped_slot,
                                      "skipped_why": skipped.skipped_why,
                                      "skips": kept_skips(a.skips, b.skips)})
+
+
+@dataclass(frozen=True, slots=True)
+class Fired:
+    """A slot claimed: the run that holds its key (a new one, or the one a previous claim
+    made)."""
+
+    schedule: str
+    slot: datetime
+    key: str
+    run: Run
+
+
+def manual_key(name: str, request: str | None = None) -> str:
+    """``schedule:{name}:manual:{id}``: a run asked for by hand, outside the slots; its id
+    from ``request`` (the asking's identity), or new."""
+    made = hashlib.sha256(request.encode()).hexdigest()[:12] if request else \
+        uuid.uuid4().hex[:12]
+    return f"schedule:{name}:manual:{made}"

@@ -31,11 +31,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
-import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -48,7 +45,7 @@ from .config import Schedule
 from .cron import due_slots, due_until, jitter, slot_key, slots_between
 from .crontab import At
 from .hooks import take
-from .marks import decided, later
+from .marks import Fired, decided, later, manual_key
 from .skips import cannot_run, still_running
 from .status import slot_history, statuses
 from .trigger import SlotTrigger
@@ -59,25 +56,6 @@ log = logging.getLogger("maiden.schedules")
 
 ON_TIME = timedelta(seconds=60)
 """How late a slot may be found and still count as on time rather than missed."""
-
-
-@dataclass(frozen=True, slots=True)
-class Fired:
-    """A slot claimed: the run that holds its key (a new one, or the one a previous claim
-    made)."""
-
-    schedule: str
-    slot: datetime
-    key: str
-    run: Run
-
-
-def manual_key(name: str, request: str | None = None) -> str:
-    """``schedule:{name}:manual:{id}``: a run asked for by hand, outside the slots; its id
-    from ``request`` (the asking's identity), or new."""
-    made = hashlib.sha256(request.encode()).hexdigest()[:12] if request else \
-        uuid.uuid4().hex[:12]
-    return f"schedule:{name}:manual:{made}"
 
 
 class Scheduler:
@@ -176,19 +154,10 @@ class Scheduler:
         out of reach then, or this process's clock behind); a one-shot has no next alarm,
         and one made for a time just passed never gets one."""
         now = self.clock()
-        fired: list[Fired] = []
-        marks: list[SlotMark] = []
-        for schedule in self.book.schedules():
-            if not isinstance(schedule.cron, At) or schedule.cron.moment > now or \
-                    not self.book.active(schedule) or self.book.finished(schedule):
-                continue
-            claimed, mark = await self._fire(schedule, now, on_time=False)
-            fired += claimed
-            if mark is not None:
-                marks.append(mark)
-        if marks:
-            await self._advance(marks)
-        return fired
+        return await self._fire_each([
+            s for s in self.book.schedules() if isinstance(s.cron, At)
+            and s.cron.moment <= now and self.book.active(s) and not self.book.finished(s)],
+            now, on_time=False)
 
     # -- firing
 
@@ -203,14 +172,18 @@ class Scheduler:
         return await self._fire_loaded(now, woken=woken)
 
     async def _fire_loaded(self, now: datetime, *, woken: str | None) -> list[Fired]:
+        return await self._fire_each([
+            s for s in self.book.schedules()
+            if (woken is None or s.name == woken) and self.book.active(s)],
+            now, on_time=woken is not None)
+
+    async def _fire_each(self, schedules: list[Schedule], now: datetime, *, on_time: bool
+                         ) -> list[Fired]:
+        """Fire each of ``schedules`` at ``now``, then record how far they got at once."""
         fired: list[Fired] = []
         marks: list[SlotMark] = []
-        for schedule in self.book.schedules():
-            if woken is not None and schedule.name != woken:
-                continue
-            if not self.book.active(schedule):
-                continue
-            claimed, mark = await self._fire(schedule, now, on_time=woken is not None)
+        for schedule in schedules:
+            claimed, mark = await self._fire(schedule, now, on_time=on_time)
             fired += claimed
             if mark is not None:
                 marks.append(mark)

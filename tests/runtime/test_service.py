@@ -28,7 +28,7 @@ from runtime import (
 )
 from runtime.tools.base import CancelFlag
 from tests.fakes.chat import MemoryChat
-from tests.scripted import call
+from tests.scripted import call, events_until
 
 S = RunState
 ROOM = Origin(channel="chat", target={"room": "r1"}, user="u1")
@@ -91,7 +91,7 @@ async def test_an_approval_prompt_goes_to_the_channel_once(make_runtime: Any) ->
     async with make_runtime(script, [deploy], deliverers={"chat": chat}) as (rt, _):
         async with rt.subscribe() as events:
             paused = await rt.send("t", "ship it", origin=ROOM)
-            asked = [e async for e in _until(events, ApprovalRequested)][-1]
+            asked = [e async for e in events_until(events, ApprovalRequested)][-1]
         assert paused.state is S.AWAITING_APPROVAL and paused.pending_approval is not None
         assert isinstance(asked, ApprovalRequested)
         assert asked.arguments_hash == paused.pending_approval.arguments_hash
@@ -110,14 +110,6 @@ async def test_an_approval_prompt_goes_to_the_channel_once(make_runtime: Any) ->
         assert done.reply == "shipped"
         assert await rt.records.active_run("t") is None
     assert [m.kind for m in chat.posted] == ["approval", "reply"]
-
-
-async def _until(events: Any, kind: type) -> Any:
-    while True:
-        event = await asyncio.wait_for(events.next(), 5)
-        yield event
-        if isinstance(event, kind):
-            return
 
 
 async def test_the_runtime_surface_is_its_verbs_its_reads_and_the_operators_levers(

@@ -11,24 +11,7 @@ from typing import Any
 import pytest
 
 from runtime import RunState, ToolContext, ToolResult, tool
-from tests.scripted import call
-
-
-def error_type(result: ToolResult) -> str:
-    assert result.is_error, result
-    return str(result.content["error"]["type"])
-
-
-def make_counter() -> tuple[list[dict[str, Any]], Any]:
-    seen: list[dict[str, Any]] = []
-
-    @tool(effect="read_only")
-    def lookup(q: str) -> dict[str, str]:
-        """Look something up."""
-        seen.append({"q": q})
-        return {"answer": q.upper()}
-
-    return seen, lookup
+from tests.scripted import call, error_type, make_counter
 
 
 async def test_too_many_calls_in_one_turn(make_runtime: Any) -> None:

@@ -31,28 +31,11 @@ from runtime.providers.wire import pair_results
 from runtime.stores.base import Checkpoint
 from tests.fakes import openai
 from tests.fakes.openai import OpenAIServer
-from tests.scripted import call
+from tests.scripted import call, error_type, make_counter
 
 
 def kinds(entries: list[Any]) -> list[str]:
     return [e.kind for e in entries]
-
-
-def error_type(result: ToolResult) -> str:
-    assert result.is_error, result
-    return str(result.content["error"]["type"])
-
-
-def make_counter() -> tuple[list[dict[str, Any]], Any]:
-    seen: list[dict[str, Any]] = []
-
-    @tool(effect="read_only")
-    def lookup(q: str) -> dict[str, str]:
-        """Look something up."""
-        seen.append({"q": q})
-        return {"answer": q.upper()}
-
-    return seen, lookup
 
 
 async def test_plain_answer(make_runtime: Any) -> None:

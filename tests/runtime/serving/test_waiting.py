@@ -19,18 +19,10 @@ from runtime import (
     ToolCallStarted,
     tool,
 )
-from tests.scripted import call
+from tests.scripted import call, events_until
 
 S = RunState
 
-
-
-async def _until(events: Any, kind: type) -> Any:
-    while True:
-        event = await asyncio.wait_for(events.next(), 5)
-        yield event
-        if isinstance(event, kind):
-            return
 
 
 
@@ -47,7 +39,7 @@ async def test_follow_streams_a_run_from_its_start_and_ends_with_its_end(
     async with make_runtime([call("wait_here"), {"text": "finished"}], [wait_here]) as (rt, _):
         async with rt.subscribe() as events:
             run = await rt.submit("t", "go")
-            await anext(_until(events, ToolCallStarted))
+            await anext(events_until(events, ToolCallStarted))
         # Following after the run started still shows it from its start.
         follower = rt.follow(run.id)
         first = await anext(follower)
