@@ -114,7 +114,7 @@ def _messages(sent: dict[str, Sent], stored: Stored) -> list[Violation]:
             out.append(Violation(1, s.thread, s.run_id, f"{op.tag} refused: {s.refused}",
                                  s.accepted_at))
         if s.run_id is None and not s.acked:
-            if len(runs) > 1:
+            if len(runs) > max(1, s.typed):
                 out.append(Violation(1, s.thread, None, f"{op.tag} (never acknowledged) has "
                                      f"{len(runs)} runs"))
             continue
@@ -124,6 +124,8 @@ def _messages(sent: dict[str, Sent], stored: Stored) -> list[Violation]:
                                  f"Idempotency-Key and answered with other runs: {seen}",
                                  s.accepted_at))
         ids = [r["run_id"] for r in runs]
+        if 1 < len(ids) <= s.typed:
+            continue  # typed again after a failure that did not say: each a message
         if s.run_id is None and len(ids) == 1:  # a Slack event: its run is found by its text
             s.run_id = ids[0]
         if ids != [s.run_id]:
@@ -250,8 +252,10 @@ def _threads(sent: dict[str, Sent], stored: Stored, model: Model) -> list[Violat
     out: list[Violation] = []
     created = {r["run_id"]: r["created_at"] for r in stored.runs}
     texts: dict[str, set[str]] = defaultdict(set)
+    typed: dict[str, int] = {}  # a message typed again (``maiden send``): how often at most
     for s in sent.values():
         texts[s.thread].add(s.op.text)
+        typed[s.op.text] = s.typed
     for thread, entries in stored.entries.items():
         # A schedule's prompt comes back at every slot (its own thread's, or the one it
         # was made in): each slot once is invariant 3's.
@@ -259,7 +263,7 @@ def _threads(sent: dict[str, Sent], stored: Stored, model: Model) -> list[Violat
         users = Counter(e["text"] for e in entries if e["kind"] == "user"
                         and not JOB.match(e["text"]) and not e["text"].startswith(CHECKING))
         out += [Violation(5, thread, None, f"the message {text!r} is in it {n} times")
-                for text, n in users.items() if n > 1]
+                for text, n in users.items() if n > max(1, typed.get(text, 0))]
         for e in entries:
             tag = _tag(e["text"]) if e["kind"] == "user" else None
             if tag and e["text"] not in texts[thread]:
@@ -268,23 +272,25 @@ def _threads(sent: dict[str, Sent], stored: Stored, model: Model) -> list[Violat
         if order != sorted(order, key=lambda run: created.get(run, 0.0)):
             out.append(Violation(5, thread, None, "its messages are not in the order their "
                                  "runs were accepted"))
-        open_calls: dict[str, str] = {}
-        answered: set[str] = set()
+        # Calls by run: a message typed again has a run of its own with the same call ids.
+        open_calls: dict[tuple[str, str], str] = {}
+        answered: set[tuple[str, str]] = set()
         for e in entries:
             if e["kind"] == "assistant":
-                open_calls.update({c["id"]: e["run_id"] for c in e["tool_calls"]})
+                open_calls.update({(c["id"], e["run_id"]): e["run_id"]
+                                   for c in e["tool_calls"]})
             elif e["kind"] == "tool_result":
-                call = e["tool_call_id"]
-                if open_calls.get(call) != e["run_id"] or call in answered:
-                    out.append(Violation(5, thread, e["run_id"], f"a result for call {call} "
-                                         "with no call before it, or a second one"))
+                call = (e["tool_call_id"], e["run_id"])
+                if call not in open_calls or call in answered:
+                    out.append(Violation(5, thread, e["run_id"], f"a result for call "
+                                         f"{call[0]} with no call before it, or a second one"))
                 answered.add(call)
         states = {r["run_id"]: r for r in stored.runs}
-        for call, run in open_calls.items():
+        for (call_id, _), run in open_calls.items():
             r = states.get(run)
-            waiting = r is not None and (r.get("approval") or {}).get("tool_call_id") == call
-            if call not in answered and not waiting:
-                out.append(Violation(5, thread, run, f"call {call} has no result (run "
+            waiting = r is not None and (r.get("approval") or {}).get("tool_call_id") == call_id
+            if (call_id, run) not in answered and not waiting:
+                out.append(Violation(5, thread, run, f"call {call_id} has no result (run "
                                      f"{r['state'] if r else '?'})"))
     out += [Violation(5, "?", None, f"the model was sent a request the real API refuses: {m}")
             for m in model.malformed]

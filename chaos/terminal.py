@@ -15,9 +15,10 @@ from .files import data_of
 from .plan import Op
 from .system import Replica, die_with_parent
 
-__all__ = ["EXIT_USAGE", "Typed", "send_from_terminal"]
+__all__ = ["EXIT_PAUSED", "EXIT_USAGE", "Typed", "send_from_terminal"]
 
 EXIT_USAGE = 2  # maiden's exit status for a command it refuses as typed (bot/commands)
+EXIT_PAUSED = 3  # its run was taken and waits (for an approval, or behind one)
 WAIT_S = 240.0  # the command waits for its run to end
 
 

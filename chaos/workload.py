@@ -21,11 +21,12 @@ from .files import refused
 from .plan import Command, Op, Plan, Stop, Vote
 from .responses import respond
 from .system import History, Replica, settled
-from .terminal import EXIT_USAGE, send_from_terminal
+from .terminal import EXIT_PAUSED, EXIT_USAGE, send_from_terminal
 
 __all__ = ["DiscordSender", "Sent", "SlackSender", "Workload"]
 
 SEND_DEADLINE_S = 240.0  # one message, every resend included
+TAKEN = "was taken, then the store failed"  # `maiden send`: its run was made (bot/commands)
 TYPED_LOOKUP_S = 90.0  # `maiden send` ended without its reply: how long its run is looked for
 STOP_HOLD_S = 10.0  # a run stopped while it waits: how long before the janitor may deny it
 
@@ -78,6 +79,9 @@ class Sent:
     cancelled: list[int] = field(default_factory=list)
     decided: list[tuple[bool, int]] = field(default_factory=list)
     open_streams: list[str] = field(default_factory=list)
+    typed: int = 0
+    """``maiden send`` attempts that may have made a run (each a message of its own: the
+    command has no key; a person who could not tell whether it was taken types it again)."""
 
 
 class Workload:
@@ -249,6 +253,15 @@ class Workload:
                 sent.acked, sent.accepted_at = True, typed_at
                 sent.answers.append(Answer(None, "completed", typed.out, 200))
                 sent.answered_at = now
+                return
+            if typed.code != EXIT_USAGE:
+                sent.typed += 1
+            if typed.code == EXIT_PAUSED or TAKEN in typed.err:
+                # It named its run ("run … is queued: the thread has a run waiting for
+                # approval", or "run … was taken, then the store failed"): nobody types it
+                # again. (Other failures may or may not have made a run: a person who
+                # cannot tell types it again, a new message.)
+                sent.acked, sent.accepted_at = True, typed_at
                 return
             if typed.code == EXIT_USAGE and "--file" in typed.err:  # the file refused
                 if refused(op):

@@ -74,6 +74,13 @@ async def _send(loaded: LoadedConfig, args: argparse.Namespace) -> int:
                 if interrupts < 2:
                     raise
                 await runtime.close(grace_s=0)  # the run is released at its checkpoint
+            except MaidenError as exc:
+                # Taken, then the store failed: said, so that nobody sends it again (the
+                # command has no key: the same words again would be a second message).
+                print(f"maiden: run {run.id} was taken, then the store failed ({exc}); it "
+                      f"goes on from where it stands with `maiden run` (or the next command "
+                      f"on thread {args.thread!r}): do not send it again", file=sys.stderr)
+                raise
         if interrupts < 2 and run.reply_files:
             await _save_files(loaded, runtime, run)
     if interrupts >= 2:

@@ -312,3 +312,23 @@ async def test_submit_refuses_a_thread_id_with_a_nul(tmp_path: Path) -> None:
         with pytest.raises(InvalidThreadId, match=r"control characters .*'\\x00' at position 1"):
             await rt.submit("a\x00b", "hi")
         assert await rt.records.threads() == []
+
+
+def test_a_message_taken_before_the_store_goes_says_it_was_taken(home: Path) -> None:
+    """`maiden send` has no key: the same words sent again are a second message. So when
+    the store fails after its run was taken, it says the run was taken and not to send it
+    again (the chaos soak's person typed such a message again: two runs)."""
+    (home / "hold_tools.py").write_text(HOLD_TOOLS)
+    config = home / "agent.toml"
+    config.write_text(config.read_text().replace("modules = []", 'modules = ["hold_tools"]'))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with subprocess.Popen([sys.executable, "-m", "bot", "send", "t", "/tool hold {}"],
+                          cwd=home, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as sending:
+        _wait_for_file(home / "holding")
+        _delete(home / "data" / "maiden.db")
+        (home / "release").touch()
+        _, err = sending.communicate(timeout=60)
+    assert sending.returncode == 1, err
+    assert re.search(r"maiden: run \w{32} was taken, then the store failed \(", err), err
+    assert "do not send it again" in err
