@@ -17,6 +17,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -323,12 +324,23 @@ def test_a_message_taken_before_the_store_goes_says_it_was_taken(home: Path) -> 
     config.write_text(config.read_text().replace("modules = []", 'modules = ["hold_tools"]'))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with subprocess.Popen([sys.executable, "-m", "bot", "send", "t", "/tool hold {}"],
-                          cwd=home, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True) as sending:
+                          cwd=home, env=env, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True) as sending:
+        assert sending.stderr is not None
+        lines: list[str] = []
+        reading = threading.Thread(target=lambda: lines.extend(sending.stderr or ()),
+                                   daemon=True)
+        reading.start()
         _wait_for_file(home / "holding")
         _delete(home / "data" / "maiden.db")
+        deadline = time.monotonic() + 30
+        while not any("was deleted" in line for line in lines):  # noticed, then let go
+            assert time.monotonic() < deadline, "".join(lines)
+            time.sleep(0.05)
         (home / "release").touch()
-        _, err = sending.communicate(timeout=60)
+        sending.wait(timeout=60)
+        reading.join(timeout=10)
+    err = "".join(lines)
     assert sending.returncode == 1, err
     assert re.search(r"maiden: run \w{32} was taken, then the store failed \(", err), err
     assert "do not send it again" in err

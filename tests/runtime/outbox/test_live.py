@@ -116,13 +116,23 @@ async def test_an_approval_ends_the_stream_and_the_answer_streams_after(
 
 async def test_a_failed_run_ends_its_stream_with_the_reason(make_runtime: Any) -> None:
     chat = MemoryChat(stream=True)
+    assert chat.streamer is not None
+    streamer = chat.streamer
+
+    @tool(name="lookup")
+    async def looked_up(service: str) -> str:
+        """Look a service up, once the reply shows (a run that fails before its stream's
+        first flush, on a loaded machine, says why in a message of its own)."""
+        await asyncio.wait_for(streamer.opened.wait(), 10)
+        return f"{service}: green"
+
     script = [{"text": "Looking. ", **call("lookup", service="api")},
               {"error": "overloaded"}]
-    async with make_runtime(script, [lookup], deliverers={"chat": chat}) as (rt, _):
+    async with make_runtime(script, [looked_up], deliverers={"chat": chat}) as (rt, _):
         run = await rt.send("t", "status?", origin=ROOM)
         await rt.idle()
     assert run.state is S.FAILED
-    (message,) = chat.streamer.messages.values()  # type: ignore[union-attr]
+    (message,) = chat.streamer.messages.values()
     assert message.text == "Looking. \nSorry, I could not finish this (the model service " \
                            "failed)."
     assert chat.posted == [] and not message.streaming
