@@ -94,6 +94,11 @@ class Outbox:
         self._sending: dict[str, asyncio.Future[bool]] = {}
         """Deliveries being sent now, each done when its send is: True if it was posted (or
         superseded), False if it stays in the outbox."""
+        self._unsure: set[str] = set()
+        """Records whose send here failed, perhaps after the post, and stayed unsent: never
+        sent again without asking the channel first, even if the store could not record the
+        failure (chaos finding 33: a notice posted as the store was cut, posted again at its
+        run's end)."""
         self.live = LiveReplies(store, self._deliverers, clock)
         """The streams of runs driven here (channels whose deliverer has a ``streamer``):
         fed by the event bus, finished by the run's reply."""
@@ -314,8 +319,9 @@ class Outbox:
         why = None
         try:
             done = await self._post(deliverer, delivery, what, fresh=fresh, trace=trace, run=run)
-        except DeliveryError as exc:
-            # The channel said why (down, refused, still connecting): one line, no trace.
+        except (DeliveryError, StoreError) as exc:
+            # The channel said why (down, refused, still connecting), or the store could not
+            # be read or written: one line, no trace.
             log.warning("delivering run %s's %s failed (%s); it stays in the outbox and is "
                         "tried again", delivery.run_id, what, exc)
             why = str(exc)
@@ -325,6 +331,7 @@ class Outbox:
             why = f"{type(exc).__name__}: {exc}"
         finally:
             self._sending.pop(delivery.key).set_result(done)
+            (self._unsure.discard if done else self._unsure.add)(delivery.key)
         if why is not None:
             # After letting go of the key: a retry may start meanwhile; if it posts first,
             # the store leaves the sent record alone.
@@ -349,7 +356,8 @@ class Outbox:
             return True  # sent since the caller read it (by a sweep that read it first)
         records = await self._store.deliveries(run_id=delivery.run_id)
         delivery = next((d for d in records if d.key == delivery.key), claimed)
-        fresh = fresh and claimed.attempts_failed == 0  # a send of it was begun elsewhere
+        # A send of it was begun elsewhere, or here and failed.
+        fresh = fresh and claimed.attempts_failed == 0 and delivery.key not in self._unsure
         if (stale := await self._superseded(delivery, run, records)) is not None:
             log.info("run %s's %s is not posted: %s", delivery.run_id, what, stale)
             await self._store.mark_delivered(delivery.key, NOT_POSTED, self._clock())

@@ -8,12 +8,31 @@ import asyncio
 import time
 from pathlib import Path
 
-from runtime import Delivery, Origin, ReplyDelivery, Run, RunStarted, RunState, SQLiteStore
+from chaos.proxy import Proxy
+from runtime import (
+    Delivery,
+    EchoProvider,
+    FileSource,
+    ModelRequest,
+    ModelResponse,
+    Origin,
+    ReplyDelivery,
+    Run,
+    RunStarted,
+    RunState,
+    Runtime,
+    SQLiteStore,
+)
 from runtime.outbox.delivery import Outbox
+from runtime.providers.base import TextSink
 from runtime.stores.base import Checkpoint
+from runtime.stores.postgres import PostgresStore
 from tests.fakes.chat import MemoryChat
+from tests.logs import Heard
+from tests.postgres import cuttable, fresh_schema
 
 TARGET = {"room": "r1"}
+CHAT = Origin(channel="chat", target=TARGET, user="U1")
 
 
 class SlowChat(MemoryChat):
@@ -87,3 +106,58 @@ async def test_what_a_run_left_unsent_as_it_started_goes_out_once_before_its_ans
             await outbox.close()
         assert [m.text for m in chat.posted] == ["notice", "answer"]
         assert all(d.remote_id for d in await store.deliveries(run_id=run.id))
+
+
+class HeldEcho(EchoProvider):
+    """The offline model, answering once ``go`` is set."""
+
+    def __init__(self) -> None:
+        self.go = asyncio.Event()
+
+    async def complete(self, request: ModelRequest, on_text: TextSink | None = None
+                       ) -> ModelResponse:
+        await self.go.wait()
+        return await super().complete(request, on_text)
+
+
+class CuttingChat(MemoryChat):
+    """The reference channel; its first post cuts the store off (``proxy.cut()``) as it is
+    made, so that neither the post nor its failure can be recorded."""
+
+    def __init__(self, proxy: Proxy) -> None:
+        super().__init__()
+        self.proxy = proxy
+
+    async def send(self, delivery: Delivery) -> str:
+        posted = await super().send(delivery)
+        if len(self.posted) == 1:
+            self.proxy.cut()
+        return posted
+
+
+async def test_a_notice_posted_as_the_store_was_cut_is_not_posted_again_at_the_runs_end(
+        ) -> None:
+    """Chaos finding 33 (seed 9191, PostgreSQL): a refused file's notice, sent as its run
+    started, was posted while the store was cut; neither the post nor the failure could be
+    recorded, so the record was left as the run wrote it, tried by no one. At the run's end
+    this process took it for its own never tried, and posted it again without asking the
+    channel first: the place was told twice it could not read the file."""
+    chat, model = None, HeldEcho()
+    async with fresh_schema() as schema, cuttable() as (proxy, dsn), \
+            PostgresStore(dsn, schema=schema, pool_size=2) as store:
+        chat = CuttingChat(proxy)
+        with Heard("maiden.delivery", "could not record why the send failed") as heard:
+            async with Runtime(store, model, channels=["slack"],
+                               deliverers={"chat": chat}) as rt:
+                run = await rt.submit("t", "look", origin=CHAT, fetch=[FileSource(
+                    via="chat", url="u/shot.png", name="shot.png", media_type="image/png")])
+                async with asyncio.timeout(20):
+                    await heard.said.wait()
+                    proxy.restore()
+                    model.go.set()
+                    done = await rt.wait(run.id)
+        assert done.state is RunState.COMPLETED
+        notices = [m.text for m in chat.posted if "could not read" in m.text]
+        assert notices == ["I could not read shot.png: the chat channel is not running here "
+                           "to download it."]
+        assert [m.kind for m in chat.posted].count("reply") == 2  # the notice, the answer
