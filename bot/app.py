@@ -129,20 +129,26 @@ async def open_app(
                           services={"schedules": book}, files=cfg.files, tracing=tracing)
         stack.push_async_callback(runtime.close)
         if writable:
-            try:
-                await patiently(runtime.operator.check_writable, what="the check that the store "
-                                "takes writes", wait_s=cfg.store.open_wait_s
-                                if wait_for_store else 0.0)
-            except StoreError as exc:
-                where = loaded.base_dir / cfg.store.path
-                raise ConfigError([("store.path", f"the {cfg.store.kind} store at {where} "
-                                    f"cannot be written: {exc}")], str(loaded.path)) from None
+            await _check_writable(runtime, loaded, wait=wait_for_store)
         if log_runs:
             logger = asyncio.create_task(log_run_events(runtime), name="maiden-log-runs")
             stack.push_async_callback(_stopped, logger)
         if recover or serve:
             await runtime.start(recover=recover, serve=serve)
         yield App(runtime, book, servers, prepared)
+
+
+async def _check_writable(runtime: Runtime, loaded: LoadedConfig, *, wait: bool) -> None:
+    """``ConfigError`` on ``store.path`` if the store does not take writes (``wait``: a
+    PostgreSQL server out of reach is waited for, as at opening)."""
+    store = loaded.config.store
+    try:
+        await patiently(runtime.operator.check_writable, what="the check that the store "
+                        "takes writes", wait_s=store.open_wait_s if wait else 0.0)
+    except StoreError as exc:
+        where = loaded.base_dir / store.path
+        raise ConfigError([("store.path", f"the {store.kind} store at {where} cannot be "
+                            f"written: {exc}")], str(loaded.path)) from None
 
 
 async def _stopped(task: asyncio.Task[None]) -> None:

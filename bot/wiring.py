@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from channels import Channel
+from channels.discord import DiscordConfig
 from channels.http import HttpChannel
+from channels.slack import SlackConfig, SlackSecrets
 from runtime import Deliverer, FileFetcher, Records, Runtime, ScheduleService
 from schedules import Scheduler
 
@@ -37,6 +39,10 @@ ChannelFactory = Callable[[Records], Prepared]
 (a Slack reply sets its thread's session from them)."""
 
 
+Routes = list[tuple[str, Callable[[], Callable[[Any], Awaitable[Any]]]]]
+"""Paths the HTTP API serves for another channel (Slack's events in HTTP mode)."""
+
+
 def make_channels(loaded: LoadedConfig) -> list[ChannelFactory]:
     """The channels the config enables, in the order they start: each a factory of its
     ``Prepared`` first step. Settings that cannot work (a missing token) fail here, before
@@ -44,46 +50,14 @@ def make_channels(loaded: LoadedConfig) -> list[ChannelFactory]:
     cfg = loaded.config
     source = str(loaded.path)
     factories: list[ChannelFactory] = []
-    routes: list[tuple[str, Callable[[], Callable[[Any], Awaitable[Any]]]]] = []
+    routes: Routes = []
     made_all: list[Channel] = []  # for the console: every channel's status
     slack = cfg.channels.slack
     if slack is not None and slack.enabled:
-        secrets = slack.secrets(source=source)
-        made: list[Any] = []
-
-        def prepare_slack(records: Records) -> Prepared:
-            from channels.slack.channel import SlackChannel, SlackOutbound  # slack-bolt: here
-
-            outbound = SlackOutbound(slack, secrets, records)
-
-            def make(runtime: Runtime, schedules: ScheduleService | None) -> Channel:
-                channel = SlackChannel(runtime, outbound, schedules=schedules)
-                if isinstance(schedules, Scheduler):  # "tomorrow at 9": where its asker is
-                    schedules.book.zones[channel.name] = channel.zones
-                made.append(channel)
-                return channel
-
-            return Prepared(outbound.name, outbound.deliverer, outbound.fetcher, make)
-
-        factories.append(prepare_slack)
-        if slack.mode == "http":
-            # Served by the HTTP API, which starts after Slack (so the endpoint exists): the
-            # Slack channel made last, over this start's runtime (a start begun again after
-            # a store error makes its channels anew; the first ones' runtime is shut down).
-            routes.append(("/slack/events", lambda: made[-1].http_endpoint()))
+        factories.append(_slack(slack, slack.secrets(source=source), routes))
     discord = cfg.channels.discord
     if discord is not None and discord.enabled:
-        discord_token = discord.token(source=source)
-
-        def prepare_discord(records: Records) -> Prepared:
-            from channels.discord.channel import DiscordChannel, DiscordOutbound  # discord.py
-
-            outbound = DiscordOutbound(discord, discord_token)
-            return Prepared(outbound.name, outbound.deliverer, outbound.fetcher,
-                            lambda runtime, schedules: DiscordChannel(
-                                runtime, outbound, schedules=schedules))
-
-        factories.append(prepare_discord)
+        factories.append(_discord(discord, discord.token(source=source)))
     if cfg.http.enabled:
         credentials = cfg.http.credentials(source=source)
         factories.append(lambda records: Prepared(
@@ -92,20 +66,58 @@ def make_channels(loaded: LoadedConfig) -> list[ChannelFactory]:
                 statuses=lambda: [(c.name, c.status()) for c in newest(made_all)],
                 rules=lambda: rights_blocks(cfg), schedules=schedules,
                 openai=cfg.openai_api)))
+    return [_kept(prepare, made_all) for prepare in factories]
 
-    def keep(prepare: ChannelFactory) -> ChannelFactory:
-        def prepared(records: Records) -> Prepared:
-            first = prepare(records)
 
-            def make(runtime: Runtime, schedules: ScheduleService | None) -> Channel:
-                channel = first.make(runtime, schedules)
-                made_all.append(channel)
-                return channel
+def _slack(slack: SlackConfig, secrets: SlackSecrets, routes: Routes) -> ChannelFactory:
+    made: list[Any] = []
 
-            return Prepared(first.name, first.deliverer, first.fetcher, make)
-        return prepared
+    def prepare_slack(records: Records) -> Prepared:
+        from channels.slack.channel import SlackChannel, SlackOutbound  # slack-bolt: here
 
-    return [keep(prepare) for prepare in factories]
+        outbound = SlackOutbound(slack, secrets, records)
+
+        def make(runtime: Runtime, schedules: ScheduleService | None) -> Channel:
+            channel = SlackChannel(runtime, outbound, schedules=schedules)
+            if isinstance(schedules, Scheduler):  # "tomorrow at 9": where its asker is
+                schedules.book.zones[channel.name] = channel.zones
+            made.append(channel)
+            return channel
+
+        return Prepared(outbound.name, outbound.deliverer, outbound.fetcher, make)
+
+    if slack.mode == "http":
+        # Served by the HTTP API, which starts after Slack (so the endpoint exists): the
+        # Slack channel made last, over this start's runtime (a start begun again after
+        # a store error makes its channels anew; the first ones' runtime is shut down).
+        routes.append(("/slack/events", lambda: made[-1].http_endpoint()))
+    return prepare_slack
+
+
+def _discord(discord: DiscordConfig, token: str) -> ChannelFactory:
+    def prepare_discord(records: Records) -> Prepared:
+        from channels.discord.channel import DiscordChannel, DiscordOutbound  # discord.py
+
+        outbound = DiscordOutbound(discord, token)
+        return Prepared(outbound.name, outbound.deliverer, outbound.fetcher,
+                        lambda runtime, schedules: DiscordChannel(
+                            runtime, outbound, schedules=schedules))
+
+    return prepare_discord
+
+
+def _kept(prepare: ChannelFactory, made_all: list[Channel]) -> ChannelFactory:
+    """``prepare``, its channel added to ``made_all`` once made."""
+    def prepared(records: Records) -> Prepared:
+        first = prepare(records)
+
+        def make(runtime: Runtime, schedules: ScheduleService | None) -> Channel:
+            channel = first.make(runtime, schedules)
+            made_all.append(channel)
+            return channel
+
+        return Prepared(first.name, first.deliverer, first.fetcher, make)
+    return prepared
 
 
 def newest(channels: list[Channel]) -> list[Channel]:

@@ -111,10 +111,11 @@ class Runtime:
         self._steering = parts.steering
         self._tasks: set[asyncio.Task[None]] = set()
         self._recovered: list[Run] = []
+        """What ``start`` recovered (filled in place: the operator reads the same list)."""
         self.operator = Operator(
             agents=agents, settings=settings, instance_id=instance_id, store=store,
             leases=parts.leases, upkeep=parts.upkeep, tracing=tracing,
-            recovered=lambda: self._recovered)
+            recovered=self._recovered)
         """The operator's levers: what it runs (agents, settings), leases among processes,
         health, the outbox's sweep."""
 
@@ -142,8 +143,8 @@ class Runtime:
             self._parts.serve(self.spawn)
         if not recover:
             return []
-        self._recovered = await self._parts.recover()
-        return self._recovered
+        self._recovered[:] = await self._parts.recover()
+        return list(self._recovered)
 
     async def idle(self) -> None:
         """Wait until no thread has work in this process."""

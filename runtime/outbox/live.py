@@ -32,11 +32,9 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from ..errors import StoreError
-from ..model.entries import ToolCall
 from ..model.events import (
     RunEnded,
     RunEvent,
@@ -47,7 +45,6 @@ from ..model.events import (
 )
 from ..model.runs import (
     DRIVABLE,
-    ApprovalDelivery,
     Delivery,
     FileDelivery,
     ReplyDelivery,
@@ -57,50 +54,16 @@ from ..model.runs import (
 )
 from ..stores.base import Checkpoint, Store
 from .ordering import waits_behind
-from .streamer import Streamer, ToolUpdate, arguments_summary
+from .streamer import Streamer, ToolUpdate
+from .stretch import Stretch, stream_ending, tool_update
 
 __all__ = ["LiveReplies"]
 
 log = logging.getLogger("maiden.live")
 
-WAITING_NOTE = "⏸ waiting for a person to approve the next step"
-
 RECORD_AGAIN_S = 1.0
 """How often a stream whose ids the store did not take tries again with nothing new to
 show (new text tries at once)."""
-
-
-@dataclass
-class _Live:
-    """One run's stream in this process, from its start here to its end or pause."""
-
-    run_id: str
-    thread_id: str
-    started: float = 0.0
-    """When its stretch of the run began here."""
-    inert: bool = False
-    """Not streamed here: no streamer for its channel, taken up after a crash, or the
-    platform refused."""
-    text: list[str] = field(default_factory=list)
-    tools: list[ToolUpdate] = field(default_factory=list)
-    streamed: str = ""
-    summaries: dict[str, str] = field(default_factory=dict)
-    """Each call's arguments summary, by call id (its end repeats it)."""
-    stream: StreamDelivery | None = None
-    opening: str | None = None
-    """The key of the stream it opened, or is opening (recorded before the platform is
-    asked, so before ``stream`` is set)."""
-    ended: bool = False
-    closed: bool = False
-    """Ended for good (completed, failed, cancelled, timed out), not paused for a person:
-    its reply, posted whole, says all it has to."""
-    """Its stretch of the run is over (ended, paused, or stopped being driven here)."""
-    held: bool = False
-    """The store did not take its stream's ids: nothing more is appended until it does."""
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
-    task: asyncio.Task[None] | None = None
-    after: asyncio.Task[None] | None = None
-    """The send of what the run left unsent as it started: its stream opens after it."""
 
 
 class LiveReplies:
@@ -111,7 +74,7 @@ class LiveReplies:
         self._store = store
         self._deliverers = deliverers
         self._clock = clock
-        self._live: dict[str, _Live] = {}
+        self._live: dict[str, Stretch] = {}
         self._unrecorded: dict[str, tuple[str, ...]] = {}
         """The ids of messages streams opened here that the store has not taken yet (its
         write failed), by stream key: written again before the stream's next append, and
@@ -135,7 +98,7 @@ class LiveReplies:
                                           for d in self._deliverers.values()):
                 return  # taken up after a crash (its earlier life's stream, if any, stays),
                 # or no channel here streams
-            live = self._live[event.run_id] = _Live(event.run_id, event.thread_id,
+            live = self._live[event.run_id] = Stretch(event.run_id, event.thread_id,
                                                     started=self._clock(), after=after)
             live.task = asyncio.create_task(self._follow(live),
                                             name=f"maiden-live:{event.run_id}")
@@ -150,7 +113,7 @@ class LiveReplies:
         elif isinstance(event, TextDelta):
             live.text.append(event.text)
         elif isinstance(event, ToolCallStarted):
-            update = _update(event.call, "in_progress")
+            update = tool_update(event.call, "in_progress")
             live.summaries[update.call_id] = update.summary
             live.tools.append(update)
         elif isinstance(event, ToolCallFinished):
@@ -161,7 +124,7 @@ class LiveReplies:
             return
         live.wake.set()
 
-    async def _follow(self, live: _Live) -> None:
+    async def _follow(self, live: Stretch) -> None:
         try:
             if live.after is not None:  # what it left unsent goes before its answer
                 await asyncio.wait([live.after])
@@ -198,7 +161,7 @@ class LiveReplies:
             if live.stream is None and self._live.get(live.run_id) is live:
                 del self._live[live.run_id]  # nothing opened: nothing to finish
 
-    async def _flush(self, live: _Live, run: Run, streamer: Streamer) -> None:
+    async def _flush(self, live: Stretch, run: Run, streamer: Streamer) -> None:
         if live.stream is not None and not await self._recorded(live):
             return  # its messages' ids first: what was written waits for them
         text, tools = "".join(live.text), list(live.tools)
@@ -233,7 +196,7 @@ class LiveReplies:
             self._unrecorded[stream.key] = live.stream.remote_ids
             await self._recorded(live)
 
-    async def _opening(self, run: Run, live: _Live) -> StreamDelivery:
+    async def _opening(self, run: Run, live: Stretch) -> StreamDelivery:
         """The stream's record, written before the platform is asked to open it."""
         earlier = [d for d in await self._store.deliveries(run_id=run.id)
                    if isinstance(d, StreamDelivery)]
@@ -245,7 +208,7 @@ class LiveReplies:
         await self._store.commit(Checkpoint(run.thread_id, None, deliveries=[stream]))
         return stream
 
-    async def _recorded(self, live: _Live) -> bool:
+    async def _recorded(self, live: Stretch) -> bool:
         """Whether the store holds the ids of the messages ``live``'s stream opened, writing
         those it does not (``_unrecorded``); False, and ``live.held``, if it failed to."""
         assert live.stream is not None
@@ -269,7 +232,7 @@ class LiveReplies:
             live.held = False
         return True
 
-    async def _settle(self, run_id: str) -> _Live | None:
+    async def _settle(self, run_id: str) -> Stretch | None:
         """The run's stream here with everything written so far appended (its task done;
         held back instead if the store still refuses its ids), or None if this process did
         not stream it."""
@@ -319,7 +282,7 @@ class LiveReplies:
             ids = list(self._unrecorded.get(stream.key) or stream.remote_ids) \
                 or await self._found(streamer, stream)
             if ids:
-                replace, note = _ending(delivery, stream, live)
+                replace, note = stream_ending(delivery, stream, live)
                 shows = delivery.key if isinstance(delivery, ReplyDelivery) else stream.key
                 buttons = delivery.run_id if isinstance(delivery, ReplyDelivery) \
                     and delivery.feedback else None
@@ -396,24 +359,3 @@ class LiveReplies:
             task.cancel()
         with contextlib.suppress(Exception):
             await asyncio.gather(*tasks, return_exceptions=True)
-
-
-def _update(call: ToolCall, status: Literal["in_progress", "complete", "error"]) -> ToolUpdate:
-    return ToolUpdate(call.id, call.name, arguments_summary(call.arguments), status)
-
-
-def _ending(delivery: Delivery, stream: StreamDelivery,
-            live: _Live | None) -> tuple[str | None, str | None]:
-    """How a stream ends before ``delivery``: ``(replace, note)`` for ``finish_stream``."""
-    # Whole: the stream shows all the run wrote (none of it held back for want of ids).
-    whole = live is not None and not live.inert and live.stream is not None \
-        and live.stream.key == stream.key and not "".join(live.text).strip()
-    if isinstance(delivery, ApprovalDelivery):
-        return None, WAITING_NOTE
-    assert isinstance(delivery, ReplyDelivery)
-    if not whole:
-        return delivery.text, None  # cut off by a crash: the final answer replaces it
-    assert live is not None
-    if delivery.text.strip() and delivery.text.strip() in live.streamed:
-        return None, None  # what was streamed is the answer
-    return None, delivery.text  # a failure or a stop: said at the end

@@ -5,7 +5,7 @@ reads, ``Runtime.records``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ..engine.agents import Agents
 from ..engine.tracing import Tracing
@@ -19,11 +19,12 @@ __all__ = ["Operator"]
 
 
 class Operator:
-    """Built by ``Runtime`` with its parts; ``recovered`` says what its ``start`` recovered."""
+    """Built by ``Runtime`` with its parts; ``recovered``: the runs its ``start`` recovers,
+    filled in as it does."""
 
     def __init__(self, *, agents: Agents, settings: RuntimeConfig, instance_id: str,
                  store: Store, leases: Leases, upkeep: RuntimeUpkeep,
-                 tracing: Tracing, recovered: Callable[[], list[Run]]) -> None:
+                 tracing: Tracing, recovered: Sequence[Run]) -> None:
         self.agents = agents
         """The agents, their routes and the default one (``agents.default``: its config,
         provider and tools)."""
@@ -40,7 +41,7 @@ class Operator:
     @property
     def recovered(self) -> list[Run]:
         """The runs ``Runtime.start`` found unfinished, as they ended up."""
-        return self._recovered()
+        return list(self._recovered)
 
     # -- roles shared among processes
 

@@ -23,7 +23,8 @@ from runtime import (
 )
 from runtime.model.events import RunEnded, RunStarted, TextDelta
 from runtime.model.runs import new_run_id
-from runtime.outbox.live import WAITING_NOTE, LiveReplies
+from runtime.outbox.live import LiveReplies
+from runtime.outbox.stretch import WAITING_NOTE
 from runtime.stores.base import Checkpoint
 from tests.fakes.chat import MemoryChat
 from tests.scripted import call
