@@ -13,7 +13,8 @@ from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runtime import NO_TRACING, Runtime, SQLiteStore, Tracing
+from runtime import Runtime, SQLiteStore, Tracing
+from runtime.engine.tracing import NO_TRACING
 from runtime.stores.sqlite import Synchronous
 from runtime.stores.sqlite.commit import FlushWay, WriteCounts
 
@@ -237,7 +238,7 @@ def _dropping_tracing() -> Tracing:
         SpanExportResult,
     )
 
-    from runtime import OtelTracing
+    from runtime.engine.tracing import OtelTracing
 
     class Dropped(SpanExporter):
         def export(self, spans: object) -> SpanExportResult:

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from runtime import (
-    NO_TRACING,
     AssistantTurn,
     Entry,
     ModelRequest,
@@ -20,7 +19,6 @@ from runtime import (
     Runtime,
     RuntimeConfig,
     SQLiteStore,
-    ToolCall,
     ToolRegistry,
     ToolResult,
     Tracing,
@@ -28,6 +26,8 @@ from runtime import (
     UserMessage,
     tool,
 )
+from runtime.engine.tracing import NO_TRACING
+from runtime.model.entries import ToolCall
 from runtime.providers.base import TextSink
 from runtime.stores.sqlite import Synchronous
 

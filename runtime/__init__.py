@@ -1,31 +1,20 @@
 """maiden's durable agent runtime. Imports nothing from channels, schedules or bot.
 
-The names below are the API that channels, schedules and the app use. The HTTP
+The names below are the API that channels, schedules and the app use, and what a tool,
+provider or channel written outside maiden needs (``tool``, ``ToolContext``, ``NOT_DONE``,
+``ToolFile``, ``Effect``, the exception tree, ``ModelRequest``); the rest is imported from
+its sub-package (``runtime.stores.base``, ``runtime.engine.caps``, ...). The HTTP
 providers live in ``runtime.providers.anthropic`` / ``.openai`` (they import httpx,
 which commands that never call a model API do not pay for).
 """
 
-from .build import (
-    describe_store,
-    make_provider,
-    make_store,
-    make_tools,
-    redact_dsn,
-    store_versions,
-)
+from .build import describe_store, make_provider, make_store, make_tools, store_versions
 from .builtins import BUILTIN_NAMES, BUILTIN_TOOLS
 from .engine.agents import Agent, Agents, ToolView
-from .engine.caps import CapConfig, CapHit, Caps, period_bounds
-from .engine.files import FileFetcher, Files, prune_files
+from .engine.caps import CapConfig
+from .engine.files import FileFetcher
 from .engine.loop import DRIVABLE as DRIVABLE_STATES
-from .engine.tracing import (
-    NO_TRACING,
-    OtelTracing,
-    Tracing,
-    current_trace_id,
-    make_tracing,
-    probe_collector,
-)
+from .engine.tracing import Tracing, current_trace_id, make_tracing, probe_collector
 from .errors import (
     ConfigError,
     ContextTooLong,
@@ -51,7 +40,7 @@ from .errors import (
 )
 from .logcontext import RUN_CONTEXT
 from .model.agentconfig import PROCESS_WIDE, AgentEntry, ProviderEntry
-from .model.attachments import BlobInfo, FileRef, FileSource, Seeing, human_size, looks_like_html
+from .model.attachments import FileRef, FileSource, human_size, looks_like_html
 from .model.budget import BudgetConfig
 from .model.config import (
     AgentConfig,
@@ -63,16 +52,7 @@ from .model.config import (
     StoreConfig,
     ToolsConfig,
 )
-from .model.entries import (
-    ENTRY,
-    AssistantTurn,
-    Entry,
-    Notice,
-    ToolCall,
-    ToolResult,
-    Usage,
-    UserMessage,
-)
+from .model.entries import AssistantTurn, Entry, Notice, ToolResult, Usage, UserMessage
 from .model.events import (
     ApprovalRequested,
     ModelAnswered,
@@ -85,17 +65,8 @@ from .model.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from .model.jobs import Job, JobPost
-from .model.requests import (
-    Lease,
-    Note,
-    NoteCall,
-    ScheduleRecord,
-    ScheduleService,
-    SlotMark,
-    Vote,
-    kept_skips,
-)
+from .model.jobs import Job
+from .model.requests import ScheduleRecord, ScheduleService, SlotMark, Vote, kept_skips
 from .model.routing import RouteConfig, Where, person_key, place_key
 from .model.runs import (
     TERMINAL,
@@ -104,20 +75,17 @@ from .model.runs import (
     Delivery,
     FileDelivery,
     Origin,
-    PendingApproval,
     ReplyDelivery,
     Run,
     RunState,
     Said,
     StreamDelivery,
     Transition,
-    idempotency_key,
     parse_target,
 )
 from .model.text import split_message
-from .model.toolspec import ToolSpec
 from .outbox.deliverer import Deliverer, Uploader, UploadStarted
-from .outbox.streamer import Streamer, ToolUpdate, arguments_summary
+from .outbox.streamer import Streamer, ToolUpdate
 from .providers import (
     EchoProvider,
     ModelRequest,
@@ -128,29 +96,11 @@ from .providers import (
 )
 from .retry import Backoff, Failed, doubling, retrying, within
 from .service import Runtime
-from .serving.export import ThreadExport
 from .serving.records import Records, ScheduleRecords
 from .serving.workers import ACTIVE as ACTIVE_STATES
-from .stores import (
-    BlobStore,
-    Checkpoint,
-    ControlStore,
-    Erased,
-    FeedbackStore,
-    FilesStore,
-    LeaseStore,
-    NoteStore,
-    OutboxStore,
-    RunStore,
-    ScheduleStore,
-    SQLiteStore,
-    Store,
-    ThreadInfo,
-)
-from .stores.base import Spending, StoreStats
+from .stores import Checkpoint, Erased, FilesStore, ScheduleStore, SQLiteStore, Store, ThreadInfo
 from .tools.base import NOT_DONE, Effect, Tool, ToolContext, ToolFile, ToolImage, tool
 from .tools.isolation import describe_isolation, make_undumpable
-from .tools.process import ProcessResult, run_process
 from .tools.registry import ToolRegistry
 from .version import maiden_version
 
@@ -159,9 +109,7 @@ __all__ = [
     "BUILTIN_NAMES",
     "BUILTIN_TOOLS",
     "DRIVABLE_STATES",
-    "ENTRY",
     "NOT_DONE",
-    "NO_TRACING",
     "PROCESS_WIDE",
     "RUN_CONTEXT",
     "TERMINAL",
@@ -173,16 +121,11 @@ __all__ = [
     "ApprovalRequested",
     "AssistantTurn",
     "Backoff",
-    "BlobInfo",
-    "BlobStore",
     "BudgetConfig",
     "CapConfig",
-    "CapHit",
-    "Caps",
     "Checkpoint",
     "ConfigError",
     "ContextTooLong",
-    "ControlStore",
     "CorruptStore",
     "Decision",
     "Deliverer",
@@ -193,39 +136,27 @@ __all__ = [
     "Entry",
     "Erased",
     "Failed",
-    "FeedbackStore",
     "FileDelivery",
     "FileFetcher",
     "FileRef",
     "FileRefused",
     "FileSource",
     "FileUnreachable",
-    "Files",
     "FilesConfig",
     "FilesStore",
     "HookRefused",
     "IllegalTransition",
     "InvalidThreadId",
     "Job",
-    "JobPost",
-    "Lease",
-    "LeaseStore",
     "MaidenError",
     "ModelAnswered",
     "ModelRequest",
     "ModelResponse",
     "NotFound",
-    "Note",
-    "NoteCall",
-    "NoteStore",
     "Notice",
     "Origin",
     "OtelConfig",
-    "OtelTracing",
-    "OutboxStore",
-    "PendingApproval",
     "Prices",
-    "ProcessResult",
     "Provider",
     "ProviderConfig",
     "ProviderEntry",
@@ -239,7 +170,6 @@ __all__ = [
     "RunEvent",
     "RunStarted",
     "RunState",
-    "RunStore",
     "Runtime",
     "RuntimeConfig",
     "SQLiteStore",
@@ -251,9 +181,7 @@ __all__ = [
     "ScriptExhausted",
     "ScriptedProvider",
     "ScriptedTurn",
-    "Seeing",
     "SlotMark",
-    "Spending",
     "StaleWrite",
     "StateChanged",
     "Store",
@@ -261,16 +189,13 @@ __all__ = [
     "StoreError",
     "StoreFull",
     "StoreGone",
-    "StoreStats",
     "StoreUnreachable",
     "StreamDelivery",
     "Streamer",
     "Subscription",
     "TextDelta",
-    "ThreadExport",
     "ThreadInfo",
     "Tool",
-    "ToolCall",
     "ToolCallFinished",
     "ToolCallStarted",
     "ToolContext",
@@ -280,7 +205,6 @@ __all__ = [
     "ToolImage",
     "ToolRegistry",
     "ToolResult",
-    "ToolSpec",
     "ToolUpdate",
     "ToolView",
     "ToolsConfig",
@@ -292,13 +216,11 @@ __all__ = [
     "UserMessage",
     "Vote",
     "Where",
-    "arguments_summary",
     "current_trace_id",
     "describe_isolation",
     "describe_store",
     "doubling",
     "human_size",
-    "idempotency_key",
     "kept_skips",
     "looks_like_html",
     "maiden_version",
@@ -308,14 +230,10 @@ __all__ = [
     "make_tracing",
     "make_undumpable",
     "parse_target",
-    "period_bounds",
     "person_key",
     "place_key",
     "probe_collector",
-    "prune_files",
-    "redact_dsn",
     "retrying",
-    "run_process",
     "split_message",
     "store_versions",
     "tool",

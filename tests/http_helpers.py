@@ -19,7 +19,6 @@ from channels.http.auth import Credential, Credentials
 from channels.http.config import OpenAIApiConfig
 from channels.http.server import HttpServer
 from runtime import (
-    NO_TRACING,
     AgentConfig,
     EchoProvider,
     Provider,
@@ -32,6 +31,7 @@ from runtime import (
     Tracing,
     make_tools,
 )
+from runtime.engine.tracing import NO_TRACING
 from runtime.stores.sqlite import Synchronous
 from schedules import ScheduleBook, ScheduleConfig, Scheduler, load_schedules
 from schedules.hooks import Hook

@@ -13,7 +13,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from bot.logging import JsonFormatter, Redactor, RunContext
-from runtime import OtelTracing, Runtime, ScriptedProvider, SQLiteStore, ToolRegistry, tool
+from runtime import Runtime, ScriptedProvider, SQLiteStore, ToolRegistry, tool
+from runtime.engine.tracing import OtelTracing
 
 
 async def test_a_record_logged_in_a_traced_run_carries_its_trace_id(tmp_path: Path) -> None:

@@ -71,7 +71,6 @@ from pathlib import Path
 from typing import Any, cast
 
 from runtime import (
-    NO_TRACING,
     NOT_DONE,
     AgentConfig,
     ApprovalDelivery,
@@ -87,7 +86,6 @@ from runtime import (
     ModelResponse,
     Notice,
     Origin,
-    OtelTracing,
     ReplyDelivery,
     Run,
     RunState,
@@ -106,6 +104,7 @@ from runtime import (
     Vote,
     tool,
 )
+from runtime.engine.tracing import NO_TRACING, OtelTracing
 from runtime.model.runs import StreamState
 from runtime.stores.base import Accepted, RunStore
 from runtime.stores.postgres import PostgresStore

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runtime import idempotency_key
+from runtime.model.runs import idempotency_key
 from tests.crash import launch
 from tests.crash.driver import CALLS_FILE, EFFECTS_FILE, SCRIPT, read_lines
 from tests.postgres import PG_DSN

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from runtime import idempotency_key
+from runtime.model.runs import idempotency_key
 from tests.crash import launch
 from tests.crash.driver import CHANNEL_FILE, EFFECTS_FILE, REQUESTS_FILE, read_lines
 from tests.crash.jobs import CHECK, NUDGE, REMINDER, SAY, STATUS_FILE, chat_due

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from runtime import idempotency_key
+from runtime.model.runs import idempotency_key
 from tests.crash import launch
 from tests.crash.driver import (
     CHANNEL_FILE,

@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from runtime import idempotency_key
+from runtime.model.runs import idempotency_key
 from tests.crash import launch
 from tests.crash.driver import (
     JOB,

@@ -6,16 +6,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from runtime import (
-    AssistantTurn,
-    Entry,
-    ModelRequest,
-    Notice,
-    ToolCall,
-    ToolResult,
-    ToolSpec,
-    UserMessage,
-)
+from runtime import AssistantTurn, Entry, ModelRequest, Notice, ToolResult, UserMessage
+from runtime.model.entries import ToolCall
+from runtime.model.toolspec import ToolSpec
 
 WEATHER = ToolSpec("get_weather", "The weather in a city.", {
     "type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string"}},

@@ -18,8 +18,9 @@ from typing import Any, Literal
 
 import httpx
 
-from runtime import ModelResponse, ToolCall, Usage
+from runtime import ModelResponse, Usage
 from runtime.engine.tracing import note_retry
+from runtime.model.entries import ToolCall
 from runtime.providers.anthropic import AnthropicProvider
 from runtime.providers.http import Retry
 from runtime.providers.openai import OpenAIProvider

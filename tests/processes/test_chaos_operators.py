@@ -17,9 +17,9 @@ from chaos.resumes import Resumed, Resumer
 from chaos.runnow import RunsNow
 from chaos.schedules import Kept, manual_run
 from chaos.system import History
-from runtime import AssistantTurn, Entry, Notice, ToolCall, ToolResult, UserMessage
+from runtime import AssistantTurn, Entry, Notice, ToolResult, UserMessage
 from runtime.engine.history import model_view, resumed_notice
-from runtime.model.entries import RUN_FAILED
+from runtime.model.entries import RUN_FAILED, ToolCall
 from runtime.model.runs import Run, RunState
 from runtime.providers.openai import to_messages
 from schedules import ScheduleConfig, load_schedules

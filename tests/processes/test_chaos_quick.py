@@ -31,8 +31,9 @@ from chaos.schedules import Change, Kept, Schedules, schedules_toml
 from chaos.sockets import pid_of_client
 from chaos.system import History
 from chaos.workload import Sent
-from runtime import AssistantTurn, Entry, ToolCall, ToolResult, UserMessage
+from runtime import AssistantTurn, Entry, ToolResult, UserMessage
 from runtime.engine.history import model_view
+from runtime.model.entries import ToolCall
 from runtime.model.requests import ScheduleRecord
 from runtime.model.runs import Run, RunState
 from runtime.providers.openai import to_messages

@@ -19,7 +19,6 @@ from runtime import (
     RunState,
     Runtime,
     SQLiteStore,
-    ToolCall,
     ToolRegistry,
     ToolResult,
     Usage,
@@ -27,6 +26,7 @@ from runtime import (
     tool,
 )
 from runtime.engine.prompting import COMPACTION_PROMPT
+from runtime.model.entries import ToolCall
 
 WORDS = "the quick brown fox jumps over the lazy dog " * 8  # ~360 characters, ~90 tokens
 

@@ -29,13 +29,13 @@ from runtime import (
     ToolContext,
     ToolRegistry,
     ToolResult,
-    run_process,
     tool,
 )
 from runtime.model.config import AgentConfig
 from runtime.model.entries import LATE_RESULT, RUN_FAILED
 from runtime.model.runs import ReplyDelivery
 from runtime.providers import anthropic, openai
+from runtime.tools.process import run_process
 from tests.fakes.anthropic import _check_messages as anthropic_rules
 from tests.fakes.openai import _check_messages as openai_rules
 from tests.scripted import call

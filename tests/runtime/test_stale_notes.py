@@ -28,7 +28,6 @@ from runtime import (
     ModelRequest,
     ModelResponse,
     Origin,
-    PendingApproval,
     ReplyDelivery,
     Run,
     RunState,
@@ -40,7 +39,7 @@ from runtime import (
     ToolUpdate,
     tool,
 )
-from runtime.model.runs import NOT_POSTED
+from runtime.model.runs import NOT_POSTED, PendingApproval
 from runtime.outbox.ordering import superseded
 from tests.fakes.chat import MemoryChat, MemoryStreamer
 

@@ -15,9 +15,9 @@ from runtime import (
     ToolRegistry,
     ToolResult,
     ToolsConfig,
-    idempotency_key,
     make_tools,
 )
+from runtime.model.runs import idempotency_key
 from tests.scripted import call
 
 

@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 
-from runtime import AssistantTurn, Notice, ToolCall, ToolResult, ToolSpec, UserMessage
+from runtime import AssistantTurn, Notice, ToolResult, UserMessage
 from runtime.engine.context import fit_history
+from runtime.model.entries import ToolCall
 from runtime.model.tokens import entry_tokens
+from runtime.model.toolspec import ToolSpec
 
 SIZE = 10
 """Every entry the tables build costs exactly this many estimated tokens."""

@@ -30,10 +30,10 @@ from runtime import (
     ToolRegistry,
     ToolResult,
     UserMessage,
-    prune_files,
     tool,
 )
 from runtime.engine.context import transcript
+from runtime.engine.files import prune_files
 from runtime.model.tokens import entry_tokens
 from tests.samples import pdf, png
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from runtime import AssistantTurn, Entry, Notice, ToolCall, ToolResult, UserMessage
+from runtime import AssistantTurn, Entry, Notice, ToolResult, UserMessage
 from runtime.engine.history import model_view
-from runtime.model.entries import LATE_RESULT
+from runtime.model.entries import LATE_RESULT, ToolCall
 
 
 def user(run: str, text: str = "") -> UserMessage:

@@ -19,13 +19,12 @@ from runtime import (
     RunState,
     Runtime,
     SQLiteStore,
-    ToolCall,
     ToolResult,
     UserMessage,
     tool,
 )
 from runtime.engine.loop import FINAL_TURN_NOTICE
-from runtime.model.entries import RUN_FAILED
+from runtime.model.entries import RUN_FAILED, ToolCall
 from runtime.providers.openai import OpenAIProvider
 from runtime.providers.wire import pair_results
 from runtime.stores.base import Checkpoint

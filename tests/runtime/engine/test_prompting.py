@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime import AssistantTurn, Notice, Run, ToolSpec, UserMessage
+from runtime import AssistantTurn, Notice, Run, UserMessage
 from runtime.engine.prompting import COMPACTION_PROMPT, Prompts
 from runtime.model.entries import Entry
+from runtime.model.toolspec import ToolSpec
 
 RUN = Run(id="r9", thread_id="t", text="go on")
 TOOLS = (ToolSpec(name="look", description="Look.", parameters={"type": "object"}),)

@@ -18,11 +18,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from pydantic import ValidationError
 
 from runtime import (
-    NO_TRACING,
     ConfigError,
     Origin,
     OtelConfig,
-    OtelTracing,
     Runtime,
     ScriptedProvider,
     SQLiteStore,
@@ -31,6 +29,7 @@ from runtime import (
     probe_collector,
     tool,
 )
+from runtime.engine.tracing import NO_TRACING, OtelTracing
 
 SECRET = "my card number is 4111"
 

@@ -16,12 +16,12 @@ from runtime import (
     Origin,
     Prices,
     RouteConfig,
-    ToolCall,
     ToolRegistry,
     ToolView,
     Usage,
     tool,
 )
+from runtime.model.entries import ToolCall
 from runtime.providers.base import TextSink
 
 __all__ = ["Model", "deploy", "lookup", "slack", "two_agents"]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from runtime import ENTRY, AssistantTurn, Entry, Notice, ToolCall, ToolResult, UserMessage
+from runtime import AssistantTurn, Entry, Notice, ToolResult, UserMessage
+from runtime.model.entries import ENTRY, ToolCall
 
 
 def test_entries_round_trip_through_one_adapter() -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import ToolCall, idempotency_key
+from runtime.model.entries import ToolCall
 from runtime.model.guards import call_key, canonical_json, is_repeat, too_long, turn_budget
+from runtime.model.runs import idempotency_key
 
 
 @pytest.mark.parametrize(

@@ -8,15 +8,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from pydantic import ValidationError
 
-from runtime import (
-    CapConfig,
-    Origin,
-    RouteConfig,
-    Where,
-    period_bounds,
-    person_key,
-    place_key,
-)
+from runtime import CapConfig, Origin, RouteConfig, Where, person_key, place_key
+from runtime.engine.caps import period_bounds
 from runtime.model.routing import route
 
 ROUTES = (

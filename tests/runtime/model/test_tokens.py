@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import AssistantTurn, Notice, ToolCall, ToolResult, UserMessage
+from runtime import AssistantTurn, Notice, ToolResult, UserMessage
 from runtime.model.attachments import FileRef
+from runtime.model.entries import ToolCall
 from runtime.model.tokens import MESSAGE_OVERHEAD, entry_tokens, estimate_tokens
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from runtime import arguments_summary
+from runtime.outbox.streamer import arguments_summary
 
 
 def test_a_tool_call_is_summed_up_in_one_short_line() -> None:

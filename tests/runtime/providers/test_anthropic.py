@@ -21,7 +21,6 @@ from runtime import (
     ProviderConfig,
     Runtime,
     SQLiteStore,
-    ToolCall,
     ToolRegistry,
     ToolResult,
     Usage,
@@ -29,6 +28,7 @@ from runtime import (
     make_provider,
     tool,
 )
+from runtime.model.entries import ToolCall
 from runtime.providers.anthropic import AnthropicProvider, to_messages
 from tests.fakes.anthropic import AnthropicServer, message, stream
 from tests.fakes.recorders import WEATHER, Deltas, Sleeps, ask, untidy_history

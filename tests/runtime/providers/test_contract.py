@@ -27,13 +27,12 @@ from runtime import (
     Runtime,
     SQLiteStore,
     TextDelta,
-    ToolCall,
     ToolRegistry,
     Usage,
     make_provider,
     tool,
 )
-from runtime.model.entries import RUN_FAILED, Entry, Notice, UserMessage
+from runtime.model.entries import RUN_FAILED, Entry, Notice, ToolCall, UserMessage
 from tests.fakes.recorders import WEATHER, Deltas, Sleeps, ask, untidy_history
 from tests.fakes.server import FakeServer, Reply, load, load_json
 from tests.fakes.vendors import VENDORS, Failure, Vendor

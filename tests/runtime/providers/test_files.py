@@ -10,7 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from runtime import Runtime, Seeing, SQLiteStore, ToolImage, ToolRegistry, tool
+from runtime import Runtime, SQLiteStore, ToolImage, ToolRegistry, tool
+from runtime.model.attachments import Seeing
 from tests.fakes import anthropic, openai
 from tests.fakes.server import FakeServer
 from tests.fakes.vendors import ANTHROPIC, OPENAI, Vendor

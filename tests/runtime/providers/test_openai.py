@@ -19,12 +19,12 @@ from runtime import (
     Notice,
     ProviderConfig,
     ProviderError,
-    ToolCall,
     ToolResult,
     Usage,
     UserMessage,
     make_provider,
 )
+from runtime.model.entries import ToolCall
 from runtime.providers.openai import OpenAIProvider
 from tests.fakes.openai import OpenAIServer, completion, stream
 from tests.fakes.recorders import WEATHER, Deltas, Sleeps, ask
@@ -155,7 +155,7 @@ async def test_a_retry_is_an_event_of_the_traced_model_call(
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from runtime import OtelTracing
+    from runtime.engine.tracing import OtelTracing
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

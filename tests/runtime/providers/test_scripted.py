@@ -17,10 +17,10 @@ from runtime import (
     ModelRequest,
     ProviderError,
     ScriptedProvider,
-    ToolCall,
     UserMessage,
 )
 from runtime.errors import ScriptExhausted
+from runtime.model.entries import ToolCall
 
 
 def _asked(turns_so_far: int) -> ModelRequest:

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from runtime import AssistantTurn, Notice, ToolCall, ToolResult, UserMessage
+from runtime import AssistantTurn, Notice, ToolResult, UserMessage
 from runtime.model.attachments import FileRef
 from runtime.model.attachments.parts import TextPart
-from runtime.model.entries import RUN_FAILED, Entry
+from runtime.model.entries import RUN_FAILED, Entry, ToolCall
 from runtime.providers.wire import notice_text, pair_results, part_for, result_text, tool_arguments
 
 

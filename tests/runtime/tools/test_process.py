@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime import run_process
-from runtime.tools.process import _group_alive
+from runtime.tools.process import _group_alive, run_process
 from tests.runtime.tools.children import gone, pid_in, until
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX shells and signals")

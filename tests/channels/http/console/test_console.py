@@ -379,7 +379,7 @@ async def test_the_run_page_links_to_the_runs_trace(tmp_path: Path) -> None:
     """``[otel] trace_url``: the run page links to the run's trace, by its trace id."""
     from opentelemetry.sdk.trace import TracerProvider
 
-    from runtime import OtelTracing
+    from runtime.engine.tracing import OtelTracing
 
     tracing = OtelTracing(TracerProvider(), trace_url="https://tempo.example/trace/{trace_id}")
     async with echo_runtime(tmp_path / "m.db", tracing=tracing) as rt, browser(rt) as client:

@@ -16,15 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from runtime import (
-    RunState,
-    Runtime,
-    SQLiteStore,
-    ToolContext,
-    ToolRegistry,
-    ToolResult,
-    idempotency_key,
-)
+from runtime import RunState, Runtime, SQLiteStore, ToolContext, ToolRegistry, ToolResult
+from runtime.model.runs import idempotency_key
 from runtime.tools.mcp import McpServerConfig, open_servers
 from runtime.tools.mcp.group import McpServers
 from runtime.tools.mcp.server import McpServer, McpServerDown, McpToolError
