@@ -42,8 +42,8 @@ from bs4.dammit import EncodingDetector
 
 from ..errors import ToolFailure
 from ..model.config import HttpFetchConfig
+from ..model.html_text import html_to_text
 from ..tools.base import Tool
-from .html_text import html_to_text
 from .netcheck import IPAddress, address_problem, host_problem, is_metadata, numeric_host
 
 __all__ = ["FetchError", "FetchRefused", "Resolver", "make_http_fetch"]

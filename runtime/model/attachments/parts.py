@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from .refs import FileRef
 
-__all__ = ["DocumentPart", "FilePart", "ImagePart", "Seeing", "TextPart", "gone_part",
+__all__ = ["DocumentPart", "FilePart", "ImagePart", "Seeing", "TextPart", "gone_part", "pdf_pages",
            "to_part"]
 
 
@@ -80,15 +80,19 @@ def _framed(ref: FileRef, text: str, what: str) -> str:
     return f"[file {label}]\n{shown}\n[end of {ref.name}]"
 
 
-def _pdf_text(data: bytes) -> str:
+def pdf_pages(data: bytes) -> list[str]:
+    """The text of each page of a PDF (pypdf's), none if it cannot be read."""
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
 
     try:
-        reader = PdfReader(io.BytesIO(data))
-        pages = [page.extract_text() or "" for page in reader.pages]
+        return [page.extract_text() or "" for page in PdfReader(io.BytesIO(data)).pages]
     except (PyPdfError, ValueError, KeyError, TypeError, OSError):
-        return ""
+        return []
+
+
+def _pdf_text(data: bytes) -> str:
+    pages = pdf_pages(data)
     if len(pages) == 1:
         return pages[0]
     return "\n".join(f"--- page {n} ---\n{text}" for n, text in enumerate(pages, 1))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.builtins.html_text import html_to_text
+from runtime.model.html_text import html_to_text
 from tests.samples import PAGE, PAGE_TEXT
 
 

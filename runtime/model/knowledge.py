@@ -1,0 +1,156 @@
+"""Knowledge folders (``[[knowledge]]``) and the passages their documents are cut into.
+
+A knowledge source is a folder of the team's own documents (Markdown, plain text, HTML,
+PDF) that the agents it names may search (``search_knowledge``), in the places it names.
+Each file is cut into passages of at most ``chunk_chars`` characters, and each passage
+keeps where it came from, so that an answer built on it can cite it: Markdown and HTML by
+their headings (a passage's ``section`` is its headings' path, ``Deploys > Rollback``),
+plain text by paragraphs, a PDF by page (its ``page``, from 1). A passage never spans two
+sections or two pages; a paragraph longer than a passage is cut at a line, else a space.
+
+What is pure here: the config, which files a source takes (``kind_of``), and ``cut``. The
+indexing pass (files found, digests compared, passages stored) is the serving layer's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Literal
+
+from pydantic import Field
+
+from .attachments.parts import pdf_pages
+from .config import Section
+from .html_text import html_to_text
+
+__all__ = ["KINDS", "KnowledgeConfig", "Piece", "cut", "kind_of"]
+
+Kind = Literal["markdown", "text", "html", "pdf"]
+
+KINDS: dict[str, Kind] = {".md": "markdown", ".markdown": "markdown", ".txt": "text",
+                          ".text": "text", ".html": "html", ".htm": "html", ".pdf": "pdf"}
+"""The files a knowledge source takes, by suffix (any case); others are passed over."""
+
+_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*))?$")
+"""An ATX heading as CommonMark has it: up to three spaces, one to six ``#``, then a space
+or the end (``#`` alone is an empty heading; ``#5`` is text)."""
+_CLOSING = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+class KnowledgeConfig(Section):
+    """``[[knowledge]]``: one folder of documents, and who may search it where."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,39}$", description=(
+        "the source's name: in citations, logs and `maiden knowledge status`"))
+    path: str = Field(min_length=1, description=(
+        "the folder, relative to agent.toml; its Markdown, text, HTML and PDF files are "
+        "indexed, in its sub-folders too"))
+    exclude: list[str] = Field(default=[], description=(
+        "glob patterns of paths (relative to the folder) left out, e.g. \"drafts/**\""))
+    agents: list[str] = Field(default=[], description=(
+        "the agents that may search it; empty: every agent"))
+    places: list[str] = Field(default=[], description=(
+        "where it may be searched, as channel:place (\"slack:C0123ABCD\", "
+        "\"discord:1234\"); empty: everywhere its agents answer"))
+    chunk_chars: int = Field(default=1_200, ge=200, le=20_000, description=(
+        "a passage's size at most, in characters"))
+    max_file_bytes: int = Field(default=20_000_000, ge=1, description=(
+        "a bigger file is passed over, with a line in the log"))
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """One passage of a file: its text, and its section (headings' path) or page."""
+
+    text: str
+    section: str | None = None
+    page: int | None = None
+
+
+def kind_of(path: str) -> Kind | None:
+    """What a file is read as, by its suffix; None for a file a source does not take."""
+    return KINDS.get(PurePosixPath(path).suffix.lower())
+
+
+def cut(path: str, data: bytes, max_chars: int) -> list[Piece]:
+    """The passages of a file (``path`` says its kind), in the file's order; none for an
+    empty file, a kind not taken, or a PDF that cannot be read."""
+    kind = kind_of(path)
+    if kind == "pdf":
+        return [Piece(text, page=n) for n, page in enumerate(pdf_pages(data), 1)
+                for text in _sized(page, max_chars)]
+    text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
+    if kind == "html":
+        text = html_to_text(text, headings=True)[1]
+    elif kind != "markdown":
+        return [Piece(t) for t in _sized(text, max_chars)] if kind == "text" else []
+    return [Piece(t, section=section) for section, body in _sections(text)
+            for t in _sized(body, max_chars)]
+
+
+def _sections(markdown: str) -> Iterator[tuple[str | None, str]]:
+    """``(section, body)`` of each stretch between headings (a heading in a fenced code
+    block is code, not a heading); the section is the path of headings above it."""
+    path: list[tuple[int, str]] = []
+    body: list[str] = []
+    fenced = False
+    for line in markdown.splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+        heading = None if fenced else _HEADING.match(line)
+        if heading is None:
+            body.append(line)
+            continue
+        yield _path(path), "\n".join(body)
+        body = []
+        level = len(heading.group(1))
+        title = _CLOSING.sub("", heading.group(2) or "").strip()
+        path = [(lv, t) for lv, t in path if lv < level] + [(level, title)]
+    yield _path(path), "\n".join(body)
+
+
+def _path(path: list[tuple[int, str]]) -> str | None:
+    return " > ".join(title for _, title in path if title) or None
+
+
+def _sized(text: str, max_chars: int) -> Iterator[str]:
+    """``text``'s paragraphs gathered into pieces of at most ``max_chars``; a paragraph
+    too long for one is cut at lines, and a line too long at a space (or anywhere)."""
+    piece = ""
+    for paragraph in re.split(r"\n\s*\n", text):
+        paragraph = paragraph.strip()
+        if not paragraph:
+            continue
+        for part in _split(paragraph, max_chars):
+            if piece and len(piece) + 2 + len(part) > max_chars:
+                yield piece
+                piece = ""
+            piece = f"{piece}\n\n{part}" if piece else part
+    if piece:
+        yield piece
+
+
+def _split(paragraph: str, max_chars: int) -> Iterator[str]:
+    if len(paragraph) <= max_chars:
+        yield paragraph
+        return
+    line_piece = ""
+    for line in paragraph.splitlines():
+        while len(line) > max_chars:
+            at = line.rfind(" ", 0, max_chars + 1)
+            at = at if at > max_chars // 2 else max_chars
+            if line_piece:
+                yield line_piece
+                line_piece = ""
+            yield line[:at].rstrip()
+            line = line[at:].lstrip()
+        if line_piece and len(line_piece) + 1 + len(line) > max_chars:
+            yield line_piece
+            line_piece = ""
+        line_piece = f"{line_piece}\n{line}" if line_piece else line
+    if line_piece:
+        yield line_piece
