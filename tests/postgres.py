@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 from uuid import uuid4
 
@@ -19,7 +20,7 @@ import pytest
 from chaos.proxy import Proxy
 from runtime.stores.dsn import redact_dsn
 
-__all__ = ["PG_DSN", "SKIP_REASON", "cuttable", "drop_schemas", "fresh_schema",
+__all__ = ["PG_DSN", "SKIP_REASON", "cuttable", "drop_schemas", "fresh_schema", "in_schema",
            "postgres_reachable", "require_postgres"]
 
 PG_DSN = os.environ.get("MAIDEN_TEST_PG_DSN", "postgresql://root@127.0.0.1:5432/test")
@@ -60,6 +61,15 @@ async def fresh_schema() -> AsyncIterator[str]:
         yield schema
     finally:
         await drop_schemas([schema])
+
+
+async def in_schema(schema: str, sql: str, *args: Any) -> Any:
+    """One statement on a connection of the test's own, in ``schema``: its rows."""
+    conn = await asyncpg.connect(PG_DSN, server_settings={"search_path": schema})
+    try:
+        return await conn.fetch(sql, *args)
+    finally:
+        await conn.close()
 
 
 async def drop_schemas(schemas: Sequence[str]) -> None:

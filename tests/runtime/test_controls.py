@@ -515,41 +515,6 @@ async def test_cancel_a_queued_run_and_one_awaiting_approval(make_runtime: Any) 
     assert result.content["error"]["type"] == "cancelled"
 
 
-@pytest.mark.parametrize("store", ["sqlite", "files"])
-async def test_a_cancel_right_after_send_returns_a_paused_run_ends_it(
-        make_runtime: Any, store: str) -> None:
-    """``send`` returns once the run pauses, before its worker has seen its task end: a
-    cancel then found the run still registered as driven here, "cut off" a task that had
-    ended, and answered with the run still awaiting approval (the cancel lost)."""
-    async with make_runtime([call("deploy", service="x")], [deploy], store=store) as (rt, _):
-        paused = await rt.send("t", "ship")
-        assert paused.state is S.AWAITING_APPROVAL
-        cancelled = await rt.cancel(paused.id, by="ops")  # at once
-        assert cancelled.state is S.CANCELLED and cancelled.reason == "cancelled by ops"
-        assert (await rt.records.get_run(paused.id)).state is S.CANCELLED
-
-
-async def test_a_cancel_as_the_worker_takes_the_run_up_ends_it(make_runtime: Any) -> None:
-    """A cancel that comes once the worker has the run but before its driver begins (its
-    task not yet stepped, or reading the thread) ends it cancelled all the same: the task's
-    cancellation never reached the driver, so the worker ends it (the cancel was lost:
-    the run stayed queued, the cancel answered with it queued). On the files store, whose
-    accepted message is on disk before ``submit`` kicks its worker: SQLite's worker starts
-    while the message is flushed, and may be done before ``submit`` returns."""
-    script = [{"text": "first"}, {"text": "second"}]
-    async with make_runtime(script, [], store="files") as (rt, _):
-        run = await rt.submit("t", "stop this")
-        for _ in range(200_000):  # until the worker has it, not a step later (it may wait
-            if rt.operator.holds(run.id):  # for a thread to take the thread's lease: no event says
-                break  # it has the run before the run's task begins)
-            await asyncio.sleep(0)
-        assert rt.operator.holds(run.id)
-        cancelled = await rt.cancel(run.id, by="ops")  # (at once: not from a new task)
-        assert cancelled.state is S.CANCELLED and cancelled.reason == "cancelled by ops"
-        assert (await rt.records.get_run(run.id)).state is S.CANCELLED
-        assert (await asyncio.wait_for(rt.send("t", "and this"), 10)).reply == "first"
-
-
 async def test_shutdown_is_not_cancellation(make_runtime: Any, tmp_path: Path) -> None:
     gate = asyncio.Event()
 

@@ -1,6 +1,7 @@
 """The runtime's public API (runtime/service.py, ``Runtime``) as a channel uses it: the
-outbox, its surface, the services a tool is given, a message's conversation before it
-(``follow``: ``serving/test_waiting``; reads: ``serving/test_records``)."""
+outbox, its surface, a message's conversation before it (``follow``:
+``serving/test_waiting``; reads: ``serving/test_records``; the services a tool is given:
+``test_assembly``)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ import asyncio
 import threading
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from runtime import (
     ApprovalRequested,
@@ -21,9 +20,7 @@ from runtime import (
     ScriptedProvider,
     SQLiteStore,
     ToolContext,
-    ToolDefinitionError,
     ToolRegistry,
-    ToolResult,
     tool,
 )
 from runtime.tools.base import CancelFlag
@@ -127,47 +124,6 @@ async def test_the_runtime_surface_is_its_verbs_its_reads_and_the_operators_leve
     assert levers == {"agents", "settings", "instance_id", "recovered", "take_lease",
                       "release_lease", "holds", "health", "check_writable", "trace_link",
                       "flush_deliveries"}
-
-
-async def test_a_tool_gets_only_the_services_it_declares(tmp_path: Path) -> None:
-    seen: dict[str, Any] = {}
-
-    @tool(needs=["notes"])
-    async def noting(ctx: ToolContext) -> str:
-        seen["services"] = sorted(ctx.services)
-        await ctx.service("notes").remember(f"thread:{ctx.thread_id}", "k", "v",
-                                            call=ctx.idempotency_key)
-        return "kept"
-
-    @tool
-    async def plain(ctx: ToolContext) -> str:
-        seen["plain"] = sorted(ctx.services)
-        ctx.service("notes")  # not declared: the call fails with a reason
-        return "unreachable"
-
-    script = [call("noting"), call("plain"), {"text": "done"}]
-    async with SQLiteStore(tmp_path / "m.db") as store, \
-            Runtime(store, ScriptedProvider(script), ToolRegistry([noting, plain]),
-                    services={"extra": object()}) as rt:
-        run = await rt.send("t", "go")
-        results = [e for e in await rt.records.entries("t") if isinstance(e, ToolResult)]
-        notes = await rt.records.notes("thread:t")
-    assert run.state is S.COMPLETED
-    assert seen == {"services": ["notes"], "plain": []}
-    assert [(n.key, n.text) for n in notes] == [("k", "v")]
-    assert results[1].is_error and "'notes' is not available to this tool" \
-        in str(results[1].content)
-
-
-async def test_a_runtime_is_not_built_without_a_service_a_tool_needs(tmp_path: Path) -> None:
-    @tool(needs=["schedules"])
-    def lister() -> str:
-        """List."""
-        return ""
-
-    async with SQLiteStore(tmp_path / "m.db") as store:
-        with pytest.raises(ToolDefinitionError, match="'lister' needs schedules"):
-            Runtime(store, EchoProvider(), ToolRegistry([lister]))
 
 
 async def test_a_sync_tool_given_up_sees_its_cancelled_flag(tmp_path: Path) -> None:

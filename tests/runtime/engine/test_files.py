@@ -4,7 +4,6 @@ which says what it received), refused with one reply that names the file and why
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -143,54 +142,6 @@ async def test_files_announced_by_a_platform_are_fetched_as_the_first_step(
         assert [(f.name, f.media_type) for f in user.files] == [
             ("a.png", "image/png"), ("b.csv", "text/csv"), ("same.png", "image/png")]
         assert len(await store.blobs()) == 2  # the same picture twice is one blob
-
-
-class SlowShelf(Shelf):
-    """A shelf whose downloads wait until the test lets them go."""
-
-    def __init__(self, files: dict[str, bytes]) -> None:
-        super().__init__(files)
-        self.asked = asyncio.Event()
-        self.go = asyncio.Event()
-
-    async def fetch(self, source: FileSource, max_bytes: int) -> bytes:
-        self.asked.set()
-        await self.go.wait()
-        return await super().fetch(source, max_bytes)
-
-
-async def test_a_slow_download_does_not_hold_the_other_threads_up(tmp_path: Path) -> None:
-    """Global concurrency: a run's files are fetched before it waits for the lock, so a
-    slow download is made while another thread's run holds the lock, and holds nothing up
-    itself; the run then takes what was fetched (one download each)."""
-    holding, release = asyncio.Event(), asyncio.Event()
-
-    @tool
-    async def hold() -> str:
-        """Keep the runtime's lock."""
-        holding.set()
-        await release.wait()
-        return "released"
-
-    shelf = SlowShelf({"u/1": b"a,b\n1,2\n"})
-    async with SQLiteStore(tmp_path / "m.db") as store, \
-            Runtime(store, EchoProvider(), ToolRegistry([hold]),
-                    fetchers={"chat": shelf}) as rt:
-        assert rt.operator.settings.concurrency == "global"
-        first = await rt.submit("a", "/tool hold")
-        await asyncio.wait_for(holding.wait(), 10)
-        second = await rt.submit("b", "read it", origin=SLACK,
-                                 fetch=[source("u/1", "b.csv", "text/csv")])
-        await asyncio.wait_for(shelf.asked.wait(), 10)  # while the lock is held
-        assert not release.is_set()
-        shelf.go.set()
-        release.set()
-        assert (await rt.wait(first.id)).state is RunState.COMPLETED
-        done = await rt.wait(second.id)
-        assert done.state is RunState.COMPLETED
-        assert shelf.fetched == ["u/1"]
-        user = (await rt.records.entries("b"))[0]
-        assert isinstance(user, UserMessage) and [f.name for f in user.files] == ["b.csv"]
 
 
 async def test_files_over_a_limit_are_refused_with_one_reply_and_the_rest_runs(

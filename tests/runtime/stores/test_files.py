@@ -1,11 +1,12 @@
-"""The files backend's own guarantees (beside the contract every backend passes): temp files,
-torn and foreign snapshots (the file names threads get: ``files/test_names.py``)."""
+"""The files backend's own guarantees (beside the contract every backend passes): temp files
+left by a crash, a failed flush of a folder, a snapshot's thread id, an interrupted request
+(the file names threads get: ``files/test_names.py``; its open: ``files/test_core.py``;
+torn and foreign snapshots: ``files/test_folders.py``)."""
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from runtime.errors import CorruptStore, StoreError, StoreGone
+from runtime.errors import StoreError, StoreGone
 from runtime.model.entries import Notice
 from runtime.serving.control import ControlRequest
 from runtime.stores.base import Checkpoint
@@ -42,20 +43,6 @@ async def test_leftover_temp_files_are_ignored(files: FilesStore, tmp_path: Path
         assert await reopened.get_run(run.id) == run
         await reopened.commit(Checkpoint("t", 1, [Notice(run_id=run.id, code="x", text="y")]))
     assert len(await files.load_entries("t")) == 2
-
-
-async def test_stale_temp_files_are_cleaned_on_open(tmp_path: Path) -> None:
-    async with FilesStore(tmp_path / "files"):
-        pass
-    old = tmp_path / "files" / "threads" / ".t-x.json.00.tmp"
-    fresh = tmp_path / "files" / "threads" / ".t-y.json.00.tmp"
-    old.write_bytes(b"partial")
-    fresh.write_bytes(b"partial")
-    os.utime(old, (0, 0))
-    async with FilesStore(tmp_path / "files"):
-        pass
-    assert not old.exists()
-    assert fresh.exists()  # may belong to another process's write in progress
 
 
 async def test_a_crash_before_the_rename_keeps_the_old_snapshot(
@@ -108,35 +95,6 @@ async def test_a_failed_flush_of_a_folder_loses_the_store(
     assert len(failures) == 1
 
 
-@pytest.mark.parametrize("content", [b"", b"{", b"[]", b'{"format": 2}', b"\xff\xfe",
-                                     b'{"format": 1, "thread_id": "t"}'])
-async def test_an_unreadable_snapshot_is_corrupt(
-    files: FilesStore, tmp_path: Path, content: bytes
-) -> None:
-    await started(files)
-    snapshot = tmp_path / "files" / "threads" / f"{thread_file_name('t')}.json"
-    snapshot.write_bytes(content)
-    with pytest.raises(CorruptStore, match=re.escape(snapshot.name)):
-        await files.load_entries("t")
-    with pytest.raises(CorruptStore, match=re.escape(snapshot.name)):
-        await files.list_threads()
-    with pytest.raises(CorruptStore):
-        await files.commit(Checkpoint("t", 1, []))
-
-
-async def test_a_snapshot_of_another_thread_is_corrupt(files: FilesStore, tmp_path: Path) -> None:
-    await started(files, thread_id="a")
-    await started(files, thread_id="b")
-    threads = tmp_path / "files" / "threads"
-    # What a hash collision (or a hand-copied file) would look like.
-    (threads / f"{thread_file_name('b')}.json").write_bytes(
-        (threads / f"{thread_file_name('a')}.json").read_bytes())
-    with pytest.raises(CorruptStore, match="holds thread 'a'"):
-        await files.load_entries("b")
-    with pytest.raises(CorruptStore):
-        await files.list_threads()
-
-
 async def test_a_snapshot_records_its_thread_id(files: FilesStore, tmp_path: Path) -> None:
     long_id = "x" * 10_000
     await started(files, thread_id=long_id)
@@ -171,11 +129,3 @@ async def test_an_interrupted_add_request_leaves_nothing_to_carry_out(
     kept = await files.add_request(ControlRequest(kind="cancel", run_id="kept", created_at=2.0))
     assert await files.requests() == [kept]
     assert (await files.get_request(kept.id)).run_id == "kept"
-
-
-async def test_another_format_is_refused(tmp_path: Path) -> None:
-    async with FilesStore(tmp_path / "files"):
-        pass
-    (tmp_path / "files" / "store.json").write_text('{"format": 99}')
-    with pytest.raises(StoreError, match="format 99"):
-        await FilesStore(tmp_path / "files").open()

@@ -1,23 +1,21 @@
 """The PostgreSQL store's own guarantees (the contract suite covers the rest): migrations
-under an advisory lock, versions, non-durable commits, schema names, errors, a listening
-connection made again when it is lost."""
+under an advisory lock, non-durable commits, schema names, unreadable rows and keys too
+long, ids and orderings, arrivals on two replicas at once (its pool, open and close:
+``postgres/test_core.py``; its listening connection: ``postgres/test_listen.py``)."""
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import re
 import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
 
-from runtime.errors import CorruptStore, StoreError, StoreFull
+from runtime.errors import CorruptStore, StoreError
 from runtime.model.entries import Notice, Usage, UserMessage
-from runtime.model.requests import ControlRequest, thread_key
 from runtime.model.runs import Origin, Run, RunState, new_run_id
 from runtime.stores.base import Checkpoint, SpendAsk, SpendScope
 from runtime.stores.postgres import PostgresStore
@@ -25,7 +23,7 @@ from runtime.stores.postgres.schema import MIGRATIONS, SCHEMA_VERSION
 from runtime.stores.postgres.sql import CHECKPOINT, checkpoint_args, list_runs_sql
 from runtime.stores.rows import run_json
 from runtime.stores.sqlite import SQLiteStore
-from tests.postgres import PG_DSN, fresh_schema
+from tests.postgres import PG_DSN, fresh_schema, in_schema
 
 S = RunState
 
@@ -40,15 +38,6 @@ async def schema() -> AsyncIterator[str]:
 async def store(schema: str) -> AsyncIterator[PostgresStore]:
     async with PostgresStore(PG_DSN, schema=schema, pool_size=2) as opened:
         yield opened
-
-
-async def _sql(schema: str, sql: str, *args: Any) -> Any:
-    """One statement on a connection of the test's own, in ``schema``."""
-    conn = await asyncpg.connect(PG_DSN, server_settings={"search_path": schema})
-    try:
-        return await conn.fetch(sql, *args)
-    finally:
-        await conn.close()
 
 
 def _run(thread_id: str = "t", *, at: float = 100.0) -> Run:
@@ -113,30 +102,15 @@ async def test_stores_opening_a_fresh_schema_at_once_migrate_it_once(schema: str
     async with PostgresStore(PG_DSN, schema=schema) as again:
         assert again.applied == []
         assert (await again.versions())[1] == SCHEMA_VERSION
-    rows = await _sql(schema, "SELECT key, value FROM meta")
+    rows = await in_schema(schema, "SELECT key, value FROM meta")
     assert [tuple(r) for r in rows] == [("schema_version", str(SCHEMA_VERSION))]
-
-
-async def test_versions(store: PostgresStore) -> None:
-    server, version = await store.versions()
-    assert re.fullmatch(r"PostgreSQL \d+(\.\d+)*", server), server
-    assert version == SCHEMA_VERSION
 
 
 async def test_a_newer_schema_is_refused(store: PostgresStore, schema: str) -> None:
     await store.close()
-    await _sql(schema, "UPDATE meta SET value = $1", str(SCHEMA_VERSION + 1))
+    await in_schema(schema, "UPDATE meta SET value = $1", str(SCHEMA_VERSION + 1))
     with pytest.raises(StoreError, match=f"schema version {SCHEMA_VERSION + 1}.*newer"):
         await PostgresStore(PG_DSN, schema=schema).open()
-
-
-async def test_open_is_idempotent_and_close_ends_it(store: PostgresStore) -> None:
-    await store.open()
-    await _started(store)
-    await store.close()
-    await store.close()
-    with pytest.raises(StoreError, match="not open"):
-        await store.thread_length("t")
 
 
 # -- schema names and connection strings
@@ -155,24 +129,6 @@ def test_plain_schema_names_are_accepted(name: str) -> None:
     assert PostgresStore(PG_DSN, schema=name).schema == name
 
 
-async def test_a_failed_connection_names_the_server_not_the_password() -> None:
-    dsn = "postgresql://maiden:s3cret-pw@127.0.0.1:1/maiden"
-    with pytest.raises(StoreError) as caught:
-        await PostgresStore(dsn, connect_timeout_s=2).open()
-    message = str(caught.value)
-    assert message.startswith("cannot open postgres postgresql://maiden:***@127.0.0.1:1/maiden: ")
-    assert "s3cret" not in message and "\n" not in message
-
-
-async def test_the_servers_disk_full_is_store_full(store: PostgresStore) -> None:
-    """PostgreSQL refuses a write with ``53100 disk_full`` when its disk has no room (the
-    chaos soak's ``disk_full`` on the server's own disk): ``StoreFull``, which ``maiden run``
-    waits out at start, as for SQLite. Raised here by the server itself, with that code."""
-    with pytest.raises(StoreFull, match="the server's disk is full"):
-        await store._value("DO $$ BEGIN RAISE EXCEPTION 'could not extend file' "
-                           "USING ERRCODE = 'disk_full'; END $$")
-
-
 # -- commits
 
 
@@ -184,7 +140,7 @@ async def test_a_non_durable_commit_is_committed_in_order(
     run = await _started(store)
     lazy = Checkpoint("t", 1, [Notice(run_id=run.id, code="n", text="lazy")], durable=False)
     durable = Checkpoint("t", 2, [Notice(run_id=run.id, code="n", text="durable")])
-    levels = [(await _sql(schema, CHECKPOINT, *checkpoint_args(cp)))[0][0]
+    levels = [(await in_schema(schema, CHECKPOINT, *checkpoint_args(cp)))[0][0]
               for cp in (lazy, durable)]
     assert levels == ["off", "on"]
     await store.commit(Checkpoint("t", 3, [Notice(run_id=run.id, code="n", text="again")],
@@ -201,14 +157,14 @@ async def test_an_unreadable_entry_names_its_thread_and_row(
     run = await _started(store, "a thread")
     await store.commit(Checkpoint("a thread", 1, [Notice(run_id=run.id, code="n", text="x"),
                                                   UserMessage(run_id=run.id, text="again")]))
-    await _sql(schema, """UPDATE entries SET data = '{"kind": "user"' WHERE seq = 1""")
+    await in_schema(schema, """UPDATE entries SET data = '{"kind": "user"' WHERE seq = 1""")
     expected = re.escape("thread 'a thread' has an unreadable entry at row 1")
     with pytest.raises(CorruptStore, match=expected):
         await store.load_entries("a thread")
     with pytest.raises(CorruptStore, match=expected):
         await store.load_tail("a thread", 0, start=0)
     assert len(await store.load_entries("a thread", offset=2)) == 1
-    await _sql(schema, "UPDATE runs SET data = 'nope'")
+    await in_schema(schema, "UPDATE runs SET data = 'nope'")
     with pytest.raises(CorruptStore, match="unreadable run row"):
         await store.get_run(run.id)
 
@@ -262,38 +218,12 @@ async def test_a_thread_held_reads_only_its_new_rows_whoever_wrote_them(
     async with PostgresStore(PG_DSN, schema=schema, pool_size=1) as replica:
         await replica.commit(Checkpoint("held", 1, [Notice(run_id=run.id, code="n", text="x")]))
     # The row this store holds is broken now: it is not read again, only the new one is.
-    await _sql(schema, """UPDATE entries SET data = '{"kind": "user"' WHERE seq = 0""")
+    await in_schema(schema, """UPDATE entries SET data = '{"kind": "user"' WHERE seq = 0""")
     entries = await store.load_entries("held")
     assert [e.kind for e in entries] == ["user", "notice"]
     async with PostgresStore(PG_DSN, schema=schema, pool_size=1) as fresh:
         with pytest.raises(CorruptStore, match="unreadable entry at row 0"):
             await fresh.load_entries("held")  # a store that holds nothing reads it all
-
-
-async def test_a_lost_listening_connection_is_made_again(store: PostgresStore,
-                                                          schema: str) -> None:
-    """Cut (the server ends its backend, as a restart or a proxy would), the connection the
-    store listens on is made again with every channel, and what is told after is heard."""
-    heard: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
-    woken = asyncio.Event()
-    stop_threads = await store.listen_threads(lambda news, key: heard.put_nowait((news, key)))
-    stop_requests = await store.listen_requests(woken.set)
-    try:
-        listening = store._listening._conn
-        await _sql(schema, "SELECT pg_terminate_backend($1)", listening.get_server_pid())
-        async with asyncio.timeout(20):
-            for _ in itertools.count():  # made again after RETRY_S
-                if store._listening._conn not in (None, listening):
-                    break
-                await asyncio.sleep(0.05)
-            await store.ask_for_thread("t")
-            assert await heard.get() == ("asked", thread_key("t"))
-            await store.add_request(ControlRequest(kind="cancel", run_id="r1"))
-            await woken.wait()
-    finally:
-        await stop_threads()
-        await stop_requests()
-    assert store._listening._conn is None  # the last listener gone, the connection too
 
 
 # -- arrivals on two replicas at once
@@ -303,7 +233,7 @@ async def _waiting_for(schema: str, xid: str) -> None:
     """Until a statement waits for the transaction ``xid`` to end (the server's view)."""
     async with asyncio.timeout(10):
         waiting = "SELECT count(*) FROM pg_locks WHERE NOT granted AND transactionid::text = $1"
-        while not (await _sql(schema, waiting, xid))[0][0]:  # noqa: ASYNC110
+        while not (await in_schema(schema, waiting, xid))[0][0]:  # noqa: ASYNC110
             await asyncio.sleep(0.02)
 
 
@@ -342,23 +272,3 @@ async def test_a_threads_runs_become_visible_in_the_order_of_their_stamps(
         assert seen == final[:len(seen)], f"a worker saw {seen}, stamped order {final}"
         assert ran_a.created_at < ran_b.created_at and final == [first.id, second.id]
         assert not done  # B waited for A's run to be written
-
-
-async def test_closing_does_not_wait_forever_for_a_connection_never_given_back(
-        schema: str) -> None:
-    """chaos: two replicas did not stop within 30 s of SIGTERM during a PostgreSQL cut, the
-    last line before the kill their shutdown. asyncpg's ``Pool.close`` waits for every
-    connection to be given back (its docs advise a timeout): here one is taken and never
-    given back, and the store still closes, in ``CLOSE_S``."""
-    from runtime.stores.postgres.core import CLOSE_S
-
-    store = PostgresStore(PG_DSN, schema=schema, pool_size=2)
-    await store.open()
-    pool = store._pool
-    assert pool is not None
-    held = await pool.acquire()  # never released
-    loop = asyncio.get_running_loop()
-    began = loop.time()
-    await asyncio.wait_for(store.close(), CLOSE_S + 10)
-    assert loop.time() - began >= CLOSE_S * 0.9  # it waited, then closed it at once
-    assert pool._closed and held is not None

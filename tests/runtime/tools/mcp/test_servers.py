@@ -1,40 +1,28 @@
 """MCP servers' tools, against a real MCP server (tests/fakes/mcp_server.py, written with the
-official SDK) started over stdio or served over streamable HTTP on loopback."""
+official SDK) started over stdio or served over streamable HTTP on loopback: calls through
+the loop, outages and restarts (the servers of a process together: ``test_group.py``; one
+connection: ``test_connection.py``)."""
 
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from runtime import RunState, Runtime, SQLiteStore, ToolContext, ToolRegistry, ToolResult
+from runtime import RunState, Runtime, SQLiteStore, ToolRegistry, ToolResult
 from runtime.model.runs import idempotency_key
-from runtime.tools.mcp import McpServerConfig, open_servers
-from runtime.tools.mcp.group import McpServers
+from runtime.tools.mcp import McpServerConfig
 from runtime.tools.mcp.server import McpServer, McpServerDown, McpToolError
 from tests.fakes.vendors import ANTHROPIC
+from tests.runtime.tools.mcp.fake import ALL_TOOLS, CTX, FAKE, fake, served
 from tests.scripted import call
-
-FAKE = Path(__file__).resolve().parents[3] / "fakes" / "mcp_server.py"
-CTX = ToolContext(run_id="r", thread_id="t", tool_call_id="c", idempotency_key="k")
-ALL_TOOLS = ["chart", "count", "die", "drop", "echo", "fail", "key", "nap", "pid", "put",
-             "refuse", "slow"]
-
-
-def fake(marks: Path, name: str = "srv", **settings: Any) -> McpServerConfig:
-    """The fake server over stdio; it notes what happens in ``marks``."""
-    return McpServerConfig(name=name, command=sys.executable, args=[str(FAKE)],
-                           env={"MCP_MARKS": str(marks)}, **settings)
-
 
 
 def error(result: Any) -> tuple[str, str]:
@@ -54,42 +42,9 @@ async def appears(path: Path, timeout_s: float = 30) -> None:
     await asyncio.to_thread(watch)
 
 
-@asynccontextmanager
-async def served(*configs: McpServerConfig, base: Path,
-                 environ: dict[str, str] | None = None) -> AsyncIterator[McpServers]:
-    async with open_servers(configs, base, environ) as servers:
-        yield servers
-
-
 async def until(server: McpServer, predicate: Callable[[McpServer], bool]) -> None:
     async with asyncio.timeout(30):
         await server.wait_until(predicate)
-
-
-# -- listing ------------------------------------------------------------------------------
-
-
-async def test_tools_are_offered_namespaced_with_effects_and_approval(tmp_path: Path) -> None:
-    main = fake(tmp_path, effects={"count": "idempotent_write"}, approval={"put": True})
-    few = fake(tmp_path, "few", tools=["echo", "gone"])
-    async with served(main, few, base=tmp_path) as servers:
-        registry = ToolRegistry()
-        servers.offer_to(registry)
-        srv, small = servers.servers
-        assert servers.status_lines() == [f"srv: {len(ALL_TOOLS)} tools", "few: 1 tool"]
-    assert sorted(t.name for t in registry) == sorted(
-        [f"srv__{n}" for n in ALL_TOOLS] + ["few__echo"])
-    effects = {t.name: t.effect for t in registry}
-    assert effects["srv__echo"] == "read_only"  # readOnlyHint
-    assert effects["srv__put"] == "idempotent_write"  # idempotentHint, destructiveHint false
-    assert effects["srv__drop"] == "non_idempotent"  # idempotent, but destructive by default
-    assert effects["srv__count"] == "idempotent_write"  # no annotations; the config says so
-    assert [t.name for t in registry if t.requires_approval] == ["srv__put"]
-    echo = registry.get("srv__echo")
-    assert echo is not None and echo.description == "Say the text back."
-    assert echo.spec.parameters["required"] == ["text"] and "title" not in echo.spec.parameters
-    assert small.notes == ["tools lists gone, which the server does not offer"]
-    assert srv.state == small.state == "stopped"
 
 
 # -- calls through the loop -----------------------------------------------------------------
@@ -287,25 +242,6 @@ async def test_a_server_that_fails_to_start_is_retried_and_offers_its_tools_late
         await until(server, lambda s: s.state == "up")
         echo = registry.get("flaky__echo")
         assert echo is not None and await echo.invoke(CTX, {"text": "x"}) == "x"
-
-
-async def test_stopping_ends_the_server_process(tmp_path: Path) -> None:
-    async with served(fake(tmp_path), base=tmp_path) as servers:
-        (server,) = servers.servers
-        pid = int(await server.call("pid", CTX, {}))
-        os.kill(pid, 0)  # alive
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
-    assert server.status() == "srv: stopped"
-
-
-async def test_a_command_that_does_not_exist(tmp_path: Path) -> None:
-    missing = McpServerConfig(name="nope", command=str(tmp_path / "no-such-server"),
-                              restart_backoff_s=600)
-    async with served(missing, base=tmp_path) as servers:
-        (line,) = servers.status_lines()
-    assert line == f"nope: failed to start: command not found: {tmp_path}/no-such-server, " \
-        "retrying"
 
 
 # -- streamable HTTP --------------------------------------------------------------------------

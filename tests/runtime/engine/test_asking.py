@@ -1,5 +1,7 @@
-"""Threads that never outgrow the model: a window by default, from the model's context size,
-and a "context too long" answer trimmed and retried once, against the fake vendor servers."""
+"""Asking the model for a run's next turn (runtime/engine/asking.py), against the fake vendor
+servers: threads that never outgrow the model (a window by default, from the model's context
+size), a "context too long" answer trimmed and retried once, and what each answer cost
+published."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from runtime import RunState, Runtime, SQLiteStore, UserMessage
+from runtime import ModelAnswered, RunEvent, RunState, Runtime, SQLiteStore, UserMessage
 from runtime.providers.anthropic import AnthropicProvider
 from runtime.providers.openai import OpenAIProvider
 from tests.fakes import anthropic, openai
@@ -103,3 +105,25 @@ async def test_anthropic_prompt_too_long_is_retried_trimmed(tmp_path: Path) -> N
     retried = json.dumps(server.requests[-1].json["messages"])
     assert "m2:" in retried and "m0:" not in retried
 
+
+async def test_each_answer_is_published_with_its_model_and_tokens_once_even_when_retried(
+        tmp_path: Path) -> None:
+    async with OpenAIServer(context_tokens=2_000) as server:
+        provider = openai_provider(server, "my-local-model")
+        server.queue(openai.completion("answer 0", usage=(50, 10, 0)),
+                     openai.completion("answer 1", usage=(70, 12, 0)))
+        answered: list[ModelAnswered] = []
+
+        def heard(event: RunEvent) -> None:
+            if isinstance(event, ModelAnswered):
+                answered.append(event)
+
+        async with runtime(tmp_path / "m.db", provider) as rt:
+            rt.listen(heard)
+            first = await rt.send("t", f"one: {WORDS}")
+            second = await rt.send("t", f"two: {WORDS * 3}")  # refused once, then trimmed
+        await provider.aclose()
+    assert len(server.requests) == 3
+    assert [(a.run_id, a.model, a.input_tokens, a.output_tokens) for a in answered] == [
+        (first.id, openai.MODEL, 50, 10), (second.id, openai.MODEL, 70, 12)]
+    assert all(a.seconds > 0 and a.first_token_s is None for a in answered)  # not streamed
