@@ -54,7 +54,7 @@ def tool_update(call: ToolCall, status: Literal["in_progress", "complete", "erro
 
 
 def stream_ending(delivery: Delivery, stream: StreamDelivery,
-            live: Stretch | None) -> tuple[str | None, str | None]:
+                  live: Stretch | None) -> tuple[str | None, str | None]:
     """How a stream ends before ``delivery`` (``live``: its run's stretch here, if this
     process streamed it): ``(replace, note)`` for ``finish_stream``."""
     # Whole: the stream shows all the run wrote (none of it held back for want of ids).
