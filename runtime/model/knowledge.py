@@ -20,13 +20,14 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from .attachments.parts import pdf_pages
 from .config import Section
 from .html_text import html_to_text
 
-__all__ = ["KINDS", "KnowledgeConfig", "Piece", "cut", "kind_of"]
+__all__ = ["KINDS", "IndexedFile", "KnowledgeConfig", "Passage", "Piece", "cut", "kind_of",
+           "search_words"]
 
 Kind = Literal["markdown", "text", "html", "pdf"]
 
@@ -69,6 +70,46 @@ class Piece:
     text: str
     section: str | None = None
     page: int | None = None
+
+
+class Passage(BaseModel):
+    """A passage as the store keeps it: the ``n``-th of its file's, with where it is."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source: str
+    path: str
+    """The file's path in its source's folder, with ``/`` between folders."""
+    n: int
+    text: str
+    section: str | None = None
+    page: int | None = None
+
+    def cite(self) -> str:
+        """Where it is, as an answer cites it: ``runbooks/deploy.md, Deploys > Rollback``
+        or ``reports/q4.pdf, page 3``."""
+        where = self.section if self.section else f"page {self.page}" if self.page else None
+        return f"{self.source}/{self.path}" + (f", {where}" if where else "")
+
+
+class IndexedFile(BaseModel):
+    """A file of a source as last indexed: its digest (sha256 of its bytes), so that an
+    unchanged file is not read again, and how many passages it gave."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source: str
+    path: str
+    digest: str
+    passages: int
+    indexed_at: float
+
+
+def search_words(query: str, most: int = 32) -> list[str]:
+    """The words of a search (letters and digits, case folded, each once), which the
+    stores' full-text searches match any of: nothing of a query's own syntax reaches them."""
+    words = dict.fromkeys(re.findall(r"[^\W_]+", query.casefold()))
+    return list(words)[:most]
 
 
 def kind_of(path: str) -> Kind | None:

@@ -17,6 +17,7 @@ from ..model.requests import (
 )
 from ..model.runs import Delivery, Run, RunState, Transition
 from .erasure import ThreadEraser
+from .knowledge import KnowledgeStore
 from .parts import (
     NOTE_CALLS_KEPT,
     BlobStore,
@@ -30,7 +31,7 @@ from .parts import (
 from .tail import Tail
 
 __all__ = ["ENTRIES", "NOTE_CALLS_KEPT", "Accepted", "BlobStore", "Checkpoint", "ControlStore",
-           "FeedbackStore", "LeaseStore", "NoteStore", "OutboxStore", "RunStore",
+           "FeedbackStore", "KnowledgeStore", "LeaseStore", "NoteStore", "OutboxStore", "RunStore",
            "ScheduleStore", "SpendAsk", "SpendScope", "Spending", "Store", "StoreStats",
            "ThreadInfo", "check_digest", "check_thread_id", "parse_schedule_record"]
 
@@ -204,9 +205,10 @@ class RunStore(Protocol):
 
 
 class Store(RunStore, OutboxStore, ControlStore, LeaseStore, ScheduleStore, NoteStore,
-            FeedbackStore, BlobStore, ThreadEraser, Protocol):
+            FeedbackStore, BlobStore, KnowledgeStore, ThreadEraser, Protocol):
     """What a backend implements: runs and threads, the outbox, the control plane, leases,
-    schedule records, notes, votes, files' blobs, and erasing a thread (``erasure``)."""
+    schedule records, notes, votes, files' blobs, the knowledge folders' passages, and
+    erasing a thread (``erasure``)."""
 
 
 class Opens:

@@ -235,8 +235,23 @@ _V7 = [
     $$""",
 ]
 
+# The knowledge folders' passages, each with its text search vector (English stemming,
+# its section's words with its text's), in a GIN index; a file's record holds its digest.
+_V8 = [
+    """CREATE TABLE knowledge_files (
+        source text NOT NULL, path text NOT NULL, data text NOT NULL,
+        PRIMARY KEY (source, path))""",
+    """CREATE TABLE knowledge_passages (
+        source text NOT NULL, path text NOT NULL, n integer NOT NULL, section text,
+        page integer, text text NOT NULL,
+        tsv tsvector GENERATED ALWAYS AS
+            (to_tsvector('english', coalesce(section, '') || ' ' || text)) STORED,
+        PRIMARY KEY (source, path, n))""",
+    "CREATE INDEX knowledge_passages_tsv ON knowledge_passages USING gin (tsv)",
+]
+
 MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5),
-                                           (6, _V6), (7, _V7)]
+                                           (6, _V6), (7, _V7), (8, _V8)]
 """``(version, statements)``, in order: what brings a schema at ``version - 1`` to
 ``version`` (0: no tables yet). A new version is a new item; applied ones never change."""
 

@@ -1,6 +1,6 @@
 """The PostgreSQL store, for replicas: the SQLite store's rows in a server database, built
 from its roles (each over ``PostgresCore``, the pool): ``runs``, ``outbox``, ``control``,
-``leases``, ``schedules``, ``notes``, ``feedback``, ``blobs``, ``erase``."""
+``leases``, ``schedules``, ``notes``, ``feedback``, ``blobs``, ``knowledge``, ``erase``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from .blobs import PostgresBlobs
 from .control import PostgresControl
 from .erase import PostgresErasure
 from .feedback import PostgresFeedback
+from .knowledge import PostgresKnowledge
 from .leases import PostgresLeases
 from .notes import PostgresNotes
 from .outbox import PostgresOutbox
@@ -19,7 +20,7 @@ __all__ = ["PostgresStore"]
 
 class PostgresStore(PostgresRuns, PostgresOutbox, PostgresControl, PostgresLeases,
                     PostgresSchedules, PostgresNotes, PostgresFeedback, PostgresBlobs,
-                    PostgresErasure):
+                    PostgresKnowledge, PostgresErasure):
     """PostgreSQL-backed ``Store``; use as ``async with PostgresStore(dsn) as store`` (its
     options are ``PostgresCore``'s)."""
 

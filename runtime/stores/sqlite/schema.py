@@ -132,6 +132,30 @@ CREATE TABLE IF NOT EXISTS blobs (
 );
 """
 
+# The knowledge folders' passages (``knowledge.py``), and their full-text index: an FTS5
+# table over the passages' rows (external content), kept in step by triggers, so that a
+# file's passages and its index change in the write that replaces them. Created at every
+# open, as SCHEMA's tables are (statements apart: a trigger's body holds semicolons).
+KNOWLEDGE = (
+    """CREATE TABLE IF NOT EXISTS knowledge_files (
+        source TEXT NOT NULL, path TEXT NOT NULL, data TEXT NOT NULL,
+        PRIMARY KEY (source, path)) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS knowledge_passages (
+        id INTEGER PRIMARY KEY, source TEXT NOT NULL, path TEXT NOT NULL, n INTEGER NOT NULL,
+        section TEXT, page INTEGER, text TEXT NOT NULL)""",
+    """CREATE INDEX IF NOT EXISTS knowledge_passages_file
+        ON knowledge_passages (source, path)""",
+    """CREATE VIRTUAL TABLE IF NOT EXISTS knowledge_fts USING fts5(
+        text, section, content = 'knowledge_passages', content_rowid = 'id',
+        tokenize = 'porter unicode61')""",
+    """CREATE TRIGGER IF NOT EXISTS knowledge_passages_in AFTER INSERT ON knowledge_passages
+        BEGIN INSERT INTO knowledge_fts (rowid, text, section)
+            VALUES (new.id, new.text, new.section); END""",
+    """CREATE TRIGGER IF NOT EXISTS knowledge_passages_out AFTER DELETE ON knowledge_passages
+        BEGIN INSERT INTO knowledge_fts (knowledge_fts, rowid, text, section)
+            VALUES ('delete', old.id, old.text, old.section); END""",
+)
+
 # Version 1 -> 2: runs lose the state indexes and the key's UNIQUE constraint (an index of
 # every run, keyed or not) for the two partial indexes, and take in their transitions;
 # threads lose their length and updated_at; entries gain their token sums (estimated from
@@ -232,6 +256,8 @@ def migrate(db: sqlite3.Connection, path: Path) -> str:
     if found == "3":
         _script(db, MIGRATE_3_TO_4)
     _script(db, SCHEMA)
+    for statement in KNOWLEDGE:
+        db.execute(statement)
     if found == "1":
         _script(db, COPY_1_TO_2)
     if found in ("1", "2"):

@@ -1,6 +1,6 @@
 """The default store: SQLite, one row per entry, built from its roles (each over
 ``SQLiteCore``, the two connections): ``runs``, ``outbox``, ``control``, ``leases``,
-``schedules``, ``notes``, ``feedback``, ``blobs``, ``erase``."""
+``schedules``, ``notes``, ``feedback``, ``blobs``, ``knowledge``, ``erase``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from .control import SQLiteControl
 from .core import Synchronous
 from .erase import SQLiteErasure
 from .feedback import SQLiteFeedback
+from .knowledge import SQLiteKnowledge
 from .leases import SQLiteLeases
 from .notes import SQLiteNotes
 from .outbox import SQLiteOutbox
@@ -20,7 +21,7 @@ __all__ = ["SHORT_THREAD", "SQLiteStore", "Synchronous"]
 
 
 class SQLiteStore(SQLiteRuns, SQLiteOutbox, SQLiteControl, SQLiteLeases, SQLiteSchedules,
-                  SQLiteNotes, SQLiteFeedback, SQLiteBlobs, SQLiteErasure):
+                  SQLiteNotes, SQLiteFeedback, SQLiteBlobs, SQLiteKnowledge, SQLiteErasure):
     """SQLite-backed ``Store``; use as ``async with SQLiteStore(path) as store``."""
 
     commit_survives_cancel = True
