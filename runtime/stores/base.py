@@ -18,19 +18,22 @@ from ..model.requests import (
 from ..model.runs import Delivery, Run, RunState, Transition
 from .erasure import ThreadEraser
 from .parts import (
+    MEMORY_CALLS_KEPT,
     NOTE_CALLS_KEPT,
     BlobStore,
     ControlStore,
     FeedbackStore,
     LeaseStore,
+    MemoryStore,
     NoteStore,
     OutboxStore,
     ScheduleStore,
 )
 from .tail import Tail
 
-__all__ = ["ENTRIES", "NOTE_CALLS_KEPT", "Accepted", "BlobStore", "Checkpoint", "ControlStore",
-           "FeedbackStore", "LeaseStore", "NoteStore", "OutboxStore", "RunStore",
+__all__ = ["ENTRIES", "MEMORY_CALLS_KEPT", "NOTE_CALLS_KEPT", "Accepted", "BlobStore",
+           "Checkpoint", "ControlStore", "FeedbackStore", "LeaseStore", "MemoryStore",
+           "NoteStore", "OutboxStore", "RunStore",
            "ScheduleStore", "SpendAsk", "SpendScope", "Spending", "Store", "StoreStats",
            "ThreadInfo", "check_digest", "check_thread_id", "parse_schedule_record"]
 
@@ -204,9 +207,10 @@ class RunStore(Protocol):
 
 
 class Store(RunStore, OutboxStore, ControlStore, LeaseStore, ScheduleStore, NoteStore,
-            FeedbackStore, BlobStore, ThreadEraser, Protocol):
+            MemoryStore, FeedbackStore, BlobStore, ThreadEraser, Protocol):
     """What a backend implements: runs and threads, the outbox, the control plane, leases,
-    schedule records, notes, votes, files' blobs, and erasing a thread (``erasure``)."""
+    schedule records, notes, memories, votes, files' blobs, and erasing a thread
+    (``erasure``)."""
 
 
 class Opens:

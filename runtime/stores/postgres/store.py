@@ -1,6 +1,6 @@
 """The PostgreSQL store, for replicas: the SQLite store's rows in a server database, built
 from its roles (each over ``PostgresCore``, the pool): ``runs``, ``outbox``, ``control``,
-``leases``, ``schedules``, ``notes``, ``feedback``, ``blobs``, ``erase``."""
+``leases``, ``schedules``, ``notes``, ``memories``, ``feedback``, ``blobs``, ``erase``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from .control import PostgresControl
 from .erase import PostgresErasure
 from .feedback import PostgresFeedback
 from .leases import PostgresLeases
+from .memories import PostgresMemories
 from .notes import PostgresNotes
 from .outbox import PostgresOutbox
 from .runs import PostgresRuns
@@ -18,8 +19,8 @@ __all__ = ["PostgresStore"]
 
 
 class PostgresStore(PostgresRuns, PostgresOutbox, PostgresControl, PostgresLeases,
-                    PostgresSchedules, PostgresNotes, PostgresFeedback, PostgresBlobs,
-                    PostgresErasure):
+                    PostgresSchedules, PostgresNotes, PostgresMemories, PostgresFeedback,
+                    PostgresBlobs, PostgresErasure):
     """PostgreSQL-backed ``Store``; use as ``async with PostgresStore(dsn) as store`` (its
     options are ``PostgresCore``'s)."""
 

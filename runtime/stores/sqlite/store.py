@@ -1,6 +1,6 @@
 """The default store: SQLite, one row per entry, built from its roles (each over
 ``SQLiteCore``, the two connections): ``runs``, ``outbox``, ``control``, ``leases``,
-``schedules``, ``notes``, ``feedback``, ``blobs``, ``erase``."""
+``schedules``, ``notes``, ``memories``, ``feedback``, ``blobs``, ``erase``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from .core import Synchronous
 from .erase import SQLiteErasure
 from .feedback import SQLiteFeedback
 from .leases import SQLiteLeases
+from .memories import SQLiteMemories
 from .notes import SQLiteNotes
 from .outbox import SQLiteOutbox
 from .reads import SHORT_THREAD
@@ -20,7 +21,7 @@ __all__ = ["SHORT_THREAD", "SQLiteStore", "Synchronous"]
 
 
 class SQLiteStore(SQLiteRuns, SQLiteOutbox, SQLiteControl, SQLiteLeases, SQLiteSchedules,
-                  SQLiteNotes, SQLiteFeedback, SQLiteBlobs, SQLiteErasure):
+                  SQLiteNotes, SQLiteMemories, SQLiteFeedback, SQLiteBlobs, SQLiteErasure):
     """SQLite-backed ``Store``; use as ``async with SQLiteStore(path) as store``."""
 
     commit_survives_cancel = True
