@@ -24,6 +24,7 @@
     │                             a sign-in page instead of the file), and why
     ├── FileUnreachable           a shared file's platform did not answer (tried again)
     ├── HookRefused               a webhook delivery not taken (no valid signature, too big)
+    ├── MemoryRefused             a memory its writer may not keep in that scope, and why
     ├── ToolDefinitionError       a tool function the registry cannot describe
     ├── ToolFailure               a tool's own words to the model on why a call failed
     │   └── FetchError *          http_fetch could not fetch a URL
@@ -65,6 +66,7 @@ __all__ = [
     "IllegalTransition",
     "InvalidThreadId",
     "MaidenError",
+    "MemoryRefused",
     "NotFound",
     "ProviderError",
     "RunError",
@@ -202,6 +204,11 @@ class HookRefused(MaidenError):
     def __init__(self, status: Literal[401, 413], why: str) -> None:
         super().__init__(why)
         self.status = status
+
+
+class MemoryRefused(MaidenError, ValueError):
+    """A memory not kept: its writer may not write its scope (``model.memories``'s table
+    says who may), or it is not a memory (empty, too long); the message says why."""
 
 
 class FileRefused(MaidenError):

@@ -19,19 +19,22 @@ from ..model.runs import Delivery, Run, RunState, Transition
 from .erasure import ThreadEraser
 from .knowledge import KnowledgeStore
 from .parts import (
+    MEMORY_CALLS_KEPT,
     NOTE_CALLS_KEPT,
     BlobStore,
     ControlStore,
     FeedbackStore,
     LeaseStore,
+    MemoryStore,
     NoteStore,
     OutboxStore,
     ScheduleStore,
 )
 from .tail import Tail
 
-__all__ = ["ENTRIES", "NOTE_CALLS_KEPT", "Accepted", "BlobStore", "Checkpoint", "ControlStore",
-           "FeedbackStore", "KnowledgeStore", "LeaseStore", "NoteStore", "OutboxStore", "RunStore",
+__all__ = ["ENTRIES", "MEMORY_CALLS_KEPT", "NOTE_CALLS_KEPT", "Accepted", "BlobStore",
+           "Checkpoint", "ControlStore", "FeedbackStore", "KnowledgeStore", "LeaseStore",
+           "MemoryStore", "NoteStore", "OutboxStore", "RunStore",
            "ScheduleStore", "SpendAsk", "SpendScope", "Spending", "Store", "StoreStats",
            "ThreadInfo", "check_digest", "check_thread_id", "parse_schedule_record"]
 
@@ -205,10 +208,10 @@ class RunStore(Protocol):
 
 
 class Store(RunStore, OutboxStore, ControlStore, LeaseStore, ScheduleStore, NoteStore,
-            FeedbackStore, BlobStore, KnowledgeStore, ThreadEraser, Protocol):
+            MemoryStore, FeedbackStore, BlobStore, KnowledgeStore, ThreadEraser, Protocol):
     """What a backend implements: runs and threads, the outbox, the control plane, leases,
-    schedule records, notes, votes, files' blobs, the knowledge folders' passages, and
-    erasing a thread (``erasure``)."""
+    schedule records, notes, memories, votes, files' blobs, the knowledge folders'
+    passages, and erasing a thread (``erasure``)."""
 
 
 class Opens:

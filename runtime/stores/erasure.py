@@ -2,8 +2,10 @@
 
 A thread's own data is its entries; its runs, with their state changes; the outbox records
 of those runs; the votes on them; the notes scoped to it (``thread_scope``: its memory) and
-to its runs (``stop_scope``: a person's stop of one); the control requests about its runs;
-its lease, once expired; and the files (blobs) it names that no other thread names.
+to its runs (``stop_scope``: a person's stop of one); the memories it sourced or that are
+kept for it (``MemoryStore.memories_of_thread``), with the calls that put them; the
+control requests about its runs; its lease, once expired; and the files (blobs) it names
+that no other thread names.
 ``ThreadEraser.delete_thread`` removes all of it in one durable write, or nothing, and
 leaves nothing of the thread behind. The names are made here, for the store and for the
 runtime that writes them (``leases``, ``stops``, the ``memory`` tools).
@@ -47,6 +49,7 @@ class Erased:
     votes: int = 0
     notes: int = 0
     blobs: int = 0
+    memories: int = 0
 
     @property
     def existed(self) -> bool:

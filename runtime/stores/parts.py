@@ -1,6 +1,6 @@
 """The parts of the storage contract besides runs and threads, one protocol each: the
-outbox, the control plane, leases, schedule records, notes, votes and blobs. ``base.Store``
-is composed of them."""
+outbox, the control plane, leases, schedule records, notes, memories, votes and blobs.
+``base.Store`` is composed of them."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from ..model.attachments.refs import BlobInfo
+from ..model.memories import Cover, Memory
 from ..model.requests import (
     ControlRequest,
     Instance,
@@ -21,8 +22,9 @@ from ..model.requests import (
 )
 from ..model.runs import Delivery, StreamState
 
-__all__ = ["NOTE_CALLS_KEPT", "BlobStore", "ControlStore", "FeedbackStore", "LeaseStore",
-           "NoteStore", "OutboxStore", "ScheduleStore"]
+__all__ = ["MEMORY_CALLS_KEPT", "NOTE_CALLS_KEPT", "BlobStore", "ControlStore",
+           "FeedbackStore", "LeaseStore", "MemoryStore", "NoteStore", "OutboxStore",
+           "ScheduleStore"]
 
 
 class OutboxStore(Protocol):
@@ -178,6 +180,46 @@ class NoteStore(Protocol):
     async def save_note_calls(self, calls: Sequence[NoteCall]) -> None:
         """Record calls as applied, changing no note (``maiden migrate`` copies them so);
         a call already recorded is left as it is."""
+
+
+MEMORY_CALLS_KEPT = 10_000
+"""The newest calls that put or deleted memories kept (all scopes together), for the same
+reason as ``NOTE_CALLS_KEPT``."""
+
+
+class MemoryStore(Protocol):
+    """Memories (``model.memories``) and the calls that put or deleted them. As for notes, a
+    call's idempotency key is looked up in the same write that would apply it, so a call
+    re-run after a crash changes nothing more. Who may see a memory is not the store's
+    decision: ``search_memories`` narrows by the conversation's ``Cover`` (a coarse filter),
+    and the caller applies ``visible`` to what it returns."""
+
+    async def put_memory(self, memory: Memory, call: str | None = None) -> bool:
+        """Insert or replace the memory (by id); False if nothing was written, because the
+        call of idempotency key ``call`` is already applied (else it is recorded as
+        applied, in the same write)."""
+
+    async def get_memory(self, memory_id: str) -> Memory | None:
+        """The memory, or None."""
+
+    async def delete_memory(self, memory_id: str, call: str | None = None) -> bool:
+        """Remove a memory; False if there was none. A ``call`` already applied changes
+        nothing and has the answer it had the first time."""
+
+    async def edit_memory(self, memory_id: str, text: str, by: str, at: float
+                          ) -> Memory | None:
+        """Change its text, recording who (``edited_by``) and when (``updated_at``); the
+        memory as it is now, or None if there is none."""
+
+    async def search_memories(self, query: str, where: Cover, limit: int) -> list[Memory]:
+        """At most ``limit`` memories filed under one of ``where.scopes``, confined nowhere
+        or to one of ``where.places``, and not expired at ``where.at``: those holding any
+        word of ``query``, the best matches first (then the newest), or, for a query with
+        no words, the most recently updated."""
+
+    async def memories_of_thread(self, thread_id: str) -> list[Memory]:
+        """The memories a thread sourced (learned in it) or that are kept for it (its
+        thread scope), oldest first: what erasing the thread removes with it."""
 
 
 class FeedbackStore(Protocol):

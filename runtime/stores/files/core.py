@@ -14,6 +14,7 @@ Layout under ``root``::
     requests/, instances/,      the control plane (``control``), leases (``leases``),
     leases.json, schedules/,    schedule records (``schedules``), notes (``notes``)
     notes/, feedback/           and votes on replies (``feedback``)
+    memories/{sha256(id)}.json  a memory and the calls that changed it (``memories``)
     blobs/{sha256}[.json]       files' bytes and their records (``blobs``)
 
 Every file is written to a temp file in its folder, fsynced, renamed over the old

@@ -4,10 +4,12 @@ The snapshot is the thread, so its going is the erasure's commit point: it is re
 once and durably, to ``threads/{stem}.erasing``, which no reader looks at (from then on the
 thread, its runs and its records are found nowhere). Then what hangs off it is removed, its
 folders flushed: its pointers, the votes on its runs, its notes, the control requests about
-its runs, the blobs no other thread names and its lock file; the renamed snapshot last. A
-crash in between leaves that file, which holds everything needed to finish: the next open
-of the store, or the next erasure of the thread, finishes it. Its expired lease is dropped
-with the erasure (as every write of ``leases.json`` drops the expired ones).
+its runs, the memories it sourced or that are kept for it (found until then: they are
+files of their own), the blobs no other thread names and its lock file; the renamed
+snapshot last. A crash in between leaves that file, which holds everything needed to
+finish: the next open of the store, or the next erasure of the thread, finishes it. Its
+expired lease is dropped with the erasure (as every write of ``leases.json`` drops the
+expired ones).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ..erasure import Erased, ThreadEraser, named_digests, stop_scope, thread_sc
 from .core import FilesCore
 from .fs import read_or_none
 from .leases import change_leases
+from .memories import memory_files_of_thread
 from .names import key_file_name, run_file_name, thread_file_name, thread_stem
 from .snapshot import Snapshot, parse_snapshot
 
@@ -64,10 +67,12 @@ class FilesErasure(FilesCore, ThreadEraser):
                 raise StaleWrite(f"thread {thread_id!r} has a run that has not ended "
                                  f"({going[0]}): cancel it first")
             votes, notes = self._counts(snap)
+            memories = len(memory_files_of_thread(self._folder("memories"), thread_id)) // 2
             self._disk.rename(path, leftover)  # the commit point
             blobs = self._finish(leftover, snap)
         return Erased(thread_id, entries=len(snap.entries), runs=len(runs),
-                      deliveries=len(snap.deliveries), votes=votes, notes=notes, blobs=blobs)
+                      deliveries=len(snap.deliveries), votes=votes, notes=notes, blobs=blobs,
+                      memories=memories)
 
     def _erasing_path(self, thread_id: str) -> Path:
         return self._threads.folder / f"{thread_stem(thread_id)}{ERASING}"
@@ -100,6 +105,7 @@ class FilesErasure(FilesCore, ThreadEraser):
             notes = self._folder("notes") / key_file_name(scope)
             gone += [notes, notes.with_suffix(".lock")]
         gone += self._requests_about(set(ids))
+        gone += memory_files_of_thread(self._folder("memories"), snap.thread_id)
         named = named_digests([snap.dump().decode("ascii")])
         unnamed = sorted(named - self._named()) if named else []
         for digest in unnamed:

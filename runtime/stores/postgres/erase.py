@@ -14,6 +14,7 @@ from ...model.runs import TERMINAL, RunState
 from ..base import check_thread_id
 from ..erasure import Erased, ThreadEraser, named_digests, stop_scope, thread_lease, thread_scope
 from .core import PostgresCore
+from .memories import erase_memories
 from .sql import encode_text
 
 __all__ = ["PostgresErasure"]
@@ -51,6 +52,7 @@ async def _erase(conn: Any, thread_id: str) -> Erased:
     votes = _count(await conn.execute("DELETE FROM feedback WHERE run_id = ANY($1)", wire))
     notes = _count(await conn.execute("DELETE FROM notes WHERE scope = ANY($1)", scopes))
     await conn.execute("DELETE FROM note_calls WHERE scope = ANY($1)", scopes)
+    memories = await erase_memories(conn, thread_id)
     await conn.execute("DELETE FROM threads WHERE id = $1", thread_id)
     # A live holder's lease is its own to give up (it lingers for a moment at most).
     await conn.execute("DELETE FROM leases WHERE name = $1 AND expires_at <= now()",
@@ -66,7 +68,7 @@ async def _erase(conn: Any, thread_id: str) -> Erased:
         if not named:
             blobs += _count(await conn.execute("DELETE FROM blobs WHERE digest = $1", digest))
     return Erased(thread_id, entries=entries, runs=len(runs), deliveries=len(gone),
-                  votes=votes, notes=notes, blobs=blobs)
+                  votes=votes, notes=notes, blobs=blobs, memories=memories)
 
 
 async def _forget_requests(conn: Any, run_ids: set[str]) -> None:

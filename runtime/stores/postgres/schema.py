@@ -235,9 +235,41 @@ _V7 = [
     $$""",
 ]
 
-# The knowledge folders' passages, each with its text search vector (English stemming,
-# its section's words with its text's), in a GIN index; a file's record holds its digest.
+# Version 8: memories, a row each, filed under its scope's key and, when learned in a
+# private place, that place's key (``confined``), with the thread it came from (what its
+# erasure removes); its words a generated tsvector, GIN-indexed, that full-text search
+# ranks with ts_rank. ``n`` orders the calls that put or deleted them, the oldest dropped
+# beyond the newest MEMORY_CALLS_KEPT.
 _V8 = [
+    """CREATE TABLE memories (
+        id text COLLATE "C" PRIMARY KEY,
+        n bigint GENERATED ALWAYS AS IDENTITY,
+        scope text COLLATE "C" NOT NULL,
+        confined text COLLATE "C",
+        thread_id text COLLATE "C" NOT NULL,
+        expires_at double precision,
+        updated_at double precision NOT NULL,
+        text text NOT NULL,
+        data text NOT NULL,
+        words tsvector GENERATED ALWAYS AS (to_tsvector('english', text)) STORED
+    )""",
+    "CREATE INDEX memories_scope ON memories (scope, updated_at)",
+    "CREATE INDEX memories_thread ON memories (thread_id)",
+    "CREATE INDEX memories_words ON memories USING gin (words)",
+    """CREATE TABLE memory_calls (
+        call text COLLATE "C" PRIMARY KEY,
+        n bigint GENERATED ALWAYS AS IDENTITY,
+        memory_id text COLLATE "C" NOT NULL,
+        data text NOT NULL
+    )""",
+    "CREATE INDEX memory_calls_memory ON memory_calls (memory_id)",
+    "CREATE INDEX memory_calls_order ON memory_calls (n)",
+]
+
+# Version 9: the knowledge folders' passages, each with its text search vector (English
+# stemming, its section's words with its text's), in a GIN index; a file's record holds
+# its digest.
+_V9 = [
     """CREATE TABLE knowledge_files (
         source text NOT NULL, path text NOT NULL, data text NOT NULL,
         PRIMARY KEY (source, path))""",
@@ -251,7 +283,7 @@ _V8 = [
 ]
 
 MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5),
-                                           (6, _V6), (7, _V7), (8, _V8)]
+                                           (6, _V6), (7, _V7), (8, _V8), (9, _V9)]
 """``(version, statements)``, in order: what brings a schema at ``version - 1`` to
 ``version`` (0: no tables yet). A new version is a new item; applied ones never change."""
 

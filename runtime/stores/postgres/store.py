@@ -1,6 +1,7 @@
 """The PostgreSQL store, for replicas: the SQLite store's rows in a server database, built
 from its roles (each over ``PostgresCore``, the pool): ``runs``, ``outbox``, ``control``,
-``leases``, ``schedules``, ``notes``, ``feedback``, ``blobs``, ``knowledge``, ``erase``."""
+``leases``, ``schedules``, ``notes``, ``memories``, ``feedback``, ``blobs``, ``knowledge``,
+``erase``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from .erase import PostgresErasure
 from .feedback import PostgresFeedback
 from .knowledge import PostgresKnowledge
 from .leases import PostgresLeases
+from .memories import PostgresMemories
 from .notes import PostgresNotes
 from .outbox import PostgresOutbox
 from .runs import PostgresRuns
@@ -19,8 +21,8 @@ __all__ = ["PostgresStore"]
 
 
 class PostgresStore(PostgresRuns, PostgresOutbox, PostgresControl, PostgresLeases,
-                    PostgresSchedules, PostgresNotes, PostgresFeedback, PostgresBlobs,
-                    PostgresKnowledge, PostgresErasure):
+                    PostgresSchedules, PostgresNotes, PostgresMemories, PostgresFeedback,
+                    PostgresBlobs, PostgresKnowledge, PostgresErasure):
     """PostgreSQL-backed ``Store``; use as ``async with PostgresStore(dsn) as store`` (its
     options are ``PostgresCore``'s)."""
 

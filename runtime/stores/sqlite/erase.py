@@ -13,6 +13,7 @@ from ...model.runs import TERMINAL, RunState
 from ..base import check_thread_id
 from ..erasure import Erased, ThreadEraser, named_digests, stop_scope, thread_lease, thread_scope
 from .core import SQLiteCore
+from .memories import erase_memories
 
 __all__ = ["SQLiteErasure"]
 
@@ -61,6 +62,7 @@ def _erase(db: sqlite3.Connection, thread_id: str, now: float) -> Erased:
                    (ids,))
         notes = db.execute(f"DELETE FROM notes WHERE scope {_OF_RUNS}", (scopes,)).rowcount
         db.execute(f"DELETE FROM note_calls WHERE scope {_OF_RUNS}", (scopes,))
+        memories = erase_memories(db, thread_id)
         entries = db.execute("DELETE FROM entries WHERE thread_id = ?", (thread_id,)).rowcount
         db.execute("DELETE FROM runs WHERE thread_id = ?", (thread_id,))
         db.execute("DELETE FROM threads WHERE id = ?", (thread_id,))
@@ -72,7 +74,7 @@ def _erase(db: sqlite3.Connection, thread_id: str, now: float) -> Erased:
     finally:
         db.execute(f"PRAGMA secure_delete = {int(secure)}")
     return Erased(thread_id, entries=entries, runs=len(runs), deliveries=deliveries,
-                  votes=votes, notes=notes, blobs=blobs)
+                  votes=votes, notes=notes, blobs=blobs, memories=memories)
 
 
 def _named(db: sqlite3.Connection, digest: str) -> bool:

@@ -12,7 +12,7 @@ from ..base import SpendScope
 
 __all__ = ["ACTIVE_SQL", "SCHEMA_VERSION", "SPEND_INDEXES", "migrate"]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 ACTIVE_SQL = "active = 1"
 """The runs that have not ended: the term (text for text) of ``runs_active``'s WHERE, which
@@ -225,10 +225,57 @@ DROP INDEX IF EXISTS runs_spend_agent;
 DROP INDEX IF EXISTS runs_spend_place
 """
 
+# Memories (version 6): a row each, filed under its scope's key (``model.memories``) and,
+# when it was learned in a private place, that place's key (``confined``), with the thread
+# it came from, so that a recall reads by index only what could cover its conversation and
+# a thread's erasure finds what it sourced. ``n`` aliases the rowid, which the full-text
+# index (FTS5, external content: it holds the words, the row the text) names: a rowid that
+# is not an INTEGER PRIMARY KEY may change in a VACUUM. Triggers keep the index in step in
+# the very transaction that writes the row. Created at every open (a list, not a script:
+# a trigger's body holds semicolons); the version says an older maiden, which would erase a
+# thread and leave its memories, may not open it.
+MEMORIES = [
+    """CREATE TABLE IF NOT EXISTS memories (
+        n INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        scope TEXT NOT NULL,
+        confined TEXT,
+        thread_id TEXT NOT NULL,
+        expires_at REAL,
+        updated_at REAL NOT NULL,
+        text TEXT NOT NULL,
+        data TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS memories_scope ON memories (scope, updated_at)",
+    "CREATE INDEX IF NOT EXISTS memories_thread ON memories (thread_id)",
+    """CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
+        text, content = 'memories', content_rowid = 'n',
+        tokenize = 'porter unicode61 remove_diacritics 2')""",
+    """CREATE TRIGGER IF NOT EXISTS memories_added AFTER INSERT ON memories BEGIN
+        INSERT INTO memories_fts (rowid, text) VALUES (new.n, new.text);
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS memories_removed AFTER DELETE ON memories BEGIN
+        INSERT INTO memories_fts (memories_fts, rowid, text) VALUES ('delete', old.n, old.text);
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS memories_changed AFTER UPDATE OF text ON memories BEGIN
+        INSERT INTO memories_fts (memories_fts, rowid, text) VALUES ('delete', old.n, old.text);
+        INSERT INTO memories_fts (rowid, text) VALUES (new.n, new.text);
+    END""",
+    """CREATE TABLE IF NOT EXISTS memory_calls (
+        n INTEGER PRIMARY KEY,
+        call TEXT NOT NULL UNIQUE,
+        memory_id TEXT NOT NULL,
+        data TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS memory_calls_memory ON memory_calls (memory_id)",
+]
+
 # Version 4 -> 5: the database gains its identity, a random id in a one-row table written
 # once (SCHEMA creates the table, ``migrate`` the row): a file copied over the open one
 # (``FileIdentity``) holds another id, or the same one without this process's mark or
 # with an older value of it (``mark``).
+
+# Version 5 -> 6: memories (``MEMORIES``, created at every open); nothing else changes.
 
 SPEND_INDEXES: dict[SpendScope, tuple[str, str]] = {
     "user": ("runs_spend_user", "ON runs (spend_user, id) WHERE spend_user IS NOT NULL"),
@@ -246,7 +293,7 @@ def migrate(db: sqlite3.Connection, path: Path) -> str:
     version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
         if exists else None
     found = str(SCHEMA_VERSION) if version is None else version[0]
-    if found not in ("1", "2", "3", "4", str(SCHEMA_VERSION)):
+    if found not in ("1", "2", "3", "4", "5", str(SCHEMA_VERSION)):
         raise StoreError(f"{path} has schema version {found}; this maiden reads versions 1 "
                          f"to {SCHEMA_VERSION} (a newer maiden may have written it)")
     if found == "1":
@@ -256,7 +303,7 @@ def migrate(db: sqlite3.Connection, path: Path) -> str:
     if found == "3":
         _script(db, MIGRATE_3_TO_4)
     _script(db, SCHEMA)
-    for statement in KNOWLEDGE:
+    for statement in (*MEMORIES, *KNOWLEDGE):
         db.execute(statement)
     if found == "1":
         _script(db, COPY_1_TO_2)

@@ -1,6 +1,6 @@
 """The default store: SQLite, one row per entry, built from its roles (each over
 ``SQLiteCore``, the two connections): ``runs``, ``outbox``, ``control``, ``leases``,
-``schedules``, ``notes``, ``feedback``, ``blobs``, ``knowledge``, ``erase``."""
+``schedules``, ``notes``, ``memories``, ``feedback``, ``blobs``, ``knowledge``, ``erase``."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from .erase import SQLiteErasure
 from .feedback import SQLiteFeedback
 from .knowledge import SQLiteKnowledge
 from .leases import SQLiteLeases
+from .memories import SQLiteMemories
 from .notes import SQLiteNotes
 from .outbox import SQLiteOutbox
 from .reads import SHORT_THREAD
@@ -21,7 +22,8 @@ __all__ = ["SHORT_THREAD", "SQLiteStore", "Synchronous"]
 
 
 class SQLiteStore(SQLiteRuns, SQLiteOutbox, SQLiteControl, SQLiteLeases, SQLiteSchedules,
-                  SQLiteNotes, SQLiteFeedback, SQLiteBlobs, SQLiteKnowledge, SQLiteErasure):
+                  SQLiteNotes, SQLiteMemories, SQLiteFeedback, SQLiteBlobs, SQLiteKnowledge,
+                  SQLiteErasure):
     """SQLite-backed ``Store``; use as ``async with SQLiteStore(path) as store``."""
 
     commit_survives_cancel = True

@@ -45,7 +45,7 @@ async def test_the_better_match_comes_first_and_only_the_sources_asked(
     await store.index_file(indexed("other.md", source="private", n=1),
                            [Piece("rollback rollback rollback")])
     found = await store.search_passages("How do I roll back a deploy? rollback", ["runbooks"])
-    assert [p.section for p in found][0] == "Deploys > Rollback"
+    assert found[0].section == "Deploys > Rollback"
     assert {p.source for p in found} == {"runbooks"}
     assert await store.search_passages("rollback", ["runbooks"], limit=1) == found[:1]
     assert await store.search_passages("?!  ", ["runbooks"]) == []

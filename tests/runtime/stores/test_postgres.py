@@ -16,6 +16,7 @@ import pytest
 
 from runtime.errors import CorruptStore, StoreError
 from runtime.model.entries import Notice, Usage, UserMessage
+from runtime.model.memories import Cover, Memory, Provenance, WorkspaceScope, scope_key
 from runtime.model.runs import Origin, Run, RunState, new_run_id
 from runtime.stores.base import Checkpoint, SpendAsk, SpendScope
 from runtime.stores.postgres import PostgresStore
@@ -79,13 +80,42 @@ async def test_a_version_5_schema_gains_the_spend_columns_filled_from_its_runs(
     finally:
         await conn.close()
     async with PostgresStore(PG_DSN, schema=schema, pool_size=1) as store:
-        assert store.applied == [6, 7]  # and the one-call checkpoint
+        assert store.applied == [6, 7, 8, 9]  # the one-call checkpoint, memories, knowledge
         assert await store.list_runs() == runs
         asks: list[tuple[SpendScope, str, int, float]] = [
             ("user", "U1", 2 + 3, 0.03), ("agent", "eng", 3, 0.02), ("place", "slack", 5, 0.03)]
         for scope, key, tokens, cost in asks:
             ((spent_tokens, spent_cost),) = (await store.spent([SpendAsk(day, scope, (key,))])).sums
             assert spent_tokens == tokens and spent_cost == pytest.approx(cost)
+
+
+async def test_a_version_7_schema_gains_memories(schema: str) -> None:
+    run = _run()
+    conn = await asyncpg.connect(PG_DSN)
+    try:
+        await conn.execute(f'CREATE SCHEMA "{schema}"')
+        await conn.execute(f'SET search_path TO "{schema}"')
+        for version, statements in MIGRATIONS:
+            if version <= 7:
+                for statement in statements:
+                    await conn.execute(statement)
+        await conn.execute("INSERT INTO meta VALUES ('schema_version', '7')")
+        await conn.execute("INSERT INTO runs (id, thread_id, state, active, version, "
+                           "created_at, data) VALUES ($1, $2, 'queued', true, 0, $3, $4)",
+                           run.id, run.thread_id, run.created_at, run_json(run))
+    finally:
+        await conn.close()
+    kept = Memory(id="m1", text="the build runs nightly", scope=WorkspaceScope(),
+                  provenance=Provenance(thread_id="t", at=1.0), created_at=1.0, updated_at=1.0)
+    async with PostgresStore(PG_DSN, schema=schema, pool_size=1) as store:
+        assert store.applied == [8, 9]
+        assert await store.list_runs() == [run]
+        assert await store.put_memory(kept, "call-1") is True
+        where = Cover(scopes=(scope_key(WorkspaceScope()),), places=(), at=2.0)
+        assert await store.search_memories("nightly builds", where, 5) == [kept]
+    indexes = await in_schema(schema, "SELECT indexdef FROM pg_indexes WHERE schemaname = $1 "
+                              "AND indexname = 'memories_words'", schema)
+    assert "USING gin (words)" in indexes[0]["indexdef"]
 
 
 async def test_stores_opening_a_fresh_schema_at_once_migrate_it_once(schema: str) -> None:

@@ -1,4 +1,4 @@
-"""A database written by an older schema (versions 1 to 3) opens under the current one with
+"""A database written by an older schema (versions 1 to 5) opens under the current one with
 nothing lost."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from runtime.model.entries import AssistantTurn, Usage, UserMessage
+from runtime.model.memories import Cover, Memory, Provenance, WorkspaceScope, scope_key
 from runtime.model.runs import Origin, Run, RunState, Transition, new_run_id
 from runtime.stores.base import Checkpoint, SpendAsk, Spending, SpendScope
 from runtime.stores.sqlite import SQLiteStore
@@ -198,3 +199,36 @@ async def test_version_4_gains_an_identity_kept_from_then_on(tmp_path: Path) -> 
         assert db.execute("SELECT one, id FROM identity").fetchall() == made
         # Each open's mark is taken back at its close.
         assert db.execute("SELECT key FROM meta").fetchall() == [("schema_version",)]
+
+
+async def test_a_version_5_database_gains_memories(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    run = Run(id=new_run_id(1.0), thread_id="t", text="hi", created_at=1.0, updated_at=1.0)
+    async with SQLiteStore(path) as store:
+        await store.create_run(run)
+    # Version 5 as it was: no memories, no index of their words, no triggers.
+    db = sqlite3.connect(path)
+    for name in ("memories_fts", "memory_calls", "memories"):
+        db.execute(f"DROP TABLE {name}")
+    db.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+    db.commit()
+    assert not db.execute("SELECT name FROM sqlite_schema WHERE name LIKE 'memor%'").fetchall()
+    db.close()
+    source = Provenance(thread_id="t", at=1.0)
+    kept = Memory(id="m1", text="the build runs nightly", scope=WorkspaceScope(),
+                  provenance=source, created_at=1.0, updated_at=1.0)
+    async with SQLiteStore(path) as store:
+        assert await store.list_runs() == [run]
+        assert await store.put_memory(kept, "call-1") is True
+        where = Cover(scopes=(scope_key(WorkspaceScope()),), places=(), at=2.0)
+        assert await store.search_memories("nightly builds", where, 5) == [kept]
+    with sqlite3.connect(path) as db:
+        version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        triggers = {row[0] for row in db.execute(
+            "SELECT name FROM sqlite_schema WHERE type = 'trigger'")}
+    assert version == (str(SCHEMA_VERSION),) == ("6",)
+    assert triggers == {"memories_added", "memories_removed", "memories_changed",
+                        "knowledge_passages_in", "knowledge_passages_out"}
+    async with SQLiteStore(path) as store:  # opened again: as it was
+        assert await store.get_memory("m1") == kept
+        assert await store.put_memory(kept, "call-1") is False

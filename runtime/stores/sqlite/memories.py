@@ -1,0 +1,140 @@
+"""The SQLite store's memories: a row each, searched through an FTS5 index ranked by
+``bm25()`` (the schema's ``MEMORIES``), and the calls that put or deleted them."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from ...model.memories import (
+    Cover,
+    Memory,
+    MemoryCall,
+    ThreadScope,
+    confinement,
+    scope_key,
+    words,
+)
+from ..base import MEMORY_CALLS_KEPT, MemoryStore
+from .core import SQLiteCore
+
+__all__ = ["SQLiteMemories", "erase_memories"]
+
+_IN = "IN (SELECT value FROM json_each(?))"
+"""A column's value is one of a JSON array's."""
+_COVERED = (f"m.scope {_IN} AND (m.confined IS NULL OR m.confined {_IN}) "
+            "AND (m.expires_at IS NULL OR m.expires_at > ?)")
+"""A ``Cover``'s coarse filter, on the memories' rows as ``m``."""
+
+
+class SQLiteMemories(SQLiteCore, MemoryStore):
+    """The SQLite store's ``MemoryStore``."""
+
+    async def put_memory(self, memory: Memory, call: str | None = None) -> bool:
+        return await self._write(_put, memory, call)
+
+    async def get_memory(self, memory_id: str) -> Memory | None:
+        rows = await self._fetchall("SELECT data FROM memories WHERE id = ?", (memory_id,))
+        return Memory.model_validate_json(rows[0][0]) if rows else None
+
+    async def delete_memory(self, memory_id: str, call: str | None = None) -> bool:
+        return await self._write(_delete, memory_id, call)
+
+    async def edit_memory(self, memory_id: str, text: str, by: str, at: float
+                          ) -> Memory | None:
+        return await self._write(_edit, memory_id, text, by, at)
+
+    async def search_memories(self, query: str, where: Cover, limit: int) -> list[Memory]:
+        found = words(query)
+        covered = (json.dumps(where.scopes), json.dumps(where.places), where.at)
+        if not found:
+            rows = await self._fetchall(
+                f"SELECT m.data FROM memories m WHERE {_COVERED} "
+                "ORDER BY m.updated_at DESC, m.n DESC LIMIT ?", (*covered, limit))
+        else:
+            # Each word a quoted string (FTS5 syntax cannot hide in a word of \w), any of
+            # them: bm25 ranks those holding more, and rarer, words first (lowest first).
+            match = " OR ".join(f'"{word}"' for word in found)
+            rows = await self._fetchall(
+                "SELECT m.data FROM memories_fts f JOIN memories m ON m.n = f.rowid "
+                f"WHERE memories_fts MATCH ? AND {_COVERED} "
+                "ORDER BY bm25(memories_fts), m.updated_at DESC LIMIT ?",
+                (match, *covered, limit))
+        return [Memory.model_validate_json(row[0]) for row in rows]
+
+    async def memories_of_thread(self, thread_id: str) -> list[Memory]:
+        rows = await self._fetchall(
+            "SELECT data FROM memories WHERE thread_id = ? OR scope = ? ORDER BY n",
+            (thread_id, scope_key(ThreadScope(thread_id=thread_id))))
+        return [Memory.model_validate_json(row[0]) for row in rows]
+
+
+# -- on the connection's thread
+
+
+def _put(db: sqlite3.Connection, memory: Memory, call: str | None) -> bool:
+    if call is not None:
+        if _call(db, call) is not None:
+            return False
+        _record(db, MemoryCall(call=call, memory_id=memory.id))
+    db.execute("INSERT INTO memories (id, scope, confined, thread_id, expires_at, updated_at, "
+               "text, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+               "scope = excluded.scope, confined = excluded.confined, "
+               "thread_id = excluded.thread_id, expires_at = excluded.expires_at, "
+               "updated_at = excluded.updated_at, text = excluded.text, data = excluded.data",
+               (memory.id, scope_key(memory.scope), confinement(memory.provenance),
+                memory.provenance.thread_id, memory.expires_at, memory.updated_at,
+                memory.text, memory.model_dump_json()))
+    return True
+
+
+def _delete(db: sqlite3.Connection, memory_id: str, call: str | None) -> bool:
+    done = None if call is None else _call(db, call)
+    if done is not None:
+        return done.existed
+    existed = db.execute("DELETE FROM memories WHERE id = ?", (memory_id,)).rowcount == 1
+    if call is not None:
+        _record(db, MemoryCall(call=call, memory_id=memory_id, forget=True, existed=existed))
+    return existed
+
+
+def _edit(db: sqlite3.Connection, memory_id: str, text: str, by: str, at: float
+          ) -> Memory | None:
+    row = db.execute("SELECT data FROM memories WHERE id = ?", (memory_id,)).fetchone()
+    if row is None:
+        return None
+    memory = Memory.model_validate_json(row[0])
+    edited = Memory.model_validate(memory.model_dump() | {
+        "text": text, "edited_by": by, "updated_at": at})  # validated: a text too long
+    db.execute("UPDATE memories SET text = ?, updated_at = ?, data = ? WHERE id = ?",
+               (edited.text, at, edited.model_dump_json(), memory_id))
+    return edited
+
+
+def _call(db: sqlite3.Connection, call: str) -> MemoryCall | None:
+    row = db.execute("SELECT data FROM memory_calls WHERE call = ?", (call,)).fetchone()
+    return None if row is None else MemoryCall.model_validate_json(row[0])
+
+
+def _record(db: sqlite3.Connection, record: MemoryCall) -> None:
+    """Record a call, then drop the oldest beyond the newest ``MEMORY_CALLS_KEPT``."""
+    db.execute("INSERT INTO memory_calls (call, memory_id, data) VALUES (?, ?, ?)",
+               (record.call, record.memory_id, record.model_dump_json()))
+    db.execute("DELETE FROM memory_calls WHERE n <= (SELECT n FROM memory_calls "
+               "ORDER BY n DESC LIMIT 1 OFFSET ?)", (MEMORY_CALLS_KEPT,))
+
+
+def erase_memories(db: sqlite3.Connection, thread_id: str) -> int:
+    """Remove the memories the thread sourced or that are kept for it, and the calls that
+    put them, in the caller's transaction (``erase``); how many memories went. The full-text
+    index is merged whole after, so that no word of theirs is left in its older segments."""
+    ids = [row[0] for row in db.execute(
+        "SELECT id FROM memories WHERE thread_id = ? OR scope = ?",
+        (thread_id, scope_key(ThreadScope(thread_id=thread_id))))]
+    if not ids:
+        return 0
+    listed = json.dumps(ids)
+    db.execute(f"DELETE FROM memory_calls WHERE memory_id {_IN}", (listed,))
+    gone = db.execute(f"DELETE FROM memories WHERE id {_IN}", (listed,)).rowcount
+    db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
+    return int(gone)

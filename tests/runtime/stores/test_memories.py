@@ -1,0 +1,192 @@
+"""The store contract, memories (DESIGN §3): put, get, edit and delete; calls applied once;
+search ranked and narrowed by a conversation's cover; expiry; a thread's erasure takes the
+memories it sourced; on every backend."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from uuid import uuid4
+
+from runtime.model.memories import (
+    AgentScope,
+    Cover,
+    Here,
+    Memory,
+    MemoryScope,
+    PersonScope,
+    PlaceScope,
+    Provenance,
+    ThreadScope,
+    WorkspaceScope,
+    cover,
+)
+from runtime.stores.base import Checkpoint
+from tests.runtime.stores.contract import AnyStore, S, advance, started
+from tests.runtime.stores.test_erasure import traces
+
+ALICE = "slack:UALICE"
+
+
+def source(thread: str = "t1", *, place: str | None = "C1", private: bool = False) -> Provenance:
+    return Provenance(user=ALICE, user_name="Alice", channel="slack", place=place,
+                      private=private, thread_id=thread, run_id="r1", message="171.1", at=10.0)
+
+
+def memory(text: str, scope: MemoryScope | None = None, *, memory_id: str | None = None,
+           at: float = 10.0, expires_at: float | None = None,
+           said: Provenance | None = None) -> Memory:
+    return Memory(id=memory_id or f"m-{uuid4().hex}", text=text,
+                  scope=scope or WorkspaceScope(), provenance=said or source(),
+                  expires_at=expires_at, created_at=at, updated_at=at)
+
+
+def here(thread: str = "t1", place: str | None = "C1", *, at: float = 100.0,
+         people: frozenset[str] = frozenset({ALICE}), agent: str = "main") -> Here:
+    return Here(channel="slack", place=place, thread_id=thread, agent=agent, people=people,
+                at=at)
+
+
+EVERYWHERE = cover(here())
+
+
+async def test_put_get_edit_delete(store: AnyStore, new_store: Callable[[], AnyStore]) -> None:
+    kept = memory("The standup is at 9:15, Mon-Thu 日本語 \"quoted\"",
+                  PlaceScope(channel="slack", place="C1"), memory_id="m/../1")
+    assert await store.get_memory(kept.id) is None
+    assert await store.put_memory(kept) is True
+    async with new_store() as again:  # a restart, or another process, reads it
+        assert await again.get_memory(kept.id) == kept
+    edited = await store.edit_memory(kept.id, "The standup is at 9:30", "slack:UBOB", 20.0)
+    assert edited == kept.model_copy(update={"text": "The standup is at 9:30",
+                                             "edited_by": "slack:UBOB", "updated_at": 20.0})
+    assert await store.get_memory(kept.id) == edited
+    assert await store.edit_memory("nope", "x", "slack:UBOB", 21.0) is None
+    replaced = edited.model_copy(update={"text": "put again, by id"})
+    assert await store.put_memory(replaced) is True
+    assert await store.get_memory(kept.id) == replaced
+    assert await store.delete_memory(kept.id) is True
+    assert await store.delete_memory(kept.id) is False
+    assert await store.get_memory(kept.id) is None
+    assert await store.search_memories("", EVERYWHERE, 10) == []
+
+
+async def test_a_memory_call_takes_effect_once(
+        store: AnyStore, new_store: Callable[[], AnyStore]) -> None:
+    first = memory("deploys happen on tuesdays", memory_id="m1")
+    assert await store.put_memory(first, "call-a") is True
+    assert await store.put_memory(first, "call-a") is False  # re-run: nothing written twice
+    assert await store.search_memories("deploys", EVERYWHERE, 10) == [first]
+    assert await store.delete_memory("m1", "call-b") is True
+    assert await store.put_memory(first, "call-a") is False  # a re-run does not bring it back
+    assert await store.get_memory("m1") is None
+    assert await store.delete_memory("m1", "call-b") is True  # its first answer
+    assert await store.delete_memory("m2", "call-c") is False
+    async with new_store() as again:
+        assert await again.put_memory(first, "call-a") is False
+        assert await again.delete_memory("m1", "call-b") is True
+        assert await again.get_memory("m1") is None
+    assert await store.put_memory(first) is True  # without a call, nothing is recorded
+    assert await store.put_memory(first) is True
+
+
+async def test_two_runs_of_one_memory_call_apply_it_once(
+        new_store: Callable[[], AnyStore]) -> None:
+    async with new_store() as one, new_store() as two:
+        for round_ in range(5):
+            kept = memory("same call twice", memory_id=f"m{round_}")
+            put = await asyncio.gather(one.put_memory(kept, f"put-{round_}"),
+                                       two.put_memory(kept, f"put-{round_}"))
+            assert sorted(put) == [False, True], put
+            gone = await asyncio.gather(one.delete_memory(kept.id, f"del-{round_}"),
+                                        two.delete_memory(kept.id, f"del-{round_}"))
+            assert list(gone) == [True, True], gone  # one removed it; the other, its answer
+
+
+async def test_search_ranks_the_better_match_first(store: AnyStore) -> None:
+    both = memory("the release train leaves friday", at=1.0)
+    one = memory("the train to the office is slow", at=3.0)
+    other = memory("lunch is at noon", at=2.0)
+    for kept in (both, one, other):
+        await store.put_memory(kept)
+    assert await store.search_memories("release train", EVERYWHERE, 10) == [both, one]
+    assert await store.search_memories("Release, TRAIN?", EVERYWHERE, 1) == [both]
+    assert await store.search_memories("nothing matches", EVERYWHERE, 10) == []
+    # Operators of the engines' query languages are words like any other.
+    assert await store.search_memories('train" OR lunch* -"x', EVERYWHERE, 10) != []
+    # No words: the most recently updated first.
+    assert await store.search_memories("  ", EVERYWHERE, 10) == [one, other, both]
+    assert await store.search_memories("", EVERYWHERE, 2) == [one, other]
+
+
+async def test_search_keeps_to_the_cover(store: AnyStore) -> None:
+    planted = {
+        "thread": memory("zebra thread", ThreadScope(thread_id="t1")),
+        "other thread": memory("zebra other thread", ThreadScope(thread_id="t2")),
+        "place": memory("zebra place", PlaceScope(channel="slack", place="C1")),
+        "other place": memory("zebra other place", PlaceScope(channel="slack", place="C2")),
+        "discord place": memory("zebra discord", PlaceScope(channel="discord", place="C1")),
+        "person": memory("zebra alice", PersonScope(user=ALICE)),
+        "other person": memory("zebra bob", PersonScope(user="slack:UBOB")),
+        "agent": memory("zebra agent", AgentScope(agent="main")),
+        "other agent": memory("zebra ops", AgentScope(agent="ops")),
+        "workspace": memory("zebra workspace"),
+        "dm": memory("zebra dm", said=source("t9", place="D1", private=True)),
+        "dm here": memory("zebra dm here", said=source("t1", place="C1", private=True)),
+    }
+    for kept in planted.values():
+        await store.put_memory(kept)
+    where = cover(here())
+    found = {m.text for m in await store.search_memories("zebra", where, 50)}
+    assert found == {planted[k].text for k in ("thread", "place", "person", "agent",
+                                               "workspace", "dm here")}
+    assert {m.text for m in await store.search_memories("", where, 50)} == found
+    nobody = Cover(scopes=(), places=(), at=100.0)
+    assert await store.search_memories("zebra", nobody, 50) == []
+
+
+async def test_expired_memories_are_not_returned(store: AnyStore) -> None:
+    fresh = memory("kiwi until later", expires_at=200.0)
+    stale = memory("kiwi gone", expires_at=50.0)
+    edge = memory("kiwi at the edge", expires_at=100.0)
+    for kept in (fresh, stale, edge):
+        await store.put_memory(kept)
+    assert await store.search_memories("kiwi", cover(here(at=100.0)), 10) == [fresh]
+    assert await store.search_memories("", cover(here(at=100.0)), 10) == [fresh]
+    assert await store.search_memories("kiwi", cover(here(at=300.0)), 10) == []
+    assert await store.get_memory(stale.id) == stale  # kept: expiry hides it from search
+
+
+async def test_erasing_a_thread_erases_the_memories_it_sourced(
+        store: AnyStore, backend: str, tmp_path: Path,
+        new_store: Callable[[], AnyStore]) -> None:
+    marker = f"marker{uuid4().hex}"
+    gone_id, kept_id = f"erase-{uuid4().hex}", f"keep-{uuid4().hex}"
+    for thread_id in (gone_id, kept_id):
+        run = await started(store, thread_id)
+        ended, step = advance(run, S.COMPLETED)
+        await store.commit(Checkpoint(thread_id, None, run=ended, transitions=[step]))
+    sourced = memory(f"{marker} learned here", said=source(gone_id), memory_id="m-sourced",
+                     at=10.0)
+    kept_for = memory(f"{marker} kept for it", ThreadScope(thread_id=gone_id),
+                      said=source(kept_id), memory_id="m-for", at=11.0)
+    other = memory("learned elsewhere", said=source(kept_id), memory_id="m-other")
+    await store.put_memory(sourced, "call-sourced")
+    await store.put_memory(kept_for, "call-for")
+    await store.put_memory(other, "call-other")
+    assert await store.memories_of_thread(gone_id) == [sourced, kept_for]
+    assert await store.search_memories(marker, EVERYWHERE, 10) == [sourced]
+
+    erased = await store.delete_thread(gone_id)
+
+    assert erased.memories == 2 and erased.runs == 1
+    async with new_store() as again:
+        for reader in (store, again):
+            assert await reader.memories_of_thread(gone_id) == []
+            assert await reader.get_memory("m-sourced") is None
+            assert await reader.search_memories(marker, EVERYWHERE, 10) == []
+            assert await reader.memories_of_thread(kept_id) == [other]
+    needles = [marker, gone_id, "m-sourced", "m-for"]
+    assert await traces(store, backend, tmp_path, needles) == []
+    assert (await store.delete_thread(gone_id)).memories == 0
