@@ -25,10 +25,13 @@ from runtime import (
     ACTIVE_STATES,
     DRIVABLE_STATES,
     ConfigError,
+    Indexer,
+    KnowledgeSearch,
     MaidenError,
     Records,
     Runtime,
     StoreError,
+    keep_indexed,
     make_tools,
     make_tracing,
 )
@@ -63,6 +66,8 @@ class App:
     """The MCP servers it started (None: none configured, or not asked for)."""
     channels: tuple[Prepared, ...] = ()
     """The channels it was built for, each to be made over it (``Prepared.make``)."""
+    indexer: Indexer | None = None
+    """The ``[[knowledge]]`` folders' indexer, over its store."""
 
 
 @asynccontextmanager
@@ -126,7 +131,9 @@ async def open_app(
                                       if p.deliverer is not None},
                           fetchers={p.name: p.fetcher for p in prepared
                                     if p.fetcher is not None},
-                          services={"schedules": book}, files=cfg.files, tracing=tracing)
+                          services={"schedules": book,
+                                    "knowledge": KnowledgeSearch(store, cfg.knowledge)},
+                          files=cfg.files, tracing=tracing)
         stack.push_async_callback(runtime.close)
         if writable:
             await _check_writable(runtime, loaded, wait=wait_for_store)
@@ -135,7 +142,8 @@ async def open_app(
             stack.push_async_callback(_stopped, logger)
         if recover or serve:
             await runtime.start(recover=recover, serve=serve)
-        yield App(runtime, book, servers, prepared)
+        yield App(runtime, book, servers, prepared,
+                  Indexer(store, cfg.knowledge, loaded.base_dir))
 
 
 async def _check_writable(runtime: Runtime, loaded: LoadedConfig, *, wait: bool) -> None:
@@ -149,6 +157,15 @@ async def _check_writable(runtime: Runtime, loaded: LoadedConfig, *, wait: bool)
         where = loaded.base_dir / store.path
         raise ConfigError([("store.path", f"the {store.kind} store at {where} cannot be "
                             f"written: {exc}")], str(loaded.path)) from None
+
+
+def _start_indexing(loaded: LoadedConfig, app: App) -> asyncio.Task[None]:
+    """The ``[[knowledge]]`` folders' indexing passes, in the background from now on
+    (``keep_indexed``: one now, then every ``[knowledge_index] every_minutes``)."""
+    assert app.indexer is not None
+    every_s = loaded.config.knowledge_index.every_minutes * 60
+    return asyncio.create_task(keep_indexed(app.indexer, app.runtime.operator, every_s),
+                               name="maiden-knowledge-index")
 
 
 async def _stopped(task: asyncio.Task[None]) -> None:
@@ -298,6 +315,8 @@ async def _serve(
                               going_on=None if recovering.done else recovering.going_on()))
         ready.set()
         settle_heap()
+        indexing = _start_indexing(loaded, app)
+        stack.push_async_callback(_stopped, indexing)
         watched: dict[asyncio.Task[Any], str] = {asyncio.create_task(stop.wait()): "stop"}
         for channel in channels:
             watched[asyncio.create_task(channel.closed())] = channel.name
@@ -317,6 +336,7 @@ async def _serve(
         await scheduler.close()
         for channel in channels:
             channel.stop_intake()
+        await _stopped(indexing)  # a file being stored is stored whole, or not at all
         await runtime.close()
         if failed:
             raise MaidenError(f"the {failed[0]} channel stopped unexpectedly")

@@ -56,12 +56,24 @@ def banner_tail(
         mcp = ["not configured (no [[mcp_servers]])"]
     lines += [f"  {'mcp':<11} {line}" for line in mcp or [s.name for s in cfg.mcp_servers]]
     lines += schedules or ["  schedules   none"]
+    lines += _knowledge_lines(loaded)
     lines += [going_on] if going_on else recovery_lines(recovered, left)
     urls = [c.url for c in channels if isinstance(c, HttpChannel)]
     where = f"over HTTP at {urls[0]}, " if urls else ""
     lines.append(f"Ready. Talk to it {where}with `maiden chat` or `maiden send THREAD TEXT`; "
                  "Ctrl-C stops.")
     return "\n".join(lines)
+def _knowledge_lines(loaded: LoadedConfig) -> list[str]:
+    """The ``[[knowledge]]`` sources and when they are indexed (none: no line)."""
+    cfg = loaded.config
+    if not cfg.knowledge:
+        return []
+    every = cfg.knowledge_index.every_minutes
+    when = f"now, then every {every:g} min" if every else "now (once)"
+    return [f"  knowledge   {', '.join(s.name for s in cfg.knowledge)}: indexed in the "
+            f"background {when}"]
+
+
 def banner(
     loaded: LoadedConfig, runtime: Runtime, recovered: list[Run],
     channels: Sequence[Channel] = (),

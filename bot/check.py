@@ -3,8 +3,8 @@
 Each part gets a line (or a few): the agent, the provider, the store (PostgreSQL is
 reached and migrated), the tools with their effect classes, who may do what on each
 channel (Slack and Discord tokens are verified), each MCP server started and its tools
-listed, where traces go (the collector is asked), the schedules, and which secret
-variables are unset.
+listed, where traces go (the collector is asked), the schedules, each knowledge source's
+folder (there or not), and which secret variables are unset.
 
 The ``[tools] modules`` are imported in a child process first: a module that ends the
 process while it is imported (``os._exit``, a crash in native code) would otherwise end
@@ -31,6 +31,7 @@ from runtime import (
     ToolRegistry,
     describe_isolation,
     describe_store,
+    folder_of,
     make_store,
     probe_collector,
     store_versions,
@@ -73,6 +74,7 @@ def check(loaded: LoadedConfig) -> int:
     failed |= _check_mcp(loaded)
     failed |= _check_otel(loaded)
     _print_schedules(loaded)
+    _print_knowledge(loaded)
     missing = [var for var, ok in env_status(cfg).items() if not ok]
     for var, ok in env_status(cfg).items():
         print(f"  secret    ${var}: {'set' if ok else 'NOT SET'}")
@@ -140,6 +142,17 @@ def _print_schedules(loaded: LoadedConfig) -> None:
           + ("; ..." if len(defined) > 5 else "")
           + (f"; from chat: up to {chat} per conversation (schedule_* tools)" if chat
              else "; none from chat ([schedules_limits] max_per_thread = 0)"))
+
+
+def _print_knowledge(loaded: LoadedConfig) -> None:
+    """Each ``[[knowledge]]`` source: its folder, and whether it is there (a missing one is
+    no error: it may be mounted later; the indexing pass says so too)."""
+    for source in loaded.config.knowledge:
+        folder = folder_of(source, loaded.base_dir)
+        state = "found" if folder.is_dir() else "NOT FOUND (indexed once it is there)"
+        who = ", ".join(source.agents) or "every agent"
+        where = ", ".join(source.places) or "everywhere"
+        print(f"  knowledge {source.name}: {folder} {state}; for {who}, {where}")
 
 
 def _when(schedule: Schedule) -> str:

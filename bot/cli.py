@@ -149,7 +149,7 @@ def _runs(command: Command) -> None:
                        help="what the rows are (default: thread)")
 
 def _service(command: Command) -> None:
-    """`schedules`, `files`, `check`, `migrate`."""
+    """`schedules`, `files`, `knowledge`, `check`, `migrate`."""
     sched = command("schedules", "list the schedules: next fires, last slot")
     sched_sub = sched.add_subparsers(dest="schedules_command",
                                      metavar="[run|pause|resume|delete NAME]")
@@ -167,6 +167,17 @@ def _service(command: Command) -> None:
     prune = files_sub.add_parser("prune", help="remove files no message names, older than "
                                  "[files] retention_days")
     prune.add_argument("--dry-run", action="store_true", help="only say what would go")
+    known = command("knowledge", "the [[knowledge]] folders: each one's files and passages "
+                    "in the store (status, the default), or index them now")
+    known_sub = known.add_subparsers(dest="knowledge_command", metavar="[status|index]")
+    known_sub.add_parser("status", help="each source: its folder, files, passages, when last "
+                         "indexed", description="each source: its folder (and whether it is "
+                         "there), its files and passages in the store, when last indexed")
+    known_sub.add_parser("index", help="index every source now (new and changed files "
+                         "stored, vanished ones dropped), printing progress",
+                         description="index every source now, in this process: new and "
+                         "changed files are stored, vanished ones dropped, unchanged ones "
+                         "left alone; progress and a summary are printed")
     command("check", "validate the config and say what is configured")
     migrate = command("migrate", "copy a store into another (e.g. SQLite into PostgreSQL) "
                       "and verify the counts")

@@ -23,6 +23,8 @@ from runtime import (
     CapConfig,
     ConfigError,
     FilesConfig,
+    KnowledgeConfig,
+    KnowledgeIndexConfig,
     OtelConfig,
     ProviderConfig,
     ProviderEntry,
@@ -82,6 +84,8 @@ class MaidenConfig(BaseModel):
     providers: list[ProviderEntry] = []
     routes: list[RouteConfig] = []
     budgets: list[CapConfig] = []
+    knowledge: list[KnowledgeConfig] = []
+    knowledge_index: KnowledgeIndexConfig = KnowledgeIndexConfig()
 
     def agent_names(self) -> list[str]:
         """The agents, in order: ``[[agents]]``, or the one of ``[agent]``."""
@@ -211,7 +215,8 @@ def _agent_checks(cfg: MaidenConfig) -> list[tuple[str, str]]:
     """``[[agents]]``, ``[[providers]]``, ``[[routes]]`` and ``[[budgets]]`` against each
     other and the rest of the file: every name they use must exist."""
     problems = [*_unique("agents", [a.name for a in cfg.agents]),
-                *_unique("providers", [p.name for p in cfg.providers])]
+                *_unique("providers", [p.name for p in cfg.providers]),
+                *_unique("knowledge", [k.name for k in cfg.knowledge])]
     defaults = [i for i, a in enumerate(cfg.agents) if a.default]
     for i in defaults[1:]:
         problems.append((f"agents.{i}.default", f"agents.{defaults[0]} is already the default"))
@@ -269,8 +274,8 @@ def _agent_entry_checks(cfg: MaidenConfig, i: int, entry: AgentEntry
 
 
 def _agent_name_checks(cfg: MaidenConfig, names: list[str]) -> list[tuple[str, str]]:
-    """The agents (``names``) and schedules that ``[[routes]]``, ``[[schedules]]`` and
-    ``[[budgets]]`` name must exist."""
+    """The agents (``names``) and schedules that ``[[routes]]``, ``[[schedules]]``,
+    ``[[budgets]]`` and ``[[knowledge]]`` name must exist."""
     problems: list[tuple[str, str]] = []
     for i, route in enumerate(cfg.routes):
         if route.agent not in names:
@@ -290,6 +295,11 @@ def _agent_name_checks(cfg: MaidenConfig, names: list[str]) -> list[tuple[str, s
         if cap.agent is not None and cap.agent not in names:
             problems.append((f"budgets.{i}.agent", f"no agent is called {cap.agent!r} "
                              f"(the agents: {', '.join(names)})"))
+    for i, source in enumerate(cfg.knowledge):
+        for agent in source.agents:
+            if agent not in names:
+                problems.append((f"knowledge.{i}.agents", f"no agent is called {agent!r} "
+                                 f"(the agents: {', '.join(names)})"))
     return problems
 
 

@@ -66,6 +66,7 @@ from .model.events import (
     ToolCallStarted,
 )
 from .model.jobs import Job
+from .model.knowledge import KnowledgeConfig, KnowledgeIndexConfig
 from .model.requests import ScheduleRecord, ScheduleService, SlotMark, Vote, kept_skips
 from .model.routing import RouteConfig, Where, person_key, place_key
 from .model.runs import (
@@ -96,6 +97,14 @@ from .providers import (
 )
 from .retry import Backoff, Failed, doubling, retrying, within
 from .service import Runtime
+from .serving.knowledge import (
+    KNOWLEDGE_LEASE,
+    Indexer,
+    KnowledgeSearch,
+    SourceStatus,
+    folder_of,
+    keep_indexed,
+)
 from .serving.records import Records, ScheduleRecords
 from .serving.workers import ACTIVE as ACTIVE_STATES
 from .stores import Checkpoint, Erased, FilesStore, ScheduleStore, SQLiteStore, Store, ThreadInfo
@@ -109,6 +118,7 @@ __all__ = [
     "BUILTIN_NAMES",
     "BUILTIN_TOOLS",
     "DRIVABLE_STATES",
+    "KNOWLEDGE_LEASE",
     "NOT_DONE",
     "PROCESS_WIDE",
     "RUN_CONTEXT",
@@ -146,8 +156,12 @@ __all__ = [
     "FilesStore",
     "HookRefused",
     "IllegalTransition",
+    "Indexer",
     "InvalidThreadId",
     "Job",
+    "KnowledgeConfig",
+    "KnowledgeIndexConfig",
+    "KnowledgeSearch",
     "MaidenError",
     "ModelAnswered",
     "ModelRequest",
@@ -182,6 +196,7 @@ __all__ = [
     "ScriptedProvider",
     "ScriptedTurn",
     "SlotMark",
+    "SourceStatus",
     "StaleWrite",
     "StateChanged",
     "Store",
@@ -220,7 +235,9 @@ __all__ = [
     "describe_isolation",
     "describe_store",
     "doubling",
+    "folder_of",
     "human_size",
+    "keep_indexed",
     "kept_skips",
     "looks_like_html",
     "maiden_version",

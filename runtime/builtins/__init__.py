@@ -1,21 +1,24 @@
 """The built-in tools, each named in ``[tools] builtins`` to be offered to the model.
 
-==============  ====================  ================================================
-name            effect class          what it does
-==============  ====================  ================================================
-clock           read_only             the date and time in a zone
-http_fetch      read_only             GET a public URL, as text (SSRF-safe)
-memory          idempotent_write /    remember, recall and forget notes kept in the
-                read_only             store, per thread or per agent
-send_message    non_idempotent        post to a configured channel target, through
-                (with reconcile)      the outbox (a crash never double-posts)
-shell           non_idempotent,       run a command (off unless listed; asks a person
-                requires_approval     by default)
-==============  ====================  ================================================
+================  ==================  ================================================
+name              effect class        what it does
+================  ==================  ================================================
+clock             read_only           the date and time in a zone
+http_fetch        read_only           GET a public URL, as text (SSRF-safe)
+memory            idempotent_write /  remember, recall and forget notes kept in the
+                  read_only           store, per thread or per agent
+search_knowledge  read_only           passages of the ``[[knowledge]]`` folders, each
+                                      with where it is (to cite)
+send_message      non_idempotent      post to a configured channel target, through
+                  (with reconcile)    the outbox (a crash never double-posts)
+shell             non_idempotent,     run a command (off unless listed; asks a person
+                  requires_approval   by default)
+================  ==================  ================================================
 
-Each lives in its own module, imported only when listed. ``memory`` and
-``send_message`` work through services of the runtime that serves them (``notes``,
-``send``), which their ``ToolContext`` carries because they declare them (``needs``).
+Each lives in its own module, imported only when listed. ``memory``,
+``search_knowledge`` and ``send_message`` work through services of the runtime that serves
+them (``notes``, ``knowledge``, ``send``), which their ``ToolContext`` carries because
+they declare them (``needs``).
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ BUILTIN_NAMES: tuple[BuiltinTool, ...] = get_args(BuiltinTool)
 
 BUILTIN_TOOLS: dict[str, tuple[str, ...]] = {
     "clock": ("clock",), "http_fetch": ("http_fetch",),
-    "memory": ("remember", "recall", "forget"), "send_message": ("send_message",),
+    "memory": ("remember", "recall", "forget"), "search_knowledge": ("search_knowledge",),
+    "send_message": ("send_message",),
     "shell": ("shell",)}
 """The tools each built-in offers, by name (``tests/runtime/builtins`` holds them to it)."""
 
@@ -58,6 +62,10 @@ def builtin_tools(cfg: ToolsConfig, base_dir: Path) -> list[Tool]:
             from .memory import make_memory
 
             made += make_memory(cfg.memory)
+        elif name == "search_knowledge":
+            from .knowledge import make_search_knowledge
+
+            made.append(make_search_knowledge())
         else:
             from .send_message import make_send_message
 

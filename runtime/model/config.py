@@ -299,7 +299,8 @@ class MemoryConfig(Section):
     max_chars: int = Field(default=4_000, ge=1, le=1_000_000, description="per note")
 
 
-BuiltinTool = Literal["clock", "http_fetch", "memory", "send_message", "shell"]
+BuiltinTool = Literal["clock", "http_fetch", "memory", "search_knowledge", "send_message",
+                      "shell"]
 
 
 class OtelConfig(Section):

@@ -15,19 +15,21 @@ indexing pass (files found, digests compared, passages stored) is the serving la
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import PurePosixPath
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .attachments.parts import pdf_pages
 from .config import Section
 from .html_text import html_to_text
+from .runs import Origin
 
-__all__ = ["KINDS", "IndexedFile", "KnowledgeConfig", "Passage", "Piece", "cut", "kind_of",
-           "search_words"]
+__all__ = ["KINDS", "IndexedFile", "KnowledgeConfig", "KnowledgeIndexConfig", "Passage",
+           "Piece", "cut", "excluded", "kind_of", "open_sources", "search_words"]
 
 Kind = Literal["markdown", "text", "html", "pdf"]
 
@@ -61,6 +63,44 @@ class KnowledgeConfig(Section):
         "a passage's size at most, in characters"))
     max_file_bytes: int = Field(default=20_000_000, ge=1, description=(
         "a bigger file is passed over, with a line in the log"))
+
+    @field_validator("places")
+    @classmethod
+    def _places(cls, places: list[str]) -> list[str]:
+        for place in places:
+            channel, _, where = place.partition(":")
+            if not channel or not where:
+                raise ValueError(f"{place!r} is not a place: write channel:id, e.g. "
+                                 "\"slack:C0123ABCD\" or \"discord:1234\"")
+        return places
+
+
+class KnowledgeIndexConfig(Section):
+    """``[knowledge_index]``: when `maiden run` indexes the ``[[knowledge]]`` folders."""
+
+    every_minutes: float = Field(default=60, ge=0, description=(
+        "minutes between two indexing passes of `maiden run` (the first once it is up); "
+        "0: only the one at start (`maiden knowledge index` runs one at any time)"))
+
+
+def open_sources(sources: Sequence[KnowledgeConfig], agent: str, origin: Origin) -> list[str]:
+    """The sources a run of ``agent`` that came from ``origin`` may search: those naming
+    the agent (or no agent), and naming its place (or no place). A place is
+    ``channel:id`` and matches any id of the origin's place (a Discord thread's parent
+    channel and guild count as its place too)."""
+    here = {f"{origin.channel}:{id_}" for id_ in origin.place}
+    return [s.name for s in sources
+            if (not s.agents or agent in s.agents)
+            and (not s.places or not here.isdisjoint(s.places))]
+
+
+def excluded(path: str, patterns: Sequence[str]) -> bool:
+    """Whether a file (its path in the folder, ``/`` between folders) is left out: a
+    pattern matches the path or one of its folders (``drafts/**``, ``drafts``,
+    ``*.tmp.md``; ``*`` also matches ``/``)."""
+    parts = PurePosixPath(path).parts
+    prefixes = ["/".join(parts[:n]) for n in range(1, len(parts) + 1)]
+    return any(fnmatchcase(p, pattern) for pattern in patterns for p in prefixes)
 
 
 @dataclass(frozen=True, slots=True)

@@ -107,6 +107,8 @@ class ToolContext:
     idempotency_key: str
     """sha256(run_id + tool_call_id): the same on every retry of this call."""
     origin: Origin = field(default_factory=Origin)
+    agent: str = ""
+    """The agent whose run made the call (what it may see: ``search_knowledge``'s sources)."""
     cancel_grace_s: float = 5.0
     """How long a cancelled subprocess gets between SIGTERM and SIGKILL."""
     cancelled: CancelFlag = field(default_factory=CancelFlag)

@@ -118,6 +118,14 @@ def test_an_old_file_is_one_agent_named_by_its_agent_section(tmp_path: Path) -> 
     ('[[budgets]]\nscope = "user"', "budgets.0", "set tokens and/or cost_usd"),
     ('[[budgets]]\nscope = "user"\nplace = "C1"\ntokens = 1', "budgets.0.place",
      "only a cap of scope 'place' names a place"),
+    ('[[knowledge]]\nname = "docs"\npath = "docs"\nagents = ["eng", "ops"]',
+     "knowledge.0.agents", "no agent is called 'ops' (the agents: support, eng)"),
+    ('[[knowledge]]\nname = "docs"\npath = "a"\n[[knowledge]]\nname = "docs"\npath = "b"',
+     "knowledge.1.name", "'docs' is already the name of knowledge.0"),
+    ('[[knowledge]]\nname = "Docs"\npath = "a"', "knowledge.0.name", "pattern"),
+    ('[[knowledge]]\nname = "docs"', "knowledge.0.path", "required key is missing"),
+    ('[knowledge_index]\nevery_minutes = -1', "knowledge_index.every_minutes",
+     "greater than or equal to 0"),
 ])
 def test_a_name_that_does_not_exist_is_an_error_naming_its_key(
         extra: str, key: str, reason: str) -> None:

@@ -105,6 +105,7 @@ from runtime import (
     tool,
 )
 from runtime.engine.tracing import NO_TRACING, OtelTracing
+from runtime.model.knowledge import IndexedFile, Piece
 from runtime.model.runs import StreamState
 from runtime.stores.base import Accepted, RunStore
 from runtime.stores.postgres import PostgresStore
@@ -245,6 +246,10 @@ class _Crashing:
         stored: Run = await super().create_run(run)  # type: ignore[misc]
         self.switch.reached("after_queued")
         return stored
+
+    async def index_file(self, file: IndexedFile, pieces: Sequence[Piece]) -> None:
+        await super().index_file(file, pieces)  # type: ignore[misc]
+        self.switch.reached("after_file_indexed")  # tests/crash/knowledge.py
 
     async def accept_run(self, run: Run) -> Accepted:
         # Committed (its flush perhaps still under way: a kill -9 loses nothing of it).

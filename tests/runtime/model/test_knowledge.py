@@ -11,7 +11,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from runtime.model.knowledge import KnowledgeConfig, Piece, cut, kind_of
+from runtime.model.knowledge import (
+    KnowledgeConfig,
+    Piece,
+    cut,
+    excluded,
+    kind_of,
+    open_sources,
+)
+from runtime.model.runs import Origin
 from tests.samples import pdf
 
 RUNBOOK = b"""\xef\xbb\xbfIntro line before any heading.
@@ -93,5 +101,44 @@ def test_a_source_names_its_folder_and_a_bad_name_is_refused() -> None:
     assert source.chunk_chars == 1_200 and source.agents == []
     with pytest.raises(ValidationError, match="name"):
         KnowledgeConfig(name="Run Books", path="x")
+    with pytest.raises(ValidationError, match="'C01' is not a place: write channel:id"):
+        KnowledgeConfig(name="x", path="x", places=["slack:C01", "C01"])
     with pytest.raises(ValidationError, match="chunk_chars"):
         KnowledgeConfig(name="x", path="x", chunk_chars=10)
+
+
+SOURCES = [KnowledgeConfig(name="open", path="a"),
+           KnowledgeConfig(name="ops", path="b", agents=["maiden"],
+                           places=["slack:C1", "discord:500"]),
+           KnowledgeConfig(name="helper", path="c", agents=["helper"])]
+
+
+@pytest.mark.parametrize(("agent", "origin", "expected"), [
+    ("maiden", Origin(), ["open"]),  # the CLI: no place, so no source limited to places
+    ("maiden", Origin(channel="slack", place=("C1",)), ["open", "ops"]),
+    ("maiden", Origin(channel="slack", place=("C2",)), ["open"]),
+    ("maiden", Origin(channel="discord", place=("C1",)), ["open"]),  # another channel's C1
+    # A Discord thread (thread, parent channel, guild): its guild is its place too.
+    ("maiden", Origin(channel="discord", place=("900", "700", "500")), ["open", "ops"]),
+    ("helper", Origin(channel="slack", place=("C1",)), ["open", "helper"]),
+    ("other", Origin(), ["open"]),
+])
+def test_a_run_searches_the_sources_of_its_agent_and_place(
+        agent: str, origin: Origin, expected: list[str]) -> None:
+    assert open_sources(SOURCES, agent, origin) == expected
+
+
+@pytest.mark.parametrize(("path", "patterns", "expected"), [
+    ("drafts/wip.md", ["drafts/**"], True),
+    ("drafts/deep/wip.md", ["drafts/**"], True),
+    ("drafts/wip.md", ["drafts"], True),  # a folder's name leaves out all of it
+    ("ops/drafts/wip.md", ["drafts/**"], False),
+    ("ops/drafts/wip.md", ["*/drafts"], True),
+    ("notes.tmp.md", ["*.tmp.md"], True),
+    ("deep/notes.tmp.md", ["*.tmp.md"], True),  # ``*`` matches ``/`` too
+    ("deploy.md", ["*.tmp.md", "drafts/**"], False),
+    ("deploy.md", [], False),
+])
+def test_exclude_patterns_match_a_path_or_one_of_its_folders(
+        path: str, patterns: list[str], expected: bool) -> None:
+    assert excluded(path, patterns) is expected
