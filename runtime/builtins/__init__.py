@@ -5,8 +5,9 @@ name            effect class          what it does
 ==============  ====================  ================================================
 clock           read_only             the date and time in a zone
 http_fetch      read_only             GET a public URL, as text (SSRF-safe)
-memory          idempotent_write /    remember, recall and forget notes kept in the
-                read_only             store, per thread or per agent
+memory          idempotent_write /    remember, recall and forget memories kept in
+                read_only             the store, each with a scope and its source;
+                                      those that bear on a message recalled unasked
 send_message    non_idempotent        post to a configured channel target, through
                 (with reconcile)      the outbox (a crash never double-posts)
 shell           non_idempotent,       run a command (off unless listed; asks a person
@@ -14,7 +15,7 @@ shell           non_idempotent,       run a command (off unless listed; asks a p
 ==============  ====================  ================================================
 
 Each lives in its own module, imported only when listed. ``memory`` and
-``send_message`` work through services of the runtime that serves them (``notes``,
+``send_message`` work through services of the runtime that serves them (``memories``,
 ``send``), which their ``ToolContext`` carries because they declare them (``needs``).
 """
 
