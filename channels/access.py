@@ -36,10 +36,17 @@ class Place:
 
     ids: tuple[str, ...] = ()
     direct: bool = False
+    private: bool = False
+    """A private channel (Slack's ``group`` and ``mpim``): what is learned there stays
+    there (a DM is private too)."""
 
     @classmethod
-    def of(cls, *ids: str | None, direct: bool = False) -> Place:
-        return cls(tuple(i for i in ids if i), direct)
+    def of(cls, *ids: str | None, direct: bool = False, private: bool = False) -> Place:
+        return cls(tuple(i for i in ids if i), direct, private)
+
+    def rights(self, access: Access, user: str) -> tuple[Right, ...]:
+        """The rights ``access`` grants ``user`` here (what a run's ``Origin`` carries)."""
+        return tuple(r for r in RIGHTS if access.allows(user, self, r))
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,7 +88,9 @@ class Talk:
             message.thread_id, message.text, idempotency_key=message.key,
             fetch=message.files,
             origin=Origin(channel=self._via, target=message.target, user=message.user,
-                          place=place.ids, direct=place.direct))
+                          place=place.ids, direct=place.direct,
+                          private=place.direct or place.private,
+                          rights=place.rights(self._access, message.user)))
 
 
 class Told:

@@ -32,6 +32,8 @@ from runtime import (
     UserMessage,
 )
 
+from .access import RIGHTS
+
 __all__ = ["LineReader", "chat", "on_sigint", "render_entry", "render_run",
            "render_transition"]
 
@@ -191,7 +193,9 @@ async def chat(
         if line.strip() == "/help":
             out.write(_chat_help(thread_id))
             continue
-        run = await runtime.submit(thread_id, line, origin=Origin(channel="cli"))
+        # The terminal is the operator's: every right (a workspace memory among them).
+        run = await runtime.submit(thread_id, line,
+                                   origin=Origin(channel="cli", rights=RIGHTS))
         with _cancel_on_interrupt(runtime, run.id):
             await _follow_to_the_end(runtime, run.id, out,
                                      accepted=run.state is RunState.QUEUED)

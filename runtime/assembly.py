@@ -27,6 +27,7 @@ from .serving.admission import Admission
 from .serving.control import serve_requests
 from .serving.feedback import Feedback
 from .serving.leases import Leases, is_gone_here
+from .serving.memories import Memories
 from .serving.notes import Notes
 from .serving.peers import Peers
 from .serving.records import Records
@@ -89,6 +90,7 @@ class Parts:
 
         self.records = Records(store)
         self.notes = Notes(store, clock)
+        self.memories = Memories(store, clock, runs=store)
         self.feedback = Feedback(store, store, clock)
         self.files = Files(store, files, clock=clock, fetchers=fetchers, expected=chat or ())
         self.caps = Caps(caps, store, default_agent=agents.default.name,
@@ -128,8 +130,8 @@ class Parts:
                  stop: asyncio.Event) -> Drivers:
         """A driver for each agent, with the services its tools may ask for (each agent's
         tools checked against them), and the runs being cancelled on purpose shared."""
-        provided: dict[str, object] = {"notes": self.notes, "send": Sender(self.outbox, chat),
-                                       **(services or {})}
+        provided: dict[str, object] = {"notes": self.notes, "memories": self.memories,
+                                       "send": Sender(self.outbox, chat), **(services or {})}
         cancellations = Cancellations()
         drivers = {}
         for one in agents:

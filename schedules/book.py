@@ -283,4 +283,6 @@ class ScheduleBook:
 
     def _parse(self, config: ScheduleConfig, origin: Origin) -> Schedule:
         cron = timing_of(config, config.timezone or self.default_timezone)
-        return Schedule(config, cron, origin, source="chat")
+        # Its runs come later, without the person: the rights they held when they made
+        # it are not theirs (a workspace memory needs someone with operate there).
+        return Schedule(config, cron, origin.model_copy(update={"rights": ()}), source="chat")

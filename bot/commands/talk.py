@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from channels.access import RIGHTS
 from runtime import (
     FileRef,
     FileRefused,
@@ -48,8 +49,9 @@ async def _send(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     async with open_runtime(loaded, recover=False, serve=True, writable=True,
                             log_runs=args.verbose) as runtime:
         files = await _store_files(runtime, given)
-        run = await runtime.submit(args.thread, args.text, origin=Origin(channel="cli"),
-                                   files=files)
+        # The operator's command line: every right (a workspace memory among them).
+        run = await runtime.submit(args.thread, args.text,
+                                   origin=Origin(channel="cli", rights=RIGHTS), files=files)
         waiting = asyncio.ensure_future(runtime.wait(run.id))
         interrupts = 0
 

@@ -102,7 +102,8 @@ class HttpApi:
         await self.seen_thread(who, thread_id, write=True)
         files = await self._files(body.files)
         run = await self.runtime.submit(
-            thread_id, body.text, origin=Origin(channel="http", user=claimed(who, body.user)),
+            thread_id, body.text, origin=Origin(channel="http", user=claimed(who, body.user),
+                                              rights=tuple(sorted(who.rights))),
             idempotency_key=caller_key("http", who, key), files=files, trace=trace)
         check_reuse(key, run, body.text, files, thread_id)
         log.info("message accepted as run %s", run.id,

@@ -66,7 +66,7 @@ class SlackInbound:
             return
         if not seen.mentioned and not seen.direct and not await self._joined(seen):
             return  # a channel message not for the bot
-        place = Place.of(seen.channel, direct=seen.direct)
+        place = Place.of(seen.channel, direct=seen.direct, private=seen.private)
         verdict = await self._talk.hear(seen, place)  # a stop is written before the ack
         if verdict == "may not talk":
             await self._tell_once(seen.channel, seen.user, "talk to this agent")

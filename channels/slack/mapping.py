@@ -27,6 +27,11 @@ __all__ = ["Ignored", "Inbound", "read_click", "read_event", "read_files", "stri
 # joins, topic changes, bot_message...) is not a message to answer.
 _SAYING = {None, "thread_broadcast", "file_share"}
 _DIRECT = {"im"}
+_PUBLIC = "channel"
+"""The ``channel_type`` of a public channel (https://api.slack.com/events/message); ``im``,
+``mpim`` and ``group`` are a DM, a group DM and a private channel. An ``app_mention``
+carries none: its channel is then taken as private (failing closed: what is learned there
+is recalled only there)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +51,8 @@ class Inbound:
     direct: bool
     in_thread: bool
     """The message is a reply inside a Slack thread."""
+    private: bool = False
+    """Said in a DM, a group DM or a private channel (its ``channel_type``)."""
     files: tuple[FileSource, ...] = ()
     """Files shared with it, to download with the bot token (``url_private_download``)."""
 
@@ -110,6 +117,7 @@ def read_event(
     return Inbound(team=team, channel=channel, user=who, ts=ts,
                    text=strip_mentions(text, bot_user), thread_id=thread_id, reply_in=reply_in,
                    mentioned=mentioned, direct=direct, in_thread=in_thread,
+                   private=direct or event.get("channel_type") != _PUBLIC,
                    files=read_files(event.get("files")))
 
 

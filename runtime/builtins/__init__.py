@@ -1,23 +1,24 @@
 """The built-in tools, each named in ``[tools] builtins`` to be offered to the model.
 
-================  ==================  ================================================
-name              effect class        what it does
-================  ==================  ================================================
-clock             read_only           the date and time in a zone
-http_fetch        read_only           GET a public URL, as text (SSRF-safe)
-memory            idempotent_write /  remember, recall and forget notes kept in the
-                  read_only           store, per thread or per agent
-search_knowledge  read_only           passages of the ``[[knowledge]]`` folders, each
-                                      with where it is (to cite)
-send_message      non_idempotent      post to a configured channel target, through
-                  (with reconcile)    the outbox (a crash never double-posts)
-shell             non_idempotent,     run a command (off unless listed; asks a person
-                  requires_approval   by default)
-================  ==================  ================================================
+================  ====================  ==============================================
+name              effect class          what it does
+================  ====================  ==============================================
+clock             read_only             the date and time in a zone
+http_fetch        read_only             GET a public URL, as text (SSRF-safe)
+memory            idempotent_write /    remember, recall and forget memories kept in
+                  read_only             the store, each with a scope and its source;
+                                        those that bear on a message recalled unasked
+search_knowledge  read_only             passages of the ``[[knowledge]]`` folders, each
+                                        with where it is (to cite)
+send_message      non_idempotent        post to a configured channel target, through
+                  (with reconcile)      the outbox (a crash never double-posts)
+shell             non_idempotent,       run a command (off unless listed; asks a person
+                  requires_approval     by default)
+================  ====================  ==============================================
 
 Each lives in its own module, imported only when listed. ``memory``,
 ``search_knowledge`` and ``send_message`` work through services of the runtime that serves
-them (``notes``, ``knowledge``, ``send``), which their ``ToolContext`` carries because
+them (``memories``, ``knowledge``, ``send``), which their ``ToolContext`` carries because
 they declare them (``needs``).
 """
 

@@ -7,7 +7,8 @@ before a crash)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..model.config import AgentConfig
 from ..model.decisions import asked_again
@@ -17,11 +18,14 @@ from ..model.events import EventBus, RunStarted
 from ..model.guards import too_long
 from ..model.runs import Delivery, Run, RunState
 from ..stores.base import Store
+from ..tools.prelude import Opening
+from ..tools.registry import ToolRegistry
 from .caps import Caps
 from .cursor import RunCursor, unanswered
 from .endings import Endings
 from .files import Files, Taken
 from .history import resumed_notice
+from .preludes import preludes
 from .stops import stop_requested
 from .tracing import Span
 
@@ -42,6 +46,8 @@ class Beginning:
     instance_id: str
     files: Files
     caps: Caps | None
+    tools: ToolRegistry
+    services: Mapping[str, Any]
     end: Endings
     _capped_at_start: set[str]
     _born: float
@@ -105,9 +111,12 @@ class Beginning:
             # (a crash before that fetches again; storing a blob twice writes it once).
             taken = await self.files.take(run, self._limit()) \
                 if run.files or run.fetch else Taken()
+            # The tools' preludes (recalled memories) go before the message, in this
+            # first checkpoint: asked once, never again for this run (``preludes``).
+            said_before = await self._preludes(cur)
             user = UserMessage(run_id=run.id, text=run.text, user=run.origin.user,
                                at=self.clock(), files=taken.refs)
-            entries: list[Entry] = [*self._context(run), user]
+            entries: list[Entry] = [*self._context(run), *said_before, user]
             deliveries: list[Delivery] = []
             if taken.refused:
                 entries.append(Notice(run_id=run.id, code="files_refused",
@@ -162,6 +171,17 @@ class Beginning:
                          announce=[RunStarted(run_id=run.id, thread_id=run.thread_id,
                                               recovered=True, unsent=True)])
         return True
+
+    async def _preludes(self, cur: RunCursor) -> list[Notice]:
+        """What the agent's tools put before the run's first turn (``tools.prelude``)."""
+        if not any(t.prelude is not None for t in self.tools):
+            return []
+        run = cur.run
+        opening = Opening(run_id=run.id, thread_id=run.thread_id, agent=self.agent.name,
+                          text=run.text, origin=run.origin, at=self.clock(),
+                          window=self._limit(), idempotency_key=run.idempotency_key,
+                          thread=cur.entries)
+        return await preludes(self.tools, opening, self.services)
 
     def _context(self, run: Run) -> list[Entry]:
         """The earlier messages the run brought (``Run.context``), as the thread keeps them."""

@@ -133,8 +133,7 @@ class ToolCalls:
         assert tool is not None
         ctx = ToolContext(run_id=run.id, thread_id=run.thread_id, tool_call_id=call.id,
                           idempotency_key=idempotency_key(run.id, call.id), origin=run.origin,
-                          agent=self.agent.name,
-                          cancel_grace_s=self.cancel_grace_s,
+                          agent=self.agent.name, cancel_grace_s=self.cancel_grace_s,
                           services={n: self.services[n] for n in tool.needs
                                     if n in self.services})
         if isinstance(verdict, Reconcile):

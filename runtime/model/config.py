@@ -7,10 +7,11 @@ from collections.abc import Mapping
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..errors import ConfigError
 from .entries import Usage
+from .memories import MAX_MEMORY_CHARS, ScopeKind
 
 __all__ = [
     "AGENT_NAME",
@@ -290,13 +291,46 @@ class FilesConfig(Section):
 
 
 class MemoryConfig(Section):
-    """``[tools.memory]``."""
+    """``[tools.memory]``: memories the model keeps with ``remember`` (a scope each), finds
+    with ``recall``, removes with ``forget``; and the ones recalled unasked as a run starts."""
 
-    scope: Literal["thread", "agent"] = Field(default="thread", description=(
-        "thread: each conversation its own notes; agent: one set shared by every thread"))
-    max_notes: int = Field(default=200, ge=1, le=100_000, description=(
-        "notes kept per scope; remember refuses a new key beyond"))
-    max_chars: int = Field(default=4_000, ge=1, le=1_000_000, description="per note")
+    scopes: list[ScopeKind] = Field(default=["thread", "place", "person"], description=(
+        "the scopes the model may write: thread, place (the Slack or Discord channel), "
+        "person (the sender), agent, workspace (every conversation; needs the operate "
+        "right)"))
+    default_scope: ScopeKind | None = Field(default=None, description=(
+        "the scope of a memory the model names none for (one of scopes); unset: thread "
+        "(or the older scope key's)"))
+    max_chars: int = Field(default=MAX_MEMORY_CHARS, ge=1, le=1_000_000, description=(
+        f"per memory (at most {MAX_MEMORY_CHARS:,} whatever is set: a memory is a short "
+        "statement)"))
+    recall_share: float = Field(default=0.05, ge=0, le=0.5, description=(
+        "the share of the model's context window that memories recalled unasked, as a run "
+        "starts, may fill (0: none are; the model can still call recall)"))
+    recall_limit: int = Field(default=5, ge=0, le=100, description=(
+        "the most memories recalled unasked as a run starts (0: none)"))
+    scope: Literal["thread", "agent"] | None = Field(default=None, description=(
+        "older key: the default scope (it is added to scopes); use default_scope"))
+    max_notes: int | None = Field(default=None, ge=1, le=100_000, description=(
+        "older key, no longer used (memories are not counted per scope); accepted so "
+        "older files load"))
+
+    @property
+    def writable(self) -> frozenset[ScopeKind]:
+        """The scopes the model may write (``scopes``, and the older ``scope``)."""
+        return frozenset([*self.scopes, *([self.scope] if self.scope else [])])
+
+    @property
+    def default(self) -> ScopeKind:
+        """The scope of a memory the model names none for."""
+        return self.default_scope or self.scope or "thread"
+
+    @model_validator(mode="after")
+    def _default_writable(self) -> MemoryConfig:
+        if self.default not in self.writable:
+            raise ValueError(f"default_scope {self.default!r} is not in scopes "
+                             f"{sorted(self.writable)}: the model could not write it")
+        return self
 
 
 BuiltinTool = Literal["clock", "http_fetch", "memory", "search_knowledge", "send_message",

@@ -104,6 +104,13 @@ class Origin(BaseModel):
     channel, its parent channel, its guild): what routes and spend caps look at."""
     direct: bool = False
     """A direct message with the bot."""
+    private: bool = False
+    """A DM or a private channel (Slack's ``im``, ``mpim`` and ``group``): what is learned
+    here is recalled nowhere else (``model.memories.visible``)."""
+    rights: tuple[str, ...] = ()
+    """The rights (``talk``, ``approve``, ``operate``) the sender holds here, as the channel's
+    access rules (or the HTTP token, or the operator's CLI) granted them at submit time:
+    never a request body's word. What a memory may be written to reads it."""
 
 
 TARGET_FORMS = '"slack:CHANNEL", "slack:CHANNEL:THREAD_TS" or "discord:CHANNEL" (a numeric id)'

@@ -18,21 +18,41 @@ from ..model.memories import (
     visible,
     write_refusal,
 )
-from ..stores.base import MemoryStore
+from ..model.recollection import person
+from ..stores.base import MemoryStore, RunStore
 
-__all__ = ["MOST_READ", "Memories"]
+__all__ = ["MOST_READ", "PEOPLE_RUNS", "Memories"]
 
 MOST_READ = 1_000
 """The most memories one recall reads from the store before it stops looking for more that
 are visible (the store's coarse filter lets through few that are not)."""
 
+PEOPLE_RUNS = 200
+"""How many of a thread's newest runs name its people (``Memories.people``): one read of
+that many runs, whatever the thread's length."""
+
 
 class Memories:
     """Memories written exactly once per call, and recalled through ``visible``."""
 
-    def __init__(self, store: MemoryStore, clock: Callable[[], float]) -> None:
+    def __init__(self, store: MemoryStore, clock: Callable[[], float],
+                 runs: RunStore | None = None) -> None:
         self._store = store
         self._clock = clock
+        self._runs = runs
+
+    def now(self) -> float:
+        """The time by this service's clock (what a memory's provenance records)."""
+        return self._clock()
+
+    async def people(self, thread_id: str) -> frozenset[str]:
+        """The people of a thread (``slack:U123``): the senders of its newest runs (of
+        ``PEOPLE_RUNS``), whose person memories its conversation may recall."""
+        if self._runs is None:
+            return frozenset()
+        runs = await self._runs.list_runs(thread_id=thread_id, limit=PEOPLE_RUNS)
+        found = (person(r.origin.channel, r.origin.user) for r in runs)
+        return frozenset(p for p in found if p is not None)
 
     async def remember(self, text: str, scope: MemoryScope, source: Provenance,
                        writer: Writer, *, call: str | None = None,

@@ -13,11 +13,14 @@ from .base import (
     error_result,
     tool,
 )
+from .prelude import Opening, Prelude
 
 __all__ = [
     "NOT_DONE",
     "CancelFlag",
     "Effect",
+    "Opening",
+    "Prelude",
     "Tool",
     "ToolContext",
     "ToolOutput",

@@ -38,6 +38,7 @@ from .output import (
     jsonable,
     split_files,
 )
+from .prelude import Prelude
 
 __all__ = [
     "NOT_DONE",
@@ -108,7 +109,8 @@ class ToolContext:
     """sha256(run_id + tool_call_id): the same on every retry of this call."""
     origin: Origin = field(default_factory=Origin)
     agent: str = ""
-    """The agent whose run made the call (what it may see: ``search_knowledge``'s sources)."""
+    """The name of the agent whose run it serves ("" where none is known): what it may see
+    (``search_knowledge``'s sources), whose memories it keeps."""
     cancel_grace_s: float = 5.0
     """How long a cancelled subprocess gets between SIGTERM and SIGKILL."""
     cancelled: CancelFlag = field(default_factory=CancelFlag)
@@ -167,6 +169,8 @@ class Tool:
         self.requires_approval = requires_approval
         self.timeout_s = timeout_s
         self.reconciler: Callable[[ToolContext], Any] | None = None
+        self.prelude: Prelude | None = None
+        """What it puts before a run's first model turn, unasked (``tools.prelude``)."""
         self.needs: frozenset[str] = frozenset(needs)
         """The runtime services its ``ToolContext`` carries (``ctx.service(name)``)."""
 
@@ -185,6 +189,11 @@ class Tool:
         It returns the call's result if it did, or ``NOT_DONE`` (then the call runs).
         """
         self.reconciler = fn
+        return fn
+
+    def opens(self, fn: Prelude) -> Prelude:
+        """Decorate the tool's prelude (``tools.prelude``): asked once as a run starts."""
+        self.prelude = fn
         return fn
 
     def validate(self, arguments: Any) -> dict[str, Any]:

@@ -183,3 +183,13 @@ def test_agent_toml_names_the_rule_key(toml: str, key: str, reason: str) -> None
     with pytest.raises(ConfigError) as bad:
         parse_config(toml, "agent.toml")
     assert f"agent.toml: {key}: " in str(bad.value) and reason in str(bad.value)
+
+
+def test_the_rights_a_place_grants_someone_are_what_their_runs_carry() -> None:
+    access = Access((*shorthand(users=["U1", "U2"], approvers=["U1"]),
+                     Rule("C0OPS", frozenset({"operate"}), frozenset({"U9"}))))
+    assert OPS.rights(access, "U1") == ("talk", "approve", "operate")
+    assert OPS.rights(access, "U2") == ("talk", "operate")
+    assert OPS.rights(access, "U9") == ("operate",)
+    assert TEAM.rights(access, "U9") == ()
+    assert Place.of("C1", private=True).private and not Place.of("C1").private

@@ -316,7 +316,8 @@ def assert_the_slot_is_one_run(*outcomes: Outcome) -> None:
     assert run["text"] == JOB_PROMPT
     assert run["origin"] == {"channel": "slack", "target": {"channel": C,
                                                             "thread_ts": last.thread_ts},
-                             "user": None, "place": [], "direct": False}
+                             "user": None, "place": [], "direct": False,
+                             "private": False, "rights": []}
     for outcome in outcomes:
         assert all(f["key"] == KEY and f["run_id"] == run["id"] for f in outcome.fired), \
             outcome.fired

@@ -66,7 +66,8 @@ class Actions:
         if not await self.c.sees(request, thread_id, write=True):
             raise NotFound(f"no thread {thread_id!r}")
         run = await self.rt.submit(thread_id, text,
-                                   origin=Origin(channel="console", user=session.operator))
+                                   origin=Origin(channel="console", user=session.operator,
+                                                 rights=tuple(sorted(session.caller.rights))))
         if request.headers.get("HX-Request"):
             html = self.c.fragment("_reply.html", run=run, text=text)
             return self.c.render_fragment(html)

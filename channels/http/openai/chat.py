@@ -96,7 +96,8 @@ async def chat_completions(
                           visible=lambda t, write: api.owners.may_see(who, t, write=write))
     files = await images(api, last.content if isinstance(last.content, list) else [])
     run = await api.runtime.submit(
-        chosen.thread_id, said[-1].text, origin=Origin(channel="http", user=who.name),
+        chosen.thread_id, said[-1].text, origin=Origin(channel="http", user=who.name,
+                                                 rights=tuple(sorted(who.rights))),
         idempotency_key=caller_key("openai", who, idempotency_key),
         files=files, context=chosen.context, agent=model,
         trace=request.headers.get("traceparent", ""))

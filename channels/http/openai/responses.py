@@ -74,7 +74,7 @@ async def create_response(
     files = await images(api, parts)
     run = await api.runtime.submit(
         thread or f"openai:{uuid.uuid4().hex}", said[-1].text,
-        origin=Origin(channel="http", user=who.name),
+        origin=Origin(channel="http", user=who.name, rights=tuple(sorted(who.rights))),
         idempotency_key=caller_key("openai", who, idempotency_key),
         files=files, context=tuple(seeded), agent=model,
         trace=request.headers.get("traceparent", ""))

@@ -132,3 +132,17 @@ def test_approval_buttons_carry_the_call() -> None:
     assert parse_choice({"action_id": DENY, "value": buttons[1]["value"]}) == (False, ids)
     assert parse_choice({"action_id": APPROVE, "value": "not json"}) is None
     assert parse_choice({"action_id": "other", "value": buttons[0]["value"]}) is None
+
+
+@pytest.mark.parametrize(("e", "private"), [
+    (event(), False),  # a public channel
+    (event(channel="G1", channel_type="group"), True),  # a private channel
+    (event(channel="C7", channel_type="group"), True),  # one with a C id, as new ones have
+    (event(channel="G2", channel_type="mpim"), True),  # a group DM
+    (event(channel="D9", channel_type="im"), True),  # a DM
+    (event(type="app_mention", text=f"<@{BOT}> hi", channel_type=None), True),  # unknown
+])
+def test_what_is_said_in_a_private_conversation_is_marked_so(e: dict[str, Any],
+                                                              private: bool) -> None:
+    seen = read(e)
+    assert isinstance(seen, Inbound) and seen.private is private

@@ -45,6 +45,8 @@ async def test_an_outsider_in_an_allowed_channel_is_refused(fake: FakeSlack,
         await mention(fake, s, C, "U1", "hello")
         (run,) = await s.runtime.records.runs()
         assert run.reply == "echo: hello" and s.replies()[-1]["text"] == "echo: hello"
+        # The rights the channel's rules grant there, on the run (what memories read).
+        assert run.origin.rights == ("talk", "approve", "operate")
 
 
 @pytest.mark.parametrize(("allow_dms", "served"), [(True, True), (False, False)])
@@ -58,7 +60,9 @@ async def test_a_dm_from_a_listed_user(fake: FakeSlack, tmp_path: Path, allow_dm
         await s.runtime.idle()
         replies = [r["text"] for r in s.replies(D)]
         assert replies == (["echo: just us"] if served else [])
-        assert len(await s.runtime.records.runs()) == (1 if served else 0)
+        runs = await s.runtime.records.runs()
+        assert len(runs) == (1 if served else 0)
+        assert all(r.origin.private and r.origin.direct for r in runs)
 
 
 RULES = [
