@@ -11,13 +11,17 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from slack_sdk.errors import SlackApiError
+import aiohttp
+from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
+
+from runtime import Failed, retrying, within
 
 from ..access import Place
 from ..commands import Answer, Asked, Commands, parse
 from ..work import Background
 from .config import SlackConfig
+from .failures import passing
 
 __all__ = ["ANSWER_WITHIN_S", "COMMAND", "SlashCommand"]
 
@@ -26,6 +30,14 @@ log = logging.getLogger("maiden.slack")
 COMMAND = "/maiden"
 ANSWER_WITHIN_S = 2.0
 """How long an answer may take to go in the acknowledgement itself (Slack waits 3 s)."""
+ANSWER_WAIT_S = 14 * 60.0
+"""How long a later answer is tried again while Slack fails (as Discord's, whose token
+lasts 15 minutes: an answer later than that is no answer to the person who asked)."""
+
+
+def _told(channel: str, failed: Failed[Exception], pause: float) -> None:
+    log.warning("slack: answering /maiden in %s failed (%s); trying again in %.0f s", channel,
+                failed.error, pause)
 
 
 class SlashCommand:
@@ -55,10 +67,17 @@ class SlashCommand:
         self.background.spawn(self._later(answering, channel, user))
 
     async def _later(self, answering: asyncio.Future[Answer], channel: str, user: str) -> None:
+        """The answer of a command acknowledged "on it": tried again while Slack fails, for
+        as long as an answer is worth showing (else the person is left with "On it…" and
+        nothing after: chaos, seed 9292)."""
         answer = await answering
         try:
-            await self.client.chat_postEphemeral(channel=channel, user=user, text=answer.text)
-        except SlackApiError as exc:
+            await retrying(functools.partial(self.client.chat_postEphemeral, channel=channel,
+                                             user=user, text=answer.text),
+                           on=Exception, pause=within(ANSWER_WAIT_S, 1.0, 30.0, worth=passing),
+                           told=functools.partial(_told, channel))
+        except (SlackApiError, SlackClientError, aiohttp.ClientError, OSError,
+                TimeoutError) as exc:
             log.warning("slack: could not answer /maiden in %s: %s", channel, exc)
         await self._announce(channel, answer)
 

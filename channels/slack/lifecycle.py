@@ -29,6 +29,7 @@ from runtime import Runtime
 from ..base import Link
 from ..retry import ChannelRefused, Reach, Unreachable, reason_of
 from .config import SlackConfig, SlackSecrets
+from .failures import passing
 
 __all__ = ["SlackConnection", "events_endpoint", "log"]
 
@@ -47,11 +48,6 @@ class _TokenNote(logging.Filter):
 
 
 log.addFilter(_TokenNote())
-
-_TRY_LATER = frozenset({"ratelimited", "fatal_error", "internal_error", "service_unavailable",
-                        "request_timeout"})
-"""Errors Slack answers with when it is the problem, not the token."""
-
 
 class SlackConnection:
     """The workspace as this channel reaches it, and who the bot is there."""
@@ -129,7 +125,7 @@ class SlackConnection:
         except SlackApiError as exc:
             status = exc.response.status_code if exc.response is not None else 0
             error = str(exc.response.get("error") if exc.response is not None else exc)
-            if status >= 500 or status == 429 or error in _TRY_LATER:
+            if passing(exc):
                 raise Unreachable(f"{method} answered {status} {error}") from exc
             raise ChannelRefused(f"Slack refused {token} ({method} at {self._config.api_url}): "
                                  f"{error}") from exc

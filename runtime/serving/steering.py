@@ -11,6 +11,7 @@ from typing import Any
 
 from ..engine.agents import Agents
 from ..engine.drivers import Drivers
+from ..engine.stops import clear_stop
 from ..engine.tracing import Tracing
 from ..errors import MaidenError, RunError, StaleWrite
 from ..model.decisions import approve_call, requeue
@@ -88,6 +89,9 @@ class Steering:
             return await self._asked("resume", run_id)
         run = await self._store.get_run(run_id)
         moved, step = requeue(run, now=self._clock())
+        # A stop written before is the earlier wish: cleared first (a crash in between
+        # leaves the run as it was, its stop gone, to be resumed again).
+        await clear_stop(self._store, run_id)
         await self._write_run(moved, step)
         self._workers.kick(run.thread_id)
         return moved

@@ -10,6 +10,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from channels.slack import commands
 from channels.slack.channel import SlackChannel, SlackOutbound
 from runtime import EchoProvider, Records, RunState, Runtime, SQLiteStore, tool
 from schedules import ScheduleConfig
@@ -158,3 +161,19 @@ async def test_status_links_to_a_waiting_prompt(tmp_path: Path) -> None:
         link = f"https://maiden-test.slack.com/archives/{C}/p{prompt['ts'].replace('.', '')}"
         assert f"`deploy` waits for a person (approve it on <{link}|its prompt>, or " \
                "`maiden approve " in status, status
+
+
+async def test_a_later_answer_is_shown_though_slack_fails_at_first(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An answer not ready within the acknowledgement goes out as an ephemeral message when
+    it is; Slack failing then (a 503, a rate limit) is tried again, not given up at once
+    (chaos, seed 9292: "⏳ On it…", then nothing)."""
+    monkeypatch.setattr(commands, "ANSWER_WITHIN_S", 0.0)  # every answer comes later
+    async with FakeSlack() as fake, running(fake, tmp_path / "m.db", stream="off",
+                                            allow_users=[], rules=RULES):
+        fake.fail("chat.postEphemeral", status=503)
+        fake.fail("chat.postEphemeral", error="ratelimited")
+        assert await command(fake, "U1", "status") == "⏳ On it…"
+        await fake.until(lambda: bool(fake.store.ephemerals.get(C)), what="the answer")
+        assert [m["text"] for m in fake.store.ephemerals[C]] == ["Nothing is running here."]
+        assert fake.pending_faults("chat.postEphemeral") == 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from runtime import SQLiteStore
-from runtime.engine.stops import record_stop, stop_requested
+from runtime.engine.stops import clear_stop, record_stop, stop_requested
 
 
 async def test_a_stop_is_read_back_with_who_asked(tmp_path: Path) -> None:
@@ -35,3 +35,12 @@ async def test_a_stop_outlives_the_process_that_wrote_it(tmp_path: Path) -> None
         await record_stop(store, "r1", by="bob", key="req-1", at=1.0)
     async with SQLiteStore(tmp_path / "maiden.db") as reopened:
         assert await stop_requested(reopened, "r1") == "bob"
+
+
+async def test_a_cleared_stop_is_gone_and_clearing_none_is_nothing(tmp_path: Path) -> None:
+    async with SQLiteStore(tmp_path / "maiden.db") as store:
+        await clear_stop(store, "r1")
+        await record_stop(store, "r1", by="ann", key="req-1", at=1.0)
+        await clear_stop(store, "r1")
+        assert await stop_requested(store, "r1") is None
+        assert await record_stop(store, "r1", by="ann", key="req-1", at=2.0) is False

@@ -4,7 +4,9 @@ state, a run queued again, and a person's stop carried out in the background."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -102,3 +104,28 @@ async def test_a_stop_that_cannot_be_carried_out_is_logged_not_raised(
             await rt.close()  # waits for the background stop
         assert (await rt.records.get_run(ended.id)).state is S.COMPLETED
     assert f"stop of run {ended.id} from ann: run {ended.id} already ended" in caplog.text
+
+
+async def test_a_run_resumed_after_its_stop_goes_on(make_runtime: Any, tmp_path: Path) -> None:
+    """A person's stop is carried out, then the run is resumed, by a process that came
+    after the stop was written: the stop is the earlier wish and is not taken up again
+    (chaos, seed 9191: a failed run stopped, then resumed twice, was cancelled at once each
+    time, its thread told "Stopped" once per resume)."""
+    db = tmp_path / "stopped.db"
+    async with make_runtime([call("deploy", service="api")], [deploy], db=db) as (rt, _):
+        paused = await rt.send("t", "ship it")
+        assert await rt.stop(paused.id, by="ann", key="req-1") is True
+        await rt.close()  # waits for the background stop
+        assert (await rt.records.get_run(paused.id)).state is S.CANCELLED
+    script = [call("deploy", service="api"), {"text": "(never played)"}, {"text": "done"}]
+    async with make_runtime(script, [deploy], db=db) as (rt, _):
+        for _ in range(2):  # resumed twice, as a double click does
+            with contextlib.suppress(RunError):
+                await rt.resume(paused.id)
+        asked = await rt.wait(paused.id)
+        assert asked.state is S.AWAITING_APPROVAL, asked.reason
+        assert asked.pending_approval is not None
+        await rt.decide(asked.id, asked.pending_approval.tool_call_id, approve=True)
+        assert (await rt.wait(asked.id)).reply == "done"
+        steps = [t.reason for t in await rt.records.transitions(paused.id)]
+    assert steps.count("cancelled by ann") == 1, steps

@@ -1,0 +1,22 @@
+"""Which failures of a Slack Web API call trying again may get past: Slack's own trouble
+(a 5xx, 429, or an error it names as its own) and the network's, not a refusal."""
+
+from __future__ import annotations
+
+import aiohttp
+from slack_sdk.errors import SlackApiError, SlackClientError
+
+__all__ = ["TRY_LATER", "passing"]
+
+TRY_LATER = frozenset({"ratelimited", "fatal_error", "internal_error", "service_unavailable",
+                       "request_timeout"})
+"""Errors Slack answers with when it is the problem, not the token."""
+
+
+def passing(error: BaseException) -> bool:
+    """Whether a failed call may work if tried again later."""
+    if isinstance(error, SlackApiError):
+        status = error.response.status_code if error.response is not None else 0
+        said = error.response.get("error") if error.response is not None else None
+        return status >= 500 or status == 429 or said in TRY_LATER
+    return isinstance(error, SlackClientError | aiohttp.ClientError | OSError | TimeoutError)
