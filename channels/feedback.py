@@ -33,7 +33,7 @@ async def record_vote(runtime: Runtime, access: Access,
     if isinstance(bound, str):
         return bound, True
     try:
-        _, changed = await runtime.feedback.vote(
+        _, changed = await runtime.kept.feedback.vote(
             run_id, value, user=click.user, channel=click.via,
             place=bound.place.ids[0] if bound.place.ids else None, message=click.message)
     except RunError as exc:

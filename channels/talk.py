@@ -110,7 +110,7 @@ class Told:
             return False
         self._told.add(user)
         try:
-            recorded = await self._runtime.notes.remember(scope, user, what,
+            recorded = await self._runtime.kept.notes.remember(scope, user, what,
                                                           call=f"{scope}:{user}")
         except MaidenError as exc:
             self._log.warning("%s: cannot record who was told (%s); telling %s anyway",

@@ -36,6 +36,7 @@ from .model.jobs import Job
 from .model.runs import Origin, Run, Said
 from .outbox.deliverer import Deliverer
 from .providers.base import Provider
+from .serving.kept import Kept
 from .serving.operator import Operator
 from .serving.workers import ACTIVE
 from .stores.base import Store
@@ -94,12 +95,9 @@ class Runtime:
                       tracing=tracing, stop=self._stop)
         self.records = parts.records
         """What the store holds: runs, threads, entries, deliveries, approvals, stats."""
-        self.notes = parts.notes
-        """Notes kept in the store by key, written once per call (the ``notes`` service)."""
-        self.feedback = parts.feedback
-        """People's votes on replies (👍 / 👎), one per person per run."""
-        self.files = parts.files
-        """Files people share: stored once by content, fetched as a run's first step."""
+        self.kept = Kept(notes=parts.notes, memories=parts.memories, feedback=parts.feedback,
+                         files=parts.files)
+        """What it keeps beside runs: notes, memories, votes on replies, shared files."""
         self._caps = parts.caps
         self._parts = parts
         self._store = store

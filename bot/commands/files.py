@@ -18,14 +18,14 @@ async def _files(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     async with open_runtime(loaded, recover=False, mcp=False,
                             writable=args.files_command == "prune") as runtime:
         if args.files_command == "prune":
-            gone = await runtime.files.prune(dry_run=args.dry_run)
-            days = runtime.files.config.retention_days
+            gone = await runtime.kept.files.prune(dry_run=args.dry_run)
+            days = runtime.kept.files.config.retention_days
             verb = "would remove" if args.dry_run else "removed"
             print(f"{verb} {len(gone)} file(s), {human_size(sum(b.size for b in gone))}: "
                   f"stored over {days:g} days ago, named by no message or result")
             return EXIT_OK
-        blobs = await runtime.files.blobs()
-        names = await runtime.files.names()
+        blobs = await runtime.kept.files.blobs()
+        names = await runtime.kept.files.names()
     print(f"{len(blobs)} file(s), {human_size(sum(b.size for b in blobs))}")
     for blob in blobs:
         print(f"  {blob.digest}  {blob.media_type}  {human_size(blob.size)}")

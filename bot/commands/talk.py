@@ -107,7 +107,7 @@ async def _save_files(loaded: LoadedConfig, runtime: Runtime, run: Run) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for ref in run.reply_files:
         path = folder / (Path(ref.name).name or ref.digest)
-        path.write_bytes((await runtime.files.read(ref.digest))[1])
+        path.write_bytes((await runtime.kept.files.read(ref.digest))[1])
         print(f"maiden: saved {ref.describe()} to {path}", file=sys.stderr)
 
 
@@ -127,13 +127,13 @@ async def _store_files(runtime: Runtime, given: list[tuple[Path, bytes]]) -> lis
     """The ``--file`` files, stored; ``UsageError`` naming the ``[files]`` limit one breaks
     (as the HTTP API refuses the message, the command is refused: the person can fix it)."""
     try:
-        runtime.files.too_many(len(given))
+        runtime.kept.files.too_many(len(given))
     except FileRefused as exc:
         raise UsageError(f"--file given {len(given)} times: {exc.why}") from None
     stored = []
     for path, data in given:
         try:
-            stored.append(await runtime.files.put(path.name, None, data))
+            stored.append(await runtime.kept.files.put(path.name, None, data))
         except FileRefused as exc:
             raise UsageError(f"--file {path}: {exc.why}") from None
     return stored

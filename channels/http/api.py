@@ -113,7 +113,7 @@ class HttpApi:
     async def _files(self, given: list[FileIn]) -> list[FileRef]:
         """The message's files, stored (before its run is: a run names stored files);
         413 for one too big, 415 for a type not taken, 422 for data that is not base64."""
-        files = self.runtime.files
+        files = self.runtime.kept.files
         try:
             files.too_many(len(given))
         except FileRefused as exc:

@@ -59,9 +59,9 @@ def create_app(
                   redoc_url=None,
                   description="Talk to the agent, follow its runs, decide approvals.")
     app.state.maiden = api
-    app.add_middleware(MultipartMessages, max_files=runtime.files.config.max_per_message)
+    app.add_middleware(MultipartMessages, max_files=runtime.kept.files.config.max_per_message)
     # A multipart message may carry its files whole: up to [files]' limits beside the body's.
-    files = runtime.files.config
+    files = runtime.kept.files.config
     app.add_middleware(BodyLimit, limit=config.max_body_bytes, multipart_limit=(
         config.max_body_bytes + files.max_bytes * files.max_per_message))
     if config.cors_origins:

@@ -28,17 +28,17 @@ def deploy(service: str) -> str:
 async def _fill(path: Path) -> None:
     async with echo_runtime(path, [deploy]) as rt:
         await rt.send("t1", '/tool clock {"tz": "UTC"}')
-        shared = await rt.files.put("notes.txt", None, b"a file\n")
+        shared = await rt.kept.files.put("notes.txt", None, b"a file\n")
         await rt.send("t1", "hello again", files=[shared])
         await rt.send("team/ops", '/tool deploy {"service": "api"}')  # waits for a person
         slack = Origin(channel="slack", user="U1", target={"channel": "C1", "thread_ts": "1.2"})
         slack_run = await rt.submit("slack:T:C1:1.2", "hi", origin=slack,
                                     idempotency_key="slack:ev1")
         await rt.idle()
-        await rt.feedback.vote(slack_run.id, "up", user="U1", channel="slack", place="C1")
-        await rt.notes.remember("thread:t1", "k", "a note")
-        await rt.notes.remember("agent", "team", "the team's note", call="call-1")
-        await rt.notes.forget("thread:t1", "old", call="call-2")
+        await rt.kept.feedback.vote(slack_run.id, "up", user="U1", channel="slack", place="C1")
+        await rt.kept.notes.remember("thread:t1", "k", "a note")
+        await rt.kept.notes.remember("agent", "team", "the team's note", call="call-1")
+        await rt.kept.notes.forget("thread:t1", "old", call="call-2")
     async with SQLiteStore(path) as store:
         await store.save_schedules([ScheduleRecord(name="daily", origin="config", since=1.0)])
 
@@ -92,7 +92,7 @@ async def test_the_migrated_store_carries_on(tmp_path: Path) -> None:
         more = await rt.send("t1", "and again")
         assert more.reply == "echo: and again"
         # A memory call applied before the copy is applied still: a re-run changes nothing.
-        assert await rt.notes.remember("agent", "team", "again", call="call-1") is None
+        assert await rt.kept.notes.remember("agent", "team", "again", call="call-1") is None
         assert [n.text for n in await rt.records.notes("agent")] == ["the team's note"]
         assert len(await rt.records.entries("t1")) == 8
 

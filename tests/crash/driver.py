@@ -739,7 +739,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             if args.vote:
                 user, value = args.vote
                 (voted,) = await store.list_runs()
-                await runtime.feedback.vote(voted.id, value, user=user, channel=origin.channel)
+                await runtime.kept.feedback.vote(voted.id, value, user=user, channel=origin.channel)
             if args.command:
                 await command(store, runtime, args.command, workdir)
             if args.hook:

@@ -170,7 +170,7 @@ async def test_a_stop_in_the_middle_of_compaction(tmp_path: Path) -> None:
 async def test_a_summary_keeps_a_line_for_each_file_it_stands_for(tmp_path: Path) -> None:
     model = Model()  # its summaries never mention files
     async with agent(tmp_path / "m.db", model) as rt:
-        shared = await rt.files.put("q3.csv", "text/csv", b"month,sales\n1,10\n")
+        shared = await rt.kept.files.put("q3.csv", "text/csv", b"month,sales\n1,10\n")
         await rt.send("t", f"message 0: {WORDS}", files=[shared])
         for i in range(1, 12):
             assert (await rt.send("t", f"message {i}: {WORDS}")).state == RunState.COMPLETED

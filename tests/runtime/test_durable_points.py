@@ -139,7 +139,7 @@ async def _past_the_opening(rt: Runtime) -> None:
     """One write first: the store's open checkpoints its log (its identity mark in the
     database file), and the first write after a checkpoint that emptied the log goes to
     the writer's thread whole; the test's writes are the ones after."""
-    await rt.notes.remember("warm-up", "k", "v")
+    await rt.kept.notes.remember("warm-up", "k", "v")
 
 
 class _Asked:

@@ -58,7 +58,7 @@ async def test_a_runtime_built_with_a_deliverer_posts_with_nothing_added_later(
         run = await rt.send("t", "hi", origin=ROOM)
         await rt.idle()
         (sent,) = await rt.records.deliveries(run_id=run.id)
-        added = [n for n in (*dir(rt), *dir(rt.operator), *dir(rt.files))
+        added = [n for n in (*dir(rt), *dir(rt.operator), *dir(rt.kept.files))
                  if n.startswith("add_")]
     assert run.state is S.COMPLETED and [p.text for p in chat.posted] == [run.reply]
     assert sent.remote_id == chat.posted[0].id and added == []
@@ -113,17 +113,20 @@ async def test_the_runtime_surface_is_its_verbs_its_reads_and_the_operators_leve
         tmp_path: Path) -> None:
     """Pinned, so that a name is added on purpose (and to the docs' runtime-API page, which
     tests/docs/test_pages.py holds to the class): the verbs a channel needs, ``records``,
-    the services channels share with tools, and ``operator``; plain data is private."""
+    ``kept`` (what it keeps beside runs, shared with tools), and ``operator``; plain data is
+    private."""
     async with SQLiteStore(tmp_path / "m.db") as store:
         rt = Runtime(store, EchoProvider())
         public = {n for n in dir(rt) if not n.startswith("_")}
         levers = {n for n in dir(rt.operator) if not n.startswith("_")}
+        kept = {n for n in dir(rt.kept) if not n.startswith("_")}
     assert public == {"start", "close", "idle", "spawn", "submit", "send", "wait", "follow",
                       "subscribe", "listen", "decide", "cancel", "stop", "resume",
-                      "delete_thread", "records", "notes", "feedback", "files", "operator"}
+                      "delete_thread", "records", "kept", "operator"}
     assert levers == {"agents", "settings", "instance_id", "recovered", "take_lease",
                       "release_lease", "holds", "health", "check_writable", "trace_link",
                       "flush_deliveries"}
+    assert kept == {"notes", "memories", "feedback", "files"}
 
 
 async def test_a_sync_tool_given_up_sees_its_cancelled_flag(tmp_path: Path) -> None:

@@ -167,7 +167,7 @@ class Pages:
         return self.c.page(request, "run.html", run=run, waits=waits,
                            trace_link=self.rt.operator.trace_link(run),
                            transitions=await self.rt.records.transitions(run_id),
-                           votes=await self.rt.feedback.votes(run_id=run_id),
+                           votes=await self.rt.kept.feedback.votes(run_id=run_id),
                            resumable=run.state in RESUMABLE,
                            cancellable=run.state not in TERMINAL,
                            arguments=_pretty(run.pending_approval.arguments
@@ -180,7 +180,7 @@ class Pages:
         try:
             if not await self.c.owners.may_fetch(session.caller, request.path_params["digest"]):
                 raise NotFound("no such file")
-            info, data = await self.rt.files.read(request.path_params["digest"])
+            info, data = await self.rt.kept.files.read(request.path_params["digest"])
         except NotFound:
             return self.c.page(request, "error.html", status=404, message="No such file.")
         return file_response(data, info.media_type,
@@ -209,7 +209,7 @@ class Pages:
         now = self.c.options.clock()
         spend = spend_of(runs, days=days, now=now,
                          default_agent=self.rt.operator.agents.default.name)
-        votes = [v for v in await self.rt.feedback.votes(since=now - days * 86_400)
+        votes = [v for v in await self.rt.kept.feedback.votes(since=now - days * 86_400)
                  if await self.c.sees(request, v.thread_id)]
         labels = [d.day.strftime("%m-%d") for d in spend.days]
         return self.c.page(

@@ -61,7 +61,7 @@ async def images(api: HttpApi, parts: list[dict[str, Any]]) -> list[FileRef]:
             raise ApiError(400, f"image {n}: its data URL is not base64", "image_url") from None
         media = head[5:].removesuffix(";base64")
         try:
-            files.append(await api.runtime.files.put(f"image-{n}", media, raw))
+            files.append(await api.runtime.kept.files.put(f"image-{n}", media, raw))
         except FileRefused as exc:
             raise ApiError(413 if exc.limit == "size" else 415, str(exc), "file_refused") \
                 from None

@@ -145,7 +145,7 @@ async def choose(runtime: Runtime, request: ChatRequest, before: list[Said],
                             "message with this thread, or leave the thread unnamed to branch",
                        "history_mismatch")
     if before:
-        notes = await runtime.notes.notes(tip_scope(before))
+        notes = await runtime.kept.notes.notes(tip_scope(before))
         for note in notes:
             if visible is not None and not await visible(note.text, False):
                 continue  # another caller's thread with the same history: not this one
@@ -162,4 +162,4 @@ async def record_tip(runtime: Runtime, thread_id: str,
     held = conversation(entries if entries is not None
                         else await runtime.records.entries(thread_id))
     if held:
-        await runtime.notes.remember(tip_scope(held), TIP_KEY, thread_id)
+        await runtime.kept.notes.remember(tip_scope(held), TIP_KEY, thread_id)

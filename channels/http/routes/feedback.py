@@ -31,12 +31,12 @@ async def list_feedback(
     # page ends before the instant it would cut, or, if one instant fills it, holds all of it.
     mine = None
     if not who.may("operate"):  # only the votes on threads the caller may see
-        mine = [v for v in await api.runtime.feedback.votes(since=since)
+        mine = [v for v in await api.runtime.kept.feedback.votes(since=since)
                 if await api.owners.may_see(who, v.thread_id)]
     ask = limit
     while True:
         votes = mine[:ask + 1] if mine is not None else \
-            await api.runtime.feedback.votes(since=since, limit=ask + 1)
+            await api.runtime.kept.feedback.votes(since=since, limit=ask + 1)
         found = _page(votes, limit, ask)
         if found is not None:
             return found

@@ -35,7 +35,7 @@ async def get_file(
     a thread the caller may see names)."""
     await api.seen_file(who, digest)
     try:
-        info, data = await api.runtime.files.read(digest)
+        info, data = await api.runtime.kept.files.read(digest)
     except NotFound as exc:
         raise ApiError(404, str(exc), "not_found") from None
     return file_response(data, info.media_type, name or digest)

@@ -108,10 +108,10 @@ async def test_a_vote_carrying_another_runs_custom_id_is_refused(
                         if r.origin.target["channel"] == str(OPS)]
         await fake.click(here, f"maiden:f:up:{elsewhere.id}", user_id=HUMAN_ID)
         assert await answered(fake, 1) == FOREIGN
-        assert await d.runtime.feedback.votes() == []
+        assert await d.runtime.kept.feedback.votes() == []
 
         await fake.click(here, custom_ids(here)[0], user_id=HUMAN_ID)  # its own: counted
         assert "👍" in await answered(fake, 2)
-        (vote,) = await d.runtime.feedback.votes()
+        (vote,) = await d.runtime.kept.feedback.votes()
         assert vote.run_id != elsewhere.id and vote.place == str(GENERAL_ID)
 

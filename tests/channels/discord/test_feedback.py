@@ -58,7 +58,7 @@ async def test_votes_on_a_streamed_answer_once_per_person(tmp_path: Path) -> Non
         async with running(fake, tmp_path / "m.db", provider=script,
                            allow_users=allowed) as d:  # buttons from before the restart
             assert "👎" in await click(fake, answer, down, HUMAN_ID, 4)
-            votes = await d.runtime.feedback.votes(run_id=run.id)
+            votes = await d.runtime.kept.feedback.votes(run_id=run.id)
             assert [(v.user, v.value) for v in votes] == [(str(other), "down"),
                                                           (str(HUMAN_ID), "down")]
             assert all(v.channel == "discord" and v.message == answer["id"] for v in votes)
@@ -67,7 +67,7 @@ async def test_votes_on_a_streamed_answer_once_per_person(tmp_path: Path) -> Non
             assert "may not rate answers" in await click(fake, answer, up, stranger, 5)
             forged = await click(fake, answer, "maiden:f:up:0123abcd", HUMAN_ID, 6)
             assert "does not belong to this message" in forged
-            assert len(await d.runtime.feedback.votes()) == 2
+            assert len(await d.runtime.kept.feedback.votes()) == 2
 
 
 @pytest.mark.parametrize("stream", ["off", "edit"])

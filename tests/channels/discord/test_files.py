@@ -35,7 +35,7 @@ async def test_attachments_are_fetched_from_the_cdn_and_shown(tmp_path: Path) ->
         assert first.splitlines()[2].startswith("[received spec.pdf (application/pdf, 1 page,")
         assert second.splitlines()[1].startswith("[received b.png (image/png, 300x200, ")
         assert [signed for _, signed in fake.cdn.downloads] == [True, True, True]
-        assert len(await d.runtime.files.store.blobs()) == 2  # the picture once
+        assert len(await d.runtime.kept.files.store.blobs()) == 2  # the picture once
         calls: list[Any] = fake.calls()
         assert all("attachments" not in c.path for c in calls)  # the CDN is not the API
 

@@ -25,9 +25,9 @@ async def test_votes_are_listed_by_time_in_pages(tmp_path: Path) -> None:
                                                                  "next_since": None}
             for i, user in enumerate(("U1", "U2", "U3", "U4")):
                 now[0] = 100.0 + i
-                await rt.feedback.vote(runs[i % 2].id, "up", user=user, channel="slack",
+                await rt.kept.feedback.vote(runs[i % 2].id, "up", user=user, channel="slack",
                                        place="C1", message="171.1")
-            await rt.feedback.vote(runs[0].id, "down", user="U1", channel="slack")  # changed
+            await rt.kept.feedback.vote(runs[0].id, "down", user="U1", channel="slack")  # changed
 
             everything = (await client.get("/v1/feedback")).json()
             shown = [(v["user"], v["value"]) for v in everything["votes"]]

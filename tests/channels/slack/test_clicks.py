@@ -143,12 +143,12 @@ async def test_a_vote_carrying_another_channels_run_is_refused(tmp_path: Path) -
         await fake.acked(await fake.socket_interactive(forged))
         await fake.until(lambda: bool(fake.ephemerals(C)), what="a refusal")
         assert [(e["user"], e["text"]) for e in fake.ephemerals(C)] == [("U1", FOREIGN)]
-        assert await s.runtime.feedback.votes() == []
+        assert await s.runtime.kept.feedback.votes() == []
 
         await fake.acked(await fake.socket_interactive(
             feedback_click("U1", C, here, positive=True)))  # its own value: counted
         await fake.until(lambda: len(fake.ephemerals(C)) == 2, what="thanks")
-        (vote,) = await s.runtime.feedback.votes()
+        (vote,) = await s.runtime.kept.feedback.votes()
         assert vote.run_id != there_run.id and vote.place == C
 
 

@@ -47,7 +47,7 @@ async def test_a_streamed_answer_takes_votes_once_per_person(tmp_path: Path) -> 
             await click(fake, "U1", answer, positive=True, told=1)  # the same again
             await click(fake, "U2", answer, positive=False, told=1)
             await click(fake, "U1", answer, positive=False, told=2)  # changed their mind
-            votes = await s.runtime.feedback.votes(run_id=run.id)
+            votes = await s.runtime.kept.feedback.votes(run_id=run.id)
             assert [(v.user, v.value) for v in votes] == [("U2", "down"), ("U1", "down")]
             assert all(v.message == answer["ts"] and v.place == C and v.thread_id == run.thread_id
                        for v in votes)
@@ -58,11 +58,11 @@ async def test_a_streamed_answer_takes_votes_once_per_person(tmp_path: Path) -> 
             # Someone the channel does not serve: refused, nothing recorded.
             await click(fake, "U9", answer, positive=True, told=1)
             assert "may not rate answers" in fake.ephemerals(C)[-1]["text"]
-            assert len(await s.runtime.feedback.votes()) == 2
+            assert len(await s.runtime.kept.feedback.votes()) == 2
         # Kept across a restart: the same click again changes nothing.
         async with running(fake, tmp_path / "m.db", provider=provider) as s:
             await click(fake, "U2", answer, positive=False, told=1)
-            assert len(await s.runtime.feedback.votes(run_id=run.id)) == 2
+            assert len(await s.runtime.kept.feedback.votes(run_id=run.id)) == 2
 
 
 async def test_posted_answers_carry_the_buttons_on_their_last_part_only(
@@ -77,7 +77,7 @@ async def test_posted_answers_carry_the_buttons_on_their_last_part_only(
         assert len(parts) > 1 and not fake.calls("chat.startStream")
         assert [bool(buttons(m)) for m in parts] == [False] * (len(parts) - 1) + [True]
         await click(fake, "U1", parts[-1], positive=True, told=1)
-        (vote,) = await s.runtime.feedback.votes()
+        (vote,) = await s.runtime.kept.feedback.votes()
         assert (vote.user, vote.value, vote.message) == ("U1", "up", parts[-1]["ts"])
 
 
@@ -103,7 +103,7 @@ async def test_no_buttons_without_an_answer_and_no_vote_on_a_forged_button(
             await fake.acked(await fake.socket_interactive(forged))
             await fake.until(lambda: len(fake.ephemerals(C)) == 2, what="a refusal")
             assert "does not belong to this message" in fake.ephemerals(C)[1]["text"]
-            assert await s.runtime.feedback.votes() == []
+            assert await s.runtime.kept.feedback.votes() == []
         # A failed run's notice carries no buttons.
         async with running(fake, tmp_path / "m.db", stream="off",
                            provider=ScriptedProvider([])) as s:

@@ -49,7 +49,7 @@ async def test_the_sign_in_page_is_refused_with_the_reason_and_the_message_runs(
                            "of the file: the bot token may not read it (the app needs the "
                            "files:read scope; add it and reinstall the app).")
         assert answer == "echo: read this"
-        assert await s.runtime.files.store.blobs() == []  # the page was not kept as the file
+        assert await s.runtime.kept.files.store.blobs() == []  # the page was not kept as the file
 
 
 async def test_one_file_the_token_may_not_read_is_refused_and_the_others_are_read(
@@ -65,7 +65,7 @@ async def test_one_file_the_token_may_not_read_is_refused_and_the_others_are_rea
         assert refusal.startswith("I could not read shared.log: Slack sent its sign-in page")
         assert answer.splitlines()[1].startswith("[received build.log (text/plain, 15 bytes)")
         assert [authorized for _, authorized in fake.shared.downloads] == [True, True]
-        assert len(await s.runtime.files.store.blobs()) == 1  # build.log's
+        assert len(await s.runtime.kept.files.store.blobs()) == 1  # build.log's
 
 
 async def test_a_file_on_another_port_is_refused_and_never_fetched(tmp_path: Path) -> None:
@@ -85,7 +85,7 @@ async def test_a_file_on_another_port_is_refused_and_never_fetched(tmp_path: Pat
                            f"{fake.base_url}), so it was not fetched.")
         assert answer == "echo: read this"
         assert fake.shared.downloads == []
-        assert await s.runtime.files.store.blobs() == []
+        assert await s.runtime.kept.files.store.blobs() == []
 
 
 async def test_api_urls_own_origin_is_no_file_host_unless_listed(tmp_path: Path) -> None:

@@ -61,8 +61,8 @@ def source(url: str, name: str, media: str, size: int | None = None) -> FileSour
 async def test_a_file_given_with_its_bytes_is_stored_once_and_shown(tmp_path: Path) -> None:
     async with SQLiteStore(tmp_path / "m.db") as store, \
             Runtime(store, EchoProvider()) as rt:
-        notes = await rt.files.put("notes.txt", "text/plain", b"the build is red\n")
-        again = await rt.files.put("copy.txt", None, b"the build is red\n")
+        notes = await rt.kept.files.put("notes.txt", "text/plain", b"the build is red\n")
+        again = await rt.kept.files.put("copy.txt", None, b"the build is red\n")
         assert again.digest == notes.digest and again.name == "copy.txt"
         run = await rt.send("t", "what does it say?", files=[notes])
         assert run.state is RunState.COMPLETED
@@ -71,7 +71,7 @@ async def test_a_file_given_with_its_bytes_is_stored_once_and_shown(tmp_path: Pa
         user = (await rt.records.entries("t"))[0]
         assert isinstance(user, UserMessage) and user.files == (notes,)
         assert [b.digest for b in await store.blobs()] == [notes.digest]  # once
-        assert (await rt.files.read(notes.digest))[1] == b"the build is red\n"
+        assert (await rt.kept.files.read(notes.digest))[1] == b"the build is red\n"
 
 
 class Seen(EchoProvider):
@@ -96,7 +96,7 @@ async def test_a_file_later_in_a_long_thread_is_shown_and_so_are_earlier_ones(
     async with SQLiteStore(db) as store, Runtime(store, model) as rt:
         for i in range(5):
             assert (await rt.send("t", f"plain {i}")).reply == f"echo: plain {i}"
-        notes = await rt.files.put("notes.txt", "text/plain", b"the build is red\n")
+        notes = await rt.kept.files.put("notes.txt", "text/plain", b"the build is red\n")
         await rt.send("t", "and this?", files=[notes])
         await rt.send("t", "still there?")
     async with SQLiteStore(db) as store, Runtime(store, model) as rt:
@@ -108,9 +108,9 @@ async def test_images_and_pdfs_reach_a_model_without_vision_as_notes_and_text(
         tmp_path: Path) -> None:
     async with SQLiteStore(tmp_path / "m.db") as store, \
             Runtime(store, EchoProvider()) as rt:
-        shot = await rt.files.put("shot.png", "image/png", png(1200, 800))
-        doc = await rt.files.put("invoice.pdf", "application/pdf", pdf("Total due: 42 EUR"))
-        blob = await rt.files.put("dump.bin", None, bytes(range(256)) * 4)
+        shot = await rt.kept.files.put("shot.png", "image/png", png(1200, 800))
+        doc = await rt.kept.files.put("invoice.pdf", "application/pdf", pdf("Total due: 42 EUR"))
+        blob = await rt.kept.files.put("dump.bin", None, bytes(range(256)) * 4)
         run = await rt.send("t", "look", files=[shot, doc, blob])
         assert run.reply is not None
         lines = run.reply.splitlines()[1:]
@@ -181,7 +181,7 @@ async def test_files_over_a_limit_are_refused_with_one_reply_and_the_rest_runs(
 async def test_a_message_of_files_only_is_taken_and_an_empty_one_is_not(tmp_path: Path) -> None:
     async with SQLiteStore(tmp_path / "m.db") as store, \
             Runtime(store, EchoProvider()) as rt:
-        ref = await rt.files.put("a.md", "text/markdown", b"# hi\n")
+        ref = await rt.kept.files.put("a.md", "text/markdown", b"# hi\n")
         run = await rt.send("t", "", files=[ref])
         assert run.state is RunState.COMPLETED
         with pytest.raises(Exception, match="empty"):
@@ -192,11 +192,11 @@ async def test_prune_removes_only_old_blobs_no_message_names(tmp_path: Path) -> 
     clock = [1_000.0]
     async with SQLiteStore(tmp_path / "m.db") as store, \
             Runtime(store, EchoProvider(), clock=lambda: clock[0]) as rt:
-        named = await rt.files.put("kept.txt", None, b"kept\n")
+        named = await rt.kept.files.put("kept.txt", None, b"kept\n")
         await rt.send("t", "keep", files=[named])
-        orphan = await rt.files.put("orphan.txt", None, b"orphan\n")
+        orphan = await rt.kept.files.put("orphan.txt", None, b"orphan\n")
         clock[0] = 2_000.0
-        young = await rt.files.put("young.txt", None, b"young\n")
+        young = await rt.kept.files.put("young.txt", None, b"young\n")
         removed = await prune_files(store, older_than=1_500.0)
         assert [b.digest for b in removed] == [orphan.digest]
         assert {b.digest for b in await store.blobs()} == {named.digest, young.digest}
@@ -257,7 +257,7 @@ async def test_a_file_a_tool_hands_back_goes_out_with_the_answer(tmp_path: Path)
         assert [(name, data) for _, name, data in chat.uploaded] == [("table.csv", b"n\n0\n1\n2\n")]
         kinds = [d.kind for d in await rt.records.deliveries(run_id=run.id)]
         assert kinds == ["reply", "file"]  # the answer, then its file
-        assert (await rt.files.read(made.digest))[1] == b"n\n0\n1\n2\n"
+        assert (await rt.kept.files.read(made.digest))[1] == b"n\n0\n1\n2\n"
 
 
 async def test_a_channel_that_cannot_upload_is_told_the_files_name(tmp_path: Path) -> None:

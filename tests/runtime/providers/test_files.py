@@ -30,9 +30,9 @@ async def _ask(vendor: Vendor, server: FakeServer, client: httpx.AsyncClient, st
     server.queue(vendor.stream(["seen"]))
     provider = vendor.provider(server, client, **options)
     async with Runtime(store, provider) as rt:
-        files = [await rt.files.put("shot.png", "image/png", png(800, 600)),
-                 await rt.files.put("invoice.pdf", None, pdf("Total due: 42 EUR")),
-                 await rt.files.put("data.csv", "text/csv", b"a,b\n1,2\n")]
+        files = [await rt.kept.files.put("shot.png", "image/png", png(800, 600)),
+                 await rt.kept.files.put("invoice.pdf", None, pdf("Total due: 42 EUR")),
+                 await rt.kept.files.put("data.csv", "text/csv", b"a,b\n1,2\n")]
         run = await rt.send("t", "what is wrong here?", files=files)
     assert run.reply == "seen", run.error
     body = server.requests[-1].json

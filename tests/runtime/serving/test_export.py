@@ -23,10 +23,10 @@ async def test_an_export_holds_the_thread_as_json_lines(make_runtime: Any) -> No
     secret = "sk-live-0123456789"
     async with make_runtime([call("look", q=secret), {"text": "seen"}],
                             [look]) as (rt, _):
-        shared = await rt.files.put("notes.txt", "text/plain", b"some notes")
+        shared = await rt.kept.files.put("notes.txt", "text/plain", b"some notes")
         run = await rt.send("t", f"read this, key {secret}", files=[shared])
-        await rt.feedback.vote(run.id, "up", user="U1", channel="cli")
-        await rt.notes.remember(thread_scope("t"), "k", "likes tea")
+        await rt.kept.feedback.vote(run.id, "up", user="U1", channel="cli")
+        await rt.kept.notes.remember(thread_scope("t"), "k", "likes tea")
         export = await rt.records.export("t", secrets=[secret])
         lines = [json.loads(line) async for line in export.lines()]
         with pytest.raises(NotFound):

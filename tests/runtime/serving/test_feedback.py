@@ -31,20 +31,20 @@ async def test_one_vote_per_person_per_run(make_runtime: Any) -> None:
     clock = Clock(1000.0)
     async with make_runtime([{"text": "hello"}], clock=clock) as (rt, _):
         run = await rt.send("t", "hi", origin=SLACK)
-        vote, changed = await rt.feedback.vote(run.id, "up", user="U1", channel="slack",
+        vote, changed = await rt.kept.feedback.vote(run.id, "up", user="U1", channel="slack",
                                                place="C1", message="1.2")
         assert changed and (vote.value, vote.at, vote.thread_id) == ("up", 1000.0, "t")
         clock.now = 1010.0
-        again, changed = await rt.feedback.vote(run.id, "up", user="U1", channel="slack")
+        again, changed = await rt.kept.feedback.vote(run.id, "up", user="U1", channel="slack")
         assert not changed and again.at == 1000.0  # the same click: kept as it was
         clock.now = 1020.0
-        turned, changed = await rt.feedback.vote(run.id, "down", user="U1", channel="slack")
+        turned, changed = await rt.kept.feedback.vote(run.id, "down", user="U1", channel="slack")
         assert changed and (turned.value, turned.at) == ("down", 1020.0)
-        await rt.feedback.vote(run.id, "up", user="U2", channel="slack")
-        votes = await rt.feedback.votes(run_id=run.id)
+        await rt.kept.feedback.vote(run.id, "up", user="U2", channel="slack")
+        votes = await rt.kept.feedback.votes(run_id=run.id)
         assert sorted((v.user, v.value) for v in votes) == [("U1", "down"), ("U2", "up")]
-        assert [v.user for v in await rt.feedback.votes(since=1015.0)] == ["U1", "U2"]
-        assert len(await rt.feedback.votes(limit=1)) == 1
+        assert [v.user for v in await rt.kept.feedback.votes(since=1015.0)] == ["U1", "U2"]
+        assert len(await rt.kept.feedback.votes(limit=1)) == 1
 
 
 @pytest.mark.parametrize(("value", "user", "channel", "says"), [
@@ -57,16 +57,16 @@ async def test_a_vote_a_button_cannot_make_is_refused(
     async with make_runtime([{"text": "hello"}]) as (rt, _):
         run = await rt.send("t", "hi", origin=SLACK)
         with pytest.raises(RunError, match=says) as refused:
-            await rt.feedback.vote(run.id, value, user=user, channel=channel)
+            await rt.kept.feedback.vote(run.id, value, user=user, channel=channel)
         assert refused.value.reason == "vote_refused"
-        assert await rt.feedback.votes(run_id=run.id) == []
+        assert await rt.kept.feedback.votes(run_id=run.id) == []
 
 
 async def test_a_run_unknown_or_without_an_answer_takes_no_vote(make_runtime: Any) -> None:
     async with make_runtime([{"tool_calls": [{"name": "deploy"}]}], [deploy]) as (rt, _):
         with pytest.raises(RunError, match="no run nope"):
-            await rt.feedback.vote("nope", "up", user="U1", channel="slack")
+            await rt.kept.feedback.vote("nope", "up", user="U1", channel="slack")
         paused = await rt.send("t", "ship", origin=SLACK)
         with pytest.raises(RunError, match="has no answer to vote on \\(it is "
                                            "awaiting_approval\\)"):
-            await rt.feedback.vote(paused.id, "up", user="U1", channel="slack")
+            await rt.kept.feedback.vote(paused.id, "up", user="U1", channel="slack")

@@ -359,8 +359,8 @@ async def test_votes_show_on_the_run_and_on_the_spend_page(tmp_path: Path) -> No
     async with echo_runtime(tmp_path / "m.db") as rt, browser(rt) as client:
         run = await rt.submit("slack:T:C1:1.2", "hello", origin=slack)
         await rt.wait(run.id)
-        await rt.feedback.vote(run.id, "up", user="U1", channel="slack", message="171.5")
-        await rt.feedback.vote(run.id, "down", user="U<b>2", channel="slack")
+        await rt.kept.feedback.vote(run.id, "up", user="U1", channel="slack", message="171.5")
+        await rt.kept.feedback.vote(run.id, "down", user="U<b>2", channel="slack")
         page = (await client.get(f"/runs/{run.id}")).text
         # (drawn, not emoji: a machine without an emoji font shows them too)
         assert 'id="feedback"' in page and page.count('<td><svg class="icon"') == 2

@@ -54,7 +54,7 @@ async def test_change_name_is_offered_nowhere_and_sign_out_only_with_tokens(
 
 async def test_a_file_chip_draws_its_icon_and_keeps_its_height(tmp_path: Path) -> None:
     async with echo_runtime(tmp_path / "m.db") as rt:
-        notes = await rt.files.put("notes.txt", "text/plain", b"kept\n")
+        notes = await rt.kept.files.put("notes.txt", "text/plain", b"kept\n")
         await rt.send("t", "read this", files=[notes])
         async with browser(rt) as client:
             page = (await client.get("/threads/t")).text

@@ -212,8 +212,8 @@ def test_maiden_run_refuses_an_offset_out_of_range_with_a_422(home: Path) -> Non
 
 async def test_a_thread_shows_images_as_thumbnails_and_files_as_chips(tmp_path: Path) -> None:
     async with echo_runtime(tmp_path / "m.db") as rt:
-        shot = await rt.files.put("shot.png", "image/png", png(80, 60))
-        page_file = await rt.files.put("page.html", "text/html", b"<script>alert(1)</script>")
+        shot = await rt.kept.files.put("shot.png", "image/png", png(80, 60))
+        page_file = await rt.kept.files.put("page.html", "text/html", b"<script>alert(1)</script>")
         await rt.send("t", "look", files=[shot, page_file])
         async with browser(rt) as client:
             page = await client.get("/threads/t")
