@@ -15,7 +15,7 @@ indexing pass (files found, digests compared, passages stored) is the serving la
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import PurePosixPath
@@ -201,37 +201,37 @@ def _path(path: list[tuple[int, str]]) -> str | None:
 def _sized(text: str, max_chars: int) -> Iterator[str]:
     """``text``'s paragraphs gathered into pieces of at most ``max_chars``; a paragraph
     too long for one is cut at lines, and a line too long at a space (or anywhere)."""
-    piece = ""
-    for paragraph in re.split(r"\n\s*\n", text):
-        paragraph = paragraph.strip()
-        if not paragraph:
-            continue
-        for part in _split(paragraph, max_chars):
-            if piece and len(piece) + 2 + len(part) > max_chars:
-                yield piece
-                piece = ""
-            piece = f"{piece}\n\n{part}" if piece else part
-    if piece:
-        yield piece
+    paragraphs = (p.strip() for p in re.split(r"\n\s*\n", text))
+    return _gathered((part for p in paragraphs if p for part in _split(p, max_chars)),
+                     max_chars, "\n\n")
 
 
 def _split(paragraph: str, max_chars: int) -> Iterator[str]:
     if len(paragraph) <= max_chars:
-        yield paragraph
-        return
-    line_piece = ""
-    for line in paragraph.splitlines():
-        while len(line) > max_chars:
-            at = line.rfind(" ", 0, max_chars + 1)
-            at = at if at > max_chars // 2 else max_chars
-            if line_piece:
-                yield line_piece
-                line_piece = ""
-            yield line[:at].rstrip()
-            line = line[at:].lstrip()
-        if line_piece and len(line_piece) + 1 + len(line) > max_chars:
-            yield line_piece
-            line_piece = ""
-        line_piece = f"{line_piece}\n{line}" if line_piece else line
-    if line_piece:
-        yield line_piece
+        return iter((paragraph,))
+    lines = (cut for line in paragraph.splitlines() for cut in _cut(line, max_chars))
+    return _gathered(lines, max_chars, "\n")
+
+
+def _cut(line: str, max_chars: int) -> Iterator[str]:
+    while len(line) > max_chars:
+        at = line.rfind(" ", 0, max_chars + 1)
+        at = at if at > max_chars // 2 else max_chars
+        if cut := line[:at].rstrip():
+            yield cut
+        line = line[at:].lstrip()
+    if line:
+        yield line
+
+
+def _gathered(parts: Iterable[str], max_chars: int, sep: str) -> Iterator[str]:
+    """``parts`` (each at most ``max_chars``) joined by ``sep`` into pieces of at most
+    ``max_chars``, in order."""
+    piece = ""
+    for part in parts:
+        if piece and len(piece) + len(sep) + len(part) > max_chars:
+            yield piece
+            piece = ""
+        piece = f"{piece}{sep}{part}" if piece else part
+    if piece:
+        yield piece

@@ -21,6 +21,7 @@ from runtime.stores.sqlite import walsync
 from runtime.stores.sqlite.commit import FlushWay, GroupCommit
 from runtime.stores.sqlite.thread import SQLiteThread
 from tests.fakes.disk import HeldDisk
+from tests.runtime.stores.sqlite.writes import insert, stale
 
 
 class _Held:
@@ -37,14 +38,6 @@ class _Held:
         return "held"
 
 
-def _insert(db: sqlite3.Connection, x: int) -> int:
-    db.execute("INSERT INTO t VALUES (?)", (x,))
-    return x
-
-
-def _stale(db: sqlite3.Connection) -> None:
-    db.execute("INSERT INTO t VALUES (-1)")
-    raise StaleWrite("moved on")
 
 
 async def _writer(path: Path, *, inline: bool = False, flush: FlushWay = "writer"
@@ -68,14 +61,14 @@ async def test_writes_that_arrive_together_share_one_transaction(tmp_path: Path)
         held = _Held()
         first = asyncio.ensure_future(writer.write(held))
         await held.on_thread.wait()
-        rest = [asyncio.ensure_future(writer.write(_insert, i)) for i in range(3)]
-        stale = asyncio.ensure_future(writer.write(_stale))
-        more = asyncio.ensure_future(writer.write(_insert, 3))
+        rest = [asyncio.ensure_future(writer.write(insert, i)) for i in range(3)]
+        moved = asyncio.ensure_future(writer.write(stale))
+        more = asyncio.ensure_future(writer.write(insert, 3))
         held.gate.set()
         assert await first == "held"
         assert await asyncio.gather(*rest, more) == [0, 1, 2, 3]
         with pytest.raises(StaleWrite):
-            await stale
+            await moved
         rows = await writer.conn.call(lambda db: db.execute("SELECT x FROM t").fetchall())
         assert sorted(rows) == [(0,), (1,), (2,), (3,)]  # the stale write left nothing
         assert statements.count("BEGIN IMMEDIATE") == 2
@@ -87,7 +80,7 @@ async def test_writes_that_arrive_together_share_one_transaction(tmp_path: Path)
 async def test_close_lets_writes_handed_in_land(tmp_path: Path) -> None:
     path = tmp_path / "g.db"
     writer, _ = await _writer(path)
-    writes = [asyncio.ensure_future(writer.write(_insert, i)) for i in range(10)]
+    writes = [asyncio.ensure_future(writer.write(insert, i)) for i in range(10)]
     await asyncio.sleep(0)  # handed in
     await writer.close()
     assert await asyncio.gather(*writes) == list(range(10))
@@ -102,7 +95,7 @@ async def test_an_interrupted_flusher_fails_the_pending_writes(tmp_path: Path) -
     held = _Held()
     first = asyncio.ensure_future(writer.write(held))
     await held.on_thread.wait()
-    pending = asyncio.ensure_future(writer.write(_insert, 1))
+    pending = asyncio.ensure_future(writer.write(insert, 1))
     await asyncio.sleep(0)
     (flusher,) = [t for t in asyncio.all_tasks() if t.get_name() == "maiden-sqlite-commit"]
     flusher.cancel()
@@ -110,7 +103,7 @@ async def test_an_interrupted_flusher_fails_the_pending_writes(tmp_path: Path) -
         with pytest.raises(StoreError, match="the write was interrupted"):
             await write
     held.gate.set()
-    assert await writer.write(_insert, 2) == 2  # a later write goes in, alone
+    assert await writer.write(insert, 2) == 2  # a later write goes in, alone
     await writer.close()
     db = sqlite3.connect(path)
     assert db.execute("SELECT x FROM t").fetchall() == [(2,)]
@@ -401,7 +394,7 @@ async def test_flushes_on_the_writers_thread_are_shared(tmp_path: Path) -> None:
         assert await writer.write_lazily(_where) == loop_thread
         assert (writer.counts.here, writer.counts.sent_there) == (1, 1)
         before = writer.counts.synced
-        await asyncio.gather(*(writer.write(_insert, i) for i in range(20)))
+        await asyncio.gather(*(writer.write(insert, i) for i in range(20)))
         assert writer.counts.synced - before < 20
     finally:
         await writer.close()
@@ -524,8 +517,8 @@ async def test_a_write_that_finds_the_database_locked_waits_on_the_thread(tmp_pa
 async def test_a_non_durable_write_commits_without_its_own_sync(tmp_path: Path) -> None:
     writer, statements = await _writer(tmp_path / "g.db")
     try:
-        await writer.write_lazily(_insert, 1)
-        await writer.write(_insert, 2)
+        await writer.write_lazily(insert, 1)
+        await writer.write(insert, 2)
     finally:
         await writer.close()
     first = statements.index("PRAGMA synchronous=NORMAL")
@@ -539,9 +532,9 @@ async def test_the_sync_level_changes_only_where_the_writes_change(tmp_path: Pat
     writer, statements = await _writer(tmp_path / "g.db")
     try:
         for x in (1, 2, 3):
-            await writer.write_lazily(_insert, x)
-        await writer.write(_insert, 4)
-        await writer.write(_insert, 5)
+            await writer.write_lazily(insert, x)
+        await writer.write(insert, 4)
+        await writer.write(insert, 5)
     finally:
         await writer.close()
     levels = [s for s in statements if s.startswith("PRAGMA synchronous")]

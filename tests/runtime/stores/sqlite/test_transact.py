@@ -23,6 +23,7 @@ from runtime.stores.sqlite.transact import (
     write_group,
     write_here,
 )
+from tests.runtime.stores.sqlite.writes import insert, stale
 
 
 @pytest.fixture
@@ -45,14 +46,6 @@ def _queued(fn: Any, *args: Any) -> QueuedWrite:
     return QueuedWrite(fn, args, {}, True, asyncio.get_running_loop().create_future())
 
 
-def _insert(db: sqlite3.Connection, x: int) -> int:
-    db.execute("INSERT INTO t VALUES (?)", (x,))
-    return x
-
-
-def _stale(db: sqlite3.Connection) -> None:
-    db.execute("INSERT INTO t VALUES (-1)")
-    raise StaleWrite("moved on")
 
 
 def _broken(db: sqlite3.Connection) -> None:
@@ -67,11 +60,11 @@ async def test_a_write_of_a_group_that_fails_leaves_the_others_in(
         db: sqlite3.Connection, tmp_path: Path) -> None:
     statements: list[str] = []
     db.set_trace_callback(statements.append)
-    group = [_queued(_insert, 1), _queued(_stale), _queued(_broken), _queued(_insert, 2)]
-    one, stale, broken, two = write_group(db, _target(tmp_path / "t.db"), group, "FULL")
+    group = [_queued(insert, 1), _queued(stale), _queued(_broken), _queued(insert, 2)]
+    one, moved, broken, two = write_group(db, _target(tmp_path / "t.db"), group, "FULL")
     db.set_trace_callback(None)
     assert (one, two) == (1, 2)
-    assert isinstance(stale, StaleWrite)
+    assert isinstance(moved, StaleWrite)
     # SQLite's own error, as the store's, naming the database.
     assert isinstance(broken, StoreError) and str(tmp_path / "t.db") in str(broken)
     assert isinstance(broken.__cause__, sqlite3.OperationalError)
@@ -82,17 +75,17 @@ async def test_a_write_of_a_group_that_fails_leaves_the_others_in(
 async def test_a_write_alone_that_fails_is_rolled_back_and_raised(
         db: sqlite3.Connection, tmp_path: Path) -> None:
     with pytest.raises(StaleWrite):
-        write_group(db, _target(tmp_path / "t.db"), [_queued(_stale)], "FULL")
+        write_group(db, _target(tmp_path / "t.db"), [_queued(stale)], "FULL")
     assert not db.in_transaction and _rows(db) == []
 
 
 def test_a_durable_transaction_lands_whole_or_not_at_all(db: sqlite3.Connection,
                                                          tmp_path: Path) -> None:
     def both(db: sqlite3.Connection, fail: bool) -> None:
-        _insert(db, 1)
+        insert(db, 1)
         if fail:
             raise ValueError("half way")
-        _insert(db, 2)
+        insert(db, 2)
 
     target = _target(tmp_path / "t.db")
     with pytest.raises(ValueError, match="half way"):
@@ -110,7 +103,7 @@ async def test_a_write_here_finding_another_connections_lock_is_busy_and_does_no
 
     def noted(db: sqlite3.Connection) -> int:
         called.append(1)
-        return _insert(db, 1)
+        return insert(db, 1)
 
     try:
         other.execute("BEGIN IMMEDIATE")
@@ -131,7 +124,7 @@ def test_the_level_is_set_only_where_it_changes_and_flushing_commits_are_counted
     statements: list[str] = []
     db.set_trace_callback(statements.append)
     for x, level in enumerate(["FULL", "NORMAL", "NORMAL", "FULL", "EXTRA"]):
-        durable_transaction(db, target, level, _insert, x)
+        durable_transaction(db, target, level, insert, x)
     db.set_trace_callback(None)
     assert [s for s in statements if s.startswith("PRAGMA")] == [
         "PRAGMA synchronous=NORMAL", "PRAGMA synchronous=FULL", "PRAGMA synchronous=EXTRA"]
