@@ -31,6 +31,7 @@ from runtime import (
     Records,
     Runtime,
     StoreError,
+    ToolRegistry,
     keep_indexed,
     make_tools,
     make_tracing,
@@ -113,13 +114,7 @@ async def open_app(
         agents = make_agents(cfg, loaded.base_dir, tools, stack)
         store = await open_store(loaded, wait=wait_for_store)
         stack.push_async_callback(store.close)
-        servers = None
-        if mcp and cfg.mcp_servers:
-            from runtime.tools.mcp import open_servers  # the MCP SDK loads only here
-
-            servers = await stack.enter_async_context(
-                open_servers(cfg.mcp_servers, loaded.base_dir))
-            servers.offer_to(tools)
+        servers = await _mcp_servers(loaded, tools, stack) if mcp else None
         book = make_book(loaded, store, hooks=hooks)
         tracing = make_tracing(cfg.otel)
         stack.callback(tracing.close)  # what is buffered goes out at the end
@@ -144,6 +139,19 @@ async def open_app(
             await runtime.start(recover=recover, serve=serve)
         yield App(runtime, book, servers, prepared,
                   Indexer(store, cfg.knowledge, loaded.base_dir))
+
+
+async def _mcp_servers(loaded: LoadedConfig, tools: ToolRegistry, stack: AsyncExitStack
+                       ) -> McpServers | None:
+    """The ``[[mcp_servers]]`` started (stopped with ``stack``), their tools in ``tools``."""
+    if not loaded.config.mcp_servers:
+        return None
+    from runtime.tools.mcp import open_servers  # the MCP SDK loads only here
+
+    servers = await stack.enter_async_context(
+        open_servers(loaded.config.mcp_servers, loaded.base_dir))
+    servers.offer_to(tools)
+    return servers
 
 
 async def _check_writable(runtime: Runtime, loaded: LoadedConfig, *, wait: bool) -> None:

@@ -58,8 +58,8 @@ there (those are not recalled again: the model sees them)."""
 _RECALLED_ID = re.compile(r"^- \[(m[0-9a-f]+)\] ", re.MULTILINE)
 
 
-def make_memory(cfg: MemoryConfig) -> list[Tool]:
-    """The three tools, on the runtime's ``memories`` service; ``recall`` has the prelude."""
+def _remember(cfg: MemoryConfig) -> Tool:
+    """``remember``, offering the scopes ``cfg`` lets the model write."""
     allowed = [k for k in SCOPE_KINDS if k in cfg.writable]
     max_chars = min(cfg.max_chars, MAX_MEMORY_CHARS)
 
@@ -90,6 +90,12 @@ def make_memory(cfg: MemoryConfig) -> list[Tool]:
             raise ToolFailure(str(exc)) from None
         # The id is the call's: a re-run call (which writes nothing) answers the same.
         return {"remembered": memory_id(ctx.idempotency_key), "scope": kind}
+    return remember
+
+
+def make_memory(cfg: MemoryConfig) -> list[Tool]:
+    """The three tools, on the runtime's ``memories`` service; ``recall`` has the prelude."""
+    remember = _remember(cfg)
 
     @tool(name="recall", effect="read_only", timeout_s=10, needs=["memories"])
     async def recall(ctx: ToolContext, query: str = "") -> dict[str, Any]:

@@ -84,28 +84,35 @@ class Beginning:
             self.bus.publish(started[0])
         return True
 
-    async def _start(self, cur: RunCursor, started_at: float, trace: str,
-                     started: list[RunStarted]) -> bool:
-        """A queued run's first step: refused (False), or its message put in the thread (or,
-        resumed, taken up where it stood)."""
-        run, me = cur.run, self.instance_id
+    async def _refused(self, cur: RunCursor) -> bool:
+        """Whether a new run is refused before its message enters the thread (too long; a
+        spend cap reached): it has ended, failed, the person told why with one reply."""
+        run = cur.run
         refused = too_long(len(run.text), self.agent.max_message_chars)
-        if cur.start is None and refused is not None:
+        if refused is not None:
             # Not put in the thread: the model never sees it, and the person is told
             # why (a run resumed after the limit was raised goes on as usual).
             await self.end.fail(cur, "message_too_long", f"the message has "
                                 f"{len(run.text):,} characters; [agent] max_message_chars "
                                 f"is {self.agent.max_message_chars:,}", notice=refused)
             self.end.published(cur.run)
-            return False
-        if self.caps and cur.start is None:
+            return True
+        if self.caps:
             hit = await self.caps.reached(run)
             if hit is not None:
-                # Refused before it enters the thread, with one reply (the outbox's).
                 await self.end.fail(cur, "spend_cap", hit.detail, notice=hit.notice())
                 self.end.published(cur.run)
-                return False
+                return True
             self._capped_at_start.add(run.id)
+        return False
+
+    async def _start(self, cur: RunCursor, started_at: float, trace: str,
+                     started: list[RunStarted]) -> bool:
+        """A queued run's first step: refused (False), or its message put in the thread (or,
+        resumed, taken up where it stood)."""
+        run, me = cur.run, self.instance_id
+        if cur.start is None and await self._refused(cur):
+            return False
         if cur.start is None:
             # The files first: fetched and stored before the message enters the thread
             # (a crash before that fetches again; storing a blob twice writes it once).
