@@ -14,6 +14,7 @@ from typing import Any
 
 from channels import ChannelRefused
 from runtime import (
+    SCOPE_KINDS,
     ConfigError,
     InvalidThreadId,
     MaidenError,
@@ -100,16 +101,17 @@ def _threads(command: Command) -> None:
                                          metavar="[export|delete THREAD]")
     exported = threads_sub.add_parser(
         "export", help="print everything kept of a thread as JSON lines: its entries, "
-        "runs, votes, notes and files (by digest)", description="print everything kept of "
-        "a thread as JSON lines: its entries, runs, votes, notes and files (by digest)")
+        "runs, votes, notes, memories and files (by digest)", description="print "
+        "everything kept of a thread as JSON lines: its entries, runs, votes, notes, "
+        "memories and files (by digest)")
     exported.add_argument("thread", help="the thread id")
     erase = threads_sub.add_parser(
         "delete", help="erase a thread and everything of it (a run in progress is "
         "cancelled first); deleting a thread that is not there is no error",
         description="erase a thread and everything of it: its entries, runs, outbox "
-        "records, votes, notes and the files no other thread names, in one write (a run "
-        "in progress is cancelled first, wherever it runs); deleting a thread that is not "
-        "there is no error")
+        "records, votes, notes, memories and the files no other thread names, in one write "
+        "(a run in progress is cancelled first, wherever it runs); deleting a thread that "
+        "is not there is no error")
     erase.add_argument("thread", help="the thread id")
     erase.add_argument("--by", default="cli", metavar="NAME",
                        help="who deletes, as the cancellation of a run in progress records "
@@ -119,6 +121,29 @@ def _threads(command: Command) -> None:
     show.add_argument("--tail", type=_positive, metavar="N",
                       help="only the last N entries, and the runs they are from (default: "
                       "all)")
+
+def _memory(command: Command) -> None:
+    """`memory`, `memory list`, `memory forget ID`."""
+    remembered = command("memory", "list what the agent remembers (the [tools] memory "
+                         "built-in), newest first, or forget one")
+    memory_sub = remembered.add_subparsers(dest="memory_command", metavar="[list|forget ID]")
+    listing = memory_sub.add_parser("list", help="the memories, newest first (the default)",
+                                    description="the memories, newest first, expired ones "
+                                    "left out: each with its id, scope, text and source")
+    for parser in (remembered, listing):
+        parser.add_argument("--query", metavar="Q", help="only those holding a word of Q")
+        parser.add_argument("--scope", choices=list(SCOPE_KINDS),
+                            help="only those of this scope")
+        parser.add_argument("--thread", metavar="ID", help="only those learned in this "
+                            "thread or kept for it")
+        parser.add_argument("--limit", type=_positive, default=50, metavar="N",
+                            help="show the newest N (default: %(default)s)")
+    forget = memory_sub.add_parser("forget", help="forget a memory by its id",
+                                   description="forget a memory, whoever said it (the CLI "
+                                   "has every right)")
+    forget.add_argument("id", help="the memory's id (or its start, as long as one id "
+                        "starts so)")
+
 
 def _runs(command: Command) -> None:
     """`runs`, `approve`, `resume`, `cancel`, `usage`."""
@@ -167,6 +192,7 @@ def _service(command: Command) -> None:
     prune = files_sub.add_parser("prune", help="remove files no message names, older than "
                                  "[files] retention_days")
     prune.add_argument("--dry-run", action="store_true", help="only say what would go")
+    _memory(command)
     known = command("knowledge", "the [[knowledge]] folders: each one's files and passages "
                     "in the store (status, the default), or index them now")
     known_sub = known.add_subparsers(dest="knowledge_command", metavar="[status|index]")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from runtime import (
     ACTIVE_STATES,
@@ -22,7 +22,8 @@ from runtime import (
     ScheduleService,
 )
 
-from .access import Right
+from .access import Place, Right
+from .recollect import forgotten, listed, origin_of
 
 __all__ = ["COMMANDS", "Answer", "Asked", "Commands", "Linker", "parse", "right_for"]
 
@@ -33,6 +34,8 @@ COMMANDS: dict[str, str] = {
     "schedules run NAME": "run a schedule now",
     "schedules pause NAME": "pause a schedule (resume NAME: resume it)",
     "usage [7d]": "tokens and cost here and yours (default 7 days; 24h, 30d...)",
+    "memory": "what I remember that applies here, with ids and sources",
+    "forget ID": "forget a memory shown here (yours, one about you; any with operate)",
     "help": "this list",
 }
 
@@ -49,6 +52,11 @@ class Asked:
     place: str
     """The platform's id of where it was typed (a Slack channel)."""
     request: str
+    where: Place = field(default_factory=Place)
+    """Where it was typed, as the access rules see it (a DM, a private channel)."""
+    thread_id: str = ""
+    """The thread a message typed there would start (a DM's own; a channel's top level):
+    the conversation whose memories ``memory`` lists."""
 
     @property
     def name(self) -> str:
@@ -117,7 +125,8 @@ class Commands:
             return Answer(f"You may not use `/maiden {asked.name}` here (it needs the "
                           f"{right_for(asked)!r} right).")
         handler = {"status": self._status, "stop": self._stop, "usage": self._usage,
-                   "schedules": self._schedules}.get(asked.name)
+                   "schedules": self._schedules, "memory": self._memory,
+                   "forget": self._forget}.get(asked.name)
         if handler is None:
             return Answer(_help(asked.name))
         try:
@@ -190,6 +199,14 @@ class Commands:
         span = f"{days * 24:g} hours" if days <= 1 else f"{days:g} days"
         return Answer(f"The last {span}:\n• here: {_sum(here)}\n• yours (everywhere on "
                       f"{asked.channel}): {_sum(yours)}")
+
+    async def _memory(self, asked: Asked, may: Callable[[Right], bool]) -> Answer:
+        origin = origin_of(asked.channel, asked.user, asked.where, may)
+        return Answer(await listed(self.runtime, origin, asked.thread_id))
+
+    async def _forget(self, asked: Asked, may: Callable[[Right], bool]) -> Answer:
+        origin = origin_of(asked.channel, asked.user, asked.where, may)
+        return Answer(await forgotten(self.runtime, origin, asked.thread_id, asked.words[1:]))
 
     async def _schedules(self, asked: Asked, may: Callable[[Right], bool]) -> Answer:
         if self.schedules is None:

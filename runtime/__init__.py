@@ -26,6 +26,7 @@ from .errors import (
     IllegalTransition,
     InvalidThreadId,
     MaidenError,
+    MemoryRefused,
     NotFound,
     ProviderError,
     RunError,
@@ -67,6 +68,15 @@ from .model.events import (
 )
 from .model.jobs import Job
 from .model.knowledge import KnowledgeConfig, KnowledgeIndexConfig
+from .model.memories import SCOPE_KINDS, Here, Listing, Memory, ScopeKind
+from .model.recollection import (
+    concerns,
+    edit_refusal,
+    forget_refusal,
+    here_of,
+    person,
+    source_words,
+)
 from .model.requests import ScheduleRecord, ScheduleService, SlotMark, Vote, kept_skips
 from .model.routing import RouteConfig, Where, person_key, place_key
 from .model.runs import (
@@ -105,6 +115,7 @@ from .serving.knowledge import (
     folder_of,
     keep_indexed,
 )
+from .serving.memories import Memories
 from .serving.records import Records, ScheduleRecords
 from .serving.workers import ACTIVE as ACTIVE_STATES
 from .stores import Checkpoint, Erased, FilesStore, ScheduleStore, SQLiteStore, Store, ThreadInfo
@@ -122,6 +133,7 @@ __all__ = [
     "NOT_DONE",
     "PROCESS_WIDE",
     "RUN_CONTEXT",
+    "SCOPE_KINDS",
     "TERMINAL",
     "Agent",
     "AgentConfig",
@@ -154,6 +166,7 @@ __all__ = [
     "FileUnreachable",
     "FilesConfig",
     "FilesStore",
+    "Here",
     "HookRefused",
     "IllegalTransition",
     "Indexer",
@@ -162,7 +175,11 @@ __all__ = [
     "KnowledgeConfig",
     "KnowledgeIndexConfig",
     "KnowledgeSearch",
+    "Listing",
     "MaidenError",
+    "Memories",
+    "Memory",
+    "MemoryRefused",
     "ModelAnswered",
     "ModelRequest",
     "ModelResponse",
@@ -192,6 +209,7 @@ __all__ = [
     "ScheduleRecords",
     "ScheduleService",
     "ScheduleStore",
+    "ScopeKind",
     "ScriptExhausted",
     "ScriptedProvider",
     "ScriptedTurn",
@@ -231,11 +249,15 @@ __all__ = [
     "UserMessage",
     "Vote",
     "Where",
+    "concerns",
     "current_trace_id",
     "describe_isolation",
     "describe_store",
     "doubling",
+    "edit_refusal",
     "folder_of",
+    "forget_refusal",
+    "here_of",
     "human_size",
     "keep_indexed",
     "kept_skips",
@@ -247,10 +269,12 @@ __all__ = [
     "make_tracing",
     "make_undumpable",
     "parse_target",
+    "person",
     "person_key",
     "place_key",
     "probe_collector",
     "retrying",
+    "source_words",
     "split_message",
     "store_versions",
     "tool",

@@ -8,7 +8,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from ..config import LoadedConfig
-from . import control, files, knowledge, service, show, talk, threads
+from . import control, files, knowledge, memory, service, show, talk, threads
 from .common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -25,6 +25,6 @@ Command = Callable[[LoadedConfig, argparse.Namespace], Coroutine[Any, Any, int]]
 
 COMMANDS: dict[str, Command] = {
     **service.COMMANDS, **talk.COMMANDS, **show.COMMANDS, **control.COMMANDS,
-    **files.COMMANDS, **knowledge.COMMANDS,
+    **files.COMMANDS, **knowledge.COMMANDS, **memory.COMMANDS,
     **threads.COMMANDS,  # `threads`: its export and delete, and the listing (show's)
 }

@@ -52,11 +52,11 @@ async def _delete(loaded: LoadedConfig, thread_id: str, by: str) -> int:
 
 
 def describe_erased(erased: Erased) -> str:
-    """``3 entries, 1 run, 2 outbox records, 0 votes, 1 note, 0 files``."""
+    """``3 entries, 1 run, 2 outbox records, 0 votes, 1 note, 0 memories, 0 files``."""
     counts = [(erased.entries, "entry", "entries"), (erased.runs, "run", "runs"),
               (erased.deliveries, "outbox record", "outbox records"),
               (erased.votes, "vote", "votes"), (erased.notes, "note", "notes"),
-              (erased.blobs, "file", "files")]
+              (erased.memories, "memory", "memories"), (erased.blobs, "file", "files")]
     return ", ".join(f"{n} {one if n == 1 else many}" for n, one, many in counts)
 
 

@@ -1,5 +1,6 @@
 """Discord's ``/maiden``: one command group (``status``, ``stop``, ``schedules``,
-``schedule-run``, ``schedule-pause``, ``schedule-resume``, ``usage``, ``help``; one
+``schedule-run``, ``schedule-pause``, ``schedule-resume``, ``usage``, ``memory``,
+``forget``, ``help``; one
 top-level command, far from Discord's cap of 100), registered with discord.py's
 ``app_commands.CommandTree`` and answered by the channel with the answers of
 ``channels.commands``, ephemeral, inside Discord's 3 seconds (deferred, then edited, when
@@ -97,6 +98,14 @@ def make_tree(client: discord.Client) -> Registry:
 
     group.add_command(app_commands.Command(name="usage", description=COMMANDS["usage [7d]"],
                                            callback=usage))
+    plain("memory", COMMANDS["memory"])
+
+    @app_commands.describe(id="the memory's id, as /maiden memory shows it")
+    async def forget(interaction: discord.Interaction, id: str) -> None:
+        """Answered by the channel."""
+
+    group.add_command(app_commands.Command(name="forget", description=COMMANDS["forget ID"],
+                                           callback=forget))
     plain("help", COMMANDS["help"])
     tree.add_command(group)
     return tree
@@ -114,6 +123,8 @@ def words_of(data: dict[str, Any]) -> tuple[str, ...]:
         return ("schedules", name.removeprefix("schedule-"), values.get("name", ""))
     if name == "usage":
         return ("usage", values.get("period") or "7d")
+    if name == "forget":
+        return ("forget", values.get("id", ""))
     return (name,)
 
 
@@ -133,9 +144,11 @@ class SlashCommands:
         if interaction.type is discord.InteractionType.autocomplete:
             await self._complete(interaction, data)
             return
-        asked = Asked(words=words_of(data), user=user, channel="discord",
-                      place=str(interaction.channel_id or ""),
-                      request=f"discord:{interaction.id}")
+        channel = str(interaction.channel_id or "")
+        asked = Asked(words=words_of(data), user=user, channel="discord", place=channel,
+                      request=f"discord:{interaction.id}", where=place,
+                      thread_id=f"discord:dm:{channel}" if interaction.guild_id is None
+                      else f"discord:{interaction.guild_id}:{channel}")
         may = functools.partial(self.config.access.allows, user, place)
         answer, answering = await self.commands.answer_within(asked, may, ANSWER_WITHIN_S)
         if answer is not None:

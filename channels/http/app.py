@@ -76,7 +76,7 @@ def create_app(
     install_error_handlers(app)
     app.include_router(routes.message_router(runtime.operator.agents.default.config.max_message_chars))
     for router in (routes.threads, routes.erasure, routes.runs, routes.approvals,
-                   routes.schedules, routes.hooks, routes.feedback, routes.files,
+                   routes.schedules, routes.hooks, routes.feedback, routes.files, routes.memories,
                    routes.service):
         app.include_router(router)
     if api.openai.enabled:

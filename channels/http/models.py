@@ -12,6 +12,7 @@ from runtime import (
     Decision,
     Entry,
     FileRef,
+    Memory,
     Origin,
     Run,
     RunState,
@@ -19,6 +20,7 @@ from runtime import (
     Transition,
     Usage,
     Vote,
+    source_words,
 )
 
 __all__ = [
@@ -30,6 +32,10 @@ __all__ = [
     "FileIn",
     "FileOut",
     "Health",
+    "MemoryEditIn",
+    "MemoryForgotten",
+    "MemoryOut",
+    "MemoryPage",
     "MessageIn",
     "Problem",
     "RunDetail",
@@ -285,6 +291,33 @@ class SlotHistory(BaseModel):
 class RunPage(BaseModel):
     runs: list[RunDetail] = Field(description="newest first")
     next_offset: int | None = Field(description="pass as ?offset= for the next page")
+
+
+class MemoryEditIn(_In):
+    """A memory's corrected text."""
+
+    text: str = Field(min_length=1, max_length=2000, description="what it says now")
+
+    _check = field_validator("text")(_utf8)
+
+
+class MemoryOut(Memory):
+    """A memory, with who said it, where and when in a few words (``source``)."""
+
+    source: str = Field(description="who said it, where, when (as the agent is shown it)")
+
+    @classmethod
+    def of(cls, memory: Memory) -> MemoryOut:
+        return cls(**dict(memory), source=source_words(memory))
+
+
+class MemoryPage(BaseModel):
+    memories: list[MemoryOut] = Field(description="the most recently changed first")
+
+
+class MemoryForgotten(BaseModel):
+    id: str
+    existed: bool = Field(description="false: it was forgotten meanwhile")
 
 
 class FeedbackPage(BaseModel):

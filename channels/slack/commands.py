@@ -23,7 +23,7 @@ from ..work import Background
 from .config import SlackConfig
 from .failures import passing
 
-__all__ = ["ANSWER_WITHIN_S", "COMMAND", "SlashCommand"]
+__all__ = ["ANSWER_WITHIN_S", "COMMAND", "SlashCommand", "place_of"]
 
 log = logging.getLogger("maiden.slack")
 
@@ -40,6 +40,16 @@ def _told(channel: str, failed: Failed[Exception], pause: float) -> None:
                 failed.error, pause)
 
 
+def place_of(channel: str, name: str) -> Place:
+    """Where a command was typed. Slack names a DM's channel ``directmessage``, a private
+    channel ``privategroup`` and a group DM ``mpdm-…`` (api.slack.com/interactivity/
+    slash-commands); a DM's id starts with ``D``, a legacy private channel's with ``G``."""
+    direct = channel.startswith("D") or name == "directmessage"
+    private = direct or channel.startswith("G") or name == "privategroup" \
+        or name.startswith("mpdm-")
+    return Place.of(channel, direct=direct, private=private)
+
+
 class SlashCommand:
     """Answers ``/maiden`` for one Slack channel adapter."""
 
@@ -53,10 +63,11 @@ class SlashCommand:
     async def handle(self, ack: Callable[..., Awaitable[None]], command: dict[str, Any]
                      ) -> None:
         channel, user = str(command.get("channel_id") or ""), str(command.get("user_id") or "")
+        place = place_of(channel, str(command.get("channel_name") or ""))
         asked = Asked(words=parse(str(command.get("text") or "")), user=user, channel="slack",
                       place=channel, request=f"slack:{command.get('team_id')}:"
-                                             f"{command.get('trigger_id')}")
-        place = Place.of(channel, direct=channel.startswith("D"))
+                                             f"{command.get('trigger_id')}",
+                      where=place, thread_id=f"slack:{command.get('team_id')}:{channel}")
         may = functools.partial(self.config.access.allows, user, place)
         answer, answering = await self.commands.answer_within(asked, may, ANSWER_WITHIN_S)
         if answer is not None:

@@ -62,10 +62,10 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["MAX_MEMORY_CHARS", "OPERATE", "SCOPE_KINDS", "AgentScope", "Cover", "Here",
-           "Memory", "MemoryCall", "MemoryScope", "PersonScope", "PlaceScope", "Provenance",
-           "ScopeKind", "ThreadScope", "WorkspaceScope", "Writer", "confinement", "cover",
-           "kinds", "memory_id", "place_key", "scope_key", "visible", "words",
-           "write_refusal"]
+           "Listing", "Memory", "MemoryCall", "MemoryScope", "PersonScope", "PlaceScope",
+           "Provenance", "ScopeKind", "ThreadScope", "WorkspaceScope", "Writer", "confinement",
+           "cover", "kind_prefix", "kinds", "listed", "memory_id", "place_key", "scope_key",
+           "visible", "words", "write_refusal"]
 
 MAX_MEMORY_CHARS = 2_000
 """A memory is a short statement, not a document."""
@@ -312,6 +312,40 @@ def cover(here: Here) -> Cover:
     scopes = (thread, *places, *(_key("person", u) for u in sorted(here.people)),
               _key("agent", here.agent), _key("workspace"))
     return Cover(scopes=scopes, places=(*places, thread), at=here.at)
+
+
+class Listing(_Model):
+    """A list of memories that is not one conversation's recall (the HTTP API, the console,
+    the CLI), newest first: those holding a word of ``query`` (all, for none), and of each
+    filter given: one scope kind, one thread (learned in it or kept for it), some people
+    (said by one of them, or a person memory about one: the names one caller goes by, say
+    ``http:ci-bot`` and ``console:ci-bot``), not expired at ``at``."""
+
+    query: str = ""
+    kind: ScopeKind | None = None
+    thread_id: str | None = None
+    people: tuple[str, ...] | None = None
+    """None: anyone's; ``()``: no one's (an empty list)."""
+    at: float | None = None
+
+
+def kind_prefix(kind: ScopeKind) -> str:
+    """What every ``scope_key`` of ``kind`` starts with (``["place"``)."""
+    return _key(kind)[:-1]
+
+
+def listed(memory: Memory, listing: Listing) -> bool:
+    """Whether ``memory`` passes the filters of ``listing`` (its query aside)."""
+    scope = memory.scope
+    if listing.kind is not None and scope.kind != listing.kind:
+        return False
+    if listing.thread_id is not None and memory.provenance.thread_id != listing.thread_id \
+            and scope != ThreadScope(thread_id=listing.thread_id):
+        return False
+    if listing.people is not None and memory.provenance.user not in listing.people \
+            and not (isinstance(scope, PersonScope) and scope.user in listing.people):
+        return False
+    return listing.at is None or memory.expires_at is None or memory.expires_at > listing.at
 
 
 def memory_id(call: str | None) -> str:

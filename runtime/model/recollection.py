@@ -33,8 +33,8 @@ from .memories import (
 from .runs import Origin
 from .tokens import estimate_tokens
 
-__all__ = ["RECALLED", "forget_refusal", "here_of", "person", "provenance_of",
-           "recalled_text", "scope_of", "source_words", "writer_of"]
+__all__ = ["RECALLED", "concerns", "edit_refusal", "forget_refusal", "here_of", "person",
+           "provenance_of", "recalled_text", "scope_of", "source_words", "writer_of"]
 
 RECALLED = "recalled"
 """The code of the notice that holds the memories recalled, unasked, as a run starts."""
@@ -103,14 +103,27 @@ def forget_refusal(memory: Memory, origin: Origin) -> str | None:
     """Why the sender of a run of ``origin`` may not forget ``memory`` (one visible there),
     or None if they may: who said it may, so may the person a person memory is about, and
     whoever holds ``operate`` there."""
-    if OPERATE in origin.rights:
-        return None
-    me = person(origin.channel, origin.user)
-    about = memory.scope.user if isinstance(memory.scope, PersonScope) else None
-    if me is not None and me in (memory.provenance.user, about):
+    if OPERATE in origin.rights or concerns(memory, person(origin.channel, origin.user)):
         return None
     return ("only who said it, the person it is about, or someone with the operate right "
             "may forget this memory")
+
+
+def concerns(memory: Memory, who: str | None) -> bool:
+    """Whether ``memory`` is ``who``'s (``slack:U123``, ``http:ci-bot``): they said it, or
+    it is a person memory about them. What someone without ``operate`` sees of the
+    memories outside a conversation (the HTTP API, the console), and may forget."""
+    about = memory.scope.user if isinstance(memory.scope, PersonScope) else None
+    return who is not None and who in (memory.provenance.user, about)
+
+
+def edit_refusal(memory: Memory, who: str | None, rights: Iterable[str]) -> str | None:
+    """Why ``who`` may not change the text of ``memory``, or None if they may: who said it
+    may, and whoever holds ``operate`` (the person a memory is about may forget it, not
+    put words in its author's mouth)."""
+    if OPERATE in rights or (who is not None and who == memory.provenance.user):
+        return None
+    return "only who said it, or someone with the operate right, may edit this memory"
 
 
 def source_words(memory: Memory) -> str:

@@ -8,6 +8,8 @@ One JSON object a line, each naming its ``type``, in this order::
     {"type": "run", "run": {...}, "transitions": [...]}   each run, oldest first
     {"type": "vote", "vote": {...}}                       the votes on its replies
     {"type": "note", "note": {...}}                       its memory (the thread's notes)
+    {"type": "memory", "memory": {...}}                   memories learned in it or kept
+                                                          for it (``memories_of_thread``)
     {"type": "file", "digest": "...", "names": [...], "media_type": "...", "size": 3,
      "created_at": 1767225600.0, "stored": true}          each file it names, by digest
 
@@ -89,6 +91,8 @@ class ThreadExport:
                 yield self._line({"type": "vote", "vote": vote.model_dump(mode="json")})
         for note in await store.notes(thread_scope(thread_id)):
             yield self._line({"type": "note", "note": note.model_dump(mode="json")})
+        for memory in await store.memories_of_thread(thread_id):
+            yield self._line({"type": "memory", "memory": memory.model_dump(mode="json")})
         for digest, names in files.items():
             info = await store.blob_info(digest)
             yield self._line({

@@ -9,6 +9,7 @@ from ..errors import MemoryRefused
 from ..model.memories import (
     MAX_MEMORY_CHARS,
     Here,
+    Listing,
     Memory,
     MemoryScope,
     Provenance,
@@ -92,6 +93,25 @@ class Memories:
                 return shown[:limit]
             ask = min(ask * 4, MOST_READ)
 
+    async def listing(self, listing: Listing, limit: int = 50) -> list[Memory]:
+        """At most ``limit`` memories that ``listing`` keeps, newest first, whatever the
+        conversation: for the ones who look after them (the HTTP API, the console, the
+        CLI), who judge who may see which (``recollection.concerns``) themselves."""
+        return [] if limit <= 0 else await self._store.list_memories(listing, limit)
+
+    async def lookup(self, memory_id: str) -> Memory | None:
+        """The memory, whatever the conversation (as ``listing``)."""
+        return await self._store.get_memory(memory_id)
+
+    async def erase(self, memory_id: str) -> bool:
+        """Remove the memory, whatever the conversation (as ``listing``); False if none."""
+        return await self._store.delete_memory(memory_id)
+
+    async def rewrite(self, memory_id: str, text: str, by: str) -> Memory | None:
+        """Change its text, recording who, whatever the conversation (as ``listing``); the
+        memory as edited, or None if there is none."""
+        return await self._store.edit_memory(memory_id, _text(text), by, self._clock())
+
     async def get(self, memory_id: str, here: Here) -> Memory | None:
         """The memory, if it is visible ``here`` (else None, as if there were none)."""
         found = await self._store.get_memory(memory_id)
@@ -109,9 +129,15 @@ class Memories:
     async def edit(self, memory_id: str, text: str, by: str, here: Here) -> Memory | None:
         """Change the text of a memory visible ``here``, recording who; the memory as edited,
         or None if there is none visible here."""
-        text = text.strip()
-        if not text or len(text) > MAX_MEMORY_CHARS:
-            raise MemoryRefused(f"a memory is 1 to {MAX_MEMORY_CHARS:,} characters")
+        text = _text(text)
         if await self.get(memory_id, here) is None:
             return None
         return await self._store.edit_memory(memory_id, text, by, self._clock())
+
+
+def _text(text: str) -> str:
+    """A memory's new text, stripped; ``MemoryRefused`` if empty or too long."""
+    text = text.strip()
+    if not text or len(text) > MAX_MEMORY_CHARS:
+        raise MemoryRefused(f"a memory is 1 to {MAX_MEMORY_CHARS:,} characters")
+    return text

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from ..model.attachments.refs import BlobInfo
-from ..model.memories import Cover, Memory
+from ..model.memories import Cover, Listing, Memory
 from ..model.requests import (
     ControlRequest,
     Instance,
@@ -216,6 +216,11 @@ class MemoryStore(Protocol):
         or to one of ``where.places``, and not expired at ``where.at``: those holding any
         word of ``query``, the best matches first (then the newest), or, for a query with
         no words, the most recently updated."""
+
+    async def list_memories(self, listing: Listing, limit: int) -> list[Memory]:
+        """At most ``limit`` memories that ``listing`` keeps (``model.memories.listed``, and
+        holding any word of its query when it has words), the most recently updated first:
+        a list for people who look after them, not a conversation's recall."""
 
     async def memories_of_thread(self, thread_id: str) -> list[Memory]:
         """The memories a thread sourced (learned in it) or that are kept for it (its

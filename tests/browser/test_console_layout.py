@@ -82,7 +82,7 @@ async def test_no_page_is_wider_than_the_screen_and_tokens_stay_whole(
         assert waiting.state is RunState.AWAITING_APPROVAL
         await page.set_viewport_size({"width": viewport[0], "height": viewport[1]})
         paths = ["/", "/approvals", "/threads", "/runs", f"/runs/{waiting.id}",
-                 "/schedules", "/schedules/hourly-report-for-the-team", "/spend",
+                 "/schedules", "/schedules/hourly-report-for-the-team", "/spend", "/memory",
                  "/threads/" + "slack%3AT0123%3AC0456%3A1712345678.000100"]
         seen: dict[str, list[tuple[str, int]]] = {}
         for path in paths:

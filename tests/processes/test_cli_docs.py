@@ -37,7 +37,8 @@ def test_the_commands_table_lists_every_command() -> None:
     section = OPERATING.split("\n## The commands\n", 1)[1].split("\n## ", 1)[0]
     rows = set(re.findall(r"^\| `([a-z]+)", section, re.M))
     expected = {"run", "chat", "send", "threads", "show", "runs", "approve", "resume",
-                "cancel", "usage", "schedules", "files", "knowledge", "check", "migrate"}
+                "cancel", "usage", "schedules", "files", "memory", "knowledge", "check",
+                "migrate"}
     assert set(commands) == expected, commands
     assert rows == expected
 

@@ -25,6 +25,7 @@ from .actions import Actions
 from .console import BadQuery, Console, ConsoleOptions, NotSignedIn, back
 from .erasure import Erasure
 from .live import Live
+from .memories import MemoryPage
 from .pages import Pages
 from .signing import Signing
 
@@ -58,6 +59,7 @@ def mount_console(app: object, runtime: Runtime, credentials: Credentials,
 
     signing = Signing(console)
     erasure = Erasure(console)
+    memory = MemoryPage(console)
 
     routes = [
         Route("/", page(pages.now)),
@@ -70,6 +72,7 @@ def mount_console(app: object, runtime: Runtime, credentials: Credentials,
         Route("/schedules", page(pages.schedules)),
         Route("/schedules/{name}", page(pages.schedule)),
         Route("/spend", page(pages.spend)),
+        Route("/memory", page(memory.page)),
         Route("/console/files/{digest}", page(pages.file)),
         Route("/console/export", page(erasure.export)),
         Route("/sign-in", signing.form, methods=["GET"]),
@@ -82,6 +85,10 @@ def mount_console(app: object, runtime: Runtime, credentials: Credentials,
         Route("/console/runs/{run_id}/resume", actions.guarded(actions.resume, "operate"),
               methods=["POST"]),
         Route("/console/threads/delete", actions.guarded(erasure.delete, "operate"),
+              methods=["POST"]),
+        Route("/console/memories/edit", actions.guarded(memory.edit, "talk"),
+              methods=["POST"]),
+        Route("/console/memories/forget", actions.guarded(memory.forget, "talk"),
               methods=["POST"]),
         Route("/console/schedules/{name}/{what}", actions.guarded(actions.schedule, "operate"),
               methods=["POST"]),

@@ -9,11 +9,12 @@ from .erasure import router as erasure
 from .feedback import router as feedback
 from .files import router as files
 from .hooks import router as hooks
+from .memories import router as memories
 from .runs import router as runs
 from .schedules import router as schedules
 from .service import router as service
 from .threads import message_router
 from .threads import router as threads
 
-__all__ = ["approvals", "erasure", "feedback", "files", "hooks", "message_router", "runs",
-           "schedules", "service", "threads"]
+__all__ = ["approvals", "erasure", "feedback", "files", "hooks", "memories", "message_router",
+           "runs", "schedules", "service", "threads"]

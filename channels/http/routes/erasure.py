@@ -37,18 +37,21 @@ class ErasedOut(BaseModel):
     votes: int = Field(description="votes on its replies removed")
     notes: int = Field(description="notes scoped to it removed (its memory, stops)")
     files: int = Field(description="stored files removed: those no other thread names")
+    memories: int = Field(default=0, description="memories removed: those learned in it "
+                                                 "or kept for it")
 
     @classmethod
     def of(cls, erased: Erased) -> "ErasedOut":
         return cls(thread_id=erased.thread_id, existed=erased.existed, entries=erased.entries,
                    runs=erased.runs, deliveries=erased.deliveries, votes=erased.votes,
-                   notes=erased.notes, files=erased.blobs)
+                   notes=erased.notes, files=erased.blobs, memories=erased.memories)
 
 
 EXPORT_DOC: dict[str, Any] = {
     "description": "one JSON object a line, each naming its `type`: the `thread`, then "
                    "each `entry` in order, each `run` with its state changes, each `vote`, "
-                   "each `note`, and each `file` it names, by digest (its bytes: "
+                   "each `note`, each `memory` learned in it or kept for it, and each "
+                   "`file` it names, by digest (its bytes: "
                    "`GET /v1/files/{digest}`)",
     "content": {NDJSON: {"schema": {"type": "string"}}}}
 
@@ -58,7 +61,7 @@ EXPORT_DOC: dict[str, Any] = {
             responses={200: EXPORT_DOC, **problem_responses(*DENIED, 404, 422)})
 async def export_thread(thread_id: str, api: Api, who: Caller) -> StreamingResponse:
     """Everything kept of a thread, as JSON lines, for a caller that may see it: its
-    entries, runs, votes, notes and the files it names. The configured tokens never
+    entries, runs, votes, notes, memories and the files it names. The configured tokens never
     appear in it (each is written ``[redacted]``)."""
     await api.seen_thread(who, thread_id)
     export = await api.runtime.records.export(
@@ -70,7 +73,8 @@ async def export_thread(thread_id: str, api: Api, who: Caller) -> StreamingRespo
                responses=problem_responses(*DENIED, 403, 409, 422))
 async def delete_thread(thread_id: str, who: Operator, api: Api) -> ErasedOut:
     """Erase a thread and everything of it: its entries, runs, outbox records, votes, the
-    notes scoped to it and the files no other thread names, in one durable write. A run of
+    notes scoped to it, the memories learned in it or kept for it, and the files no other
+    thread names, in one durable write. A run of
     it still going is cancelled first, wherever it runs. Deleting a thread that is not
     there succeeds too, saying so (``existed`` false)."""
     return ErasedOut.of(await api.runtime.delete_thread(thread_id, by=who.name))

@@ -12,7 +12,16 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from ...model.memories import Cover, Memory, MemoryCall, ThreadScope, confinement, scope_key
+from ...model.memories import (
+    Cover,
+    Listing,
+    Memory,
+    MemoryCall,
+    ThreadScope,
+    confinement,
+    listed,
+    scope_key,
+)
 from ...model.memories import words as words_of
 from ..base import MEMORY_CALLS_KEPT, MemoryStore
 from .core import FilesCore, parse_file
@@ -39,6 +48,9 @@ class FilesMemories(FilesCore, MemoryStore):
 
     async def search_memories(self, query: str, where: Cover, limit: int) -> list[Memory]:
         return await self._disk.io(self._search_memories, query, where, limit)
+
+    async def list_memories(self, listing: Listing, limit: int) -> list[Memory]:
+        return await self._disk.io(self._list_memories, listing, limit)
 
     async def memories_of_thread(self, thread_id: str) -> list[Memory]:
         return await self._disk.io(self._memories_of_thread, thread_id)
@@ -113,6 +125,13 @@ class FilesMemories(FilesCore, MemoryStore):
                 scored.append((score, memory))
         scored.sort(key=lambda found: (found[0], found[1].updated_at), reverse=True)
         return [memory for _, memory in scored[:limit]]
+
+    def _list_memories(self, listing: Listing, limit: int) -> list[Memory]:
+        wanted = set(words_of(listing.query))
+        found = [m for m in self._all_memories() if listed(m, listing)
+                 and (not wanted or wanted & set(words_of(m.text)))]
+        found.sort(key=lambda m: m.updated_at, reverse=True)
+        return found[:limit]
 
     def _memories_of_thread(self, thread_id: str) -> list[Memory]:
         return sorted((m for m in self._all_memories() if _of_thread(m, thread_id)),

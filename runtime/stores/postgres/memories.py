@@ -3,14 +3,18 @@ GIN-indexed tsvector ranked by ``ts_rank``), and the calls that put or deleted t
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ...model.memories import (
     Cover,
+    Listing,
     Memory,
     MemoryCall,
+    PersonScope,
     ThreadScope,
     confinement,
+    kind_prefix,
     scope_key,
     words,
 )
@@ -96,11 +100,52 @@ class PostgresMemories(PostgresCore, MemoryStore):
             "ORDER BY ts_rank(words, q) DESC, updated_at DESC, n DESC LIMIT $5",
             *covered, " | ".join(found), limit)
 
+    async def list_memories(self, listing: Listing, limit: int) -> list[Memory]:
+        where, args = _listing(listing)
+        found = words(listing.query)
+        if found:
+            args.append(" | ".join(found))
+            where += f" AND words @@ to_tsquery('english', ${len(args)})"
+        args.append(limit)
+        return await self._parsed(
+            Memory.model_validate_json, f"SELECT data FROM memories WHERE {where} "
+            f"ORDER BY updated_at DESC, n DESC LIMIT ${len(args)}", *args)
+
     async def memories_of_thread(self, thread_id: str) -> list[Memory]:
         return await self._parsed(
             Memory.model_validate_json,
             "SELECT data FROM memories WHERE thread_id = $1 OR scope = $2 ORDER BY n",
             thread_id, scope_key(ThreadScope(thread_id=thread_id)))
+
+
+def _listing(listing: Listing) -> tuple[str, list[object]]:
+    """The SQL condition of a listing's filters, and its arguments ($1, $2, ...)."""
+    parts, args = ["true"], []
+
+    def arg(value: object) -> str:
+        args.append(value)
+        return f"${len(args)}"
+
+    if listing.kind is not None:
+        parts.append(f"starts_with(scope, {arg(kind_prefix(listing.kind))})")
+    if listing.thread_id is not None:
+        parts.append(f"(thread_id = {arg(listing.thread_id)} OR scope = "
+                     f"{arg(scope_key(ThreadScope(thread_id=listing.thread_id)))})")
+    if listing.people is not None:
+        # Its provenance's user as the JSON of ``data`` spells it: outside a string every
+        # quote is the JSON's own, so this text is found only there (no cast to jsonb,
+        # which refuses a NUL that a text may hold).
+        either = [f"strpos(data, {arg(_said_by(p))}) > 0" for p in listing.people]
+        keys = [encode_text(scope_key(PersonScope(user=p))) for p in listing.people]
+        parts.append(f"({' OR '.join([*either, f'scope = ANY({arg(keys)})'])})")
+    if listing.at is not None:
+        parts.append(f"(expires_at IS NULL OR expires_at > {arg(listing.at)})")
+    return " AND ".join(parts), args
+
+
+def _said_by(person: str) -> str:
+    """The start of a memory's ``data`` provenance when ``person`` said it."""
+    return '"provenance":{"user":' + json.dumps(person, ensure_ascii=False) + ","
 
 
 async def _claim(conn: Any, record: MemoryCall) -> bool:

@@ -8,10 +8,13 @@ import sqlite3
 
 from ...model.memories import (
     Cover,
+    Listing,
     Memory,
     MemoryCall,
+    PersonScope,
     ThreadScope,
     confinement,
+    kind_prefix,
     scope_key,
     words,
 )
@@ -62,11 +65,45 @@ class SQLiteMemories(SQLiteCore, MemoryStore):
                 (match, *covered, limit))
         return [Memory.model_validate_json(row[0]) for row in rows]
 
+    async def list_memories(self, listing: Listing, limit: int) -> list[Memory]:
+        where, args = _listing(listing)
+        found = words(listing.query)
+        if not found:
+            rows = await self._fetchall(
+                f"SELECT m.data FROM memories m WHERE {where} "
+                "ORDER BY m.updated_at DESC, m.n DESC LIMIT ?", (*args, limit))
+        else:
+            match = " OR ".join(f'"{word}"' for word in found)
+            rows = await self._fetchall(
+                "SELECT m.data FROM memories_fts f JOIN memories m ON m.n = f.rowid "
+                f"WHERE memories_fts MATCH ? AND {where} "
+                "ORDER BY m.updated_at DESC, m.n DESC LIMIT ?", (match, *args, limit))
+        return [Memory.model_validate_json(row[0]) for row in rows]
+
     async def memories_of_thread(self, thread_id: str) -> list[Memory]:
         rows = await self._fetchall(
             "SELECT data FROM memories WHERE thread_id = ? OR scope = ? ORDER BY n",
             (thread_id, scope_key(ThreadScope(thread_id=thread_id))))
         return [Memory.model_validate_json(row[0]) for row in rows]
+
+
+def _listing(listing: Listing) -> tuple[str, tuple[object, ...]]:
+    """The SQL condition (on ``m``) of a listing's filters, and its arguments."""
+    parts, args = ["1 = 1"], []
+    if listing.kind is not None:
+        parts.append("substr(m.scope, 1, ?) = ?")
+        args += [len(kind_prefix(listing.kind)), kind_prefix(listing.kind)]
+    if listing.thread_id is not None:
+        parts.append("(m.thread_id = ? OR m.scope = ?)")
+        args += [listing.thread_id, scope_key(ThreadScope(thread_id=listing.thread_id))]
+    if listing.people is not None:
+        parts.append(f"(json_extract(m.data, '$.provenance.user') {_IN} OR m.scope {_IN})")
+        args += [json.dumps(listing.people),
+                 json.dumps([scope_key(PersonScope(user=p)) for p in listing.people])]
+    if listing.at is not None:
+        parts.append("(m.expires_at IS NULL OR m.expires_at > ?)")
+        args.append(listing.at)
+    return " AND ".join(parts), tuple(args)
 
 
 # -- on the connection's thread

@@ -72,7 +72,7 @@ async def test_the_group_is_registered_and_answers_with_rights(tmp_path: Path) -
         assert group["name"] == "maiden"
         assert [o["name"] for o in group["options"]] == [
             "status", "stop", "schedules", "schedule-run", "schedule-pause", "schedule-resume",
-            "usage", "help"]
+            "usage", "memory", "forget", "help"]
         run_option = group["options"][3]["options"][0]
         assert run_option["name"] == "name" and run_option["autocomplete"] is True
         await asyncio.wait_for(d.channel.tried_registering.wait(), 10)

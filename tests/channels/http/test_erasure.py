@@ -53,7 +53,7 @@ async def test_a_caller_exports_what_it_sees_and_only_an_operator_deletes(
         assert deleted.status_code == 200, deleted.text
         assert deleted.json() == {"thread_id": "bob/notes", "existed": True, "entries": 2,
                                   "runs": 1, "deliveries": 0, "votes": 0, "notes": 0,
-                                  "files": 0}
+                                  "files": 0, "memories": 0}
         again = await api.delete(thread_url("bob/notes"), headers=ANA)
         assert again.status_code == 200 and again.json()["existed"] is False
         for gone in (thread_url("bob/notes"), thread_url("bob/notes", "/export")):

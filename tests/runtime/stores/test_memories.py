@@ -13,6 +13,7 @@ from runtime.model.memories import (
     AgentScope,
     Cover,
     Here,
+    Listing,
     Memory,
     MemoryScope,
     PersonScope,
@@ -144,6 +145,38 @@ async def test_search_keeps_to_the_cover(store: AnyStore) -> None:
     assert {m.text for m in await store.search_memories("", where, 50)} == found
     nobody = Cover(scopes=(), places=(), at=100.0)
     assert await store.search_memories("zebra", nobody, 50) == []
+
+
+async def test_a_listing_filters_newest_first(store: AnyStore) -> None:
+    bob = Provenance(user="slack:UBOB", channel="slack", place="C1", thread_id="t2", at=1.0)
+    planted = {
+        "alice says": memory("zebra workspace", at=1.0),
+        "about alice": memory("zebra likes tea", PersonScope(user=ALICE), said=bob, at=2.0),
+        "bob says": memory("zebra bob place", PlaceScope(channel="slack", place="C1"),
+                           said=bob, at=3.0),
+        "for t1": memory("kept for t1", ThreadScope(thread_id="t1"), said=bob, at=4.0),
+        "stale": memory("zebra stale", said=bob, at=5.0, expires_at=50.0),
+        "tricky": memory('"provenance":{"user":"slack:UALICE",', said=bob, at=6.0),
+    }
+    for kept in planted.values():
+        await store.put_memory(kept)
+
+    async def listed(limit: int = 50, **filters: object) -> list[str]:
+        found = await store.list_memories(Listing.model_validate(filters), limit)
+        return [k for m in found for k, v in planted.items() if v.id == m.id]
+
+    assert await listed() == ["tricky", "stale", "for t1", "bob says", "about alice",
+                              "alice says"]
+    assert await listed(2) == ["tricky", "stale"]
+    assert await listed(at=100.0, query="zebra") == ["bob says", "about alice", "alice says"]
+    assert await listed(people=(ALICE,)) == ["about alice", "alice says"]
+    assert await listed(people=(ALICE, "slack:UBOB")) == await listed()
+    assert await listed(people=()) == []
+    assert await listed(kind="person") == ["about alice"]
+    assert await listed(kind="place", query="zebra") == ["bob says"]
+    assert await listed(thread_id="t1") == ["for t1", "alice says"]
+    assert await listed(people=("slack:UNOBODY",)) == []
+    assert await listed(query="nothing matches") == []
 
 
 async def test_expired_memories_are_not_returned(store: AnyStore) -> None:
