@@ -40,6 +40,11 @@ COMMANDS: dict[str, str] = {
 }
 
 
+ANSWER_DEADLINE_S = 10.0
+"""How long an answer may take before the person is told it failed: a platform shows the
+acknowledgement's "On it" meanwhile, and a later answer is lost with its process."""
+
+
 @dataclass(frozen=True, slots=True)
 class Asked:
     """One command: what was typed after ``/maiden``, by whom, where, and its identity
@@ -130,11 +135,17 @@ class Commands:
         if handler is None:
             return Answer(_help(asked.name))
         try:
-            return await handler(asked, may)
+            async with asyncio.timeout(ANSWER_DEADLINE_S):
+                return await handler(asked, may)
         except (RunError, NotFound) as exc:
             return Answer(f"Not done: {exc}")
         except MaidenError as exc:
             return Answer(f"Something failed: {exc}")
+        except TimeoutError:
+            # The store out of reach, say: an answer now beats one that may never come
+            # (a later answer lives in this process only; chaos, seed 9393).
+            return Answer(f"Something failed: no answer within {ANSWER_DEADLINE_S:.0f} s "
+                          "(the store may be out of reach); try again in a moment.")
 
     async def _here(self, asked: Asked, states: Sequence[RunState] | None = None) -> list[Run]:
         runs = await self.runtime.records.runs(states=states)

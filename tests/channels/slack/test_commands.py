@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from channels import commands as shared
 from channels.slack import commands
 from channels.slack.channel import SlackChannel, SlackOutbound
 from runtime import EchoProvider, Records, RunState, Runtime, SQLiteStore, tool
@@ -177,3 +178,16 @@ async def test_a_later_answer_is_shown_though_slack_fails_at_first(
         await fake.until(lambda: bool(fake.store.ephemerals.get(C)), what="the answer")
         assert [m["text"] for m in fake.store.ephemerals[C]] == ["Nothing is running here."]
         assert fake.pending_faults("chat.postEphemeral") == 0
+
+
+async def test_an_answer_that_takes_too_long_says_it_failed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An answer that does not come within ``ANSWER_DEADLINE_S`` (the store out of reach)
+    is given up: the person is told it failed and to try again, rather than left with "On
+    it…" and an answer that may never come (chaos, seed 9393)."""
+    monkeypatch.setattr(shared, "ANSWER_DEADLINE_S", 0.0)  # nothing answers in time
+    async with FakeSlack() as fake, running(fake, tmp_path / "m.db", stream="off",
+                                            allow_users=[], rules=RULES):
+        said = await command(fake, "U1", "status")
+        assert said.startswith("Something failed: no answer within 0 s"), said
+        assert (await command(fake, "U1", "help")).startswith("Commands:")  # no store
