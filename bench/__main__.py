@@ -26,6 +26,7 @@ from .agents import agents_rows, run_agents
 from .collector import collector_rows, run_collector
 from .concurrency import BURST_WAYS, SLOW_DISK_S, ConcurrencyResult, run_burst, run_concurrency
 from .files import files_rows, run_files
+from .memories import memories_rows, run_memories
 from .memory import MemoryResult, measure, prepare_idle, prepare_long
 from .postgres import run_postgres
 from .replicas import run_replicas
@@ -55,7 +56,7 @@ from .table import Row, render
 from .thread import run_flush_ways, run_rounds, run_traced
 
 WORKLOADS = ("thread", "resume", "concurrency", "memory", "slack", "schedules", "postgres",
-             "replicas", "slowloris", "stream", "files", "agents", "collector")
+             "replicas", "slowloris", "stream", "files", "agents", "collector", "memories")
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,9 @@ class Sizes:
     burst_rounds: int
     """Interleaved rounds of "50 threads at once" against one thread, each way: a round
     is short (one thread's ten messages take ~15 ms), so more of them."""
+    memories: int
+    """Workload 15's memories in the store a recall searches."""
+    memory_queries: int
 
 
 FULL = Sizes(threads=(300, 3000), load_entries=10_000, recover_runs=1_000, users=50,
@@ -106,7 +110,7 @@ FULL = Sizes(threads=(300, 3000), load_entries=10_000, recover_runs=1_000, users
              slowloris_idle=500, slowloris_requests=1000, stream_replies=20,
              files_messages=100, files_distinct=10, files_bytes=1_000_000,
              agents_messages=600, agents_prior=20_000, rounds=3, few_users=8,
-             burst_rounds=9)
+             burst_rounds=9, memories=100_000, memory_queries=300)
 QUICK = Sizes(threads=(60,), load_entries=1_000, recover_runs=50, users=5, messages=3,
               latency_s=0.02, memory_n=60, idle_threads=200, long_entries=(200, 2_000),
               slack_events=20,
@@ -116,7 +120,7 @@ QUICK = Sizes(threads=(60,), load_entries=1_000, recover_runs=50, users=5, messa
               slowloris_idle=50, slowloris_requests=100, stream_replies=2,
               files_messages=10, files_distinct=3, files_bytes=200_000,
               agents_messages=30, agents_prior=2_000, rounds=1, few_users=3,
-              burst_rounds=1)
+              burst_rounds=1, memories=10_000, memory_queries=100)
 
 
 def _progress(message: str) -> None:
@@ -236,6 +240,11 @@ async def _run(sizes: Sizes, only: set[str], workdir: Path, sync: Synchronous) -
         rows += collector_rows(await run_collector(
             workdir, users=sizes.users, messages=sizes.messages, synchronous=sync,
             rounds=sizes.burst_rounds))
+    if "memories" in only:
+        _progress(f"workload 15: recall among {sizes.memories:,} memories (and 1,000), "
+                  f"{sizes.memory_queries} questions; recall@5 of planted facts")
+        rows += memories_rows(await run_memories(workdir, sizes.memories,
+                                                 sizes.memory_queries))
     return rows
 
 

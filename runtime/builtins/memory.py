@@ -19,6 +19,11 @@ The recall tool's prelude (``tools.prelude``) puts the memories most relevant to
 message (at most ``recall_limit``, within ``recall_share`` of the context window, none that
 the thread's last ``recalled`` notices show already) before the run's first model turn, as a
 ``recalled`` notice committed with the message.
+
+Its keeper (``tools.keeping``; ``[tools.memory] flush``, on by default) keeps what the
+memory flush chose before a compaction (``engine.flush``): a thread memory each, whose
+provenance is the thread, the run, ``via = "memory flush"`` and the time, written under the
+flush's key for its position, so the flush re-run after a crash writes none twice.
 """
 
 from __future__ import annotations
@@ -30,7 +35,16 @@ from typing import Any
 from ..errors import MemoryRefused, ToolFailure
 from ..model.config import MemoryConfig
 from ..model.entries import Entry, Notice
-from ..model.memories import MAX_MEMORY_CHARS, SCOPE_KINDS, Here, Memory, ScopeKind, memory_id
+from ..model.memories import (
+    MAX_MEMORY_CHARS,
+    SCOPE_KINDS,
+    Here,
+    Memory,
+    ScopeKind,
+    ThreadScope,
+    Writer,
+    memory_id,
+)
 from ..model.recollection import (
     RECALLED,
     forget_refusal,
@@ -44,9 +58,10 @@ from ..model.recollection import (
 from ..serving.memories import Memories
 from ..stores.tail import first_loaded
 from ..tools.base import Tool, ToolContext, tool
+from ..tools.keeping import Keeping
 from ..tools.prelude import Opening
 
-__all__ = ["NO_WINDOW", "make_memory"]
+__all__ = ["FLUSHED", "NO_WINDOW", "make_memory"]
 
 _MAX_FOUND = 20
 NO_WINDOW = 32_000
@@ -135,7 +150,35 @@ def make_memory(cfg: MemoryConfig) -> list[Tool]:
         return None if text is None else Notice(run_id=opening.run_id, code=RECALLED,
                                                 text=text, at=opening.at)
 
+    if cfg.flush:
+        @remember.keeps
+        async def flushed(keeping: Keeping) -> int:
+            """What the memory flush chose (``engine.flush``): a thread memory each."""
+            return await _keep(keeping, max_chars)
+
     return [remember, recall, forget]
+
+
+FLUSHED = "memory flush"
+"""The provenance's ``via`` of a memory the flush kept."""
+
+
+async def _keep(keeping: Keeping, max_chars: int) -> int:
+    """Keep each statement as a memory of the thread, written under the flush's key for
+    its position (a re-run writes none again); how many were written."""
+    memories: Memories = keeping.service("memories")
+    source = provenance_of(keeping.origin, thread_id=keeping.thread_id,
+                           run_id=keeping.run_id, at=keeping.at)
+    source = source.model_copy(update={"user": None, "via": FLUSHED})
+    scope = ThreadScope(thread_id=keeping.thread_id)
+    writer = Writer(agent=keeping.agent, allowed=frozenset({"thread"}))
+    written = 0
+    for n, text in enumerate(keeping.statements):
+        if len(text) > max_chars:
+            continue
+        if await memories.remember(text, scope, source, writer, call=keeping.call(n)):
+            written += 1
+    return written
 
 
 def _recalled_before(thread: Sequence[Entry]) -> set[str]:

@@ -44,6 +44,7 @@ from .caps import Caps
 from .cursor import RunCursor
 from .endings import DRIVABLE, Endings
 from .files import Files
+from .flush import flushing
 from .gate import replay_mismatch, unique_call_ids
 from .jobs import JOB_MODEL, UNCHANGED, JobStep, job_step
 from .prompting import Prompts, compact, load
@@ -105,6 +106,8 @@ class RunDriver(Beginning, Asking, ToolCalls):
         """Runs whose caps were read as they started: their first turn need not again."""
         self.services: Mapping[str, Any] = services or {}
         """What tools may ask for in their context (``Tool.needs``), by name."""
+        self._flushing = flushing(agent.tools, self.services, agent.config.name)
+        """The memory flush before a summary (``flush``): None when no tool keeps any."""
         self._stop = stop or asyncio.Event()
         """Set at shutdown (the runtime's): runs stop at their next checkpoint and are
         released."""
@@ -233,7 +236,7 @@ class RunDriver(Beginning, Asking, ToolCalls):
 
         if self.agent.compaction == "summary":
             await compact(cur, self.provider, self.prompts, self._tool_specs(final),
-                          limit=self._limit(), prices=self.prices)
+                          limit=self._limit(), prices=self.prices, keep=self._flushing)
         request = await self._with_files(cur, self._request(cur, final))
         response = await self._ask(cur, final, request, on_text)
         spent = response.usage

@@ -4,11 +4,11 @@ with a summary or a notice standing for what the window leaves out.
 ``Prompts`` keeps the per-thread state that makes this cheap and steady turn after turn:
 the tidiness check and the summary scan (incremental: threads only grow) and the window's
 cut (held still for the providers' prompt caches). The driver asks it for a request, and,
-with ``compaction = "summary"``, for the request that summarises what falls out.
+with ``compaction = "summary"``, for what falls out and the request that summarises it.
 
 The two steps of the loop that are about the window sit here too: ``load`` reads only
 the tail of a thread the window needs, and ``compact`` stores the summary of what falls
-out of it.
+out of it (after the memory flush, ``flush``, has kept what is worth keeping of it).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from ..errors import ProviderError
 from ..model.budget import Prices
 from ..model.durability import Write
-from ..model.entries import Entry, Notice, ToolResult, UserMessage
+from ..model.entries import Entry, Notice, ToolResult, Usage, UserMessage
 from ..model.runs import Run, RunState
 from ..model.toolspec import ToolSpec
 from ..providers.base import ModelRequest, Provider
@@ -37,9 +37,10 @@ from .context import (
     transcript,
 )
 from .cursor import RunCursor
+from .flush import Flushing, flush, flush_key
 from .history import Tidiness, model_view
 
-__all__ = ["COMPACTION_PROMPT", "Cut", "Prompts", "compact", "load"]
+__all__ = ["COMPACTION_PROMPT", "Compaction", "Cut", "Prompts", "compact", "load"]
 
 log = logging.getLogger("maiden.loop")
 
@@ -48,6 +49,25 @@ COMPACTION_PROMPT = (
     "assistant can go on without it. Keep what later messages may rely on: facts, "
     "decisions, names, numbers, open questions, what tools did and returned. Be concise; "
     "plain text, no preamble.")
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """What falls out of the window since the newest summary, and how it is summarised."""
+
+    request: ModelRequest
+    """The request that summarises it (with the summary before it)."""
+    since: int
+    """How many entries the summary before covers (0 without one)."""
+    covers: int
+    """How many entries the new summary will stand for."""
+    files: list[str]
+    """A line for each file they (and the summary before) name, which the new summary
+    keeps whatever the model writes."""
+    falling: Sequence[Entry]
+    """The entries that fall out since the summary before."""
+    max_chars: int
+    """The most characters of them a request quotes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,12 +189,10 @@ class Prompts:
                             run_id=run.id, thread_id=run.thread_id, final_turn=final)
 
     def compaction(self, run: Run, entries: Sequence[Entry], tools: Sequence[ToolSpec],
-                   limit: int | None) -> tuple[ModelRequest, int, list[str]] | None:
-        """When the window's cut has moved past what the thread's summary covers: the
-        request that summarises what falls out (with the summary before it), how many
-        entries the new summary will stand for, and a line for each file they (and the
-        summary before) name, which the new summary keeps whatever the model writes.
-        None when nothing new falls out."""
+                   limit: int | None) -> Compaction | None:
+        """When the window's cut has moved past what the thread's summary covers: what
+        falls out and the request that summarises it (``Compaction``). None when nothing
+        new falls out."""
         cut = self.cut(run.thread_id, entries, tools, limit)
         covered = (cut.summary.covers or 0) if cut.summary is not None else 0
         if cut.limit is None or cut.dropped <= covered:
@@ -189,7 +207,8 @@ class Prompts:
         before = file_lines(cut.summary.text) if cut.summary is not None else []
         named = [file_line(f) for e in falling if isinstance(e, UserMessage | ToolResult)
                  for f in (e.files if isinstance(e, UserMessage) else (*e.files, *e.images))]
-        return request, cut.dropped, list(dict.fromkeys([*before, *named]))
+        return Compaction(request, covered, cut.dropped, list(dict.fromkeys([*before, *named])),
+                          falling, cut.limit * 2)
 
     def move_window(self, thread_id: str) -> None:
         """Forget the held cut (the model refused what it let through)."""
@@ -231,29 +250,39 @@ async def load(store: Store, prompts: Prompts, run: Run, *, limit: int | None,
 
 
 async def compact(cur: RunCursor, provider: Provider, prompts: Prompts,
-                  tools: Sequence[ToolSpec], *, limit: int | None, prices: Prices) -> None:
+                  tools: Sequence[ToolSpec], *, limit: int | None, prices: Prices,
+                  keep: Flushing | None = None) -> None:
     """``compaction = "summary"``: when the window's cut has moved past what the
     thread's summary covers, have the model summarise what falls out and store that as
     a ``summary`` notice: durable like any entry, so a crash mid-compaction at worst
-    asks again. A failure leaves the history dropped."""
+    asks again. A failure leaves the history dropped. With ``keep`` (a tool with a
+    keeper: the memory flush), what is worth keeping of it is kept first (``flush``):
+    written before the summary is committed, each write keyed by the compaction point,
+    so the flush re-run after a crash writes nothing twice."""
     run = cur.run
     asked = prompts.compaction(run, cur.entries, tools, limit)
     if asked is None:
         return
-    request, covers, files = asked
+    spent = Usage()
+    if keep is not None:
+        spent = await flush(cur, provider, keep, asked.falling,
+                            flush_key(run.thread_id, asked.since, asked.covers),
+                            asked.max_chars)
     try:
-        response = await provider.complete(request, None)
+        response = await provider.complete(asked.request, None)
     except ProviderError as exc:
         log.warning("run %s: the summary of older entries failed (%s); they are left "
                     "out unsummarised", run.id, exc)
         return
     text = response.text.strip()
-    missing = [line for line in files if line not in text]
+    missing = [line for line in asked.files if line not in text]
     if missing:  # each file the summarised part named keeps its line
         text += "\n\nFiles shared earlier:\n" + "\n".join(missing)
-    summary = Notice(run_id=run.id, code="summary", text=text, covers=covers, at=cur.clock())
-    await cur.commit([summary], write=Write.NOTICE, usage=run.usage + response.usage,
-                     cost_usd=run.cost_usd + prices.cost(response.usage))
+    summary = Notice(run_id=run.id, code="summary", text=text, covers=asked.covers,
+                     at=cur.clock())
+    spent = spent + response.usage
+    await cur.commit([summary], write=Write.NOTICE, usage=run.usage + spent,
+                     cost_usd=run.cost_usd + prices.cost(spent))
 
 
 def _plain_index(loaded: Sequence[Entry], index: int) -> int:

@@ -309,6 +309,9 @@ class MemoryConfig(Section):
         "starts, may fill (0: none are; the model can still call recall)"))
     recall_limit: int = Field(default=5, ge=0, le=100, description=(
         "the most memories recalled unasked as a run starts (0: none)"))
+    flush: bool = Field(default=True, description=(
+        "with compaction = \"summary\": before older entries are summarised, ask the model "
+        "once what of them is worth keeping, and keep each statement as a thread memory"))
     scope: Literal["thread", "agent"] | None = Field(default=None, description=(
         "older key: the default scope (it is added to scopes); use default_scope"))
     max_notes: int | None = Field(default=None, ge=1, le=100_000, description=(

@@ -140,6 +140,9 @@ class Provenance(_Model):
     run_id: str | None = None
     message: str | None = None
     """The platform's reference of the message it came from, when there is one."""
+    via: str | None = None
+    """How it was kept when no one said it as such: ``memory flush`` for a statement the
+    model chose, before a compaction, from what fell out of the window."""
     at: float
 
 

@@ -129,7 +129,7 @@ def edit_refusal(memory: Memory, who: str | None, rights: Iterable[str]) -> str 
 def source_words(memory: Memory) -> str:
     """Who said it, where, when, in a few words (``slack:U1, slack #C9, 3 Dec 2026``)."""
     p = memory.provenance
-    who = p.user_name or p.user or "someone"
+    who = p.user_name or p.user or p.via or "someone"
     if p.place is None:
         where = f"{p.channel} thread {p.thread_id}"
     elif p.private:

@@ -13,12 +13,15 @@ from .base import (
     error_result,
     tool,
 )
+from .keeping import Keeper, Keeping
 from .prelude import Opening, Prelude
 
 __all__ = [
     "NOT_DONE",
     "CancelFlag",
     "Effect",
+    "Keeper",
+    "Keeping",
     "Opening",
     "Prelude",
     "Tool",

@@ -29,6 +29,7 @@ from pydantic_core import to_jsonable_python
 from ..errors import ToolDefinitionError, ToolFailure
 from ..model.runs import Origin
 from ..model.toolspec import ToolSpec
+from .keeping import Keeper
 from .output import (
     ErrorType,
     ToolFile,
@@ -171,6 +172,8 @@ class Tool:
         self.reconciler: Callable[[ToolContext], Any] | None = None
         self.prelude: Prelude | None = None
         """What it puts before a run's first model turn, unasked (``tools.prelude``)."""
+        self.keeper: Keeper | None = None
+        """What it keeps of entries falling out of the window (``tools.keeping``)."""
         self.needs: frozenset[str] = frozenset(needs)
         """The runtime services its ``ToolContext`` carries (``ctx.service(name)``)."""
 
@@ -194,6 +197,12 @@ class Tool:
     def opens(self, fn: Prelude) -> Prelude:
         """Decorate the tool's prelude (``tools.prelude``): asked once as a run starts."""
         self.prelude = fn
+        return fn
+
+    def keeps(self, fn: Keeper) -> Keeper:
+        """Decorate the tool's keeper (``tools.keeping``): handed what the model chose to
+        keep of the entries about to be summarised."""
+        self.keeper = fn
         return fn
 
     def validate(self, arguments: Any) -> dict[str, Any]:

@@ -13,6 +13,7 @@
     python -m tests.crash.driver ... --send THREAD TEXT --file NAME  (tests/crash/files.py)
     python -m tests.crash.driver ... --recover --late-fetcher  (tests/crash/files.py)
     python -m tests.crash.driver ... --send THREAD TEXT --cap-tokens N  (a spend cap)
+    python -m tests.crash.driver ... --compaction --memory  (tests/crash/memory.py)
     (any of them with --slack API_URL TOKEN CHANNEL THREAD_TS, or --discord ...;
     --send-message CHANNEL: the model posts to that Slack channel with the built-in)
 
@@ -118,6 +119,7 @@ from tests.crash.jobs import (
     job_schedules,
     status_of,
 )
+from tests.crash.memory import MEMORY_KILL_POINTS, memory_answer, written_points
 from tests.crash.streams import STREAM_KILL_POINTS, STREAM_SCRIPT, FileStreamer
 
 EFFECTS = ("read_only", "idempotent_write", "non_idempotent", "non_idempotent_reconcile")
@@ -296,6 +298,13 @@ class _Crashing:
         self.switch.reached("after_blob_stored")
         return stored
 
+    async def put_memory(self, memory: Any, call: str | None = None) -> bool:
+        before, after = written_points(call)  # tests/crash/memory.py
+        self.switch.reached(before)
+        written: bool = await super().put_memory(memory, call)  # type: ignore[misc]
+        self.switch.reached(after)
+        return written
+
     async def put_vote(self, vote: Vote) -> bool:
         self.switch.reached("before_vote_recorded")
         written: bool = await super().put_vote(vote)  # type: ignore[misc]
@@ -364,12 +373,16 @@ class CompactingModel:
     model = "tiny"
     context_window = 260
 
-    def __init__(self, switch: KillSwitch) -> None:
+    def __init__(self, switch: KillSwitch, memory: bool = False) -> None:
         self.switch = switch
+        self.memory = memory
 
     async def complete(self, request: ModelRequest, on_text: Any = None) -> ModelResponse:
         from runtime.engine.prompting import COMPACTION_PROMPT
 
+        answer = memory_answer(request, self.switch) if self.memory else None
+        if answer is not None:  # --memory: the flush, and remember when asked
+            return answer
         if request.system == COMPACTION_PROMPT:
             self.switch.reached("in_summary")
             text = request.entries[0].text  # type: ignore[union-attr]
@@ -656,8 +669,13 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             agent = agent.model_copy(update={"max_message_chars": args.max_message_chars})
         if args.compaction:
             # A model with a tiny context that answers plainly: long threads get summaries.
-            model = CompactingModel(switch)
+            model = CompactingModel(switch, memory=args.memory)
             agent = agent.model_copy(update={"compaction": "summary"})
+        if args.memory:  # tests/crash/memory.py
+            from runtime.builtins.memory import make_memory
+            from runtime.model.config import MemoryConfig
+
+            tools = [*tools, *make_memory(MemoryConfig())]
         caps = [CapConfig(scope="user", tokens=args.cap_tokens)] if args.cap_tokens else []
         tracing = traced(Path(args.trace_file)) if args.trace_file else NO_TRACING
         origin = PLACED if args.placed else ORIGIN
@@ -748,6 +766,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         if args.discord:
             await http.close()
         summary = await summarise(store)
+        if args.memory:
+            summary["memories"] = [m.model_dump(mode="json") for info in
+                                   await store.list_threads()
+                                   for m in await store.memories_of_thread(info.id)]
         if fired is not None:
             summary["fired"] = fired
             summary["listing"] = listing
@@ -812,6 +834,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--discord", nargs=5,
                         metavar=("API_URL", "TOKEN", "CHANNEL", "MESSAGE", "GUILD"),
                         help="messages come from Discord and are answered there")
+    parser.add_argument("--memory", action="store_true",
+                        help="with --compaction: the memory built-in, its flush before each "
+                             "summary, remember called for \"remember: ...\" "
+                             "(tests/crash/memory.py)")
     parser.add_argument("--compaction", action="store_true",
                         help="a model with a tiny context window and compaction = summary "
                              "(kill points in_summary, after_summary)")
@@ -821,7 +847,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                                            + VOTE_KILL_POINTS + FILE_KILL_POINTS
                                            + COMMAND_KILL_POINTS
                                            + SCHEDULE_COMMAND_KILL_POINTS
-                                           + HOOK_KILL_POINTS + JOB_KILL_POINTS)))
+                                           + HOOK_KILL_POINTS + JOB_KILL_POINTS
+                                           + MEMORY_KILL_POINTS)))
     parser.add_argument("--max-message-chars", type=int, metavar="N",
                         help="[agent] max_message_chars (a longer --send is refused, told)")
     parser.add_argument("--cap-tokens", type=int, metavar="N",

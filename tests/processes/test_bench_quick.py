@@ -25,11 +25,12 @@ def test_quick_benchmark_runs_and_prints_the_table(tmp_path: Path) -> None:
     assert lines[0].startswith("maiden benchmarks (--quick)")
     assert lines[1].split() == ["workload", "measure", "maiden", "baseline", "ratio", "target"]
     for workload in ("1+2 thread", "3 resume", "4 concurrency", "5 memory", "6 slack ack",
-                     "7 schedules", "10 slowloris", "11 live replies", "12 files", "13 agents"):
+                     "7 schedules", "10 slowloris", "11 live replies", "12 files", "13 agents",
+                     "15 memories"):
         assert any(line.startswith(workload) for line in lines), done.stdout
     for measure in ("ms/message, all", "database MB", "cold load", "recovering",
                     'concurrency="thread"', 'concurrency="global"', "peak RSS",
-                    "load + start()", "ms to RunStarted"):
+                    "load + start()", "ms to RunStarted", "ms a recall", "recall@5"):
         assert measure in done.stdout, done.stdout
 
     # The commits and fsyncs a message are counted (the store's count beside the floor's,

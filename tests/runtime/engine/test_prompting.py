@@ -83,7 +83,8 @@ def test_what_falls_out_is_summarised_once() -> None:
     assert prompts.compaction(RUN, thread, (), None) is None  # no window, nothing falls out
     made = prompts.compaction(RUN, thread, (), 500)
     assert made is not None
-    request, covers, files = made
+    request, covers, files = made.request, made.covers, made.files
+    assert made.since == 0 and len(made.falling) == covers
     assert request.system == COMPACTION_PROMPT and request.final_turn and request.tools == ()
     (asked,) = request.entries
     assert isinstance(asked, UserMessage)
