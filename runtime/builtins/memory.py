@@ -105,6 +105,13 @@ def _remember(cfg: MemoryConfig) -> Tool:
             raise ToolFailure(str(exc)) from None
         # The id is the call's: a re-run call (which writes nothing) answers the same.
         return {"remembered": memory_id(ctx.idempotency_key), "scope": kind}
+
+    if cfg.flush:
+        @remember.keeps
+        async def flushed(keeping: Keeping) -> int:
+            """What the memory flush chose (``engine.flush``): a thread memory each."""
+            return await _keep(keeping, max_chars)
+
     return remember
 
 
@@ -149,12 +156,6 @@ def make_memory(cfg: MemoryConfig) -> list[Tool]:
         text = recalled_text(found, int(cfg.recall_share * (opening.window or NO_WINDOW)))
         return None if text is None else Notice(run_id=opening.run_id, code=RECALLED,
                                                 text=text, at=opening.at)
-
-    if cfg.flush:
-        @remember.keeps
-        async def flushed(keeping: Keeping) -> int:
-            """What the memory flush chose (``engine.flush``): a thread memory each."""
-            return await _keep(keeping, max_chars)
 
     return [remember, recall, forget]
 

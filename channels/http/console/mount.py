@@ -35,6 +35,23 @@ STATIC = Path(__file__).parent / "static"
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
+def _page(console: Console, view: Endpoint) -> Endpoint:
+    """A page's endpoint: a bad query is a 422 page; signed out, the sign-in form, back
+    here after."""
+    async def endpoint(request: Request) -> Response:
+        try:
+            try:
+                return await view(request)
+            except BadQuery as exc:
+                return console.page(request, "error.html", status=422, message=str(exc))
+        except NotSignedIn:
+            target = request.url.path + (f"?{request.url.query}" if request.url.query
+                                         else "")
+            return back(f"/sign-in?next={quote(target, safe='')}")
+
+    return endpoint
+
+
 def mount_console(app: object, runtime: Runtime, credentials: Credentials,
                   options: ConsoleOptions | None = None) -> Live:
     """Add the console's routes to ``app`` (a FastAPI or Starlette app); returns its live
@@ -44,18 +61,7 @@ def mount_console(app: object, runtime: Runtime, credentials: Credentials,
     live = Live(console, pages)
 
     def page(view: Endpoint) -> Endpoint:
-        async def endpoint(request: Request) -> Response:
-            try:
-                try:
-                    return await view(request)
-                except BadQuery as exc:
-                    return console.page(request, "error.html", status=422, message=str(exc))
-            except NotSignedIn:
-                target = request.url.path + (f"?{request.url.query}" if request.url.query
-                                             else "")
-                return back(f"/sign-in?next={quote(target, safe='')}")
-
-        return endpoint
+        return _page(console, view)
 
     signing = Signing(console)
     erasure = Erasure(console)
