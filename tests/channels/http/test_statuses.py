@@ -16,8 +16,10 @@ from pathlib import Path
 import httpx
 
 from runtime import Origin, tool
+from runtime.model.memories import WorkspaceScope
 from schedules import ScheduleConfig
 from schedules.hooks import Hook, HookConfig
+from tests.channels.memory_seeds import plant, said
 from tests.clock import Clock
 from tests.http_helpers import STREAM, echo_runtime, scheduled, served, thread_url
 
@@ -149,6 +151,16 @@ async def test_every_route_answers_with_a_status_its_schema_declares(tmp_path: P
             json={"model": "maiden", "input": "again", "stream": True}))
         answered("GET /v1/responses/{response_id}",
                  await client.get(f"/v1/responses/{response.json()['id']}"))
+
+        # A memory listed, read, edited and forgotten (the token may operate: it sees all).
+        kept = await plant(rt, "the build runs nightly", WorkspaceScope(),
+                           said("http", "ops", None, "t"))
+        answered("GET /v1/memories", await client.get("/v1/memories", params={"q": "build"}))
+        answered("GET /v1/memories/{memory_id}", await client.get(f"/v1/memories/{kept.id}"))
+        answered("PATCH /v1/memories/{memory_id}", await client.patch(
+            f"/v1/memories/{kept.id}", json={"text": "the build runs at 2am"}))
+        answered("DELETE /v1/memories/{memory_id}",
+                 await client.delete(f"/v1/memories/{kept.id}"))
 
         answered("DELETE /v1/threads/{thread_id}", await client.delete(thread_url("t")))
 

@@ -10,7 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from channels.slack.sessions import session_of, thread_status
-from runtime import EchoProvider, Run, RunState, ScriptedProvider, tool
+from runtime import (
+    EchoProvider,
+    ModelRequest,
+    ModelResponse,
+    Run,
+    RunState,
+    ScriptedProvider,
+    tool,
+)
+from runtime.providers.base import TextSink
 from runtime.stores.erasure import stop_scope
 from tests.channels.slack.test_channel import C, Slack, running
 from tests.channels.slack.test_clicks import approve_button, bot_messages, click, shell
@@ -176,6 +185,30 @@ async def test_without_sessions_the_assistant_status_is_shown(tmp_path: Path) ->
         assert asked["ts"]
 
 
+class Streamed(ScriptedProvider):
+    """The scripted model, the rest of its first answer held after the first piece until
+    that answer's stream is open in Slack: it is streamed however loaded the machine (a
+    run that ends before its stream opens is posted whole)."""
+
+    fake: FakeSlack | None = None
+
+    async def complete(self, request: ModelRequest, on_text: TextSink | None = None
+                       ) -> ModelResponse:
+        fake, sink = self.fake, on_text
+        if fake is None or sink is None or self.calls:
+            return await super().complete(request, on_text)
+        said: list[str] = []
+
+        async def held(piece: str) -> None:
+            await sink(piece)
+            said.append(piece)
+            if len(said) == 1:
+                await fake.until(lambda: bool(fake.calls("chat.startStream")),
+                                 what="the answer's stream open")
+
+        return await super().complete(request, held)
+
+
 async def test_a_streamed_reply_says_the_sessions_status_as_its_stream_stops(
         tmp_path: Path) -> None:
     """``chat.stopStream`` sets the thread's session (Slack: ``active`` unless it says
@@ -183,11 +216,12 @@ async def test_a_streamed_reply_says_the_sessions_status_as_its_stream_stops(
     from keeps it ``processing`` while the run works; the stream that ends the run gives
     its end; a stream a prompt ends, ``suspended``."""
     answer = ("All green. " * 500).strip()  # past one message: it goes on in a second
-    script = ScriptedProvider([{"text": answer, "chunks": 4},
-                               {"text": "Deploying now. ",
-                                "tool_calls": [{"name": "deploy", "arguments": {"env": "a"}}]}])
+    script = Streamed([{"text": answer, "chunks": 4},
+                       {"text": "Deploying now. ",
+                        "tool_calls": [{"name": "deploy", "arguments": {"env": "a"}}]}])
     async with FakeSlack() as fake, running(fake, tmp_path / "m.db", provider=script,
                                             approvers=["U1"]) as s:
+        script.fake = fake
         asked = await mention(fake, "how is it going?")
         await settled(s, fake, asked["ts"], "active")
         # (the first stop is ``active`` too if the run had ended by then: streams are paced)
