@@ -219,7 +219,7 @@ def discord_summary(sent: dict[str, Sent], people: DiscordPeople) -> str:
 
 
 SUBCOMMANDS = ["status", "stop", "schedules", "schedule-run", "schedule-pause",
-               "schedule-resume", "usage", "help"]
+               "schedule-resume", "usage", "memory", "forget", "help"]
 
 
 def check_registered(fake: FakeDiscord) -> list[Violation]:
