@@ -74,7 +74,6 @@ from .model.recollection import (
     edit_refusal,
     forget_refusal,
     here_of,
-    person,
     source_words,
 )
 from .model.requests import ScheduleRecord, ScheduleService, SlotMark, Vote, kept_skips
@@ -269,7 +268,6 @@ __all__ = [
     "make_tracing",
     "make_undumpable",
     "parse_target",
-    "person",
     "person_key",
     "place_key",
     "probe_collector",
