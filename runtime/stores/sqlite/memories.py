@@ -48,36 +48,30 @@ class SQLiteMemories(SQLiteCore, MemoryStore):
         return await self._write(_edit, memory_id, text, by, at)
 
     async def search_memories(self, query: str, where: Cover, limit: int) -> list[Memory]:
-        found = words(query)
         covered = (json.dumps(where.scopes), json.dumps(where.places), where.at)
-        if not found:
-            rows = await self._fetchall(
-                f"SELECT m.data FROM memories m WHERE {_COVERED} "
-                "ORDER BY m.updated_at DESC, m.n DESC LIMIT ?", (*covered, limit))
-        else:
-            # Each word a quoted string (FTS5 syntax cannot hide in a word of \w), any of
-            # them: bm25 ranks those holding more, and rarer, words first (lowest first).
-            match = " OR ".join(f'"{word}"' for word in found)
-            rows = await self._fetchall(
-                "SELECT m.data FROM memories_fts f JOIN memories m ON m.n = f.rowid "
-                f"WHERE memories_fts MATCH ? AND {_COVERED} "
-                "ORDER BY bm25(memories_fts), m.updated_at DESC LIMIT ?",
-                (match, *covered, limit))
-        return [Memory.model_validate_json(row[0]) for row in rows]
+        return await self._matching(words(query), _COVERED, covered, limit, ranked=True)
 
     async def list_memories(self, listing: Listing, limit: int) -> list[Memory]:
         where, args = _listing(listing)
-        found = words(listing.query)
+        return await self._matching(words(listing.query), where, args, limit, ranked=False)
+
+    async def _matching(self, found: list[str], where: str, args: tuple[object, ...],
+                        limit: int, *, ranked: bool) -> list[Memory]:
+        """The memories ``where`` holds that hold any of the words ``found`` (all, for
+        none), newest first; ``ranked``: best matches first (bm25: those holding more, and
+        rarer, words; lowest first)."""
+        newest = "m.updated_at DESC, m.n DESC"
         if not found:
-            rows = await self._fetchall(
-                f"SELECT m.data FROM memories m WHERE {where} "
-                "ORDER BY m.updated_at DESC, m.n DESC LIMIT ?", (*args, limit))
+            rows = await self._fetchall(f"SELECT m.data FROM memories m WHERE {where} "
+                                        f"ORDER BY {newest} LIMIT ?", (*args, limit))
         else:
+            # Each word a quoted string (FTS5 syntax cannot hide in a word of \w).
             match = " OR ".join(f'"{word}"' for word in found)
+            order = "bm25(memories_fts), m.updated_at DESC" if ranked else newest
             rows = await self._fetchall(
                 "SELECT m.data FROM memories_fts f JOIN memories m ON m.n = f.rowid "
-                f"WHERE memories_fts MATCH ? AND {where} "
-                "ORDER BY m.updated_at DESC, m.n DESC LIMIT ?", (match, *args, limit))
+                f"WHERE memories_fts MATCH ? AND {where} ORDER BY {order} LIMIT ?",
+                (match, *args, limit))
         return [Memory.model_validate_json(row[0]) for row in rows]
 
     async def memories_of_thread(self, thread_id: str) -> list[Memory]:
