@@ -11,25 +11,31 @@ does, to every session with a live connection; Discord does not acknowledge or d
 again, and a session that identifies anew (a replica that took over) is not sent what came
 before it. So a message is *taken* once maiden stored it (its run exists): then invariant 1
 holds for it as for any message (one run, ended, answered once in its place, in order in its
-thread). A message posted on a live connection with no fault around it must be taken;
-one posted while no replica held the gateway, or just before its holder went, may not be
-(counted in the summary).
+thread). maiden reads back what a new session was not sent (``catch_up_s``, set here to span
+the soak), and once the faults are over the soak hands the gateway over once more
+(``hand_over``): from then on every message posted must be taken, wherever and whenever it
+was posted. Were that hand-over impossible, only a message posted on a live connection with
+no fault around it would have to be.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
+import time
 from collections import defaultdict
 
+from runtime import Store
 from tests.fakes.discord import GUILD_ID, FakeDiscord, World, snowflake_at
 from tests.fakes.discord.payloads import JSON
 
+from .faults import Faults
 from .files import data_of, media_type
 from .invariants import Stored, Violation
 from .outages import STORE_OUTAGES
 from .plan import DISCORD_PLACES, Plan
-from .system import History
+from .system import History, Replica
 from .workload import Sent
 
 __all__ = ["DISCORD_PLACES", "DiscordPeople", "check_discord", "check_registered", "discord_env",
@@ -41,6 +47,8 @@ _BASE_MS = 1_700_000_000_000
 PARENT = snowflake_at(_BASE_MS, 3)  # the threads' channel (c0)
 LIVE_WAIT_S = 20.0  # how long a person waits for the bot to be online before posting
 QUIET_S = 8.0  # a message with no fault this long after it is taken, or maiden lost it
+CATCH_UP_S = 86_400  # a replica taking the gateway over reads the whole soak back
+HANDOVER_S = 60.0  # how long the replica taking the gateway over at the end may take
 _ANSWER = re.compile(r"^answer to (m\d{5}): \d+ results$")
 # A run that failed mid-answer (the model's stream cut) ends its stream with what it had
 # shown and the failure notice under it, by design (runtime/outbox/live.py, ``_ending``):
@@ -85,7 +93,8 @@ def discord_world(people: list[str]) -> World:
 def discord_toml(fake: FakeDiscord, people: list[str]) -> str:
     users = ", ".join(f'"{person_id(p)}"' for p in people)
     return (f'\n[channels.discord]\napi_url = "{fake.api_url}"\nallow_users = [{users}]\n'
-            f'commands = "guilds"\nreconnect_max_s = 2\nfile_hosts = ["{fake.cdn_url}"]\n')
+            f'commands = "guilds"\nreconnect_max_s = 2\nfile_hosts = ["{fake.cdn_url}"]\n'
+            f'catch_up_s = {CATCH_UP_S}\n')
 
 
 def discord_env(fake: FakeDiscord) -> dict[str, str]:
@@ -98,6 +107,8 @@ class DiscordPeople:
         self.history = history
         self.posted: dict[str, JSON] = {}  # tag -> the message as stored
         self.live: dict[str, bool] = {}  # tag -> dispatched on a live connection
+        self.handed_over = False
+        """The gateway was handed over after the faults: every message must be taken."""
 
     def _live(self) -> list[object]:
         return [s for s in self.fake.gateway.sessions.values() if s.link is not None
@@ -125,6 +136,43 @@ class DiscordPeople:
         sent.attempts.append(f"{self.history.now():.1f} discord: posted "
                              f"({len(sessions)} live session(s))")
         sent.accepted_at = sent.answered_at = self.history.now()
+
+    async def hand_over(self, store: Store, replicas: list[Replica], faults: Faults) -> None:
+        """The faults over, stop the gateway's holder (SIGTERM) and start it again: a
+        replica identifies anew and reads back what no session took (``catch_up_s`` spans
+        the soak), so every message posted must be taken in the end (``handed_over``)."""
+        await store.open()
+        try:
+            await self._hand_over(store, replicas, faults)
+        finally:
+            await store.close()
+
+    async def _hand_over(self, store: Store, replicas: list[Replica], faults: Faults) -> None:
+        held = {lease.name: lease.holder for lease in await store.leases()}
+        holder = next((h for n, h in held.items() if n.startswith("discord:gateway:")), "")
+        pid = holder.split("/")[-1].split("@")[0]
+        replica = next((r for r in replicas if r.up and r.proc and str(r.proc.pid) == pid),
+                       None)
+        if replica is None:
+            self.history.note("handover", f"no replica holds the gateway ({holder!r})")
+            return
+        sessions = len(self.fake.gateway.identifies)
+        await faults.restart(replica, "to hand the Discord gateway over")
+        try:
+            await self.fake.until(lambda: len(self.fake.gateway.identifies) > sessions,
+                                  what="a new gateway session", timeout=HANDOVER_S)
+        except TimeoutError:
+            self.history.note("handover", "no replica identified anew")
+            return
+        self.handed_over = True
+        # Settle: until every message posted has its run (what the check then asks).
+        keys = [f"discord:{d['id']}" for d in self.posted.values()]
+        until = time.monotonic() + HANDOVER_S
+        while keys and time.monotonic() < until:
+            keys = [k for k in keys if await store.run_for_key(k) is None]
+            await asyncio.sleep(1.0)
+        self.history.note("handover", f"a new gateway session; {len(keys)} message(s) not "
+                          "taken yet")
 
     def accept(self, sent: dict[str, Sent], stored: Stored) -> None:
         """A Discord message is taken once its run exists: from then on the invariants
@@ -155,10 +203,15 @@ def check_discord(plan: Plan, sent: dict[str, Sent], stored: Stored, people: Dis
     for s in mine:
         d = people.posted.get(s.op.tag)
         run = by_text.get(s.op.text)
-        if d is None or run is not None or not people.live.get(s.op.tag):
+        if d is None or run is not None:
             continue
         at = s.accepted_at or 0.0
-        if not any(at - 1.0 <= t <= at + QUIET_S for t in faults):
+        if people.handed_over:  # the replica that took the gateway over read it back
+            out.append(Violation(6, s.thread, None, f"{s.op.tag} (Discord message {d['id']}) "
+                                 "was never taken, though the gateway was handed over after "
+                                 "the faults and the soak read back", at))
+        elif people.live.get(s.op.tag) and not any(at - 1.0 <= t <= at + QUIET_S
+                                                    for t in faults):
             out.append(Violation(6, s.thread, None, f"{s.op.tag} was posted on a live gateway "
                                  "connection with no fault around it, and never taken", at))
     # Each completed run's reply once, answering its own message (the person's message id).
@@ -215,7 +268,8 @@ def discord_summary(sent: dict[str, Sent], people: DiscordPeople) -> str:
     posts = sum(1 for c in {place_id(place_of(s.op.thread)) for s in mine}
                 for m in people.fake.messages(c) if m["author"]["id"] == bot)
     return (f"  discord    {len(mine)} posted ({live} on a live connection), {taken} taken; "
-            f"{posts} bot messages; {len(people.fake.gateway.identifies)} sessions identified")
+            f"{posts} bot messages; {len(people.fake.gateway.identifies)} sessions identified; "
+            f"gateway handed over at the end: {'yes' if people.handed_over else 'no'}")
 
 
 SUBCOMMANDS = ["status", "stop", "schedules", "schedule-run", "schedule-pause",

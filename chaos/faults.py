@@ -135,6 +135,12 @@ class Faults:
         self._later(self._stop_and_restart(replica, Fault(round(self.history.now(), 3), "kill",
                                                           replica.index, down_s)))
 
+    async def restart(self, replica: Replica, why: str) -> None:
+        """SIGTERM ``replica`` now, for ``why``, and start it again a second later."""
+        self.history.note("term", f"{replica.name} {why}")
+        await self._stop_and_restart(replica, Fault(round(self.history.now(), 3), "term",
+                                                    replica.index, 1.0))
+
     async def _stop_and_restart(self, replica: Replica, fault: Fault) -> None:
         self.last_death = time.monotonic()
         if fault.kind == "kill":

@@ -189,6 +189,8 @@ async def soak(plan: Plan, work: Path, *, own_server: bool = False,
         await asyncio.gather(workload.run(), faults.run(), jobs.run(), operators.run())
         await asyncio.sleep(max(0.0, plan.seconds - history.now()))
         await faults.quiet()
+        if people is not None:
+            await people.hand_over(_open(spec, work, dsn), replicas, faults)
         drained = await workload.drain(SETTLE_S)
         await operators.settle(SETTLE_S)
         await jobs.pause_all()  # no slot fires while the store is read

@@ -69,6 +69,12 @@ class DiscordChannel:
     async def on_interaction(self, interaction: discord.Interaction) -> None:
         await self.interactions.on_interaction(interaction)
 
+    def on_session(self) -> None:
+        self.inbound.on_session()
+
+    def on_ready(self) -> None:
+        self.inbound.on_ready()
+
     # -- lifespan ------------------------------------------------------------------------------
 
     async def __aenter__(self) -> Self:

@@ -22,6 +22,12 @@ class Handler(Protocol):
 
     async def on_interaction(self, interaction: discord.Interaction) -> None: ...
 
+    def on_session(self) -> None:
+        """A new gateway session (READY; a resume is not one): it was sent nothing before."""
+
+    def on_ready(self) -> None:
+        """The new session's guilds are known."""
+
 
 def point_at(http: HTTPClient, api_url: str) -> None:
     """Send this client's REST calls to ``api_url`` instead of Discord's (this client only).
@@ -94,8 +100,15 @@ class GatewayClient(discord.AutoShardedClient):
         # queued never reaches the next connection) and not ready.
         await self._async_setup_hook()
 
+    async def on_connect(self) -> None:
+        # discord.py dispatches ``connect`` on READY only, before the messages after it.
+        if self._handler is not None:
+            self._handler.on_session()
+
     async def on_ready(self) -> None:
         self.ready.set()
+        if self._handler is not None:
+            self._handler.on_ready()
 
     async def on_message(self, message: discord.Message) -> None:
         if self._handler is not None:

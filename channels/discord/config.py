@@ -73,6 +73,11 @@ class DiscordConfig(BaseModel):
         default="mentions", description="mentions: in guild channels only mentions of the bot "
         "and replies to it start work (threads it is part of and DMs: every message)")
 
+    catch_up_s: float = Field(
+        default=900.0, ge=0, description="at each new gateway session (a start, a replica "
+        "taking over, a connection Discord would not resume), the messages of this many "
+        "seconds back that the bot was not sent are read back and answered; 0: none")
+
     @field_validator("file_hosts")
     @classmethod
     def _file_hosts(cls, value: list[str]) -> list[str]:
