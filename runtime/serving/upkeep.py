@@ -90,5 +90,12 @@ class RuntimeUpkeep:
         """Send every recorded delivery that has no message id yet, reconciling first, in
         order: those a crash or a failed send left behind (``channel``: that channel's
         only). A delivery of a run that another live process holds is left to that
-        process."""
-        await self._outbox.flush(self._peers.elsewhere(), channel=channel)
+        process, and one of a run a worker here drives to that worker, which sends it as
+        the run ends (a sweep meanwhile would send it as the run's last commit is
+        written: before, not after, a process killed right then has answered)."""
+        elsewhere = self._peers.elsewhere()
+
+        async def skip(run_id: str) -> bool:
+            return self.holds(run_id) or await elsewhere(run_id)
+
+        await self._outbox.flush(skip, channel=channel)

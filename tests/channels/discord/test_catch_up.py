@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator
 from pathlib import Path
+
+import pytest
 
 from channels.discord.inbound import DiscordInbound
 from runtime.serving.leases import holder_name
-from tests.channels.discord.test_channel import Discord, fake, running  # noqa: F401
+from tests.channels.discord.test_channel import Discord, running
 from tests.channels.discord.test_gateway_lease import SETTINGS, take_the_lease
 from tests.fakes.discord import (
     BOT_ID,
@@ -26,7 +27,11 @@ from tests.fakes.discord import (
 )
 from tests.fakes.discord import payloads as p
 
-Bot = Callable[..., AbstractAsyncContextManager[Discord]]
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeDiscord]:
+    async with FakeDiscord() as started:
+        yield started
 
 
 def mention(fake: FakeDiscord, channel: int, text: str) -> dict[str, object]:

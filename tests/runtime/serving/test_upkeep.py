@@ -14,6 +14,7 @@ from uuid import uuid4
 from runtime import (
     AgentConfig,
     EchoProvider,
+    Origin,
     Run,
     RunState,
     Runtime,
@@ -22,6 +23,8 @@ from runtime import (
     ToolRegistry,
     tool,
 )
+from runtime.stores.base import Checkpoint
+from tests.fakes.chat import MemoryChat
 from tests.scripted import call
 
 S = RunState
@@ -105,3 +108,40 @@ async def test_without_an_approval_timeout_nothing_times_out(tmp_path: Path) -> 
         clock.now += 365 * 86_400
         assert await rt._upkeep.expire_approvals() == []
         assert (await rt.records.get_run(paused.id)).state is S.AWAITING_APPROVAL
+
+
+class HeldAtTheEnd(SQLiteStore):
+    """Holds the commit that ends a run, once it is written, until ``go``: the moment a
+    process killed right after that commit dies in (tests/crash, ``after_final_answer``)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.ended = asyncio.Event()
+        self.go = asyncio.Event()
+
+    async def commit(self, checkpoint: Checkpoint) -> None:
+        await super().commit(checkpoint)
+        if any(t.target is S.COMPLETED for t in checkpoint.transitions):
+            self.ended.set()
+            await self.go.wait()
+
+
+async def test_a_sweep_leaves_a_run_its_worker_drives_to_that_worker(tmp_path: Path) -> None:
+    """The outbox's sweep (every few seconds) while a run's last commit is being written:
+    its reply is the worker's to send as the run ends, not the sweep's. Before, the sweep
+    sent it then, and a process killed right after that commit had answered already (the
+    crash matrix's ``test_crash_again_during_recovery`` failed now and then on a loaded
+    machine: its fifth process found nothing left to send)."""
+    chat = MemoryChat()
+    store = HeldAtTheEnd(tmp_path / "m.db")
+    async with store, unserved(Runtime(store, EchoProvider(),
+                                       deliverers={"chat": chat})) as rt:
+        run = await rt.submit("t", "hi", origin=Origin(channel="chat", target={"to": "t"}))
+        async with asyncio.timeout(10):
+            await store.ended.wait()
+            await rt._upkeep.flush_deliveries()
+            assert chat.posted == []  # left to the worker
+            store.go.set()
+            await rt.wait(run.id)
+            await rt.idle()
+    assert [m.text for m in chat.posted] == ["echo: hi"]
