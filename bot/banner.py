@@ -63,6 +63,8 @@ def banner_tail(
     lines.append(f"Ready. Talk to it {where}with `maiden chat` or `maiden send THREAD TEXT`; "
                  "Ctrl-C stops.")
     return "\n".join(lines)
+
+
 def _knowledge_lines(loaded: LoadedConfig) -> list[str]:
     """The ``[[knowledge]]`` sources and when they are indexed (none: no line)."""
     cfg = loaded.config
