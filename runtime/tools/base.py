@@ -30,6 +30,7 @@ from ..errors import ToolDefinitionError, ToolFailure
 from ..model.runs import Origin
 from ..model.toolspec import ToolSpec
 from .keeping import Keeper
+from .needs import needed
 from .output import (
     ErrorType,
     ToolFile,
@@ -123,11 +124,7 @@ class ToolContext:
     def service(self, name: str) -> Any:
         """The service ``name`` (``notes``, ``send``, or one the app gives, such as
         ``schedules``); ``ToolFailure`` if the tool did not declare it or it is not there."""
-        try:
-            return self.services[name]
-        except KeyError:
-            raise ToolFailure(f"the service {name!r} is not available to this tool "
-                              "(declare it: @tool(needs=...))") from None
+        return needed(self.services, name, "tool")
 
 
 class _Args(BaseModel):

@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ToolFailure
 from ..model.runs import Origin
+from .needs import needed
 
 __all__ = ["Keeper", "Keeping"]
 
@@ -44,11 +44,7 @@ class Keeping:
 
     def service(self, name: str) -> Any:
         """The service ``name``; ``ToolFailure`` if the tool did not declare it."""
-        try:
-            return self.services[name]
-        except KeyError:
-            raise ToolFailure(f"the service {name!r} is not available to this keeper "
-                              "(declare it: @tool(needs=...))") from None
+        return needed(self.services, name, "keeper")
 
 
 Keeper = Callable[[Keeping], Awaitable[int]]

@@ -13,9 +13,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ToolFailure
 from ..model.entries import Entry, Notice
 from ..model.runs import Origin
+from .needs import needed
 
 __all__ = ["Opening", "Prelude"]
 
@@ -44,11 +44,7 @@ class Opening:
 
     def service(self, name: str) -> Any:
         """The service ``name``; ``ToolFailure`` if the tool did not declare it."""
-        try:
-            return self.services[name]
-        except KeyError:
-            raise ToolFailure(f"the service {name!r} is not available to this prelude "
-                              "(declare it: @tool(needs=...))") from None
+        return needed(self.services, name, "prelude")
 
 
 Prelude = Callable[[Opening], Awaitable[Notice | None]]
