@@ -23,7 +23,7 @@ from .catchup import read_back
 from .client import GatewayClient
 from .config import DiscordConfig
 from .lifecycle import Gateway, log
-from .mapping import Inbound, Seen, read_message
+from .mapping import Inbound, Seen, message_key, read_message
 
 __all__ = ["HOLD_S", "DiscordInbound"]
 
@@ -62,7 +62,7 @@ class DiscordInbound:
         """Set while no reading back is under way (cleared at a new gateway session)."""
         self.caught_up.set()
         self.read_back = 0
-        """Messages taken (or found taken) only when read back."""
+        """Messages taken only when read back."""
 
     async def on_message(self, message: discord.Message) -> None:
         self._remember(message.id)
@@ -116,6 +116,12 @@ class DiscordInbound:
         found = await read_back(self._client, self._runtime, window_s=self._config.catch_up_s)
         for message in found.messages:
             if message.id in self._seen_ids:
+                continue
+            # Taken already (by an earlier process, or another replica): one read, where
+            # handing it in again would try to write it.
+            if str(message.author.id) == self._gateway.bot or await \
+                    self._runtime.records.run_for_key(message_key(message.id)) is not None:
+                self._remember(message.id)
                 continue
             if await self._on_message(message, late=True):
                 taken += 1

@@ -14,7 +14,7 @@ from typing import Literal
 
 from runtime import FileSource
 
-__all__ = ["Ignored", "Inbound", "Seen", "read_message", "strip_mentions"]
+__all__ = ["Ignored", "Inbound", "Seen", "message_key", "read_message", "strip_mentions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +50,7 @@ class Inbound:
 
     @property
     def key(self) -> str:
-        return f"discord:{self.message}"
+        return message_key(self.message)
 
     @property
     def target(self) -> dict[str, str]:
@@ -63,6 +63,11 @@ class Inbound:
 @dataclass(frozen=True, slots=True)
 class Ignored:
     why: str
+
+
+def message_key(message_id: object) -> str:
+    """The run's idempotency key for a Discord message: ``discord:{id}``."""
+    return f"discord:{message_id}"
 
 
 def strip_mentions(text: str, bot: str) -> str:
