@@ -37,8 +37,9 @@ class Place:
     ids: tuple[str, ...] = ()
     direct: bool = False
     private: bool = False
-    """A private channel (Slack's ``group`` and ``mpim``): what is learned there stays
-    there (a DM is private too)."""
+    """A private channel (Slack's ``group`` and ``mpim``, or one ``conversations.info``
+    says is private; a Discord channel ``@everyone`` cannot view, a private thread): what
+    is learned there stays there (a DM is private too)."""
 
     @classmethod
     def of(cls, *ids: str | None, direct: bool = False, private: bool = False) -> Place:

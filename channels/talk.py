@@ -81,14 +81,15 @@ class Talk:
         return verdict
 
     async def submit(self, message: Message, place: Place, *,
-                     submit: Submit | None = None) -> Run:
+                     submit: Submit | None = None, user_name: str | None = None) -> Run:
         """The run ``message`` makes, through ``submit`` (by default the runtime's); what
-        it raises is raised."""
+        it raises is raised. ``user_name``: the sender's name as the platform shows it,
+        for the source of what the run remembers."""
         return await (submit or self._runtime.submit)(
             message.thread_id, message.text, idempotency_key=message.key,
             fetch=message.files,
             origin=Origin(channel=self._via, target=message.target, user=message.user,
-                          place=place.ids, direct=place.direct,
+                          user_name=user_name or None, place=place.ids, direct=place.direct,
                           private=place.direct or place.private,
                           rights=place.rights(self._access, message.user)))
 

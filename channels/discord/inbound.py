@@ -24,6 +24,7 @@ from .client import GatewayClient
 from .config import DiscordConfig
 from .lifecycle import Gateway, log
 from .mapping import Inbound, Seen, message_key, read_message
+from .privacy import is_private
 
 __all__ = ["HOLD_S", "DiscordInbound"]
 
@@ -153,7 +154,8 @@ class DiscordInbound:
             return False
         parent = getattr(message.channel, "parent_id", None)
         place = Place.of(found.channel, str(parent) if parent is not None else None,
-                         found.guild, direct=found.direct)
+                         found.guild, direct=found.direct,
+                         private=found.direct or is_private(message.channel))
         verdict = await self._talk.hear(found, place)
         if verdict in ("may not talk", "may not stop"):
             log.info("discord: %s may not %s in %s", found.user,
@@ -161,7 +163,8 @@ class DiscordInbound:
         if verdict != "take":
             return False
         try:
-            run = await self._talk.submit(found, place, submit=self.intake.submit)
+            run = await self._talk.submit(found, place, submit=self.intake.submit,
+                                          user_name=message.author.display_name)
         except RunError as exc:
             log.warning("discord: message %s not taken: %s", found.message, exc)
             return False

@@ -26,6 +26,7 @@ from ..feedback import record_vote
 from ..prompts import refusal_text
 from .commands import GROUP, SlashCommands
 from .config import DiscordConfig
+from .privacy import is_private
 from .render import Choice, parse_custom_id, parse_vote_id
 
 __all__ = ["CHANNEL_MESSAGE", "EPHEMERAL", "UPDATE_MESSAGE", "Interactions", "link_of"]
@@ -126,4 +127,5 @@ def _place(interaction: discord.Interaction) -> Place:
     guild = str(interaction.guild_id) if interaction.guild_id else None
     parent = getattr(interaction.channel, "parent_id", None)
     return Place.of(channel, str(parent) if parent is not None else None, guild,
-                    direct=guild is None)
+                    direct=guild is None,
+                    private=guild is None or is_private(interaction.channel))

@@ -116,6 +116,7 @@ class SlackChannel:
         await self.connection.close()
         await self._background.close()
         await self.zones.close()
+        await self.inbound.close()
         await self.downloads.aclose()
         self.connection.stopped()
 

@@ -4,6 +4,7 @@ the agent session each run of a Slack thread shows while it works (``sessions``)
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +21,7 @@ from ..work import Background
 from .assistant import AssistantThreads
 from .config import SlackConfig
 from .lifecycle import SlackConnection, log
+from .lookups import SlackNames, SlackPrivacy
 from .mapping import Inbound, read_event
 from .sessions import Sessions, title_of
 
@@ -43,6 +45,10 @@ class SlackInbound:
         self._via = via
         self._assistant = assistant
         self._sessions = sessions
+        self._privacy = SlackPrivacy(client)
+        """Whether an ``app_mention``'s channel is private (``conversations.info``)."""
+        self._names = SlackNames(client)
+        """The name a sender shows (``users.info``), for what they teach the agent."""
         self._talk = Talk(runtime, via, config.access)
         self._told = Told(runtime, via, log)
         self._watching: set[str] = set()
@@ -66,7 +72,9 @@ class SlackInbound:
             return
         if not seen.mentioned and not seen.direct and not await self._joined(seen):
             return  # a channel message not for the bot
-        place = Place.of(seen.channel, direct=seen.direct, private=seen.private)
+        # Rights go by the channel's id alone; whether it is private is asked of Slack
+        # only for a message taken (``_known``).
+        place = Place.of(seen.channel, direct=seen.direct, private=seen.private is not False)
         verdict = await self._talk.hear(seen, place)  # a stop is written before the ack
         if verdict == "may not talk":
             await self._tell_once(seen.channel, seen.user, "talk to this agent")
@@ -76,9 +84,26 @@ class SlackInbound:
                                                       text=refusal_text("stop runs"))
         elif verdict == "take":
             await self._assistant.first_message(seen)
+            place, name = await self._known(seen)
             # Stored before the ack. Shutting down, this raises: no ack, so Slack sends
             # the event again, to the next process.
-            self._watch(await self._talk.submit(seen, place), seen)
+            self._watch(await self._talk.submit(seen, place, user_name=name), seen)
+
+    async def _known(self, seen: Inbound) -> tuple[Place, str | None]:
+        """The message's place, private as Slack says (an ``app_mention``'s channel asked
+        of ``conversations.info``, private without an answer), and the sender's name: both
+        asked at once, so the ack waits at most one ``lookups.WAIT_S``."""
+        async def private() -> bool:
+            if seen.private is not None:
+                return seen.private
+            return await self._privacy.private(seen.channel)
+
+        async def name() -> str | None:
+            # A person's id starts with U or W; a bot's message (reply_to_bots) has none.
+            return await self._names(seen.user) if seen.user[:1] in ("U", "W") else None
+
+        is_private, named = await asyncio.gather(private(), name())
+        return Place.of(seen.channel, direct=seen.direct, private=is_private), named
 
     def _watch(self, run: Run, seen: Inbound) -> None:
         """The run's agent session shown, where Slack is reached."""
@@ -125,6 +150,11 @@ class SlackInbound:
         if run.origin.channel == self._via:
             await self._sessions.settle(run.thread_id, run.origin.target,
                                         title=title_of(run.text))
+
+    async def close(self) -> None:
+        """Cancel the asks of Slack under way (the channel is closing)."""
+        await self._privacy.close()
+        await self._names.close()
 
     async def on_session_stopped(self, event: dict[str, Any], body: dict[str, Any]) -> None:
         """Slack's stop button (``sessions``): the stop is written before the ack."""

@@ -30,8 +30,8 @@ _DIRECT = {"im"}
 _PUBLIC = "channel"
 """The ``channel_type`` of a public channel (https://api.slack.com/events/message); ``im``,
 ``mpim`` and ``group`` are a DM, a group DM and a private channel. An ``app_mention``
-carries none: its channel is then taken as private (failing closed: what is learned there
-is recalled only there)."""
+carries none (docs.slack.dev/reference/events/app_mention): its ``private`` is None, for the
+inbound to ask Slack (``lookups.SlackPrivacy``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +51,9 @@ class Inbound:
     direct: bool
     in_thread: bool
     """The message is a reply inside a Slack thread."""
-    private: bool = False
-    """Said in a DM, a group DM or a private channel (its ``channel_type``)."""
+    private: bool | None = False
+    """Said in a DM, a group DM or a private channel (its ``channel_type``); None: the
+    event did not say (an ``app_mention`` outside a DM)."""
     files: tuple[FileSource, ...] = ()
     """Files shared with it, to download with the bot token (``url_private_download``)."""
 
@@ -117,8 +118,17 @@ def read_event(
     return Inbound(team=team, channel=channel, user=who, ts=ts,
                    text=strip_mentions(text, bot_user), thread_id=thread_id, reply_in=reply_in,
                    mentioned=mentioned, direct=direct, in_thread=in_thread,
-                   private=direct or event.get("channel_type") != _PUBLIC,
+                   private=_private(event, direct),
                    files=read_files(event.get("files")))
+
+
+def _private(event: Mapping[str, Any], direct: bool) -> bool | None:
+    """Whether the event's channel is private, by its ``channel_type``; None if it has
+    none (an ``app_mention``), True for a ``channel_type`` that is not ``channel``."""
+    kind = event.get("channel_type")
+    if direct:
+        return True
+    return None if kind is None else kind != _PUBLIC
 
 
 def read_files(files: Any) -> tuple[FileSource, ...]:

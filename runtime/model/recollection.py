@@ -63,8 +63,8 @@ def provenance_of(origin: Origin, *, thread_id: str, run_id: str, at: float,
                   message: str | None = None) -> Provenance:
     """Where something said in a run of ``origin`` comes from (``message``: the platform's
     reference of the message, when there is one)."""
-    return Provenance(user=person(origin.channel, origin.user), channel=origin.channel,
-                      place=origin.place[0] if origin.place else None,
+    return Provenance(user=person(origin.channel, origin.user), user_name=origin.user_name,
+                      channel=origin.channel, place=origin.place[0] if origin.place else None,
                       private=_private(origin), thread_id=thread_id, run_id=run_id,
                       message=message, at=at)
 
@@ -127,7 +127,8 @@ def edit_refusal(memory: Memory, who: str | None, rights: Iterable[str]) -> str 
 
 
 def source_words(memory: Memory) -> str:
-    """Who said it, where, when, in a few words (``slack:U1, slack #C9, 3 Dec 2026``)."""
+    """Who said it, where, when, in a few words (``Ana, slack #C9, 3 Dec 2026``; the id
+    ``slack:U1`` where the platform gave no name)."""
     p = memory.provenance
     who = p.user_name or p.user or p.via or "someone"
     if p.place is None:

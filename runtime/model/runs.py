@@ -99,14 +99,18 @@ class Origin(BaseModel):
     channel: str = "cli"
     target: dict[str, str] = Field(default_factory=dict)
     user: str | None = None
+    user_name: str | None = None
+    """The sender's name as the platform shows it (Slack's display name, Discord's), when
+    the channel knows it: what a memory's source says instead of the bare id."""
     place: tuple[str, ...] = ()
     """The ids of the place it came from, most specific first (a Slack channel; a Discord
     channel, its parent channel, its guild): what routes and spend caps look at."""
     direct: bool = False
     """A direct message with the bot."""
     private: bool = False
-    """A DM or a private channel (Slack's ``im``, ``mpim`` and ``group``): what is learned
-    here is recalled nowhere else (``model.memories.visible``)."""
+    """A DM or a private channel (Slack's ``im``, ``mpim`` and private channels; a Discord
+    channel ``@everyone`` cannot view, a private thread): what is learned here is recalled
+    nowhere else (``model.memories.visible``)."""
     rights: tuple[str, ...] = ()
     """The rights (``talk``, ``approve``, ``operate``) the sender holds here, as the channel's
     access rules (or the HTTP token, or the operator's CLI) granted them at submit time:

@@ -36,6 +36,7 @@ from tests.fakes.discord import (
     FakeDiscord,
     World,
     message_create,
+    new_id,
 )
 
 pytestmark = pytest.mark.timeout(30)
@@ -176,6 +177,30 @@ async def test_the_client_logs_in_connects_and_sees_ready_with_its_guild(
     identify = fake.gateway.identifies[0]
     assert identify["token"] == fake.token
     assert identify["intents"] & MESSAGE_CONTENT and fake.intents == identify["intents"]
+
+
+async def test_a_private_channel_and_a_private_thread_reach_the_client_as_discord_sends_them(
+        ) -> None:
+    """resources/channel#overwrite-object and topics/permissions#permission-overwrites: a
+    private channel denies VIEW_CHANNEL to @everyone (the role whose id is the guild's);
+    a private thread is type 12 (resources/channel#channel-object-channel-types). discord.py
+    reads both from GUILD_CREATE."""
+    world = World()
+    secret, plans = new_id(), new_id()
+    world.add_text_channel(secret, GUILD_ID, "secret", private=True)
+    world.add_thread(plans, GENERAL_ID, "plans", owner_id=HUMAN_ID, private=True)
+    async with FakeDiscord(world) as fake, running(fake) as (bot, _):
+        guild = bot.get_guild(GUILD_ID)
+        assert guild is not None and guild.default_role.id == GUILD_ID
+        channel = guild.get_channel(secret)
+        assert isinstance(channel, discord.TextChannel)
+        assert channel.overwrites_for(guild.default_role).view_channel is False
+        assert not channel.permissions_for(guild.default_role).view_channel
+        assert guild.me is not None and channel.permissions_for(guild.me).view_channel
+        assert general(bot).permissions_for(guild.default_role).view_channel
+        thread = guild.get_thread(plans)
+        assert thread is not None and thread.type is discord.ChannelType.private_thread
+        assert thread.invitable
 
 
 async def test_a_wrong_token_is_a_login_failure(fake: FakeDiscord) -> None:

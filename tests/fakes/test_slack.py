@@ -503,3 +503,34 @@ async def test_bolt_accepts_signed_events_and_answers_through_the_fake(
     body, headers = signed_event(payload, "wrong secret")
     answer = await app.async_dispatch(bolt_request(body, headers))
     assert answer.status == 401
+
+
+async def test_conversations_info_says_whether_a_conversation_is_private(
+        fake: FakeSlack) -> None:
+    """docs.slack.dev/reference/methods/conversations.info: the conversation object's
+    is_private, is_im, is_mpim; the scope of the conversation's kind (channels:read,
+    groups:read, im:read, mpim:read); an id that names none is channel_not_found."""
+    web = client(fake)
+    fake.post_as_user(CHANNEL, HUMAN, "hi")
+    public = (await web.conversations_info(channel=CHANNEL))["channel"]
+    assert (public["is_private"], public["is_im"], public["is_mpim"], public["is_channel"]) == (
+        False, False, False, True)
+    fake.conversation("C0SECRET01", "group")  # a private channel with a C id
+    secret = (await web.conversations_info(channel="C0SECRET01"))["channel"]
+    assert secret["is_private"] is True and secret["is_channel"] is True
+    fake.conversation("G0GROUPDM1", "mpim")
+    group = (await web.conversations_info(channel="G0GROUPDM1"))["channel"]
+    assert group["is_private"] is True and group["is_mpim"] is True
+    with pytest.raises(SlackApiError) as caught:
+        await web.conversations_info(channel="C0NOWHERE1")
+    assert caught.value.response["error"] == "channel_not_found"
+    fake.conversation(DM, "im")
+    with pytest.raises(SlackApiError) as caught:  # the fake grants no im:read
+        await web.conversations_info(channel=DM)
+    assert caught.value.response["error"] == "missing_scope"
+    assert caught.value.response["needed"] == "im:read"
+    async with FakeSlack(Workspace(scopes=("chat:write", "channels:read"))) as lacking:
+        lacking.conversation("C0SECRET01", "group")
+        with pytest.raises(SlackApiError) as caught:
+            await client(lacking).conversations_info(channel="C0SECRET01")
+        assert caught.value.response["needed"] == "groups:read"

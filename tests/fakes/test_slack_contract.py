@@ -132,6 +132,7 @@ def test_every_method_the_product_calls_has_an_entry() -> None:
     ("files.info", {}, "invalid_arguments", "file"),
     ("views.publish", {"user_id": HUMAN}, "invalid_arguments", "view"),
     ("users.info", {}, "invalid_arguments", "user"),
+    ("conversations.info", {}, "channel_not_found", None),
 ])
 async def test_a_missing_argument_answers_the_documented_error(
         fake: FakeSlack, method: str, body: dict[str, Any], error: str,

@@ -58,14 +58,15 @@ class Discord:
 @asynccontextmanager
 async def running(fake: FakeDiscord, db: Path, *, provider: Provider | None = None,
                   tools: tuple[Tool, ...] = (deploy,), agent: AgentConfig | None = None,
-                  settings: RuntimeConfig | None = None,
+                  settings: RuntimeConfig | None = None, registry: ToolRegistry | None = None,
                   **overrides: Any) -> AsyncIterator[Discord]:
     fields: dict[str, Any] = {"api_url": fake.api_url, "file_hosts": [fake.cdn_url],
                               "allow_users": [str(HUMAN_ID)]}
     fields.update(overrides)
     async with SQLiteStore(db) as store:
         discord = DiscordOutbound(DiscordConfig(**fields), fake.token, guild_ready_timeout=0.05)
-        runtime = Runtime(store, provider or EchoProvider(), ToolRegistry(tools), agent=agent,
+        runtime = Runtime(store, provider or EchoProvider(), registry or ToolRegistry(tools),
+                          agent=agent,
                           settings=settings or RuntimeConfig(poll_interval_s=0.1),
                           deliverers={"discord": discord.deliverer},
                           fetchers={"discord": discord.fetcher})

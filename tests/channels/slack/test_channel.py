@@ -79,13 +79,14 @@ def secrets(fake: FakeSlack) -> SlackSecrets:
 @asynccontextmanager
 async def running(
     fake: FakeSlack, db: Path, *, provider: Provider | None = None,
-    tools: tuple[Tool, ...] = (deploy,), agent: AgentConfig | None = None, **overrides: Any,
+    tools: tuple[Tool, ...] = (deploy,), agent: AgentConfig | None = None,
+    registry: ToolRegistry | None = None, **overrides: Any,
 ) -> AsyncIterator[Slack]:
     """A runtime on ``db`` with the Slack channel started against ``fake`` (Socket Mode)."""
     async with SQLiteStore(db) as store:
         slack = SlackOutbound(config(fake, **overrides), secrets(fake), Records(store),
                               pace_s=0)
-        runtime = Runtime(store, provider or EchoProvider(), ToolRegistry(tools),
+        runtime = Runtime(store, provider or EchoProvider(), registry or ToolRegistry(tools),
                           agent=agent or AgentConfig(),
                           settings=RuntimeConfig(poll_interval_s=0.1),
                           deliverers={"slack": slack.deliverer},

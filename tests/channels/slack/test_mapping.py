@@ -140,9 +140,11 @@ def test_approval_buttons_carry_the_call() -> None:
     (event(channel="C7", channel_type="group"), True),  # one with a C id, as new ones have
     (event(channel="G2", channel_type="mpim"), True),  # a group DM
     (event(channel="D9", channel_type="im"), True),  # a DM
-    (event(type="app_mention", text=f"<@{BOT}> hi", channel_type=None), True),  # unknown
+    # An app_mention says nothing: the inbound asks Slack (test_privacy.py).
+    (event(type="app_mention", text=f"<@{BOT}> hi", channel_type=None), None),
+    (event(type="app_mention", channel="D9", text=f"<@{BOT}> hi", channel_type="im"), True),
 ])
 def test_what_is_said_in_a_private_conversation_is_marked_so(e: dict[str, Any],
-                                                              private: bool) -> None:
+                                                              private: bool | None) -> None:
     seen = read(e)
     assert isinstance(seen, Inbound) and seen.private is private

@@ -41,6 +41,11 @@ GUILD_TEXT = 0
 DM = 1
 GUILD_CATEGORY = 4
 PUBLIC_THREAD = 11
+PRIVATE_THREAD = 12
+THREADS = (PUBLIC_THREAD, PRIVATE_THREAD)
+
+VIEW_CHANNEL = 1 << 10
+"""topics/permissions#permissions-bitwise-permission-flags."""
 
 MEMBER_PERMISSIONS = "2248473465835073"
 """The permissions an interaction says its user and the app have (a member's usual set)."""
@@ -135,21 +140,35 @@ def text_channel(channel_id: Id, guild_id: Id, name: str, *, position: int = 0,
             "permission_overwrites": [], "icon_emoji": None, "theme_color": None}
 
 
+def overwrite(target_id: Id, *, member: bool = False, allow: int = 0, deny: int = 0
+              ) -> JSON:
+    """A permission overwrite (resources/channel#overwrite-object): ``id`` a role's or a
+    member's, ``type`` 0 (role) or 1 (member), ``allow`` and ``deny`` permission bit sets as
+    strings. The ``@everyone`` role's id is the guild's (topics/permissions#role-object)."""
+    return {"id": str(target_id), "type": 1 if member else 0, "allow": str(allow),
+            "deny": str(deny)}
+
+
 def category(channel_id: Id, guild_id: Id, name: str, *, position: int = 0) -> JSON:
     return {"id": str(channel_id), "type": GUILD_CATEGORY, "guild_id": str(guild_id),
             "name": name, "position": position, "flags": 0, "permission_overwrites": []}
 
 
-def thread(thread_id: Id, guild_id: Id, parent_id: Id, owner_id: Id, name: str) -> JSON:
-    """A public thread (type 11) in a text channel."""
+def thread(thread_id: Id, guild_id: Id, parent_id: Id, owner_id: Id, name: str, *,
+           private: bool = False) -> JSON:
+    """A public thread (type 11) in a text channel; ``private``: a private thread (type 12),
+    which only its members and those who may manage threads see (resources/channel
+    #channel-object-channel-types), with ``thread_metadata.invitable``."""
     created = iso(snowflake_time(thread_id))
-    return {"id": str(thread_id), "type": PUBLIC_THREAD, "guild_id": str(guild_id),
+    metadata: JSON = {"invitable": True} if private else {}
+    return {"id": str(thread_id), "type": PRIVATE_THREAD if private else PUBLIC_THREAD,
+            "guild_id": str(guild_id),
             "parent_id": str(parent_id), "owner_id": str(owner_id), "name": name, "flags": 0,
             "last_message_id": None, "rate_limit_per_user": 0, "message_count": 0,
             "member_count": 1, "total_message_sent": 0, "member_ids_preview": [str(owner_id)],
             "thread_metadata": {"archived": False, "auto_archive_duration": 1440,
                                 "archive_timestamp": created, "locked": False,
-                                "create_timestamp": created}}
+                                "create_timestamp": created, **metadata}}
 
 
 def dm_channel(channel_id: Id, recipient: JSON) -> JSON:

@@ -183,7 +183,7 @@ class RestAPI:
         channel = self.world.channels.get(msg["channel_id"])
         if channel is not None:
             channel["last_message_id"] = msg["id"]
-            if channel["type"] == p.PUBLIC_THREAD:
+            if channel["type"] in p.THREADS:
                 channel["message_count"] += 1
                 channel["total_message_sent"] += 1
         await self.echo("MESSAGE_CREATE", self.for_gateway(msg))

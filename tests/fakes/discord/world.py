@@ -48,8 +48,10 @@ class World:
 
     # -- building the world
 
-    def add_user(self, user_id: Id, username: str, *, bot: bool = False) -> JSON:
-        self.users[str(user_id)] = p.user(user_id, username, bot=bot)
+    def add_user(self, user_id: Id, username: str, *, bot: bool = False,
+                 global_name: str | None = None) -> JSON:
+        """``global_name``: the name the person shows (their username if None)."""
+        self.users[str(user_id)] = p.user(user_id, username, bot=bot, global_name=global_name)
         return self.users[str(user_id)]
 
     def add_guild(self, guild_id: Id, name: str, *, owner_id: Id) -> None:
@@ -71,13 +73,23 @@ class World:
         return self._add(p.category(channel_id, guild_id, name, position=self._next(guild_id)))
 
     def add_text_channel(self, channel_id: Id, guild_id: Id, name: str, *,
-                         parent_id: Id | None = None) -> JSON:
-        return self._add(p.text_channel(channel_id, guild_id, name, parent_id=parent_id,
-                                        position=self._next(guild_id)))
+                         parent_id: Id | None = None, private: bool = False) -> JSON:
+        """``private``: ``@everyone`` (the role whose id is the guild's) is denied
+        VIEW_CHANNEL, the bot allowed it, as Discord's "Private Channel" switch sets
+        (topics/permissions#permission-overwrites)."""
+        channel = p.text_channel(channel_id, guild_id, name, parent_id=parent_id,
+                                 position=self._next(guild_id))
+        if private:
+            channel["permission_overwrites"] = [
+                p.overwrite(guild_id, deny=p.VIEW_CHANNEL),
+                p.overwrite(self.bot_id, member=True, allow=EVERYONE_PERMISSIONS)]
+        return self._add(channel)
 
-    def add_thread(self, thread_id: Id, parent_id: Id, name: str, *, owner_id: Id) -> JSON:
+    def add_thread(self, thread_id: Id, parent_id: Id, name: str, *, owner_id: Id,
+                   private: bool = False) -> JSON:
         guild_id = self.channels[str(parent_id)]["guild_id"]
-        return self._add(p.thread(thread_id, guild_id, parent_id, owner_id, name))
+        return self._add(p.thread(thread_id, guild_id, parent_id, owner_id, name,
+                                  private=private))
 
     def add_dm(self, channel_id: Id, user_id: Id) -> JSON:
         return self._add(p.dm_channel(channel_id, self.users[str(user_id)]))
@@ -125,9 +137,9 @@ class World:
     def guild_create(self, guild_id: Id) -> JSON:
         info = self._guilds[str(guild_id)]
         channels = [c for c in self.channels.values()
-                    if c.get("guild_id") == info["id"] and c["type"] != p.PUBLIC_THREAD]
+                    if c.get("guild_id") == info["id"] and c["type"] not in p.THREADS]
         threads = [c for c in self.channels.values()
-                   if c.get("guild_id") == info["id"] and c["type"] == p.PUBLIC_THREAD]
+                   if c.get("guild_id") == info["id"] and c["type"] in p.THREADS]
         joined = self.joined_at(guild_id, self.bot_id)
         return p.guild(info["id"], info["name"], info["owner_id"], channels=copy.deepcopy(channels),
                        threads=copy.deepcopy(threads), members=self.members(guild_id),

@@ -370,6 +370,19 @@ _USERS = {
              "east of UTC."),
 }
 
+_CONVERSATIONS = {
+    "conversations.info": Method(
+        page("conversations.info"),
+        required={"channel": Arg("string", missing="channel_not_found")},
+        optional={"include_locale": BOOL, "include_num_members": BOOL},
+        errors=_errors("channel_not_found channel_is_limited_access"),
+        note="channel_not_found: \"Value passed for ``channel`` was invalid\" (the fake "
+             "answers it for a missing channel too, as the message methods do). Scopes: "
+             "channels:read, groups:read, im:read or mpim:read, the one of the "
+             "conversation's kind (conversations.py). The answer's ``channel`` is a "
+             "conversation object: ``is_private``, ``is_im``, ``is_mpim``."),
+}
+
 CONTRACT: dict[str, Method] = {**_CHAT, **_READS, **_ASSISTANT, **_AGENTS, **_FILES, **_APP,
-                               **_USERS}
+                               **_USERS, **_CONVERSATIONS}
 """Every method the fake serves, by its Slack name."""

@@ -23,9 +23,10 @@ from .sessions import Sessions
 from .store import JSON, SlackError, Store, paginate, render
 from .streams import Streams
 
-SCOPES = ("app_mentions:read", "assistant:write", "channels:history", "chat:write",
-          "commands", "files:read", "files:write", "groups:history", "im:history",
-          "im:write", "mpim:history", "reactions:read", "reactions:write", "users:read")
+SCOPES = ("app_mentions:read", "assistant:write", "channels:history", "channels:read",
+          "chat:write", "commands", "files:read", "files:write", "groups:history",
+          "groups:read", "im:history", "im:write", "mpim:history", "mpim:read",
+          "reactions:read", "reactions:write", "users:read")
 
 _CHANNEL = re.compile(r"^[CDG][A-Z0-9]{2,}$")
 

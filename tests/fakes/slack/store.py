@@ -99,6 +99,10 @@ class Store:
     def channel(self, channel: str) -> dict[str, JSON]:
         return self._channels.setdefault(channel, {})
 
+    def has(self, channel: str) -> bool:
+        """Whether ``channel`` has been used (a message posted or read there)."""
+        return channel in self._channels
+
     def get(self, channel: str, ts: str) -> JSON:
         message = self.channel(channel).get(ts)
         if message is None:

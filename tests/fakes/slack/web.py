@@ -37,6 +37,7 @@ from aiohttp import web
 from ..site import loopback_runner, serve_on_loopback
 from . import payloads
 from .contract import CONTRACT
+from .conversations import Conversations
 from .files import SharedFiles, Uploads
 from .methods import WebAPI, Workspace, needed_scopes
 from .people import People
@@ -79,10 +80,13 @@ class FakeSlack:
         """The bot's uploads (``files_upload_v2``)."""
         self.people = People(self.workspace)
         """Who ``users.info`` knows (``person``)."""
+        self.conversations = Conversations(self.workspace, self.store)
+        """What ``conversations.info`` says of each channel (``conversation``)."""
         self.api.extra = {"files.getUploadURLExternal": self.uploads.get_url,
                           "files.completeUploadExternal": self.uploads.complete,
                           "files.info": self.uploads.info,
-                          "users.info": self.people.info}
+                          "users.info": self.people.info,
+                          "conversations.info": self.conversations.info}
         self._changed = asyncio.Condition()
         self.socket = SocketMode(self.workspace.app_id, self._changed)
         self.requests: list[Call] = []
@@ -223,6 +227,11 @@ class FakeSlack:
         """Set up a person ``users.info`` answers for, in time zone ``tz`` (an IANA name;
         the label and offset default to that zone's now)."""
         return self.people.add(user, tz=tz, tz_label=tz_label, tz_offset=tz_offset, name=name)
+
+    def conversation(self, channel: str, kind: payloads.ChannelType) -> None:
+        """``conversations.info`` says ``channel`` is (now) of ``kind`` (``group``: a private
+        channel, whatever its id)."""
+        self.conversations.set(channel, kind)
 
     def post_as_user(self, channel: str, user: str, text: str, *,
                      thread_ts: str | None = None) -> JSON:
