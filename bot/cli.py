@@ -126,7 +126,8 @@ def _memory(command: Command) -> None:
     """`memory`, `memory list`, `memory forget ID`."""
     remembered = command("memory", "list what the agent remembers (the [tools] memory "
                          "built-in), newest first, or forget one")
-    memory_sub = remembered.add_subparsers(dest="memory_command", metavar="[list|forget ID]")
+    memory_sub = remembered.add_subparsers(dest="memory_command",
+                                           metavar="[list|forget ID|forget --person ID]")
     listing = memory_sub.add_parser("list", help="the memories, newest first (the default)",
                                     description="the memories, newest first, expired ones "
                                     "left out: each with its id, scope, text and source")
@@ -138,11 +139,17 @@ def _memory(command: Command) -> None:
                             "thread or kept for it")
         parser.add_argument("--limit", type=_positive, default=50, metavar="N",
                             help="show the newest N (default: %(default)s)")
-    forget = memory_sub.add_parser("forget", help="forget a memory by its id",
-                                   description="forget a memory, whoever said it (the CLI "
-                                   "has every right)")
-    forget.add_argument("id", help="the memory's id (or its start, as long as one id "
-                        "starts so)")
+    forget = memory_sub.add_parser("forget", help="forget a memory by its id, or a "
+                                   "person's memories", description="forget a memory, "
+                                   "whoever said it (the CLI has every right); or, with "
+                                   "--person, every memory a person said or that is about "
+                                   "them")
+    which = forget.add_mutually_exclusive_group(required=True)
+    which.add_argument("id", nargs="?", help="the memory's id (or its start, as long as "
+                       "one id starts so)")
+    which.add_argument("--person", metavar="ID", help="a person as memories name them "
+                       "(slack:U0ANA, discord:1234, http:NAME): forget every memory they "
+                       "said or that is about them, in one write")
 
 
 def _runs(command: Command) -> None:

@@ -4,10 +4,14 @@ What is copied, through the store contract only (so any backend to any backend):
 thread with its entries (in pages), every run as it stands (state, counters, decisions,
 pending approval, idempotency key: a schedule slot's claim or a message's key stays
 taken) with every state change, the outbox (sent and unsent records, with their message
-ids), schedule records, memory notes and the memory calls applied (so that a call re-run
-in the new store still changes nothing more), people's votes on replies, and files'
-blobs (first: every message that names one finds it). Requests
-between processes and heartbeats are not: they belong to the processes of the old store.
+ids), schedule records, notes (of the older memory tools, and the record that they became
+memories) and the note calls applied, memories (same ids, provenance, expiry) and the
+memory calls applied (so that a call re-run in the new store still changes nothing more),
+people's votes on replies, and files' blobs (first: every message that names one finds
+it). Requests between processes and heartbeats are not: they belong to the processes of
+the old store; nor are the knowledge folders' passages, which the first index pass on the
+new store makes again from the folders (``serving.knowledge``: what it finds unindexed it
+indexes).
 The source must exist (opening a ``sqlite:`` or ``files:`` path that is not there would
 create an empty store, and copy nothing) and the target must be empty; after the copy, the
 counts of both are compared and any difference is an error.
@@ -19,12 +23,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from runtime import Checkpoint, MaidenError, Store, StoreConfig, make_store
+from runtime import (
+    ADOPTED_NOTES,
+    Checkpoint,
+    Listing,
+    MaidenError,
+    Memory,
+    Store,
+    StoreConfig,
+    make_store,
+)
 
 __all__ = ["Counts", "copy_store", "count_store", "missing_source", "open_spec"]
 
 PAGE = 2_000
 """Entries per checkpoint written to the target."""
+ALL = 2**62
+"""As many as there are (a listing's limit)."""
 
 
 @dataclass
@@ -37,6 +52,8 @@ class Counts:
     schedules: int = 0
     notes: int = 0
     note_calls: int = 0
+    memories: int = 0
+    memory_calls: int = 0
     votes: int = 0
     blobs: int = 0
 
@@ -81,9 +98,11 @@ async def count_store(store: Store) -> Counts:
         for run in runs:
             counts.transitions += len(await store.transitions(run.id))
             counts.deliveries += len(await store.deliveries(run_id=run.id))
-    for scope in [*(f"thread:{thread.id}" for thread in threads), "agent"]:
+    for scope in [*(f"thread:{thread.id}" for thread in threads), "agent", ADOPTED_NOTES]:
         counts.notes += len(await store.notes(scope))
         counts.note_calls += len(await store.note_calls(scope))
+    counts.memories = len(await _memories(store))
+    counts.memory_calls = len(await store.memory_calls())
     counts.schedules = len(await store.schedule_records())
     counts.votes = len(await store.votes())
     counts.blobs = len(await store.blobs())
@@ -125,6 +144,8 @@ async def copy_store(source: Store, target: Store,
         if number % 100 == 0 or number == len(threads):
             progress(f"  {number:,}/{len(threads):,} threads")
     await _copy_notes(source, target, "agent")
+    await _copy_notes(source, target, ADOPTED_NOTES)
+    await _copy_memories(source, target, progress)
     await target.save_schedules(await source.schedule_records())
     for vote in await source.votes():
         await target.put_vote(vote)
@@ -139,3 +160,20 @@ async def _copy_notes(source: Store, target: Store, scope: str) -> None:
     for note in await source.notes(scope):
         await target.put_note(note)
     await target.save_note_calls(await source.note_calls(scope))
+
+
+async def _memories(store: Store) -> list[Memory]:
+    """Every memory of ``store``, expired ones too, oldest first."""
+    return list(reversed(await store.list_memories(Listing(), ALL)))
+
+
+async def _copy_memories(source: Store, target: Store,
+                         progress: Callable[[str], None]) -> None:
+    """Each memory as it is (its id, provenance, expiry, edits), oldest first, then the
+    calls that put or deleted them (a ``remember`` re-run finds its call applied)."""
+    memories = await _memories(source)
+    for memory in memories:
+        await target.put_memory(memory)
+    await target.save_memory_calls(await source.memory_calls())
+    if memories:
+        progress(f"  {len(memories):,} memories")

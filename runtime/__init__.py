@@ -106,6 +106,7 @@ from .providers import (
 )
 from .retry import Backoff, Failed, doubling, retrying, within
 from .service import Runtime
+from .serving.adopted import ADOPTED_NOTES
 from .serving.knowledge import (
     KNOWLEDGE_LEASE,
     Indexer,
@@ -125,6 +126,7 @@ from .version import maiden_version
 
 __all__ = [
     "ACTIVE_STATES",
+    "ADOPTED_NOTES",
     "BUILTIN_NAMES",
     "BUILTIN_TOOLS",
     "DRIVABLE_STATES",

@@ -36,6 +36,7 @@ from .model.jobs import Job
 from .model.runs import Origin, Run, Said
 from .outbox.deliverer import Deliverer
 from .providers.base import Provider
+from .serving.adopted import adopt_at_start
 from .serving.kept import Kept
 from .serving.operator import Operator
 from .serving.workers import ACTIVE
@@ -128,13 +129,16 @@ class Runtime:
 
     async def start(self, *, recover: bool = True, serve: bool = True) -> list[Run]:
         """Recover every unfinished run and send everything left in the outbox; return the
-        runs recovered.
+        runs recovered. First, with ``recover``, the notes of the older ``memory`` tools
+        become memories, once per store (``serving.adopted``).
 
         Returns once recovery is done, so new work is served after the old. With
         ``serve``, also answer requests from other processes on the same store
         (`maiden approve`, `maiden cancel`), time out stale approvals and retry failed
         sends, in the background.
         """
+        if recover:  # the notes of the older memory tools, memories from now (once)
+            await adopt_at_start(self._store, self._clock)
         if self._caps:  # made once; a cap's check reads a period's runs by its index
             await self._store.index_spend(self._caps.scopes)
         if serve:

@@ -1,6 +1,7 @@
-"""`maiden memory`: what the agent remembers, every memory with its id, scope and source,
-and `maiden memory forget ID`. The CLI is the operator (every right): it sees and forgets
-every memory, whoever said it and wherever."""
+"""`maiden memory`: what the agent remembers, every memory with its id, scope and source;
+`maiden memory forget ID`; and `maiden memory forget --person ID`, every memory a person
+said or that is about them (what is asked when someone is to be forgotten). The CLI is the
+operator (every right): it sees and forgets every memory, whoever said it and wherever."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ async def _memory(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     forgetting = args.memory_command == "forget"
     async with open_runtime(loaded, recover=False, mcp=False, writable=forgetting) as runtime:
         memories = runtime.kept.memories
+        if forgetting and args.person is not None:
+            return await _forget_person(memories, args.person)
         if forgetting:
             return await _forget(memories, args.id)
         found = await memories.listing(Listing(query=args.query or "", kind=args.scope,
@@ -50,6 +53,17 @@ async def _forget(memories: Memories, given: str) -> int:
         print(f"maiden: no memory {given!r} (`maiden memory` lists them)")
         return EXIT_FAILED
     print(f"forgot {found.id}: {found.text}")
+    return EXIT_OK
+
+
+async def _forget_person(memories: Memories, person: str) -> int:
+    """Forget every memory ``person`` said or that is about them."""
+    if not person.strip():
+        print("maiden: --person names someone (slack:U0ANA, discord:1234, http:NAME)")
+        return EXIT_FAILED
+    gone = await memories.erase_person(person)
+    print(f"forgot {gone} memor{'y' if gone == 1 else 'ies'} of {person}"
+          + ("" if gone else " (none said by them or about them)"))
     return EXIT_OK
 
 

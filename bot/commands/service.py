@@ -134,7 +134,8 @@ async def _migrate(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     print(f"done, and the counts match: {counts.threads:,} threads, {counts.entries:,} "
           f"entries, {counts.runs:,} runs ({counts.transitions:,} state changes), "
           f"{counts.deliveries:,} outbox records, {counts.schedules:,} schedules, "
-          f"{counts.notes:,} notes, {counts.votes:,} votes, {counts.blobs:,} files")
+          f"{counts.notes:,} notes, {counts.memories:,} memories, {counts.votes:,} votes, "
+          f"{counts.blobs:,} files")
     return EXIT_OK
 
 

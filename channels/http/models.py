@@ -320,6 +320,12 @@ class MemoryForgotten(BaseModel):
     existed: bool = Field(description="false: it was forgotten meanwhile")
 
 
+class PersonForgotten(BaseModel):
+    person: str
+    memories: int = Field(description="how many memories went: those the person said and "
+                                      "those about them (0: none, or forgotten already)")
+
+
 class FeedbackPage(BaseModel):
     votes: list[Vote] = Field(description="oldest first, by when each was given or last "
                                           "changed; one per person per run")

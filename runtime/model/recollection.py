@@ -131,8 +131,8 @@ def source_words(memory: Memory) -> str:
     ``slack:U1`` where the platform gave no name)."""
     p = memory.provenance
     who = p.user_name or p.user or p.via or "someone"
-    if p.place is None:
-        where = f"{p.channel} thread {p.thread_id}"
+    if p.place is None:  # no thread: a note of the whole maiden's (``serving.adopted``)
+        where = f"{p.channel} thread {p.thread_id}" if p.thread_id else p.channel
     elif p.private:
         where = f"a private {p.channel} conversation ({p.place})"
     else:

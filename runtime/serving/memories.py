@@ -107,6 +107,12 @@ class Memories:
         """Remove the memory, whatever the conversation (as ``listing``); False if none."""
         return await self._store.delete_memory(memory_id)
 
+    async def erase_person(self, user: str) -> int:
+        """Remove every memory ``user`` (``slack:U123``) said or that is about them, with
+        the calls that put them, in one write, whatever the conversation (as ``listing``);
+        how many went. What someone asks when a person is to be forgotten."""
+        return await self._store.erase_person(user)
+
     async def rewrite(self, memory_id: str, text: str, by: str) -> Memory | None:
         """Change its text, recording who, whatever the conversation (as ``listing``); the
         memory as edited, or None if there is none."""

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from ..model.attachments.refs import BlobInfo
-from ..model.memories import Cover, Listing, Memory
+from ..model.memories import Cover, Listing, Memory, MemoryCall
 from ..model.requests import (
     ControlRequest,
     Instance,
@@ -225,6 +225,19 @@ class MemoryStore(Protocol):
     async def memories_of_thread(self, thread_id: str) -> list[Memory]:
         """The memories a thread sourced (learned in it) or that are kept for it (its
         thread scope), oldest first: what erasing the thread removes with it."""
+
+    async def erase_person(self, user: str) -> int:
+        """Remove every memory ``user`` (``slack:U123``) said (its provenance's user) or
+        that is about them (their person scope), with the calls that put them (as erasing
+        a thread does); how many memories went. One durable write (the files store, whose
+        memories are a file each: each removal durable, and asked again it finishes)."""
+
+    async def memory_calls(self) -> list[MemoryCall]:
+        """The calls recorded, oldest first (the ``MEMORY_CALLS_KEPT`` newest): what
+        ``maiden migrate`` copies so that a call re-run in the new store changes nothing."""
+
+    async def save_memory_calls(self, calls: Sequence[MemoryCall]) -> None:
+        """Record calls (``maiden migrate``); those already recorded are left as they are."""
 
 
 class FeedbackStore(Protocol):

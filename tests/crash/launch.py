@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing import connection
 from pathlib import Path
 
@@ -60,10 +60,12 @@ sentinel, and every start polls each process not yet seen to end, so two threads
 (the matrix's pool) could both read one end, the later one reading nothing."""
 
 
-def _main(argv: list[str], out: str, err: str) -> None:
+def _main(argv: list[str], out: str, err: str,
+          entry: Callable[[Sequence[str]], None] = driver.cli) -> None:
     """In the forked process: what ``python -m tests.crash.driver ARGV`` does once imported
-    (in ROOT, its output to the files ``out`` and ``err``). An exception ends it with status
-    1 and its traceback on ``err``, a SystemExit with its code, a kill point with SIGKILL."""
+    (in ROOT, its output to the files ``out`` and ``err``; ``entry``: another drill's
+    ``cli``, of a module beside the driver). An exception ends it with status 1 and its
+    traceback on ``err``, a SystemExit with its code, a kill point with SIGKILL."""
     os.chdir(ROOT)
     for fd, path in ((1, out), (2, err)):
         opened = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -71,7 +73,7 @@ def _main(argv: list[str], out: str, err: str) -> None:
         os.close(opened)
     sys.argv = [driver.__file__, *argv]
     try:
-        driver.cli(argv)
+        entry(argv)
     finally:
         atexit._run_exitfuncs()  # as the interpreter would at exit (multiprocessing does not)
 
@@ -79,12 +81,14 @@ def _main(argv: list[str], out: str, err: str) -> None:
 class Driver:
     """One driver process, begun by ``start``."""
 
-    def __init__(self, argv: Sequence[str]) -> None:
+    def __init__(self, argv: Sequence[str],
+                 entry: Callable[[Sequence[str]], None] = driver.cli) -> None:
         self.argv = list(argv)
         self._outputs = tempfile.mkdtemp(prefix="maiden-driver-")
         self._out = os.path.join(self._outputs, "stdout")
         self._err = os.path.join(self._outputs, "stderr")
-        self._process = _FORKS.Process(target=_main, args=(self.argv, self._out, self._err),
+        self._process = _FORKS.Process(target=_main,
+                                       args=(self.argv, self._out, self._err, entry),
                                        name="tests.crash.driver")
         with _HELD:
             self._process.start()

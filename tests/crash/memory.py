@@ -35,9 +35,13 @@ class Switch(Protocol):
 
 
 def written_points(call: str | None) -> tuple[str, str]:
-    """The kill points around a memory's write: the flush's (its key starts ``flush:``)
-    or ``remember``'s."""
-    what = "flush_memory" if call is not None and call.startswith("flush:") else "remember"
+    """The kill points around a memory's write: the flush's (its key starts ``flush:``),
+    a note's becoming one (``note ``: ``tests/crash/notes.py``) or ``remember``'s."""
+    what = "remember"
+    if call is not None and call.startswith("flush:"):
+        what = "flush_memory"
+    elif call is not None and call.startswith("note "):
+        what = "note_memory"
     return f"before_{what}_written", f"after_{what}_written"
 
 

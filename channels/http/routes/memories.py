@@ -5,7 +5,8 @@ A token with ``operate`` sees every memory; any other sees the memories that are
 through the console ``console:NAME``) and the person memories about it. One it may not
 see is a 404, as one that is not there, so its existence does not leak. Forgetting follows
 the ``forget`` tool's rule (who said it, who it is about, or ``operate``); editing, who
-said it or ``operate`` (``edit_refusal``)."""
+said it or ``operate`` (``edit_refusal``). Forgetting a person, every memory they said or
+that is about them, needs ``operate``."""
 
 # No `from __future__ import annotations`: FastAPI reads the routes' annotations at runtime.
 import re
@@ -16,9 +17,9 @@ from fastapi import APIRouter, Path, Query
 from runtime import Listing, Memory, MemoryRefused, ScopeKind
 
 from ..auth import Credential
-from ..deps import Api, Caller, secured
+from ..deps import Api, Caller, Operator, secured
 from ..errors import ApiError, problem_responses
-from ..models import MemoryEditIn, MemoryForgotten, MemoryOut, MemoryPage
+from ..models import MemoryEditIn, MemoryForgotten, MemoryOut, MemoryPage, PersonForgotten
 from ..recollect import editing_refusal, names, sees
 from .common import DENIED
 
@@ -97,3 +98,20 @@ async def forget_memory(memory_id: MemoryId, api: Api, who: Caller) -> MemoryFor
     await _seen(api, who, memory_id)
     existed = await api.runtime.kept.memories.erase(memory_id)
     return MemoryForgotten(id=memory_id, existed=existed)
+
+
+@router.delete("/v1/memories", responses=problem_responses(*DENIED, 403, 422))
+async def forget_person(
+    who: Operator,
+    api: Api,
+    person: Annotated[str, Query(min_length=1, max_length=1000, description=(
+        "whose memories: a person as memories name them (slack:U0ANA, discord:1234, "
+        "http:NAME)"))],
+) -> PersonForgotten:
+    """Forget a person (``operate``): every memory they said and every memory about them,
+    with the records of the calls that put them, in one write. Repeating it succeeds,
+    with nothing left to remove."""
+    if _CONTROL.search(person):
+        raise ApiError(422, "a person's name holds no control characters", "invalid_person")
+    gone = await api.runtime.kept.memories.erase_person(person)
+    return PersonForgotten(person=person, memories=gone)

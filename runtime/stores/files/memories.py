@@ -8,6 +8,7 @@ small team on one machine, where that is a few milliseconds."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -17,6 +18,7 @@ from ...model.memories import (
     Listing,
     Memory,
     MemoryCall,
+    PersonScope,
     ThreadScope,
     confinement,
     listed,
@@ -54,6 +56,15 @@ class FilesMemories(FilesCore, MemoryStore):
 
     async def memories_of_thread(self, thread_id: str) -> list[Memory]:
         return await self._disk.io(self._memories_of_thread, thread_id)
+
+    async def erase_person(self, user: str) -> int:
+        return await self._disk.io(self._erase_person, user)
+
+    async def memory_calls(self) -> list[MemoryCall]:
+        return await self._disk.io(self._memory_calls)
+
+    async def save_memory_calls(self, calls: Sequence[MemoryCall]) -> None:
+        await self._disk.io(self._save_memory_calls, list(calls))
 
     # -- synchronous work, run in a worker thread
 
@@ -133,6 +144,48 @@ class FilesMemories(FilesCore, MemoryStore):
         found.sort(key=lambda m: m.updated_at, reverse=True)
         return found[:limit]
 
+    def _erase_person(self, user: str) -> int:
+        """Remove each file (its calls with it) whose memory concerns ``user``, checked
+        again under its lock (left: it holds nothing). One file at a time, each removal
+        durable: a kill part-way leaves the rest to the erasure asked again (a memory is a
+        file of its own here, and the store has no write across files)."""
+        gone = 0
+        for memory in self._all_memories():
+            if not _of_person(memory, user):
+                continue
+            path = self._memory_path(memory.id)
+            with self._disk.lock(path.with_suffix(".lock")):
+                stored = self._filed(path)
+                if stored is None or stored.memory is None or \
+                        not _of_person(stored.memory, user):
+                    continue
+                self._disk.remove([path])
+                gone += 1
+        return gone
+
+    def _memory_calls(self) -> list[MemoryCall]:
+        found: list[MemoryCall] = []
+        for path in sorted(self._folder("memories").glob("*.json")):
+            filed = self._filed(path)
+            if filed is not None:
+                found += filed.calls.values()
+        return found
+
+    def _save_memory_calls(self, calls: list[MemoryCall]) -> None:
+        """Each call into its memory's file, unless recorded already (in any: a call is
+        filed with the memory it named then)."""
+        recorded = {c.call for c in self._memory_calls()}
+        calls = [c for c in calls if c.call not in recorded]
+        for memory_id in dict.fromkeys(c.memory_id for c in calls):
+            path = self._memory_path(memory_id)
+            with self._disk.lock(path.with_suffix(".lock")):
+                stored = self._filed(path) or _Filed(id=memory_id)
+                added = {c.call: c for c in calls
+                         if c.memory_id == memory_id and c.call not in stored.calls}
+                kept = dict(list((stored.calls | added).items())[-MEMORY_CALLS_KEPT:])
+                self._disk.write(path, stored.model_copy(update={"calls": kept})
+                                 .model_dump_json().encode())
+
     def _memories_of_thread(self, thread_id: str) -> list[Memory]:
         return sorted((m for m in self._all_memories() if _of_thread(m, thread_id)),
                       key=lambda m: m.created_at)
@@ -149,6 +202,11 @@ def memory_files_of_thread(folder: Path, thread_id: str) -> list[Path]:
                 _of_thread(filed.memory, thread_id):
             gone += [path, path.with_suffix(".lock")]
     return gone
+
+
+def _of_person(memory: Memory, user: str) -> bool:
+    return memory.provenance.user == user or \
+        scope_key(memory.scope) == scope_key(PersonScope(user=user))
 
 
 def _of_thread(memory: Memory, thread_id: str) -> bool:

@@ -4,6 +4,7 @@ GIN-indexed tsvector ranked by ``ts_rank``), and the calls that put or deleted t
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from ...model.memories import (
@@ -117,6 +118,27 @@ class PostgresMemories(PostgresCore, MemoryStore):
             "SELECT data FROM memories WHERE thread_id = $1 OR scope = $2 ORDER BY n",
             thread_id, scope_key(ThreadScope(thread_id=thread_id)))
 
+    async def erase_person(self, user: str) -> int:
+        async with self._transaction() as conn:
+            gone = await conn.fetch(
+                "DELETE FROM memories WHERE strpos(data, $1) > 0 OR scope = $2 RETURNING id",
+                _said_by(user), scope_key(PersonScope(user=user)))
+            await _drop_calls(conn, [row["id"] for row in gone])
+        return len(gone)
+
+    async def memory_calls(self) -> list[MemoryCall]:
+        return await self._parsed(MemoryCall.model_validate_json,
+                                  "SELECT data FROM memory_calls ORDER BY n")
+
+    async def save_memory_calls(self, calls: Sequence[MemoryCall]) -> None:
+        if not calls:
+            return
+        async with self._transaction() as conn:
+            await conn.executemany("INSERT INTO memory_calls (call, memory_id, data) VALUES "
+                                   "($1, $2, $3) ON CONFLICT DO NOTHING",
+                                   [(c.call, c.memory_id, c.model_dump_json()) for c in calls])
+            await _keep_newest(conn)
+
 
 def _listing(listing: Listing) -> tuple[str, list[object]]:
     """The SQL condition of a listing's filters, and its arguments ($1, $2, ...)."""
@@ -155,9 +177,21 @@ async def _claim(conn: Any, record: MemoryCall) -> bool:
                                   "($1, $2, $3) ON CONFLICT DO NOTHING RETURNING true",
                                   record.call, record.memory_id, record.model_dump_json())
     if claimed:
-        await conn.execute("DELETE FROM memory_calls WHERE n <= (SELECT n FROM memory_calls "
-                           "ORDER BY n DESC OFFSET $1 LIMIT 1)", MEMORY_CALLS_KEPT)
+        await _keep_newest(conn)
     return bool(claimed)
+
+
+async def _keep_newest(conn: Any) -> None:
+    """Drop the oldest calls beyond the newest ``MEMORY_CALLS_KEPT``."""
+    await conn.execute("DELETE FROM memory_calls WHERE n <= (SELECT n FROM memory_calls "
+                       "ORDER BY n DESC OFFSET $1 LIMIT 1)", MEMORY_CALLS_KEPT)
+
+
+async def _drop_calls(conn: Any, ids: list[str]) -> None:
+    """Remove the calls that put the memories ``ids``, in the caller's transaction."""
+    if ids:
+        await conn.execute("DELETE FROM memory_calls WHERE memory_id = ANY($1)",
+                           [encode_text(i) for i in ids])
 
 
 async def erase_memories(conn: Any, thread_id: str) -> int:
@@ -166,7 +200,5 @@ async def erase_memories(conn: Any, thread_id: str) -> int:
     gone = await conn.fetch("DELETE FROM memories WHERE thread_id = $1 OR scope = $2 "
                             "RETURNING id", thread_id,
                             scope_key(ThreadScope(thread_id=thread_id)))
-    if gone:
-        await conn.execute("DELETE FROM memory_calls WHERE memory_id = ANY($1)",
-                           [encode_text(row["id"]) for row in gone])
+    await _drop_calls(conn, [row["id"] for row in gone])
     return len(gone)

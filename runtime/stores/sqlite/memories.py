@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 
 from ...model.memories import (
     Cover,
@@ -79,6 +80,17 @@ class SQLiteMemories(SQLiteCore, MemoryStore):
             "SELECT data FROM memories WHERE thread_id = ? OR scope = ? ORDER BY n",
             (thread_id, scope_key(ThreadScope(thread_id=thread_id))))
         return [Memory.model_validate_json(row[0]) for row in rows]
+
+    async def erase_person(self, user: str) -> int:
+        return await self._write(_erase_person, user)
+
+    async def memory_calls(self) -> list[MemoryCall]:
+        rows = await self._fetchall("SELECT data FROM memory_calls ORDER BY n")
+        return [MemoryCall.model_validate_json(row[0]) for row in rows]
+
+    async def save_memory_calls(self, calls: Sequence[MemoryCall]) -> None:
+        if calls:
+            await self._write(_save_calls, list(calls))
 
 
 def _listing(listing: Listing) -> tuple[str, tuple[object, ...]]:
@@ -155,13 +167,33 @@ def _record(db: sqlite3.Connection, record: MemoryCall) -> None:
                "ORDER BY n DESC LIMIT 1 OFFSET ?)", (MEMORY_CALLS_KEPT,))
 
 
+def _save_calls(db: sqlite3.Connection, calls: list[MemoryCall]) -> None:
+    for record in calls:
+        if _call(db, record.call) is None:
+            _record(db, record)
+
+
+def _erase_person(db: sqlite3.Connection, user: str) -> int:
+    """``erase_person`` in one transaction (``_write``'s)."""
+    ids = [row[0] for row in db.execute(
+        "SELECT id FROM memories WHERE json_extract(data, '$.provenance.user') = ? "
+        "OR scope = ?", (user, scope_key(PersonScope(user=user))))]
+    return _erase_ids(db, ids)
+
+
 def erase_memories(db: sqlite3.Connection, thread_id: str) -> int:
     """Remove the memories the thread sourced or that are kept for it, and the calls that
-    put them, in the caller's transaction (``erase``); how many memories went. The full-text
-    index is merged whole after, so that no word of theirs is left in its older segments."""
+    put them, in the caller's transaction (``erase``); how many memories went."""
     ids = [row[0] for row in db.execute(
         "SELECT id FROM memories WHERE thread_id = ? OR scope = ?",
         (thread_id, scope_key(ThreadScope(thread_id=thread_id))))]
+    return _erase_ids(db, ids)
+
+
+def _erase_ids(db: sqlite3.Connection, ids: list[str]) -> int:
+    """Remove the memories ``ids`` and the calls that put them; how many went. The
+    full-text index is merged whole after, so that no word of theirs is left in its older
+    segments."""
     if not ids:
         return 0
     listed = json.dumps(ids)

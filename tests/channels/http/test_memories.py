@@ -90,3 +90,33 @@ async def test_who_sees_edits_and_forgets_which_memory(tmp_path: Path) -> None:
             assert (await client.delete(bobs)).json()["existed"] is True
             assert (await client.get("/v1/memories", headers={"Authorization": ""})
                     ).status_code == 401
+
+
+async def test_forgetting_a_person_needs_operate_and_takes_theirs_only(tmp_path: Path) -> None:
+    async with SQLiteStore(tmp_path / "m.db") as store, \
+            Runtime(store, EchoProvider(), settings=RuntimeConfig(poll_interval_s=0.1)) as rt:
+        kept = await planted(rt)
+        async with served(rt, credentials=CREDENTIALS) as (client, _):
+            forget = {"person": "http:alice"}
+            for token in ("t-alice", "t-bob"):  # not even one's own self: operate only
+                refused = await client.delete("/v1/memories", params=forget,
+                                              headers=as_(token))
+                assert refused.status_code == 403 and refused.json()["code"] == "forbidden"
+            assert len((await client.get("/v1/memories")).json()["memories"]) == 4
+            foreign = await client.delete("/v1/memories", params=forget,
+                                          headers={"Origin": "https://evil.example"})
+            assert foreign.status_code in (400, 403)
+            assert (await client.delete("/v1/memories")).status_code == 422
+            assert (await client.delete("/v1/memories", params={"person": "a\nb"})
+                    ).status_code == 422
+
+            gone = await client.delete("/v1/memories", params=forget)  # ops may
+
+            assert gone.status_code == 200, gone.text
+            assert gone.json() == {"person": "http:alice", "memories": 2}
+            left = (await client.get("/v1/memories")).json()["memories"]
+            assert {m["id"] for m in left} == {kept["bob's"].id, kept["slack"].id}
+            for mine in ("alice's", "about alice"):
+                assert await rt.kept.memories.lookup(kept[mine].id) is None
+            again = await client.delete("/v1/memories", params=forget)
+            assert again.json() == {"person": "http:alice", "memories": 0}

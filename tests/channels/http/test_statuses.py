@@ -161,6 +161,10 @@ async def test_every_route_answers_with_a_status_its_schema_declares(tmp_path: P
             f"/v1/memories/{kept.id}", json={"text": "the build runs at 2am"}))
         answered("DELETE /v1/memories/{memory_id}",
                  await client.delete(f"/v1/memories/{kept.id}"))
+        await plant(rt, "ops is on call", WorkspaceScope(), said("http", "ops", None, "t"))
+        gone = answered("DELETE /v1/memories", await client.delete(
+            "/v1/memories", params={"person": "http:ops"}))
+        assert gone.json() == {"person": "http:ops", "memories": 1}
 
         answered("DELETE /v1/threads/{thread_id}", await client.delete(thread_url("t")))
 
