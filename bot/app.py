@@ -235,7 +235,8 @@ async def _serve_once(
                     # started after them (the catch-up's answers need somewhere to go).
                     scheduler = Scheduler(app.book, runtime,
                                           channels=loaded.config.chat_channels())
-                    channels = [made.make(runtime, scheduler) for made in app.channels]
+                    channels = [made.make(runtime, scheduler, app.indexer)
+                                for made in app.channels]
                     await _serve(loaded, app, scheduler, channels, recovering, stop, out, ready)
                 else:
                     log.info("stopping during recovery")

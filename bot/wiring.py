@@ -1,6 +1,7 @@
 """The channels the config enables, each in two steps: what it posts through and fetches
 with, made before the runtime (which is built with them), then the channel itself over the
-runtime when `maiden run` starts it (after recovery); settings that cannot work fail
+runtime when `maiden run` starts it (after recovery), with the schedules it fires and the
+knowledge indexer (the console shows how its passes stand); settings that cannot work fail
 before the store opens. A channel that can tell a person's time zone lends it to the
 schedules' book as it is made."""
 
@@ -14,7 +15,7 @@ from channels import Channel
 from channels.discord import DiscordConfig
 from channels.http import HttpChannel
 from channels.slack import SlackConfig, SlackSecrets
-from runtime import Deliverer, FileFetcher, Records, Runtime, ScheduleService
+from runtime import Deliverer, FileFetcher, Indexer, Records, Runtime, ScheduleService
 from schedules import Scheduler
 
 from .config import LoadedConfig
@@ -26,12 +27,13 @@ __all__ = ["ChannelFactory", "Prepared", "make_channels"]
 @dataclass(frozen=True, slots=True)
 class Prepared:
     """One configured channel before the runtime: its ``deliverer`` and ``fetcher`` (the
-    runtime is built with them, under ``name``), and how the channel is made over it."""
+    runtime is built with them, under ``name``), and how the channel is made over it (with
+    the schedules the process fires and its knowledge indexer, None for none)."""
 
     name: str
     deliverer: Deliverer | None
     fetcher: FileFetcher | None
-    make: Callable[[Runtime, ScheduleService | None], Channel]
+    make: Callable[[Runtime, ScheduleService | None, Indexer | None], Channel]
 
 
 ChannelFactory = Callable[[Records], Prepared]
@@ -61,10 +63,10 @@ def make_channels(loaded: LoadedConfig) -> list[ChannelFactory]:
     if cfg.http.enabled:
         credentials = cfg.http.credentials(source=source)
         factories.append(lambda records: Prepared(
-            HttpChannel.name, None, None, lambda runtime, schedules: HttpChannel(
+            HttpChannel.name, None, None, lambda runtime, schedules, knowledge: HttpChannel(
                 runtime, cfg.http, credentials, routes=routes,
                 statuses=lambda: [(c.name, c.status()) for c in newest(made_all)],
-                rules=lambda: rights_blocks(cfg), schedules=schedules,
+                rules=lambda: rights_blocks(cfg), schedules=schedules, knowledge=knowledge,
                 openai=cfg.openai_api)))
     return [_kept(prepare, made_all) for prepare in factories]
 
@@ -77,7 +79,8 @@ def _slack(slack: SlackConfig, secrets: SlackSecrets, routes: Routes) -> Channel
 
         outbound = SlackOutbound(slack, secrets, records)
 
-        def make(runtime: Runtime, schedules: ScheduleService | None) -> Channel:
+        def make(runtime: Runtime, schedules: ScheduleService | None,
+                 _knowledge: Indexer | None) -> Channel:
             channel = SlackChannel(runtime, outbound, schedules=schedules)
             if isinstance(schedules, Scheduler):  # "tomorrow at 9": where its asker is
                 schedules.book.zones[channel.name] = channel.zones
@@ -100,7 +103,7 @@ def _discord(discord: DiscordConfig, token: str) -> ChannelFactory:
 
         outbound = DiscordOutbound(discord, token)
         return Prepared(outbound.name, outbound.deliverer, outbound.fetcher,
-                        lambda runtime, schedules: DiscordChannel(
+                        lambda runtime, schedules, _: DiscordChannel(
                             runtime, outbound, schedules=schedules))
 
     return prepare_discord
@@ -111,8 +114,9 @@ def _kept(prepare: ChannelFactory, made_all: list[Channel]) -> ChannelFactory:
     def prepared(records: Records) -> Prepared:
         first = prepare(records)
 
-        def make(runtime: Runtime, schedules: ScheduleService | None) -> Channel:
-            channel = first.make(runtime, schedules)
+        def make(runtime: Runtime, schedules: ScheduleService | None,
+                 knowledge: Indexer | None) -> Channel:
+            channel = first.make(runtime, schedules, knowledge)
             made_all.append(channel)
             return channel
 

@@ -21,6 +21,7 @@ from channels.http.server import HttpServer
 from runtime import (
     AgentConfig,
     EchoProvider,
+    Indexer,
     Provider,
     Runtime,
     RuntimeConfig,
@@ -82,14 +83,15 @@ async def scheduled(runtime: Runtime, db: Path, configs: Sequence[ScheduleConfig
 async def served(
     runtime: Runtime, *, token: str | None = None, credentials: Credentials | None = None,
     schedules: ScheduleService | None = None, openai: OpenAIApiConfig | None = None,
-    **settings: Any
+    knowledge: Indexer | None = None, **settings: Any
 ) -> AsyncIterator[tuple[httpx.AsyncClient, HttpApi]]:
     """The app under uvicorn on 127.0.0.1:<free port>, and a client pointed at it (with
     ``token``, or else the first of ``credentials``, as its bearer token); ``schedules``:
-    what it lists and runs (as `maiden run` gives it its scheduler)."""
+    what it lists and runs (as `maiden run` gives it its scheduler); ``knowledge``: the
+    indexer whose sources the console shows."""
     config = HttpConfig(**settings)
     app = create_app(runtime, config, token=token, credentials=credentials,
-                     schedules=schedules, openai=openai)
+                     schedules=schedules, openai=openai, knowledge=knowledge)
     server = HttpServer(app, "127.0.0.1", 0, grace_s=2, header_timeout_s=config.header_timeout_s,
                         max_connections=config.max_connections)
     await server.start()

@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
-from runtime import Runtime, ScheduleService
+from runtime import Indexer, Runtime, ScheduleService
 
 from . import routes
 from .api import HttpApi
@@ -37,7 +37,7 @@ def create_app(
     runtime: Runtime, config: HttpConfig | None = None, *, token: str | None = None,
     credentials: Credentials | None = None, statuses: StatusSource | None = None,
     rules: RulesSource | None = None, schedules: ScheduleService | None = None,
-    openai: OpenAIApiConfig | None = None,
+    openai: OpenAIApiConfig | None = None, knowledge: Indexer | None = None,
 ) -> FastAPI:
     """The HTTP API over ``runtime``, and the operator console at ``/`` (``[http]
     console``); ``app.state.maiden`` is its ``HttpApi``.
@@ -48,7 +48,8 @@ def create_app(
     a token once per browser session. ``statuses``: each channel's state, for the console
     (and ``rules``: who may do what on each chat channel). ``schedules``: the schedules
     this process fires, listed and run by hand (None: it fires none). ``openai``:
-    ``[openai_api]``, the OpenAI-compatible routes (on unless disabled).
+    ``[openai_api]``, the OpenAI-compatible routes (on unless disabled). ``knowledge``: the
+    ``[[knowledge]]`` folders' indexer, whose sources the console's Knowledge page shows.
     """
     config = config or HttpConfig()
     credentials = credentials if credentials is not None else Credentials.single(token)
@@ -85,7 +86,7 @@ def create_app(
     if config.console:
         api.console = mount_console(app, runtime, credentials, ConsoleOptions(
             approvals=config.console_approvals,
-            statuses=api.statuses, rules=rules, schedules=schedules))
+            statuses=api.statuses, rules=rules, schedules=schedules, knowledge=knowledge))
     return app
 
 

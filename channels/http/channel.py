@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Self
 
-from runtime import Deliverer, FileFetcher, Runtime, ScheduleService
+from runtime import Deliverer, FileFetcher, Indexer, Runtime, ScheduleService
 
 from .auth import Credentials
 from .config import LEGACY_NAME, HttpConfig, OpenAIApiConfig
@@ -34,12 +34,15 @@ class HttpChannel:
         *, routes: Sequence[tuple[str, Callable[[], Endpoint]]] = (),
         statuses: StatusSource | None = None, rules: RulesSource | None = None,
         schedules: ScheduleService | None = None, openai: OpenAIApiConfig | None = None,
+        knowledge: Indexer | None = None,
     ) -> None:
         self.runtime = runtime
         self.openai = openai
         """``[openai_api]`` (None: the defaults)."""
         self.schedules = schedules
         """The schedules this process fires, for the API and the console (None: none)."""
+        self.knowledge = knowledge
+        """The ``[[knowledge]]`` folders' indexer, whose passes the console shows."""
         self.config = config
         self.credentials = credentials if isinstance(credentials, Credentials) \
             else Credentials.single(credentials)
@@ -65,7 +68,8 @@ class HttpChannel:
 
         app = create_app(self.runtime, self.config, credentials=self.credentials,
                          statuses=self.statuses or (lambda: [(self.name, self.status())]),
-                         rules=self.rules, schedules=self.schedules, openai=self.openai)
+                         rules=self.rules, schedules=self.schedules, openai=self.openai,
+                         knowledge=self.knowledge)
         for path, endpoint in self.routes:
             app.add_route(path, endpoint(), methods=["POST"], include_in_schema=False)
         self._api = app.state.maiden

@@ -119,6 +119,12 @@ class Indexer:
         """Each source's status, as this process's passes left it."""
         return list(self._status.values())
 
+    @property
+    def indexing(self) -> bool:
+        """Whether a pass runs in this process now: between two sources, and while the
+        files of sources no longer configured are dropped, no source says ``running``."""
+        return self._one.locked()
+
     async def stored(self) -> list[SourceStatus]:
         """Each source's status as the store has it, whoever indexed it (`maiden knowledge
         status`): no pass of this process in it."""
@@ -209,25 +215,35 @@ async def keep_indexed(indexer: Indexer, operator: Operator, every_s: float, *,
                        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
     """`maiden run`'s passes: one now, then one every ``every_s`` seconds (0: only the
     first), each holding ``KNOWLEDGE_LEASE``, so that among replicas on one store one indexes
-    at a time (a pass due while another process holds it is left to that process). A pass
+    at a time (a pass due while another process holds it is left to that process, and one
+    due while a pass runs in this process, the console's, is left to that pass). A pass
     the store fails is logged and tried again at the next one. Runs until cancelled."""
     while True:
         try:
-            holder = await operator.take_lease(KNOWLEDGE_LEASE)
-            if holder is None:
-                try:
-                    await indexer.index()
-                finally:
-                    await operator.release_lease(KNOWLEDGE_LEASE)
-            else:
-                log.info("knowledge: %s is indexing; this process leaves it the pass",
-                         holder)
+            await _leased_pass(indexer, operator)
         except StoreError as exc:
             log.warning("knowledge: the indexing pass failed: %s (tried again at the next)",
                         exc)
         if every_s <= 0:
             return
         await sleep(every_s)
+
+
+async def _leased_pass(indexer: Indexer, operator: Operator) -> None:
+    """One pass under ``KNOWLEDGE_LEASE``, unless a pass runs in this process already: the
+    lease is the runtime's, not the pass's, so a second pass here would take it again and
+    give it up under the first, and another process could index beside it."""
+    if indexer.indexing:
+        log.info("knowledge: a pass is under way in this process; this one is left to it")
+        return
+    holder = await operator.take_lease(KNOWLEDGE_LEASE)
+    if holder is not None:
+        log.info("knowledge: %s is indexing; this process leaves it the pass", holder)
+        return
+    try:
+        await indexer.index()
+    finally:
+        await operator.release_lease(KNOWLEDGE_LEASE)
 
 
 def _say(progress: Progress | None, line: str) -> None:

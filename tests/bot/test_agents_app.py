@@ -85,11 +85,11 @@ async def two_agents(tmp_path: Path, model: OpenAIServer, fake: FakeSlack
                             SlackSecrets(bot_token=fake.bot_token, app_token=fake.app_token,
                                          signing_secret="s" * 32), records, pace_s=0)
         return Prepared(out.name, out.deliverer, out.fetcher,
-                        lambda runtime, _: SlackChannel(runtime, out))
+                        lambda runtime, *_: SlackChannel(runtime, out))
 
     async with open_app(loaded, recover=True, serve=True, channels=[slack]) as app, \
             AsyncExitStack() as stack:
-        await open_channels(stack, app.runtime, [p.make(app.runtime, None)
+        await open_channels(stack, app.runtime, [p.make(app.runtime, None, None)
                                                  for p in app.channels])
         await fake.wait_connected()
         yield app

@@ -95,11 +95,11 @@ async def test_a_reply_due_while_its_channel_opens_goes_out_at_once(tmp_path: Pa
 
     def probe(records: Records) -> Prepared:
         return Prepared(AnsweredWhileOpening.name, recorder, None,
-                        lambda runtime, _: AnsweredWhileOpening(runtime, recorder))
+                        lambda runtime, *_: AnsweredWhileOpening(runtime, recorder))
 
     async with open_app(loaded, recover=True, serve=True, channels=[probe]) as app, \
             AsyncExitStack() as stack:
-        (channel,) = [p.make(app.runtime, None) for p in app.channels]
+        (channel,) = [p.make(app.runtime, None, None) for p in app.channels]
         assert isinstance(channel, AnsweredWhileOpening)
         await open_channels(stack, app.runtime, [channel])
     (reply,) = channel.recorder.sent
@@ -125,7 +125,7 @@ async def test_a_start_begun_again_takes_slacks_events_with_its_own_runtime(
         for start in ("stopped on a store error", "begun again"):
             async with open_app(loaded, recover=True, serve=True, channels=factories) as app, \
                     AsyncExitStack() as stack:
-                channels = [made.make(app.runtime, None) for made in app.channels]
+                channels = [made.make(app.runtime, None, None) for made in app.channels]
                 await open_channels(stack, app.runtime, channels)
                 if start != "begun again":
                     continue

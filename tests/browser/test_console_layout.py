@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime import RunState
+from runtime import Indexer, KnowledgeConfig, RunState, SQLiteStore
 from schedules import ScheduleConfig
 from tests.clock import Clock
 from tests.http_helpers import echo_runtime, scheduled, served
@@ -58,7 +58,7 @@ WHOLE = [
     r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d",  # a slot, a next fire
     r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC",  # a moment
     r"\d+ \* \* \* \*",  # the crontab
-    r"Run now",  # a button's label
+    r"Run now", r"Index now",  # a button's label
 ]
 
 
@@ -70,35 +70,44 @@ async def test_no_page_is_wider_than_the_screen_and_tokens_stay_whole(
     clock = Clock(slot - timedelta(hours=2, minutes=5))
     configs = [ScheduleConfig(name="hourly-report-for-the-team", cron="0 * * * *",
                               prompt="the hourly check")]
+    folder = tmp_path / "handbook" / "operations-and-on-call-runbooks-for-the-platform-team"
+    folder.mkdir(parents=True)
+    (folder / "deploy.md").write_text("# Deploys\n\nMerge, then tag.\n")
+    knowledge = [KnowledgeConfig(name="runbooks", path=str(folder.relative_to(tmp_path)))]
     async with echo_runtime(tmp_path / "m.db", [deploy]) as rt, \
-            scheduled(rt, tmp_path / "m.db", configs, clock) as scheduler, \
-            served(rt, schedules=scheduler) as (api, _):
-        base = str(api.base_url)
-        clock.now = slot + timedelta(seconds=2)
-        (fired,) = await scheduler.fire_due()
-        await asyncio.wait_for(rt.wait(fired.run.id), 10)
-        waiting = await rt.send("slack:T0123:C0456:1712345678.000100",
-                                '/tool deploy {"service": "api"}')
-        assert waiting.state is RunState.AWAITING_APPROVAL
-        await page.set_viewport_size({"width": viewport[0], "height": viewport[1]})
-        paths = ["/", "/approvals", "/threads", "/runs", f"/runs/{waiting.id}",
-                 "/schedules", "/schedules/hourly-report-for-the-team", "/spend", "/memory",
-                 "/threads/" + "slack%3AT0123%3AC0456%3A1712345678.000100"]
-        seen: dict[str, list[tuple[str, int]]] = {}
-        for path in paths:
-            await page.goto(base + path)
-            sizes = await page.evaluate(OVERFLOW)
-            scroll, client = sizes["page"]
-            assert scroll <= client, (path, "page", sizes)
-            assert sizes["nav"] is not None
-            scroll, client = sizes["nav"]
-            assert scroll <= client, (path, "nav", sizes)
-            seen[path] = [(text, lines) for text, lines
-                          in await page.evaluate(BROKEN, WHOLE)]
-            broken = [text for text, lines in seen[path] if lines != 1]
-            assert broken == [], (path, broken)
-        listing = {text for text, _ in seen["/schedules"]}
-        assert "0 * * * *" in listing and "Run now" in listing
-        assert "2026-03-02T09:00:00+00:00" in listing  # the last slot
-        assert "2026-03-02T10:00:00+00:00" in listing  # the next fire
+            SQLiteStore(tmp_path / "k.db") as store, \
+            scheduled(rt, tmp_path / "m.db", configs, clock) as scheduler:
+        indexer = Indexer(store, knowledge, tmp_path)
+        await indexer.index()  # a row with every column filled
+        async with served(rt, schedules=scheduler, knowledge=indexer) as (api, _):
+            base = str(api.base_url)
+            clock.now = slot + timedelta(seconds=2)
+            (fired,) = await scheduler.fire_due()
+            await asyncio.wait_for(rt.wait(fired.run.id), 10)
+            waiting = await rt.send("slack:T0123:C0456:1712345678.000100",
+                                    '/tool deploy {"service": "api"}')
+            assert waiting.state is RunState.AWAITING_APPROVAL
+            await page.set_viewport_size({"width": viewport[0], "height": viewport[1]})
+            paths = ["/", "/approvals", "/threads", "/runs", f"/runs/{waiting.id}",
+                     "/schedules", "/schedules/hourly-report-for-the-team", "/spend",
+                     "/memory", "/knowledge",
+                     "/threads/" + "slack%3AT0123%3AC0456%3A1712345678.000100"]
+            seen: dict[str, list[tuple[str, int]]] = {}
+            for path in paths:
+                await page.goto(base + path)
+                sizes = await page.evaluate(OVERFLOW)
+                scroll, client = sizes["page"]
+                assert scroll <= client, (path, "page", sizes)
+                assert sizes["nav"] is not None
+                scroll, client = sizes["nav"]
+                assert scroll <= client, (path, "nav", sizes)
+                seen[path] = [(text, lines) for text, lines
+                              in await page.evaluate(BROKEN, WHOLE)]
+                broken = [text for text, lines in seen[path] if lines != 1]
+                assert broken == [], (path, broken)
+            listing = {text for text, _ in seen["/schedules"]}
+            assert "0 * * * *" in listing and "Run now" in listing
+            assert "2026-03-02T09:00:00+00:00" in listing  # the last slot
+            assert "2026-03-02T10:00:00+00:00" in listing  # the next fire
+            assert "Index now" in {text for text, _ in seen["/knowledge"]}
     assert console_errors == []

@@ -1,6 +1,7 @@
 """`maiden knowledge index` and `status`, `maiden check`'s lines, the ``search_knowledge``
 tool through `maiden send` (the echo model shows the citations it got back), and `maiden
-run` indexing in the background: real processes on a real store and folder."""
+run` indexing in the background, its console's Knowledge page showing the pass: real
+processes on a real store and folder."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import httpx
 
 from tests.processes.test_cli import ROOT, maiden
 
@@ -79,14 +82,23 @@ def test_run_indexes_in_the_background_and_stops_cleanly(home: Path) -> None:
     assert proc.stderr is not None and proc.stdout is not None
     seen = []
     try:
-        for line in proc.stderr:  # the pass's last line for the source, in the log
+        for line in proc.stderr:  # the pass's last line for each source, in the log
             seen.append(line)
-            if "runbooks: 2 of 2 files, 2 changed, 0 removed" in line:
+            if "later: folder not found" in line:  # the second source, after the first
                 break
         else:
             raise AssertionError("no indexing pass:\n" + "".join(seen))
+        assert any("runbooks: 2 of 2 files, 2 changed, 0 removed" in line for line in seen)
+        banner = []
+        for line in proc.stdout:  # up to Ready, printed before the pass began
+            banner.append(line)
+            if line.startswith("Ready."):
+                break
+        url = next(line for line in banner if line.startswith("  http ")).split()[1]
+        page = httpx.get(url + "/knowledge", timeout=20).text  # loopback: no token asked
         proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=30)
+        rest, _ = proc.communicate(timeout=30)
+        out = "".join(banner) + rest
         assert proc.returncode == 0
     finally:
         if proc.poll() is None:
@@ -96,3 +108,7 @@ def test_run_indexes_in_the_background_and_stops_cleanly(home: Path) -> None:
         in out
     status = maiden(home, "knowledge", "status")
     assert "runbooks  " in status.stdout and ": 2 file(s), 2 passage(s)" in status.stdout
+    runbooks = " ".join(page.split('<tr data-source="runbooks">')[1].split("</tr>")[0].split())
+    assert "<td>2</td> <td>2</td>" in runbooks and "2 changed, 0 removed" in runbooks
+    later = page.split('<tr data-source="later">')[1].split("</tr>")[0]
+    assert "folder not found" in later

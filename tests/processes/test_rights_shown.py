@@ -102,7 +102,7 @@ async def test_the_console_shows_the_rules(config: Path, tmp_path: Path,
     async with SQLiteStore(tmp_path / "m.db") as store:
         runtime = Runtime(store, EchoProvider(), ToolRegistry(()), agent=AgentConfig(),
                           settings=RuntimeConfig(poll_interval_s=0.1))
-        http = prepare_http(Records(store)).make(runtime, None)
+        http = prepare_http(Records(store)).make(runtime, None, None)
         assert isinstance(http, HttpChannel)
         async with runtime, http, \
                 httpx.AsyncClient(base_url=http.url, timeout=10) as client:

@@ -14,7 +14,7 @@ from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from runtime import MaidenError, Run, Runtime, ScheduleService, human_size
+from runtime import Indexer, MaidenError, Run, Runtime, ScheduleService, human_size
 
 from ..auth import Credentials
 from ..owners import Owners
@@ -34,10 +34,13 @@ class ConsoleOptions:
 
     def __init__(self, *, approvals: bool = True, statuses: StatusSource | None = None,
                  rules: RulesSource | None = None, schedules: ScheduleService | None = None,
+                 knowledge: Indexer | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.approvals = approvals
         self.schedules = schedules
         """The schedules this process fires (None: it fires none)."""
+        self.knowledge = knowledge
+        """The ``[[knowledge]]`` folders' indexer (None: no sources shown)."""
         self.statuses = statuses or (lambda: [])
         self.rules = rules or (lambda: [])
         self.clock = clock

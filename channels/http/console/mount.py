@@ -24,6 +24,7 @@ from ..auth import Credentials
 from .actions import Actions
 from .console import BadQuery, Console, ConsoleOptions, NotSignedIn, back
 from .erasure import Erasure
+from .knowledge import KnowledgePage
 from .live import Live
 from .memories import MemoryPage
 from .pages import Pages
@@ -66,6 +67,7 @@ def mount_console(app: object, runtime: Runtime, credentials: Credentials,
     signing = Signing(console)
     erasure = Erasure(console)
     memory = MemoryPage(console)
+    knowledge = KnowledgePage(console)
 
     routes = [
         Route("/", page(pages.now)),
@@ -79,6 +81,7 @@ def mount_console(app: object, runtime: Runtime, credentials: Credentials,
         Route("/schedules/{name}", page(pages.schedule)),
         Route("/spend", page(pages.spend)),
         Route("/memory", page(memory.page)),
+        Route("/knowledge", page(knowledge.page)),
         Route("/console/files/{digest}", page(pages.file)),
         Route("/console/export", page(erasure.export)),
         Route("/sign-in", signing.form, methods=["GET"]),
@@ -95,6 +98,8 @@ def mount_console(app: object, runtime: Runtime, credentials: Credentials,
         Route("/console/memories/edit", actions.guarded(memory.edit, "talk"),
               methods=["POST"]),
         Route("/console/memories/forget", actions.guarded(memory.forget, "talk"),
+              methods=["POST"]),
+        Route("/console/knowledge/index", actions.guarded(knowledge.index, "operate"),
               methods=["POST"]),
         Route("/console/schedules/{name}/{what}", actions.guarded(actions.schedule, "operate"),
               methods=["POST"]),

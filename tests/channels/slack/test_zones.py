@@ -181,7 +181,7 @@ async def test_maiden_run_lends_the_slack_zones_to_the_schedules(
     async with open_app(loaded, recover=True, serve=True, channels=make_channels(loaded)
                         ) as app, AsyncExitStack() as stack:
         scheduler = Scheduler(app.book, app.runtime, timers=False)
-        channels = [prepared.make(app.runtime, scheduler) for prepared in app.channels]
+        channels = [prepared.make(app.runtime, scheduler, None) for prepared in app.channels]
         await open_channels(stack, app.runtime, channels)
         assert await app.book.zone_of(Origin(channel="slack", user=PERSON)) == SAO
         assert await app.book.zone_of(Origin(channel="slack", user="U0NOBODY1")) \

@@ -110,9 +110,18 @@ async def test_a_source_gone_from_the_config_is_dropped_and_a_missing_folder_kep
     assert (done[0].files, done[0].passages) == (1, 2)
     assert sorted(await held(store)) == ["other/notes.txt", "runbooks/deploy.md"]
 
-    await Indexer(store, [source("other", "other")], tmp_path).index(progress=lines.append)
+    other = Indexer(store, [source("other", "other")], tmp_path)
+    busy: list[tuple[bool, bool]] = []  # at each line: a pass under way, a source walked
+
+    def told(line: str) -> None:
+        lines.append(line)
+        busy.append((other.indexing, any(s.running for s in other.status())))
+
+    assert not other.indexing
+    await other.index(progress=told)
     assert sorted(await held(store)) == ["other/notes.txt"]
     assert lines[-1] == "runbooks: no longer configured; its files dropped"
+    assert busy == [(True, True), (True, False)] and not other.indexing
 
 
 async def test_links_out_of_the_folder_are_not_followed(store: AnyStore, tmp_path: Path
@@ -172,6 +181,28 @@ async def test_one_process_on_a_store_indexes_at_a_time(tmp_path: Path) -> None:
         assert slept == [90]
         # Released after its pass: the first may take it again.
         assert await first.operator.take_lease(KNOWLEDGE_LEASE) is None
+
+
+async def test_a_pass_due_while_one_runs_in_the_process_is_left_to_it(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The console's "Index now" and `maiden run`'s timer share the process's lease: a
+    second pass would take it again and give it up under the first."""
+    write(tmp_path / "docs", {"deploy.md": DEPLOY})
+    async with SQLiteStore(tmp_path / "k.db") as store, \
+            Runtime(store, ScriptedProvider([])) as rt:
+        indexer = Indexer(store, [source()], tmp_path)
+        due: list[asyncio.Task[None]] = []
+
+        def told(line: str) -> None:  # mid-pass: the timer's pass falls due
+            due.append(asyncio.create_task(keep_indexed(indexer, rt.operator, 0)))
+
+        assert await rt.operator.take_lease(KNOWLEDGE_LEASE) is None
+        with caplog.at_level(logging.INFO, "maiden.knowledge"):
+            await indexer.index(progress=told)
+            await asyncio.gather(*due)
+        assert "a pass is under way in this process; this one is left to it" in caplog.text
+        assert [s.changed for s in indexer.status()] == [1]  # the one pass, not a second
+        assert not indexer.indexing
 
 
 def test_the_folder_is_relative_to_the_config(tmp_path: Path) -> None:

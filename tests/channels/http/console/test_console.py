@@ -95,7 +95,8 @@ async def test_every_page_has_a_strict_policy_and_shows_no_secret(tmp_path: Path
         await rt.send("t1", "hello")
         run = (await rt.records.runs())[-1]
         for path in ("/", "/approvals", "/threads", "/threads/t1", "/runs", f"/runs/{run.id}",
-                     "/schedules", "/spend", "/spend?days=30", "/memory", "/sign-in"):
+                     "/schedules", "/spend", "/spend?days=30", "/memory", "/knowledge",
+                     "/sign-in"):
             page = await client.get(path)
             assert page.status_code == 200, (path, page.text[:300])
             policy = page.headers["content-security-policy"]
