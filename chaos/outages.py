@@ -7,6 +7,7 @@ message not required to be taken) read ``STORE_OUTAGES``."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Protocol
 
 from .disk import SmallDisk
@@ -35,6 +36,10 @@ class Outage(Protocol):
         """Put it right; what was done (None: it was over already)."""
 
 
+START_TRIES = 60
+"""How many times a stopped server is started, a second apart, before the soak gives up."""
+
+
 class ServerRestart:
     """The soak's own PostgreSQL server stopped (``fast`` or ``immediate``), started again
     ``duration_s`` later."""
@@ -53,11 +58,24 @@ class ServerRestart:
         await self.server.stop(fault.mode)
 
     async def end(self) -> str | None:
+        """Start it again, and again while it cannot start (its disk full, say), every
+        second for up to ``START_TRIES`` seconds, as a service manager would (systemd's
+        ``Restart=on-failure``): left down, it stayed down until the next planned
+        restart, minutes at a time (seeds 9393 and 9595)."""
         if not self.down:
             return None
-        await self.server.start()
-        self.down = False
-        return "the server takes connections again"
+        for attempt in range(START_TRIES):
+            try:
+                await self.server.start()
+            except (OSError, RuntimeError):
+                if attempt + 1 == START_TRIES:
+                    raise
+                await asyncio.sleep(1.0)
+                continue
+            self.down = False
+            return "the server takes connections again" + (
+                f" (started at try {attempt + 1})" if attempt else "")
+        return None
 
 
 class DiskFull:
