@@ -1,5 +1,6 @@
 """The SQLite store's memories: a row each, searched through an FTS5 index ranked by
-``bm25()`` (the schema's ``MEMORIES``), and the calls that put or deleted them."""
+``bm25()`` (the schema's ``MEMORIES``; a conversation's search: ``recall.py``), and the
+calls that put or deleted them."""
 
 from __future__ import annotations
 
@@ -21,14 +22,13 @@ from ...model.memories import (
 )
 from ..base import MEMORY_CALLS_KEPT, MemoryStore
 from .core import SQLiteCore
+from .memory_words import count_words
+from .recall import COVERED, any_of, search
 
 __all__ = ["SQLiteMemories", "erase_memories"]
 
 _IN = "IN (SELECT value FROM json_each(?))"
 """A column's value is one of a JSON array's."""
-_COVERED = (f"m.scope {_IN} AND (m.confined IS NULL OR m.confined {_IN}) "
-            "AND (m.expires_at IS NULL OR m.expires_at > ?)")
-"""A ``Cover``'s coarse filter, on the memories' rows as ``m``."""
 
 
 class SQLiteMemories(SQLiteCore, MemoryStore):
@@ -49,30 +49,32 @@ class SQLiteMemories(SQLiteCore, MemoryStore):
         return await self._write(_edit, memory_id, text, by, at)
 
     async def search_memories(self, query: str, where: Cover, limit: int) -> list[Memory]:
-        covered = (json.dumps(where.scopes), json.dumps(where.places), where.at)
-        return await self._matching(words(query), _COVERED, covered, limit, ranked=True)
+        found = list(dict.fromkeys(words(query)))
+        if not found:
+            covered = (json.dumps(where.scopes), json.dumps(where.places), where.at)
+            return await self._matching(found, COVERED, covered, limit)
+        if not where.scopes:
+            return []
+        rows = await self._read(search, found, where, limit)
+        return [Memory.model_validate_json(row) for row in rows]
 
     async def list_memories(self, listing: Listing, limit: int) -> list[Memory]:
         where, args = _listing(listing)
-        return await self._matching(words(listing.query), where, args, limit, ranked=False)
+        return await self._matching(words(listing.query), where, args, limit)
 
     async def _matching(self, found: list[str], where: str, args: tuple[object, ...],
-                        limit: int, *, ranked: bool) -> list[Memory]:
+                        limit: int) -> list[Memory]:
         """The memories ``where`` holds that hold any of the words ``found`` (all, for
-        none), newest first; ``ranked``: best matches first (bm25: those holding more, and
-        rarer, words; lowest first)."""
+        none), newest first."""
         newest = "m.updated_at DESC, m.n DESC"
         if not found:
             rows = await self._fetchall(f"SELECT m.data FROM memories m WHERE {where} "
                                         f"ORDER BY {newest} LIMIT ?", (*args, limit))
         else:
-            # Each word a quoted string (FTS5 syntax cannot hide in a word of \w).
-            match = " OR ".join(f'"{word}"' for word in found)
-            order = "bm25(memories_fts), m.updated_at DESC" if ranked else newest
             rows = await self._fetchall(
                 "SELECT m.data FROM memories_fts f JOIN memories m ON m.n = f.rowid "
-                f"WHERE memories_fts MATCH ? AND {where} ORDER BY {order} LIMIT ?",
-                (match, *args, limit))
+                f"WHERE memories_fts MATCH ? AND {where} ORDER BY {newest} LIMIT ?",
+                (f"text : ({any_of(found)})", *args, limit))
         return [Memory.model_validate_json(row[0]) for row in rows]
 
     async def memories_of_thread(self, thread_id: str) -> list[Memory]:
@@ -120,6 +122,7 @@ def _put(db: sqlite3.Connection, memory: Memory, call: str | None) -> bool:
         if _call(db, call) is not None:
             return False
         _record(db, MemoryCall(call=call, memory_id=memory.id))
+    was = db.execute("SELECT text FROM memories WHERE id = ?", (memory.id,)).fetchone()
     db.execute("INSERT INTO memories (id, scope, confined, thread_id, expires_at, updated_at, "
                "text, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
                "scope = excluded.scope, confined = excluded.confined, "
@@ -128,6 +131,7 @@ def _put(db: sqlite3.Connection, memory: Memory, call: str | None) -> bool:
                (memory.id, scope_key(memory.scope), confinement(memory.provenance),
                 memory.provenance.thread_id, memory.expires_at, memory.updated_at,
                 memory.text, memory.model_dump_json()))
+    count_words(db, None if was is None else was[0], memory.text)
     return True
 
 
@@ -135,7 +139,11 @@ def _delete(db: sqlite3.Connection, memory_id: str, call: str | None) -> bool:
     done = None if call is None else _call(db, call)
     if done is not None:
         return done.existed
-    existed = db.execute("DELETE FROM memories WHERE id = ?", (memory_id,)).rowcount == 1
+    gone = db.execute("DELETE FROM memories WHERE id = ? RETURNING text",
+                      (memory_id,)).fetchone()
+    existed = gone is not None
+    if existed:
+        count_words(db, gone[0], None)
     if call is not None:
         _record(db, MemoryCall(call=call, memory_id=memory_id, forget=True, existed=existed))
     return existed
@@ -151,6 +159,7 @@ def _edit(db: sqlite3.Connection, memory_id: str, text: str, by: str, at: float
         "text": text, "edited_by": by, "updated_at": at})  # validated: a text too long
     db.execute("UPDATE memories SET text = ?, updated_at = ?, data = ? WHERE id = ?",
                (edited.text, at, edited.model_dump_json(), memory_id))
+    count_words(db, memory.text, edited.text)
     return edited
 
 
@@ -193,10 +202,13 @@ def erase_memories(db: sqlite3.Connection, thread_id: str) -> int:
 def _erase_ids(db: sqlite3.Connection, ids: list[str]) -> int:
     """Remove the memories ``ids`` and the calls that put them; how many went. The
     full-text index is merged whole after, so that no word of theirs is left in its older
-    segments."""
+    segments, and a word none of the others holds loses its count (``count_words``)."""
     if not ids:
         return 0
     listed = json.dumps(ids)
+    for (text,) in db.execute(f"SELECT text FROM memories WHERE id {_IN}",
+                              (listed,)).fetchall():
+        count_words(db, text, None)
     db.execute(f"DELETE FROM memory_calls WHERE memory_id {_IN}", (listed,))
     gone = db.execute(f"DELETE FROM memories WHERE id {_IN}", (listed,)).rowcount
     db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")

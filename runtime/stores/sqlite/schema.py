@@ -9,10 +9,11 @@ from pathlib import Path
 from ...errors import StoreError
 from ...model.runs import TERMINAL
 from ..base import SpendScope
+from .memory_words import fill_words
 
 __all__ = ["ACTIVE_SQL", "SCHEMA_VERSION", "SPEND_INDEXES", "migrate"]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 ACTIVE_SQL = "active = 1"
 """The runs that have not ended: the term (text for text) of ``runs_active``'s WHERE, which
@@ -233,7 +234,14 @@ DROP INDEX IF EXISTS runs_spend_place
 # is not an INTEGER PRIMARY KEY may change in a VACUUM. Triggers keep the index in step in
 # the very transaction that writes the row. Created at every open (a list, not a script:
 # a trigger's body holds semicolons); the version says an older maiden, which would erase a
-# thread and leave its memories, may not open it.
+# thread and leave its memories, may not open it. Since version 7 the index holds each
+# memory's scope key too, in a column of its own (``scope``), as one token: the key in hex
+# (``hex(scope)``, which the tokenizer keeps whole, where it would split the key's JSON into
+# words), read through the view ``memories_indexed`` that is the index's content. A search
+# matches its conversation's keys there (``SQLiteMemories.search_memories``): the index
+# narrows, the row's own columns still decide. ``memory_words`` counts the memories holding
+# each word (``memory_words.py``), kept by the writes themselves (a trigger cannot split a
+# text into words).
 MEMORIES = [
     """CREATE TABLE IF NOT EXISTS memories (
         n INTEGER PRIMARY KEY,
@@ -248,18 +256,23 @@ MEMORIES = [
     )""",
     "CREATE INDEX IF NOT EXISTS memories_scope ON memories (scope, updated_at)",
     "CREATE INDEX IF NOT EXISTS memories_thread ON memories (thread_id)",
+    "CREATE VIEW IF NOT EXISTS memories_indexed AS SELECT n, text, hex(scope) AS scope "
+    "FROM memories",
     """CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
-        text, content = 'memories', content_rowid = 'n',
+        text, scope, content = 'memories_indexed', content_rowid = 'n',
         tokenize = 'porter unicode61 remove_diacritics 2')""",
     """CREATE TRIGGER IF NOT EXISTS memories_added AFTER INSERT ON memories BEGIN
-        INSERT INTO memories_fts (rowid, text) VALUES (new.n, new.text);
+        INSERT INTO memories_fts (rowid, text, scope) VALUES (new.n, new.text, hex(new.scope));
     END""",
     """CREATE TRIGGER IF NOT EXISTS memories_removed AFTER DELETE ON memories BEGIN
-        INSERT INTO memories_fts (memories_fts, rowid, text) VALUES ('delete', old.n, old.text);
+        INSERT INTO memories_fts (memories_fts, rowid, text, scope)
+            VALUES ('delete', old.n, old.text, hex(old.scope));
     END""",
-    """CREATE TRIGGER IF NOT EXISTS memories_changed AFTER UPDATE OF text ON memories BEGIN
-        INSERT INTO memories_fts (memories_fts, rowid, text) VALUES ('delete', old.n, old.text);
-        INSERT INTO memories_fts (rowid, text) VALUES (new.n, new.text);
+    """CREATE TRIGGER IF NOT EXISTS memories_changed AFTER UPDATE OF text, scope ON memories
+    BEGIN
+        INSERT INTO memories_fts (memories_fts, rowid, text, scope)
+            VALUES ('delete', old.n, old.text, hex(old.scope));
+        INSERT INTO memories_fts (rowid, text, scope) VALUES (new.n, new.text, hex(new.scope));
     END""",
     """CREATE TABLE IF NOT EXISTS memory_calls (
         n INTEGER PRIMARY KEY,
@@ -268,6 +281,10 @@ MEMORIES = [
         data TEXT NOT NULL
     )""",
     "CREATE INDEX IF NOT EXISTS memory_calls_memory ON memory_calls (memory_id)",
+    """CREATE TABLE IF NOT EXISTS memory_words (
+        word TEXT PRIMARY KEY,
+        memories INTEGER NOT NULL
+    ) WITHOUT ROWID""",
 ]
 
 # Version 4 -> 5: the database gains its identity, a random id in a one-row table written
@@ -276,6 +293,17 @@ MEMORIES = [
 # with an older value of it (``mark``).
 
 # Version 5 -> 6: memories (``MEMORIES``, created at every open); nothing else changes.
+
+# Version 6 -> 7: the full-text index of memories gains their scope keys (``MEMORIES``), so
+# that a search's MATCH holds only the memories filed under a key of its conversation, and
+# the words' counts (``memory_words``) are kept. The index and its triggers are dropped
+# here, made again by ``MEMORIES``, and filled from the memories' rows; so are the counts.
+MIGRATE_6_TO_7 = """
+DROP TRIGGER IF EXISTS memories_added;
+DROP TRIGGER IF EXISTS memories_removed;
+DROP TRIGGER IF EXISTS memories_changed;
+DROP TABLE IF EXISTS memories_fts
+"""
 
 SPEND_INDEXES: dict[SpendScope, tuple[str, str]] = {
     "user": ("runs_spend_user", "ON runs (spend_user, id) WHERE spend_user IS NOT NULL"),
@@ -293,7 +321,7 @@ def migrate(db: sqlite3.Connection, path: Path) -> str:
     version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
         if exists else None
     found = str(SCHEMA_VERSION) if version is None else version[0]
-    if found not in ("1", "2", "3", "4", "5", str(SCHEMA_VERSION)):
+    if found not in ("1", "2", "3", "4", "5", "6", str(SCHEMA_VERSION)):
         raise StoreError(f"{path} has schema version {found}; this maiden reads versions 1 "
                          f"to {SCHEMA_VERSION} (a newer maiden may have written it)")
     if found == "1":
@@ -302,6 +330,8 @@ def migrate(db: sqlite3.Connection, path: Path) -> str:
         _script(db, MIGRATE_2_TO_3)
     if found == "3":
         _script(db, MIGRATE_3_TO_4)
+    if found == "6":
+        _script(db, MIGRATE_6_TO_7)
     _script(db, SCHEMA)
     for statement in (*MEMORIES, *KNOWLEDGE):
         db.execute(statement)
@@ -309,6 +339,9 @@ def migrate(db: sqlite3.Connection, path: Path) -> str:
         _script(db, COPY_1_TO_2)
     if found in ("1", "2"):
         _script(db, FILL_3)
+    if found == "6":
+        db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('rebuild')")
+        fill_words(db)
     db.execute("INSERT OR IGNORE INTO identity VALUES (1, ?)", (secrets.token_hex(16),))
     db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
                (str(SCHEMA_VERSION),))

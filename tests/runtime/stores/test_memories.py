@@ -147,6 +147,49 @@ async def test_search_keeps_to_the_cover(store: AnyStore) -> None:
     assert await store.search_memories("zebra", nobody, 50) == []
 
 
+async def test_the_best_match_in_a_scope_not_covered_is_never_found(store: AnyStore) -> None:
+    """The index narrows by scope, the rows decide: a memory the conversation cannot see is
+    not found however well it matches, nor one moved out of its scope; one moved into it
+    is."""
+    question = "which database does the staging cluster use"
+    best = memory("the staging cluster database: staging uses database db-7 on the cluster",
+                  ThreadScope(thread_id="t2"), at=5.0)
+    private = memory("staging cluster database db-7, which staging uses",
+                     said=source("t9", place="D1", private=True), at=5.0)
+    moved = memory("the staging database", memory_id="m-moved", at=3.0)
+    weak = memory("the cluster", at=1.0)
+    for kept in (best, private, moved, weak):
+        await store.put_memory(kept)
+    assert await store.search_memories(question, EVERYWHERE, 1) == [moved]
+    assert await store.search_memories(question, EVERYWHERE, 10) == [moved, weak]
+    away = moved.model_copy(update={"scope": ThreadScope(thread_id="t2"), "updated_at": 4.0})
+    await store.put_memory(away)
+    assert await store.search_memories(question, EVERYWHERE, 10) == [weak]
+    assert await store.search_memories(question, cover(here("t2")), 10) == [best, away, weak]
+    back = best.model_copy(update={"scope": WorkspaceScope(), "updated_at": 6.0})
+    await store.put_memory(back)
+    assert await store.search_memories(question, EVERYWHERE, 1) == [back]
+
+
+async def test_a_word_most_memories_hold_still_finds_and_ranks(store: AnyStore) -> None:
+    """A word held by many memories (a third here) is a word like any other: a memory holding
+    only it is found when nothing better is, and of two holding the rarer word, the one
+    holding the common one too comes first."""
+    for i in range(30):
+        await store.put_memory(memory(f"deploy number {i}", at=float(i)))
+    for i in range(60):
+        await store.put_memory(memory(f"lunch at noon {i}", at=float(i)))
+    plain = memory("a zebra grazes", at=50.0)
+    with_it = memory("the zebra deploy grazes", at=40.0)
+    for kept in (plain, with_it):
+        await store.put_memory(kept)
+    assert await store.search_memories("deploy zebra", EVERYWHERE, 2) == [with_it, plain]
+    found = await store.search_memories("deploy zebra", EVERYWHERE, 4)
+    assert found[:2] == [with_it, plain] and len(found) == 4
+    assert {m.text for m in found[2:]} <= {f"deploy number {i}" for i in range(30)}
+    assert len(await store.search_memories("deploy", EVERYWHERE, 50)) == 31
+
+
 async def test_a_listing_filters_newest_first(store: AnyStore) -> None:
     bob = Provenance(user="slack:UBOB", channel="slack", place="C1", thread_id="t2", at=1.0)
     planted = {
@@ -220,6 +263,7 @@ async def test_erasing_a_thread_erases_the_memories_it_sourced(
             assert await reader.get_memory("m-sourced") is None
             assert await reader.search_memories(marker, EVERYWHERE, 10) == []
             assert await reader.memories_of_thread(kept_id) == [other]
-    needles = [marker, gone_id, "m-sourced", "m-for"]
+    # The index's scope column holds the thread's key in hex: none of it is left either.
+    needles = [marker, gone_id, "m-sourced", "m-for", gone_id.encode().hex()]
     assert await traces(store, backend, tmp_path, needles) == []
     assert (await store.delete_thread(gone_id)).memories == 0

@@ -1,4 +1,4 @@
-"""A database written by an older schema (versions 1 to 5) opens under the current one with
+"""A database written by an older schema (versions 1 to 6) opens under the current one with
 nothing lost."""
 
 from __future__ import annotations
@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 
 from runtime.model.entries import AssistantTurn, Usage, UserMessage
-from runtime.model.memories import Cover, Memory, Provenance, WorkspaceScope, scope_key
+from runtime.model.memories import (
+    Cover,
+    Memory,
+    MemoryScope,
+    Provenance,
+    ThreadScope,
+    WorkspaceScope,
+    scope_key,
+)
 from runtime.model.runs import Origin, Run, RunState, Transition, new_run_id
 from runtime.stores.base import Checkpoint, SpendAsk, Spending, SpendScope
 from runtime.stores.sqlite import SQLiteStore
@@ -208,7 +216,8 @@ async def test_a_version_5_database_gains_memories(tmp_path: Path) -> None:
         await store.create_run(run)
     # Version 5 as it was: no memories, no index of their words, no triggers.
     db = sqlite3.connect(path)
-    for name in ("memories_fts", "memory_calls", "memories"):
+    db.execute("DROP VIEW memories_indexed")
+    for name in ("memories_fts", "memory_calls", "memory_words", "memories"):
         db.execute(f"DROP TABLE {name}")
     db.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
     db.commit()
@@ -226,9 +235,69 @@ async def test_a_version_5_database_gains_memories(tmp_path: Path) -> None:
         version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         triggers = {row[0] for row in db.execute(
             "SELECT name FROM sqlite_schema WHERE type = 'trigger'")}
-    assert version == (str(SCHEMA_VERSION),) == ("6",)
+    assert version == (str(SCHEMA_VERSION),) == ("7",)
     assert triggers == {"memories_added", "memories_removed", "memories_changed",
                         "knowledge_passages_in", "knowledge_passages_out"}
     async with SQLiteStore(path) as store:  # opened again: as it was
         assert await store.get_memory("m1") == kept
         assert await store.put_memory(kept, "call-1") is False
+
+
+# Version 6's index of memories' words, as it was: the text alone (no scope keys).
+VERSION_6_INDEX = [
+    "DROP TRIGGER memories_added", "DROP TRIGGER memories_removed",
+    "DROP TRIGGER memories_changed", "DROP TABLE memories_fts", "DROP TABLE memory_words",
+    "DROP VIEW memories_indexed",
+    """CREATE VIRTUAL TABLE memories_fts USING fts5(
+        text, content = 'memories', content_rowid = 'n',
+        tokenize = 'porter unicode61 remove_diacritics 2')""",
+    """CREATE TRIGGER memories_added AFTER INSERT ON memories BEGIN
+        INSERT INTO memories_fts (rowid, text) VALUES (new.n, new.text);
+    END""",
+    """CREATE TRIGGER memories_removed AFTER DELETE ON memories BEGIN
+        INSERT INTO memories_fts (memories_fts, rowid, text) VALUES ('delete', old.n, old.text);
+    END""",
+    """CREATE TRIGGER memories_changed AFTER UPDATE OF text ON memories BEGIN
+        INSERT INTO memories_fts (memories_fts, rowid, text) VALUES ('delete', old.n, old.text);
+        INSERT INTO memories_fts (rowid, text) VALUES (new.n, new.text);
+    END""",
+    "UPDATE meta SET value = '6' WHERE key = 'schema_version'",
+]
+
+
+def _memory(memory_id: str, text: str, scope: MemoryScope) -> Memory:
+    return Memory(id=memory_id, text=text, scope=scope,
+                  provenance=Provenance(thread_id="t", at=1.0), created_at=1.0, updated_at=1.0)
+
+
+async def test_a_version_6_database_has_its_memories_indexed_by_scope(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    async with SQLiteStore(path):
+        pass
+    db = sqlite3.connect(path)
+    for statement in VERSION_6_INDEX:
+        db.execute(statement)
+    ours = _memory("m1", "the build runs nightly", WorkspaceScope())
+    theirs = _memory("m2", "the nightly build of another team", ThreadScope(thread_id="t2"))
+    for kept in (ours, theirs):  # as version 6 wrote them: the row, its triggers the index
+        db.execute("INSERT INTO memories (id, scope, thread_id, updated_at, text, data) "
+                   "VALUES (?, ?, 't', 1.0, ?, ?)",
+                   (kept.id, scope_key(kept.scope), kept.text, kept.model_dump_json()))
+    db.commit()
+    db.close()
+    where = Cover(scopes=(scope_key(WorkspaceScope()), scope_key(ThreadScope(thread_id="t"))),
+                  places=(), at=2.0)
+    async with SQLiteStore(path) as store:
+        assert await store.search_memories("nightly builds", where, 5) == [ours]
+        assert await store.search_memories("team", where, 5) == []
+        theirs_too = where.model_copy(update={"scopes": (scope_key(theirs.scope),)})
+        assert await store.search_memories("team", theirs_too, 5) == [theirs]
+        assert await store.delete_memory("m1") is True
+        assert await store.search_memories("nightly", where, 5) == []
+    with sqlite3.connect(path) as db:
+        version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        check = db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+        counts = dict(db.execute("SELECT word, memories FROM memory_words"))
+    assert version == ("7",) and check.rowcount == 1
+    assert counts == {"": 1, "the": 1, "nightly": 1, "build": 1, "of": 1, "another": 1,
+                      "team": 1}
