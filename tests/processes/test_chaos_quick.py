@@ -385,7 +385,7 @@ def _discord_seen(replies: dict[str, list[str]], tags: list[str]
     fake = SimpleNamespace(world=SimpleNamespace(bot_id=bot),
                            messages=lambda c: messages if c == channel else [])
     people = SimpleNamespace(fake=fake, history=History(), posted=posted,
-                             live=dict.fromkeys(tags, True))
+                             live=dict.fromkeys(tags, True), handed_over=True)
     ops = [Op(at=i, tag=tag, thread="discord/1/h0", person="ana", route="discord", replica=0,
               steps=[]) for i, tag in enumerate(tags)]
     sent = {o.tag: Sent(o, key=o.tag, thread=thread, accepted_at=o.at) for o in ops}
