@@ -18,8 +18,17 @@ are checked from the store (each run's idempotency key ``schedule:{name}:{slot}`
 the runtime's own store class), the threads and the ledger: no slot claimed twice, no slot
 run twice (a second ``tick``, a second message in a slot's thread), no slot run while its
 schedule was known to be paused (or not made yet), and every slot that had to run ran once:
-one whose alarm went off with the store reachable, every replica's clock right and some
-replica up (for ``all``: any slot before such an alarm, caught up).
+one whose alarm went off with the store reachable, every replica's clock right, some
+replica up, and the store taking that instant's claims in time (for ``all``: any slot
+before such an alarm, caught up).
+
+"Taking claims in time" is measured, not assumed from the fault events: ``minute``
+(``misfire = "all"``, never paused, a fresh thread per slot) has every slot claimed sooner
+or later, and its run is stamped as it is claimed. When its claim of an instant came later
+than ``CLAIMED_S``, the replicas could not claim then (the store stalled after a cut or a
+restart, a process stalled holding a transaction the others' claims wait for): a ``once``
+slot of that instant is then decided by whichever fire gets through first, and when that is
+after the next slot's alarm, the newest slot is the one run (chaos finding 38).
 """
 
 from __future__ import annotations
@@ -47,13 +56,18 @@ from .plan import CHAT_TAG, CONFIG_SCHEDULES, DELIVERING, SKEW_MAX_S, Plan
 from .system import History, Replica, StoreSpec
 from .workload import Sent
 
-__all__ = ["Kept", "Schedules", "manual_run", "read_kept", "schedules_toml"]
+__all__ = ["Kept", "Schedules", "claim_times", "manual_run", "read_kept",
+           "schedules_toml"]
 
 # Around a pause or a resume, a slot may or may not run (a fire that read the store just
 # before; a replica whose clock is off stamps a resume with its time).
 MARGIN_S = 2.0 + SKEW_MAX_S
 CUT_AFTER_S = 6.0  # a slot's alarm and claim are over this long after it
 LATE_S = 50.0  # a replica back within this of a slot catches it up on start
+# A slot's claim stamped later than this after it (a replica's clock may be ahead): the
+# store did not take that instant's claims in time (the module's docstring).
+CLAIMED_S = CUT_AFTER_S + SKEW_MAX_S
+PACER = "minute"  # the schedule whose claims say when the store took claims
 
 
 def schedules_toml() -> str:
@@ -108,6 +122,7 @@ class Schedules:
     changes: dict[str, list[Change]] = field(default_factory=lambda: defaultdict(list))
     gaps: list[list[float]] = field(default_factory=list)  # wall: no replica up
     ended: float | None = None  # wall: when every schedule was paused at the end
+    claimed_at: dict[float, float] = field(default_factory=dict)  # PACER's slot: its claim
     required: int = 0  # slots that had to run (checked: each exactly once)
 
     def wall(self, t: float) -> float:
@@ -260,6 +275,12 @@ class Schedules:
                 return False
         return all(not (a <= hi and b >= lo and b > slot + LATE_S) for a, b in self.gaps)
 
+    def _taken(self, slot: float) -> bool:
+        """Whether the store took the claims of ``slot``'s instant in time: ``PACER``'s
+        claim of it stamped within ``CLAIMED_S`` (none: not taken)."""
+        at = self.claimed_at.get(slot)
+        return at is not None and at - slot <= CLAIMED_S
+
     def check(self, sent: dict[str, Sent], stored: Stored, kept: Kept) -> list[Violation]:
         """Invariant 3, from the store's runs and records, the threads and the ledger."""
         out: list[Violation] = []
@@ -267,6 +288,7 @@ class Schedules:
         events = [(self.wall(t), kind, text) for t, kind, text in self.history.events]
         end = self.ended if self.ended is not None else time.time()
         records = {r.name: r for r in kept.records}
+        self.claimed_at = claim_times(kept.runs, PACER)
         slots: dict[str, dict[float, list[Run]]] = defaultdict(lambda: defaultdict(list))
         by_run: dict[str, tuple[str, float]] = {}
         for run in kept.runs:
@@ -329,7 +351,8 @@ class Schedules:
                     out.append(Violation(3, f"schedule:{name}", None, f"{name} slot "
                                          f"{_iso(slot)} never ran (misfire = "
                                          f"{self._policy(name)!r}; its alarm went off with "
-                                         "the store reachable and a replica up)"))
+                                         "the store reachable and a replica up, and the "
+                                         "store took that instant's claims in time)"))
         return out
 
     @staticmethod
@@ -341,7 +364,8 @@ class Schedules:
         """The slots of ``name`` that had to run exactly once."""
         first = record.created_at + MARGIN_S
         slots = [float(s) for s in range(int(first // 60 + 1) * 60, int(end), 60)]
-        quiet = [s for s in slots if s + CUT_AFTER_S <= end and self._quiet(s, events)]
+        quiet = [s for s in slots if s + CUT_AFTER_S <= end and self._quiet(s, events)
+                 and self._taken(s)]
         out = []
         for slot in slots:
             if self._policy(name) == "all":  # caught up at a later quiet alarm
@@ -361,7 +385,10 @@ class Schedules:
                     and not job_schedule(parts[1]):
                 runs["chat" if parts[1].startswith("chat-") else parts[1]] += 1
         chats = sum(1 for r in kept.records if r.origin == "chat")
-        return (f"  schedules  slots run: {_count(runs)} ({self.required} had to); {chats} "
+        late = sum(1 for slot, at in claim_times(kept.runs, PACER).items()
+                   if at - slot > CLAIMED_S)
+        return (f"  schedules  slots run: {_count(runs)} ({self.required} had to; {late} "
+                f"instant(s) whose claims the store took late, {PACER}'s); {chats} "
                 f"made from chat; HTTP {_count(self.toggled)}; /maiden "
                 f"{_count(self.chat_toggled) or 'none'}; {len(self.gaps)} time(s) no "
                 "replica up")
@@ -372,6 +399,17 @@ def _overlap(one: Change, other: Change) -> bool:
     clock, when it asked and when it heard back, so either may have taken effect first."""
     return other.end is not None and one.end is not None \
         and other.start <= one.end and one.start <= other.end
+
+
+def claim_times(runs: list[Run], name: str) -> dict[float, float]:
+    """Each slot of ``name`` (its key's instant) and when its run was made: when the slot
+    was claimed (a run is stamped as it is submitted)."""
+    out: dict[float, float] = {}
+    for run in runs:
+        parts = (run.idempotency_key or "").split(":", 2)
+        if len(parts) == 3 and parts[:2] == ["schedule", name] and not manual_run(run):
+            out[datetime.fromisoformat(parts[2]).timestamp()] = run.created_at
+    return out
 
 
 def manual_run(run: Run) -> bool:

@@ -232,7 +232,8 @@ def test_the_schedules_the_replicas_are_given_load() -> None:
 def _slot_run(name: str, slot: float, thread: str, reply: str = "answer to j{}.0: 1") -> Run:
     iso = datetime.fromtimestamp(slot, UTC).isoformat(timespec="seconds")
     return Run(id=f"r-{name}-{int(slot)}", thread_id=thread, text="t", state=RunState.COMPLETED,
-               idempotency_key=f"schedule:{name}:{iso}", reply=reply.format(name))
+               idempotency_key=f"schedule:{name}:{iso}", reply=reply.format(name),
+               created_at=slot + 0.5)  # claimed at once
 
 
 def test_invariant_3_finds_a_slot_run_twice_one_missed_and_one_run_while_paused() -> None:
@@ -258,7 +259,9 @@ def test_invariant_3_finds_a_slot_run_twice_one_missed_and_one_run_while_paused(
                            f"minute slot {iso[1]} ticked 2 times",
                            f"pulse slot {iso[2]} ran while the schedule was paused"]), what
     assert all(v.invariant == 3 for v in found)
-    assert jobs.required == len(slots) + 2  # every minute slot; pulse's two before its pause
+    # every minute slot; pulse's second before its pause (not its first: minute's claim of
+    # that instant is missing, so the store is not known to have taken its claims: finding 38)
+    assert jobs.required == len(slots) + 1
 
 
 def test_a_slot_is_not_required_while_the_store_was_cut_or_a_clock_off() -> None:
