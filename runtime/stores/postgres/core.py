@@ -34,6 +34,13 @@ T = TypeVar("T")
 CLOSE_S = 5.0
 """How long closing the store waits for its connections to be given back."""
 
+IDLE_IN_TRANSACTION_S = 60.0
+"""How long the server lets a connection of this store sit in a transaction without a
+statement before it ends the session, so that a process stalled mid-transaction (its
+event loop starved, stopped, its network gone half-open) cannot hold the rows it locked
+from every other replica for longer (the store's transactions are a few statements sent
+back to back: none waits on anything but the server)."""
+
 
 class PostgresCore(Opens):
     """The pool, ``open`` (creating or migrating the schema) and ``close``, and the ways to
@@ -45,8 +52,10 @@ class PostgresCore(Opens):
     """
 
     def __init__(self, dsn: str, *, schema: str = "maiden", pool_size: int = 10,
-                 connect_timeout_s: float = 10.0, cached_entries: int = 200_000) -> None:
+                 connect_timeout_s: float = 10.0, cached_entries: int = 200_000,
+                 idle_in_transaction_s: float = IDLE_IN_TRANSACTION_S) -> None:
         self.dsn = dsn
+        self.idle_in_transaction_s = idle_in_transaction_s
         self.schema = check_schema_name(schema)
         self.pool_size = pool_size
         self.connect_timeout_s = connect_timeout_s
@@ -68,7 +77,10 @@ class PostgresCore(Opens):
             pool = await asyncpg.create_pool(
                 self.dsn, min_size=1, max_size=self.pool_size, init=configure, reset=keep,
                 timeout=self.connect_timeout_s,
-                server_settings={"search_path": self.schema, "application_name": "maiden"})
+                server_settings={
+                    "search_path": self.schema, "application_name": "maiden",
+                    "idle_in_transaction_session_timeout":
+                        str(int(self.idle_in_transaction_s * 1000))})
         except (*ERRORS, ValueError) as exc:
             reason = str(exc) or type(exc).__name__
             password = _password(self.dsn)

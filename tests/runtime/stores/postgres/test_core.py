@@ -12,6 +12,7 @@ import pytest
 from runtime.errors import StoreError, StoreFull
 from runtime.stores.postgres import PostgresStore
 from runtime.stores.postgres.schema import SCHEMA_VERSION
+from runtime.stores.postgres.sql import ERRORS
 from tests.postgres import PG_DSN
 from tests.runtime.stores.contract import started
 
@@ -67,3 +68,25 @@ async def test_closing_does_not_wait_forever_for_a_connection_never_given_back(
     await asyncio.wait_for(store.close(), CLOSE_S + 10)
     assert loop.time() - began >= CLOSE_S * 0.9  # it waited, then closed it at once
     assert pool._closed and held is not None
+
+
+async def test_a_replica_stalled_in_a_transaction_does_not_hold_the_others_for_long(
+        schema: str) -> None:
+    """chaos, seed 9595: schedule claims on every replica stalled for minutes with the server
+    up, until a replica stuck starting was killed. A process stalled mid-transaction (its
+    loop starved, stopped, its network half-open) held rows the others wait for. The server
+    now ends such a session after ``idle_in_transaction_s``: the lock goes, the others go
+    on, and the stalled one finds its transaction gone."""
+    async with PostgresStore(PG_DSN, schema=schema, pool_size=2,
+                             idle_in_transaction_s=1.0) as stalled, \
+            PostgresStore(PG_DSN, schema=schema, pool_size=2) as other:
+        assert await other.take_lease("role:x", "other/1@h", 30) is None
+        async with stalled._connection() as conn:
+            transaction = conn.transaction()
+            await transaction.start()
+            await conn.execute("SELECT * FROM leases WHERE name = 'role:x' FOR UPDATE")
+            # ... and no statement more: the row stays locked while the session lives.
+            renewed = await asyncio.wait_for(other.renew_leases("other/1@h", 30), 20)
+            assert renewed == ["role:x"]
+            with pytest.raises(ERRORS):  # its session ended under it
+                await conn.execute("SELECT 1")
