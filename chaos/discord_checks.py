@@ -7,7 +7,8 @@
 - an acknowledged stop ends its run cancelled (as Slack's check says, ``slack_checks``),
   and each cancelled run of a Discord thread has one closing line there (invariants 6, 1);
 - each ``/maiden`` command is answered exactly once: one callback, one message made for it,
-  saying what that command says (invariant 1), and a ``/maiden stop`` that stopped runs is
+  saying what that command says (a deferred one's "thinking" message, never edited, is no
+  answer) (invariant 1), and a ``/maiden stop`` that stopped runs is
   said once in its channel (``⏹ <@…> stopped N run(s) here.``), as Slack's is;
 - at most one vote per person per run, the last acknowledged click's (invariant 4).
 
@@ -23,8 +24,10 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from channels.clicks import UNSENT
+from channels.commands import ANSWER_DEADLINE_S
 from channels.feedback import THANKS
 from tests.fakes.discord import GUILD_ID
+from tests.fakes.discord.payloads import LOADING
 
 from .discord import person_id
 from .discord_acts import ClickSeen, DiscordActor, DiscordStopSeen, made_for
@@ -52,9 +55,9 @@ _FAILED = re.compile(r"(Something failed|Not done|That did not work): ")
 _DECIDED = re.compile(r"^(Approved|Denied) by <@(\d+)>: `deploy`$")
 
 
-def _trouble(history: History, at: float) -> bool:
-    """A fault began or ended within a second before ``at`` to ``QUIET_S`` after it."""
-    return any(at - 1.0 <= t <= at + QUIET_S for t, kind, _ in history.events
+def _trouble(history: History, at: float, after: float = QUIET_S) -> bool:
+    """A fault began or ended within a second before ``at`` to ``after`` after it."""
+    return any(at - 1.0 <= t <= at + after for t, kind, _ in history.events
                if kind in _TROUBLE)
 
 
@@ -162,11 +165,19 @@ def _commands(actor: DiscordActor, history: History) -> list[Violation]:
             continue
         said = f"/maiden {text} by {person} at {click.at:.1f}s"
         where = f"discord:{GUILD_ID}:{channel}"
-        made = made_for(fake, channel, click.interaction)
-        if click.answered is None:
-            if not _trouble(history, click.at):
+        # A deferred answer's "thinking" message (flag LOADING, no content) is not an
+        # answer: the edit never came (its process killed within the answer's deadline,
+        # chaos seed 9595: read as an empty answer). Its answer may come until the
+        # deadline, so a fault until then may have taken it.
+        made = [m for m in made_for(fake, channel, click.interaction)
+                if not int(m.get("flags") or 0) & LOADING]
+        if click.answered is None or (click.answered == 5 and not made):
+            after = QUIET_S + (ANSWER_DEADLINE_S if click.answered == 5 else 0.0)
+            if not _trouble(history, click.at, after):
                 out.append(Violation(1, where, None, f"{said}, with no fault around, was "
-                                     "never answered", click.at))
+                                     "never answered" + (" (deferred, never edited)"
+                                                         if click.answered else ""),
+                                     click.at))
             continue
         answers = [str(m.get("content") or "") for m in made]
         kind = text.split()[0]

@@ -145,8 +145,9 @@ class Outbox:
                 run, await self._store.deliveries(thread_id=run.thread_id, pending=True))
 
     async def _send_run(self, run: Run, pending: list[Delivery]) -> None:
-        """``send_pending`` with the thread's records not sent yet (``pending``), read no
-        later than ``run``: each is judged superseded or not by a run that has it."""
+        """``send_pending`` with the thread's records not sent yet (``pending``), up to the
+        run's last: each is judged superseded or not by its run as the store has it when it
+        is sent (``_superseded``), not by ``run``, which may be older than the records."""
         pending = await self._in_run_order(pending)
         last = max((i for i, d in enumerate(pending) if d.run_id == run.id), default=None)
         if last is None:
@@ -247,7 +248,7 @@ class Outbox:
                 async with self._claim(delivery.thread_id) as mine:
                     done = mine and await self._send(
                         delivery, fresh=not tried and delivery.created_at >= self._born,
-                        trace=own.trace, run=own)
+                        trace=own.trace)
             elif await skip(delivery.run_id):
                 done = False  # its run's owner, alive, sends it
             else:
@@ -278,16 +279,18 @@ class Outbox:
         except NotFound:
             return ""
 
-    async def _superseded(self, delivery: Delivery, run: Run | None,
-                          records: Sequence[Delivery]) -> str | None:
-        """``superseded`` for a prompt or a run's closing words, with the run as the store has
-        it (``run``: as just read or written, if it was) and its ``records``."""
+    async def _superseded(self, delivery: Delivery, records: Sequence[Delivery]
+                          ) -> str | None:
+        """``superseded`` for a prompt or a run's closing words, with its ``records`` and the
+        run as the store has it after they were read: never a copy read before them (a
+        worker's, as the run paused). Another process may have moved the run on since,
+        writing the record judged now: a cancellation's closing line, judged by the paused
+        copy, "went on after it" and was never posted (chaos finding 39)."""
         if not isinstance(delivery, ApprovalDelivery) and not (
                 isinstance(delivery, ReplyDelivery) and delivery.answer):
             return None
         try:
-            if run is None or run.id != delivery.run_id:
-                run = await self._store.get_run(delivery.run_id)
+            run = await self._store.get_run(delivery.run_id)
         except NotFound:
             return None
         return superseded(delivery, run, records)
@@ -299,10 +302,9 @@ class Outbox:
         elif not await self.live.finish(delivery):  # else its stream shows it now
             await deliver(self._store, deliverer, delivery, fresh=fresh)
 
-    async def _send(self, delivery: Delivery, *, fresh: bool, trace: str = "",
-                    run: Run | None = None) -> bool:
-        """Send one record (``run``: its run as just read or written, if it was): True once
-        it is done (posted, or superseded), False while it stays in the outbox."""
+    async def _send(self, delivery: Delivery, *, fresh: bool, trace: str = "") -> bool:
+        """Send one record: True once it is done (posted, or superseded), False while it
+        stays in the outbox."""
         if isinstance(delivery, StreamDelivery):
             return False  # finished by its run's reply (or ``flush``'s tidying)
         deliverer = self._deliverers.get(delivery.channel)
@@ -318,7 +320,7 @@ class Outbox:
         done = False
         why = None
         try:
-            done = await self._post(deliverer, delivery, what, fresh=fresh, trace=trace, run=run)
+            done = await self._post(deliverer, delivery, what, fresh=fresh, trace=trace)
         except (DeliveryError, StoreError) as exc:
             # The channel said why (down, refused, still connecting), or the store could not
             # be read or written: one line, no trace.
@@ -342,7 +344,7 @@ class Outbox:
         return done
 
     async def _post(self, deliverer: Deliverer, delivery: Delivery, what: str, *,
-                    fresh: bool, trace: str, run: Run | None) -> bool:
+                    fresh: bool, trace: str) -> bool:
         """Post a record claimed here (``_send``): True once it is done (posted now or
         before, or superseded); False if another process is sending it; raises why it
         could not be."""
@@ -358,7 +360,7 @@ class Outbox:
         delivery = next((d for d in records if d.key == delivery.key), claimed)
         # A send of it was begun elsewhere, or here and failed.
         fresh = fresh and claimed.attempts_failed == 0 and delivery.key not in self._unsure
-        if (stale := await self._superseded(delivery, run, records)) is not None:
+        if (stale := await self._superseded(delivery, records)) is not None:
             log.info("run %s's %s is not posted: %s", delivery.run_id, what, stale)
             await self._store.mark_delivered(delivery.key, NOT_POSTED, self._clock())
             return True

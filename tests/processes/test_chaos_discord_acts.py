@@ -12,9 +12,9 @@ from typing import Any
 
 from channels.feedback import THANKS
 from chaos.discord import check_discord, person_id, place_id
-from chaos.discord_acts import ClickSeen, DiscordStopSeen
-from chaos.discord_checks import _announced, _clicks, _votes
-from chaos.discord_plan import DiscordActs, DiscordStop
+from chaos.discord_acts import ClickSeen, DiscordCommandSeen, DiscordStopSeen
+from chaos.discord_checks import _announced, _clicks, _commands, _votes
+from chaos.discord_plan import DiscordActs, DiscordCommand, DiscordStop
 from chaos.invariants import RESUMED, Violation
 from chaos.plan import Plan, make_plan
 from chaos.slack_plan import Vote
@@ -122,4 +122,36 @@ def test_a_discord_stop_that_stopped_runs_is_said_once_in_its_channel() -> None:
     assert len(found()) == 1  # said twice
     answers[0]["content"] = "Nothing is running here."
     posted.clear()
+    assert found() == []
+
+
+def test_a_deferred_command_never_edited_is_unanswered_not_an_empty_answer() -> None:
+    """chaos seed 9595 (finding 40 in chaos/README.md): three ``/maiden`` commands were
+    deferred (callback 5) by the replica holding the gateway, which was killed (30 s after
+    its SIGTERM, the store restarting) before their answers' 10 s deadline; no edit of
+    ``@original`` was ever sent. The check read the deferred "thinking" message that
+    Discord made (flag LOADING, no content) as the answer, ``['']``. That message is no
+    answer: the command went unanswered, which a fault up to the answer's deadline after it
+    excuses; an edited one is judged by what it says."""
+    channel = place_id("h1")
+    made: list[dict[str, Any]] = [{"interaction_metadata": {"id": "9"}, "content": "",
+                                   "flags": 64 | 128}]  # EPHEMERAL | LOADING
+    fake = SimpleNamespace(world=SimpleNamespace(bot_id="1"), messages=lambda c: [],
+                           ephemerals=lambda c: made if c == channel else [])
+    seen = DiscordCommandSeen(DiscordCommand(1455.2, "status", "h1", "ben"), channel,
+                              click=ClickSeen("status", "", "maiden", "9", 1455.2,
+                                              answered=5))
+    actor = SimpleNamespace(fake=fake, commands=[seen], stops=[])
+    history = History()
+
+    def found() -> list[str]:
+        return [v.what for v in _commands(actor, history)]  # type: ignore[arg-type]
+
+    (alone,) = found()  # with no fault around: never answered
+    assert "never answered (deferred, never edited)" in alone, alone
+    history.events.append((1463.27, "term", "r0: still running 30 s later, killed"))
+    assert found() == []  # killed within the answer's deadline: it may go unanswered
+    made[0].update(content="", flags=64)  # edited, to nothing: an empty answer
+    assert [d for d in found() if "with ['']" in d]
+    made[0].update(content="Nothing is running here.")
     assert found() == []

@@ -224,6 +224,31 @@ async def test_a_late_note_that_reaches_the_stream_leaves_the_newer_stretchs_alo
     assert chat.posted == []
 
 
+async def test_a_cancelled_runs_closing_line_is_judged_by_the_run_as_it_is_now(
+        tmp_path: Path) -> None:
+    """chaos seed 9595 (finding 39 in chaos/README.md): one replica's worker read a run
+    paused for approval (``drive`` hands a run it may not drive back as read), another
+    replica then cancelled it (its closing line ``Stopped (…).`` written with the
+    ``cancelled`` state), and the first replica's ``send_pending`` of the run it had read
+    found that line in the outbox and judged it by its stale copy of the run, still
+    ``awaiting_approval``: "the run went on after it", recorded as not to be posted. The
+    thread's second cancelled run had no closing line in Slack. The line (and the prompt,
+    which the cancelled run no longer waits on) is judged by the run as the store holds it
+    after the records were read: the line is posted once, the prompt is not."""
+    async with serving(tmp_path, SCRIPT, held=2) as (rt, _model, chat):
+        paused = await rt.send("t", "ship it", origin=ROOM)
+        await rt.idle()
+        assert paused.state is S.AWAITING_APPROVAL  # as the first replica read it
+        cancelled = await rt.cancel(paused.id, by="ben")  # "the other replica": its send
+        assert cancelled.state is S.CANCELLED  # of the closing line fails (not connected)
+        chat.offline = None
+        await rt._parts.outbox.send_pending(paused)  # what the worker does with its copy
+        await rt.idle()
+        records = await rt.records.deliveries(run_id=paused.id)
+    assert [m.text for m in chat.posted] == ["Stopped (cancelled by ben)."]
+    assert [(d.kind, d.posted) for d in records] == [("approval", False), ("reply", True)]
+
+
 class _Clock:
     """Now, until moved on."""
 
