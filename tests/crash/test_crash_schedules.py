@@ -317,7 +317,7 @@ def assert_the_slot_is_one_run(*outcomes: Outcome) -> None:
     assert run["origin"] == {"channel": "slack", "target": {"channel": C,
                                                             "thread_ts": last.thread_ts},
                              "user": None, "place": [], "direct": False,
-                             "private": False, "rights": []}
+                             "private": False, "rights": [], "user_name": None}
     for outcome in outcomes:
         assert all(f["key"] == KEY and f["run_id"] == run["id"] for f in outcome.fired), \
             outcome.fired
