@@ -17,6 +17,7 @@ from runtime import ACTIVE_STATES, FileSource, RunError, Runtime, StoreError, do
 
 from ..access import Place
 from ..intake import NOT_TAKEN, Intake
+from ..retry import Unreachable
 from ..talk import Talk
 from ..work import Background, is_stop
 from .catchup import read_back
@@ -34,10 +35,6 @@ CATCH_UP_TRIES = 5
 """How often reading back is tried at one session while the store or Discord fails."""
 _REMEMBERED = 10_000
 """How many handled message ids are kept, so that reading back skips them."""
-
-
-class Unread(Exception):
-    """Some places were not read back (Discord did not answer for them)."""
 
 
 class DiscordInbound:
@@ -96,7 +93,7 @@ class DiscordInbound:
             try:
                 async with asyncio.timeout(HOLD_S):
                     taken = await self._read_back()
-            except (TimeoutError, StoreError, Unread) as exc:
+            except (TimeoutError, StoreError, Unreachable) as exc:
                 if attempt + 1 == CATCH_UP_TRIES:
                     log.error("discord: reading back missed messages failed: %s", exc)
                     return
@@ -112,7 +109,7 @@ class DiscordInbound:
             return
 
     async def _read_back(self) -> int:
-        """Hand in what was not handled here; raise ``Unread`` if a place was not read."""
+        """Hand in what was not handled here; ``Unreachable`` if a place was not read."""
         taken = 0
         found = await read_back(self._client, self._runtime, window_s=self._config.catch_up_s)
         for message in found.messages:
@@ -129,7 +126,8 @@ class DiscordInbound:
                 self.read_back += 1
             self._remember(message.id)
         if found.unread:
-            raise Unread(f"Discord did not answer for channel(s) {', '.join(found.unread)}")
+            raise Unreachable(f"Discord did not answer for channel(s) "
+                              f"{', '.join(found.unread)}")
         return taken
 
     def _remember(self, message_id: int) -> None:

@@ -62,17 +62,19 @@ class SlackChannel:
                                           outbound.link)
         self._background = Background(log, "maiden-slack")
         self.assistant = AssistantThreads(self.client, config.suggested_prompts)
+        self.zones = SlackZones(self.client)
+        """A person's time zone and name by their Slack id (the app lends the zones to the
+        schedules)."""
         self.inbound = SlackInbound(runtime, config, self.client, self.connection,
                                     self._background, via=self.name,
-                                    assistant=self.assistant, sessions=self.sessions)
+                                    assistant=self.assistant, sessions=self.sessions,
+                                    names=self.zones.name)
         self.feedback = FeedbackButtons(runtime, config, self.client)
         self.slash = SlashCommand(Commands(runtime, schedules, link=link_of(self.connection)),
                                   config, self.client, self._background)
         self.home = AppHome(runtime, config, self.client, schedules, self._background)
         self.approvals = ApprovalButtons(runtime, config, self.client, self.home,
                                          via=self.name)
-        self.zones = SlackZones(self.client)
-        """A person's time zone by their Slack id (the app lends it to the schedules)."""
         self._app: AsyncApp | None = None
         self._unlisten: Callable[[], None] | None = None
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -21,7 +21,7 @@ from ..work import Background
 from .assistant import AssistantThreads
 from .config import SlackConfig
 from .lifecycle import SlackConnection, log
-from .lookups import SlackNames, SlackPrivacy
+from .lookups import SlackPrivacy
 from .mapping import Inbound, read_event
 from .sessions import Sessions, title_of
 
@@ -36,7 +36,8 @@ class SlackInbound:
 
     def __init__(self, runtime: Runtime, config: SlackConfig, client: AsyncWebClient,
                  connection: SlackConnection, background: Background, *, via: str,
-                 assistant: AssistantThreads, sessions: Sessions) -> None:
+                 assistant: AssistantThreads, sessions: Sessions,
+                 names: Callable[[str], Awaitable[str | None]]) -> None:
         self._runtime = runtime
         self._config = config
         self._client = client
@@ -47,8 +48,9 @@ class SlackInbound:
         self._sessions = sessions
         self._privacy = SlackPrivacy(client)
         """Whether an ``app_mention``'s channel is private (``conversations.info``)."""
-        self._names = SlackNames(client)
-        """The name a sender shows (``users.info``), for what they teach the agent."""
+        self._names = names
+        """The name a sender shows (``users.info``, with their time zone: ``zones``), for
+        what they teach the agent."""
         self._talk = Talk(runtime, via, config.access)
         self._told = Told(runtime, via, log)
         self._watching: set[str] = set()
@@ -154,7 +156,6 @@ class SlackInbound:
     async def close(self) -> None:
         """Cancel the asks of Slack under way (the channel is closing)."""
         await self._privacy.close()
-        await self._names.close()
 
     async def on_session_stopped(self, event: dict[str, Any], body: dict[str, Any]) -> None:
         """Slack's stop button (``sessions``): the stop is written before the ack."""

@@ -4,9 +4,10 @@ An ``app_mention`` event does not say whether its channel is private (it carries
 ``channel_type``; docs.slack.dev/reference/events/app_mention), so ``SlackPrivacy`` asks
 ``conversations.info`` (scopes ``channels:read``, ``groups:read``, ``mpim:read``): its
 ``channel`` says ``is_private``, ``is_im``, ``is_mpim``. A public channel can be made
-private, so the answer is kept minutes, not days. ``SlackNames`` asks ``users.info``
+private, so the answer is kept minutes, not days. ``zones.SlackZones`` asks ``users.info``
 (``users:read``) for the name a person shows (``profile.display_name``, else
-``real_name``), kept a day, for the source of what they teach the agent.
+``real_name``), kept a day with their time zone (``zones.SlackZones``: one call a
+person), for the source of what they teach the agent.
 
 Both are asked before Slack gets its acknowledgement, so an ask is waited for at most
 ``wait_s`` (it goes on, and its answer is kept for the next message). No answer (a Slack
@@ -31,12 +32,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 from ..retry import reason_of
 from .lifecycle import log
 
-__all__ = ["CHANNEL_KEEP_S", "NAME_KEEP_S", "WAIT_S", "SlackLookup", "SlackNames",
-           "SlackPrivacy"]
+__all__ = ["CHANNEL_KEEP_S", "WAIT_S", "SlackLookup", "SlackPrivacy", "name_of",
+           "private_of"]
 
 CHANNEL_KEEP_S = 300.0
 """How long a channel's privacy is kept: a channel made private is private within this."""
-NAME_KEEP_S = 86_400.0
 WAIT_S = 2.0
 """The longest a message waits for an answer (Slack wants its ack within 3 seconds)."""
 MOST = 10_000
@@ -137,18 +137,6 @@ class SlackPrivacy(SlackLookup[bool]):
 
     async def private(self, channel: str) -> bool:
         return await self(channel) is not False
-
-
-class SlackNames(SlackLookup[str | None]):
-    """``await names(user)``: the name a Slack user shows, or None."""
-
-    def __init__(self, client: AsyncWebClient, **options: Any) -> None:
-        async def ask(user: str) -> str | None:
-            answer = await client.users_info(user=user)
-            return name_of(answer.get("user") or {})
-        options.setdefault("keep_s", NAME_KEEP_S)
-        super().__init__("users.info", ask, scopes="users:read",
-                         fallback="they go by their id", **options)
 
 
 def private_of(channel: dict[str, Any]) -> bool:

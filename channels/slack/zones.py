@@ -1,5 +1,7 @@
-"""A person's time zone from their Slack profile (``users.info``, scope ``users:read``), so
-that "remind me tomorrow at 9" means 9 where they are.
+"""A person's time zone and name from their Slack profile (``users.info``, scope
+``users:read``): the zone so that "remind me tomorrow at 9" means 9 where they are, the name
+(``profile.display_name``, else ``real_name``) for the source of what they teach the agent.
+One call a person gives both.
 
 A zone seldom changes and people set reminders often, so each person's is kept a day
 (``keep_s``), and asks for someone whose call is under way wait for that call. A failure
@@ -23,6 +25,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from ..retry import reason_of
 from .lifecycle import log
+from .lookups import WAIT_S, name_of
 
 __all__ = ["DAY_S", "SlackZones"]
 
@@ -34,12 +37,14 @@ _FALLBACK = "times they give are read in the agent's time zone"
 @dataclass(frozen=True)
 class _Kept:
     zone: str | None
+    name: str | None
     at: float
 
 
 class SlackZones:
     """``await zones(user)``: the IANA time zone of a Slack user id, or None (a bot, a
-    profile without one, or no answer to be had). ``clock``: seconds, for ``keep_s``."""
+    profile without one, or no answer to be had); ``await zones.name(user)``: the name they
+    show, or None. ``clock``: seconds, for ``keep_s``."""
 
     def __init__(self, client: AsyncWebClient, *, clock: Callable[[], float] = time.monotonic,
                  keep_s: float = DAY_S) -> None:
@@ -47,21 +52,36 @@ class SlackZones:
         self.clock = clock
         self.keep_s = keep_s
         self._kept: dict[str, _Kept] = {}
-        self._asking: dict[str, asyncio.Task[str | None]] = {}
+        self._asking: dict[str, asyncio.Task[_Kept | None]] = {}
         self._told: set[str] = set()
         """People whose failure was logged (cleared when an ask for them succeeds)."""
 
     async def __call__(self, user: str) -> str | None:
+        # Shielded: one asker cancelled (its tool call timed out) leaves the call to the rest.
+        found = await asyncio.shield(self._asked(user))
+        return None if found is None else found.zone
+
+    async def name(self, user: str, *, wait_s: float = WAIT_S) -> str | None:
+        """The name ``user`` shows, waiting at most ``wait_s`` (a message waits for it
+        before Slack gets its acknowledgement; the ask goes on and its answer is kept)."""
+        try:
+            found = await asyncio.wait_for(asyncio.shield(self._asked(user)), wait_s)
+        except TimeoutError:
+            return None
+        return None if found is None else found.name
+
+    def _asked(self, user: str) -> asyncio.Future[_Kept | None]:
         kept = self._kept.get(user)
         if kept is not None and self.clock() - kept.at < self.keep_s:
-            return kept.zone
+            done: asyncio.Future[_Kept | None] = asyncio.get_running_loop().create_future()
+            done.set_result(kept)
+            return done
         asking = self._asking.get(user)
         if asking is None:
-            asking = asyncio.create_task(self._ask(user), name="maiden-slack-zone")
+            asking = asyncio.create_task(self._ask(user), name="maiden-slack-person")
             self._asking[user] = asking
             asking.add_done_callback(lambda _: self._asking.pop(user, None))
-        # Shielded: one asker cancelled (its tool call timed out) leaves the call to the rest.
-        return await asyncio.shield(asking)
+        return asking
 
     async def close(self) -> None:
         """Cancel the calls under way (the channel is closing): who waits for one gets
@@ -70,7 +90,8 @@ class SlackZones:
             task.cancel()
         await asyncio.gather(*self._asking.values(), return_exceptions=True)
 
-    async def _ask(self, user: str) -> str | None:
+    async def _ask(self, user: str) -> _Kept | None:
+        found = None
         try:
             answer = await self.client.users_info(user=user)
         except SlackApiError as exc:
@@ -85,16 +106,18 @@ class SlackZones:
         else:
             person = answer.get("user") or {}
             zone = None if person.get("is_bot") else person.get("tz") or None
+            found = _Kept(zone, name_of(person), self.clock())
             if zone is None or _loads(zone):
-                self._kept[user] = _Kept(zone, self.clock())
+                self._kept[user] = found
                 self._told.discard(user)
-                return zone
+                return found
             why = f"Slack gives it as {zone!r}, which this host's tz database does not know"
+            found = _Kept(None, found.name, found.at)  # its name, this once: nothing kept
         if user not in self._told:
             self._told.add(user)
             log.warning("slack: the time zone of %s could not be read (%s); %s", user, why,
                         _FALLBACK)
-        return None
+        return found
 
 
 def _loads(zone: str) -> bool:

@@ -33,7 +33,7 @@ from ..stores.base import Checkpoint, Store
 from .claims import Claims, never_gone
 from .deliverer import Deliverer, Uploader, UploadStarted, deliver, parts, upload
 from .live import LiveReplies
-from .ordering import ORDER_HOLD_S, Place, holds_back, place, superseded
+from .ordering import ORDER_HOLD_S, Place, holds_back, in_run_order, place, superseded
 
 __all__ = ["ORDER_HOLD_S", "Deliverer", "Elsewhere", "Outbox", "Sender", "UploadStarted",
            "Uploader", "deliver", "parts", "upload"]
@@ -148,7 +148,7 @@ class Outbox:
         """``send_pending`` with the thread's records not sent yet (``pending``), up to the
         run's last: each is judged superseded or not by its run as the store has it when it
         is sent (``_superseded``), not by ``run``, which may be older than the records."""
-        pending = await self._in_run_order(pending)
+        pending = await in_run_order(self._store, pending)
         last = max((i for i, d in enumerate(pending) if d.run_id == run.id), default=None)
         if last is None:
             return
@@ -195,31 +195,26 @@ class Outbox:
         (``channel``: that channel's only); except the runs ``skip`` says another process
         holds (by default, ``elsewhere``'s)."""
         skip = skip or self._elsewhere()
-        pending = await self._in_run_order(
+        pending = await in_run_order(self._store,
             [d for d in await self._store.deliveries(pending=True)
              if d.channel in self._deliverers and channel in (None, d.channel)])
         await self._in_order([d for d in pending if not isinstance(d, StreamDelivery)], skip)
         for stream in pending:
             if isinstance(stream, StreamDelivery) and not await skip(stream.run_id):
-                await self.live.tidy(stream, await self._store.get_run(stream.run_id))
+                await self._tidy(stream)
 
-    async def _in_run_order(self, records: list[Delivery]) -> list[Delivery]:
-        """``records`` (as the store lists them, by the time each was written) in the order
-        their runs arrived in their threads, each run's in the store's order: a record's
-        time is its writer's clock, which may be behind another replica's (chaos: two
-        answers of a Discord thread swapped, the later one's replica 3 s behind), while a
-        thread's runs are stamped in the order they arrived (``arriving_after``)."""
-        runs = {d.run_id for d in records}
-        if len(runs) < 2:
-            return records
-        arrived: dict[str, float] = {}
-        for run_id in runs:
-            try:
-                arrived[run_id] = (await self._store.get_run(run_id)).created_at
-            except NotFound:  # erased meanwhile: where its records were
-                arrived[run_id] = min(d.created_at for d in records if d.run_id == run_id)
-        ranked = sorted(enumerate(records), key=lambda p: (arrived[p[1].run_id], p[0]))
-        return [d for _, d in ranked]
+    async def _tidy(self, stream: StreamDelivery) -> None:
+        """Finish a stream a crash left open (``LiveReplies.tidy``); while its channel
+        refuses (not connected yet, down), leave it for a later sweep: a start sweeps before
+        its channels are up, and a refusal that escaped ended every start (chaos seed 9797:
+        each replica died again and again on the same stream)."""
+        try:
+            await self.live.tidy(stream, await self._store.get_run(stream.run_id))
+        except NotFound:
+            return  # erased meanwhile
+        except DeliveryError as exc:
+            log.warning("finishing run %s's stream failed (%s); it stays in the outbox and is "
+                        "tried again", stream.run_id, exc)
 
     async def _in_order(self, records: Sequence[Delivery], skip: Elsewhere, *,
                         own: Run | None = None) -> None:

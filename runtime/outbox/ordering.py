@@ -19,10 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..errors import NotFound
 from ..model.decisions import awaits_decision
 from ..model.runs import ApprovalDelivery, Delivery, ReplyDelivery, Run, StreamDelivery
+from ..stores.base import Store
 
-__all__ = ["ORDER_HOLD_S", "Place", "holds_back", "place", "superseded", "waits_behind"]
+__all__ = ["ORDER_HOLD_S", "Place", "holds_back", "in_run_order", "place", "superseded",
+           "waits_behind"]
 
 ORDER_HOLD_S = 120.0
 """How long a record left in the outbox keeps the later ones of its thread (to the same
@@ -84,3 +87,22 @@ def superseded(delivery: Delivery, run: Run, records: Sequence[Delivery]) -> str
         if any(isinstance(d, ReplyDelivery) and d.answer for d in later):
             return "the run ended again since"
     return None
+
+
+async def in_run_order(store: Store, records: list[Delivery]) -> list[Delivery]:
+    """``records`` (as the store lists them, by the time each was written) in the order
+    their runs arrived in their threads, each run's in the store's order: a record's time is
+    its writer's clock, which may be behind another replica's (chaos: two answers of a
+    Discord thread swapped, the later one's replica 3 s behind), while a thread's runs are
+    stamped in the order they arrived (``arriving_after``)."""
+    runs = {d.run_id for d in records}
+    if len(runs) < 2:
+        return records
+    arrived: dict[str, float] = {}
+    for run_id in runs:
+        try:
+            arrived[run_id] = (await store.get_run(run_id)).created_at
+        except NotFound:  # erased meanwhile: where its records were
+            arrived[run_id] = min(d.created_at for d in records if d.run_id == run_id)
+    ranked = sorted(enumerate(records), key=lambda p: (arrived[p[1].run_id], p[0]))
+    return [d for _, d in ranked]

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from channels.slack.lookups import SlackNames, SlackPrivacy
+from channels.slack.lookups import SlackPrivacy
+from channels.slack.zones import SlackZones
 from runtime import Run, ToolRegistry, ToolResult, ToolsConfig, make_tools
 from tests.channels.slack.test_channel import C, Slack, running
 from tests.fakes.slack import BOT_USER, SCOPES, FakeSlack, Workspace
@@ -145,10 +146,12 @@ async def test_a_name_is_the_display_name_else_the_real_name() -> None:
         fake.people.by_id["U1"]["profile"]["real_name"] = "Ana Lima"
         fake.person("U2", tz="UTC", name="Bo")
         client = AsyncWebClient(token=fake.bot_token, base_url=fake.api_url)
-        names = SlackNames(client)
-        assert (await names("U1"), await names("U2"), await names("U0NOBODY")) == (
-            "Ana Lima", "Bo", None)
-        await names.close()
+        people = SlackZones(client)
+        assert (await people.name("U1"), await people.name("U2"),
+                await people.name("U0NOBODY")) == ("Ana Lima", "Bo", None)
+        assert await people("U1") == "UTC"  # the same call gave the zone
+        assert len(fake.calls("users.info")) == 3
+        await people.close()
 
 
 async def test_a_slow_answer_is_not_waited_for_past_the_ack(tmp_path: Path) -> None:

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from runtime import (
+    DeliveryError,
+    EchoProvider,
     Origin,
     ReplyDelivery,
     Run,
@@ -26,7 +28,7 @@ from runtime.model.runs import new_run_id
 from runtime.outbox.live import LiveReplies
 from runtime.outbox.stretch import WAITING_NOTE
 from runtime.stores.base import Checkpoint
-from tests.fakes.chat import MemoryChat
+from tests.fakes.chat import MemoryChat, MemoryStreamer
 from tests.scripted import call
 
 S = RunState
@@ -258,3 +260,47 @@ async def test_a_run_that_ended_before_its_stream_opened_opens_none(tmp_path: Pa
             kinds = [d.kind for d in await store.deliveries(run_id=run.id)]
     assert chat.streamer.messages == {}  # nothing streamed: the reply is posted whole
     assert "stream" not in kinds
+
+
+class Offline(MemoryStreamer):
+    """A streamer whose channel is not connected yet: every call raises, as Slack's does
+    before its connection is up (``not connected yet``)."""
+
+    offline = True
+
+    async def finish_stream(self, stream: StreamDelivery, *, replace: str | None,
+                            note: str | None, key: str, feedback: str | None = None
+                            ) -> list[str]:
+        if self.offline:
+            raise DeliveryError("Slack agent session not set: not connected yet")
+        return await super().finish_stream(stream, replace=replace, note=note, key=key,
+                                           feedback=feedback)
+
+
+async def test_a_stream_left_open_does_not_stop_a_start_while_its_channel_is_down(
+        tmp_path: Path) -> None:
+    """chaos seed 9797: every replica died at start, again and again, with "Slack agent
+    session not set: not connected yet". A stream a kill left open is finished by the
+    start's sweep of the outbox; `maiden run` sweeps before its channels are up, and the
+    channel's refusal ended the start. It stays for a later sweep."""
+    chat = MemoryChat(stream=True)
+    chat.streamer = streamer = Offline(chat)
+    async with SQLiteStore(tmp_path / "m.db") as store:
+        run = await store.create_run(Run(id=new_run_id(1.0), thread_id="t", text="hi",
+                                         state=RunState.CANCELLED,
+                                         origin=Origin(channel="chat", target={"to": "t"})))
+        opened = await streamer.open_stream(StreamDelivery(
+            key="s", run_id=run.id, thread_id="t", channel="chat", target={"to": "t"},
+            created_at=1.0), "partial", [])
+        await store.commit(Checkpoint("t", None, deliveries=[StreamDelivery(
+            key="s", run_id=run.id, thread_id="t", channel="chat", target={"to": "t"},
+            created_at=1.0)]))
+        await store.stream_progress("s", "streaming", opened, at=2.0)
+        async with Runtime(store, EchoProvider(), deliverers={"chat": chat}) as rt:
+            (left,) = await store.deliveries(pending=True)  # the start went on without it
+            assert isinstance(left, StreamDelivery) and left.state == "streaming"
+            streamer.offline = False
+            await rt.operator.flush_deliveries()
+        (done,) = await store.deliveries(run_id=run.id)
+        assert isinstance(done, StreamDelivery) and done.state == "finished"
+        assert not streamer.messages[opened[0]].streaming
