@@ -145,14 +145,19 @@ def _print_schedules(loaded: LoadedConfig) -> None:
 
 
 def _print_knowledge(loaded: LoadedConfig) -> None:
-    """Each ``[[knowledge]]`` source: its folder, and whether it is there (a missing one is
-    no error: it may be mounted later; the indexing pass says so too)."""
+    """Each ``[[knowledge]]`` source: its folder and whether it is there (a missing one is
+    no error: it may be mounted later; the indexing pass says so too), and the places
+    whose shared files it takes."""
     for source in loaded.config.knowledge:
         folder = folder_of(source, loaded.base_dir)
-        state = "found" if folder.is_dir() else "NOT FOUND (indexed once it is there)"
+        state = "" if folder is None else f"{folder} " + (
+            "found" if folder.is_dir() else "NOT FOUND (indexed once it is there)")
+        shared = ("files shared in " + ", ".join(source.shared_in)) if source.shared_in \
+            else ""
+        what = "; ".join(part for part in (state, shared) if part)
         who = ", ".join(source.agents) or "every agent"
-        where = ", ".join(source.places) or "everywhere"
-        print(f"  knowledge {source.name}: {folder} {state}; for {who}, {where}")
+        where = ", ".join(source.searched_in) or "everywhere"
+        print(f"  knowledge {source.name}: {what}; for {who}, {where}")
 
 
 def _when(schedule: Schedule) -> str:

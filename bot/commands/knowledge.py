@@ -64,7 +64,8 @@ async def _status(loaded: LoadedConfig) -> int:
 
 def _line(status: SourceStatus) -> str:
     """``runbooks  /srv/docs/runbooks: 12 files, 80 passages, last indexed 2026-...``."""
-    where = str(status.folder) + ("" if status.folder.is_dir() else " (NOT FOUND)")
+    where = "shared files only" if status.folder is None else \
+        str(status.folder) + ("" if status.folder.is_dir() else " (NOT FOUND)")
     when = "never indexed" if status.last_indexed_at is None else "last indexed " + \
         datetime.fromtimestamp(status.last_indexed_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     return (f"{status.name}  {where}: {status.files} file(s), {status.passages} passage(s), "

@@ -1,7 +1,8 @@
 """Knowledge folders (``[[knowledge]]``) and the passages their documents are cut into.
 
 A knowledge source is a folder of the team's own documents (Markdown, plain text, HTML,
-PDF) that the agents it names may search (``search_knowledge``), in the places it names.
+PDF), or the files of those kinds people shared in the places it names (``shared_in``), or
+both, that the agents it names may search (``search_knowledge``), in the places it names.
 Each file is cut into passages of at most ``chunk_chars`` characters, and each passage
 keeps where it came from, so that an answer built on it can cite it: Markdown and HTML by
 their headings (a passage's ``section`` is its headings' path, ``Deploys > Rollback``),
@@ -21,7 +22,7 @@ from fnmatch import fnmatchcase
 from pathlib import PurePosixPath
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .attachments.parts import pdf_pages
 from .config import Section
@@ -45,13 +46,19 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
 class KnowledgeConfig(Section):
-    """``[[knowledge]]``: one folder of documents, and who may search it where."""
+    """``[[knowledge]]``: one folder of documents and/or the files shared in some places,
+    and who may search it where."""
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,39}$", description=(
         "the source's name: in citations, logs and `maiden knowledge status`"))
-    path: str = Field(min_length=1, description=(
+    path: str | None = Field(default=None, min_length=1, description=(
         "the folder, relative to agent.toml; its Markdown, text, HTML and PDF files are "
-        "indexed, in its sub-folders too"))
+        "indexed, in its sub-folders too (a source has a folder, `shared_in`, or both)"))
+    shared_in: list[str] = Field(default=[], description=(
+        "places (channel:place) whose shared files are indexed too: the Markdown, text, "
+        "HTML and PDF files people sent in their threads, each once, dropped once its "
+        "thread is erased; such a source is searched only in these places unless "
+        "`places` says otherwise"))
     exclude: list[str] = Field(default=[], description=(
         "glob patterns of paths (relative to the folder) left out, e.g. \"drafts/**\""))
     agents: list[str] = Field(default=[], description=(
@@ -64,7 +71,7 @@ class KnowledgeConfig(Section):
     max_file_bytes: int = Field(default=20_000_000, ge=1, description=(
         "a bigger file is passed over, with a line in the log"))
 
-    @field_validator("places")
+    @field_validator("places", "shared_in")
     @classmethod
     def _places(cls, places: list[str]) -> list[str]:
         for place in places:
@@ -73,6 +80,20 @@ class KnowledgeConfig(Section):
                 raise ValueError(f"{place!r} is not a place: write channel:id, e.g. "
                                  "\"slack:C0123ABCD\" or \"discord:1234\"")
         return places
+
+    @model_validator(mode="after")
+    def _something(self) -> KnowledgeConfig:
+        if self.path is None and not self.shared_in:
+            raise ValueError(f"knowledge {self.name!r}: give it a folder (path) or places "
+                             "whose shared files it takes (shared_in), or both")
+        return self
+
+    @property
+    def searched_in(self) -> list[str]:
+        """Where it may be searched (empty: everywhere its agents answer): ``places``, else
+        the places it takes shared files from, so that a file sent in a private channel is
+        never found elsewhere unless the config says so."""
+        return self.places or self.shared_in
 
 
 class KnowledgeIndexConfig(Section):
@@ -85,13 +106,13 @@ class KnowledgeIndexConfig(Section):
 
 def open_sources(sources: Sequence[KnowledgeConfig], agent: str, origin: Origin) -> list[str]:
     """The sources a run of ``agent`` that came from ``origin`` may search: those naming
-    the agent (or no agent), and naming its place (or no place). A place is
+    the agent (or no agent), and naming its place (or no place; ``searched_in``). A place is
     ``channel:id`` and matches any id of the origin's place (a Discord thread's parent
     channel and guild count as its place too)."""
     here = {f"{origin.channel}:{id_}" for id_ in origin.place}
     return [s.name for s in sources
             if (not s.agents or agent in s.agents)
-            and (not s.places or not here.isdisjoint(s.places))]
+            and (not s.searched_in or not here.isdisjoint(s.searched_in))]
 
 
 def excluded(path: str, patterns: Sequence[str]) -> bool:

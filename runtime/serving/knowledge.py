@@ -13,6 +13,9 @@ the next pass, which compares digests again, goes on from there: passes are idem
 
 A source whose folder is missing keeps what was indexed of it (a share not mounted yet is
 not a reason to forget it); the pass says so in its log and in the source's status.
+
+A source with ``shared_in`` also takes the files people shared in those places
+(``shared_files``): its paths under ``shared/<place>/`` are theirs, the rest its folder's.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from ..errors import StoreError
 from ..model.knowledge import (
@@ -39,17 +42,32 @@ from ..model.knowledge import (
 )
 from ..model.runs import Origin
 from ..stores.knowledge import KnowledgeStore
+from .shared_files import SharedFilesStore, index_shared, is_shared
 
 if TYPE_CHECKING:
     from .operator import Operator
 
-__all__ = ["KNOWLEDGE_LEASE", "Indexer", "KnowledgeSearch", "SourceStatus", "folder_of",
-           "keep_indexed"]
+__all__ = [
+    "KNOWLEDGE_LEASE",
+    "Indexer",
+    "IndexerStore",
+    "KnowledgeSearch",
+    "SourceStatus",
+    "folder_of",
+    "keep_indexed",
+]
 
 log = logging.getLogger("maiden.knowledge")
 
 KNOWLEDGE_LEASE = "role:knowledge-index"
 """The lease a serving process holds while it indexes: one pass at a time among replicas."""
+
+
+
+class IndexerStore(KnowledgeStore, SharedFilesStore, Protocol):
+    """What a pass needs of the store: the passages, and the runs, threads and blobs in
+    which the shared files are found."""
+
 
 _PROGRESS_EVERY = 100
 """Files between two progress lines of a source (and one at its end)."""
@@ -60,7 +78,8 @@ class SourceStatus:
     """What is known of a source: its folder, what the store holds of it, the last pass."""
 
     name: str
-    folder: Path
+    folder: Path | None
+    """None: the source has no folder, only files shared in its places."""
     files: int = 0
     passages: int = 0
     last_indexed_at: float | None = None
@@ -76,8 +95,11 @@ class SourceStatus:
     """Files dropped in the last pass."""
 
 
-def folder_of(source: KnowledgeConfig, base_dir: Path) -> Path:
-    """A source's folder: its ``path``, relative to agent.toml's folder (``base_dir``)."""
+def folder_of(source: KnowledgeConfig, base_dir: Path) -> Path | None:
+    """A source's folder: its ``path``, relative to agent.toml's folder (``base_dir``);
+    None for a source of shared files only."""
+    if source.path is None:
+        return None
     return (base_dir / Path(source.path).expanduser()).absolute()
 
 
@@ -105,7 +127,7 @@ class Indexer:
     """Runs passes over the configured sources into ``store``; ``status`` says how each
     stands. One pass at a time in a process (a second waits for the first)."""
 
-    def __init__(self, store: KnowledgeStore, sources: Sequence[KnowledgeConfig],
+    def __init__(self, store: IndexerStore, sources: Sequence[KnowledgeConfig],
                  base_dir: Path, *, clock: Callable[[], float] = time.time) -> None:
         self._store = store
         self._sources = list(sources)
@@ -150,6 +172,13 @@ class Indexer:
         status.running, status.changed, status.removed = True, 0, 0
         try:
             status.last_error = await self._walk_source(source, status, progress)
+            if source.shared_in:
+                changed, removed = await index_shared(self._store, self._store, source,
+                                                      self._clock)
+                status.changed, status.removed = (status.changed + changed,
+                                                  status.removed + removed)
+                _say(progress, f"{source.name}: shared files, {changed} stored, "
+                     f"{removed} removed")
         except StoreError as exc:
             status.last_error = f"the store failed: {exc}"
             raise
@@ -162,8 +191,15 @@ class Indexer:
 
     async def _walk_source(self, source: KnowledgeConfig, status: SourceStatus,
                            progress: Progress | None) -> str | None:
-        """Index the source's folder; what went wrong, if anything."""
+        """Index the source's folder; what went wrong, if anything. A source with no
+        folder (any more) drops what it had of one."""
         folder = status.folder
+        if folder is None:
+            for file in await self._store.indexed_files(source.name):
+                if not is_shared(file.path):
+                    await self._store.drop_indexed_file(source.name, file.path)
+                    status.removed += 1
+            return None
         if not folder.is_dir():
             problem = f"folder not found: {folder} (what was indexed of it is kept)"
             log.warning("%s: %s", source.name, problem)
@@ -172,7 +208,10 @@ class Indexer:
         for path in too_big:
             log.warning("%s: %s passed over: over max_file_bytes (%s bytes)", source.name,
                         path, f"{source.max_file_bytes:,}")
-        known = {f.path: f for f in await self._store.indexed_files(source.name)}
+        if source.shared_in:
+            paths = _not_shared(source, paths)
+        known = {f.path: f for f in await self._store.indexed_files(source.name)
+                 if not is_shared(f.path)}
         unreadable: list[str] = []
         for n, path in enumerate(paths, 1):
             done = await self._file(source, folder, path, known.get(path))
@@ -252,6 +291,16 @@ def _say(progress: Progress | None, line: str) -> None:
         progress(line)
 
 
+def _not_shared(source: KnowledgeConfig, paths: list[str]) -> list[str]:
+    """The folder's paths, less those that look like its shared files' (``shared/x:y/..``):
+    passed over, with a line in the log, so neither part drops the other's."""
+    clash = [p for p in paths if is_shared(p)]
+    for path in clash:
+        log.warning("%s: %s passed over: shared/<channel:place>/ holds the files shared "
+                    "in its places", source.name, path)
+    return [p for p in paths if not is_shared(p)] if clash else paths
+
+
 def _documents(folder: Path, source: KnowledgeConfig) -> tuple[list[str], list[str]]:
     """The files of ``folder`` the source takes (paths relative to it, sorted), and those
     passed over as too big. Hidden files and folders (``.git``) are left out; symbolic
@@ -293,7 +342,7 @@ def _read(file: Path, path: str, chunk_chars: int, known: str | None
 class KnowledgeSearch:
     """The ``knowledge`` service: a search over the sources a run may use."""
 
-    def __init__(self, store: KnowledgeStore, sources: Sequence[KnowledgeConfig]) -> None:
+    def __init__(self, store: IndexerStore, sources: Sequence[KnowledgeConfig]) -> None:
         self._store = store
         self.sources = list(sources)
 

@@ -123,7 +123,10 @@ def test_an_old_file_is_one_agent_named_by_its_agent_section(tmp_path: Path) -> 
     ('[[knowledge]]\nname = "docs"\npath = "a"\n[[knowledge]]\nname = "docs"\npath = "b"',
      "knowledge.1.name", "'docs' is already the name of knowledge.0"),
     ('[[knowledge]]\nname = "Docs"\npath = "a"', "knowledge.0.name", "pattern"),
-    ('[[knowledge]]\nname = "docs"', "knowledge.0.path", "required key is missing"),
+    ('[[knowledge]]\nname = "docs"', "knowledge.0",
+     "give it a folder (path) or places whose shared files it takes (shared_in)"),
+    ('[[knowledge]]\nname = "docs"\nshared_in = ["C0OPS"]', "knowledge.0.shared_in",
+     "'C0OPS' is not a place"),
     ('[knowledge_index]\nevery_minutes = -1', "knowledge_index.every_minutes",
      "greater than or equal to 0"),
 ])

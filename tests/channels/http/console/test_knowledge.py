@@ -75,7 +75,8 @@ async def test_index_now_fills_the_page_with_each_sources_files_and_passages(
     (tmp_path / "docs" / "ops").mkdir(parents=True)
     (tmp_path / "docs" / "deploy.md").write_text(DEPLOY)
     (tmp_path / "docs" / "ops" / "oncall.md").write_text(ONCALL)
-    sources = [source("runbooks", "docs"), source("wiki", "not-mounted")]
+    sources = [source("runbooks", "docs"), source("wiki", "not-mounted"),
+               KnowledgeConfig(name="ops-files", shared_in=["slack:C0OPS"])]
     async with console(tmp_path, sources) as (indexer, who):
         before = await who["alice"].get("/knowledge")
         assert before.status_code == 200
@@ -83,6 +84,7 @@ async def test_index_now_fills_the_page_with_each_sources_files_and_passages(
         assert "<td>0</td> <td>0</td>" in row(before.text, "runbooks")
         assert "no pass yet" in row(before.text, "runbooks")
         assert f"<code>{tmp_path / 'docs'}</code>" in row(before.text, "runbooks")
+        assert "shared files only" in row(before.text, "ops-files")  # no folder to show
 
         bob = await who["bob"].get("/knowledge")  # sees the sources, may not index
         assert bob.status_code == 200 and 'data-source="runbooks"' in bob.text
