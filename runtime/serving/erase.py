@@ -3,7 +3,8 @@ that have not ended are cancelled first, wherever they run (a run another proces
 is cancelled by that process, its tools stopped where they run); then the store removes
 the thread and everything of it in one durable write (``stores.erasure``), which it refuses
 while a run of the thread has not ended: a message that came in meanwhile is cancelled in
-turn, and the write tried again."""
+turn, and the write tried again. The files it alone carried that a ``[[knowledge]]``
+source indexed (``shared_in``) are dropped right after (``shared_files.drop_unshared``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from ..errors import NotFound, RunError, StaleWrite
 from ..model.runs import Run
 from ..stores.base import Store, check_thread_id
 from ..stores.erasure import Erased
+from .shared_files import drop_unshared
 from .workers import ACTIVE
 
 __all__ = ["ATTEMPTS", "erase_thread"]
@@ -37,8 +39,12 @@ async def erase_thread(store: Store, thread_id: str,
                 if exc.reason != "already_ended":  # it ended meanwhile: as good
                     raise
         try:
-            return await store.delete_thread(thread_id)
+            erased = await store.delete_thread(thread_id)
         except StaleWrite:
             await asyncio.sleep(0)  # a run came in meanwhile: it is cancelled next round
+            continue
+        if erased.blobs:  # a file shared there may have been indexed as knowledge
+            await drop_unshared(store, store)
+        return erased
     raise RunError("delete_failed", f"thread {thread_id!r} kept getting new messages while "
                    "it was being deleted; try again")

@@ -30,7 +30,8 @@ from ..model.knowledge import IndexedFile, KnowledgeConfig, cut, kind_of
 from ..model.runs import Run
 from ..stores.knowledge import KnowledgeStore
 
-__all__ = ["SharedFile", "SharedFilesStore", "index_shared", "is_shared", "shared_files"]
+__all__ = ["SharedFile", "SharedFilesStore", "drop_unshared", "index_shared", "is_shared",
+           "shared_files"]
 
 log = logging.getLogger("maiden.knowledge")
 
@@ -143,3 +144,16 @@ async def index_shared(store: KnowledgeStore, blobs: SharedFilesStore,
         await store.drop_indexed_file(source.name, path)
     return stored, len(gone)
 
+
+
+async def drop_unshared(store: KnowledgeStore, blobs: SharedFilesStore) -> int:
+    """Drop the shared files whose bytes the store no longer holds (the last thread that
+    carried them erased), at once rather than at the next pass: what a person erased stops
+    being searchable with it. How many went. Each is one write; a crash between the
+    erasure and this leaves them to the next pass, which drops them too."""
+    gone = 0
+    for file in await store.indexed_files():
+        if is_shared(file.path) and await blobs.blob_info(file.digest) is None:
+            await store.drop_indexed_file(file.source, file.path)
+            gone += 1
+    return gone
