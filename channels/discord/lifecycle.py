@@ -229,6 +229,10 @@ class Gateway:
                         self.lease, lost=self._lost)
                 except MaidenError as exc:
                     log.warning("discord: cannot ask for the gateway lease: %s", exc)
+                except Exception:  # standing by, its one job is to ask again
+                    # (chaos finding 26: a replica standing by stopped as PostgreSQL
+                    # restarted, saying nothing of why; whatever it was is said here)
+                    log.exception("discord: asking for the gateway lease failed; asking again")
             log.info("discord: taking over the gateway connection")
             try:
                 await self._connect(taking_over=True)

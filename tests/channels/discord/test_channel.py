@@ -59,11 +59,12 @@ class Discord:
 async def running(fake: FakeDiscord, db: Path, *, provider: Provider | None = None,
                   tools: tuple[Tool, ...] = (deploy,), agent: AgentConfig | None = None,
                   settings: RuntimeConfig | None = None, registry: ToolRegistry | None = None,
+                  store_class: type[SQLiteStore] = SQLiteStore,
                   **overrides: Any) -> AsyncIterator[Discord]:
     fields: dict[str, Any] = {"api_url": fake.api_url, "file_hosts": [fake.cdn_url],
                               "allow_users": [str(HUMAN_ID)]}
     fields.update(overrides)
-    async with SQLiteStore(db) as store:
+    async with store_class(db) as store:
         discord = DiscordOutbound(DiscordConfig(**fields), fake.token, guild_ready_timeout=0.05)
         runtime = Runtime(store, provider or EchoProvider(), registry or ToolRegistry(tools),
                           agent=agent,

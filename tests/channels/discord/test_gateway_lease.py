@@ -172,3 +172,40 @@ async def test_a_store_out_of_reach_as_discord_comes_back_does_not_stop_the_chan
             await asyncio.wait_for(channel.client.ready.wait(), 10)
             assert channel.holder is None and not stopped.done()
         await asyncio.wait_for(stopped, 10)  # closed: now it has stopped
+
+
+class FailsOnce(SQLiteStore):
+    """A store whose next ``take_lease`` raises what no store error is (``armed``)."""
+
+    armed = False
+    failed: asyncio.Event | None = None
+
+    async def take_lease(self, name: str, holder: str, ttl_s: float, *,
+                         steal_from: str | None = None) -> str | None:
+        if FailsOnce.armed:
+            FailsOnce.armed = False
+            assert FailsOnce.failed is not None
+            FailsOnce.failed.set()
+            raise RuntimeError("something no one expected")
+        return await super().take_lease(name, holder, ttl_s, steal_from=steal_from)
+
+
+async def test_a_replica_standing_by_does_not_stop_on_an_unexpected_error(
+        tmp_path: Path) -> None:
+    """chaos finding 26: a replica standing by for the gateway stopped as PostgreSQL
+    restarted (`the discord channel stopped unexpectedly`), having logged nothing of why.
+    Asking for the lease again is all it does while standing by: an error it does not know
+    is logged, with its trace, and it asks again; it takes over when the holder stops."""
+    db = tmp_path / "maiden.db"
+    async with FakeDiscord() as fake, running(fake, db, settings=SETTINGS) as first:
+        async with running(fake, db, settings=SETTINGS, store_class=FailsOnce) as second:
+            assert second.channel.holder is not None  # standing by
+            stopped = asyncio.create_task(second.channel.closed())
+            FailsOnce.failed = asyncio.Event()
+            FailsOnce.armed = True
+            await asyncio.wait_for(FailsOnce.failed.wait(), 10)
+            await take_the_lease(first, db, holder_name(second.runtime.operator.instance_id))
+            await fake.identified(2, timeout=10)  # it took over after all
+            await asyncio.wait_for(second.channel.client.ready.wait(), 10)
+            assert not stopped.done()
+        await asyncio.wait_for(stopped, 10)
