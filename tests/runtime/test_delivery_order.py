@@ -126,10 +126,13 @@ async def test_a_reply_is_not_streamed_ahead_of_the_threads_older_ones(
         chat.offline = None
         await rt.send("t", "two", origin=OTHER)
         await rt.idle()
-        # The thread's next run, nothing waiting any more: streamed.
+        # The thread's next run, nothing waiting any more: streamed (or, on a machine so
+        # loaded that the run ends before its stream's first flush, posted whole: a run
+        # that ended first opens no stream, chaos finding 28); after them either way.
         await rt.send("t", "three", origin=ROOM)
         await rt.idle()
-    assert chat.seen == ["post: answer one", "post: answer two", "stream: answer three"]
+    assert chat.seen[:2] == ["post: answer one", "post: answer two"]
+    assert chat.seen[2:] in (["stream: answer three"], ["post: answer three"])
 
 
 async def test_a_reply_whose_send_failed_goes_out_before_the_next_runs(
