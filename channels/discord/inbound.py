@@ -64,8 +64,9 @@ class DiscordInbound:
 
     async def on_message(self, message: discord.Message) -> None:
         self._remember(message.id)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.caught_up.wait(), HOLD_S)
+        if not self.caught_up.is_set():  # (a wait_for per message costs a task)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.caught_up.wait(), HOLD_S)
         try:
             await self._on_message(message)
         finally:
