@@ -92,16 +92,7 @@ class LiveReplies:
         live = self._live.get(event.run_id)
         if event.kind == "run.started":
             assert isinstance(event, RunStarted)
-            if live is not None and live.task is not None and not live.task.done():
-                return
-            if event.recovered or not any(getattr(d, "streamer", None) is not None
-                                          for d in self._deliverers.values()):
-                return  # taken up after a crash (its earlier life's stream, if any, stays),
-                # or no channel here streams
-            live = self._live[event.run_id] = Stretch(event.run_id, event.thread_id,
-                                                    started=self._clock(), after=after)
-            live.task = asyncio.create_task(self._follow(live),
-                                            name=f"maiden-live:{event.run_id}")
+            self._began(event, live, after)
             return
         if live is None:
             return
@@ -124,10 +115,40 @@ class LiveReplies:
             return
         live.wake.set()
 
+    def _began(self, event: RunStarted, live: Stretch | None,
+               after: asyncio.Task[None] | None) -> None:
+        earlier: asyncio.Task[None] | None = None
+        if live is not None and not live.ended:
+            # An earlier life of the run here left without an end: it lost a commit to
+            # another writer, and is taken up again from its last checkpoint. What it
+            # streamed is not this life's (the model is asked again): it stops, and this
+            # life's reply replaces what it showed (chaos finding 42: appended to it, the
+            # answer showed twice).
+            live.ended = live.closed = True
+            live.wake.set()
+            earlier = live.task
+        elif live is not None and live.task is not None and not live.task.done():
+            return  # its stretch is still flushing its end: this one goes into it
+        if event.recovered or not any(getattr(d, "streamer", None) is not None
+                                      for d in self._deliverers.values()):
+            # Taken up after a crash (its earlier life's stream, if any, stays), or no
+            # channel here streams.
+            if earlier is not None:  # what finishes the earlier life's stream waits for it
+                self._live[event.run_id] = Stretch(event.run_id, event.thread_id,
+                                                   started=self._clock(), inert=True,
+                                                   earlier=earlier)
+            return
+        live = self._live[event.run_id] = Stretch(event.run_id, event.thread_id,
+                                                started=self._clock(), after=after,
+                                                earlier=earlier)
+        live.task = asyncio.create_task(self._follow(live),
+                                        name=f"maiden-live:{event.run_id}")
+
     async def _follow(self, live: Stretch) -> None:
         try:
-            if live.after is not None:  # what it left unsent goes before its answer
-                await asyncio.wait([live.after])
+            waits = [t for t in (live.earlier, live.after) if t is not None]
+            if waits:  # an earlier life's stream, and what it left unsent, go first
+                await asyncio.wait(waits)
             run = await self._store.get_run(live.run_id)
             # A person's message gets a live reply; a schedule's post, read later, does not.
             # A job's run (a reminder, a check) has nothing to stream, and may post nothing.
@@ -248,6 +269,8 @@ class LiveReplies:
                 # goes out whole after them.
                 live.task.cancel()
             await asyncio.gather(live.task, return_exceptions=True)
+        if live.earlier is not None:  # an earlier life's last flush, before its stream ends
+            await asyncio.gather(live.earlier, return_exceptions=True)
         return live
 
     # -- the end of a stream, from the outbox
@@ -354,7 +377,8 @@ class LiveReplies:
                 if isinstance(d, StreamDelivery)]
 
     async def close(self) -> None:
-        tasks = [live.task for live in self._live.values() if live.task is not None]
+        tasks = [t for live in self._live.values() for t in (live.task, live.earlier)
+                 if t is not None]
         for task in tasks:
             task.cancel()
         with contextlib.suppress(Exception):

@@ -47,6 +47,9 @@ class Stretch:
     task: asyncio.Task[None] | None = None
     after: asyncio.Task[None] | None = None
     """The send of what the run left unsent as it started: its stream opens after it."""
+    earlier: asyncio.Task[None] | None = None
+    """The stream of the run's earlier life here, which left with no end (a commit lost to
+    another writer): its last flush goes first, and this life's reply replaces its text."""
 
 
 def tool_update(call: ToolCall, status: Literal["in_progress", "complete", "error"]) -> ToolUpdate:

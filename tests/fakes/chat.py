@@ -85,11 +85,14 @@ class MemoryStreamer:
         self.fail_open = False
         self.opened = asyncio.Event()
         """Set once a stream has opened."""
+        self.refused = asyncio.Event()
+        """Set once ``fail_open`` has refused a stream."""
 
     async def open_stream(self, stream: StreamDelivery, text: str,
                           tools: Sequence[ToolUpdate]) -> list[str]:
         if self.fail_open:
             self.fail_open = False
+            self.refused.set()
             raise ConnectionError("streaming is not allowed here")
         message = Streamed(id=f"s{len(self.messages) + 1}", key=stream.key, text=text)
         self.messages[message.id] = message

@@ -5,6 +5,7 @@ chat channel's streamer (tests/fakes/chat.py); Slack and Discord have their own 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +20,18 @@ from runtime import (
     RunState,
     Runtime,
     ScriptedProvider,
+    ScriptedTurn,
     SQLiteStore,
+    StaleWrite,
     StreamDelivery,
+    ToolRegistry,
     tool,
 )
+from runtime.model.entries import AssistantTurn
 from runtime.model.events import RunEnded, RunStarted, TextDelta
 from runtime.model.runs import new_run_id
 from runtime.outbox.live import LiveReplies
+from runtime.outbox.streamer import ToolUpdate
 from runtime.outbox.stretch import WAITING_NOTE
 from runtime.stores.base import Checkpoint
 from tests.fakes.chat import MemoryChat, MemoryStreamer
@@ -144,14 +150,26 @@ async def test_a_failed_run_ends_its_stream_with_the_reason(make_runtime: Any) -
 async def test_a_platform_that_refuses_to_stream_gets_the_reply_as_a_message(
         make_runtime: Any) -> None:
     chat = MemoryChat(stream=True)
-    chat.streamer.fail_open = True  # type: ignore[union-attr]
-    async with make_runtime([{"text": ANSWER, "chunks": 3}], deliverers={"chat": chat}) as (rt, _):
+    assert chat.streamer is not None
+    streamer = chat.streamer
+    streamer.fail_open = True
+
+    @tool(name="lookup")
+    async def looked_up(service: str) -> str:
+        """Look a service up, once the stream was refused (a run that ends before its
+        first flush opens none: its reply is posted whole anyway)."""
+        await asyncio.wait_for(streamer.refused.wait(), 10)
+        return f"{service}: green"
+
+    script = [{"text": "Let me look. ", **call("lookup", service="api")},
+              {"text": ANSWER, "chunks": 3}]
+    async with make_runtime(script, [looked_up], deliverers={"chat": chat}) as (rt, _):
         run = await rt.send("t", "hi", origin=ROOM)
         await rt.idle()
         found = {d.kind: d for d in await rt.records.deliveries(run_id=run.id)}
     stream, reply = found["stream"], found["reply"]
     assert [p.text for p in chat.posted] == [ANSWER]
-    assert chat.streamer.messages == {}  # type: ignore[union-attr]
+    assert chat.streamer.messages == {}
     assert isinstance(stream, StreamDelivery) and stream.state == "finished"
     assert reply.remote_id == chat.posted[0].id
 
@@ -212,11 +230,15 @@ async def test_a_stream_left_open_after_its_reply_was_recorded_is_tidied(
 
 async def test_a_cancelled_run_ends_its_stream_with_the_reason(make_runtime: Any) -> None:
     chat = MemoryChat(stream=True)
+    assert chat.streamer is not None
+    streamer = chat.streamer
     started = asyncio.Event()
 
     @tool
     async def slow(service: str) -> str:
-        """Take a while."""
+        """Take a while, once the stream shows (cancelled before its first flush, a run
+        opens none)."""
+        await asyncio.wait_for(streamer.opened.wait(), 10)
         started.set()
         await asyncio.Event().wait()  # until cancelled
         return service
@@ -228,7 +250,7 @@ async def test_a_cancelled_run_ends_its_stream_with_the_reason(make_runtime: Any
         cancelled = await rt.cancel(run.id, by="ops")
         await rt.idle()
     assert cancelled.state is S.CANCELLED
-    (message,) = chat.streamer.messages.values()  # type: ignore[union-attr]
+    (message,) = streamer.messages.values()
     assert message.text.startswith("Working on it. \n") and not message.streaming
     assert "ops" in message.text.splitlines()[-1] and chat.posted == []
 
@@ -304,3 +326,100 @@ async def test_a_stream_left_open_does_not_stop_a_start_while_its_channel_is_dow
         (done,) = await store.deliveries(run_id=run.id)
         assert isinstance(done, StreamDelivery) and done.state == "finished"
         assert not streamer.messages[opened[0]].streaming
+
+
+class ShowsTheAnswer(MemoryStreamer):
+    """Sets ``shown`` once a stream shows ``ANSWER`` whole."""
+
+    def __init__(self, chat: MemoryChat) -> None:
+        super().__init__(chat)
+        self.shown = asyncio.Event()
+
+    async def append_stream(self, stream: StreamDelivery, text: str,
+                            tools: Sequence[ToolUpdate]) -> list[str]:
+        ids = await super().append_stream(stream, text, tools)
+        if ANSWER in self.messages[ids[-1]].text:
+            self.shown.set()
+        return ids
+
+
+class LosesTheEnd(SQLiteStore):
+    """Refuses the commit that ends a run, once, as another writer's move would
+    (``StaleWrite``), after the run's answer shows in its stream: the run's first life
+    leaves and is taken up again later, in the same process."""
+
+    def __init__(self, path: Path, streamer: ShowsTheAnswer) -> None:
+        super().__init__(path)
+        self.streamer = streamer
+        self.lost = asyncio.Event()
+
+    async def commit(self, checkpoint: Checkpoint) -> None:
+        if not self.lost.is_set() and any(t.target is S.COMPLETED
+                                          for t in checkpoint.transitions):
+            await asyncio.wait_for(self.streamer.shown.wait(), 10)
+            self.lost.set()
+            raise StaleWrite(f"thread {checkpoint.thread_id!r} moved past position "
+                             f"{checkpoint.position}")
+        await super().commit(checkpoint)
+
+
+class AskedAgain(ScriptedProvider):
+    """The script, but its last turn, asked for a second time, answers ``again``."""
+
+    def __init__(self, turns: list[dict[str, Any]], again: str) -> None:
+        super().__init__(turns)
+        self.again = ScriptedTurn(text=again, chunks=4)
+
+    async def complete(self, request: Any, on_text: Any = None) -> Any:
+        last = len(self.turns) - 1
+        if sum(isinstance(e, AssistantTurn) for e in request.entries) == last \
+                and last in self.played:
+            self.turns[last] = self.again
+        return await super().complete(request, on_text)
+
+
+@pytest.mark.parametrize("again", [ANSWER, "It went out at 09:14; all green."],
+                         ids=["same-answer", "another-answer"])
+async def test_a_run_taken_up_again_after_losing_its_end_shows_its_answer_once(
+        tmp_path: Path, again: str) -> None:
+    """chaos seed 9999 (finding 42): a run streamed its whole answer, lost its last commit
+    to another writer, and was taken up again in the same process; the model, asked again,
+    answered the same, and Slack showed `answer…answer…`: the second life's text was
+    appended to the stream the first had opened. The reply replaces what the first life
+    showed: one message, the answer of the life that ended the run."""
+    chat = MemoryChat(stream=True)
+    chat.streamer = streamer = ShowsTheAnswer(chat)
+
+    @tool(name="lookup")
+    async def looked_up(service: str) -> str:
+        """Look a service up, once the reply shows."""
+        await asyncio.wait_for(streamer.opened.wait(), 10)
+        return f"{service}: green"
+
+    script = [{"text": "Let me look. ", "chunks": 2, **call("lookup", service="api")},
+              {"text": ANSWER, "chunks": 4}]
+    model = AskedAgain(script, again)
+    store = LosesTheEnd(tmp_path / "m.db", streamer)
+    rt = Runtime(store, model, ToolRegistry([looked_up]),
+                 deliverers={"chat": chat})
+    async with store:
+        await rt.start(serve=False)  # the control loop's upkeep is called below
+        try:
+            run = await rt.submit("t", "how did the deploy go?", origin=ROOM)
+            async with asyncio.timeout(20):
+                await store.lost.wait()
+                await rt.idle()
+                assert (await rt.records.get_run(run.id)).state is S.RUNNING  # left
+                await rt._upkeep.adopt_orphans()  # as the control loop does now and then
+                done = await rt.wait(run.id)
+                await rt.idle()
+            deliveries = {d.kind: d for d in await rt.records.deliveries(run_id=run.id)}
+        finally:
+            await rt.close()
+    assert done.state is S.COMPLETED and done.reply == again and len(model.calls) == 3
+    assert streamer.visible() == [again] and chat.posted == []
+    (message,) = streamer.messages.values()
+    assert not message.streaming
+    stream, reply = deliveries["stream"], deliveries["reply"]
+    assert isinstance(stream, StreamDelivery) and stream.state == "finished"
+    assert reply.remote_id == message.id
