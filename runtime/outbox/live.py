@@ -126,6 +126,8 @@ class LiveReplies:
             # answer showed twice).
             live.ended = live.closed = True
             live.wake.set()
+            if live.task is not None and live.after is not None and not live.after.done():
+                live.task.cancel()  # still waiting to begin: it showed nothing
             earlier = live.task
         elif live is not None and live.task is not None and not live.task.done():
             return  # its stretch is still flushing its end: this one goes into it

@@ -284,6 +284,36 @@ async def test_a_run_that_ended_before_its_stream_opened_opens_none(tmp_path: Pa
     assert "stream" not in kinds
 
 
+async def test_a_life_that_left_before_its_stream_began_shows_nothing(tmp_path: Path) -> None:
+    """A run's first life here still waited for what the run had left unsent when it lost
+    a commit and left; its next life begins: the first shows nothing, ever (not even once
+    what it waited for is sent), and the next streams its own answer."""
+    chat = MemoryChat(stream=True)
+    assert chat.streamer is not None
+    async with SQLiteStore(tmp_path / "m.db") as store:
+        runtime = Runtime(store, ScriptedProvider([{"text": ANSWER}]),
+                          deliverers={"chat": MemoryChat()})  # the run's own: no stream
+        async with runtime:
+            run = await runtime.send("t", "hi", origin=ROOM)
+            await runtime.idle()
+            live = LiveReplies(store, {"chat": chat}, clock=lambda: 5.0)
+            unsent = asyncio.get_running_loop().create_future()
+            live.on_event(RunStarted(run_id=run.id, thread_id="t"),
+                          after=asyncio.ensure_future(unsent))
+            live.on_event(TextDelta(run_id=run.id, thread_id="t", text="The first li"))
+            live.on_event(RunStarted(run_id=run.id, thread_id="t"))  # the next life
+            unsent.set_result(None)
+            live.on_event(TextDelta(run_id=run.id, thread_id="t", text=ANSWER))
+            await asyncio.wait_for(chat.streamer.opened.wait(), 10)
+            live.on_event(RunEnded(run_id=run.id, thread_id="t", kind="run.completed",
+                                   state=RunState.COMPLETED, reason="answered"))
+            (reply,) = [d for d in await store.deliveries(run_id=run.id)
+                        if isinstance(d, ReplyDelivery)]
+            assert await live.finish(reply) is True
+            await live.close()
+    assert chat.streamer.visible() == [ANSWER]
+
+
 class Offline(MemoryStreamer):
     """A streamer whose channel is not connected yet: every call raises, as Slack's does
     before its connection is up (``not connected yet``)."""
