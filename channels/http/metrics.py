@@ -16,12 +16,14 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from runtime import (
     ModelAnswered,
+    Run,
     RunEnded,
     RunEvent,
     RunStarted,
     RunState,
     Runtime,
     StateChanged,
+    StoreError,
     ToolCallFinished,
     ToolCallStarted,
     Usage,
@@ -90,6 +92,9 @@ class Metrics:
                 event = await events.next()
                 try:
                     await self.observe(event)
+                except StoreError as exc:  # the store out of reach a moment: one line
+                    log.warning("metrics: could not account for %s of run %s (%s)",
+                                event.kind, event.run_id, exc)
                 except Exception:
                     log.exception("metrics: could not account for %s", event.kind)
 
@@ -122,11 +127,11 @@ class Metrics:
             self._turns.pop(event.run_id, None)
             for key in [k for k in self._tools if k[0] == event.run_id]:
                 del self._tools[key]
-            await self._spend(event.run_id)
+            self._spend(event.run or await self.runtime.records.get_run(event.run_id))
 
-    async def _spend(self, run_id: str) -> None:
+    def _spend(self, run: Run) -> None:
         """Count what the run spent since it was last seen (its usage is cumulative)."""
-        run = await self.runtime.records.get_run(run_id)
+        run_id = run.id
         usage, cost = self._spent.pop(run_id, (Usage(), 0.0))
         for kind, total in run.usage.model_dump().items():
             delta = total - getattr(usage, kind)

@@ -6,9 +6,11 @@ now and then in any case; a run nobody drives is taken up here."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncGenerator, Callable
 
 from ..engine.loop import DRIVABLE
+from ..errors import StoreError
 from ..model.events import EventBus, RunEnded, RunEvent, Subscription
 from ..model.requests import News, thread_key
 from ..model.runs import Run
@@ -17,6 +19,8 @@ from .peers import Peers
 from .workers import Workers
 
 __all__ = ["Waiting"]
+
+log = logging.getLogger("maiden.runtime")
 
 
 class Waiting:
@@ -50,9 +54,10 @@ class Waiting:
         """A run's events until it ends or pauses, the last one always a ``RunEnded``
         (``Runtime.follow``)."""
         async with self._bus.subscribe(run_id, replay=True) as events:
-            run = await self._store.get_run(run_id)
-            if run.state in DRIVABLE:
-                await self.take_up(run)
+            run = await self._look(run_id)
+            if run is None or run.state in DRIVABLE:
+                if run is not None:
+                    await self.take_up(run)
             elif not accepted or not self._bus.telling(run_id):
                 # Just submitted, and stopped here a moment ago (even during that read):
                 # its kept events, from its start.
@@ -71,10 +76,13 @@ class Waiting:
                         heard = False
                         continue
                     if event is None:
-                        run = await self._store.get_run(run_id)
+                        run = await self._look(run_id)
+                        if run is None:
+                            continue
                         if run.state not in DRIVABLE:
                             yield RunEnded.of(run)
                             return
+                        self._nudge(events, run)
                         await self.take_up(run)
                         continue
                     heard = True
@@ -83,6 +91,18 @@ class Waiting:
                         return
             finally:
                 self._waiters.pop(events, None)
+
+    async def _look(self, run_id: str) -> Run | None:
+        """The run as the store has it, or None while the store cannot be read: a follower
+        is shown what it has already (events keep coming from a run driven here) and looks
+        again at its next nudge (chaos seed 10202: an event stream broke, mid-answer, when
+        one look met PostgreSQL cut for a moment)."""
+        try:
+            return await self._store.get_run(run_id)
+        except StoreError as exc:
+            log.info("following run %s: the store cannot be read now (%s); looking again "
+                     "soon", run_id, exc)
+            return None
 
     async def until_ended(self, run: Run, events: Subscription) -> Run:
         """The run as it ends or pauses, from ``events`` (subscribed before it could end)
@@ -112,10 +132,11 @@ class Waiting:
                 if thread == key:
                     events.nudge()
 
-    def _nudge(self, events: Subscription, run: Run) -> None:
+    def _nudge(self, events: Subscription, run: Run | None) -> None:
         """``events`` nudged every ``_every`` seconds until taken out of ``_waiters``: its
-        first look at the store comes within that time, and one every that time after."""
-        self._waiters[events] = thread_key(run.thread_id)
+        first look at the store comes within that time, and one every that time after
+        (``run``: as last read, for the news of its thread; None if it could not be)."""
+        self._waiters[events] = thread_key(run.thread_id) if run is not None else ""
         if self._ticker is None:
             self._ticker = asyncio.get_running_loop().call_later(self._every, self._tick)
 

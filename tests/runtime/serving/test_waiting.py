@@ -5,18 +5,23 @@ the store by a process that drives nothing is taken up here."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from runtime import (
     Run,
     RunEnded,
+    RunEvent,
     RunState,
     Runtime,
+    RuntimeConfig,
     ScriptedProvider,
     SQLiteStore,
+    StoreError,
     TextDelta,
     ToolCallStarted,
+    ToolRegistry,
     tool,
 )
 from tests.scripted import call, events_until
@@ -102,3 +107,56 @@ async def test_a_run_queued_by_a_process_that_drives_nothing_is_taken_up_by_its_
             assert kinds[0] == "run.started" and kinds[-1] == "run.completed"
         finally:
             await rt.close()
+
+
+class ReadsFail(SQLiteStore):
+    """Its ``get_run`` fails while ``down`` (PostgreSQL cut for a moment); ``failed`` is
+    set at the third failure (a follower's first look, then two at its nudges)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.down = False
+        self.failures = 0
+        self.failed = asyncio.Event()
+
+    async def get_run(self, run_id: str) -> Run:
+        if self.down:
+            self.failures += 1
+            if self.failures == 3:
+                self.failed.set()
+            raise StoreError("postgres schema s: unexpected connection_lost() call")
+        return await super().get_run(run_id)
+
+
+async def test_a_follower_goes_on_following_while_the_store_cannot_be_read(
+        tmp_path: Path) -> None:
+    """chaos seed 10202: an event stream (`Accept: text/event-stream`, the OpenAI wire's)
+    broke with a traceback when one of its looks at the store met the store cut for a
+    moment ("Caught handled exception, but response already started"): the person lost
+    the rest of a run that went on. The follower looks again at its next nudge."""
+    gate = asyncio.Event()
+
+    @tool
+    async def wait_here() -> str:
+        await gate.wait()
+        return "ok"
+
+    store = ReadsFail(tmp_path / "m.db")
+    rt = Runtime(store, ScriptedProvider([call("wait_here"), {"text": "finished"}]),
+                 ToolRegistry([wait_here]), settings=RuntimeConfig(poll_interval_s=0.01))
+    async with store, rt:
+        async with rt.subscribe() as events:
+            run = await rt.submit("t", "go")
+            await anext(events_until(events, ToolCallStarted))
+        store.down = True  # no event comes while the tool waits: the follower looks
+        async with asyncio.timeout(10):
+            followed = asyncio.create_task(kinds_of(rt.follow(run.id)))
+            await store.failed.wait()
+            store.down = False
+            gate.set()
+            kinds = await followed
+    assert kinds[0] == "run.started" and kinds[-1] == "run.completed"
+
+
+async def kinds_of(events: AsyncIterator[RunEvent]) -> list[str]:
+    return [event.kind async for event in events]
