@@ -17,17 +17,24 @@ from runtime import (
     Run,
     RunEnded,
     RunState,
+    StoreError,
     TextDelta,
     ToolCallStarted,
     UserMessage,
+    retrying,
+    within,
 )
 
 from ..api import HttpApi
 from ..errors import ApiError
 from .threads import record_tip
 
-__all__ = ["agent", "answer", "answered_by", "console_of", "images", "refuse_client_tools",
-           "stopped", "turns", "turns_in", "written"]
+__all__ = ["agent", "answer", "answered_by", "console_of", "ended_run", "images",
+           "refuse_client_tools", "stopped", "turns", "turns_in", "written"]
+
+ENDED_READ_S = 30.0
+"""How long a stream's last read of its run is tried again while the store is out of reach:
+the stream has begun, so a 503 can no longer be said."""
 
 
 def agent(api: HttpApi, model: str) -> str:
@@ -85,6 +92,13 @@ def refuse_client_tools(api: HttpApi, given: object) -> None:
         raise ApiError(400, "maiden runs its own tools: this request's tools would never be "
                             "called (leave them out, or set [openai_api] client_tools = "
                             "\"ignore\")", "client_tools")
+
+
+async def ended_run(api: HttpApi, run_id: str) -> Run:
+    """The run as the store has it once its stream's events are over, read again for a
+    while if the store is out of reach a moment (PostgreSQL cut or restarting)."""
+    return await retrying(lambda: api.runtime.records.get_run(run_id), on=StoreError,
+                          pause=within(ENDED_READ_S, 0.25, 4.0))
 
 
 async def written(api: HttpApi, run: Run) -> AsyncIterator[str]:

@@ -28,6 +28,7 @@ from .answers import (
     answer,
     answered_by,
     console_of,
+    ended_run,
     images,
     refuse_client_tools,
     stopped,
@@ -127,7 +128,7 @@ async def _chunks(api: HttpApi, run: Run, model: str, include_usage: bool, conso
     async for text in written(api, run):
         wrote = True
         yield _data(chunk(run.id, created, model, {"content": text}))
-    ended = await api.runtime.records.get_run(run.id)
+    ended = await ended_run(api, run.id)
     if ended.state is RunState.COMPLETED:
         entries = await api.runtime.records.entries(ended.thread_id)
         await record_tip(api.runtime, ended.thread_id, entries)

@@ -24,6 +24,7 @@ from .answers import (
     agent,
     answered_by,
     console_of,
+    ended_run,
     images,
     refuse_client_tools,
     stopped,
@@ -231,7 +232,7 @@ async def _events(api: HttpApi, run: Run, model: str, previous: str | None, cons
     async for delta in written(api, run):
         shown += delta
         yield event("response.output_text.delta", **where, delta=delta, logprobs=[])
-    ended = await api.runtime.records.get_run(run.id)
+    ended = await ended_run(api, run.id)
     whole = shown or "\n\n".join(await turns(api, ended))
     if ended.state is not RunState.COMPLETED:
         whole = "\n\n".join(filter(None, [whole, stopped(ended, console)]))

@@ -23,9 +23,12 @@ from openai.types.responses import ResponseOutputMessage
 from runtime import (
     EchoProvider,
     Provider,
+    Run,
+    RunState,
     Runtime,
     ScriptedProvider,
     SQLiteStore,
+    StoreError,
     ToolRegistry,
     UserMessage,
     tool,
@@ -49,9 +52,10 @@ def lookup(q: str) -> str:
 
 
 @asynccontextmanager
-async def wire(tmp_path: Path, provider: Provider | None = None
+async def wire(tmp_path: Path, provider: Provider | None = None, *,
+               store: SQLiteStore | None = None
                ) -> AsyncIterator[tuple[AsyncOpenAI, Runtime]]:
-    async with SQLiteStore(tmp_path / "m.db") as store, \
+    async with store or SQLiteStore(tmp_path / "m.db") as store, \
             Runtime(store, provider or EchoProvider(), ToolRegistry([deploy, lookup])) as rt, \
             served(rt, token=TOKEN) as (client, _), \
             AsyncOpenAI(base_url=f"{client.base_url}/v1", api_key=TOKEN, max_retries=0) as sdk:
@@ -88,6 +92,41 @@ async def test_models_and_a_completion(tmp_path: Path) -> None:
             frequency_penalty=0.1, logprobs=False, response_format={"type": "text"},
             reasoning_effort="low", parallel_tool_calls=False, store=False)
         assert tuned.choices[0].message.content == "echo: tuned"
+
+
+class EndUnread(SQLiteStore):
+    """Fails the first two reads of a run once it has ended (PostgreSQL cut a moment)."""
+
+    left = 2
+
+    async def get_run(self, run_id: str) -> Run:
+        run = await super().get_run(run_id)
+        if run.state is RunState.COMPLETED and self.left:
+            self.left -= 1
+            raise StoreError("postgres schema s: unexpected connection_lost() call")
+        return run
+
+
+@pytest.mark.parametrize("route", ["chat", "responses"])
+async def test_a_stream_ends_whole_though_its_last_read_meets_the_store_cut(
+        tmp_path: Path, route: str) -> None:
+    """chaos seed 10202: a stream's read of its run, once the run had ended, met PostgreSQL
+    cut for a moment, and the stream broke with a traceback (the response had begun: no
+    503 could be said). It reads again."""
+    store = EndUnread(tmp_path / "m.db")
+    async with wire(tmp_path, ScriptedProvider([{"text": "It is x.", "chunks": 2}]),
+                    store=store) as (sdk, _):
+        if route == "chat":
+            chunks = await sdk.chat.completions.create(
+                model="maiden", messages=[user("what is it?")], stream=True)
+            said = "".join([c.choices[0].delta.content or "" async for c in chunks
+                            if c.choices])
+        else:
+            events = await sdk.responses.create(model="maiden", input="what is it?",
+                                                stream=True)
+            said = "".join([e.delta async for e in events
+                            if e.type == "response.output_text.delta"])
+    assert said == "It is x." and store.left == 0
 
 
 async def test_streamed_deltas_make_the_same_text(tmp_path: Path) -> None:
