@@ -6,8 +6,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 from runtime import (
     AssistantTurn,
@@ -29,12 +29,15 @@ from ..api import HttpApi
 from ..errors import ApiError
 from .threads import record_tip
 
-__all__ = ["agent", "answer", "answered_by", "console_of", "ended_run", "images",
+__all__ = ["agent", "answer", "answered_by", "console_of", "images", "patiently",
            "refuse_client_tools", "stopped", "turns", "turns_in", "written"]
 
-ENDED_READ_S = 30.0
-"""How long a stream's last read of its run is tried again while the store is out of reach:
-the stream has begun, so a 503 can no longer be said."""
+PATIENCE_S = 30.0
+"""How long a stream's reads and writes after its run's events are tried again while the
+store is out of reach (PostgreSQL cut or restarting, a full disk): the stream has begun, so
+a 503 can no longer be said."""
+
+T = TypeVar("T")
 
 
 def agent(api: HttpApi, model: str) -> str:
@@ -94,11 +97,10 @@ def refuse_client_tools(api: HttpApi, given: object) -> None:
                             "\"ignore\")", "client_tools")
 
 
-async def ended_run(api: HttpApi, run_id: str) -> Run:
-    """The run as the store has it once its stream's events are over, read again for a
-    while if the store is out of reach a moment (PostgreSQL cut or restarting)."""
-    return await retrying(lambda: api.runtime.records.get_run(run_id), on=StoreError,
-                          pause=within(ENDED_READ_S, 0.25, 4.0))
+async def patiently(call: Callable[[], Awaitable[T]]) -> T:
+    """``call()`` (a stream's step with the store once its run's events are over), made
+    again for ``PATIENCE_S`` at most while the store is out of reach."""
+    return await retrying(call, on=StoreError, pause=within(PATIENCE_S, 0.25, 4.0))
 
 
 async def written(api: HttpApi, run: Run) -> AsyncIterator[str]:

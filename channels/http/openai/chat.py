@@ -7,6 +7,7 @@ fails or is cancelled answers with why (docs/guides/openai-wire.md)."""
 
 # No `from __future__ import annotations`: FastAPI reads the routes' annotations at runtime.
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
@@ -18,6 +19,7 @@ from runtime import (
     Origin,
     Run,
     RunState,
+    StoreError,
 )
 
 from ..api import HttpApi, caller_key, check_reuse
@@ -28,8 +30,8 @@ from .answers import (
     answer,
     answered_by,
     console_of,
-    ended_run,
     images,
+    patiently,
     refuse_client_tools,
     stopped,
     turns_in,
@@ -46,6 +48,8 @@ from .wire import (
 )
 
 __all__ = ["router"]
+
+log = logging.getLogger("maiden.http")
 
 router = APIRouter(tags=["openai"])
 
@@ -128,10 +132,15 @@ async def _chunks(api: HttpApi, run: Run, model: str, include_usage: bool, conso
     async for text in written(api, run):
         wrote = True
         yield _data(chunk(run.id, created, model, {"content": text}))
-    ended = await ended_run(api, run.id)
+    ended = await patiently(lambda: api.runtime.records.get_run(run.id))
     if ended.state is RunState.COMPLETED:
-        entries = await api.runtime.records.entries(ended.thread_id)
-        await record_tip(api.runtime, ended.thread_id, entries)
+        entries = await patiently(lambda: api.runtime.records.entries(ended.thread_id))
+        try:
+            await patiently(lambda: record_tip(api.runtime, ended.thread_id, entries))
+        except StoreError as exc:  # the answer is shown all the same
+            log.warning("run %s: its thread could not be noted under its history (%s): a "
+                        "client that sends that history again without the %s header "
+                        "begins a new thread", run.id, exc, THREAD_HEADER)
         if not wrote:  # an answer from before (a retried key), or one not streamed
             yield _data(chunk(run.id, created, model,
                               {"content": "\n\n".join(turns_in(entries, ended))}))

@@ -24,8 +24,8 @@ from .answers import (
     agent,
     answered_by,
     console_of,
-    ended_run,
     images,
+    patiently,
     refuse_client_tools,
     stopped,
     turns,
@@ -232,7 +232,7 @@ async def _events(api: HttpApi, run: Run, model: str, previous: str | None, cons
     async for delta in written(api, run):
         shown += delta
         yield event("response.output_text.delta", **where, delta=delta, logprobs=[])
-    ended = await ended_run(api, run.id)
+    ended = await patiently(lambda: api.runtime.records.get_run(run.id))
     whole = shown or "\n\n".join(await turns(api, ended))
     if ended.state is not RunState.COMPLETED:
         whole = "\n\n".join(filter(None, [whole, stopped(ended, console)]))

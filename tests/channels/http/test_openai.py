@@ -20,6 +20,7 @@ import pytest
 from openai import AsyncOpenAI
 from openai.types.responses import ResponseOutputMessage
 
+from channels.http.openai import answers
 from runtime import (
     EchoProvider,
     Provider,
@@ -29,6 +30,7 @@ from runtime import (
     ScriptedProvider,
     SQLiteStore,
     StoreError,
+    StoreFull,
     ToolRegistry,
     UserMessage,
     tool,
@@ -127,6 +129,35 @@ async def test_a_stream_ends_whole_though_its_last_read_meets_the_store_cut(
             said = "".join([e.delta async for e in events
                             if e.type == "response.output_text.delta"])
     assert said == "It is x." and store.left == 0
+
+
+class TipUnwritten(SQLiteStore):
+    """Its disk full for ``notes`` writes (a thread's tip is a note)."""
+
+    tries = 0
+
+    async def put_note(self, *args: Any, **kwargs: Any) -> Any:
+        self.tries += 1
+        raise StoreFull("m.db: the disk is full (database or disk is full)")
+
+
+async def test_a_stream_ends_whole_though_its_thread_cannot_be_noted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+        ) -> None:
+    """chaos seed 10303 (SQLite, its disk full): the note of a streamed answer's thread
+    under its history failed after the answer was shown, and the stream broke. It is tried
+    again for a while; then the stream ends whole all the same, and the log says what a
+    client that resends the history without the thread's header will meet."""
+    monkeypatch.setattr(answers, "PATIENCE_S", 0.5)  # not 30 s in a test
+    store = TipUnwritten(tmp_path / "m.db")
+    async with wire(tmp_path, ScriptedProvider([{"text": "It is x.", "chunks": 2}]),
+                    store=store) as (sdk, _):
+        chunks = await sdk.chat.completions.create(
+            model="maiden", messages=[user("what is it?")], stream=True)
+        said = "".join([c.choices[0].delta.content or "" async for c in chunks
+                        if c.choices])
+    assert said == "It is x." and store.tries > 1
+    assert "begins a new thread" in caplog.text
 
 
 async def test_streamed_deltas_make_the_same_text(tmp_path: Path) -> None:
