@@ -10,17 +10,18 @@ from __future__ import annotations
 import logging
 from typing import Literal
 
-from runtime import RunError, Runtime
+from runtime import RunError, Runtime, StoreError
 
 from .access import Access
 from .clicks import Click, bind
 
-__all__ = ["THANKS", "record_vote"]
+__all__ = ["THANKS", "UNRECORDED", "record_vote"]
 
 log = logging.getLogger("maiden.feedback")
 
 THANKS = {"up": "Thanks, noted: 👍 this answer helped.",
           "down": "Thanks, noted: 👎 this answer did not help."}
+UNRECORDED = "Your vote could not be recorded just now; please click again in a moment."
 
 
 async def record_vote(runtime: Runtime, access: Access,
@@ -29,14 +30,18 @@ async def record_vote(runtime: Runtime, access: Access,
     """The line to tell the person, and whether it is news to them (False: the same vote
     again, already recorded)."""
     value, run_id = vote
-    bound = await bind(runtime, access, click, run_id, right="talk")
-    if isinstance(bound, str):
-        return bound, True
     try:
+        bound = await bind(runtime, access, click, run_id, right="talk")
+        if isinstance(bound, str):
+            return bound, True
         _, changed = await runtime.kept.feedback.vote(
             run_id, value, user=click.user, channel=click.via,
             place=bound.place.ids[0] if bound.place.ids else None, message=click.message)
     except RunError as exc:
         log.info("%s: a vote from %s was refused: %s", click.via, click.user, exc)
         return f"That did not work: {exc}", True
+    except StoreError as exc:  # out of reach a moment, or its disk full: said, not lost
+        log.warning("%s: a vote from %s could not be recorded: %s", click.via, click.user,
+                    exc)
+        return UNRECORDED, True
     return THANKS[value], changed

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from runtime import ScriptedProvider
+from channels.feedback import UNRECORDED
+from runtime import ScriptedProvider, SQLiteStore, StoreFull
 from tests.channels.discord.test_channel import running
 from tests.fakes.discord import BOT_ID, GENERAL_ID, HUMAN_ID, FakeDiscord, new_id
 
@@ -84,3 +85,35 @@ async def test_a_long_answer_has_the_buttons_on_its_last_message(
         parts = bot_messages(fake)
         assert len(parts) > 1
         assert [bool(custom_ids(m)) for m in parts] == [False] * (len(parts) - 1) + [True]
+
+
+class VotesUnwritten(SQLiteStore):
+    """Its disk full for votes, until ``room``."""
+
+    room = False
+
+    async def put_vote(self, *args: Any, **kwargs: Any) -> Any:
+        if not VotesUnwritten.room:
+            raise StoreFull("m.db: the disk is full (database or disk is full)")
+        return await super().put_vote(*args, **kwargs)
+
+
+async def test_a_vote_the_store_cannot_take_is_said_so_to_the_clicker(tmp_path: Path) -> None:
+    """chaos seed 10303 (SQLite, its disk full): a click's vote failed to be written and the
+    interaction went unanswered (discord.py: "Ignoring exception in on_interaction"; the
+    person sees "This interaction failed"). The clicker is told to click again; once there
+    is room, the click counts."""
+    VotesUnwritten.room = False
+    async with FakeDiscord() as fake, running(
+            fake, tmp_path / "m.db", provider=ScriptedProvider([{"text": "All green."}]),
+            store_class=VotesUnwritten) as d:
+        await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> status?",
+                                mentions=[BOT_ID])
+        await asyncio.wait_for(d.channel.wait_handled(1), 10)
+        await d.runtime.idle()
+        (answer,) = bot_messages(fake)
+        up, _ = custom_ids(answer)
+        assert await click(fake, answer, up, HUMAN_ID, 1) == UNRECORDED
+        VotesUnwritten.room = True
+        assert "👍" in await click(fake, answer, up, HUMAN_ID, 2)
+        assert len(await d.runtime.kept.feedback.votes()) == 1
