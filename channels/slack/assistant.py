@@ -8,9 +8,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from .failures import NETWORK
 from .mapping import Inbound
 
 __all__ = ["AssistantThreads", "prompts_of"]
@@ -70,6 +71,6 @@ class AssistantThreads:
     async def _call(self, what: str, fn: Any, **params: Any) -> None:
         try:
             await fn(**params)
-        except (SlackApiError, SlackClientError, OSError, TimeoutError) as exc:
+        except (SlackApiError, *NETWORK) as exc:
             log.warning("slack: assistant.threads.%s failed (%s); the thread works without",
                         what, exc)

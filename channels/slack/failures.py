@@ -6,11 +6,14 @@ from __future__ import annotations
 import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 
-__all__ = ["TRY_LATER", "passing"]
+__all__ = ["NETWORK", "TRY_LATER", "passing"]
 
 TRY_LATER = frozenset({"ratelimited", "fatal_error", "internal_error", "service_unavailable",
                        "request_timeout"})
 """Errors Slack answers with when it is the problem, not the token."""
+NETWORK = (SlackClientError, aiohttp.ClientError, OSError, TimeoutError)
+"""What a call raises when Slack could not be reached or answered nothing readable (a
+dropped connection is an ``aiohttp.ClientError`` that is no ``OSError``)."""
 
 
 def passing(error: BaseException) -> bool:
@@ -19,4 +22,4 @@ def passing(error: BaseException) -> bool:
         status = error.response.status_code if error.response is not None else 0
         said = error.response.get("error") if error.response is not None else None
         return status >= 500 or status == 429 or said in TRY_LATER
-    return isinstance(error, SlackClientError | aiohttp.ClientError | OSError | TimeoutError)
+    return isinstance(error, NETWORK)

@@ -47,13 +47,14 @@ import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Literal
 
-from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from runtime import ACTIVE_STATES, Delivery, MaidenError, Records, Run, RunState, Runtime
 
 from ..access import Access, Place
 from .deliverer import SlackCallError
+from .failures import NETWORK
 from .mapping import Inbound
 
 __all__ = ["REACTION", "STATUS", "SessionStatus", "Sessions", "may_stop", "session_of",
@@ -159,7 +160,7 @@ class Sessions:
                         "status instead of a session (declare the app as an agent to get "
                         "Slack's stop button)", error)
             return False
-        except (SlackClientError, OSError, TimeoutError) as exc:
+        except NETWORK as exc:
             log.warning("slack: agents.sessions.setStatus %s failed (%s)", status, exc)
             if strict:
                 raise SlackCallError(f"Slack agents.sessions.setStatus failed: "
