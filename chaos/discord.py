@@ -32,6 +32,7 @@ from tests.fakes.discord.payloads import JSON
 
 from .faults import Faults
 from .files import data_of, media_type
+from .holds import Holds
 from .invariants import Stored, Violation
 from .outages import STORE_OUTAGES
 from .plan import DISCORD_PLACES, Plan
@@ -102,9 +103,11 @@ def discord_env(fake: FakeDiscord) -> dict[str, str]:
 
 
 class DiscordPeople:
-    def __init__(self, fake: FakeDiscord, history: History) -> None:
+    def __init__(self, fake: FakeDiscord, history: History, holds: Holds | None = None
+                 ) -> None:
         self.fake = fake
         self.history = history
+        self.holds = holds  # a held download's downloader killed (``via = "hold"``)
         self.posted: dict[str, JSON] = {}  # tag -> the message as stored
         self.live: dict[str, bool] = {}  # tag -> dispatched on a live connection
         self.handed_over = False
@@ -128,6 +131,11 @@ class DiscordPeople:
                               mentions=[bot], files=[(name, data_of(name), media_type(name))
                                                      for name in op.files])
         self.posted[op.tag] = d
+        holding = None
+        if op.via == "hold" and self.holds is not None:  # its first download held half-way
+            cdn, attachment = fake.cdn, str(d["attachments"][0]["id"])
+            holding = asyncio.create_task(self.holds.kill_holder(
+                op.tag, cdn.hold(attachment), lambda: cdn.held_from.get(attachment)))
         sessions = self._live()
         self.live[op.tag] = bool(sessions)
         for session in sessions or ([fake.gateway.current] if fake.gateway.current else []):
@@ -136,6 +144,8 @@ class DiscordPeople:
         sent.attempts.append(f"{self.history.now():.1f} discord: posted "
                              f"({len(sessions)} live session(s))")
         sent.accepted_at = sent.answered_at = self.history.now()
+        if holding is not None:
+            await holding
 
     async def hand_over(self, store: Store, replicas: list[Replica], faults: Faults) -> None:
         """The faults over, stop the gateway's holder (SIGTERM) and start it again: a

@@ -19,7 +19,15 @@ over HTTP and by ``maiden send``, with one reply naming it in Slack and Discord;
 HTTP message carries its file (``via``: a multipart part, the JSON's ``files`` in base64,
 or ``maiden send --file``); a Slack file whose download answers Slack's sign-in page
 (``via = "signin"``), and one whose first download is held half-way while the replica
-downloading it is killed (``via = "hold"``: the fake's ``hold``, chaos/slack.py).
+downloading it is killed (``via = "hold"``: the fake's ``hold``, chaos/holds.py).
+
+And last (``draw_last_files``, two streams of their own, so the draws above stay as they
+were): messages carrying one file more than the soak's ``[files] max_per_message``, the
+last always ``extra.txt`` (carried by no other message, so that "never stored" can be held
+to it), refused whole over HTTP (422) and by ``maiden send`` (exit 2), read but for the
+last in Slack and Discord, whose place is told once it was not read (``files-count``); and
+Discord files whose first download from the CDN is held half-way while the replica
+downloading it is killed, as Slack's (``files-hold``).
 """
 
 from __future__ import annotations
@@ -33,8 +41,9 @@ from tests.samples import pdf
 
 from .ops import Drawing, Op
 
-__all__ = ["FILES", "FILES_TOML", "REFUSED", "REPORT", "draw_files", "draw_more_files",
-           "media_type", "refused", "report_data", "report_name"]
+__all__ = ["FILES", "FILES_TOML", "MAX_PER_MESSAGE", "OVER", "REFUSED", "REPORT", "beyond",
+           "draw_files", "draw_last_files", "draw_more_files", "media_type", "refused",
+           "refuses_message", "report_data", "report_name"]
 
 
 def _png(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
@@ -63,9 +72,14 @@ REFUSED = {
     "setup.zip": b"PK\x03\x04chaos archive" + bytes(64),
     "dump.log": b"chaos file dump.log\n" + b"0123456789abcdef" * 5_000,  # 80 kB
 }
-FILES_TOML = """
+# The file a message carries beyond [files] max_per_message (always its last, and no other
+# message's): maiden never reads it, so its bytes are never stored.
+OVER = {"extra.txt": b"chaos file extra.txt\none file more than maiden reads\n"}
+MAX_PER_MESSAGE = 3
+FILES_TOML = f"""
 [files]
 max_bytes = 65536
+max_per_message = {MAX_PER_MESSAGE}
 allowed_types = ["text/*", "image/*", "application/pdf", "application/octet-stream"]
 """
 _FIRST = ("build.log", "chart.png", "data.csv", "notes.txt")  # draw_files' (the PDF came later)
@@ -82,12 +96,23 @@ def media_type(name: str) -> str:
 
 
 def data_of(name: str) -> bytes:
-    return FILES.get(name) or REFUSED[name]
+    return FILES.get(name) or REFUSED.get(name) or OVER[name]
 
 
 def refused(op: Op) -> str | None:
     """The file of ``op`` that maiden refuses, if it carries one."""
     return next((name for name in op.files if name in REFUSED), None)
+
+
+def beyond(op: Op) -> list[str]:
+    """The files of ``op`` beyond ``max_per_message`` (not read)."""
+    return op.files[MAX_PER_MESSAGE:]
+
+
+def refuses_message(op: Op) -> bool:
+    """Whether maiden turns ``op``'s whole message down where its files come with their
+    bytes (the HTTP API, ``maiden send``): a file it refuses, or more than it reads."""
+    return refused(op) is not None or bool(beyond(op))
 
 
 def marker(name: str) -> str:
@@ -151,4 +176,32 @@ def draw_more_files(seed: int, plan: Drawing) -> None:
         if op.route == "slack" and op.files and not refused(op) and how < SIGN_IN_SHARE:
             op.via = "signin"
         elif op.route == "slack" and op.files and not refused(op) and how > 1 - HOLD_SHARE:
+            op.via = "hold"
+
+
+COUNT_SHARE = 0.08  # of the Slack, Discord and HTTP messages without a file: one file too many
+DISCORD_HOLD_SHARE = 0.5  # of the Discord messages with a file read: its download held
+
+
+def draw_last_files(seed: int, plan: Drawing) -> None:
+    """Messages with one file more than ``max_per_message`` (``MAX_PER_MESSAGE`` of
+    ``FILES``, then ``extra.txt``; over HTTP, how they go), and Discord's held downloads
+    (``via = "hold"``), from two streams of their own, a fixed number of draws a message.
+    As a refused file, the files of one too many go with no ``deploy`` and no cancel."""
+    count = random.Random(f"{seed}:{plan.store}:files-count")
+    hold = random.Random(f"{seed}:{plan.store}:files-hold")
+    names = sorted(FILES)
+    for op in plan.ops:
+        what, how, pick, held = count.random(), count.random(), count.random(), hold.random()
+        if any("=" in step for turn in op.steps for step in turn) or op.route not in _ROUTES_IN:
+            continue
+        plain = op.decide is None and op.cancel_after_s is None \
+            and not any("deploy" in turn for turn in op.steps)
+        if not op.files and plain and what < COUNT_SHARE:
+            first = int(pick * len(names))
+            op.files = [names[(first + n) % len(names)] for n in range(MAX_PER_MESSAGE)]
+            op.files.append(*OVER)
+            if op.route == "http":
+                op.via = next(v for share, v in VIA if how < share)
+        if op.route == "discord" and op.files and not refused(op) and held < DISCORD_HOLD_SHARE:
             op.via = "hold"

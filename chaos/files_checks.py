@@ -15,11 +15,17 @@ down (413 for its size, 415 for its type; ``maiden send`` exits 2), naming the f
 makes no run; in Slack and Discord its run goes on without the file, and its place is told
 once (``I could not read NAME: why.``) for each run that started. A Slack file whose
 download answered the sign-in page is refused the same way: the model is never shown the
-page (nor the file), and the page is not stored. A Slack file whose first download was held
-half-way while its downloader was killed is held to what any file is (shown, stored once),
-and the half it got is never stored. Out over HTTP (``check_downloads``): a
-report a run of the HTTP API handed back downloads at ``GET /v1/files/{digest}`` with its
-person's token, byte for byte, and not with another person's (404) nor without one (401).
+page (nor the file), and the page is not stored. A Slack or Discord file whose first
+download was held half-way while its downloader was killed is held to what any file is
+(shown, stored once), and the half it got is never stored. A message with one file more
+than ``[files] max_per_message`` is refused whole over HTTP (422, naming the limit) and by
+``maiden send`` (exit 2); in Slack and Discord its first files are held to what any file
+is, and the one beyond (``extra.txt``, which no other message carries) to what a refused
+file is: never shown to the model nor stored, its place told once, naming the limit.
+
+Out over HTTP (``check_downloads``): a report a run of the HTTP API handed back downloads at
+``GET /v1/files/{digest}`` with its person's token, byte for byte, and not with another
+person's (404) nor without one (401).
 """
 
 from __future__ import annotations
@@ -36,7 +42,16 @@ from tests.fakes.discord import FakeDiscord
 from tests.fakes.slack import BOT_USER, FakeSlack
 from tests.fakes.slack.files import SIGN_IN_PAGE
 
-from .files import FILES, REFUSED, REPORT, marker, refused, report_data, report_name
+from .files import (
+    MAX_PER_MESSAGE,
+    REPORT,
+    beyond,
+    data_of,
+    marker,
+    refused,
+    report_data,
+    report_name,
+)
 from .invariants import Stored, Violation
 from .plan import Plan
 from .system import OUTSIDER, token_of
@@ -73,8 +88,19 @@ def _seen_by_model(log: Path | None) -> tuple[dict[str, str], dict[str, str]]:
 
 
 def _not_read(sent: Sent) -> str | None:
-    """The file of ``sent`` that maiden must not read: refused, or served as a sign-in page."""
-    return refused(sent.op) or (sent.op.files[0] if sent.op.via == "signin" else None)
+    """The file of ``sent`` that maiden must not read: refused, served as a sign-in page, or
+    beyond ``max_per_message``."""
+    op = sent.op
+    return refused(op) or (op.files[0] if op.via == "signin" else None) \
+        or next(iter(beyond(op)), None)
+
+
+def _read(sent: Sent) -> list[str]:
+    """The files of ``sent`` that maiden must read (show the model, store), if it makes a
+    run: none of a message over HTTP with one too many (it is refused whole)."""
+    if sent.op.route == "http" and beyond(sent.op):
+        return []
+    return [name for name in sent.op.files[:MAX_PER_MESSAGE] if name != _not_read(sent)]
 
 
 def _told(sent: Sent, name: str, slack: FakeSlack | None, discord: FakeDiscord | None
@@ -135,22 +161,23 @@ def check_files(plan: Plan, sent: dict[str, Sent], stored: Stored, blobs: list[s
     # read; its lines cannot be told apart (a Discord line answers its message: _told).
     sharing = Counter((s.thread, _not_read(s)) for s in sent.values()
                       if s.op.route == "slack" and _not_read(s) is not None)
+    read = {name for s in sent.values() for name in _read(s)}  # by some message
     for s in sent.values():
         run = by_text.get(s.op.text)
         done = run is not None and run["state"] == "completed"
         rid = run["run_id"] if run else None
         if _not_read(s) is not None:
-            out += _refused(s, run, stored, own, held, slack, discord,
+            out += _refused(s, run, stored, own, held, slack, discord, read,
                             sharing=sharing[(s.thread, _not_read(s))] or 1)
         for name in s.op.files if s.op.via == "hold" else ():
-            if _digest(FILES[name][:len(FILES[name]) // 2]) in held:
+            if _digest(data_of(name)[:len(data_of(name)) // 2]) in held:
                 out.append(Violation(7, s.thread, rid, f"{s.op.tag}: the half of {name} its "
                                      "held download got is in the store", s.accepted_at))
-        for name in s.op.files if done and _not_read(s) is None else ():
+        for name in _read(s) if done else ():
             if marker(name) not in seen.get(s.op.tag, ""):
                 out.append(Violation(7, s.thread, rid, f"{s.op.tag}: the model was never "
                                      f"shown its file {name}", s.accepted_at))
-            if _digest(FILES[name]) not in held:
+            if _digest(data_of(name)) not in held:
                 out.append(Violation(7, s.thread, rid, f"{s.op.tag}: its file {name} is "
                                      "not in the store", s.accepted_at))
         if _asks_report(s) and done and _digest(report_data(s.op.tag)) not in held:
@@ -171,12 +198,13 @@ def check_files(plan: Plan, sent: dict[str, Sent], stored: Stored, blobs: list[s
 
 
 def _refused(s: Sent, run: dict[str, Any] | None, stored: Stored, own: dict[str, str],
-             held: Counter[str], slack: FakeSlack | None, discord: FakeDiscord | None, *,
-             sharing: int = 1) -> list[Violation]:
+             held: Counter[str], slack: FakeSlack | None, discord: FakeDiscord | None,
+             read: set[str], *, sharing: int = 1) -> list[Violation]:
     """A file maiden must not read: turned down with the message over HTTP and by ``maiden
     send`` (no run); in Slack and Discord, the run goes on and its place is told once
     (``sharing``: the messages of its Slack thread that shared a file of that name, each
-    told once there)."""
+    told once there). Its bytes are never stored, unless a message read them (``read``:
+    the names of the files some message read)."""
     name = _not_read(s)
     assert name is not None
     out: list[Violation] = []
@@ -187,25 +215,30 @@ def _refused(s: Sent, run: dict[str, Any] | None, stored: Stored, own: dict[str,
                              f"{', ' + s.op.via if s.op.via else ''}, {name}): {what}",
                              s.accepted_at))
 
-    if name in REFUSED and _digest(REFUSED[name]) in held:
-        bad("the refused file is in the store")
+    over = name in beyond(s.op)
+    if name not in read and _digest(data_of(name)) in held:
+        bad("the file it was not to read is in the store")
     if marker(name) in own.get(s.op.tag, ""):
         bad("the model was shown the file it was not to read")
     if s.op.route == "http":
         if run is not None:
             bad(f"a message with a file refused made run {rid} ({run['state']})")
         turned = s.turned_down
-        want = {"dump.log": "413", "setup.zip": "415"}[name]
-        if turned is not None and (name not in turned or (
+        # One file too many: the message is refused for the count, which names no file.
+        want, named = ("422", "max_per_message") if over else (
+            {"dump.log": "413", "setup.zip": "415"}[name], name)
+        if turned is not None and (named not in turned or (
                 s.op.via != "cli" and not turned.startswith(want))):
-            bad(f"turned down, but not {want} naming the file: {turned[:200]!r}")
+            bad(f"turned down, but not {want} naming {'the limit' if over else 'the file'}: "
+                f"{turned[:200]!r}")
         return out
     told = _told(s, name, slack, discord)
     if told is None or run is None:
         return out
     started = any(e["run_id"] == rid and e["kind"] == "user"
                   for e in stored.entries.get(s.thread, ()))
-    if len(told) > sharing or (started and not told):
+    if len(told) > sharing or (started and not told) or (
+            over and any("max_per_message" not in line for line in told)):
         bad(f"its run {run['state']} ({'started' if started else 'never started'}); its "
             f"place was told {len(told)} time(s) it could not be read: {told}")
     return out
@@ -258,6 +291,8 @@ def files_summary(sent: dict[str, Sent], blobs: list[str], slack: FakeSlack | No
     holds = Counter((held or {}).values())
     refusals = Counter(f"{s.op.route}{'/' + s.op.via if s.op.via else ''} {_not_read(s)}"
                        for s in sent.values() if _not_read(s))
+    over = Counter(s.op.route + (f"/{s.op.via}" if s.op.via else "")
+                   for s in sent.values() if beyond(s.op))
     reports = [s for s in sent.values() if _asks_report(s)]
     uploaded = Counter(s.op.route for s in reports
                        for _ in _uploads(s, slack, discord) or ())
@@ -265,7 +300,8 @@ def files_summary(sent: dict[str, Sent], blobs: list[str], slack: FakeSlack | No
             f"{', '.join(f'{k} {v}' for k, v in sorted(carried.items())) or 'none'}); "
             f"{len(reports)} asked for a report, uploaded "
             f"{', '.join(f'{k} {v}' for k, v in sorted(uploaded.items())) or 'none'}; "
-            f"{len(blobs)} blob(s) stored; not to be read: "
+            f"{len(blobs)} blob(s) stored; over max_per_message: "
+            f"{', '.join(f'{k} {v}' for k, v in sorted(over.items())) or 'none'}; not to be read: "
             f"{', '.join(f'{k} {v}' for k, v in sorted(refusals.items())) or 'none'}; "
             f"{sum(1 for s in sent.values() if s.turned_down)} turned down; held downloads: "
             f"{', '.join(f'{k} {v}' for k, v in sorted(holds.items())) or 'none'}")

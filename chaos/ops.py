@@ -41,7 +41,8 @@ class Op:
     files: list[str] = field(default_factory=list)  # names of chaos.files.FILES it carries
     # how its file goes (chaos/files.py): over HTTP "multipart", "json" or "cli" (``maiden
     # send --file``); in Slack "signin" (its download answers Slack's sign-in page) or
-    # "hold" (its first download held half-way, and the replica downloading it killed)
+    # "hold" (its first download held half-way, and the replica downloading it killed),
+    # in Discord "hold" (from the CDN)
     via: str = ""
 
     @property

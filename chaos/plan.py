@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from .chat_toggles import draw_chat_runs, draw_chat_toggles
 from .discord_plan import DiscordActs, draw_discord_acts
-from .files import draw_files, draw_more_files
+from .files import draw_files, draw_last_files, draw_more_files
 from .hook_plan import HookSend, draw_hooks
 from .job_plan import Reminder, draw_chat_reminders, draw_reminders
 from .ops import Decide, Op, Route
@@ -202,6 +202,7 @@ def make_plan(seed: int, seconds: float, store: str, replicas: int) -> Plan:
                                         key=lambda c: c.at)
     draw_files(seed, plan)  # last: it adds a turn to some messages (chaos/files.py)
     draw_more_files(seed, plan)  # the PDF, refused files, how each goes (chaos/files.py)
+    draw_last_files(seed, plan)  # one file too many, Discord's held downloads (the same)
     jobs = random.Random(f"{seed}:{store}:jobs")  # reminders (chaos/jobs.py)
     plan.reminders = draw_reminders(jobs, seconds)
     plan.ops = sorted(plan.ops + draw_chat_reminders(jobs, seconds, replicas, http, owner),

@@ -11,25 +11,22 @@ with a 2xx in time); one that is not is delivered again, as Slack does, at most 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
 from channels.slack.render import APPROVE, DENY
 from tests.fakes.slack import BOT_USER, TEAM, FakeSlack, block_actions_payload
 from tests.fakes.slack.store import JSON
 
 from .files import data_of, media_type
+from .holds import Holds
 from .plan import Command, Stop, Vote
 from .slack_acts import Reads, SlackActs, channel_of, user_of
 from .slack_wire import SlackWire
-from .sockets import pid_of_client
 from .system import History, Replica
 from .workload import Sent
 
 __all__ = ["SlackPeople", "slack_env", "slack_toml"]
 
 PROMPT_WAIT_S = 15.0  # how long a person looks for a prompt's buttons before giving up
-HELD_WAIT_S = 60.0  # how long a held download is waited for before the hold is let be
-Kill = Callable[[Replica, str], None]
 
 
 def slack_toml(fake: FakeSlack, people: list[str], *, http: bool) -> str:
@@ -47,12 +44,11 @@ def slack_env(fake: FakeSlack) -> dict[str, str]:
 
 class SlackPeople:
     def __init__(self, fake: FakeSlack, history: History, replicas: list[Replica],
-                 http: list[int], kill: Kill | None = None) -> None:
+                 http: list[int], holds: Holds | None = None) -> None:
         self.fake = fake
         self.history = history
         self.replicas = replicas
-        self.kill = kill  # SIGKILLs a replica now, and restarts it (chaos/faults.py)
-        self.held: dict[str, str] = {}  # tag -> what came of its held download
+        self.holds = holds or Holds(replicas, None)  # held downloads' downloaders killed
         self.wire = SlackWire(fake, replicas, http, history)
         self.roots: dict[str, str] = {}  # plan thread -> the ts of its first message
         self.prompts: dict[tuple[str, str], JSON] = {}  # (run, call) -> its prompt, as posted
@@ -74,8 +70,8 @@ class SlackPeople:
         holding = None
         if op.via == "hold":  # its first download held half-way, its downloader killed
             file_id = str(event["event"]["files"][0]["id"])
-            holding = asyncio.create_task(self._kill_holder(
-                op.tag, file_id, fake.shared.hold(file_id)))
+            holding = asyncio.create_task(self.holds.kill_holder(
+                op.tag, fake.shared.hold(file_id), lambda: fake.shared.held_from.get(file_id)))
         if root is None:
             root = self.roots[op.thread] = str(event["event"]["ts"])
         sent.thread = f"slack:{TEAM}:{channel}:{root}"
@@ -86,24 +82,6 @@ class SlackPeople:
         finally:
             if holding is not None:
                 await holding
-
-    async def _kill_holder(self, tag: str, file_id: str, held: asyncio.Event) -> None:
-        """Once the file's held download has sent half of it (``held``), SIGKILL the replica
-        downloading it (found by its connection): a process killed in the middle of one."""
-        try:
-            async with asyncio.timeout(HELD_WAIT_S):
-                await held.wait()
-        except TimeoutError:
-            self.held[tag] = "never downloaded while held"
-            return
-        peer = self.fake.shared.held_from.get(file_id)
-        live = {r.proc.pid: r for r in self.replicas if r.up and r.proc is not None}
-        pid = pid_of_client(peer[1], live) if peer else None
-        if pid is None or self.kill is None:
-            self.held[tag] = "held; its downloader not found"
-            return
-        self.held[tag] = f"held, {live[pid].name} killed"
-        self.kill(live[pid], f"half-way through downloading {tag}'s file")
 
     async def click(self, sent: Sent, run_id: str, call: str, approve: bool) -> int:
         """Click Approve or Deny on the run's prompt in its Slack thread, as the person who

@@ -43,6 +43,7 @@ from .disk import SmallDisk
 from .faults import Faults
 from .files import FILES_TOML
 from .files_checks import blob_digests, check_downloads, check_files, files_summary
+from .holds import Holds
 from .hooks import HOOK_SECRET, hooks_toml
 from .invariants import ACTIVE, Stored, check
 from .jobs import check_jobs, jobs_summary, jobs_toml
@@ -173,9 +174,10 @@ async def soak(plan: Plan, work: Path, *, own_server: bool = False,
         stack.push_async_callback(client.aclose)
         history.begin()
         history.note("begin", f"{plan.store}, {plan.replicas} replica(s) up; seed {plan.seed}")
-        people = DiscordPeople(discord, history) if discord else None
+        holds = Holds(replicas, faults.kill_now)  # held downloads' downloaders killed
+        people = DiscordPeople(discord, history, holds) if discord else None
         slack_people = SlackPeople(fake, history, replicas, plan.slack_http,
-                                   kill=faults.kill_now) if fake else None
+                                   holds) if fake else None
         actor = DiscordActor(discord, plan.discord_acts, history) if discord else None
         workload = Workload(plan, replicas, client, history, slack=slack_people,
                             discord=people, discord_acts=actor)
@@ -250,7 +252,7 @@ async def soak(plan: Plan, work: Path, *, own_server: bool = False,
                                 *operators.lines(kept),
                                 delivered_summary(kept, fake, discord),
                                 files_summary(workload.sent, blobs, fake, discord,
-                                              slack_people.held if slack_people else None),
+                                              holds.outcomes),
                                 downloads]
         if people is not None:
             outcome.lines.insert(at, discord_summary(workload.sent, people))

@@ -17,7 +17,7 @@ import httpx
 
 from .client import Answer, Client, Refused
 from .discord_plan import DiscordActs, DiscordCommand
-from .files import refused
+from .files import refuses_message
 from .plan import Command, Op, Plan, Stop, Vote
 from .responses import respond
 from .system import History, Replica, settled
@@ -216,7 +216,7 @@ class Workload:
                 await asyncio.sleep(0.2)
                 continue
             except Refused as exc:
-                if refused(op):
+                if refuses_message(op):
                     sent.turned_down = str(exc)
                 else:
                     sent.refused = f"{replica.name}: {exc}"
@@ -264,7 +264,7 @@ class Workload:
                 sent.acked, sent.accepted_at = True, typed_at
                 return
             if typed.code == EXIT_USAGE and "--file" in typed.err:  # the file refused
-                if refused(op):
+                if refuses_message(op):
                     sent.turned_down = typed.err
                 else:
                     sent.refused = f"{replica.name}: maiden send: {typed.err[-300:]}"

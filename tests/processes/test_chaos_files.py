@@ -17,6 +17,7 @@ import pytest
 from chaos.files import (
     FILES,
     FILES_TOML,
+    OVER,
     REFUSED,
     REPORT,
     marker,
@@ -90,12 +91,13 @@ def test_files_are_drawn_from_a_stream_of_their_own() -> None:
     plan = make_plan(7, 120, "postgres", 3)
     carried = [o for o in plan.ops if o.files]
     assert carried and all(o.route in ("http", "slack", "discord") for o in carried)
-    assert {f for o in carried for f in o.files} == set(FILES) | set(REFUSED)
+    assert {f for o in carried for f in o.files} == set(FILES) | set(REFUSED) | set(OVER)
     assert not any(o.files or [REPORT] in o.steps for o in plan.ops if o.tag >= "m90000")
 
 
 def test_the_later_files_come_from_a_stream_of_their_own(monkeypatch: pytest.MonkeyPatch
                                                         ) -> None:
+    monkeypatch.setattr("chaos.plan.draw_last_files", lambda seed, plan: None)
     plan = make_plan(7, 300, "postgres", 3)
     monkeypatch.setattr("chaos.plan.draw_more_files", lambda seed, plan: None)
     before = make_plan(7, 300, "postgres", 3)

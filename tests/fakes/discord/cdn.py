@@ -1,9 +1,11 @@
 """The fake Discord's CDN: attachments people post, served at signed, expiring URLs as
 ``cdn.discordapp.com`` serves them (``?ex=&is=&hm=``; a bad or missing signature is a 404
-with Discord's words), with no token asked for."""
+with Discord's words), with no token asked for. A download can be held half-way
+(``hold``): a process killed or stopped in the middle of one."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import secrets
@@ -30,6 +32,17 @@ class Cdn:
 
     files: dict[str, tuple[bytes, str]] = field(default_factory=dict)
     downloads: list[tuple[str, bool]] = field(default_factory=list)
+    held: dict[str, asyncio.Event] = field(default_factory=dict)
+    """Attachment id -> set once its held download has sent half the file (``hold``)."""
+    held_from: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """Attachment id -> the client address (host, port) its held download went to."""
+
+    def hold(self, attachment_id: str) -> asyncio.Event:
+        """The next signed download of ``attachment_id`` sends its headers and half the
+        file, then waits until the client goes away (or the fake stops): a download under
+        way. The event returned is set once the half is sent."""
+        self.held[attachment_id] = asyncio.Event()
+        return self.held[attachment_id]
 
     def add(self, base: str, channel_id: str, name: str, data: bytes, content_type: str
             ) -> JSON:
@@ -53,4 +66,16 @@ class Cdn:
         if not signed or found is None:
             return web.Response(status=404, text="This content is no longer available.")
         data, content_type = found
-        return web.Response(body=data, content_type=content_type)
+        held = self.held.pop(attachment_id, None)
+        if held is None:
+            return web.Response(body=data, content_type=content_type)
+        response = web.StreamResponse(headers={"Content-Type": content_type})
+        response.content_length = len(data)
+        await response.prepare(request)
+        await response.write(data[:len(data) // 2])
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        if peer:
+            self.held_from[attachment_id] = (str(peer[0]), int(peer[1]))
+        held.set()
+        await asyncio.Event().wait()  # cancelled when the client goes (handler_cancellation)
+        return response
