@@ -20,6 +20,10 @@ from .errors import problem
 __all__ = ["MultipartMessages", "is_multipart_message", "replaying"]
 
 _MAX_FIELDS = 20
+_TOO_MANY = "Too many files."
+"""How Starlette's parser begins its error for files past ``max_files`` (starlette/
+formparsers.py): a message over ``max_per_message`` by one is read, and refused as the JSON
+form is (422, ``file_refused``); by more, the parser stops first and this says so alike."""
 
 
 def is_multipart_message(scope: Scope) -> bool:
@@ -50,6 +54,11 @@ class MultipartMessages:
             form = await request.form(max_files=self.max_files + 1, max_fields=_MAX_FIELDS)
         except (MultiPartException, HTTPException) as exc:
             detail = exc.message if isinstance(exc, MultiPartException) else exc.detail
+            if str(detail).startswith(_TOO_MANY):  # what the JSON form is told, too
+                await problem(422, f"more than {self.max_files + 1} files: at most "
+                                   f"{self.max_files} are read from one message ([files] "
+                                   "max_per_message)", "file_refused")(scope, receive, send)
+                return
             await problem(400, f"the multipart body cannot be read: {detail}",
                           "invalid_multipart")(scope, receive, send)
             return

@@ -88,6 +88,13 @@ async def test_files_over_the_limits_are_refused_and_nothing_runs(tmp_path: Path
         assert bad.status_code == 422 and "a.txt" in bad.json()["detail"]
         many = await post(*[{"name": f"{i}.txt", "data": b64(b"x")} for i in range(3)])  # type: ignore[misc]
         assert many.status_code == 422 and "max_per_message" in many.json()["detail"]
+        for count in (3, 5):  # by one, and by more: as the JSON form is told
+            parts = await client.post("/v1/threads/t/messages", data={
+                "message": json.dumps({"text": "x"})}, files=[
+                    ("file", (f"{i}.txt", b"x", "text/plain")) for i in range(count)])
+            assert parts.status_code == 422, parts.text
+            assert parts.json()["code"] == "file_refused"
+            assert "max_per_message" in parts.json()["detail"]
         no_json = await client.post("/v1/threads/t/messages", files=[
             ("file", ("a.txt", b"x", "text/plain"))])
         assert no_json.status_code == 422 and "'message'" in no_json.json()["detail"]
