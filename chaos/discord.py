@@ -30,6 +30,7 @@ from runtime import Store
 from tests.fakes.discord import GUILD_ID, FakeDiscord, World, snowflake_at
 from tests.fakes.discord.payloads import JSON
 
+from .discord_resume import GatewayResume
 from .faults import Faults
 from .files import data_of, media_type
 from .holds import Holds
@@ -110,6 +111,7 @@ class DiscordPeople:
         self.holds = holds  # a held download's downloader killed (``via = "hold"``)
         self.posted: dict[str, JSON] = {}  # tag -> the message as stored
         self.live: dict[str, bool] = {}  # tag -> dispatched on a live connection
+        self.held: set[str] = set()  # tags dispatched while a RESUME was held, replayed on it
         self.handed_over = False
         """The gateway was handed over after the faults: every message must be taken."""
 
@@ -123,9 +125,9 @@ class DiscordPeople:
         op, fake = sent.op, self.fake
         channel = place_id(place_of(op.thread))
         sent.thread = f"discord:{GUILD_ID}:{channel}"
-        with contextlib.suppress(TimeoutError):
-            await fake.until(lambda: bool(self._live()), what="a live gateway session",
-                             timeout=LIVE_WAIT_S)
+        with contextlib.suppress(TimeoutError):  # (or one whose RESUME is held: replayed)
+            await fake.until(lambda: bool(self._live()) or fake.gateway.held() is not None,
+                             what="a live gateway session", timeout=LIVE_WAIT_S)
         bot = fake.world.bot_id
         d = fake.post_as_user(channel, person_id(op.person), f"<@{bot}> {op.text}",
                               mentions=[bot], files=[(name, data_of(name), media_type(name))
@@ -138,6 +140,8 @@ class DiscordPeople:
                 op.tag, cdn.hold(attachment), lambda: cdn.held_from.get(attachment)))
         sessions = self._live()
         self.live[op.tag] = bool(sessions)
+        if not sessions and fake.gateway.held() is not None:
+            self.held.add(op.tag)
         for session in sessions or ([fake.gateway.current] if fake.gateway.current else []):
             with contextlib.suppress(ConnectionError, RuntimeError):
                 await fake.gateway.emit(session, "MESSAGE_CREATE", d)  # type: ignore[arg-type]
@@ -203,8 +207,8 @@ def check_discord(plan: Plan, sent: dict[str, Sent], stored: Stored, people: Dis
                   ) -> list[Violation]:
     """Invariant 1 from the fake's records: each completed run's reply once, as a reply to
     its message in its channel, in the order of the thread's runs; invariant 4: no answer
-    left half-written; invariant 6: a message posted on a live connection, with no fault
-    around it, was taken."""
+    left half-written; invariant 6: a message posted on a live connection, or held for a
+    RESUME (replayed on it, chaos/discord_resume.py), with no fault around it, was taken."""
     fake, out = people.fake, []
     runs = {r["run_id"]: r for r in stored.runs}
     by_text = {r["text"]: r for r in stored.runs}
@@ -220,10 +224,12 @@ def check_discord(plan: Plan, sent: dict[str, Sent], stored: Stored, people: Dis
             out.append(Violation(6, s.thread, None, f"{s.op.tag} (Discord message {d['id']}) "
                                  "was never taken, though the gateway was handed over after "
                                  "the faults and the soak read back", at))
-        elif people.live.get(s.op.tag) and not any(at - 1.0 <= t <= at + QUIET_S
-                                                    for t in faults):
-            out.append(Violation(6, s.thread, None, f"{s.op.tag} was posted on a live gateway "
-                                 "connection with no fault around it, and never taken", at))
+        elif (people.live.get(s.op.tag) or s.op.tag in people.held) and not any(
+                at - 1.0 <= t <= at + QUIET_S for t in faults):
+            how = "on a live gateway connection" if people.live.get(s.op.tag) \
+                else "while its RESUME was held (replayed on it)"
+            out.append(Violation(6, s.thread, None, f"{s.op.tag} was posted {how} with no "
+                                 "fault around it, and never taken", at))
     # Each completed run's reply once, answering its own message (the person's message id).
     answers: dict[str, list[str]] = defaultdict(list)  # message id -> answers referencing it
     channels = {place_id(place_of(s.op.thread)) for s in mine}
@@ -270,15 +276,20 @@ def check_discord(plan: Plan, sent: dict[str, Sent], stored: Stored, people: Dis
     return out
 
 
-def discord_summary(sent: dict[str, Sent], people: DiscordPeople) -> str:
+def discord_summary(sent: dict[str, Sent], people: DiscordPeople,
+                    resumes: GatewayResume | None = None) -> str:
     mine = [s for s in sent.values() if s.op.route == "discord"]
     live = sum(1 for s in mine if people.live.get(s.op.tag))
+    held = sum(1 for s in mine if s.op.tag in people.held)
     taken = sum(1 for s in mine if s.acked)
     bot = people.fake.world.bot_id
     posts = sum(1 for c in {place_id(place_of(s.op.thread)) for s in mine}
                 for m in people.fake.messages(c) if m["author"]["id"] == bot)
-    return (f"  discord    {len(mine)} posted ({live} on a live connection), {taken} taken; "
-            f"{posts} bot messages; {len(people.fake.gateway.identifies)} sessions identified; "
+    resumed = f"{resumes.resumed} RESUMEd after a hold ({resumes.replayed} dispatches " \
+        "replayed); " if resumes is not None else ""
+    return (f"  discord    {len(mine)} posted ({live} on a live connection, {held} held for "
+            f"a RESUME), {taken} taken; {posts} bot messages; "
+            f"{len(people.fake.gateway.identifies)} sessions identified; {resumed}"
             f"gateway handed over at the end: {'yes' if people.handed_over else 'no'}")
 
 

@@ -19,12 +19,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from channels.clicks import UNSENT
+from channels.feedback import UNRECORDED
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.discord import payloads as p
+from tests.fakes.discord.gateway import Link, Session
 from tests.fakes.discord.payloads import JSON
 
 from .discord import person_id, place_id, place_of
 from .discord_plan import DiscordActs, DiscordCommand, DiscordStop
+from .discord_resume import replayed_late
 from .slack_acts import Reads, stoppable
 from .slack_plan import Vote
 from .system import History
@@ -34,7 +37,9 @@ __all__ = ["ClickSeen", "DiscordActor", "DiscordCommandSeen", "DiscordStopSeen",
            "DiscordVoteSeen", "made_for"]
 
 NOT_SENT = "(not sent: no live gateway connection)"
+NEVER_REPLAYED = "(not sent: held for a RESUME that never came)"
 LOST = "(its connection closed unanswered)"
+RESUME_WAIT_S = 20.0  # how long a RESUME held (a second or two) may take to come
 ANSWER_WAIT_S = 6.0  # Discord's 3 s to answer, and the deferred answer's edit after it
 STOP_HOLD_S = 10.0  # a run stopped while it waits: how long before the janitor may deny it
 
@@ -53,12 +58,18 @@ class ClickSeen:
     said: str = ""  # what the person was shown (the update's or the line's content)
     channel: str = ""
     answered_at: float | None = None  # when its callback was seen
+    held: bool = False  # dispatched while a RESUME was held (chaos/discord_resume.py)
+    replayed_in: float | None = None  # held: seconds from its dispatch to its replay
 
     @property
     def outcome(self) -> str:
         """The callback's type, or why there was none (for the summary and the history)."""
-        return str(self.answered) if self.answered is not None else "not sent" \
-            if self.said.startswith(NOT_SENT) else "lost" if self.said == LOST else "none"
+        if self.answered is not None:
+            return str(self.answered)
+        if self.said.startswith("(not sent"):
+            return "not sent"
+        late = replayed_late(self.held, self.replayed_in)
+        return "lost" if self.said == LOST else "replayed late" if late else "none"
 
 
 @dataclass
@@ -147,15 +158,20 @@ class DiscordActor:
                          str(data["id"]), self.history.now(), channel=str(data["channel_id"]))
         session = self.fake.gateway.current
         link = session.link if session is not None else None
-        if session is None or link is None or link.ws.closed:
+        if session is not None and session is self.fake.gateway.held():
+            link = await self._held(session, data, seen)
+            if link is None:
+                return seen
+        elif session is None or link is None or link.ws.closed:
             # Discord shows "This interaction failed": nobody was connected to send it to.
             seen.said = NOT_SENT
             return seen
-        try:
-            await self.fake.gateway.emit(session, "INTERACTION_CREATE", data)
-        except (ConnectionError, RuntimeError) as exc:
-            seen.said = f"{NOT_SENT} ({type(exc).__name__})"
-            return seen
+        else:
+            try:
+                await self.fake.gateway.emit(session, "INTERACTION_CREATE", data)
+            except (ConnectionError, RuntimeError) as exc:
+                seen.said = f"{NOT_SENT} ({type(exc).__name__})"
+                return seen
         with contextlib.suppress(TimeoutError):
             await self.fake.until(lambda: self._response(seen.interaction) is not None,
                                   what="an interaction's answer", timeout=ANSWER_WAIT_S)
@@ -166,6 +182,23 @@ class DiscordActor:
         elif link.ws.closed or session.link is not link:
             seen.said = LOST  # the connection it went to closed before it was answered
         return seen
+
+    async def _held(self, session: Session, data: JSON, seen: ClickSeen) -> Link | None:
+        """Dispatch to ``session`` while its RESUME is held (Discord keeps it for the
+        session) and wait for the replay; the connection it was replayed on, or None."""
+        gateway = self.fake.gateway
+        seen.held, made = True, time.monotonic()
+        resumes = len(gateway.resumed_at)
+        await gateway.emit(session, "INTERACTION_CREATE", data)
+        with contextlib.suppress(TimeoutError):
+            await self.fake.until(lambda: len(gateway.resumed_at) > resumes
+                                  or gateway.current is not session,
+                                  what="the RESUME", timeout=RESUME_WAIT_S)
+        if len(gateway.resumed_at) <= resumes or session.link is None:
+            seen.said = NEVER_REPLAYED
+            return None
+        seen.replayed_in = gateway.resumed_at[resumes] - made
+        return session.link
 
     def _response(self, interaction: str) -> Any:
         return next((r for r in self.fake.interaction_responses()
@@ -258,7 +291,9 @@ class DiscordActor:
                                    mentions=[bot])
         sessions = [s for s in self.fake.gateway.sessions.values()
                     if s.link is not None and not s.link.ws.closed]
-        seen.live = bool(sessions)
+        held = self.fake.gateway.held()
+        seen.live = bool(sessions) or held is not None  # held: replayed on its RESUME
+        sessions = sessions or ([held] if held is not None else [])
         for session in sessions:
             with contextlib.suppress(ConnectionError, RuntimeError):
                 await self.fake.gateway.emit(session, "MESSAGE_CREATE", d)
@@ -281,14 +316,15 @@ class DiscordActor:
         await asyncio.sleep(vote.after_s)
         ups = [vote.up] + {"": [], "same": [vote.up], "other": [not vote.up]}[vote.again]
         for up in ups:
-            # Clicked again when nothing answered, or when told "still being recorded; try
-            # again in a moment" (its answer's message id not in the store yet), as in Slack.
+            # Clicked again when nothing answered, or when told to: "still being recorded;
+            # try again" (its answer's message id not in the store yet) or "could not be
+            # recorded just now; please click again" (the store out of reach), as in Slack.
             for _ in range(3):
                 value = "up" if up else "down"
                 click = await self._interact(vote.tag, seen.run_id, self._button(
                     message, f"maiden:f:{value}:{seen.run_id}", vote.person))
                 seen.clicks.append(click)
-                if click.answered is not None and click.said != UNSENT:
+                if click.answered is not None and click.said not in (UNSENT, UNRECORDED):
                     break
                 await asyncio.sleep(1.5)
         self.history.note("dvote", f"{vote.tag} run {seen.run_id}: " + ", ".join(

@@ -14,7 +14,9 @@
 
 An interaction or a message sent with Discord, a replica or the store in trouble around it
 may go unanswered: Discord does not send it again, and the person tries again. Only an
-answer that never came with no such fault around is held against maiden.
+answer that never came with no such fault around is held against maiden. One dispatched
+while the session's RESUME was held (chaos/discord_resume.py) is held to the same, once
+replayed; only one replayed too near its 3 s (or never) is excused (``replayed_late``).
 """
 
 from __future__ import annotations
@@ -25,12 +27,13 @@ from typing import Any
 
 from channels.clicks import UNSENT
 from channels.commands import ANSWER_DEADLINE_S
-from channels.feedback import THANKS
+from channels.feedback import THANKS, UNRECORDED
 from tests.fakes.discord import GUILD_ID
 from tests.fakes.discord.payloads import LOADING
 
 from .discord import person_id
 from .discord_acts import ClickSeen, DiscordActor, DiscordStopSeen, made_for
+from .discord_resume import replayed_late
 from .invariants import Stored, Violation
 from .outages import STORE_OUTAGES
 from .slack_acts import StopSeen
@@ -82,8 +85,12 @@ def check_discord_acts(actor: DiscordActor, sent: dict[str, Sent], stored: Store
 
 
 def _held(click: ClickSeen) -> bool:
-    """Whether an unanswered ``click`` counts: it reached a live connection, which stayed."""
-    return click.answered is not None or not click.said.startswith(("(not sent", "(its con"))
+    """Whether an unanswered ``click`` counts: it reached a live connection, which stayed,
+    or was replayed on a RESUME in time to be answered."""
+    if click.answered is not None:
+        return True
+    return not click.said.startswith(("(not sent", "(its con")) and not replayed_late(
+        click.held, click.replayed_in)
 
 
 def _stop_acked(seen: DiscordStopSeen, history: History) -> bool:
@@ -240,7 +247,7 @@ def _votes(actor: DiscordActor, threads: dict[str, str], votes: list[dict[str, A
         thread, vote = threads.get(tag, "?"), stored.pop((seen.run_id, user), None)
         values = [c.custom_id.split(":")[2] for c in seen.clicks]
         for c, value in zip(seen.clicks, values, strict=True):
-            if c.answered is not None and c.said not in (THANKS[value], UNSENT) \
+            if c.answered is not None and c.said not in (THANKS[value], UNSENT, UNRECORDED) \
                     and not _FAILED.match(c.said):
                 out.append(Violation(1, thread, seen.run_id, f"{tag}: {user}'s click {value} "
                                      f"was answered {c.said!r}", c.at))
@@ -267,6 +274,8 @@ def discord_acts_summary(actor: DiscordActor) -> str:
     stops = Counter(f"{s.stop.how} {'sent' if s.sent else 'not sent'}" for s in actor.stops)
     commands = Counter(s.click.outcome if s.click else "-" for s in actor.commands)
     votes = [c for v in actor.votes for c in v.clicks]
+    held = [c for c in [*actor.clicks, *votes, *(s.click for s in actor.commands),
+                        *(s.click for s in actor.stops)] if c is not None and c.held]
     bot = actor.fake.world.bot_id
     lines = sum(1 for channel in {s.channel for s in actor.stops if s.click is not None}
                 for m in actor.fake.messages(channel)
@@ -279,4 +288,5 @@ def discord_acts_summary(actor: DiscordActor) -> str:
             f"{count(stops)} ({lines} said in the channel); commands {count(commands)}; "
             f"votes {len(actor.votes)} "
             f"({sum(1 for v in actor.votes if v.skipped)} not given), {len(votes)} clicks "
-            f"({count(Counter(c.outcome for c in votes))})")
+            f"({count(Counter(c.outcome for c in votes))}); held for a RESUME "
+            f"{count(Counter(c.outcome for c in held))} (by callback type)")

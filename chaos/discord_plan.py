@@ -17,7 +17,7 @@ from typing import Any, Literal
 from .ops import Drawing
 from .slack_plan import Vote
 
-__all__ = ["DiscordActs", "DiscordCommand", "DiscordStop", "draw_discord_acts"]
+__all__ = ["DiscordActs", "DiscordCommand", "DiscordStop", "draw_discord_acts", "draw_resumes"]
 
 # What people type after /maiden in Discord, per mille (a stop is a ``DiscordStop``).
 COMMANDS: list[tuple[int, str]] = [(500, "status"), (300, "usage 24h"), (200, "help")]
@@ -94,3 +94,33 @@ def draw_discord_acts(seed: int, plan: Drawing, places: list[str]) -> None:
         acts.commands.append(DiscordCommand(round(at, 3), text, rng.choice(places),
                                             rng.choice(plan.people)))
         at += rng.expovariate(1 / 10.0)
+
+
+RESUME_GAP_S = (0.5, 2.0)
+"""How long a RESUME is held (chaos/discord_resume.py): short enough that what is replayed
+is still within an interaction's 3 s."""
+
+
+def draw_resumes(seed: int, plan: Drawing, places: list[str]
+                 ) -> list[tuple[float, float, str]]:
+    """When the gateway holder's connection is sent away to RESUME, about every 5-12 s
+    (often enough that a 75 s PostgreSQL pass, whose gateway is down much of the time,
+    still RESUMEs a few times):
+    ``(at, gap_s, how)``, ``how`` ``reconnect`` (op 7) or ``close`` (closed 4000, which
+    Discord documents as resumable). A person types ``/maiden status`` within each gap, so
+    every RESUME replays an interaction (added to the plan's commands). From a stream of its
+    own (``{seed}:{store}:discord-resumes``), so the rest of a seed's plan is unchanged."""
+    if not any(op.route == "discord" for op in plan.ops):
+        return []
+    rng = random.Random(f"{seed}:{plan.store}:discord-resumes")
+    out: list[tuple[float, float, str]] = []
+    at = rng.uniform(4, 10)
+    while at < plan.seconds:
+        gap = round(rng.uniform(*RESUME_GAP_S), 3)
+        out.append((round(at, 3), gap, "reconnect" if rng.random() < 0.6 else "close"))
+        plan.discord_acts.commands.append(DiscordCommand(
+            round(at + gap * rng.uniform(0.2, 0.6), 3), "status", rng.choice(places),
+            rng.choice(plan.people)))
+        at += gap + rng.uniform(5, 12)
+    plan.discord_acts.commands.sort(key=lambda c: c.at)
+    return out

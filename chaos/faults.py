@@ -17,7 +17,7 @@ from .plan import Fault, Plan
 from .proxy import Proxy
 from .system import History, Replica
 
-__all__ = ["Faults", "Platform"]
+__all__ = ["Faults", "Platform", "Resumer"]
 
 
 class Platform(Protocol):
@@ -25,6 +25,14 @@ class Platform(Protocol):
 
     async def misbehave(self, mode: str, seconds: float, *, status: int = ...,
                         retry_after: int = ..., delay_s: float = ...) -> None: ...
+
+
+class Resumer(Protocol):
+    """The Discord gateway sent away to RESUME (chaos/discord_resume.py)."""
+
+    def ready(self) -> bool: ...
+
+    async def run(self, fault: Fault) -> None: ...
 
 
 class Faults:
@@ -44,6 +52,7 @@ class Faults:
         self._calming: dict[str, asyncio.Task[None]] = {}  # platform -> its fault's end
         self.last_death = 0.0  # when a replica last stopped or died (time.monotonic())
         self.outages: dict[str, Outage] = {}  # "pg_restart", "disk_full": where possible
+        self.resumer: Resumer | None = None  # with Discord: its gateway RESUMEd
 
     async def run(self) -> None:
         """Every fault of the plan at its time (returns after the last one began)."""
@@ -82,6 +91,12 @@ class Faults:
             self.history.note(fault.kind, f"{what} for {fault.duration_s}s")
             self._calming[fault.kind] = asyncio.create_task(
                 self._calm(fault.kind, fault.duration_s))
+        elif fault.kind == "discord_resume" and self.resumer is not None:
+            if not self.resumer.ready():
+                self.skipped[fault.kind] += 1
+                self.history.note(fault.kind, "skipped: no live gateway connection")
+                return
+            self._later(self.resumer.run(fault))
         elif fault.kind in self.outages:
             if not await self._outage(fault):
                 return

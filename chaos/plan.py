@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .chat_toggles import draw_chat_runs, draw_chat_toggles
-from .discord_plan import DiscordActs, draw_discord_acts
+from .discord_plan import DiscordActs, draw_discord_acts, draw_resumes
 from .files import draw_files, draw_last_files, draw_more_files
 from .hook_plan import HookSend, draw_hooks
 from .job_plan import Reminder, draw_chat_reminders, draw_reminders
@@ -27,7 +27,7 @@ __all__ = ["TOOLS", "Command", "Decide", "Fault", "Op", "Plan", "RunNow", "Stop"
            "Vote", "make_plan"]
 
 FaultKind = Literal["kill", "term", "pg_cut", "model_outage", "skew", "slack", "discord",
-                    "pg_restart", "disk_full"]
+                    "pg_restart", "disk_full", "discord_resume"]
 
 # tool name -> effect class (the tools module, chaos/effects.py, declares the same)
 TOOLS = {"look": "read_only", "note": "idempotent_write", "charge": "non_idempotent",
@@ -56,11 +56,13 @@ class Fault:
     kind: FaultKind
     replica: int = 0
     duration_s: float = 0.0  # down (kill, term), cut (pg_cut), failing (model_outage),
-    # skewed (skew), misbehaving (slack, discord), stopped (pg_restart), full (disk_full)
+    # skewed (skew), misbehaving (slack, discord), stopped (pg_restart), full (disk_full),
+    # RESUME held (discord_resume)
     status: int = 500  # model_outage, slack, discord: 500 (or 503), or 429 with Retry-After
     skew_s: float = 0.0  # skew: how far the replica's clock (maiden's) is off, + ahead
     mode: str = ""  # slack, discord: "down", "slow" or "status" (answering ``status``);
-    # pg_restart: how the server is stopped, "fast" or "immediate"
+    # pg_restart: how the server is stopped, "fast" or "immediate"; discord_resume:
+    # "reconnect" (op 7) or "close" (closed 4000)
     delay_s: float = 0.0  # slack, discord "slow": how late each request is answered
 
 
@@ -207,6 +209,9 @@ def make_plan(seed: int, seconds: float, store: str, replicas: int) -> Plan:
     plan.reminders = draw_reminders(jobs, seconds)
     plan.ops = sorted(plan.ops + draw_chat_reminders(jobs, seconds, replicas, http, owner),
                       key=lambda o: o.at)
+    plan.faults = sorted(plan.faults + [  # the gateway RESUMEd (chaos/discord_resume.py)
+        Fault(at, "discord_resume", duration_s=gap, mode=how)
+        for at, gap, how in draw_resumes(seed, plan, DISCORD_PLACES)], key=lambda f: f.at)
     return plan
 
 

@@ -18,6 +18,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from channels.clicks import UNSENT
+from channels.feedback import UNRECORDED
 from tests.fakes.slack import BOT_USER, TEAM, FakeSlack, feedback_click, slash_command
 from tests.fakes.slack.store import JSON
 
@@ -27,12 +29,18 @@ from .system import History
 from .workload import Sent
 
 __all__ = ["CommandSeen", "Reads", "SlackActs", "StopSeen", "VoteSeen", "channel_of",
-           "user_of"]
+           "told_again", "user_of"]
 
 UNSURE_S = 30.0  # after an act not acknowledged, how long its late answer may still come
 LATER_S = 15.0  # how long a command acknowledged "On it" waits for its answer
 RETYPE_S = 5.0  # a command Slack could not send anywhere is typed again this much later
 UNSENT_ERRORS = (NO_REPLICA, SLACK_DOWN)  # nothing reached maiden: no answer may come late
+
+
+def told_again(told: list[str]) -> bool:
+    """Whether a vote's answer asks the person to click again: its message is still being
+    recorded (``UNSENT``), or the store could not take the vote (``UNRECORDED``)."""
+    return any(line in (UNSENT, UNRECORDED) or "try again" in line for line in told)
 
 
 def user_of(person: str) -> str:
@@ -174,12 +182,12 @@ class SlackActs:
         ups = [vote.up] + {"": [], "same": [vote.up], "other": [not vote.up]}[vote.again]
         for up in ups:
             # Clicked again when Slack showed an error (not acknowledged), or when told
-            # "still being recorded; try again in a moment".
+            # to (``told_again``).
             for _ in range(3):
                 click = await self._click(vote.person, channel_of(sent.op.thread), message, up,
                                           vote.replica)
                 seen.clicks.append(click)
-                if click.acked and not any("try again" in line for line in click.told):
+                if click.acked and not told_again(click.told):
                     break
                 await asyncio.sleep(1.5)
         self.history.note("vote", f"{vote.tag} run {run_id}: " + ", ".join(

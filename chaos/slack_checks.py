@@ -25,6 +25,7 @@ from .slack_acts import (
     StopSeen,
     VoteSeen,
     channel_of,
+    told_again,
     user_of,
 )
 from .slack_wire import SlackWire
@@ -269,7 +270,7 @@ def _votes(seen_votes: list[VoteSeen], votes: list[dict[str, Any]], threads: dic
                                  f"the store has {vote['value']}"))
         recorded: str | None = None  # the vote as it stands after each click
         for i, (click, value) in enumerate(zip(seen.clicks, clicked, strict=True)):
-            if "try again" in " ".join(click.told) or not click.acked:
+            if told_again(click.told) or not click.acked:
                 recorded = None if not click.acked else recorded
                 continue
             news = recorded != value
@@ -284,7 +285,7 @@ def _votes(seen_votes: list[VoteSeen], votes: list[dict[str, Any]], threads: dic
         # acknowledged (it may be carried out late, after it).
         last = seen.clicks[-1]
         settled = last.acked and all(c.acked or c.up == last.up for c in seen.clicks)
-        if settled and "try again" not in " ".join(last.told) and (
+        if settled and not told_again(last.told) and (
                 vote is None or vote["value"] != clicked[-1]):
             out.append(Violation(4, thread, seen.run_id, f"{tag}: {user} clicked {clicked}, "
                                  f"the last acknowledged; the store has "

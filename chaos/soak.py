@@ -39,6 +39,7 @@ from .discord import (
 )
 from .discord_acts import DiscordActor
 from .discord_checks import check_discord_acts, discord_acts_summary
+from .discord_resume import GatewayResume
 from .disk import SmallDisk
 from .faults import Faults
 from .files import FILES_TOML
@@ -165,8 +166,10 @@ async def soak(plan: Plan, work: Path, *, own_server: bool = False,
         stack.push_async_callback(faults.stop)  # no restart after the replicas are closed
         if fake is not None:
             faults.platforms["slack"] = fake
+        resumes = GatewayResume(discord, history) if discord is not None else None
         if discord is not None:
             faults.platforms["discord"] = discord
+            faults.resumer = resumes
         await asyncio.gather(*(faults.start(r) for r in replicas))
         if not all(r.up for r in replicas):
             raise RuntimeError("the replicas did not start:\n" + "\n".join(faults.surprises))
@@ -255,7 +258,7 @@ async def soak(plan: Plan, work: Path, *, own_server: bool = False,
                                               holds.outcomes),
                                 downloads]
         if people is not None:
-            outcome.lines.insert(at, discord_summary(workload.sent, people))
+            outcome.lines.insert(at, discord_summary(workload.sent, people, resumes))
         if actor is not None:
             outcome.lines.insert(at + 1, discord_acts_summary(actor))
         if fake is not None and slack_people is not None:

@@ -60,7 +60,7 @@ def test_a_seed_makes_one_plan_and_a_replay_file_gives_it_back(tmp_path: Path) -
     assert digest[:16] == "9424870b013a0173"
     kinds = {f.kind for f in plan.faults}
     assert kinds == {"kill", "term", "pg_cut", "model_outage", "skew", "slack", "discord",
-                     "pg_restart", "disk_full"}, kinds
+                     "pg_restart", "disk_full", "discord_resume"}, kinds
     assert {f.mode for f in plan.faults if f.kind in ("slack", "discord")} == {
         "down", "slow", "status"}
     assert all(80000 <= int(o.tag[1:]) < 90000 for o in plan.ops if o.route == "discord")
@@ -388,7 +388,7 @@ def _discord_seen(replies: dict[str, list[str]], tags: list[str]
     fake = SimpleNamespace(world=SimpleNamespace(bot_id=bot),
                            messages=lambda c: messages if c == channel else [])
     people = SimpleNamespace(fake=fake, history=History(), posted=posted,
-                             live=dict.fromkeys(tags, True), handed_over=True)
+                             live=dict.fromkeys(tags, True), held=set(), handed_over=True)
     ops = [Op(at=i, tag=tag, thread="discord/1/h0", person="ana", route="discord", replica=0,
               steps=[]) for i, tag in enumerate(tags)]
     sent = {o.tag: Sent(o, key=o.tag, thread=thread, accepted_at=o.at) for o in ops}

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from channels.feedback import THANKS
+from channels.feedback import THANKS, UNRECORDED
 from chaos.invariants import Stored
 from chaos.plan import Command, Plan, Stop, Vote, make_plan
-from chaos.slack_acts import ON_IT, Click, CommandSeen, SlackActs, StopSeen, VoteSeen
+from chaos.slack_acts import ON_IT, Click, CommandSeen, SlackActs, StopSeen, VoteSeen, told_again
 from chaos.slack_checks import check_acts, check_slack
 from chaos.slack_wire import SlackWire
 from chaos.system import History
@@ -153,3 +153,20 @@ def test_a_vote_is_recorded_once_as_last_clicked_and_told_once() -> None:
     found = check_acts(acts, sent, _stored([], "t"), [stranger], history)
     assert sorted(v.what.split(":")[0] for v in found) == ["a vote up by U0CHAOSBEN that "
                                                            "nobody gave", "m00001"]
+
+
+def test_a_vote_the_store_could_not_take_is_clicked_again_not_counted() -> None:
+    """chaos seed 52 (PostgreSQL, 75 s): two 👍/👎 met a connection cut and were told
+    ``UNRECORDED`` ("please click again in a moment", channels/feedback.py); the check took
+    that for a wrong answer and the store's missing vote for a lost one. The person clicks
+    again, and the vote is what that click recorded."""
+    acts, history = _acts()
+    down = THANKS["down"]
+    sent = {"m00001": Sent(make_plan(1, 30, "sqlite", 1).ops[0], key="k", thread="t")}
+    stored = [{"run_id": "r1", "user": "U0CHAOSANA", "value": "down", "thread_id": "t"}]
+    acts.votes = [_vote([(False, [UNRECORDED]), (False, [down])])]
+    assert told_again([UNRECORDED])
+    assert check_acts(acts, sent, _stored([], "t"), stored, history) == []
+    acts.votes = [_vote([(False, [UNRECORDED]), (False, [down])])]
+    found = check_acts(acts, sent, _stored([], "t"), [], history)
+    assert [v.invariant for v in found] == [4]  # thanked, and the store has no vote

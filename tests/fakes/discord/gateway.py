@@ -12,9 +12,12 @@ messages without MESSAGE_CONTENT unless the bot is mentioned.
 
 The fake can ask for a reconnect (op 7), invalidate the session (op 9) or close the socket;
 while no connection holds a session, its dispatches are kept and replayed on RESUME, as
-Discord does. Close codes are Discord's: 4001 unknown opcode, 4002 decode error, 4003 not
-authenticated, 4004 bad token, 4005 already identified, 4012 bad version, 4013 invalid
-intents, 4014 disallowed intents.
+Discord does (the missed events in order, then RESUMED:
+https://discord.com/developers/docs/events/gateway#resuming). ``hold_resumes`` keeps a
+RESUME waiting until ``release_resumes``: a client that took a while to come back, so that
+what happens meanwhile is held for the session and replayed. Close codes are Discord's:
+4001 unknown opcode, 4002 decode error, 4003 not authenticated, 4004 bad token, 4005
+already identified, 4012 bad version, 4013 invalid intents, 4014 disallowed intents.
 """
 
 from __future__ import annotations
@@ -147,7 +150,11 @@ class Gateway:
         self.current: Session | None = None
         self.remember: Callable[[JSON], None] = lambda d: None
         """Called with each INTERACTION_CREATE sent (the REST side accepts its callbacks)."""
+        self.resumed_at: list[float] = []
+        """When (``time.monotonic``) each RESUME was answered, its replay sent."""
         self._changed = changed
+        self._resumes_open = asyncio.Event()
+        self._resumes_open.set()
 
     async def _notify(self) -> None:
         async with self._changed:
@@ -246,6 +253,7 @@ class Gateway:
     async def _resume(self, link: Link, d: JSON) -> None:
         if d.get("token") != self.world.token:
             return await self.close(link, 4004, "Authentication failed.")
+        await self._resumes_open.wait()
         session = self.sessions.get(str(d.get("session_id")))
         if session is None:
             await link.send({"op": INVALID_SESSION, "s": None, "t": None, "d": False})
@@ -265,6 +273,7 @@ class Gateway:
                              "d": {"_trace": _TRACE}})
         self.current = session
         self.resumes.append(d)
+        self.resumed_at.append(time.monotonic())
         return None
 
     async def _members(self, session: Session, d: JSON) -> None:
@@ -323,6 +332,22 @@ class Gateway:
         link, session = self._live()
         session.link = None
         await link.ws.close(code=code, message=b"closed by the fake")
+
+    def hold_resumes(self) -> None:
+        """Keep every RESUME waiting (nothing replayed, the session held by no connection)
+        until ``release_resumes``."""
+        self._resumes_open.clear()
+
+    def release_resumes(self) -> None:
+        self._resumes_open.set()
+
+    def held(self) -> Session | None:
+        """The current session while resumes are held and no connection holds it: what is
+        dispatched to it now is replayed on its RESUME."""
+        session = self.current
+        if self._resumes_open.is_set() or session is None or session.link is not None:
+            return None
+        return session
 
     def _live(self) -> tuple[Link, Session]:
         session = self.current

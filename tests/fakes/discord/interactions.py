@@ -60,7 +60,11 @@ class Interactions:
         self.rest = rest
         self.deadline = deadline
         """Seconds after INTERACTION_CREATE within which the first callback must come: after
-        it, Discord answers ``10062 Unknown interaction`` (its rule is 3 seconds)."""
+        it, Discord answers ``10062 Unknown interaction`` (its rule is 3 seconds: "you must
+        send an initial response within 3 seconds of receiving the event. If the 3 second
+        deadline is exceeded, the token will be invalidated", receiving-and-responding#
+        responding-to-an-interaction). Counted from the dispatch's creation, so one held
+        for a RESUME and replayed late is refused as well."""
         self.responses: list[InteractionResponse] = []
         self._pending: dict[str, _Pending] = {}
 
