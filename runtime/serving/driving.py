@@ -48,6 +48,12 @@ class Driving:
         # made (``_drive_locked``): then it need not be read again.
         listed: Run | None = run if run.state is S.QUEUED else None
         if self._files is not None and lock is self._lock and run.fetch and not self._stop.is_set():
+            # Its thread's lease first: nothing is downloaded for a thread another process
+            # drives (chaos seed 10404: a replica downloaded the same file about once a
+            # second while another held its thread).
+            holder = await self._held_elsewhere(run)
+            if holder is not None:
+                return holder
             await self._prefetch(run, self._files)  # not while the lock keeps others waiting
             listed = None
         if lock is self._lock and self._lock.locked():
@@ -57,6 +63,15 @@ class Driving:
         finally:
             if self._files is not None:
                 self._files.forget(run.id)
+
+    async def _held_elsewhere(self, run: Run) -> str | None:
+        """Who drives the run's thread, if another process does (asked to hand it over
+        once done); None once this one holds its lease."""
+        other = await self._leases.take(thread_lease(run.thread_id))
+        if other is None:
+            return None
+        await self._leases.ask_for_thread(run.thread_id)
+        return describe_holder(other)
 
     async def _prefetch(self, run: Run, files: Files) -> None:
         """``files.prefetch(run)``, cut off by ``stop_fetching`` (then the run is left as
@@ -78,13 +93,11 @@ class Driving:
             if self._stop.is_set():
                 self.publish_waiting(run, "shutting down")
                 return None
-            lease = thread_lease(run.thread_id)
-            if not self._leases.kept(lease):
+            if not self._leases.kept(thread_lease(run.thread_id)):
                 listed = None  # the store is asked for the lease: time passes
-            other = await self._leases.take(lease)
-            if other is not None:
-                await self._leases.ask_for_thread(run.thread_id)
-                return describe_holder(other)
+            holder = await self._held_elsewhere(run)
+            if holder is not None:
+                return holder
             self._lingered.discard(run.thread_id)
             # The run is read again inside if it may have changed since it was listed (a
             # wait for the lock, a prefetch, a trip to the store for the lease). Else it is

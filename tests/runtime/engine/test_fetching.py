@@ -183,3 +183,29 @@ async def test_a_download_under_way_at_shutdown_is_cut_off_and_the_run_left_queu
         left = await store.get_run(run.id)
         assert left.state is RunState.QUEUED and left.owner is None
         assert await store.blobs() == [] and await store.load_entries("t") == []
+
+
+async def test_nothing_is_downloaded_for_a_thread_another_process_drives(
+        tmp_path: Path) -> None:
+    """chaos seed 10404: while another replica held a thread, this one downloaded the files
+    of the thread's queued run each time it looked (about once a second, for minutes) and
+    dropped them. Its files are downloaded once, by whoever drives the run."""
+    async with SQLiteStore(tmp_path / "m.db") as store:
+        elsewhere = "other/1@another-machine"
+        assert await store.take_lease("thread:t", elsewhere, 600.0) is None
+        shelf = Shelf()
+        rt = Runtime(store, EchoProvider(), channels=["chat"], fetchers={"chat": shelf})
+        await rt.start()
+        try:
+            run = await rt.submit("t", "look", origin=CHAT, fetch=[source()])
+            for _ in range(3):  # looked at again and again, as the upkeep does
+                await rt._upkeep.adopt_orphans()
+                await rt.idle()
+            assert shelf.fetched == []
+            await store.release_leases(elsewhere)
+            await rt._upkeep.adopt_orphans()
+            async with asyncio.timeout(10):
+                done = await rt.wait(run.id)
+        finally:
+            await rt.close()
+    assert done.state is RunState.COMPLETED and shelf.fetched == ["u/shot.png"]
