@@ -4,10 +4,12 @@ in its channel, or ``/maiden stop``), vote 👍 / 👎 under answers, and type `
 commands — each an interaction (or a message) dispatched on the fake's gateway as Discord
 does, and what came of it, for the checks (``discord_checks``).
 
-Discord sends an interaction to one session (the fake's current one); maiden answers it
-through the interaction's callback within 3 s, or Discord refuses the answer. What an
-interaction came to is read from the fake's records: its callback, and the messages made
-for it (``interaction_metadata``), which is what the person sees.
+Discord sends an interaction to one session (the fake's current one); maiden acknowledges
+it through the interaction's callback within 3 s (or Discord refuses it, and maiden must
+then do nothing), acts, then shows the outcome by editing the original response or with a
+follow-up. What an interaction came to is read from the fake's records: its callback, and
+what the person was shown for it (``FakeDiscord.shown``; the messages made for it,
+``interaction_metadata``).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from .system import History
 from .workload import Sent
 
 __all__ = ["ClickSeen", "DiscordActor", "DiscordCommandSeen", "DiscordStopSeen",
-           "DiscordVoteSeen", "made_for"]
+           "DiscordVoteSeen", "answered_as", "made_for"]
 
 NOT_SENT = "(not sent: no live gateway connection)"
 NEVER_REPLAYED = "(not sent: held for a RESUME that never came)"
@@ -46,8 +48,11 @@ STOP_HOLD_S = 10.0  # a run stopped while it waits: how long before the janitor 
 
 @dataclass
 class ClickSeen:
-    """One click on a prompt's or an answer's button: the interaction, and its callback's
-    type (7: the prompt updated, 4: a line to the clicker; None: no answer)."""
+    """One click on a prompt's or an answer's button (or a ``/maiden`` command): the
+    interaction, and how it was answered, as the callback type that shows the same at once
+    (7: the clicked message updated, 4: a line to the person; a deferral, 5 or 6, followed
+    by its edit or follow-up counts as what that showed, and stays 5 or 6 while nothing
+    was shown; None: not acknowledged)."""
 
     tag: str
     run_id: str
@@ -57,13 +62,13 @@ class ClickSeen:
     answered: int | None = None
     said: str = ""  # what the person was shown (the update's or the line's content)
     channel: str = ""
-    answered_at: float | None = None  # when its callback was seen
+    answered_at: float | None = None  # when its answer was seen
     held: bool = False  # dispatched while a RESUME was held (chaos/discord_resume.py)
     replayed_in: float | None = None  # held: seconds from its dispatch to its replay
 
     @property
     def outcome(self) -> str:
-        """The callback's type, or why there was none (for the summary and the history)."""
+        """How it was answered, or why it was not (for the summary and the history)."""
         if self.answered is not None:
             return str(self.answered)
         if self.said.startswith("(not sent"):
@@ -108,6 +113,16 @@ def made_for(fake: FakeDiscord, channel: str, interaction: str) -> list[JSON]:
     """The messages (public or ephemeral) Discord made for ``interaction`` in ``channel``."""
     return [m for m in [*fake.messages(channel), *fake.ephemerals(channel)]
             if str((m.get("interaction_metadata") or {}).get("id")) == interaction]
+
+
+def answered_as(callback: int, shown: list[JSON], clicked: JSON | None) -> int:
+    """The callback type that shows at once what ``callback`` and what came after it
+    showed: a deferral (5, 6) whose edit changed the clicked message is a 7, one answered
+    with a line to the person (its "thinking" edited, or a follow-up) a 4; one that has
+    shown nothing yet stays as it is."""
+    if callback not in (5, 6) or not shown:
+        return callback
+    return 7 if clicked is not None and shown[-1]["id"] == clicked["id"] else 4
 
 
 def _subcommand(text: str) -> list[JSON]:
@@ -176,11 +191,17 @@ class DiscordActor:
             await self.fake.until(lambda: self._response(seen.interaction) is not None,
                                   what="an interaction's answer", timeout=ANSWER_WAIT_S)
         response = self._response(seen.interaction)
-        if response is not None:
-            seen.answered, seen.answered_at = response.type, self.history.now()
-            seen.said = str((response.data or {}).get("content") or "")
-        elif link.ws.closed or session.link is not link:
-            seen.said = LOST  # the connection it went to closed before it was answered
+        if response is None:
+            if link.ws.closed or session.link is not link:
+                seen.said = LOST  # the connection it went to closed before it was answered
+            return seen
+        with contextlib.suppress(TimeoutError):  # a deferral's edit or follow-up
+            await self.fake.until(lambda: bool(self.fake.shown(data)),
+                                  what="what the interaction showed", timeout=ANSWER_WAIT_S)
+        shown = self.fake.shown(data)
+        seen.answered = answered_as(response.type, shown, data.get("message"))
+        seen.answered_at = self.history.now()
+        seen.said = str(shown[-1].get("content") or "") if shown else ""
         return seen
 
     async def _held(self, session: Session, data: JSON, seen: ClickSeen) -> Link | None:

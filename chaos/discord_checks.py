@@ -6,11 +6,15 @@
   other click is told why not, once (invariants 1 and 4);
 - an acknowledged stop ends its run cancelled (as Slack's check says, ``slack_checks``),
   and each cancelled run of a Discord thread has one closing line there (invariants 6, 1);
-- each ``/maiden`` command is answered exactly once: one callback, one message made for it,
-  saying what that command says (a deferred one's "thinking" message, never edited, is no
-  answer) (invariant 1), and a ``/maiden stop`` that stopped runs is
-  said once in its channel (``⏹ <@…> stopped N run(s) here.``), as Slack's is;
+- each ``/maiden`` command is answered exactly once: one callback (its acknowledgement),
+  one message made for it, saying what that command says (a deferred one's "thinking"
+  message, never edited, is no answer) (invariant 1), and a ``/maiden stop`` that stopped
+  runs is said once in its channel (``⏹ <@…> stopped N run(s) here.``), as Slack's is;
 - at most one vote per person per run, the last acknowledged click's (invariant 4).
+maiden acknowledges an interaction (a deferral) before it acts, then shows the outcome by an
+edit or a follow-up: an interaction counts as answered with what that showed
+(``discord_acts.answered_as``); one acknowledged that never showed anything, with no fault
+around, is unanswered.
 
 An interaction or a message sent with Discord, a replica or the store in trouble around it
 may go unanswered: Discord does not send it again, and the person tries again. Only an
@@ -128,12 +132,24 @@ def _clicks(actor: DiscordActor, threads: dict[str, str], runs: dict[str, dict[s
                 out.append(Violation(4, thread, run_id, f"{c.tag}: the prompt says "
                                      f"{c.said!r}; the run's decisions are {decisions}", c.at))
         out += _told_once(actor, clicks, thread)
-        for c in clicks:
-            if c.answered is None and _held(c) and not _trouble(history, c.at):
+        for c in clicks:  # 6: acknowledged, the prompt never edited nor a line shown
+            if c.answered in (None, 6) and _held(c) and not _trouble(history, c.at):
                 out.append(Violation(1, thread, run_id, f"{c.tag}: a click {c.custom_id} at "
-                                     f"{c.at:.1f}s with no fault around was never answered",
+                                     f"{c.at:.1f}s with no fault around was never answered"
+                                     + (" (acknowledged, nothing shown)" if c.answered else ""),
                                      c.at))
     return out
+
+
+def _said(actor: DiscordActor, click: ClickSeen) -> str | None:
+    """What ``click`` showed the person: as seen then, or, for a deferral that showed
+    nothing then (5), its edit if it came later; None if nothing."""
+    if click.answered != 5:
+        return click.said if click.answered is not None else None
+    made = [str(m.get("content") or "") for m in made_for(actor.fake, click.channel,
+                                                          click.interaction)
+            if not int(m.get("flags") or 0) & LOADING]
+    return made[-1] if made else None
 
 
 def _told_once(actor: DiscordActor, clicks: list[ClickSeen], thread: str) -> list[Violation]:
@@ -247,10 +263,15 @@ def _votes(actor: DiscordActor, threads: dict[str, str], votes: list[dict[str, A
         thread, vote = threads.get(tag, "?"), stored.pop((seen.run_id, user), None)
         values = [c.custom_id.split(":")[2] for c in seen.clicks]
         for c, value in zip(seen.clicks, values, strict=True):
-            if c.answered is not None and c.said not in (THANKS[value], UNSENT, UNRECORDED) \
-                    and not _FAILED.match(c.said):
+            said = _said(actor, c)
+            if said is None and c.answered is not None and not _trouble(history, c.at):
                 out.append(Violation(1, thread, seen.run_id, f"{tag}: {user}'s click {value} "
-                                     f"was answered {c.said!r}", c.at))
+                                     "was acknowledged, and with no fault around nothing was "
+                                     "shown", c.at))
+            elif said is not None and said not in (THANKS[value], UNSENT, UNRECORDED) \
+                    and not _FAILED.match(said):
+                out.append(Violation(1, thread, seen.run_id, f"{tag}: {user}'s click {value} "
+                                     f"was answered {said!r}", c.at))
         out += _told_once(actor, seen.clicks, thread)
         last = seen.clicks[-1]
         settled = last.answered is not None and all(
@@ -284,9 +305,10 @@ def discord_acts_summary(actor: DiscordActor) -> str:
     def count(counter: Counter[str]) -> str:
         return ", ".join(f"{k} {v}" for k, v in sorted(counter.items())) or "none"
 
-    return (f"  discord acts prompt clicks {count(clicks)} (by callback type); stops "
+    return (f"  discord acts prompt clicks {count(clicks)} (by answer: 7 the prompt updated, 4 a "
+            f"line to the person, 5/6 acknowledged, nothing shown); stops "
             f"{count(stops)} ({lines} said in the channel); commands {count(commands)}; "
             f"votes {len(actor.votes)} "
             f"({sum(1 for v in actor.votes if v.skipped)} not given), {len(votes)} clicks "
             f"({count(Counter(c.outcome for c in votes))}); held for a RESUME "
-            f"{count(Counter(c.outcome for c in held))} (by callback type)")
+            f"{count(Counter(c.outcome for c in held))} (by answer)")

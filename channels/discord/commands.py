@@ -3,8 +3,8 @@
 ``forget``, ``help``; one
 top-level command, far from Discord's cap of 100), registered with discord.py's
 ``app_commands.CommandTree`` and answered by the channel with the answers of
-``channels.commands``, ephemeral, inside Discord's 3 seconds (deferred, then edited, when
-an answer takes longer).
+``channels.commands``, ephemeral: acknowledged first (a deferral, within Discord's 3
+seconds), run only if Discord took the acknowledgement, then edited in (``acks``).
 
 The tree defines and syncs the commands; it does not dispatch them (``interaction_check``
 says no): discord.py's dispatcher answers through a webhook adapter whose base URL is one
@@ -13,22 +13,20 @@ per process, where the channel answers through its own REST client, which follow
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import functools
 import logging
 from collections.abc import Callable
 from typing import Any
 
-import aiohttp
 import discord
 from discord import app_commands
 from discord.http import Route
 
-from runtime import Failed, retrying, split_message, within
+from runtime import Failed, retrying, within
 
-from ..access import Place
+from ..access import Place, Right
 from ..commands import COMMANDS, Answer, Asked, Commands
+from .acks import DEFERRED, EPHEMERAL, PASSING, edit_original, fit, passing, respond
 from .config import DiscordConfig
 
 __all__ = ["GROUP", "Registry", "SlashCommands", "make_tree", "register", "register_global",
@@ -37,20 +35,7 @@ __all__ = ["GROUP", "Registry", "SlashCommands", "make_tree", "register", "regis
 log = logging.getLogger("maiden.discord")
 
 GROUP = "maiden"
-ANSWER_WITHIN_S = 2.0
-EPHEMERAL = 64
-CHANNEL_MESSAGE, DEFERRED, AUTOCOMPLETE_RESULT = 4, 5, 8
-MESSAGE_LIMIT = 2_000
-"""Discord refuses content past 2,000 characters (resources/message#create-message), in an
-interaction's response too, and the person then hears nothing."""
-
-
-def _fit(text: str) -> str:
-    """``text``, or its first part within Discord's limit (cut where ``split_message``
-    cuts) and a line saying there was more."""
-    if len(text) <= MESSAGE_LIMIT:
-        return text
-    return split_message(text, MESSAGE_LIMIT - 2)[0] + "\n…"
+AUTOCOMPLETE_RESULT = 8
 
 
 class Registry(app_commands.CommandTree):
@@ -150,32 +135,17 @@ class SlashCommands:
                       thread_id=f"discord:dm:{channel}" if interaction.guild_id is None
                       else f"discord:{interaction.guild_id}:{channel}")
         may = functools.partial(self.config.access.allows, user, place)
-        answer, answering = await self.commands.answer_within(asked, may, ANSWER_WITHIN_S)
-        if answer is not None:
-            await self._respond(interaction, CHANNEL_MESSAGE,
-                                {"content": _fit(answer.text), "flags": EPHEMERAL})
-            await self._announce(asked.place, answer)
-            return
-        await self._respond(interaction, DEFERRED, {"flags": EPHEMERAL})
-        self.spawn(self._later(interaction, answering, asked.place))
+        # Acknowledged before it runs: a command Discord no longer takes (replayed after
+        # its 3 s) must not stop runs while the person is shown that it failed.
+        if await respond(self.client, interaction, DEFERRED, {"flags": EPHEMERAL}):
+            self.spawn(self._later(interaction, asked, may))
 
-    async def _later(self, interaction: discord.Interaction, answering: asyncio.Future[Answer],
-                     place: str) -> None:
-        """The answer of a deferred interaction, edited into its "thinking" message: tried
-        again while Discord fails, as long as the interaction's token lasts (else the
-        person is left looking at an empty answer: chaos, seed 8080)."""
-        answer = await answering
-        route = Route("PATCH", "/webhooks/{application_id}/{token}/messages/@original",
-                      application_id=interaction.application_id, token=interaction.token)
-        try:
-            await retrying(functools.partial(self.client.http.request, route,
-                                             json={"content": _fit(answer.text)}),
-                           on=Exception, pause=within(EDIT_WAIT_S, 1.0, 30.0, worth=_passing),
-                           told=functools.partial(_told_edit, interaction.id))
-        except (discord.DiscordException, *PASSING) as exc:
-            log.warning("discord: the answer to interaction %s was not shown: %s",
-                        interaction.id, exc)
-        await self._announce(place, answer)
+    async def _later(self, interaction: discord.Interaction, asked: Asked,
+                     may: Callable[[Right], bool]) -> None:
+        """Run the acknowledged command; its answer edited into its "thinking" message."""
+        answer = await self.commands.answer(asked, may)
+        await edit_original(self.client, interaction, {"content": fit(answer.text)})
+        await self._announce(asked.place, answer)
 
     async def _complete(self, interaction: discord.Interaction, data: dict[str, Any]) -> None:
         typed = next((str(o.get("value") or "") for sub in data.get("options") or []
@@ -183,14 +153,7 @@ class SlashCommands:
         schedules = self.commands.schedules
         names = [str(s.get("name")) for s in await schedules.listing()] if schedules else []
         choices = [{"name": n, "value": n} for n in names if typed.lower() in n.lower()][:25]
-        await self._respond(interaction, AUTOCOMPLETE_RESULT, {"choices": choices})
-
-    async def _respond(self, interaction: discord.Interaction, kind: int,
-                       data: dict[str, Any]) -> None:
-        route = Route("POST", "/interactions/{interaction_id}/{interaction_token}/callback",
-                      interaction_id=interaction.id, interaction_token=interaction.token)
-        with contextlib.suppress(discord.DiscordException):  # answered already (a replay)
-            await self.client.http.request(route, json={"type": kind, "data": data})
+        await respond(self.client, interaction, AUTOCOMPLETE_RESULT, {"choices": choices})
 
     async def _announce(self, channel: str, answer: Answer) -> None:
         if answer.announce is None:
@@ -198,7 +161,7 @@ class SlashCommands:
         route = Route("POST", "/channels/{channel_id}/messages", channel_id=channel)
         try:
             await self.client.http.request(route, json={
-                "content": _fit(answer.announce), "allowed_mentions": {"parse": []}})
+                "content": fit(answer.announce), "allowed_mentions": {"parse": []}})
         except discord.DiscordException as exc:
             log.warning("discord: could not post in %s: %s", channel, exc)
 
@@ -206,14 +169,6 @@ class SlashCommands:
 REGISTER_WAIT_S = 600.0
 """How long a start goes on trying to register ``/maiden`` while Discord fails (a 5xx, the
 network): registered a few minutes late, not left out until the next start."""
-
-
-PASSING = (discord.DiscordServerError, aiohttp.ClientError, OSError, TimeoutError)
-"""Failures that trying again may get past: Discord's 5xx, the network."""
-
-
-def _passing(error: Exception) -> bool:
-    return isinstance(error, PASSING)
 
 
 async def register(tree: Registry, guilds: list[str], *,
@@ -226,7 +181,7 @@ async def register(tree: Registry, guilds: list[str], *,
             where = discord.Object(id=int(guild))
             tree.copy_global_to(guild=where)  # the group is defined once, for every guild
             await retrying(functools.partial(tree.sync, guild=where), on=Exception,
-                           pause=within(wait_s, 1.0, 30.0, worth=_passing),
+                           pause=within(wait_s, 1.0, 30.0, worth=passing),
                            told=functools.partial(_told, guild))
         except (discord.DiscordException, ValueError, *PASSING) as exc:
             log.warning("discord: the /maiden commands were not registered in guild %s: %s",
@@ -234,16 +189,6 @@ async def register(tree: Registry, guilds: list[str], *,
             continue
         done.append(guild)
     return done
-
-
-EDIT_WAIT_S = 14 * 60.0
-"""How long a deferred answer is tried again while Discord fails: an interaction's token
-lasts 15 minutes."""
-
-
-def _told_edit(interaction: int, failed: Failed[Exception], pause: float) -> None:
-    log.warning("discord: showing the answer to interaction %s failed (%s); trying again in "
-                "%.0f s", interaction, failed.error, pause)
 
 
 def _told(guild: str, failed: Failed[Exception], pause: float) -> None:

@@ -2,21 +2,20 @@
 
 Approval buttons carry the run, the call and the arguments' hash in their ``custom_id``
 and are answered from ``on_interaction``, so buttons posted before a restart work after
-it; a click counts only on that run's own prompt (``channels.clicks``). The response to a
-click goes through the bot's own HTTP client (``UPDATE_MESSAGE``, or an ephemeral
-refusal), so it follows ``api_url`` like every other call: discord.py's interaction
-helpers (and ``DynamicItem``) answer through a webhook adapter whose base URL is one per
-process. The 👍 / 👎 under an answer carry its run the same way (``channels.feedback``).
+it; a click counts only on that run's own prompt (``channels.clicks``). A click is
+acknowledged before it acts (``acks``): an approval with ``DEFERRED_UPDATE``, then decided,
+then its prompt edited to say who decided (a refusal is an ephemeral follow-up); a vote
+with an ephemeral "thinking", then recorded, then the thanks edited in. A click Discord no
+longer takes (past its 3 s, a RESUME's replay) changes nothing. The 👍 / 👎 under an answer
+carry its run the same way (``channels.feedback``).
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from typing import Any
 
 import discord
-from discord.http import Route
 
 from runtime import MaidenError, RunError, Runtime
 
@@ -24,16 +23,21 @@ from ..access import Place
 from ..clicks import Click, bind
 from ..feedback import record_vote
 from ..prompts import refusal_text
+from .acks import (
+    CHANNEL_MESSAGE,
+    DEFERRED,
+    DEFERRED_UPDATE,
+    EPHEMERAL,
+    edit_original,
+    follow_up,
+    respond,
+)
 from .commands import GROUP, SlashCommands
 from .config import DiscordConfig
 from .privacy import is_private
 from .render import Choice, parse_custom_id, parse_vote_id
 
-__all__ = ["CHANNEL_MESSAGE", "EPHEMERAL", "UPDATE_MESSAGE", "Interactions", "link_of"]
-
-EPHEMERAL = 64
-UPDATE_MESSAGE = 7
-CHANNEL_MESSAGE = 4
+__all__ = ["Interactions", "link_of"]
 
 
 class Interactions:
@@ -67,8 +71,9 @@ class Interactions:
                       channel=str(interaction.channel_id or ""),
                       message=str(interaction.message.id), place=_place(interaction))
         if vote is not None:
-            text, _ = await record_vote(self._runtime, self._config.access, vote, click)
-            await self._say(interaction, text)
+            if await respond(self._client, interaction, DEFERRED, {"flags": EPHEMERAL}):
+                text, _ = await record_vote(self._runtime, self._config.access, vote, click)
+                await edit_original(self._client, interaction, {"content": text})
             return
         assert choice is not None
         await self._decide(interaction, click, choice)
@@ -79,9 +84,12 @@ class Interactions:
         # then checks ``approvers`` (or [agent] approvers) again.
         bound = await bind(self._runtime, self._config.access, click, choice.run_id,
                            right="approve", call=choice.call_id or None)
-        if isinstance(bound, str):
-            await self._say(interaction, bound)
+        if isinstance(bound, str):  # decides nothing, so said at once
+            await respond(self._client, interaction, CHANNEL_MESSAGE,
+                          {"content": bound, "flags": EPHEMERAL})
             return
+        if not await respond(self._client, interaction, DEFERRED_UPDATE):
+            return  # late or answered already: Discord showed the person it failed
         run = bound.run
         try:
             pending = run.pending_approval
@@ -93,23 +101,13 @@ class Interactions:
                                        approvers=self._config.approvers or None)
         except MaidenError as exc:
             reason = getattr(exc, "reason", "")
-            await self._say(interaction, refusal_text("decide approvals")
-                            if reason == "not_an_approver" else f"That did not work: {exc}")
+            text = refusal_text("decide approvals") if reason == "not_an_approver" \
+                else f"That did not work: {exc}"
+            await follow_up(self._client, interaction, {"content": text, "flags": EPHEMERAL})
             return
         verb = "Approved" if choice.approve else "Denied"
-        await self._answer(interaction, UPDATE_MESSAGE, {
+        await edit_original(self._client, interaction, {
             "content": f"{verb} by <@{click.user}>: `{pending.name}`", "components": []})
-
-    async def _say(self, interaction: discord.Interaction, text: str) -> None:
-        """A line only the clicker sees."""
-        await self._answer(interaction, CHANNEL_MESSAGE, {"content": text, "flags": EPHEMERAL})
-
-    async def _answer(self, interaction: discord.Interaction, kind: int,
-                      data: dict[str, Any]) -> None:
-        route = Route("POST", "/interactions/{interaction_id}/{interaction_token}/callback",
-                      interaction_id=interaction.id, interaction_token=interaction.token)
-        with contextlib.suppress(discord.DiscordException):
-            await self._client.http.request(route, json={"type": kind, "data": data})
 
 
 def link_of(client: discord.Client) -> Callable[[str, str], str | None]:

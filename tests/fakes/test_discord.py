@@ -494,6 +494,33 @@ async def test_an_update_message_response_edits_the_clicked_message(fake: FakeDi
     assert message["content"] == "denied" and message["components"] == []
 
 
+async def test_a_deferred_update_is_followed_by_an_edit_of_the_clicked_message(
+        fake: FakeDiscord) -> None:
+    """receiving-and-responding: type 6 DEFERRED_UPDATE_MESSAGE "for components, ACK an
+    interaction and edit the original message later; the user does not see a loading
+    state"; the original, reached by PATCH .../messages/@original, is then the message the
+    button is on; a follow-up (POST /webhooks/{application.id}/{interaction.token}) is a new
+    message, ephemeral with flags 64."""
+    async with running(fake) as (bot, seen):
+        view = discord.ui.View(timeout=None)
+        view.add_item(discord.ui.Button(label="Go", custom_id="go:run-3"))
+        await general(bot).send("go?", view=view)
+        clicked = await fake.click(fake.messages(GENERAL_ID)[0], "go:run-3")
+        await seen.until(lambda: bool(seen.of("interaction")), "on_interaction")
+        interaction: discord.Interaction = seen.of("interaction")[0]
+        await interaction.response.defer()
+        assert fake.shown(clicked) == []  # nothing said yet: the prompt stands as it was
+        await interaction.edit_original_response(content="went", view=None)
+        await interaction.followup.send("only you see this", ephemeral=True)
+
+    assert [r.type for r in fake.interaction_responses()] == [6]
+    [message] = fake.messages(GENERAL_ID)
+    assert message["content"] == "went" and message["components"] == []
+    edited, private = fake.shown(clicked)
+    assert (edited["id"], private["content"], private["flags"]) == (
+        message["id"], "only you see this", 64)
+
+
 async def test_each_response_type_is_recorded_and_late_ones_are_unknown() -> None:
     async with FakeDiscord(interaction_deadline=1.0) as fake, running(fake) as (bot, seen):
         view = discord.ui.View(timeout=None)

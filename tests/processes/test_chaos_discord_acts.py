@@ -10,9 +10,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from channels.feedback import THANKS
 from chaos.discord import check_discord, person_id, place_id
-from chaos.discord_acts import ClickSeen, DiscordCommandSeen, DiscordStopSeen
+from chaos.discord_acts import ClickSeen, DiscordCommandSeen, DiscordStopSeen, answered_as
 from chaos.discord_checks import _announced, _clicks, _commands, _votes
 from chaos.discord_plan import DiscordActs, DiscordCommand, DiscordStop
 from chaos.invariants import RESUMED, Violation
@@ -77,6 +79,24 @@ def test_a_vote_that_is_not_the_last_acknowledged_click_is_a_violation() -> None
     stored[0]["value"] = "down"
     assert _votes(actor, {}, stored, History()) == []  # type: ignore[arg-type]
     assert [v.invariant for v in _votes(actor, {}, stored * 2, History())] == [4]  # type: ignore[arg-type]
+
+
+def test_an_acknowledged_click_that_never_showed_anything_is_unanswered() -> None:
+    """maiden acknowledges before it acts: a vote deferred (5) whose thanks never showed,
+    or a prompt click deferred (6) whose prompt was never edited nor a line followed, with
+    no fault around, was never answered; a fault around excuses it."""
+    vote = Vote("m80002", "ana", up=True, after_s=1, again="", replica=0)
+    deferred = _click("maiden:f:up:r2", 5, "", "r2")
+    actor = SimpleNamespace(fake=_NO_MESSAGES, clicks=[_click("maiden:a:r1:h:c", 6, "")],
+                            votes=[SimpleNamespace(vote=vote, run_id="r2", clicks=[deferred])])
+    history = History()
+    found = _votes(actor, {}, [], history)  # type: ignore[arg-type]
+    assert ["nothing was shown" in v.what for v in found] == [True]
+    (never,) = _clicks(actor, {}, {}, history)  # type: ignore[arg-type]
+    assert "acknowledged, nothing shown" in never.what
+    history.events.append((1.5, "kill", "r0"))
+    assert _votes(actor, {}, [], history) == []  # type: ignore[arg-type]
+    assert _clicks(actor, {}, {}, history) == []  # type: ignore[arg-type]
 
 
 def test_a_failed_try_before_a_resumed_runs_answer_is_not_a_second_answer() -> None:
@@ -155,3 +175,14 @@ def test_a_deferred_command_never_edited_is_unanswered_not_an_empty_answer() -> 
     assert [d for d in found() if "with ['']" in d]
     made[0].update(content="Nothing is running here.")
     assert found() == []
+
+
+@pytest.mark.parametrize(("callback", "shown", "answered"), [
+    (4, [{"id": "line"}], 4), (7, [{"id": "prompt"}], 7),
+    (6, [], 6), (6, [{"id": "prompt"}], 7), (6, [{"id": "follow-up"}], 4),
+    (5, [], 5), (5, [{"id": "thinking, edited"}], 4)])
+def test_a_deferral_counts_as_what_its_edit_or_follow_up_showed(
+        callback: int, shown: list[dict[str, Any]], answered: int) -> None:
+    """maiden acknowledges before it acts: a 6 whose edit changed the prompt is the
+    prompt updated (7), one answered by a follow-up a line (4); a 5 edited a line."""
+    assert answered_as(callback, shown, {"id": "prompt"}) == answered

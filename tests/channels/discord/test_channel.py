@@ -225,22 +225,22 @@ async def test_approval_by_an_approver_a_refusal_and_after_a_restart(
         (prompt,) = (await fake.wait_messages(GENERAL_ID, 2))[1:]
         await settle(d, 1)
         approve = prompt["components"][0]["components"][0]["custom_id"]
-        await fake.click(prompt, approve, user_id=HUMAN_ID)  # asked, but no approver
-        await fake.until(lambda: len(fake.interaction_responses()) == 1, what="a refusal")
-        (refusal,) = fake.interaction_responses()
-        assert refusal.type == 4 and refusal.data is not None
-        assert refusal.data["flags"] == 64 and "may not" in refusal.data["content"]
+        asked = await fake.click(prompt, approve, user_id=HUMAN_ID)  # asked, but no approver
+        await fake.until(lambda: bool(fake.shown(asked)), what="a refusal")
+        (refusal,) = fake.shown(asked)  # a follow-up only they see; the prompt stands
+        assert refusal["flags"] == 64 and "may not" in refusal["content"]
+        assert fake.messages(GENERAL_ID)[1]["components"] == prompt["components"]
         (run,) = await d.runtime.records.pending_approvals()
     async with running(fake, db, approvers=[str(approver)],
                        allow_users=[str(HUMAN_ID), str(approver)]) as again:
-        await fake.click(prompt, approve, user_id=approver)  # a button from before the restart
-        await fake.until(lambda: len(fake.interaction_responses()) == 2, what="the update")
+        decided = await fake.click(prompt, approve, user_id=approver)  # from before the restart
+        await fake.until(lambda: bool(fake.shown(decided)), what="the update")
         done = await again.runtime.wait(run.id)
         await again.runtime.idle()
         assert done.state == "completed" and done.reply == 'deploy returned "deployed to prod"'
-        update = fake.interaction_responses()[-1]
-        assert update.type == 7 and update.data is not None
-        assert f"Approved by <@{approver}>" in update.data["content"]
+        (update,) = fake.shown(decided)  # the prompt itself, its buttons gone
+        assert update["id"] == prompt["id"] and update["components"] == []
+        assert f"Approved by <@{approver}>" in update["content"]
         assert again.replies()[-1]["content"] == done.reply
 
 

@@ -49,12 +49,13 @@ def bot_messages(fake: FakeDiscord, channel: int) -> list[dict[str, Any]]:
     return [m for m in fake.messages(channel) if str(m["author"]["id"]) == str(BOT_ID)]
 
 
-async def answered(fake: FakeDiscord, count: int) -> str:
-    """The text of the ``count``-th interaction answer, once there (an ephemeral line)."""
-    await fake.until(lambda: len(fake.interaction_responses()) == count, what="an answer")
-    response = fake.interaction_responses()[-1]
-    assert response.type == 4 and response.data is not None and response.data["flags"] == 64
-    return str(response.data["content"])
+async def answered(fake: FakeDiscord, clicked: dict[str, Any]) -> str:
+    """The text the clicker was shown in answer to ``clicked``, once there (a line only they
+    see)."""
+    await fake.until(lambda: bool(fake.shown(clicked)), what="an answer")
+    (shown,) = fake.shown(clicked)
+    assert shown["flags"] == 64
+    return str(shown["content"])
 
 
 async def test_another_runs_custom_id_on_this_prompt_decides_nothing(
@@ -76,17 +77,19 @@ async def test_another_runs_custom_id_on_this_prompt_decides_nothing(
                               key=lambda r: r.origin.target["channel"] != str(GENERAL_ID))
 
         # The lead, who may approve in #ops only, clicks #ops's prompt with #general's id.
-        await fake.click(ops, custom_ids(general)[0], user_id=LEAD)
-        assert await answered(fake, 1) == FOREIGN
+        foreign = await fake.click(ops, custom_ids(general)[0], user_id=LEAD)
+        assert await answered(fake, foreign) == FOREIGN
         await d.runtime.idle()
         for run in (theirs, mine):
             still = await d.runtime.records.get_run(run.id)
             assert still.state == "awaiting_approval" and still.decisions == ()
         assert ran == []
 
-        await fake.click(ops, custom_ids(ops)[0], user_id=LEAD)  # its own: decides
-        await fake.until(lambda: len(fake.interaction_responses()) == 2, what="the update")
-        assert fake.interaction_responses()[-1].type == 7
+        own = await fake.click(ops, custom_ids(ops)[0], user_id=LEAD)  # its own: decides
+        await fake.until(lambda: bool(fake.shown(own)), what="the update")
+        (update,) = fake.shown(own)  # the prompt itself says who decided
+        assert update["id"] == ops["id"] and update["components"] == []
+        assert update["content"] == f"Approved by <@{LEAD}>: `shell`"
         done = await d.runtime.wait(mine.id)
         assert done.state == "completed" and ran == ["uptime"]
         assert (await d.runtime.records.get_run(theirs.id)).state == "awaiting_approval"
@@ -106,12 +109,12 @@ async def test_a_vote_carrying_another_runs_custom_id_is_refused(
         (here,) = bot_messages(fake, GENERAL_ID)
         (elsewhere,) = [r for r in await d.runtime.records.runs()
                         if r.origin.target["channel"] == str(OPS)]
-        await fake.click(here, f"maiden:f:up:{elsewhere.id}", user_id=HUMAN_ID)
-        assert await answered(fake, 1) == FOREIGN
+        foreign = await fake.click(here, f"maiden:f:up:{elsewhere.id}", user_id=HUMAN_ID)
+        assert await answered(fake, foreign) == FOREIGN
         assert await d.runtime.kept.feedback.votes() == []
 
-        await fake.click(here, custom_ids(here)[0], user_id=HUMAN_ID)  # its own: counted
-        assert "👍" in await answered(fake, 2)
+        own = await fake.click(here, custom_ids(here)[0], user_id=HUMAN_ID)  # its own: counted
+        assert "👍" in await answered(fake, own)
         (vote,) = await d.runtime.kept.feedback.votes()
         assert vote.run_id != elsewhere.id and vote.place == str(GENERAL_ID)
 

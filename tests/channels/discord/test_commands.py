@@ -10,10 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from channels.discord import DiscordConfig
-from channels.discord import commands as discord_commands
 from channels.discord.channel import DiscordChannel, DiscordOutbound
 from runtime import EchoProvider, RunState, Runtime, SQLiteStore, ToolRegistry, tool
 from schedules import ScheduleConfig
@@ -45,13 +42,15 @@ def sub(command: str, **values: Any) -> list[dict[str, Any]]:
 
 async def ask(fake: FakeDiscord, options: list[dict[str, Any]], user: Any = HUMAN_ID,
               data: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-    """Run ``/maiden ...``; its ephemeral answer and the interaction (to replay)."""
-    before = len(fake.interaction_responses())
+    """Run ``/maiden ...``; its ephemeral answer (acknowledged with an ephemeral "thinking",
+    then edited in) and the interaction (to replay)."""
     sent = await fake.command("maiden", options, user_id=user, data=data)
-    await fake.until(lambda: len(fake.interaction_responses()) > before, what="an answer")
-    answer = fake.interaction_responses()[-1]
-    assert answer.type == 4 and answer.ephemeral and answer.data is not None, answer
-    return str(answer.data["content"]), sent
+    await fake.until(lambda: bool(fake.shown(sent)), what="an answer")
+    (response,) = [r for r in fake.interaction_responses() if r.interaction_id == sent["id"]]
+    assert response.type == 5 and response.ephemeral, response
+    (answer,) = fake.shown(sent)
+    assert answer["flags"] == 64, answer
+    return str(answer["content"]), sent
 
 
 async def registered(fake: FakeDiscord) -> dict[str, Any]:
@@ -179,7 +178,8 @@ async def test_an_answer_past_2000_characters_is_cut_to_discords_limit(tmp_path:
         status, _ = await ask(fake, sub("status"))
         assert status.startswith("24 run(s) here:") and status.endswith("\n…")
         assert len(status) <= 2_000
-        assert fake.uncovered == set() and fake.calls()[-1].status == 204
+        edits = fake.calls("PATCH /webhooks/{id}/{id}/messages/{id}")
+        assert fake.uncovered == set() and [c.status for c in edits] == [200]
         HOLD.set()
 
 
@@ -204,11 +204,10 @@ async def test_a_status_links_to_the_prompt_in_discords_markup(tmp_path: Path) -
 
 
 async def test_a_deferred_answer_is_shown_though_discord_fails_at_first(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An answer not ready within Discord's 3 seconds is deferred ("thinking"), then edited
-    in: while Discord fails the edit (a 500, the connection cut), it is tried again, not
-    dropped, so the person is not left with an empty answer (chaos, seed 8080)."""
-    monkeypatch.setattr(discord_commands, "ANSWER_WITHIN_S", 0.0)  # every answer deferred
+        tmp_path: Path) -> None:
+    """A command is acknowledged ("thinking"), then its answer edited in: while Discord
+    fails the edit (a 500, the connection cut), it is tried again, not dropped, so the
+    person is not left with an empty answer (chaos, seed 8080)."""
     async with FakeDiscord() as fake:
         route = "PATCH /webhooks/{id}/{id}/messages/{id}"
         fake.fail(route, status=500)

@@ -28,12 +28,15 @@ def custom_ids(message: dict[str, Any]) -> list[str]:
 
 async def click(fake: FakeDiscord, message: dict[str, Any], custom_id: str, user: Any,
                 answered: int) -> str:
-    """Click and wait for the interaction's answer: its (ephemeral) text."""
-    await fake.click(message, custom_id, user_id=user)
-    await fake.until(lambda: len(fake.interaction_responses()) == answered, what="an answer")
-    response = fake.interaction_responses()[-1]
-    assert response.type == 4 and response.data is not None and response.data["flags"] == 64
-    return str(response.data["content"])
+    """Click and wait for the interaction's answer: its (ephemeral) text, edited into the
+    "thinking" line the click was acknowledged with."""
+    clicked = await fake.click(message, custom_id, user_id=user)
+    await fake.until(lambda: len(fake.interaction_responses()) == answered
+                     and bool(fake.shown(clicked)), what="an answer")
+    assert fake.interaction_responses()[-1].type == 5  # acknowledged before it is recorded
+    (shown,) = fake.shown(clicked)
+    assert shown["flags"] == 64
+    return str(shown["content"])
 
 
 async def test_votes_on_a_streamed_answer_once_per_person(tmp_path: Path) -> None:

@@ -81,15 +81,15 @@ async def test_only_a_holder_of_approve_decides(fake: FakeDiscord, tmp_path: Pat
         approve = prompt["components"][0]["components"][0]["custom_id"]
         (run,) = await d.runtime.records.pending_approvals()
 
-        await fake.click(prompt, approve, user_id=HUMAN_ID)  # may talk, may not approve
-        await fake.until(lambda: len(fake.interaction_responses()) == 1, what="a refusal")
-        (refusal,) = fake.interaction_responses()
-        assert refusal.data is not None and refusal.data["flags"] == 64
-        assert "may not decide" in refusal.data["content"]
+        asked = await fake.click(prompt, approve, user_id=HUMAN_ID)  # may talk, not approve
+        await fake.until(lambda: bool(fake.shown(asked)), what="a refusal")
+        (refusal,) = fake.shown(asked)
+        assert refusal["flags"] == 64 and "may not decide" in refusal["content"]
         assert (await d.runtime.records.get_run(run.id)).state == "awaiting_approval"
 
-        await fake.click(prompt, approve, user_id=lead)
-        await fake.until(lambda: len(fake.interaction_responses()) == 2, what="the update")
-        assert fake.interaction_responses()[-1].type == 7  # the prompt says who decided
+        decided = await fake.click(prompt, approve, user_id=lead)
+        await fake.until(lambda: bool(fake.shown(decided)), what="the update")
+        (update,) = fake.shown(decided)  # the prompt says who decided
+        assert update["id"] == prompt["id"] and f"<@{lead}>" in update["content"]
         done = await d.runtime.wait(run.id)
         assert done.state == "completed" and [x.by for x in done.decisions] == [str(lead)]

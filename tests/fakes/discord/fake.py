@@ -184,6 +184,13 @@ class FakeDiscord:
     def interaction_responses(self) -> list[InteractionResponse]:
         return list(self.rest.interactions.responses)
 
+    def shown(self, interaction: JSON) -> list[JSON]:
+        """What the person was shown in answer to ``interaction`` (as ``click`` or
+        ``command`` returned it): its response's message once it says something (edited out
+        of "thinking"; for a deferred update, the clicked message once edited), then its
+        follow-ups, as stored now."""
+        return self.rest.interactions.shown(str(interaction["id"]))
+
     @property
     def received(self) -> list[Received]:
         """Every gateway payload the client sent, on any connection."""

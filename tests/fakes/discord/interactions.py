@@ -52,7 +52,9 @@ class _Pending:
     at: float
     response: int | None = None
     original: tuple[str, str] | None = None
-    follow_ups: set[str] = field(default_factory=set)
+    edited: bool = False
+    """Whether the original response was edited (a 6 shows nothing until it is)."""
+    follow_ups: list[str] = field(default_factory=list)
 
 
 class Interactions:
@@ -189,7 +191,7 @@ class Interactions:
             return 200, await self._edit(*thinking, {k: v for k, v in body.items()
                                                      if k != "flags"})
         msg = await self._post(pending, body, req.files, flags=int(body.get("flags", 0)))
-        pending.follow_ups.add(msg["id"])
+        pending.follow_ups.append(msg["id"])
         if pending.original is None:
             pending.original = (msg["channel_id"], msg["id"])
         return 200, msg  # "Functions the same as Execute Webhook, but wait is always true"
@@ -206,8 +208,24 @@ class Interactions:
         return pending.original if found is not None and found["flags"] & LOADING else None
 
     async def edit(self, req: Request) -> Answer:
-        _, channel_id, message_id = self._target(req)
-        return 200, await self._edit(channel_id, message_id, req.body or {})
+        pending, channel_id, message_id = self._target(req)
+        edited = await self._edit(channel_id, message_id, req.body or {})
+        pending.edited |= (channel_id, message_id) == pending.original
+        return 200, edited
+
+    def shown(self, interaction_id: str) -> list[JSON]:
+        """What the person was shown in answer to an interaction, as stored now: its
+        original response (once it is more than "thinking", and for a 6 once edited), then
+        its follow-ups. Nothing for one whose callback Discord refused."""
+        pending = self._pending.get(interaction_id)
+        if pending is None or pending.response is None:
+            return []
+        found = [self.rest.store.find(*pending.original, ephemeral=True)
+                 if pending.original is not None and (pending.response != 6 or pending.edited)
+                 else None]
+        channel_id = str(pending.data["channel_id"])
+        found += [self.rest.store.find(channel_id, m, ephemeral=True) for m in pending.follow_ups]
+        return [copy.deepcopy(m) for m in found if m is not None and not m["flags"] & LOADING]
 
     async def _edit(self, channel_id: str, message_id: str, change: JSON) -> JSON:
         stored = self.rest.store.get(channel_id, message_id, ephemeral=True)
