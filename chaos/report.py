@@ -78,8 +78,12 @@ def violations(plan: Plan, found: list[Violation], history: History, work: Path,
             "    faults around it:" if v.at is not None else "    the last faults:",
             *history.around(v.at),
         ]
-    if len(found) > 25:
-        lines.append(f"... and {len(found) - 25} more")
+    rest = sorted(found, key=lambda v: v.known is not None)[25:]
+    if rest:  # each said in a line: none hidden (seed 10404 hid 6 behind "and 6 more")
+        lines.append(f"... and {len(rest)} more, a line each:")
+        lines += [f"    invariant {v.invariant}"
+                  + (f" [known: {v.known}]" if v.known else "")
+                  + f"  thread {v.thread}  run {v.run}: {v.what}" for v in rest]
     if any(v.known is None for v in found):
         lines.append(f"work dir kept: {work} (replica logs, ledger, model requests); "
                      f"replay: python -m chaos --replay {plan_file}")
