@@ -13,7 +13,7 @@ import pytest
 
 from channels.feedback import UNRECORDED
 from runtime import ScriptedProvider, SQLiteStore, StoreFull
-from tests.channels.discord.test_channel import running
+from tests.channels.discord.test_channel import Discord, running
 from tests.fakes.discord import BOT_ID, GENERAL_ID, HUMAN_ID, FakeDiscord, new_id
 
 
@@ -24,6 +24,15 @@ def bot_messages(fake: FakeDiscord) -> list[dict[str, Any]]:
 def custom_ids(message: dict[str, Any]) -> list[str]:
     return [b["custom_id"] for row in message.get("components") or []
             for b in row["components"]]
+
+
+async def answered(d: Discord) -> dict[str, Any]:
+    """The bot's answer to a person's "status?" in #general (the only bot message)."""
+    await d.fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> status?", mentions=[BOT_ID])
+    await asyncio.wait_for(d.channel.wait_handled(1), 10)
+    await d.runtime.idle()
+    (answer,) = bot_messages(d.fake)
+    return answer
 
 
 async def click(fake: FakeDiscord, message: dict[str, Any], custom_id: str, user: Any,
@@ -47,11 +56,7 @@ async def test_votes_on_a_streamed_answer_once_per_person(tmp_path: Path) -> Non
         allowed = [str(HUMAN_ID), str(other)]
         async with running(fake, tmp_path / "m.db", provider=script, edit_every_s=0.05,
                            allow_users=allowed) as d:
-            await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> status?",
-                                    mentions=[BOT_ID])
-            await asyncio.wait_for(d.channel.wait_handled(1), 10)
-            await d.runtime.idle()
-            (answer,) = bot_messages(fake)
+            answer = await answered(d)
             (run,) = await d.runtime.records.runs()
             assert answer["content"] == "All green."
             up, down = custom_ids(answer)
@@ -110,11 +115,7 @@ async def test_a_vote_the_store_cannot_take_is_said_so_to_the_clicker(tmp_path: 
     async with FakeDiscord() as fake, running(
             fake, tmp_path / "m.db", provider=ScriptedProvider([{"text": "All green."}]),
             store_class=VotesUnwritten) as d:
-        await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> status?",
-                                mentions=[BOT_ID])
-        await asyncio.wait_for(d.channel.wait_handled(1), 10)
-        await d.runtime.idle()
-        (answer,) = bot_messages(fake)
+        answer = await answered(d)
         up, _ = custom_ids(answer)
         assert await click(fake, answer, up, HUMAN_ID, 1) == UNRECORDED
         VotesUnwritten.room = True

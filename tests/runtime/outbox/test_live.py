@@ -5,7 +5,8 @@ chat channel's streamer (tests/fakes/chat.py); Slack and Discord have their own 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -255,13 +256,12 @@ async def test_a_cancelled_run_ends_its_stream_with_the_reason(make_runtime: Any
     assert "ops" in message.text.splitlines()[-1] and chat.posted == []
 
 
-async def test_a_run_that_ended_before_its_stream_opened_opens_none(tmp_path: Path) -> None:
-    """Its stream waited for what the run left unsent (a resumed run's earlier notice) and
-    the run ended meanwhile: no stream is opened after the end, the reply goes out whole
-    (chaos finding 28: a stream opened after the end raced the reply another replica sent,
-    and the answer showed twice)."""
-    chat = MemoryChat(stream=True)
-    assert chat.streamer is not None
+@asynccontextmanager
+async def streamed_apart(tmp_path: Path, chat: MemoryChat) -> AsyncIterator[
+        tuple[SQLiteStore, Run, LiveReplies, asyncio.Future[None], asyncio.Task[None]]]:
+    """A run answered through a channel that does not stream, and ``LiveReplies`` over
+    ``chat`` fed its events by hand; with the send of what the run left unsent as it
+    started (``after``), done once ``unsent`` is."""
     async with SQLiteStore(tmp_path / "m.db") as store:
         runtime = Runtime(store, ScriptedProvider([{"text": ANSWER}]),
                           deliverers={"chat": MemoryChat()})  # the run's own: no stream
@@ -269,17 +269,33 @@ async def test_a_run_that_ended_before_its_stream_opened_opens_none(tmp_path: Pa
             run = await runtime.send("t", "hi", origin=ROOM)
             await runtime.idle()
             live = LiveReplies(store, {"chat": chat}, clock=lambda: 5.0)
-            unsent = asyncio.get_running_loop().create_future()
-            after = asyncio.ensure_future(unsent)
-            live.on_event(RunStarted(run_id=run.id, thread_id="t"), after=after)
-            live.on_event(TextDelta(run_id=run.id, thread_id="t", text=ANSWER))
-            live.on_event(RunEnded(run_id=run.id, thread_id="t", kind="run.completed",
-                                   state=RunState.COMPLETED, reason="answered"))
-            unsent.set_result(None)  # what it left unsent is sent: the stream may go on
-            assert await live.finish(ReplyDelivery(
-                key="reply-1", run_id=run.id, thread_id="t", channel="chat",
-                target=ROOM.target, text=ANSWER, created_at=4.0)) is False
-            kinds = [d.kind for d in await store.deliveries(run_id=run.id)]
+            unsent: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            after = asyncio.create_task(awaited(unsent))
+            yield store, run, live, unsent, after
+            await after
+
+
+async def awaited(unsent: asyncio.Future[None]) -> None:
+    await unsent
+
+
+async def test_a_run_that_ended_before_its_stream_opened_opens_none(tmp_path: Path) -> None:
+    """Its stream waited for what the run left unsent (a resumed run's earlier notice) and
+    the run ended meanwhile: no stream is opened after the end, the reply goes out whole
+    (chaos finding 28: a stream opened after the end raced the reply another replica sent,
+    and the answer showed twice)."""
+    chat = MemoryChat(stream=True)
+    assert chat.streamer is not None
+    async with streamed_apart(tmp_path, chat) as (store, run, live, unsent, after):
+        live.on_event(RunStarted(run_id=run.id, thread_id="t"), after=after)
+        live.on_event(TextDelta(run_id=run.id, thread_id="t", text=ANSWER))
+        live.on_event(RunEnded(run_id=run.id, thread_id="t", kind="run.completed",
+                               state=RunState.COMPLETED, reason="answered"))
+        unsent.set_result(None)  # what it left unsent is sent: the stream may go on
+        assert await live.finish(ReplyDelivery(
+            key="reply-1", run_id=run.id, thread_id="t", channel="chat",
+            target=ROOM.target, text=ANSWER, created_at=4.0)) is False
+        kinds = [d.kind for d in await store.deliveries(run_id=run.id)]
     assert chat.streamer.messages == {}  # nothing streamed: the reply is posted whole
     assert "stream" not in kinds
 
@@ -290,27 +306,19 @@ async def test_a_life_that_left_before_its_stream_began_shows_nothing(tmp_path: 
     what it waited for is sent), and the next streams its own answer."""
     chat = MemoryChat(stream=True)
     assert chat.streamer is not None
-    async with SQLiteStore(tmp_path / "m.db") as store:
-        runtime = Runtime(store, ScriptedProvider([{"text": ANSWER}]),
-                          deliverers={"chat": MemoryChat()})  # the run's own: no stream
-        async with runtime:
-            run = await runtime.send("t", "hi", origin=ROOM)
-            await runtime.idle()
-            live = LiveReplies(store, {"chat": chat}, clock=lambda: 5.0)
-            unsent = asyncio.get_running_loop().create_future()
-            live.on_event(RunStarted(run_id=run.id, thread_id="t"),
-                          after=asyncio.ensure_future(unsent))
-            live.on_event(TextDelta(run_id=run.id, thread_id="t", text="The first li"))
-            live.on_event(RunStarted(run_id=run.id, thread_id="t"))  # the next life
-            unsent.set_result(None)
-            live.on_event(TextDelta(run_id=run.id, thread_id="t", text=ANSWER))
-            await asyncio.wait_for(chat.streamer.opened.wait(), 10)
-            live.on_event(RunEnded(run_id=run.id, thread_id="t", kind="run.completed",
-                                   state=RunState.COMPLETED, reason="answered"))
-            (reply,) = [d for d in await store.deliveries(run_id=run.id)
-                        if isinstance(d, ReplyDelivery)]
-            assert await live.finish(reply) is True
-            await live.close()
+    async with streamed_apart(tmp_path, chat) as (store, run, live, unsent, after):
+        live.on_event(RunStarted(run_id=run.id, thread_id="t"), after=after)
+        live.on_event(TextDelta(run_id=run.id, thread_id="t", text="The first li"))
+        live.on_event(RunStarted(run_id=run.id, thread_id="t"))  # the next life
+        unsent.set_result(None)
+        live.on_event(TextDelta(run_id=run.id, thread_id="t", text=ANSWER))
+        await asyncio.wait_for(chat.streamer.opened.wait(), 10)
+        live.on_event(RunEnded(run_id=run.id, thread_id="t", kind="run.completed",
+                               state=RunState.COMPLETED, reason="answered"))
+        (reply,) = [d for d in await store.deliveries(run_id=run.id)
+                    if isinstance(d, ReplyDelivery)]
+        assert await live.finish(reply) is True
+        await live.close()
     assert chat.streamer.visible() == [ANSWER]
 
 
