@@ -80,6 +80,7 @@ async def _job(rt: Runtime, job: Job, text: str = "(check)", *, key: str | None 
                ) -> Any:
     run = await rt.submit("schedule:check", text, origin=HERE, job=job, idempotency_key=key)
     ended = await rt.wait(run.id)
+    await rt.idle()  # its worker sends its post as the run ends (a sweep leaves it to it)
     await rt.operator.flush_deliveries("chat")
     return ended
 
