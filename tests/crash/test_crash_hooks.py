@@ -46,9 +46,15 @@ def test_a_delivery_killed_midway_and_sent_again_runs_once(tmp_path: Path, store
     crashed = _hook(killed, store, "--kill-at", point)
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
     # Told nothing, unless the run had answered it before its reply was posted (the
-    # reply is sent after the sender hears back).
+    # reply is sent after the sender hears back). On PostgreSQL the run's end is told to
+    # its waiter by the commit's NOTIFY, which may come while the committing task still
+    # hands its connection back to the pool (asyncpg resets it, awaiting the server):
+    # the sender may then hear of the completed run before the kill at its commit.
     told = len(read_lines(killed / HOOKS_FILE))
-    assert told == (1 if point == "after_delivery_sent" else 0)
+    if point == "after_final_answer" and store == "postgres":
+        assert told in (0, 1)
+    else:
+        assert told == (1 if point == "after_delivery_sent" else 0)
     _done(run_driver(killed, store, "--recover"))  # the run goes on, or has ended
     again = _ending(killed, _done(_hook(killed, store)))
     assert again == {**expected, "told": expected["told"][:told + 1]}
