@@ -123,8 +123,12 @@ async def test_a_stream_slack_stops_taking_goes_on_by_edits_and_the_next_streams
             assert [r.message for r in caplog.records].count(next(
                 r.message for r in caplog.records if "streaming_state_conflict" in r.message)) \
                 == 1
+            hold()  # (else a reply done before its stream begins is posted whole)
             sent = fake.user_event(C, "U1", f"<@{BOT_USER}> and now?", mention=True)
             await fake.acked(await fake.socket_event(sent))
+            await fake.until(lambda: len(fake.calls("chat.startStream")) == 2,
+                             what="the next stream")
+            released.set()
             await fake.wait_messages(C, 4)
             await s.runtime.idle()
         assert len(fake.calls("chat.startStream")) == 2
