@@ -135,6 +135,10 @@ class FakeDiscord:
     def pending_faults(self, route: str) -> int:
         return self.router.pending_faults(route)
 
+    def unfail(self, route: str) -> int:
+        """Drop the faults still queued for ``route`` (``fail``'s); how many there were."""
+        return self.router.unfail(route)
+
     async def misbehave(self, mode: str, seconds: float, *, status: int = 500,
                         retry_after: float = 1.0, delay_s: float = 2.0) -> None:
         """For ``seconds``: every REST request answered ``status`` (``mode="status"``; a 429

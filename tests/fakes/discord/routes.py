@@ -161,6 +161,11 @@ class Router:
         entry = self._faults.get(route.strip())
         return 0 if entry is None else len(entry[2])
 
+    def unfail(self, route: str) -> int:
+        """Drop the faults still queued for ``route``; how many there were."""
+        entry = self._faults.pop(route.strip(), None)
+        return 0 if entry is None else len(entry[2])
+
     def calls(self, route: str | None = None) -> list[Call]:
         if route is None:
             return list(self.requests)
