@@ -20,6 +20,7 @@ from ..intake import NOT_TAKEN, Intake
 from ..retry import Unreachable
 from ..talk import Talk
 from ..work import Background, is_stop
+from .acks import PASSING
 from .catchup import read_back
 from .client import GatewayClient
 from .config import DiscordConfig
@@ -210,7 +211,7 @@ class DiscordInbound:
             async with where.typing():
                 async for _ in self._runtime.follow(run_id):
                     pass
-        except discord.DiscordException as exc:
-            log.info("discord: no typing indicator: %s", exc)
+        except (discord.DiscordException, *PASSING) as exc:  # Discord down: the run goes on
+            log.info("discord: no typing indicator: %s", exc or type(exc).__name__)
         finally:
             self._typing.discard(run_id)

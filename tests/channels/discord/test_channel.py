@@ -4,6 +4,7 @@ fake Discord on loopback, with ``api_url`` pointed at it (the gateway found from
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -283,6 +284,25 @@ async def test_a_limited_or_lost_send_is_one_message(
         await settle(d, 1)
         await d.runtime.operator.flush_deliveries()
         assert [m["content"] for m in d.replies()] == ["echo: careful"]
+
+
+async def test_a_typing_indicator_cut_off_is_one_line_and_the_answer_comes(
+    fake: FakeDiscord, discord_bot: Callable[..., AbstractAsyncContextManager[Discord]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Discord cutting the typing call (down a moment: chaos, seed 10808 logged 17
+    tracebacks of it) is said in one line; the run and its answer go on."""
+    caplog.set_level(logging.INFO, "maiden.discord")
+    fake.fail("POST /channels/{id}/typing", drop=True)
+    async with discord_bot() as d:
+        await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> hello", mentions=[BOT_ID])
+        await fake.wait_messages(GENERAL_ID, 2)
+        await settle(d, 1)
+        assert [m["content"] for m in d.replies()] == ["echo: hello"]
+    assert any(c.dropped for c in fake.calls("POST /channels/{id}/typing"))
+    assert [r.msg for r in caplog.records if "typing" in r.getMessage()] == [
+        "discord: no typing indicator: %s"]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 async def test_without_the_message_content_intent_it_says_so(tmp_path: Path) -> None:
