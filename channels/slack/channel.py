@@ -31,6 +31,7 @@ from ..work import Background
 from .approvals import ApprovalButtons
 from .assistant import AssistantThreads
 from .commands import COMMAND, SlashCommand
+from .failures import listener_failed
 from .feedback import FeedbackButtons
 from .home import AppHome
 from .inbound import SlackInbound, ignored, link_of
@@ -110,6 +111,7 @@ class SlackChannel:
         app.action({"action_id": FEEDBACK})(self.feedback.clicked)
         app.command(COMMAND)(self.slash.handle)
         app.event("app_home_opened")(self.home.opened)
+        app.error(listener_failed)
         return app
 
     async def __aexit__(self, *exc: object) -> None:

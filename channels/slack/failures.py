@@ -1,12 +1,19 @@
 """Which failures of a Slack Web API call trying again may get past: Slack's own trouble
-(a 5xx, 429, or an error it names as its own) and the network's, not a refusal."""
+(a 5xx, 429, or an error it names as its own) and the network's, not a refusal; and how a
+listener's failure is told."""
 
 from __future__ import annotations
+
+import logging
 
 import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 
-__all__ = ["NETWORK", "TRY_LATER", "passing"]
+from runtime import MaidenError
+
+__all__ = ["NETWORK", "TRY_LATER", "listener_failed", "passing"]
+
+log = logging.getLogger("maiden.slack")
 
 TRY_LATER = frozenset({"ratelimited", "fatal_error", "internal_error", "service_unavailable",
                        "request_timeout"})
@@ -23,3 +30,13 @@ def passing(error: BaseException) -> bool:
         said = error.response.get("error") if error.response is not None else None
         return status >= 500 or status == 429 or said in TRY_LATER
     return isinstance(error, NETWORK)
+
+
+async def listener_failed(error: Exception) -> None:
+    """Bolt's error handler (``App.error``): the event is not acknowledged either way (500),
+    so Slack sends it again. A failure maiden names (the store out of reach or full, the
+    runtime shutting down) is one line; anything else keeps its traceback."""
+    if isinstance(error, MaidenError):
+        log.warning("slack: an event was not taken, and Slack will send it again: %s", error)
+    else:
+        log.error("slack: an event's listener failed (error: %s)", error, exc_info=error)
