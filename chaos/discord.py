@@ -37,8 +37,8 @@ from .holds import Holds
 from .invariants import Stored, Violation
 from .outages import STORE_OUTAGES
 from .plan import DISCORD_PLACES, Plan
+from .sent import Sent
 from .system import History, Replica
-from .workload import Sent
 
 __all__ = ["DISCORD_PLACES", "DiscordPeople", "check_discord", "check_registered", "discord_env",
            "discord_summary", "discord_toml", "discord_world"]

@@ -30,10 +30,10 @@ from tests.fakes.discord.payloads import JSON
 from .discord import person_id, place_id, place_of
 from .discord_plan import DiscordActs, DiscordCommand, DiscordStop
 from .discord_resume import replayed_late
+from .sent import Sent
 from .slack_acts import Reads, stoppable
 from .slack_plan import Vote
 from .system import History
-from .workload import Sent
 
 __all__ = ["ClickSeen", "DiscordActor", "DiscordCommandSeen", "DiscordStopSeen",
            "DiscordVoteSeen", "answered_as", "made_for"]

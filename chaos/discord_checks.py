@@ -40,11 +40,11 @@ from .discord_acts import ClickSeen, DiscordActor, DiscordStopSeen, made_for
 from .discord_resume import replayed_late
 from .invariants import Stored, Violation
 from .outages import STORE_OUTAGES
+from .sent import Sent
 from .slack_acts import StopSeen
 from .slack_checks import CLOSING, STOPPED_N, _stop
 from .slack_plan import Stop
 from .system import History
-from .workload import Sent
 
 __all__ = ["check_discord_acts", "discord_acts_summary"]
 

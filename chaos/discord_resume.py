@@ -22,7 +22,7 @@ import time
 
 from tests.fakes.discord import FakeDiscord
 
-from .plan import Fault
+from .fault_plan import Fault
 from .system import History
 
 __all__ = ["DEADLINE_S", "REPLAY_LEFT_S", "GatewayResume", "replayed_late"]

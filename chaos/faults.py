@@ -10,10 +10,11 @@ from collections import Counter
 from collections.abc import Coroutine
 from typing import Any, Protocol
 
+from .fault_plan import Fault
 from .launch import SKEW_FILE
 from .model import Model
 from .outages import Outage
-from .plan import Fault, Plan
+from .plan import Plan
 from .proxy import Proxy
 from .system import History, Replica
 

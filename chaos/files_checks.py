@@ -54,8 +54,8 @@ from .files import (
 )
 from .invariants import Stored, Violation
 from .plan import Plan
+from .sent import Sent
 from .system import OUTSIDER, token_of
-from .workload import Sent
 
 __all__ = ["blob_digests", "check_downloads", "check_files", "files_summary"]
 

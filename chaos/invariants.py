@@ -15,7 +15,7 @@ from typing import Any
 
 from .model import ASK, JOB, Model, answer_text
 from .plan import TOOLS
-from .workload import Sent
+from .sent import Sent
 
 __all__ = ["INVARIANTS", "RESUMED", "Stored", "Violation", "check"]
 

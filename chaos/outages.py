@@ -11,8 +11,8 @@ import asyncio
 from typing import Protocol
 
 from .disk import SmallDisk
+from .fault_plan import Fault
 from .pgserver import OwnServer
-from .plan import Fault
 
 __all__ = ["STORE_OUTAGES", "DiskFull", "Outage", "ServerRestart"]
 

@@ -13,21 +13,27 @@ import json
 import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from .chat_toggles import draw_chat_runs, draw_chat_toggles
 from .discord_plan import DiscordActs, draw_discord_acts, draw_resumes
+from .fault_plan import (
+    Fault,
+    FaultKind,
+    draw_faults,
+    draw_platform_faults,
+    draw_server_disk,
+    draw_skews,
+    draw_store_outages,
+)
 from .files import draw_files, draw_last_files, draw_more_files
 from .hook_plan import HookSend, draw_hooks
 from .job_plan import Reminder, draw_chat_reminders, draw_reminders
 from .ops import Decide, Op, Route
 from .slack_plan import Command, Stop, Vote, draw_slack
 
-__all__ = ["TOOLS", "Command", "Decide", "Fault", "Op", "Plan", "RunNow", "Stop", "Toggle",
-           "Vote", "make_plan"]
-
-FaultKind = Literal["kill", "term", "pg_cut", "model_outage", "skew", "slack", "discord",
-                    "pg_restart", "disk_full", "discord_resume"]
+__all__ = ["TOOLS", "Command", "Decide", "Op", "Plan", "RunNow", "Stop", "Toggle", "Vote",
+           "make_plan"]
 
 # tool name -> effect class (the tools module, chaos/effects.py, declares the same)
 TOOLS = {"look": "read_only", "note": "idempotent_write", "charge": "non_idempotent",
@@ -48,22 +54,6 @@ SLACK_CHANNELS = ["C0CHAOS001", "C0CHAOS002", "C0CHAOS003"]
 
 def _pick(rng: random.Random, table: list[tuple[int, Any]]) -> Any:
     return rng.choices([v for _, v in table], weights=[w for w, _ in table])[0]
-
-
-@dataclass
-class Fault:
-    at: float
-    kind: FaultKind
-    replica: int = 0
-    duration_s: float = 0.0  # down (kill, term), cut (pg_cut), failing (model_outage),
-    # skewed (skew), misbehaving (slack, discord), stopped (pg_restart), full (disk_full),
-    # RESUME held (discord_resume)
-    status: int = 500  # model_outage, slack, discord: 500 (or 503), or 429 with Retry-After
-    skew_s: float = 0.0  # skew: how far the replica's clock (maiden's) is off, + ahead
-    mode: str = ""  # slack, discord: "down", "slow" or "status" (answering ``status``);
-    # pg_restart: how the server is stopped, "fast" or "immediate"; discord_resume:
-    # "reconnect" (op 7) or "close" (closed 4000)
-    delay_s: float = 0.0  # slack, discord "slow": how late each request is answered
 
 
 @dataclass
@@ -169,7 +159,7 @@ def make_plan(seed: int, seconds: float, store: str, replicas: int) -> Plan:
         plan.ops.append(op)
         at += rng.expovariate(2.0)
         i += 1
-    plan.faults = _faults(rng, seconds, replicas)
+    plan.faults = draw_faults(rng, seconds, replicas)
     # What came later (schedules, clock skews, Discord, the chat platforms' faults) is
     # drawn from streams of its own, so that a seed's earlier plan stays as it was.
     _schedules(random.Random(f"{seed}:{store}:schedules"), plan, http, owner)
@@ -177,17 +167,17 @@ def make_plan(seed: int, seconds: float, store: str, replicas: int) -> Plan:
     _responses(random.Random(f"{seed}:{store}:responses"), plan, http, owner)
     _runs_now(random.Random(f"{seed}:{store}:runs-now"), plan)
     plan.hooks = draw_hooks(random.Random(f"{seed}:{store}:hooks"), seconds, replicas)
-    plan.faults = sorted(plan.faults + _skews(random.Random(f"{seed}:{store}:skew"), seconds,
-                                              replicas), key=lambda f: f.at)
+    plan.faults = sorted(plan.faults + draw_skews(random.Random(f"{seed}:{store}:skew"),
+                                                  seconds, replicas), key=lambda f: f.at)
     platforms: tuple[FaultKind, ...] = ("slack", "discord")
     for platform in platforms:
         if any(op.route == platform for op in plan.ops):
-            plan.faults = sorted(plan.faults + _platform(random.Random(
+            plan.faults = sorted(plan.faults + draw_platform_faults(random.Random(
                 f"{seed}:{store}:{platform}-faults"), seconds, platform), key=lambda f: f.at)
-    plan.faults = sorted(plan.faults + _store_outages(random.Random(
+    plan.faults = sorted(plan.faults + draw_store_outages(random.Random(
         f"{seed}:{store}:store-outages"), seconds, store), key=lambda f: f.at)
     if store == "postgres":  # the server's own disk full (chaos/disk.py, pgserver.py)
-        plan.faults = sorted(plan.faults + _server_disk(random.Random(
+        plan.faults = sorted(plan.faults + draw_server_disk(random.Random(
             f"{seed}:{store}:server-disk"), seconds), key=lambda f: f.at)
     if store == "sqlite" and plan.concurrency == "global":
         _within_reach(random.Random(f"{seed}:{store}:reach"), plan)
@@ -240,63 +230,6 @@ def _cancel_or_decide(rng: random.Random, op: Op) -> None:
             twice=rng.random() < 0.2)
 
 
-def _faults(rng: random.Random, seconds: float, replicas: int) -> list[Fault]:
-    """Kills and stops (never the last replica up, by the planned times), PostgreSQL cuts
-    (PostgreSQL plans only) and model outages, each kind on its own clock."""
-    faults: list[Fault] = []
-    down_until = [0.0] * replicas
-    at = rng.uniform(2, 6)
-    while at < seconds:
-        victim = rng.randrange(replicas)
-        up = [r for r in range(replicas) if r != victim and down_until[r] < at]
-        if down_until[victim] < at and (up or replicas == 1):
-            down = round(rng.uniform(0.2, 4.0), 3)
-            kind: FaultKind = "kill" if rng.random() < 0.65 else "term"
-            faults.append(Fault(round(at, 3), kind, victim, down))
-            down_until[victim] = at + down + 6.0  # a restart takes a few seconds
-        at += rng.expovariate(1 / (7.0 if replicas > 1 else 12.0))
-    if replicas > 1:
-        at = rng.uniform(5, 15)
-        while at < seconds:
-            faults.append(Fault(round(at, 3), "pg_cut", duration_s=round(rng.uniform(0.5, 4), 3)))
-            at += rng.uniform(15, 30)
-    at = rng.uniform(4, 12)
-    while at < seconds:
-        faults.append(Fault(round(at, 3), "model_outage", duration_s=round(rng.uniform(1, 4), 3),
-                            status=rng.choice([500, 429])))
-        at += rng.uniform(12, 25)
-    return sorted(faults, key=lambda f: f.at)
-
-
-def _server_disk(rng: random.Random, seconds: float) -> list[Fault]:
-    """PostgreSQL's disk full for 2-8 s, every 40-90 s: a write refused (``53100``), or the
-    server stopping itself when its WAL cannot be written, and starting again once freed."""
-    faults: list[Fault] = []
-    at = rng.uniform(15, 45)
-    while at < seconds:
-        faults.append(Fault(round(at, 3), "disk_full", duration_s=round(rng.uniform(2, 8), 3)))
-        at += faults[-1].duration_s + rng.uniform(40, 90)
-    return faults
-
-
-def _store_outages(rng: random.Random, seconds: float, store: str) -> list[Fault]:
-    """The store gone from under every replica now and then: PostgreSQL's server stopped
-    (``fast`` or ``immediate``) and started again after up to 3 s (``pg_restart``), or
-    SQLite's disk full for 2-10 s (``disk_full``); skipped where the machine cannot."""
-    faults: list[Fault] = []
-    at = rng.uniform(8, 25) if store == "postgres" else rng.uniform(6, 20)
-    while at < seconds:
-        if store == "postgres":
-            faults.append(Fault(round(at, 3), "pg_restart", duration_s=round(
-                rng.uniform(0, 3), 3), mode=rng.choice(["fast", "immediate"])))
-            at += faults[-1].duration_s + rng.uniform(25, 50)
-        else:
-            faults.append(Fault(round(at, 3), "disk_full", duration_s=round(
-                rng.uniform(2, 10), 3)))
-            at += faults[-1].duration_s + rng.uniform(20, 45)
-    return faults
-
-
 # The schedules every replica's agent.toml has (chaos/schedules.py writes them): ``minute``
 # each slot in a thread of its own, every missed slot caught up (``misfire = "all"``);
 # ``pulse`` in one thread, the newest missed slot only, paused and resumed through the HTTP
@@ -335,36 +268,6 @@ def _schedules(rng: random.Random, plan: Plan, http: list[str], owner: dict[str,
     plan.ops = sorted(plan.ops + ops, key=lambda o: o.at)
 
 
-def _skews(rng: random.Random, seconds: float, replicas: int) -> list[Fault]:
-    """A replica's clock (maiden's, not the host's) a few seconds ahead or behind for a
-    while, one replica at a time."""
-    faults: list[Fault] = []
-    at = rng.uniform(3, 15)
-    while at < seconds:
-        skew = round(rng.uniform(1.5, SKEW_MAX_S) * rng.choice([-1, 1]), 3)
-        faults.append(Fault(round(at, 3), "skew", rng.randrange(replicas),
-                            duration_s=round(rng.uniform(5, 30), 3), skew_s=skew))
-        at += faults[-1].duration_s + rng.uniform(10, 40)
-    return faults
-
-
-SKEW_MAX_S = 6.0
-# What each platform answers when it fails: Slack's Web API 429 ("ratelimited", with
-# Retry-After) and 5xx; Discord's 429 and the 5xx discord.py retries (500, 502).
-_STATUSES = {"slack": [429, 500, 503], "discord": [429, 500, 502]}
-
-
-def _platform(rng: random.Random, seconds: float, platform: FaultKind) -> list[Fault]:
-    """Slack or Discord down, slow, or answering 5xx/429, for a few seconds now and then."""
-    faults: list[Fault] = []
-    at = rng.uniform(4, 20)
-    while at < seconds:
-        mode = rng.choice(["down", "slow", "status", "status"])
-        faults.append(Fault(round(at, 3), platform, duration_s=round(rng.uniform(2, 8), 3),
-                            status=rng.choice(_STATUSES[platform]), mode=mode,
-                            delay_s=round(rng.uniform(1, 3), 3) if mode == "slow" else 0.0))
-        at += faults[-1].duration_s + rng.uniform(10, 35)
-    return faults
 DISCORD_TAG = 80000  # Discord messages are m80000 on
 # The CI soak's short passes leave Discord out: connecting to the gateway costs every start
 # of the replica that holds it 2-3 s (discord.py waits for the guilds), on 2 cores.

@@ -19,10 +19,10 @@ from tests.fakes.slack.store import JSON
 from .files import data_of, media_type
 from .holds import Holds
 from .plan import Command, Stop, Vote
+from .sent import Sent
 from .slack_acts import Reads, SlackActs, channel_of, user_of
 from .slack_wire import SlackWire
 from .system import History, Replica
-from .workload import Sent
 
 __all__ = ["SlackPeople", "slack_env", "slack_toml"]
 

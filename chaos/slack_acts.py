@@ -24,9 +24,9 @@ from tests.fakes.slack import BOT_USER, TEAM, FakeSlack, feedback_click, slash_c
 from tests.fakes.slack.store import JSON
 
 from .plan import Command, Stop, Vote
+from .sent import Sent
 from .slack_wire import NO_REPLICA, SLACK_DOWN, SlackWire
 from .system import History
-from .workload import Sent
 
 __all__ = ["CommandSeen", "Reads", "SlackActs", "StopSeen", "VoteSeen", "channel_of",
            "told_again", "user_of"]

@@ -17,6 +17,7 @@ from tests.fakes.slack import BOT_USER, TEAM, FakeSlack
 
 from .invariants import Stored, Violation
 from .plan import Command, Plan
+from .sent import Sent
 from .slack_acts import (
     LATER_S,
     ON_IT,
@@ -30,7 +31,6 @@ from .slack_acts import (
 )
 from .slack_wire import SlackWire
 from .system import APPROVAL_TIMEOUT_S, History
-from .workload import Sent
 
 __all__ = ["check_acts", "check_slack", "slack_summary"]
 

@@ -21,8 +21,6 @@ from uuid import uuid4
 import asyncpg  # type: ignore[import-untyped]
 import httpx
 
-from runtime import ReplyDelivery, Store, StoreConfig, make_store
-from runtime.outbox.ordering import ORDER_HOLD_S
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.slack import FakeSlack
 
@@ -43,7 +41,7 @@ from .discord_resume import GatewayResume
 from .disk import SmallDisk
 from .faults import Faults
 from .files import FILES_TOML
-from .files_checks import blob_digests, check_downloads, check_files, files_summary
+from .files_checks import check_downloads, check_files, files_summary
 from .holds import Holds
 from .hooks import HOOK_SECRET, hooks_toml
 from .invariants import ACTIVE, Stored, check
@@ -58,17 +56,8 @@ from .report import Outcome, summary, violations
 from .schedules import Schedules, read_kept, schedules_toml
 from .slack import SlackPeople, slack_env, slack_toml
 from .slack_checks import check_acts, check_slack, slack_summary
-from .system import (
-    LEASE_LINGER_S,
-    LEASE_TTL_S,
-    OUTSIDER,
-    ROOT,
-    History,
-    Replica,
-    StoreSpec,
-    token_of,
-    write_home,
-)
+from .store_reads import open_store, outbox_sent, read_blobs, read_held_long, read_leases
+from .system import OUTSIDER, ROOT, History, Replica, StoreSpec, token_of, write_home
 from .workload import Workload
 
 __all__ = ["PG_DSN", "postgres_answers", "soak"]
@@ -195,27 +184,27 @@ async def soak(plan: Plan, work: Path, *, own_server: bool = False,
         await asyncio.sleep(max(0.0, plan.seconds - history.now()))
         await faults.quiet()
         if people is not None:
-            await people.hand_over(_open(spec, work, dsn), replicas, faults)
+            await people.hand_over(open_store(spec, work, dsn), replicas, faults)
         drained = await workload.drain(SETTLE_S)
         await operators.settle(SETTLE_S)
         await jobs.pause_all()  # no slot fires while the store is read
         idle = await _idle(client, workload, SETTLE_S, SETTLE_S + plan.seconds)
-        sent = await _outbox_sent(spec, work, dsn, OUTBOX_S)
+        sent = await outbox_sent(spec, work, dsn, OUTBOX_S)
         history.note("settled", f"messages drained: {drained}; no run active: {idle}; "
                      f"outbox sent: {sent}")
         await _stop(background)
         stopped = {s.run_id for s in slack_people.acts.stops if s.run_id} if slack_people \
             else set()
         stopped |= {s.run_id for s in actor.stops if s.run_id} if actor else set()
-        stored = await _read(client, workload, await _leases(spec, work, faults.last_death,
-                                                              dsn), stopped)
-        stored.held = await _held_long(spec, work, dsn)
+        stored = await _read(client, workload, await read_leases(
+            spec, work, faults.last_death, dsn), stopped)
+        stored.held = await read_held_long(spec, work, dsn)
         kept = await read_kept(spec, work, dsn)
         await operators.read(stored)
         if people is not None:
             people.accept(workload.sent, stored)
         found = check(workload.sent, stored, model)
-        blobs = await _blobs(spec, work, dsn)
+        blobs = await read_blobs(spec, work, dsn)
         found += check_files(plan, workload.sent, stored, blobs, model.log, fake, discord)
         reader = workload.pick(0)
         assert reader is not None, "no replica up to download the files through"
@@ -350,71 +339,6 @@ async def _votes(client: Client, workload: Workload) -> list[dict[str, Any]]:
     replica = workload.pick(0)
     assert replica is not None, "no replica up to read the votes through"
     return await client.feedback(replica.url, "ana")
-
-
-async def _outbox_sent(spec: StoreSpec, work: Path, dsn: str, timeout_s: float) -> bool:
-    """Wait (at most ``timeout_s``) until the outbox holds nothing unsent: a reply held back
-    behind an older one of its thread that another replica sent goes out with its own
-    replica's next sweep (every 5 s), after the runs are over."""
-    store = _open(spec, work, dsn)
-    await store.open()
-    try:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout_s):
-                while await store.deliveries(pending=True):  # noqa: ASYNC110 (others' outbox)
-                    await asyncio.sleep(0.5)
-                return True
-    finally:
-        await store.close()
-    return False
-
-
-def _open(spec: StoreSpec, work: Path, dsn: str) -> Store:
-    """The pass's store, as the runtime's own store class reads it (not opened yet)."""
-    config = StoreConfig.model_validate({
-        "kind": spec.kind, "path": spec.path or "unused.db", "dsn_env": "CHAOS_PG_DSN",
-        **({"schema": spec.schema} if spec.schema else {})})
-    return make_store(config, work, env={"CHAOS_PG_DSN": dsn})
-
-
-async def _blobs(spec: StoreSpec, work: Path, dsn: str) -> list[str]:
-    """The digest of every blob the store holds, read with the runtime's own store."""
-    store = _open(spec, work, dsn)
-    await store.open()
-    try:
-        return blob_digests(await store.blobs())
-    finally:
-        await store.close()
-
-
-async def _held_long(spec: StoreSpec, work: Path, dsn: str) -> set[str]:
-    """The runs whose answer stayed in the outbox longer than the outbox keeps a thread's
-    later messages waiting behind one (``ORDER_HOLD_S``; a margin for the clocks skewed):
-    later answers may have been posted before it, by design."""
-    store = _open(spec, work, dsn)
-    await store.open()
-    try:
-        now = time.time()
-        return {d.run_id for d in await store.deliveries()
-                if isinstance(d, ReplyDelivery) and d.answer
-                and (d.delivered_at or now) - d.created_at > ORDER_HOLD_S - 10}
-    finally:
-        await store.close()
-
-
-async def _leases(spec: StoreSpec, work: Path, last_death: float, dsn: str
-                  ) -> list[dict[str, Any]]:
-    """The leases the store holds now, read with the runtime's own store, once a lease of
-    the last replica stopped or killed would have expired (``lease_ttl_s``) and one kept
-    after its thread's last run (``lease_linger_s``) would have been given up."""
-    await asyncio.sleep(max(LEASE_LINGER_S + 1.5,
-                            last_death + LEASE_TTL_S + 1 - time.monotonic()))
-    store = _open(spec, work, dsn)
-    await store.open()
-    try:
-        return [lease.model_dump() for lease in await store.leases()]
-    finally:
-        await store.close()
 
 
 async def _read(client: Client, workload: Workload, leases: list[dict[str, Any]],

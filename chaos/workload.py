@@ -2,7 +2,7 @@
 one is down or fails), cancels and approval decisions, and a janitor who denies the
 calls a crash left uncertain (approving them would run them again, by design).
 
-What the client saw of each message is kept in a ``Sent`` for the invariants.
+What the client saw of each message is kept in a ``Sent`` (``sent.py``) for the invariants.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
@@ -18,12 +17,13 @@ import httpx
 from .client import Answer, Client, Refused
 from .discord_plan import DiscordActs, DiscordCommand
 from .files import refuses_message
-from .plan import Command, Op, Plan, Stop, Vote
+from .plan import Command, Plan, Stop, Vote
 from .responses import respond
+from .sent import Lookups, Sent
 from .system import History, Replica, settled
 from .terminal import EXIT_PAUSED, EXIT_USAGE, send_from_terminal
 
-__all__ = ["DiscordSender", "Sent", "SlackSender", "Workload"]
+__all__ = ["DiscordSender", "SlackSender", "Workload"]
 
 SEND_DEADLINE_S = 240.0  # one message, every resend included
 TAKEN = "was taken, then the store failed"  # `maiden send`: its run was made (bot/commands)
@@ -63,35 +63,13 @@ class DiscordActing(Protocol):
     async def command(self, command: DiscordCommand) -> None: ...
 
 
-@dataclass
-class Sent:
-    op: Op
-    key: str
-    thread: str = ""  # the maiden thread (a Slack thread's is known once it is posted)
-    run_id: str | None = None
-    acked: bool = False  # a Slack event a replica acked
-    accepted_at: float | None = None
-    answered_at: float | None = None
-    answers: list[Answer] = field(default_factory=list)
-    attempts: list[str] = field(default_factory=list)
-    refused: str | None = None
-    turned_down: str | None = None  # refused as expected: it carried a file maiden refuses
-    cancelled: list[int] = field(default_factory=list)
-    decided: list[tuple[bool, int]] = field(default_factory=list)
-    open_streams: list[str] = field(default_factory=list)
-    typed: int = 0
-    """``maiden send`` attempts that may have made a run (each a message of its own: the
-    command has no key; a person who could not tell whether it was taken types it again)."""
-
-
-class Workload:
+class Workload(Lookups):
     def __init__(self, plan: Plan, replicas: list[Replica], client: Client,
                  history: History, slack: SlackSender | None = None,
                  discord: DiscordSender | None = None,
                  discord_acts: DiscordActing | None = None) -> None:
+        super().__init__(replicas, client)
         self.plan = plan
-        self.replicas = replicas
-        self.client = client
         self.history = history
         self.sent = {op.tag: Sent(op, key=f"chaos:{plan.seed}:{op.tag}", thread=op.thread)
                      for op in plan.ops}
@@ -102,14 +80,6 @@ class Workload:
         self.clicked = 0  # decisions made with a prompt's buttons (Slack's or Discord's)
         self.tasks: set[asyncio.Task[None]] = set()
         self._deciding: set[str] = set()  # tags whose person decides their own approval
-
-    def pick(self, start: int) -> Replica | None:
-        n = len(self.replicas)
-        for i in range(n):
-            replica = self.replicas[(start + i) % n]
-            if replica.up:
-                return replica
-        return None
 
     def _spawn(self, work: Any) -> None:
         task = asyncio.create_task(work)
@@ -279,45 +249,6 @@ class Workload:
                     return
             await asyncio.sleep(1.0)
 
-    async def find(self, sent: Sent, timeout_s: float = 60.0) -> str | None:
-        """The run of ``sent``, looked up by its text in its thread (a wait=true request
-        names it only once the run has ended)."""
-        async with asyncio.timeout(timeout_s):
-            while sent.run_id is None:
-                replica = self.pick(0)
-                if replica is not None:
-                    with contextlib.suppress(httpx.HTTPError):
-                        runs = await self.client.runs(replica.url, "ana",
-                                                      thread_id=sent.thread)
-                        for run in runs:
-                            if run["text"] == sent.op.text:
-                                return str(run["run_id"])
-                await asyncio.sleep(0.2)
-        return sent.run_id
-
-    async def run_of(self, run_id: str) -> dict[str, Any] | None:
-        """The run as the store has it now (None if no replica answers)."""
-        for attempt in range(10):
-            replica = self.pick(attempt)
-            if replica is not None:
-                with contextlib.suppress(httpx.HTTPError):
-                    return await self.client.run(replica.url, "ana", run_id)
-            await asyncio.sleep(0.3)
-        return None
-
-    async def first_active(self, thread: str) -> str | None:
-        """The run a stop in ``thread`` ends now: its first one that has not ended."""
-        for attempt in range(10):
-            replica = self.pick(attempt)
-            if replica is not None:
-                with contextlib.suppress(httpx.HTTPError):
-                    runs = await self.client.runs(replica.url, "ana", thread_id=thread, state=[
-                        "queued", "running", "awaiting_tool", "awaiting_approval"])
-                    first = min(runs, key=lambda r: r["created_at"], default=None)
-                    return None if first is None else str(first["run_id"])
-            await asyncio.sleep(0.3)
-        return None
-
     async def _cancel(self, sent: Sent, after_s: float) -> None:
         with contextlib.suppress(TimeoutError):
             run_id = await self.find(sent)
@@ -360,21 +291,6 @@ class Workload:
             pass
         finally:
             self._deciding.discard(sent.op.tag)
-
-    async def awaiting(self, sent: Sent, run_id: str) -> str | None:
-        """The deploy call the run waits on, once it waits (None if it ended first)."""
-        async with asyncio.timeout(120):
-            while True:
-                replica = self.pick(2)
-                if replica is not None:
-                    with contextlib.suppress(httpx.HTTPError):
-                        run = await self.client.run(replica.url, sent.op.person, run_id)
-                        approval = run.get("approval")
-                        if approval and approval["name"] == "deploy":
-                            return str(approval["tool_call_id"])
-                        if run["terminal"] and run["state"] != "timed_out":
-                            return None
-                await asyncio.sleep(0.3)
 
     async def _post_decision(self, sent: Sent, run_id: str, call: str, approve: bool,
                              button: bool = False) -> None:

@@ -29,7 +29,7 @@ from chaos.files import (
 from chaos.files_checks import check_files
 from chaos.invariants import Stored
 from chaos.plan import Op, make_plan
-from chaos.workload import Sent
+from chaos.sent import Sent
 from runtime.engine.files import Files
 from runtime.errors import FileRefused
 from runtime.model.attachments import Seeing, TextPart, describe_blob, media_type_of, to_part

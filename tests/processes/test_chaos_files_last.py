@@ -30,7 +30,7 @@ from chaos.files import (
 from chaos.files_checks import check_files
 from chaos.holds import Holds
 from chaos.plan import Op, make_plan
-from chaos.workload import Sent
+from chaos.sent import Sent
 from runtime.engine.files import Files
 from runtime.errors import FileRefused
 from runtime.model.config import FilesConfig

@@ -27,10 +27,11 @@ from chaos.invariants import RESUMED, Stored
 from chaos.model import _arguments, _turn, failure
 from chaos.plan import DISCORD_PLACES, Op, Plan, make_plan
 from chaos.proxy import Proxy
-from chaos.schedules import Change, Kept, Schedules, schedules_toml
+from chaos.schedule_toggles import Change
+from chaos.schedules import Kept, Schedules, schedules_toml
+from chaos.sent import Sent
 from chaos.sockets import pid_of_client
 from chaos.system import History
-from chaos.workload import Sent
 from runtime import AssistantTurn, Entry, ToolResult, UserMessage
 from runtime.engine.history import model_view
 from runtime.model.entries import ToolCall

@@ -14,11 +14,11 @@ from typing import Any
 from channels.feedback import THANKS, UNRECORDED
 from chaos.invariants import Stored
 from chaos.plan import Command, Plan, Stop, Vote, make_plan
+from chaos.sent import Sent
 from chaos.slack_acts import ON_IT, Click, CommandSeen, SlackActs, StopSeen, VoteSeen, told_again
 from chaos.slack_checks import check_acts, check_slack
 from chaos.slack_wire import SlackWire
 from chaos.system import History
-from chaos.workload import Sent
 from tests.fakes.slack import BOT, BOT_USER, TEAM, FakeSlack
 
 CHANNEL = "C0CHAOS001"
