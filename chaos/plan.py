@@ -32,8 +32,11 @@ from .job_plan import Reminder, draw_chat_reminders, draw_reminders
 from .ops import Decide, Op, Route
 from .slack_plan import Command, Stop, Vote, draw_slack
 
-__all__ = ["TOOLS", "Command", "Decide", "Op", "Plan", "RunNow", "Stop", "Toggle", "Vote",
-           "make_plan"]
+__all__ = ["PEOPLE", "TOOLS", "Command", "Decide", "Op", "Plan", "RunNow", "Stop", "Toggle",
+           "Vote", "make_plan"]
+
+PEOPLE = ("ana", "ben", "cy", "dee")
+"""Who talks to maiden in the soak."""
 
 # tool name -> effect class (the tools module, chaos/effects.py, declares the same)
 TOOLS = {"look": "read_only", "note": "idempotent_write", "charge": "non_idempotent",
@@ -126,11 +129,12 @@ class Plan:
                    commands=commands, discord_acts=discord_acts)
 
 
+
 def make_plan(seed: int, seconds: float, store: str, replicas: int) -> Plan:
     """The whole soak for ``seed``: about two messages a second, over ``seconds``."""
     rng = random.Random(f"{seed}:{store}")
     n_threads = max(4, int(seconds // 5))
-    people = ["ana", "ben", "cy", "dee"]
+    people = list(PEOPLE)
     http = [f"chaos/{seed}/t{i:02d}" for i in range(n_threads)]
     slack = [f"slack/{seed}/{rng.choice(SLACK_CHANNELS)}/s{i:02d}"
              for i in range(max(2, n_threads // 2))]

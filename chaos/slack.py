@@ -18,7 +18,7 @@ from tests.fakes.slack.store import JSON
 
 from .files import data_of, media_type
 from .holds import Holds
-from .plan import Command, Stop, Vote
+from .plan import PEOPLE, Command, Stop, Vote
 from .sent import Sent
 from .slack_acts import Reads, SlackActs, channel_of, user_of
 from .slack_wire import SlackWire
@@ -53,6 +53,8 @@ class SlackPeople:
         self.roots: dict[str, str] = {}  # plan thread -> the ts of its first message
         self.prompts: dict[tuple[str, str], JSON] = {}  # (run, call) -> its prompt, as posted
         self.acts = SlackActs(fake, self.wire, history, self.roots)
+        for person in PEOPLE:  # known to users.info (its time zone is asked for each person)
+            fake.person(user_of(person), tz="UTC", name=person)
 
     async def send(self, sent: Sent) -> None:
         """Post ``sent``'s message (the first of its thread at top level) and deliver its
