@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,21 +26,10 @@ import pytest
 from runtime import RunState, SQLiteStore
 from tests.fakes.discord import BOT_ID, GENERAL_ID, HUMAN_ID, FakeDiscord
 from tests.processes.test_channels_down_at_boot import maiden_run
+from tests.processes.test_cli import SLOW_TOOLS
 from tests.processes.test_discord_cli import configure, env
 
 pytestmark = pytest.mark.xdist_group("crash_discord_clicks")
-
-TOOLS = '''
-from pathlib import Path
-from runtime import tool
-
-@tool(effect="non_idempotent", requires_approval=True)
-def restart(service: str) -> str:
-    """Restart a service."""
-    with Path("restarts.log").open("a") as f:
-        f.write(service + "\\n")
-    return f"restarted {service}"
-'''
 
 CALLBACK = "POST /interactions/{webhook_id}/{webhook_token}/callback"
 EDIT = "PATCH /webhooks/{webhook_id}/{webhook_token}/messages/{message_id}"
@@ -46,7 +37,7 @@ EDIT = "PATCH /webhooks/{webhook_id}/{webhook_token}/messages/{message_id}"
 
 def _home(home: Path, fake: FakeDiscord) -> None:
     configure(home, fake)
-    (home / "ops_tools.py").write_text(TOOLS)
+    (home / "ops_tools.py").write_text(SLOW_TOOLS)  # restart: non_idempotent, asks first
     text = (home / "agent.toml").read_text().replace('modules = []', 'modules = ["ops_tools"]')
     # The killed process's gateway lease is taken over soon after (as the next replica's).
     text = text.replace('concurrency = "global"\n',
@@ -95,14 +86,33 @@ async def _killed(proc: asyncio.subprocess.Process) -> None:
     assert await asyncio.wait_for(proc.wait(), 30) == -signal.SIGKILL
 
 
+@asynccontextmanager
+async def _first(home: Path, fake: FakeDiscord) -> AsyncIterator[
+        tuple[asyncio.subprocess.Process, dict[str, Any]]]:
+    """`maiden run` up, with the prompt of the restart it was asked for."""
+    _home(home, fake)
+    async with maiden_run(home, env(fake)) as (proc, out, _):
+        await out.wait_for("Ctrl-C stops.")
+        yield proc, await _asked(home, fake)
+
+
+@asynccontextmanager
+async def _again(home: Path, fake: FakeDiscord) -> AsyncIterator[None]:
+    """`maiden run` started again after the kill, up with the gateway; SIGTERMed after,
+    and it must stop cleanly."""
+    async with maiden_run(home, env(fake)) as (proc, out, err):
+        await out.wait_for("Ctrl-C stops.")
+        await fake.identified(2, timeout=30)
+        yield
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 30) == 0, err.text()
+
+
 @pytest.mark.timeout(120)
 async def test_a_click_killed_after_discord_took_it_decides_nothing_and_the_next_decides_once(
         home: Path) -> None:
     async with FakeDiscord() as fake:
-        _home(home, fake)
-        async with maiden_run(home, env(fake)) as (proc, out, _):
-            await out.wait_for("Ctrl-C stops.")
-            prompt = await _asked(home, fake)
+        async with _first(home, fake) as (proc, prompt):
             pid = proc.pid
             fake.router.after_call[CALLBACK] = lambda n: os.kill(pid, signal.SIGKILL)
             await fake.click(prompt, _approve(prompt))
@@ -113,16 +123,12 @@ async def test_a_click_killed_after_discord_took_it_decides_nothing_and_the_next
         assert await _run_state(home) is RunState.AWAITING_APPROVAL
         assert _restarts(home) == []
 
-        async with maiden_run(home, env(fake)) as (proc, out, err):
-            await out.wait_for("Ctrl-C stops.")
-            await fake.identified(2, timeout=30)
+        async with _again(home, fake):
             (still,) = _bot(fake)
             assert still["components"] == prompt["components"]  # still asks
             clicked = await fake.click(still, _approve(still))
             await fake.until(lambda: len(_bot(fake)) == 2 and bool(fake.shown(clicked)),
                              what="the answer and the edited prompt", timeout=30)
-            proc.send_signal(signal.SIGTERM)
-            assert await asyncio.wait_for(proc.wait(), 30) == 0, err.text()
         edited, answer = _bot(fake)
         assert edited["content"] == f"Approved by <@{HUMAN_ID}>: `restart`"
         assert edited["components"] == []
@@ -136,10 +142,7 @@ async def test_a_click_killed_after_discord_took_it_decides_nothing_and_the_next
 async def test_a_click_killed_before_its_prompt_was_edited_goes_on_from_its_decision(
         home: Path) -> None:
     async with FakeDiscord() as fake:
-        _home(home, fake)
-        async with maiden_run(home, env(fake)) as (proc, out, _):
-            await out.wait_for("Ctrl-C stops.")
-            prompt = await _asked(home, fake)
+        async with _first(home, fake) as (proc, prompt):
             for _ in range(10):  # (discord.py, then maiden, try a 5xx again in 1 s)
                 fake.fail(EDIT, status=500)
             await fake.click(prompt, _approve(prompt))
@@ -153,9 +156,7 @@ async def test_a_click_killed_before_its_prompt_was_edited_goes_on_from_its_deci
         ran_before = _restarts(home)
         assert ran_before in ([], ["db"])
 
-        async with maiden_run(home, env(fake)) as (proc, out, err):
-            await out.wait_for("Ctrl-C stops.")
-            await fake.identified(2, timeout=30)
+        async with _again(home, fake):
             await fake.until(lambda: len(_bot(fake)) == 2, what="the answer", timeout=30)
             (old, _) = _bot(fake)
             clicked = await fake.click(old, _approve(old))
@@ -163,8 +164,6 @@ async def test_a_click_killed_before_its_prompt_was_edited_goes_on_from_its_deci
                              timeout=30)
             (said,) = fake.shown(clicked)
             assert "no longer current" in said["content"], said
-            proc.send_signal(signal.SIGTERM)
-            assert await asyncio.wait_for(proc.wait(), 30) == 0, err.text()
         state = await _run_state(home)
         assert state in (RunState.COMPLETED, RunState.FAILED)
         assert len(_restarts(home)) <= 1  # a non_idempotent effect: at most once
