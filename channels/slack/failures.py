@@ -33,10 +33,12 @@ def passing(error: BaseException) -> bool:
 
 
 async def listener_failed(error: Exception) -> None:
-    """Bolt's error handler (``App.error``): the event is not acknowledged either way (500),
-    so Slack sends it again. A failure maiden names (the store out of reach or full, the
-    runtime shutting down) is one line; anything else keeps its traceback."""
+    """Bolt's error handler (``App.error``): what failed is not acknowledged either way
+    (500), so Slack sends an event again and shows the person a click or command failed.
+    A failure maiden names (the store out of reach or full, the runtime shutting down) is
+    one line; anything else keeps its traceback."""
     if isinstance(error, MaidenError):
-        log.warning("slack: an event was not taken, and Slack will send it again: %s", error)
+        log.warning("slack: not taken, so not acknowledged (Slack sends an event again, and "
+                    "shows a click or command failed): %s", error)
     else:
-        log.error("slack: an event's listener failed (error: %s)", error, exc_info=error)
+        log.error("slack: a listener failed (error: %s)", error, exc_info=error)

@@ -1,18 +1,19 @@
 """Clicks on Slack's feedback buttons under an answer (``channels.feedback``); the person
-hears back in an ephemeral line, only when it is news (Slack shows the click itself)."""
+hears back in an ephemeral line, only when it is news (Slack shows the click itself). A
+vote the store could not take is said so ("click again"); if that cannot be said either,
+the click is not acknowledged, so that Slack shows the person it failed."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from runtime import Runtime
+from runtime import Runtime, StoreError
 
-from ..feedback import record_vote
+from ..feedback import UNRECORDED, record_vote
 from .config import SlackConfig
 from .mapping import read_click
 from .render import parse_vote
@@ -37,7 +38,13 @@ class FeedbackButtons:
             return
         user, channel = click.user, click.channel
         text, news = await record_vote(self.runtime, self.config.access, vote, click)
-        if news:
-            with contextlib.suppress(SlackApiError):
-                await self.client.chat_postEphemeral(channel=channel, user=user, text=text)
+        if not news:
+            return
+        try:
+            await self.client.chat_postEphemeral(channel=channel, user=user, text=text)
+        except SlackApiError as exc:
+            if text == UNRECORDED:  # lost, and nobody knows: not acknowledged after all
+                # (bolt answers 500; Slack shows the person the click failed)
+                raise StoreError(f"a vote from {user} was not recorded, and saying so "
+                                 f"failed: {exc}") from exc
 

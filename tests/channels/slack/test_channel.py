@@ -80,10 +80,11 @@ def secrets(fake: FakeSlack) -> SlackSecrets:
 async def running(
     fake: FakeSlack, db: Path, *, provider: Provider | None = None,
     tools: tuple[Tool, ...] = (deploy,), agent: AgentConfig | None = None,
-    registry: ToolRegistry | None = None, **overrides: Any,
+    registry: ToolRegistry | None = None, store_class: type[SQLiteStore] = SQLiteStore,
+    **overrides: Any,
 ) -> AsyncIterator[Slack]:
     """A runtime on ``db`` with the Slack channel started against ``fake`` (Socket Mode)."""
-    async with SQLiteStore(db) as store:
+    async with store_class(db) as store:
         slack = SlackOutbound(config(fake, **overrides), secrets(fake), Records(store),
                               pace_s=0)
         runtime = Runtime(store, provider or EchoProvider(), registry or ToolRegistry(tools),

@@ -8,7 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from channels.feedback import UNRECORDED
 from runtime import EchoProvider, ScriptedProvider
+from tests.channels.discord.test_feedback import VotesUnwritten
 from tests.channels.slack.test_channel import C, running
 from tests.fakes.slack import BOT_USER, FakeSlack, block_actions_payload, feedback_click
 
@@ -127,3 +131,29 @@ async def test_an_edited_answer_gets_the_buttons_in_its_last_edit(tmp_path: Path
             (run,) = await s.runtime.records.runs()
             (block,) = buttons(answer)
             assert block["elements"][0]["negative_button"]["value"] == f"down:{run.id}"
+
+
+async def test_a_vote_lost_with_nobody_told_is_not_acknowledged(tmp_path: Path) -> None:
+    """chaos seed 10808 (PostgreSQL cut, Slack answering 503 at once): the store could not
+    take a click's vote and the line asking to click again could not be posted, yet the
+    click was acknowledged, so the person believed it counted. Now such a click is not
+    acknowledged (Slack shows them it failed); told, or once there is room, it counts."""
+    VotesUnwritten.room = False
+    async with FakeSlack() as fake, running(fake, tmp_path / "m.db",
+                                            provider=ScriptedProvider([{"text": "All green."}]),
+                                            store_class=VotesUnwritten) as s:
+        sent = fake.user_event(C, "U1", f"<@{BOT_USER}> status?", mention=True)
+        await fake.acked(await fake.socket_event(sent))
+        await s.runtime.idle()
+        (answer,) = bot_messages(fake)
+        fake.fail("chat.postEphemeral", error="fatal_error")
+        lost = await fake.socket_interactive(feedback_click("U1", C, answer, positive=True))
+        await fake.until(lambda: bool(fake.calls("chat.postEphemeral")), what="the line tried")
+        with pytest.raises(TimeoutError):  # a bounded wait for an ack that must not come
+            await fake.acked(lost, timeout=1)
+
+        await click(fake, "U1", answer, positive=True, told=1)  # told to click again: acked
+        assert fake.ephemerals(C)[-1]["text"] == UNRECORDED
+        VotesUnwritten.room = True
+        await click(fake, "U1", answer, positive=True, told=2)
+        assert [v.value for v in await s.runtime.kept.feedback.votes()] == ["up"]
