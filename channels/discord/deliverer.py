@@ -19,6 +19,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import aiohttp
 import discord
 from discord.http import HTTPClient, Route
 
@@ -144,6 +145,6 @@ class DiscordDeliverer:
         except discord.HTTPException as exc:
             raise DeliveryError(f"Discord {route.method} {route.path} failed: {exc.status} "
                                 f"{exc.text}") from exc
-        except (discord.DiscordException, OSError, TimeoutError) as exc:
+        except (discord.DiscordException, aiohttp.ClientError, OSError, TimeoutError) as exc:
             raise DeliveryError(f"Discord {route.method} {route.path} failed: "
                                 f"{type(exc).__name__}: {exc}") from exc

@@ -269,21 +269,27 @@ async def test_stop_cancels_the_running_run(
 
 
 @pytest.mark.parametrize("fault", ["429", "drop"])
+@pytest.mark.parametrize("stream", ["edit", "off"])
 async def test_a_limited_or_lost_send_is_one_message(
     fake: FakeDiscord, discord_bot: Callable[..., AbstractAsyncContextManager[Discord]],
-    fault: str,
+    fault: str, stream: str, caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """A send Discord limits, or one whose answer is cut off (the connection dropped: the
+    message was made), ends as one message; said in one line each, no traceback (chaos,
+    seed 11010: 36 tracebacks of a dropped connection, an ``aiohttp.ClientError`` that is
+    no ``OSError``)."""
     if fault == "429":
         fake.fail("POST /channels/{id}/messages", status=429, retry_after=0.1)
     else:
         fake.fail("POST /channels/{id}/messages", drop=True)
-    async with discord_bot() as d:
+    async with discord_bot(stream=stream) as d:
         await fake.user_message(GENERAL_ID, HUMAN_ID, f"<@{BOT_ID}> careful",
                                 mentions=[BOT_ID])
         await fake.wait_messages(GENERAL_ID, 2)
         await settle(d, 1)
         await d.runtime.operator.flush_deliveries()
         assert [m["content"] for m in d.replies()] == ["echo: careful"]
+    assert not [r for r in caplog.records if r.exc_info is not None]
 
 
 async def test_a_typing_indicator_cut_off_is_one_line_and_the_answer_comes(
