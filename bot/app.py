@@ -46,6 +46,7 @@ from .logging import RunContext
 from .logging import log_runs as log_run_events
 from .opening import open_store, patiently, starting_again
 from .recovering import Recovering
+from .stalls import said_if_slow
 from .wiring import ChannelFactory, Prepared, make_channels
 
 if TYPE_CHECKING:
@@ -198,11 +199,13 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    slow = asyncio.create_task(said_if_slow(stop), name="maiden-stop-watch")
     try:
         await starting_again(lambda ready: _serve_once(loaded, factories, stop, out, context,
                                                         ready),
                              stop, wait_s=loaded.config.store.open_wait_s)
     finally:
+        await _stopped(slow)
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
     log.info("stopped")
