@@ -1,7 +1,8 @@
 """Clicks on Slack's feedback buttons under an answer (``channels.feedback``); the person
 hears back in an ephemeral line, only when it is news (Slack shows the click itself). A
-vote the store could not take is said so ("click again"); if that cannot be said either,
-the click is not acknowledged, so that Slack shows the person it failed."""
+vote not counted (the store could not take it, its message's id not recorded yet, or
+refused) is said so; if that cannot be said either, the click is not acknowledged, so
+that Slack shows the person it failed."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from runtime import Runtime, StoreError
+from runtime import DeliveryError, Runtime
 
-from ..feedback import UNRECORDED, record_vote
+from ..feedback import THANKS, record_vote
 from .config import SlackConfig
 from .mapping import read_click
 from .render import parse_vote
@@ -43,8 +44,9 @@ class FeedbackButtons:
         try:
             await self.client.chat_postEphemeral(channel=channel, user=user, text=text)
         except SlackApiError as exc:
-            if text == UNRECORDED:  # lost, and nobody knows: not acknowledged after all
-                # (bolt answers 500; Slack shows the person the click failed)
-                raise StoreError(f"a vote from {user} was not recorded, and saying so "
-                                 f"failed: {exc}") from exc
+            if text not in THANKS.values():  # not counted (the store could not take it,
+                # the message's id not recorded yet, refused), and nobody knows: not
+                # acknowledged after all (bolt answers 500; Slack shows the click failed)
+                raise DeliveryError(f"a vote from {user} was not counted, and saying so "
+                                    f"failed: {exc}") from exc
 

@@ -154,6 +154,17 @@ async def test_a_vote_lost_with_nobody_told_is_not_acknowledged(tmp_path: Path) 
 
         await click(fake, "U1", answer, positive=True, told=1)  # told to click again: acked
         assert fake.ephemerals(C)[-1]["text"] == UNRECORDED
+
+        # Any vote not counted, and not said (seed 11010: a click before the answer's id was
+        # recorded, "try again" refused by Slack): here, a button naming another run.
+        other = await s.runtime.send("cli-thread", "hi")
+        fake.fail("chat.postEphemeral", error="fatal_error")
+        forged = await fake.socket_interactive(block_actions_payload(
+            "U1", C, answer["ts"], "maiden_feedback", f"up:{other.id}", message=answer))
+        await fake.until(lambda: len(fake.calls("chat.postEphemeral")) == 3,
+                         what="the refusal tried")
+        with pytest.raises(TimeoutError):
+            await fake.acked(forged, timeout=1)
         VotesUnwritten.room = True
         await click(fake, "U1", answer, positive=True, told=2)
         assert [v.value for v in await s.runtime.kept.feedback.votes()] == ["up"]
