@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import aiohttp
 import discord
 from discord.http import HTTPClient, Route
 
+from .acks import PASSING
 from .channel import point_at
 from .config import DiscordConfig
 
@@ -37,7 +37,7 @@ async def check_discord(config: DiscordConfig, token: str) -> tuple[bool, list[s
             me: Any = await http.static_login(token)
         except discord.LoginFailure as exc:
             return False, [f"bot token refused by {config.api_url}: {exc}"]
-        except (discord.DiscordException, aiohttp.ClientError, OSError) as exc:
+        except (discord.DiscordException, *PASSING) as exc:
             return False, [f"cannot reach {config.api_url}: {exc}"]
         app: Any = await http.request(Route("GET", "/applications/@me"))
         lines = [f"bot {me['username']} ({me['id']})",

@@ -19,7 +19,6 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-import aiohttp
 import discord
 from discord.http import HTTPClient, Route
 
@@ -33,6 +32,7 @@ from runtime import (
 )
 
 from ..base import Link
+from .acks import PASSING
 from .render import approval_components, approval_content, feedback_components
 
 __all__ = ["DiscordDeliverer", "nonce"]
@@ -145,6 +145,6 @@ class DiscordDeliverer:
         except discord.HTTPException as exc:
             raise DeliveryError(f"Discord {route.method} {route.path} failed: {exc.status} "
                                 f"{exc.text}") from exc
-        except (discord.DiscordException, aiohttp.ClientError, OSError, TimeoutError) as exc:
+        except (discord.DiscordException, *PASSING) as exc:
             raise DeliveryError(f"Discord {route.method} {route.path} failed: "
                                 f"{type(exc).__name__}: {exc}") from exc
